@@ -1,0 +1,63 @@
+"""The wire protocol, mirrored from src/transport/protocol.ts (the reference definition).
+
+One definition per language: the version, message types, error codes and phase names
+live here for Python. test/fixtures/golden/ holds bytes that the TypeScript and Python
+tests both decode. See docs/protocol.md.
+"""
+
+PROTOCOL_VERSION = 1
+
+MESSAGE_TYPES = (
+    "hello",
+    "task",
+    "progress",
+    "phase",
+    "result",
+    "error",
+    "heartbeat",
+    "cancel",
+    "shutdown",
+)
+
+
+class ErrorCode:
+    """Numbered error codes. Append only: never renumber or reuse."""
+
+    MALFORMED_MESSAGE = 1
+    VERSION_MISMATCH = 2
+    UNKNOWN_TYPE = 3
+    UNKNOWN_TASK = 4
+    INVALID_ARGUMENT = 5
+    TASK_FAILED = 6
+    CANCELLED = 7
+    TIMEOUT = 8
+    WORKER_DIED = 9
+    UNSUPPORTED_OP = 10
+    PLAN_INVALID = 11
+    SHAPE_MISMATCH = 12
+    NAN_INPUT = 13
+    OUT_OF_MEMORY = 14
+    BACKEND_UNAVAILABLE = 15
+    SHM_UNAVAILABLE = 16
+
+
+class Phase:
+    """Phase names shared by every runtime; training epochs are ``epoch-<n>`` (1-based)."""
+
+    IMPORT = "import"
+    RUNTIME_CREATE = "runtime-create"
+    MODEL_LOAD = "model-load"
+    FIRST_INFERENCE = "first-inference"
+    STEADY_INFERENCE = "steady-inference"
+    DATA_LOAD = "data-load"
+    CHECKPOINT_SAVE = "checkpoint-save"
+    CUDA_CONTEXT = "cuda-context"
+    WEIGHTS_UPLOAD = "weights-upload"
+    ARENA = "arena"
+
+    @staticmethod
+    def epoch(n: int) -> str:
+        return f"epoch-{n}"
+
+
+DTYPE_BYTES = {"float32": 4, "float16": 2, "int64": 8, "int32": 4, "uint8": 1, "bool": 1}

@@ -1,0 +1,157 @@
+/**
+ * The wire protocol between the orchestrator and its workers: the one definition of
+ * the version, message types, error codes and phase names in TypeScript.
+ * python/memlane_worker/protocol.py and native/runtime/include/memlane/protocol.h mirror it;
+ * test/fixtures/golden/ holds bytes that every language's tests decode.
+ * See docs/protocol.md.
+ */
+
+/** Bumped on any incompatible change; both sides refuse a peer that differs. */
+export const PROTOCOL_VERSION = 1;
+
+export const MESSAGE_TYPES = [
+  "hello",
+  "task",
+  "progress",
+  "phase",
+  "result",
+  "error",
+  "heartbeat",
+  "cancel",
+  "shutdown",
+] as const;
+export type MessageType = (typeof MESSAGE_TYPES)[number];
+
+/** Numbered error codes. Append only: never renumber or reuse. */
+export const ErrorCode = {
+  MALFORMED_MESSAGE: 1,
+  VERSION_MISMATCH: 2,
+  UNKNOWN_TYPE: 3,
+  UNKNOWN_TASK: 4,
+  INVALID_ARGUMENT: 5,
+  TASK_FAILED: 6,
+  CANCELLED: 7,
+  TIMEOUT: 8,
+  WORKER_DIED: 9,
+  UNSUPPORTED_OP: 10,
+  PLAN_INVALID: 11,
+  SHAPE_MISMATCH: 12,
+  NAN_INPUT: 13,
+  OUT_OF_MEMORY: 14,
+  BACKEND_UNAVAILABLE: 15,
+  SHM_UNAVAILABLE: 16,
+} as const;
+export type ErrorCodeName = keyof typeof ErrorCode;
+export type ErrorCodeNumber = (typeof ErrorCode)[ErrorCodeName];
+
+export function errorCodeName(code: number): string {
+  for (const [name, value] of Object.entries(ErrorCode)) if (value === code) return name;
+  return `UNKNOWN_ERROR_${code}`;
+}
+
+/**
+ * Phase names, shared by every runtime so that rows line up in the report.
+ * Training epochs are `epoch-<n>` (1-based).
+ */
+export const Phase = {
+  IMPORT: "import",
+  RUNTIME_CREATE: "runtime-create",
+  MODEL_LOAD: "model-load",
+  FIRST_INFERENCE: "first-inference",
+  STEADY_INFERENCE: "steady-inference",
+  DATA_LOAD: "data-load",
+  CHECKPOINT_SAVE: "checkpoint-save",
+  CUDA_CONTEXT: "cuda-context",
+  WEIGHTS_UPLOAD: "weights-upload",
+  ARENA: "arena",
+} as const;
+export type PhaseName = (typeof Phase)[keyof typeof Phase] | `epoch-${number}`;
+export const epochPhase = (n: number): PhaseName => `epoch-${n}`;
+
+export type DType = "float32" | "float16" | "int64" | "int32" | "uint8" | "bool";
+export const DTYPE_BYTES: Readonly<Record<DType, number>> = Object.freeze({
+  float32: 4,
+  float16: 2,
+  int64: 8,
+  int32: 4,
+  uint8: 1,
+  bool: 1,
+});
+
+/**
+ * Where a tensor's bytes travel: `frame` is the index among the raw binary frames that
+ * follow the envelope (0 = first frame after the envelope); `shm` names a shared-memory
+ * segment instead (same host only).
+ */
+export interface TensorRef {
+  name: string;
+  dtype: DType;
+  shape: number[];
+  frame?: number;
+  shm?: { segment: string; offset: number; length: number };
+}
+
+/** A process's own memory reading, in KiB as /proc reports it. */
+export interface MemoryReading {
+  rssKiB: number;
+  pssKiB: number;
+  ussKiB: number;
+  swapKiB: number;
+  hwmKiB: number;
+  /** GPU memory used by this process in KiB; absent where unknown. */
+  gpuKiB?: number;
+}
+
+interface Base<T extends MessageType> {
+  v: number;
+  type: T;
+  id: string;
+}
+export interface Hello extends Base<"hello"> {
+  pid: number;
+  worker: string;
+  capabilities: string[];
+  versions: Record<string, string>;
+}
+export interface Task extends Base<"task"> {
+  task: string;
+  args: Record<string, unknown>;
+  tensors?: TensorRef[];
+}
+export interface Progress extends Base<"progress"> {
+  current: number;
+  total: number;
+  label: string;
+  metrics?: Record<string, number>;
+}
+export interface PhaseMark extends Base<"phase"> {
+  name: PhaseName;
+  mark: "start" | "end";
+  /** Wall clock, ms since the epoch (same host: comparable with the orchestrator's samples). */
+  tMs: number;
+  memory: MemoryReading;
+}
+export interface Result extends Base<"result"> {
+  value: Record<string, unknown>;
+  tensors?: TensorRef[];
+}
+export interface ErrorMessage extends Base<"error"> {
+  code: number;
+  message: string;
+  details?: Record<string, unknown>;
+  traceback?: string;
+}
+export type Heartbeat = Base<"heartbeat">;
+export type Cancel = Base<"cancel">;
+export type Shutdown = Base<"shutdown">;
+
+export type Message =
+  | Hello
+  | Task
+  | Progress
+  | PhaseMark
+  | Result
+  | ErrorMessage
+  | Heartbeat
+  | Cancel
+  | Shutdown;
