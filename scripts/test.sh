@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The whole test suite: TypeScript type check, vitest (unit + integration, real ZeroMQ and
+# real workers), pytest for the Python worker, ctest for memlane-rt.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+fail=0
+step() { printf '\n=== %s\n' "$*"; }
+
+step "typecheck (tsc --noEmit)"
+npx tsc --noEmit -p tsconfig.json || fail=1
+
+step "vitest"
+npx vitest run || fail=1
+
+step "pytest"
+.venv/bin/python -m pytest python/tests -q || fail=1
+
+if [ -f native/build/CTestTestfile.cmake ]; then
+  step "ctest"
+  ctest --test-dir native/build --output-on-failure || fail=1
+fi
+exit $fail
