@@ -1,0 +1,76 @@
+// The interface every compute backend implements (src/cpu/, src/cuda/).
+//
+// Life cycle: make_*_backend(options) -> prepare(plan, maxBatch) once (weights are taken
+// from the mapped plan and the arena is allocated once for maxBatch) -> run(batch, ...)
+// any number of times with no allocation -> destroy. The PlanFile must outlive the
+// backend: the CPU backend computes straight from the mapped weights.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "plan/plan.h"
+#include "status.h"
+
+namespace memlane {
+
+struct BackendOptions {
+  // Intra-op threads (BLAS and the backend's own parallel loops); 0 = library default.
+  int threads = 0;
+  // CUDA device ordinal (ignored by the CPU backend).
+  int deviceIndex = 0;
+  // Backend-specific switches passed through from the task args (e.g. the CUDA
+  // variant: "cudaGraph" -> "true", "fp16" -> "true"). Unknown keys are ignored.
+  std::map<std::string, std::string> switches;
+  // Optional: a backend reports its own sub-phases (GPU: "cuda-context",
+  // "weights-upload", "arena"; names from include/memlane/protocol.h) with start=true
+  // before and start=false after. The runtime turns them into protocol phase marks.
+  std::function<void(const char* phase, bool start)> phaseMark;
+};
+
+struct MemoryStats {
+  uint64_t arenaBytes = 0;         // activation arena (host for cpu, device for cuda)
+  uint64_t weightBytesHost = 0;    // weight bytes the backend holds in host memory it owns
+                                   // (0 for cpu: it reads the read-only mapping)
+  uint64_t weightBytesMapped = 0;  // weight bytes read from the file mapping
+  uint64_t weightBytesDevice = 0;  // weight bytes held on the device
+  uint64_t workspaceBytes = 0;     // scratch besides the arena (im2col, cuBLAS workspace)
+  int64_t deviceUsedBytes = -1;    // this process's device memory, -1 = unknown/unavailable
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // "cpu" or "cuda".
+  virtual const char* name() const = 0;
+
+  // Take weights from the plan and allocate the arena for `maxBatch` samples
+  // (maxBatch * plan.bytesPerSample) and any scratch once. Called once.
+  // Returns kUnsupportedOp naming the op when the plan holds one this backend lacks.
+  virtual Status prepare(const Plan& plan, int64_t maxBatch, std::string* message) = 0;
+
+  // Run `batch` (1..maxBatch) samples. inputs[i] holds batch * plan.tensors[plan.inputs[i]]
+  // .elements() floats (C-contiguous, host memory); outputs[i] receives
+  // batch * plan.tensors[plan.outputs[i]].elements() floats. Shape and NaN checks are the
+  // caller's (src/runtime.cc); a backend may assume valid, finite inputs.
+  // Must not allocate (tests count allocations through a hook).
+  virtual Status run(int64_t batch, const float* const* inputs, float* const* outputs,
+                     std::string* message) = 0;
+
+  virtual MemoryStats memory_stats() const = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options, Status* status,
+                                          std::string* message);
+
+// Built only when MEMLANE_WITH_CUDA (CMake target memlane_cuda, defines MEMLANE_HAVE_CUDA
+// for code linking it). Returns nullptr with kBackendUnavailable when no device is present
+// or the driver is missing, so `--device auto` can fall back to the CPU backend.
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options, Status* status,
+                                           std::string* message);
+
+}  // namespace memlane

@@ -1,0 +1,54 @@
+// The .mlplan file layout (docs/plan-format.md), defined once on the C++ side.
+// src/compiler/plan-format.ts is the TypeScript twin; both test against the doc.
+//
+// | offset | size | field                                                  |
+// |      0 |    8 | magic, ASCII "MLRTPLAN"                                |
+// |      8 |    4 | u32 format version = 1                                 |
+// |     12 |    4 | u32 flags = 0 (reserved)                               |
+// |     16 |    8 | u64 header offset = 64                                 |
+// |     24 |    8 | u64 header length H                                    |
+// |     32 |    8 | u64 blob offset (multiple of 64, >= 64 + H)            |
+// |     40 |    8 | u64 blob length B                                      |
+// |     48 |    8 | u64 file length (= blob offset + B)                    |
+// |     56 |    8 | u64 FNV-1a 64 of the header bytes                      |
+// |     64 |    H | header: one msgpack map                                |
+// |      … |  pad | zero bytes up to the blob offset                       |
+// |   blob |    B | weights, each tensor 64-byte aligned from blob start   |
+// All integers little-endian.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace memlane::plan_format {
+
+inline constexpr char kMagic[8] = {'M', 'L', 'R', 'T', 'P', 'L', 'A', 'N'};
+inline constexpr uint32_t kVersion = 1;
+inline constexpr uint64_t kPreambleBytes = 64;
+inline constexpr uint64_t kHeaderOffset = 64;
+inline constexpr uint64_t kAlignment = 64;
+
+// Field offsets inside the 64-byte preamble.
+inline constexpr size_t kOffMagic = 0;
+inline constexpr size_t kOffVersion = 8;
+inline constexpr size_t kOffFlags = 12;
+inline constexpr size_t kOffHeaderOffset = 16;
+inline constexpr size_t kOffHeaderLength = 24;
+inline constexpr size_t kOffBlobOffset = 32;
+inline constexpr size_t kOffBlobLength = 40;
+inline constexpr size_t kOffFileLength = 48;
+inline constexpr size_t kOffHeaderHash = 56;
+
+inline constexpr uint64_t kFnvOffsetBasis = 0xcbf29ce484222325ULL;
+inline constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
+
+inline uint64_t fnv1a64(const uint8_t* p, size_t n) {
+  uint64_t h = kFnvOffsetBasis;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= kFnvPrime;
+  }
+  return h;
+}
+
+}  // namespace memlane::plan_format
