@@ -1,0 +1,144 @@
+// Accuracy of the memory sampler and phase accounting against a real process that allocates
+// known amounts (test/fixtures/alloc/alloc.c, compiled here with cc).
+import { execFileSync, spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readProcessMemory, resetPeak } from "../../src/memory/proc.ts";
+import { MemorySampler, type Sample } from "../../src/memory/sampler.ts";
+import { phaseFigures, type PhaseMarkInput } from "../../src/memory/phases.ts";
+
+const FIXTURE = join(import.meta.dirname, "../fixtures/alloc/alloc.c");
+const MiB = 1024; // KiB per MiB
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+class AllocProcess {
+  readonly child: ChildProcessWithoutNullStreams;
+  private readonly waiters: Array<(line: string) => void> = [];
+  private readonly lines: string[] = [];
+
+  constructor(bin: string) {
+    this.child = spawn(bin, [], { stdio: ["pipe", "pipe", "pipe"] });
+    createInterface({ input: this.child.stdout }).on("line", (line) => {
+      const w = this.waiters.shift();
+      if (w) w(line);
+      else this.lines.push(line);
+    });
+  }
+  next(): Promise<string> {
+    const l = this.lines.shift();
+    if (l !== undefined) return Promise.resolve(l);
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+  async send(cmd: string): Promise<void> {
+    this.child.stdin.write(`${cmd}\n`);
+    expect(await this.next()).toBe(`ok ${cmd}`);
+  }
+  get pid(): number {
+    return this.child.pid!;
+  }
+}
+
+/** A phase mark as a worker would send it, but read from outside (the fixture is C). */
+async function mark(pid: number, name: string, which: "start" | "end"): Promise<PhaseMarkInput> {
+  if (which === "start") expect(await resetPeak(pid)).toBe(true);
+  const memory = await readProcessMemory(pid);
+  if (memory === null) throw new Error("fixture gone");
+  return { name, mark: which, tMs: Date.now(), memory };
+}
+
+const within = (actualKiB: number, expectedMiB: number, tol = 0.02) =>
+  expect(Math.abs(actualKiB - expectedMiB * MiB)).toBeLessThanOrEqual(expectedMiB * MiB * tol);
+
+const latest = (samples: Sample[]): Sample => samples[samples.length - 1]!;
+
+describe("memory sampler on a process allocating known amounts", () => {
+  let dir: string;
+  let proc: AllocProcess;
+  const sampler = new MemorySampler({ periodMs: 20 });
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "memlane-alloc-"));
+    const bin = join(dir, "alloc");
+    execFileSync("cc", ["-O1", "-o", bin, FIXTURE]);
+    proc = new AllocProcess(bin);
+    expect(await proc.next()).toMatch(/^ready \d+$/);
+    sampler.track(proc.pid, "alloc");
+    sampler.start();
+    await sleep(150);
+  });
+
+  afterAll(async () => {
+    await sampler.stop();
+    proc?.child.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("samples at >= 20 Hz with the GPU marked unknown (no probe)", () => {
+    const s = sampler.samples(proc.pid);
+    expect(s.length).toBeGreaterThanOrEqual(4);
+    const span = latest(s).tMs - s[0]!.tMs;
+    expect(span / (s.length - 1)).toBeLessThanOrEqual(50);
+    expect(s.every((x) => x.gpuKiB === null)).toBe(true);
+    expect(sampler.gpuStatus()).toEqual({ ok: false, reason: "no GPU probe configured" });
+  });
+
+  it("measures 64 MiB then 192 MiB within 2 % (RSS and USS, sampled and marked)", async () => {
+    for (const mib of [64, 192]) {
+      const before = latest(sampler.samples(proc.pid));
+      const start = await mark(proc.pid, `alloc-${mib}`, "start");
+      await proc.send(`alloc ${mib}`);
+      await sleep(120);
+      const end = await mark(proc.pid, `alloc-${mib}`, "end");
+      const after = latest(sampler.samples(proc.pid));
+      within(after.rssKiB - before.rssKiB, mib);
+      within(after.ussKiB - before.ussKiB, mib);
+      const f = phaseFigures(start, end, sampler.samples(proc.pid));
+      within(f.deltaRssKiB, mib);
+      within(f.deltaUssKiB, mib);
+      within(f.peakRssKiB - start.memory.rssKiB, mib);
+      expect(f.samples).toBeGreaterThanOrEqual(3);
+    }
+  });
+
+  it("catches a transient 128 MiB spike freed before the phase ends (samples and HWM)", async () => {
+    const start = await mark(proc.pid, "spike", "start");
+    await proc.send("spike 128 300");
+    await sleep(60);
+    const end = await mark(proc.pid, "spike", "end");
+    const samples = sampler.samples(proc.pid, start.tMs, end.tMs);
+    const f = phaseFigures(start, end, samples);
+    expect(Math.abs(f.deltaRssKiB)).toBeLessThan(2 * MiB);
+    within(f.peakRssKiB - start.memory.rssKiB, 128);
+    // The 300 ms spike is long enough for the 20 ms sampler alone to see it.
+    const sampledPeak = Math.max(...samples.map((s) => s.rssKiB));
+    within(sampledPeak - start.memory.rssKiB, 128);
+    // And VmHWM (reset at the start) holds it independently of sampling.
+    within(end.memory.hwmKiB - start.memory.rssKiB, 128);
+  });
+
+  it("catches a 2 ms spike the sampler misses through VmHWM", async () => {
+    const start = await mark(proc.pid, "blip", "start");
+    await proc.send("spike 128 2");
+    const end = await mark(proc.pid, "blip", "end");
+    const f = phaseFigures(start, end, sampler.samples(proc.pid));
+    within(f.peakRssKiB - start.memory.rssKiB, 128);
+    expect(["hwm", "sample"]).toContain(f.peakSource);
+  });
+
+  it("frees to baseline, then records the exit without throwing", async () => {
+    await sleep(60); // let a sample taken during the previous spike be superseded
+    const before = latest(sampler.samples(proc.pid));
+    await proc.send("free");
+    await sleep(100);
+    within(before.rssKiB - latest(sampler.samples(proc.pid)).rssKiB, 256);
+    const exited = new Promise((r) => proc.child.once("exit", r));
+    await proc.send("quit");
+    await exited;
+    await sleep(100);
+    expect(sampler.snapshot().find((t) => t.pid === proc.pid)?.exited).toBe(true);
+    expect(await readProcessMemory(proc.pid)).toBeNull();
+  });
+});
