@@ -1,0 +1,122 @@
+// Body of the node-ort worker_thread (plain JavaScript so that it loads under any loader:
+// tsx, vitest, or none). Same measurement as the Python worker's infer.ort: phases import,
+// runtime-create, model-load, first-inference, steady-inference, each marked with a reading
+// of /proc/self — which here is the orchestrator process, since a thread shares it.
+import { parentPort, workerData } from "node:worker_threads";
+import { readFileSync, writeFileSync } from "node:fs";
+import { performance } from "node:perf_hooks";
+
+function kib(text, key) {
+  const m = new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(text);
+  return m ? Number(m[1]) : 0;
+}
+
+function readMemory() {
+  const roll = readFileSync("/proc/self/smaps_rollup", "utf8");
+  const status = readFileSync("/proc/self/status", "utf8");
+  return {
+    rssKiB: kib(roll, "Rss"),
+    pssKiB: kib(roll, "Pss"),
+    ussKiB: kib(roll, "Private_Clean") + kib(roll, "Private_Dirty"),
+    swapKiB: kib(roll, "Swap"),
+    hwmKiB: kib(status, "VmHWM"),
+  };
+}
+
+function resetHwm() {
+  try {
+    writeFileSync("/proc/self/clear_refs", "5");
+  } catch {
+    // Not permitted in some containers: the peak then falls back to samples.
+  }
+}
+
+async function phase(name, fn) {
+  resetHwm();
+  parentPort.postMessage({ type: "phase", name, mark: "start", tMs: Date.now(), memory: readMemory() });
+  const value = await fn();
+  parentPort.postMessage({ type: "phase", name, mark: "end", tMs: Date.now(), memory: readMemory() });
+  return value;
+}
+
+function percentile(sorted, p) {
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i];
+}
+
+/** A batch of `n` samples from the eval set, wrapping around when it is smaller. */
+function batchOf(inputs, sampleShape, total, n, start = 0) {
+  const per = sampleShape.reduce((a, b) => a * b, 1);
+  const out = new Float32Array(n * per);
+  for (let i = 0; i < n; i++) {
+    const s = (start + i) % total;
+    out.set(inputs.subarray(s * per, (s + 1) * per), i * per);
+  }
+  return out;
+}
+
+async function main() {
+  const { model, inputs, shape, batchSizes, iterations, warmup, threads, ort: ortOpts = {} } = workerData;
+  const sampleShape = shape.slice(1);
+  const total = shape[0];
+  const ort = await phase("import", async () => import("onnxruntime-node"));
+  const options = await phase("runtime-create", async () => ({
+    intraOpNumThreads: threads,
+    interOpNumThreads: 1,
+    executionMode: "sequential",
+    enableCpuMemArena: ortOpts.cpuMemArena ?? true,
+    enableMemPattern: ortOpts.memPattern ?? true,
+    graphOptimizationLevel: ortOpts.graphOptimizationLevel === "disable" ? "disabled" : (ortOpts.graphOptimizationLevel ?? "all"),
+  }));
+  const session = await phase("model-load", () => ort.InferenceSession.create(model, options));
+  const inName = session.inputNames[0];
+  const outName = session.outputNames[0];
+  const run = async (data, n) => {
+    const res = await session.run({ [inName]: new ort.Tensor("float32", data, [n, ...sampleShape]) });
+    return res[outName];
+  };
+  await phase("first-inference", () => run(batchOf(inputs, sampleShape, total, 1), 1));
+  const result = await phase("steady-inference", async () => {
+    const latencyMs = {};
+    for (const n of batchSizes) {
+      const data = batchOf(inputs, sampleShape, total, n);
+      for (let i = 0; i < warmup; i++) await run(data, n);
+      const times = [];
+      for (let i = 0; i < iterations; i++) {
+        const t0 = performance.now();
+        await run(data, n);
+        times.push(performance.now() - t0);
+      }
+      times.sort((a, b) => a - b);
+      latencyMs[`batch${n}`] = {
+        p50: percentile(times, 50),
+        p99: percentile(times, 99),
+        mean: times.reduce((a, b) => a + b, 0) / times.length,
+      };
+    }
+    const maxBatch = Math.max(...batchSizes);
+    const chunks = [];
+    let outShape = [];
+    for (let s = 0; s < total; s += maxBatch) {
+      const n = Math.min(maxBatch, total - s);
+      const out = await run(batchOf(inputs, sampleShape, total, n, s), n);
+      chunks.push(out.data);
+      outShape = out.dims.slice(1);
+    }
+    const outputs = new Float32Array(chunks.reduce((a, c) => a + c.length, 0));
+    let off = 0;
+    for (const c of chunks) {
+      outputs.set(c, off);
+      off += c.length;
+    }
+    const big = latencyMs[`batch${maxBatch}`];
+    return { latencyMs, throughputPerS: (maxBatch * 1000) / big.mean, outputs, outputShape: [total, ...outShape] };
+  });
+  await session.release?.();
+  const versions = { onnxruntime: ort.env?.versions?.node ?? ort.env?.versions?.common ?? "unknown", node: process.version };
+  parentPort.postMessage({ type: "result", value: { ...result, versions, device: "cpu" } }, [result.outputs.buffer]);
+}
+
+main().catch((err) => {
+  parentPort.postMessage({ type: "error", message: err?.message ?? String(err), stack: err?.stack });
+});

@@ -1,0 +1,77 @@
+/**
+ * ONNX Runtime in Node: inference on a worker_thread of the orchestrator, measured like the
+ * Python worker's infer.ort. The thread shares the orchestrator's process, so its memory
+ * figures are the orchestrator's pid (the report says so: process kind "node").
+ */
+import { Worker } from "node:worker_threads";
+import type { MemoryReading } from "../transport/protocol.ts";
+import type { LatencyTable } from "../report/schema.ts";
+
+export interface NodeOrtTask {
+  model: string;
+  /** Eval inputs, [n, ...sample shape] float32. Copied to the thread. */
+  inputs: Float32Array;
+  shape: number[];
+  batchSizes: number[];
+  iterations: number;
+  warmup: number;
+  threads: number;
+  ort?: {
+    cpuMemArena?: boolean;
+    memPattern?: boolean;
+    graphOptimizationLevel?: "disable" | "basic" | "extended" | "all";
+  };
+}
+
+export interface NodeOrtPhase {
+  name: string;
+  mark: "start" | "end";
+  tMs: number;
+  memory: MemoryReading;
+}
+
+export interface NodeOrtResult {
+  pid: number;
+  device: string;
+  versions: Record<string, string>;
+  latencyMs: LatencyTable;
+  throughputPerS: number;
+  /** Outputs over the whole eval set, transferred (not copied) from the thread. */
+  outputs: Float32Array;
+  outputShape: number[];
+}
+
+const THREAD = new URL("./node-ort-thread.mjs", import.meta.url);
+
+/** Runs one node-ort benchmark; `signal` terminates the thread. */
+export function runNodeOrt(
+  task: NodeOrtTask,
+  opts: { onPhase?: (p: NodeOrtPhase) => void; signal?: AbortSignal } = {},
+): Promise<NodeOrtResult> {
+  return new Promise((resolve, reject) => {
+    if (opts.signal?.aborted) return reject(opts.signal.reason ?? new Error("aborted"));
+    // execArgv: [] — the thread body is plain JavaScript; no loader flags needed in it.
+    const worker = new Worker(THREAD, { workerData: task, execArgv: [] });
+    let settled = false;
+    const finish = (fn: () => void): void => {
+      if (settled) return;
+      settled = true;
+      opts.signal?.removeEventListener("abort", onAbort);
+      fn();
+      void worker.terminate();
+    };
+    const onAbort = (): void => finish(() => reject(opts.signal?.reason ?? new Error("node-ort: aborted")));
+    opts.signal?.addEventListener("abort", onAbort, { once: true });
+    worker.on("message", (m: { type: string } & Record<string, any>) => {
+      if (m.type === "phase") opts.onPhase?.(m as unknown as NodeOrtPhase);
+      else if (m.type === "result")
+        finish(() => resolve({ pid: process.pid, ...(m.value as Omit<NodeOrtResult, "pid">) }));
+      else if (m.type === "error")
+        finish(() => reject(Object.assign(new Error(`node-ort: ${m.message}`), { stack: m.stack })));
+    });
+    worker.on("error", (err) => finish(() => reject(err)));
+    worker.on("exit", (code) =>
+      finish(() => reject(new Error(`node-ort: worker thread exited with code ${code} before its result`))),
+    );
+  });
+}

@@ -1,0 +1,90 @@
+/**
+ * Ad-hoc Python from TypeScript for `python` stages, through pythonia. pythonia spawns its
+ * interpreter when its module is first loaded, from `$PYTHON_BIN` (else `python3`), so we set
+ * PYTHON_BIN to the project's venv before the (lazy) import. Its process is a singleton per
+ * orchestrator; `openPythonBridge` restarts it when a previous bridge stopped it. The pid is
+ * exposed so that the memory sampler tracks it like any worker.
+ */
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import type { ChildProcess } from "node:child_process";
+
+/** The tagged-template bridge a `python` stage receives (pythonia's `py` and `python`). */
+export interface PyBridge {
+  /** Evaluates a Python expression: `await py\`np.arange(${n}).sum()\``. */
+  py: ((strings: TemplateStringsArray, ...values: unknown[]) => Promise<any>) & {
+    /** Executes Python statements. */
+    exec: (strings: TemplateStringsArray, ...values: unknown[]) => Promise<any>;
+  };
+  /** Imports a Python module: `const np = await python("numpy")`. */
+  python: (module: string) => Promise<any>;
+  /** Pid of the Python interpreter behind the bridge. */
+  pid: number;
+}
+
+export interface PythonBridgeHandle {
+  bridge: PyBridge;
+  pid: number;
+  /** Stops the interpreter (SIGTERM, SIGKILL after `killAfterMs`) and waits for its exit. */
+  close(killAfterMs?: number): Promise<void>;
+}
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+
+/** The interpreter the bridge uses: $MEMLANE_PYTHON, else the repo's .venv, else python3. */
+export function bridgePython(): string {
+  if (process.env.MEMLANE_PYTHON) return process.env.MEMLANE_PYTHON;
+  const venv = path.join(REPO, ".venv/bin/python");
+  return existsSync(venv) ? venv : "python3";
+}
+
+interface PythoniaModule {
+  py: PyBridge["py"];
+  python: ((m: string) => Promise<any>) & { exit(): void };
+  com: { proc: ChildProcess | null; start(): void };
+}
+
+let loaded: PythoniaModule | undefined;
+
+async function loadPythonia(): Promise<PythoniaModule> {
+  if (!loaded) {
+    process.env.PYTHON_BIN = bridgePython();
+    const mod = (await import("pythonia")) as unknown as PythoniaModule & { default?: PythoniaModule };
+    loaded = (mod.default ?? mod) as PythoniaModule;
+  }
+  return loaded;
+}
+
+/** Starts (or restarts) the pythonia interpreter and waits until it answers. */
+export async function openPythonBridge(): Promise<PythonBridgeHandle> {
+  const m = await loadPythonia();
+  if (!m.com.proc) m.com.start();
+  const proc = m.com.proc!;
+  const pid = proc.pid;
+  if (pid === undefined) throw new Error(`python bridge: could not start ${process.env.PYTHON_BIN}`);
+  const exited = new Promise<void>((resolve) => {
+    if (proc.exitCode !== null || proc.signalCode !== null) resolve();
+    else proc.once("exit", () => resolve());
+  });
+  // A first round trip: fails here (not inside the stage) if the interpreter is broken.
+  await m.py`1`;
+  let closed = false;
+  return {
+    pid,
+    bridge: { py: m.py, python: (name: string) => m.python(name), pid },
+    async close(killAfterMs = 2000) {
+      if (closed) return exited;
+      closed = true;
+      try {
+        if (m.com.proc === proc) m.python.exit();
+        else proc.kill("SIGTERM");
+      } catch {
+        proc.kill("SIGTERM");
+      }
+      const timer = setTimeout(() => proc.kill("SIGKILL"), killAfterMs);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
