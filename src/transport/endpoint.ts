@@ -1,0 +1,88 @@
+/**
+ * Broker endpoint options: parsed once, loopback unless the caller asks for a remote
+ * endpoint and brings CURVE keys (docs/protocol.md: remote endpoints require authentication).
+ */
+import { mkdtemp, chmod } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+/** CURVE keys (Z85 text, 40 characters each) for a broker that accepts remote workers. */
+export interface CurveServerKeys {
+  publicKey: string;
+  secretKey: string;
+  /** Client public keys (Z85) allowed to connect; every client with the server key if absent. */
+  authorizedClients?: string[];
+}
+
+/** Options of {@link Broker.bind}. */
+export interface BrokerOptions {
+  /** `"tcp"` (127.0.0.1, ephemeral port; the default) or `"ipc"` (a socket in a fresh 0700 directory). */
+  transport?: "tcp" | "ipc";
+  /** An explicit endpoint instead of `transport`; must be loopback unless `allowRemote` is given. */
+  endpoint?: string;
+  /** Accept a non-loopback endpoint, authenticated with these CURVE server keys. */
+  allowRemote?: { curve: CurveServerKeys };
+  /** Receives one line per refused message or failed send (default: none). */
+  log?: (line: string) => void;
+}
+
+export interface ResolvedBrokerOptions {
+  readonly transport: "tcp" | "ipc";
+  readonly endpoint: string | undefined;
+  readonly curve: CurveServerKeys | undefined;
+  readonly log: (line: string) => void;
+}
+
+const DEFAULTS: ResolvedBrokerOptions = Object.freeze({
+  transport: "tcp",
+  endpoint: undefined,
+  curve: undefined,
+  log: () => {},
+});
+
+const bad = (option: string, expected: string, got: unknown): TypeError =>
+  new TypeError(`broker option \`${option}\`: expected ${expected}, got ${JSON.stringify(got) ?? String(got)}`);
+
+const LOOPBACK = /^tcp:\/\/(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|\[::1\]):(\d+|\*)$/;
+
+export function isLoopbackEndpoint(endpoint: string): boolean {
+  return endpoint.startsWith("ipc://") || endpoint.startsWith("inproc://") || LOOPBACK.test(endpoint);
+}
+
+export function resolveBrokerOptions(options: BrokerOptions = {}): ResolvedBrokerOptions {
+  const transport = options.transport ?? DEFAULTS.transport;
+  if (transport !== "tcp" && transport !== "ipc") throw bad("transport", '"tcp" or "ipc"', transport);
+  const endpoint = options.endpoint;
+  if (endpoint !== undefined && (typeof endpoint !== "string" || !/^(tcp|ipc|inproc):\/\/./.test(endpoint))) {
+    throw bad("endpoint", "a tcp://, ipc:// or inproc:// endpoint", endpoint);
+  }
+  const curve = options.allowRemote?.curve;
+  if (options.allowRemote !== undefined) {
+    const z85 = (k: unknown): boolean => typeof k === "string" && k.length === 40;
+    if (!curve || !z85(curve.publicKey) || !z85(curve.secretKey)) {
+      throw bad("allowRemote.curve", "{publicKey, secretKey} as 40-character Z85 strings (zmq.curveKeyPair())", curve);
+    }
+    if (curve.authorizedClients !== undefined && !curve.authorizedClients.every(z85)) {
+      throw bad("allowRemote.curve.authorizedClients", "40-character Z85 client public keys", curve.authorizedClients);
+    }
+  }
+  if (endpoint !== undefined && !isLoopbackEndpoint(endpoint) && curve === undefined) {
+    throw new Error(
+      `broker endpoint ${endpoint} is not loopback: remote endpoints require authentication; ` +
+        "pass allowRemote: { curve: { publicKey, secretKey } } (from zmq.curveKeyPair()) or use 127.0.0.1 / ipc://",
+    );
+  }
+  if (options.log !== undefined && typeof options.log !== "function") throw bad("log", "a function", options.log);
+  return Object.freeze({ transport, endpoint, curve, log: options.log ?? DEFAULTS.log });
+}
+
+/** The endpoint to bind, and the private directory to remove on close (ipc only). */
+export async function endpointToBind(o: ResolvedBrokerOptions): Promise<{ bind: string; dir?: string }> {
+  if (o.endpoint !== undefined) return { bind: o.endpoint };
+  if (o.transport === "tcp") return { bind: "tcp://127.0.0.1:0" };
+  // mkdtemp creates the directory 0700 already; chmod again in case of an unusual umask
+  // handling, since only our own user may reach the socket.
+  const dir = await mkdtemp(join(tmpdir(), "memlane-"));
+  await chmod(dir, 0o700);
+  return { bind: `ipc://${join(dir, "broker.sock")}`, dir };
+}

@@ -1,0 +1,77 @@
+/**
+ * The process-wide registry of live workers, so that nothing outlives the orchestrator:
+ * on SIGINT/SIGTERM every worker is stopped by escalation before exiting, and on any exit
+ * whatever is still alive gets SIGKILL (an 'exit' handler cannot wait for anything).
+ */
+
+/** Something the registry can stop: politely (escalation) or at once (on exit). */
+export interface Stoppable {
+  stop(): Promise<unknown>;
+  killNow(): void;
+}
+
+const live = new Set<Stoppable>();
+let exitHookInstalled = false;
+let signalHandlersInstalled = false;
+let shuttingDown: Promise<void> | undefined;
+
+/** Track a live worker; returns the function that forgets it (call it when it has exited). */
+export function register(s: Stoppable): () => void {
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.on("exit", killAllNow);
+  }
+  live.add(s);
+  return () => live.delete(s);
+}
+
+/** How many workers are registered as live (tests use it). */
+export const liveWorkerCount = (): number => live.size;
+
+function killAllNow(): void {
+  for (const s of live) s.killNow();
+  live.clear();
+}
+
+/** Stop every live worker by escalation, all at once; resolves when all have exited. */
+export function stopAllWorkers(): Promise<void> {
+  shuttingDown ??= Promise.allSettled([...live].map((s) => s.stop())).then(() => {
+    shuttingDown = undefined;
+  });
+  return shuttingDown;
+}
+
+/** Options of {@link installShutdownHandlers}. */
+export interface ShutdownOptions {
+  /** Called with a line when a signal starts the shutdown (default: write to stderr). */
+  log?: (line: string) => void;
+}
+
+/**
+ * Install SIGINT/SIGTERM handlers that stop every live worker by escalation (shutdown
+ * message, SIGTERM, SIGKILL) and then exit with 128 + the signal number (130 for Ctrl-C).
+ * A second signal during that shutdown kills the workers at once and exits. Idempotent:
+ * calling it again does nothing. Normal exits are covered without it (workers get SIGKILL).
+ */
+export function installShutdownHandlers(options: ShutdownOptions = {}): void {
+  if (signalHandlersInstalled) return;
+  signalHandlersInstalled = true;
+  const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.on("exit", killAllNow);
+  }
+  let received: NodeJS.Signals | undefined;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    const code = 128 + (signal === "SIGINT" ? 2 : 15);
+    if (received) {
+      killAllNow();
+      process.exit(code);
+    }
+    received = signal;
+    log(`memlane: ${signal} received, stopping ${live.size} worker(s)`);
+    void stopAllWorkers().finally(() => process.exit(code));
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+}

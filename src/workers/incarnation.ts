@@ -1,0 +1,240 @@
+/**
+ * One life of a worker: its process plus its protocol session (hello, heartbeats, tasks).
+ * When the process ends, for whatever reason, every task still in flight is rejected with
+ * one WorkerError that says which worker, how it ended and during which task.
+ */
+import type { Broker, Peer, PeerHandler } from "../transport/broker.ts";
+import { decodeTensors, encodeTensors } from "../transport/codec.ts";
+import { ErrorCode, PROTOCOL_VERSION, type ErrorMessage, type Hello, type Message, type PhaseMark, type Result } from "../transport/protocol.ts";
+import { register } from "./cleanup.ts";
+import type { ResolvedSpawnOptions, RunOptions, TaskResult, WorkerSpec } from "./options.ts";
+import { WorkerProcess, type ExitInfo } from "./process.ts";
+import { describeExit, describeWorker, WorkerError, type WorkerIdentity } from "./worker-error.ts";
+
+interface InFlight {
+  task: string;
+  options: RunOptions;
+  phases: PhaseMark[];
+  resolve(result: TaskResult): void;
+  reject(error: WorkerError): void;
+}
+
+/** Why the orchestrator itself is ending this worker (set just before it kills it). */
+interface Ending {
+  code: number;
+  reason: string;
+  timedOut: boolean;
+}
+
+export class Incarnation {
+  readonly proc: WorkerProcess;
+  readonly ready: Promise<Hello>;
+  hello: Hello | undefined;
+  private peer: Peer | undefined;
+  private readonly tasks = new Map<string, InFlight>();
+  private readonly abandoned = new Map<string, NodeJS.Timeout>();
+  private lastSeen = Date.now();
+  private heartbeat: NodeJS.Timeout | undefined;
+  private seq = 0;
+  private ending: Ending | undefined;
+  private stopping: Promise<ExitInfo> | undefined;
+
+  constructor(
+    private readonly broker: Broker,
+    readonly spec: WorkerSpec,
+    private readonly o: ResolvedSpawnOptions,
+  ) {
+    this.proc = new WorkerProcess(spec, broker.endpoint, { stderrTailBytes: o.stderrTailBytes, forward: o.forward });
+    const unregister = register(this);
+    this.ready = new Promise<Hello>((resolve, reject) => {
+      const helloTimer = setTimeout(() => {
+        this.endWith({ code: ErrorCode.TIMEOUT, timedOut: true, reason: `sent no hello within ${o.helloTimeoutMs} ms` }, "SIGKILL");
+      }, o.helloTimeoutMs);
+      const unexpect = broker.expect({
+        ...(this.proc.pid !== undefined ? { pid: this.proc.pid } : {}),
+        name: spec.name,
+        onHello: (hello, peer) => {
+          clearTimeout(helloTimer);
+          this.hello = hello;
+          this.peer = peer;
+          this.lastSeen = Date.now();
+          this.heartbeat = setInterval(() => this.beat(), o.heartbeatIntervalMs);
+          resolve(hello);
+          return this.handler();
+        },
+        onRefused: (error: ErrorMessage) => {
+          clearTimeout(helloTimer);
+          this.endWith({ code: ErrorCode.VERSION_MISMATCH, timedOut: false, reason: `was refused: ${error.message}` }, "SIGTERM");
+        },
+      });
+      void this.proc.exited.then((info) => {
+        clearTimeout(helloTimer);
+        clearInterval(this.heartbeat);
+        unexpect();
+        unregister();
+        if (this.peer) this.broker.forget(this.peer.identity);
+        for (const t of this.abandoned.values()) clearTimeout(t);
+        if (!this.hello) reject(this.death(info, "before its hello"));
+        for (const [id, t] of this.tasks) t.reject(this.death(info, `during task ${t.task}`).forTask(t.task, id));
+        this.tasks.clear();
+      });
+    });
+    this.ready.catch(() => {}); // observed by spawn(); never an unhandled rejection here
+  }
+
+  get identity(): WorkerIdentity {
+    return { name: this.spec.name, pid: this.proc.pid };
+  }
+
+  get alive(): boolean {
+    return this.proc.alive && this.ending === undefined && this.stopping === undefined;
+  }
+
+  run(task: string, args: Record<string, unknown>, options: RunOptions): Promise<TaskResult> {
+    const peer = this.peer;
+    if (!peer || !this.alive) {
+      return Promise.reject(new WorkerError(`${describeWorker(this.identity)} is not running; cannot run task ${task}`, {
+        code: ErrorCode.WORKER_DIED, worker: this.identity, task, stderrTail: this.proc.stderrTail(),
+      }));
+    }
+    const id = `${this.spec.name}-${this.proc.pid}-t${++this.seq}`;
+    const { refs, frames } = encodeTensors(options.tensors ?? {});
+    return new Promise<TaskResult>((resolve, reject) => {
+      let timer: NodeJS.Timeout | undefined;
+      const onAbort = (): void => this.abandon(id, ErrorCode.CANCELLED, false, `task ${task} was cancelled`, options.signal?.reason);
+      const settle = (): void => {
+        clearTimeout(timer);
+        options.signal?.removeEventListener("abort", onAbort);
+        this.tasks.delete(id);
+      };
+      this.tasks.set(id, {
+        task, options, phases: [],
+        resolve: (r) => (settle(), resolve(r)),
+        reject: (e) => (settle(), reject(e)),
+      });
+      if (options.signal?.aborted) return onAbort();
+      options.signal?.addEventListener("abort", onAbort, { once: true });
+      if (options.timeoutMs !== undefined) {
+        timer = setTimeout(() => this.abandon(id, ErrorCode.TIMEOUT, true, `task ${task} timed out after ${options.timeoutMs} ms`), options.timeoutMs);
+      }
+      const envelope = { v: PROTOCOL_VERSION, type: "task", id, task, args, ...(refs.length ? { tensors: refs } : {}) };
+      peer.send(envelope, frames).catch((err: Error) => {
+        this.tasks.get(id)?.reject(new WorkerError(`could not send task ${task} to ${describeWorker(this.identity)}: ${err.message}`, {
+          code: ErrorCode.WORKER_DIED, worker: this.identity, task, taskId: id, cause: err, stderrTail: this.proc.stderrTail(),
+        }));
+      });
+    });
+  }
+
+  /** Stop by escalation: shutdown message, SIGTERM, SIGKILL. In-flight tasks reject CANCELLED. */
+  stop(): Promise<ExitInfo> {
+    this.stopping ??= this.proc.stop(this.o.stopGraceMs, this.o.killGraceMs, this.peer ? () => this.send({ type: "shutdown" }) : undefined);
+    return this.stopping;
+  }
+
+  killNow(): void {
+    this.proc.killNow();
+  }
+
+  private handler(): PeerHandler {
+    return { onMessage: (m, frames) => this.onMessage(m, frames) };
+  }
+
+  private onMessage(m: Message, frames: Buffer[]): void {
+    this.lastSeen = Date.now();
+    if (m.type === "heartbeat" || m.type === "hello") return;
+    const t = this.tasks.get(m.id);
+    if (!t) {
+      // The late answer of a task we gave up on: the worker did let go of it.
+      const pending = this.abandoned.get(m.id);
+      if (pending && (m.type === "result" || m.type === "error")) {
+        clearTimeout(pending);
+        this.abandoned.delete(m.id);
+      } else if (m.type === "error" && this.o.forward) {
+        this.o.forward(`[${this.spec.name}] error ${m.code}: ${m.message}`);
+      }
+      return;
+    }
+    try {
+      if (m.type === "progress") t.options.onProgress?.(m);
+      else if (m.type === "phase") {
+        t.phases.push(m);
+        t.options.onPhase?.(m);
+      } else if (m.type === "result") this.finish(m, t, frames);
+      else if (m.type === "error") {
+        t.reject(new WorkerError(`task ${t.task} failed on ${describeWorker(this.identity)}: ${m.message}`, {
+          code: m.code, worker: this.identity, task: t.task, taskId: m.id, stderrTail: this.proc.stderrTail(),
+          ...(m.details ? { details: m.details } : {}), ...(m.traceback ? { traceback: m.traceback } : {}),
+        }));
+      }
+    } catch (err) {
+      t.reject(new WorkerError(`task ${t.task}: handling a ${m.type} message failed: ${(err as Error).message}`, {
+        code: ErrorCode.MALFORMED_MESSAGE, worker: this.identity, task: t.task, taskId: m.id, cause: err,
+      }));
+    }
+  }
+
+  private finish(m: Result, t: InFlight, frames: Buffer[]): void {
+    const value = typeof m.value === "object" && m.value !== null ? m.value : { value: m.value };
+    t.resolve({ value, tensors: decodeTensors(m.tensors, frames), phases: t.phases, workerPid: this.proc.pid ?? -1 });
+  }
+
+  /** Give up on a task now (timeout, abort); the worker gets a cancel and cancelGraceMs to let go. */
+  private abandon(id: string, code: number, timedOut: boolean, text: string, cause?: unknown): void {
+    const t = this.tasks.get(id);
+    if (!t) return;
+    t.reject(new WorkerError(`${text} on ${describeWorker(this.identity)}`, {
+      code, worker: this.identity, task: t.task, taskId: id, timedOut, stderrTail: this.proc.stderrTail(),
+      ...(cause !== undefined ? { cause } : {}),
+    }));
+    if (!this.proc.alive) return;
+    this.send({ type: "cancel", id });
+    this.abandoned.set(id, setTimeout(() => {
+      this.endWith({ code: ErrorCode.TIMEOUT, timedOut: true, reason: `did not let go of task ${t.task} within ${this.o.cancelGraceMs} ms of its cancel` }, "SIGTERM");
+    }, this.o.cancelGraceMs));
+  }
+
+  private beat(): void {
+    const silent = Date.now() - this.lastSeen;
+    if (this.o.heartbeatTimeoutMs > 0 && silent > this.o.heartbeatTimeoutMs) {
+      this.endWith({ code: ErrorCode.TIMEOUT, timedOut: true, reason: `stopped answering heartbeats (silent for ${silent} ms)` }, "SIGKILL");
+      return;
+    }
+    this.send({ type: "heartbeat", id: `hb-${++this.seq}` });
+  }
+
+  /** The orchestrator ends this worker: record why (for the errors), then kill. */
+  private endWith(ending: Ending, signal: "SIGTERM" | "SIGKILL"): void {
+    if (this.ending || !this.proc.alive) return;
+    this.ending = ending;
+    clearInterval(this.heartbeat);
+    if (signal === "SIGKILL") this.proc.kill("SIGKILL");
+    else void this.proc.stop(0, this.o.killGraceMs);
+  }
+
+  private send(body: { type: string; id?: string }): void {
+    this.peer?.send({ v: PROTOCOL_VERSION, id: `o-${++this.seq}`, ...body }).catch(() => {});
+  }
+
+  private death(info: ExitInfo, when: string): WorkerError {
+    const w = describeWorker(this.identity);
+    const how = describeExit(info.exitCode, info.signal);
+    const e = this.ending;
+    let code: number = ErrorCode.WORKER_DIED;
+    let message = `${w} ${how} ${when}`;
+    if (info.spawnError) message = `could not start ${w} (${this.spec.command}): ${info.spawnError.message}`;
+    else if (e) {
+      code = e.code;
+      message = `${w} ${e.reason}; it ${how} ${when}`;
+    } else if (this.stopping) {
+      code = ErrorCode.CANCELLED;
+      message = `${w} was stopped ${when}; it ${how}`;
+    }
+    return new WorkerError(message, {
+      code, worker: this.identity, timedOut: e?.timedOut ?? false, stderrTail: this.proc.stderrTail(),
+      ...(info.exitCode !== undefined ? { exitCode: info.exitCode } : {}),
+      ...(info.signal !== undefined ? { signal: info.signal } : {}),
+      ...(info.spawnError ? { cause: info.spawnError } : {}),
+    });
+  }
+}

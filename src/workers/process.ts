@@ -1,0 +1,129 @@
+/**
+ * One worker OS process: launched with execa, its stderr tail kept, its exit observed, and
+ * stopped by escalation. Knows nothing of the protocol; incarnation.ts adds that.
+ */
+import { execa, type ResultPromise } from "execa";
+import type { WorkerSpec } from "./options.ts";
+
+export interface ExitInfo {
+  exitCode: number | undefined;
+  signal: NodeJS.Signals | undefined;
+  /** Set when the process could not be started at all (e.g. ENOENT). */
+  spawnError: Error | undefined;
+}
+
+/** Keeps the last `limit` bytes of a stream, cut at a line start where possible. */
+class Tail {
+  private chunks: Buffer[] = [];
+  private size = 0;
+  constructor(private readonly limit: number) {}
+  push(chunk: Buffer): void {
+    this.chunks.push(chunk);
+    this.size += chunk.length;
+    while (this.size - (this.chunks[0]?.length ?? 0) >= this.limit && this.chunks.length > 1) {
+      this.size -= this.chunks.shift()!.length;
+    }
+  }
+  text(): string {
+    const all = Buffer.concat(this.chunks);
+    return all.subarray(Math.max(0, all.length - this.limit)).toString("utf8");
+  }
+}
+
+export class WorkerProcess {
+  readonly pid: number | undefined;
+  readonly exited: Promise<ExitInfo>;
+  private readonly child: ResultPromise;
+  private readonly stderr: Tail;
+  private exitInfo: ExitInfo | undefined;
+
+  constructor(
+    readonly spec: WorkerSpec,
+    endpoint: string,
+    opts: { stderrTailBytes: number; forward: ((line: string) => void) | undefined },
+  ) {
+    this.stderr = new Tail(opts.stderrTailBytes);
+    this.child = execa(spec.command, [...(spec.args ?? []), "--connect", endpoint, "--name", spec.name], {
+      env: spec.env ?? {},
+      extendEnv: true,
+      ...(spec.cwd ? { cwd: spec.cwd } : {}),
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+      buffer: false,
+      reject: false,
+      // Own process group: a terminal Ctrl-C reaches only the orchestrator, which then
+      // stops every worker by escalation instead of having them die mid-write.
+      detached: true,
+      cleanup: false,
+      forceKillAfterDelay: false,
+    });
+    this.pid = this.child.pid;
+    this.child.stderr?.on("data", (chunk: Buffer) => {
+      this.stderr.push(chunk);
+      if (opts.forward) forwardLines(chunk, (l) => opts.forward!(`[${spec.name}:err] ${l}`));
+    });
+    // stdout must be drained even when unused, or a chatty worker blocks on a full pipe.
+    this.child.stdout?.on("data", (chunk: Buffer) => {
+      if (opts.forward) forwardLines(chunk, (l) => opts.forward!(`[${spec.name}] ${l}`));
+    });
+    this.exited = this.child.then((r) => {
+      const failedToStart = r.failed && r.exitCode === undefined && r.signal === undefined;
+      this.exitInfo = {
+        exitCode: r.exitCode,
+        signal: r.signal as NodeJS.Signals | undefined,
+        spawnError: failedToStart ? new Error(r.originalMessage || r.shortMessage, { cause: r.cause }) : undefined,
+      };
+      return this.exitInfo;
+    });
+  }
+
+  get alive(): boolean {
+    return this.exitInfo === undefined;
+  }
+
+  stderrTail(): string {
+    return this.stderr.text();
+  }
+
+  kill(signal: NodeJS.Signals): void {
+    if (!this.alive || this.pid === undefined) return;
+    try {
+      process.kill(this.pid, signal);
+    } catch {
+      // already gone (ESRCH): the exit promise reports it
+    }
+  }
+
+  killNow(): void {
+    this.kill("SIGKILL");
+  }
+
+  /**
+   * Escalation: `askToExit` (the shutdown message) → wait `graceMs` → SIGTERM → wait
+   * `killGraceMs` → SIGKILL. Resolves with how the process ended.
+   */
+  async stop(graceMs = 2000, killGraceMs = 2000, askToExit?: () => void): Promise<ExitInfo> {
+    if (!this.alive) return this.exited;
+    if (askToExit) {
+      askToExit();
+      if (await this.exitsWithin(graceMs)) return this.exited;
+    }
+    this.kill("SIGTERM");
+    if (await this.exitsWithin(killGraceMs)) return this.exited;
+    this.kill("SIGKILL");
+    return this.exited;
+  }
+
+  private exitsWithin(ms: number): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    return Promise.race([
+      this.exited.then(() => true),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms))),
+    ]).finally(() => clearTimeout(timer));
+  }
+}
+
+function forwardLines(chunk: Buffer, emit: (line: string) => void): void {
+  for (const line of chunk.toString("utf8").split("\n")) if (line.length > 0) emit(line);
+}
