@@ -61,3 +61,11 @@ class Phase:
 
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "int64": 8, "int32": 4, "uint8": 1, "bool": 1}
+
+
+def error_code_name(code: int) -> str:
+    """The name of a numbered error code, as errorCodeName() in protocol.ts."""
+    for name, value in vars(ErrorCode).items():
+        if not name.startswith("_") and value == code:
+            return name
+    return f"UNKNOWN_ERROR_{code}"

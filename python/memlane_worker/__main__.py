@@ -1,0 +1,35 @@
+"""`python -m memlane_worker --connect ENDPOINT [--name NAME] [--heartbeat-timeout S]`.
+
+Imports only zmq, msgpack and the standard library (plus numpy for the tensor codec):
+each task imports its own heavy libraries when it runs.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .worker import Options, Worker
+
+
+def parse(argv: list[str]) -> Options:
+    p = argparse.ArgumentParser(prog="python -m memlane_worker", description=__doc__.splitlines()[0])
+    p.add_argument("--connect", required=True, metavar="ENDPOINT",
+                   help="the orchestrator's ROUTER endpoint, e.g. tcp://127.0.0.1:5555 or ipc:///dir/broker.sock")
+    p.add_argument("--name", default="python", help="worker name announced in hello (default: python)")
+    p.add_argument("--heartbeat-timeout", type=float, default=Options.heartbeat_timeout, metavar="S",
+                   help="exit when the orchestrator sends nothing for S seconds (default: %(default)s; 0 = never)")
+    ns = p.parse_args(argv)
+    if "://" not in ns.connect:
+        p.error(f"--connect expects a ZeroMQ endpoint such as tcp://127.0.0.1:5555, received {ns.connect!r}")
+    if ns.heartbeat_timeout < 0:
+        p.error(f"--heartbeat-timeout expects a number >= 0, received {ns.heartbeat_timeout}")
+    return Options(endpoint=ns.connect, name=ns.name, heartbeat_timeout=ns.heartbeat_timeout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    Worker(parse(sys.argv[1:] if argv is None else argv)).serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""What a running task sees: its args and input tensors, phase marks, progress, and the
+cancel flag. Tasks run on the executor thread and never touch the socket: everything
+they send goes through `send`, which hands the message to the main thread."""
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from . import memory
+from .args import Args
+from .errors import Cancelled
+from .messages import envelope
+
+Send = Callable[[dict[str, Any], list[Any]], None]
+
+
+class TaskContext:
+    def __init__(self, task_id: str, task: str, args: dict[str, Any], tensors: dict[str, np.ndarray],
+                 send: Send, cancel: threading.Event) -> None:
+        self.id = task_id
+        self.task = task
+        self.args = Args(task, args)
+        self.tensors = tensors
+        self._send = send
+        self._cancel = cancel
+        self.phase_name = "start"
+
+    # -- cancellation ---------------------------------------------------------------
+    def check_cancel(self) -> None:
+        """Long loops call this between steps; a pending cancel ends the task with CANCELLED."""
+        if self._cancel.is_set():
+            raise Cancelled(self.id, self.phase_name)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    # -- messages -------------------------------------------------------------------
+    def _mark(self, name: str, mark: str) -> None:
+        self._send(envelope("phase", self.id, name=name, mark=mark, tMs=time.time() * 1000.0,
+                            memory=memory.read()), [])
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Marks a phase: resets VmHWM, sends `start`, runs the body, sends `end`.
+
+        `end` is sent even when the body raises, so the orchestrator can close the phase
+        and attribute the memory of a failed step to it.
+        """
+        self.check_cancel()
+        memory.reset_peak()
+        previous, self.phase_name = self.phase_name, name
+        self._mark(name, "start")
+        try:
+            yield
+        finally:
+            self._mark(name, "end")
+            self.phase_name = previous
+
+    def progress(self, current: int, total: int, label: str, metrics: dict[str, float] | None = None) -> None:
+        fields: dict[str, Any] = {"current": current, "total": total, "label": label}
+        if metrics:
+            fields["metrics"] = {k: float(v) for k, v in metrics.items()}
+        self._send(envelope("progress", self.id, **fields), [])
+
+    def tensor(self, name: str) -> np.ndarray:
+        """An input tensor the task needs; missing -> INVALID_ARGUMENT naming it."""
+        if name not in self.tensors:
+            raise self.args.fail(f"tensors.{name}", f"an input tensor named '{name}'",
+                                 sorted(self.tensors))
+        return self.tensors[name]

@@ -1,0 +1,86 @@
+"""`infer.ort`: latency, throughput and eval-set outputs of an ONNX model under ONNX Runtime.
+
+Never imports torch (directly or through this package): its RAM figures are the point of
+running it in a separate worker. The memory switches are ORT's own session options:
+`cpuMemArena` (enable_cpu_mem_arena), `memPattern` (enable_mem_pattern), `ioBinding`
+(bind inputs/outputs instead of run()), `graphOptimizationLevel`.
+"""
+from __future__ import annotations
+
+from ..context import TaskContext
+from ..errors import TaskError
+from ..protocol import ErrorCode, Phase
+from . import timing
+
+LEVELS = ("disable", "basic", "extended", "all")
+
+
+def run(ctx: TaskContext):
+    with ctx.phase(Phase.IMPORT):
+        import numpy as np
+        import onnxruntime as ort
+
+    a = ctx.args
+    model_path = a.path("model", must_exist=True)
+    opts = timing.common_args(ctx)
+    o = a.map("ort", {})
+    cpu_mem_arena = o.bool("cpuMemArena", True)
+    mem_pattern = o.bool("memPattern", True)
+    io_binding = o.bool("ioBinding", False)
+    level_name = o.choice("graphOptimizationLevel", LEVELS, "all")
+    inputs = np.ascontiguousarray(ctx.tensor("inputs"), dtype=np.float32)
+    device = a.choice("device", ("cpu", "cuda", "auto"), "auto")
+    have_cuda = "CUDAExecutionProvider" in ort.get_available_providers()
+    if device == "cuda" and not have_cuda:
+        raise TaskError(ErrorCode.BACKEND_UNAVAILABLE,
+                        f"infer.ort: device 'cuda' requested but onnxruntime {ort.__version__} has providers "
+                        f"{ort.get_available_providers()}", {"device": "cuda"})
+    device = "cuda" if device == "cuda" or (device == "auto" and have_cuda) else "cpu"
+    providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if device == "cuda" else ["CPUExecutionProvider"]
+
+    with ctx.phase(Phase.RUNTIME_CREATE):
+        so = ort.SessionOptions()
+        so.enable_cpu_mem_arena = cpu_mem_arena
+        so.enable_mem_pattern = mem_pattern
+        so.intra_op_num_threads = opts["threads"]
+        so.inter_op_num_threads = 1
+        so.graph_optimization_level = {
+            "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+        }[level_name]
+
+    with ctx.phase(Phase.MODEL_LOAD):
+        sess = ort.InferenceSession(model_path, sess_options=so, providers=providers)
+        in_name = sess.get_inputs()[0].name
+        out_name = sess.get_outputs()[0].name
+
+    batches = {n: timing.batch_of(inputs, n) for n in opts["batch_sizes"]}
+    binding = sess.io_binding() if io_binding else None
+
+    def infer(x: np.ndarray) -> np.ndarray:
+        if binding is None:
+            return sess.run([out_name], {in_name: x})[0]
+        binding.bind_cpu_input(in_name, x)
+        binding.bind_output(out_name)
+        sess.run_with_iobinding(binding)
+        return binding.copy_outputs_to_cpu()[0]
+
+    def call(n: int) -> None:
+        infer(batches[n])
+
+    with ctx.phase(Phase.FIRST_INFERENCE):
+        call(opts["batch_sizes"][0])
+
+    with ctx.phase(Phase.STEADY_INFERENCE):
+        latency, throughput = timing.measure(ctx, call, opts["batch_sizes"], opts["iterations"], opts["warmup"])
+        outputs = timing.over_eval_set(ctx, inputs, max(opts["batch_sizes"]), infer)
+
+    value = {
+        "latencyMs": latency, "throughputPerS": throughput, "device": device, "threads": opts["threads"],
+        "ort": {"cpuMemArena": cpu_mem_arena, "memPattern": mem_pattern, "ioBinding": io_binding,
+                "graphOptimizationLevel": level_name},
+        "providers": sess.get_providers(),
+    }
+    return value, {"outputs": outputs}

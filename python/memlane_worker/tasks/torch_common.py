@@ -1,0 +1,66 @@
+"""Helpers for the torch-based tasks: argument checks against the zoo, device choice,
+and loading a checkpoint (.safetensors or .pt) into a zoo model.
+
+Imports torch at module level: import it only inside a task's `import` phase.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import zoo
+from ..context import TaskContext
+from ..errors import TaskError
+from ..protocol import ErrorCode, Phase
+
+
+def arch_arg(ctx: TaskContext, allowed: tuple[str, ...] | None = None, default=None) -> str:
+    if default is None:
+        return ctx.args.choice("arch", allowed or tuple(zoo.names()))
+    return ctx.args.choice("arch", allowed or tuple(zoo.names()), default)
+
+
+def device_arg(ctx: TaskContext) -> str:
+    """"cpu" / "cuda" / "auto" (default): auto is CUDA when torch can see a GPU."""
+    wanted = ctx.args.choice("device", ("cpu", "cuda", "auto"), "auto")
+    available = torch.cuda.is_available()
+    if wanted == "cuda" and not available:
+        raise TaskError(ErrorCode.BACKEND_UNAVAILABLE,
+                        f"{ctx.task}: device 'cuda' requested but torch.cuda.is_available() is False "
+                        f"(torch {torch.__version__}, built with CUDA {torch.version.cuda})",
+                        {"device": "cuda", "torch": torch.__version__})
+    return "cuda" if wanted == "cuda" or (wanted == "auto" and available) else "cpu"
+
+
+def init_device(ctx: TaskContext, device: str) -> None:
+    """Creates the CUDA context in its own phase: it costs hundreds of MiB of host RAM that
+    would otherwise be charged to whichever phase touches the GPU first."""
+    if device == "cuda":
+        with ctx.phase(Phase.CUDA_CONTEXT):
+            torch.cuda.init()
+            torch.zeros(1, device="cuda")
+            torch.cuda.synchronize()
+
+
+def load_state_dict(path: str) -> dict[str, torch.Tensor]:
+    """A state dict from .safetensors or from a torch.save'd .pt (weights_only: a safety
+    switch that refuses pickled code, not a memory saving)."""
+    if path.endswith(".safetensors"):
+        from safetensors.torch import load_file
+        return load_file(path, device="cpu")
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def load_model(ctx: TaskContext, arch: str, checkpoint: str | None, seed: int) -> torch.nn.Module:
+    """A zoo model in eval mode: weights from `checkpoint`, or seeded random weights (the
+    same ones zoo.export writes for that seed) when there is none."""
+    torch.manual_seed(seed)
+    model = zoo.build(arch)
+    if checkpoint is not None:
+        state = load_state_dict(checkpoint)
+        try:
+            model.load_state_dict(state)
+        except RuntimeError as e:
+            raise TaskError(ErrorCode.INVALID_ARGUMENT,
+                            f"{ctx.task}: checkpoint {checkpoint} does not fit arch {arch!r}: {e}",
+                            {"checkpoint": checkpoint, "arch": arch}) from None
+    return model.eval()

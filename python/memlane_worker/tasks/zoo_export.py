@@ -1,0 +1,38 @@
+"""`zoo.export`: a zoo model with seeded random weights -> ONNX, for models not trained here
+(infer.torch with the same arch and seed and no checkpoint builds the same weights)."""
+from __future__ import annotations
+
+from ..context import TaskContext
+from ..protocol import Phase
+
+SAMPLE_BATCH = 2  # resnet18 at 224x224 makes larger check batches slow on small machines
+
+
+def run(ctx: TaskContext):
+    with ctx.phase(Phase.IMPORT):
+        import numpy as np
+        import torch
+
+        from .. import zoo
+        from . import onnx_export as ox
+        from . import torch_common as tc
+
+    a = ctx.args
+    arch = tc.arch_arg(ctx)
+    out = a.path("out")
+    seed = a.int("seed", 0, minimum=0)
+    opset = a.int("opset", ox.DEFAULT_OPSET, minimum=ox.MIN_OPSET)
+
+    with ctx.phase(Phase.MODEL_LOAD):
+        model = tc.load_model(ctx, arch, None, seed)
+    sample = np.random.default_rng(seed).standard_normal((SAMPLE_BATCH, *zoo.input_shape(arch))).astype(np.float32)
+    proto = ox.to_onnx(model, torch.from_numpy(sample), opset)
+    ox.save(proto, out)
+    return {
+        "onnx": out,
+        "params": zoo.param_count(model),
+        "inputShape": [-1, *zoo.input_shape(arch)],
+        "maxAbsDiff": ox.max_abs_diff_vs_ort(model, proto, sample),
+        "opset": opset,
+        "ops": sorted({n.op_type for n in proto.graph.node}),
+    }

@@ -1,0 +1,146 @@
+"""The worker's main loop: one DEALER socket, owned by the main thread.
+
+The main thread receives, validates and dispatches every message, answers heartbeats at
+once, and sends what the task thread queued in the outbox. It exits 0 on `shutdown`, and
+on its own (exit code 3) when the orchestrator goes silent for `heartbeat_timeout`
+seconds or its parent process dies, so a crashed orchestrator never leaves orphans.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import zmq
+
+from . import codec, messages, tasks, versions
+from .errors import MalformedMessage, TaskError
+from .executor import Executor, Job
+from .outbox import Outbox
+from .protocol import PROTOCOL_VERSION, ErrorCode
+
+EXIT_ORPHANED = 3
+_POLL_MS = 250
+
+
+@dataclass(frozen=True)
+class Options:
+    endpoint: str
+    name: str = "python"
+    heartbeat_timeout: float = 30.0  # seconds without any message from the orchestrator; 0 = never
+
+
+class Worker:
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.ctx = zmq.Context.instance()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 2000)  # a final result still leaves if we exit right after
+        self.sock.connect(options.endpoint)
+        self.outbox = Outbox()
+        self.executor = Executor(self.outbox.put)
+        self.last_heard = time.monotonic()
+        self.parent = os.getppid()
+
+    # -- sending (main thread only) ---------------------------------------------------
+    def _send(self, env: dict[str, Any], frames: list[Any] | None = None) -> None:
+        parts: list[Any] = [messages.pack(env), *(frames or [])]
+        self.sock.send_multipart(parts, copy=False)
+
+    def _error(self, id_: str, code: int, message: str, details: dict[str, Any] | None = None) -> None:
+        self._send(messages.error(id_, code, message, details))
+
+    def hello(self) -> None:
+        self._send(messages.envelope(
+            "hello", messages.new_id(self.options.name), pid=os.getpid(), worker=self.options.name,
+            capabilities=list(tasks.TASK_NAMES), versions=versions.collect()))
+
+    # -- receiving --------------------------------------------------------------------
+    def handle(self, parts: list[zmq.Frame]) -> None:
+        try:
+            env = messages.parse(parts[0].buffer)
+        except MalformedMessage as e:
+            self._error(e.details.get("id", ""), e.code, e.message, e.details)
+            return
+        kind, id_ = env["type"], env["id"]
+        if env["v"] != PROTOCOL_VERSION:
+            self._error(id_, ErrorCode.VERSION_MISMATCH,
+                        f"orchestrator speaks protocol v{env['v']}, worker speaks v{PROTOCOL_VERSION}",
+                        {"orchestrator": env["v"], "worker": PROTOCOL_VERSION, "type": kind})
+            return
+        if kind == "heartbeat":
+            self._send(messages.envelope("heartbeat", id_))
+        elif kind == "task":
+            self._task(env, parts[1:])
+        elif kind == "cancel":
+            self.executor.cancel(id_)  # a finished or unknown task has nothing left to cancel
+        elif kind == "shutdown":
+            self.exit(0)
+        elif kind == "error":
+            # The orchestrator refusing us (e.g. VERSION_MISMATCH) is logged; it stops us itself.
+            print(f"memlane-worker: orchestrator error {env.get('code')}: {env.get('message')}", file=sys.stderr)
+        else:
+            self._error(id_, ErrorCode.UNKNOWN_TYPE,
+                        f"worker does not accept messages of type {kind!r} "
+                        "(accepts task, cancel, heartbeat, shutdown, error)", {"type": kind})
+
+    def _task(self, env: dict[str, Any], frames: list[zmq.Frame]) -> None:
+        id_, name = env["id"], env.get("task")
+        if not isinstance(name, str):
+            self._error(id_, ErrorCode.MALFORMED_MESSAGE, f"task message lacks a string 'task', got {name!r}")
+            return
+        if tasks.resolve_name(name) is None:
+            self._error(id_, ErrorCode.UNKNOWN_TASK,
+                        f"unknown task {name!r}; this worker runs {', '.join(tasks.TASK_NAMES)}",
+                        {"task": name, "capabilities": list(tasks.TASK_NAMES)})
+            return
+        args = env.get("args", {})
+        if not isinstance(args, dict):
+            self._error(id_, ErrorCode.MALFORMED_MESSAGE, f"task {name}: args must be a map, got {type(args).__name__}")
+            return
+        try:
+            tensors = codec.decode(env.get("tensors"), frames)
+        except TaskError as e:
+            self._error(id_, e.code, f"task {name}: {e.message}", e.details)
+            return
+        self.executor.submit(Job(id_, name, args, tensors))
+
+    # -- loop -------------------------------------------------------------------------
+    def exit(self, code: int) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.sock.close(linger=0 if code == 0 else 500)
+        # os._exit: a running task thread (torch, ORT pools) must not keep the process alive.
+        os._exit(code)
+
+    def serve(self) -> None:
+        self.hello()
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLIN)
+        poller.register(self.outbox.fd, zmq.POLLIN)
+        while True:
+            events = dict(poller.poll(_POLL_MS))
+            if self.sock in events:
+                self.last_heard = time.monotonic()
+                while True:
+                    try:
+                        parts = self.sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                    except zmq.Again:
+                        break
+                    self.handle(parts)
+            for env, frames in self.outbox.drain():
+                self._send(env, frames)
+            self._check_orphaned()
+
+    def _check_orphaned(self) -> None:
+        timeout = self.options.heartbeat_timeout
+        silent = time.monotonic() - self.last_heard
+        if timeout > 0 and silent > timeout:
+            print(f"memlane-worker: no message from the orchestrator for {silent:.1f}s "
+                  f"(--heartbeat-timeout {timeout}); exiting", file=sys.stderr)
+            self.exit(EXIT_ORPHANED)
+        if os.getppid() != self.parent:
+            print("memlane-worker: parent process exited; exiting", file=sys.stderr)
+            self.exit(EXIT_ORPHANED)
