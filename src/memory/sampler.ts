@@ -31,6 +31,8 @@ export interface SamplerOptions {
   capacity?: number;
   /** GPU probe; without one every GPU figure is null and gpuStatus() says why. */
   gpu?: GpuProbe;
+  /** Host reader; default readProcessMemory (/proc). Tests inject scripted readings. */
+  read?: (pid: number) => Promise<HostReading | null>;
 }
 
 export interface ResolvedSamplerOptions {
@@ -70,6 +72,7 @@ interface Track extends TrackedProcess {
 export class MemorySampler {
   readonly options: ResolvedSamplerOptions;
   private readonly gpu: GpuProbe | undefined;
+  private readonly read: (pid: number) => Promise<HostReading | null>;
   private readonly tracks = new Map<number, Track>();
   private readonly listeners = new Set<(pid: number, s: Sample) => void>();
   private timer: NodeJS.Timeout | null = null;
@@ -80,6 +83,7 @@ export class MemorySampler {
   constructor(options: SamplerOptions = {}) {
     this.options = resolve(options);
     this.gpu = options.gpu;
+    this.read = options.read ?? readProcessMemory;
   }
 
   /** Starts sampling (idempotent). The timer is unref'd: it never keeps Node alive. */
@@ -161,7 +165,7 @@ export class MemorySampler {
     const tMs = Date.now();
     let reading: HostReading | null = null;
     try {
-      reading = await readProcessMemory(t.pid);
+      reading = await this.read(t.pid);
     } catch {
       reading = null;
     }

@@ -1,0 +1,193 @@
+/**
+ * Builds the report object (schema.ts) from what a run collected: phase marks and task
+ * results per process, the sampler's tracks, stages and GPU status. Pure apart from the
+ * host description (overridable), so it is tested on recorded data.
+ */
+import { combinePhases, type PhaseFigures, type PhaseMarkInput } from "../memory/phases.ts";
+import type { TrackedProcess } from "../memory/sampler.ts";
+import { Phase } from "../transport/protocol.ts";
+import { buildComparison } from "./comparison.ts";
+import { hostInfo } from "./host.ts";
+import {
+  REPORT_SCHEMA_VERSION,
+  type CheckpointLoadMethod,
+  type CheckpointLoadReport,
+  type GpuReport,
+  type HostInfo,
+  type LatencyTable,
+  type PhaseReport,
+  type ProcessInfo,
+  type Report,
+  type RuntimeReport,
+  type StageReport,
+  type SteadyMemory,
+  type TimelineTrack,
+  type TrainingReport,
+} from "./schema.ts";
+
+export interface RuntimeRecord {
+  name: string;
+  process: ProcessInfo;
+  device: string;
+  versions: Record<string, string>;
+  /** The runtime task's phase marks (from `phase` messages, or PhaseRecorder for node-ort). */
+  marks: PhaseMarkInput[];
+  latencyMs: LatencyTable;
+  throughputPerS: number;
+  accuracy: number | null;
+  maxAbsDiff: number | null;
+}
+
+export interface TrainingRecord {
+  accuracy: number;
+  epochs: number;
+  device: string;
+  process: ProcessInfo;
+  marks: PhaseMarkInput[];
+}
+
+export interface CheckpointLoadRecord {
+  method: CheckpointLoadMethod;
+  pid: number;
+  /** Checkpoint file size in bytes (the task's `bytes`). */
+  bytes: number;
+  marks: PhaseMarkInput[];
+}
+
+/** Everything a run collected; the input of buildReport. */
+export interface RunRecord {
+  pipeline: string;
+  runId: string;
+  createdAt?: Date;
+  training: TrainingRecord | null;
+  runtimes: RuntimeRecord[];
+  checkpointLoad?: CheckpointLoadRecord[];
+  /** MemorySampler.snapshot() at the end of the run. */
+  tracks: TrackedProcess[];
+  stages: StageReport[];
+  gpu: GpuReport;
+  /** Runtime whose outputs are the reference; default `python-torch` when it ran. */
+  numericsReference?: string | null;
+  /** Defaults to this machine (hostInfo()), with Python's version from the runtimes' versions. */
+  host?: HostInfo;
+}
+
+const round = (x: number, digits = 2): number => {
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+};
+export const toMiB = (kib: number): number => round(kib / 1024);
+const toMiBOrNull = (kib: number | null): number | null => (kib === null ? null : toMiB(kib));
+
+function samplesOf(tracks: readonly TrackedProcess[], pid: number) {
+  return tracks.filter((t) => t.pid === pid).flatMap((t) => t.samples);
+}
+
+function phaseReport(f: PhaseFigures, gpuAvailable: boolean): PhaseReport {
+  const gpuKnown = gpuAvailable && f.gpuEndKiB !== null;
+  return {
+    name: f.name,
+    rssMiB: toMiB(f.end.rssKiB),
+    pssMiB: toMiB(f.end.pssKiB),
+    ussMiB: toMiB(f.end.ussKiB),
+    deltaRssMiB: toMiB(f.deltaRssKiB),
+    deltaUssMiB: toMiB(f.deltaUssKiB),
+    peakRssMiB: toMiB(f.peakRssKiB),
+    peakSource: f.peakSource,
+    swapMiB: toMiB(f.end.swapKiB),
+    ms: f.ms,
+    startMs: f.startMs,
+    endMs: f.endMs,
+    samples: f.samples,
+    gpu: gpuKnown ? "available" : "unavailable",
+    gpuMiB: gpuKnown ? toMiBOrNull(f.gpuEndKiB) : null,
+    deltaGpuMiB: gpuKnown && f.gpuStartKiB !== null && f.gpuEndKiB !== null ? toMiB(f.gpuEndKiB - f.gpuStartKiB) : null,
+    peakGpuMiB: gpuKnown ? toMiBOrNull(f.gpuPeakKiB) : null,
+  };
+}
+
+function phasesOf(marks: readonly PhaseMarkInput[], tracks: readonly TrackedProcess[], pid: number, gpu: boolean) {
+  return combinePhases(marks, samplesOf(tracks, pid)).map((f) => phaseReport(f, gpu));
+}
+
+/** Reading at the end of steady-inference, else of the last phase. */
+function steadyOf(name: string, phases: readonly PhaseReport[]): SteadyMemory {
+  const p = phases.find((x) => x.name === Phase.STEADY_INFERENCE) ?? phases[phases.length - 1];
+  if (p === undefined) throw new Error(`buildReport: runtime "${name}" has no completed phase, so no memory reading to report`);
+  return { rssMiB: p.rssMiB, ussMiB: p.ussMiB, pssMiB: p.pssMiB, gpuMiB: p.gpuMiB };
+}
+
+function checkpointLoadReport(c: CheckpointLoadRecord, tracks: readonly TrackedProcess[]): CheckpointLoadReport {
+  const phases = phasesOf(c.marks, tracks, c.pid, false);
+  const load = phases.find((p) => p.name === Phase.MODEL_LOAD);
+  if (load === undefined) throw new Error(`buildReport: checkpoint.load (${c.method}) has no completed "${Phase.MODEL_LOAD}" phase`);
+  return {
+    method: c.method,
+    pid: c.pid,
+    fileMiB: round(c.bytes / 2 ** 20),
+    deltaRssMiB: load.deltaRssMiB,
+    deltaUssMiB: load.deltaUssMiB,
+    peakRssMiB: load.peakRssMiB,
+    ms: load.ms,
+  };
+}
+
+function timelineOf(tracks: readonly TrackedProcess[]): TimelineTrack[] {
+  return tracks.map((t) => ({
+    label: t.label,
+    pid: t.pid,
+    periodMs: t.periodMs,
+    samples: t.samples.map((s) => [s.tMs, s.rssKiB, s.ussKiB, s.gpuKiB] as TimelineTrack["samples"][number]),
+  }));
+}
+
+export function buildReport(run: RunRecord): Report {
+  const gpuOn = run.gpu.status === "available";
+  const runtimes: RuntimeReport[] = run.runtimes.map((r) => {
+    const phases = phasesOf(r.marks, run.tracks, r.process.pid, gpuOn);
+    return {
+      name: r.name,
+      pid: r.process.pid,
+      process: r.process,
+      device: r.device,
+      versions: r.versions,
+      phases,
+      steady: steadyOf(r.name, phases),
+      accuracy: r.accuracy,
+      maxAbsDiff: r.maxAbsDiff,
+      latencyMs: r.latencyMs,
+      throughputPerS: r.throughputPerS,
+    };
+  });
+  const training: TrainingReport | null = run.training && {
+    accuracy: run.training.accuracy,
+    epochs: run.training.epochs,
+    phases: phasesOf(run.training.marks, run.tracks, run.training.process.pid, gpuOn),
+    pid: run.training.process.pid,
+    process: run.training.process,
+    device: run.training.device,
+  };
+  const reference =
+    run.numericsReference !== undefined
+      ? run.numericsReference
+      : runtimes.some((r) => r.name === "python-torch") ? "python-torch" : null;
+  const python = run.runtimes.map((r) => r.versions["python"]).find((v) => v !== undefined) ?? null;
+  return {
+    schemaVersion: REPORT_SCHEMA_VERSION,
+    pipeline: run.pipeline,
+    runId: run.runId,
+    createdAt: (run.createdAt ?? new Date()).toISOString(),
+    host: run.host ?? hostInfo(python),
+    training,
+    runtimes,
+    checkpointLoad: (run.checkpointLoad ?? []).map((c) => checkpointLoadReport(c, run.tracks)),
+    comparison: buildComparison(runtimes),
+    numerics: {
+      reference,
+      runtimes: runtimes.map((r) => ({ name: r.name, maxAbsDiff: r.maxAbsDiff, accuracy: r.accuracy })),
+    },
+    gpu: run.gpu,
+    stages: run.stages,
+    timeline: timelineOf(run.tracks),
+  };
+}

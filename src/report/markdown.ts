@@ -1,0 +1,148 @@
+/**
+ * report.md: the report as markdown. Each table names its process in the heading, its
+ * phase per row and its counter per column; `unavailable` where a figure was not measured.
+ */
+import { batchKeys, latency, mdTable, num, pct, sci, signed, UNAVAILABLE } from "./format.ts";
+import type { PhaseReport, Report, RuntimeReport } from "./schema.ts";
+
+const PHASE_HEADER = [
+  "phase", "RSS MiB", "Δ RSS MiB", "peak RSS MiB", "peak from", "USS MiB", "Δ USS MiB", "PSS MiB", "swap MiB", "ms",
+  "GPU MiB", "Δ GPU MiB", "peak GPU MiB",
+] as const;
+
+function phaseRows(phases: readonly PhaseReport[]): string[][] {
+  return phases.map((p) => [
+    p.name, num(p.rssMiB), signed(p.deltaRssMiB), num(p.peakRssMiB), p.peakSource, num(p.ussMiB), signed(p.deltaUssMiB),
+    num(p.pssMiB), num(p.swapMiB), num(p.ms, 0), num(p.gpuMiB), signed(p.deltaGpuMiB), num(p.peakGpuMiB),
+  ]);
+}
+
+const who = (name: string, pid: number, kind: string) => `\`${name}\` (pid ${pid}, ${kind})`;
+
+function runtimeSection(r: RuntimeReport): string {
+  return [
+    `### ${r.name}: process pid ${r.pid} (${r.process.kind}), device ${r.device}`,
+    "",
+    `Memory of process ${who(r.name, r.pid, r.process.kind)} per phase; Δ = end − start, peak = highest RSS inside the phase.`,
+    `Command: \`${r.process.command.join(" ")}\`. Versions: ${Object.entries(r.versions).map(([k, v]) => `${k} ${v}`).join(", ") || UNAVAILABLE}.`,
+    "",
+    mdTable(PHASE_HEADER, phaseRows(r.phases)),
+  ].join("\n");
+}
+
+function summary(report: Report): string {
+  const batches = batchKeys(report);
+  const header = [
+    "runtime", "process", "device", "steady RSS MiB", "steady USS MiB", "steady PSS MiB", "steady GPU MiB",
+    ...batches.flatMap((b) => [`${b} p50 ms`, `${b} p99 ms`]), "throughput /s", "accuracy", "max abs diff",
+  ];
+  const rows = report.runtimes.map((r) => [
+    r.name, `pid ${r.pid} (${r.process.kind})`, r.device, num(r.steady.rssMiB), num(r.steady.ussMiB), num(r.steady.pssMiB),
+    num(r.steady.gpuMiB), ...batches.flatMap((b) => [latency(r.latencyMs, b, "p50"), latency(r.latencyMs, b, "p99")]),
+    num(r.throughputPerS, 0), pct(r.accuracy), sci(r.maxAbsDiff),
+  ]);
+  return mdTable(header, rows);
+}
+
+function latencySection(report: Report): string {
+  const batches = batchKeys(report);
+  const header = ["runtime", ...batches.flatMap((b) => [`${b} p50 ms`, `${b} p99 ms`, `${b} mean ms`]), "throughput /s (largest batch)"];
+  const rows = report.runtimes.map((r) => [
+    r.name,
+    ...batches.flatMap((b) => [latency(r.latencyMs, b, "p50"), latency(r.latencyMs, b, "p99"), latency(r.latencyMs, b, "mean")]),
+    num(r.throughputPerS, 0),
+  ]);
+  return mdTable(header, rows);
+}
+
+function numericsSection(report: Report): string {
+  const ref = report.numerics.reference;
+  const rows = report.numerics.runtimes.map((n) => [n.name, pct(n.accuracy), n.name === ref ? "reference" : sci(n.maxAbsDiff)]);
+  return [`Reference outputs: ${ref ?? UNAVAILABLE}.`, "", mdTable(["runtime", "held-out accuracy", `max abs diff vs ${ref ?? "reference"}`], rows)].join("\n");
+}
+
+function comparisonSection(report: Report): string {
+  const names = report.runtimes.map((r) => r.name);
+  const c = report.comparison;
+  const steadyRows = (["rssMiB", "ussMiB", "pssMiB", "gpuMiB"] as const).map((k) => [
+    `steady ${k.replace("MiB", "").toUpperCase()} MiB`,
+    ...names.map((n) => num(c.steady.find((s) => s.runtime === n)?.[k])),
+  ]);
+  const perPhase = (label: string, pick: "deltaRssMiB" | "deltaUssMiB" | "peakRssMiB", fmt: (x: number) => string) =>
+    [
+      `#### ${label} per phase, by runtime`,
+      "",
+      mdTable(["phase", ...names], c.phases.map((p) => [p.phase, ...names.map((n) => {
+        const f = p.byRuntime[n];
+        return f ? fmt(f[pick]) : "—";
+      })])),
+    ].join("\n");
+  const ratioRows = c.ratios.map((r) => [r.counter, r.numerator, r.denominator, num(r.value, 3)]);
+  return [
+    "#### Steady state (end of steady-inference), by runtime",
+    "",
+    mdTable(["counter", ...names], steadyRows),
+    "",
+    perPhase("Δ RSS MiB", "deltaRssMiB", (x) => signed(x)),
+    "",
+    perPhase("Δ USS MiB", "deltaUssMiB", (x) => signed(x)),
+    "",
+    perPhase("peak RSS MiB", "peakRssMiB", (x) => num(x)),
+    "",
+    "#### Native over Python (numerator / denominator; < 1 means the native runtime uses less)",
+    "",
+    ratioRows.length > 0 ? mdTable(["counter", "numerator", "denominator", "ratio"], ratioRows) : "No native and Python runtime pair ran.",
+  ].join("\n");
+}
+
+export function renderMarkdown(report: Report): string {
+  const h = report.host;
+  const out: string[] = [
+    `# memlane report: ${report.pipeline}`,
+    "",
+    `Run \`${report.runId}\`, ${report.createdAt}. Host: ${h.cpuModel}, ${h.cores} cores, ${num(h.memTotalMiB, 0)} MiB RAM, ` +
+      `${h.platform} ${h.kernel}, Node ${h.node}, Python ${h.python ?? UNAVAILABLE}.`,
+    `GPU: ${report.gpu.status}${report.gpu.reason ? ` (${report.gpu.reason})` : ""}.`,
+    "",
+    "Counters (docs/memory.md): RSS resident; USS private to the process (Private_Clean + Private_Dirty); PSS shared pages split between their users; all from /proc/<pid>/smaps_rollup, GPU from NVML.",
+    "",
+    "## Runtimes at a glance",
+    "",
+    report.runtimes.length > 0 ? summary(report) : "No runtime completed.",
+    "",
+    "## Host memory per process and phase",
+  ];
+  if (report.training) {
+    const t = report.training;
+    out.push(
+      "",
+      `### training: process pid ${t.pid} (${t.process.kind}), device ${t.device}`,
+      "",
+      `Memory of process ${who("train", t.pid, t.process.kind)} per phase. Held-out accuracy ${pct(t.accuracy)} after ${t.epochs} epochs.`,
+      "",
+      mdTable(PHASE_HEADER, phaseRows(t.phases)),
+    );
+  }
+  for (const r of report.runtimes) out.push("", runtimeSection(r));
+  if (report.checkpointLoad.length > 0) {
+    out.push("", "## Checkpoint load (phase model-load of each checkpoint.load process)", "", mdTable(
+      ["method", "process", "file MiB", "Δ RSS MiB", "Δ USS MiB", "peak RSS MiB", "ms"],
+      report.checkpointLoad.map((c) => [c.method, `pid ${c.pid}`, num(c.fileMiB), signed(c.deltaRssMiB), signed(c.deltaUssMiB), num(c.peakRssMiB), num(c.ms, 0)]),
+    ));
+  }
+  if (report.runtimes.length > 0) {
+    out.push("", "## Latency and throughput (measured inside each worker)", "", latencySection(report));
+    out.push("", "## Accuracy and numerics", "", numericsSection(report));
+    out.push("", "## Comparison", "", comparisonSection(report));
+  }
+  out.push("", "## GPU", "", `Status: ${report.gpu.status}${report.gpu.reason ? `, ${report.gpu.reason}` : ""}.`);
+  if (report.gpu.devices.length > 0)
+    out.push("", mdTable(["index", "name", "total MiB", "used MiB", "driver"],
+      report.gpu.devices.map((d) => [String(d.index), d.name, num(d.totalMiB, 0), num(d.usedMiB, 0), d.driver ?? UNAVAILABLE])));
+  out.push("", "## Stages", "", mdTable(["stage", "kind", "worker", "pid", "status", "ms", "error"],
+    report.stages.map((s) => [s.name, s.kind, s.worker, s.pid === null ? "—" : String(s.pid), s.status, num(s.endMs - s.startMs, 0),
+      s.error ? `${s.error.name} (${s.error.code}): ${s.error.message}` : ""])));
+  out.push("", "## Sampling", "", mdTable(["process", "pid", "samples", "period ms"],
+    report.timeline.map((t) => [t.label, String(t.pid), String(t.samples.length), num(t.periodMs, 0)])));
+  return `${out.join("\n")}\n`;
+}

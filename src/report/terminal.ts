@@ -1,0 +1,93 @@
+/**
+ * The terminal summary printed at the end of a run: plain text, aligned columns, at most
+ * `width` (120) columns. One row per runtime, then per-phase increments side by side, then
+ * the native-over-Python ratios. `n/a` marks a figure that was not measured.
+ */
+import { batchKeys, latency, num, pct, sci, signed, textTable } from "./format.ts";
+import type { Report } from "./schema.ts";
+
+const NA = "n/a";
+
+export interface TerminalOptions {
+  /** Maximum line width; default 120. */
+  width?: number;
+}
+
+function runtimeTable(report: Report): string {
+  const keys = batchKeys(report);
+  // batch1 and batch64 when present, else the smallest and largest batch measured.
+  const pick = [...new Set([keys.find((k) => k === "batch1") ?? keys[0], keys.find((k) => k === "batch64") ?? keys[keys.length - 1]])]
+    .filter((k): k is `batch${number}` => k !== undefined);
+  const header = [
+    "runtime", "RSS MiB", "USS MiB", ...pick.flatMap((b) => [`b${b.slice(5)} p50 ms`, `b${b.slice(5)} p99 ms`]), "samples/s", "accuracy", "max abs diff",
+  ];
+  const rows = report.runtimes.map((r) => [
+    r.name.slice(0, 16), num(r.steady.rssMiB, 1, NA), num(r.steady.ussMiB, 1, NA),
+    ...pick.flatMap((b) => [latency(r.latencyMs, b, "p50", NA), latency(r.latencyMs, b, "p99", NA)]),
+    num(r.throughputPerS, 0, NA), pct(r.accuracy, NA), r.name === report.numerics.reference ? "reference" : sci(r.maxAbsDiff, NA),
+  ]);
+  return textTable(header, rows);
+}
+
+/** Δ RSS / Δ USS per phase, runtimes as columns; split into several tables to fit the width. */
+function phaseTables(report: Report, width: number): string[] {
+  const c = report.comparison;
+  const names = report.runtimes.map((r) => r.name);
+  const cells = (n: string) =>
+    c.phases.map((p) => {
+      const f = p.byRuntime[n];
+      return f ? `${signed(f.deltaRssMiB, 1, NA)} / ${signed(f.deltaUssMiB, 1, NA)}` : "-";
+    });
+  const firstWidth = Math.max(5, ...c.phases.map((p) => p.phase.length));
+  const colWidth = (n: string) => Math.max(n.length, ...cells(n).map((x) => x.length));
+  const groups: string[][] = [];
+  let group: string[] = [];
+  let used = firstWidth;
+  for (const n of names) {
+    const w = colWidth(n) + 2;
+    if (group.length > 0 && used + w > width) {
+      groups.push(group);
+      group = [];
+      used = firstWidth;
+    }
+    group.push(n);
+    used += w;
+  }
+  if (group.length > 0) groups.push(group);
+  return groups.map((g) => {
+    const cols = g.map(cells);
+    return textTable(["phase", ...g], c.phases.map((p, i) => [p.phase, ...cols.map((col) => col[i] ?? "-")]));
+  });
+}
+
+function ratioTable(report: Report): string | null {
+  const rs = report.comparison.ratios;
+  if (rs.length === 0) return null;
+  const pairs = [...new Set(rs.map((r) => `${r.numerator}\u0000${r.denominator}`))];
+  const counters = [
+    ["steady.rssMiB", "RSS"], ["steady.ussMiB", "USS"], ["steady.pssMiB", "PSS"],
+    ["latencyMs.batch1.p50", "b1 p50"], ["throughputPerS", "samples/s"],
+  ] as const;
+  const rows = pairs.map((pair) => {
+    const [n, d] = pair.split("\u0000") as [string, string];
+    return [`${n} / ${d}`, ...counters.map(([k]) => num(rs.find((r) => r.numerator === n && r.denominator === d && r.counter === k)?.value, 2, NA))];
+  });
+  return textTable(["ratio (steady, x)", ...counters.map(([, label]) => label)], rows);
+}
+
+export function renderTerminal(report: Report, options: TerminalOptions = {}): string {
+  const width = options.width ?? 120;
+  const gpu = report.gpu.status === "available" ? "GPU available" : `GPU unavailable${report.gpu.reason ? ` (${report.gpu.reason})` : ""}`;
+  const out = [`memlane ${report.pipeline}  run ${report.runId}  ${gpu}`.slice(0, width), ""];
+  if (report.runtimes.length === 0) {
+    out.push("No runtime completed.");
+  } else {
+    out.push("Steady state per runtime (memory at the end of steady-inference; latency inside the worker):", runtimeTable(report));
+    out.push("", "Per-phase increments, delta RSS / delta USS MiB (end - start of each phase, per process):");
+    for (const t of phaseTables(report, width)) out.push(t, "");
+    const ratios = ratioTable(report);
+    if (ratios) out.push("Native over Python (numerator / denominator):", ratios, "");
+  }
+  if (report.runtimes.some((r) => r.steady.gpuMiB === null) || report.gpu.status === "unavailable") out.push("n/a: not measured.");
+  return `${out.join("\n").trimEnd()}\n`;
+}

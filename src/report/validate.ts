@@ -1,0 +1,112 @@
+/**
+ * Checks a parsed report.json against the required fields and types of schema.ts (and the
+ * rule that unknown figures are null, not absent). Returns the problems, each naming the
+ * path, what was expected and what was received; [] when valid.
+ */
+import { REPORT_SCHEMA_VERSION } from "./schema.ts";
+
+type Kind = "string" | "number" | "number|null" | "string|null" | "object" | "array" | "object|null" | "boolean";
+type Shape = Record<string, Kind>;
+
+const PHASE: Shape = {
+  name: "string", rssMiB: "number", pssMiB: "number", ussMiB: "number", deltaRssMiB: "number", deltaUssMiB: "number",
+  peakRssMiB: "number", peakSource: "string", swapMiB: "number", ms: "number", startMs: "number", endMs: "number",
+  samples: "number", gpu: "string", gpuMiB: "number|null", deltaGpuMiB: "number|null", peakGpuMiB: "number|null",
+};
+const PROCESS: Shape = { pid: "number", kind: "string", command: "array" };
+const RUNTIME: Shape = {
+  name: "string", pid: "number", process: "object", device: "string", versions: "object", phases: "array",
+  steady: "object", accuracy: "number|null", maxAbsDiff: "number|null", latencyMs: "object", throughputPerS: "number",
+};
+const STEADY: Shape = { rssMiB: "number", ussMiB: "number", pssMiB: "number", gpuMiB: "number|null" };
+const TRAINING: Shape = { accuracy: "number", epochs: "number", phases: "array", pid: "number", process: "object", device: "string" };
+const TOP: Shape = {
+  schemaVersion: "number", pipeline: "string", runId: "string", createdAt: "string", host: "object", training: "object|null",
+  runtimes: "array", checkpointLoad: "array", comparison: "object", numerics: "object", gpu: "object", stages: "array", timeline: "array",
+};
+const HOST: Shape = { cpuModel: "string", cores: "number", memTotalMiB: "number", platform: "string", kernel: "string", node: "string", python: "string|null" };
+const CHECKPOINT: Shape = { method: "string", pid: "number", fileMiB: "number", deltaRssMiB: "number", deltaUssMiB: "number", peakRssMiB: "number", ms: "number" };
+const COMPARISON: Shape = { steady: "array", phases: "array", ratios: "array" };
+const NUMERICS: Shape = { reference: "string|null", runtimes: "array" };
+const GPU: Shape = { status: "string", reason: "string|null", devices: "array" };
+const STAGE: Shape = { name: "string", kind: "string", worker: "string", pid: "number|null", startMs: "number", endMs: "number", status: "string" };
+const TRACK: Shape = { label: "string", pid: "number", periodMs: "number", samples: "array" };
+const LATENCY: Shape = { p50: "number", p99: "number", mean: "number" };
+
+function kindOf(v: unknown): string {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "array";
+  return typeof v;
+}
+
+function matches(v: unknown, kind: Kind): boolean {
+  const k = kindOf(v);
+  const ok = kind.split("|").includes(k);
+  return ok && (k !== "number" || Number.isFinite(v as number));
+}
+
+function check(obj: unknown, shape: Shape, path: string, errors: string[]): obj is Record<string, unknown> {
+  if (kindOf(obj) !== "object") {
+    errors.push(`${path}: expected an object, received ${kindOf(obj)}`);
+    return false;
+  }
+  const o = obj as Record<string, unknown>;
+  for (const [key, kind] of Object.entries(shape)) {
+    if (!(key in o)) errors.push(`${path}.${key}: missing (expected ${kind})`);
+    else if (!matches(o[key], kind)) errors.push(`${path}.${key}: expected ${kind}, received ${kindOf(o[key])}`);
+  }
+  return true;
+}
+
+function each(arr: unknown, shape: Shape, path: string, errors: string[], more?: (o: Record<string, unknown>, p: string) => void): void {
+  if (!Array.isArray(arr)) return;
+  arr.forEach((item, i) => {
+    if (check(item, shape, `${path}[${i}]`, errors)) more?.(item, `${path}[${i}]`);
+  });
+}
+
+function checkPhases(o: Record<string, unknown>, p: string, errors: string[]): void {
+  each(o["phases"], PHASE, `${p}.phases`, errors, (ph, pp) => {
+    if (ph["gpu"] !== "available" && ph["gpu"] !== "unavailable") errors.push(`${pp}.gpu: expected "available" or "unavailable", received ${JSON.stringify(ph["gpu"])}`);
+    if (ph["gpu"] === "unavailable" && ph["gpuMiB"] !== null) errors.push(`${pp}.gpuMiB: expected null when gpu is "unavailable", received ${String(ph["gpuMiB"])}`);
+  });
+}
+
+export function validateReport(report: unknown): string[] {
+  const errors: string[] = [];
+  if (!check(report, TOP, "report", errors)) return errors;
+  if (report["schemaVersion"] !== REPORT_SCHEMA_VERSION)
+    errors.push(`report.schemaVersion: expected ${REPORT_SCHEMA_VERSION}, received ${String(report["schemaVersion"])}`);
+  check(report["host"], HOST, "report.host", errors);
+  if (report["training"] !== null && check(report["training"], TRAINING, "report.training", errors)) {
+    const t = report["training"] as Record<string, unknown>;
+    check(t["process"], PROCESS, "report.training.process", errors);
+    checkPhases(t, "report.training", errors);
+  }
+  each(report["runtimes"], RUNTIME, "report.runtimes", errors, (r, p) => {
+    check(r["process"], PROCESS, `${p}.process`, errors);
+    check(r["steady"], STEADY, `${p}.steady`, errors);
+    checkPhases(r, p, errors);
+    const lat = r["latencyMs"];
+    if (kindOf(lat) === "object")
+      for (const [k, v] of Object.entries(lat as Record<string, unknown>)) {
+        if (!/^batch\d+$/.test(k)) errors.push(`${p}.latencyMs.${k}: expected a key batch<N>`);
+        check(v, LATENCY, `${p}.latencyMs.${k}`, errors);
+      }
+  });
+  each(report["checkpointLoad"], CHECKPOINT, "report.checkpointLoad", errors);
+  check(report["comparison"], COMPARISON, "report.comparison", errors);
+  check(report["numerics"], NUMERICS, "report.numerics", errors);
+  if (check(report["gpu"], GPU, "report.gpu", errors)) {
+    const s = (report["gpu"] as Record<string, unknown>)["status"];
+    if (s !== "available" && s !== "unavailable") errors.push(`report.gpu.status: expected "available" or "unavailable", received ${JSON.stringify(s)}`);
+  }
+  each(report["stages"], STAGE, "report.stages", errors);
+  each(report["timeline"], TRACK, "report.timeline", errors, (t, p) => {
+    (t["samples"] as unknown[]).forEach((s, i) => {
+      const ok = Array.isArray(s) && s.length === 4 && s.slice(0, 3).every((x) => matches(x, "number")) && matches(s[3], "number|null");
+      if (!ok) errors.push(`${p}.samples[${i}]: expected [tMs, rssKiB, ussKiB, gpuKiB|null], received ${JSON.stringify(s)}`);
+    });
+  });
+  return errors;
+}

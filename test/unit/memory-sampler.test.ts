@@ -1,0 +1,110 @@
+import { describe, expect, it } from "vitest";
+import type { HostReading } from "../../src/memory/proc.ts";
+import { MemorySampler, type GpuProbe } from "../../src/memory/sampler.ts";
+
+const reading = (rssKiB: number): HostReading => ({ rssKiB, pssKiB: rssKiB, ussKiB: rssKiB, swapKiB: 0, hwmKiB: rssKiB });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("MemorySampler options", () => {
+  it("refuses periods slower than 20 Hz, naming the option and the value", () => {
+    expect(() => new MemorySampler({ periodMs: 100 })).toThrow(/SamplerOptions\.periodMs.*received 100/);
+    expect(() => new MemorySampler({ capacity: 3 })).toThrow(/SamplerOptions\.capacity/);
+    expect(new MemorySampler().options).toEqual({ periodMs: 50, capacity: 8192 });
+  });
+});
+
+describe("MemorySampler", () => {
+  it("samples this process through /proc at the configured period", async () => {
+    const s = new MemorySampler({ periodMs: 10 });
+    s.track(process.pid, "orchestrator");
+    s.start();
+    await sleep(200);
+    await s.stop();
+    const got = s.samples(process.pid);
+    expect(got.length).toBeGreaterThanOrEqual(8);
+    expect(got[0]!.rssKiB).toBeGreaterThan(10_000);
+    expect(got.every((x, i) => i === 0 || x.tMs >= got[i - 1]!.tMs)).toBe(true);
+  });
+
+  it("never overlaps reads when they are slower than the period", async () => {
+    let inFlight = 0;
+    let maxInFlight = 0;
+    const s = new MemorySampler({
+      periodMs: 5,
+      read: async () => {
+        maxInFlight = Math.max(maxInFlight, ++inFlight);
+        await sleep(30);
+        inFlight--;
+        return reading(1000);
+      },
+    });
+    s.track(1, "slow");
+    s.start();
+    await sleep(200);
+    await s.stop();
+    expect(maxInFlight).toBe(1);
+    expect(s.samples(1).length).toBeGreaterThanOrEqual(3);
+  });
+
+  it("marks a vanished process exited and keeps its samples; other pids go on", async () => {
+    let alive = 3;
+    const s = new MemorySampler({ read: async (pid) => (pid === 1 && alive-- <= 0 ? null : reading(pid * 100)) });
+    s.track(1, "dies");
+    s.track(2, "lives");
+    for (let i = 0; i < 6; i++) await s.sampleOnce();
+    const snap = s.snapshot();
+    expect(snap.find((t) => t.pid === 1)).toMatchObject({ exited: true, label: "dies" });
+    expect(s.samples(1)).toHaveLength(3);
+    expect(s.samples(2)).toHaveLength(6);
+    s.untrack(2, true);
+    expect(s.snapshot().map((t) => t.pid)).toEqual([1]);
+  });
+
+  it("decimates a full ring, keeping the highest RSS so peaks survive", async () => {
+    const values = Array.from({ length: 100 }, (_, i) => (i === 37 ? 9999 : 100 + (i % 7)));
+    let i = 0;
+    const s = new MemorySampler({ capacity: 16, read: async () => reading(values[i++] ?? 100) });
+    s.track(1, "long");
+    for (let k = 0; k < 96; k++) await s.sampleOnce();
+    const snap = s.snapshot()[0]!;
+    expect(snap.samples.length).toBeLessThan(16);
+    expect(snap.periodMs).toBeGreaterThanOrEqual(50 * 4);
+    expect(Math.max(...snap.samples.map((x) => x.rssKiB))).toBe(9999);
+  });
+
+  it("takes GPU KiB from the probe; null without a probe, when it says unavailable, or when it throws", async () => {
+    const probe = (ok: boolean, bytes: () => number | null): GpuProbe => ({
+      available: () => (ok ? { ok } : { ok, reason: "no NVIDIA driver" }),
+      processUsedBytes: bytes,
+    });
+    const cases: Array<[MemorySampler, number | null]> = [
+      [new MemorySampler({ read: async () => reading(1) }), null],
+      [new MemorySampler({ read: async () => reading(1), gpu: probe(true, () => 512 * 1024 * 1024) }), 512 * 1024],
+      [new MemorySampler({ read: async () => reading(1), gpu: probe(false, () => 5) }), null],
+      [new MemorySampler({ read: async () => reading(1), gpu: probe(true, () => { throw new Error("nvml"); }) }), null],
+    ];
+    for (const [s, want] of cases) {
+      s.track(7, "p");
+      await s.sampleOnce();
+      expect(s.samples(7)[0]!.gpuKiB).toBe(want);
+    }
+    expect(cases[2]![0].gpuStatus()).toEqual({ ok: false, reason: "no NVIDIA driver" });
+  });
+
+  it("filters samples by time window and notifies listeners (a throwing one included)", async () => {
+    const s = new MemorySampler({ read: async () => reading(5) });
+    const seen: number[] = [];
+    s.onSample(() => { throw new Error("listener bug"); });
+    const off = s.onSample((pid) => seen.push(pid));
+    s.track(3, "x");
+    await s.sampleOnce();
+    const t = Date.now();
+    await sleep(5);
+    await s.sampleOnce();
+    off();
+    await s.sampleOnce();
+    expect(seen).toEqual([3, 3]);
+    expect(s.samples(3, t + 1)).toHaveLength(2);
+    expect(s.samples(3, -Infinity, t)).toHaveLength(1);
+  });
+});
