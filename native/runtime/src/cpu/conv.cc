@@ -1,0 +1,179 @@
+// Conv (2-D, NCHW): im2col + cblas_sgemm; 1x1/stride-1/no-pad convs multiply the input
+// directly. Small images are batched: the columns of several samples go into one sgemm
+// (one call per chunk instead of per sample, which is what dominates at 8x8 inputs).
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "cpu/kernel.h"
+
+namespace memlane::cpu {
+namespace {
+
+// Upper bound for the batched columns + product (floats); beyond it chunks shrink to one sample.
+constexpr uint64_t kBatchedWorkspaceFloats = 4u << 20;  // 16 MiB
+
+struct ConvGeom {
+  int64_t C, H, W, M, OH, OW, kh, kw, sh, sw, pt, pl, dh, dw, group;
+  int64_t Cg() const { return C / group; }
+  int64_t Mg() const { return M / group; }
+  int64_t K() const { return Cg() * kh * kw; }
+  int64_t P() const { return OH * OW; }
+};
+
+// Columns of one sample and one group: col[(c*kh+i)*kw+j][p], row stride ld.
+void im2col(const ConvGeom& g, const float* x, float* col, int64_t ld) {
+  const int64_t OH = g.OH, OW = g.OW, H = g.H, W = g.W;
+  for (int64_t c = 0; c < g.Cg(); ++c) {
+    const float* xc = x + c * H * W;
+    for (int64_t i = 0; i < g.kh; ++i) {
+      for (int64_t j = 0; j < g.kw; ++j) {
+        float* row = col + ((c * g.kh + i) * g.kw + j) * ld;
+        const int64_t woff = j * g.dw - g.pl;
+        // ow range whose input column lies inside [0, W)
+        int64_t lo = woff >= 0 ? 0 : (-woff + g.sw - 1) / g.sw;
+        int64_t hi = W - woff > 0 ? (W - woff + g.sw - 1) / g.sw : 0;
+        lo = std::min(lo, OW);
+        hi = std::clamp(hi, lo, OW);
+        for (int64_t oh = 0; oh < OH; ++oh) {
+          float* r = row + oh * OW;
+          const int64_t ih = oh * g.sh - g.pt + i * g.dh;
+          if (ih < 0 || ih >= H) {
+            std::memset(r, 0, sizeof(float) * OW);
+            continue;
+          }
+          const float* xr = xc + ih * W + woff;
+          for (int64_t ow = 0; ow < lo; ++ow) r[ow] = 0.f;
+          if (g.sw == 1) std::memcpy(r + lo, xr + lo, sizeof(float) * (hi - lo));
+          else
+            for (int64_t ow = lo; ow < hi; ++ow) r[ow] = xr[ow * g.sw];
+          for (int64_t ow = hi; ow < OW; ++ow) r[ow] = 0.f;
+        }
+      }
+    }
+  }
+}
+
+// y[m][p] = act(src[m][p] + b[m]) over Mg rows of P, src row stride lds.
+inline void bias_act(float* y, const float* src, int64_t lds, const float* b, int64_t Mg, int64_t P,
+                     bool relu) {
+  for (int64_t m = 0; m < Mg; ++m) {
+    const float bm = b ? b[m] : 0.f;
+    float* yr = y + m * P;
+    const float* sr = src + m * lds;
+    if (relu)
+      for (int64_t p = 0; p < P; ++p) { float v = sr[p] + bm; yr[p] = v > 0.f ? v : 0.f; }
+    else
+      for (int64_t p = 0; p < P; ++p) yr[p] = sr[p] + bm;
+  }
+}
+
+class ConvKernel final : public Kernel {
+ public:
+  ConvGeom g{};
+  TensorRef x, y;
+  const float* w = nullptr;
+  const float* b = nullptr;
+  bool relu = false;
+  bool pointwise = false;  // 1x1, stride 1, no pad, group 1: no im2col
+
+  // Samples per sgemm in the batched path.
+  int64_t chunk(int64_t batch) const {
+    const uint64_t per = uint64_t(g.K() + g.M) * g.P();
+    int64_t s = per ? int64_t(kBatchedWorkspaceFloats / per) : batch;
+    return std::clamp<int64_t>(s, 1, batch);
+  }
+
+  uint64_t workspace_floats(int64_t maxBatch) const override {
+    if (pointwise) return 0;
+    int64_t s = chunk(maxBatch);
+    if (g.group == 1 && s > 1) return uint64_t(g.K() + g.M) * g.P() * s;
+    return uint64_t(g.K()) * g.P();
+  }
+
+  void run(const RunCtx& c) const override {
+    const float* X = x.at(c);
+    float* Y = y.at(c);
+    const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), P = g.P();
+    if (pointwise) {
+      for (int64_t n = 0; n < c.batch; ++n) {
+        float* yn = Y + n * out_sz;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(g.M), int(P), int(g.C), 1.f, w,
+                    int(g.C), X + n * in_sz, int(P), 0.f, yn, int(P));
+        if (b || relu) bias_act(yn, yn, P, b, g.M, P, relu);
+      }
+      return;
+    }
+    const int64_t K = g.K();
+    const int64_t s = g.group == 1 ? chunk(c.batch) : 1;
+    if (s > 1) {
+      float* col = c.workspace;
+      float* prod = c.workspace + K * P * s;
+      for (int64_t n0 = 0; n0 < c.batch; n0 += s) {
+        const int64_t cnt = std::min(s, c.batch - n0), ld = cnt * P;
+        for (int64_t k = 0; k < cnt; ++k) im2col(g, X + (n0 + k) * in_sz, col + k * P, ld);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(g.M), int(ld), int(K), 1.f, w,
+                    int(K), col, int(ld), 0.f, prod, int(ld));
+        for (int64_t k = 0; k < cnt; ++k) bias_act(Y + (n0 + k) * out_sz, prod + k * P, ld, b, g.M, P, relu);
+      }
+      return;
+    }
+    const int64_t Mg = g.Mg(), Cg = g.Cg();
+    for (int64_t n = 0; n < c.batch; ++n) {
+      for (int64_t gi = 0; gi < g.group; ++gi) {
+        im2col(g, X + n * in_sz + gi * Cg * g.H * g.W, c.workspace, P);
+        float* yg = Y + n * out_sz + gi * Mg * P;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(Mg), int(P), int(K), 1.f,
+                    w + gi * Mg * K, int(K), c.workspace, int(P), 0.f, yg, int(P));
+        if (b || relu) bias_act(yg, yg, P, b ? b + gi * Mg : nullptr, Mg, P, relu);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, std::string* msg) {
+  if (!need_inputs(op, 2, 3, st, msg)) return nullptr;
+  const TensorInfo& X = bc.info(op.inputs[0]);
+  const TensorInfo& Wt = bc.info(op.inputs[1]);
+  const TensorInfo& Y = bc.info(op.outputs[0]);
+  if (X.is_weight() || !Wt.is_weight()) return unsupported(op, "expects an activation X and a weight W", st, msg);
+  if (X.shape.size() != 4 || Wt.shape.size() != 4 || Y.shape.size() != 4)
+    return unsupported(op, "only 2-D convolution (rank-4 X, W, Y) is supported; X " + shape_str(X.shape) +
+                               ", W " + shape_str(Wt.shape), st, msg);
+  const OpAttrs& a = op.attrs;
+  auto k = std::make_unique<ConvKernel>();
+  ConvGeom& g = k->g;
+  g = {X.shape[1], X.shape[2], X.shape[3], Wt.shape[0], Y.shape[2], Y.shape[3], a.kernel[0], a.kernel[1],
+       a.strides[0], a.strides[1], a.pads[0], a.pads[1], a.dilations[0], a.dilations[1], a.group};
+  if (g.group < 1 || g.C % g.group || g.M % g.group || Wt.shape[1] != g.Cg())
+    return unsupported(op, "group " + std::to_string(g.group) + " does not divide C=" + std::to_string(g.C) +
+                               " and M=" + std::to_string(g.M) + " with W " + shape_str(Wt.shape), st, msg);
+  if (Wt.shape[2] != g.kh || Wt.shape[3] != g.kw)
+    return unsupported(op, "kernel attr [" + std::to_string(g.kh) + "," + std::to_string(g.kw) +
+                               "] differs from W " + shape_str(Wt.shape), st, msg);
+  if (g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1 || a.pads[0] < 0 || a.pads[1] < 0 || a.pads[2] < 0 || a.pads[3] < 0)
+    return unsupported(op, "strides and dilations must be >= 1, pads >= 0", st, msg);
+  const int64_t eoh = (g.H + a.pads[0] + a.pads[2] - (g.dh * (g.kh - 1) + 1)) / g.sh + 1;
+  const int64_t eow = (g.W + a.pads[1] + a.pads[3] - (g.dw * (g.kw - 1) + 1)) / g.sw + 1;
+  if (Y.shape[1] != g.M || eoh != g.OH || eow != g.OW)
+    return unsupported(op, "output shape " + shape_str(Y.shape) + " differs from the computed [-1," +
+                               std::to_string(g.M) + "," + std::to_string(eoh) + "," + std::to_string(eow) + "]", st, msg);
+  k->x = bc.ref(op.inputs[0]);
+  k->y = bc.ref(op.outputs[0]);
+  k->w = Wt.data;
+  if (op.inputs.size() > 2 && op.inputs[2] != kAbsentInput) {
+    const TensorInfo& B = bc.info(op.inputs[2]);
+    if (!B.is_weight() || B.elements() != g.M)
+      return unsupported(op, "bias must be a weight of M=" + std::to_string(g.M) + " elements, got " + shape_str(B.shape), st, msg);
+    k->b = B.data;
+  }
+  k->relu = a.activation == Activation::kRelu;
+  k->pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.group == 1 && a.pads[0] == 0 &&
+                 a.pads[1] == 0 && a.pads[2] == 0 && a.pads[3] == 0;
+  return k;
+}
+
+}  // namespace memlane::cpu

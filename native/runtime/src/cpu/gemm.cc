@@ -1,0 +1,112 @@
+// Gemm (A activation [n,K], B weight, optional C broadcast to [n,N]) and MatMul
+// (A [n,…,K] activation, B [K,M] weight): one cblas_sgemm over the whole batch.
+#include <cblas.h>
+
+#include <cstring>
+
+#include "cpu/kernel.h"
+
+namespace memlane::cpu {
+namespace {
+
+class GemmKernel final : public Kernel {
+ public:
+  TensorRef a, y, cact;
+  const float* b = nullptr;
+  const float* cw = nullptr;  // C as a weight: per column (cw_cols == N) or scalar (1)
+  int64_t cw_cols = 0;
+  bool c_is_act = false;
+  int64_t rows_per_sample = 1, K = 0, N = 0;
+  bool transB = false, relu = false;
+  float alpha = 1.f, beta = 0.f;
+
+  void run(const RunCtx& c) const override {
+    const int64_t M = rows_per_sample * c.batch;
+    float* Y = y.at(c);
+    float gemm_beta = 0.f;
+    if (cw || c_is_act) {
+      gemm_beta = 1.f;
+      if (c_is_act) {
+        const float* C = cact.at(c);
+        for (int64_t i = 0; i < M * N; ++i) Y[i] = beta * C[i];
+      } else if (cw_cols == N) {
+        for (int64_t r = 0; r < M; ++r)
+          for (int64_t j = 0; j < N; ++j) Y[r * N + j] = beta * cw[j];
+      } else {
+        const float v = beta * cw[0];
+        for (int64_t i = 0; i < M * N; ++i) Y[i] = v;
+      }
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, transB ? CblasTrans : CblasNoTrans, int(M), int(N), int(K), alpha,
+                a.at(c), int(K), b, transB ? int(K) : int(N), gemm_beta, Y, int(N));
+    if (relu) relu_inplace(Y, M * N);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_gemm(const BuildCtx& bc, const Op& op, Status* st, std::string* msg) {
+  if (!need_inputs(op, 2, 3, st, msg)) return nullptr;
+  const TensorInfo& A = bc.info(op.inputs[0]);
+  const TensorInfo& B = bc.info(op.inputs[1]);
+  const TensorInfo& Y = bc.info(op.outputs[0]);
+  const OpAttrs& at = op.attrs;
+  if (A.is_weight() || !B.is_weight() || at.transA)
+    return unsupported(op, "supports A an activation (transA = 0) and B a weight", st, msg);
+  if (A.shape.size() != 2 || B.shape.size() != 2 || Y.shape.size() != 2)
+    return unsupported(op, "expects rank-2 A, B, Y; A " + shape_str(A.shape) + ", B " + shape_str(B.shape), st, msg);
+  auto k = std::make_unique<GemmKernel>();
+  k->K = A.shape[1];
+  k->N = at.transB ? B.shape[0] : B.shape[1];
+  const int64_t bk = at.transB ? B.shape[1] : B.shape[0];
+  if (bk != k->K || Y.shape[1] != k->N)
+    return unsupported(op, "shapes do not line up: A " + shape_str(A.shape) + ", B " + shape_str(B.shape) +
+                               (at.transB ? " (transposed)" : "") + ", Y " + shape_str(Y.shape), st, msg);
+  k->a = bc.ref(op.inputs[0]);
+  k->y = bc.ref(op.outputs[0]);
+  k->b = B.data;
+  k->transB = at.transB;
+  k->alpha = at.alpha;
+  k->beta = at.beta;
+  k->relu = at.activation == Activation::kRelu;
+  if (op.inputs.size() > 2 && op.inputs[2] != kAbsentInput && at.beta != 0.f) {
+    const TensorInfo& C = bc.info(op.inputs[2]);
+    if (C.is_weight()) {
+      const int64_t n = C.elements();
+      const bool row = n == k->N && (C.shape.size() <= 1 || (C.shape.size() == 2 && C.shape[0] == 1));
+      if (!row && n != 1)
+        return unsupported(op, "C weight " + shape_str(C.shape) + " must broadcast as [N] or a scalar", st, msg);
+      k->cw = C.data;
+      k->cw_cols = row ? k->N : 1;
+    } else {
+      if (C.shape.size() != 2 || C.shape[1] != k->N)
+        return unsupported(op, "C activation must be [-1," + std::to_string(k->N) + "], got " + shape_str(C.shape), st, msg);
+      k->c_is_act = true;
+      k->cact = bc.ref(op.inputs[2]);
+    }
+  }
+  return k;
+}
+
+std::unique_ptr<Kernel> make_matmul(const BuildCtx& bc, const Op& op, Status* st, std::string* msg) {
+  if (!need_inputs(op, 2, 2, st, msg)) return nullptr;
+  const TensorInfo& A = bc.info(op.inputs[0]);
+  const TensorInfo& B = bc.info(op.inputs[1]);
+  const TensorInfo& Y = bc.info(op.outputs[0]);
+  if (A.is_weight() || !B.is_weight() || B.shape.size() != 2 || A.shape.size() < 2)
+    return unsupported(op, "supports A [n,…,K] an activation and B [K,M] a weight; A " + shape_str(A.shape) +
+                               ", B " + shape_str(B.shape), st, msg);
+  auto k = std::make_unique<GemmKernel>();
+  k->K = A.shape.back();
+  k->N = B.shape[1];
+  if (B.shape[0] != k->K || Y.shape.size() != A.shape.size() || Y.shape.back() != k->N)
+    return unsupported(op, "shapes do not line up: A " + shape_str(A.shape) + ", B " + shape_str(B.shape) +
+                               ", Y " + shape_str(Y.shape), st, msg);
+  for (size_t i = 1; i + 1 < A.shape.size(); ++i) k->rows_per_sample *= A.shape[i];
+  k->a = bc.ref(op.inputs[0]);
+  k->y = bc.ref(op.outputs[0]);
+  k->b = B.data;
+  return k;
+}
+
+}  // namespace memlane::cpu

@@ -1,0 +1,82 @@
+// One compiled op of the CPU backend: everything that depends only on the plan (shapes,
+// strides, output sizes, weight pointers) is resolved once in its factory; run() only
+// computes. Activations live at arena + batch * offset (docs/plan-format.md, batch scaling).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cpu/thread_pool.h"
+#include "plan/plan.h"
+#include "status.h"
+
+namespace memlane::cpu {
+
+struct RunCtx {
+  int64_t batch = 1;
+  uint8_t* arena = nullptr;
+  float* workspace = nullptr;  // scratch shared by every kernel (largest request)
+  ThreadPool* pool = nullptr;
+};
+
+// Where a tensor lives: a weight pointer, or an arena offset per sample.
+struct TensorRef {
+  const float* weight = nullptr;
+  uint64_t offset = 0;  // per sample, bytes
+  float* at(const RunCtx& c) const {
+    return weight ? const_cast<float*>(weight)
+                  : reinterpret_cast<float*>(c.arena + uint64_t(c.batch) * offset);
+  }
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual void run(const RunCtx& ctx) const = 0;
+  // Scratch floats this kernel needs for a batch of `maxBatch` (shared, not per kernel).
+  virtual uint64_t workspace_floats(int64_t /*maxBatch*/) const { return 0; }
+};
+
+struct BuildCtx {
+  const Plan* plan = nullptr;
+  TensorRef ref(int32_t id) const {
+    const TensorInfo& t = plan->tensors[id];
+    TensorRef r;
+    if (t.is_weight()) r.weight = t.data;
+    else r.offset = t.offset;
+    return r;
+  }
+  const TensorInfo& info(int32_t id) const { return plan->tensors[id]; }
+};
+
+// Factories: nullptr + *status/*message on an unsupported shape or attribute.
+using Factory = std::unique_ptr<Kernel> (*)(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_conv(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_gemm(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_matmul(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_binary(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_unary(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_pool(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_global_avg_pool(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_copy(const BuildCtx&, const Op&, Status*, std::string*);  // Flatten, Reshape
+std::unique_ptr<Kernel> make_transpose(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_concat(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_softmax(const BuildCtx&, const Op&, Status*, std::string*);
+
+// Shared helpers for factories.
+std::string shape_str(const std::vector<int64_t>& s);
+inline std::unique_ptr<Kernel> unsupported(const Op& op, const std::string& why, Status* st,
+                                           std::string* msg) {
+  *st = Status::kUnsupportedOp;
+  *msg = std::string("op ") + op_type_name(op.type) + (op.name.empty() ? "" : " '" + op.name + "'") +
+         ": " + why;
+  return nullptr;
+}
+bool need_inputs(const Op& op, size_t min, size_t max, Status* st, std::string* msg);
+
+// y = max(y, 0) over n floats (fused activation).
+void relu_inplace(float* y, int64_t n);
+
+}  // namespace memlane::cpu

@@ -1,0 +1,142 @@
+// MaxPool and AveragePool (2-D, NCHW, pads, strides, dilations for max, ceil mode via the
+// plan's output shape, countIncludePad as ONNX Runtime counts it) and GlobalAveragePool.
+#include <algorithm>
+#include <cfloat>
+
+#include "cpu/kernel.h"
+
+namespace memlane::cpu {
+namespace {
+
+class PoolKernel final : public Kernel {
+ public:
+  bool is_max = true, include_pad = false;
+  TensorRef x, y;
+  int64_t C = 0, H = 0, W = 0, OH = 0, OW = 0, kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0,
+          dh = 1, dw = 1;
+
+  void run(const RunCtx& c) const override {
+    const float* X = x.at(c);
+    float* Y = y.at(c);
+    const int64_t planes = c.batch * C;
+    const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(OH * OW * kh * kw, 1));
+    c.pool->parallel_for(planes, grain, [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) plane(X + p * H * W, Y + p * OH * OW);
+    });
+  }
+
+  void plane(const float* x, float* y) const {
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const int64_t hs = oh * sh - pt;
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const int64_t ws = ow * sw - pl;
+        if (is_max) {
+          float m = -FLT_MAX;
+          for (int64_t i = 0; i < kh; ++i) {
+            const int64_t ih = hs + i * dh;
+            if (ih < 0 || ih >= H) continue;
+            for (int64_t j = 0; j < kw; ++j) {
+              const int64_t iw = ws + j * dw;
+              if (iw < 0 || iw >= W) continue;
+              m = std::max(m, x[ih * W + iw]);
+            }
+          }
+          y[oh * OW + ow] = m;
+        } else {
+          const int64_t he = std::min(hs + kh, H + pb), we = std::min(ws + kw, W + pr);
+          const int64_t padded = (he - hs) * (we - ws);
+          const int64_t h0 = std::max<int64_t>(hs, 0), w0 = std::max<int64_t>(ws, 0);
+          const int64_t h1 = std::min(he, H), w1 = std::min(we, W);
+          float s = 0.f;
+          for (int64_t ih = h0; ih < h1; ++ih)
+            for (int64_t iw = w0; iw < w1; ++iw) s += x[ih * W + iw];
+          const int64_t cnt = include_pad ? padded : (h1 - h0) * (w1 - w0);
+          y[oh * OW + ow] = cnt > 0 ? s / float(cnt) : 0.f;
+        }
+      }
+    }
+  }
+};
+
+class GlobalAvgKernel final : public Kernel {
+ public:
+  TensorRef x, y;
+  int64_t C = 0, HW = 0;
+  void run(const RunCtx& c) const override {
+    const float* X = x.at(c);
+    float* Y = y.at(c);
+    const float inv = 1.f / float(HW);
+    c.pool->parallel_for(c.batch * C, std::max<int64_t>(1, 16384 / std::max<int64_t>(HW, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        const float* xp = X + p * HW;
+        float s = 0.f;
+        for (int64_t i = 0; i < HW; ++i) s += xp[i];
+        Y[p] = s * inv;
+      }
+    });
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_pool(const BuildCtx& bc, const Op& op, Status* st, std::string* msg) {
+  if (!need_inputs(op, 1, 1, st, msg)) return nullptr;
+  const TensorInfo& X = bc.info(op.inputs[0]);
+  const TensorInfo& Y = bc.info(op.outputs[0]);
+  if (X.is_weight() || X.shape.size() != 4 || Y.shape.size() != 4 || X.shape[1] != Y.shape[1])
+    return unsupported(op, "only 2-D pooling over an activation [n,C,H,W] is supported; X " + shape_str(X.shape) +
+                               ", Y " + shape_str(Y.shape), st, msg);
+  const OpAttrs& a = op.attrs;
+  auto k = std::make_unique<PoolKernel>();
+  k->is_max = op.type == OpType::kMaxPool;
+  k->include_pad = a.countIncludePad;
+  k->C = X.shape[1];
+  k->H = X.shape[2];
+  k->W = X.shape[3];
+  k->OH = Y.shape[2];
+  k->OW = Y.shape[3];
+  k->kh = a.kernel[0];
+  k->kw = a.kernel[1];
+  k->sh = a.strides[0];
+  k->sw = a.strides[1];
+  k->pt = a.pads[0];
+  k->pl = a.pads[1];
+  k->pb = a.pads[2];
+  k->pr = a.pads[3];
+  k->dh = k->is_max ? a.dilations[0] : 1;
+  k->dw = k->is_max ? a.dilations[1] : 1;
+  if (k->kh < 1 || k->kw < 1 || k->sh < 1 || k->sw < 1 || k->dh < 1 || k->dw < 1)
+    return unsupported(op, "kernel, strides and dilations must be >= 1", st, msg);
+  // Output size as ONNX computes it, floor or ceil; with ceil the last window must start
+  // inside the input or its left/top pad (as ONNX Runtime and PyTorch drop it otherwise).
+  auto out = [&](int64_t in, int64_t k_, int64_t s, int64_t p0, int64_t p1, int64_t d) {
+    const int64_t span = in + p0 + p1 - (d * (k_ - 1) + 1);
+    int64_t o = (a.ceilMode ? (span + s - 1) / s : span / s) + 1;
+    if (a.ceilMode && (o - 1) * s >= in + p0) --o;
+    return o;
+  };
+  const int64_t eoh = out(k->H, k->kh, k->sh, k->pt, k->pb, k->dh);
+  const int64_t eow = out(k->W, k->kw, k->sw, k->pl, k->pr, k->dw);
+  if (eoh != k->OH || eow != k->OW)
+    return unsupported(op, "output shape " + shape_str(Y.shape) + " differs from the computed [-1," +
+                               std::to_string(k->C) + "," + std::to_string(eoh) + "," + std::to_string(eow) + "]", st, msg);
+  k->x = bc.ref(op.inputs[0]);
+  k->y = bc.ref(op.outputs[0]);
+  return k;
+}
+
+std::unique_ptr<Kernel> make_global_avg_pool(const BuildCtx& bc, const Op& op, Status* st, std::string* msg) {
+  if (!need_inputs(op, 1, 1, st, msg)) return nullptr;
+  const TensorInfo& X = bc.info(op.inputs[0]);
+  const TensorInfo& Y = bc.info(op.outputs[0]);
+  if (X.is_weight() || X.shape.size() < 3 || Y.elements() != X.shape[1])
+    return unsupported(op, "expects X [n,C,…] and Y [n,C,1,…]; X " + shape_str(X.shape) + ", Y " + shape_str(Y.shape), st, msg);
+  auto k = std::make_unique<GlobalAvgKernel>();
+  k->C = X.shape[1];
+  k->HW = X.elements() / std::max<int64_t>(k->C, 1);
+  k->x = bc.ref(op.inputs[0]);
+  k->y = bc.ref(op.outputs[0]);
+  return k;
+}
+
+}  // namespace memlane::cpu

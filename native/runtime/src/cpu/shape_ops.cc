@@ -1,0 +1,146 @@
+// Flatten and Reshape (a copy unless the plan put input and output at the same offset),
+// Transpose (batch stays first) and Concat (axis >= 1).
+#include <cstring>
+
+#include "cpu/kernel.h"
+
+namespace memlane::cpu {
+namespace {
+
+class CopyKernel final : public Kernel {
+ public:
+  TensorRef x, y;
+  int64_t per_sample = 0;
+  void run(const RunCtx& c) const override {
+    const float* X = x.at(c);
+    float* Y = y.at(c);
+    if (X != Y) std::memmove(Y, X, sizeof(float) * per_sample * c.batch);
+  }
+};
+
+constexpr int kMaxRank = 8;
+
+class TransposeKernel final : public Kernel {
+ public:
+  TensorRef x, y;
+  int rank = 0;                // full rank including the batch
+  int64_t odims[kMaxRank]{};   // output dims (odims[0] = batch at run time)
+  int64_t istride[kMaxRank]{}; // input stride of the input dim that feeds output dim i
+  int64_t per_sample = 0;
+  void run(const RunCtx& c) const override {
+    const float* X = x.at(c);
+    float* Y = y.at(c);
+    const int r = rank;
+    const int64_t L = odims[r - 1], sl = istride[r - 1];
+    int64_t outer = c.batch;
+    for (int i = 1; i < r - 1; ++i) outer *= odims[i];
+    c.pool->parallel_for(outer, std::max<int64_t>(1, 8192 / std::max<int64_t>(L, 1)), [&](int64_t r0, int64_t r1) {
+      for (int64_t row = r0; row < r1; ++row) {
+        int64_t rem = row, off = 0;
+        for (int i = r - 2; i >= 1; --i) {
+          off += (rem % odims[i]) * istride[i];
+          rem /= odims[i];
+        }
+        off += rem * per_sample;  // the batch index
+        float* yr = Y + row * L;
+        const float* xr = X + off;
+        for (int64_t j = 0; j < L; ++j) yr[j] = xr[j * sl];
+      }
+    });
+  }
+};
+
+class ConcatKernel final : public Kernel {
+ public:
+  std::vector<TensorRef> xs;
+  std::vector<int64_t> inner;  // elements per outer row of each input
+  TensorRef y;
+  int64_t outer_per_sample = 1, out_inner = 0;
+  void run(const RunCtx& c) const override {
+    float* Y = y.at(c);
+    const int64_t outer = outer_per_sample * c.batch;
+    int64_t col = 0;
+    for (size_t k = 0; k < xs.size(); ++k) {
+      const float* X = xs[k].at(c);
+      const int64_t n = inner[k];
+      for (int64_t o = 0; o < outer; ++o) std::memcpy(Y + o * out_inner + col, X + o * n, sizeof(float) * n);
+      col += n;
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_copy(const BuildCtx& bc, const Op& op, Status* st, std::string* msg) {
+  if (!need_inputs(op, 1, 2, st, msg)) return nullptr;  // Reshape may keep its (folded) shape input
+  const TensorInfo& X = bc.info(op.inputs[0]);
+  const TensorInfo& Y = bc.info(op.outputs[0]);
+  if (X.is_weight()) return unsupported(op, "input must be an activation", st, msg);
+  if (X.elements() != Y.elements())
+    return unsupported(op, "input " + shape_str(X.shape) + " and output " + shape_str(Y.shape) +
+                               " differ in elements per sample", st, msg);
+  auto k = std::make_unique<CopyKernel>();
+  k->x = bc.ref(op.inputs[0]);
+  k->y = bc.ref(op.outputs[0]);
+  k->per_sample = X.elements();
+  return k;
+}
+
+std::unique_ptr<Kernel> make_transpose(const BuildCtx& bc, const Op& op, Status* st, std::string* msg) {
+  if (!need_inputs(op, 1, 1, st, msg)) return nullptr;
+  const TensorInfo& X = bc.info(op.inputs[0]);
+  const TensorInfo& Y = bc.info(op.outputs[0]);
+  const auto& perm = op.attrs.perm;
+  const int r = int(X.shape.size());
+  if (X.is_weight() || r < 2 || r > kMaxRank || int(perm.size()) != r || perm[0] != 0 || Y.shape.size() != X.shape.size())
+    return unsupported(op, "needs perm of the input's rank with perm[0] = 0; X " + shape_str(X.shape), st, msg);
+  int64_t in_stride[kMaxRank];
+  in_stride[r - 1] = 1;
+  for (int i = r - 2; i >= 1; --i) in_stride[i] = in_stride[i + 1] * X.shape[i + 1];
+  auto k = std::make_unique<TransposeKernel>();
+  k->rank = r;
+  bool seen[kMaxRank] = {};
+  for (int i = 1; i < r; ++i) {
+    if (perm[i] < 1 || perm[i] >= r || seen[perm[i]]) return unsupported(op, "perm is not a permutation", st, msg);
+    seen[perm[i]] = true;
+    k->odims[i] = X.shape[perm[i]];
+    k->istride[i] = in_stride[perm[i]];
+    if (Y.shape[i] != k->odims[i]) return unsupported(op, "output shape " + shape_str(Y.shape) + " does not match perm", st, msg);
+  }
+  if (r == 2) {  // identity on [n, d]
+    k->odims[1] = X.shape[1];
+    k->istride[1] = 1;
+  }
+  k->per_sample = X.elements();
+  k->x = bc.ref(op.inputs[0]);
+  k->y = bc.ref(op.outputs[0]);
+  return k;
+}
+
+std::unique_ptr<Kernel> make_concat(const BuildCtx& bc, const Op& op, Status* st, std::string* msg) {
+  if (op.inputs.empty()) return unsupported(op, "needs inputs", st, msg);
+  const TensorInfo& Y = bc.info(op.outputs[0]);
+  const int axis = op.attrs.axis, r = int(Y.shape.size());
+  if (axis < 1 || axis >= r) return unsupported(op, "axis " + std::to_string(axis) + " out of range for " + shape_str(Y.shape), st, msg);
+  auto k = std::make_unique<ConcatKernel>();
+  for (int i = 1; i < axis; ++i) k->outer_per_sample *= Y.shape[i];
+  int64_t tail = 1;
+  for (int i = axis + 1; i < r; ++i) tail *= Y.shape[i];
+  int64_t total_axis = 0;
+  for (int32_t id : op.inputs) {
+    if (id == kAbsentInput) return unsupported(op, "absent input", st, msg);
+    const TensorInfo& X = bc.info(id);
+    if (X.is_weight() || int(X.shape.size()) != r) return unsupported(op, "inputs must be activations of the output's rank", st, msg);
+    for (int i = 1; i < r; ++i)
+      if (i != axis && X.shape[i] != Y.shape[i]) return unsupported(op, "input " + shape_str(X.shape) + " does not fit " + shape_str(Y.shape), st, msg);
+    k->xs.push_back(bc.ref(id));
+    k->inner.push_back(X.shape[axis] * tail);
+    total_axis += X.shape[axis];
+  }
+  if (total_axis != Y.shape[axis]) return unsupported(op, "inputs do not add up to the output's axis", st, msg);
+  k->out_inner = Y.shape[axis] * tail;
+  k->y = bc.ref(op.outputs[0]);
+  return k;
+}
+
+}  // namespace memlane::cpu

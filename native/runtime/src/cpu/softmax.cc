@@ -1,0 +1,56 @@
+// Softmax along one axis (ONNX opset >= 13 semantics; the compiler normalised the axis).
+#include <algorithm>
+#include <cmath>
+
+#include "cpu/kernel.h"
+
+namespace memlane::cpu {
+namespace {
+
+class SoftmaxKernel final : public Kernel {
+ public:
+  TensorRef x, y;
+  int64_t outer_per_sample = 1, len = 1, inner = 1;
+  void run(const RunCtx& c) const override {
+    const float* X = x.at(c);
+    float* Y = y.at(c);
+    const int64_t outer = outer_per_sample * c.batch;
+    c.pool->parallel_for(outer * inner, std::max<int64_t>(1, 4096 / len), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const int64_t o = r / inner, i = r % inner;
+        const float* xr = X + o * len * inner + i;
+        float* yr = Y + o * len * inner + i;
+        float m = xr[0];
+        for (int64_t j = 1; j < len; ++j) m = std::max(m, xr[j * inner]);
+        float s = 0.f;
+        for (int64_t j = 0; j < len; ++j) {
+          const float v = std::exp(xr[j * inner] - m);
+          yr[j * inner] = v;
+          s += v;
+        }
+        const float inv = 1.f / s;
+        for (int64_t j = 0; j < len; ++j) yr[j * inner] *= inv;
+      }
+    });
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_softmax(const BuildCtx& bc, const Op& op, Status* st, std::string* msg) {
+  if (!need_inputs(op, 1, 1, st, msg)) return nullptr;
+  const TensorInfo& X = bc.info(op.inputs[0]);
+  const int axis = op.attrs.axis, r = int(X.shape.size());
+  if (X.is_weight() || axis < 1 || axis >= r)
+    return unsupported(op, "axis " + std::to_string(axis) + " out of range for " + shape_str(X.shape), st, msg);
+  auto k = std::make_unique<SoftmaxKernel>();
+  for (int i = 1; i < axis; ++i) k->outer_per_sample *= X.shape[i];
+  k->len = X.shape[axis];
+  for (int i = axis + 1; i < r; ++i) k->inner *= X.shape[i];
+  if (k->len < 1) return unsupported(op, "empty softmax axis", st, msg);
+  k->x = bc.ref(op.inputs[0]);
+  k->y = bc.ref(op.outputs[0]);
+  return k;
+}
+
+}  // namespace memlane::cpu

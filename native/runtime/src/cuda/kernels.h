@@ -1,0 +1,98 @@
+// The CUDA ops, with plain pointer interfaces (no Plan types): each op's .cu file in ops/
+// defines its launchers. Every launcher only enqueues work on `stream` (no allocation, no
+// synchronisation), so a whole forward pass can be captured into a CUDA graph.
+// `Prec` selects float or __half storage; arithmetic is always done in float.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cublas_loader.h"
+
+namespace memlane::cuda {
+
+enum class Prec : uint8_t { kF32, kF16 };
+inline int prec_bytes(Prec p) { return p == Prec::kF32 ? 4 : 2; }
+
+inline constexpr int kMaxRank = 6;
+
+// ops/cast.cu: fp32 <-> fp16 (also used to upload weights).
+cudaError_t cast_f32_to_f16(const float* x, void* y, int64_t n, cudaStream_t s);
+cudaError_t cast_f16_to_f32(const void* x, float* y, int64_t n, cudaStream_t s);
+
+// ops/unary.cu: y = f(x) elementwise (in place allowed).
+enum class UnaryKind : uint8_t { kRelu, kLeakyRelu, kSigmoid, kTanh, kErf, kGelu, kGeluTanh };
+cudaError_t unary(UnaryKind k, float alpha, Prec p, const void* x, void* y, int64_t n,
+                  cudaStream_t s);
+
+// ops/binary.cu: y = a (op) b with numpy broadcasting. Shapes are right-aligned to the
+// output rank by the caller; a stride of 0 marks a broadcast dimension.
+enum class BinaryKind : uint8_t { kAdd, kSub, kMul, kDiv };
+struct BroadcastDesc {
+  int rank = 0;
+  int64_t out_dims[kMaxRank] = {};
+  int64_t a_strides[kMaxRank] = {};
+  int64_t b_strides[kMaxRank] = {};
+};
+cudaError_t binary(BinaryKind k, Prec p, const void* a, const void* b, void* y,
+                   const BroadcastDesc& d, cudaStream_t s);
+
+// ops/bias_act.cu: y[n, c, i] += bias[c] (bias may be null), then the activation; y is
+// [outer, channels, inner].
+cudaError_t bias_activation(Prec p, void* y, const void* bias, int64_t outer, int64_t channels,
+                            int64_t inner, bool relu, cudaStream_t s);
+
+// ops/gemm.cu: row-major Y[rows, N] = alpha * A[rows, K] x op(B) + beta * C, op(B) = B[K, N]
+// or B[N, K] transposed; C is a bias broadcast over rows: c_len == N (per column), 1, or 0
+// (absent). Then optional ReLU. Also serves MatMul (alpha 1, no C).
+struct GemmDesc {
+  int64_t rows = 0, K = 0, N = 0;
+  bool transB = false;
+  float alpha = 1.f, beta = 1.f;
+  int64_t c_len = 0;
+  bool relu = false;
+};
+cudaError_t gemm(const CublasApi& api, cublasHandle_t h, Prec p, const void* A, const void* B,
+                 const void* C, void* Y, const GemmDesc& d, cudaStream_t s, int* cublas_status);
+
+// ops/conv.cu: 2-D convolution as im2col + strided-batched GEMM (1x1/stride 1/no pad
+// skips im2col), bias and ReLU fused in an epilogue. `col` is scratch of `col_elems`
+// elements; the batch is processed in chunks that fit it (conv_col_elems gives the
+// per-sample need).
+struct ConvDesc {
+  int64_t N = 0, C = 0, H = 0, W = 0;  // input
+  int64_t M = 0, OH = 0, OW = 0;       // output channels and size
+  int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1, group = 1;
+  bool relu = false;
+};
+int64_t conv_col_elems_per_sample(const ConvDesc& d);  // 0 when no im2col is needed
+cudaError_t conv2d(const CublasApi& api, cublasHandle_t h, Prec p, const void* x, const void* w,
+                   const void* bias, void* y, void* col, int64_t col_elems, const ConvDesc& d,
+                   cudaStream_t s, int* cublas_status);
+
+// ops/maxpool.cu and ops/avgpool.cu: x [NC, H, W] -> y [NC, OH, OW].
+struct PoolDesc {
+  int64_t NC = 0, H = 0, W = 0, OH = 0, OW = 0;
+  int kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0, dh = 1, dw = 1;
+  bool countIncludePad = false;
+};
+cudaError_t maxpool2d(Prec p, const void* x, void* y, const PoolDesc& d, cudaStream_t s);
+cudaError_t avgpool2d(Prec p, const void* x, void* y, const PoolDesc& d, cudaStream_t s);
+// GlobalAveragePool: x [NC, HW] -> y [NC].
+cudaError_t global_avgpool(Prec p, const void* x, void* y, int64_t NC, int64_t HW, cudaStream_t s);
+
+// ops/softmax.cu: softmax over the middle dimension of [outer, axis, inner].
+cudaError_t softmax(Prec p, const void* x, void* y, int64_t outer, int64_t axis, int64_t inner,
+                    cudaStream_t s);
+
+// ops/concat.cu: copy x [outer, xdim * inner] into y [outer, ydim * inner] at column
+// offset `at * inner` (one call per input).
+cudaError_t concat_part(Prec p, const void* x, void* y, int64_t outer, int64_t xdim,
+                        int64_t ydim, int64_t at, int64_t inner, cudaStream_t s);
+
+// ops/transpose.cu: y = x.transpose(perm), x of shape in_dims (rank <= kMaxRank).
+cudaError_t transpose(Prec p, const void* x, void* y, int rank, const int64_t* in_dims,
+                      const int* perm, cudaStream_t s);
+
+}  // namespace memlane::cuda

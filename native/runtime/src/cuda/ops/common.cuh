@@ -1,0 +1,36 @@
+// Shared by the op kernels: float <-> storage conversion and launch geometry.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels.h"
+
+namespace memlane::cuda {
+
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+template <typename T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+
+inline constexpr int kThreads = 256;
+inline unsigned blocks_for(int64_t n) {
+  int64_t b = (n + kThreads - 1) / kThreads;
+  if (b < 1) b = 1;
+  return static_cast<unsigned>(b > 65535LL * 32 ? 65535LL * 32 : b);  // grid-stride beyond
+}
+
+#define MEMLANE_GRID_STRIDE(i, n) \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+// Calls F.template operator()<T>() with T = float or __half.
+template <typename F>
+cudaError_t dispatch(Prec p, F&& f) {
+  if (p == Prec::kF32) return f(float{});
+  return f(__half{});
+}
+
+}  // namespace memlane::cuda

@@ -1,0 +1,37 @@
+// Softmax over the middle dimension of [outer, axis, inner], max-subtracted, one thread
+// per (outer, inner) row (classifier heads are short rows).
+#include <cfloat>
+
+#include "common.cuh"
+
+namespace memlane::cuda {
+namespace {
+template <typename T>
+__global__ void k_softmax(const T* x, T* y, int64_t outer, int64_t axis, int64_t inner) {
+  MEMLANE_GRID_STRIDE(r, outer * inner) {
+    int64_t o = r / inner, in = r % inner;
+    const T* xp = x + o * axis * inner + in;
+    T* yp = y + o * axis * inner + in;
+    float m = -FLT_MAX;
+    for (int64_t a = 0; a < axis; ++a) m = fmaxf(m, to_f(xp[a * inner]));
+    float s = 0.f;
+    for (int64_t a = 0; a < axis; ++a) s += expf(to_f(xp[a * inner]) - m);
+    float inv = 1.f / s;
+    for (int64_t a = 0; a < axis; ++a) yp[a * inner] = from_f<T>(expf(to_f(xp[a * inner]) - m) * inv);
+  }
+}
+}  // namespace
+
+cudaError_t softmax(Prec p, const void* x, void* y, int64_t outer, int64_t axis, int64_t inner,
+                    cudaStream_t s) {
+  int64_t n = outer * inner;
+  if (n <= 0 || axis <= 0) return cudaSuccess;
+  return dispatch(p, [&](auto tag) {
+    using T = decltype(tag);
+    k_softmax<T><<<blocks_for(n), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y),
+                                                     outer, axis, inner);
+    return cudaGetLastError();
+  });
+}
+
+}  // namespace memlane::cuda

@@ -1,0 +1,509 @@
+// Reads a .mlplan: maps the file read-only, validates in the order docs/plan-format.md
+// gives, parses the msgpack header into a Plan whose weights point into the mapping.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <msgpack.hpp>
+#include <sstream>
+
+#include "plan/plan.h"
+#include "plan/plan_format.h"
+
+namespace memlane {
+namespace {
+
+namespace pf = plan_format;
+
+uint64_t rd_u64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+uint32_t rd_u32(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+
+// Failure with "field: expected X, found Y".
+struct Fail {
+  Status status = Status::kPlanInvalid;
+  std::string message;
+};
+template <typename A, typename B>
+Fail fail(const std::string& field, const A& expected, const B& found) {
+  std::ostringstream s;
+  s << field << ": expected " << expected << ", found " << found;
+  return {Status::kPlanInvalid, s.str()};
+}
+
+using Obj = msgpack::object;
+
+const Obj* map_get(const Obj& m, const char* key) {
+  if (m.type != msgpack::type::MAP) return nullptr;
+  size_t klen = std::strlen(key);
+  for (uint32_t i = 0; i < m.via.map.size; ++i) {
+    const auto& kv = m.via.map.ptr[i];
+    if (kv.key.type == msgpack::type::STR && kv.key.via.str.size == klen &&
+        std::memcmp(kv.key.via.str.ptr, key, klen) == 0)
+      return &kv.val;
+  }
+  return nullptr;
+}
+
+const char* type_name(const Obj& o) {
+  switch (o.type) {
+    case msgpack::type::NIL: return "nil";
+    case msgpack::type::BOOLEAN: return "bool";
+    case msgpack::type::POSITIVE_INTEGER:
+    case msgpack::type::NEGATIVE_INTEGER: return "int";
+    case msgpack::type::FLOAT32:
+    case msgpack::type::FLOAT64: return "float";
+    case msgpack::type::STR: return "str";
+    case msgpack::type::BIN: return "bin";
+    case msgpack::type::ARRAY: return "array";
+    case msgpack::type::MAP: return "map";
+    default: return "ext";
+  }
+}
+
+// Typed field access; each failure names the field path.
+class Reader {
+ public:
+  Fail err;
+  bool ok = true;
+
+  bool bad(const std::string& field, const std::string& expected, const std::string& found) {
+    if (ok) err = fail(field, expected, found);
+    ok = false;
+    return false;
+  }
+  const Obj* need(const Obj& m, const char* key, const std::string& path) {
+    const Obj* v = map_get(m, key);
+    if (!v) bad(path + "." + key, "present", "missing");
+    return v;
+  }
+  bool as_int(const Obj* o, const std::string& path, int64_t* out) {
+    if (!o) return false;
+    if (o->type == msgpack::type::POSITIVE_INTEGER) {
+      if (o->via.u64 > uint64_t(INT64_MAX)) return bad(path, "int64", "larger integer");
+      *out = int64_t(o->via.u64);
+      return true;
+    }
+    if (o->type == msgpack::type::NEGATIVE_INTEGER) { *out = o->via.i64; return true; }
+    if ((o->type == msgpack::type::FLOAT64 || o->type == msgpack::type::FLOAT32) &&
+        o->via.f64 == double(int64_t(o->via.f64))) {
+      *out = int64_t(o->via.f64);
+      return true;
+    }
+    return bad(path, "int", type_name(*o));
+  }
+  bool as_float(const Obj* o, const std::string& path, float* out) {
+    if (!o) return false;
+    if (o->type == msgpack::type::FLOAT64 || o->type == msgpack::type::FLOAT32) {
+      *out = float(o->via.f64);
+      return true;
+    }
+    int64_t i;
+    if (o->type == msgpack::type::POSITIVE_INTEGER || o->type == msgpack::type::NEGATIVE_INTEGER) {
+      as_int(o, path, &i);
+      *out = float(i);
+      return ok;
+    }
+    return bad(path, "number", type_name(*o));
+  }
+  bool as_bool(const Obj* o, const std::string& path, bool* out) {
+    if (!o) return false;
+    if (o->type == msgpack::type::BOOLEAN) { *out = o->via.boolean; return true; }
+    int64_t i;
+    if (o->type == msgpack::type::POSITIVE_INTEGER || o->type == msgpack::type::NEGATIVE_INTEGER) {
+      as_int(o, path, &i);
+      *out = i != 0;
+      return ok;
+    }
+    return bad(path, "bool", type_name(*o));
+  }
+  bool as_str(const Obj* o, const std::string& path, std::string* out) {
+    if (!o) return false;
+    if (o->type != msgpack::type::STR) return bad(path, "str", type_name(*o));
+    out->assign(o->via.str.ptr, o->via.str.size);
+    return true;
+  }
+  bool as_ints(const Obj* o, const std::string& path, std::vector<int64_t>* out) {
+    if (!o) return false;
+    if (o->type != msgpack::type::ARRAY) return bad(path, "array of int", type_name(*o));
+    out->clear();
+    for (uint32_t i = 0; i < o->via.array.size; ++i) {
+      int64_t v;
+      if (!as_int(&o->via.array.ptr[i], path + "[" + std::to_string(i) + "]", &v)) return false;
+      out->push_back(v);
+    }
+    return true;
+  }
+  // Fixed-length int attribute (e.g. kernel [kh,kw]) into int[n].
+  bool ints_n(const Obj& attrs, const char* key, const std::string& path, int* dst, size_t n,
+              bool required) {
+    const Obj* o = map_get(attrs, key);
+    if (!o) return required ? bad(path + "." + key, "present", "missing") : true;
+    std::vector<int64_t> v;
+    if (!as_ints(o, path + "." + key, &v)) return false;
+    if (v.size() != n)
+      return bad(path + "." + key, std::to_string(n) + " entries (2-D only in v1)",
+                 std::to_string(v.size()) + " entries");
+    for (size_t i = 0; i < n; ++i) {
+      if (v[i] < INT32_MIN || v[i] > INT32_MAX)
+        return bad(path + "." + key, "32-bit int", std::to_string(v[i]));
+      dst[i] = int(v[i]);
+    }
+    return true;
+  }
+};
+
+bool parse_op_type(const std::string& s, OpType* t) {
+  static const struct { const char* n; OpType t; } kTable[] = {
+      {"Conv", OpType::kConv}, {"Gemm", OpType::kGemm}, {"MatMul", OpType::kMatMul},
+      {"Add", OpType::kAdd}, {"Sub", OpType::kSub}, {"Mul", OpType::kMul}, {"Div", OpType::kDiv},
+      {"Relu", OpType::kRelu}, {"LeakyRelu", OpType::kLeakyRelu}, {"Sigmoid", OpType::kSigmoid},
+      {"Tanh", OpType::kTanh}, {"Erf", OpType::kErf}, {"Gelu", OpType::kGelu},
+      {"MaxPool", OpType::kMaxPool}, {"AveragePool", OpType::kAveragePool},
+      {"GlobalAveragePool", OpType::kGlobalAveragePool}, {"Flatten", OpType::kFlatten},
+      {"Reshape", OpType::kReshape}, {"Transpose", OpType::kTranspose},
+      {"Concat", OpType::kConcat}, {"Softmax", OpType::kSoftmax}};
+  for (const auto& e : kTable)
+    if (s == e.n) { *t = e.t; return true; }
+  return false;
+}
+
+bool parse_activation(Reader& r, const Obj& attrs, const std::string& path, Activation* a) {
+  const Obj* o = map_get(attrs, "activation");
+  if (!o || o->type == msgpack::type::NIL) { *a = Activation::kNone; return true; }
+  std::string s;
+  if (!r.as_str(o, path + ".activation", &s)) return false;
+  if (s == "none") *a = Activation::kNone;
+  else if (s == "relu") *a = Activation::kRelu;
+  else return r.bad(path + ".activation", "\"none\" or \"relu\"", "\"" + s + "\"");
+  return true;
+}
+
+bool parse_attrs(Reader& r, const Obj* attrs_obj, OpType t, const std::string& path, OpAttrs* a) {
+  static const Obj kEmpty;  // NIL: map_get finds nothing
+  const Obj& m = attrs_obj ? *attrs_obj : kEmpty;
+  if (attrs_obj && m.type != msgpack::type::MAP && m.type != msgpack::type::NIL)
+    return r.bad(path, "map", type_name(m));
+  const std::string p = path;
+  switch (t) {
+    case OpType::kConv:
+      if (!r.ints_n(m, "kernel", p, a->kernel, 2, true) || !r.ints_n(m, "strides", p, a->strides, 2, false) ||
+          !r.ints_n(m, "pads", p, a->pads, 4, false) || !r.ints_n(m, "dilations", p, a->dilations, 2, false))
+        return false;
+      if (const Obj* g = map_get(m, "group")) {
+        int64_t v;
+        if (!r.as_int(g, p + ".group", &v)) return false;
+        if (v < 1 || v > INT32_MAX) return r.bad(p + ".group", ">= 1", std::to_string(v));
+        a->group = int(v);
+      }
+      return parse_activation(r, m, p, &a->activation);
+    case OpType::kGemm:
+      if (const Obj* o = map_get(m, "alpha")) if (!r.as_float(o, p + ".alpha", &a->alpha)) return false;
+      if (const Obj* o = map_get(m, "beta")) if (!r.as_float(o, p + ".beta", &a->beta)) return false;
+      if (const Obj* o = map_get(m, "transA")) if (!r.as_bool(o, p + ".transA", &a->transA)) return false;
+      if (const Obj* o = map_get(m, "transB")) if (!r.as_bool(o, p + ".transB", &a->transB)) return false;
+      return parse_activation(r, m, p, &a->activation);
+    case OpType::kLeakyRelu:
+      a->alpha = 0.01f;
+      if (const Obj* o = map_get(m, "alpha")) return r.as_float(o, p + ".alpha", &a->alpha);
+      return true;
+    case OpType::kGelu: {
+      const Obj* o = map_get(m, "approximate");
+      if (!o) return true;
+      std::string s;
+      if (!r.as_str(o, p + ".approximate", &s)) return false;
+      if (s != "none" && s != "tanh") return r.bad(p + ".approximate", "\"none\" or \"tanh\"", "\"" + s + "\"");
+      a->geluTanh = s == "tanh";
+      return true;
+    }
+    case OpType::kMaxPool:
+    case OpType::kAveragePool:
+      if (!r.ints_n(m, "kernel", p, a->kernel, 2, true) || !r.ints_n(m, "strides", p, a->strides, 2, false) ||
+          !r.ints_n(m, "pads", p, a->pads, 4, false) || !r.ints_n(m, "dilations", p, a->dilations, 2, false))
+        return false;
+      if (const Obj* o = map_get(m, "ceilMode")) if (!r.as_bool(o, p + ".ceilMode", &a->ceilMode)) return false;
+      if (const Obj* o = map_get(m, "countIncludePad"))
+        if (!r.as_bool(o, p + ".countIncludePad", &a->countIncludePad)) return false;
+      return true;
+    case OpType::kFlatten:
+    case OpType::kConcat:
+    case OpType::kSoftmax: {
+      int64_t v;
+      if (!r.as_int(r.need(m, "axis", p), p + ".axis", &v)) return false;
+      if (v < 1 || v > 16) return r.bad(p + ".axis", ">= 1 (full rank, batch first)", std::to_string(v));
+      a->axis = int(v);
+      return true;
+    }
+    case OpType::kReshape:
+      return r.as_ints(r.need(m, "shape", p), p + ".shape", &a->shape);
+    case OpType::kTranspose: {
+      std::vector<int64_t> v;
+      if (!r.as_ints(r.need(m, "perm", p), p + ".perm", &v)) return false;
+      for (int64_t x : v) a->perm.push_back(int(x));
+      return true;
+    }
+    default:
+      return true;
+  }
+}
+
+bool check_range(Reader& r, const std::string& field, uint64_t offset, uint64_t bytes, uint64_t limit,
+                 const char* limit_name) {
+  if (offset > limit || bytes > limit - offset) {
+    std::ostringstream exp, found;
+    exp << "offset + bytes <= " << limit_name << " " << limit;
+    found << offset << " + " << bytes << " = " << (offset + bytes);
+    return r.bad(field, exp.str(), found.str());
+  }
+  return true;
+}
+
+Fail parse(const uint8_t* data, size_t size, Plan* plan) {
+  // 1. size
+  if (size < pf::kPreambleBytes) return fail("file length", ">= 64 bytes", std::to_string(size) + " bytes");
+  // 2. magic
+  if (std::memcmp(data + pf::kOffMagic, pf::kMagic, 8) != 0) {
+    std::string found;
+    for (int i = 0; i < 8; ++i) {
+      char c = char(data[i]);
+      found += (c >= 32 && c < 127) ? std::string(1, c) : "\\x" + std::to_string(uint8_t(c));
+    }
+    return fail("magic", "\"MLRTPLAN\"", "\"" + found + "\"");
+  }
+  // 3. version
+  uint32_t version = rd_u32(data + pf::kOffVersion);
+  if (version != pf::kVersion) return fail("version", pf::kVersion, version);
+  // 4. header range
+  uint64_t hoff = rd_u64(data + pf::kOffHeaderOffset), hlen = rd_u64(data + pf::kOffHeaderLength);
+  if (hoff != pf::kHeaderOffset) return fail("header offset", pf::kHeaderOffset, hoff);
+  if (hlen > size - hoff)
+    return fail("header length", "<= " + std::to_string(size - hoff) + " (inside the file)", hlen);
+  // 5. header hash
+  uint64_t want_hash = rd_u64(data + pf::kOffHeaderHash);
+  uint64_t got_hash = pf::fnv1a64(data + hoff, hlen);
+  if (want_hash != got_hash) {
+    std::ostringstream e, f;
+    e << "0x" << std::hex << want_hash << " (header hash field)";
+    f << "0x" << std::hex << got_hash << " (FNV-1a 64 of the header bytes)";
+    return fail("header hash", e.str(), f.str());
+  }
+  // 6. blob offset alignment and range
+  uint64_t boff = rd_u64(data + pf::kOffBlobOffset), blen = rd_u64(data + pf::kOffBlobLength);
+  if (boff % pf::kAlignment != 0) return fail("blob offset", "a multiple of 64", boff);
+  if (boff < hoff + hlen) return fail("blob offset", ">= " + std::to_string(hoff + hlen) + " (header end)", boff);
+  if (boff > size || blen > size - boff)
+    return fail("blob length", "blob offset + length <= file size " + std::to_string(size),
+                std::to_string(boff) + " + " + std::to_string(blen));
+  // 7. file length field
+  uint64_t flen = rd_u64(data + pf::kOffFileLength);
+  if (flen != size) return fail("file length", std::to_string(flen) + " (file length field)", std::to_string(size) + " (actual size)");
+  if (flen != boff + blen) return fail("file length", "blob offset + blob length = " + std::to_string(boff + blen), flen);
+
+  // Header
+  msgpack::object_handle oh;
+  try {
+    oh = msgpack::unpack(reinterpret_cast<const char*>(data + hoff), hlen);
+  } catch (const std::exception& e) {
+    return fail("header", "one msgpack map", std::string("undecodable msgpack (") + e.what() + ")");
+  }
+  const Obj& h = oh.get();
+  Reader r;
+  if (h.type != msgpack::type::MAP) return fail("header", "msgpack map", type_name(h));
+  plan->blob = data + boff;
+  plan->blobBytes = blen;
+
+  if (const Obj* o = map_get(h, "producer")) r.as_str(o, "producer", &plan->producer);
+  if (const Obj* o = map_get(h, "source")) if (o->type == msgpack::type::STR) r.as_str(o, "source", &plan->source);
+  if (!r.ok) return r.err;
+
+  // arena
+  const Obj* arena = r.need(h, "arena", "header");
+  if (!r.ok) return r.err;
+  int64_t bps = 0, lb = 0, align = 64;
+  if (!r.as_int(r.need(*arena, "bytesPerSample", "arena"), "arena.bytesPerSample", &bps)) return r.err;
+  if (const Obj* o = map_get(*arena, "lowerBoundPerSample")) r.as_int(o, "arena.lowerBoundPerSample", &lb);
+  if (const Obj* o = map_get(*arena, "alignment")) r.as_int(o, "arena.alignment", &align);
+  if (!r.ok) return r.err;
+  if (bps < 0) return fail("arena.bytesPerSample", ">= 0", bps);
+  if (align != 64) return fail("arena.alignment", 64, align);
+  plan->bytesPerSample = uint64_t(bps);
+  plan->lowerBoundPerSample = uint64_t(lb < 0 ? 0 : lb);
+  plan->alignment = uint64_t(align);
+
+  // tensors
+  const Obj* tensors = r.need(h, "tensors", "header");
+  if (!r.ok) return r.err;
+  if (tensors->type != msgpack::type::ARRAY) return fail("tensors", "array", type_name(*tensors));
+  plan->tensors.resize(tensors->via.array.size);
+  plan->weightBytes = 0;
+  for (uint32_t i = 0; i < tensors->via.array.size; ++i) {
+    const Obj& t = tensors->via.array.ptr[i];
+    const std::string p = "tensors[" + std::to_string(i) + "]";
+    if (t.type != msgpack::type::MAP) return fail(p, "map", type_name(t));
+    TensorInfo& ti = plan->tensors[i];
+    std::string dtype, kind;
+    int64_t off = 0, bytes = 0;
+    r.as_str(r.need(t, "name", p), p + ".name", &ti.name);
+    if (r.ok) r.as_str(r.need(t, "dtype", p), p + ".dtype", &dtype);
+    if (r.ok) r.as_ints(r.need(t, "shape", p), p + ".shape", &ti.shape);
+    if (r.ok) r.as_str(r.need(t, "kind", p), p + ".kind", &kind);
+    if (r.ok) r.as_int(r.need(t, "offset", p), p + ".offset", &off);
+    if (r.ok) r.as_int(r.need(t, "bytes", p), p + ".bytes", &bytes);
+    if (!r.ok) return r.err;
+    const std::string pn = p + " (" + ti.name + ")";
+    if (dtype != "float32") return fail(pn + ".dtype", "\"float32\"", "\"" + dtype + "\"");
+    if (kind == "input") ti.kind = TensorKind::kInput;
+    else if (kind == "output") ti.kind = TensorKind::kOutput;
+    else if (kind == "activation") ti.kind = TensorKind::kActivation;
+    else if (kind == "weight") ti.kind = TensorKind::kWeight;
+    else return fail(pn + ".kind", "input|output|activation|weight", "\"" + kind + "\"");
+    if (off < 0) return fail(pn + ".offset", ">= 0", off);
+    if (bytes < 0) return fail(pn + ".bytes", ">= 0", bytes);
+    ti.offset = uint64_t(off);
+    ti.bytes = uint64_t(bytes);
+    if (!ti.is_weight()) {
+      if (ti.shape.empty() || ti.shape[0] != -1)
+        return fail(pn + ".shape[0]", "-1 (the batch dimension)", ti.shape.empty() ? "an empty shape" : std::to_string(ti.shape[0]));
+    }
+    for (size_t d = ti.is_weight() ? 0 : 1; d < ti.shape.size(); ++d)
+      if (ti.shape[d] < 0) return fail(pn + ".shape[" + std::to_string(d) + "]", ">= 0", ti.shape[d]);
+    if (uint64_t(ti.elements()) * 4 != ti.bytes)
+      return fail(pn + ".bytes", std::to_string(ti.elements() * 4) + (ti.is_weight() ? "" : " per sample") + " (4 x shape)", ti.bytes);
+    if (ti.is_weight()) {
+      if (ti.offset % pf::kAlignment != 0) return fail(pn + ".offset", "a multiple of 64", ti.offset);
+      if (!check_range(r, pn, ti.offset, ti.bytes, blen, "blob length")) return r.err;
+      ti.data = reinterpret_cast<const float*>(plan->blob + ti.offset);
+      plan->weightBytes += ti.bytes;
+    } else {
+      if (ti.offset % 4 != 0) return fail(pn + ".offset", "a multiple of 4", ti.offset);
+      if (!check_range(r, pn, ti.offset, ti.bytes, plan->bytesPerSample, "arena.bytesPerSample")) return r.err;
+      ti.data = nullptr;
+    }
+  }
+  const int32_t ntensors = int32_t(plan->tensors.size());
+  auto tensor_ids = [&](const Obj* o, const std::string& p, std::vector<int32_t>* out, bool allow_absent) {
+    std::vector<int64_t> v;
+    if (!r.as_ints(o, p, &v)) return false;
+    out->clear();
+    for (size_t i = 0; i < v.size(); ++i) {
+      if ((v[i] == -1 && allow_absent)) { out->push_back(kAbsentInput); continue; }
+      if (v[i] < 0 || v[i] >= ntensors)
+        return r.bad(p + "[" + std::to_string(i) + "]", "a tensor id in [0, " + std::to_string(ntensors) + ")", std::to_string(v[i]));
+      out->push_back(int32_t(v[i]));
+    }
+    return true;
+  };
+  if (!tensor_ids(r.need(h, "inputs", "header"), "inputs", &plan->inputs, false)) return r.err;
+  if (!tensor_ids(r.need(h, "outputs", "header"), "outputs", &plan->outputs, false)) return r.err;
+  for (size_t i = 0; i < plan->inputs.size(); ++i)
+    if (plan->tensors[plan->inputs[i]].is_weight())
+      return fail("inputs[" + std::to_string(i) + "]", "a non-weight tensor", "weight " + plan->tensors[plan->inputs[i]].name);
+  for (size_t i = 0; i < plan->outputs.size(); ++i)
+    if (plan->tensors[plan->outputs[i]].is_weight())
+      return fail("outputs[" + std::to_string(i) + "]", "a non-weight tensor", "weight " + plan->tensors[plan->outputs[i]].name);
+
+  // ops
+  const Obj* ops = r.need(h, "ops", "header");
+  if (!r.ok) return r.err;
+  if (ops->type != msgpack::type::ARRAY) return fail("ops", "array", type_name(*ops));
+  plan->ops.resize(ops->via.array.size);
+  for (uint32_t i = 0; i < ops->via.array.size; ++i) {
+    const Obj& o = ops->via.array.ptr[i];
+    const std::string p = "ops[" + std::to_string(i) + "]";
+    if (o.type != msgpack::type::MAP) return fail(p, "map", type_name(o));
+    Op& op = plan->ops[i];
+    std::string type;
+    if (!r.as_str(r.need(o, "op", p), p + ".op", &type)) return r.err;
+    if (const Obj* n = map_get(o, "name")) if (n->type == msgpack::type::STR) r.as_str(n, p + ".name", &op.name);
+    const std::string pn = p + " (" + type + (op.name.empty() ? "" : " " + op.name) + ")";
+    if (!parse_op_type(type, &op.type)) {
+      Fail f = fail(pn + ".op", "one of the ops in docs/plan-format.md", "\"" + type + "\"");
+      f.status = Status::kUnsupportedOp;
+      return f;
+    }
+    if (!tensor_ids(r.need(o, "inputs", p), pn + ".inputs", &op.inputs, true)) return r.err;
+    if (!tensor_ids(r.need(o, "outputs", p), pn + ".outputs", &op.outputs, false)) return r.err;
+    if (op.outputs.empty()) return fail(pn + ".outputs", "at least one tensor", "none");
+    for (int32_t out : op.outputs)
+      if (plan->tensors[out].is_weight()) return fail(pn + ".outputs", "non-weight tensors", "weight " + plan->tensors[out].name);
+    if (op.inputs.empty() || op.inputs[0] == kAbsentInput) return fail(pn + ".inputs[0]", "a tensor", "none");
+    if (!parse_attrs(r, map_get(o, "attrs"), op.type, pn + ".attrs", &op.attrs)) return r.err;
+  }
+  return {Status::kOk, ""};
+}
+
+class MappedPlanFile : public PlanFile {
+ public:
+  MappedPlanFile(void* base, size_t size) : base_(base), size_(size) {}
+  ~MappedPlanFile() override {
+    if (base_ && size_) munmap(base_, size_);
+  }
+  MappedPlanFile(const MappedPlanFile&) = delete;
+  MappedPlanFile& operator=(const MappedPlanFile&) = delete;
+  const Plan& plan() const override { return plan_; }
+  const uint8_t* mapping() const override { return static_cast<const uint8_t*>(base_); }
+  uint64_t mapping_bytes() const override { return size_; }
+  Plan plan_;
+
+ private:
+  void* base_;
+  size_t size_;
+};
+
+}  // namespace
+
+Status parse_plan(const uint8_t* data, size_t size, Plan* out, std::string* message) {
+  Plan plan;
+  Fail f = parse(data, size, &plan);
+  if (f.status != Status::kOk) {
+    if (message) *message = f.message;
+    return f.status;
+  }
+  *out = std::move(plan);
+  return Status::kOk;
+}
+
+Status read_plan(const std::string& path, std::unique_ptr<PlanFile>* out, std::string* message) {
+  out->reset();
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *message = "open " + path + ": " + std::strerror(errno);
+    return Status::kIoError;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    *message = path + ": not a regular file";
+    ::close(fd);
+    return Status::kIoError;
+  }
+  size_t size = size_t(st.st_size);
+  void* base = nullptr;
+  if (size > 0) {
+    base = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (base == MAP_FAILED) {
+      *message = "mmap " + path + ": " + std::strerror(errno);
+      ::close(fd);
+      return Status::kIoError;
+    }
+  }
+  ::close(fd);  // the mapping stays valid
+  auto file = std::make_unique<MappedPlanFile>(base, size);
+  static const uint8_t kEmpty[1] = {0};
+  Status s = parse_plan(base ? static_cast<const uint8_t*>(base) : kEmpty, size, &file->plan_, message);
+  if (s != Status::kOk) {
+    *message = path + ": " + *message;
+    return s;
+  }
+  *out = std::move(file);
+  return Status::kOk;
+}
+
+}  // namespace memlane

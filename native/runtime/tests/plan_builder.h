@@ -1,0 +1,151 @@
+// Writes .mlplan bytes in the layout of docs/plan-format.md, so ctest needs no Node:
+// tensors get sequential arena offsets (64-byte aligned per sample) and aligned blob offsets.
+#pragma once
+
+#include <msgpack.hpp>
+
+#include <cstring>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "plan/plan_format.h"
+
+namespace mltest {
+
+using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t>, bool>;
+using Attrs = std::vector<std::pair<std::string, AttrValue>>;
+
+struct BTensor {
+  std::string name, kind;
+  std::vector<int64_t> shape;
+  int64_t offset = 0, bytes = 0;
+  std::vector<float> data;
+};
+struct BOp {
+  std::string op;
+  std::vector<int64_t> inputs, outputs;
+  Attrs attrs;
+};
+
+class PlanBuilder {
+ public:
+  std::vector<BTensor> tensors;
+  std::vector<BOp> ops;
+  std::vector<int64_t> inputs, outputs;
+  int64_t arena_cursor = 0, blob_cursor = 0;
+  int64_t bytes_per_sample_override = -1;
+
+  static int64_t count(const std::vector<int64_t>& s, size_t from) {
+    int64_t n = 1;
+    for (size_t i = from; i < s.size(); ++i) n *= s[i];
+    return n;
+  }
+  // shape without the batch; stored as [-1, ...shape]
+  int act(const std::string& name, std::vector<int64_t> shape, const std::string& kind = "activation") {
+    BTensor t;
+    t.name = name;
+    t.kind = kind;
+    t.shape = {-1};
+    t.shape.insert(t.shape.end(), shape.begin(), shape.end());
+    t.bytes = count(t.shape, 1) * 4;
+    t.offset = arena_cursor;
+    arena_cursor += (t.bytes + 63) / 64 * 64;
+    tensors.push_back(t);
+    int id = int(tensors.size()) - 1;
+    if (kind == "input") inputs.push_back(id);
+    if (kind == "output") outputs.push_back(id);
+    return id;
+  }
+  int input(const std::string& n, std::vector<int64_t> s) { return act(n, s, "input"); }
+  int output(const std::string& n, std::vector<int64_t> s) { return act(n, s, "output"); }
+  int weight(const std::string& name, std::vector<int64_t> shape, std::vector<float> data) {
+    BTensor t;
+    t.name = name;
+    t.kind = "weight";
+    t.shape = shape;
+    t.bytes = count(shape, 0) * 4;
+    t.data = std::move(data);
+    t.data.resize(size_t(t.bytes / 4));
+    t.offset = blob_cursor;
+    blob_cursor += (t.bytes + 63) / 64 * 64;
+    tensors.push_back(t);
+    return int(tensors.size()) - 1;
+  }
+  void op(const std::string& type, std::vector<int64_t> in, std::vector<int64_t> out, Attrs attrs = {}) {
+    ops.push_back({type, std::move(in), std::move(out), std::move(attrs)});
+  }
+
+  std::vector<uint8_t> header() const {
+    msgpack::sbuffer buf;
+    msgpack::packer<msgpack::sbuffer> pk(buf);
+    pk.pack_map(7);
+    pk.pack(std::string("producer")); pk.pack(std::string("memlane ctest"));
+    pk.pack(std::string("source")); pk.pack(std::string("built-in-test.onnx"));
+    pk.pack(std::string("tensors"));
+    pk.pack_array(uint32_t(tensors.size()));
+    for (const auto& t : tensors) {
+      pk.pack_map(6);
+      pk.pack(std::string("name")); pk.pack(t.name);
+      pk.pack(std::string("dtype")); pk.pack(std::string("float32"));
+      pk.pack(std::string("shape")); pk.pack(t.shape);
+      pk.pack(std::string("kind")); pk.pack(t.kind);
+      pk.pack(std::string("offset")); pk.pack(t.offset);
+      pk.pack(std::string("bytes")); pk.pack(t.bytes);
+    }
+    pk.pack(std::string("inputs")); pk.pack(inputs);
+    pk.pack(std::string("outputs")); pk.pack(outputs);
+    pk.pack(std::string("ops"));
+    pk.pack_array(uint32_t(ops.size()));
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const auto& o = ops[i];
+      pk.pack_map(5);
+      pk.pack(std::string("op")); pk.pack(o.op);
+      pk.pack(std::string("name")); pk.pack(o.op + "_" + std::to_string(i));
+      pk.pack(std::string("inputs")); pk.pack(o.inputs);
+      pk.pack(std::string("outputs")); pk.pack(o.outputs);
+      pk.pack(std::string("attrs"));
+      pk.pack_map(uint32_t(o.attrs.size()));
+      for (const auto& [k, v] : o.attrs) {
+        pk.pack(k);
+        std::visit([&](const auto& x) { pk.pack(x); }, v);
+      }
+    }
+    pk.pack(std::string("arena"));
+    pk.pack_map(3);
+    pk.pack(std::string("bytesPerSample"));
+    pk.pack(bytes_per_sample_override >= 0 ? bytes_per_sample_override : arena_cursor);
+    pk.pack(std::string("lowerBoundPerSample")); pk.pack(arena_cursor);
+    pk.pack(std::string("alignment")); pk.pack(int64_t(64));
+    return std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(buf.data()),
+                                reinterpret_cast<const uint8_t*>(buf.data()) + buf.size());
+  }
+
+  static void put64(std::vector<uint8_t>& f, size_t at, uint64_t v) {
+    for (int i = 0; i < 8; ++i) f[at + i] = uint8_t(v >> (8 * i));
+  }
+
+  std::vector<uint8_t> build() const {
+    namespace pf = memlane::plan_format;
+    std::vector<uint8_t> h = header();
+    const uint64_t H = h.size();
+    const uint64_t blob_off = (64 + H + 63) / 64 * 64;
+    const uint64_t B = uint64_t(blob_cursor);
+    std::vector<uint8_t> f(blob_off + B, 0);
+    std::memcpy(f.data(), pf::kMagic, 8);
+    f[8] = uint8_t(pf::kVersion);
+    put64(f, pf::kOffHeaderOffset, 64);
+    put64(f, pf::kOffHeaderLength, H);
+    put64(f, pf::kOffBlobOffset, blob_off);
+    put64(f, pf::kOffBlobLength, B);
+    put64(f, pf::kOffFileLength, blob_off + B);
+    put64(f, pf::kOffHeaderHash, pf::fnv1a64(h.data(), h.size()));
+    std::memcpy(f.data() + 64, h.data(), H);
+    for (const auto& t : tensors)
+      if (t.kind == "weight" && !t.data.empty())
+        std::memcpy(f.data() + blob_off + t.offset, t.data.data(), t.data.size() * 4);
+    return f;
+  }
+};
+
+}  // namespace mltest
