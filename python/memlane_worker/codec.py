@@ -41,9 +41,10 @@ def encode(tensors: dict[str, np.ndarray]) -> tuple[list[dict[str, Any]], list[m
     frames: list[memoryview] = []
     for name, arr in tensors.items():
         dtype = _dtype_name(arr)
-        wire = np.ascontiguousarray(arr, dtype=NUMPY_DTYPES[dtype])  # no copy when already right
+        # np.require, not ascontiguousarray: the latter turns 0-d arrays into 1-d.
+        wire = np.require(arr, dtype=NUMPY_DTYPES[dtype], requirements="C")  # no copy when already right
         refs.append({"name": name, "dtype": dtype, "shape": list(wire.shape), "frame": len(frames)})
-        frames.append(memoryview(wire).cast("B"))
+        frames.append(memoryview(wire.reshape(-1).view(np.uint8)))  # flat bytes; works for 0-d and empty
     return refs, frames
 
 

@@ -6,14 +6,15 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import Any, Callable, Iterator
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from . import memory
 from .args import Args
 from .errors import Cancelled
 from .messages import envelope
+
+if TYPE_CHECKING:  # numpy is not imported at start-up; see __main__
+    import numpy as np
 
 Send = Callable[[dict[str, Any], list[Any]], None]
 
@@ -28,12 +29,18 @@ class TaskContext:
         self._send = send
         self._cancel = cancel
         self.phase_name = "start"
+        self.failed_phase: str | None = None  # innermost phase an exception escaped from
 
     # -- cancellation ---------------------------------------------------------------
     def check_cancel(self) -> None:
         """Long loops call this between steps; a pending cancel ends the task with CANCELLED."""
         if self._cancel.is_set():
             raise Cancelled(self.id, self.phase_name)
+
+    @property
+    def where(self) -> str:
+        """The phase to blame in an error: where it failed, else the phase running now."""
+        return self.failed_phase or self.phase_name
 
     @property
     def cancelled(self) -> bool:
@@ -57,6 +64,10 @@ class TaskContext:
         self._mark(name, "start")
         try:
             yield
+        except BaseException:
+            if self.failed_phase is None:
+                self.failed_phase = name
+            raise
         finally:
             self._mark(name, "end")
             self.phase_name = previous

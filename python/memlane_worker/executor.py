@@ -14,9 +14,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import numpy as np
-
-from . import codec, tasks
+from . import tasks
 from .context import TaskContext
 from .errors import Cancelled, TaskError
 from .messages import envelope, error
@@ -30,7 +28,7 @@ class Job:
     id: str
     task: str
     args: dict[str, Any]
-    tensors: dict[str, np.ndarray]
+    tensors: dict[str, Any]  # name -> numpy array
     cancel: threading.Event = field(default_factory=threading.Event)
 
 
@@ -74,26 +72,28 @@ class Executor:
             assert run is not None, job.task  # the main thread checked the name
             out = run(ctx)
             value, tensors = out if isinstance(out, tuple) else (out, {})
-            refs, frames = codec.encode(tensors)
             fields: dict[str, Any] = {"value": value}
-            if refs:
-                fields["tensors"] = refs
+            frames: list[Any] = []
+            if tensors:
+                from . import codec  # numpy, only once a task has produced tensors anyway
+
+                fields["tensors"], frames = codec.encode(tensors)
             self._send(envelope("result", job.id, **fields), frames)
         except Cancelled as e:
             self._send(error(job.id, e.code, e.message, e.details), [])
         except TaskError as e:
-            self._send(error(job.id, e.code, e.message, {"task": job.task, **e.details},
+            self._send(error(job.id, e.code, e.message, {"task": job.task, "phase": ctx.where, **e.details},
                              traceback.format_exc()), [])
         except MemoryError as e:
             self._send(error(job.id, ErrorCode.OUT_OF_MEMORY, f"{job.task}: out of host memory: {e}",
-                             {"task": job.task, "phase": ctx.phase_name}, traceback.format_exc()), [])
+                             {"task": job.task, "phase": ctx.where}, traceback.format_exc()), [])
         except BaseException as e:  # anything else is a task failure, never a dead worker
             if type(e).__name__ == "OutOfMemoryError":  # torch.cuda.OutOfMemoryError, without importing torch
                 self._send(error(job.id, ErrorCode.OUT_OF_MEMORY, f"{job.task}: out of GPU memory: {e}",
-                                 {"task": job.task, "phase": ctx.phase_name}, traceback.format_exc()), [])
+                                 {"task": job.task, "phase": ctx.where}, traceback.format_exc()), [])
                 return
             self._send(error(job.id, ErrorCode.TASK_FAILED, f"{job.task} failed: {type(e).__name__}: {e}",
-                             {"task": job.task, "phase": ctx.phase_name, "exception": type(e).__name__},
+                             {"task": job.task, "phase": ctx.where, "exception": type(e).__name__},
                              traceback.format_exc()), [])
             if not isinstance(e, Exception):
                 print(f"memlane-worker: {job.task} raised {type(e).__name__}", file=sys.stderr)

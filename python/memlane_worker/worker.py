@@ -15,7 +15,7 @@ from typing import Any
 
 import zmq
 
-from . import codec, messages, tasks, versions
+from . import messages, tasks, versions
 from .errors import MalformedMessage, TaskError
 from .executor import Executor, Job
 from .outbox import Outbox
@@ -101,7 +101,11 @@ class Worker:
             self._error(id_, ErrorCode.MALFORMED_MESSAGE, f"task {name}: args must be a map, got {type(args).__name__}")
             return
         try:
-            tensors = codec.decode(env.get("tensors"), frames)
+            tensors = {}
+            if env.get("tensors") is not None:
+                from . import codec  # numpy loads with the first tensor, not at start-up
+
+                tensors = codec.decode(env["tensors"], frames)
         except TaskError as e:
             self._error(id_, e.code, f"task {name}: {e.message}", e.details)
             return
