@@ -1,0 +1,120 @@
+/**
+ * Opens report.html in Debian's chromium (playwright-core, no downloaded browser) and checks
+ * that every chart was drawn with the series and labels the report implies, that nothing was
+ * fetched from the network and that the console stayed clean; saves a full-page report.png
+ * next to the report for a human to look at.
+ */
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { chromium, type BrowserContext } from "playwright-core";
+import { buildCharts, writeHtmlReport } from "../../src/report/html/index.ts";
+import type { Report } from "../../src/report/schema.ts";
+import { makeReport } from "../unit/html-report.fixture.ts";
+
+const CHROMIUM = "/usr/bin/chromium";
+const haveChromium = existsSync(CHROMIUM);
+if (!haveChromium) console.log(`[report-browser] skipped: ${CHROMIUM} is missing (scripts/bootstrap.sh installs the chromium package as root)`);
+
+interface DrawnChart {
+  id: string;
+  type: string;
+  series: string[];
+  labels: string[];
+  points: number[];
+  canvas: { width: number; height: number };
+}
+
+describe.skipIf(!haveChromium)("report.html in chromium", () => {
+  let context: BrowserContext;
+  let profile: string;
+
+  beforeAll(async () => {
+    profile = mkdtempSync(join(tmpdir(), "memlane-chromium-"));
+    context = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+      viewport: { width: 1280, height: 900 },
+    });
+  });
+  afterAll(async () => {
+    await context?.close();
+    if (profile) rmSync(profile, { recursive: true, force: true });
+  });
+
+  async function open(name: string, report: Report) {
+    const runDir = resolve("runs", name);
+    mkdirSync(runDir, { recursive: true });
+    writeFileSync(join(runDir, "report.json"), JSON.stringify(report, null, 1));
+    const htmlPath = await writeHtmlReport(runDir);
+    const page = await context.newPage();
+    const problems: string[] = [];
+    page.on("console", (m) => { if (m.type() === "error" || m.type() === "warning") problems.push(`console.${m.type()}: ${m.text()}`); });
+    page.on("pageerror", (e) => problems.push(`pageerror: ${e.message}`));
+    // Anything but the file itself is a request the self-contained page must not make.
+    await page.route("**/*", (route) => {
+      const url = route.request().url();
+      if (url === pathToFileURL(htmlPath).href) return route.continue();
+      problems.push(`request: ${url}`);
+      return route.abort();
+    });
+    await page.goto(pathToFileURL(htmlPath).href);
+    // Page-side code is passed as strings: this project's tsconfig has no DOM lib.
+    await page.waitForFunction("window.__memlane && window.__memlane.rendered === true", null, { timeout: 30_000 });
+    const state = (await page.evaluate("window.__memlane")) as { charts: DrawnChart[]; errors: string[] };
+    return { runDir, page, problems, state };
+  }
+
+  /** Share of canvas pixels that are not transparent: a drawn chart is far from blank. */
+  async function inkRatio(page: import("playwright-core").Page, id: string): Promise<number> {
+    return (await page.evaluate(`(() => {
+      const c = document.getElementById(${JSON.stringify(`chart-${id}`)});
+      const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+      let ink = 0;
+      for (let i = 3; i < d.length; i += 4) if (d[i] > 0) ink++;
+      return ink / (c.width * c.height);
+    })()`)) as number;
+  }
+
+  for (const [name, opts] of [["report-browser-cpu", {}], ["report-browser-gpu", { gpu: true, latencySamples: true }]] as const) {
+    it(`${name}: draws every chart with the report's series and labels`, async () => {
+      const report = makeReport(opts);
+      const expected = buildCharts(report);
+      const { runDir, page, problems, state } = await open(name, report);
+      try {
+        expect(state.errors).toEqual([]);
+        expect(state.charts.map((c) => c.id)).toEqual(expected.map((c) => c.id));
+        for (const spec of expected) {
+          const drawn = state.charts.find((c) => c.id === spec.id)!;
+          expect(drawn.series, spec.id).toEqual(spec.series.map((s) => s.name));
+          expect(drawn.labels, spec.id).toEqual(spec.labels);
+          expect(drawn.points, spec.id).toEqual(spec.series.map((s) => s.data.length));
+          expect(drawn.canvas.width, spec.id).toBeGreaterThan(400);
+          expect(drawn.canvas.height, spec.id).toBeGreaterThan(150);
+          expect(await inkRatio(page, spec.id), spec.id).toBeGreaterThan(0.02);
+        }
+        // The sections the brief asks for, with their expected content.
+        const timeline = state.charts.filter((c) => c.id.startsWith("timeline-"));
+        expect(timeline).toHaveLength(report.timeline.length);
+        for (const t of timeline) expect(t.series.slice(0, 2)).toEqual(["RSS", "USS"]);
+        expect(timeline.every((t) => t.series.includes("GPU"))).toBe(!!("gpu" in opts && opts.gpu));
+        expect(state.charts.find((c) => c.id === "phase-deltaRssMiB")!.series).toEqual(report.runtimes.map((r) => r.name));
+        expect(state.charts.find((c) => c.id === "stages")!.type).toBe("bar-horizontal");
+        const latencyTitle = await page.locator('figure[data-chart="latency-batch1"] figcaption').textContent();
+        expect(latencyTitle).toMatch("latencySamples" in opts ? /histogram/ : /p50 \/ p99 \/ mean/);
+        const numericsRows = await page.locator("#numerics-table tbody tr").count();
+        expect(numericsRows).toBe(report.numerics.runtimes.length);
+        expect(await page.locator("#stage-table tbody tr").count()).toBe(report.stages.length);
+        await page.screenshot({ path: join(runDir, "report.png"), fullPage: true });
+        expect(existsSync(join(runDir, "report.png"))).toBe(true);
+        expect(problems).toEqual([]);
+      } finally {
+        await page.close();
+      }
+    });
+  }
+});
