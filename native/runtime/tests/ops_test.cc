@@ -1,0 +1,358 @@
+// Each CPU op against a naive reference or hand-computed values on small tensors.
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+
+#include "harness.h"
+#include "op_runner.h"
+
+using namespace mltest;
+using memlane::Status;
+using V = std::vector<float>;
+using S = std::vector<int64_t>;
+
+#define CHECK_CLOSE(got, want, tol, label)                                                          \
+  do {                                                                                               \
+    float d_ = max_abs_diff(got, want);                                                              \
+    CHECK_MSG(d_ <= (tol), std::string(label) + ": max abs diff " + std::to_string(d_));            \
+  } while (0)
+
+struct ConvCase {
+  const char* label;
+  int64_t n, C, H, W, M, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, g;
+  bool bias, relu;
+};
+
+static V conv_ref(const ConvCase& c, const V& x, const V& w, const V& b, int64_t OH, int64_t OW) {
+  V y(size_t(c.n * c.M * OH * OW));
+  const int64_t Cg = c.C / c.g, Mg = c.M / c.g;
+  for (int64_t n = 0; n < c.n; ++n)
+    for (int64_t m = 0; m < c.M; ++m)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double s = c.bias ? b[m] : 0;
+          const int64_t gi = m / Mg;
+          for (int64_t cc = 0; cc < Cg; ++cc)
+            for (int64_t i = 0; i < c.kh; ++i)
+              for (int64_t j = 0; j < c.kw; ++j) {
+                int64_t ih = oh * c.sh - c.pt + i * c.dh, iw = ow * c.sw - c.pl + j * c.dw;
+                if (ih < 0 || ih >= c.H || iw < 0 || iw >= c.W) continue;
+                s += double(x[((n * c.C + gi * Cg + cc) * c.H + ih) * c.W + iw]) * w[((m * Cg + cc) * c.kh + i) * c.kw + j];
+              }
+          float v = float(s);
+          y[((n * c.M + m) * OH + oh) * OW + ow] = c.relu ? std::max(v, 0.f) : v;
+        }
+  return y;
+}
+
+static void test_conv() {
+  const ConvCase cases[] = {
+      {"3x3 pad1 bias relu", 2, 3, 7, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"strided dilated asym pads", 3, 2, 9, 8, 5, 3, 2, 2, 3, 1, 0, 2, 1, 2, 2, 1, true, false},
+      {"grouped", 2, 4, 5, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, true, false},
+      {"depthwise", 2, 4, 6, 6, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, false, true},
+      {"pointwise", 3, 5, 4, 4, 7, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
+      {"batched small images", 9, 1, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"5x5 no bias", 1, 2, 10, 10, 3, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1, false, false},
+  };
+  Rng rng;
+  for (const auto& c : cases) {
+    const int64_t OH = (c.H + c.pt + c.pb - (c.dh * (c.kh - 1) + 1)) / c.sh + 1;
+    const int64_t OW = (c.W + c.pl + c.pr - (c.dw * (c.kw - 1) + 1)) / c.sw + 1;
+    V x = rng.vec(size_t(c.n * c.C * c.H * c.W)), w = rng.vec(size_t(c.M * (c.C / c.g) * c.kh * c.kw)), b = rng.vec(size_t(c.M));
+    PlanBuilder pb;
+    int xi = pb.input("x", {c.C, c.H, c.W});
+    int wi = pb.weight("w", {c.M, c.C / c.g, c.kh, c.kw}, w);
+    int bi = c.bias ? pb.weight("b", {c.M}, b) : -1;
+    int yi = pb.output("y", {c.M, OH, OW});
+    pb.op("Conv", {xi, wi, bi}, {yi},
+          {{"kernel", S{c.kh, c.kw}}, {"strides", S{c.sh, c.sw}}, {"pads", S{c.pt, c.pl, c.pb, c.pr}},
+           {"dilations", S{c.dh, c.dw}}, {"group", c.g}, {"activation", std::string(c.relu ? "relu" : "none")}});
+    for (int threads : {1, 2}) {
+      RunResult r = run_plan(pb, c.n, {x}, threads);
+      CHECK_MSG(r.status == Status::kOk, std::string(c.label) + ": " + r.message);
+      if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], conv_ref(c, x, w, b, OH, OW), 1e-4f, c.label);
+    }
+  }
+  // A plan whose output shape disagrees with the attrs is refused, not computed.
+  PlanBuilder pb;
+  int xi = pb.input("x", {1, 4, 4});
+  int wi = pb.weight("w", {1, 1, 3, 3}, {});
+  int yi = pb.output("y", {1, 4, 4});
+  pb.op("Conv", {xi, wi}, {yi}, {{"kernel", S{3, 3}}});
+  RunResult r = run_plan(pb, 1, {V(16)});
+  CHECK(r.status == Status::kUnsupportedOp);
+  CHECK_CONTAINS(r.message, "output shape");
+}
+
+static void test_gemm_matmul() {
+  Rng rng;
+  for (bool transB : {false, true}) {
+    const int64_t n = 5, K = 7, N = 3;
+    V a = rng.vec(n * K), w = rng.vec(K * N), c = rng.vec(N);
+    PlanBuilder pb;
+    int ai = pb.input("a", {K});
+    int wi = pb.weight("w", transB ? S{N, K} : S{K, N}, w);
+    int ci = pb.weight("c", {N}, c);
+    int yi = pb.output("y", {N});
+    pb.op("Gemm", {ai, wi, ci}, {yi},
+          {{"alpha", 0.5}, {"beta", 2.0}, {"transA", int64_t(0)}, {"transB", int64_t(transB)}, {"activation", std::string("relu")}});
+    V ref(n * N);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) s += a[i * K + k] * (transB ? w[j * K + k] : w[k * N + j]);
+        ref[i * N + j] = std::max(0.f, float(0.5 * s + 2.0 * c[j]));
+      }
+    RunResult r = run_plan(pb, n, {a});
+    CHECK_MSG(r.status == Status::kOk, r.message);
+    if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 1e-5f, transB ? "gemm transB" : "gemm");
+  }
+  {
+    const int64_t n = 3, T = 2, K = 4, M = 5;
+    V a = rng.vec(n * T * K), w = rng.vec(K * M);
+    PlanBuilder pb;
+    int ai = pb.input("a", {T, K});
+    int wi = pb.weight("w", {K, M}, w);
+    int yi = pb.output("y", {T, M});
+    pb.op("MatMul", {ai, wi}, {yi});
+    V ref(n * T * M);
+    for (int64_t r = 0; r < n * T; ++r)
+      for (int64_t j = 0; j < M; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) s += a[r * K + k] * w[k * M + j];
+        ref[r * M + j] = float(s);
+      }
+    RunResult r = run_plan(pb, n, {a});
+    CHECK_MSG(r.status == Status::kOk, r.message);
+    if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 1e-5f, "matmul");
+  }
+}
+
+// Naive numpy broadcasting over the full shape (batch first) for the reference.
+static V bcast_ref(char op, const V& a, S as, const V& b, S bs, S ys) {
+  const size_t r = ys.size();
+  while (as.size() < r) as.insert(as.begin(), 1);
+  while (bs.size() < r) bs.insert(bs.begin(), 1);
+  int64_t total = 1;
+  for (auto d : ys) total *= d;
+  V y(static_cast<size_t>(total));
+  for (int64_t idx = 0; idx < total; ++idx) {
+    int64_t rem = idx, ia = 0, ib = 0, sa = 1, sb = 1;
+    for (int i = int(r) - 1; i >= 0; --i) {
+      int64_t q = rem % ys[i];
+      rem /= ys[i];
+      ia += (as[i] == 1 ? 0 : q) * sa;
+      ib += (bs[i] == 1 ? 0 : q) * sb;
+      sa *= as[i];
+      sb *= bs[i];
+    }
+    float x = a[ia], z = b[ib];
+    y[idx] = op == '+' ? x + z : op == '-' ? x - z : op == '*' ? x * z : x / z;
+  }
+  return y;
+}
+
+static void test_binary() {
+  Rng rng;
+  struct Case { const char* op; char sym; S a; bool aw; S b; bool bw; S y; };
+  const int64_t n = 3;
+  const Case cases[] = {
+      {"Add", '+', {4, 5}, false, {4, 5}, false, {4, 5}},
+      {"Mul", '*', {4, 3, 3}, false, {4, 1, 1}, true, {4, 3, 3}},      // per-channel weight (folded BN)
+      {"Sub", '-', {2, 3, 5}, false, {5}, true, {2, 3, 5}},            // suffix weight
+      {"Div", '/', {4, 1, 5}, false, {1, 3, 1}, false, {4, 3, 5}},     // both activations broadcast
+      {"Add", '+', {1}, true, {2, 6}, false, {2, 6}},                  // scalar weight first
+      {"Sub", '-', {1, 2, 1}, true, {3, 2, 4}, false, {3, 2, 4}},      // weight with a leading 1
+  };
+  for (const auto& c : cases) {
+    auto full = [&](const S& s, bool w) { S f = s; if (!w) f.insert(f.begin(), n); return f; };
+    auto count = [](const S& s) { int64_t k = 1; for (auto d : s) k *= d; return size_t(k); };
+    S af = full(c.a, c.aw), bf = full(c.b, c.bw), yf = c.y;
+    yf.insert(yf.begin(), n);
+    V a = rng.vec(count(af)), b = rng.vec(count(bf));
+    for (auto& v : b) if (c.sym == '/') v = v >= 0 ? v + 0.5f : v - 0.5f;
+    PlanBuilder pb;
+    std::vector<std::vector<float>> ins;
+    int ai = c.aw ? pb.weight("a", c.a, a) : (ins.push_back(a), pb.input("a", c.a));
+    int bi = c.bw ? pb.weight("b", c.b, b) : (ins.push_back(b), pb.input("b", c.b));
+    int yi = pb.output("y", c.y);
+    pb.op(c.op, {ai, bi}, {yi});
+    for (int threads : {1, 2}) {
+      RunResult r = run_plan(pb, n, ins, threads);
+      CHECK_MSG(r.status == Status::kOk, std::string(c.op) + ": " + r.message);
+      if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], bcast_ref(c.sym, a, af, b, bf, yf), 1e-6f, c.op);
+    }
+  }
+}
+
+static void test_unary() {
+  Rng rng;
+  const int64_t n = 2, E = 37;
+  V x = rng.vec(n * E);
+  for (auto& v : x) v *= 4.f;
+  struct Case { const char* op; Attrs attrs; float (*f)(float); };
+  const Case cases[] = {
+      {"Relu", {}, [](float v) { return v > 0 ? v : 0.f; }},
+      {"LeakyRelu", {{"alpha", 0.2}}, [](float v) { return v >= 0 ? v : 0.2f * v; }},
+      {"Sigmoid", {}, [](float v) { return float(1.0 / (1.0 + std::exp(-double(v)))); }},
+      {"Tanh", {}, [](float v) { return float(std::tanh(double(v))); }},
+      {"Erf", {}, [](float v) { return float(std::erf(double(v))); }},
+      {"Gelu", {}, [](float v) { return float(0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))); }},
+      {"Gelu", {{"approximate", std::string("tanh")}},
+       [](float v) { return float(0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))); }},
+  };
+  for (const auto& c : cases) {
+    PlanBuilder pb;
+    int xi = pb.input("x", {E});
+    int yi = pb.output("y", {E});
+    pb.op(c.op, {xi}, {yi}, c.attrs);
+    V ref(x.size());
+    for (size_t i = 0; i < x.size(); ++i) ref[i] = c.f(x[i]);
+    RunResult r = run_plan(pb, n, {x});
+    CHECK_MSG(r.status == Status::kOk, r.message);
+    if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 2e-6f, c.op);
+  }
+}
+
+static RunResult pool1(const char* op, Attrs attrs, S out, const V& x, S in = {1, 3, 3}) {
+  PlanBuilder pb;
+  int xi = pb.input("x", in);
+  int yi = pb.output("y", out);
+  pb.op(op, {xi}, {yi}, attrs);
+  return run_plan(pb, 1, {x});
+}
+
+static void test_pools() {
+  const V x9 = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  // Hand-computed: 3x3 input, kernel 2, stride 2, ceil mode -> 2x2 with partial windows.
+  RunResult r = pool1("MaxPool", {{"kernel", S{2, 2}}, {"strides", S{2, 2}}, {"ceilMode", true}}, {1, 2, 2}, x9);
+  CHECK_MSG(r.status == Status::kOk, r.message);
+  if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], (V{5, 6, 8, 9}), 0.f, "maxpool ceil");
+  r = pool1("AveragePool", {{"kernel", S{2, 2}}, {"strides", S{2, 2}}, {"ceilMode", true}, {"countIncludePad", false}}, {1, 2, 2}, x9);
+  if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], (V{3, 4.5f, 7.5f, 9}), 1e-6f, "avgpool ceil");
+  // Pads 1, kernel 3, stride 2: with countIncludePad the corner divides by 9, without by 4.
+  r = pool1("AveragePool", {{"kernel", S{3, 3}}, {"strides", S{2, 2}}, {"pads", S{1, 1, 1, 1}}, {"countIncludePad", true}}, {1, 2, 2}, x9);
+  CHECK_MSG(r.status == Status::kOk, r.message);
+  if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], (V{12.f / 9, 16.f / 9, 24.f / 9, 28.f / 9}), 1e-6f, "avgpool include pad");
+  r = pool1("AveragePool", {{"kernel", S{3, 3}}, {"strides", S{2, 2}}, {"pads", S{1, 1, 1, 1}}, {"countIncludePad", false}}, {1, 2, 2}, x9);
+  if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], (V{3, 4, 6, 7}), 1e-6f, "avgpool exclude pad");
+  // Dilated max pool: 4x4, kernel 2, dilation 2 -> 2x2 picks the corners of each 3x3 span.
+  V x16(16);
+  for (int i = 0; i < 16; ++i) x16[i] = float((i * 7) % 16);
+  r = pool1("MaxPool", {{"kernel", S{2, 2}}, {"dilations", S{2, 2}}}, {1, 2, 2}, x16, {1, 4, 4});
+  CHECK_MSG(r.status == Status::kOk, r.message);
+  V ref(4);
+  for (int oh = 0; oh < 2; ++oh)
+    for (int ow = 0; ow < 2; ++ow) {
+      float m = -FLT_MAX;
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j) m = std::max(m, x16[(oh + 2 * i) * 4 + ow + 2 * j]);
+      ref[oh * 2 + ow] = m;
+    }
+  if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 0.f, "maxpool dilated");
+  // Ceil mode where the last window would start in the right pad: dropped (5x5, k2, s2, pad 1 -> 3).
+  V x25(25);
+  for (int i = 0; i < 25; ++i) x25[i] = float(i);
+  r = pool1("MaxPool", {{"kernel", S{2, 2}}, {"strides", S{2, 2}}, {"pads", S{1, 1, 1, 1}}, {"ceilMode", true}}, {1, 3, 3}, x25, {1, 5, 5});
+  CHECK_MSG(r.status == Status::kOk, r.message);
+  if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], (V{0, 2, 4, 10, 12, 14, 20, 22, 24}), 0.f, "maxpool ceil pads");
+  // GlobalAveragePool
+  {
+    PlanBuilder pb;
+    int xi = pb.input("x", {2, 2, 2});
+    int yi = pb.output("y", {2, 1, 1});
+    pb.op("GlobalAveragePool", {xi}, {yi});
+    RunResult g = run_plan(pb, 2, {V{1, 2, 3, 4, 0, 0, 0, 8, 1, 1, 1, 1, -4, 0, 0, 0}});
+    CHECK_MSG(g.status == Status::kOk, g.message);
+    if (g.status == Status::kOk) CHECK_CLOSE(g.outputs[0], (V{2.5f, 2, 1, -1}), 1e-6f, "global avg");
+  }
+}
+
+static void test_shape_ops() {
+  Rng rng;
+  const int64_t n = 2;
+  V x = rng.vec(n * 2 * 3 * 4);
+  {  // Flatten then Reshape: plain copies
+    PlanBuilder pb;
+    int xi = pb.input("x", {2, 3, 4});
+    int fi = pb.act("f", {24});
+    int yi = pb.output("y", {6, 4});
+    pb.op("Flatten", {xi}, {fi}, {{"axis", int64_t(1)}});
+    pb.op("Reshape", {fi}, {yi}, {{"shape", S{-1, 6, 4}}});
+    RunResult r = run_plan(pb, n, {x});
+    CHECK_MSG(r.status == Status::kOk, r.message);
+    if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], x, 0.f, "flatten/reshape");
+  }
+  {  // Transpose [n,2,3,4] perm [0,2,3,1] -> [n,3,4,2]
+    PlanBuilder pb;
+    int xi = pb.input("x", {2, 3, 4});
+    int yi = pb.output("y", {3, 4, 2});
+    pb.op("Transpose", {xi}, {yi}, {{"perm", S{0, 2, 3, 1}}});
+    V ref(x.size());
+    for (int b = 0; b < n; ++b)
+      for (int c = 0; c < 2; ++c)
+        for (int h = 0; h < 3; ++h)
+          for (int w = 0; w < 4; ++w) ref[((b * 3 + h) * 4 + w) * 2 + c] = x[((b * 2 + c) * 3 + h) * 4 + w];
+    for (int threads : {1, 2}) {
+      RunResult r = run_plan(pb, n, {x}, threads);
+      CHECK_MSG(r.status == Status::kOk, r.message);
+      if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 0.f, "transpose");
+    }
+  }
+  for (int64_t axis : {1, 2}) {  // Concat [n,2,3] + [n,2,3] (axis 1 -> [n,4,3], axis 2 -> [n,2,6])
+    V a = rng.vec(n * 6), b = rng.vec(n * 6);
+    PlanBuilder pb;
+    int ai = pb.input("a", {2, 3});
+    int bi = pb.input("b", {2, 3});
+    int yi = pb.output("y", axis == 1 ? S{4, 3} : S{2, 6});
+    pb.op("Concat", {ai, bi}, {yi}, {{"axis", axis}});
+    V ref;
+    for (int s = 0; s < n; ++s) {
+      if (axis == 1) {
+        ref.insert(ref.end(), a.begin() + s * 6, a.begin() + s * 6 + 6);
+        ref.insert(ref.end(), b.begin() + s * 6, b.begin() + s * 6 + 6);
+      } else {
+        for (int r = 0; r < 2; ++r) {
+          ref.insert(ref.end(), a.begin() + s * 6 + r * 3, a.begin() + s * 6 + r * 3 + 3);
+          ref.insert(ref.end(), b.begin() + s * 6 + r * 3, b.begin() + s * 6 + r * 3 + 3);
+        }
+      }
+    }
+    RunResult r = run_plan(pb, n, {a, b});
+    CHECK_MSG(r.status == Status::kOk, r.message);
+    if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 0.f, "concat");
+  }
+  for (int64_t axis : {1, 2}) {  // Softmax on [n,3,4] along axis 1 and 2
+    PlanBuilder pb;
+    int xi = pb.input("x", {3, 4});
+    int yi = pb.output("y", {3, 4});
+    pb.op("Softmax", {xi}, {yi}, {{"axis", axis}});
+    V xs = rng.vec(n * 12);
+    for (auto& v : xs) v *= 10.f;
+    V ref(xs.size());
+    for (int s = 0; s < n; ++s) {
+      const int len = axis == 1 ? 3 : 4, outer = axis == 1 ? 4 : 3;
+      for (int o = 0; o < outer; ++o) {
+        auto at = [&](int j) { return axis == 1 ? s * 12 + j * 4 + o : s * 12 + o * 4 + j; };
+        double m = -1e30, sum = 0;
+        for (int j = 0; j < len; ++j) m = std::max(m, double(xs[at(j)]));
+        for (int j = 0; j < len; ++j) sum += std::exp(xs[at(j)] - m);
+        for (int j = 0; j < len; ++j) ref[at(j)] = float(std::exp(xs[at(j)] - m) / sum);
+      }
+    }
+    RunResult r = run_plan(pb, n, {xs});
+    CHECK_MSG(r.status == Status::kOk, r.message);
+    if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 1e-6f, "softmax");
+  }
+}
+
+int main() {
+  test_conv();
+  test_gemm_matmul();
+  test_binary();
+  test_unary();
+  test_pools();
+  test_shape_ops();
+  return finish("ops_test");
+}
