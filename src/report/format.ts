@@ -4,13 +4,13 @@ import type { LatencyTable, Report } from "./schema.ts";
 export const UNAVAILABLE = "unavailable";
 
 /** A number with fixed digits, or `unavailable` when it was not measured. */
-export function num(x: number | null | undefined, digits = 1, unknown = UNAVAILABLE): string {
+export function num(x: number | null | undefined, digits = 2, unknown = UNAVAILABLE): string {
   if (x === null || x === undefined || !Number.isFinite(x)) return unknown;
   return x.toFixed(digits);
 }
 
 /** A signed increment: +12.3 / -4.0 / 0.0. */
-export function signed(x: number | null | undefined, digits = 1, unknown = UNAVAILABLE): string {
+export function signed(x: number | null | undefined, digits = 2, unknown = UNAVAILABLE): string {
   if (x === null || x === undefined || !Number.isFinite(x)) return unknown;
   const s = x.toFixed(digits);
   if (Number(s) === 0) return (0).toFixed(digits);

@@ -39,7 +39,7 @@ function summary(report: Report): string {
   const rows = report.runtimes.map((r) => [
     r.name, `pid ${r.pid} (${r.process.kind})`, r.device, num(r.steady.rssMiB), num(r.steady.ussMiB), num(r.steady.pssMiB),
     num(r.steady.gpuMiB), ...batches.flatMap((b) => [latency(r.latencyMs, b, "p50"), latency(r.latencyMs, b, "p99")]),
-    num(r.throughputPerS, 0), pct(r.accuracy), sci(r.maxAbsDiff),
+    num(r.throughputPerS, 0), pct(r.accuracy), r.name === report.numerics.reference ? "reference" : sci(r.maxAbsDiff),
   ]);
   return mdTable(header, rows);
 }
@@ -77,7 +77,12 @@ function comparisonSection(report: Report): string {
         return f ? fmt(f[pick]) : "—";
       })])),
     ].join("\n");
-  const ratioRows = c.ratios.map((r) => [r.counter, r.numerator, r.denominator, num(r.value, 3)]);
+  const counters = [...new Set(c.ratios.map((r) => r.counter))];
+  const pairs = [...new Map(c.ratios.map((r) => [`${r.numerator} / ${r.denominator}`, r] as const)).entries()];
+  const ratioRows = pairs.map(([label, p]) => [
+    label,
+    ...counters.map((k) => num(c.ratios.find((r) => r.numerator === p.numerator && r.denominator === p.denominator && r.counter === k)?.value, 3)),
+  ]);
   return [
     "#### Steady state (end of steady-inference), by runtime",
     "",
@@ -89,9 +94,9 @@ function comparisonSection(report: Report): string {
     "",
     perPhase("peak RSS MiB", "peakRssMiB", (x) => num(x)),
     "",
-    "#### Native over Python (numerator / denominator; < 1 means the native runtime uses less)",
+    "#### Native over Python (numerator / denominator: for memory and latency < 1 means the numerator uses less; for throughput > 1 means it is faster)",
     "",
-    ratioRows.length > 0 ? mdTable(["counter", "numerator", "denominator", "ratio"], ratioRows) : "No native and Python runtime pair ran.",
+    ratioRows.length > 0 ? mdTable(["numerator / denominator", ...counters], ratioRows) : "No native and Python runtime pair ran.",
   ].join("\n");
 }
 
@@ -102,7 +107,7 @@ export function renderMarkdown(report: Report): string {
     "",
     `Run \`${report.runId}\`, ${report.createdAt}. Host: ${h.cpuModel}, ${h.cores} cores, ${num(h.memTotalMiB, 0)} MiB RAM, ` +
       `${h.platform} ${h.kernel}, Node ${h.node}, Python ${h.python ?? UNAVAILABLE}.`,
-    `GPU: ${report.gpu.status}${report.gpu.reason ? ` (${report.gpu.reason})` : ""}.`,
+    `GPU: ${report.gpu.status}${report.gpu.reason ? `: ${report.gpu.reason}` : ""}.`,
     "",
     "Counters (docs/memory.md): RSS resident; USS private to the process (Private_Clean + Private_Dirty); PSS shared pages split between their users; all from /proc/<pid>/smaps_rollup, GPU from NVML.",
     "",

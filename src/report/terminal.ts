@@ -22,7 +22,7 @@ function runtimeTable(report: Report): string {
     "runtime", "RSS MiB", "USS MiB", ...pick.flatMap((b) => [`b${b.slice(5)} p50 ms`, `b${b.slice(5)} p99 ms`]), "samples/s", "accuracy", "max abs diff",
   ];
   const rows = report.runtimes.map((r) => [
-    r.name.slice(0, 16), num(r.steady.rssMiB, 1, NA), num(r.steady.ussMiB, 1, NA),
+    r.name.slice(0, 16), num(r.steady.rssMiB, 2, NA), num(r.steady.ussMiB, 2, NA),
     ...pick.flatMap((b) => [latency(r.latencyMs, b, "p50", NA), latency(r.latencyMs, b, "p99", NA)]),
     num(r.throughputPerS, 0, NA), pct(r.accuracy, NA), r.name === report.numerics.reference ? "reference" : sci(r.maxAbsDiff, NA),
   ]);
@@ -36,7 +36,7 @@ function phaseTables(report: Report, width: number): string[] {
   const cells = (n: string) =>
     c.phases.map((p) => {
       const f = p.byRuntime[n];
-      return f ? `${signed(f.deltaRssMiB, 1, NA)} / ${signed(f.deltaUssMiB, 1, NA)}` : "-";
+      return f ? `${signed(f.deltaRssMiB, 2, NA)} / ${signed(f.deltaUssMiB, 2, NA)}` : "-";
     });
   const firstWidth = Math.max(5, ...c.phases.map((p) => p.phase.length));
   const colWidth = (n: string) => Math.max(n.length, ...cells(n).map((x) => x.length));
@@ -70,14 +70,14 @@ function ratioTable(report: Report): string | null {
   ] as const;
   const rows = pairs.map((pair) => {
     const [n, d] = pair.split("\u0000") as [string, string];
-    return [`${n} / ${d}`, ...counters.map(([k]) => num(rs.find((r) => r.numerator === n && r.denominator === d && r.counter === k)?.value, 2, NA))];
+    return [`${n} / ${d}`, ...counters.map(([k]) => num(rs.find((r) => r.numerator === n && r.denominator === d && r.counter === k)?.value, 3, NA))];
   });
   return textTable(["ratio (steady, x)", ...counters.map(([, label]) => label)], rows);
 }
 
 export function renderTerminal(report: Report, options: TerminalOptions = {}): string {
   const width = options.width ?? 120;
-  const gpu = report.gpu.status === "available" ? "GPU available" : `GPU unavailable${report.gpu.reason ? ` (${report.gpu.reason})` : ""}`;
+  const gpu = report.gpu.status === "available" ? "GPU available" : `GPU unavailable${report.gpu.reason ? `: ${report.gpu.reason}` : ""}`;
   const out = [`memlane ${report.pipeline}  run ${report.runId}  ${gpu}`.slice(0, width), ""];
   if (report.runtimes.length === 0) {
     out.push("No runtime completed.");
@@ -86,8 +86,8 @@ export function renderTerminal(report: Report, options: TerminalOptions = {}): s
     out.push("", "Per-phase increments, delta RSS / delta USS MiB (end - start of each phase, per process):");
     for (const t of phaseTables(report, width)) out.push(t, "");
     const ratios = ratioTable(report);
-    if (ratios) out.push("Native over Python (numerator / denominator):", ratios, "");
+    if (ratios) out.push("Native over Python (numerator / denominator; memory and latency: < 1 is less; samples/s: > 1 is faster):", ratios, "");
   }
-  if (report.runtimes.some((r) => r.steady.gpuMiB === null) || report.gpu.status === "unavailable") out.push("n/a: not measured.");
-  return `${out.join("\n").trimEnd()}\n`;
+  const text = out.join("\n").trimEnd();
+  return `${text}${/\bn\/a\b/.test(text) ? "\n\nn/a: not measured." : ""}\n`;
 }

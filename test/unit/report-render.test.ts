@@ -1,0 +1,104 @@
+import { describe, expect, it } from "vitest";
+import { buildReport } from "../../src/report/build.ts";
+import { renderMarkdown } from "../../src/report/markdown.ts";
+import { renderTerminal } from "../../src/report/terminal.ts";
+import { realisticRun } from "./report-fixture.ts";
+
+const report = buildReport(realisticRun());
+const md = renderMarkdown(report);
+const term = renderTerminal(report);
+const lines = (text: string) => text.split("\n");
+/** Cells of the first markdown row starting with `| first |` after `heading`. */
+function mdRow(heading: string, first: string): string[] {
+  const from = md.indexOf(heading);
+  expect(from).toBeGreaterThanOrEqual(0);
+  const row = lines(md.slice(from)).find((l) => l.startsWith(`| ${first} |`));
+  expect(row, `row ${first} under ${heading}`).toBeDefined();
+  return row!.slice(2, -2).split(" | ");
+}
+/** Whitespace-separated cells of the terminal row starting with `first`, within the block after `heading`. */
+function termRow(heading: string, first: string): string[] {
+  const from = term.indexOf(heading);
+  expect(from).toBeGreaterThanOrEqual(0);
+  const row = lines(term.slice(from)).find((l) => l.startsWith(`${first} `));
+  expect(row, `row ${first} under ${heading}`).toBeDefined();
+  return row!.split(/\s{2,}/);
+}
+
+describe("renderMarkdown", () => {
+  it("gives each runtime a per-phase table naming process, phase and counter", () => {
+    expect(md).toContain("### python-ort: process pid 4102 (python), device cpu");
+    expect(md).toContain("| phase | RSS MiB | Δ RSS MiB | peak RSS MiB | peak from | USS MiB | Δ USS MiB | PSS MiB | swap MiB | ms | GPU MiB | Δ GPU MiB | peak GPU MiB |");
+    expect(mdRow("### python-ort:", "model-load")).toEqual([
+      "model-load", "65.00", "+2.00", "68.50", "hwm", "47.00", "+2.00", "51.50", "0.00", "8", "unavailable", "unavailable", "unavailable",
+    ]);
+    expect(mdRow("### python-ort:", "first-inference").slice(0, 5)).toEqual(["first-inference", "74.00", "+9.00", "80.00", "sample"]);
+    expect(mdRow("### native:", "first-inference").slice(0, 7)).toEqual(["first-inference", "4.00", "+0.25", "4.00", "end", "2.50", "+0.75"]);
+    expect(mdRow("### training:", "epoch-1").slice(0, 5)).toEqual(["epoch-1", "340.00", "+18.00", "352.00", "hwm"]);
+  });
+
+  it("summarises runtimes with steady memory, latency, throughput, accuracy and numerics", () => {
+    expect(mdRow("## Runtimes at a glance", "native")).toEqual([
+      "native", "pid 4103 (memlane-rt)", "cpu", "4.00", "2.50", "2.88", "unavailable", "0.018", "0.031", "0.520", "0.800", "123077", "97.22 %", "3.10e-6",
+    ]);
+    expect(mdRow("## Runtimes at a glance", "python-torch").at(-1)).toBe("reference");
+    expect(mdRow("## Latency and throughput", "python-ort")).toEqual(["python-ort", "0.041", "0.090", "0.045", "0.610", "0.950", "0.660", "104918"]);
+    expect(mdRow("## Accuracy and numerics", "node-ort")).toEqual(["node-ort", "97.22 %", "2.40e-6"]);
+  });
+
+  it("renders the comparison: steady side by side, per-phase increments, native/Python ratios", () => {
+    expect(mdRow("#### Steady state", "steady USS MiB")).toEqual(["steady USS MiB", "271.00", "50.00", "67.00", "2.50"]);
+    expect(mdRow("#### Δ RSS MiB per phase", "import")).toEqual(["import", "+297.00", "+44.00", "+22.00", "—"]);
+    expect(mdRow("#### Δ USS MiB per phase", "first-inference")).toEqual(["first-inference", "+12.00", "+3.00", "+3.00", "+0.75"]);
+    expect(mdRow("#### Native over Python", "native / python-ort")).toEqual(["native / python-ort", "0.053", "0.050", "0.051", "0.439", "1.173"]);
+  });
+
+  it("lists checkpoint loads, GPU status, failed stages with their error, sampling", () => {
+    expect(mdRow("## Checkpoint load", "torch.load")).toEqual(["torch.load", "pid 4201", "3.12", "+3.00", "+2.90", "316.00", "20"]);
+    expect(md).toContain("Status: unavailable, no NVIDIA driver (libnvidia-ml.so.1 not found).");
+    expect(mdRow("## Stages", "deploy python-trt")).toEqual([
+      "deploy python-trt", "infer.trt", "python", "4104", "failed", "5", "BACKEND_UNAVAILABLE (15): tensorrt is not installed",
+    ]);
+    expect(mdRow("## Sampling", "python-ort")).toEqual(["python-ort", "4102", "6", "50"]);
+  });
+});
+
+describe("renderTerminal", () => {
+  it("fits 120 columns", () => {
+    for (const l of lines(term)) expect(l.length, l).toBeLessThanOrEqual(120);
+  });
+
+  it("has one row per runtime with steady RSS/USS, batch1 and batch64 p50/p99, throughput, accuracy, max abs diff", () => {
+    const h = "Steady state per runtime";
+    expect(termRow(h, "runtime")).toEqual([
+      "runtime", "RSS MiB", "USS MiB", "b1 p50 ms", "b1 p99 ms", "b64 p50 ms", "b64 p99 ms", "samples/s", "accuracy", "max abs diff",
+    ]);
+    expect(termRow(h, "python-torch")).toEqual(["python-torch", "331.00", "271.00", "0.212", "0.350", "1.900", "2.600", "33684", "97.22 %", "reference"]);
+    expect(termRow(h, "native")).toEqual(["native", "4.00", "2.50", "0.018", "0.031", "0.520", "0.800", "123077", "97.22 %", "3.10e-6"]);
+  });
+
+  it("aligns columns: every row of a table has its cells ending at the same offsets", () => {
+    const block = lines(term.slice(term.indexOf("Steady state per runtime"))).slice(1, 7);
+    const ends = (l: string) => [...l.matchAll(/\S+(?=\s{2,}|$)/g)].map((m) => m.index! + m[0].length);
+    expect(new Set(block.map((l) => ends(l).slice(1).join(","))).size).toBe(1);
+  });
+
+  it("shows per-phase increments side by side and the native/Python ratios", () => {
+    const h = "Per-phase increments";
+    expect(termRow(h, "import")).toEqual(["import", "+297.00 / +247.00", "+44.00 / +32.00", "+22.00 / +20.00", "-"]);
+    expect(termRow(h, "first-inference")).toEqual(["first-inference", "+18.00 / +12.00", "+9.00 / +3.00", "+4.00 / +3.00", "+0.25 / +0.75"]);
+    expect(termRow("Native over Python", "native / python-ort")).toEqual(["native / python-ort", "0.053", "0.050", "0.051", "0.439", "1.173"]);
+  });
+
+  it("splits the phase table when runtimes do not fit the width", () => {
+    const narrow = renderTerminal(report, { width: 60 });
+    const headers = lines(narrow).filter((l) => l.startsWith("phase "));
+    expect(headers.length).toBeGreaterThan(1);
+    expect(headers.join(" ")).toMatch(/python-torch.*native/);
+  });
+
+  it("says so when GPU is unavailable and when no runtime completed", () => {
+    expect(lines(term)[0]).toBe("memlane digits  run 20261121-193000-digits  GPU unavailable: no NVIDIA driver (libnvidia-ml.so.1 not found)");
+    expect(renderTerminal({ ...report, runtimes: [] })).toContain("No runtime completed.");
+  });
+});
