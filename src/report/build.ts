@@ -72,6 +72,16 @@ export interface RunRecord {
   host?: HostInfo;
 }
 
+/**
+ * The report's `gpu` section from a sampler's gpuStatus() (and the devices the GPU probe
+ * lists): unavailable with its reason, or available.
+ */
+export function gpuReport(status: { ok: boolean; reason?: string }, devices: GpuReport["devices"] = []): GpuReport {
+  return status.ok
+    ? { status: "available", reason: null, devices }
+    : { status: "unavailable", reason: status.reason ?? "unknown", devices };
+}
+
 const round = (x: number, digits = 2): number => {
   const f = 10 ** digits;
   return Math.round(x * f) / f;

@@ -142,3 +142,13 @@ describe("writeReport", () => {
     await expect(writeReport({ ...report, runId: "../x" }, dir)).rejects.toThrow(/runId must be a plain directory name.*"\.\.\/x"/);
   });
 });
+
+describe("gpuReport", () => {
+  it("maps the sampler's GPU status to the report section", async () => {
+    const { gpuReport } = await import("../../src/report/build.ts");
+    const { MemorySampler } = await import("../../src/memory/sampler.ts");
+    expect(gpuReport(new MemorySampler().gpuStatus())).toEqual({ status: "unavailable", reason: "no GPU probe configured", devices: [] });
+    const dev = { index: 0, name: "NVIDIA H100 80GB HBM3", totalMiB: 81559, usedMiB: 512, driver: "550.54" };
+    expect(gpuReport({ ok: true }, [dev])).toEqual({ status: "available", reason: null, devices: [dev] });
+  });
+});
