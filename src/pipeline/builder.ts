@@ -65,7 +65,9 @@ export class Pipeline {
   export(opts: ExportOptions = {}): this {
     const name = this.#name(opts.name, "export");
     let after = opts.after;
-    if (opts.zoo === undefined) {
+    if (opts.zoo !== undefined && opts.onnx !== undefined)
+      throw new OptionError(`stage "${name}": onnx`, "either zoo or onnx, not both", opts.onnx);
+    if (opts.zoo === undefined && opts.onnx === undefined) {
       const from = opts.from ?? this.#last("train", name);
       after ??= [from];
       opts = { ...opts, from };

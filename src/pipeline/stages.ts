@@ -41,7 +41,9 @@ export interface ExportOptions extends StageCommon {
   zoo?: string;
   /** Seed of the zoo model's random weights. */
   seed?: number;
-  /** Inputs generated for a zoo model (no held-out set): how many samples. */
+  /** Use this existing ONNX file as is (no worker): `memlane compare` runs on it. */
+  onnx?: string;
+  /** Inputs generated for a zoo model or an existing ONNX file (no held-out set): how many samples. */
   evalSamples?: number;
 }
 

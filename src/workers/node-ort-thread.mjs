@@ -75,7 +75,7 @@ async function main() {
     const res = await session.run({ [inName]: new ort.Tensor("float32", data, [n, ...sampleShape]) });
     return res[outName];
   };
-  await phase("first-inference", () => run(batchOf(inputs, sampleShape, total, 1), 1));
+  await phase("first-inference", () => run(batchOf(inputs, sampleShape, total, batchSizes[0]), batchSizes[0]));
   const result = await phase("steady-inference", async () => {
     const latencyMs = {};
     for (const n of batchSizes) {

@@ -19,6 +19,13 @@ export interface PyBridge {
   };
   /** Imports a Python module: `const np = await python("numpy")`. */
   python: (module: string) => Promise<any>;
+  /**
+   * Executes statements in this bridge's persistent namespace (names survive across calls),
+   * after binding `vars` (JSON-able values) in it.
+   */
+  run: (code: string, vars?: Record<string, unknown>) => Promise<void>;
+  /** Evaluates an expression in that namespace and returns it as a plain JS value (via JSON). */
+  value: <T = unknown>(expr: string) => Promise<T>;
   /** Pid of the Python interpreter behind the bridge. */
   pid: number;
 }
@@ -41,6 +48,7 @@ export function bridgePython(): string {
 
 interface PythoniaModule {
   py: PyBridge["py"];
+  builtins: { exec(code: string, ns: unknown): Promise<unknown>; eval(code: string, ns: unknown): Promise<unknown> };
   python: ((m: string) => Promise<any>) & { exit(): void };
   com: { proc: ChildProcess | null; start(): void };
 }
@@ -63,16 +71,34 @@ export async function openPythonBridge(): Promise<PythonBridgeHandle> {
   const proc = m.com.proc!;
   const pid = proc.pid;
   if (pid === undefined) throw new Error(`python bridge: could not start ${process.env.PYTHON_BIN}`);
+  // pythonia writes to the IPC channel from a timer; if the interpreter died that emits
+  // 'error' on the child, which would otherwise crash the orchestrator.
+  proc.on("error", () => {});
   const exited = new Promise<void>((resolve) => {
     if (proc.exitCode !== null || proc.signalCode !== null) resolve();
     else proc.once("exit", () => resolve());
   });
   // A first round trip: fails here (not inside the stage) if the interpreter is broken.
-  await m.py`1`;
+  // pythonia evaluates each call with fresh locals; a dict of our own keeps state between calls.
+  const ns = (await m.py`{"__builtins__": __builtins__}`) as { update(v: Record<string, unknown>): Promise<unknown> };
+  await m.builtins.exec("import json as __memlane_json", ns);
   let closed = false;
+  const bridge: PyBridge = {
+    py: m.py,
+    python: (name: string) => m.python(name),
+    pid,
+    async run(code, vars) {
+      if (vars && Object.keys(vars).length > 0) await ns.update(vars);
+      await m.builtins.exec(code, ns);
+    },
+    async value<T>(expr: string): Promise<T> {
+      const text = (await m.builtins.eval(`__memlane_json.dumps(${expr})`, ns)) as string;
+      return JSON.parse(text) as T;
+    },
+  };
   return {
     pid,
-    bridge: { py: m.py, python: (name: string) => m.python(name), pid },
+    bridge,
     async close(killAfterMs = 2000) {
       if (closed) return exited;
       closed = true;

@@ -1,0 +1,49 @@
+/** `memlane run <pipeline.ts> [--out DIR]`: imports a pipeline module and runs it. */
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import { type CommandSpec, parseArgs, UsageError, usage } from "../args.ts";
+import type { Io } from "../io.ts";
+import { Pipeline } from "../../pipeline/builder.ts";
+
+export const spec: CommandSpec = {
+  name: "run",
+  summary: "Run a pipeline module (its default export, built with pipeline()) and write runs/<runId>/report.{json,md}.",
+  positionals: [{ name: "pipeline.ts", description: "a pipeline module, e.g. pipelines/digits.ts" }],
+  flags: {
+    out: { type: "string", short: "o", placeholder: "DIR", description: "directory for run directories", default: "runs" },
+    concurrency: { type: "int", short: "j", placeholder: "N", description: "stages at once (overrides the pipeline's)" },
+    quiet: { type: "boolean", short: "q", description: "no progress output, only the final table" },
+  },
+};
+
+export async function loadPipeline(file: string): Promise<Pipeline> {
+  const abs = path.resolve(file);
+  if (!existsSync(abs)) throw UsageError.bad("<pipeline.ts>", "an existing pipeline module", file);
+  const mod = (await import(pathToFileURL(abs).href)) as { default?: unknown };
+  const p = mod.default;
+  if (!(p instanceof Pipeline) && !(p && typeof p === "object" && (p as { constructor?: { name?: string } }).constructor?.name === "Pipeline"))
+    throw UsageError.bad("<pipeline.ts>", "a module whose default export is pipeline(...)", `${file} (default export: ${typeof p})`);
+  return p as Pipeline;
+}
+
+export async function execute(argv: readonly string[], io: Io): Promise<number> {
+  const args = parseArgs(spec, argv);
+  if (args.help) {
+    io.out(usage(spec));
+    return 0;
+  }
+  const pipe = await loadPipeline(args.positionals["pipeline.ts"]!);
+  const { runPipeline } = await import("../../pipeline/run.ts");
+  const outcome = await runPipeline(pipe, {
+    outDir: args.flags.out as string,
+    concurrency: args.flags.concurrency as number | undefined,
+    io,
+    quiet: args.flags.quiet === true,
+  });
+  io.out(outcome.table);
+  io.out("");
+  io.out(`report: ${path.relative(process.cwd(), outcome.reportJson) || outcome.reportJson}`);
+  for (const f of outcome.otherFiles) io.out(`        ${path.relative(process.cwd(), f) || f}`);
+  return 0;
+}

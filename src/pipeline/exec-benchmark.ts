@@ -1,0 +1,168 @@
+/**
+ * The benchmark executor: one runtime, one fresh process (python-torch, python-ort,
+ * native) or the orchestrator's worker_thread (node-ort). Held-out inputs travel as tensor
+ * frames; outputs come back the same way and are kept for the numerics, computed for every
+ * runtime in one place (numerics.ts).
+ */
+import type { PhaseMarkInput } from "../memory/phases.ts";
+import type { LatencyTable } from "../report/schema.ts";
+import { runNodeOrt } from "../workers/node-ort.ts";
+import type { ExportResult, StageMeta, TrainResult } from "./exec-model.ts";
+import { heldoutTensor, pythonWorker } from "./exec-model.ts";
+import type { RunSession, WorkerRun } from "./session.ts";
+import { memlaneRtBinary, workerSpecs } from "../workers/specs.ts";
+import type { BenchmarkResult, HeldOut, StageDef, UnavailableRuntime } from "./stages.ts";
+
+type BenchStage = Extract<StageDef, { kind: "benchmark" }>;
+
+const PHASE_COUNT = 5; // import, runtime-create, model-load, first-inference, steady-inference
+
+interface Measured {
+  pid: number;
+  kind: "python" | "memlane-rt" | "node";
+  command: string[];
+  versions: Record<string, string>;
+  device: string;
+  marks: PhaseMarkInput[];
+  latencyMs: LatencyTable;
+  throughputPerS: number;
+  outputs: Float32Array;
+  outputShape: number[];
+  plan?: BenchmarkResult["plan"];
+}
+
+function source(s: RunSession, stage: BenchStage): TrainResult | ExportResult {
+  const r = s.results.get(stage.opts.from!) as TrainResult | ExportResult | undefined;
+  if (!r) throw new Error(`benchmark needs the result of stage "${stage.opts.from}", which did not run`);
+  return r;
+}
+
+function needOnnx(stage: BenchStage, r: TrainResult | ExportResult): string {
+  if (!("onnx" in r)) throw new Error(`runtime ${stage.runtime} needs an ONNX model: "from" must name an export stage`);
+  return r.onnx;
+}
+
+function fromWorker(run: WorkerRun, kind: Measured["kind"], plan?: Measured["plan"]): Measured {
+  const v = run.result.value as { latencyMs: LatencyTable; throughputPerS: number; device?: string };
+  const out = run.result.tensors.outputs;
+  if (!out || out.dtype !== "float32") throw new Error(`the worker returned no float32 "outputs" tensor`);
+  return {
+    pid: run.pid,
+    kind,
+    command: run.command,
+    versions: run.versions,
+    device: v.device ?? "cpu",
+    marks: run.result.phases,
+    latencyMs: v.latencyMs,
+    throughputPerS: v.throughputPerS,
+    outputs: out.data as Float32Array,
+    outputShape: out.shape,
+    ...(plan ? { plan } : {}),
+  };
+}
+
+export async function runBenchmark(
+  s: RunSession,
+  stage: BenchStage,
+  signal: AbortSignal,
+  meta: StageMeta,
+): Promise<BenchmarkResult | UnavailableRuntime> {
+  const o = stage.opts;
+  const held: HeldOut | null = s.heldout;
+  if (!held) throw new Error("no eval inputs: the pipeline needs a train stage or a zoo export before benchmarks");
+  const common = {
+    batchSizes: o.batchSizes ?? [...s.options.batchSizes],
+    iterations: o.iterations ?? s.options.iterations,
+    warmup: o.warmup ?? s.options.warmup,
+    threads: o.threads ?? s.options.threads,
+  };
+  let phasesSeen = 0;
+  const onPhase = (m: { name: string; mark: string }): void => {
+    if (m.mark === "end") s.progress.update(stage.name, ++phasesSeen, PHASE_COUNT, `${m.name} done`);
+  };
+  const onWorker = (w: { pid: number | undefined }): void => void (meta.pid = w.pid ?? null);
+  const src = source(s, stage);
+  const tensors = { inputs: heldoutTensor(held) };
+  let m: Measured;
+  switch (stage.runtime) {
+    case "python-torch": {
+      meta.kind = "infer.torch";
+      meta.worker = "python";
+      const model = "checkpoint" in src && src.checkpoint ? { checkpoint: src.checkpoint } : { seed: (src as ExportResult).seed ?? 0 };
+      const run = await s.runTask(pythonWorker(stage.runtime), "infer.torch", { arch: src.arch, ...model, ...common, device: o.device ?? s.options.device }, { signal, onWorker, onPhase, tensors });
+      m = fromWorker(run, "python");
+      break;
+    }
+    case "python-ort": {
+      meta.kind = "infer.ort";
+      meta.worker = "python";
+      const args = { model: needOnnx(stage, src), ...common, device: o.device ?? s.options.device, ...(o.ort ? { ort: o.ort } : {}) };
+      const run = await s.runTask(pythonWorker(stage.runtime), "infer.ort", args, { signal, onWorker, onPhase, tensors });
+      m = fromWorker(run, "python");
+      break;
+    }
+    case "node-ort": {
+      meta.kind = "infer.node-ort";
+      meta.worker = "node";
+      meta.pid = process.pid;
+      const marks: PhaseMarkInput[] = [];
+      const r = await runNodeOrt(
+        { model: needOnnx(stage, src), inputs: held.inputs, shape: held.shape, ...common, ...(o.ort ? { ort: o.ort } : {}) },
+        { signal, onPhase: (p) => (marks.push(p), onPhase(p)) },
+      );
+      m = { ...r, kind: "node", command: [...process.argv], marks };
+      break;
+    }
+    case "native": {
+      meta.kind = "infer.native";
+      meta.worker = "memlane-rt";
+      try {
+        memlaneRtBinary();
+      } catch (err) {
+        const reason = (err as Error).message;
+        meta.summary = `unavailable: ${reason}`;
+        const u: UnavailableRuntime = { runtime: stage.runtime, available: false, reason };
+        s.unavailable.push(u);
+        return u;
+      }
+      const { compileOnnx } = await import("../compiler/compile.ts");
+      const onnx = needOnnx(stage, src);
+      const planPath = s.artifact(`${src.arch}.mlplan`);
+      const c = await compileOnnx(onnx, planPath);
+      const plan = { path: planPath, arenaBytesPerSample: c.arenaBytesPerSample, lowerBoundPerSample: c.lowerBoundPerSample };
+      const spec = workerSpecs.memlaneRt({ name: stage.runtime, args: ["--threads", String(common.threads)] });
+      const run = await s.runTask(spec, "infer.native", { model: planPath, ...common }, { signal, onWorker, onPhase, tensors });
+      m = fromWorker(run, "memlane-rt", plan);
+      break;
+    }
+  }
+  s.runtimes.push({
+    name: stage.runtime,
+    process: { pid: m.pid, kind: m.kind, command: m.command },
+    device: m.device,
+    versions: m.versions,
+    marks: m.marks,
+    latencyMs: m.latencyMs,
+    throughputPerS: m.throughputPerS,
+    accuracy: null, // filled in by numerics.ts once every runtime has run
+    maxAbsDiff: null,
+  });
+  await s.writeArtifact(`outputs-${stage.runtime}.f32`, new Uint8Array(m.outputs.buffer, m.outputs.byteOffset, m.outputs.byteLength));
+  const b1 = m.latencyMs[`batch${common.batchSizes[0]!}`];
+  meta.summary = `p50 ${b1 ? b1.p50.toFixed(3) : "?"} ms at batch ${common.batchSizes[0]}, ${Math.round(m.throughputPerS)}/s`;
+  const result: BenchmarkResult = {
+    runtime: stage.runtime,
+    available: true,
+    pid: m.pid,
+    device: m.device,
+    latencyMs: m.latencyMs,
+    throughputPerS: m.throughputPerS,
+    outputs: m.outputs,
+    outputShape: m.outputShape,
+    accuracy: null,
+    maxAbsDiff: null,
+    ...(m.plan ? { plan: m.plan } : {}),
+  };
+  s.benchmarks.set(stage.runtime, result);
+  return result;
+}

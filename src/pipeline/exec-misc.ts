@@ -1,0 +1,87 @@
+/** Executors of checkpoint-load (one fresh worker per method) and python stages (pythonia). */
+import { register } from "../workers/cleanup.ts";
+import { openPythonBridge } from "../workers/python-bridge.ts";
+import type { StageMeta, TrainResult } from "./exec-model.ts";
+import { pythonWorker } from "./exec-model.ts";
+import type { RunSession } from "./session.ts";
+import { CHECKPOINT_METHODS, type CheckpointMethod, type StageContext, type StageDef } from "./stages.ts";
+
+export async function runCheckpointLoad(
+  s: RunSession,
+  stage: Extract<StageDef, { kind: "checkpoint-load" }>,
+  signal: AbortSignal,
+  meta: StageMeta,
+): Promise<Array<{ method: CheckpointMethod; pid: number; bytes: number }>> {
+  meta.kind = "checkpoint.load";
+  meta.worker = "python";
+  const trained = s.results.get(stage.opts.from!) as TrainResult | undefined;
+  if (!trained?.checkpoint) throw new Error(`checkpoint-load needs the train stage "${stage.opts.from}", which did not run`);
+  const methods = stage.opts.methods ?? [...CHECKPOINT_METHODS];
+  const out: Array<{ method: CheckpointMethod; pid: number; bytes: number }> = [];
+  let i = 0;
+  // One method at a time, each in a fresh worker: a load's RSS must not include another's.
+  for (const method of methods) {
+    const checkpoint = method === "safetensors" ? trained.checkpoint : trained.checkpointPt;
+    const run = await s.runTask(
+      { ...pythonWorker(`load-${method.replace(/[^\w.-]/g, "-")}`), label: `checkpoint.load ${method}` },
+      "checkpoint.load",
+      { arch: trained.arch, checkpoint, method },
+      { signal, onWorker: (w) => (meta.pid = w.pid ?? null) },
+    );
+    const bytes = Number((run.result.value as { bytes: number }).bytes);
+    s.checkpointLoads.push({ method, pid: run.pid, bytes, marks: run.result.phases });
+    out.push({ method, pid: run.pid, bytes });
+    s.progress.update(stage.name, ++i, methods.length, method);
+  }
+  meta.summary = methods.join(", ");
+  return out;
+}
+
+export async function runPythonStage(
+  s: RunSession,
+  stage: Extract<StageDef, { kind: "python" }>,
+  signal: AbortSignal,
+  meta: StageMeta,
+): Promise<unknown> {
+  meta.kind = "inline";
+  meta.worker = "python-bridge";
+  const handle = await openPythonBridge();
+  meta.pid = handle.pid;
+  s.sampler.track(handle.pid, stage.name);
+  // Registered like a worker: Ctrl-C and process exit stop it too.
+  const unregister = register({ stop: () => handle.close(), killNow: () => {
+      try {
+        process.kill(handle.pid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    },
+  });
+  const ctx: StageContext = {
+    runId: s.runId,
+    runDir: s.runDir,
+    results: s.results,
+    heldout: () => s.heldout,
+    benchmark: (runtime) => s.benchmarks.get(runtime) ?? null,
+    writeArtifact: (name, data) => s.writeArtifact(name, data),
+    // Printed after the final table (and kept out of the progress lines, to print it once).
+    log: (line) => void s.notes.push(line),
+    signal,
+  };
+  const aborted = new Promise<never>((_, reject) => {
+    const onAbort = (): void => reject(signal.reason ?? new Error(`stage "${stage.name}" aborted`));
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+  });
+  aborted.catch(() => {});
+  try {
+    const value = await Promise.race([stage.fn(handle.bridge, ctx), aborted]);
+    if (value !== undefined)
+      await s.writeArtifact(`${stage.name}.json`, JSON.stringify(value, (_k, v) => (typeof v === "bigint" ? Number(v) : v), 2));
+    return value;
+  } finally {
+    await handle.close();
+    unregister();
+    s.sampler.untrack(handle.pid);
+  }
+}

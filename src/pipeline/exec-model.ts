@@ -1,0 +1,174 @@
+/** Executors of the stages that make a model: train, export (trained or zoo). */
+import { readFile } from "node:fs/promises";
+import { basename, resolve } from "node:path";
+import type { Tensor } from "../transport/codec.ts";
+import type { WorkerSpec } from "../workers/options.ts";
+import type { RunSession } from "./session.ts";
+import { workerSpecs } from "../workers/specs.ts";
+import type { ExportOptions, HeldOut, StageDef, TrainOptions } from "./stages.ts";
+
+/** What an executor tells the stage report: which worker ran it, as which task. */
+export interface StageMeta {
+  kind: string;
+  worker: string;
+  pid: number | null;
+  /** One line for the terminal when the stage ends. */
+  summary?: string;
+}
+
+export interface TrainResult {
+  arch: string;
+  accuracy: number;
+  epochs: number;
+  checkpoint: string;
+  checkpointPt: string;
+  heldout: { inputs: string; labels: string; shape: number[] };
+  device: string;
+}
+
+export interface ExportResult {
+  arch: string;
+  onnx: string;
+  /** Zoo models: the seed of their random weights (python-torch rebuilds them from it). */
+  seed?: number;
+  checkpoint?: string;
+  inputShape?: number[];
+  maxAbsDiff?: number;
+}
+
+/** A fresh Python worker named for its stage or runtime (names appear in errors). */
+export const pythonWorker = (name: string): WorkerSpec => workerSpecs.python({ name: name.replace(/[^\w.@-]/g, "-") });
+
+async function readTyped<T>(file: string, make: (b: ArrayBuffer) => T): Promise<T> {
+  const buf = await readFile(file);
+  return make(buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength) as ArrayBuffer);
+}
+
+export function heldoutTensor(h: HeldOut): Tensor {
+  return { dtype: "float32", shape: h.shape, data: h.inputs };
+}
+
+export async function runTrain(
+  s: RunSession,
+  stage: Extract<StageDef, { kind: "train" }>,
+  signal: AbortSignal,
+  meta: StageMeta,
+): Promise<TrainResult> {
+  const o: Readonly<TrainOptions> = stage.opts;
+  meta.kind = "train";
+  meta.worker = "python";
+  const run = await s.runTask(
+    pythonWorker(stage.name),
+    "train",
+    {
+      arch: o.arch,
+      outDir: s.runDir,
+      device: o.device ?? s.options.device,
+      ...(o.epochs !== undefined ? { epochs: o.epochs } : {}),
+      ...(o.seed !== undefined ? { seed: o.seed } : {}),
+      ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}),
+      ...(o.lr !== undefined ? { lr: o.lr } : {}),
+    },
+    {
+      signal,
+      onWorker: (w) => (meta.pid = w.pid ?? null),
+      onProgress: (p) => {
+        const acc = p.metrics?.accuracy;
+        s.progress.update(stage.name, p.current, p.total, `${p.label}${acc !== undefined ? ` held-out acc ${acc.toFixed(3)}` : ""}`);
+      },
+    },
+  );
+  const v = run.result.value as unknown as TrainResult;
+  s.training = {
+    accuracy: v.accuracy,
+    epochs: v.epochs,
+    device: v.device,
+    process: { pid: run.pid, kind: "python", command: run.command },
+    marks: run.result.phases,
+  };
+  const [inputs, labels] = await Promise.all([
+    readTyped(v.heldout.inputs, (b) => new Float32Array(b)),
+    readTyped(v.heldout.labels, (b) => new BigInt64Array(b)),
+  ]);
+  s.heldout = { inputs, labels, shape: v.heldout.shape };
+  meta.summary = `held-out accuracy ${v.accuracy.toFixed(4)} after ${v.epochs} epochs`;
+  if (o.minAccuracy !== undefined && v.accuracy < o.minAccuracy)
+    throw new Error(`held-out accuracy ${v.accuracy.toFixed(4)} is below minAccuracy ${o.minAccuracy}`);
+  return v;
+}
+
+/** Deterministic pseudo-random inputs (xorshift32), so that every runtime sees the same ones. */
+export function generatedInputs(shape: number[], seed = 1): Float32Array {
+  const n = shape.reduce((a, b) => a * b, 1);
+  const out = new Float32Array(n);
+  let x = (seed * 2654435761) >>> 0 || 1;
+  for (let i = 0; i < n; i++) {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    out[i] = (x / 0xffffffff) * 2 - 1;
+  }
+  return out;
+}
+
+export async function runExport(
+  s: RunSession,
+  stage: Extract<StageDef, { kind: "export" }>,
+  signal: AbortSignal,
+  meta: StageMeta,
+): Promise<ExportResult> {
+  const o: Readonly<ExportOptions> = stage.opts;
+  meta.worker = "python";
+  const onWorker = (w: { pid: number | undefined }): void => void (meta.pid = w.pid ?? null);
+  if (o.onnx !== undefined) return useOnnx(s, o, o.onnx, meta);
+  if (o.zoo !== undefined) {
+    meta.kind = "zoo.export";
+    const seed = o.seed ?? 0;
+    const out = s.artifact(`${o.zoo}.onnx`);
+    const run = await s.runTask(pythonWorker(stage.name), "zoo.export", { arch: o.zoo, out, seed }, { signal, onWorker });
+    const v = run.result.value as { onnx: string; inputShape: number[]; params: number };
+    const shape = [o.evalSamples ?? 256, ...v.inputShape.slice(1)];
+    const inputs = generatedInputs(shape, seed + 1);
+    await s.writeArtifact("eval-inputs.f32", new Uint8Array(inputs.buffer));
+    s.heldout ??= { inputs, labels: null, shape };
+    meta.summary = `${o.zoo}: ${v.params} parameters (random weights, seed ${seed}) → ${v.onnx}`;
+    return { arch: o.zoo, onnx: v.onnx, seed, inputShape: v.inputShape };
+  }
+  meta.kind = "export";
+  const trained = s.results.get(o.from!) as TrainResult | undefined;
+  if (!trained) throw new Error(`export needs the result of stage "${o.from}", which did not run`);
+  const out = s.artifact(`${trained.arch}.onnx`);
+  const run = await s.runTask(
+    pythonWorker(stage.name),
+    "export",
+    { arch: trained.arch, checkpoint: trained.checkpoint, out, ...(o.opset !== undefined ? { opset: o.opset } : {}) },
+    { signal, onWorker },
+  );
+  const v = run.result.value as { onnx: string; maxAbsDiff: number };
+  meta.summary = `${v.onnx} (ORT vs torch max abs diff ${v.maxAbsDiff.toExponential(2)})`;
+  return { arch: trained.arch, onnx: v.onnx, checkpoint: trained.checkpoint, maxAbsDiff: v.maxAbsDiff };
+}
+
+/** An existing ONNX file: inputs generated from its first input's shape (batch dim free). */
+async function useOnnx(s: RunSession, o: Readonly<ExportOptions>, file: string, meta: StageMeta): Promise<ExportResult> {
+  meta.kind = "inline";
+  meta.worker = "node";
+  meta.pid = process.pid;
+  const { loadOnnx } = await import("../compiler/load.ts");
+  const g = loadOnnx(file);
+  const input = g.inputs.find((i) => !g.consts.has(i.name));
+  if (!input) throw new Error(`${file}: the model has no graph input`);
+  const dims = input.dims.slice(1).map((d, i) => {
+    if (typeof d !== "number" || d <= 0)
+      throw new Error(`${file}: input "${input.name}" dimension ${i + 1} is ${JSON.stringify(d ?? null)}; only the batch dimension may be symbolic`);
+    return d;
+  });
+  const shape = [o.evalSamples ?? 256, ...dims];
+  const inputs = generatedInputs(shape, (o.seed ?? 0) + 1);
+  s.heldout ??= { inputs, labels: null, shape };
+  const arch = basename(file).replace(/\.onnx$/i, "");
+  meta.summary = `${file}: input "${input.name}" [N, ${dims.join(", ")}], ${shape[0]} generated samples`;
+  return { arch, onnx: resolve(file), inputShape: [-1, ...dims] };
+}

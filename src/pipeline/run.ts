@@ -1,0 +1,162 @@
+/**
+ * Running a pipeline: create runs/<runId>/, start the sampler, schedule the stages (each
+ * worker fresh, stopped when its stage ends), compute numerics in one place, build the report
+ * with src/report and write report.json, report.md (and report.html where available).
+ */
+import { Pipeline } from "./builder.ts";
+import { runDag, StageError, type DagNode } from "./scheduler.ts";
+import { createRunDir } from "./run-dir.ts";
+import { createProgress } from "./progress.ts";
+import { RunSession } from "./session.ts";
+import { runExport, runTrain, type StageMeta } from "./exec-model.ts";
+import { runBenchmark } from "./exec-benchmark.ts";
+import { runCheckpointLoad, runPythonStage } from "./exec-misc.ts";
+import { referenceRuntime, updateNumerics } from "./numerics.ts";
+import { checkInt, OptionError } from "./options.ts";
+import type { StageDef } from "./stages.ts";
+import type { Io } from "../cli/io.ts";
+import type { Report } from "../report/schema.ts";
+import { buildReport } from "../report/build.ts";
+import { writeReport } from "../report/write.ts";
+import { renderTerminal } from "../report/terminal.ts";
+import type { GpuProbe } from "../memory/sampler.ts";
+import { ErrorCode, errorCodeName } from "../transport/protocol.ts";
+
+/** Options of {@link runPipeline}. */
+export interface RunPipelineOptions {
+  /** Where run directories go (default "runs"). */
+  outDir?: string;
+  /** Overrides the pipeline's concurrency. */
+  concurrency?: number;
+  /** Output (default: the process's stdout/stderr). */
+  io?: Io;
+  /** No progress lines. */
+  quiet?: boolean;
+  /** Aborting stops every running stage and its worker. */
+  signal?: AbortSignal;
+}
+
+export interface RunOutcome {
+  runId: string;
+  runDir: string;
+  report: Report;
+  reportJson: string;
+  /** report.md, report.html (when written) and other artifacts worth naming. */
+  otherFiles: string[];
+  /** The terminal summary (already formatted). */
+  table: string;
+}
+
+const silentIo: Io = { out: () => {}, err: () => {}, isTTY: false, redraw: () => {}, columns: 120 };
+
+async function gpuProbe(): Promise<RunSession["gpuProbe"]> {
+  try {
+    const { createGpuProbe } = await import("../memory/gpu.ts");
+    return createGpuProbe() as GpuProbe as RunSession["gpuProbe"];
+  } catch {
+    return undefined; // no addon built: GPU figures read "unavailable", with the sampler's reason
+  }
+}
+
+function errorOf(err: unknown): { code: number; name: string; message: string } {
+  const code = typeof (err as { code?: unknown })?.code === "number" ? (err as { code: number }).code : ErrorCode.TASK_FAILED;
+  return { code, name: errorCodeName(code), message: err instanceof Error ? err.message : String(err) };
+}
+
+function node(s: RunSession, def: StageDef): DagNode<unknown> {
+  return {
+    name: def.name,
+    after: def.after,
+    exclusive: def.exclusive,
+    run: async (signal) => {
+      const meta: StageMeta = { kind: def.kind === "python" ? "inline" : def.kind, worker: "python", pid: null };
+      const startMs = Date.now();
+      s.progress.stageStart(def.name, def.kind === "benchmark" ? `benchmark ${def.runtime}` : def.kind);
+      const record = (status: "ok" | "failed" | "cancelled" | "skipped", err?: unknown): void => {
+        s.stages.push({
+          name: def.name, kind: meta.kind, worker: meta.worker, pid: meta.pid, startMs, endMs: Date.now(), status,
+          ...(err !== undefined ? { error: errorOf(err) } : {}),
+        });
+      };
+      try {
+        let value: unknown;
+        switch (def.kind) {
+          case "train": value = await runTrain(s, def, signal, meta); break;
+          case "export": value = await runExport(s, def, signal, meta); break;
+          case "benchmark": value = await runBenchmark(s, def, signal, meta); updateNumerics(s); break;
+          case "checkpoint-load": value = await runCheckpointLoad(s, def, signal, meta); break;
+          case "python": value = await runPythonStage(s, def, signal, meta); break;
+        }
+        s.results.set(def.name, value);
+        const unavailable = (value as { available?: boolean } | undefined)?.available === false;
+        if (unavailable) {
+          const reason = (value as { reason: string }).reason;
+          record("skipped", Object.assign(new Error(reason), { code: ErrorCode.BACKEND_UNAVAILABLE }));
+        } else record("ok");
+        s.progress.stageEnd(def.name, meta.summary ?? "");
+        return value;
+      } catch (err) {
+        const cancelled = signal.aborted && !(err instanceof Error && /died|killed|exited/.test(err.message));
+        record(cancelled ? "cancelled" : "failed", err);
+        s.progress.stageEnd(def.name, cancelled ? "cancelled" : err instanceof Error ? err.message.split("\n")[0]! : String(err), true);
+        throw err;
+      }
+    },
+  };
+}
+
+/** Runs `p` end to end; rejects with a StageError naming the stage that failed. */
+export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): Promise<RunOutcome> {
+  if (!(p instanceof Pipeline)) throw new OptionError("pipeline", "a Pipeline built with pipeline()", p);
+  const concurrency = opts.concurrency === undefined ? p.options.concurrency : checkInt("concurrency", opts.concurrency, 1);
+  const stages = p.stages; // validates the graph before anything starts
+  const io = opts.io ?? silentIo;
+  const progress = createProgress(io, opts.quiet);
+  const { runId, runDir } = await createRunDir(opts.outDir ?? "runs");
+  const s = new RunSession(p.name, runId, runDir, p.options, progress, await gpuProbe());
+  progress.log(`memlane: pipeline "${p.name}", run ${runId} → ${runDir}`);
+  try {
+    await runDag(stages.map((d) => node(s, d)), { concurrency, ...(opts.signal ? { signal: opts.signal } : {}) });
+  } catch (err) {
+    // Stages never started are part of the record too.
+    for (const d of stages)
+      if (!s.stages.some((x) => x.name === d.name))
+        s.stages.push({ name: d.name, kind: d.kind, worker: "-", pid: null, startMs: 0, endMs: 0, status: "skipped" });
+    await s.close();
+    progress.close();
+    throw err instanceof StageError ? err : new StageError("(run)", err);
+  }
+  await s.close();
+  progress.close();
+  updateNumerics(s);
+  const report = buildReport({
+    pipeline: p.name,
+    runId,
+    training: s.training,
+    runtimes: s.runtimes,
+    checkpointLoad: s.checkpointLoads,
+    tracks: s.sampler.snapshot(),
+    stages: s.stages,
+    gpu: s.gpuReport(),
+    numericsReference: referenceRuntime(s),
+  });
+  const written = await writeReport(report, opts.outDir ?? "runs");
+  const otherFiles = [written.markdown];
+  try {
+    const { writeHtmlReport } = await import("../report/html/index.ts");
+    otherFiles.push(await writeHtmlReport(runDir));
+  } catch {
+    // The HTML report is optional here; `memlane report <runDir>` renders it later.
+  }
+  let table = renderTerminal(report, { width: Math.max(80, Math.min(160, io.columns)) });
+  const extra: string[] = [];
+  for (const u of s.unavailable) extra.push(`${u.runtime}: unavailable — ${u.reason}`);
+  for (const b of s.benchmarks.values())
+    if (b.plan)
+      extra.push(`native plan: arena ${b.plan.arenaBytesPerSample} B/sample vs lower bound ${b.plan.lowerBoundPerSample} B/sample`);
+  const nodeOrt = s.runtimes.find((r) => r.name === "node-ort");
+  if (nodeOrt) extra.push(`node-ort runs on a worker_thread: its figures are the orchestrator's process (pid ${nodeOrt.process.pid}).`);
+  extra.push(...s.notes);
+  if (extra.length) table += `\n\n${extra.join("\n")}`;
+  return { runId, runDir, report, reportJson: written.json, otherFiles, table };
+}

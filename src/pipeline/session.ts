@@ -1,0 +1,123 @@
+/**
+ * What one run holds while its stages execute: the run directory, the supervisor (bound on
+ * first use), the memory sampler, and the records the report is built from. Every worker a
+ * stage starts is fresh, tracked by the sampler from its hello, and stopped by the stage.
+ */
+import type { CheckpointLoadRecord, RuntimeRecord, TrainingRecord } from "../report/build.ts";
+import type { GpuReport, StageReport } from "../report/schema.ts";
+import { MemorySampler, type GpuProbe } from "../memory/sampler.ts";
+import { Supervisor } from "../workers/supervisor.ts";
+import type { WorkerHandle } from "../workers/handle.ts";
+import type { RunOptions as TaskRunOptions, TaskResult, WorkerSpec } from "../workers/options.ts";
+import type { ProgressSink } from "./progress.ts";
+import type { ResolvedPipelineOptions } from "./options.ts";
+import type { BenchmarkResult, HeldOut, UnavailableRuntime } from "./stages.ts";
+import { artifactPath, writeAtomic } from "./run-dir.ts";
+
+
+export interface WorkerRun {
+  result: TaskResult;
+  pid: number;
+  command: string[];
+  versions: Record<string, string>;
+}
+
+export class RunSession {
+  readonly sampler: MemorySampler;
+  readonly gpuProbe: (GpuProbe & { devices?(): Array<{ index: number; name: string; totalBytes: number; usedBytes: number }>; info?(): { driverVersion?: string } }) | undefined;
+  #supervisor: Promise<Supervisor> | undefined;
+  training: TrainingRecord | null = null;
+  readonly runtimes: RuntimeRecord[] = [];
+  readonly unavailable: UnavailableRuntime[] = [];
+  readonly checkpointLoads: CheckpointLoadRecord[] = [];
+  readonly stages: StageReport[] = [];
+  readonly results = new Map<string, unknown>();
+  readonly benchmarks = new Map<string, BenchmarkResult>();
+  heldout: HeldOut | null = null;
+  /** Extra lines for the terminal after the table (python stage output, notes). */
+  readonly notes: string[] = [];
+
+  constructor(
+    readonly pipeline: string,
+    readonly runId: string,
+    readonly runDir: string,
+    readonly options: ResolvedPipelineOptions,
+    readonly progress: ProgressSink,
+    gpu: RunSession["gpuProbe"],
+  ) {
+    this.gpuProbe = gpu;
+    this.sampler = new MemorySampler(gpu ? { gpu } : {});
+    this.sampler.track(process.pid, "orchestrator");
+    this.sampler.start();
+  }
+
+  artifact(name: string): string {
+    return artifactPath(this.runDir, name);
+  }
+
+  writeArtifact(name: string, data: string | Uint8Array): Promise<string> {
+    return writeAtomic(this.artifact(name), data);
+  }
+
+  supervisor(): Promise<Supervisor> {
+    this.#supervisor ??= Supervisor.start({ spawn: { heartbeatTimeoutMs: 60_000 } });
+    return this.#supervisor;
+  }
+
+  /**
+   * Starts a fresh worker, runs one task on it, stops it. The worker's pid is sampled from
+   * its hello until it exits; `onWorker` learns the pid as soon as it is known.
+   */
+  async runTask(
+    spec: WorkerSpec & { label?: string },
+    task: string,
+    args: Record<string, unknown>,
+    opts: TaskRunOptions & { onWorker?: (w: WorkerHandle) => void } = {},
+  ): Promise<WorkerRun> {
+    const sup = await this.supervisor();
+    const { onWorker, ...runOpts } = opts;
+    if (runOpts.signal?.aborted) throw runOpts.signal.reason;
+    const { label, ...workerSpec } = spec;
+    const w = await sup.spawn(workerSpec);
+    const pid = w.pid!;
+    this.sampler.track(pid, label ?? spec.name);
+    onWorker?.(w);
+    try {
+      const result = await w.run(task, args, runOpts);
+      return {
+        result,
+        pid,
+        command: [spec.command, ...(spec.args ?? [])],
+        versions: { ...w.hello.versions },
+      };
+    } finally {
+      await w.stop().catch(() => {});
+      this.sampler.untrack(pid);
+    }
+  }
+
+  gpuReport(): GpuReport {
+    const st = this.sampler.gpuStatus();
+    if (!st.ok || !this.gpuProbe?.devices) return { status: "unavailable", reason: st.reason ?? "no GPU probe", devices: [] };
+    const driver = this.gpuProbe.info?.().driverVersion ?? null;
+    return {
+      status: "available",
+      reason: null,
+      devices: this.gpuProbe.devices().map((d) => ({
+        index: d.index,
+        name: d.name,
+        totalMiB: Math.round((d.totalBytes / 2 ** 20) * 100) / 100,
+        usedMiB: Math.round((d.usedBytes / 2 ** 20) * 100) / 100,
+        driver,
+      })),
+    };
+  }
+
+  /** Stops every worker still running and the sampler. Safe to call twice. */
+  async close(): Promise<void> {
+    const sup = this.#supervisor;
+    this.#supervisor = undefined;
+    if (sup) await (await sup.catch(() => undefined))?.close();
+    await this.sampler.stop();
+  }
+}

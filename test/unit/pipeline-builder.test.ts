@@ -1,0 +1,41 @@
+import { describe, expect, it } from "vitest";
+import { pipeline, PIPELINE_DEFAULTS } from "../../src/pipeline/index.ts";
+
+describe("pipeline builder", () => {
+  it("fills in default names and dependencies", () => {
+    const p = pipeline("digits")
+      .train({ arch: "digits-cnn" })
+      .export()
+      .benchmark("python-torch")
+      .benchmark("python-ort")
+      .checkpointLoad()
+      .python("confusion", async () => null);
+    const byName = Object.fromEntries(p.stages.map((s) => [s.name, s]));
+    expect(byName.export!.after).toEqual(["train"]);
+    expect(byName["bench:python-torch"]!.after).toEqual(["train"]);
+    expect(byName["bench:python-ort"]!.after).toEqual(["export"]);
+    expect(byName["bench:python-ort"]!.exclusive).toBe(true);
+    expect(byName["checkpoint-load"]!.after).toEqual(["train"]);
+    expect(byName.confusion!.after).toEqual(["train", "export", "bench:python-torch", "bench:python-ort", "checkpoint-load"]);
+    expect(p.options).toEqual(PIPELINE_DEFAULTS);
+    expect(Object.isFrozen(p.options)).toBe(true);
+  });
+
+  it("names the option, the expected and the received value", () => {
+    expect(() => pipeline("x", { concurrency: 0 })).toThrow("concurrency: expected an integer >= 1, received 0");
+    expect(() => pipeline("x", { batchSizes: [1, -2] })).toThrow("batchSizes: expected a non-empty list of integers >= 1, received [1, -2]");
+    expect(() => pipeline("x", { bogus: 1 } as never)).toThrow(/pipeline options.bogus/);
+    expect(() => pipeline("x").benchmark("tensorflow" as never)).toThrow(
+      'benchmark runtime: expected one of "python-torch", "python-ort", "node-ort", "native", received "tensorflow"',
+    );
+    expect(() => pipeline("x").export()).toThrow(/stage "export": from: expected a train stage declared before it/);
+    expect(() => pipeline("x").train({ arch: "a" }).train({ arch: "a" })).toThrow(/stage "train"/);
+  });
+
+  it("reports a cycle when the stages are read", () => {
+    const p = pipeline("x")
+      .python("a", async () => 1, { after: ["b"] })
+      .python("b", async () => 1, { after: ["a"] });
+    expect(() => p.stages).toThrow(/cycle between stages: .*a.*b/);
+  });
+});
