@@ -1,0 +1,100 @@
+/** The compiler pipeline: load -> order -> fold/infer -> rewrite -> arena -> write. */
+import { type Lifetime, checkArena, lifetimes, planArena } from "./arena.ts";
+import { buildPlan } from "./build.ts";
+import { CompileError } from "./errors.ts";
+import { inferGraph } from "./infer.ts";
+import type { Graph } from "./ir.ts";
+import { loadOnnx } from "./load.ts";
+import { topoSort } from "./order.ts";
+import type { PlanHeader } from "./plan-format.ts";
+import { readPlan } from "./read.ts";
+import { foldBatchNorm, fuseRelu } from "./rewrite.ts";
+import { checkVocabulary } from "./supported.ts";
+import { writePlanFile } from "./write.ts";
+
+export const COMPILER_VERSION = "0.1.0";
+
+/** Options of {@link compileOnnx}. */
+export interface CompileOptions {
+  /** Read the written plan back through the validating reader (default true). */
+  verify?: boolean;
+  /** Overrides the header's `producer` string. */
+  producer?: string;
+}
+
+interface ResolvedOptions {
+  verify: boolean;
+  producer: string;
+}
+
+const DEFAULTS: Readonly<ResolvedOptions> = Object.freeze({ verify: true, producer: `memlane-compiler ${COMPILER_VERSION}` });
+
+function resolveOptions(opts: CompileOptions | undefined): ResolvedOptions {
+  if (opts === undefined) return DEFAULTS;
+  if (typeof opts !== "object" || opts === null) throw new CompileError(`options: expected an object, received ${String(opts)}`, "option");
+  const known = new Set(["verify", "producer"]);
+  for (const k of Object.keys(opts)) if (!known.has(k)) throw new CompileError(`options.${k}: unknown option (expected one of ${[...known].join(", ")})`, "option");
+  if (opts.verify !== undefined && typeof opts.verify !== "boolean") throw new CompileError(`options.verify: expected a boolean, received ${JSON.stringify(opts.verify)}`, "option");
+  if (opts.producer !== undefined && typeof opts.producer !== "string") throw new CompileError(`options.producer: expected a string, received ${JSON.stringify(opts.producer)}`, "option");
+  return { ...DEFAULTS, ...Object.fromEntries(Object.entries(opts).filter(([, v]) => v !== undefined)) };
+}
+
+/** What {@link compileOnnx} produced. Byte figures are per sample unless named otherwise. */
+export interface CompileSummary {
+  planPath: string;
+  planBytes: number;
+  ops: number;
+  opCounts: Record<string, number>;
+  weightsBytes: number;
+  arenaBytesPerSample: number;
+  lowerBoundPerSample: number;
+  /** arenaBytesPerSample / lowerBoundPerSample (1 = optimal). */
+  ratio: number;
+  inputs: { name: string; shape: number[] }[];
+  outputs: { name: string; shape: number[] }[];
+  warnings: string[];
+}
+
+/** Everything but the file write: used by compileOnnx and by tests that inspect the plan. */
+export function compileGraph(g: Graph, producer = DEFAULTS.producer) {
+  checkVocabulary(g.file, g.nodes);
+  const inf = inferGraph({ ...g, nodes: topoSort(g) });
+  foldBatchNorm(inf);
+  fuseRelu(inf);
+  const lives: Lifetime[] = lifetimes(inf.nodes, inf.inputs, inf.outputs, inf.shapes);
+  const arena = planArena(lives);
+  // Cheap insurance: a wrong arena silently corrupts activations at run time.
+  checkArena(lives, arena.offsets, arena.bytesPerSample);
+  const built = buildPlan(inf, arena, producer, g.file);
+  return { inf, lives, arena, built };
+}
+
+export function summarise(header: PlanHeader, planPath: string, planBytes: number, warnings: string[]): CompileSummary {
+  const opCounts: Record<string, number> = {};
+  for (const op of header.ops) opCounts[op.op] = (opCounts[op.op] ?? 0) + 1;
+  const io = (ids: number[]) => ids.map((id) => ({ name: header.tensors[id]!.name, shape: [...header.tensors[id]!.shape] }));
+  const weightsBytes = header.tensors.filter((t) => t.kind === "weight").reduce((a, t) => a + t.bytes, 0);
+  const { bytesPerSample, lowerBoundPerSample } = header.arena;
+  return {
+    planPath, planBytes, ops: header.ops.length, opCounts, weightsBytes,
+    arenaBytesPerSample: bytesPerSample, lowerBoundPerSample,
+    ratio: lowerBoundPerSample > 0 ? bytesPerSample / lowerBoundPerSample : 1,
+    inputs: io(header.inputs), outputs: io(header.outputs), warnings,
+  };
+}
+
+/**
+ * Compile an ONNX model into a memlane-rt plan (docs/plan-format.md). On any error nothing
+ * is written (the plan appears atomically or not at all).
+ *
+ * @throws CompileError naming the file, node and op; PlanError if verification fails.
+ */
+export async function compileOnnx(onnxPath: string, planPath: string, opts?: CompileOptions): Promise<CompileSummary> {
+  const o = resolveOptions(opts);
+  const g = loadOnnx(onnxPath);
+  const { inf, built } = compileGraph(g, o.producer);
+  const planBytes = writePlanFile(planPath, built);
+  if (o.verify) readPlan(planPath);
+  return summarise(built.header, planPath, planBytes, inf.warnings);
+}
+

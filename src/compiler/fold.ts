@@ -1,0 +1,228 @@
+/**
+ * Constant folding: evaluate a node whose inputs are all constants. Covers the shape
+ * arithmetic exporters emit (Shape/Gather/Unsqueeze/Concat/Cast/Slice...) and elementwise
+ * math on weights. Returns undefined when the op has no evaluator here.
+ */
+import { attrInt, attrInts, attrTensor, normAxis } from "./attrs.ts";
+import { BINARY, UNARY, binary, broadcastDims, broadcastIndex, mk, unary } from "./fold-math.ts";
+import { isFloatType } from "./tensor-data.ts";
+import { type ConstTensor, type Node, numel } from "./ir.ts";
+
+type C = ConstTensor;
+
+function ints(t: C | undefined): number[] | undefined {
+  return t ? Array.from(t.data) : undefined;
+}
+
+/** Strides of a row-major shape. */
+function strides(dims: readonly number[]): number[] {
+  const s = new Array<number>(dims.length).fill(1);
+  for (let i = dims.length - 2; i >= 0; i--) s[i] = s[i + 1]! * dims[i + 1]!;
+  return s;
+}
+
+/** Gather along one axis with arbitrary index lists per axis (used by Gather, Slice, Transpose-free copies). */
+function select(t: C, picks: number[][]): C {
+  const dims = picks.map((p) => p.length);
+  const st = strides(t.dims);
+  const out: number[] = [];
+  const coord = new Array<number>(dims.length).fill(0);
+  const n = numel(dims);
+  for (let k = 0; k < n; k++) {
+    let f = 0;
+    for (let i = 0; i < dims.length; i++) f += picks[i]![coord[i]!]! * st[i]!;
+    out.push(t.data[f]!);
+    for (let i = dims.length - 1; i >= 0; i--) {
+      if (++coord[i]! < dims[i]!) break;
+      coord[i] = 0;
+    }
+  }
+  return mk(t.isFloat, dims, out);
+}
+
+const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i);
+
+export function transposeConst(t: C, perm: number[]): C {
+  const dims = perm.map((p) => t.dims[p]!);
+  const st = strides(t.dims);
+  const out: number[] = [];
+  const coord = new Array<number>(dims.length).fill(0);
+  for (let k = 0; k < numel(dims); k++) {
+    let f = 0;
+    for (let i = 0; i < dims.length; i++) f += coord[i]! * st[perm[i]!]!;
+    out.push(t.data[f]!);
+    for (let i = dims.length - 1; i >= 0; i--) {
+      if (++coord[i]! < dims[i]!) break;
+      coord[i] = 0;
+    }
+  }
+  return mk(t.isFloat, dims, out);
+}
+
+/** Reshape target with ONNX semantics (0 copies unless allowzero, one -1 inferred). */
+function reshapeDims(from: number[], target: number[], allowZero: boolean): number[] {
+  const dims = target.map((d, i) => (d === 0 && !allowZero ? from[i]! : d));
+  const known = dims.filter((d) => d !== -1).reduce((a, b) => a * b, 1);
+  return dims.map((d) => (d === -1 ? numel(from) / known : d));
+}
+
+export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | undefined {
+  const x = ins[0];
+  const op = n.opType;
+  if (op in BINARY && x && ins[1]) {
+    const r = binary(x, ins[1], (a, b) => BINARY[op]!(a, b, x.isFloat));
+    return r && [r];
+  }
+  if (op in UNARY && x) return [unary(x, UNARY[op]!)];
+  switch (op) {
+    case "Constant": {
+      const t = attrTensor(n, "value");
+      if (t) return [t];
+      const f = n.attrs.get("value_float") ?? n.attrs.get("value_floats");
+      if (f !== undefined) return [mk(true, Array.isArray(f) ? [f.length] : [], Array.isArray(f) ? (f as number[]) : [f as number])];
+      const i = n.attrs.get("value_int") ?? n.attrs.get("value_ints");
+      if (i !== undefined) return [mk(false, Array.isArray(i) ? [i.length] : [], Array.isArray(i) ? (i as number[]) : [i as number])];
+      return undefined;
+    }
+    case "Identity":
+      return x && [x];
+    case "Cast":
+    case "CastLike": {
+      if (!x) return undefined;
+      const toFloat = op === "Cast" ? isFloatType(attrInt(n, "to", 1)) : (ins[1]?.isFloat ?? true);
+      return [mk(toFloat, [...x.dims], toFloat ? x.data : Array.from(x.data, Math.trunc))];
+    }
+    case "Shape": {
+      if (!x) return undefined;
+      const r = x.dims.length;
+      const s = normClamp(attrInt(n, "start", 0), r), e = normClamp(attrInt(n, "end", r), r);
+      return [mk(false, [Math.max(0, e - s)], x.dims.slice(s, e))];
+    }
+    case "Size":
+      return x && [mk(false, [], [numel(x.dims)])];
+    case "Gather": {
+      if (!x || !ins[1]) return undefined;
+      const axis = normAxis(n, attrInt(n, "axis", 0), x.dims.length);
+      const idx = Array.from(ins[1].data, (v) => (v < 0 ? v + x.dims[axis]! : v));
+      const picks = x.dims.map((d, i) => (i === axis ? idx : range(d)));
+      const g = select(x, picks);
+      const dims = [...x.dims.slice(0, axis), ...ins[1].dims, ...x.dims.slice(axis + 1)];
+      return [{ ...g, dims }];
+    }
+    case "Unsqueeze": {
+      if (!x) return undefined;
+      const axes = opset >= 13 ? ints(ins[1]) : attrInts(n, "axes");
+      if (!axes) return undefined;
+      const r = x.dims.length + axes.length;
+      const norm = axes.map((a) => (a < 0 ? a + r : a)).sort((a, b) => a - b);
+      const dims = [...x.dims];
+      for (const a of norm) dims.splice(a, 0, 1);
+      return [{ ...x, dims }];
+    }
+    case "Squeeze": {
+      if (!x) return undefined;
+      const axes = (opset >= 13 ? ints(ins[1]) : attrInts(n, "axes"))?.map((a) => (a < 0 ? a + x.dims.length : a));
+      return [{ ...x, dims: x.dims.filter((d, i) => (axes ? !axes.includes(i) : d !== 1)) }];
+    }
+    case "Concat": {
+      if (ins.some((t) => !t)) return undefined;
+      const ts = ins as C[];
+      const axis = normAxis(n, attrInt(n, "axis", 0), ts[0]!.dims.length);
+      const outer = numel(ts[0]!.dims.slice(0, axis));
+      const out: number[] = [];
+      for (let o = 0; o < outer; o++) {
+        for (const t of ts) {
+          const chunk = numel(t.dims.slice(axis));
+          for (let k = 0; k < chunk; k++) out.push(t.data[o * chunk + k]!);
+        }
+      }
+      const dims = [...ts[0]!.dims];
+      dims[axis] = ts.reduce((a, t) => a + t.dims[axis]!, 0);
+      return [mk(ts[0]!.isFloat, dims, out)];
+    }
+    case "Reshape": {
+      const target = ints(ins[1]);
+      if (!x || !target) return undefined;
+      return [{ ...x, dims: reshapeDims(x.dims, target, attrInt(n, "allowzero", 0) === 1) }];
+    }
+    case "Flatten": {
+      if (!x) return undefined;
+      const a = attrInt(n, "axis", 1);
+      const axis = a < 0 ? a + x.dims.length : a;
+      return [{ ...x, dims: [numel(x.dims.slice(0, axis)), numel(x.dims.slice(axis))] }];
+    }
+    case "Transpose":
+      return x && [transposeConst(x, attrInts(n, "perm", range(x.dims.length).reverse()))];
+    case "Slice":
+      return x && sliceConst(n, x, ins, opset);
+    case "ConstantOfShape": {
+      const shape = ints(x);
+      if (!shape) return undefined;
+      const v = attrTensor(n, "value") ?? mk(true, [1], [0]);
+      return [mk(v.isFloat, shape, new Array(numel(shape)).fill(v.data[0] ?? 0))];
+    }
+    case "Range": {
+      const [s, l, d] = [ins[0]?.data[0], ins[1]?.data[0], ins[2]?.data[0]];
+      if (s === undefined || l === undefined || d === undefined) return undefined;
+      const count = Math.max(Math.ceil((l - s) / d), 0);
+      return [mk(x!.isFloat, [count], range(count).map((i) => s + i * d))];
+    }
+    case "Equal":
+    case "Less":
+    case "Greater": {
+      if (!x || !ins[1]) return undefined;
+      const f = op === "Equal" ? (a: number, b: number) => +(a === b) : op === "Less" ? (a: number, b: number) => +(a < b) : (a: number, b: number) => +(a > b);
+      const r = binary(x, ins[1], f, false);
+      return r && [r];
+    }
+    case "Where": {
+      const [c, a, b] = ins;
+      if (!c || !a || !b) return undefined;
+      const dims = broadcastDims(broadcastDims(c.dims, a.dims) ?? [], b.dims);
+      if (!dims) return undefined;
+      const [ic, ia, ib] = [c, a, b].map((t) => broadcastIndex(t.dims, dims));
+      return [mk(a.isFloat, dims, range(numel(dims)).map((k) => (c.data[ic![k]!] ? a.data[ia![k]!]! : b.data[ib![k]!]!)))];
+    }
+    case "Expand": {
+      const shape = ints(ins[1]);
+      if (!x || !shape) return undefined;
+      const dims = broadcastDims(x.dims, shape);
+      if (!dims) return undefined;
+      const ix = broadcastIndex(x.dims, dims);
+      return [mk(x.isFloat, dims, Array.from(ix, (i) => x.data[i]!))];
+    }
+    default:
+      return undefined;
+  }
+}
+
+function normClamp(v: number, r: number): number {
+  return Math.min(Math.max(v < 0 ? v + r : v, 0), r);
+}
+
+function sliceConst(n: Node, x: C, ins: (C | undefined)[], opset: number): C[] | undefined {
+  const r = x.dims.length;
+  const starts = opset >= 10 ? ints(ins[1]) : attrInts(n, "starts");
+  const ends = opset >= 10 ? ints(ins[2]) : attrInts(n, "ends");
+  if (!starts || !ends) return undefined;
+  const axes = (opset >= 10 ? ints(ins[3]) : attrInts(n, "axes")) ?? range(starts.length);
+  const steps = (opset >= 10 ? ints(ins[4]) : undefined) ?? starts.map(() => 1);
+  const picks = x.dims.map((d) => range(d));
+  axes.forEach((a0, i) => {
+    const a = a0 < 0 ? a0 + r : a0;
+    const d = x.dims[a]!;
+    const step = steps[i]!;
+    const clampS = (v: number) => (v < 0 ? v + d : v);
+    let s = clampS(starts[i]!), e = clampS(ends[i]!);
+    const p: number[] = [];
+    if (step > 0) {
+      s = Math.min(Math.max(s, 0), d); e = Math.min(Math.max(e, 0), d);
+      for (let k = s; k < e; k += step) p.push(k);
+    } else {
+      s = Math.min(Math.max(s, -1), d - 1); e = Math.min(Math.max(e, -1), d - 1);
+      for (let k = s; k > e; k += step) p.push(k);
+    }
+    picks[a] = p;
+  });
+  return [select(x, picks)];
+}

@@ -1,0 +1,26 @@
+/** Human-readable plan listing (`memlane inspect`-style output). */
+import type { PlanFile } from "./read.ts";
+
+function kb(n: number): string {
+  return n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(2)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`;
+}
+
+export function formatPlan(plan: PlanFile): string {
+  const h = plan.header;
+  const t = (id: number) => (id < 0 ? "-" : `${h.tensors[id]!.name}[${h.tensors[id]!.shape.map((d) => (d === -1 ? "N" : d)).join(",")}]`);
+  const weights = h.tensors.filter((x) => x.kind === "weight").reduce((a, x) => a + x.bytes, 0);
+  const { bytesPerSample: a, lowerBoundPerSample: lb } = h.arena;
+  const lines = [
+    `plan ${h.source} (${h.producer}), ${kb(plan.fileLength)}`,
+    `  inputs:  ${h.inputs.map(t).join(", ")}`,
+    `  outputs: ${h.outputs.map(t).join(", ")}`,
+    `  weights: ${kb(weights)} in ${h.tensors.filter((x) => x.kind === "weight").length} tensors`,
+    `  arena:   ${kb(a)} per sample (lower bound ${kb(lb)}, ratio ${(lb ? a / lb : 1).toFixed(3)})`,
+    `  ops (${h.ops.length}):`,
+  ];
+  h.ops.forEach((op, i) => {
+    const attrs = Object.entries(op.attrs).map(([k, v]) => `${k}=${Array.isArray(v) ? `[${v.join(",")}]` : v}`).join(" ");
+    lines.push(`    ${String(i).padStart(3)} ${op.op.padEnd(17)} ${op.inputs.map(t).join(", ")} -> ${op.outputs.map(t).join(", ")}${attrs ? `  {${attrs}}` : ""}`);
+  });
+  return lines.join("\n");
+}

@@ -1,0 +1,98 @@
+/**
+ * ONNX file -> Graph: decode the protobuf, pick the default-domain opset, decode attributes
+ * and initializers (raw_data, typed fields, external data files next to the model).
+ */
+import { readFileSync } from "node:fs";
+import { basename, dirname } from "node:path";
+import onnxProto from "onnx-proto";
+import { CompileError } from "./errors.ts";
+import type { Graph, GraphInput, Node, NodeAttr } from "./ir.ts";
+import { decodeTensor, toNum } from "./tensor-data.ts";
+
+const { onnx } = onnxProto;
+type ModelProto = onnxProto.onnx.ModelProto;
+
+export function loadOnnx(path: string): Graph {
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(path);
+  } catch (e) {
+    throw new CompileError(`${path}: cannot read ONNX model: ${(e as Error).message}`, "unreadable-model", { path }, { cause: e });
+  }
+  let model: ModelProto;
+  try {
+    model = onnx.ModelProto.decode(bytes);
+  } catch (e) {
+    throw new CompileError(`${path}: not a valid ONNX model (protobuf decode failed: ${(e as Error).message})`, "unreadable-model", { path }, { cause: e });
+  }
+  // A random or truncated file sometimes decodes "successfully" into an empty message.
+  const graph = model.graph as onnxProto.onnx.GraphProto | null | undefined;
+  if (!graph || (graph.node.length === 0 && graph.output.length === 0)) {
+    throw new CompileError(`${path}: not a valid ONNX model (no graph with nodes and outputs)`, "unreadable-model", { path });
+  }
+  return graphFromModel(model, path);
+}
+
+export function graphFromModel(model: ModelProto, path: string): Graph {
+  // Decoded messages carry every repeated/scalar field (protobufjs fills defaults).
+  const g = model.graph as onnxProto.onnx.GraphProto;
+  const file = basename(path);
+  const modelDir = dirname(path);
+  let opset = 0;
+  for (const o of model.opsetImport) {
+    if (!o.domain || o.domain === "ai.onnx") opset = toNum(o.version);
+  }
+  if (opset === 0) throw new CompileError(`${path}: the model imports no default-domain (ai.onnx) opset`, "invalid-model", { path });
+
+  const consts = new Map<string, import("./ir.ts").ConstTensor>();
+  for (const t of g.initializer as onnxProto.onnx.TensorProto[]) consts.set(t.name, decodeTensor(t, modelDir, path));
+
+  const inputs: GraphInput[] = [];
+  for (const vi of g.input as onnxProto.onnx.ValueInfoProto[]) {
+    // Old exporters list initializers among the inputs too; those are weights, not inputs.
+    if (consts.has(vi.name)) continue;
+    const tt = vi.type?.tensorType;
+    const dims = (tt?.shape?.dim ?? []).map((d) => (d.dimParam ? d.dimParam : d.dimValue != null && toNum(d.dimValue) > 0 ? toNum(d.dimValue) : d.dimParam || undefined));
+    inputs.push({ name: vi.name, dims, elemType: tt?.elemType ?? 0 });
+  }
+
+  const nodes: Node[] = (g.node as onnxProto.onnx.NodeProto[]).map((n, i) => {
+    if (n.domain && n.domain !== "ai.onnx") {
+      throw new CompileError(
+        `${file}: node "${n.name || `#${i}`}" uses op ${n.domain}::${n.opType} from a custom domain; only the default ONNX domain is supported`,
+        "unsupported-op",
+        { opType: n.opType, node: n.name, domain: n.domain },
+      );
+    }
+    const attrs = new Map<string, NodeAttr>();
+    for (const a of n.attribute as onnxProto.onnx.AttributeProto[]) attrs.set(a.name, decodeAttr(a, modelDir, path));
+    return { opType: n.opType, name: n.name || `${n.opType}_${i}`, inputs: [...n.input], outputs: [...n.output], attrs };
+  });
+
+  return { file, opset, nodes, consts, inputs, outputs: (g.output as onnxProto.onnx.ValueInfoProto[]).map((o) => o.name) };
+}
+
+const AT = onnx.AttributeProto.AttributeType;
+
+function decodeAttr(a: onnxProto.onnx.IAttributeProto, modelDir: string, path: string): NodeAttr {
+  const dec = new TextDecoder();
+  switch (a.type) {
+    case AT.FLOAT:
+      return a.f ?? 0;
+    case AT.INT:
+      return toNum(a.i ?? 0);
+    case AT.STRING:
+      return dec.decode(a.s ?? new Uint8Array());
+    case AT.TENSOR:
+      return decodeTensor(a.t!, modelDir, path);
+    case AT.FLOATS:
+      return [...(a.floats ?? [])];
+    case AT.INTS:
+      return (a.ints ?? []).map(toNum);
+    case AT.STRINGS:
+      return (a.strings ?? []).map((s) => dec.decode(s));
+    default:
+      // Graph/sparse attributes only appear on ops we reject anyway (If, Loop, Scan...).
+      return [];
+  }
+}

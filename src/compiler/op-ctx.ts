@@ -1,0 +1,42 @@
+/** What a per-op lowering function sees: its node, input shapes/constants, and helpers. */
+import { CompileError } from "./errors.ts";
+import { type ConstTensor, type Node, fmtShape } from "./ir.ts";
+
+export interface OpCtx {
+  file: string;
+  node: Node;
+  opset: number;
+  /** The graph input's fixed first dimension, when the model was exported with one. */
+  staticBatch: number | undefined;
+  /** Shape of activation input i (batch first); fails if it is absent or a constant. */
+  act(i: number): number[];
+  /** The constant at input i, or undefined if the input is an activation or absent. */
+  weight(i: number): ConstTensor | undefined;
+  /** Register a new constant (a rewritten weight) and return its tensor name. */
+  addConst(base: string, t: ConstTensor): string;
+  warn(msg: string): void;
+}
+
+export interface Lowered {
+  shapes: number[][];
+  attrs: Record<string, number | string | number[]>;
+  /** Replacement input names, when lowering rewrote a weight. */
+  inputs?: string[];
+}
+
+export type Lowering = (c: OpCtx) => Lowered;
+
+export function shapeError(c: OpCtx, msg: string): CompileError {
+  return new CompileError(`${c.file}: ${c.node.opType} node "${c.node.name}": ${msg}`, "shape", { node: c.node.name, opType: c.node.opType });
+}
+
+/** The constant at input i, required to be a weight (the runtime reads it from the blob). */
+export function requireWeight(c: OpCtx, i: number, what: string): ConstTensor {
+  const w = c.weight(i);
+  if (!w) throw shapeError(c, `${what} (input ${i}, "${c.node.inputs[i]}") must be a constant weight; memlane-rt does not take it from a computed tensor`);
+  return w;
+}
+
+export function requireRank(c: OpCtx, shape: number[], rank: number, what: string): void {
+  if (shape.length !== rank) throw shapeError(c, `${what} must have rank ${rank}, found ${fmtShape(shape)}`);
+}

@@ -1,0 +1,105 @@
+/** Conv and pooling ops: attribute defaults, auto_pad resolution and output shapes (2-D only). */
+import { attrInt, attrInts, attrString } from "./attrs.ts";
+import { type Lowering, type OpCtx, requireRank, requireWeight, shapeError } from "./op-ctx.ts";
+import { fmtShape } from "./ir.ts";
+
+interface Window {
+  kernel: number[];
+  strides: number[];
+  dilations: number[];
+  pads: number[]; // [top, left, bottom, right]
+  out: number[];
+}
+
+/** Resolve strides/dilations/pads (explicit or auto_pad) and the output H, W. */
+function window(c: OpCtx, inHW: number[], kernel: number[], ceil: boolean): Window {
+  const n = c.node;
+  const strides = attrInts(n, "strides", [1, 1]);
+  const dilations = attrInts(n, "dilations", [1, 1]);
+  const autoPad = attrString(n, "auto_pad", "NOTSET");
+  let pads = attrInts(n, "pads", [0, 0, 0, 0]);
+  if ([strides, dilations, kernel].some((a) => a.length !== 2) || pads.length !== 4) {
+    throw shapeError(c, `only 2-D windows are supported (kernel [${kernel}], strides [${strides}], pads [${pads}])`);
+  }
+  const eff = kernel.map((k, i) => (k - 1) * dilations[i]! + 1);
+  if (autoPad === "SAME_UPPER" || autoPad === "SAME_LOWER") {
+    const out = inHW.map((d, i) => Math.ceil(d / strides[i]!));
+    const total = out.map((o, i) => Math.max(0, (o - 1) * strides[i]! + eff[i]! - inHW[i]!));
+    const head = total.map((t) => (autoPad === "SAME_UPPER" ? Math.floor(t / 2) : Math.ceil(t / 2)));
+    pads = [head[0]!, head[1]!, total[0]! - head[0]!, total[1]! - head[1]!];
+  } else if (autoPad === "VALID") {
+    pads = [0, 0, 0, 0];
+  } else if (autoPad !== "NOTSET") {
+    throw shapeError(c, `auto_pad "${autoPad}" is not an ONNX value`);
+  }
+  const out = inHW.map((d, i) => {
+    const span = d + pads[i]! + pads[i + 2]! - eff[i]!;
+    let o = (ceil ? Math.ceil(span / strides[i]!) : Math.floor(span / strides[i]!)) + 1;
+    // ceil_mode: the last window must start inside the input or its leading padding
+    // (the rule PyTorch and ONNX Runtime apply).
+    if (ceil && (o - 1) * strides[i]! >= d + pads[i]!) o--;
+    return o;
+  });
+  if (out.some((o) => o < 1)) throw shapeError(c, `the window does not fit the input ${fmtShape([-1, 0, ...inHW])}: output H, W would be [${out}]`);
+  return { kernel, strides, dilations, pads, out };
+}
+
+export const Conv: Lowering = (c) => {
+  const x = c.act(0);
+  requireRank(c, x, 4, "Conv input X (only 2-D convolution)");
+  const w = requireWeight(c, 1, "Conv weight W");
+  if (w.dims.length !== 4) throw shapeError(c, `Conv weight W must be [M, C/group, kh, kw], found [${w.dims}]`);
+  const group = attrInt(c.node, "group", 1);
+  const [m, cg, kh, kw] = w.dims as [number, number, number, number];
+  if (x[1]! !== cg * group || m % group !== 0) {
+    throw shapeError(c, `input has ${x[1]} channels but W [${w.dims}] with group ${group} expects ${cg * group}`);
+  }
+  if (c.node.inputs[2]) {
+    const b = requireWeight(c, 2, "Conv bias B");
+    if (b.dims.length !== 1 || b.dims[0] !== m) throw shapeError(c, `Conv bias B must be [${m}], found [${b.dims}]`);
+  }
+  const kernel = attrInts(c.node, "kernel_shape", [kh, kw]);
+  const win = window(c, [x[2]!, x[3]!], kernel, false);
+  return {
+    shapes: [[-1, m, ...win.out]],
+    attrs: { kernel, strides: win.strides, pads: win.pads, dilations: win.dilations, group, activation: "none" },
+  };
+};
+
+function pool(kind: "MaxPool" | "AveragePool"): Lowering {
+  return (c) => {
+    const x = c.act(0);
+    requireRank(c, x, 4, `${kind} input X (only 2-D pooling)`);
+    if (kind === "MaxPool" && c.node.outputs[1]) throw shapeError(c, "the Indices output of MaxPool is not supported");
+    const kernel = attrInts(c.node, "kernel_shape");
+    if (!kernel) throw shapeError(c, "kernel_shape is required");
+    const ceilMode = attrInt(c.node, "ceil_mode", 0);
+    const win = window(c, [x[2]!, x[3]!], kernel, ceilMode === 1);
+    const shapes = [[-1, x[1]!, ...win.out]];
+    const base = { kernel, strides: win.strides, pads: win.pads };
+    if (kind === "MaxPool") return { shapes, attrs: { ...base, dilations: win.dilations, ceilMode } };
+    if (win.dilations.some((d) => d !== 1)) throw shapeError(c, "dilated AveragePool is not supported");
+    return { shapes, attrs: { ...base, ceilMode, countIncludePad: attrInt(c.node, "count_include_pad", 0) } };
+  };
+}
+
+export const MaxPool = pool("MaxPool");
+export const AveragePool = pool("AveragePool");
+
+export const GlobalAveragePool: Lowering = (c) => {
+  const x = c.act(0);
+  if (x.length < 3) throw shapeError(c, `input must be [N, C, spatial...], found ${fmtShape(x)}`);
+  return { shapes: [[-1, x[1]!, ...x.slice(2).map(() => 1)]], attrs: {} };
+};
+
+/** Kept as a node until rewrite.ts folds it into a Conv or splits it into Mul + Add. */
+export const BatchNormalization: Lowering = (c) => {
+  const x = c.act(0);
+  if (x.length < 2) throw shapeError(c, `input must be [N, C, ...], found ${fmtShape(x)}`);
+  if (c.node.outputs.slice(1).some((o) => o)) throw shapeError(c, "training-mode BatchNormalization (running mean/var outputs) is not supported");
+  for (let i = 1; i <= 4; i++) {
+    const t = requireWeight(c, i, ["", "scale", "B", "mean", "var"][i]!);
+    if (t.dims.length !== 1 || t.dims[0] !== x[1]) throw shapeError(c, `per-channel input ${i} must be [${x[1]}], found [${t.dims}]`);
+  }
+  return { shapes: [x], attrs: { epsilon: attrInt(c.node, "epsilon", 1e-5) } };
+};

@@ -1,0 +1,82 @@
+/**
+ * Plan reader: validates exactly what memlane-rt's reader validates, in the same order
+ * (docs/plan-format.md), and throws a PlanError naming the field, expected and found value.
+ */
+import { readFileSync } from "node:fs";
+import { unpack } from "msgpackr";
+import { PlanError } from "./errors.ts";
+import { Field, PLAN_ALIGNMENT, PLAN_MAGIC, PLAN_VERSION, PREAMBLE_BYTES, type PlanHeader, fnv1a64 } from "./plan-format.ts";
+
+export interface PlanFile {
+  header: PlanHeader;
+  /** The weights blob (a view into the file bytes). */
+  blob: Uint8Array;
+  fileLength: number;
+}
+
+export function readPlan(path: string): PlanFile {
+  return parsePlan(readFileSync(path), path);
+}
+
+export function parsePlan(buf: Buffer, file: string): PlanFile {
+  const fail = (field: string, expected: string, found: unknown): never => {
+    throw new PlanError(file, field, expected, String(found));
+  };
+  if (buf.length < PREAMBLE_BYTES) fail("file length", `>= ${PREAMBLE_BYTES} bytes`, `${buf.length} bytes`);
+  const magic = buf.subarray(Field.magic, Field.magic + 8).toString("latin1");
+  if (magic !== PLAN_MAGIC) fail("magic", JSON.stringify(PLAN_MAGIC), JSON.stringify(magic));
+  const version = buf.readUInt32LE(Field.version);
+  if (version !== PLAN_VERSION) fail("version", String(PLAN_VERSION), version);
+  const u64 = (off: number): number => Number(buf.readBigUInt64LE(off));
+  const headerOffset = u64(Field.headerOffset), headerLength = u64(Field.headerLength);
+  if (headerOffset !== PREAMBLE_BYTES) fail("header offset", String(PREAMBLE_BYTES), headerOffset);
+  if (headerOffset + headerLength > buf.length) fail("header length", `<= ${buf.length - headerOffset} (inside the file)`, headerLength);
+  const headerBytes = buf.subarray(headerOffset, headerOffset + headerLength);
+  const hash = buf.readBigUInt64LE(Field.headerHash), actual = fnv1a64(headerBytes);
+  if (hash !== actual) fail("header hash", `0x${actual.toString(16)} (FNV-1a 64 of the header)`, `0x${hash.toString(16)}`);
+  const blobOffset = u64(Field.blobOffset), blobLength = u64(Field.blobLength);
+  if (blobOffset % PLAN_ALIGNMENT !== 0) fail("blob offset", `a multiple of ${PLAN_ALIGNMENT}`, blobOffset);
+  if (blobOffset < headerOffset + headerLength) fail("blob offset", `>= ${headerOffset + headerLength} (after the header)`, blobOffset);
+  if (blobOffset + blobLength > buf.length) fail("blob length", `<= ${Math.max(0, buf.length - blobOffset)} (inside the file)`, blobLength);
+  const fileLength = u64(Field.fileLength);
+  if (fileLength !== buf.length) fail("file length", `${buf.length} (the actual size)`, fileLength);
+  if (fileLength !== blobOffset + blobLength) fail("file length", `${blobOffset + blobLength} (blob offset + blob length)`, fileLength);
+
+  let header: PlanHeader;
+  try {
+    header = unpack(headerBytes) as PlanHeader;
+  } catch (e) {
+    return fail("header", "one msgpack map", (e as Error).message);
+  }
+  if (!header || typeof header !== "object" || !Array.isArray(header.tensors) || !Array.isArray(header.ops) || !header.arena) {
+    fail("header", "a map with tensors, inputs, outputs, ops, arena", JSON.stringify(Object.keys(header ?? {})));
+  }
+  const arena = header.arena.bytesPerSample;
+  header.tensors.forEach((t, i) => {
+    const where = `tensors[${i}] ("${t.name}")`;
+    if (t.kind === "weight") {
+      if (t.offset % PLAN_ALIGNMENT !== 0) fail(`${where}.offset`, `a multiple of ${PLAN_ALIGNMENT}`, t.offset);
+      if (t.offset + t.bytes > blobLength) fail(`${where} offset + bytes`, `<= blob length ${blobLength}`, t.offset + t.bytes);
+    } else {
+      if (t.offset % PLAN_ALIGNMENT !== 0) fail(`${where}.offset`, `a multiple of ${PLAN_ALIGNMENT}`, t.offset);
+      if (t.offset + t.bytes > arena) fail(`${where} offset + bytes`, `<= arena bytesPerSample ${arena}`, t.offset + t.bytes);
+    }
+  });
+  const n = header.tensors.length;
+  const checkIds = (where: string, ids: number[], allowAbsent: boolean) =>
+    ids.forEach((id, k) => (id < (allowAbsent ? -1 : 0) || id >= n) && fail(`${where}[${k}]`, `a tensor id in [0, ${n})`, id));
+  checkIds("inputs", header.inputs, false);
+  checkIds("outputs", header.outputs, false);
+  header.ops.forEach((op, i) => {
+    checkIds(`ops[${i}] (${op.op} "${op.name}").inputs`, op.inputs, true);
+    checkIds(`ops[${i}] (${op.op} "${op.name}").outputs`, op.outputs, false);
+  });
+  return { header, blob: buf.subarray(blobOffset, blobOffset + blobLength), fileLength };
+}
+
+/** A weight's values as float32 (copied: blob offsets are 64-aligned only relative to the blob). */
+export function weightData(plan: PlanFile, id: number): Float32Array {
+  const t = plan.header.tensors[id]!;
+  const bytes = plan.blob.slice(t.offset, t.offset + t.bytes);
+  return new Float32Array(bytes.buffer, bytes.byteOffset, t.bytes / 4);
+}

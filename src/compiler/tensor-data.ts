@@ -1,0 +1,122 @@
+/** ONNX TensorProto -> ConstTensor: raw_data, typed fields, or an external data file. */
+import { closeSync, openSync, readSync, statSync } from "node:fs";
+import { isAbsolute, join, normalize } from "node:path";
+import onnxProto from "onnx-proto";
+import { CompileError } from "./errors.ts";
+import type { ConstTensor } from "./ir.ts";
+
+const DT = onnxProto.onnx.TensorProto.DataType;
+type ITensorProto = onnxProto.onnx.ITensorProto;
+
+/** protobufjs hands int64 fields back as Long objects (or numbers without `long`). */
+export function toNum(v: unknown): number {
+  if (typeof v === "number") return v;
+  if (typeof v === "bigint") return Number(v);
+  if (v && typeof v === "object" && "toNumber" in v) return (v as { toNumber(): number }).toNumber();
+  return Number(v);
+}
+
+const ELEM_BYTES: Partial<Record<number, number>> = {
+  [DT.FLOAT]: 4, [DT.DOUBLE]: 8, [DT.FLOAT16]: 2, [DT.INT64]: 8, [DT.INT32]: 4,
+  [DT.INT16]: 2, [DT.INT8]: 1, [DT.UINT8]: 1, [DT.UINT16]: 2, [DT.UINT32]: 4, [DT.UINT64]: 8, [DT.BOOL]: 1,
+};
+
+export function isFloatType(t: number): boolean {
+  return t === DT.FLOAT || t === DT.DOUBLE || t === DT.FLOAT16;
+}
+
+export function decodeTensor(t: ITensorProto, modelDir: string, path: string): ConstTensor {
+  const dims = (t.dims ?? []).map(toNum);
+  const n = dims.reduce((a, b) => a * b, 1);
+  const type = t.dataType ?? 0;
+  const esize = ELEM_BYTES[type];
+  if (esize === undefined) {
+    throw new CompileError(`${path}: tensor "${t.name}" has unsupported data type ${DT[type] ?? type}`, "invalid-model", { tensor: t.name });
+  }
+  const isFloat = isFloatType(type);
+  const out = isFloat ? new Float32Array(n) : new Float64Array(n);
+  let raw: Uint8Array | undefined;
+  if (t.dataLocation === onnxProto.onnx.TensorProto.DataLocation.EXTERNAL) raw = readExternal(t, modelDir, path, n * esize);
+  else if (t.rawData && t.rawData.length > 0) raw = t.rawData;
+
+  if (raw) {
+    if (raw.length !== n * esize) {
+      throw new CompileError(`${path}: tensor "${t.name}" holds ${raw.length} bytes, its shape [${dims}] needs ${n * esize}`, "invalid-model", { tensor: t.name });
+    }
+    const dv = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
+    for (let i = 0; i < n; i++) out[i] = readElem(dv, type, i * esize);
+    return { isFloat, dims, data: out };
+  }
+  // Typed fields: float_data (FLOAT, FLOAT16 as bits in int32_data), int32_data (INT32 and
+  // narrower ints, BOOL, FLOAT16 bits), int64_data, double_data, uint64_data.
+  let src: ArrayLike<unknown>;
+  if (type === DT.FLOAT) src = t.floatData ?? [];
+  else if (type === DT.DOUBLE) src = t.doubleData ?? [];
+  else if (type === DT.INT64) src = t.int64Data ?? [];
+  else if (type === DT.UINT64 || type === DT.UINT32) src = t.uint64Data ?? [];
+  else src = t.int32Data ?? [];
+  if (src.length !== n) {
+    throw new CompileError(`${path}: tensor "${t.name}" has ${src.length} values, its shape [${dims}] needs ${n}`, "invalid-model", { tensor: t.name });
+  }
+  for (let i = 0; i < n; i++) {
+    const v = toNum(src[i]);
+    out[i] = type === DT.FLOAT16 ? halfToFloat(v) : v;
+  }
+  return { isFloat, dims, data: out };
+}
+
+function readElem(dv: DataView, type: number, off: number): number {
+  switch (type) {
+    case DT.FLOAT: return dv.getFloat32(off, true);
+    case DT.DOUBLE: return dv.getFloat64(off, true);
+    case DT.FLOAT16: return halfToFloat(dv.getUint16(off, true));
+    case DT.INT64: return Number(dv.getBigInt64(off, true));
+    case DT.UINT64: return Number(dv.getBigUint64(off, true));
+    case DT.INT32: return dv.getInt32(off, true);
+    case DT.UINT32: return dv.getUint32(off, true);
+    case DT.INT16: return dv.getInt16(off, true);
+    case DT.UINT16: return dv.getUint16(off, true);
+    case DT.INT8: return dv.getInt8(off);
+    default: return dv.getUint8(off); // UINT8, BOOL
+  }
+}
+
+function halfToFloat(h: number): number {
+  const s = h & 0x8000 ? -1 : 1;
+  const e = (h >> 10) & 0x1f;
+  const f = h & 0x3ff;
+  if (e === 0) return s * 2 ** -14 * (f / 1024);
+  if (e === 31) return f ? NaN : s * Infinity;
+  return s * 2 ** (e - 15) * (1 + f / 1024);
+}
+
+function readExternal(t: ITensorProto, modelDir: string, path: string, want: number): Uint8Array {
+  const kv = new Map((t.externalData ?? []).map((e) => [e.key ?? "", e.value ?? ""]));
+  const location = kv.get("location");
+  if (!location) throw new CompileError(`${path}: tensor "${t.name}" is stored externally but names no location`, "invalid-model", { tensor: t.name });
+  // The ONNX spec requires a relative path inside the model's directory; refuse escapes.
+  const rel = normalize(location);
+  if (isAbsolute(rel) || rel.startsWith("..")) {
+    throw new CompileError(`${path}: tensor "${t.name}" external data location "${location}" leaves the model directory`, "invalid-model", { tensor: t.name });
+  }
+  const file = join(modelDir, rel);
+  const offset = Number(kv.get("offset") ?? 0);
+  const length = kv.has("length") ? Number(kv.get("length")) : want;
+  let size: number;
+  try {
+    size = statSync(file).size;
+  } catch (e) {
+    throw new CompileError(`${path}: tensor "${t.name}" external data file ${file} cannot be read: ${(e as Error).message}`, "unreadable-model", { tensor: t.name, file }, { cause: e });
+  }
+  if (offset + length > size) {
+    throw new CompileError(`${path}: tensor "${t.name}" external data ${file} is ${size} bytes, needs ${offset + length}`, "invalid-model", { tensor: t.name, file });
+  }
+  const buf = Buffer.alloc(length);
+  const fd = openSync(file, "r");
+  try {
+    readSync(fd, buf, 0, length, offset);
+  } finally {
+    closeSync(fd);
+  }
+  return buf;
+}
