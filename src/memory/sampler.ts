@@ -77,6 +77,8 @@ export class MemorySampler {
   private readonly listeners = new Set<(pid: number, s: Sample) => void>();
   private timer: NodeJS.Timeout | null = null;
   private running = false;
+  /** Bumped by start/stop: a tick of an older loop does not reschedule itself. */
+  private loop = 0;
   private inFlight: Promise<void> | null = null;
   private gpuState: { ok: boolean; reason?: string } | null = null;
 
@@ -90,12 +92,16 @@ export class MemorySampler {
   start(): void {
     if (this.running) return;
     this.running = true;
-    this.schedule(0);
+    const loop = ++this.loop;
+    // A tick of the previous loop still in flight finishes first; this loop starts after it.
+    if (this.inFlight) void this.inFlight.then(() => this.schedule(0, loop));
+    else this.schedule(0, loop);
   }
 
   /** Stops sampling after the tick in flight, if any, completes. */
   async stop(): Promise<void> {
     this.running = false;
+    this.loop++;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     await this.inFlight;
@@ -106,6 +112,7 @@ export class MemorySampler {
     const t = this.tracks.get(pid);
     if (t) {
       t.label = label;
+      t.exited = false;
       return;
     }
     this.tracks.set(pid, {
@@ -113,7 +120,7 @@ export class MemorySampler {
     });
   }
 
-  /** Stops sampling a pid; its samples stay available unless `forget` is true. */
+  /** Stops sampling a pid (marked exited); its samples stay available unless `forget` is true. */
   untrack(pid: number, forget = false): void {
     const t = this.tracks.get(pid);
     if (!t) return;
@@ -217,18 +224,19 @@ export class MemorySampler {
     t.periodMs = this.options.periodMs * t.stride;
   }
 
-  private schedule(delayMs: number): void {
-    if (!this.running) return;
-    this.timer = setTimeout(() => this.tick(), delayMs);
+  private schedule(delayMs: number, loop: number): void {
+    if (!this.running || loop !== this.loop) return;
+    this.timer = setTimeout(() => this.tick(loop), delayMs);
     this.timer.unref();
   }
 
-  private tick(): void {
+  private tick(loop: number): void {
+    this.timer = null;
     const began = Date.now();
     this.inFlight = this.sampleOnce().finally(() => {
       this.inFlight = null;
       const spent = Date.now() - began;
-      this.schedule(Math.max(0, this.options.periodMs - spent));
+      this.schedule(Math.max(0, this.options.periodMs - spent), loop);
     });
   }
 }

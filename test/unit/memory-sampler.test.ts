@@ -46,6 +46,32 @@ describe("MemorySampler", () => {
     expect(s.samples(1).length).toBeGreaterThanOrEqual(3);
   });
 
+  it("restarting while a tick is in flight still never overlaps reads", async () => {
+    let inFlight = 0;
+    let maxInFlight = 0;
+    const s = new MemorySampler({
+      periodMs: 5,
+      read: async () => {
+        maxInFlight = Math.max(maxInFlight, ++inFlight);
+        await sleep(20);
+        inFlight--;
+        return reading(1000);
+      },
+    });
+    s.track(1, "p");
+    s.start();
+    await sleep(10);
+    void s.stop();
+    s.start();
+    s.start();
+    await sleep(150);
+    await s.stop();
+    const n = s.samples(1).length;
+    await sleep(60);
+    expect(s.samples(1)).toHaveLength(n);
+    expect(maxInFlight).toBe(1);
+  });
+
   it("marks a vanished process exited and keeps its samples; other pids go on", async () => {
     let alive = 3;
     const s = new MemorySampler({ read: async (pid) => (pid === 1 && alive-- <= 0 ? null : reading(pid * 100)) });
