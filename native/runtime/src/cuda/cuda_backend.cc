@@ -1,0 +1,254 @@
+// make_cuda_backend and the CudaBackend: context creation (lazy module loading set first),
+// weights uploaded once from the mapped plan then their host pages released, and N
+// execution contexts sharing those weights (exec_context.h).
+#include "cuda_backend.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <memory>
+#include <vector>
+
+#include "cuda_check.h"
+#include "device_memory.h"
+#include "exec_context.h"
+#include "host_release.h"
+
+namespace memlane {
+namespace cuda {
+namespace {
+
+constexpr int64_t kColBudgetElems = 32ll << 20;  // im2col scratch cap per context (x4 B fp32)
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+struct PhaseScope {
+  const BackendOptions& o;
+  const char* name;
+  PhaseScope(const BackendOptions& opts, const char* n) : o(opts), name(n) { if (o.phaseMark) o.phaseMark(name, true); }
+  ~PhaseScope() { if (o.phaseMark) o.phaseMark(name, false); }
+};
+
+class CudaBackendImpl final : public CudaBackend {
+ public:
+  CudaBackendImpl(const BackendOptions& bo, const CudaOptions& o, const CublasApi* blas)
+      : bo_(bo), device_(bo.deviceIndex) {
+    model_.opt = o;
+    model_.prec = o.fp16 ? Prec::kF16 : Prec::kF32;
+    model_.blas = blas;
+  }
+  ~CudaBackendImpl() override {
+    contexts_.clear();  // before the weights they read
+    if (weights_) cudaFree(weights_);
+  }
+
+  const char* name() const override { return "cuda"; }
+  const CudaOptions& options() const override { return model_.opt; }
+
+  Status prepare(const Plan& plan, int64_t maxBatch, std::string* message) override {
+    if (model_.plan) return *message = "cuda backend: prepare called twice", Status::kInvalidArgument;
+    if (maxBatch < 1) return *message = "maxBatch: expected >= 1, received " + std::to_string(maxBatch), Status::kInvalidArgument;
+    MEMLANE_TRY(validate_plan(plan, message));
+    CUDA_CHECK(cudaSetDevice(device_));
+    model_.plan = &plan;
+    model_.maxBatch = maxBatch;
+    const int es = prec_bytes(model_.prec);
+    model_.arenaBytes = align_up(static_cast<uint64_t>(maxBatch) * plan.bytesPerSample / 4 * es, 256);
+    const int64_t perSample = max_col_elems_per_sample(plan);
+    if (perSample > 0) {
+      int64_t samples = std::max<int64_t>(1, std::min<int64_t>(maxBatch, kColBudgetElems / perSample));
+      model_.colElems = perSample * samples;
+    }
+    for (int32_t id : plan.inputs) model_.inElems += plan.tensors[id].elements();
+    for (int32_t id : plan.outputs) model_.outElems += plan.tensors[id].elements();
+    {
+      PhaseScope phase(bo_, "weights-upload");
+      MEMLANE_TRY(upload_weights(plan, message));
+    }
+    {
+      PhaseScope phase(bo_, "arena");
+      for (int i = 0; i < model_.opt.contexts; ++i) {
+        contexts_.push_back(std::make_unique<ExecContext>(&model_));
+        MEMLANE_TRY(contexts_.back()->init(message));
+      }
+      CUDA_CHECK(cudaDeviceSynchronize());
+    }
+    return Status::kOk;
+  }
+
+  Status run(int64_t batch, const float* const* inputs, float* const* outputs, std::string* message) override {
+    MEMLANE_TRY(check_batch(batch, message));
+    // A free context if there is one (concurrent callers), else wait for the next in turn.
+    const size_t n = contexts_.size();
+    const size_t start = rr_.fetch_add(1) % n;
+    for (size_t k = 0; k < n; ++k) {
+      ExecContext& c = *contexts_[(start + k) % n];
+      std::unique_lock<std::mutex> lock(c.mutex(), std::try_to_lock);
+      if (lock.owns_lock()) return c.submit(batch, inputs, outputs, nullptr, true, message);
+    }
+    ExecContext& c = *contexts_[start];
+    std::lock_guard<std::mutex> lock(c.mutex());
+    return c.submit(batch, inputs, outputs, nullptr, true, message);
+  }
+
+  Status submit(int64_t batch, const float* const* inputs, float* const* outputs, DoneFn done,
+                std::string* message) override {
+    MEMLANE_TRY(check_batch(batch, message));
+    ExecContext& c = *contexts_[rr_.fetch_add(1) % contexts_.size()];
+    std::lock_guard<std::mutex> lock(c.mutex());
+    return c.submit(batch, inputs, outputs, std::move(done), false, message);
+  }
+
+  Status drain(std::string* message) override {
+    for (auto& c : contexts_) {
+      std::lock_guard<std::mutex> lock(c->mutex());
+      MEMLANE_TRY(c->drain(message));
+    }
+    return Status::kOk;
+  }
+
+  MemoryStats memory_stats() const override {
+    MemoryStats m;
+    uint64_t ctxBytes = 0;
+    for (const auto& c : contexts_) ctxBytes += c->device_bytes();
+    const uint64_t arenas = model_.opt.arenaOnce ? model_.arenaBytes * contexts_.size() : 0;
+    m.arenaBytes = model_.opt.arenaOnce ? arenas : model_.arenaBytes;  // per-request: per run
+    m.weightBytesHost = 0;
+    m.weightBytesMapped = model_.plan ? model_.plan->weightBytes : 0;
+    m.weightBytesDevice = weightBytesDevice_;
+    m.workspaceBytes = ctxBytes > arenas ? ctxBytes - arenas : 0;
+    m.deviceUsedBytes = read_device_memory(device_).usedBytes;
+    return m;
+  }
+
+  std::string notes() const override {
+    std::string out = describe(model_.opt) + "; " + releaseNote_;
+    for (const auto& c : contexts_) {
+      std::string n = c->notes();
+      if (!n.empty()) out += "; " + n;
+    }
+    const DeviceMemoryReading r = read_device_memory(device_);
+    out += r.perProcess ? "; device memory: per process (NVML)" : "; device memory: device-wide (cudaMemGetInfo)";
+    return out;
+  }
+
+ private:
+  Status check_batch(int64_t batch, std::string* message) const {
+    if (contexts_.empty()) return *message = "cuda backend: run before prepare", Status::kNotLoaded;
+    if (batch < 1 || batch > model_.maxBatch) {
+      *message = "batch: expected 1.." + std::to_string(model_.maxBatch) + ", received " + std::to_string(batch);
+      return Status::kInvalidArgument;
+    }
+    return Status::kOk;
+  }
+
+  // One device buffer for every weight (256-byte aligned each), copied straight from the
+  // mapping (fp16: through an fp32 staging buffer and a cast), then the mapping's pages are
+  // released so that steady host RSS holds no weights.
+  Status upload_weights(const Plan& plan, std::string* message) {
+    const int es = prec_bytes(model_.prec);
+    model_.weights.assign(plan.tensors.size(), nullptr);
+    uint64_t total = 0, largest = 0;
+    for (const TensorInfo& t : plan.tensors) {
+      if (!t.is_weight()) continue;
+      total += align_up(static_cast<uint64_t>(t.elements()) * es, 256);
+      largest = std::max<uint64_t>(largest, static_cast<uint64_t>(t.elements()) * 4);
+    }
+    if (total == 0) return Status::kOk;
+    CUDA_CHECK(cudaMalloc(&weights_, total));
+    weightBytesDevice_ = total;
+    float* staging = nullptr;
+    if (model_.prec == Prec::kF16) CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&staging), largest));
+    uint64_t off = 0;
+    Status st = Status::kOk;
+    for (size_t id = 0; id < plan.tensors.size() && st == Status::kOk; ++id) {
+      const TensorInfo& t = plan.tensors[id];
+      if (!t.is_weight()) continue;
+      char* dst = static_cast<char*>(weights_) + off;
+      model_.weights[id] = dst;
+      const size_t n = static_cast<size_t>(t.elements());
+      off += align_up(static_cast<uint64_t>(n) * es, 256);
+      if (n == 0 || !t.data) continue;
+      st = copy_weight(dst, t.data, n, staging, message);
+    }
+    if (staging) cudaFree(staging);
+    MEMLANE_TRY(st);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    if (!model_.opt.releaseHostWeights) {
+      releaseNote_ = "releaseHostWeights: off";
+    } else {
+      ReleaseResult r = release_host_pages(plan.blob, plan.blobBytes);
+      releaseNote_ = r.released ? "releaseHostWeights: " + std::to_string(r.bytes >> 10) + " KiB advised DONTNEED"
+                                : "releaseHostWeights: not released (" + r.reason + ")";
+    }
+    return Status::kOk;
+  }
+
+  Status copy_weight(char* dst, const float* src, size_t n, float* staging, std::string* message) {
+    if (model_.prec == Prec::kF32) {
+      CUDA_CHECK(cudaMemcpy(dst, src, n * 4, cudaMemcpyHostToDevice));
+      return Status::kOk;
+    }
+    CUDA_CHECK(cudaMemcpy(staging, src, n * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cast_f32_to_f16(staging, dst, static_cast<int64_t>(n), nullptr));
+    CUDA_CHECK(cudaDeviceSynchronize());  // staging is reused by the next weight
+    return Status::kOk;
+  }
+
+  BackendOptions bo_;
+  int device_;
+  SharedModel model_;
+  void* weights_ = nullptr;
+  uint64_t weightBytesDevice_ = 0;
+  std::string releaseNote_;
+  std::vector<std::unique_ptr<ExecContext>> contexts_;
+  std::atomic<size_t> rr_{0};
+};
+
+}  // namespace
+}  // namespace cuda
+
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options, Status* status, std::string* message) {
+  std::string local;
+  if (!message) message = &local;
+  cuda::CudaOptions opt;
+  *status = cuda::parse_cuda_options(options.switches, &opt, message);
+  if (*status != Status::kOk) return nullptr;
+  // Read when the driver initialises: must precede the first CUDA call of the process. An
+  // explicit switch wins over the environment; otherwise the environment's choice stands.
+  setenv("CUDA_MODULE_LOADING", opt.lazyLoading ? "LAZY" : "EAGER", opt.lazyLoadingExplicit ? 1 : 0);
+
+  cuda::PhaseScope phase(options, "cuda-context");
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    *status = Status::kBackendUnavailable;
+    *message = e != cudaSuccess ? std::string("no CUDA device: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"
+                                : std::string("no CUDA device: cudaGetDeviceCount found 0");
+    cudaGetLastError();
+    return nullptr;
+  }
+  if (options.deviceIndex < 0 || options.deviceIndex >= count) {
+    *status = Status::kBackendUnavailable;
+    *message = "deviceIndex: expected 0.." + std::to_string(count - 1) + ", received " + std::to_string(options.deviceIndex);
+    return nullptr;
+  }
+  std::string why;
+  const cuda::CublasApi* blas = cuda::load_cublas(&why);
+  if (!blas) {
+    *status = Status::kBackendUnavailable;
+    *message = why;
+    return nullptr;
+  }
+  e = cudaSetDevice(options.deviceIndex);
+  if (e == cudaSuccess) e = cudaFree(nullptr);  // creates the primary context now, inside the phase
+  if (e != cudaSuccess) {
+    *status = Status::kBackendUnavailable;
+    *message = std::string("CUDA context creation failed: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+    return nullptr;
+  }
+  *status = Status::kOk;
+  return std::make_unique<cuda::CudaBackendImpl>(options, opt, blas);
+}
+
+}  // namespace memlane

@@ -1,0 +1,245 @@
+#include "exec_context.h"
+
+#include <cstring>
+
+#include "cuda_check.h"
+
+namespace memlane::cuda {
+namespace {
+constexpr size_t kBlasWorkspace = 32u << 20;  // set explicitly: cuBLAS must not allocate while capturing
+}
+
+ExecContext::~ExecContext() {
+  if (compute_) cudaStreamSynchronize(compute_);
+  if (copy_ && copy_ != compute_) cudaStreamSynchronize(copy_);
+  for (auto& [b, g] : graphs_) if (g) cudaGraphExecDestroy(g);
+  for (Slot& s : slots_) {
+    if (s.inReady) cudaEventDestroy(s.inReady);
+    if (s.inFree) cudaEventDestroy(s.inFree);
+    if (s.done) cudaEventDestroy(s.done);
+  }
+  if (blas_ && m_->blas) m_->blas->destroy(blas_);
+  if (copy_ && copy_ != compute_) cudaStreamDestroy(copy_);
+  if (compute_) cudaStreamDestroy(compute_);
+  for (void* p : owned_) cudaFree(p);
+  for (void* p : ownedHost_) cudaFreeHost(p);
+}
+
+Status ExecContext::alloc(void** p, size_t bytes, std::string* message) {
+  *p = nullptr;
+  if (bytes == 0) return Status::kOk;
+  CUDA_CHECK(cudaMalloc(p, bytes));
+  owned_.push_back(*p);
+  device_bytes_ += bytes;
+  return Status::kOk;
+}
+
+Status ExecContext::init(std::string* message) {
+  const CudaOptions& o = m_->opt;
+  const int es = prec_bytes(m_->prec);
+  CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
+  if (o.overlap) CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
+  else copy_ = compute_;
+  CUBLAS_CHECK(m_->blas->create(&blas_));
+  CUBLAS_CHECK(m_->blas->set_stream(blas_, compute_));  // resets the workspace: set it after
+  CUBLAS_CHECK(m_->blas->set_math_mode(blas_, CUBLAS_DEFAULT_MATH));  // no TF32: fp32 stays fp32
+  MEMLANE_TRY(alloc(&blasWorkspace_, kBlasWorkspace, message));
+  CUBLAS_CHECK(m_->blas->set_workspace(blas_, blasWorkspace_, kBlasWorkspace));
+  if (o.arenaOnce) {
+    MEMLANE_TRY(alloc(reinterpret_cast<void**>(&arena_), m_->arenaBytes, message));
+    MEMLANE_TRY(alloc(&col_, static_cast<size_t>(m_->colElems) * es, message));
+  }
+  const bool devIn = o.overlap || m_->prec == Prec::kF16;
+  const int nslots = (o.overlap || o.asyncOutputs) ? 2 : 1;
+  for (int i = 0; i < 2; ++i) {
+    Slot& s = slots_[i];
+    s.self = this;
+    s.userOut.resize(m_->plan->outputs.size());
+    CUDA_CHECK(cudaEventCreateWithFlags(&s.inReady, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&s.inFree, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+    if (i >= nslots) continue;
+    const size_t inBytes = static_cast<size_t>(m_->maxBatch * m_->inElems) * 4;
+    const size_t outBytes = static_cast<size_t>(m_->maxBatch * m_->outElems) * 4;
+    if (devIn) MEMLANE_TRY(alloc(reinterpret_cast<void**>(&s.devIn), inBytes, message));
+    if (m_->prec == Prec::kF16) MEMLANE_TRY(alloc(reinterpret_cast<void**>(&s.devOut), outBytes, message));
+    if (o.pinned) {
+      CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s.hostIn), inBytes));
+      ownedHost_.push_back(s.hostIn);
+      CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s.hostOut), outBytes));
+      ownedHost_.push_back(s.hostOut);
+    }
+  }
+  nslots_ = nslots;
+  return Status::kOk;
+}
+
+Status ExecContext::forward(int64_t batch, char* arena, void* col, std::string* message) {
+  ForwardEnv env;
+  env.plan = m_->plan;
+  env.prec = m_->prec;
+  env.weights = &m_->weights;
+  env.arena = arena;
+  env.col = col;
+  env.colElems = m_->colElems;
+  env.blas = m_->blas;
+  env.blasHandle = blas_;
+  return enqueue_forward(env, batch, compute_, message);
+}
+
+// The forward pass: graph replay where captured; the first run of a batch size is eager
+// (cuBLAS picks its kernels and lazily loaded modules load outside any capture), the
+// second captures with cudaStreamCaptureModeThreadLocal (other threads' allocations do
+// not invalidate it; nothing inside allocates or synchronises), later runs replay.
+Status ExecContext::run_forward(int64_t batch, char* arena, void* col, std::string* message) {
+  if (!m_->opt.cudaGraph || !m_->opt.arenaOnce) return forward(batch, arena, col, message);
+  auto g = graphs_.find(batch);
+  if (g != graphs_.end()) {
+    if (!g->second) return forward(batch, arena, col, message);  // capture failed earlier
+    CUDA_CHECK(cudaGraphLaunch(g->second, compute_));
+    return Status::kOk;
+  }
+  if (++runsSeen_[batch] < 2) return forward(batch, arena, col, message);
+  CUDA_CHECK(cudaStreamBeginCapture(compute_, cudaStreamCaptureModeThreadLocal));
+  std::string why;
+  Status st = forward(batch, arena, col, &why);
+  cudaGraph_t graph = nullptr;
+  cudaError_t e = cudaStreamEndCapture(compute_, &graph);
+  cudaGraphExec_t exec = nullptr;
+  if (st == Status::kOk && e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
+  if (graph) cudaGraphDestroy(graph);
+  if (st != Status::kOk || e != cudaSuccess || !exec) {
+    cudaGetLastError();  // clear the capture error; the stream is usable again
+    notes_.push_back("cudaGraph: batch " + std::to_string(batch) + " not captured (" +
+                     (st != Status::kOk ? why : std::string(cudaGetErrorString(e))) + "); eager");
+    graphs_[batch] = nullptr;
+    return forward(batch, arena, col, message);
+  }
+  graphs_[batch] = exec;
+  notes_.push_back("cudaGraph: batch " + std::to_string(batch) + " captured");
+  CUDA_CHECK(cudaGraphLaunch(exec, compute_));
+  return Status::kOk;
+}
+
+void CUDART_CB ExecContext::on_done(void* p) {
+  Slot* s = static_cast<Slot*>(p);
+  s->self->finish(*s);
+}
+
+void ExecContext::finish(Slot& s) {
+  if (m_->opt.pinned) {
+    size_t off = 0;
+    for (size_t o = 0; o < m_->plan->outputs.size(); ++o) {
+      const size_t n = static_cast<size_t>(s.batch * m_->plan->tensors[m_->plan->outputs[o]].elements());
+      std::memcpy(s.userOut[o], s.hostOut + off, n * 4);
+      off += n;
+    }
+  }
+  if (s.doneFn) {
+    DoneFn fn = std::move(s.doneFn);
+    s.doneFn = nullptr;
+    fn(Status::kOk, std::string());
+  }
+}
+
+Status ExecContext::submit(int64_t batch, const float* const* inputs, float* const* outputs,
+                           DoneFn done, bool sync, std::string* message) {
+  const CudaOptions& o = m_->opt;
+  const Plan& plan = *m_->plan;
+  Slot& s = slots_[next_];
+  next_ = (next_ + 1) % nslots_;
+  // The slot's previous request (its copies and its host callback) must be complete;
+  // an asynchronous failure of that request surfaces here.
+  CUDA_CHECK(cudaEventSynchronize(s.done));
+
+  char* arena = arena_;
+  void* col = col_;
+  if (!o.arenaOnce) {  // the baseline the arena technique is measured against
+    CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&arena), m_->arenaBytes));
+    if (m_->colElems) CUDA_CHECK(cudaMalloc(&col, static_cast<size_t>(m_->colElems) * prec_bytes(m_->prec)));
+    sync = true;
+  }
+  ForwardEnv env;
+  env.plan = &plan;
+  env.prec = m_->prec;
+  env.weights = &m_->weights;
+  env.arena = arena;
+
+  // 1. Inputs: host -> (pinned) -> device slot on the copy stream -> arena.
+  if (s.devIn) CUDA_CHECK(cudaStreamWaitEvent(copy_, s.inFree, 0));
+  size_t off = 0;
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    const size_t n = static_cast<size_t>(batch * plan.tensors[plan.inputs[i]].elements());
+    const float* src = inputs[i];
+    if (o.pinned) {
+      std::memcpy(s.hostIn + off, inputs[i], n * 4);
+      src = s.hostIn + off;
+    }
+    void* dst = s.devIn ? static_cast<void*>(s.devIn + off) : tensor_ptr(env, plan.inputs[i], batch);
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, n * 4, cudaMemcpyHostToDevice, s.devIn ? copy_ : compute_));
+    off += n;
+  }
+  if (s.devIn) {
+    CUDA_CHECK(cudaEventRecord(s.inReady, copy_));
+    CUDA_CHECK(cudaStreamWaitEvent(compute_, s.inReady, 0));
+    off = 0;
+    for (size_t i = 0; i < plan.inputs.size(); ++i) {
+      const size_t n = static_cast<size_t>(batch * plan.tensors[plan.inputs[i]].elements());
+      void* dst = tensor_ptr(env, plan.inputs[i], batch);
+      if (m_->prec == Prec::kF16) CUDA_CHECK(cast_f32_to_f16(s.devIn + off, dst, n, compute_));
+      else CUDA_CHECK(cudaMemcpyAsync(dst, s.devIn + off, n * 4, cudaMemcpyDeviceToDevice, compute_));
+      off += n;
+    }
+    CUDA_CHECK(cudaEventRecord(s.inFree, compute_));
+  }
+
+  // 2. Forward.
+  Status st = run_forward(batch, arena, col, message);
+  if (st != Status::kOk) return st;
+
+  // 3. Outputs: arena -> (fp32 slot) -> host (pinned staging or the caller's buffer).
+  off = 0;
+  for (size_t i = 0; i < plan.outputs.size(); ++i) {
+    const size_t n = static_cast<size_t>(batch * plan.tensors[plan.outputs[i]].elements());
+    const void* src = tensor_ptr(env, plan.outputs[i], batch);
+    if (m_->prec == Prec::kF16) {
+      CUDA_CHECK(cast_f16_to_f32(src, s.devOut + off, n, compute_));
+      src = s.devOut + off;
+    }
+    float* dst = o.pinned ? s.hostOut + off : outputs[i];
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, n * 4, cudaMemcpyDeviceToHost, compute_));
+    s.userOut[i] = outputs[i];
+    off += n;
+  }
+  s.batch = batch;
+  s.doneFn = std::move(done);
+
+  // 4. Completion: a host callback after the copies (asyncOutputs), or wait here.
+  if (!sync && o.asyncOutputs) {
+    CUDA_CHECK(cudaLaunchHostFunc(compute_, &ExecContext::on_done, &s));
+    CUDA_CHECK(cudaEventRecord(s.done, compute_));
+    return Status::kOk;
+  }
+  CUDA_CHECK(cudaEventRecord(s.done, compute_));
+  CUDA_CHECK(cudaEventSynchronize(s.done));
+  if (!o.arenaOnce) {
+    CUDA_CHECK(cudaFree(arena));
+    if (col) CUDA_CHECK(cudaFree(col));
+  }
+  finish(s);
+  return Status::kOk;
+}
+
+Status ExecContext::drain(std::string* message) {
+  if (copy_ != compute_) CUDA_CHECK(cudaStreamSynchronize(copy_));
+  CUDA_CHECK(cudaStreamSynchronize(compute_));
+  return Status::kOk;
+}
+
+std::string ExecContext::notes() const {
+  std::string out;
+  for (const std::string& n : notes_) out += (out.empty() ? "" : "; ") + n;
+  return out;
+}
+
+}  // namespace memlane::cuda

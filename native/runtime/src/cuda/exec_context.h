@@ -1,0 +1,82 @@
+// One execution context: its own arena, streams, cuBLAS handle and workspace, staging
+// buffers and CUDA graphs; the weights are shared with every other context. A request
+// goes: host inputs -> (pinned staging) -> device input slot [copy stream] -> arena
+// [compute stream] -> forward (graph or eager) -> outputs -> (pinned staging) -> host.
+// Two slots double-buffer the device inputs and host staging so that request N+1's
+// upload overlaps request N's compute.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cuda_backend.h"
+#include "forward.h"
+
+namespace memlane::cuda {
+
+struct SharedModel {
+  const Plan* plan = nullptr;
+  CudaOptions opt;
+  Prec prec = Prec::kF32;
+  std::vector<void*> weights;  // device pointer per tensor id
+  const CublasApi* blas = nullptr;
+  int64_t maxBatch = 0;
+  uint64_t arenaBytes = 0;  // per context, for maxBatch
+  int64_t colElems = 0;     // per context
+  int64_t inElems = 0, outElems = 0;  // per sample, over all inputs / outputs
+};
+
+class ExecContext {
+ public:
+  explicit ExecContext(const SharedModel* m) : m_(m) {}
+  ~ExecContext();
+  Status init(std::string* message);  // allocates everything once (arena unless per-request)
+  Status submit(int64_t batch, const float* const* inputs, float* const* outputs, DoneFn done,
+                bool sync, std::string* message);
+  Status drain(std::string* message);
+  std::mutex& mutex() { return mu_; }
+  uint64_t device_bytes() const { return device_bytes_; }
+  std::string notes() const;
+
+ private:
+  struct Slot {
+    float* devIn = nullptr;   // fp32 device inputs (null when copied straight to the arena)
+    float* devOut = nullptr;  // fp32 device outputs (fp16 mode only)
+    float* hostIn = nullptr;  // pinned staging
+    float* hostOut = nullptr;
+    cudaEvent_t inReady = nullptr, inFree = nullptr, done = nullptr;
+    // Completion state for the host callback (no allocation per request).
+    ExecContext* self = nullptr;
+    int64_t batch = 0;
+    std::vector<float*> userOut;
+    DoneFn doneFn;
+  };
+  static void CUDART_CB on_done(void* slot);
+  Status forward(int64_t batch, char* arena, void* col, std::string* message);
+  Status run_forward(int64_t batch, char* arena, void* col, std::string* message);
+  void finish(Slot& s);
+  Status alloc(void** p, size_t bytes, std::string* message);
+
+  const SharedModel* m_;
+  std::mutex mu_;
+  cudaStream_t compute_ = nullptr, copy_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  void* blasWorkspace_ = nullptr;
+  char* arena_ = nullptr;
+  void* col_ = nullptr;
+  Slot slots_[2];
+  int next_ = 0;
+  int nslots_ = 1;
+  std::map<int64_t, cudaGraphExec_t> graphs_;
+  std::map<int64_t, int> runsSeen_;
+  std::vector<std::string> notes_;
+  uint64_t device_bytes_ = 0;
+  std::vector<void*> owned_;      // cudaMalloc'd
+  std::vector<void*> ownedHost_;  // cudaMallocHost'd
+};
+
+}  // namespace memlane::cuda

@@ -1,0 +1,38 @@
+// One forward pass of a plan on the device: every op's launcher, in plan order, on one
+// stream. Pointers: activations at arena + batch * (per-sample offset) in the chosen
+// precision, weights from the shared device copy. enqueue() only launches (no allocation,
+// no synchronisation), so it can be captured into a CUDA graph; validate() runs the same
+// code without launching to reject unsupported ops at prepare.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "kernels.h"
+
+namespace memlane::cuda {
+
+struct ForwardEnv {
+  const Plan* plan = nullptr;
+  Prec prec = Prec::kF32;
+  const std::vector<void*>* weights = nullptr;  // device pointer per tensor id (weights only)
+  char* arena = nullptr;
+  void* col = nullptr;  // im2col scratch
+  int64_t colElems = 0;
+  const CublasApi* blas = nullptr;
+  cublasHandle_t blasHandle = nullptr;
+};
+
+// Device pointer of tensor `id` for a batch of `batch`.
+void* tensor_ptr(const ForwardEnv& env, int32_t id, int64_t batch);
+
+// im2col elements one sample needs at most over the plan's convs (0: none needs it).
+int64_t max_col_elems_per_sample(const Plan& plan);
+
+Status validate_plan(const Plan& plan, std::string* message);
+Status enqueue_forward(const ForwardEnv& env, int64_t batch, cudaStream_t s, std::string* message);
+
+}  // namespace memlane::cuda
