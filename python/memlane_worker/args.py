@@ -13,11 +13,13 @@ _REQUIRED = object()
 
 
 class Args:
-    def __init__(self, task: str, values: dict[str, Any]) -> None:
+    def __init__(self, task: str, values: dict[str, Any], prefix: str = "") -> None:
         self.task = task
         self.values = values
+        self.prefix = prefix  # "ort." for the options nested under args.ort
 
     def fail(self, name: str, expected: str, received: Any) -> TaskError:
+        name = self.prefix + name
         return TaskError(
             ErrorCode.INVALID_ARGUMENT,
             f"{self.task}: argument '{name}' expected {expected}, received {received!r}",
@@ -87,4 +89,4 @@ class Args:
         v = self._get(name, default, "a map")
         if not isinstance(v, dict):
             raise self.fail(name, "a map", v)
-        return Args(f"{self.task}: {name}", v)
+        return Args(self.task, v, f"{self.prefix}{name}.")

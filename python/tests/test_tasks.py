@@ -209,3 +209,21 @@ def test_seeded_random_weights_agree_between_zoo_export_and_infer_torch(torch_wo
     t = torch_worker.run("infer.torch", {"arch": "grouped-dilated", "seed": 5, **INFER}, {"inputs": x})
     o = ort_worker.run("infer.ort", {"model": out, **INFER}, {"inputs": x})
     assert np.abs(t.tensors["outputs"] - o.tensors["outputs"]).max() < 1e-4
+
+
+def test_infer_ort_takes_its_inputs_from_shared_memory(ort_worker, exported, heldout, torch_outputs):
+    from multiprocessing import shared_memory
+
+    x = heldout[0]
+    seg = shared_memory.SharedMemory(create=True, size=x.nbytes + 64)
+    try:
+        seg.buf[64:64 + x.nbytes] = x.tobytes()
+        ort_worker.send({"v": 1, "type": "task", "id": "shm-ort", "task": "infer.ort",
+                         "args": {"model": exported.value["onnx"], **INFER},
+                         "tensors": [{"name": "inputs", "dtype": "float32", "shape": list(x.shape),
+                                      "shm": {"segment": seg.name, "offset": 64, "length": x.nbytes}}]})
+        reply = ort_worker.collect("shm-ort")
+        assert np.abs(reply.tensors["outputs"] - torch_outputs.tensors["outputs"]).max() < 1e-4
+    finally:
+        seg.close()
+        seg.unlink()

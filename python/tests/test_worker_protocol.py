@@ -134,3 +134,42 @@ def test_bad_command_line_is_refused():
     p = subprocess.run([sys.executable, "-m", "memlane_worker", "--connect", "localhost:1"],
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "--connect expects a ZeroMQ endpoint" in p.stderr
+
+
+def test_cancel_of_a_queued_task_answers_cancelled_without_running_it(worker, tmp_path):
+    long_id = worker.send_task("train", {"outDir": str(tmp_path), "epochs": 500})
+    queued_id = worker.send_task("worker.info", {})
+    worker.send({"v": V, "type": "cancel", "id": queued_id})
+    worker.send({"v": V, "type": "cancel", "id": long_id})
+    finals = {}
+    while len(finals) < 2:
+        env = worker.recv(60)
+        if env["type"] in ("result", "error"):
+            finals[env["id"]] = env
+    assert finals[queued_id]["code"] == ErrorCode.CANCELLED
+    assert finals[long_id]["code"] == ErrorCode.CANCELLED
+
+
+def test_inputs_from_a_shared_memory_segment(worker):
+    from multiprocessing import shared_memory
+
+    import numpy as np
+
+    x = np.arange(2 * 64, dtype=np.float32).reshape(2, 1, 8, 8) / 128
+    seg = shared_memory.SharedMemory(create=True, size=x.nbytes)
+    try:
+        seg.buf[: x.nbytes] = x.tobytes()
+        worker.send({"v": V, "type": "task", "id": "t-shm", "task": "infer.ort", "args": {"model": "/nonexistent.onnx"},
+                     "tensors": [{"name": "inputs", "dtype": "float32", "shape": [2, 1, 8, 8],
+                                  "shm": {"segment": seg.name, "offset": 0, "length": x.nbytes}}]})
+        env = worker.collect("t-shm").final
+        # The tensor decoded; the task then refuses the model path: the shm ref itself was fine.
+        assert env["code"] == ErrorCode.INVALID_ARGUMENT and "'model'" in env["message"], env
+        worker.send({"v": V, "type": "task", "id": "t-shm2", "task": "infer.ort", "args": {},
+                     "tensors": [{"name": "inputs", "dtype": "float32", "shape": [2, 1, 8, 8],
+                                  "shm": {"segment": seg.name + "-gone", "offset": 0, "length": x.nbytes}}]})
+        env = worker.recv(30)
+        assert env["code"] == ErrorCode.SHM_UNAVAILABLE and env["id"] == "t-shm2"
+    finally:
+        seg.close()
+        seg.unlink()
