@@ -1,53 +1,13 @@
 // Accuracy of the memory sampler and phase accounting against a real process that allocates
 // known amounts (test/fixtures/alloc/alloc.c, compiled here with cc).
-import { execFileSync, spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readProcessMemory, resetPeak } from "../../src/memory/proc.ts";
+import { AllocProcess, outsideMark as mark } from "../fixtures/alloc/alloc-process.ts";
+import { readProcessMemory } from "../../src/memory/proc.ts";
 import { MemorySampler, type Sample } from "../../src/memory/sampler.ts";
-import { phaseFigures, type PhaseMarkInput } from "../../src/memory/phases.ts";
+import { phaseFigures } from "../../src/memory/phases.ts";
 
-const FIXTURE = join(import.meta.dirname, "../fixtures/alloc/alloc.c");
 const MiB = 1024; // KiB per MiB
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-class AllocProcess {
-  readonly child: ChildProcessWithoutNullStreams;
-  private readonly waiters: Array<(line: string) => void> = [];
-  private readonly lines: string[] = [];
-
-  constructor(bin: string) {
-    this.child = spawn(bin, [], { stdio: ["pipe", "pipe", "pipe"] });
-    createInterface({ input: this.child.stdout }).on("line", (line) => {
-      const w = this.waiters.shift();
-      if (w) w(line);
-      else this.lines.push(line);
-    });
-  }
-  next(): Promise<string> {
-    const l = this.lines.shift();
-    if (l !== undefined) return Promise.resolve(l);
-    return new Promise((resolve) => this.waiters.push(resolve));
-  }
-  async send(cmd: string): Promise<void> {
-    this.child.stdin.write(`${cmd}\n`);
-    expect(await this.next()).toBe(`ok ${cmd}`);
-  }
-  get pid(): number {
-    return this.child.pid!;
-  }
-}
-
-/** A phase mark as a worker would send it, but read from outside (the fixture is C). */
-async function mark(pid: number, name: string, which: "start" | "end"): Promise<PhaseMarkInput> {
-  if (which === "start") expect(await resetPeak(pid)).toBe(true);
-  const memory = await readProcessMemory(pid);
-  if (memory === null) throw new Error("fixture gone");
-  return { name, mark: which, tMs: Date.now(), memory };
-}
 
 const within = (actualKiB: number, expectedMiB: number, tol = 0.02) =>
   expect(Math.abs(actualKiB - expectedMiB * MiB)).toBeLessThanOrEqual(expectedMiB * MiB * tol);
@@ -55,16 +15,11 @@ const within = (actualKiB: number, expectedMiB: number, tol = 0.02) =>
 const latest = (samples: Sample[]): Sample => samples[samples.length - 1]!;
 
 describe("memory sampler on a process allocating known amounts", () => {
-  let dir: string;
   let proc: AllocProcess;
   const sampler = new MemorySampler({ periodMs: 20 });
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "memlane-alloc-"));
-    const bin = join(dir, "alloc");
-    execFileSync("cc", ["-O1", "-o", bin, FIXTURE]);
-    proc = new AllocProcess(bin);
-    expect(await proc.next()).toMatch(/^ready \d+$/);
+    proc = await AllocProcess.start();
     sampler.track(proc.pid, "alloc");
     sampler.start();
     await sleep(150);
@@ -72,8 +27,7 @@ describe("memory sampler on a process allocating known amounts", () => {
 
   afterAll(async () => {
     await sampler.stop();
-    proc?.child.kill("SIGKILL");
-    rmSync(dir, { recursive: true, force: true });
+    proc?.dispose();
   });
 
   it("samples at >= 20 Hz with the GPU marked unknown (no probe)", () => {
