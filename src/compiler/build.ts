@@ -11,6 +11,14 @@ export interface Built {
   blobBytes: number;
 }
 
+/** Ops with an optional trailing input always list it (-1 when absent): a fixed arity. */
+const ARITY: Record<string, number> = { Conv: 3, Gemm: 3 };
+
+function withArity(op: string, inputs: string[]): string[] {
+  const n = ARITY[op] ?? inputs.length;
+  return [...inputs, ...new Array<string>(Math.max(0, n - inputs.length)).fill("")];
+}
+
 export function buildPlan(inf: Inferred, arena: Arena, producer: string, source: string): Built {
   const tensors: PlanTensor[] = [];
   const ids = new Map<string, number>();
@@ -41,7 +49,7 @@ export function buildPlan(inf: Inferred, arena: Arena, producer: string, source:
   };
 
   const inputIds = inf.inputs.map(idOf);
-  const ops = inf.nodes.map((n) => ({ op: n.op, name: n.name, inputs: n.inputs.map(idOf), outputs: n.outputs.map(idOf), attrs: n.attrs }));
+  const ops = inf.nodes.map((n) => ({ op: n.op, name: n.name, inputs: withArity(n.op, n.inputs).map(idOf), outputs: n.outputs.map(idOf), attrs: n.attrs }));
   const outputIds = inf.outputs.map(idOf);
   const header: PlanHeader = {
     producer,

@@ -5,3 +5,4 @@ export { readPlan, parsePlan, weightData, type PlanFile } from "./read.ts";
 export { PLAN_MAGIC, PLAN_VERSION, PLAN_ALIGNMENT, type PlanHeader, type PlanTensor, type PlanOp } from "./plan-format.ts";
 export { SUPPORTED_OPS } from "./supported.ts";
 export { formatPlan } from "./inspect.ts";
+export { checkPlanArena } from "./verify.ts";

@@ -77,6 +77,7 @@ export function parsePlan(buf: Buffer, file: string): PlanFile {
 /** A weight's values as float32 (copied: blob offsets are 64-aligned only relative to the blob). */
 export function weightData(plan: PlanFile, id: number): Float32Array {
   const t = plan.header.tensors[id]!;
-  const bytes = plan.blob.slice(t.offset, t.offset + t.bytes);
-  return new Float32Array(bytes.buffer, bytes.byteOffset, t.bytes / 4);
+  // Uint8Array's slice copies (Buffer's would not), giving a fresh, 4-aligned buffer.
+  const bytes = Uint8Array.prototype.slice.call(plan.blob, t.offset, t.offset + t.bytes);
+  return new Float32Array(bytes.buffer, 0, t.bytes / 4);
 }

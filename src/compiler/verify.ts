@@ -1,0 +1,35 @@
+/**
+ * Arena check on a written plan, independent of the compiler's in-memory state: lifetimes
+ * are recomputed from the header's op list and every pair of simultaneously live tensors
+ * is checked for overlap. Used by the tests on every model.
+ */
+import { type Lifetime, arenaProblems, lowerBound } from "./arena.ts";
+import { PLAN_ALIGNMENT, type PlanHeader, alignUp } from "./plan-format.ts";
+
+export function planLifetimes(h: PlanHeader): Lifetime[] {
+  const end = Math.max(h.ops.length - 1, 0);
+  const life = new Map<number, Lifetime>();
+  const add = (id: number, step: number) => {
+    const t = h.tensors[id]!;
+    if (t.kind === "weight" || life.has(id)) return;
+    life.set(id, { name: `#${id} ${t.name}`, bytes: t.bytes, size: alignUp(t.bytes, PLAN_ALIGNMENT), first: step, last: step });
+  };
+  for (const id of h.inputs) add(id, 0);
+  h.ops.forEach((op, step) => {
+    for (const id of op.inputs) {
+      const l = life.get(id);
+      if (l) l.last = Math.max(l.last, step);
+    }
+    for (const id of op.outputs) add(id, step);
+  });
+  for (const id of h.outputs) life.get(id)!.last = end;
+  return [...life.values()];
+}
+
+/** All arena problems of a plan (empty = valid), plus its recomputed lower bound. */
+export function checkPlanArena(h: PlanHeader): { problems: string[]; lowerBound: number } {
+  const ls = planLifetimes(h);
+  const offsets = new Map<string, number>();
+  for (const l of ls) offsets.set(l.name, h.tensors[Number(l.name.slice(1, l.name.indexOf(" ")))]!.offset);
+  return { problems: arenaProblems(ls, offsets, h.arena.bytesPerSample), lowerBound: lowerBound(ls) };
+}

@@ -1,0 +1,100 @@
+/** Build small ONNX models in TypeScript (onnx-proto) for compiler edge-case tests. */
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import onnxProto from "onnx-proto";
+
+const { onnx } = onnxProto;
+const AT = onnx.AttributeProto.AttributeType;
+
+export type Attr = number | number[] | string | { f: number } | { floats: number[] } | { t: Init };
+export interface Init {
+  name: string;
+  dims: number[];
+  data?: number[];
+  /** "float" (default, raw_data), "float-typed" (float_data field) or "int64". */
+  type?: "float" | "float-typed" | "int64";
+}
+export interface NodeSpec {
+  op: string;
+  inputs: string[];
+  outputs: string[];
+  name?: string;
+  attrs?: Record<string, Attr>;
+}
+export interface ModelSpec {
+  inputs: [string, (number | string)[]][];
+  outputs: string[];
+  nodes: NodeSpec[];
+  inits?: Init[];
+  opset?: number;
+}
+
+export function node(op: string, inputs: string[], outputs: string[], attrs?: Record<string, Attr>, name?: string): NodeSpec {
+  return { op, inputs, outputs, attrs, name };
+}
+
+/** Deterministic pseudo-random values in [-1, 1). */
+export function values(n: number, seed = 1): number[] {
+  let s = seed;
+  return Array.from({ length: n }, () => {
+    s = (s * 1103515245 + 12345) % 2147483648;
+    return (s / 2147483648) * 2 - 1;
+  });
+}
+
+export function init(name: string, dims: number[], data?: number[], type: Init["type"] = "float"): Init {
+  return { name, dims, data: data ?? values(dims.reduce((a, b) => a * b, 1), name.length), type };
+}
+
+function tensor(t: Init): onnxProto.onnx.ITensorProto {
+  const data = t.data ?? [];
+  if (t.type === "int64") return { name: t.name, dims: t.dims, dataType: onnx.TensorProto.DataType.INT64, int64Data: data };
+  if (t.type === "float-typed") return { name: t.name, dims: t.dims, dataType: onnx.TensorProto.DataType.FLOAT, floatData: data };
+  const raw = new Uint8Array(Float32Array.from(data).buffer);
+  return { name: t.name, dims: t.dims, dataType: onnx.TensorProto.DataType.FLOAT, rawData: raw };
+}
+
+function attr(name: string, v: Attr): onnxProto.onnx.IAttributeProto {
+  if (typeof v === "number") return Number.isInteger(v) ? { name, type: AT.INT, i: v } : { name, type: AT.FLOAT, f: v };
+  if (typeof v === "string") return { name, type: AT.STRING, s: new TextEncoder().encode(v) };
+  if (Array.isArray(v)) return { name, type: AT.INTS, ints: v };
+  if ("f" in v) return { name, type: AT.FLOAT, f: v.f };
+  if ("floats" in v) return { name, type: AT.FLOATS, floats: v.floats };
+  return { name, type: AT.TENSOR, t: tensor(v.t) };
+}
+
+function valueInfo(name: string, dims: (number | string)[]): onnxProto.onnx.IValueInfoProto {
+  const dim = dims.map((d) => (typeof d === "number" ? { dimValue: d } : { dimParam: d }));
+  return { name, type: { tensorType: { elemType: onnx.TensorProto.DataType.FLOAT, shape: { dim } } } };
+}
+
+export function modelBytes(spec: ModelSpec): Uint8Array {
+  const m = onnx.ModelProto.create({
+    irVersion: 8,
+    producerName: "memlane-test",
+    opsetImport: [{ domain: "", version: spec.opset ?? 17 }],
+    graph: {
+      name: "g",
+      node: spec.nodes.map((n, i) => ({
+        opType: n.op, name: n.name ?? `${n.op.toLowerCase()}_${i}`, input: n.inputs, output: n.outputs,
+        attribute: Object.entries(n.attrs ?? {}).map(([k, v]) => attr(k, v)),
+      })),
+      initializer: (spec.inits ?? []).map(tensor),
+      input: spec.inputs.map(([n, d]) => valueInfo(n, d)),
+      output: spec.outputs.map((o) => valueInfo(o, [])),
+    },
+  });
+  return onnx.ModelProto.encode(m).finish();
+}
+
+export function tempDir(): string {
+  return mkdtempSync(join(tmpdir(), "memlane-compiler-test-"));
+}
+
+/** Write the model into a fresh temp dir; returns the .onnx path. */
+export function writeModel(spec: ModelSpec, name = "model", dir = tempDir()): string {
+  const p = join(dir, `${name}.onnx`);
+  writeFileSync(p, modelBytes(spec));
+  return p;
+}
