@@ -4,7 +4,7 @@
  * host description (overridable), so it is tested on recorded data.
  */
 import { combinePhases, type PhaseFigures, type PhaseMarkInput } from "../memory/phases.ts";
-import type { TrackedProcess } from "../memory/sampler.ts";
+import type { Sample, TrackedProcess } from "../memory/sampler.ts";
 import { Phase } from "../transport/protocol.ts";
 import { buildComparison } from "./comparison.ts";
 import { hostInfo } from "./host.ts";
@@ -120,11 +120,16 @@ function phasesOf(marks: readonly PhaseMarkInput[], tracks: readonly TrackedProc
   return combinePhases(marks, samplesOf(tracks, pid)).map((f) => phaseReport(f, gpu));
 }
 
-/** Reading at the end of steady-inference, else of the last phase. */
-function steadyOf(name: string, phases: readonly PhaseReport[]): SteadyMemory {
+/**
+ * Reading at the end of steady-inference, else of the last phase, else (a runtime that sent
+ * no phase marks) the last orchestrator sample of its process.
+ */
+function steadyOf(name: string, phases: readonly PhaseReport[], samples: readonly Sample[], gpuOn: boolean): SteadyMemory {
   const p = phases.find((x) => x.name === Phase.STEADY_INFERENCE) ?? phases[phases.length - 1];
-  if (p === undefined) throw new Error(`buildReport: runtime "${name}" has no completed phase, so no memory reading to report`);
-  return { rssMiB: p.rssMiB, ussMiB: p.ussMiB, pssMiB: p.pssMiB, gpuMiB: p.gpuMiB };
+  if (p !== undefined) return { rssMiB: p.rssMiB, ussMiB: p.ussMiB, pssMiB: p.pssMiB, gpuMiB: p.gpuMiB };
+  const s = samples.reduce<Sample | undefined>((a, b) => (a === undefined || b.tMs > a.tMs ? b : a), undefined);
+  if (s === undefined) throw new Error(`buildReport: runtime "${name}" has no completed phase and no sample, so no memory reading to report`);
+  return { rssMiB: toMiB(s.rssKiB), ussMiB: toMiB(s.ussKiB), pssMiB: toMiB(s.pssKiB), gpuMiB: gpuOn ? toMiBOrNull(s.gpuKiB) : null };
 }
 
 function checkpointLoadReport(c: CheckpointLoadRecord, tracks: readonly TrackedProcess[]): CheckpointLoadReport {
@@ -162,7 +167,7 @@ export function buildReport(run: RunRecord): Report {
       device: r.device,
       versions: r.versions,
       phases,
-      steady: steadyOf(r.name, phases),
+      steady: steadyOf(r.name, phases, samplesOf(run.tracks, r.process.pid), gpuOn),
       accuracy: r.accuracy,
       maxAbsDiff: r.maxAbsDiff,
       latencyMs: r.latencyMs,

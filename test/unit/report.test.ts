@@ -90,11 +90,14 @@ describe("buildReport", () => {
     expect(t.samples.some(([, rss, uss, gpu]) => rss === 80 * 1024 && uss === 56 * 1024 && gpu === null)).toBe(true);
   });
 
-  it("handles a pipeline without training, and refuses a runtime with no completed phase", () => {
+  it("handles a pipeline without training; a runtime without phases gets steady memory from its last sample", () => {
     const run = realisticRun();
     expect(buildReport({ ...run, training: null }).training).toBeNull();
-    const broken = { ...run, runtimes: [{ ...run.runtimes[0]!, marks: run.runtimes[0]!.marks.filter((m) => m.mark === "start") }] };
-    expect(() => buildReport(broken)).toThrow(/runtime "python-torch" has no completed phase/);
+    const noPhases = { ...run, runtimes: [{ ...run.runtimes[0]!, marks: run.runtimes[0]!.marks.filter((m) => m.mark === "start") }] };
+    const r = buildReport(noPhases).runtimes[0]!;
+    expect(r.phases).toEqual([]);
+    expect(r.steady).toEqual({ rssMiB: 331, ussMiB: 271, pssMiB: 286, gpuMiB: null });
+    expect(() => buildReport({ ...noPhases, tracks: [] })).toThrow(/runtime "python-torch" has no completed phase and no sample/);
   });
 });
 
