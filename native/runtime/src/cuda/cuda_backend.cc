@@ -3,6 +3,8 @@
 // execution contexts sharing those weights (exec_context.h).
 #include "cuda_backend.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -225,6 +227,13 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options, Status
     *status = Status::kBackendUnavailable;
     *message = e != cudaSuccess ? std::string("no CUDA device: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"
                                 : std::string("no CUDA device: cudaGetDeviceCount found 0");
+    // cudart says "driver version is insufficient" also when there is no driver at all.
+    if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice) {
+      void* libcuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+      if (!libcuda) libcuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+      if (!libcuda) *message = "no CUDA driver: libcuda.so.1 not found (" + *message + ")";
+      else dlclose(libcuda);
+    }
     cudaGetLastError();
     return nullptr;
   }

@@ -25,6 +25,20 @@ Status parse_bool(const std::map<std::string, std::string>& m, const char* key, 
 Status parse_cuda_options(const std::map<std::string, std::string>& m, CudaOptions* o,
                           std::string* message) {
   *o = CudaOptions{};
+  // `variant` (task arg) picks a preset; the individual switches then override it.
+  if (auto it = m.find("variant"); it != m.end()) {
+    const std::string& v = it->second;
+    if (v == "baseline") {
+      o->arenaOnce = false; o->pinned = false; o->overlap = false; o->asyncOutputs = false; o->cudaGraph = false;
+    } else if (v == "fp16") {
+      o->fp16 = true;
+    } else if (v == "eager" || v == "no-graph") {
+      o->cudaGraph = false;
+    } else if (v != "default" && v != "cuda-graph" && v != "all") {
+      *message = "cuda switch 'variant': expected 'default', 'baseline', 'eager', 'cuda-graph' or 'fp16', received '" + v + "'";
+      return Status::kInvalidArgument;
+    }
+  }
   if (auto it = m.find("arena"); it != m.end()) {
     if (it->second == "once") o->arenaOnce = true;
     else if (it->second == "per-request") o->arenaOnce = false;
