@@ -1,6 +1,7 @@
 /**
  * memlane's public surface: script train → export → deploy pipelines in TypeScript and see
- * where host RAM and GPU memory go, per process and per phase.
+ * where host RAM and GPU memory go, per process and per phase. Everything a user needs is
+ * re-exported here; modules under src/ are internal.
  *
  * @example
  * ```ts
@@ -11,12 +12,18 @@
  *   .benchmark("python-ort")
  *   .benchmark("node-ort");
  * ```
+ * Run it with `memlane run my-pipeline.ts`, or from code with {@link runPipeline}.
+ *
+ * @packageDocumentation
  */
 
-// Pipelines: the builder, options and stage types, and running one.
+// ── Pipelines: the builder, its options and stage types, and running one ──────────────
+/** Starts a pipeline definition; a pipeline module default-exports the built pipeline. */
 export { pipeline, Pipeline } from "./pipeline/builder.ts";
+/** Pipeline options: frozen defaults and the error naming a bad option. */
 export { PIPELINE_DEFAULTS, OptionError } from "./pipeline/options.ts";
 export type { PipelineOptions, ResolvedPipelineOptions } from "./pipeline/options.ts";
+/** A stage failed (`stage`, `cause`), or the stage graph is invalid (cycle, unknown dependency). */
 export { StageError, PipelineDefinitionError } from "./pipeline/scheduler.ts";
 export { RUNTIMES, CHECKPOINT_METHODS } from "./pipeline/stages.ts";
 export type {
@@ -35,6 +42,43 @@ export type {
   BenchmarkResult,
   UnavailableRuntime,
 } from "./pipeline/stages.ts";
+/** Runs a pipeline end to end and writes runs/<runId>/report.{json,md,html}. */
 export { runPipeline } from "./pipeline/run.ts";
 export type { RunPipelineOptions, RunOutcome } from "./pipeline/run.ts";
+/** The bridge a `python` stage receives (pythonia, the project's venv interpreter). */
 export type { PyBridge } from "./workers/python-bridge.ts";
+/** ONNX Runtime in Node on a worker_thread, measured like the Python worker's infer.ort. */
+export { runNodeOrt } from "./workers/node-ort.ts";
+export type { NodeOrtTask, NodeOrtResult, NodeOrtPhase } from "./workers/node-ort.ts";
+
+// ── Workers: supervision, the one error type, shutdown ──────────────────────────────────
+/** Spawn workers on a loopback broker, run tasks, stop them by escalation. */
+export { Supervisor, WorkerHandle, WorkerError, installShutdownHandlers, stopAllWorkers, liveWorkerCount } from "./workers/index.ts";
+export type { SupervisorOptions, WorkerErrorInit, WorkerIdentity, ShutdownOptions, WorkerSpec, SpawnOptions, RunOptions, TaskResult, ExitInfo } from "./workers/index.ts";
+/** Launch specs of the project's own workers (venv Python worker, memlane-rt). */
+export { workerSpecs } from "./workers/specs.ts";
+
+// ── Protocol ────────────────────────────────────────────────────────────────────────────
+/** The wire protocol's version, error codes and phase names (docs/protocol.md). */
+export { PROTOCOL_VERSION, ErrorCode, errorCodeName, Phase } from "./transport/protocol.ts";
+export type { MemoryReading, PhaseName, TensorRef, DType, Message } from "./transport/protocol.ts";
+export type { Tensor } from "./transport/codec.ts";
+
+// ── Memory measurement ──────────────────────────────────────────────────────────────────
+/** /proc readers, the ≥ 20 Hz sampler, phase accounting (docs/memory.md). */
+export { readProcessMemory, MemorySampler, PhaseRecorder, measurePhase, combinePhases } from "./memory/index.ts";
+export type { HostReading, Sample, SamplerOptions, TrackedProcess, GpuProbe, PhaseFigures, PhaseMarkInput } from "./memory/index.ts";
+/** NVML per-process GPU memory ("unavailable" with a reason, never 0, without a driver). */
+export { createGpuProbe } from "./memory/gpu.ts";
+
+// ── Report ──────────────────────────────────────────────────────────────────────────────
+/** The report: schema types, builder, renderers and writers (docs/report.md). */
+export { REPORT_SCHEMA_VERSION, buildReport, renderMarkdown, renderTerminal, validateReport, writeReport } from "./report/index.ts";
+export type { Report, RuntimeReport, PhaseReport, TrainingReport, CheckpointLoadReport, StageReport, RunRecord } from "./report/index.ts";
+/** The self-contained HTML report of a run directory. */
+export { renderHtmlReport, writeHtmlReport } from "./report/html/index.ts";
+
+// ── Compiler ────────────────────────────────────────────────────────────────────────────
+/** ONNX → memlane-rt plan (docs/plan-format.md). */
+export { compileOnnx, CompileError, PlanError, readPlan } from "./compiler/index.ts";
+export type { CompileOptions, CompileSummary } from "./compiler/index.ts";
