@@ -63,3 +63,27 @@ export function textTable(header: readonly string[], rows: ReadonlyArray<readonl
   const rule = widths.map((w) => "-".repeat(w)).join(" ".repeat(gap));
   return [line(header), rule, ...rows.map(line)].join("\n");
 }
+
+/**
+ * textTable within `width` columns: when too wide, the columns after the first are split into
+ * several tables (each repeating the first column), separated by a blank line.
+ */
+export function textTableFit(header: readonly string[], rows: ReadonlyArray<readonly string[]>, width: number, gap = 2): string {
+  const colWidth = (i: number) => Math.max((header[i] ?? "").length, ...rows.map((r) => (r[i] ?? "").length));
+  const groups: number[][] = [];
+  let group: number[] = [];
+  let used = colWidth(0);
+  for (let i = 1; i < header.length; i++) {
+    const w = colWidth(i) + gap;
+    if (group.length > 0 && used + w > width) {
+      groups.push(group);
+      group = [];
+      used = colWidth(0);
+    }
+    group.push(i);
+    used += w;
+  }
+  if (group.length > 0 || groups.length === 0) groups.push(group);
+  const pick = (r: readonly string[], g: number[]) => [r[0] ?? "", ...g.map((i) => r[i] ?? "")];
+  return groups.map((g) => textTable(pick(header, g), rows.map((r) => pick(r, g)), gap)).join("\n\n");
+}

@@ -3,7 +3,7 @@
  * `width` (120) columns. One row per runtime, then per-phase increments side by side, then
  * the native-over-Python ratios. `n/a` marks a figure that was not measured.
  */
-import { batchKeys, latency, num, pct, sci, signed, textTable } from "./format.ts";
+import { batchKeys, latency, num, pct, sci, signed, textTableFit } from "./format.ts";
 import type { Report } from "./schema.ts";
 
 const NA = "n/a";
@@ -13,7 +13,7 @@ export interface TerminalOptions {
   width?: number;
 }
 
-function runtimeTable(report: Report): string {
+function runtimeTable(report: Report, width: number): string {
   const keys = batchKeys(report);
   // batch1 and batch64 when present, else the smallest and largest batch measured.
   const pick = [...new Set([keys.find((k) => k === "batch1") ?? keys[0], keys.find((k) => k === "batch64") ?? keys[keys.length - 1]])]
@@ -26,41 +26,24 @@ function runtimeTable(report: Report): string {
     ...pick.flatMap((b) => [latency(r.latencyMs, b, "p50", NA), latency(r.latencyMs, b, "p99", NA)]),
     num(r.throughputPerS, 0, NA), pct(r.accuracy, NA), r.name === report.numerics.reference ? "reference" : sci(r.maxAbsDiff, NA),
   ]);
-  return textTable(header, rows);
+  return textTableFit(header, rows, width);
 }
 
 /** Δ RSS / Δ USS per phase, runtimes as columns; split into several tables to fit the width. */
-function phaseTables(report: Report, width: number): string[] {
+function phaseTable(report: Report, width: number): string {
   const c = report.comparison;
   const names = report.runtimes.map((r) => r.name);
-  const cells = (n: string) =>
-    c.phases.map((p) => {
+  const rows = c.phases.map((p) => [
+    p.phase,
+    ...names.map((n) => {
       const f = p.byRuntime[n];
       return f ? `${signed(f.deltaRssMiB, 2, NA)} / ${signed(f.deltaUssMiB, 2, NA)}` : "-";
-    });
-  const firstWidth = Math.max(5, ...c.phases.map((p) => p.phase.length));
-  const colWidth = (n: string) => Math.max(n.length, ...cells(n).map((x) => x.length));
-  const groups: string[][] = [];
-  let group: string[] = [];
-  let used = firstWidth;
-  for (const n of names) {
-    const w = colWidth(n) + 2;
-    if (group.length > 0 && used + w > width) {
-      groups.push(group);
-      group = [];
-      used = firstWidth;
-    }
-    group.push(n);
-    used += w;
-  }
-  if (group.length > 0) groups.push(group);
-  return groups.map((g) => {
-    const cols = g.map(cells);
-    return textTable(["phase", ...g], c.phases.map((p, i) => [p.phase, ...cols.map((col) => col[i] ?? "-")]));
-  });
+    }),
+  ]);
+  return textTableFit(["phase", ...names], rows, width);
 }
 
-function ratioTable(report: Report): string | null {
+function ratioTable(report: Report, width: number): string | null {
   const rs = report.comparison.ratios;
   if (rs.length === 0) return null;
   const pairs = [...new Set(rs.map((r) => `${r.numerator}\u0000${r.denominator}`))];
@@ -72,7 +55,7 @@ function ratioTable(report: Report): string | null {
     const [n, d] = pair.split("\u0000") as [string, string];
     return [`${n} / ${d}`, ...counters.map(([k]) => num(rs.find((r) => r.numerator === n && r.denominator === d && r.counter === k)?.value, 3, NA))];
   });
-  return textTable(["ratio (steady, x)", ...counters.map(([, label]) => label)], rows);
+  return textTableFit(["ratio (steady, x)", ...counters.map(([, label]) => label)], rows, width);
 }
 
 export function renderTerminal(report: Report, options: TerminalOptions = {}): string {
@@ -82,11 +65,11 @@ export function renderTerminal(report: Report, options: TerminalOptions = {}): s
   if (report.runtimes.length === 0) {
     out.push("No runtime completed.");
   } else {
-    out.push("Steady state per runtime (memory at the end of steady-inference; latency inside the worker):", runtimeTable(report));
-    out.push("", "Per-phase increments, delta RSS / delta USS MiB (end - start of each phase, per process):");
-    for (const t of phaseTables(report, width)) out.push(t, "");
-    const ratios = ratioTable(report);
-    if (ratios) out.push("Native over Python (numerator / denominator; memory and latency: < 1 is less; samples/s: > 1 is faster):", ratios, "");
+    out.push("Per runtime, steady state (end of steady-inference):", runtimeTable(report, width));
+    out.push("", "Per phase and process, delta RSS / delta USS MiB (end - start):");
+    out.push(phaseTable(report, width), "");
+    const ratios = ratioTable(report, width);
+    if (ratios) out.push("Native / Python (memory, latency: < 1 is less; samples/s: > 1 is faster):", ratios, "");
   }
   const text = out.join("\n").trimEnd();
   return `${text}${/\bn\/a\b/.test(text) ? "\n\nn/a: not measured." : ""}\n`;

@@ -69,7 +69,7 @@ describe("renderTerminal", () => {
   });
 
   it("has one row per runtime with steady RSS/USS, batch1 and batch64 p50/p99, throughput, accuracy, max abs diff", () => {
-    const h = "Steady state per runtime";
+    const h = "Per runtime, steady state";
     expect(termRow(h, "runtime")).toEqual([
       "runtime", "RSS MiB", "USS MiB", "b1 p50 ms", "b1 p99 ms", "b64 p50 ms", "b64 p99 ms", "samples/s", "accuracy", "max abs diff",
     ]);
@@ -78,23 +78,28 @@ describe("renderTerminal", () => {
   });
 
   it("aligns columns: every row of a table has its cells ending at the same offsets", () => {
-    const block = lines(term.slice(term.indexOf("Steady state per runtime"))).slice(1, 7);
+    const block = lines(term.slice(term.indexOf("Per runtime, steady state"))).slice(1, 7);
     const ends = (l: string) => [...l.matchAll(/\S+(?=\s{2,}|$)/g)].map((m) => m.index! + m[0].length);
     expect(new Set(block.map((l) => ends(l).slice(1).join(","))).size).toBe(1);
   });
 
   it("shows per-phase increments side by side and the native/Python ratios", () => {
-    const h = "Per-phase increments";
+    const h = "Per phase and process";
     expect(termRow(h, "import")).toEqual(["import", "+297.00 / +247.00", "+44.00 / +32.00", "+22.00 / +20.00", "-"]);
     expect(termRow(h, "first-inference")).toEqual(["first-inference", "+18.00 / +12.00", "+9.00 / +3.00", "+4.00 / +3.00", "+0.25 / +0.75"]);
-    expect(termRow("Native over Python", "native / python-ort")).toEqual(["native / python-ort", "0.053", "0.050", "0.051", "0.439", "1.173"]);
+    expect(termRow("Native / Python", "native / python-ort")).toEqual(["native / python-ort", "0.053", "0.050", "0.051", "0.439", "1.173"]);
   });
 
-  it("splits the phase table when runtimes do not fit the width", () => {
-    const narrow = renderTerminal(report, { width: 60 });
+  it("splits tables when they do not fit a narrower width, repeating the first column", () => {
+    const narrow = renderTerminal(report, { width: 80 });
+    for (const l of lines(narrow).slice(1)) expect(l.length, l).toBeLessThanOrEqual(80);
     const headers = lines(narrow).filter((l) => l.startsWith("phase "));
     expect(headers.length).toBeGreaterThan(1);
     expect(headers.join(" ")).toMatch(/python-torch.*native/);
+    const runtimeHeaders = lines(narrow).filter((l) => l.startsWith("runtime "));
+    expect(runtimeHeaders.length).toBe(2);
+    expect(runtimeHeaders[1]).toMatch(/max abs diff$/);
+    expect(lines(narrow).filter((l) => l.startsWith("native ")).some((l) => / 3\.10e-6$/.test(l))).toBe(true);
   });
 
   it("says so when GPU is unavailable and when no runtime completed", () => {
