@@ -60,7 +60,9 @@ export class Broker {
   static async bind(options: BrokerOptions = {}): Promise<Broker> {
     const o = resolveBrokerOptions(options);
     // mandatory: a send to a peer that is gone fails (EHOSTUNREACH) instead of vanishing.
-    const socket = new zmq.Router({ mandatory: true, linger: 0 });
+    // sendTimeout: with mandatory, a send to a dying peer can wait for room that never
+    // comes; it must fail instead of stalling every send queued behind it.
+    const socket = new zmq.Router({ mandatory: true, linger: 0, sendTimeout: SEND_TIMEOUT_MS });
     let zap: { close(): void } | undefined;
     if (o.curve) {
       if (o.curve.authorizedClients) zap = await startZapHandler(o.curve.authorizedClients, socket.context);
@@ -106,7 +108,8 @@ export class Broker {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await this.sendChain;
+    // Let queued sends (a last shutdown message) leave, but never wait on them forever.
+    await Promise.race([this.sendChain, new Promise((r) => setTimeout(r, SEND_TIMEOUT_MS).unref())]);
     this.socket.close();
     this.zap?.close();
     await this.loop;
@@ -203,5 +206,7 @@ export class Broker {
     return error;
   }
 }
+
+const SEND_TIMEOUT_MS = 5000;
 
 const versionText = (v: unknown): string => `worker speaks protocol v${String(v)}, orchestrator speaks v${PROTOCOL_VERSION}`;

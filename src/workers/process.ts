@@ -67,14 +67,28 @@ export class WorkerProcess {
     this.child.stdout?.on("data", (chunk: Buffer) => {
       if (opts.forward) forwardLines(chunk, (l) => opts.forward!(`[${spec.name}] ${l}`));
     });
-    this.exited = this.child.then((r) => {
-      const failedToStart = r.failed && r.exitCode === undefined && r.signal === undefined;
-      this.exitInfo = {
-        exitCode: r.exitCode,
-        signal: r.signal as NodeJS.Signals | undefined,
-        spawnError: failedToStart ? new Error(r.originalMessage || r.shortMessage, { cause: r.cause }) : undefined,
+    this.exited = new Promise<ExitInfo>((resolve) => {
+      const done = (info: ExitInfo): void => {
+        if (this.exitInfo) return;
+        this.exitInfo = info;
+        resolve(info);
       };
-      return this.exitInfo;
+      // 'exit' fires when the worker itself ends, even if a grandchild still holds its
+      // stderr open (execa's promise would wait for that); give the pipes a moment to drain
+      // so the stderr tail is complete, then report.
+      this.child.once("exit", (code, signal) => {
+        const info = { exitCode: code ?? undefined, signal: (signal ?? undefined) as NodeJS.Signals | undefined, spawnError: undefined };
+        const drained = this.child.then(() => undefined, () => undefined);
+        void Promise.race([drained, new Promise((r) => setTimeout(r, 250))]).then(() => done(info));
+      });
+      void this.child.then((r) => {
+        const failedToStart = r.failed && r.exitCode === undefined && r.signal === undefined;
+        done({
+          exitCode: r.exitCode,
+          signal: r.signal as NodeJS.Signals | undefined,
+          spawnError: failedToStart ? new Error(r.originalMessage || r.shortMessage, { cause: r.cause }) : undefined,
+        });
+      });
     });
   }
 
@@ -88,10 +102,15 @@ export class WorkerProcess {
 
   kill(signal: NodeJS.Signals): void {
     if (!this.alive || this.pid === undefined) return;
-    try {
-      process.kill(this.pid, signal);
-    } catch {
-      // already gone (ESRCH): the exit promise reports it
+    // The worker leads its own process group (detached): signal the group so that its
+    // children (a shell wrapper's payload, a dataloader) go with it.
+    for (const target of [-this.pid, this.pid]) {
+      try {
+        process.kill(target, signal);
+        return;
+      } catch {
+        // no such group (or already gone, ESRCH): try the pid, else the exit promise reports it
+      }
     }
   }
 
