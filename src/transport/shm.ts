@@ -1,0 +1,234 @@
+/**
+ * Shared-memory tensors between processes on one host (docs/protocol.md: a TensorRef may
+ * carry `shm: {segment, offset, length}` instead of `frame`). A tensor of at least
+ * `thresholdBytes` (1 MiB by default) is copied once into a POSIX segment that the receiver
+ * maps, instead of travelling through the socket as a frame.
+ *
+ * Segments are named `memlane-<orchestrator pid>-<runId>-<n>`. A run's ShmRegistry unlinks
+ * every segment it made when the run ends (close()), when the process exits, and on
+ * SIGINT/SIGTERM; `sweepStaleSegments()` at start-up unlinks the segments of orchestrators
+ * that died without doing so (SIGKILL, crash).
+ */
+import { readdirSync } from "node:fs";
+import { decodeTensors, type Tensor, type TensorData } from "./codec.ts";
+import { DTYPE_BYTES, type DType, type TensorRef } from "./protocol.ts";
+import { createSegment, openSegment, SHM_DIR, unlinkSegment, type ShmSegment } from "./shm-segment.ts";
+
+export { shmBackend, ShmError, type ShmSegment } from "./shm-segment.ts";
+
+export const DEFAULT_SHM_THRESHOLD = 1 << 20;
+/** Tensors in one segment start on 64-byte boundaries (cache line; any dtype's alignment). */
+const ALIGN = 64;
+
+export interface ShmRegistryOptions {
+  /** The run the segments belong to; characters outside [A-Za-z0-9._-] become "_". */
+  runId: string;
+  /** Tensors of at least this many bytes go through shared memory (default 1 MiB). */
+  thresholdBytes?: number;
+  /** Unlink on process exit, SIGINT and SIGTERM (default true). */
+  exitHooks?: boolean;
+  /** Path of memlane.node (default: $MEMLANE_ADDON or native/build/addon/memlane.node). */
+  addonPath?: string;
+}
+
+const SEGMENT_RE = /^memlane-(\d+)-(.+)-(\d+)$/;
+
+export function segmentName(pid: number, runId: string, n: number): string {
+  return `memlane-${pid}-${sanitizeRunId(runId)}-${n}`;
+}
+export function sanitizeRunId(runId: string): string {
+  return runId.replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 200) || "run";
+}
+export function parseSegmentName(name: string): { pid: number; runId: string; n: number } | null {
+  const m = SEGMENT_RE.exec(name);
+  return m ? { pid: Number(m[1]), runId: m[2]!, n: Number(m[3]) } : null;
+}
+
+const live = new Set<ShmRegistry>();
+let hooked = false;
+
+function unlinkAllLive(): void {
+  for (const r of live) r.close();
+}
+
+function onSignal(signal: NodeJS.Signals): void {
+  unlinkAllLive();
+  // We only cleaned up: if nobody else handles the signal, die of it as we would have.
+  if (process.listenerCount(signal) === 1) {
+    process.removeListener(signal, onSignal);
+    process.kill(process.pid, signal);
+  }
+}
+
+function installHooks(): void {
+  if (hooked) return;
+  hooked = true;
+  process.on("exit", unlinkAllLive);
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+}
+
+/** Owns the segments of one run in this process. */
+export class ShmRegistry {
+  readonly runId: string;
+  readonly thresholdBytes: number;
+  readonly addonPath: string | undefined;
+  private readonly segments = new Map<string, ShmSegment>();
+  private seq = 0;
+  private closed = false;
+
+  constructor(options: ShmRegistryOptions) {
+    if (typeof options?.runId !== "string" || !options.runId)
+      throw new TypeError(`ShmRegistry option \`runId\`: expected a non-empty string, got ${JSON.stringify(options?.runId)}`);
+    const t = options.thresholdBytes ?? DEFAULT_SHM_THRESHOLD;
+    if (!Number.isSafeInteger(t) || t < 0)
+      throw new TypeError(`ShmRegistry option \`thresholdBytes\`: expected a non-negative integer, got ${JSON.stringify(t)}`);
+    this.runId = sanitizeRunId(options.runId);
+    this.thresholdBytes = t;
+    this.addonPath = options.addonPath;
+    live.add(this);
+    if (options.exitHooks ?? true) installHooks();
+  }
+
+  /** Names of the segments this registry made and has not released. */
+  get names(): string[] {
+    return [...this.segments.keys()];
+  }
+
+  /** A new segment of `size` bytes, unlinked at the latest when the run ends. */
+  allocate(size: number): ShmSegment {
+    if (this.closed) throw new Error(`ShmRegistry of run ${this.runId} is closed`);
+    const seg = createSegment(segmentName(process.pid, this.runId, this.seq++), size, this.addonPath);
+    this.segments.set(seg.name, seg);
+    return seg;
+  }
+
+  /** Unlinks one segment early (its receiver is done with it). */
+  release(name: string): void {
+    const seg = this.segments.get(name);
+    if (!seg) return;
+    this.segments.delete(name);
+    seg.close();
+    unlinkSegment(name, this.addonPath);
+  }
+
+  /** Unlinks every segment of the run. Safe to call more than once (and from 'exit'). */
+  close(): void {
+    for (const name of [...this.segments.keys()]) {
+      try {
+        this.release(name);
+      } catch {
+        // keep going: one refused unlink must not leave the others behind
+      }
+    }
+    this.closed = true;
+    live.delete(this);
+  }
+}
+
+/** Whether a pid names a live process (EPERM: alive, owned by someone else). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * Unlinks memlane segments whose owner pid is dead (an orchestrator killed before its exit
+ * hooks ran). Returns the names removed. Segments of live processes are left alone.
+ */
+export function sweepStaleSegments(options: { dir?: string; addonPath?: string } = {}): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(options.dir ?? SHM_DIR);
+  } catch {
+    return [];
+  }
+  const removed: string[] = [];
+  for (const name of names) {
+    const parsed = parseSegmentName(name);
+    if (!parsed || parsed.pid === process.pid || alive(parsed.pid)) continue;
+    try {
+      if (unlinkSegment(name, options.addonPath)) removed.push(name);
+    } catch {
+      // another sweeper won the race, or not ours to remove
+    }
+  }
+  return removed;
+}
+
+const byteLength = (t: Tensor): number => t.shape.reduce((a, d) => a * d, 1) * DTYPE_BYTES[t.dtype];
+
+/**
+ * Like codec.encodeTensors, but every tensor of at least `registry.thresholdBytes` is copied
+ * into one new segment (offsets 64-byte aligned) and referenced by `shm`; smaller ones
+ * travel as frames. `segment` is null when no tensor was large enough.
+ */
+export function encodeTensorsShm(
+  tensors: Readonly<Record<string, Tensor>>,
+  registry: ShmRegistry,
+  firstFrame = 0,
+): { refs: TensorRef[]; frames: Buffer[]; segment: ShmSegment | null } {
+  let total = 0;
+  const offsets = new Map<string, number>();
+  for (const [name, t] of Object.entries(tensors)) {
+    const n = byteLength(t);
+    if (t.data.byteLength !== n)
+      throw new RangeError(`tensor "${name}": data has ${t.data.byteLength} bytes, expected ${n} (shape [${t.shape.join(", ")}] x ${t.dtype})`);
+    if (n >= registry.thresholdBytes && n > 0) {
+      offsets.set(name, total);
+      total = Math.ceil((total + n) / ALIGN) * ALIGN;
+    }
+  }
+  const segment = offsets.size ? registry.allocate(total) : null;
+  const refs: TensorRef[] = [];
+  const frames: Buffer[] = [];
+  for (const [name, t] of Object.entries(tensors)) {
+    const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
+    const offset = offsets.get(name);
+    if (segment && offset !== undefined) {
+      segment.write(offset, bytes);
+      refs.push({ name, dtype: t.dtype, shape: [...t.shape], shm: { segment: segment.name, offset, length: bytes.byteLength } });
+    } else {
+      refs.push({ name, dtype: t.dtype, shape: [...t.shape], frame: firstFrame + frames.length });
+      frames.push(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+    }
+  }
+  return { refs, frames, segment };
+}
+
+type Ctor = { new (b: ArrayBufferLike, o: number, n: number): TensorData; BYTES_PER_ELEMENT: number };
+const CTORS: Readonly<Record<DType, Ctor>> = {
+  float32: Float32Array, float16: Uint16Array, int64: BigInt64Array, int32: Int32Array, uint8: Uint8Array, bool: Uint8Array,
+};
+
+/**
+ * Like codec.decodeTensors, resolving `shm` refs too: each is a view of the mapped segment
+ * (addon) or a copy (file fallback). A view stays valid after the segment is unlinked.
+ */
+export function decodeTensorsShm(refs: readonly TensorRef[] | undefined, frames: readonly Uint8Array[], addonPath?: string): Record<string, Tensor> {
+  const out = decodeTensors(refs, frames);
+  const opened = new Map<string, ShmSegment>();
+  try {
+    for (const ref of refs ?? []) {
+      if (!ref.shm) continue;
+      const { segment, offset, length } = ref.shm;
+      const want = ref.shape.reduce((a, d) => a * d, 1) * DTYPE_BYTES[ref.dtype];
+      if (length !== want)
+        throw new RangeError(`tensor "${ref.name}": shm length ${length} bytes, expected ${want} (shape [${ref.shape.join(", ")}] x ${ref.dtype})`);
+      let seg = opened.get(segment);
+      if (!seg) opened.set(segment, (seg = openSegment(segment, addonPath)));
+      let bytes = seg.read(offset, length);
+      const C = CTORS[ref.dtype];
+      if (bytes.byteOffset % C.BYTES_PER_ELEMENT !== 0) bytes = bytes.slice();
+      out[ref.name] = { dtype: ref.dtype, shape: [...ref.shape], data: new C(bytes.buffer, bytes.byteOffset, length / C.BYTES_PER_ELEMENT) };
+    }
+  } finally {
+    // close() drops our handle; views made above keep the mapping until they are collected.
+    for (const seg of opened.values()) seg.close();
+  }
+  return out;
+}
