@@ -1,0 +1,183 @@
+/**
+ * memlane-rt's CUDA backend, each technique on and off, against PyTorch eager and PyTorch
+ * CUDA graphs, side by side in one run: p50/p99 latency and throughput ratios at batch 1,
+ * 16 and 128 for resnet-mini and resnet18 (zoo models, random weights, seed 0), and per
+ * process and phase the host RSS/USS and GPU memory (the worker's own gpuKiB reading and
+ * the peak NVML per-process figure sampled from here at 20 Hz).
+ *
+ *   npm run bench:gpu     (env: BENCH_ITERS=50, BENCH_MODELS=resnet-mini,resnet18)
+ *
+ * Without a GPU it prints that and the reason, and exits 0. UNVERIFIED: written on a
+ * machine without a GPU; docs/gpu.md says what has and has not run.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { compileOnnx } from "../src/compiler/index.ts";
+import { createGpuProbe, type NvmlGpuProbe } from "../src/memory/gpu.ts";
+import type { PhaseMark } from "../src/transport/protocol.ts";
+import { Supervisor } from "../src/workers/index.ts";
+import type { TaskResult } from "../src/workers/index.ts";
+import { memlaneRtBinary, workerSpecs } from "../src/workers/specs.ts";
+
+const MODELS = (process.env.BENCH_MODELS ?? "resnet-mini,resnet18").split(",");
+const BATCHES = [1, 16, 128];
+const ITERS = Number(process.env.BENCH_ITERS ?? 50);
+const WARMUP = 5;
+
+/** The runs: PyTorch variants, then memlane-rt with everything on and each technique off. */
+const NATIVE_ALL = { arena: "once", pinned: true, fp16: false, overlap: true, asyncOutputs: true, cudaGraph: true, contexts: 1 };
+const RUNS: { name: string; kind: "torch" | "native"; variant?: string; cuda?: Record<string, unknown> }[] = [
+  { name: "torch eager", kind: "torch", variant: "eager" },
+  { name: "torch cuda-graph", kind: "torch", variant: "cuda-graph" },
+  { name: "torch fp16", kind: "torch", variant: "fp16" },
+  { name: "rt all on", kind: "native", cuda: NATIVE_ALL },
+  { name: "rt baseline (all off)", kind: "native", cuda: { ...NATIVE_ALL, arena: "per-request", pinned: false, overlap: false, asyncOutputs: false, cudaGraph: false } },
+  { name: "rt arena per-request", kind: "native", cuda: { ...NATIVE_ALL, arena: "per-request" } },
+  { name: "rt pageable I/O", kind: "native", cuda: { ...NATIVE_ALL, pinned: false } },
+  { name: "rt no overlap", kind: "native", cuda: { ...NATIVE_ALL, overlap: false } },
+  { name: "rt sync outputs", kind: "native", cuda: { ...NATIVE_ALL, asyncOutputs: false } },
+  { name: "rt no cuda graph", kind: "native", cuda: { ...NATIVE_ALL, cudaGraph: false } },
+  { name: "rt fp16", kind: "native", cuda: { ...NATIVE_ALL, fp16: true } },
+  { name: "rt 2 contexts", kind: "native", cuda: { ...NATIVE_ALL, contexts: 2 } },
+  { name: "rt eager module loading", kind: "native", cuda: { ...NATIVE_ALL, lazyLoading: false } },
+];
+
+interface Row {
+  run: string;
+  lat: Record<number, { p50: number; p99: number }>;
+  throughput: number;
+  phases: Map<string, { rssKiB?: number; ussKiB?: number; gpuKiB?: number }>;
+  nvmlPeakBytes: number | null;
+  error?: string;
+}
+
+function inputsFor(shape: number[]): { dtype: "float32"; shape: number[]; data: Float32Array } {
+  const dims = [Math.max(...BATCHES), ...shape.slice(1)];
+  const data = new Float32Array(dims.reduce((a, b) => a * b, 1));
+  let s = 12345;
+  for (let i = 0; i < data.length; i++) data[i] = ((s = (s * 1103515245 + 12345) % 2147483648) / 2147483648) * 2 - 1;
+  return { dtype: "float32", shape: dims, data };
+}
+
+function phaseEnds(marks: PhaseMark[]): Row["phases"] {
+  const m: Row["phases"] = new Map();
+  for (const p of marks) if (p.mark === "end") m.set(p.name, { rssKiB: p.memory.rssKiB, ussKiB: p.memory.ussKiB, gpuKiB: p.memory.gpuKiB });
+  return m;
+}
+
+async function measure(sup: Supervisor, probe: NvmlGpuProbe, name: string, spec: Parameters<Supervisor["spawn"]>[0], task: string, args: Record<string, unknown>, tensors: Record<string, ReturnType<typeof inputsFor>>): Promise<Row> {
+  const w = await sup.spawn(spec);
+  let peak: number | null = null;
+  const timer = setInterval(() => {
+    const pid = w.pid;
+    if (pid === undefined) return;
+    const b = probe.processUsedBytes(pid);
+    if (b !== null) peak = Math.max(peak ?? 0, b);
+  }, 50);
+  try {
+    const r: TaskResult = await w.run(task, args, { tensors, timeoutMs: 600_000 });
+    const lat = r.value.latencyMs as Record<string, { p50: number; p99: number }>;
+    const row: Row = { run: name, lat: {}, throughput: Number(r.value.throughputPerS), phases: phaseEnds(r.phases), nvmlPeakBytes: peak };
+    for (const b of BATCHES) row.lat[b] = lat[`batch${b}`]!;
+    return row;
+  } catch (e) {
+    return { run: name, lat: {}, throughput: NaN, phases: new Map(), nvmlPeakBytes: peak, error: (e as Error).message.split("\n")[0] };
+  } finally {
+    clearInterval(timer);
+    await w.stop();
+  }
+}
+
+const fmt = (x: number | undefined, d = 3) => (x === undefined || !Number.isFinite(x) ? "—" : x.toFixed(d));
+const mib = (k: number | undefined) => (k === undefined || k < 0 ? "—" : (k / 1024).toFixed(1));
+
+function report(arch: string, rows: Row[]): void {
+  const ref = rows.find((r) => r.run === "torch eager" && !r.error);
+  console.log(`\n## ${arch}: latency (ms) and ratio to torch eager (< 1 is faster)\n`);
+  console.log(`| run | ${BATCHES.map((b) => `b${b} p50 | b${b} p99 | b${b} p50/eager`).join(" | ")} | samples/s | /eager |`);
+  console.log(`| --- |${" --- | --- | --- |".repeat(BATCHES.length)} --- | --- |`);
+  for (const r of rows) {
+    if (r.error) {
+      console.log(`| ${r.run} | failed: ${r.error} |`);
+      continue;
+    }
+    const cells = BATCHES.map((b) => {
+      const l = r.lat[b];
+      const e = ref?.lat[b];
+      return `${fmt(l?.p50)} | ${fmt(l?.p99)} | ${l && e ? fmt(l.p50 / e.p50, 2) : "—"}`;
+    });
+    console.log(`| ${r.run} | ${cells.join(" | ")} | ${fmt(r.throughput, 0)} | ${ref ? fmt(r.throughput / ref.throughput, 2) : "—"} |`);
+  }
+  const phases = ["runtime-create", "cuda-context", "model-load", "weights-upload", "arena", "first-inference", "steady-inference"];
+  console.log(`\n## ${arch}: memory at each phase end, MiB (host RSS / USS / GPU from the worker's own reading), peak NVML per process\n`);
+  console.log(`| run | ${phases.join(" | ")} | NVML peak |`);
+  console.log(`| --- |${" --- |".repeat(phases.length)} --- |`);
+  for (const r of rows) {
+    if (r.error) continue;
+    const cells = phases.map((p) => {
+      const m = r.phases.get(p);
+      return m ? `${mib(m.rssKiB)} / ${mib(m.ussKiB)} / ${mib(m.gpuKiB)}` : "—";
+    });
+    console.log(`| ${r.run} | ${cells.join(" | ")} | ${r.nvmlPeakBytes === null ? "unavailable" : (r.nvmlPeakBytes / 2 ** 20).toFixed(1)} |`);
+  }
+}
+
+async function main(): Promise<void> {
+  let probe: NvmlGpuProbe;
+  try {
+    probe = createGpuProbe();
+  } catch (e) {
+    console.log(`bench:gpu: no GPU measurement possible: ${(e as Error).message}`);
+    return;
+  }
+  const avail = probe.available();
+  const devices = probe.devices();
+  if (!avail.ok || devices.length === 0) {
+    console.log(`bench:gpu: no GPU present (${avail.reason ?? "NVML lists no device"}); nothing to measure.`);
+    return;
+  }
+  let rtMissing: string | undefined;
+  try {
+    memlaneRtBinary();
+  } catch (e) {
+    rtMissing = (e as Error).message;
+  }
+  console.log(`# memlane-rt CUDA vs PyTorch on ${devices.map((d) => `${d.name} (${(d.totalBytes / 2 ** 30).toFixed(0)} GiB)`).join(", ")}, driver ${probe.info().driverVersion ?? "?"}`);
+  console.log(`${ITERS} timed iterations after ${WARMUP} warm-up, per batch size; each run in a fresh process.`);
+  if (rtMissing) console.log(`\n**memlane-rt is missing: native rows skipped.** ${rtMissing}`);
+  const dir = mkdtempSync(join(tmpdir(), "memlane-bench-gpu-"));
+  const sup = await Supervisor.start();
+  try {
+    for (const arch of MODELS) {
+      const onnx = join(dir, `${arch}.onnx`);
+      const plan = join(dir, `${arch}.mlplan`);
+      const exporter = await sup.spawn(workerSpecs.python({ name: "exporter" }));
+      try {
+        await exporter.run("zoo.export", { arch, out: onnx, seed: 0 }, { timeoutMs: 300_000 });
+      } finally {
+        await exporter.stop();
+      }
+      const summary = await compileOnnx(onnx, plan);
+      const tensors = { inputs: inputsFor(summary.inputs[0]!.shape) };
+      const common = { batchSizes: BATCHES, iterations: ITERS, warmup: WARMUP, threads: 1, device: "cuda" };
+      const rows: Row[] = [];
+      for (const run of RUNS) {
+        if (run.kind === "torch") {
+          rows.push(await measure(sup, probe, run.name, workerSpecs.python({ name: run.name }), "infer.torch", { arch, seed: 0, variant: run.variant, ...common }, tensors));
+        } else if (!rtMissing) {
+          rows.push(await measure(sup, probe, run.name, workerSpecs.memlaneRt({ args: ["--device", "cuda"] }), "infer.native", { model: plan, cuda: run.cuda, ...common }, tensors));
+        }
+      }
+      report(arch, rows);
+    }
+  } finally {
+    await sup.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((e: unknown) => {
+  console.error(e);
+  process.exit(1);
+});
