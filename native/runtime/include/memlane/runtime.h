@@ -1,0 +1,97 @@
+// memlane-rt's C++ API: create a runtime on a device, load a .mlplan (mapped, never
+// copied), run batches with shape and NaN checks. Used by the memlane-rt executable, the
+// N-API addon and the tests. Failures are returned as RtError (a protocol error code, a
+// message naming what was expected and found, and structured details), never thrown.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "memlane/protocol.h"
+
+namespace memlane {
+
+using DetailValue = std::variant<int64_t, double, std::string, std::vector<int64_t>>;
+
+struct RtError {
+  int code = 0;  // protocol::ErrorCode value; 0 = no error
+  std::string message;
+  std::vector<std::pair<std::string, DetailValue>> details;
+};
+
+struct RuntimeOptions {
+  std::string device = "auto";  // "cpu", "cuda" or "auto" (cuda when built and a device exists)
+  int threads = 0;              // intra-op threads, 0 = all cores
+  std::map<std::string, std::string> switches;  // backend switches (CUDA variant, ...)
+  // Sub-phases a backend reports (GPU: cuda-context, weights-upload, arena).
+  std::function<void(const char* phase, bool start)> phaseMark;
+};
+
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;  // shape[0] = -1: the batch
+  int64_t elementsPerSample = 0;
+};
+
+struct RuntimeMemory {
+  uint64_t arenaBytes = 0;
+  uint64_t weightsBytes = 0;        // weights in the plan
+  uint64_t weightsBytesHost = 0;    // weight bytes the backend copied into host memory it owns
+  uint64_t weightsBytesDevice = 0;  // weight bytes on the device
+  uint64_t workspaceBytes = 0;
+  uint64_t planFileBytes = 0;       // size of the mapping
+  int64_t deviceUsedBytes = -1;     // -1 = unknown
+};
+
+class Runtime {
+ public:
+  // Picks and creates the backend (the "runtime-create" phase). nullptr + *err on failure
+  // (BACKEND_UNAVAILABLE for "cuda" without a CUDA build or device, INVALID_ARGUMENT).
+  static std::unique_ptr<Runtime> create(const RuntimeOptions& options, RtError* err);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  const char* device() const;  // "cpu" / "cuda"
+
+  // Maps and validates the plan, prepares the backend for maxBatch (the "model-load"
+  // phase). PLAN_INVALID / UNSUPPORTED_OP / OUT_OF_MEMORY / INVALID_ARGUMENT on failure.
+  // Once only per Runtime.
+  bool load(const std::string& planPath, int64_t maxBatch, RtError* err);
+  bool loaded() const;
+
+  int64_t max_batch() const;
+  const std::vector<TensorSpec>& inputs() const;
+  const std::vector<TensorSpec>& outputs() const;
+
+  // Checks every input: its shape is [batch, ...plan shape] with one batch for all and
+  // 1 <= batch <= maxBatch (SHAPE_MISMATCH naming expected and got), and holds no NaN
+  // (NAN_INPUT naming the tensor and the flat index). Sets *batch.
+  bool check_inputs(const std::vector<std::vector<int64_t>>& shapes, const float* const* data,
+                    int64_t* batch, RtError* err) const;
+
+  // check_inputs, then run. outputs[i] must hold batch * outputs()[i].elementsPerSample floats.
+  bool run(const std::vector<std::vector<int64_t>>& shapes, const float* const* inputs,
+           float* const* outputs, RtError* err);
+
+  // Runs without the checks (the timed loop): the caller guarantees valid inputs.
+  bool run_unchecked(int64_t batch, const float* const* inputs, float* const* outputs, RtError* err);
+
+  RuntimeMemory memory() const;
+
+ private:
+  Runtime();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// "openblas <version/config>", used in the hello's versions.
+std::string blas_version();
+bool cuda_built();
+
+}  // namespace memlane

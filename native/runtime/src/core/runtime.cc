@@ -1,0 +1,234 @@
+// The Runtime API (include/memlane/runtime.h): device choice, plan loading, input checks.
+#include "memlane/runtime.h"
+
+#include <cblas.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "backend.h"
+#include "plan/plan.h"
+
+namespace memlane {
+namespace {
+
+using protocol::ErrorCode;
+
+int code_for(Status s) {
+  switch (s) {
+    case Status::kOk: return 0;
+    case Status::kPlanInvalid: return int(ErrorCode::kPlanInvalid);
+    case Status::kUnsupportedOp: return int(ErrorCode::kUnsupportedOp);
+    case Status::kShapeMismatch: return int(ErrorCode::kShapeMismatch);
+    case Status::kNanInput: return int(ErrorCode::kNanInput);
+    case Status::kOutOfMemory: return int(ErrorCode::kOutOfMemory);
+    case Status::kBackendUnavailable: return int(ErrorCode::kBackendUnavailable);
+    case Status::kCancelled: return int(ErrorCode::kCancelled);
+    case Status::kInvalidArgument:
+    case Status::kIoError:
+    case Status::kNotLoaded: return int(ErrorCode::kInvalidArgument);
+    case Status::kInternal: return int(ErrorCode::kTaskFailed);
+  }
+  return int(ErrorCode::kTaskFailed);
+}
+
+bool set_err(RtError* e, int code, std::string msg) {
+  if (e) {
+    e->code = code;
+    e->message = std::move(msg);
+    e->details.clear();
+  }
+  return false;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::ostringstream o;
+  o << "[";
+  for (size_t i = 0; i < s.size(); ++i) o << (i ? "," : "") << s[i];
+  o << "]";
+  return o.str();
+}
+
+}  // namespace
+
+struct Runtime::Impl {
+  RuntimeOptions options;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<PlanFile> file;
+  std::vector<TensorSpec> inputs, outputs;
+  int64_t maxBatch = 0;
+};
+
+Runtime::Runtime() : impl_(std::make_unique<Impl>()) {}
+Runtime::~Runtime() {
+  if (impl_) impl_->backend.reset();  // before the mapping it reads from
+}
+
+std::unique_ptr<Runtime> Runtime::create(const RuntimeOptions& options, RtError* err) {
+  if (options.device != "cpu" && options.device != "cuda" && options.device != "auto") {
+    set_err(err, int(ErrorCode::kInvalidArgument), "device: expected \"cpu\", \"cuda\" or \"auto\", found \"" + options.device + "\"");
+    return nullptr;
+  }
+  if (options.threads < 0) {
+    set_err(err, int(ErrorCode::kInvalidArgument), "threads: expected >= 0, found " + std::to_string(options.threads));
+    return nullptr;
+  }
+  BackendOptions bo;
+  bo.threads = options.threads;
+  bo.switches = options.switches;
+  bo.phaseMark = options.phaseMark;
+  std::unique_ptr<Runtime> rt(new Runtime());
+  rt->impl_->options = options;
+  Status st = Status::kOk;
+  std::string msg;
+  if (options.device != "cpu") {
+#ifdef MEMLANE_HAVE_CUDA
+    rt->impl_->backend = make_cuda_backend(bo, &st, &msg);
+#else
+    st = Status::kBackendUnavailable;
+    msg = "memlane-rt was built without CUDA (MEMLANE_WITH_CUDA=OFF or no nvcc at build time)";
+#endif
+    if (!rt->impl_->backend && options.device == "cuda") {
+      set_err(err, code_for(st == Status::kOk ? Status::kBackendUnavailable : st), "device cuda: " + msg);
+      return nullptr;
+    }
+  }
+  if (!rt->impl_->backend) {
+    rt->impl_->backend = make_cpu_backend(bo, &st, &msg);
+    if (!rt->impl_->backend) {
+      set_err(err, code_for(st), msg);
+      return nullptr;
+    }
+  }
+  return rt;
+}
+
+const char* Runtime::device() const { return impl_->backend->name(); }
+bool Runtime::loaded() const { return impl_->file != nullptr; }
+int64_t Runtime::max_batch() const { return impl_->maxBatch; }
+const std::vector<TensorSpec>& Runtime::inputs() const { return impl_->inputs; }
+const std::vector<TensorSpec>& Runtime::outputs() const { return impl_->outputs; }
+
+bool Runtime::load(const std::string& planPath, int64_t maxBatch, RtError* err) {
+  if (impl_->file) return set_err(err, int(ErrorCode::kInvalidArgument), "a model is already loaded in this runtime");
+  if (maxBatch < 1) return set_err(err, int(ErrorCode::kInvalidArgument), "maxBatch: expected >= 1, found " + std::to_string(maxBatch));
+  std::unique_ptr<PlanFile> file;
+  std::string msg;
+  Status st = read_plan(planPath, &file, &msg);
+  if (st != Status::kOk) {
+    set_err(err, code_for(st), msg);
+    if (err) err->details.push_back({"path", planPath});
+    return false;
+  }
+  const Plan& plan = file->plan();
+  if (plan.inputs.empty() || plan.outputs.empty())
+    return set_err(err, int(ErrorCode::kPlanInvalid), planPath + ": the plan has no inputs or no outputs");
+  st = impl_->backend->prepare(plan, maxBatch, &msg);
+  if (st != Status::kOk) return set_err(err, code_for(st), planPath + ": " + msg);
+  auto spec = [&](int32_t id) {
+    const TensorInfo& t = plan.tensors[id];
+    return TensorSpec{t.name, t.shape, t.elements()};
+  };
+  for (int32_t id : plan.inputs) impl_->inputs.push_back(spec(id));
+  for (int32_t id : plan.outputs) impl_->outputs.push_back(spec(id));
+  impl_->maxBatch = maxBatch;
+  impl_->file = std::move(file);
+  return true;
+}
+
+bool Runtime::check_inputs(const std::vector<std::vector<int64_t>>& shapes, const float* const* data, int64_t* batch,
+                           RtError* err) const {
+  if (!impl_->file) return set_err(err, int(ErrorCode::kInvalidArgument), "no model loaded: send a `load` task first");
+  const auto& ins = impl_->inputs;
+  if (shapes.size() != ins.size()) {
+    set_err(err, int(ErrorCode::kShapeMismatch), "expected " + std::to_string(ins.size()) + " input tensor(s), got " +
+                                                     std::to_string(shapes.size()));
+    if (err) err->details = {{"expected", int64_t(ins.size())}, {"got", int64_t(shapes.size())}};
+    return false;
+  }
+  int64_t n = -1;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const auto& want = ins[i].shape;
+    const auto& got = shapes[i];
+    bool ok = got.size() == want.size() && !got.empty() && got[0] >= 1;
+    for (size_t d = 1; ok && d < want.size(); ++d) ok = got[d] == want[d];
+    if (ok && n >= 0 && got[0] != n) ok = false;
+    if (!ok) {
+      std::vector<int64_t> expected = want;
+      expected[0] = n >= 0 ? n : -1;
+      set_err(err, int(ErrorCode::kShapeMismatch), "input '" + ins[i].name + "': expected shape " + shape_text(expected) +
+                                                       " (-1 = batch), got " + shape_text(got));
+      if (err) err->details = {{"tensor", ins[i].name}, {"expected", expected}, {"got", got}};
+      return false;
+    }
+    n = got[0];
+  }
+  if (n > impl_->maxBatch) {
+    set_err(err, int(ErrorCode::kShapeMismatch), "batch " + std::to_string(n) + " exceeds maxBatch " +
+                                                     std::to_string(impl_->maxBatch) + " given at load");
+    if (err) err->details = {{"maxBatch", impl_->maxBatch}, {"got", n}};
+    return false;
+  }
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const int64_t count = n * ins[i].elementsPerSample;
+    const float* p = data[i];
+    for (int64_t k = 0; k < count; ++k) {
+      if (std::isnan(p[k])) {
+        set_err(err, int(ErrorCode::kNanInput), "input '" + ins[i].name + "' holds NaN at flat index " + std::to_string(k));
+        if (err) err->details = {{"tensor", ins[i].name}, {"index", k}};
+        return false;
+      }
+    }
+  }
+  *batch = n;
+  return true;
+}
+
+bool Runtime::run(const std::vector<std::vector<int64_t>>& shapes, const float* const* inputs, float* const* outputs,
+                  RtError* err) {
+  int64_t batch = 0;
+  if (!check_inputs(shapes, inputs, &batch, err)) return false;
+  return run_unchecked(batch, inputs, outputs, err);
+}
+
+bool Runtime::run_unchecked(int64_t batch, const float* const* inputs, float* const* outputs, RtError* err) {
+  if (!impl_->file) return set_err(err, int(ErrorCode::kInvalidArgument), "no model loaded: send a `load` task first");
+  std::string msg;
+  Status st = impl_->backend->run(batch, inputs, outputs, &msg);
+  if (st != Status::kOk) return set_err(err, code_for(st), msg);
+  return true;
+}
+
+RuntimeMemory Runtime::memory() const {
+  RuntimeMemory m;
+  MemoryStats s = impl_->backend->memory_stats();
+  m.arenaBytes = s.arenaBytes;
+  m.weightsBytesHost = s.weightBytesHost;
+  m.weightsBytesDevice = s.weightBytesDevice;
+  m.workspaceBytes = s.workspaceBytes;
+  m.deviceUsedBytes = s.deviceUsedBytes;
+  if (impl_->file) {
+    m.weightsBytes = impl_->file->plan().weightBytes;
+    m.planFileBytes = impl_->file->mapping_bytes();
+  }
+  return m;
+}
+
+std::string blas_version() {
+  std::string v = "OpenBLAS";
+#ifdef OPENBLAS_VERSION
+  v = OPENBLAS_VERSION;
+#endif
+  if (const char* cfg = openblas_get_config()) v += std::string(" (") + cfg + ")";
+  return v;
+}
+
+bool cuda_built() {
+#ifdef MEMLANE_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace memlane

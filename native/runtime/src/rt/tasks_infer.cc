@@ -1,0 +1,209 @@
+// `infer.native`: the phases of docs/worker-tasks.md, latency per batch size measured around
+// the runtime's own call, and the outputs for the whole eval set in one float32 frame.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "rt/task_ctx.h"
+
+namespace memlane::rt {
+namespace {
+
+using protocol::ErrorCode;
+namespace ph = protocol::phase;
+
+double percentile(std::vector<double> v, double q) {  // numpy's default (linear)
+  std::sort(v.begin(), v.end());
+  const double pos = q / 100.0 * double(v.size() - 1);
+  const size_t lo = size_t(std::floor(pos)), hi = std::min(v.size() - 1, lo + 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - double(lo));
+}
+
+// RAII phase mark: start now, end on scope exit (also when a TaskError unwinds).
+class Phase {
+ public:
+  Phase(const TaskCtx& c, const char* name, const Runtime* rt = nullptr) : c_(c), name_(name), rt_(rt) {
+    c_.phase(name_, true);
+  }
+  ~Phase() { c_.phase(name_, false, nullptr, -1, gpu_kib()); }
+  void set_runtime(const Runtime* rt) { rt_ = rt; }
+
+ private:
+  int64_t gpu_kib() const {
+    if (!rt_) return -1;
+    const int64_t b = rt_->memory().deviceUsedBytes;
+    return b >= 0 ? b / 1024 : -1;
+  }
+  const TaskCtx& c_;
+  const char* name_;
+  const Runtime* rt_;
+};
+
+
+}  // namespace
+
+RuntimeOptions runtime_options(const TaskCtx& c, std::string* device) {
+  RuntimeOptions o;
+  o.device = c.str_arg("device", c.info().device.c_str());
+  if (o.device != "cpu" && o.device != "cuda" && o.device != "auto") c.bad_arg("device", "\"cpu\", \"cuda\" or \"auto\"", "\"" + o.device + "\"");
+  o.threads = int(c.int_arg("threads", c.info().threads, 0, 1024));
+  // CUDA switches: args.variant and every scalar in args.cuda pass through as strings.
+  if (const Obj* v = c.arg("variant")) {
+    std::string s;
+    if (as_str(*v, &s)) o.switches["variant"] = s;
+  }
+  if (const Obj* m = c.arg("cuda"); m && m->type == msgpack::type::MAP) {
+    for (uint32_t i = 0; i < m->via.map.size; ++i) {
+      const auto& kv = m->via.map.ptr[i];
+      std::string k, s;
+      int64_t n;
+      if (!as_str(kv.key, &k)) continue;
+      if (as_str(kv.val, &s)) o.switches[k] = s;
+      else if (kv.val.type == msgpack::type::BOOLEAN) o.switches[k] = kv.val.via.boolean ? "true" : "false";
+      else if (as_int(kv.val, &n)) o.switches[k] = std::to_string(n);
+    }
+  }
+  o.phaseMark = [&c](const char* name, bool start) { c.phase(name, start); };
+  *device = o.device;
+  return o;
+}
+
+void task_infer_native(TaskCtx& c) {
+  // import: process start to hello (nothing is imported lazily in a native binary)
+  MemoryReading zero;
+  c.phase(ph::kImport, true, &zero, c.info().startMs);
+  c.phase(ph::kImport, false, &c.info().atHello, c.info().helloMs);
+
+  const std::string model = c.str_arg("model");
+  const auto batchSizes = c.int_list_arg("batchSizes", {1, 64}, 1, 1 << 20);
+  const int64_t iterations = c.int_arg("iterations", 20, 1);
+  const int64_t warmup = c.int_arg("warmup", 3, 0);
+  const InTensor* in = c.tensor("inputs");
+  if (!in) {
+    Val d = Val::map();
+    d.set("tensor", "inputs");
+    throw TaskError{int(ErrorCode::kInvalidArgument), "infer.native: the task carries no `inputs` tensor (the eval set)", d};
+  }
+  if (in->shape.empty() || in->shape[0] < 1)
+    throw TaskError{int(ErrorCode::kShapeMismatch), "infer.native: `inputs` must be [N, ...] with N >= 1"};
+  const int64_t N = in->shape[0];
+  const int64_t maxBatch = *std::max_element(batchSizes.begin(), batchSizes.end());
+
+  std::string device;
+  RuntimeOptions ro = runtime_options(c, &device);
+  std::unique_ptr<Runtime> rt;
+  RtError err;
+  {
+    Phase p(c, ph::kRuntimeCreate);
+    rt = Runtime::create(ro, &err);
+    if (!rt) throw_rt_error(err);
+    p.set_runtime(rt.get());
+  }
+  {
+    Phase p(c, ph::kModelLoad, rt.get());
+    if (!rt->load(model, maxBatch, &err)) throw_rt_error(err);
+  }
+  if (rt->inputs().size() != 1)
+    throw TaskError{int(ErrorCode::kInvalidArgument), "infer.native: the plan has " + std::to_string(rt->inputs().size()) +
+                                                           " inputs; the eval set feeds exactly one"};
+  // The eval set must match the plan's input (batch free) and hold no NaN.
+  {
+    std::vector<std::vector<int64_t>> shapes{in->shape};
+    shapes[0][0] = 1;
+    int64_t b;
+    if (!rt->check_inputs(shapes, &in->data, &b, &err)) throw_rt_error(err);
+    for (int64_t k = 0; k < in->count; ++k)
+      if (std::isnan(in->data[k])) {
+        Val d = Val::map();
+        d.set("tensor", "inputs").set("index", k);
+        throw TaskError{int(ErrorCode::kNanInput), "input 'inputs' holds NaN at flat index " + std::to_string(k), d};
+      }
+  }
+  const int64_t inPer = rt->inputs()[0].elementsPerSample, outPer = rt->outputs()[0].elementsPerSample;
+  // Batches: the first n rows of the eval set, tiled when it is smaller (as every runtime does).
+  std::vector<std::vector<float>> batches(batchSizes.size());
+  std::vector<float> outBuf(size_t(maxBatch * outPer));
+  std::vector<std::vector<float>> extraOut;  // further outputs of multi-output plans (ignored)
+  for (size_t i = 1; i < rt->outputs().size(); ++i) extraOut.emplace_back(size_t(maxBatch * rt->outputs()[i].elementsPerSample));
+  std::vector<float*> outs{outBuf.data()};
+  for (auto& e : extraOut) outs.push_back(e.data());
+  for (size_t i = 0; i < batchSizes.size(); ++i) {
+    const int64_t n = batchSizes[i];
+    batches[i].resize(size_t(n * inPer));
+    for (int64_t r = 0; r < n; ++r) std::memcpy(&batches[i][size_t(r * inPer)], in->data + (r % N) * inPer, sizeof(float) * inPer);
+  }
+  auto call = [&](size_t i) {
+    const float* p = batches[i].data();
+    if (!rt->run_unchecked(batchSizes[i], &p, outs.data(), &err)) throw_rt_error(err);
+  };
+  {
+    Phase p(c, ph::kFirstInference, rt.get());
+    call(0);
+  }
+  Val latency = Val::map();
+  double largestMean = 0;
+  size_t largestIdx = 0;
+  for (size_t i = 0; i < batchSizes.size(); ++i)
+    if (batchSizes[i] == maxBatch) largestIdx = i;
+  zmq::message_t outFrame(size_t(N * outPer * sizeof(float)));
+  {
+    Phase p(c, ph::kSteadyInference, rt.get());
+    const int64_t total = int64_t(batchSizes.size()) * iterations;
+    int64_t done = 0;
+    for (size_t i = 0; i < batchSizes.size(); ++i) {
+      for (int64_t w = 0; w < warmup; ++w) {
+        c.check_cancel();
+        call(i);
+      }
+      std::vector<double> times(static_cast<size_t>(iterations));
+      for (int64_t it = 0; it < iterations; ++it) {
+        c.check_cancel();
+        const auto t0 = std::chrono::steady_clock::now();
+        call(i);
+        times[size_t(it)] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      }
+      done += iterations;
+      double mean = 0;
+      for (double t : times) mean += t;
+      mean /= double(times.size());
+      Val row = Val::map();
+      row.set("p50", percentile(times, 50)).set("p99", percentile(times, 99)).set("mean", mean);
+      Val metrics = Val::map();
+      metrics.set("p50", percentile(times, 50)).set("p99", percentile(times, 99)).set("mean", mean);
+      latency.set("batch" + std::to_string(batchSizes[i]), std::move(row));
+      if (i == largestIdx) largestMean = mean;
+      c.progress(done, total, "batch " + std::to_string(batchSizes[i]), std::move(metrics));
+    }
+    // Outputs for the whole eval set in chunks of the largest batch, written straight into the frame.
+    float* dst = static_cast<float*>(outFrame.data());
+    for (int64_t s = 0; s < N; s += maxBatch) {
+      c.check_cancel();
+      const int64_t n = std::min(maxBatch, N - s);
+      const float* src = in->data + s * inPer;
+      outs[0] = dst + s * outPer;
+      if (!rt->run_unchecked(n, &src, outs.data(), &err)) throw_rt_error(err);
+    }
+  }
+  const RuntimeMemory mem = rt->memory();
+  Val value = Val::map();
+  value.set("latencyMs", std::move(latency))
+      .set("throughputPerS", largestMean > 0 ? double(maxBatch) / (largestMean / 1000.0) : 0.0)
+      .set("device", rt->device())
+      .set("threads", int64_t(ro.threads))
+      .set("arenaBytes", mem.arenaBytes)
+      .set("weightsBytes", mem.weightsBytes)
+      .set("workspaceBytes", mem.workspaceBytes)
+      .set("planBytes", mem.planFileBytes);
+  std::vector<int64_t> outShape = rt->outputs()[0].shape;
+  outShape[0] = N;
+  Val ref = Val::map();
+  ref.set("name", "outputs").set("dtype", "float32").set("shape", Val(outShape)).set("frame", 0);
+  Val refs = Val::array();
+  refs.push(std::move(ref));
+  std::vector<zmq::message_t> frames;
+  frames.push_back(std::move(outFrame));
+  c.result(std::move(value), std::move(refs), std::move(frames));
+}
+
+}  // namespace memlane::rt

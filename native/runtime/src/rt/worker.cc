@@ -1,0 +1,348 @@
+#include "rt/worker.h"
+
+#include <unistd.h>
+#include <zmq.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "rt/task_ctx.h"
+
+namespace memlane::rt {
+namespace {
+
+using protocol::ErrorCode;
+constexpr int kPollMs = 250;
+
+struct Job {
+  std::string id, task;
+  msgpack::object_handle env;
+  std::vector<zmq::message_t> frames;
+};
+
+std::string versions_zmq() {
+  int a, b, c;
+  zmq_version(&a, &b, &c);
+  return std::to_string(a) + "." + std::to_string(b) + "." + std::to_string(c);
+}
+
+// TensorRefs of a task -> InTensor views of its frames (float32 only; shm is refused).
+std::vector<InTensor> decode_tensors(const Obj* refs, const std::vector<zmq::message_t>& frames, const std::string& task) {
+  std::vector<InTensor> out;
+  if (!refs || refs->type == msgpack::type::NIL) return out;
+  auto bad = [&](int code, const std::string& msg) -> TaskError { return TaskError{code, task + ": " + msg}; };
+  if (refs->type != msgpack::type::ARRAY) throw bad(int(ErrorCode::kMalformedMessage), "`tensors` must be an array of TensorRef");
+  for (uint32_t i = 0; i < refs->via.array.size; ++i) {
+    const Obj& r = refs->via.array.ptr[i];
+    const std::string where = "tensors[" + std::to_string(i) + "]";
+    InTensor t;
+    std::string dtype;
+    const Obj* name = get(&r, "name");
+    const Obj* dt = get(&r, "dtype");
+    const Obj* shape = get(&r, "shape");
+    if (!name || !as_str(*name, &t.name) || !dt || !as_str(*dt, &dtype) || !shape || !as_int_list(*shape, &t.shape))
+      throw bad(int(ErrorCode::kMalformedMessage), where + " lacks a string name, a string dtype or an integer shape");
+    if (get(&r, "shm") && !get(&r, "frame"))
+      throw bad(int(ErrorCode::kShmUnavailable), where + " ('" + t.name + "') uses shared memory, which memlane-rt does not map; send it as a frame");
+    int64_t fi;
+    const Obj* f = get(&r, "frame");
+    if (!f || !as_int(*f, &fi)) throw bad(int(ErrorCode::kMalformedMessage), where + " ('" + t.name + "') lacks an integer frame");
+    if (fi < 0 || fi >= int64_t(frames.size()))
+      throw bad(int(ErrorCode::kMalformedMessage), where + " ('" + t.name + "') references frame " + std::to_string(fi) + " but the message has " + std::to_string(frames.size()) + " frame(s)");
+    if (dtype != "float32") {
+      Val d = Val::map();
+      d.set("tensor", t.name).set("expected", "float32").set("got", dtype);
+      throw TaskError{int(ErrorCode::kInvalidArgument), task + ": tensor '" + t.name + "': dtype expected float32, got " + dtype, d};
+    }
+    int64_t count = 1;
+    for (int64_t d : t.shape) {
+      if (d < 0 || (d > 0 && count > (int64_t(1) << 40) / d))
+        throw bad(int(ErrorCode::kMalformedMessage), where + " ('" + t.name + "') has an invalid shape");
+      count *= d;
+    }
+    const zmq::message_t& fr = frames[size_t(fi)];
+    if (fr.size() != size_t(count) * 4)
+      throw bad(int(ErrorCode::kMalformedMessage), where + " ('" + t.name + "'): frame " + std::to_string(fi) + " holds " +
+                                                     std::to_string(fr.size()) + " bytes, the shape needs " + std::to_string(count * 4));
+    t.count = count;
+    if (reinterpret_cast<uintptr_t>(fr.data()) % alignof(float) != 0) {
+      t.aligned.resize(size_t(count));
+      std::memcpy(t.aligned.data(), fr.data(), fr.size());
+      t.data = t.aligned.data();
+    } else {
+      t.data = static_cast<const float*>(fr.data());
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+class Worker {
+ public:
+  Worker(const WorkerOptions& o, double startMs)
+      : o_(o), dealer_(ctx_, zmq::socket_type::dealer), rx_(ctx_, zmq::socket_type::pair), tx_(ctx_, zmq::socket_type::pair) {
+    info_.name = o.name;
+    info_.device = o.device;
+    info_.threads = o.threads;
+    info_.startMs = startMs;
+    dealer_.set(zmq::sockopt::linger, 2000);
+    dealer_.set(zmq::sockopt::sndtimeo, 10000);  // never block forever on a dead peer
+    dealer_.connect(o.endpoint);
+    const std::string inproc = "inproc://memlane-rt-outbox";
+    rx_.bind(inproc);
+    tx_.connect(inproc);
+    parent_ = getppid();
+  }
+
+  int serve() {
+    hello();
+    task_thread_ = std::thread([this] { task_loop(); });
+    task_thread_.detach();  // the process exits with _exit; the thread never outlives it
+    zmq::pollitem_t items[] = {{dealer_.handle(), 0, ZMQ_POLLIN, 0}, {rx_.handle(), 0, ZMQ_POLLIN, 0}};
+    auto last_heard = std::chrono::steady_clock::now();
+    for (;;) {
+      zmq::poll(items, 2, std::chrono::milliseconds(kPollMs));
+      if (items[0].revents & ZMQ_POLLIN) {
+        last_heard = std::chrono::steady_clock::now();
+        for (;;) {
+          std::vector<zmq::message_t> parts;
+          if (!recv_all(dealer_, &parts)) break;
+          handle(std::move(parts));
+        }
+      }
+      if (items[1].revents & ZMQ_POLLIN) {
+        for (;;) {
+          std::vector<zmq::message_t> parts;
+          if (!recv_all(rx_, &parts)) break;
+          send_parts(std::move(parts));
+        }
+      }
+      const double silent = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_heard).count();
+      if (o_.heartbeatTimeoutS > 0 && silent > o_.heartbeatTimeoutS) {
+        std::fprintf(stderr, "memlane-rt: no message from the orchestrator for %.1fs (--heartbeat-timeout %.1f); exiting\n",
+                     silent, o_.heartbeatTimeoutS);
+        exit_now(kExitOrphaned);
+      }
+      if (getppid() != parent_) {
+        std::fprintf(stderr, "memlane-rt: parent process exited; exiting\n");
+        exit_now(kExitOrphaned);
+      }
+    }
+  }
+
+ private:
+  static bool recv_all(zmq::socket_t& s, std::vector<zmq::message_t>* parts) {
+    for (;;) {
+      zmq::message_t m;
+      auto r = s.recv(m, parts->empty() ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
+      if (!r) return false;
+      const bool more = m.more();
+      parts->push_back(std::move(m));
+      if (!more) return true;
+    }
+  }
+
+  void send_parts(std::vector<zmq::message_t> parts) {
+    try {
+      for (size_t i = 0; i < parts.size(); ++i)
+        dealer_.send(parts[i], i + 1 < parts.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    } catch (const zmq::error_t& e) {
+      std::fprintf(stderr, "memlane-rt: send failed: %s\n", e.what());
+    }
+  }
+  void send(const Val& env, std::vector<zmq::message_t> frames = {}) {
+    std::vector<zmq::message_t> parts;
+    const std::string b = packb(env);
+    parts.emplace_back(b.data(), b.size());
+    for (auto& f : frames) parts.push_back(std::move(f));
+    send_parts(std::move(parts));
+  }
+  void error(const std::string& id, ErrorCode code, const std::string& msg, Val details = Val::map()) {
+    send(error_envelope(id, int(code), msg, details));
+  }
+
+  [[noreturn]] void exit_now(int code) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    if (code != 0) dealer_.set(zmq::sockopt::linger, 500);
+    else dealer_.set(zmq::sockopt::linger, 0);
+    // _exit: a running task (BLAS threads, a long run) must not keep the process alive.
+    _exit(code);
+  }
+
+  void hello() {
+    Val caps = Val::array();
+    for (const char* c : kCapabilities) caps.push(c);
+    Val versions = Val::map();
+    versions.set("memlane-rt", "0.1.0")
+        .set("protocol", std::to_string(protocol::kVersion))
+        .set("openblas", blas_version())
+        .set("zmq", versions_zmq())
+        .set("msgpack-cxx", MSGPACK_VERSION)
+        .set("compiler", std::string("g++ ") + __VERSION__)
+        .set("cuda", cuda_built() ? "built" : "not built");
+    Val h = envelope(protocol::type::kHello, o_.name + "-" + std::to_string(getpid()));
+    h.set("pid", int64_t(getpid())).set("worker", "memlane-rt").set("capabilities", std::move(caps)).set("versions", std::move(versions));
+    info_.atHello = read_memory();
+    info_.helloMs = now_ms();
+    send(h);
+  }
+
+  void handle(std::vector<zmq::message_t> parts) {
+    msgpack::object_handle oh;
+    std::string id, type;
+    int64_t v = 0;
+    auto malformed = [&](const std::string& why) {
+      Val d = Val::map();
+      d.set("reason", why);
+      error(id, ErrorCode::kMalformedMessage, "malformed message: " + why, d);
+    };
+    try {
+      oh = msgpack::unpack(static_cast<const char*>(parts[0].data()), parts[0].size());
+    } catch (const std::exception& e) {
+      return malformed(std::string("the envelope is not msgpack (") + e.what() + ")");
+    }
+    const Obj& env = oh.get();
+    if (env.type != msgpack::type::MAP) return malformed(std::string("the envelope is a ") + type_of(env) + ", not a map");
+    const Obj* idv = get(&env, "id");
+    if (idv) as_str(*idv, &id);
+    const Obj* vv = get(&env, "v");
+    const Obj* tv = get(&env, "type");
+    if (!idv || idv->type != msgpack::type::STR) return malformed("the envelope lacks a string `id`");
+    if (!vv || !as_int(*vv, &v)) return malformed("the envelope lacks an integer `v`");
+    if (!tv || !as_str(*tv, &type)) return malformed("the envelope lacks a string `type`");
+    if (v != protocol::kVersion) {
+      Val d = Val::map();
+      d.set("orchestrator", v).set("worker", protocol::kVersion).set("type", type);
+      return error(id, ErrorCode::kVersionMismatch,
+                   "orchestrator speaks protocol v" + std::to_string(v) + ", worker speaks v" + std::to_string(protocol::kVersion), d);
+    }
+    if (type == protocol::type::kHeartbeat) {
+      send(envelope(protocol::type::kHeartbeat, id));
+    } else if (type == protocol::type::kTask) {
+      std::string task;
+      const Obj* tn = get(&env, "task");
+      if (!tn || !as_str(*tn, &task)) return malformed("task message lacks a string `task`");
+      bool known = false;
+      for (const char* c : kCapabilities) known = known || task == c;
+      if (!known) {
+        Val d = Val::map(), caps = Val::array();
+        for (const char* c : kCapabilities) caps.push(c);
+        d.set("task", task).set("capabilities", std::move(caps));
+        return error(id, ErrorCode::kUnknownTask, "unknown task '" + task + "'; memlane-rt runs infer.native, load, run", d);
+      }
+      const Obj* args = get(&env, "args");
+      if (args && args->type != msgpack::type::MAP && args->type != msgpack::type::NIL)
+        return error(id, ErrorCode::kMalformedMessage, "task " + task + ": args must be a map, got " + type_of(*args));
+      Job j{id, task, std::move(oh), {}};
+      for (size_t i = 1; i < parts.size(); ++i) j.frames.push_back(std::move(parts[i]));
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        queue_.push_back(std::move(j));
+      }
+      cv_.notify_one();
+    } else if (type == protocol::type::kCancel) {
+      bool was_queued = false;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        for (auto it = queue_.begin(); it != queue_.end(); ++it)
+          if (it->id == id) {
+            queue_.erase(it);
+            was_queued = true;
+            break;
+          }
+        if (!was_queued && current_ == id) cancel_.store(true);
+      }
+      if (was_queued) error(id, ErrorCode::kCancelled, "task " + id + " cancelled before it started");
+    } else if (type == protocol::type::kShutdown) {
+      exit_now(0);
+    } else if (type == protocol::type::kError) {
+      const Obj* m = get(&env, "message");
+      std::string text;
+      if (m) as_str(*m, &text);
+      std::fprintf(stderr, "memlane-rt: orchestrator error: %s\n", text.c_str());
+    } else {
+      Val d = Val::map();
+      d.set("type", type);
+      error(id, ErrorCode::kUnknownType, "memlane-rt does not accept messages of type '" + type +
+                                             "' (accepts task, cancel, heartbeat, shutdown, error)", d);
+    }
+  }
+
+  // ---- task thread ----
+  void task_send(const Val& env, std::vector<zmq::message_t> frames) {
+    try {
+      std::vector<zmq::message_t> parts;
+      const std::string b = packb(env);
+      parts.emplace_back(b.data(), b.size());
+      for (auto& f : frames) parts.push_back(std::move(f));
+      for (size_t i = 0; i < parts.size(); ++i)
+        tx_.send(parts[i], i + 1 < parts.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "memlane-rt: task message lost: %s\n", e.what());
+    }
+  }
+
+  void task_loop() {
+    for (;;) {
+      Job j;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [this] { return !queue_.empty(); });
+        j = std::move(queue_.front());
+        queue_.pop_front();
+        current_ = j.id;
+        cancel_.store(false);
+      }
+      run_job(j);
+      std::lock_guard<std::mutex> lk(mu_);
+      current_.clear();
+    }
+  }
+
+  void run_job(Job& j) {
+    SendFn send = [this](const Val& e, std::vector<zmq::message_t> f) { task_send(e, std::move(f)); };
+    try {
+      const Obj& env = j.env.get();
+      std::vector<InTensor> tensors = decode_tensors(get(&env, "tensors"), j.frames, j.task);
+      TaskCtx ctx(j.id, j.task, get(&env, "args"), std::move(tensors), send, &cancel_, &info_);
+      ctx.check_cancel();
+      if (j.task == "infer.native") task_infer_native(ctx);
+      else if (j.task == "load") task_load(ctx, state_);
+      else task_run(ctx, state_);
+    } catch (const TaskError& e) {
+      task_send(error_envelope(j.id, e.code, e.message, e.details), {});
+    } catch (const std::bad_alloc&) {
+      task_send(error_envelope(j.id, int(ErrorCode::kOutOfMemory), j.task + ": out of host memory", Val::map()), {});
+    } catch (const std::exception& e) {
+      task_send(error_envelope(j.id, int(ErrorCode::kTaskFailed), j.task + ": " + e.what(), Val::map()), {});
+    }
+  }
+
+  WorkerOptions o_;
+  WorkerInfo info_;
+  WorkerState state_;
+  zmq::context_t ctx_;
+  zmq::socket_t dealer_, rx_, tx_;
+  pid_t parent_ = 0;
+  std::thread task_thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> queue_;
+  std::string current_;
+  std::atomic<bool> cancel_{false};
+};
+
+}  // namespace
+
+int serve(const WorkerOptions& options, double processStartMs) {
+  Worker w(options, processStartMs);
+  return w.serve();
+}
+
+}  // namespace memlane::rt
