@@ -8,7 +8,7 @@ import { loadOnnx } from "./load.ts";
 import { topoSort } from "./order.ts";
 import type { PlanHeader } from "./plan-format.ts";
 import { readPlan } from "./read.ts";
-import { foldBatchNorm, fuseRelu } from "./rewrite.ts";
+import { foldBatchNorm, fuseRelu, pruneDead } from "./rewrite.ts";
 import { checkVocabulary } from "./supported.ts";
 import { writePlanFile } from "./write.ts";
 
@@ -61,6 +61,8 @@ export function compileGraph(g: Graph, producer = DEFAULTS.producer) {
   const inf = inferGraph({ ...g, nodes: topoSort(g) });
   foldBatchNorm(inf);
   fuseRelu(inf);
+  const dead = pruneDead(inf);
+  if (dead.length > 0) inf.warnings.push(`removed ${dead.length} node(s) whose results no output uses: ${dead.slice(0, 5).join(", ")}`);
   const lives: Lifetime[] = lifetimes(inf.nodes, inf.inputs, inf.outputs, inf.shapes);
   const arena = planArena(lives);
   // Cheap insurance: a wrong arena silently corrupts activations at run time.

@@ -97,3 +97,22 @@ export function fuseRelu(inf: Inferred): void {
   }
   inf.nodes = out;
 }
+
+/** Drop nodes none of whose outputs reach a graph output: they would cost time and arena. */
+export function pruneDead(inf: Inferred): string[] {
+  const needed = new Set(inf.outputs);
+  const keep: LNode[] = [];
+  const dropped: string[] = [];
+  for (let i = inf.nodes.length - 1; i >= 0; i--) {
+    const n = inf.nodes[i]!;
+    if (n.outputs.some((o) => needed.has(o))) {
+      keep.push(n);
+      for (const x of n.inputs) if (x) needed.add(x);
+    } else {
+      dropped.push(n.name);
+      for (const o of n.outputs) inf.shapes.delete(o);
+    }
+  }
+  inf.nodes = keep.reverse();
+  return dropped;
+}

@@ -101,6 +101,15 @@ describe("compiler: rewrites", () => {
     expect(shared.h.ops[0]!.inputs[2]).toBe(-1);
   });
 
+  it("drops nodes whose results reach no output, with a warning", async () => {
+    const { h, summary } = await compile({
+      inputs: [["x", ["N", 4]]], outputs: ["y"],
+      nodes: [node("Relu", ["x"], ["y"]), node("Tanh", ["x"], ["unused"], {}, "dead_tanh")],
+    });
+    expect(ops(h)).toEqual(["Relu"]);
+    expect(summary.warnings.join()).toMatch(/dead_tanh/);
+  });
+
   it("orders nodes topologically when the file lists them out of order", async () => {
     const { h } = await compile({
       inputs: [["x", ["N", 4]]], outputs: ["y"],
