@@ -64,7 +64,8 @@ function attr(name: string, v: Attr): onnxProto.onnx.IAttributeProto {
   return { name, type: AT.TENSOR, t: tensor(v.t) };
 }
 
-function valueInfo(name: string, dims: (number | string)[]): onnxProto.onnx.IValueInfoProto {
+function valueInfo(name: string, dims?: (number | string)[]): onnxProto.onnx.IValueInfoProto {
+  if (!dims) return { name, type: { tensorType: { elemType: onnx.TensorProto.DataType.FLOAT } } };
   const dim = dims.map((d) => (typeof d === "number" ? { dimValue: d } : { dimParam: d }));
   return { name, type: { tensorType: { elemType: onnx.TensorProto.DataType.FLOAT, shape: { dim } } } };
 }
@@ -82,7 +83,7 @@ export function modelBytes(spec: ModelSpec): Uint8Array {
       })),
       initializer: (spec.inits ?? []).map(tensor),
       input: spec.inputs.map(([n, d]) => valueInfo(n, d)),
-      output: spec.outputs.map((o) => valueInfo(o, [])),
+      output: spec.outputs.map((o) => valueInfo(o)),
     },
   });
   return onnx.ModelProto.encode(m).finish();

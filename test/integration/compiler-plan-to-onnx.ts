@@ -1,0 +1,54 @@
+/**
+ * Turn a plan back into an ONNX model (test-only), so that ONNX Runtime can check the
+ * compiler's rewrites numerically — BN folding, constant folding, resolved pads and
+ * defaults — without a TypeScript executor and before memlane-rt exists.
+ */
+import { type PlanFile, weightData } from "../../src/compiler/index.ts";
+import { type Attr, type Init, type ModelSpec, type NodeSpec, modelBytes } from "../unit/compiler-onnx-builder.ts";
+
+/** Plan attributes that ONNX types as floats (msgpack may have stored them as ints). */
+const FLOAT_ATTRS = new Set(["alpha", "beta"]);
+
+const RENAME: Record<string, string> = {
+  kernel: "kernel_shape", ceilMode: "ceil_mode", countIncludePad: "count_include_pad",
+};
+
+export function planToOnnx(plan: PlanFile): Uint8Array {
+  const h = plan.header;
+  const name = (id: number) => (id < 0 ? "" : `t${id}`);
+  const inits: Init[] = [];
+  const nodes: NodeSpec[] = [];
+  h.tensors.forEach((t, id) => {
+    if (t.kind === "weight") inits.push({ name: name(id), dims: t.shape, data: Array.from(weightData(plan, id)) });
+  });
+  h.ops.forEach((op, i) => {
+    const attrs: Record<string, Attr> = {};
+    let inputs = op.inputs.map(name);
+    while (inputs.length > 0 && inputs[inputs.length - 1] === "") inputs.pop();
+    for (const [k, v] of Object.entries(op.attrs)) {
+      if (k === "activation") continue;
+      if (op.op === "Reshape" && k === "shape") {
+        inits.push({ name: `shape${i}`, dims: [(v as number[]).length], data: v as number[], type: "int64" });
+        inputs = [...inputs, `shape${i}`];
+        continue;
+      }
+      attrs[RENAME[k] ?? k] = FLOAT_ATTRS.has(k) ? { f: v as number } : (v as Attr);
+    }
+    const outputs = op.outputs.map(name);
+    if (op.attrs.activation === "relu") {
+      nodes.push({ op: op.op, inputs, outputs: [`pre${i}`], attrs, name: op.name });
+      nodes.push({ op: "Relu", inputs: [`pre${i}`], outputs, name: `${op.name}.relu` });
+    } else {
+      nodes.push({ op: op.op, inputs, outputs, attrs, name: op.name });
+    }
+  });
+  const dims = (id: number) => h.tensors[id]!.shape.map((d) => (d === -1 ? "N" : d));
+  const spec: ModelSpec = {
+    opset: 20,
+    inputs: h.inputs.map((id) => [name(id), dims(id)]),
+    outputs: h.outputs.map(name),
+    nodes,
+    inits,
+  };
+  return modelBytes(spec);
+}
