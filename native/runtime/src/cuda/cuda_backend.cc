@@ -220,7 +220,9 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options, Status
   // explicit switch wins over the environment; otherwise the environment's choice stands.
   setenv("CUDA_MODULE_LOADING", opt.lazyLoading ? "LAZY" : "EAGER", opt.lazyLoadingExplicit ? 1 : 0);
 
-  cuda::PhaseScope phase(options, "cuda-context");
+  // cudaGetDeviceCount initialises the driver (cuInit); that cost lands in the enclosing
+  // phase (runtime-create). The cuda-context phase wraps the context creation proper, and
+  // is only marked when a device is usable, so a CPU fallback shows no CUDA phase.
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
@@ -249,6 +251,7 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options, Status
     *message = why;
     return nullptr;
   }
+  cuda::PhaseScope phase(options, "cuda-context");
   e = cudaSetDevice(options.deviceIndex);
   if (e == cudaSuccess) e = cudaFree(nullptr);  // creates the primary context now, inside the phase
   if (e != cudaSuccess) {
