@@ -9,6 +9,7 @@ import { DEFAULT_ADDON_PATH, loadAddon } from "../../src/memory/gpu-addon.ts";
 import { createGpuProbe } from "../../src/memory/gpu.ts";
 
 const FAKE_NVML = path.join(path.dirname(DEFAULT_ADDON_PATH), "libmemlane_fake_nvml.so");
+const FAKE_NVML_FOREIGN = path.join(path.dirname(DEFAULT_ADDON_PATH), "libmemlane_fake_nvml_foreign.so");
 
 function systemHasNvml(): boolean {
   try {
@@ -59,13 +60,12 @@ describe("createGpuProbe without NVML", () => {
 
 describe.skipIf(!existsSync(FAKE_NVML))("createGpuProbe with a stand-in NVML", () => {
   it("lists devices and sums a C+G process once", () => {
-    process.env.FAKE_NVML_PID = String(process.pid);
     const probe = createGpuProbe({ library: FAKE_NVML, cacheMs: 0 });
     expect(probe.available()).toEqual({ ok: true });
     expect(probe.info().driverVersion).toBe("0.0-fake");
     const [dev] = probe.devices();
     expect(dev).toMatchObject({ index: 0, name: "Fake GPU", totalBytes: 16 * 2 ** 30, usedBytes: 2 ** 30 });
-    // compute (_v3) and graphics (_v2 fallback) both list this pid with 300 MiB: counted once
+    // the stand-in lists its caller: compute (_v3) and graphics (_v2 fallback), 300 MiB each, counted once
     expect(probe.processes().filter((p) => p.pid === process.pid)).toHaveLength(2);
     expect(probe.processUsedBytes(process.pid)).toBe(300 * 2 ** 20);
     // pid 1 is listed without an amount (NVML_VALUE_NOT_AVAILABLE): unknown, not 0
@@ -73,14 +73,12 @@ describe.skipIf(!existsSync(FAKE_NVML))("createGpuProbe with a stand-in NVML", (
   });
 
   it("an unlisted pid is 0 when NVML's pids are ours", () => {
-    process.env.FAKE_NVML_PID = String(process.pid);
     const probe = createGpuProbe({ library: FAKE_NVML, cacheMs: 0 });
     expect(probe.processUsedBytes(2 ** 22 + 7)).toBe(0);
   });
 
   it("an unlisted pid is unknown when NVML lists pids from another namespace", () => {
-    process.env.FAKE_NVML_PID = String(2 ** 22 - 3); // beyond pid_max: not in our /proc
-    const probe = createGpuProbe({ library: FAKE_NVML, cacheMs: 0 });
+    const probe = createGpuProbe({ library: FAKE_NVML_FOREIGN, cacheMs: 0 }); // lists a pid absent from our /proc
     expect(probe.processUsedBytes(process.pid)).toBeNull();
   });
 });

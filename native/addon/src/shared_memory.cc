@@ -12,6 +12,12 @@
 #include "class_registry.h"
 
 namespace memlane::addon {
+
+void Mapping::Unmap() {
+  if (data != nullptr) munmap(data, length);
+  data = nullptr;
+}
+
 namespace {
 
 // Same rule as python/memlane_worker/shm.py: a plain name, no path separators.
@@ -35,9 +41,10 @@ bool ValidName(const std::string& name) {
   throw e;
 }
 
-void Unmap(Napi::Env /*env*/, void* data, size_t* length) {
-  munmap(data, *length);
-  delete length;
+// Unmaps the mapping when the ArrayBuffer is collected, unless close({unmap: true}) already did.
+void UnmapOnCollect(Napi::Env /*env*/, void* /*data*/, std::shared_ptr<Mapping>* hint) {
+  (*hint)->Unmap();
+  delete hint;
 }
 
 // Closes the descriptor on every path: the mapping outlives it.
@@ -70,10 +77,12 @@ SharedMemory::SharedMemory(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Sh
   if (!ValidName(name_))
     throw Napi::TypeError::New(env, "SharedMemory: name must match [A-Za-z0-9._-]{1,250}, got \"" + name_ + "\"");
   bool create = false;
+  bool populate = false;
   double want = 0;
   if (info.Length() > 1 && info[1].IsObject()) {
     Napi::Object o = info[1].As<Napi::Object>();
     create = o.Get("create").ToBoolean().Value();
+    populate = o.Get("populate").ToBoolean().Value();
     read_only_ = o.Get("readOnly").ToBoolean().Value();
     if (create) {
       Napi::Value s = o.Get("size");
@@ -109,14 +118,19 @@ SharedMemory::SharedMemory(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Sh
     // JavaScript has no read-only ArrayBuffer, and a store into a PROT_READ page would kill
     // the process: a read-only open maps copy-on-write instead, so a stray write stays in
     // this process and never reaches the segment.
-    int flags = read_only_ ? MAP_PRIVATE : MAP_SHARED;
+    // populate: fault every page in now, in one call (a writer about to fill the whole
+    // segment otherwise pays one page fault per 4 KiB).
+    int flags = (read_only_ ? MAP_PRIVATE : MAP_SHARED) | (populate ? MAP_POPULATE : 0);
     void* data = mmap(nullptr, size_, PROT_READ | PROT_WRITE, flags, fd.fd, 0);
     if (data == MAP_FAILED) {
       int err = errno;
       if (create) shm_unlink(path.c_str());
       ThrowErrno(env, "mmap", name_, err);
     }
-    ab = Napi::ArrayBuffer::New(env, data, size_, Unmap, new size_t(size_));
+    mapping_ = std::make_shared<Mapping>();
+    mapping_->data = data;
+    mapping_->length = size_;
+    ab = Napi::ArrayBuffer::New(env, data, size_, UnmapOnCollect, new std::shared_ptr<Mapping>(mapping_));
   }
   buffer_ = Napi::Reference<Napi::ArrayBuffer>::New(ab, 1);
 }
@@ -144,6 +158,14 @@ Napi::Value SharedMemory::Buffer(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value SharedMemory::Close(const Napi::CallbackInfo& info) {
+  bool unmap = info.Length() > 0 && info[0].IsObject() && info[0].As<Napi::Object>().Get("unmap").ToBoolean().Value();
+  if (unmap && !buffer_.IsEmpty()) {
+    // Detaching first makes every JavaScript view of the buffer zero-length, so nothing can
+    // touch the pages after munmap; the finalizer then finds the mapping gone.
+    Napi::ArrayBuffer ab = buffer_.Value();
+    if (ab.ByteLength() > 0) ab.Detach();
+    if (mapping_) mapping_->Unmap();
+  }
   if (!buffer_.IsEmpty()) buffer_.Reset();
   return info.Env().Undefined();
 }

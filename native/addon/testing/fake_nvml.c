@@ -1,10 +1,12 @@
 /* A stand-in for libnvidia-ml.so.1, for tests on machines without a driver. One device
- * ("Fake GPU", 16 GiB, 1 GiB used); compute processes: the pid in FAKE_NVML_PID (default
- * 4242) using 300 MiB and pid 1 with NVML_VALUE_NOT_AVAILABLE; graphics: the same pid
- * again with 300 MiB (a C+G process, counted once). The compute query exports _v3; the
- * graphics query exports only _v2, so the addon's fallback runs. */
-#include <stdlib.h>
+ * ("Fake GPU", 16 GiB, 1 GiB used); compute processes: the calling process (getpid(), so no
+ * environment is needed) using 300 MiB and pid 1 with NVML_VALUE_NOT_AVAILABLE; graphics:
+ * the same pid again with 300 MiB (a C+G process, counted once). Built a second time with
+ * FAKE_NVML_FOREIGN, it lists a pid that does not exist here instead of the caller (NVML
+ * speaking another pid namespace). The compute query exports _v3; the graphics query only
+ * _v2, so the addon's fallback runs. */
 #include <string.h>
+#include <unistd.h>
 
 typedef int nvmlReturn_t;
 typedef void* nvmlDevice_t;
@@ -17,8 +19,11 @@ typedef struct {
 
 static int dev_token;
 static unsigned fake_pid(void) {
-  const char* e = getenv("FAKE_NVML_PID");
-  return e ? (unsigned)strtoul(e, 0, 10) : 4242u;
+#ifdef FAKE_NVML_FOREIGN
+  return 4194301u; /* below the largest pid_max (2^22), never allocated in a test run */
+#else
+  return (unsigned)getpid();
+#endif
 }
 nvmlReturn_t nvmlInit_v2(void) { return 0; }
 const char* nvmlErrorString(nvmlReturn_t rc) { return rc ? "Fake Error" : "Success"; }
