@@ -30,6 +30,6 @@ export function defaultIo(): Io {
       process.stdout.write(`\r\x1b[2K${l}`);
       dirty = true;
     },
-    columns: process.stdout.columns ?? 100,
+    columns: process.stdout.columns ?? 120,
   };
 }

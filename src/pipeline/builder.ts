@@ -84,7 +84,9 @@ export class Pipeline {
   benchmark(runtime: Runtime, opts: BenchmarkOptions = {}): this {
     checkOneOf("benchmark runtime", runtime, RUNTIMES);
     const name = this.#name(opts.name, `bench:${runtime}`);
-    const from = opts.from ?? this.#last(runtime === "python-torch" ? "train" : "export", name);
+    // python-torch runs the trained checkpoint, or a zoo model rebuilt from its seed.
+    const torchFrom = runtime === "python-torch" && !this.#stages.some((x) => x.kind === "train") ? "export" : "train";
+    const from = opts.from ?? this.#last(runtime === "python-torch" ? torchFrom : "export", name);
     if (opts.batchSizes !== undefined) checkIntList(`stage "${name}": batchSizes`, opts.batchSizes, 1);
     if (opts.iterations !== undefined) checkInt(`stage "${name}": iterations`, opts.iterations, 1);
     if (opts.threads !== undefined) checkInt(`stage "${name}": threads`, opts.threads, 1);

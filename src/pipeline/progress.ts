@@ -25,25 +25,22 @@ export function createProgress(io: Io, quiet = false): ProgressSink {
   const started = new Map<string, number>();
   const bars = new Map<string, string>();
   let lastPlain = new Map<string, string>();
-  let timer: NodeJS.Timeout | undefined;
-  const draw = (): void => {
-    if (!io.isTTY || bars.size === 0) return;
-    const line = [...bars.values()].join("  ");
-    io.redraw(line.slice(0, Math.max(20, io.columns - 1)));
+  let drawn = "";
+  // Redrawn on every change, and after any plain line (which clears the bar line).
+  const draw = (force = false): void => {
+    if (!io.isTTY || quiet || bars.size === 0) return;
+    const line = [...bars.values()].join("  ").slice(0, Math.max(20, io.columns - 1));
+    if (line === drawn && !force) return;
+    drawn = line;
+    io.redraw(line);
   };
-  if (io.isTTY && !quiet) {
-    timer = setInterval(draw, 200);
-    timer.unref();
-  }
   return {
     stageStart(stage, what) {
       started.set(stage, Date.now());
       if (quiet) return;
       io.out(`▶ ${stage} (${what})`);
-      if (io.isTTY) {
-        bars.set(stage, `${stage} ${bar(0, 1, 20)}`);
-        draw();
-      }
+      if (io.isTTY) bars.set(stage, `${stage} ${bar(0, 1, 20)}`);
+      draw(true);
     },
     update(stage, current, total, label) {
       if (quiet) return;
@@ -60,14 +57,13 @@ export function createProgress(io: Io, quiet = false): ProgressSink {
       bars.delete(stage);
       const ms = Date.now() - (started.get(stage) ?? Date.now());
       if (!quiet || failed) io.out(`${failed ? "✗" : "✓"} ${stage} ${fmtMs(ms)}${summary ? ` — ${summary}` : ""}`);
-      draw();
+      draw(true);
     },
     log(line) {
       if (!quiet) io.out(line);
-      draw();
+      draw(true);
     },
     close() {
-      if (timer) clearInterval(timer);
       bars.clear();
       lastPlain = new Map();
     },

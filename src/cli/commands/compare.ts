@@ -26,6 +26,12 @@ export const spec: CommandSpec = {
   },
 };
 
+/** A path relative to the cwd when it lies below it, else absolute. */
+const shown = (p: string): string => {
+  const rel = path.relative(process.cwd(), p);
+  return rel && !rel.startsWith("..") ? rel : p;
+};
+
 export async function execute(argv: readonly string[], io: Io): Promise<number> {
   const args = parseArgs(spec, argv);
   if (args.help) {
@@ -47,6 +53,6 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   const outcome = await runPipeline(p, { outDir: args.flags.out as string, io, quiet: args.flags.quiet === true });
   io.out(outcome.table);
   io.out("");
-  io.out(`report: ${path.relative(process.cwd(), outcome.reportJson) || outcome.reportJson}`);
+  io.out(`report: ${shown(outcome.reportJson)}`);
   return 0;
 }

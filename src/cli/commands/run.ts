@@ -27,6 +27,12 @@ export async function loadPipeline(file: string): Promise<Pipeline> {
   return p as Pipeline;
 }
 
+/** A path relative to the cwd when it lies below it, else absolute. */
+const shown = (p: string): string => {
+  const rel = path.relative(process.cwd(), p);
+  return rel && !rel.startsWith("..") ? rel : p;
+};
+
 export async function execute(argv: readonly string[], io: Io): Promise<number> {
   const args = parseArgs(spec, argv);
   if (args.help) {
@@ -43,7 +49,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   });
   io.out(outcome.table);
   io.out("");
-  io.out(`report: ${path.relative(process.cwd(), outcome.reportJson) || outcome.reportJson}`);
-  for (const f of outcome.otherFiles) io.out(`        ${path.relative(process.cwd(), f) || f}`);
+  io.out(`report: ${shown(outcome.reportJson)}`);
+  for (const f of outcome.otherFiles) io.out(`        ${shown(f)}`);
   return 0;
 }

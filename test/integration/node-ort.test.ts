@@ -1,0 +1,62 @@
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runNodeOrt } from "../../src/workers/node-ort.ts";
+import { ROOT } from "./pipeline-helpers.ts";
+
+const dir = mkdtempSync(path.join(os.tmpdir(), "memlane-node-ort-"));
+const model = path.join(dir, "linear.onnx");
+// y = flatten(x) @ W with W[i, j] = (i + 2j) / 100: outputs checkable by hand.
+const W = (i: number, j: number): number => (i + 2 * j) / 100;
+
+beforeAll(() => {
+  execFileSync(path.join(ROOT, ".venv/bin/python"), ["-c", `
+import numpy as np, onnx
+from onnx import helper, TensorProto, numpy_helper
+W = np.fromfunction(lambda i, j: (i + 2 * j) / 100, (16, 3)).astype(np.float32)
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 4, 4])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])
+g = helper.make_graph([helper.make_node("Flatten", ["x"], ["f"]), helper.make_node("MatMul", ["f", "W"], ["y"])], "g", [x], [y], [numpy_helper.from_array(W, "W")])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]); m.ir_version = 8
+onnx.save(m, ${JSON.stringify(model)})
+`]);
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe("node-ort on a worker_thread", () => {
+  it("marks the five phases with the orchestrator's own /proc readings and returns every output", async () => {
+    const n = 10;
+    const inputs = Float32Array.from({ length: n * 16 }, (_, k) => (k % 7) - 3);
+    const phases: Array<{ name: string; mark: string; rss: number }> = [];
+    const r = await runNodeOrt(
+      { model, inputs, shape: [n, 1, 4, 4], batchSizes: [1, 4], iterations: 5, warmup: 1, threads: 1 },
+      { onPhase: (p) => phases.push({ name: p.name, mark: p.mark, rss: p.memory.rssKiB }) },
+    );
+    expect(r.pid).toBe(process.pid);
+    expect(phases.filter((p) => p.mark === "end").map((p) => p.name)).toEqual([
+      "import", "runtime-create", "model-load", "first-inference", "steady-inference",
+    ]);
+    for (const p of phases) expect(p.rss).toBeGreaterThan(1000);
+    expect(Object.keys(r.latencyMs)).toEqual(["batch1", "batch4"]);
+    expect(r.latencyMs.batch4!.p50).toBeGreaterThan(0);
+    expect(r.throughputPerS).toBeGreaterThan(0);
+    expect(r.outputShape).toEqual([n, 3]);
+    expect(r.outputs).toBeInstanceOf(Float32Array);
+    for (let s = 0; s < n; s++)
+      for (let j = 0; j < 3; j++) {
+        let want = 0;
+        for (let i = 0; i < 16; i++) want += inputs[s * 16 + i]! * W(i, j);
+        expect(r.outputs[s * 3 + j]).toBeCloseTo(want, 4);
+      }
+  });
+
+  it("rejects with the runtime's error for a missing model, and stops on abort", async () => {
+    const base = { inputs: new Float32Array(16), shape: [1, 1, 4, 4], batchSizes: [1], iterations: 1, warmup: 0, threads: 1 };
+    await expect(runNodeOrt({ ...base, model: path.join(dir, "missing.onnx") })).rejects.toThrow(/node-ort: /);
+    const ac = new AbortController();
+    ac.abort(new Error("stop"));
+    await expect(runNodeOrt({ ...base, model }, { signal: ac.signal })).rejects.toThrow("stop");
+  });
+});
