@@ -13,6 +13,7 @@ import { unsupportedOp } from "./supported.ts";
 const LOWERINGS: Record<string, Lowering> = {
   Conv: conv.Conv, MaxPool: conv.MaxPool, AveragePool: conv.AveragePool,
   GlobalAveragePool: conv.GlobalAveragePool, BatchNormalization: conv.BatchNormalization,
+  ReduceMean: conv.ReduceMean,
   Gemm: t.Gemm, MatMul: t.MatMul, Add: t.Binary, Sub: t.Binary, Mul: t.Binary, Div: t.Binary,
   Relu: t.Unary, Sigmoid: t.Unary, Tanh: t.Unary, Erf: t.Unary, LeakyRelu: t.LeakyRelu,
   Gelu: t.Gelu, Flatten: t.Flatten, Reshape: t.Reshape, Transpose: t.Transpose,
@@ -36,6 +37,14 @@ export function inferGraph(g: Graph): Inferred {
   const alias = new Map<string, string>();
   const warnings: string[] = [];
   const resolve = (s: string): string => alias.get(s) ?? s;
+  const onnxNames = new Set(g.nodes.flatMap((n) => [...n.inputs, ...n.outputs]));
+  /** A tensor name used nowhere in the model or by an earlier rewrite. */
+  const fresh = (base: string): string => {
+    let name = base;
+    for (let k = 1; consts.has(name) || shapes.has(name) || onnxNames.has(name); k++) name = `${base}_${k}`;
+    onnxNames.add(name);
+    return name;
+  };
 
   let staticBatch: number | undefined;
   for (const inp of g.inputs) {
@@ -92,16 +101,21 @@ export function inferGraph(g: Graph): Inferred {
       },
       weight: (i) => (inputs[i] ? consts.get(inputs[i]!) : undefined),
       addConst(base, tensor) {
-        let name = base;
-        for (let k = 1; consts.has(name) || shapes.has(name); k++) name = `${base}_${k}`;
+        const name = fresh(base);
         consts.set(name, tensor);
         return name;
       },
       warn: (m) => warnings.push(m),
     };
     const low = LOWERINGS[n.opType]!(ctx);
-    low.shapes.forEach((s, i) => n.outputs[i] && shapes.set(n.outputs[i]!, s));
-    nodes.push({ op: n.opType, name: n.name, inputs: low.inputs ?? inputs, outputs: n.outputs.slice(0, low.shapes.length), attrs: low.attrs });
+    const outputs = n.outputs.slice(0, low.shapes.length);
+    if (low.then) outputs[0] = fresh(`${outputs[0]}.pre`);
+    low.shapes.forEach((s, i) => outputs[i] && shapes.set(outputs[i]!, s));
+    nodes.push({ op: low.op ?? n.opType, name: n.name, inputs: low.inputs ?? inputs, outputs, attrs: low.attrs });
+    if (low.then) {
+      shapes.set(n.outputs[0]!, low.then.shape);
+      nodes.push({ op: low.then.op, name: `${n.name}.${low.then.op.toLowerCase()}`, inputs: [outputs[0]!], outputs: [n.outputs[0]!], attrs: low.then.attrs });
+    }
   }
 
   const outputNames = new Map<string, string>();

@@ -22,6 +22,10 @@ export interface Lowered {
   attrs: Record<string, number | string | number[]>;
   /** Replacement input names, when lowering rewrote a weight. */
   inputs?: string[];
+  /** The plan op, when it differs from the ONNX op (a rewrite into a supported op). */
+  op?: string;
+  /** A second plan op applied to the first one's (single) output, e.g. a Flatten. */
+  then?: { op: string; attrs: Record<string, number | string | number[]>; shape: number[] };
 }
 
 export type Lowering = (c: OpCtx) => Lowered;

@@ -92,6 +92,32 @@ export const GlobalAveragePool: Lowering = (c) => {
   return { shapes: [[-1, x[1]!, ...x.slice(2).map(() => 1)]], attrs: {} };
 };
 
+/**
+ * ReduceMean over exactly the spatial axes (what torch's dynamo exporter emits for
+ * AdaptiveAvgPool2d(1) and x.mean((2, 3))) is GlobalAveragePool, plus a Flatten to
+ * [N, C] when keepdims = 0.
+ */
+export const ReduceMean: Lowering = (c) => {
+  const x = c.act(0);
+  const fromInput = c.opset >= 18 && c.node.inputs[1];
+  const raw = fromInput ? c.weight(1) && Array.from(c.weight(1)!.data) : attrInts(c.node, "axes");
+  if (fromInput && !raw) throw shapeError(c, "the axes are computed at run time; only constant axes are supported");
+  const axes = (raw ?? []).map((a) => (a < 0 ? a + x.length : a)).sort((a, b) => a - b);
+  const spatial = x.slice(2).map((_, i) => i + 2);
+  if (x.length < 3 || axes.length !== spatial.length || axes.some((a, i) => a !== spatial[i])) {
+    throw shapeError(c, `only a mean over all spatial axes [${spatial}] of ${fmtShape(x)} is supported (as GlobalAveragePool), found axes [${raw ?? "all"}]`);
+  }
+  const pooled = [-1, x[1]!, ...spatial.map(() => 1)];
+  const keep = attrInt(c.node, "keepdims", 1) === 1;
+  return {
+    op: "GlobalAveragePool",
+    inputs: [c.node.inputs[0]!],
+    shapes: [pooled],
+    attrs: {},
+    ...(keep ? {} : { then: { op: "Flatten", attrs: { axis: 1 }, shape: [-1, x[1]!] } }),
+  };
+};
+
 /** Kept as a node until rewrite.ts folds it into a Conv or splits it into Mul + Add. */
 export const BatchNormalization: Lowering = (c) => {
   const x = c.act(0);

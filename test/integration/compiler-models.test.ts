@@ -29,6 +29,7 @@ async function get(name: string) {
 const MODELS = [
   "digits-cnn", "mlp", "mlp-external", "resnet-mini", "grouped-dilated", "pool-concat", "softmax",
   "transpose-reshape", "gelu-erf", "leakyrelu", "matmul", "sub-div", "bn-standalone",
+  "digits-cnn-dynamo", "resnet-mini-dynamo",
 ];
 
 beforeAll(() => {
@@ -70,6 +71,12 @@ describe("compiler on exported models", () => {
     const { s } = await get("resnet-mini");
     expect(s.opCounts).toMatchObject({ Conv: 8, Add: 3, GlobalAveragePool: 1, Flatten: 1, Gemm: 1 });
     expect(s.opCounts.BatchNormalization).toBeUndefined();
+  });
+
+  it("resnet-mini-dynamo: the dynamo exporter's ReduceMean becomes GlobalAveragePool", async () => {
+    const { s } = await get("resnet-mini-dynamo");
+    expect(s.opCounts).toMatchObject({ Conv: 8, Add: 3, GlobalAveragePool: 1, Reshape: 1, Gemm: 1 });
+    expect(s.opCounts.ReduceMean).toBeUndefined();
   });
 
   it("bn-standalone: a BatchNormalization with no Conv before it becomes Mul + Add", async () => {

@@ -27,6 +27,7 @@ const f32 = (path: string) => {
 const MODELS = [
   "digits-cnn", "mlp", "mlp-external", "resnet-mini", "grouped-dilated", "pool-concat", "softmax",
   "transpose-reshape", "gelu-erf", "leakyrelu", "matmul", "sub-div", "bn-standalone",
+  "digits-cnn-dynamo", "resnet-mini-dynamo",
 ];
 
 describe("compiled plans compute what the ONNX model computes (via ONNX Runtime)", () => {

@@ -110,6 +110,25 @@ describe("compiler: rewrites", () => {
     expect(summary.warnings.join()).toMatch(/dead_tanh/);
   });
 
+  it("turns ReduceMean over the spatial axes into GlobalAveragePool (+ Flatten without keepdims)", async () => {
+    const { h } = await compile({
+      opset: 18,
+      inputs: [["x", ["N", 3, 4, 4]]], outputs: ["y"],
+      inits: [init("axes", [2], [-1, 2], "int64")],
+      nodes: [node("ReduceMean", ["x", "axes"], ["y"], { keepdims: 0 })],
+    });
+    expect(ops(h)).toEqual(["GlobalAveragePool", "Flatten"]);
+    expect(shapeOf(h, h.ops[0]!.outputs[0]!)).toEqual([-1, 3, 1, 1]);
+    expect(shapeOf(h, h.outputs[0]!)).toEqual([-1, 3]);
+    expect(h.tensors[h.outputs[0]!]!.name).toBe("y");
+    const err = await compile({
+      opset: 18, inputs: [["x", ["N", 3, 4, 4]]], outputs: ["y"],
+      inits: [init("axes", [1], [1], "int64")],
+      nodes: [node("ReduceMean", ["x", "axes"], ["y"], {}, "mean_c")],
+    }).catch((e: unknown) => e);
+    expect((err as Error).message).toMatch(/mean_c.*only a mean over all spatial axes/);
+  });
+
   it("orders nodes topologically when the file lists them out of order", async () => {
     const { h } = await compile({
       inputs: [["x", ["N", 4]]], outputs: ["y"],
