@@ -1,6 +1,6 @@
 // ctest cuda_vs_cpu: the CUDA backend against the CPU backend, for every op (test_plans.cc),
-// a small residual CNN and any .mlplan under $MEMLANE_TEST_PLANS (e.g. resnet-mini from
-// test/fixtures/onnx/make_plans.ts), under several technique settings, batch 1 and 3, each
+// a small residual CNN and the compiled fixture models (.mlplan under $MEMLANE_TEST_PLANS, or
+// $TMPDIR/memlane-onnx-*/ as test/fixtures/onnx/make_plans.ts leaves them), under several technique settings, batch 1 and 3, each
 // run three times (eager, graph capture, graph replay), plus async submit and two threads.
 // Tolerances (max abs diff / max(1, max |cpu|)): fp32 1e-4; fp16 2e-2 (half storage of
 // every activation and weight, fp32 accumulation).
@@ -131,6 +131,39 @@ void host_checks(const std::vector<cudatest::NamedPlan>& plans, const std::strin
   std::printf("host checks: %d failure(s)\n", failures);
 }
 
+// Compiled fixture models: $MEMLANE_TEST_PLANS, else every $TMPDIR/memlane-onnx-*/ that
+// test/fixtures/onnx/make_plans.ts has filled (the vitest suites do so).
+std::vector<std::pair<std::string, std::unique_ptr<PlanFile>>> fixture_plans() {
+  std::vector<std::pair<std::string, std::unique_ptr<PlanFile>>> files;
+  std::string msg;
+  std::vector<std::string> dirs;
+  if (const char* extra = std::getenv("MEMLANE_TEST_PLANS")) {
+    dirs.push_back(extra);
+  } else {
+    const char* t = std::getenv("TMPDIR");
+    const std::string tmp = t && *t ? t : "/tmp";
+    if (DIR* d = opendir(tmp.c_str())) {
+      while (dirent* e = readdir(d))
+        if (std::string(e->d_name).rfind("memlane-onnx-", 0) == 0) dirs.push_back(tmp + "/" + e->d_name);
+      closedir(d);
+    }
+  }
+  for (const std::string& dirName : dirs) {
+    DIR* d = opendir(dirName.c_str());
+    if (!d) continue;
+    while (dirent* e = readdir(d)) {
+      std::string n = e->d_name;
+      if (n.size() > 7 && n.substr(n.size() - 7) == ".mlplan") {
+        std::unique_ptr<PlanFile> f;
+        if (read_plan(dirName + "/" + n, &f, &msg) == Status::kOk) files.emplace_back("plan " + n, std::move(f));
+        else CHECK(false, "read_plan %s: %s", n.c_str(), msg.c_str());
+      }
+    }
+    closedir(d);
+  }
+  return files;
+}
+
 struct Variant {
   const char* name;
   std::map<std::string, std::string> switches;
@@ -204,6 +237,13 @@ int main(int argc, char** argv) {
   std::vector<cudatest::NamedPlan> plans = cudatest::op_plans();
   plans.push_back(cudatest::model_plan());
   host_checks(plans, dir);
+  {  // every compiled fixture model must be accepted by the CUDA op validator
+    std::string m;
+    auto fixtures = fixture_plans();
+    for (const auto& [name, f] : fixtures)
+      CHECK(cuda::validate_plan(f->plan(), &m) == Status::kOk, "validate %s: %s", name.c_str(), m.c_str());
+    std::printf("validated %zu compiled fixture plan(s)\n", fixtures.size());
+  }
   if (host_only) return failures ? 1 : 0;
 
   Status st;
@@ -219,22 +259,9 @@ int main(int argc, char** argv) {
       {"fp32 contexts=2", {{"contexts", "2"}}, 1e-4},
       {"fp16", {{"fp16", "true"}}, 2e-2},
   };
-  std::vector<std::pair<std::string, std::unique_ptr<PlanFile>>> files;
+  std::vector<std::pair<std::string, std::unique_ptr<PlanFile>>> files = fixture_plans();
   for (size_t i = 0; i < plans.size(); ++i)
     files.emplace_back(plans[i].name, write_and_read(plans[i].plan, dir + "/p" + std::to_string(i) + ".mlplan"));
-  if (const char* extra = std::getenv("MEMLANE_TEST_PLANS")) {
-    if (DIR* d = opendir(extra)) {
-      while (dirent* e = readdir(d)) {
-        std::string n = e->d_name;
-        if (n.size() > 7 && n.substr(n.size() - 7) == ".mlplan") {
-          std::unique_ptr<PlanFile> f;
-          if (read_plan(std::string(extra) + "/" + n, &f, &msg) == Status::kOk) files.emplace_back("plan " + n, std::move(f));
-          else CHECK(false, "read_plan %s: %s", n.c_str(), msg.c_str());
-        }
-      }
-      closedir(d);
-    }
-  }
   for (const auto& [name, f] : files) {
     if (!f) continue;
     for (const Variant& v : variants) compare(name, f->plan(), v, 3);
