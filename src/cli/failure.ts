@@ -1,5 +1,6 @@
 /** Prints a failed command's error with what the user needs: stage, worker, pid, signal. */
-import { StageError } from "../pipeline/scheduler.ts";
+import { OptionError } from "../pipeline/options.ts";
+import { PipelineDefinitionError, StageError } from "../pipeline/scheduler.ts";
 
 interface WorkerErrorLike {
   message: string;
@@ -18,6 +19,8 @@ function tail(text: string, lines: number): string {
 }
 
 export function formatFailure(command: string, err: unknown): string {
+  if (err instanceof OptionError || err instanceof PipelineDefinitionError)
+    return `memlane ${command}: invalid pipeline: ${err.message}`;
   const out: string[] = [];
   let cause: unknown = err;
   if (err instanceof StageError) {

@@ -115,6 +115,18 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
   const { runId, runDir } = await createRunDir(opts.outDir ?? "runs");
   const s = new RunSession(p.name, runId, runDir, p.options, progress, await gpuProbe());
   progress.log(`memlane: pipeline "${p.name}", run ${runId} → ${runDir}`);
+  const record = () =>
+    buildReport({
+      pipeline: p.name,
+      runId,
+      training: s.training,
+      runtimes: s.runtimes,
+      checkpointLoad: s.checkpointLoads,
+      tracks: s.sampler.snapshot(),
+      stages: s.stages,
+      gpu: s.gpuReport(),
+      numericsReference: referenceRuntime(s),
+    });
   try {
     await runDag(stages.map((d) => node(s, d)), { concurrency, ...(opts.signal ? { signal: opts.signal } : {}) });
   } catch (err) {
@@ -124,22 +136,20 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
         s.stages.push({ name: d.name, kind: d.kind, worker: "-", pid: null, startMs: 0, endMs: 0, status: "skipped" });
     await s.close();
     progress.close();
+    // What completed before the failure is still worth reading: a partial report, best effort.
+    try {
+      updateNumerics(s);
+      const written = await writeReport(record(), opts.outDir ?? "runs");
+      io.err(`memlane: partial report of the completed stages: ${written.json}`);
+    } catch {
+      // Nothing measurable completed (or the failure left no phase): no partial report.
+    }
     throw err instanceof StageError ? err : new StageError("(run)", err);
   }
   await s.close();
   progress.close();
   updateNumerics(s);
-  const report = buildReport({
-    pipeline: p.name,
-    runId,
-    training: s.training,
-    runtimes: s.runtimes,
-    checkpointLoad: s.checkpointLoads,
-    tracks: s.sampler.snapshot(),
-    stages: s.stages,
-    gpu: s.gpuReport(),
-    numericsReference: referenceRuntime(s),
-  });
+  const report = record();
   const written = await writeReport(report, opts.outDir ?? "runs");
   const otherFiles = [written.markdown];
   try {
