@@ -151,6 +151,7 @@ export class Broker {
         return;
       }
       this.greet(identity, message as Hello);
+      return;
     }
     if (!handler) {
       if (message.type === "error") return; // never answer an error with an error: no ping-pong

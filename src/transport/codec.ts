@@ -58,8 +58,10 @@ export interface Tensor {
   data: TensorData;
 }
 
+// A decoded msgpack map is a plain object; msgpackr answers odd bytes (0xc1) with class
+// instances, which are not maps.
 const isPlainMap = (x: unknown): x is Record<string, unknown> =>
-  typeof x === "object" && x !== null && !Array.isArray(x) && !ArrayBuffer.isView(x);
+  typeof x === "object" && x !== null && (Object.getPrototypeOf(x) === Object.prototype || Object.getPrototypeOf(x) === null);
 
 // msgpackr writes integers beyond 32 bits as float64; Python would then read a float for
 // e.g. a millisecond timestamp. Integers stay integers: promote them to bigint (int64).
@@ -115,8 +117,11 @@ export function decodeMessage(parts: readonly Buffer[]): DecodeResult {
   } catch (err) {
     return malformed(`envelope is not valid msgpack (${(err as Error).message})`);
   }
+  if (env !== null && typeof env === "object" && (env as object).constructor?.name === "C1Type") {
+    return malformed("envelope is not valid msgpack (reserved byte 0xc1)");
+  }
   if (!isPlainMap(env)) {
-    const got = env === null ? "nil" : Array.isArray(env) ? "an array" : typeof env;
+    const got = env === null ? "nil" : Array.isArray(env) ? "an array" : ArrayBuffer.isView(env) ? "binary" : typeof env;
     return malformed(`envelope is not a msgpack map (got ${got})`);
   }
   const id = typeof env.id === "string" ? env.id : undefined;

@@ -1,0 +1,150 @@
+import { statSync } from "node:fs";
+import { dirname } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import * as zmq from "zeromq";
+import { Broker } from "../../src/transport/broker.ts";
+import { decodeRaw, encodeEnvelope } from "../../src/transport/codec.ts";
+import { ErrorCode, PROTOCOL_VERSION, type ErrorMessage } from "../../src/transport/protocol.ts";
+import { Supervisor } from "../../src/workers/supervisor.ts";
+import { fixture } from "./supervisor-helpers.ts";
+
+const cleanups: (() => Promise<unknown> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function broker(options: Parameters<typeof Broker.bind>[0] = {}): Promise<Broker> {
+  const b = await Broker.bind(options);
+  cleanups.push(() => b.close());
+  return b;
+}
+
+function dealer(endpoint: string, options: Partial<zmq.Dealer> = {}): zmq.Dealer {
+  const d = new zmq.Dealer({ linger: 0, receiveTimeout: 3000, ...options });
+  d.connect(endpoint);
+  cleanups.push(() => d.close());
+  return d;
+}
+
+async function reply(d: zmq.Dealer): Promise<ErrorMessage> {
+  const [env] = await d.receive();
+  return decodeRaw(env!) as ErrorMessage;
+}
+
+const hello = (v = PROTOCOL_VERSION, pid = 999_999): Buffer =>
+  encodeEnvelope({ v, type: "hello", id: "raw-hello", pid, worker: "raw", capabilities: [], versions: {} });
+
+describe("endpoints", () => {
+  it("binds 127.0.0.1 on an ephemeral port and reads the real port back", async () => {
+    const b = await broker();
+    expect(b.endpoint).toMatch(/^tcp:\/\/127\.0\.0\.1:\d+$/);
+    expect(b.endpoint.endsWith(":0")).toBe(false);
+  });
+
+  it("binds ipc:// in a fresh 0700 directory and removes it on close", async () => {
+    const b = await Broker.bind({ transport: "ipc" });
+    const dir = dirname(b.endpoint.slice("ipc://".length));
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+    await b.close();
+    expect(() => statSync(dir)).toThrow();
+  });
+
+  it("refuses a non-loopback endpoint without CURVE keys", async () => {
+    await expect(Broker.bind({ endpoint: "tcp://0.0.0.0:0" })).rejects.toThrow(
+      /broker endpoint tcp:\/\/0\.0\.0\.0:0 is not loopback: remote endpoints require authentication; pass allowRemote/,
+    );
+    await expect(Broker.bind({ allowRemote: { curve: { publicKey: "short", secretKey: "x" } } })).rejects.toThrow(
+      "broker option `allowRemote.curve`: expected {publicKey, secretKey}",
+    );
+    await expect(Broker.bind({ transport: "udp" as "tcp" })).rejects.toThrow('broker option `transport`: expected "tcp" or "ipc", got "udp"');
+  });
+
+  it("with CURVE keys, serves authorized clients and ignores the rest", async () => {
+    const server = zmq.curveKeyPair();
+    const client = zmq.curveKeyPair();
+    const stranger = zmq.curveKeyPair();
+    const b = await broker({
+      endpoint: "tcp://127.0.0.1:*",
+      allowRemote: { curve: { publicKey: server.publicKey, secretKey: server.secretKey, authorizedClients: [client.publicKey] } },
+    });
+    const curve = (k: { publicKey: string; secretKey: string }): Partial<zmq.Dealer> => ({
+      curveServerKey: server.publicKey, curvePublicKey: k.publicKey, curveSecretKey: k.secretKey,
+    });
+    const ok = dealer(b.endpoint, curve(client));
+    await ok.send([hello()]);
+    expect((await reply(ok)).code).toBe(ErrorCode.INVALID_ARGUMENT); // heard, though unexpected
+    const no = dealer(b.endpoint, { ...curve(stranger), receiveTimeout: 500 });
+    await no.send([hello()]).catch(() => {});
+    await expect(no.receive()).rejects.toThrow();
+  });
+});
+
+describe("the receive loop", () => {
+  it("answers garbage from a raw peer and keeps serving a real worker", async () => {
+    const sup = await Supervisor.start();
+    cleanups.push(() => sup.close());
+    const raw = dealer(sup.endpoint);
+    await raw.send([Buffer.from("definitely not msgpack \xc1")]);
+    expect((await reply(raw)).code).toBe(ErrorCode.MALFORMED_MESSAGE);
+    await raw.send([encodeEnvelope({ v: 1, type: "task", id: "t", task: "x", args: {} })]);
+    expect((await reply(raw)).message).toBe("first message must be hello, got task");
+    await raw.send([]).catch(() => {});
+    await raw.send([encodeEnvelope([1, 2, 3])]);
+    expect((await reply(raw)).message).toBe("envelope is not a msgpack map (got an array)");
+    const w = await sup.spawn(fixture("echo"));
+    expect((await w.run("echo", { still: "served" })).value.args).toEqual({ still: "served" });
+  });
+
+  it("the malformed fixture gets one error reply per bad message while others are served", async () => {
+    const sup = await Supervisor.start({ spawn: { heartbeatIntervalMs: 100 } });
+    cleanups.push(() => sup.close());
+    const [bad, good] = await Promise.all([sup.spawn(fixture("malformed")), sup.spawn(fixture("echo"))]);
+    const errors = (await bad.run("report")).value.errors as { id: string; code: number; message: string }[];
+    expect(errors.map((e) => e.code)).toEqual([1, 1, 1, 1, 1, 3]);
+    expect(errors[0]!.message).toMatch(/^envelope is not valid msgpack/);
+    expect(errors[1]!.message).toBe("envelope is not a msgpack map (got an array)");
+    expect(errors[2]).toMatchObject({ id: "m-notype", message: "envelope lacks `type`" });
+    expect(errors[3]).toMatchObject({ id: "m-frame", message: 'tensor "x": frame index 3 out of range (message has 1 frames)' });
+    expect(errors[4]).toMatchObject({ id: "m-bytes", message: 'tensor "x": frame 0 has 8 bytes, expected 16 (shape [4] x float32)' });
+    expect(errors[5]).toMatchObject({ id: "m-type", message: 'unknown message type "gossip"' });
+    expect((await good.run("echo", { n: 1 })).value.args).toEqual({ n: 1 });
+    expect(bad.alive).toBe(true);
+  });
+
+  it("refuses a hello in another version, naming both", async () => {
+    const b = await broker();
+    const raw = dealer(b.endpoint);
+    await raw.send([hello(2)]);
+    const e = await reply(raw);
+    expect(e).toMatchObject({
+      type: "error", code: ErrorCode.VERSION_MISMATCH, id: "raw-hello",
+      message: "worker speaks protocol v2, orchestrator speaks v1", details: { worker: 2, orchestrator: 1 },
+    });
+  });
+
+  it("routes a claimed peer to its handler, refuses a second hello, survives a throwing handler", async () => {
+    const lines: string[] = [];
+    const b = await broker({ log: (l) => lines.push(l) });
+    const seen: string[] = [];
+    b.expect({
+      pid: 4242,
+      onHello: () => ({
+        onMessage: (m) => {
+          seen.push(m.type);
+          if (m.id === "boom") throw new Error("handler bug");
+        },
+      }),
+      onRefused: () => {},
+    });
+    const raw = dealer(b.endpoint);
+    await raw.send([hello(1, 4242)]);
+    await raw.send([encodeEnvelope({ v: 1, type: "heartbeat", id: "boom" })]);
+    await raw.send([hello(1, 4242)]);
+    expect((await reply(raw)).message).toBe("second hello from the same peer");
+    await raw.send([encodeEnvelope({ v: 1, type: "progress", id: "p", current: 1, total: 1, label: "" })]);
+    await raw.send([encodeEnvelope({ v: 3, type: "heartbeat", id: "old" })]);
+    expect((await reply(raw)).code).toBe(ErrorCode.VERSION_MISMATCH);
+    expect(seen).toEqual(["heartbeat", "progress"]);
+    expect(lines.some((l) => l.includes("handler bug"))).toBe(true);
+  });
+});
