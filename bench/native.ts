@@ -27,6 +27,7 @@ const WARMUP = 5;
 interface Measured {
   p50: Record<number, number>;
   steadyUssKiB: number | undefined;
+  outputs: Float32Array | undefined;
 }
 
 function measured(r: TaskResult): Measured {
@@ -34,7 +35,16 @@ function measured(r: TaskResult): Measured {
   const p50: Record<number, number> = {};
   for (const b of BATCHES) p50[b] = lat[`batch${b}`]!.p50;
   const end = r.phases.find((m: PhaseMark) => m.name === Phase.STEADY_INFERENCE && m.mark === "end");
-  return { p50, steadyUssKiB: end?.memory.ussKiB };
+  const out = r.tensors.outputs;
+  return { p50, steadyUssKiB: end?.memory.ussKiB, outputs: out?.data instanceof Float32Array ? out.data : undefined };
+}
+
+/** Largest |a - b| over the eval set's outputs (the two runtimes saw the same inputs). */
+function maxAbsDiff(a: Float32Array | undefined, b: Float32Array | undefined): number | undefined {
+  if (!a || !b || a.length !== b.length) return undefined;
+  let m = 0;
+  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
+  return m;
 }
 
 /** Deterministic float32 inputs, 64 rows (the timed batches are its first N rows). */
@@ -94,9 +104,10 @@ async function main(): Promise<void> {
         const spec = workerSpecs.memlaneRt({ args: ["--threads", String(THREADS)] });
         nat = measured(await runOnce(sup, spec, "infer.native", { model: plan, ...common, device: "cpu" }, tensors));
       }
+      const diff = maxAbsDiff(nat?.outputs, ort.outputs);
       for (const b of BATCHES) {
         const n = nat?.p50[b];
-        rows.push(`| ${arch} | ${b} | ${fmt(ort.p50[b])} | ${fmt(n)} | ${n === undefined ? "—" : fmt(n / ort.p50[b]!, 2)} | ${mib(ort.steadyUssKiB)} | ${mib(nat?.steadyUssKiB)} | ${nat?.steadyUssKiB && ort.steadyUssKiB ? fmt(nat.steadyUssKiB / ort.steadyUssKiB, 2) : "—"} |`);
+        rows.push(`| ${arch} | ${b} | ${fmt(ort.p50[b])} | ${fmt(n)} | ${n === undefined ? "—" : fmt(n / ort.p50[b]!, 2)} | ${mib(ort.steadyUssKiB)} | ${mib(nat?.steadyUssKiB)} | ${nat?.steadyUssKiB && ort.steadyUssKiB ? fmt(nat.steadyUssKiB / ort.steadyUssKiB, 2) : "—"} | ${diff === undefined ? "—" : diff.toExponential(1)} |`);
       }
     }
   } finally {
@@ -105,9 +116,11 @@ async function main(): Promise<void> {
   }
   console.log(`# memlane-rt vs ONNX Runtime (CPU), ${THREADS} thread(s), ${ITERS} timed iterations, p50 latency\n`);
   if (rtMissing) console.log(`**memlane-rt is missing: native columns skipped.** ${rtMissing}\n`);
-  console.log("| model | batch | ORT ms | memlane-rt ms | rt/ORT | ORT USS MiB | rt USS MiB | rt/ORT USS |");
-  console.log("| --- | --- | --- | --- | --- | --- | --- | --- |");
+  console.log("| model | batch | ORT ms | memlane-rt ms | rt/ORT | ORT USS MiB | rt USS MiB | rt/ORT USS | max abs diff |");
+  console.log("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
   for (const r of rows) console.log(r);
+  console.log("\nUSS: each process's own pages at the end of steady inference (smaps_rollup); the ORT");
+  console.log("process is a Python worker, so its figure includes the interpreter and numpy.");
   console.log("\n## Arena (per sample, bytes)\n");
   console.log("| model | arena | lower bound | ratio | batch 64 KiB |");
   console.log("| --- | --- | --- | --- | --- |");
