@@ -1,0 +1,62 @@
+import { describe, expect, it } from "vitest";
+import { foldNode } from "../../src/compiler/fold.ts";
+import type { ConstTensor, Node, NodeAttr } from "../../src/compiler/ir.ts";
+
+const n = (opType: string, attrs: Record<string, NodeAttr> = {}): Node => ({ opType, name: opType, inputs: [], outputs: ["y"], attrs: new Map(Object.entries(attrs)) });
+const ints = (dims: number[], data: number[]): ConstTensor => ({ isFloat: false, dims, data: Float64Array.from(data) });
+const floats = (dims: number[], data: number[]): ConstTensor => ({ isFloat: true, dims, data: Float32Array.from(data) });
+const fold = (node: Node, ins: (ConstTensor | undefined)[], opset = 17) => {
+  const r = foldNode(node, ins, opset)![0]!;
+  return { dims: r.dims, data: Array.from(r.data), isFloat: r.isFloat };
+};
+
+describe("constant folding", () => {
+  it("carries the symbolic batch (NaN) through Shape -> Gather -> Unsqueeze -> Concat", () => {
+    const shape = fold(n("Shape"), [ints([NaN, 16, 4, 4], [])]);
+    expect(shape.dims).toEqual([4]);
+    const b = fold(n("Gather", { axis: 0 }), [ints([4], shape.data), ints([], [0])]);
+    expect(b.dims).toEqual([]);
+    expect(b.data[0]).toBeNaN();
+    const u = fold(n("Unsqueeze"), [ints([], b.data), ints([1], [0])]);
+    expect(u.dims).toEqual([1]);
+    const c = fold(n("Concat", { axis: 0 }), [ints([1], u.data), ints([1], [-1])]);
+    expect(c.data[1]).toBe(-1);
+    expect(c.data[0]).toBeNaN();
+    // Arithmetic that mixes the batch stays unknown (NaN) instead of a wrong number.
+    expect(fold(n("Mul"), [ints([1], u.data), ints([1], [16])]).data[0]).toBeNaN();
+  });
+
+  it("handles the opset-11 attribute forms of Unsqueeze, Squeeze and Slice", () => {
+    expect(fold(n("Unsqueeze", { axes: [0, 2] }), [ints([2], [5, 6])], 11).dims).toEqual([1, 2, 1]);
+    expect(fold(n("Squeeze", { axes: [0] }), [ints([1, 2], [5, 6])], 11).dims).toEqual([2]);
+    expect(fold(n("Slice", { starts: [1], ends: [3], axes: [0] }), [ints([4], [9, 8, 7, 6])], 9).data).toEqual([8, 7]);
+  });
+
+  it("slices with negative starts/ends, steps and huge ends (INT64_MAX)", () => {
+    const x = ints([5], [0, 1, 2, 3, 4]);
+    expect(fold(n("Slice"), [x, ints([1], [-3]), ints([1], [9.2e18])]).data).toEqual([2, 3, 4]);
+    expect(fold(n("Slice"), [x, ints([1], [-1]), ints([1], [-9.2e18]), ints([1], [0]), ints([1], [-2])]).data).toEqual([4, 2, 0]);
+  });
+
+  it("evaluates ConstantOfShape, Range, Where, Expand, Cast and Transpose", () => {
+    expect(fold(n("ConstantOfShape", { value: floats([1], [2.5]) }), [ints([1], [3])]).data).toEqual([2.5, 2.5, 2.5]);
+    expect(fold(n("Range"), [ints([], [1]), ints([], [7]), ints([], [2])]).data).toEqual([1, 3, 5]);
+    expect(fold(n("Where"), [ints([2], [1, 0]), ints([2], [1, 2]), ints([], [9])]).data).toEqual([1, 9]);
+    expect(fold(n("Expand"), [ints([2, 1], [1, 2]), ints([2], [2, 3])]).data).toEqual([1, 1, 1, 2, 2, 2]);
+    const c = fold(n("Cast", { to: 7 }), [floats([2], [1.7, -1.7])]);
+    expect(c).toEqual({ dims: [2], data: [1, -1], isFloat: false });
+    const t = fold(n("Transpose", { perm: [1, 0] }), [floats([2, 3], [1, 2, 3, 4, 5, 6])]);
+    expect(t).toEqual({ dims: [3, 2], data: [1, 4, 2, 5, 3, 6], isFloat: true });
+  });
+
+  it("divides integers by truncation and broadcasts float math", () => {
+    expect(fold(n("Div"), [ints([2], [7, -7]), ints([], [2])]).data).toEqual([3, -3]);
+    expect(fold(n("Add"), [floats([2, 1], [1, 2]), floats([3], [10, 20, 30])]).data).toEqual([11, 21, 31, 12, 22, 32]);
+    const erf = fold(n("Erf"), [floats([3], [0, 1, -2])]).data;
+    [0, 0.8427008, -0.9953223].forEach((e, i) => expect(erf[i]).toBeCloseTo(e, 6));
+  });
+
+  it("returns undefined for ops it cannot evaluate", () => {
+    expect(foldNode(n("Conv"), [floats([1], [1])], 17)).toBeUndefined();
+  });
+});
