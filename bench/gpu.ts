@@ -7,10 +7,16 @@
  *
  *   npm run bench:gpu     (env: BENCH_ITERS=50, BENCH_MODELS=resnet-mini,resnet18)
  *
+ * `infer.native` calls the backend synchronously, so copy/compute overlap, asynchronous
+ * outputs and several contexts cannot show there: a second table times them in process
+ * with native/build/runtime/src/cuda/memlane_cuda_bench (sync run() loop vs two submit()s
+ * in flight vs one thread per context).
+ *
  * Without a GPU it prints that and the reason, and exits 0. UNVERIFIED: written on a
  * machine without a GPU; docs/gpu.md says what has and has not run.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { compileOnnx } from "../src/compiler/index.ts";
@@ -18,7 +24,7 @@ import { createGpuProbe, type NvmlGpuProbe } from "../src/memory/gpu.ts";
 import type { PhaseMark } from "../src/transport/protocol.ts";
 import { Supervisor } from "../src/workers/index.ts";
 import type { TaskResult } from "../src/workers/index.ts";
-import { memlaneRtBinary, workerSpecs } from "../src/workers/specs.ts";
+import { REPO_ROOT, memlaneRtBinary, workerSpecs } from "../src/workers/specs.ts";
 
 const MODELS = (process.env.BENCH_MODELS ?? "resnet-mini,resnet18").split(",");
 const BATCHES = [1, 16, 128];
@@ -123,6 +129,44 @@ function report(arch: string, rows: Row[]): void {
   }
 }
 
+const CUDA_BENCH = join(REPO_ROOT, "native", "build", "runtime", "src", "cuda", "memlane_cuda_bench");
+const PIPELINE_SETS: Record<string, string[]> = {
+  "all on": [],
+  "no overlap": ["overlap=false"],
+  "sync outputs": ["asyncOutputs=false"],
+  "no overlap, sync outputs": ["overlap=false", "asyncOutputs=false"],
+  "2 contexts": ["contexts=2"],
+  "4 contexts": ["contexts=4"],
+};
+
+/** In-process pipelining figures (memlane_cuda_bench prints one JSON object per batch). */
+function pipelineTable(arch: string, plan: string): void {
+  if (!existsSync(CUDA_BENCH)) {
+    console.log(`\n(${CUDA_BENCH} not built: in-process pipelining table skipped)`);
+    return;
+  }
+  console.log(`\n## ${arch}: in-process pipelining (memlane_cuda_bench), ms and samples/s\n`);
+  console.log("| switches | batch | sync p50 | sync /s | pipelined p50 | pipelined p99 | pipelined /s | pipelined/sync | threads /s | GPU MiB |");
+  console.log("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+  for (const [name, sw] of Object.entries(PIPELINE_SETS)) {
+    let out: string;
+    try {
+      out = execFileSync(CUDA_BENCH, [plan, "--batches", BATCHES.join(","), "--iters", String(ITERS), "--warmup", String(WARMUP), ...sw], { encoding: "utf8", timeout: 600_000 });
+    } catch (e) {
+      console.log(`| ${name} | failed: ${(e as Error).message.split("\n")[0]} |`);
+      continue;
+    }
+    for (const line of out.trim().split("\n")) {
+      const r = JSON.parse(line) as { available: boolean; reason?: string; batch: number; sync: { p50: number; throughputPerS: number }; pipelined: { p50: number; p99: number; throughputPerS: number }; threads: { throughputPerS: number }; deviceUsedBytes: number };
+      if (!r.available) {
+        console.log(`| ${name} | unavailable: ${r.reason} |`);
+        break;
+      }
+      console.log(`| ${name} | ${r.batch} | ${fmt(r.sync.p50)} | ${fmt(r.sync.throughputPerS, 0)} | ${fmt(r.pipelined.p50)} | ${fmt(r.pipelined.p99)} | ${fmt(r.pipelined.throughputPerS, 0)} | ${fmt(r.pipelined.throughputPerS / r.sync.throughputPerS, 2)} | ${r.threads.throughputPerS > 0 ? fmt(r.threads.throughputPerS, 0) : "—"} | ${r.deviceUsedBytes >= 0 ? (r.deviceUsedBytes / 2 ** 20).toFixed(1) : "—"} |`);
+    }
+  }
+}
+
 async function main(): Promise<void> {
   let probe: NvmlGpuProbe;
   try {
@@ -170,6 +214,7 @@ async function main(): Promise<void> {
         }
       }
       report(arch, rows);
+      pipelineTable(arch, plan);
     }
   } finally {
     await sup.close();

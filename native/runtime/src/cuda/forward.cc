@@ -18,8 +18,19 @@ int64_t prod(const std::vector<int64_t>& d, size_t from = 0, size_t to = SIZE_MA
   return n;
 }
 
+// memlane_cuda must not need memlane_core (which links it): its own op names, not
+// op_type_name() from plan/op_names.cc, or a static link would depend on library order.
+const char* name_of(OpType t) {
+  static const char* const kNames[] = {"Conv", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div",
+                                       "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Erf", "Gelu",
+                                       "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten",
+                                       "Reshape", "Transpose", "Concat", "Softmax"};
+  const size_t i = static_cast<size_t>(t);
+  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";
+}
+
 Status unsupported(const Op& op, const std::string& why, std::string* message) {
-  *message = std::string("cuda backend: op '") + op.name + "' (" + op_type_name(op.type) + "): " + why;
+  *message = std::string("cuda backend: op '") + op.name + "' (" + name_of(op.type) + "): " + why;
   return Status::kUnsupportedOp;
 }
 

@@ -1,0 +1,145 @@
+// memlane_cuda_bench PLAN [--batches 1,16,128] [--iters 50] [--warmup 5] [key=value ...]
+// In-process timing of the CUDA backend for the techniques that a synchronous run() loop
+// cannot show: "sync" calls run() back to back (what infer.native does); "pipelined"
+// keeps two submit()s in flight (overlap, asyncOutputs) and measures each request from
+// submit to its callback; "threads" runs one caller thread per context. Prints one JSON
+// object per batch size. Without a GPU prints {"available":false,"reason":...} and exits 0.
+// Run by bench/gpu.ts. UNVERIFIED: written on a machine without a GPU.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cuda_backend.h"
+
+using namespace memlane;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+double pct(std::vector<double> v, double p) {
+  if (v.empty()) return -1;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
+}
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char c : s) o += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: memlane_cuda_bench PLAN [--batches 1,16,128] [--iters N] [--warmup N] [switch=value ...]\n");
+    return 2;
+  }
+  std::vector<int64_t> batches{1, 16, 128};
+  int iters = 50, warmup = 5;
+  BackendOptions bo;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--batches" && i + 1 < argc) {
+      batches.clear();
+      for (char* t = std::strtok(argv[++i], ","); t; t = std::strtok(nullptr, ",")) batches.push_back(std::atoll(t));
+    } else if (a == "--iters" && i + 1 < argc) iters = std::atoi(argv[++i]);
+    else if (a == "--warmup" && i + 1 < argc) warmup = std::atoi(argv[++i]);
+    else if (auto eq = a.find('='); eq != std::string::npos) bo.switches[a.substr(0, eq)] = a.substr(eq + 1);
+  }
+  Status st;
+  std::string msg;
+  auto backend = make_cuda_backend(bo, &st, &msg);
+  if (!backend) {
+    std::printf("{\"available\":false,\"reason\":\"%s: %s\"}\n", status_name(st), esc(msg).c_str());
+    return st == Status::kBackendUnavailable ? 0 : 1;
+  }
+  auto* cb = dynamic_cast<cuda::CudaBackend*>(backend.get());
+  std::unique_ptr<PlanFile> file;
+  if (read_plan(argv[1], &file, &msg) != Status::kOk) return std::fprintf(stderr, "%s\n", msg.c_str()), 1;
+  const Plan& plan = file->plan();
+  const int64_t maxBatch = *std::max_element(batches.begin(), batches.end());
+  if (backend->prepare(plan, maxBatch, &msg) != Status::kOk) return std::fprintf(stderr, "%s\n", msg.c_str()), 1;
+  const int contexts = cb->options().contexts;
+
+  for (int64_t b : batches) {
+    // Per caller: its own inputs/outputs (two sets for the pipelined mode).
+    auto make = [&](std::vector<std::vector<float>>& in, std::vector<std::vector<float>>& out,
+                    std::vector<const float*>& ip, std::vector<float*>& op) {
+      for (int32_t id : plan.inputs) in.emplace_back(size_t(b * plan.tensors[id].elements()), 0.5f);
+      for (int32_t id : plan.outputs) out.emplace_back(size_t(b * plan.tensors[id].elements()), 0.f);
+      for (auto& v : in) ip.push_back(v.data());
+      for (auto& v : out) op.push_back(v.data());
+    };
+    struct Io { std::vector<std::vector<float>> in, out; std::vector<const float*> ip; std::vector<float*> op; };
+    std::vector<Io> io(std::max(2, contexts));
+    for (auto& x : io) make(x.in, x.out, x.ip, x.op);
+
+    // sync: run() back to back
+    std::vector<double> lat;
+    for (int i = 0; i < warmup + iters; ++i) {
+      auto t = Clock::now();
+      if (backend->run(b, io[0].ip.data(), io[0].op.data(), &msg) != Status::kOk) return std::fprintf(stderr, "%s\n", msg.c_str()), 1;
+      if (i >= warmup) lat.push_back(ms_since(t));
+    }
+    double syncTotal = 0;
+    for (double l : lat) syncTotal += l;
+
+    // pipelined: two requests in flight through submit()
+    std::vector<double> plat(size_t(warmup + iters), 0);
+    std::vector<Clock::time_point> started(size_t(warmup + iters));
+    std::mutex mu;
+    auto t0 = Clock::now();
+    Clock::time_point tw = t0;
+    for (int i = 0; i < warmup + iters; ++i) {
+      if (i == warmup) {
+        cb->drain(&msg);
+        tw = Clock::now();
+      }
+      started[size_t(i)] = Clock::now();
+      Io& x = io[size_t(i % 2)];
+      st = cb->submit(b, x.ip.data(), x.op.data(), [&, i](Status, const std::string&) {
+        std::lock_guard<std::mutex> l(mu);
+        plat[size_t(i)] = ms_since(started[size_t(i)]);
+      }, &msg);
+      if (st != Status::kOk) return std::fprintf(stderr, "%s\n", msg.c_str()), 1;
+    }
+    cb->drain(&msg);
+    const double pipeTotal = ms_since(tw);
+    std::vector<double> pl(plat.begin() + warmup, plat.end());
+
+    // threads: one caller per context, run() each
+    double thrTotal = -1;
+    if (contexts > 1) {
+      std::atomic<int> next{0};
+      auto t = Clock::now();
+      std::vector<std::thread> th;
+      for (int c = 0; c < contexts; ++c)
+        th.emplace_back([&, c] {
+          std::string m;
+          while (next.fetch_add(1) < iters) backend->run(b, io[size_t(c)].ip.data(), io[size_t(c)].op.data(), &m);
+        });
+      for (auto& x : th) x.join();
+      thrTotal = ms_since(t);
+    }
+    const MemoryStats ms = backend->memory_stats();
+    std::printf("{\"available\":true,\"batch\":%lld,\"iterations\":%d,"
+                "\"sync\":{\"p50\":%.4f,\"p99\":%.4f,\"throughputPerS\":%.1f},"
+                "\"pipelined\":{\"p50\":%.4f,\"p99\":%.4f,\"throughputPerS\":%.1f},"
+                "\"threads\":{\"contexts\":%d,\"throughputPerS\":%.1f},"
+                "\"deviceUsedBytes\":%lld,\"arenaBytes\":%llu,\"weightBytesDevice\":%llu,\"notes\":\"%s\"}\n",
+                (long long)b, iters, pct(lat, 0.5), pct(lat, 0.99), 1000.0 * b * iters / syncTotal,
+                pct(pl, 0.5), pct(pl, 0.99), 1000.0 * b * iters / pipeTotal, contexts,
+                thrTotal > 0 ? 1000.0 * b * iters / thrTotal : -1.0, (long long)ms.deviceUsedBytes,
+                (unsigned long long)ms.arenaBytes, (unsigned long long)ms.weightBytesDevice, esc(cb->notes()).c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
