@@ -16,10 +16,10 @@ export interface NativeSharedMemory {
   readonly size: number;
   readonly readOnly: boolean;
   readonly buffer: ArrayBuffer;
-  close(): void;
+  close(options?: { unmap?: boolean }): void;
 }
 export interface NativeSharedMemoryClass {
-  new (name: string, options: { create?: boolean; size?: number; readOnly?: boolean }): NativeSharedMemory;
+  new (name: string, options: { create?: boolean; size?: number; readOnly?: boolean; populate?: boolean }): NativeSharedMemory;
   unlink(name: string): boolean;
 }
 
@@ -31,8 +31,12 @@ export interface ShmSegment {
   write(offset: number, data: Uint8Array): void;
   /** A view of the mapping (addon) or a copy (file fallback). */
   read(offset: number, length: number): Uint8Array;
-  /** Drops this process's mapping; the segment itself lives until unlinked. */
-  close(): void;
+  /**
+   * Drops this process's handle; the segment itself lives until unlinked. Views made with
+   * read() keep the mapping alive, unless `unmap` is set: then the mapping is freed now and
+   * every view of it reads as empty (for a producer that is done with the segment).
+   */
+  close(options?: { unmap?: boolean }): void;
 }
 
 /** Thrown for anything the kernel refuses; `code` matches ErrorCode.SHM_UNAVAILABLE's name. */
@@ -92,7 +96,7 @@ function wrapNative(shm: NativeSharedMemory): ShmSegment {
     get bytes() { return bytes; },
     write(offset, data) { checkRange(shm, offset, data.byteLength); live().set(data, offset); },
     read(offset, length) { checkRange(shm, offset, length); return live().subarray(offset, offset + length); },
-    close() { bytes = null; shm.close(); },
+    close(options) { bytes = null; shm.close(options); },
   };
 }
 
@@ -124,13 +128,20 @@ function fileSegment(name: string, fd: number, size: number): ShmSegment {
 const fail = (what: string, name: string, err: unknown) =>
   new ShmError(`${what} shared memory segment ${name} failed: ${(err as Error).message}`, { cause: err });
 
-/** Creates a new segment (fails if the name exists), mode 0600. */
-export function createSegment(name: string, size: number, addonPath?: string): ShmSegment {
+/**
+ * Creates a new segment (fails if the name exists), mode 0600. `mapped` maps it here (addon)
+ * so that a producer can compute into `bytes` in place; unmapped, write() copies with
+ * pwrite, which is the cheaper way to copy an existing buffer in: the kernel fills the
+ * segment's pages directly, without zero-filling them first or faulting them into this
+ * process (measured in bench/transport-shm.ts).
+ */
+export function createSegment(name: string, size: number, addonPath?: string, mapped = false): ShmSegment {
   checkName(name);
   if (!Number.isSafeInteger(size) || size < 0) throw new RangeError(`segment size must be a non-negative integer, got ${size}`);
-  const Native = nativeSharedMemory(addonPath);
+  const Native = mapped ? nativeSharedMemory(addonPath) : null;
   try {
-    if (Native) return wrapNative(new Native(name, { create: true, size }));
+    // populate: the caller is about to fill it, and one pre-fault beats a fault per page.
+    if (Native) return wrapNative(new Native(name, { create: true, size, populate: true }));
     const fd = openSync(join(SHM_DIR, name), constants.O_RDWR | constants.O_CREAT | constants.O_EXCL, 0o600);
     try {
       ftruncateSync(fd, size);

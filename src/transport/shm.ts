@@ -95,20 +95,26 @@ export class ShmRegistry {
     return [...this.segments.keys()];
   }
 
-  /** A new segment of `size` bytes, unlinked at the latest when the run ends. */
-  allocate(size: number): ShmSegment {
+  /**
+   * A new segment of `size` bytes, unlinked at the latest when the run ends. `mapped`: map it
+   * here (addon; file-backed without it) to fill `bytes` in place.
+   */
+  allocate(size: number, options: { mapped?: boolean } = {}): ShmSegment {
     if (this.closed) throw new Error(`ShmRegistry of run ${this.runId} is closed`);
-    const seg = createSegment(segmentName(process.pid, this.runId, this.seq++), size, this.addonPath);
+    const seg = createSegment(segmentName(process.pid, this.runId, this.seq++), size, this.addonPath, options.mapped ?? false);
     this.segments.set(seg.name, seg);
     return seg;
   }
 
-  /** Unlinks one segment early (its receiver is done with it). */
+  /**
+   * Unlinks one segment early (its receiver is done with it) and unmaps it here now, rather
+   * than when the garbage collector gets to it: views of its `bytes` read as empty after.
+   */
   release(name: string): void {
     const seg = this.segments.get(name);
     if (!seg) return;
     this.segments.delete(name);
-    seg.close();
+    seg.close({ unmap: true });
     unlinkSegment(name, this.addonPath);
   }
 
@@ -165,12 +171,14 @@ const byteLength = (t: Tensor): number => t.shape.reduce((a, d) => a * d, 1) * D
 /**
  * Like codec.encodeTensors, but every tensor of at least `registry.thresholdBytes` is copied
  * into one new segment (offsets 64-byte aligned) and referenced by `shm`; smaller ones
- * travel as frames. `segment` is null when no tensor was large enough.
+ * travel as frames. `segment` is null when no tensor was large enough. The copy is a pwrite
+ * unless `mapped` asks for mmap + memcpy (slower for a fresh segment: see createSegment).
  */
 export function encodeTensorsShm(
   tensors: Readonly<Record<string, Tensor>>,
   registry: ShmRegistry,
   firstFrame = 0,
+  options: { mapped?: boolean } = {},
 ): { refs: TensorRef[]; frames: Buffer[]; segment: ShmSegment | null } {
   let total = 0;
   const offsets = new Map<string, number>();
@@ -183,7 +191,7 @@ export function encodeTensorsShm(
       total = Math.ceil((total + n) / ALIGN) * ALIGN;
     }
   }
-  const segment = offsets.size ? registry.allocate(total) : null;
+  const segment = offsets.size ? registry.allocate(total, options) : null;
   const refs: TensorRef[] = [];
   const frames: Buffer[] = [];
   for (const [name, t] of Object.entries(tensors)) {

@@ -66,7 +66,7 @@ describe.skipIf(!ready)("shm round trip with a Python worker", () => {
         x: { dtype: "float32", shape: [1024, 4096], data: big },
         k: { dtype: "int32", shape: [5], data: small },
       };
-      const { refs, frames, segment } = encodeTensorsShm(input, reg);
+      const { refs, frames, segment } = encodeTensorsShm(input, reg, 0, { mapped: kind === "addon" });
       expect(refs[0]!.shm?.segment).toBe(segment!.name);
       const { message, frames: back } = await ask(`t-${kind}`, refs, frames);
       expect(message.type, JSON.stringify(message)).toBe("result");

@@ -55,8 +55,9 @@ describe.skipIf(!haveShm).each(backends)("shm tensors (%s)", (kind, addonPath) =
     const id = runId(kind.replace(" ", ""));
     const reg = new ShmRegistry({ runId: id, addonPath: path, exitHooks: false });
     const input = tensors();
-    const { refs, frames, segment } = encodeTensorsShm(input, reg);
+    const { refs, frames, segment } = encodeTensorsShm(input, reg, 0, { mapped: kind === "addon" });
     expect(segment).not.toBeNull();
+    expect(segment!.bytes === null).toBe(kind !== "addon");
     expect(refs.map((r) => [r.name, r.frame ?? null, r.shm?.offset ?? null])).toEqual([
       ["big", null, 0],
       ["ids", 0, null],
@@ -89,11 +90,17 @@ describe.skipIf(!haveShm).each(backends)("shm tensors (%s)", (kind, addonPath) =
   it.skipIf(!usable)("release() unlinks one segment early; close() is idempotent and refuses new segments", () => {
     const id = runId("rel");
     const reg = new ShmRegistry({ runId: id, addonPath: path, thresholdBytes: 0, exitHooks: false });
-    const a = reg.allocate(100);
+    const a = reg.allocate(100, { mapped: true });
+    const view = a.bytes;
     reg.allocate(0);
     expect(ours(id).sort()).toEqual([a.name, segmentName(process.pid, id, 1)].sort());
+    expect(a.bytes === null).toBe(kind !== "addon");
     reg.release(a.name);
     expect(ours(id)).toEqual([segmentName(process.pid, id, 1)]);
+    // The producer's mapping is freed at once (addon): its old views read as empty, not freed memory.
+    if (kind === "addon") expect(view!.byteLength).toBe(0);
+    expect(a.bytes).toBeNull();
+    expect(reg.allocate(8).bytes).toBeNull(); // unmapped by default: filled with write()
     reg.close();
     reg.close();
     expect(ours(id)).toEqual([]);
