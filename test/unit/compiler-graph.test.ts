@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -232,6 +233,37 @@ describe("compiler: errors", () => {
     await expect(compileOnnx(cut, join(dir, "c.mlplan"))).rejects.toThrow(/cut\.onnx/);
     await expect(compileOnnx(join(dir, "missing.onnx"), join(dir, "m.mlplan"))).rejects.toThrow(/missing\.onnx: cannot read/);
     expect(readdirSync(dir).sort()).toEqual(["cut.onnx", "junk.onnx"]);
+  });
+
+  it("reads external data relative to the model, and refuses a missing file or a path that leaves its directory", async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, "w.bin"), Buffer.concat([Buffer.alloc(8), Buffer.from(new Float32Array([1, 2, 3, 4]).buffer)]));
+    const spec = (location: string): ModelSpec => ({
+      inputs: [["x", ["N", 2]]], outputs: ["y"],
+      inits: [{ name: "w", dims: [2, 2], external: { location, offset: 8, length: 16 } }],
+      nodes: [node("MatMul", ["x", "w"], ["y"])],
+    });
+    const ok = writeModel(spec("w.bin"), "ext", dir);
+    await compileOnnx(ok, join(dir, "ext.mlplan"));
+    const plan = readPlan(join(dir, "ext.mlplan"));
+    expect(Array.from(weightData(plan, plan.header.ops[0]!.inputs[1]!))).toEqual([1, 2, 3, 4]);
+    await expect(compileOnnx(writeModel(spec("nope.bin"), "missing", dir), join(dir, "x.mlplan"))).rejects.toThrow(/missing\.onnx: tensor "w" external data file .*nope\.bin cannot be read/);
+    await expect(compileOnnx(writeModel(spec("../w.bin"), "escape", dir), join(dir, "x.mlplan"))).rejects.toThrow(/leaves the model directory/);
+  });
+
+  it("the standalone CLI compiles and inspects, and exits 1 with the error on an unsupported op", () => {
+    const dir = tempDir();
+    const good = writeModel({ inputs: [["x", ["N", 4]]], outputs: ["y"], nodes: [node("Relu", ["x"], ["y"])] }, "good", dir);
+    const cli = join(process.cwd(), "src/compiler/cli.ts");
+    const run = (...args: string[]) => spawnSync(process.execPath, ["--import", "tsx", cli, ...args], { encoding: "utf8" });
+    const r = run(good, join(dir, "good.mlplan"));
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/good\.mlplan: 1 ops/);
+    expect(run("inspect", join(dir, "good.mlplan")).stdout).toMatch(/0 Relu +x\[N,4\] -> y\[N,4\]/);
+    const bad = writeModel({ inputs: [["x", ["N", 4]]], outputs: ["y"], nodes: [node("Foo", ["x"], ["y"], {}, "f")] }, "bad", dir);
+    const b = run(bad, join(dir, "bad.mlplan"));
+    expect(b.status).toBe(1);
+    expect(b.stderr).toMatch(/op Foo \(node "f"\) is not supported/);
   });
 
   it("validates options, naming the option", async () => {

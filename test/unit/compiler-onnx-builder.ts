@@ -14,6 +14,8 @@ export interface Init {
   data?: number[];
   /** "float" (default, raw_data), "float-typed" (float_data field) or "int64". */
   type?: "float" | "float-typed" | "int64";
+  /** Store the data in an external file instead (the caller writes the file). */
+  external?: { location: string; offset?: number; length?: number };
 }
 export interface NodeSpec {
   op: string;
@@ -50,6 +52,14 @@ export function init(name: string, dims: number[], data?: number[], type: Init["
 function tensor(t: Init): onnxProto.onnx.ITensorProto {
   const data = t.data ?? [];
   if (t.type === "int64") return { name: t.name, dims: t.dims, dataType: onnx.TensorProto.DataType.INT64, int64Data: data };
+  if (t.external) {
+    const e = t.external;
+    const kv = [["location", e.location], ["offset", e.offset], ["length", e.length]].filter(([, v]) => v !== undefined);
+    return {
+      name: t.name, dims: t.dims, dataType: onnx.TensorProto.DataType.FLOAT,
+      dataLocation: onnx.TensorProto.DataLocation.EXTERNAL, externalData: kv.map(([key, value]) => ({ key: String(key), value: String(value) })),
+    };
+  }
   if (t.type === "float-typed") return { name: t.name, dims: t.dims, dataType: onnx.TensorProto.DataType.FLOAT, floatData: data };
   const raw = new Uint8Array(Float32Array.from(data).buffer);
   return { name: t.name, dims: t.dims, dataType: onnx.TensorProto.DataType.FLOAT, rawData: raw };
