@@ -1,0 +1,162 @@
+// Transport benchmark (npm run bench:transport), side by side in one run:
+//  1. small messages/s through the broker: a Node DEALER echo in a worker_thread (the
+//     transport alone), and the Python echo fixture through Supervisor/handle.run (the
+//     path a real task takes: codec, routing, pyzmq + msgpack on the other side);
+//  2. GB/s for a 64 MiB float32 tensor round trip (out and back as raw frames), for both
+//     peers, next to an in-process Buffer.copy of the same bytes.
+// Bounded to well under 60 s.
+import { join } from "node:path";
+import { isMainThread, Worker } from "node:worker_threads";
+import * as zmq from "zeromq";
+import { Broker, type Peer } from "../src/transport/broker.ts";
+import { decodeRaw, decodeTensors, encodeEnvelope, encodeTensors, type Tensor } from "../src/transport/codec.ts";
+import { PROTOCOL_VERSION, type Message, type Result } from "../src/transport/protocol.ts";
+import { REPO_ROOT, venvPython } from "../src/workers/specs.ts";
+import { Supervisor } from "../src/workers/supervisor.ts";
+
+const MiB = 1024 * 1024;
+const TENSOR_BYTES = 64 * MiB;
+
+/** Worker thread: a minimal DEALER echo, so the numbers are the transport's, not Python's. */
+async function echoThread(endpoint: string): Promise<void> {
+  const sock = new zmq.Dealer({ linger: 0 });
+  sock.connect(endpoint);
+  await sock.send(encodeEnvelope({ v: PROTOCOL_VERSION, type: "hello", id: "bench-echo", pid: process.pid, worker: "bench", capabilities: ["echo"], versions: {} }));
+  for await (const [env, ...frames] of sock) {
+    const m = decodeRaw(env!) as Message;
+    if (m.type === "shutdown") break;
+    if (m.type === "heartbeat") await sock.send(env!);
+    if (m.type === "task") {
+      await sock.send([encodeEnvelope({ v: PROTOCOL_VERSION, type: "result", id: m.id, value: {}, ...(m.tensors ? { tensors: m.tensors } : {}) }), ...frames]);
+    }
+  }
+  sock.close();
+}
+
+/** Broker-level client for the thread echo: send a task, await its result by id. */
+function threadClient(broker: Broker): Promise<{ call(tensors?: Record<string, Tensor>): Promise<Result & { frames: Buffer[] }>; peer: Peer }> {
+  return new Promise((resolve) => {
+    const waiting = new Map<string, (r: Result & { frames: Buffer[] }) => void>();
+    let seq = 0;
+    broker.expect({
+      name: "bench-echo",
+      onHello: (_hello, peer) => {
+        resolve({
+          peer,
+          call(tensors) {
+            const id = `b${++seq}`;
+            const { refs, frames } = encodeTensors(tensors ?? {});
+            return new Promise((done) => {
+              waiting.set(id, done);
+              void peer.send({ v: PROTOCOL_VERSION, type: "task", id, task: "echo", args: {}, ...(refs.length ? { tensors: refs } : {}) }, frames);
+            });
+          },
+        });
+        return {
+          onMessage: (m, frames) => {
+            const done = waiting.get(m.id);
+            if (done && m.type === "result") {
+              waiting.delete(m.id);
+              done({ ...m, frames });
+            }
+          },
+        };
+      },
+      onRefused: () => {},
+    });
+  });
+}
+
+/** Round trips per second with `window` requests in flight, for about `ms`. */
+async function rate(call: () => Promise<unknown>, window: number, ms: number): Promise<number> {
+  let n = 0;
+  const end = performance.now() + ms;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: window }, async () => {
+      while (performance.now() < end) {
+        await call();
+        n++;
+      }
+    }),
+  );
+  return n / ((performance.now() - start) / 1000);
+}
+
+async function bestOf(times: number, f: () => Promise<void> | void): Promise<number> {
+  let best = Infinity;
+  for (let i = 0; i < times; i++) {
+    const t = performance.now();
+    await f();
+    best = Math.min(best, performance.now() - t);
+  }
+  return best / 1000;
+}
+
+const gbps = (bytes: number, s: number): number => bytes / s / 1e9;
+const fmt = (x: number, d = 2): string => x.toFixed(d);
+
+async function main(): Promise<void> {
+  const sup = await Supervisor.start({ spawn: { heartbeatIntervalMs: 1000 } });
+  const thread = new Worker(
+    // Worker threads do not inherit tsx's loader: register it, then load this file.
+    `import("tsx/esm/api").then((m) => { m.register(); return import(${JSON.stringify(import.meta.url)}); })`,
+    { eval: true, workerData: sup.endpoint },
+  );
+  const client = await threadClient(sup.broker);
+  const py = await sup.spawn({ name: "bench-python-echo", command: venvPython(), args: ["-u", join(REPO_ROOT, "test", "fixtures", "workers", "echo.py")] });
+
+  const lines: string[] = [];
+  const row = (s: string): void => {
+    lines.push(s);
+    console.log(s);
+  };
+  row("# memlane transport benchmark");
+  row(`node ${process.version}, zeromq ${zmq.version}, endpoint ${sup.endpoint}\n`);
+
+  // 1. small messages
+  const small = async (label: string, call: () => Promise<unknown>): Promise<[number, number]> => {
+    await rate(call, 1, 200); // warm-up
+    const seq = await rate(call, 1, 2500);
+    const piped = await rate(call, 64, 2500);
+    row(`${label.padEnd(34)} ${fmt(seq, 0).padStart(8)} msg/s sequential  ${fmt(piped, 0).padStart(8)} msg/s with 64 in flight  (${fmt(1e6 / seq, 0)} µs round trip)`);
+    return [seq, piped];
+  };
+  const [tSeq, tPiped] = await small("small msgs, Node DEALER thread", () => client.call());
+  const [pSeq, pPiped] = await small("small msgs, Python echo fixture", () => py.run("echo", { i: 1 }));
+  row(`  ratio Python/Node: sequential ${fmt(pSeq / tSeq)}, in flight ${fmt(pPiped / tPiped)}\n`);
+
+  // 2. 64 MiB float32 round trip
+  const data = new Float32Array(TENSOR_BYTES / 4).map((_, i) => i);
+  const src = Buffer.from(data.buffer);
+  const dst = Buffer.allocUnsafe(TENSOR_BYTES);
+  const copyS = await bestOf(5, () => void src.copy(dst));
+  const tensor = { x: { dtype: "float32" as const, shape: [TENSOR_BYTES / 4], data } };
+  let checked = false;
+  const threadS = await bestOf(5, async () => {
+    const r = await client.call(tensor);
+    if (!checked) {
+      const back = decodeTensors(r.tensors, r.frames).x!.data as Float32Array;
+      if (back.length !== data.length || back[12345] !== 12345) throw new Error("thread echo returned different bytes");
+      checked = true;
+    }
+  });
+  const pyS = await bestOf(5, async () => void (await py.run("echo", {}, { tensors: tensor })));
+  row(`64 MiB float32, Buffer.copy in process     ${fmt(gbps(TENSOR_BYTES, copyS)).padStart(6)} GB/s (${fmt(copyS * 1000, 1)} ms)`);
+  // A round trip moves the bytes twice (out and back): GB/s counts both.
+  row(`64 MiB round trip, Node DEALER thread      ${fmt(gbps(2 * TENSOR_BYTES, threadS)).padStart(6)} GB/s (${fmt(threadS * 1000, 1)} ms)  ratio to Buffer.copy ${fmt(gbps(2 * TENSOR_BYTES, threadS) / gbps(TENSOR_BYTES, copyS))}`);
+  row(`64 MiB round trip, Python echo fixture     ${fmt(gbps(2 * TENSOR_BYTES, pyS)).padStart(6)} GB/s (${fmt(pyS * 1000, 1)} ms)  ratio to Buffer.copy ${fmt(gbps(2 * TENSOR_BYTES, pyS) / gbps(TENSOR_BYTES, copyS))}`);
+
+  // Let the thread close its socket itself: terminating it under a live zeromq socket aborts.
+  const threadExited = new Promise((r) => thread.once("exit", r));
+  await client.peer.send({ v: PROTOCOL_VERSION, type: "shutdown", id: "bench-end" });
+  await Promise.race([threadExited, new Promise((r) => setTimeout(r, 2000))]);
+  await sup.close();
+}
+
+if (isMainThread) {
+  await main();
+} else {
+  const { workerData } = await import("node:worker_threads");
+  await echoThread(workerData as string);
+}
