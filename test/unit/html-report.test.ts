@@ -13,7 +13,7 @@ describe("buildCharts", () => {
     const charts = buildCharts(makeReport());
     const tl = charts.filter((c) => c.section === "timeline");
     expect(tl).toHaveLength(4);
-    for (const c of tl) expect(c.series.map((s) => s.name)).toEqual(["RSS", "USS"]);
+    for (const c of tl) expect(c.series.map((s) => s.name)).toEqual(["RSS", "USS", "RSS at phase end (worker)"]);
     const py = tl.find((c) => c.title.includes("pid 4121"))!;
     expect(py.labels).toContain("train: epoch-2");
     expect(py.labels).toContain("python-torch: steady-inference");
@@ -24,7 +24,7 @@ describe("buildCharts", () => {
 
   it("adds GPU series only where the report has GPU figures", () => {
     const charts = buildCharts(makeReport({ gpu: true }));
-    expect(charts.find((c) => c.id === "timeline-0")!.series.map((s) => s.name)).toEqual(["RSS", "USS", "GPU"]);
+    expect(charts.find((c) => c.id === "timeline-0")!.series.map((s) => s.name)).toEqual(["RSS", "USS", "GPU", "RSS at phase end (worker)"]);
     expect(charts.find((c) => c.id === "steady")!.series.map((s) => s.name)).toEqual(["RSS", "USS", "PSS", "GPU"]);
     expect(charts.some((c) => c.id === "phase-deltaGpuMiB")).toBe(true);
     expect(buildCharts(makeReport()).some((c) => c.id === "phase-deltaGpuMiB")).toBe(false);

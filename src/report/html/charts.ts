@@ -15,6 +15,8 @@ export interface ChartSeries {
   data: SeriesDatum[];
   /** `y1`: drawn against a second (right) axis, for absolute figures beside increments. */
   axis?: "y1";
+  /** Draw as unconnected markers (the workers' own readings at phase ends). */
+  points?: boolean;
 }
 
 /** A labelled time span drawn behind a timeline (x in seconds since the run's t0). */
@@ -39,6 +41,9 @@ export interface ChartSpec {
   y1Title?: string;
   /** Linear x axis with {x, y} points (timelines). */
   xLinear?: boolean;
+  /** x range of a timeline: its samples and its phase bands, whichever reach further. */
+  xMin?: number;
+  xMax?: number;
   /** Horizontal floating bars (stage timeline): data are [start, end] pairs. */
   horizontal?: boolean;
   bands?: PhaseBand[];
@@ -79,6 +84,14 @@ function phasesOfPid(report: Report, pid: number): Array<{ owner: string; phase:
   return out.sort((a, b) => a.phase.startMs - b.phase.startMs);
 }
 
+function xRange(sampleSecs: number[], bands: PhaseBand[]): { xMin?: number; xMax?: number } {
+  const xs = [...sampleSecs, ...bands.flatMap((b) => [b.start, b.end])];
+  if (!xs.length) return {};
+  const lo = Math.min(...xs), hi = Math.max(...xs);
+  const pad = (hi - lo) * 0.01;
+  return { xMin: round(Math.max(0, lo - pad)), xMax: round(hi + pad) };
+}
+
 export function timelineCharts(report: Report, t0: number): ChartSpec[] {
   return report.timeline.map((track, i) => {
     const secs = (t: number) => round((t - t0) / 1000);
@@ -95,6 +108,9 @@ export function timelineCharts(report: Report, t0: number): ChartSpec[] {
     ];
     if (track.samples.some((s) => s[3] !== null))
       series.push({ name: "GPU", data: track.samples.map(([t, , , gpu]) => ({ x: secs(t), y: MiB(gpu) })) });
+    // The worker's own reading at each phase end: exact where the 50 ms samples are sparse.
+    if (owned.length)
+      series.push({ name: "RSS at phase end (worker)", points: true, data: owned.map(({ phase }) => ({ x: secs(phase.endMs), y: phase.rssMiB })) });
     return {
       id: `timeline-${i}`,
       section: "timeline",
@@ -105,6 +121,7 @@ export function timelineCharts(report: Report, t0: number): ChartSpec[] {
       xTitle: "seconds since run start",
       yTitle: "MiB",
       xLinear: true,
+      ...xRange(track.samples.map((x) => secs(x[0])), bands),
       bands,
     } satisfies ChartSpec;
   });

@@ -72,6 +72,7 @@
       var c = colour(s.name, i);
       var ds = { label: s.name, data: s.data, borderColor: c, backgroundColor: line ? c : c + "cc" };
       if (line) { ds.pointRadius = 0; ds.borderWidth = 1.5; ds.spanGaps = false; }
+      if (s.points) { ds.showLine = false; ds.pointRadius = 3.5; ds.pointStyle = "rectRot"; ds.borderColor = "#333"; ds.backgroundColor = "#333"; }
       if (s.axis) ds.yAxisID = s.axis;
       if (spec.overlay) { ds.grouped = false; ds.backgroundColor = c + "99"; ds.barPercentage = 1; ds.categoryPercentage = 0.95; }
       if (spec.horizontal) { ds.grouped = false; ds.skipNull = true; ds.barPercentage = 0.7; }
@@ -102,7 +103,10 @@
     } else if (spec.xLinear) {
       // x spans the process's own lifetime (still in seconds since the run start); the
       // grace leaves head room for the band labels inside the plot.
-      cfg.options.scales = { x: axis(spec.xTitle, { type: "linear" }), y: axis(spec.yTitle, { beginAtZero: true, grace: "22%" }) };
+      cfg.options.scales = {
+        x: axis(spec.xTitle, { type: "linear", min: spec.xMin, max: spec.xMax }),
+        y: axis(spec.yTitle, { beginAtZero: true, grace: "22%" }),
+      };
     } else {
       cfg.options.scales = { x: axis(spec.xTitle, {}), y: axis(spec.yTitle, { beginAtZero: true }) };
       if (spec.y1Title) cfg.options.scales.y1 = axis(spec.y1Title, { position: "right", beginAtZero: true, grid: { drawOnChartArea: false } });
