@@ -5,3 +5,4 @@ export { WorkerError, type WorkerErrorInit, type WorkerIdentity } from "./worker
 export { installShutdownHandlers, stopAllWorkers, liveWorkerCount, type ShutdownOptions } from "./cleanup.ts";
 export type { WorkerSpec, SpawnOptions, RunOptions, TaskResult } from "./options.ts";
 export type { ExitInfo } from "./process.ts";
+export { workerSpecs, venvPython, memlaneRtBinary, REPO_ROOT, type WorkerSpecOptions } from "./specs.ts";

@@ -86,4 +86,15 @@ describe("supervisor with the echo fixture", () => {
     const rs = await Promise.all([1, 2, 3, 4].map((i) => w.run("sleep", { ms: 50 * i })));
     expect(rs.map((r) => r.value.slept)).toEqual([50, 100, 150, 200]);
   });
+
+  it("works over ipc:// as over tcp", async () => {
+    const ipc = await Supervisor.start({ transport: "ipc" });
+    try {
+      expect(ipc.endpoint).toMatch(/^ipc:\/\//);
+      const w = await ipc.spawn(fixture("echo"));
+      expect((await w.run("echo", { over: "ipc" })).value.args).toEqual({ over: "ipc" });
+    } finally {
+      await ipc.close();
+    }
+  });
 });
