@@ -13,6 +13,8 @@ import { chromium, type BrowserContext } from "playwright-core";
 import { buildCharts, writeHtmlReport } from "../../src/report/html/index.ts";
 import type { Report } from "../../src/report/schema.ts";
 import { makeReport } from "../unit/html-report.fixture.ts";
+import { buildReport } from "../../src/report/build.ts";
+import { realisticRun } from "../unit/report-fixture.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
 const haveChromium = existsSync(CHROMIUM);
@@ -80,9 +82,16 @@ describe.skipIf(!haveChromium)("report.html in chromium", () => {
     })()`)) as number;
   }
 
-  for (const [name, opts] of [["report-browser-cpu", {}], ["report-browser-gpu", { gpu: true, latencySamples: true }]] as const) {
+  // Our own fixture on CPU, the same with GPU figures and per-call latency samples, and the
+  // report builder's own output (src/report/build.ts from test/unit/report-fixture.ts).
+  const cases: Array<[string, { gpu: boolean; samples: boolean }, () => Report]> = [
+    ["report-browser-cpu", { gpu: false, samples: false }, () => makeReport()],
+    ["report-browser-gpu", { gpu: true, samples: true }, () => makeReport({ gpu: true, latencySamples: true })],
+    ["report-browser-built", { gpu: false, samples: false }, () => buildReport(realisticRun())],
+  ];
+  for (const [name, opts, make] of cases) {
     it(`${name}: draws every chart with the report's series and labels`, async () => {
-      const report = makeReport(opts);
+      const report = make();
       const expected = buildCharts(report);
       const { runDir, page, problems, state } = await open(name, report);
       try {
@@ -101,11 +110,11 @@ describe.skipIf(!haveChromium)("report.html in chromium", () => {
         const timeline = state.charts.filter((c) => c.id.startsWith("timeline-"));
         expect(timeline).toHaveLength(report.timeline.length);
         for (const t of timeline) expect(t.series.slice(0, 2)).toEqual(["RSS", "USS"]);
-        expect(timeline.every((t) => t.series.includes("GPU"))).toBe(!!("gpu" in opts && opts.gpu));
+        expect(timeline.every((t) => t.series.includes("GPU"))).toBe(opts.gpu);
         expect(state.charts.find((c) => c.id === "phase-deltaRssMiB")!.series).toEqual(report.runtimes.map((r) => r.name));
         expect(state.charts.find((c) => c.id === "stages")!.type).toBe("bar-horizontal");
         const latencyTitle = await page.locator('figure[data-chart="latency-batch1"] figcaption').textContent();
-        expect(latencyTitle).toMatch("latencySamples" in opts ? /histogram/ : /p50 \/ p99 \/ mean/);
+        expect(latencyTitle).toMatch(opts.samples ? /histogram/ : /p50 \/ p99 \/ mean/);
         const numericsRows = await page.locator("#numerics-table tbody tr").count();
         expect(numericsRows).toBe(report.numerics.runtimes.length);
         expect(await page.locator("#stage-table tbody tr").count()).toBe(report.stages.length);
