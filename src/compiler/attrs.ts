@@ -13,6 +13,7 @@ export function attrInt(n: Node, name: string, def: number): number {
   return v;
 }
 
+/** Floats and ints are both JS numbers once decoded; the name says what the caller expects. */
 export const attrFloat = attrInt;
 
 export function attrInts(n: Node, name: string): number[] | undefined;
