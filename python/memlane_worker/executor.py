@@ -60,6 +60,9 @@ class Executor:
             job = self._queue.get()
             try:
                 self._run(job)
+            except BaseException as e:  # the error reply itself failed to encode: send a bare one
+                self._send(error(job.id, ErrorCode.TASK_FAILED, f"{job.task} failed and its error could not be "
+                                 f"encoded: {type(e).__name__}: {e}"), [])
             finally:
                 with self._lock:
                     self._jobs.pop(job.id, None)

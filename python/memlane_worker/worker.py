@@ -134,8 +134,8 @@ class Worker:
                     except zmq.Again:
                         break
                     self.handle(parts)
-            for env, frames in self.outbox.drain():
-                self._send(env, frames)
+            for packed, frames in self.outbox.drain():
+                self.sock.send_multipart([packed, *frames], copy=False)
             self._check_orphaned()
 
     def _check_orphaned(self) -> None:

@@ -53,7 +53,10 @@ class Orchestrator:
         self.router.bind("tcp://127.0.0.1:*")
         self.endpoint = self.router.getsockopt(zmq.LAST_ENDPOINT).decode()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memlane_worker", "--connect", self.endpoint, "--name", name, *worker_args],
+            # This stand-in does not ping every second like the real orchestrator, so idle
+            # fixture workers must not count its silence as death; one test sets a timeout.
+            [sys.executable, "-m", "memlane_worker", "--connect", self.endpoint, "--name", name,
+             *(worker_args or ("--heartbeat-timeout", "0"))],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"})
         self.identity = b""
         self.hello = self.recv(timeout=30)

@@ -106,7 +106,7 @@ def test_cancel_while_training_and_heartbeats_during_it(worker, tmp_path):
     worker.send({"v": V, "type": "heartbeat", "id": "hb-during"})
     while (env := worker.recv(10))["type"] != "heartbeat":
         assert env["id"] == id_
-    assert time.monotonic() - t0 < 1.0  # answered by the main thread, not after the task
+    assert time.monotonic() - t0 < 2.0  # answered by the main thread, not after the task (2 s: loaded CI)
     worker.send({"v": V, "type": "cancel", "id": id_})
     while (env := worker.recv(10))["type"] in ("phase", "progress"):
         pass
