@@ -27,6 +27,11 @@ export interface ShmRegistryOptions {
   thresholdBytes?: number;
   /** Unlink on process exit, SIGINT and SIGTERM (default true). */
   exitHooks?: boolean;
+  /**
+   * Sweep segments of dead orchestrators (sweepStaleSegments) when this process makes its
+   * first registry (default true): the start-up sweep that covers an orchestrator crash.
+   */
+  sweep?: boolean;
   /** Path of memlane.node (default: $MEMLANE_ADDON or native/build/addon/memlane.node). */
   addonPath?: string;
 }
@@ -46,6 +51,7 @@ export function parseSegmentName(name: string): { pid: number; runId: string; n:
 
 const live = new Set<ShmRegistry>();
 let hooked = false;
+let swept = false;
 
 function unlinkAllLive(): void {
   for (const r of live) r.close();
@@ -86,6 +92,10 @@ export class ShmRegistry {
     this.runId = sanitizeRunId(options.runId);
     this.thresholdBytes = t;
     this.addonPath = options.addonPath;
+    if ((options.sweep ?? true) && !swept) {
+      swept = true;
+      sweepStaleSegments({ addonPath: this.addonPath });
+    }
     live.add(this);
     if (options.exitHooks ?? true) installHooks();
   }

@@ -43,7 +43,7 @@ describe.skipIf(!existsSync("/dev/shm"))("shm segment lifecycle", () => {
     expect((await exited).signal).toBe("SIGKILL");
     expect(inShm(names)).toEqual(names); // no hook ran
     // A live orchestrator's segments are not swept.
-    const mine = new ShmRegistry({ runId: `live-${process.pid}`, thresholdBytes: 0, exitHooks: false });
+    const mine = new ShmRegistry({ runId: `live-${process.pid}`, thresholdBytes: 0, exitHooks: false, sweep: false });
     const kept = mine.allocate(10).name;
     const removed = sweepStaleSegments();
     expect(removed).toEqual(expect.arrayContaining(names));
@@ -51,6 +51,16 @@ describe.skipIf(!existsSync("/dev/shm"))("shm segment lifecycle", () => {
     expect(inShm(names)).toEqual([]);
     expect(inShm([kept])).toEqual([kept]);
     mine.close();
+  });
+
+  it("the next orchestrator's first registry sweeps a killed one's segments at start-up", async () => {
+    const killed = await startChild(`crash-${process.pid}`, "wait", addonPath);
+    killed.child.kill("SIGKILL");
+    await killed.exited;
+    expect(inShm(killed.names)).toEqual(killed.names);
+    const next = await startChild(`next-${process.pid}`, "exit", addonPath);
+    await next.exited;
+    expect(inShm(killed.names)).toEqual([]);
   });
 
   for (const signal of ["SIGTERM", "SIGINT"] as const) {

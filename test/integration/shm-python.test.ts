@@ -57,7 +57,7 @@ describe.skipIf(!ready)("shm round trip with a Python worker", () => {
   for (const [kind, path] of [["addon", addon?.path], ["file fallback", NO_ADDON]] as const) {
     it.skipIf(kind === "addon" && !addon)(`${kind}: Python reads the segment's bytes, and the run's end unlinks it`, async () => {
       const runId = `py-${kind.replace(" ", "")}-${process.pid}`;
-      const reg = new ShmRegistry({ runId, addonPath: path, exitHooks: false });
+      const reg = new ShmRegistry({ runId, addonPath: path, exitHooks: false, sweep: false });
       const big = new Float32Array(4 << 20);
       for (let i = 0; i < big.length; i += 997) big[i] = i * 0.5;
       big[big.length - 1] = -1.25;
@@ -84,7 +84,7 @@ describe.skipIf(!ready)("shm round trip with a Python worker", () => {
   }
 
   it("a segment unlinked too early is an SHM_UNAVAILABLE error from the worker, not a crash", async () => {
-    const reg = new ShmRegistry({ runId: `py-gone-${process.pid}`, addonPath: NO_ADDON, exitHooks: false });
+    const reg = new ShmRegistry({ runId: `py-gone-${process.pid}`, addonPath: NO_ADDON, exitHooks: false, sweep: false });
     const { refs, frames } = encodeTensorsShm({ x: { dtype: "uint8", shape: [2 << 20], data: new Uint8Array(2 << 20) } }, reg);
     reg.close();
     const { message } = await ask("t-gone", refs, frames);

@@ -53,7 +53,7 @@ describe.skipIf(!haveShm).each(backends)("shm tensors (%s)", (kind, addonPath) =
 
   it.skipIf(!usable)("puts tensors over the threshold in one aligned segment, the rest in frames, and reads them back", () => {
     const id = runId(kind.replace(" ", ""));
-    const reg = new ShmRegistry({ runId: id, addonPath: path, exitHooks: false });
+    const reg = new ShmRegistry({ runId: id, addonPath: path, exitHooks: false, sweep: false });
     const input = tensors();
     const { refs, frames, segment } = encodeTensorsShm(input, reg, 0, { mapped: kind === "addon" });
     expect(segment).not.toBeNull();
@@ -79,7 +79,7 @@ describe.skipIf(!haveShm).each(backends)("shm tensors (%s)", (kind, addonPath) =
   });
 
   it.skipIf(!usable)("sends everything as frames when nothing reaches the threshold", () => {
-    const reg = new ShmRegistry({ runId: runId("small"), addonPath: path, exitHooks: false });
+    const reg = new ShmRegistry({ runId: runId("small"), addonPath: path, exitHooks: false, sweep: false });
     const { refs, frames, segment } = encodeTensorsShm({ x: { dtype: "int32", shape: [2], data: new Int32Array([1, 2]) } }, reg);
     expect(segment).toBeNull();
     expect(refs[0]!.frame).toBe(0);
@@ -89,7 +89,7 @@ describe.skipIf(!haveShm).each(backends)("shm tensors (%s)", (kind, addonPath) =
 
   it.skipIf(!usable)("release() unlinks one segment early; close() is idempotent and refuses new segments", () => {
     const id = runId("rel");
-    const reg = new ShmRegistry({ runId: id, addonPath: path, thresholdBytes: 0, exitHooks: false });
+    const reg = new ShmRegistry({ runId: id, addonPath: path, thresholdBytes: 0, exitHooks: false, sweep: false });
     const a = reg.allocate(100, { mapped: true });
     const view = a.bytes;
     reg.allocate(0);
@@ -110,7 +110,7 @@ describe.skipIf(!haveShm).each(backends)("shm tensors (%s)", (kind, addonPath) =
   it.skipIf(!usable)("names a missing segment and a bad length", () => {
     expect(() => decodeTensorsShm([{ name: "t", dtype: "float32", shape: [4], shm: { segment: "memlane-1-nope-0", offset: 0, length: 16 } }], [], path))
       .toThrow(/opening shared memory segment memlane-1-nope-0 failed/);
-    const reg = new ShmRegistry({ runId: runId("len"), addonPath: path, thresholdBytes: 0, exitHooks: false });
+    const reg = new ShmRegistry({ runId: runId("len"), addonPath: path, thresholdBytes: 0, exitHooks: false, sweep: false });
     const seg = reg.allocate(16);
     expect(() => decodeTensorsShm([{ name: "t", dtype: "float32", shape: [5], shm: { segment: seg.name, offset: 0, length: 16 } }], [], path))
       .toThrow(/shm length 16 bytes, expected 20/);
