@@ -21,6 +21,7 @@ caption { caption-side: bottom; text-align: left; color: var(--muted); font-size
 th, td { border-bottom: 1px solid var(--line); padding: 4px 8px; text-align: left; vertical-align: top; }
 th { background: var(--panel); font-weight: 600; }
 td:nth-child(n+2) { font-variant-numeric: tabular-nums; }
+td:first-child { white-space: nowrap; }
 .status-ok { color: #1a7f37; } .status-failed { color: #cf222e; font-weight: 600; } .status-skipped, .status-cancelled { color: #9a6700; }
 details.ratios summary { cursor: pointer; color: var(--muted); margin: 4px 0; }
 @media (max-width: 900px) { #timeline, #phases, #latency { grid-template-columns: 1fr; } }
