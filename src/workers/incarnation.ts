@@ -98,6 +98,12 @@ export class Incarnation {
       }));
     }
     const id = `${this.spec.name}-${this.proc.pid}-t${++this.seq}`;
+    if (options.signal?.aborted) {
+      // Never sent, so nothing to cancel on the worker's side.
+      return Promise.reject(new WorkerError(`task ${task} was cancelled before it started on ${describeWorker(this.identity)}`, {
+        code: ErrorCode.CANCELLED, worker: this.identity, task, taskId: id, cause: options.signal.reason,
+      }));
+    }
     const { refs, frames } = encodeTensors(options.tensors ?? {});
     return new Promise<TaskResult>((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
@@ -112,7 +118,6 @@ export class Incarnation {
         resolve: (r) => (settle(), resolve(r)),
         reject: (e) => (settle(), reject(e)),
       });
-      if (options.signal?.aborted) return onAbort();
       options.signal?.addEventListener("abort", onAbort, { once: true });
       if (options.timeoutMs !== undefined) {
         timer = setTimeout(() => this.abandon(id, ErrorCode.TIMEOUT, true, `task ${task} timed out after ${options.timeoutMs} ms`), options.timeoutMs);
@@ -168,9 +173,9 @@ export class Incarnation {
         }));
       }
     } catch (err) {
-      t.reject(new WorkerError(`task ${t.task}: handling a ${m.type} message failed: ${(err as Error).message}`, {
-        code: ErrorCode.MALFORMED_MESSAGE, worker: this.identity, task: t.task, taskId: m.id, cause: err,
-      }));
+      // A caller's onProgress/onPhase threw, or a result could not be decoded: the task is
+      // lost to the caller, so the worker is told to stop working on it.
+      this.abandon(m.id, ErrorCode.TASK_FAILED, false, `task ${t.task}: handling its ${m.type} message threw: ${(err as Error).message}`, err);
     }
   }
 

@@ -59,14 +59,17 @@ export class WorkerProcess {
       forceKillAfterDelay: false,
     });
     this.pid = this.child.pid;
+    const forward = opts.forward;
+    const errLines = forward ? lineSplitter((l) => forward(`[${spec.name}:err] ${l}`)) : undefined;
+    const outLines = forward ? lineSplitter((l) => forward(`[${spec.name}] ${l}`)) : undefined;
     this.child.stderr?.on("data", (chunk: Buffer) => {
       this.stderr.push(chunk);
-      if (opts.forward) forwardLines(chunk, (l) => opts.forward!(`[${spec.name}:err] ${l}`));
+      errLines?.push(chunk);
     });
+    this.child.stderr?.on("end", () => errLines?.flush());
     // stdout must be drained even when unused, or a chatty worker blocks on a full pipe.
-    this.child.stdout?.on("data", (chunk: Buffer) => {
-      if (opts.forward) forwardLines(chunk, (l) => opts.forward!(`[${spec.name}] ${l}`));
-    });
+    this.child.stdout?.on("data", (chunk: Buffer) => outLines?.push(chunk));
+    this.child.stdout?.on("end", () => outLines?.flush());
     this.exited = new Promise<ExitInfo>((resolve) => {
       const done = (info: ExitInfo): void => {
         if (this.exitInfo) return;
@@ -143,6 +146,18 @@ export class WorkerProcess {
   }
 }
 
-function forwardLines(chunk: Buffer, emit: (line: string) => void): void {
-  for (const line of chunk.toString("utf8").split("\n")) if (line.length > 0) emit(line);
+/** Splits a stream into whole lines (a chunk may end mid-line); flush() emits the rest. */
+function lineSplitter(emit: (line: string) => void): { push(chunk: Buffer): void; flush(): void } {
+  let rest = "";
+  return {
+    push(chunk) {
+      const parts = (rest + chunk.toString("utf8")).split("\n");
+      rest = parts.pop() ?? "";
+      for (const line of parts) emit(line);
+    },
+    flush() {
+      if (rest.length > 0) emit(rest);
+      rest = "";
+    },
+  };
 }

@@ -27,6 +27,13 @@ describe("workers that fail", () => {
     expect(err.task).toBe("infer.ort");
   });
 
+  it("verbose forwards the worker's output line by line with its name", async () => {
+    const lines: string[] = [];
+    const w = await sup.spawn(fixture("crash", "loud"), { verbose: (l) => lines.push(l) });
+    await rejection(w.run("x", { mode: "exit" }));
+    expect(lines).toContain("[loud:err] crash fixture: giving up during task x (mode exit)");
+  });
+
   it("crash: an uncaught Python exception shows its traceback in the stderr tail", async () => {
     const w = await sup.spawn(fixture("crash"));
     const err = await rejection<WorkerError>(w.run("train", { mode: "raise" }));

@@ -97,4 +97,21 @@ describe("supervisor with the echo fixture", () => {
       await ipc.close();
     }
   });
+
+  it("an already-aborted signal rejects without sending, and the worker stays", async () => {
+    const w = await sup.spawn(fixture("echo"), { cancelGraceMs: 200 });
+    const err = await rejection<WorkerError>(w.run("sleep", { ms: 100 }, { signal: AbortSignal.abort() }));
+    expect(err.code).toBe(ErrorCode.CANCELLED);
+    await new Promise((r) => setTimeout(r, 400));
+    expect(w.alive).toBe(true);
+  });
+
+  it("a throwing onProgress rejects the task with that error and cancels it", async () => {
+    const w = await sup.spawn(fixture("echo"));
+    const err = await rejection<WorkerError>(w.run("phases", {}, { onProgress: () => { throw new Error("caller bug"); } }));
+    expect(err.code).toBe(ErrorCode.TASK_FAILED);
+    expect(err.message).toContain("handling its progress message threw: caller bug");
+    expect((err.cause as Error).message).toBe("caller bug");
+    expect(w.alive).toBe(true);
+  });
 });
