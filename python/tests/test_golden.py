@@ -5,7 +5,6 @@ import json
 import pathlib
 import re
 
-import msgpack
 import numpy as np
 
 from memlane_worker import codec, messages
