@@ -28,7 +28,7 @@ async function get(name: string) {
 // Every model the fixture script exports that memlane can compile; all reach the bound.
 const MODELS = [
   "digits-cnn", "mlp", "mlp-external", "resnet-mini", "grouped-dilated", "pool-concat", "softmax",
-  "transpose-reshape", "gelu-erf", "leakyrelu", "matmul", "sub-div", "bn-standalone",
+  "transpose-reshape", "gelu-erf", "gelu-20", "leakyrelu", "matmul", "sub-div", "bn-standalone",
   "digits-cnn-dynamo", "resnet-mini-dynamo",
 ];
 
@@ -86,6 +86,8 @@ describe("compiler on exported models", () => {
 
   it("gelu-erf keeps the opset-17 Erf chain; grouped-dilated keeps group and dilation", async () => {
     expect((await get("gelu-erf")).s.opCounts).toMatchObject({ Erf: 1, Div: 1, Mul: 2 });
+    const gelu = (await get("gelu-20")).plan.header.ops.filter((o) => o.op === "Gelu");
+    expect(gelu.map((o) => o.attrs.approximate)).toEqual(["none", "tanh"]);
     const ops = (await get("grouped-dilated")).plan.header.ops;
     expect(ops[0]!.attrs).toMatchObject({ group: 2, dilations: [2, 2], pads: [2, 2, 2, 2], activation: "relu" });
     expect(ops[1]!.attrs).toMatchObject({ group: 16, strides: [2, 2] });

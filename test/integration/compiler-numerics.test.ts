@@ -26,7 +26,7 @@ const f32 = (path: string) => {
 
 const MODELS = [
   "digits-cnn", "mlp", "mlp-external", "resnet-mini", "grouped-dilated", "pool-concat", "softmax",
-  "transpose-reshape", "gelu-erf", "leakyrelu", "matmul", "sub-div", "bn-standalone",
+  "transpose-reshape", "gelu-erf", "gelu-20", "leakyrelu", "matmul", "sub-div", "bn-standalone",
   "digits-cnn-dynamo", "resnet-mini-dynamo",
 ];
 
