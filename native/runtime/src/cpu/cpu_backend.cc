@@ -3,7 +3,10 @@
 // allocation. Weights are read in place from the plan's read-only mapping.
 #include <cblas.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -84,6 +87,11 @@ class CpuBackend final : public Backend {
     maxBatch_ = maxBatch;
     plan_ = &plan;
     openblas_set_num_threads(threads_);
+    // MEMLANE_PROFILE=1: time every op and print the mean per op at destruction (tuning aid).
+    if (const char* p = std::getenv("MEMLANE_PROFILE"); p && *p == '1') {
+      profile_.assign(kernels_.size(), 0.0);
+      profile_min_.assign(kernels_.size(), 0.0);
+    }
     return Status::kOk;
   }
 
@@ -99,13 +107,32 @@ class CpuBackend final : public Backend {
     cpu::RunCtx c{batch, arena_.get(), workspace_.get(), pool_.get()};
     for (size_t i = 0; i < in_.size(); ++i)
       std::memcpy(arena_.get() + uint64_t(batch) * in_[i]->offset, inputs[i], uint64_t(batch) * in_[i]->bytes);
-    for (const auto& k : kernels_) k->run(c);
+    if (profile_.empty()) {
+      for (const auto& k : kernels_) k->run(c);
+    } else {
+      for (size_t i = 0; i < kernels_.size(); ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        kernels_[i]->run(c);
+        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+        profile_[i] += us;
+        profile_min_[i] = profiled_runs_ ? std::min(profile_min_[i], us) : us;
+      }
+      ++profiled_runs_;
+    }
     for (size_t i = 0; i < out_.size(); ++i)
       std::memcpy(outputs[i], arena_.get() + uint64_t(batch) * out_[i]->offset, uint64_t(batch) * out_[i]->bytes);
     return Status::kOk;
   }
 
   MemoryStats memory_stats() const override { return stats_; }
+
+  ~CpuBackend() override {
+    if (profile_.empty() || !profiled_runs_) return;
+    for (size_t i = 0; i < profile_.size(); ++i)
+      std::fprintf(stderr, "[memlane profile] %3zu %-18s %-40s mean %10.2f us  min %10.2f us\n", i,
+                   op_type_name(plan_->ops[i].type), plan_->ops[i].name.c_str(), profile_[i] / double(profiled_runs_),
+                   profile_min_[i]);
+  }
 
  private:
   BackendOptions opts_;
@@ -118,6 +145,9 @@ class CpuBackend final : public Backend {
   std::unique_ptr<uint8_t, FreeDeleter> arena_;
   std::unique_ptr<float, FreeDeleter> workspace_;
   MemoryStats stats_;
+  std::vector<double> profile_;  // per-op microseconds summed over runs (MEMLANE_PROFILE=1)
+  std::vector<double> profile_min_;
+  uint64_t profiled_runs_ = 0;
 };
 
 }  // namespace

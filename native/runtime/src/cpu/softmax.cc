@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "cpu/kernel.h"
+#include "cpu/vmath.h"
 
 namespace memlane::cpu {
 namespace {
@@ -23,10 +24,16 @@ class SoftmaxKernel final : public Kernel {
         float m = xr[0];
         for (int64_t j = 1; j < len; ++j) m = std::max(m, xr[j * inner]);
         float s = 0.f;
-        for (int64_t j = 0; j < len; ++j) {
-          const float v = std::exp(xr[j * inner] - m);
-          yr[j * inner] = v;
-          s += v;
+        if (inner == 1) {  // contiguous row: vector exp
+          for (int64_t j = 0; j < len; ++j) yr[j] = xr[j] - m;
+          vmath::exp(yr, yr, len);
+          for (int64_t j = 0; j < len; ++j) s += yr[j];
+        } else {
+          for (int64_t j = 0; j < len; ++j) {
+            const float v = vmath::exp1(xr[j * inner] - m);
+            yr[j * inner] = v;
+            s += v;
+          }
         }
         const float inv = 1.f / s;
         for (int64_t j = 0; j < len; ++j) yr[j * inner] *= inv;

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "cpu/kernel.h"
+#include "cpu/vmath.h"
 
 namespace memlane::cpu {
 namespace {
@@ -32,25 +33,12 @@ class UnaryKernel final : public Kernel {
         for (int64_t i = 0; i < n; ++i) Y[i] = X[i] >= 0.f ? X[i] : a * X[i];
         break;
       }
-      case OpType::kSigmoid:
-        for (int64_t i = 0; i < n; ++i) Y[i] = 1.f / (1.f + std::exp(-X[i]));
-        break;
-      case OpType::kTanh:
-        for (int64_t i = 0; i < n; ++i) Y[i] = std::tanh(X[i]);
-        break;
-      case OpType::kErf:
-        for (int64_t i = 0; i < n; ++i) Y[i] = std::erf(X[i]);
-        break;
+      case OpType::kSigmoid: vmath::sigmoid(X, Y, n); break;
+      case OpType::kTanh: vmath::tanh(X, Y, n); break;
+      case OpType::kErf: vmath::erf(X, Y, n); break;
       case OpType::kGelu:
-        if (gelu_tanh) {
-          const float k = 0.7978845608028654f;  // sqrt(2/pi)
-          for (int64_t i = 0; i < n; ++i) {
-            const float v = X[i];
-            Y[i] = 0.5f * v * (1.f + std::tanh(k * (v + 0.044715f * v * v * v)));
-          }
-        } else {
-          for (int64_t i = 0; i < n; ++i) Y[i] = 0.5f * X[i] * (1.f + std::erf(X[i] * 0.7071067811865476f));
-        }
+        if (gelu_tanh) vmath::gelu_tanh(X, Y, n);
+        else vmath::gelu(X, Y, n);
         break;
       default:
         break;

@@ -1,0 +1,55 @@
+// memlane-bench PLAN [batch] [iterations] [threads]: times Runtime::run_unchecked on random
+// inputs (p50/mean in microseconds). With MEMLANE_PROFILE=1 the CPU backend prints per-op times.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "memlane/runtime.h"
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: memlane-bench PLAN [batch=1] [iterations=200] [threads=1]\n");
+    return 2;
+  }
+  const int64_t batch = argc > 2 ? std::atoll(argv[2]) : 1;
+  const int iters = argc > 3 ? std::atoi(argv[3]) : 200;
+  memlane::RuntimeOptions o;
+  o.device = "cpu";
+  o.threads = argc > 4 ? std::atoi(argv[4]) : 1;
+  memlane::RtError err;
+  auto rt = memlane::Runtime::create(o, &err);
+  if (!rt || !rt->load(argv[1], batch, &err)) {
+    std::fprintf(stderr, "error %d: %s\n", err.code, err.message.c_str());
+    return 1;
+  }
+  std::mt19937 g(1);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<std::vector<float>> in, out;
+  std::vector<const float*> ip;
+  std::vector<float*> op;
+  for (const auto& t : rt->inputs()) {
+    in.emplace_back(size_t(batch * t.elementsPerSample));
+    for (auto& v : in.back()) v = u(g);
+    ip.push_back(in.back().data());
+  }
+  for (const auto& t : rt->outputs()) {
+    out.emplace_back(size_t(batch * t.elementsPerSample));
+    op.push_back(out.back().data());
+  }
+  for (int i = 0; i < 20; ++i) rt->run_unchecked(batch, ip.data(), op.data(), &err);
+  std::vector<double> t(static_cast<size_t>(iters));
+  for (int i = 0; i < iters; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    rt->run_unchecked(batch, ip.data(), op.data(), &err);
+    t[size_t(i)] = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  }
+  double mean = 0;
+  for (double x : t) mean += x;
+  mean /= iters;
+  std::sort(t.begin(), t.end());
+  std::printf("%s batch %lld: p50 %.2f us, mean %.2f us\n", argv[1], (long long)batch, t[t.size() / 2], mean);
+  return 0;
+}
