@@ -96,62 +96,71 @@ async function bestOf(times: number, f: () => Promise<void> | void): Promise<num
 const gbps = (bytes: number, s: number): number => bytes / s / 1e9;
 const fmt = (x: number, d = 2): string => x.toFixed(d);
 
-async function main(): Promise<void> {
-  const sup = await Supervisor.start({ spawn: { heartbeatIntervalMs: 1000 } });
+/** Start the echo thread against `sup`'s broker; close() lets it shut its socket itself. */
+async function startThreadEcho(sup: Supervisor) {
   const thread = new Worker(
     // Worker threads do not inherit tsx's loader: register it, then load this file.
     `import("tsx/esm/api").then((m) => { m.register(); return import(${JSON.stringify(import.meta.url)}); })`,
     { eval: true, workerData: sup.endpoint },
   );
   const client = await threadClient(sup.broker);
+  return {
+    client,
+    async close(): Promise<void> {
+      // Terminating a thread under a live zeromq socket aborts the process: ask it to stop.
+      const exited = new Promise((r) => thread.once("exit", r));
+      await client.peer.send({ v: PROTOCOL_VERSION, type: "shutdown", id: "bench-end" });
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 2000))]);
+    },
+  };
+}
+
+async function main(): Promise<void> {
+  const sup = await Supervisor.start({ spawn: { heartbeatIntervalMs: 1000 } });
+  const ipcSup = await Supervisor.start({ transport: "ipc" });
+  const tcpThread = await startThreadEcho(sup);
+  const ipcThread = await startThreadEcho(ipcSup);
   const py = await sup.spawn({ name: "bench-python-echo", command: venvPython(), args: ["-u", join(REPO_ROOT, "test", "fixtures", "workers", "echo.py")] });
 
-  const lines: string[] = [];
-  const row = (s: string): void => {
-    lines.push(s);
-    console.log(s);
-  };
-  row("# memlane transport benchmark");
-  row(`node ${process.version}, zeromq ${zmq.version}, endpoint ${sup.endpoint}\n`);
+  console.log("# memlane transport benchmark");
+  console.log(`node ${process.version}, libzmq ${zmq.version}, ${sup.endpoint} and ${ipcSup.endpoint}\n`);
 
   // 1. small messages
   const small = async (label: string, call: () => Promise<unknown>): Promise<[number, number]> => {
     await rate(call, 1, 200); // warm-up
-    const seq = await rate(call, 1, 2500);
-    const piped = await rate(call, 64, 2500);
-    row(`${label.padEnd(34)} ${fmt(seq, 0).padStart(8)} msg/s sequential  ${fmt(piped, 0).padStart(8)} msg/s with 64 in flight  (${fmt(1e6 / seq, 0)} µs round trip)`);
+    const seq = await rate(call, 1, 2000);
+    const piped = await rate(call, 64, 2000);
+    console.log(`${label.padEnd(36)} ${fmt(seq, 0).padStart(7)} msg/s sequential (${fmt(1e6 / seq, 0)} µs round trip)  ${fmt(piped, 0).padStart(7)} msg/s with 64 in flight`);
     return [seq, piped];
   };
-  const [tSeq, tPiped] = await small("small msgs, Node DEALER thread", () => client.call());
-  const [pSeq, pPiped] = await small("small msgs, Python echo fixture", () => py.run("echo", { i: 1 }));
-  row(`  ratio Python/Node: sequential ${fmt(pSeq / tSeq)}, in flight ${fmt(pPiped / tPiped)}\n`);
+  const [tSeq, tPiped] = await small("small msgs, Node DEALER thread, tcp", () => tcpThread.client.call());
+  await small("small msgs, Node DEALER thread, ipc", () => ipcThread.client.call());
+  const [pSeq, pPiped] = await small("small msgs, Python echo fixture, tcp", () => py.run("echo", { i: 1 }));
+  console.log(`  ratio Python/Node (tcp): sequential ${fmt(pSeq / tSeq)}, in flight ${fmt(pPiped / tPiped)}\n`);
 
   // 2. 64 MiB float32 round trip
   const data = new Float32Array(TENSOR_BYTES / 4).map((_, i) => i);
   const src = Buffer.from(data.buffer);
   const dst = Buffer.allocUnsafe(TENSOR_BYTES);
   const copyS = await bestOf(5, () => void src.copy(dst));
+  const copyGbps = gbps(TENSOR_BYTES, copyS);
   const tensor = { x: { dtype: "float32" as const, shape: [TENSOR_BYTES / 4], data } };
-  let checked = false;
-  const threadS = await bestOf(5, async () => {
-    const r = await client.call(tensor);
-    if (!checked) {
-      const back = decodeTensors(r.tensors, r.frames).x!.data as Float32Array;
-      if (back.length !== data.length || back[12345] !== 12345) throw new Error("thread echo returned different bytes");
-      checked = true;
-    }
-  });
-  const pyS = await bestOf(5, async () => void (await py.run("echo", {}, { tensors: tensor })));
-  row(`64 MiB float32, Buffer.copy in process     ${fmt(gbps(TENSOR_BYTES, copyS)).padStart(6)} GB/s (${fmt(copyS * 1000, 1)} ms)`);
-  // A round trip moves the bytes twice (out and back): GB/s counts both.
-  row(`64 MiB round trip, Node DEALER thread      ${fmt(gbps(2 * TENSOR_BYTES, threadS)).padStart(6)} GB/s (${fmt(threadS * 1000, 1)} ms)  ratio to Buffer.copy ${fmt(gbps(2 * TENSOR_BYTES, threadS) / gbps(TENSOR_BYTES, copyS))}`);
-  row(`64 MiB round trip, Python echo fixture     ${fmt(gbps(2 * TENSOR_BYTES, pyS)).padStart(6)} GB/s (${fmt(pyS * 1000, 1)} ms)  ratio to Buffer.copy ${fmt(gbps(2 * TENSOR_BYTES, pyS) / gbps(TENSOR_BYTES, copyS))}`);
+  console.log(`64 MiB float32, Buffer.copy in process   ${fmt(copyGbps).padStart(6)} GB/s (${fmt(copyS * 1000, 1)} ms)`);
+  // A round trip moves the bytes twice (out and back): its GB/s counts both.
+  const bulk = async (label: string, call: () => Promise<Result & { frames: Buffer[] }> | Promise<unknown>): Promise<void> => {
+    const s = await bestOf(4, async () => void (await call()));
+    const g = gbps(2 * TENSOR_BYTES, s);
+    console.log(`${label.padEnd(40)} ${fmt(g).padStart(6)} GB/s (${fmt(s * 1000, 1)} ms)  ratio to Buffer.copy ${fmt(g / copyGbps)}`);
+  };
+  const check = await tcpThread.client.call(tensor);
+  const back = decodeTensors(check.tensors, check.frames).x!.data as Float32Array;
+  if (back.length !== data.length || back[12345] !== 12345) throw new Error("thread echo returned different bytes");
+  await bulk("64 MiB round trip, Node thread, tcp", () => tcpThread.client.call(tensor));
+  await bulk("64 MiB round trip, Node thread, ipc", () => ipcThread.client.call(tensor));
+  await bulk("64 MiB round trip, Python echo, tcp", () => py.run("echo", {}, { tensors: tensor }));
 
-  // Let the thread close its socket itself: terminating it under a live zeromq socket aborts.
-  const threadExited = new Promise((r) => thread.once("exit", r));
-  await client.peer.send({ v: PROTOCOL_VERSION, type: "shutdown", id: "bench-end" });
-  await Promise.race([threadExited, new Promise((r) => setTimeout(r, 2000))]);
-  await sup.close();
+  await Promise.all([tcpThread.close(), ipcThread.close()]);
+  await Promise.all([sup.close(), ipcSup.close()]);
 }
 
 if (isMainThread) {

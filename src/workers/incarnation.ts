@@ -34,6 +34,7 @@ export class Incarnation {
   private readonly tasks = new Map<string, InFlight>();
   private readonly abandoned = new Map<string, NodeJS.Timeout>();
   private lastSeen = Date.now();
+  private lastBeat = Date.now();
   private heartbeat: NodeJS.Timeout | undefined;
   private seq = 0;
   private ending: Ending | undefined;
@@ -57,7 +58,7 @@ export class Incarnation {
           clearTimeout(helloTimer);
           this.hello = hello;
           this.peer = peer;
-          this.lastSeen = Date.now();
+          this.lastSeen = this.lastBeat = Date.now();
           this.heartbeat = setInterval(() => this.beat(), o.heartbeatIntervalMs);
           resolve(hello);
           return this.handler();
@@ -200,8 +201,13 @@ export class Incarnation {
   }
 
   private beat(): void {
-    const silent = Date.now() - this.lastSeen;
-    if (this.o.heartbeatTimeoutMs > 0 && silent > this.o.heartbeatTimeoutMs) {
+    const now = Date.now();
+    // A late timer means our own event loop was blocked: the worker's replies may be
+    // waiting unread in the socket, so judge its silence only on a punctual beat.
+    const punctual = now - this.lastBeat < 2 * this.o.heartbeatIntervalMs;
+    this.lastBeat = now;
+    const silent = now - this.lastSeen;
+    if (punctual && this.o.heartbeatTimeoutMs > 0 && silent > this.o.heartbeatTimeoutMs) {
       this.endWith({ code: ErrorCode.TIMEOUT, timedOut: true, reason: `stopped answering heartbeats (silent for ${silent} ms)` }, "SIGKILL");
       return;
     }

@@ -114,4 +114,15 @@ describe("supervisor with the echo fixture", () => {
     expect((err.cause as Error).message).toBe("caller bug");
     expect(w.alive).toBe(true);
   });
+
+  it("a blocked orchestrator event loop is not mistaken for a hung worker", async () => {
+    const w = await sup.spawn(fixture("echo"), { heartbeatIntervalMs: 100, heartbeatTimeoutMs: 500 });
+    const until = Date.now() + 1500;
+    while (Date.now() < until) {
+      // busy: timers and the broker's receive loop cannot run
+    }
+    await new Promise((r) => setTimeout(r, 400));
+    expect(w.alive).toBe(true);
+    expect((await w.run("pid")).value.pid).toBe(w.pid);
+  });
 });
