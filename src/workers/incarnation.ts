@@ -175,8 +175,9 @@ export class Incarnation {
       }
     } catch (err) {
       // A caller's onProgress/onPhase threw, or a result could not be decoded: the task is
-      // lost to the caller, so the worker is told to stop working on it.
-      this.abandon(m.id, ErrorCode.TASK_FAILED, false, `task ${t.task}: handling its ${m.type} message threw: ${(err as Error).message}`, err);
+      // lost to the caller. A worker still at work on it is told to stop.
+      const text = `task ${t.task}: handling its ${m.type} message threw: ${(err as Error).message}`;
+      this.abandon(m.id, ErrorCode.TASK_FAILED, false, text, err, m.type !== "result");
     }
   }
 
@@ -186,14 +187,14 @@ export class Incarnation {
   }
 
   /** Give up on a task now (timeout, abort); the worker gets a cancel and cancelGraceMs to let go. */
-  private abandon(id: string, code: number, timedOut: boolean, text: string, cause?: unknown): void {
+  private abandon(id: string, code: number, timedOut: boolean, text: string, cause?: unknown, cancel = true): void {
     const t = this.tasks.get(id);
     if (!t) return;
     t.reject(new WorkerError(`${text} on ${describeWorker(this.identity)}`, {
       code, worker: this.identity, task: t.task, taskId: id, timedOut, stderrTail: this.proc.stderrTail(),
       ...(cause !== undefined ? { cause } : {}),
     }));
-    if (!this.proc.alive) return;
+    if (!cancel || !this.proc.alive) return;
     this.send({ type: "cancel", id });
     this.abandoned.set(id, setTimeout(() => {
       this.endWith({ code: ErrorCode.TIMEOUT, timedOut: true, reason: `did not let go of task ${t.task} within ${this.o.cancelGraceMs} ms of its cancel` }, "SIGTERM");

@@ -116,8 +116,8 @@ describe("supervisor with the echo fixture", () => {
   });
 
   it("a blocked orchestrator event loop is not mistaken for a hung worker", async () => {
-    const w = await sup.spawn(fixture("echo"), { heartbeatIntervalMs: 100, heartbeatTimeoutMs: 500 });
-    const until = Date.now() + 1500;
+    const w = await sup.spawn(fixture("echo"), { heartbeatIntervalMs: 100, heartbeatTimeoutMs: 1500 });
+    const until = Date.now() + 3000;
     while (Date.now() < until) {
       // busy: timers and the broker's receive loop cannot run
     }
