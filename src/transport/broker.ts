@@ -6,7 +6,7 @@
  */
 import { rm } from "node:fs/promises";
 import * as zmq from "zeromq";
-import { decodeMessage, encodeEnvelope } from "./codec.ts";
+import { decodeMessage, encodeEnvelope, FROM_WORKER } from "./codec.ts";
 import { endpointToBind, resolveBrokerOptions, type BrokerOptions, type ResolvedBrokerOptions } from "./endpoint.ts";
 import { ErrorCode, PROTOCOL_VERSION, type ErrorMessage, type Hello, type Message } from "./protocol.ts";
 import { startZapHandler } from "./zap.ts";
@@ -160,6 +160,10 @@ export class Broker {
     }
     if (message.v !== PROTOCOL_VERSION) {
       this.reject(identity, ErrorCode.VERSION_MISMATCH, versionText(message.v), message.id);
+      return;
+    }
+    if (!FROM_WORKER.has(message.type)) {
+      this.reject(identity, ErrorCode.UNKNOWN_TYPE, `message type "${message.type}" only flows orchestrator → worker`, message.id);
       return;
     }
     handler.onMessage(message, frames);

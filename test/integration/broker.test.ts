@@ -144,6 +144,8 @@ describe("the receive loop", () => {
     await raw.send([encodeEnvelope({ v: 1, type: "progress", id: "p", current: 1, total: 1, label: "" })]);
     await raw.send([encodeEnvelope({ v: 3, type: "heartbeat", id: "old" })]);
     expect((await reply(raw)).code).toBe(ErrorCode.VERSION_MISMATCH);
+    await raw.send([encodeEnvelope({ v: 1, type: "shutdown", id: "backwards" })]);
+    expect(await reply(raw)).toMatchObject({ code: ErrorCode.UNKNOWN_TYPE, id: "backwards" });
     expect(seen).toEqual(["heartbeat", "progress"]);
     expect(lines.some((l) => l.includes("handler bug"))).toBe(true);
   });
