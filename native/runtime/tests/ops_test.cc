@@ -54,6 +54,9 @@ static void test_conv() {
       {"pointwise", 3, 5, 4, 4, 7, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
       {"batched small images", 9, 1, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
       {"5x5 no bias", 1, 2, 10, 10, 3, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1, false, false},
+      {"stride-1 dilated asym pads", 3, 3, 7, 9, 4, 3, 2, 1, 1, 2, 0, 1, 3, 2, 3, 1, true, true},
+      {"stride-1 grouped dilated", 2, 6, 6, 6, 9, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 3, true, false},
+      {"batched padded, many samples", 70, 2, 4, 4, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
   };
   Rng rng;
   for (const auto& c : cases) {
