@@ -89,7 +89,7 @@ export async function runBenchmark(
       meta.kind = "infer.torch";
       meta.worker = "python";
       const model = "checkpoint" in src && src.checkpoint ? { checkpoint: src.checkpoint } : { seed: (src as ExportResult).seed ?? 0 };
-      const run = await s.runTask(pythonWorker(stage.runtime), "infer.torch", { arch: src.arch, ...model, ...common, device: o.device ?? s.options.device }, { signal, onWorker, onPhase, tensors });
+      const run = await s.runTask(pythonWorker(stage.runtime, common.threads), "infer.torch", { arch: src.arch, ...model, ...common, device: o.device ?? s.options.device }, { signal, onWorker, onPhase, tensors });
       m = fromWorker(run, "python");
       break;
     }
@@ -97,7 +97,7 @@ export async function runBenchmark(
       meta.kind = "infer.ort";
       meta.worker = "python";
       const args = { model: needOnnx(stage, src), ...common, device: o.device ?? s.options.device, ...(o.ort ? { ort: o.ort } : {}) };
-      const run = await s.runTask(pythonWorker(stage.runtime), "infer.ort", args, { signal, onWorker, onPhase, tensors });
+      const run = await s.runTask(pythonWorker(stage.runtime, common.threads), "infer.ort", args, { signal, onWorker, onPhase, tensors });
       m = fromWorker(run, "python");
       break;
     }
@@ -131,7 +131,8 @@ export async function runBenchmark(
       const c = await compileOnnx(onnx, planPath);
       const plan = { path: planPath, arenaBytesPerSample: c.arenaBytesPerSample, lowerBoundPerSample: c.lowerBoundPerSample };
       const spec = workerSpecs.memlaneRt({ name: stage.runtime, args: ["--threads", String(common.threads)] });
-      const run = await s.runTask(spec, "infer.native", { model: planPath, ...common }, { signal, onWorker, onPhase, tensors });
+      const device = o.device ?? s.options.device;
+      const run = await s.runTask(spec, "infer.native", { model: planPath, ...common, device }, { signal, onWorker, onPhase, tensors });
       m = fromWorker(run, "memlane-rt", plan);
       break;
     }

@@ -36,8 +36,16 @@ export interface ExportResult {
   maxAbsDiff?: number;
 }
 
-/** A fresh Python worker named for its stage or runtime (names appear in errors). */
-export const pythonWorker = (name: string): WorkerSpec => workerSpecs.python({ name: name.replace(/[^\w.@-]/g, "-") });
+/**
+ * A fresh Python worker named for its stage or runtime (names appear in errors). Its OpenMP
+ * pool is sized to `threads`: torch's default (one spinning thread per core) makes training
+ * several times slower on a shared 2-core machine.
+ */
+export const pythonWorker = (name: string, threads = 1): WorkerSpec =>
+  workerSpecs.python({
+    name: name.replace(/[^\w.@-]/g, "-"),
+    env: { OMP_NUM_THREADS: String(threads), MKL_NUM_THREADS: String(threads) },
+  });
 
 async function readTyped<T>(file: string, make: (b: ArrayBuffer) => T): Promise<T> {
   const buf = await readFile(file);
@@ -58,7 +66,7 @@ export async function runTrain(
   meta.kind = "train";
   meta.worker = "python";
   const run = await s.runTask(
-    pythonWorker(stage.name),
+    pythonWorker(stage.name, o.threads ?? s.options.threads),
     "train",
     {
       arch: o.arch,

@@ -10,7 +10,7 @@ export interface PipelineOptions {
   iterations?: number;
   /** Untimed calls before timing (default 5). */
   warmup?: number;
-  /** Intra-op threads of each runtime (default 1: runtimes compared on equal terms). */
+  /** CPU threads of each runtime and of training (default 1: runtimes compared on equal terms, and no OpenMP spinning on a shared machine). */
   threads?: number;
   /** Device for training and Python runtimes (default "cpu"). */
   device?: "cpu" | "cuda" | "auto";

@@ -29,6 +29,8 @@ export interface TrainOptions extends StageCommon {
   batchSize?: number;
   lr?: number;
   device?: "cpu" | "cuda" | "auto";
+  /** CPU threads of the training worker (default: the pipeline's `threads`). */
+  threads?: number;
   /** Fail the stage when held-out accuracy is below this. */
   minAccuracy?: number;
 }
