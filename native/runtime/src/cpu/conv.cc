@@ -13,6 +13,14 @@ namespace memlane::cpu {
 namespace {
 
 // Upper bound for the batched columns + product (floats); beyond it chunks shrink to one sample.
+// Samples whose columns go into one sgemm: batch small images only while M*N*K stays
+// under ~1e6, where OpenBLAS uses its unpacked small-matrix kernel; bigger products go
+// through its packing path, which measured slower per flop on these convs.
+constexpr int64_t kSmallProductMNK = 1000000;
+inline int64_t small_product_samples(int64_t M, int64_t K, int64_t cols) {
+  const int64_t per = std::max<int64_t>(1, M * K * cols);
+  return std::max<int64_t>(1, kSmallProductMNK / per);
+}
 constexpr uint64_t kBatchedWorkspaceFloats = uint64_t(512) << 10;  // 2 MiB: stays in L2/L3
 
 struct ConvGeom {
@@ -96,6 +104,7 @@ class ConvKernel final : public Kernel {
   int64_t padded_chunk(int64_t batch) const {
     const uint64_t per = uint64_t(g.Cg() * plane() + (g.K() + g.Mg()) * Pp());
     int64_t s = per ? int64_t(kBatchedWorkspaceFloats / per) : batch;
+    s = std::min(s, small_product_samples(g.Mg(), g.K(), Pp()));
     return std::clamp<int64_t>(s, 1, batch);
   }
   uint64_t padded_ws(int64_t s) const {
@@ -164,6 +173,7 @@ class ConvKernel final : public Kernel {
   int64_t chunk(int64_t batch) const {
     const uint64_t per = uint64_t(g.K() + g.M) * g.P();
     int64_t s = per ? int64_t(kBatchedWorkspaceFloats / per) : batch;
+    s = std::min(s, small_product_samples(g.M, g.K(), g.P()));
     return std::clamp<int64_t>(s, 1, batch);
   }
 
@@ -257,6 +267,7 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   k->relu = a.activation == Activation::kRelu;
   k->pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.group == 1 && a.pads[0] == 0 &&
                  a.pads[1] == 0 && a.pads[2] == 0 && a.pads[3] == 0;
+  // MEMLANE_CONV_NO_PADDED=1 forces the bounds-checked im2col (ctest runs the ops both ways).
   k->padded = !k->pointwise && g.sh == 1 && g.sw == 1 && std::getenv("MEMLANE_CONV_NO_PADDED") == nullptr;
   k->pb = a.pads[2];
   k->pr = a.pads[3];
