@@ -108,7 +108,8 @@ function node(s: RunSession, def: StageDef): DagNode<unknown> {
 /** Runs `p` end to end; rejects with a StageError naming the stage that failed. */
 export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): Promise<RunOutcome> {
   // Duck-typed: a pipeline module may load another copy of memlane than the CLI's.
-  const looksBuilt = p instanceof Pipeline || (typeof p?.name === "string" && Array.isArray(p?.stages) && typeof p?.options === "object");
+  const q = p as unknown as Partial<Pipeline> | null;
+  const looksBuilt = p instanceof Pipeline || (typeof q?.name === "string" && Array.isArray(q?.stages) && typeof q?.options === "object");
   if (!looksBuilt) throw new OptionError("pipeline", "a Pipeline built with pipeline()", p);
   const concurrency = opts.concurrency === undefined ? p.options.concurrency : checkInt("concurrency", opts.concurrency, 1);
   const stages = p.stages; // validates the graph before anything starts
