@@ -47,7 +47,10 @@ class Rig {
     const [id, env] = await this.recvRaw();
     this.identity = id!;
     this.hello = unpack(env!) as Env;
+    // The import phase (process start to hello) follows the hello under its id.
+    this.importMarks = [(await this.recv()).env, (await this.recv()).env];
   }
+  importMarks: Env[] = [];
 
   async recvRaw(ms = 10_000): Promise<Buffer[]> {
     const t = setTimeout(() => this.router.close(), ms);
@@ -109,6 +112,12 @@ describe.skipIf(!BIN)("memlane-rt protocol and bad requests", () => {
   it("sends hello first, with pid and capabilities", () => {
     expect(rig.hello).toMatchObject({ v: 1, type: "hello", worker: "memlane-rt", pid: rig.proc.pid });
     expect(rig.hello.capabilities).toEqual(["infer.native", "load", "run"]);
+    const [start, end] = rig.importMarks;
+    expect(start).toMatchObject({ type: "phase", id: rig.hello.id, name: "import", mark: "start" });
+    expect(end).toMatchObject({ type: "phase", id: rig.hello.id, name: "import", mark: "end" });
+    expect((end!.tMs as number) - (start!.tMs as number)).toBeGreaterThanOrEqual(0);
+    expect((end!.tMs as number) - (start!.tMs as number)).toBeLessThan(60_000);
+    expect((end!.memory as { rssKiB: number }).rssKiB).toBeGreaterThan(0);
   });
 
   it("answers a heartbeat with the same id", async () => {

@@ -215,12 +215,11 @@ RuntimeMemory Runtime::memory() const {
 }
 
 std::string blas_version() {
+  // openblas_get_config() reads e.g. "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ... Cooperlake ..."
   std::string v = "OpenBLAS";
-#ifdef OPENBLAS_VERSION
-  v = OPENBLAS_VERSION;
-#endif
-  if (const char* cfg = openblas_get_config()) v += std::string(" (") + cfg + ")";
-  return v;
+  if (const char* cfg = openblas_get_config()) v = cfg;
+  const size_t b = v.find_first_not_of(' '), e = v.find_last_not_of(' ');
+  return b == std::string::npos ? v : v.substr(b, e - b + 1);
 }
 
 bool cuda_built() {

@@ -7,8 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <string>
+#include <ctime>
 
 namespace memlane::rt {
 namespace {
@@ -87,15 +86,13 @@ double process_start_ms() {
       }
     }
   }
-  // /proc/stat's "intr" line can be tens of KiB: read it line by line (once, at start-up).
-  std::ifstream stat("/proc/stat");
-  std::string line;
-  double btime = -1;
-  while (std::getline(stat, line))
-    if (line.rfind("btime ", 0) == 0) btime = double(std::strtoull(line.c_str() + 6, nullptr, 10));
-  if (btime < 0) return now_ms();
+  // Age = time since boot now - start time since boot (both on the boot clock; /proc/stat's
+  // btime is whole seconds, too coarse for a phase that lasts milliseconds).
+  timespec bt;
+  if (clock_gettime(CLOCK_BOOTTIME, &bt) != 0) return now_ms();
   const double ticks = double(sysconf(_SC_CLK_TCK));
-  return (btime + double(start) / ticks) * 1000.0;
+  const double ageMs = (double(bt.tv_sec) + double(bt.tv_nsec) / 1e9 - double(start) / ticks) * 1000.0;
+  return now_ms() - (ageMs > 0 ? ageMs : 0);
 }
 
 }  // namespace memlane::rt

@@ -191,6 +191,18 @@ class Worker {
     info_.atHello = read_memory();
     info_.helloMs = now_ms();
     send(h);
+    // import = process start to hello (all linked in; nothing loads lazily). Reported now
+    // under the hello's id, and again under each infer.native task's id so that the
+    // task's phase list is complete.
+    const std::string id = o_.name + "-" + std::to_string(getpid());
+    for (bool start : {true, false}) {
+      Val e = envelope(protocol::type::kPhase, id);
+      e.set("name", protocol::phase::kImport)
+          .set("mark", start ? protocol::kMarkStart : protocol::kMarkEnd)
+          .set("tMs", start ? info_.startMs : info_.helloMs)
+          .set("memory", memory_val(start ? MemoryReading{} : info_.atHello));
+      send(e);
+    }
   }
 
   void handle(std::vector<zmq::message_t> parts) {
