@@ -65,6 +65,10 @@ describe("memlane run (end to end, real workers)", () => {
     // each runtime had its own fresh process; node-ort is the orchestrator itself
     expect(pids.size).toBe(r.runtimes.length);
     if (nativeBuilt) expect(r.runtimes.find((x) => x.name === "native")!.process.kind).toBe("memlane-rt");
+    // a fresh worker per runtime: python-ort's process never imported torch (~190 MiB alone)
+    const rss = (n: string): number => r.runtimes.find((x) => x.name === n)!.steady.rssMiB;
+    expect(rss("python-ort")).toBeLessThan(150);
+    expect(rss("python-torch")).toBeGreaterThan(rss("python-ort"));
     const nodeOrt = r.runtimes.find((x) => x.name === "node-ort")!;
     expect(nodeOrt.process.kind).toBe("node");
     expect(r.numerics.reference).toBe("python-torch");

@@ -77,3 +77,24 @@ describe("CLI option parsing", () => {
     expect(io4.outText.join("\n")).toMatch(/Commands:[\s\S]*run[\s\S]*compare[\s\S]*compile[\s\S]*report/);
   });
 });
+
+describe("failure output", () => {
+  it("names the stage, the worker, its pid, the signal and shows the stderr tail", async () => {
+    const { formatFailure } = await import("../../src/cli/failure.ts");
+    const { StageError } = await import("../../src/pipeline/scheduler.ts");
+    const { WorkerError } = await import("../../src/workers/worker-error.ts");
+    const cause = new WorkerError('worker "python-ort" (pid 42) was killed by SIGKILL during task infer.ort', {
+      code: 9,
+      worker: { name: "python-ort", pid: 42 },
+      task: "infer.ort",
+      signal: "SIGKILL",
+      stderrTail: "line 1\nline 2\n",
+    });
+    const text = formatFailure("run", new StageError("bench:python-ort", cause));
+    expect(text).toMatch(/^memlane run: stage "bench:python-ort" failed/);
+    expect(text).toContain("worker: python-ort (pid 42)");
+    expect(text).toContain("signal: SIGKILL");
+    expect(text).toContain("code: WORKER_DIED");
+    expect(text).toMatch(/stderr \(last lines\):\n {4}line 1\n {4}line 2/);
+  });
+});
