@@ -43,8 +43,10 @@ export type {
   UnavailableRuntime,
 } from "./pipeline/stages.ts";
 /** Runs a pipeline end to end and writes runs/<runId>/report.{json,md,html}. */
-export { runPipeline } from "./pipeline/run.ts";
-export type { RunPipelineOptions, RunOutcome } from "./pipeline/run.ts";
+export { runPipeline, RUN_DEFAULTS } from "./pipeline/run.ts";
+export type { RunPipelineOptions, ResolvedRunPipelineOptions, RunOutcome } from "./pipeline/run.ts";
+/** Where a run writes progress: the CLI's terminal, or your own sink. */
+export type { Io } from "./cli/io.ts";
 /** The bridge a `python` stage receives (pythonia, the project's venv interpreter). */
 export type { PyBridge } from "./workers/python-bridge.ts";
 /** ONNX Runtime in Node on a worker_thread, measured like the Python worker's infer.ort. */

@@ -28,7 +28,7 @@ export interface RunPipelineOptions {
   outDir?: string;
   /** Overrides the pipeline's concurrency. */
   concurrency?: number;
-  /** Output (default: the process's stdout/stderr). */
+  /** Where progress and notes go (default: nowhere; the CLI passes the terminal). */
   io?: Io;
   /** No progress lines. */
   quiet?: boolean;
@@ -47,7 +47,32 @@ export interface RunOutcome {
   table: string;
 }
 
-const silentIo: Io = { out: () => {}, err: () => {}, isTTY: false, redraw: () => {}, columns: 120 };
+const silentIo: Io = Object.freeze({ out: () => {}, err: () => {}, isTTY: false, redraw: () => {}, columns: 120 });
+
+export interface ResolvedRunPipelineOptions {
+  readonly outDir: string;
+  readonly concurrency: number;
+  readonly io: Io;
+  readonly quiet: boolean;
+  readonly signal: AbortSignal | undefined;
+}
+
+export const RUN_DEFAULTS = Object.freeze({ outDir: "runs", quiet: false });
+
+export function resolveRunOptions(p: Pipeline, opts: RunPipelineOptions): ResolvedRunPipelineOptions {
+  const known = ["outDir", "concurrency", "io", "quiet", "signal"];
+  for (const k of Object.keys(opts)) if (!known.includes(k)) throw new OptionError(`runPipeline options.${k}`, `one of ${known.join(", ")}`, k);
+  const outDir = opts.outDir ?? RUN_DEFAULTS.outDir;
+  if (typeof outDir !== "string" || outDir === "") throw new OptionError("outDir", "a directory path", outDir);
+  if (opts.signal !== undefined && !(opts.signal instanceof AbortSignal)) throw new OptionError("signal", "an AbortSignal", opts.signal);
+  return Object.freeze({
+    outDir,
+    concurrency: opts.concurrency === undefined ? p.options.concurrency : checkInt("concurrency", opts.concurrency, 1),
+    io: opts.io ?? silentIo,
+    quiet: opts.quiet ?? RUN_DEFAULTS.quiet,
+    signal: opts.signal,
+  });
+}
 
 async function gpuProbe(): Promise<RunSession["gpuProbe"]> {
   try {
@@ -111,11 +136,10 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
   const q = p as unknown as Partial<Pipeline> | null;
   const looksBuilt = p instanceof Pipeline || (typeof q?.name === "string" && Array.isArray(q?.stages) && typeof q?.options === "object");
   if (!looksBuilt) throw new OptionError("pipeline", "a Pipeline built with pipeline()", p);
-  const concurrency = opts.concurrency === undefined ? p.options.concurrency : checkInt("concurrency", opts.concurrency, 1);
   const stages = p.stages; // validates the graph before anything starts
-  const io = opts.io ?? silentIo;
-  const progress = createProgress(io, opts.quiet);
-  const { runId, runDir } = await createRunDir(opts.outDir ?? "runs");
+  const { outDir, concurrency, io, quiet, signal } = resolveRunOptions(p, opts);
+  const progress = createProgress(io, quiet);
+  const { runId, runDir } = await createRunDir(outDir);
   const s = new RunSession(p.name, runId, runDir, p.options, progress, await gpuProbe());
   progress.log(`memlane: pipeline "${p.name}", run ${runId} → ${runDir}`);
   const record = () =>
@@ -131,7 +155,7 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
       numericsReference: referenceRuntime(s),
     });
   try {
-    await runDag(stages.map((d) => node(s, d)), { concurrency, ...(opts.signal ? { signal: opts.signal } : {}) });
+    await runDag(stages.map((d) => node(s, d)), { concurrency, ...(signal ? { signal } : {}) });
   } catch (err) {
     // Stages never started are part of the record too.
     for (const d of stages)
@@ -142,7 +166,7 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
     // What completed before the failure is still worth reading: a partial report, best effort.
     try {
       updateNumerics(s);
-      const written = await writeReport(record(), opts.outDir ?? "runs");
+      const written = await writeReport(record(), outDir);
       io.err(`memlane: partial report of the completed stages: ${written.json}`);
     } catch {
       // Nothing measurable completed (or the failure left no phase): no partial report.
@@ -153,7 +177,7 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
   progress.close();
   updateNumerics(s);
   const report = record();
-  const written = await writeReport(report, opts.outDir ?? "runs");
+  const written = await writeReport(report, outDir);
   const otherFiles = [written.markdown];
   try {
     const { writeHtmlReport } = await import("../report/html/index.ts");
