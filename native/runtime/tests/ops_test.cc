@@ -57,6 +57,9 @@ static void test_conv() {
       {"stride-1 dilated asym pads", 3, 3, 7, 9, 4, 3, 2, 1, 1, 2, 0, 1, 3, 2, 3, 1, true, true},
       {"stride-1 grouped dilated", 2, 6, 6, 6, 9, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 3, true, false},
       {"batched padded, many samples", 70, 2, 4, 4, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"direct 16-wide, channel remainder", 2, 3, 16, 16, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"direct 32-wide 5x3 dilated", 1, 4, 12, 32, 9, 5, 3, 1, 1, 2, 1, 6, 1, 2, 1, 1, false, false},
+      {"direct 8-wide pairs of rows", 3, 16, 8, 8, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, false},
   };
   Rng rng;
   for (const auto& c : cases) {

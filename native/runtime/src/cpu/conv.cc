@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cpu/conv_direct.h"
 #include "cpu/kernel.h"
 
 namespace memlane::cpu {
@@ -95,6 +96,7 @@ class ConvKernel final : public Kernel {
   // written. Cheaper than a bounds-checked im2col of OW-wide segments (which cost as much
   // as the sgemm on 16x16 images).
   bool padded = false;
+  bool direct = false;  // padded and conv_direct_supported: no im2col at all (conv_direct.h)
   int64_t Hp = 0, Wp = 0, pb = 0, pr = 0;
   int64_t plane() const { return Hp * Wp; }
   int64_t slack() const { return (g.kw - 1) * g.dw + 8; }
@@ -109,6 +111,34 @@ class ConvKernel final : public Kernel {
   }
   uint64_t padded_ws(int64_t s) const {
     return uint64_t(s * g.Cg() * plane() + slack() + (g.K() + g.Mg()) * Pp() * s);
+  }
+
+  // Zero-bordered copy of `channels` planes of x into pad (Hp x Wp each) plus zeroed slack.
+  void fill_pad(const float* x, int64_t channels, float* pad) const {
+    const int64_t pl = plane();
+    for (int64_t ch = 0; ch < channels; ++ch) {
+      const float* src = x + ch * g.H * g.W;
+      float* dst = pad + ch * pl;
+      std::memset(dst, 0, sizeof(float) * g.pt * Wp);
+      for (int64_t h = 0; h < g.H; ++h) {
+        float* d = dst + (g.pt + h) * Wp;
+        for (int64_t w_ = 0; w_ < g.pl; ++w_) d[w_] = 0.f;
+        std::memcpy(d + g.pl, src + h * g.W, sizeof(float) * g.W);
+        for (int64_t w_ = g.pl + g.W; w_ < Wp; ++w_) d[w_] = 0.f;
+      }
+      std::memset(dst + (g.pt + g.H) * Wp, 0, sizeof(float) * pb * Wp);
+    }
+    std::memset(pad + channels * pl, 0, sizeof(float) * slack());
+  }
+
+  void run_direct(const RunCtx& c) const {
+    const float* X = x.at(c);
+    float* Y = y.at(c);
+    const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P();
+    for (int64_t n = 0; n < c.batch; ++n) {
+      fill_pad(X + n * in_sz, g.C, c.workspace);
+      conv_direct(c.workspace, g.C, Hp, Wp, w, g.kh, g.kw, g.dh, g.dw, b, Y + n * out_sz, g.M, g.OH, g.OW, relu);
+    }
   }
 
   void run_padded(const RunCtx& c) const {
@@ -179,6 +209,7 @@ class ConvKernel final : public Kernel {
 
   uint64_t workspace_floats(int64_t maxBatch) const override {
     if (pointwise) return 0;
+    if (direct) return uint64_t(g.C * plane() + slack());
     if (padded) return padded_ws(g.group == 1 ? padded_chunk(maxBatch) : 1);
     int64_t s = chunk(maxBatch);
     if (g.group == 1 && s > 1) return uint64_t(g.K() + g.M) * g.P() * s;
@@ -198,6 +229,7 @@ class ConvKernel final : public Kernel {
       }
       return;
     }
+    if (direct) return run_direct(c);
     if (padded) return run_padded(c);
     const int64_t K = g.K();
     const int64_t s = g.group == 1 ? chunk(c.batch) : 1;
@@ -273,6 +305,9 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   k->pr = a.pads[3];
   k->Hp = g.H + a.pads[0] + a.pads[2];
   k->Wp = g.W + a.pads[1] + a.pads[3];
+  // MEMLANE_CONV_NO_DIRECT=1 keeps the im2col paths (ctest runs the ops that way too).
+  k->direct = k->padded && g.group == 1 && conv_direct_supported(g.OH, g.OW) &&
+              std::getenv("MEMLANE_CONV_NO_DIRECT") == nullptr;
   return k;
 }
 
