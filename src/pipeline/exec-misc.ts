@@ -1,6 +1,6 @@
 /** Executors of checkpoint-load (one fresh worker per method) and python stages (pythonia). */
 import { register } from "../workers/cleanup.ts";
-import { openPythonBridge } from "../workers/python-bridge.ts";
+import { openPythonBridge, pythonError } from "../workers/python-bridge.ts";
 import type { StageMeta, TrainResult } from "./exec-model.ts";
 import { pythonWorker } from "./exec-model.ts";
 import type { RunSession } from "./session.ts";
@@ -75,7 +75,12 @@ export async function runPythonStage(
   });
   aborted.catch(() => {});
   try {
-    const value = await Promise.race([stage.fn(handle.bridge, ctx), aborted]);
+    const value = await Promise.race([
+      stage.fn(handle.bridge, ctx).catch((err: unknown) => {
+        throw pythonError(err);
+      }),
+      aborted,
+    ]);
     if (value !== undefined)
       await s.writeArtifact(`${stage.name}.json`, JSON.stringify(value, (_k, v) => (typeof v === "bigint" ? Number(v) : v), 2));
     return value;

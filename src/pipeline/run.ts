@@ -164,12 +164,14 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
     await s.close();
     progress.close();
     // What completed before the failure is still worth reading: a partial report, best effort.
-    try {
-      updateNumerics(s);
-      const written = await writeReport(record(), outDir);
-      io.err(`memlane: partial report of the completed stages: ${written.json}`);
-    } catch {
-      // Nothing measurable completed (or the failure left no phase): no partial report.
+    if (s.stages.some((x) => x.status === "ok")) {
+      try {
+        updateNumerics(s);
+        const written = await writeReport(record(), outDir);
+        io.err(`memlane: partial report of the completed stages: ${written.json}`);
+      } catch {
+        // The failure left nothing reportable (e.g. no completed phase): no partial report.
+      }
     }
     throw err instanceof StageError ? err : new StageError("(run)", err);
   }

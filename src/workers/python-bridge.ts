@@ -46,6 +46,20 @@ export function bridgePython(): string {
   return existsSync(venv) ? venv : "python3";
 }
 
+/**
+ * pythonia throws a PythonException with an empty message and the Python error at the end
+ * of its stack; this makes an Error whose message is the Python error (`IndexError: ...`)
+ * and whose `traceback` holds the bridge's account of where it happened.
+ */
+export function pythonError(err: unknown): unknown {
+  if (!(err instanceof Error) || err.message !== "" || typeof err.stack !== "string") return err;
+  const stack = err.stack;
+  const py = /\*\*\* JS \*\*\* (.+)$/m.exec(stack)?.[1]?.trim();
+  if (!py) return err;
+  const where = stack.split("\n").filter((l) => /^\s+at .*<string>|^\s+at <module>/.test(l) || /Call to '.*' failed/.test(l));
+  return Object.assign(new Error(`python: ${py}`, { cause: err }), { traceback: [...where, py].join("\n") });
+}
+
 interface PythoniaModule {
   py: PyBridge["py"];
   builtins: { exec(code: string, ns: unknown): Promise<unknown>; eval(code: string, ns: unknown): Promise<unknown> };
@@ -88,12 +102,20 @@ export async function openPythonBridge(): Promise<PythonBridgeHandle> {
     python: (name: string) => m.python(name),
     pid,
     async run(code, vars) {
-      if (vars && Object.keys(vars).length > 0) await ns.update(vars);
-      await m.builtins.exec(code, ns);
+      try {
+        if (vars && Object.keys(vars).length > 0) await ns.update(vars);
+        await m.builtins.exec(code, ns);
+      } catch (err) {
+        throw pythonError(err);
+      }
     },
     async value<T>(expr: string): Promise<T> {
-      const text = (await m.builtins.eval(`__memlane_json.dumps(${expr})`, ns)) as string;
-      return JSON.parse(text) as T;
+      try {
+        const text = (await m.builtins.eval(`__memlane_json.dumps(${expr})`, ns)) as string;
+        return JSON.parse(text) as T;
+      } catch (err) {
+        throw pythonError(err);
+      }
     },
   };
   return {
