@@ -60,6 +60,10 @@ static void test_conv() {
       {"direct 16-wide, channel remainder", 2, 3, 16, 16, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
       {"direct 32-wide 5x3 dilated", 1, 4, 12, 32, 9, 5, 3, 1, 1, 2, 1, 6, 1, 2, 1, 1, false, false},
       {"direct 8-wide pairs of rows", 3, 16, 8, 8, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, false},
+      {"direct stride 2, 16-wide", 2, 4, 32, 32, 12, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"direct stride 2, pairs of 8-wide rows", 2, 16, 16, 16, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true, false},
+      {"direct stride (2,1) dilated", 1, 5, 17, 20, 8, 3, 3, 2, 1, 1, 0, 1, 0, 1, 2, 1, false, true},
+      {"direct 1x1 stride 2", 2, 16, 16, 16, 32, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, true, false},
   };
   Rng rng;
   for (const auto& c : cases) {

@@ -99,7 +99,7 @@ class ConvKernel final : public Kernel {
   bool direct = false;  // padded and conv_direct_supported: no im2col at all (conv_direct.h)
   int64_t Hp = 0, Wp = 0, pb = 0, pr = 0;
   int64_t plane() const { return Hp * Wp; }
-  int64_t slack() const { return (g.kw - 1) * g.dw + 8; }
+  int64_t slack() const { return conv_direct_slack(g.kw, g.dw); }
   int64_t Pp() const { return g.OH * Wp; }  // columns per sample on the padded grid
 
   // Samples per chunk for the padded path.
@@ -137,7 +137,8 @@ class ConvKernel final : public Kernel {
     const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P();
     for (int64_t n = 0; n < c.batch; ++n) {
       fill_pad(X + n * in_sz, g.C, c.workspace);
-      conv_direct(c.workspace, g.C, Hp, Wp, w, g.kh, g.kw, g.dh, g.dw, b, Y + n * out_sz, g.M, g.OH, g.OW, relu);
+      conv_direct(c.workspace, g.C, Hp, Wp, w, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, b, Y + n * out_sz, g.M, g.OH, g.OW,
+                  relu);
     }
   }
 
@@ -306,7 +307,8 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   k->Hp = g.H + a.pads[0] + a.pads[2];
   k->Wp = g.W + a.pads[1] + a.pads[3];
   // MEMLANE_CONV_NO_DIRECT=1 keeps the im2col paths (ctest runs the ops that way too).
-  k->direct = k->padded && g.group == 1 && conv_direct_supported(g.OH, g.OW) &&
+  // (1x1 convs stay on sgemm: without taps to reuse, the direct kernel is broadcast-bound.)
+  k->direct = !k->pointwise && g.kh * g.kw > 1 && g.group == 1 && conv_direct_supported(g.OH, g.OW, g.sw) &&
               std::getenv("MEMLANE_CONV_NO_DIRECT") == nullptr;
   return k;
 }

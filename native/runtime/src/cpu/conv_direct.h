@@ -1,4 +1,4 @@
-// Direct 2-D convolution for stride-1, ungrouped convs on AVX-512 machines: reads a
+// Direct 2-D convolution for ungrouped convs with column stride 1 or 2 on AVX-512 machines: reads a
 // zero-bordered copy of the input (Hp x Wp per channel) and writes the output with bias and
 // activation, no im2col and no extra columns. 16 output columns per vector: one output row
 // when OW is a multiple of 16, two rows when OW == 8 (the 8x8 feature maps of small CNNs).
@@ -10,10 +10,14 @@
 namespace memlane::cpu {
 
 // True when the CPU has AVX-512F (checked once) and the output width fits the kernel.
-bool conv_direct_supported(int64_t OH, int64_t OW);
+bool conv_direct_supported(int64_t OH, int64_t OW, int64_t sw);
 
-// pad: [C][Hp][Wp] (plus (kw-1)*dw floats of slack); w: [M][C][kh][kw]; y: [M][OH][OW].
+// Floats read past the last padded plane (the caller zeroes them): loads are 16 or 32 wide.
+inline int64_t conv_direct_slack(int64_t kw, int64_t dw) { return (kw - 1) * dw + 32; }
+
+// pad: [C][Hp][Wp] plus conv_direct_slack floats; w: [M][C][kh][kw]; y: [M][OH][OW].
 void conv_direct(const float* pad, int64_t C, int64_t Hp, int64_t Wp, const float* w, int64_t kh, int64_t kw,
-                 int64_t dh, int64_t dw, const float* bias, float* y, int64_t M, int64_t OH, int64_t OW, bool relu);
+                 int64_t sh, int64_t sw, int64_t dh, int64_t dw, const float* bias, float* y, int64_t M, int64_t OH,
+                 int64_t OW, bool relu);
 
 }  // namespace memlane::cpu
