@@ -63,6 +63,7 @@ static void test_conv() {
       {"direct stride 2, 16-wide", 2, 4, 32, 32, 12, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true, true},
       {"direct stride 2, pairs of 8-wide rows", 2, 16, 16, 16, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true, false},
       {"direct stride (2,1) dilated", 1, 5, 17, 20, 8, 3, 3, 2, 1, 1, 0, 1, 0, 1, 2, 1, false, true},
+      {"direct, channel blocks split over threads", 2, 16, 16, 16, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
       {"direct 1x1 stride 2", 2, 16, 16, 16, 32, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, true, false},
   };
   Rng rng;

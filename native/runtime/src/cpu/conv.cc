@@ -134,11 +134,18 @@ class ConvKernel final : public Kernel {
   void run_direct(const RunCtx& c) const {
     const float* X = x.at(c);
     float* Y = y.at(c);
-    const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P();
+    const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), K = g.K();
+    // Intra-op threads split the output channels (blocks of 8) and share the padded input.
+    const int64_t blocks = (g.M + 7) / 8;
+    const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(8 * K * g.P(), 1));
     for (int64_t n = 0; n < c.batch; ++n) {
       fill_pad(X + n * in_sz, g.C, c.workspace);
-      conv_direct(c.workspace, g.C, Hp, Wp, w, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, b, Y + n * out_sz, g.M, g.OH, g.OW,
-                  relu);
+      float* yn = Y + n * out_sz;
+      c.pool->parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
+        const int64_t m0 = b0 * 8, m1 = std::min(g.M, b1 * 8);
+        conv_direct(c.workspace, g.C, Hp, Wp, w + m0 * K, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, b ? b + m0 : nullptr,
+                    yn + m0 * g.P(), m1 - m0, g.OH, g.OW, relu);
+      });
     }
   }
 
