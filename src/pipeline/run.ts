@@ -12,6 +12,7 @@ import { runExport, runTrain, type StageMeta } from "./exec-model.ts";
 import { runBenchmark } from "./exec-benchmark.ts";
 import { runCheckpointLoad, runPythonStage } from "./exec-misc.ts";
 import { referenceRuntime, updateNumerics } from "./numerics.ts";
+import { runSummary } from "./summary.ts";
 import { checkInt, OptionError } from "./options.ts";
 import type { StageDef } from "./stages.ts";
 import type { Io } from "../cli/io.ts";
@@ -188,14 +189,7 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
     // The HTML report is optional here; `memlane report <runDir>` renders it later.
   }
   let table = renderTerminal(report, { width: Math.max(80, Math.min(160, io.columns)) });
-  const extra: string[] = [];
-  for (const u of s.unavailable) extra.push(`${u.runtime}: unavailable — ${u.reason}`);
-  for (const b of s.benchmarks.values())
-    if (b.plan)
-      extra.push(`native plan: arena ${b.plan.arenaBytesPerSample} B/sample vs lower bound ${b.plan.lowerBoundPerSample} B/sample`);
-  const nodeOrt = s.runtimes.find((r) => r.name === "node-ort");
-  if (nodeOrt) extra.push(`node-ort runs on a worker_thread: its figures are the orchestrator's process (pid ${nodeOrt.process.pid}).`);
-  extra.push(...s.notes);
-  if (extra.length) table += `\n\n${extra.join("\n")}`;
+  const extra = runSummary(report, s);
+  if (extra.length) table = `${table.trimEnd()}\n\n${extra.join("\n")}`;
   return { runId, runDir, report, reportJson: written.json, otherFiles, table };
 }

@@ -1,0 +1,40 @@
+/**
+ * What the run adds below the report's terminal table: training and checkpoint loading
+ * (which that table leaves to report.md), unavailable runtimes, the native plan's arena, the
+ * node-ort process note, and the lines python stages logged.
+ */
+import { num, textTable } from "../report/format.ts";
+import type { Report } from "../report/schema.ts";
+import type { RunSession } from "./session.ts";
+
+export function runSummary(report: Report, s: RunSession): string[] {
+  const out: string[] = [];
+  const t = report.training;
+  if (t) {
+    const peak = Math.max(...t.phases.map((p) => p.peakRssMiB));
+    out.push(
+      `Training (pid ${t.pid}, ${t.device}): held-out accuracy ${(t.accuracy * 100).toFixed(2)} % after ${t.epochs} epochs, peak RSS ${num(peak, 1)} MiB`,
+      "",
+    );
+  }
+  if (report.checkpointLoad.length > 0) {
+    out.push("Checkpoint load, model-load phase, each method in a fresh worker:");
+    out.push(
+      textTable(
+        ["method", "pid", "file MiB", "Δ RSS MiB", "Δ USS MiB", "peak RSS MiB", "ms"],
+        report.checkpointLoad.map((c) => [
+          c.method, String(c.pid), num(c.fileMiB, 2), num(c.deltaRssMiB, 2), num(c.deltaUssMiB, 2), num(c.peakRssMiB, 1), num(c.ms, 1),
+        ]),
+      ),
+      "",
+    );
+  }
+  for (const u of s.unavailable) out.push(`${u.runtime}: unavailable — ${u.reason}`);
+  for (const b of s.benchmarks.values())
+    if (b.plan)
+      out.push(`${b.runtime} plan: arena ${b.plan.arenaBytesPerSample} B/sample vs lower bound ${b.plan.lowerBoundPerSample} B/sample`);
+  const nodeOrt = report.runtimes.find((r) => r.name === "node-ort");
+  if (nodeOrt) out.push(`node-ort runs on a worker_thread: its figures are the orchestrator's process (pid ${nodeOrt.pid}).`);
+  if (s.notes.length > 0) out.push("", ...s.notes);
+  return out;
+}
