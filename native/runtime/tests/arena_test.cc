@@ -71,5 +71,13 @@ int main() {
     CHECK(be->run(17, &ip, &op, &msg) == Status::kInvalidArgument);
     CHECK(be->run(0, &ip, &op, &msg) == Status::kInvalidArgument);
   }
+  // An arena larger than the machine is refused at prepare, not faulted in at run time.
+  {
+    BackendOptions o;
+    Status st;
+    auto be = make_cpu_backend(o, &st, &msg);
+    CHECK(be->prepare(plan, int64_t(1) << 40, &msg) == Status::kOutOfMemory);
+    CHECK_CONTAINS(msg, "exceeds physical memory");
+  }
   return finish("arena_test");
 }

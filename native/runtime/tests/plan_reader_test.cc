@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "backend.h"
 #include "harness.h"
 #include "plan/plan.h"
 #include "plan_builder.h"
@@ -119,6 +120,13 @@ int main() {
     b.tensors[0].bytes = 12;
     expect_fail(b.build(), Status::kPlanInvalid, "tensors[0] (x).bytes", "bytes");
   }
+  // 10b. a shape whose element count overflows int64 (the bytes check alone would wrap)
+  {
+    auto b = small_plan();
+    b.tensors[1].shape = {int64_t(1) << 62, 4};
+    b.tensors[1].bytes = 0;
+    expect_fail(b.build(), Status::kPlanInvalid, "tensors[1] (w).shape", "overflow");
+  }
   // 11. unknown op -> UNSUPPORTED_OP naming it
   {
     auto b = small_plan();
@@ -147,6 +155,53 @@ int main() {
   for (size_t n = 0; n < good.size(); n += 7) {
     std::string msg;
     CHECK(parse(std::vector<uint8_t>(good.begin(), good.begin() + n), &msg) != Status::kOk);
+  }
+  // Random corruption of the header (hash recomputed, so the msgpack itself is garbage or
+  // subtly wrong): the reader refuses it or yields a plan the backend can prepare and run
+  // without faulting.
+  {
+    mltest::PlanBuilder b = small_plan();
+    int h = b.act("h", {3});
+    b.tensors[size_t(b.outputs[0])].kind = "activation";
+    int y2 = b.output("y2", {3});
+    b.outputs = {y2};
+    b.op("Relu", {h - 1}, {h});
+    b.op("Softmax", {h}, {y2}, {{"axis", int64_t(1)}});
+    const std::vector<uint8_t> base = b.build();
+    const uint64_t H = base[24] | (uint64_t(base[25]) << 8);
+    uint64_t seed = 12345;
+    auto rnd = [&] { seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17; return seed; };
+    int parsed = 0;
+    for (int it = 0; it < 3000; ++it) {
+      auto f = base;
+      const int flips = 1 + int(rnd() % 4);
+      for (int k = 0; k < flips; ++k) f[64 + rnd() % H] = uint8_t(rnd());
+      mltest::PlanBuilder::put64(f, pf::kOffHeaderHash, pf::fnv1a64(f.data() + 64, H));
+      Plan p;
+      std::string msg;
+      if (parse_plan(f.data(), f.size(), &p, &msg) != Status::kOk) {
+        CHECK(!msg.empty());
+        continue;
+      }
+      ++parsed;
+      BackendOptions o;
+      Status st;
+      auto be = make_cpu_backend(o, &st, &msg);
+      if (be->prepare(p, 2, &msg) != Status::kOk) continue;
+      std::vector<std::vector<float>> ins, outs;
+      std::vector<const float*> ip;
+      std::vector<float*> op;
+      for (int32_t id : p.inputs) {
+        ins.emplace_back(size_t(2 * p.tensors[id].elements()), 0.5f);
+        ip.push_back(ins.back().data());
+      }
+      for (int32_t id : p.outputs) {
+        outs.emplace_back(size_t(2 * p.tensors[id].elements()));
+        op.push_back(outs.back().data());
+      }
+      be->run(2, ip.data(), op.data(), &msg);
+    }
+    std::printf("fuzz: %d of 3000 corrupted headers still parsed\n", parsed);
   }
   // read_plan: maps the file; weights lie inside the mapping.
   {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
+#include <unistd.h>
 #include <thread>
 
 #include "backend.h"
@@ -70,7 +71,17 @@ class CpuBackend final : public Backend {
       ws = std::max(ws, k->workspace_floats(maxBatch));
       kernels.push_back(std::move(k));
     }
-    const uint64_t arena_bytes = uint64_t(maxBatch) * plan.bytesPerSample;
+    // Refuse an arena the machine cannot hold (or whose size overflows) up front, instead of
+    // an overcommitted allocation that the first run would fault in until the OOM killer.
+    uint64_t arena_bytes = 0;
+    const uint64_t phys = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
+    if (__builtin_mul_overflow(uint64_t(maxBatch), plan.bytesPerSample, &arena_bytes) || arena_bytes > phys ||
+        ws > phys / sizeof(float)) {
+      *message = "arena of maxBatch " + std::to_string(maxBatch) + " x " + std::to_string(plan.bytesPerSample) +
+                 " bytes per sample (and workspace of " + std::to_string(ws) + " floats) exceeds physical memory (" +
+                 std::to_string(phys) + " bytes)";
+      return Status::kOutOfMemory;
+    }
     arena_.reset(static_cast<uint8_t*>(aligned_bytes(arena_bytes)));
     workspace_.reset(ws ? static_cast<float*>(aligned_bytes(ws * sizeof(float))) : nullptr);
     if (!arena_ || (ws && !workspace_)) {

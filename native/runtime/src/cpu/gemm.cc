@@ -103,6 +103,9 @@ std::unique_ptr<Kernel> make_matmul(const BuildCtx& bc, const Op& op, Status* st
     return unsupported(op, "shapes do not line up: A " + shape_str(A.shape) + ", B " + shape_str(B.shape) +
                                ", Y " + shape_str(Y.shape), st, msg);
   for (size_t i = 1; i + 1 < A.shape.size(); ++i) k->rows_per_sample *= A.shape[i];
+  if (Y.elements() != k->rows_per_sample * k->N)
+    return unsupported(op, "output " + shape_str(Y.shape) + " does not hold A " + shape_str(A.shape) + " x B " +
+                               shape_str(B.shape), st, msg);
   k->a = bc.ref(op.inputs[0]);
   k->y = bc.ref(op.outputs[0]);
   k->b = B.data;

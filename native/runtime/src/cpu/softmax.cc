@@ -48,6 +48,8 @@ std::unique_ptr<Kernel> make_softmax(const BuildCtx& bc, const Op& op, Status* s
   if (!need_inputs(op, 1, 1, st, msg)) return nullptr;
   const TensorInfo& X = bc.info(op.inputs[0]);
   const int axis = op.attrs.axis, r = int(X.shape.size());
+  if (bc.info(op.outputs[0]).elements() != X.elements())
+    return unsupported(op, "input " + shape_str(X.shape) + " and output " + shape_str(bc.info(op.outputs[0]).shape) + " differ", st, msg);
   if (X.is_weight() || axis < 1 || axis >= r)
     return unsupported(op, "axis " + std::to_string(axis) + " out of range for " + shape_str(X.shape), st, msg);
   auto k = std::make_unique<SoftmaxKernel>();

@@ -41,6 +41,12 @@ Fail fail(const std::string& field, const A& expected, const B& found) {
 
 using Obj = msgpack::object;
 
+std::string shape_text(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
 const Obj* map_get(const Obj& m, const char* key) {
   if (m.type != msgpack::type::MAP) return nullptr;
   size_t klen = std::strlen(key);
@@ -373,8 +379,13 @@ Fail parse(const uint8_t* data, size_t size, Plan* plan) {
       if (ti.shape.empty() || ti.shape[0] != -1)
         return fail(pn + ".shape[0]", "-1 (the batch dimension)", ti.shape.empty() ? "an empty shape" : std::to_string(ti.shape[0]));
     }
-    for (size_t d = ti.is_weight() ? 0 : 1; d < ti.shape.size(); ++d)
+    int64_t count = 1;
+    for (size_t d = ti.is_weight() ? 0 : 1; d < ti.shape.size(); ++d) {
       if (ti.shape[d] < 0) return fail(pn + ".shape[" + std::to_string(d) + "]", ">= 0", ti.shape[d]);
+      // A product that overflows could pass the bytes check below and mislead every kernel.
+      if (__builtin_mul_overflow(count, ti.shape[d], &count) || count > (int64_t(1) << 40))
+        return fail(pn + ".shape", "at most 2^40 elements", shape_text(ti.shape));
+    }
     if (uint64_t(ti.elements()) * 4 != ti.bytes)
       return fail(pn + ".bytes", std::to_string(ti.elements() * 4) + (ti.is_weight() ? "" : " per sample") + " (4 x shape)", ti.bytes);
     if (ti.is_weight()) {
