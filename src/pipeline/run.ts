@@ -122,7 +122,9 @@ function node(s: RunSession, def: StageDef): DagNode<unknown> {
         s.progress.stageEnd(def.name, meta.summary ?? "");
         return value;
       } catch (err) {
-        const cancelled = signal.aborted && !(err instanceof Error && /died|killed|exited/.test(err.message));
+        // Aborted because another stage failed (or Ctrl-C): cancelled, unless it failed on its own.
+        const code = (err as { code?: unknown } | null)?.code;
+        const cancelled = signal.aborted && (code === ErrorCode.CANCELLED || typeof code !== "number");
         record(cancelled ? "cancelled" : "failed", err);
         s.progress.stageEnd(def.name, cancelled ? "cancelled" : err instanceof Error ? err.message.split("\n")[0]! : String(err), true);
         throw err;
