@@ -11,11 +11,21 @@ STAMP=$BUILD/.memlane-stamp
 JOBS=${MEMLANE_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}
 log() { printf '[build-native] %s\n' "$*" >&2; }
 
-for s in "$STAMP" "$STAMP.partial"; do
-  if [ -f "$s" ] && [ -z "$(find native -path "$BUILD" -prune -o -newer "$s" -print -quit)" ]; then
-    exit 0
-  fi
-done
+up_to_date() {
+  for s in "$STAMP" "$STAMP.partial"; do
+    if [ -f "$s" ] && [ -z "$(find native -path "$BUILD" -prune -o -newer "$s" -print -quit)" ]; then
+      return 0
+    fi
+  done
+  return 1
+}
+up_to_date && exit 0
+
+# One build at a time in native/build (bootstrap may run from several shells at once).
+mkdir -p "$BUILD"
+exec 9>"$BUILD/.lock"
+flock 9
+up_to_date && exit 0
 
 configure() { cmake -S native -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null; }
 build() { cmake --build "$BUILD" -j "$JOBS" "$@"; }
