@@ -228,7 +228,7 @@ const CTORS: Readonly<Record<DType, Ctor>> = {
  * (addon) or a copy (file fallback). A view stays valid after the segment is unlinked.
  */
 export function decodeTensorsShm(refs: readonly TensorRef[] | undefined, frames: readonly Uint8Array[], addonPath?: string): Record<string, Tensor> {
-  const out = decodeTensors(refs, frames);
+  const out = decodeTensors(refs?.filter((r) => !r.shm), frames);
   const opened = new Map<string, ShmSegment>();
   try {
     for (const ref of refs ?? []) {
@@ -249,4 +249,9 @@ export function decodeTensorsShm(refs: readonly TensorRef[] | undefined, frames:
     for (const seg of opened.values()) seg.close();
   }
   return out;
+}
+
+/** One `shm` TensorRef as a tensor (a view of the mapping with the addon, else a copy). */
+export function resolveShmRef(ref: TensorRef, addonPath?: string): Tensor {
+  return decodeTensorsShm([ref], [], addonPath)[ref.name]!;
 }
