@@ -9,12 +9,13 @@
  * SIGINT/SIGTERM; `sweepStaleSegments()` at start-up unlinks the segments of orchestrators
  * that died without doing so (SIGKILL, crash).
  */
-import { readdirSync } from "node:fs";
 import { decodeTensors, type Tensor, type TensorData } from "./codec.ts";
 import { DTYPE_BYTES, type DType, type TensorRef } from "./protocol.ts";
-import { createSegment, openSegment, SHM_DIR, unlinkSegment, type ShmSegment } from "./shm-segment.ts";
+import { createSegment, openSegment, unlinkSegment, type ShmSegment } from "./shm-segment.ts";
+import { sanitizeRunId, segmentName, sweepStaleSegments } from "./shm-sweep.ts";
 
 export { shmBackend, ShmError, type ShmSegment } from "./shm-segment.ts";
+export { parseSegmentName, sanitizeRunId, segmentName, sweepStaleSegments } from "./shm-sweep.ts";
 
 export const DEFAULT_SHM_THRESHOLD = 1 << 20;
 /** Tensors in one segment start on 64-byte boundaries (cache line; any dtype's alignment). */
@@ -34,19 +35,6 @@ export interface ShmRegistryOptions {
   sweep?: boolean;
   /** Path of memlane.node (default: $MEMLANE_ADDON or native/build/addon/memlane.node). */
   addonPath?: string;
-}
-
-const SEGMENT_RE = /^memlane-(\d+)-(.+)-(\d+)$/;
-
-export function segmentName(pid: number, runId: string, n: number): string {
-  return `memlane-${pid}-${sanitizeRunId(runId)}-${n}`;
-}
-export function sanitizeRunId(runId: string): string {
-  return runId.replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 200) || "run";
-}
-export function parseSegmentName(name: string): { pid: number; runId: string; n: number } | null {
-  const m = SEGMENT_RE.exec(name);
-  return m ? { pid: Number(m[1]), runId: m[2]!, n: Number(m[3]) } : null;
 }
 
 const live = new Set<ShmRegistry>();
@@ -140,40 +128,6 @@ export class ShmRegistry {
     this.closed = true;
     live.delete(this);
   }
-}
-
-/** Whether a pid names a live process (EPERM: alive, owned by someone else). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
-/**
- * Unlinks memlane segments whose owner pid is dead (an orchestrator killed before its exit
- * hooks ran). Returns the names removed. Segments of live processes are left alone.
- */
-export function sweepStaleSegments(options: { dir?: string; addonPath?: string } = {}): string[] {
-  let names: string[];
-  try {
-    names = readdirSync(options.dir ?? SHM_DIR);
-  } catch {
-    return [];
-  }
-  const removed: string[] = [];
-  for (const name of names) {
-    const parsed = parseSegmentName(name);
-    if (!parsed || parsed.pid === process.pid || alive(parsed.pid)) continue;
-    try {
-      if (unlinkSegment(name, options.addonPath)) removed.push(name);
-    } catch {
-      // another sweeper won the race, or not ours to remove
-    }
-  }
-  return removed;
 }
 
 const byteLength = (t: Tensor): number => t.shape.reduce((a, d) => a * d, 1) * DTYPE_BYTES[t.dtype];
