@@ -40,6 +40,8 @@ export interface ShmRegistryOptions {
 const live = new Set<ShmRegistry>();
 let hooked = false;
 let swept = false;
+/** Per run id, process-wide: two registries of one run never pick the same name. */
+const nextIndex = new Map<string, number>();
 
 function unlinkAllLive(): void {
   for (const r of live) r.close();
@@ -68,7 +70,6 @@ export class ShmRegistry {
   readonly thresholdBytes: number;
   readonly addonPath: string | undefined;
   private readonly segments = new Map<string, ShmSegment>();
-  private seq = 0;
   private closed = false;
 
   constructor(options: ShmRegistryOptions) {
@@ -99,7 +100,9 @@ export class ShmRegistry {
    */
   allocate(size: number, options: { mapped?: boolean } = {}): ShmSegment {
     if (this.closed) throw new Error(`ShmRegistry of run ${this.runId} is closed`);
-    const seg = createSegment(segmentName(process.pid, this.runId, this.seq++), size, this.addonPath, options.mapped ?? false);
+    const n = nextIndex.get(this.runId) ?? 0;
+    nextIndex.set(this.runId, n + 1);
+    const seg = createSegment(segmentName(process.pid, this.runId, n), size, this.addonPath, options.mapped ?? false);
     this.segments.set(seg.name, seg);
     return seg;
   }
