@@ -316,7 +316,10 @@ Fail parse(const uint8_t* data, size_t size, Plan* plan) {
   // Header
   msgpack::object_handle oh;
   try {
-    oh = msgpack::unpack(reinterpret_cast<const char*>(data + hoff), hlen);
+    // Limits: no container may claim more entries than the header has bytes (msgpack-c
+    // would allocate what a corrupt length claims), nesting at most 64 deep.
+    const msgpack::unpack_limit limit(hlen, hlen / 2 + 1, hlen, hlen, hlen, 64);
+    oh = msgpack::unpack(reinterpret_cast<const char*>(data + hoff), hlen, nullptr, nullptr, limit);
   } catch (const std::exception& e) {
     return fail("header", "one msgpack map", std::string("undecodable msgpack (") + e.what() + ")");
   }

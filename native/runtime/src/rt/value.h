@@ -85,6 +85,14 @@ inline std::string packb(const Val& v) {
 // ---- reading ----------------------------------------------------------------------------
 using Obj = msgpack::object;
 
+// Unpack with limits no honest message exceeds: a container cannot claim more entries than
+// there are bytes left (msgpack-c would otherwise allocate what a 5-byte header claims,
+// e.g. 2^32 array slots), and nesting stops at 64. Throws (std::exception) when exceeded.
+inline msgpack::object_handle unpack_bounded(const char* data, size_t size) {
+  const msgpack::unpack_limit limit(size, size / 2 + 1, size, size, size, 64);
+  return msgpack::unpack(data, size, nullptr, nullptr, limit);
+}
+
 inline const Obj* get(const Obj* m, const char* key) {
   if (!m || m->type != msgpack::type::MAP) return nullptr;
   const size_t n = std::char_traits<char>::length(key);

@@ -215,7 +215,7 @@ class Worker {
       error(id, ErrorCode::kMalformedMessage, "malformed message: " + why, d);
     };
     try {
-      oh = msgpack::unpack(static_cast<const char*>(parts[0].data()), parts[0].size());
+      oh = unpack_bounded(static_cast<const char*>(parts[0].data()), parts[0].size());
     } catch (const std::exception& e) {
       return malformed(std::string("the envelope is not msgpack (") + e.what() + ")");
     }
