@@ -128,6 +128,9 @@ describe.skipIf(!BIN)("memlane-rt protocol and bad requests", () => {
   it("MALFORMED_MESSAGE for bytes that are not msgpack, a non-map, or a missing id", async () => {
     await rig.sendRaw([Buffer.from([0xc1, 0x00, 0xff])]);
     expect((await rig.recv()).env).toMatchObject({ type: "error", code: ErrorCode.MALFORMED_MESSAGE });
+    // A 5-byte header claiming 2^32-1 array entries: refused, not allocated.
+    await rig.sendRaw([Buffer.from([0xdd, 0xff, 0xff, 0xff, 0xff, 0x01])]);
+    expect((await rig.recv()).env).toMatchObject({ type: "error", code: ErrorCode.MALFORMED_MESSAGE });
     await rig.send([1, 2, 3]);
     expect((await rig.recv()).env).toMatchObject({ type: "error", code: ErrorCode.MALFORMED_MESSAGE });
     await rig.send({ v: 1, type: "task" });
