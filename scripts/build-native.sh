@@ -36,6 +36,12 @@ touch "$STAMP.next"  # sources edited during the build stay newer than the stamp
 log "cmake configure + build ($BUILD, Release, -j$JOBS)"
 if configure -UMEMLANE_WITH_CUDA && build >"$BUILD/.build.log" 2>&1; then
   :
+elif [ -n "${CI:-}" ] || [ -n "${MEMLANE_STRICT_BUILD:-}" ]; then
+  # In CI every native part, the CUDA backend included, must compile: no fallback that
+  # would let a broken .cu file land unnoticed on machines without a GPU.
+  log "native build failed (CI: no fallback); last lines:"
+  tail -n 40 "$BUILD/.build.log" >&2 || true
+  exit 1
 else
   # memlane-rt must not be held hostage by an optional part (CUDA backend, addon) that does
   # not build on this machine: report it and build the runtime alone.
