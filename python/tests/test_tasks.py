@@ -163,13 +163,54 @@ def test_checkpoint_load(torch_worker, trained, method):
     reply = torch_worker.run("checkpoint.load", {"arch": "digits-cnn", "checkpoint": path, "method": method})
     v = reply.value
     assert v == {"method": method, "bytes": os.path.getsize(path), "params": 38282, "arch": "digits-cnn"}
-    assert_marks(reply, ["import", "model-load"])
+    assert_marks(reply, ["import", "model-load", "first-inference"])
 
 
 def test_checkpoint_load_refuses_the_wrong_format(torch_worker, trained):
     env = torch_worker.run("checkpoint.load", {"arch": "digits-cnn", "checkpoint": trained.value["checkpointPt"],
                                                "method": "safetensors"}).final
     assert env["code"] == ErrorCode.INVALID_ARGUMENT and ".safetensors" in env["message"]
+
+
+@pytest.fixture(scope="module")
+def resnet18_checkpoint(torch_worker, out_dir):
+    return torch_worker.run("zoo.checkpoint", {"arch": "resnet18", "seed": 3, "outDir": str(out_dir / "zoo")}, timeout=120)
+
+
+def test_zoo_checkpoint_writes_both_formats_with_the_seeded_weights(resnet18_checkpoint, out_dir):
+    import torch
+    from safetensors.torch import load_file
+
+    from memlane_worker import zoo
+
+    v = resnet18_checkpoint.value
+    d = out_dir / "zoo"
+    assert v["checkpoint"] == str(d / "resnet18.safetensors") and v["checkpointPt"] == str(d / "resnet18.pt")
+    assert v["bytes"] == {"safetensors": os.path.getsize(v["checkpoint"]), "pt": os.path.getsize(v["checkpointPt"])}
+    assert v["params"] == 11689512 and v["arch"] == "resnet18" and v["seed"] == 3
+    # ~45 MiB of float32 weights in either format; written atomically (no temp file left)
+    assert 44e6 < v["bytes"]["safetensors"] < 48e6 and 44e6 < v["bytes"]["pt"] < 48e6
+    assert not [f for f in os.listdir(d) if f.endswith(".tmp")]
+    assert_marks(resnet18_checkpoint, ["import", "model-load", "checkpoint-save"])
+    torch.manual_seed(3)
+    want = zoo.build("resnet18").state_dict()  # the weights zoo.export / infer.torch use for seed 3
+    for got in (load_file(v["checkpoint"]), torch.load(v["checkpointPt"], weights_only=True)):
+        assert set(got) == set(want)
+        assert all(torch.equal(got[k], want[k]) for k in want)
+
+
+def test_zoo_checkpoint_refuses_an_unknown_arch(torch_worker, out_dir):
+    env = torch_worker.run("zoo.checkpoint", {"arch": "nope", "outDir": str(out_dir / "zoo-bad")}).final
+    assert env["code"] == ErrorCode.INVALID_ARGUMENT and "arch" in env["message"]
+
+
+@pytest.mark.parametrize("method", ["torch.load", "torch.load-mmap", "safetensors"])
+def test_checkpoint_load_of_a_zoo_checkpoint(torch_worker, resnet18_checkpoint, method):
+    v = resnet18_checkpoint.value
+    path = v["checkpoint" if method == "safetensors" else "checkpointPt"]
+    reply = torch_worker.run("checkpoint.load", {"arch": "resnet18", "checkpoint": path, "method": method}, timeout=120)
+    assert reply.value == {"method": method, "bytes": os.path.getsize(path), "params": 11689512, "arch": "resnet18"}
+    assert_marks(reply, ["import", "model-load", "first-inference"])
 
 
 ZOO = {  # arch -> (params, input shape)

@@ -13,6 +13,7 @@ _MODULES = {
     "train": "train",
     "export": "export",
     "zoo.export": "zoo_export",
+    "zoo.checkpoint": "zoo_checkpoint",
     "infer.torch": "infer_torch",
     "infer.ort": "infer_ort",
     "checkpoint.load": "checkpoint_load",
