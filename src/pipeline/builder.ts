@@ -101,11 +101,22 @@ export class Pipeline {
     });
   }
 
-  /** Loads the trained checkpoint by each method, each in a fresh worker. Default name "checkpoint-load". */
+  /**
+   * Loads a checkpoint by each method, each in a fresh worker: the trained one (default after
+   * the last train stage), or with `zoo` a zoo model's seeded random weights (no default
+   * dependency). Default name "checkpoint-load".
+   */
   checkpointLoad(opts: CheckpointLoadOptions = {}): this {
     const name = this.#name(opts.name, "checkpoint-load");
-    const from = opts.from ?? this.#last("train", name);
     for (const m of opts.methods ?? []) checkOneOf(`stage "${name}": methods[]`, m, CHECKPOINT_METHODS);
+    if (opts.zoo !== undefined) {
+      if (typeof opts.zoo !== "string" || opts.zoo === "") throw new OptionError(`stage "${name}": zoo`, "a zoo model name", opts.zoo);
+      if (opts.from !== undefined) throw new OptionError(`stage "${name}": from`, "either zoo or from, not both", opts.from);
+      if (opts.seed !== undefined) checkInt(`stage "${name}": seed`, opts.seed, 0);
+      return this.#add({ kind: "checkpoint-load", name, after: opts.after ?? [], exclusive: !!opts.exclusive, opts: { ...opts } });
+    }
+    if (opts.seed !== undefined) throw new OptionError(`stage "${name}": seed`, "no seed without zoo (a trained checkpoint has its weights)", opts.seed);
+    const from = opts.from ?? this.#last("train", name);
     return this.#add({
       kind: "checkpoint-load",
       name,

@@ -14,26 +14,43 @@ export async function runCheckpointLoad(
 ): Promise<Array<{ method: CheckpointMethod; pid: number; bytes: number }>> {
   meta.kind = "checkpoint.load";
   meta.worker = "python";
-  const trained = s.results.get(stage.opts.from!) as TrainResult | undefined;
-  if (!trained?.checkpoint) throw new Error(`checkpoint-load needs the train stage "${stage.opts.from}", which did not run`);
+  const onWorker = (w: { pid: number | undefined }): void => void (meta.pid = w.pid ?? null);
   const methods = stage.opts.methods ?? [...CHECKPOINT_METHODS];
-  const out: Array<{ method: CheckpointMethod; pid: number; bytes: number }> = [];
+  const steps = methods.length + (stage.opts.zoo !== undefined ? 1 : 0);
   let i = 0;
+  let source: { arch: string; checkpoint: string; checkpointPt: string };
+  if (stage.opts.zoo !== undefined) {
+    // Written by its own worker, so no load below starts with the writer's pages.
+    const seed = stage.opts.seed ?? 0;
+    const run = await s.runTask(
+      { ...pythonWorker(`${stage.name}-write`), label: `zoo.checkpoint ${stage.opts.zoo}` },
+      "zoo.checkpoint",
+      { arch: stage.opts.zoo, seed, outDir: s.artifact(`zoo-checkpoint-seed${seed}`) },
+      { signal, onWorker },
+    );
+    source = { arch: stage.opts.zoo, ...(run.result.value as { checkpoint: string; checkpointPt: string }) };
+    s.progress.update(stage.name, ++i, steps, `zoo.checkpoint ${stage.opts.zoo}`);
+  } else {
+    const trained = s.results.get(stage.opts.from!) as TrainResult | undefined;
+    if (!trained?.checkpoint) throw new Error(`checkpoint-load needs the train stage "${stage.opts.from}", which did not run`);
+    source = trained;
+  }
+  const out: Array<{ method: CheckpointMethod; pid: number; bytes: number }> = [];
   // One method at a time, each in a fresh worker: a load's RSS must not include another's.
   for (const method of methods) {
-    const checkpoint = method === "safetensors" ? trained.checkpoint : trained.checkpointPt;
+    const checkpoint = method === "safetensors" ? source.checkpoint : source.checkpointPt;
     const run = await s.runTask(
       { ...pythonWorker(`load-${method.replace(/[^\w.-]/g, "-")}`), label: `checkpoint.load ${method}` },
       "checkpoint.load",
-      { arch: trained.arch, checkpoint, method },
-      { signal, onWorker: (w) => (meta.pid = w.pid ?? null) },
+      { arch: source.arch, checkpoint, method },
+      { signal, onWorker },
     );
     const bytes = Number((run.result.value as { bytes: number }).bytes);
-    s.checkpointLoads.push({ method, pid: run.pid, bytes, marks: run.result.phases });
+    s.checkpointLoads.push({ method, arch: source.arch, pid: run.pid, bytes, marks: run.result.phases });
     out.push({ method, pid: run.pid, bytes });
-    s.progress.update(stage.name, ++i, methods.length, method);
+    s.progress.update(stage.name, ++i, steps, method);
   }
-  meta.summary = methods.join(", ");
+  meta.summary = `${source.arch}: ${methods.join(", ")}`;
   return out;
 }
 

@@ -18,12 +18,16 @@ export function runSummary(report: Report, s: RunSession): string[] {
     );
   }
   if (report.checkpointLoad.length > 0) {
-    out.push("Checkpoint load, model-load phase, each method in a fresh worker:");
+    const arch = report.checkpointLoad[0]!.arch;
+    out.push(`Checkpoint load${arch ? ` (${arch})` : ""}, each method in a fresh worker; model-load = build + load, peak Δ = peak − start;`);
+    out.push("then one forward pass (1st inf.), where mapped weights are read in:");
     out.push(
       textTable(
-        ["method", "pid", "file MiB", "Δ RSS MiB", "Δ USS MiB", "peak RSS MiB", "ms"],
+        ["method", "pid", "file MiB", "Δ RSS MiB", "Δ USS MiB", "peak RSS MiB", "peak Δ MiB", "ms", "1st inf. Δ RSS"],
         report.checkpointLoad.map((c) => [
-          c.method, String(c.pid), num(c.fileMiB, 2), num(c.deltaRssMiB, 2), num(c.deltaUssMiB, 2), num(c.peakRssMiB, 1), num(c.ms, 1),
+          c.method, String(c.pid), num(c.fileMiB, 2), num(c.deltaRssMiB, 2), num(c.deltaUssMiB, 2), num(c.peakRssMiB, 1),
+          c.peakDeltaRssMiB === undefined ? "—" : num(c.peakDeltaRssMiB, 2), num(c.ms, 1),
+          c.firstInferenceDeltaRssMiB == null ? "—" : num(c.firstInferenceDeltaRssMiB, 2),
         ]),
       ),
       "",

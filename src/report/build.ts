@@ -48,6 +48,8 @@ export interface TrainingRecord {
 
 export interface CheckpointLoadRecord {
   method: CheckpointLoadMethod;
+  /** Model whose checkpoint was loaded. */
+  arch?: string;
   pid: number;
   /** Checkpoint file size in bytes (the task's `bytes`). */
   bytes: number;
@@ -136,6 +138,7 @@ function checkpointLoadReport(c: CheckpointLoadRecord, tracks: readonly TrackedP
   const phases = phasesOf(c.marks, tracks, c.pid, false);
   const load = phases.find((p) => p.name === Phase.MODEL_LOAD);
   if (load === undefined) throw new Error(`buildReport: checkpoint.load (${c.method}) has no completed "${Phase.MODEL_LOAD}" phase`);
+  const first = phases.find((p) => p.name === Phase.FIRST_INFERENCE);
   return {
     method: c.method,
     pid: c.pid,
@@ -144,6 +147,9 @@ function checkpointLoadReport(c: CheckpointLoadRecord, tracks: readonly TrackedP
     deltaUssMiB: load.deltaUssMiB,
     peakRssMiB: load.peakRssMiB,
     ms: load.ms,
+    ...(c.arch !== undefined ? { arch: c.arch } : {}),
+    peakDeltaRssMiB: round(load.peakRssMiB - (load.rssMiB - load.deltaRssMiB)),
+    firstInferenceDeltaRssMiB: first?.deltaRssMiB ?? null,
   };
 }
 

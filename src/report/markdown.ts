@@ -130,9 +130,17 @@ export function renderMarkdown(report: Report): string {
   }
   for (const r of report.runtimes) out.push("", runtimeSection(r));
   if (report.checkpointLoad.length > 0) {
-    out.push("", "## Checkpoint load (phase model-load of each checkpoint.load process)", "", mdTable(
-      ["method", "process", "file MiB", "Δ RSS MiB", "Δ USS MiB", "peak RSS MiB", "ms"],
-      report.checkpointLoad.map((c) => [c.method, `pid ${c.pid}`, num(c.fileMiB), signed(c.deltaRssMiB), signed(c.deltaUssMiB), num(c.peakRssMiB), num(c.ms, 0)]),
+    const arch = report.checkpointLoad[0]!.arch;
+    out.push("", `## Checkpoint load${arch ? ` (${arch})` : ""}`, "",
+      "Each method in a fresh process. Phase model-load (build the module, load the weights): Δ RSS/USS end − start, " +
+      "peak RSS and peak Δ (peak − start: the transient copy). Then first-inference (one forward pass at batch 1): " +
+      "Δ RSS, where a mapped checkpoint's pages are read in.", "", mdTable(
+      ["method", "process", "file MiB", "Δ RSS MiB", "Δ USS MiB", "peak RSS MiB", "peak Δ RSS MiB", "ms", "1st inference Δ RSS MiB"],
+      report.checkpointLoad.map((c) => [
+        c.method, `pid ${c.pid}`, num(c.fileMiB), signed(c.deltaRssMiB), signed(c.deltaUssMiB), num(c.peakRssMiB),
+        c.peakDeltaRssMiB === undefined ? "—" : signed(c.peakDeltaRssMiB), num(c.ms, 0),
+        c.firstInferenceDeltaRssMiB == null ? "—" : signed(c.firstInferenceDeltaRssMiB),
+      ]),
     ));
   }
   if (report.runtimes.length > 0) {

@@ -121,6 +121,15 @@ export interface CheckpointLoadReport {
   deltaUssMiB: number;
   peakRssMiB: number;
   ms: number;
+  /** Model whose checkpoint was loaded (reports written before this field lack it). */
+  arch?: string;
+  /** `model-load`'s peak RSS minus the RSS at its start: the transient cost (torch.load's second copy). */
+  peakDeltaRssMiB?: number;
+  /**
+   * RSS increment of `first-inference` (one forward pass at batch 1 after the load): where a
+   * mapped checkpoint's pages are read in. null when the task marked no such phase.
+   */
+  firstInferenceDeltaRssMiB?: number | null;
 }
 
 /** A stage of the pipeline as the scheduler ran it. */

@@ -32,6 +32,17 @@ describe("pipeline builder", () => {
     expect(() => pipeline("x").train({ arch: "a" }).train({ arch: "a" })).toThrow(/stage "train"/);
   });
 
+  it("checkpointLoad on a zoo checkpoint needs no train stage, and takes zoo or from, not both", () => {
+    const p = pipeline("x").checkpointLoad({ zoo: "resnet18", seed: 2 });
+    expect(p.stages[0]!.after).toEqual([]);
+    expect(p.stages[0]!.kind === "checkpoint-load" && p.stages[0]!.opts).toMatchObject({ zoo: "resnet18", seed: 2 });
+    expect(() => pipeline("x").train({ arch: "a" }).checkpointLoad({ zoo: "resnet18", from: "train" })).toThrow(
+      'stage "checkpoint-load": from: expected either zoo or from, not both',
+    );
+    expect(() => pipeline("x").checkpointLoad({ zoo: "resnet18", seed: -1 })).toThrow(/stage "checkpoint-load": seed: expected an integer >= 0/);
+    expect(() => pipeline("x").train({ arch: "a" }).checkpointLoad({ seed: 1 })).toThrow(/stage "checkpoint-load": seed: expected no seed without zoo/);
+  });
+
   it("reports a cycle when the stages are read", () => {
     const p = pipeline("x")
       .python("a", async () => 1, { after: ["b"] })

@@ -54,7 +54,7 @@ describe("renderMarkdown", () => {
   });
 
   it("lists checkpoint loads, GPU status, failed stages with their error, sampling", () => {
-    expect(mdRow("## Checkpoint load", "torch.load")).toEqual(["torch.load", "pid 4201", "3.12", "+3.00", "+2.90", "316.00", "20"]);
+    expect(mdRow("## Checkpoint load", "torch.load")).toEqual(["torch.load", "pid 4201", "3.12", "+3.00", "+2.90", "316.00", "+6.00", "20", "—"]);
     expect(md).toContain("Status: unavailable, no NVIDIA driver (libnvidia-ml.so.1 not found).");
     expect(mdRow("## Stages", "deploy python-trt")).toEqual([
       "deploy python-trt", "infer.trt", "python", "4104", "failed", "5", "BACKEND_UNAVAILABLE (15): tensorrt is not installed",

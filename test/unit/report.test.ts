@@ -50,9 +50,9 @@ describe("buildReport", () => {
 
   it("reports checkpoint loads from their model-load phase", () => {
     expect(report.checkpointLoad).toEqual([
-      { method: "torch.load", pid: 4201, fileMiB: 3.12, deltaRssMiB: 3, deltaUssMiB: 2.9, peakRssMiB: 316, ms: 20 },
-      { method: "torch.load-mmap", pid: 4202, fileMiB: 3.12, deltaRssMiB: 0.3, deltaUssMiB: 0.1, peakRssMiB: 310.6, ms: 20 },
-      { method: "safetensors", pid: 4203, fileMiB: 3.12, deltaRssMiB: 0.2, deltaUssMiB: 0.1, peakRssMiB: 310.4, ms: 20 },
+      { method: "torch.load", pid: 4201, fileMiB: 3.12, deltaRssMiB: 3, deltaUssMiB: 2.9, peakRssMiB: 316, ms: 20, peakDeltaRssMiB: 6, firstInferenceDeltaRssMiB: null },
+      { method: "torch.load-mmap", pid: 4202, fileMiB: 3.12, deltaRssMiB: 0.3, deltaUssMiB: 0.1, peakRssMiB: 310.6, ms: 20, peakDeltaRssMiB: 0.6, firstInferenceDeltaRssMiB: null },
+      { method: "safetensors", pid: 4203, fileMiB: 3.12, deltaRssMiB: 0.2, deltaUssMiB: 0.1, peakRssMiB: 310.4, ms: 20, peakDeltaRssMiB: 0.4, firstInferenceDeltaRssMiB: null },
     ]);
   });
 
