@@ -11,6 +11,7 @@ import type { ExportResult, StageMeta, TrainResult } from "./exec-model.ts";
 import { heldoutTensor, pythonWorker } from "./exec-model.ts";
 import type { RunSession, WorkerRun } from "./session.ts";
 import { memlaneRtBinary, workerSpecs } from "../workers/specs.ts";
+import { ErrorCode } from "../transport/protocol.ts";
 import type { BenchmarkResult, HeldOut, StageDef, UnavailableRuntime } from "./stages.ts";
 
 type BenchStage = Extract<StageDef, { kind: "benchmark" }>;
@@ -116,21 +117,31 @@ export async function runBenchmark(
     case "native": {
       meta.kind = "infer.native";
       meta.worker = "memlane-rt";
+      const unavailable = (reason: string, code?: number): UnavailableRuntime => {
+        meta.summary = `unavailable: ${reason}`;
+        const u: UnavailableRuntime = { runtime: stage.runtime, available: false, reason, ...(code !== undefined ? { code } : {}) };
+        s.unavailable.push(u);
+        return u;
+      };
       try {
         memlaneRtBinary();
       } catch (err) {
-        const reason = (err as Error).message;
-        meta.summary = `unavailable: ${reason}`;
-        const u: UnavailableRuntime = { runtime: stage.runtime, available: false, reason };
-        s.unavailable.push(u);
-        return u;
+        return unavailable((err as Error).message);
       }
       const { compileOnnx } = await import("../compiler/compile.ts");
       const onnx = needOnnx(stage, src);
       const planPath = s.artifact(`${src.arch}.mlplan`);
-      const c = await compileOnnx(onnx, planPath);
+      let c: Awaited<ReturnType<typeof compileOnnx>>;
+      try {
+        c = await compileOnnx(onnx, planPath);
+      } catch (err) {
+        // An op memlane-rt lacks: the model still runs on the other runtimes, whose rows a
+        // user comparing it wants; any other compile error is a failure.
+        if ((err as { code?: unknown }).code === ErrorCode.UNSUPPORTED_OP) return unavailable((err as Error).message, ErrorCode.UNSUPPORTED_OP);
+        throw err;
+      }
       const plan = { path: planPath, arenaBytesPerSample: c.arenaBytesPerSample, lowerBoundPerSample: c.lowerBoundPerSample };
-      const spec = workerSpecs.memlaneRt({ name: stage.runtime, args: ["--threads", String(common.threads)] });
+      const spec = workerSpecs.memlaneRt({ name: stage.runtime, args: ["--threads", String(common.threads)], env: common.threads > 0 ? { OPENBLAS_NUM_THREADS: String(common.threads) } : {} });  // no idle OpenBLAS threads (their stacks count in USS)
       const device = o.device ?? s.options.device;
       const run = await s.runTask(spec, "infer.native", { model: planPath, ...common, device }, { signal, onWorker, onPhase, tensors });
       m = fromWorker(run, "memlane-rt", plan);

@@ -116,8 +116,8 @@ function node(s: RunSession, def: StageDef): DagNode<unknown> {
         s.results.set(def.name, value);
         const unavailable = (value as { available?: boolean } | undefined)?.available === false;
         if (unavailable) {
-          const reason = (value as { reason: string }).reason;
-          record("skipped", Object.assign(new Error(reason), { code: ErrorCode.BACKEND_UNAVAILABLE }));
+          const { reason, code } = value as { reason: string; code?: number };
+          record("skipped", Object.assign(new Error(reason), { code: code ?? ErrorCode.BACKEND_UNAVAILABLE }));
         } else record("ok");
         s.progress.stageEnd(def.name, meta.summary ?? "");
         return value;

@@ -129,6 +129,8 @@ export interface UnavailableRuntime {
   runtime: string;
   available: false;
   reason: string;
+  /** Protocol error code recorded on the skipped stage (default BACKEND_UNAVAILABLE; UNSUPPORTED_OP for an op the compiler lacks). */
+  code?: number;
 }
 
 export type StageDef =
