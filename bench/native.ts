@@ -101,7 +101,8 @@ async function main(): Promise<void> {
       const ort = measured(await runOnce(sup, workerSpecs.python({ name: "python-ort" }), "infer.ort", { model: onnx, ...common, device: "cpu" }, tensors));
       let nat: Measured | undefined;
       if (!rtMissing) {
-        const spec = workerSpecs.memlaneRt({ args: ["--threads", String(THREADS)] });
+        // As the pipeline's benchmark stage spawns it: OpenBLAS sized to the task's threads.
+        const spec = workerSpecs.memlaneRt({ args: ["--threads", String(THREADS)], env: { OPENBLAS_NUM_THREADS: String(THREADS) } });
         nat = measured(await runOnce(sup, spec, "infer.native", { model: plan, ...common, device: "cpu" }, tensors));
       }
       const diff = maxAbsDiff(nat?.outputs, ort.outputs);

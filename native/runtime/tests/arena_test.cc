@@ -1,5 +1,6 @@
-// The arena is allocated once in prepare (maxBatch x bytesPerSample) and run() allocates
-// nothing: global operator new is counted around repeated runs of a small CNN-like plan.
+// The arena is allocated once in prepare (min(maxBatch, chunk) x bytesPerSample) and run()
+// allocates nothing: global operator new is counted around repeated runs of a small CNN-like
+// plan. A batch run in chunks of a few samples gives the same outputs as in one pass.
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -70,6 +71,25 @@ int main() {
     // batch outside 1..maxBatch is an argument error, not a crash
     CHECK(be->run(17, &ip, &op, &msg) == Status::kInvalidArgument);
     CHECK(be->run(0, &ip, &op, &msg) == Status::kInvalidArgument);
+  }
+  // Chunks: MEMLANE_CHUNK_BYTES of 3 samples' arena runs batch 16 as 3+3+3+3+3+1.
+  {
+    std::vector<float> in(16 * 64), whole(16 * 10), chunked(16 * 10);
+    for (auto& v : in) v = rng.next();
+    const float* ip = in.data();
+    for (int pass = 0; pass < 2; ++pass) {
+      if (pass) setenv("MEMLANE_CHUNK_BYTES", std::to_string(3 * plan.bytesPerSample).c_str(), 1);
+      BackendOptions o;
+      o.threads = 1;
+      Status st;
+      auto be = make_cpu_backend(o, &st, &msg);
+      CHECK_MSG(be->prepare(plan, 16, &msg) == Status::kOk, msg);
+      CHECK(be->memory_stats().arenaBytes == uint64_t(pass ? 3 : 16) * plan.bytesPerSample);
+      float* op = pass ? chunked.data() : whole.data();
+      CHECK(be->run(16, &ip, &op, &msg) == Status::kOk);
+    }
+    unsetenv("MEMLANE_CHUNK_BYTES");
+    for (size_t i = 0; i < whole.size(); ++i) CHECK(std::fabs(whole[i] - chunked[i]) < 1e-6f);
   }
   // An arena larger than the machine is refused at prepare, not faulted in at run time.
   {

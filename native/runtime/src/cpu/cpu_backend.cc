@@ -1,6 +1,12 @@
 // The CPU backend: compiles the plan's ops into kernels once, allocates one 64-byte
-// aligned arena for maxBatch samples plus one shared scratch buffer, then runs with no
-// allocation. Weights are read in place from the plan's read-only mapping.
+// aligned arena plus one shared scratch buffer, then runs with no allocation. Weights are
+// read in place from the plan's read-only mapping.
+//
+// A batch runs in chunks of at most `chunk_` samples through the whole network (the plan's
+// batch scaling holds for any batch, so a chunk is just a smaller batch): the arena holds
+// chunk_ x bytesPerSample, not maxBatch x bytesPerSample. Chunks keep a large batch's
+// activations inside the L2 cache (a resnet-mini sample is 192 KiB of arena) and its
+// resident memory bounded, at the cost of one sgemm per chunk instead of one per batch.
 #include <cblas.h>
 
 #include <chrono>
@@ -16,6 +22,9 @@
 
 namespace memlane {
 namespace {
+
+// Arena bytes one chunk may take (MEMLANE_CHUNK_BYTES overrides; a tuning aid).
+constexpr uint64_t kChunkArenaBytes = uint64_t(256) << 10;
 
 struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
@@ -45,6 +54,10 @@ class CpuBackend final : public Backend {
       *message = "maxBatch: expected >= 1, found " + std::to_string(maxBatch);
       return Status::kInvalidArgument;
     }
+    uint64_t budget = kChunkArenaBytes;
+    if (const char* e = std::getenv("MEMLANE_CHUNK_BYTES"); e && std::atoll(e) > 0) budget = uint64_t(std::atoll(e));
+    const int64_t chunk = std::clamp<int64_t>(plan.bytesPerSample ? int64_t(budget / plan.bytesPerSample) : maxBatch,
+                                              1, maxBatch);
     cpu::BuildCtx bc{&plan};
     std::vector<std::unique_ptr<cpu::Kernel>> kernels;
     uint64_t ws = 0;
@@ -68,20 +81,23 @@ class CpuBackend final : public Backend {
         case OpType::kSoftmax: k = cpu::make_softmax(bc, op, &st, message); break;
       }
       if (!k) return st == Status::kOk ? Status::kUnsupportedOp : st;
-      ws = std::max(ws, k->workspace_floats(maxBatch));
+      ws = std::max(ws, k->workspace_floats(chunk));
       kernels.push_back(std::move(k));
     }
     // Refuse an arena the machine cannot hold (or whose size overflows) up front, instead of
     // an overcommitted allocation that the first run would fault in until the OOM killer.
     uint64_t arena_bytes = 0;
     const uint64_t phys = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
-    if (__builtin_mul_overflow(uint64_t(maxBatch), plan.bytesPerSample, &arena_bytes) || arena_bytes > phys ||
+    // (A batch of maxBatch must fit too: its inputs and outputs are the caller's, at that size.)
+    uint64_t batch_bytes = 0;
+    if (__builtin_mul_overflow(uint64_t(maxBatch), plan.bytesPerSample, &batch_bytes) || batch_bytes > phys ||
         ws > phys / sizeof(float)) {
       *message = "arena of maxBatch " + std::to_string(maxBatch) + " x " + std::to_string(plan.bytesPerSample) +
                  " bytes per sample (and workspace of " + std::to_string(ws) + " floats) exceeds physical memory (" +
                  std::to_string(phys) + " bytes)";
       return Status::kOutOfMemory;
     }
+    arena_bytes = uint64_t(chunk) * plan.bytesPerSample;
     arena_.reset(static_cast<uint8_t*>(aligned_bytes(arena_bytes)));
     workspace_.reset(ws ? static_cast<float*>(aligned_bytes(ws * sizeof(float))) : nullptr);
     if (!arena_ || (ws && !workspace_)) {
@@ -96,6 +112,7 @@ class CpuBackend final : public Backend {
     stats_.workspaceBytes = ws * sizeof(float);
     stats_.weightBytesMapped = plan.weightBytes;
     maxBatch_ = maxBatch;
+    chunk_ = chunk;
     plan_ = &plan;
     openblas_set_num_threads(threads_);
     // MEMLANE_PROFILE=1: time every op and print the mean per op at destruction (tuning aid).
@@ -115,24 +132,33 @@ class CpuBackend final : public Backend {
       *message = "batch: expected 1.." + std::to_string(maxBatch_) + ", found " + std::to_string(batch);
       return Status::kInvalidArgument;
     }
-    cpu::RunCtx c{batch, arena_.get(), workspace_.get(), pool_.get()};
-    for (size_t i = 0; i < in_.size(); ++i)
-      std::memcpy(arena_.get() + uint64_t(batch) * in_[i]->offset, inputs[i], uint64_t(batch) * in_[i]->bytes);
+    for (int64_t n0 = 0; n0 < batch; n0 += chunk_) {
+      const uint64_t cnt = uint64_t(std::min(chunk_, batch - n0));
+      cpu::RunCtx c{int64_t(cnt), arena_.get(), workspace_.get(), pool_.get()};
+      for (size_t i = 0; i < in_.size(); ++i)
+        std::memcpy(arena_.get() + cnt * in_[i]->offset, reinterpret_cast<const uint8_t*>(inputs[i]) + n0 * in_[i]->bytes,
+                    cnt * in_[i]->bytes);
+      run_kernels(c);
+      for (size_t i = 0; i < out_.size(); ++i)
+        std::memcpy(reinterpret_cast<uint8_t*>(outputs[i]) + n0 * out_[i]->bytes, arena_.get() + cnt * out_[i]->offset,
+                    cnt * out_[i]->bytes);
+    }
+    if (!profile_.empty()) ++profiled_runs_;
+    return Status::kOk;
+  }
+
+  void run_kernels(const cpu::RunCtx& c) {
     if (profile_.empty()) {
       for (const auto& k : kernels_) k->run(c);
-    } else {
-      for (size_t i = 0; i < kernels_.size(); ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        kernels_[i]->run(c);
-        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-        profile_[i] += us;
-        profile_min_[i] = profiled_runs_ ? std::min(profile_min_[i], us) : us;
-      }
-      ++profiled_runs_;
+      return;
     }
-    for (size_t i = 0; i < out_.size(); ++i)
-      std::memcpy(outputs[i], arena_.get() + uint64_t(batch) * out_[i]->offset, uint64_t(batch) * out_[i]->bytes);
-    return Status::kOk;
+    for (size_t i = 0; i < kernels_.size(); ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      kernels_[i]->run(c);
+      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      profile_[i] += us;  // summed over a run's chunks
+      profile_min_[i] = profiled_runs_ ? std::min(profile_min_[i], us) : us;
+    }
   }
 
   MemoryStats memory_stats() const override { return stats_; }
@@ -151,6 +177,7 @@ class CpuBackend final : public Backend {
   std::unique_ptr<cpu::ThreadPool> pool_;
   const Plan* plan_ = nullptr;
   int64_t maxBatch_ = 0;
+  int64_t chunk_ = 1;  // samples per pass through the network (arena = chunk_ x bytesPerSample)
   std::vector<std::unique_ptr<cpu::Kernel>> kernels_;
   std::vector<const TensorInfo*> in_, out_;
   std::unique_ptr<uint8_t, FreeDeleter> arena_;

@@ -121,8 +121,10 @@ void task_infer_native(TaskCtx& c) {
       }
   }
   const int64_t inPer = rt->inputs()[0].elementsPerSample, outPer = rt->outputs()[0].elementsPerSample;
-  // Batches: the first n rows of the eval set, tiled when it is smaller (as every runtime does).
+  // Batches: the first n rows of the eval set, read in place; a copy only where the eval set
+  // is smaller than n and has to be tiled (as every runtime does).
   std::vector<std::vector<float>> batches(batchSizes.size());
+  std::vector<const float*> batchData(batchSizes.size(), in->data);
   std::vector<float> outBuf(size_t(maxBatch * outPer));
   std::vector<std::vector<float>> extraOut;  // further outputs of multi-output plans (ignored)
   for (size_t i = 1; i < rt->outputs().size(); ++i) extraOut.emplace_back(size_t(maxBatch * rt->outputs()[i].elementsPerSample));
@@ -130,11 +132,13 @@ void task_infer_native(TaskCtx& c) {
   for (auto& e : extraOut) outs.push_back(e.data());
   for (size_t i = 0; i < batchSizes.size(); ++i) {
     const int64_t n = batchSizes[i];
+    if (n <= N) continue;
     batches[i].resize(size_t(n * inPer));
     for (int64_t r = 0; r < n; ++r) std::memcpy(&batches[i][size_t(r * inPer)], in->data + (r % N) * inPer, sizeof(float) * inPer);
+    batchData[i] = batches[i].data();
   }
   auto call = [&](size_t i) {
-    const float* p = batches[i].data();
+    const float* p = batchData[i];
     if (!rt->run_unchecked(batchSizes[i], &p, outs.data(), &err)) throw_rt_error(err);
   };
   {
