@@ -1,7 +1,8 @@
 /**
  * `memlane compare <model.onnx>`: the model as is, on several runtimes, each in a fresh
  * process (node-ort on the orchestrator's worker_thread), inputs generated from the model's
- * input shape; ONNX Runtime is the numerical reference.
+ * input shape; ONNX Runtime is the numerical reference. A model with an op memlane-rt lacks
+ * still gets its ORT rows: native is reported unavailable with the compiler's message.
  */
 import { existsSync } from "node:fs";
 import path from "node:path";
