@@ -1,4 +1,5 @@
 /** Executors of checkpoint-load (one fresh worker per method) and python stages (pythonia). */
+import { rm } from "node:fs/promises";
 import { register } from "../workers/cleanup.ts";
 import { openPythonBridge, pythonError } from "../workers/python-bridge.ts";
 import type { StageMeta, TrainResult } from "./exec-model.ts";
@@ -18,39 +19,45 @@ export async function runCheckpointLoad(
   const methods = stage.opts.methods ?? [...CHECKPOINT_METHODS];
   const steps = methods.length + (stage.opts.zoo !== undefined ? 1 : 0);
   let i = 0;
-  let source: { arch: string; checkpoint: string; checkpointPt: string };
-  if (stage.opts.zoo !== undefined) {
-    // Written by its own worker, so no load below starts with the writer's pages.
-    const seed = stage.opts.seed ?? 0;
-    const run = await s.runTask(
-      { ...pythonWorker(`${stage.name}-write`), label: `zoo.checkpoint ${stage.opts.zoo}` },
-      "zoo.checkpoint",
-      { arch: stage.opts.zoo, seed, outDir: s.artifact(`zoo-checkpoint-seed${seed}`) },
-      { signal, onWorker },
-    );
-    source = { arch: stage.opts.zoo, ...(run.result.value as { checkpoint: string; checkpointPt: string }) };
-    s.progress.update(stage.name, ++i, steps, `zoo.checkpoint ${stage.opts.zoo}`);
-  } else {
-    const trained = s.results.get(stage.opts.from!) as TrainResult | undefined;
-    if (!trained?.checkpoint) throw new Error(`checkpoint-load needs the train stage "${stage.opts.from}", which did not run`);
-    source = trained;
-  }
+  const seed = stage.opts.seed ?? 0;
+  const zooDir = stage.opts.zoo !== undefined ? s.artifact(`zoo-checkpoint-seed${seed}`) : null;
   const out: Array<{ method: CheckpointMethod; pid: number; bytes: number }> = [];
-  // One method at a time, each in a fresh worker: a load's RSS must not include another's.
-  for (const method of methods) {
-    const checkpoint = method === "safetensors" ? source.checkpoint : source.checkpointPt;
-    const run = await s.runTask(
-      { ...pythonWorker(`load-${method.replace(/[^\w.-]/g, "-")}`), label: `checkpoint.load ${method}` },
-      "checkpoint.load",
-      { arch: source.arch, checkpoint, method },
-      { signal, onWorker },
-    );
-    const bytes = Number((run.result.value as { bytes: number }).bytes);
-    s.checkpointLoads.push({ method, arch: source.arch, pid: run.pid, bytes, marks: run.result.phases });
-    out.push({ method, pid: run.pid, bytes });
-    s.progress.update(stage.name, ++i, steps, method);
+  try {
+    let source: { arch: string; checkpoint: string; checkpointPt: string };
+    if (stage.opts.zoo !== undefined) {
+      // Written by its own worker, so no load below starts with the writer's pages.
+      const run = await s.runTask(
+        { ...pythonWorker(`${stage.name}-write`), label: `zoo.checkpoint ${stage.opts.zoo}` },
+        "zoo.checkpoint",
+        { arch: stage.opts.zoo, seed, outDir: zooDir },
+        { signal, onWorker },
+      );
+      source = { arch: stage.opts.zoo, ...(run.result.value as { checkpoint: string; checkpointPt: string }) };
+      s.progress.update(stage.name, ++i, steps, `zoo.checkpoint ${stage.opts.zoo}`);
+    } else {
+      const trained = s.results.get(stage.opts.from!) as TrainResult | undefined;
+      if (!trained?.checkpoint) throw new Error(`checkpoint-load needs the train stage "${stage.opts.from}", which did not run`);
+      source = trained;
+    }
+    // One method at a time, each in a fresh worker: a load's RSS must not include another's.
+    for (const method of methods) {
+      const checkpoint = method === "safetensors" ? source.checkpoint : source.checkpointPt;
+      const run = await s.runTask(
+        { ...pythonWorker(`load-${method.replace(/[^\w.-]/g, "-")}`), label: `checkpoint.load ${method}` },
+        "checkpoint.load",
+        { arch: source.arch, checkpoint, method },
+        { signal, onWorker },
+      );
+      const bytes = Number((run.result.value as { bytes: number }).bytes);
+      s.checkpointLoads.push({ method, arch: source.arch, pid: run.pid, bytes, marks: run.result.phases });
+      out.push({ method, pid: run.pid, bytes });
+      s.progress.update(stage.name, ++i, steps, method);
+    }
+    meta.summary = `${source.arch}: ${methods.join(", ")}`;
+  } finally {
+    // Regenerable from the seed, and ~90 MiB (resnet18, both formats): not kept in the run dir.
+    if (zooDir !== null) await rm(zooDir, { recursive: true, force: true });
   }
-  meta.summary = `${source.arch}: ${methods.join(", ")}`;
   return out;
 }
 

@@ -47,6 +47,7 @@ describe("demo: pipelines/digits.ts", () => {
     expect(stPeak).toBeLessThan(0.5 * load["safetensors"]!.fileMiB);
     // ... and the mapped loads pay when the first forward pass reads the weights in
     expect(load["safetensors"]!.firstInferenceDeltaRssMiB!).toBeGreaterThan(load["torch.load"]!.firstInferenceDeltaRssMiB! + 20);
+    expect(existsSync(path.join(dir, "zoo-checkpoint-seed0")), "the 90 MiB of zoo checkpoints are removed").toBe(false);
     expect(cli.stdout()).toMatch(/Checkpoint load \(resnet18\)[\s\S]*torch\.load [\s\S]*torch\.load-mmap[\s\S]*safetensors/);
     expect(cli.stdout()).toMatch(/confusion matrix/);
     const cm = JSON.parse(readFileSync(path.join(dir, "confusion-matrix.json"), "utf8")) as { matrix: number[][] };
