@@ -65,6 +65,9 @@ static void test_conv() {
       {"direct stride (2,1) dilated", 1, 5, 17, 20, 8, 3, 3, 2, 1, 1, 0, 1, 0, 1, 2, 1, false, true},
       {"direct, channel blocks split over threads", 2, 16, 16, 16, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
       {"direct 1x1 stride 2", 2, 16, 16, 16, 32, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, true, false},
+      {"direct stride 2, odd padded width", 2, 3, 31, 32, 9, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 1, true, true},
+      {"direct stride 2 dilated, right pad only", 1, 4, 20, 34, 8, 3, 3, 2, 2, 0, 0, 2, 1, 2, 2, 1, false, false},
+      {"direct stride 2 pairs, odd padded width", 2, 5, 16, 16, 12, 3, 3, 2, 2, 1, 0, 0, 1, 1, 1, 1, true, true},
   };
   Rng rng;
   for (const auto& c : cases) {

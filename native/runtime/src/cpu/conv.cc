@@ -113,24 +113,6 @@ class ConvKernel final : public Kernel {
     return uint64_t(s * g.Cg() * plane() + slack() + (g.K() + g.Mg()) * Pp() * s);
   }
 
-  // Zero-bordered copy of `channels` planes of x into pad (Hp x Wp each) plus zeroed slack.
-  void fill_pad(const float* x, int64_t channels, float* pad) const {
-    const int64_t pl = plane();
-    for (int64_t ch = 0; ch < channels; ++ch) {
-      const float* src = x + ch * g.H * g.W;
-      float* dst = pad + ch * pl;
-      std::memset(dst, 0, sizeof(float) * g.pt * Wp);
-      for (int64_t h = 0; h < g.H; ++h) {
-        float* d = dst + (g.pt + h) * Wp;
-        for (int64_t w_ = 0; w_ < g.pl; ++w_) d[w_] = 0.f;
-        std::memcpy(d + g.pl, src + h * g.W, sizeof(float) * g.W);
-        for (int64_t w_ = g.pl + g.W; w_ < Wp; ++w_) d[w_] = 0.f;
-      }
-      std::memset(dst + (g.pt + g.H) * Wp, 0, sizeof(float) * pb * Wp);
-    }
-    std::memset(pad + channels * pl, 0, sizeof(float) * slack());
-  }
-
   void run_direct(const RunCtx& c) const {
     const float* X = x.at(c);
     float* Y = y.at(c);
@@ -139,7 +121,7 @@ class ConvKernel final : public Kernel {
     const int64_t blocks = (g.M + 7) / 8;
     const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(8 * K * g.P(), 1));
     for (int64_t n = 0; n < c.batch; ++n) {
-      fill_pad(X + n * in_sz, g.C, c.workspace);
+      conv_direct_fill(X + n * in_sz, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, g.sw, g.kw, g.dw, c.workspace);
       float* yn = Y + n * out_sz;
       c.pool->parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
         const int64_t m0 = b0 * 8, m1 = std::min(g.M, b1 * 8);
@@ -217,7 +199,7 @@ class ConvKernel final : public Kernel {
 
   uint64_t workspace_floats(int64_t maxBatch) const override {
     if (pointwise) return 0;
-    if (direct) return uint64_t(g.C * plane() + slack());
+    if (direct) return uint64_t(conv_direct_floats(g.C, Hp, Wp, g.sw, g.kw, g.dw));
     if (padded) return padded_ws(g.group == 1 ? padded_chunk(maxBatch) : 1);
     int64_t s = chunk(maxBatch);
     if (g.group == 1 && s > 1) return uint64_t(g.K() + g.M) * g.P() * s;

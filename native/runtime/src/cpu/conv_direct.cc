@@ -1,5 +1,8 @@
 #include "cpu/conv_direct.h"
 
+#include <algorithm>
+#include <cstring>
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define MEMLANE_CONV_DIRECT 1
@@ -10,18 +13,12 @@ namespace memlane::cpu {
 #ifdef MEMLANE_CONV_DIRECT
 namespace {
 
+// Wp: the row stride of the layout (the padded width; for stride 2 the half width), plane:
+// floats per channel, half: offset of the odd-column plane (stride 2).
 struct Geo {
   const float* pad;
-  int64_t C, Hp, Wp, kh, kw, dh, dw, sh, K, OH, OW;
+  int64_t C, Hp, Wp, kh, kw, dh, dw, sh, K, OH, OW, plane, half;
 };
-
-// Even lanes of (a, b): the 16 outputs of a stride-2 row from 32 consecutive inputs; with
-// kTwoRows the first 8 even lanes of a and of b.
-__attribute__((target("avx512f"))) inline __m512 evens(__m512 a, __m512 b, bool twoRows) {
-  const __m512i one = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  return _mm512_permutex2var_ps(a, one, b);
-  (void)twoRows;
-}
 
 // MB output channels x NV vectors of 16 outputs. A vector holds 16 columns of one row
 // (kTwoRows = false; vector v is row oh + v) or 8 columns of two rows (kTwoRows = true; vector
@@ -37,20 +34,17 @@ __attribute__((target("avx512f"))) inline void block(const Geo& g, const float* 
     const __m512 b0 = _mm512_set1_ps(bias ? bias[r] : 0.f);
     for (int v = 0; v < NV; ++v) acc[r][v] = b0;
   }
-  const int64_t plane = g.Hp * g.Wp;
   for (int64_t c = 0; c < g.C; ++c) {
-    const float* pc = g.pad + c * plane + oh * g.sh * g.Wp + ow0 * SW;
+    const float* pc = g.pad + c * g.plane + oh * g.sh * g.Wp + ow0;
     const float* wc = w + c * kh * kw;
     for (int64_t i = 0; i < kh; ++i)
       for (int64_t j = 0; j < kw; ++j) {
         __m512 x[NV];
+        // stride 2: input column 2*ow + j*dw lies in the even or odd plane at ow + (j*dw)/2
+        const int64_t col = SW == 2 ? ((j * g.dw) & 1) * g.half + ((j * g.dw) >> 1) : j * g.dw;
         for (int v = 0; v < NV; ++v) {
-          const float* src = pc + (v * kRowsPerVec * g.sh + i * g.dh) * g.Wp + j * g.dw;
-          if (SW == 2) {
-            // stride 2: the even lanes of 32 inputs (one row), or of 16 inputs of two rows
-            x[v] = kTwoRows ? evens(_mm512_loadu_ps(src), _mm512_loadu_ps(src + g.sh * g.Wp), true)
-                            : evens(_mm512_loadu_ps(src), _mm512_loadu_ps(src + 16), false);
-          } else if (kTwoRows) {
+          const float* src = pc + (v * kRowsPerVec * g.sh + i * g.dh) * g.Wp + col;
+          if (kTwoRows) {
             x[v] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(_mm256_loadu_ps(src))),
                                                        _mm256_castps_pd(_mm256_loadu_ps(src + g.sh * g.Wp)), 1));
           } else {
@@ -100,7 +94,71 @@ bool cpu_has_avx512f() {
   return has;
 }
 
+// Lanes l of a 16-float load at x + s that lie inside [0, W).
+inline __mmask16 inside(int64_t s, int64_t W) {
+  const int64_t lo = std::clamp<int64_t>(-s, 0, 16), hi = std::clamp<int64_t>(W - s, 0, 16);
+  return hi > lo ? __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1)) : __mmask16(0);
+}
+
+// One input row (W floats) as the even and odd columns of its zero-bordered row (pl zeros on
+// the left, Wp in all). Masked loads straight from x: lanes outside the row read as zero
+// and never touch memory (a staging copy of the row measured 3x slower: its 64-byte loads
+// cannot be forwarded from the narrower stores that filled it).
+__attribute__((target("avx512f"))) void split_row(const float* x, int64_t W, int64_t pl, int64_t Wp, float* even,
+                                                  float* odd) {
+  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const int64_t we = (Wp + 1) / 2, wo = Wp / 2;
+  for (int64_t q = 0; 2 * q < Wp; q += 16) {
+    const int64_t s0 = 2 * q - pl, s1 = s0 + 16;
+    const __mmask16 m0 = inside(s0, W), m1 = inside(s1, W);
+    // (only masked-in lanes are dereferenced; the base may lie before x)
+    const __m512 a = m0 ? _mm512_maskz_loadu_ps(m0, x + s0) : _mm512_setzero_ps();
+    const __m512 b = m1 ? _mm512_maskz_loadu_ps(m1, x + s1) : _mm512_setzero_ps();
+    const int64_t ne = std::min<int64_t>(16, we - q), no = std::min<int64_t>(16, wo - q);
+    _mm512_mask_storeu_ps(even + q, __mmask16((1u << ne) - 1), _mm512_permutex2var_ps(a, ie, b));
+    if (no > 0) _mm512_mask_storeu_ps(odd + q, __mmask16((1u << no) - 1), _mm512_permutex2var_ps(a, io, b));
+  }
+}
+
 }  // namespace
+
+int64_t conv_direct_floats(int64_t C, int64_t Hp, int64_t Wp, int64_t sw, int64_t kw, int64_t dw) {
+  return (sw == 2 ? C * 2 * Hp * ((Wp + 1) / 2) : C * Hp * Wp) + conv_direct_slack(kw, dw);
+}
+
+void conv_direct_fill(const float* x, int64_t C, int64_t H, int64_t W, int64_t pt, int64_t pl, int64_t Hp,
+                      int64_t Wp, int64_t sw, int64_t kw, int64_t dw, float* pad) {
+  const int64_t pb = Hp - pt - H;
+  if (sw != 2) {
+    const int64_t plane = Hp * Wp;
+    for (int64_t ch = 0; ch < C; ++ch) {
+      const float* src = x + ch * H * W;
+      float* dst = pad + ch * plane;
+      std::memset(dst, 0, sizeof(float) * pt * Wp);
+      for (int64_t h = 0; h < H; ++h) {
+        float* d = dst + (pt + h) * Wp;
+        for (int64_t w_ = 0; w_ < pl; ++w_) d[w_] = 0.f;
+        std::memcpy(d + pl, src + h * W, sizeof(float) * W);
+        for (int64_t w_ = pl + W; w_ < Wp; ++w_) d[w_] = 0.f;
+      }
+      std::memset(dst + (pt + H) * Wp, 0, sizeof(float) * pb * Wp);
+    }
+    std::memset(pad + C * plane, 0, sizeof(float) * conv_direct_slack(kw, dw));
+    return;
+  }
+  const int64_t Wh = (Wp + 1) / 2, half = Hp * Wh, plane = 2 * half;
+  for (int64_t ch = 0; ch < C; ++ch) {
+    float* dst = pad + ch * plane;
+    for (int64_t p = 0; p < 2; ++p) {  // border rows of both planes, and the odd plane's last column
+      std::memset(dst + p * half, 0, sizeof(float) * pt * Wh);
+      std::memset(dst + p * half + (pt + H) * Wh, 0, sizeof(float) * pb * Wh);
+      if (Wp % 2) for (int64_t h = pt; h < pt + H; ++h) dst[half + h * Wh + Wh - 1] = 0.f;
+    }
+    for (int64_t h = 0; h < H; ++h) split_row(x + (ch * H + h) * W, W, pl, Wp, dst + (pt + h) * Wh, dst + half + (pt + h) * Wh);
+  }
+  std::memset(pad + C * plane, 0, sizeof(float) * conv_direct_slack(kw, dw));
+}
 
 bool conv_direct_supported(int64_t OH, int64_t OW, int64_t sw) {
   return cpu_has_avx512f() && OW > 0 && OH > 0 && (sw == 1 || sw == 2) && (OW % 16 == 0 || (OW == 8 && OH % 2 == 0));
@@ -109,7 +167,9 @@ bool conv_direct_supported(int64_t OH, int64_t OW, int64_t sw) {
 void conv_direct(const float* pad, int64_t C, int64_t Hp, int64_t Wp, const float* w, int64_t kh, int64_t kw,
                  int64_t sh, int64_t sw, int64_t dh, int64_t dw, const float* bias, float* y, int64_t M, int64_t OH,
                  int64_t OW, bool relu) {
-  const Geo g{pad, C, Hp, Wp, kh, kw, dh, dw, sh, C * kh * kw, OH, OW};
+  const int64_t Wh = (Wp + 1) / 2;
+  const Geo g = sw == 2 ? Geo{pad, C, Hp, Wh, kh, kw, dh, dw, sh, C * kh * kw, OH, OW, 2 * Hp * Wh, Hp * Wh}
+                        : Geo{pad, C, Hp, Wp, kh, kw, dh, dw, sh, C * kh * kw, OH, OW, Hp * Wp, 0};
   const bool k3 = kh == 3 && kw == 3, wide = OW % 16 == 0;
   if (sw == 1) {
     if (wide) k3 ? run_all<false, 3, 3, 1>(g, w, bias, y, M, relu) : run_all<false, 0, 0, 1>(g, w, bias, y, M, relu);
@@ -123,6 +183,9 @@ void conv_direct(const float* pad, int64_t C, int64_t Hp, int64_t Wp, const floa
 #else
 
 bool conv_direct_supported(int64_t, int64_t, int64_t) { return false; }
+int64_t conv_direct_floats(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t) { return 0; }
+void conv_direct_fill(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                      int64_t, float*) {}
 void conv_direct(const float*, int64_t, int64_t, int64_t, const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
                  int64_t, const float*, float*, int64_t, int64_t, int64_t, bool) {}
 

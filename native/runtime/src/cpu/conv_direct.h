@@ -15,7 +15,15 @@ bool conv_direct_supported(int64_t OH, int64_t OW, int64_t sw);
 // Floats read past the last padded plane (the caller zeroes them): loads are 16 or 32 wide.
 inline int64_t conv_direct_slack(int64_t kw, int64_t dw) { return (kw - 1) * dw + 32; }
 
-// pad: [C][Hp][Wp] plus conv_direct_slack floats; w: [M][C][kh][kw]; y: [M][OH][OW].
+// The input layout conv_direct reads, zero-bordered (pads top pt, left pl): column stride 1,
+// [C][Hp][Wp]; column stride 2, [C][2][Hp][(Wp+1)/2], each padded row split into its even and
+// odd columns, so that every tap of a stride-2 output row is one contiguous load (no
+// per-tap lane permutes). conv_direct_floats: its size including the zeroed slack.
+int64_t conv_direct_floats(int64_t C, int64_t Hp, int64_t Wp, int64_t sw, int64_t kw, int64_t dw);
+void conv_direct_fill(const float* x, int64_t C, int64_t H, int64_t W, int64_t pt, int64_t pl, int64_t Hp,
+                      int64_t Wp, int64_t sw, int64_t kw, int64_t dw, float* pad);
+
+// pad: conv_direct_fill's layout; w: [M][C][kh][kw]; y: [M][OH][OW].
 void conv_direct(const float* pad, int64_t C, int64_t Hp, int64_t Wp, const float* w, int64_t kh, int64_t kw,
                  int64_t sh, int64_t sw, int64_t dh, int64_t dw, const float* bias, float* y, int64_t M, int64_t OH,
                  int64_t OW, bool relu);
