@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "cpu/conv_direct.h"
+#include "cpu/conv_winograd.h"
 #include "cpu/kernel.h"
 
 namespace memlane::cpu {
@@ -97,6 +99,9 @@ class ConvKernel final : public Kernel {
   // as the sgemm on 16x16 images).
   bool padded = false;
   bool direct = false;  // padded and conv_direct_supported: no im2col at all (conv_direct.h)
+  bool winograd = false;  // 3x3 stride 1 with conv_winograd_supported (conv_winograd.h)
+  std::vector<float> U;   // winograd: transformed weights [16][M][C]
+  int threads = 1;        // winograd: scratch slices, one a thread
   int64_t Hp = 0, Wp = 0, pb = 0, pr = 0;
   int64_t plane() const { return Hp * Wp; }
   int64_t slack() const { return conv_direct_slack(g.kw, g.dw); }
@@ -127,6 +132,29 @@ class ConvKernel final : public Kernel {
         const int64_t m0 = b0 * 8, m1 = std::min(g.M, b1 * 8);
         conv_direct(c.workspace, g.C, Hp, Wp, w + m0 * K, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, b ? b + m0 : nullptr,
                     yn + m0 * g.P(), m1 - m0, g.OH, g.OW, relu);
+      });
+    }
+  }
+
+  // Winograd: the input in the even/odd column layout, then slices of the 32-tile blocks, one
+  // a thread, each with its own scratch.
+  void run_winograd(const RunCtx& c) const {
+    const float* X = x.at(c);
+    float* Y = y.at(c);
+    const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P();
+    const int64_t padFloats = conv_direct_floats(g.C, Hp, Wp, 2, 3, 1), scratch = conv_winograd_scratch(g.C, g.M);
+    const int64_t slots = std::min<int64_t>(threads, c.pool->threads());
+    for (int64_t n = 0; n < c.batch; ++n) {
+      conv_direct_fill(X + n * in_sz, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, 2, 3, 1, c.workspace);
+      float* yn = Y + n * out_sz;
+      if (slots <= 1) {
+        conv_winograd(c.workspace, g.C, U.data(), b, yn, g.M, g.OH, g.OW, relu, c.workspace + padFloats, 0, -1);
+        continue;
+      }
+      c.pool->parallel_for(slots, 1, [&](int64_t s0, int64_t s1) {
+        for (int64_t s = s0; s < s1; ++s)
+          conv_winograd(c.workspace, g.C, U.data(), b, yn, g.M, g.OH, g.OW, relu,
+                        c.workspace + padFloats + s * scratch, s, slots);
       });
     }
   }
@@ -199,6 +227,7 @@ class ConvKernel final : public Kernel {
 
   uint64_t workspace_floats(int64_t maxBatch) const override {
     if (pointwise) return 0;
+    if (winograd) return uint64_t(conv_direct_floats(g.C, Hp, Wp, 2, 3, 1) + threads * conv_winograd_scratch(g.C, g.M));
     if (direct) return uint64_t(conv_direct_floats(g.C, Hp, Wp, g.sw, g.kw, g.dw));
     if (padded) return padded_ws(g.group == 1 ? padded_chunk(maxBatch) : 1);
     int64_t s = chunk(maxBatch);
@@ -219,6 +248,7 @@ class ConvKernel final : public Kernel {
       }
       return;
     }
+    if (winograd) return run_winograd(c);
     if (direct) return run_direct(c);
     if (padded) return run_padded(c);
     const int64_t K = g.K();
@@ -299,6 +329,13 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   // (1x1 convs stay on sgemm: without taps to reuse, the direct kernel is broadcast-bound.)
   k->direct = !k->pointwise && g.kh * g.kw > 1 && g.group == 1 && conv_direct_supported(g.OH, g.OW, g.sw) &&
               std::getenv("MEMLANE_CONV_NO_DIRECT") == nullptr;
+  // MEMLANE_CONV_NO_WINOGRAD=1 keeps such convs on the direct kernel (ctest runs both).
+  k->winograd = k->direct && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 &&
+                conv_winograd_supported(g.C, g.M, g.OH, g.OW) && std::getenv("MEMLANE_CONV_NO_WINOGRAD") == nullptr;
+  if (k->winograd) {
+    k->U = conv_winograd_weights(k->w, g.M, g.C);
+    k->threads = std::max(1, bc.threads);
+  }
   return k;
 }
 

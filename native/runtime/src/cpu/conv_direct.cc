@@ -113,11 +113,14 @@ __attribute__((target("avx512f"))) void split_row(const float* x, int64_t W, int
     const int64_t s0 = 2 * q - pl, s1 = s0 + 16;
     const __mmask16 m0 = inside(s0, W), m1 = inside(s1, W);
     // (only masked-in lanes are dereferenced; the base may lie before x)
-    const __m512 a = m0 ? _mm512_maskz_loadu_ps(m0, x + s0) : _mm512_setzero_ps();
-    const __m512 b = m1 ? _mm512_maskz_loadu_ps(m1, x + s1) : _mm512_setzero_ps();
+    const __m512 a = m0 == 0xFFFF ? _mm512_loadu_ps(x + s0) : m0 ? _mm512_maskz_loadu_ps(m0, x + s0) : _mm512_setzero_ps();
+    const __m512 b = m1 == 0xFFFF ? _mm512_loadu_ps(x + s1) : m1 ? _mm512_maskz_loadu_ps(m1, x + s1) : _mm512_setzero_ps();
     const int64_t ne = std::min<int64_t>(16, we - q), no = std::min<int64_t>(16, wo - q);
-    _mm512_mask_storeu_ps(even + q, __mmask16((1u << ne) - 1), _mm512_permutex2var_ps(a, ie, b));
-    if (no > 0) _mm512_mask_storeu_ps(odd + q, __mmask16((1u << no) - 1), _mm512_permutex2var_ps(a, io, b));
+    const __m512 ev = _mm512_permutex2var_ps(a, ie, b), od = _mm512_permutex2var_ps(a, io, b);
+    if (ne == 16) _mm512_storeu_ps(even + q, ev);
+    else _mm512_mask_storeu_ps(even + q, __mmask16((1u << ne) - 1), ev);
+    if (no == 16) _mm512_storeu_ps(odd + q, od);
+    else if (no > 0) _mm512_mask_storeu_ps(odd + q, __mmask16((1u << no) - 1), od);
   }
 }
 

@@ -58,7 +58,7 @@ class CpuBackend final : public Backend {
     if (const char* e = std::getenv("MEMLANE_CHUNK_BYTES"); e && std::atoll(e) > 0) budget = uint64_t(std::atoll(e));
     const int64_t chunk = std::clamp<int64_t>(plan.bytesPerSample ? int64_t(budget / plan.bytesPerSample) : maxBatch,
                                               1, maxBatch);
-    cpu::BuildCtx bc{&plan};
+    cpu::BuildCtx bc{&plan, threads_};
     std::vector<std::unique_ptr<cpu::Kernel>> kernels;
     uint64_t ws = 0;
     for (const Op& op : plan.ops) {

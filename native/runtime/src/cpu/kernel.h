@@ -41,6 +41,7 @@ class Kernel {
 
 struct BuildCtx {
   const Plan* plan = nullptr;
+  int threads = 1;  // intra-op threads at run time (kernels with per-thread scratch size it by this)
   TensorRef ref(int32_t id) const {
     const TensorInfo& t = plan->tensors[id];
     TensorRef r;

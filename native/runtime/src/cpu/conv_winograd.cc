@@ -1,0 +1,205 @@
+#include "cpu/conv_winograd.h"
+
+#include "cpu/conv_direct.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define MEMLANE_WINOGRAD 1
+#endif
+
+namespace memlane::cpu {
+
+namespace {
+constexpr int64_t kBlock = 32;  // tiles per block: two 16-lane vectors
+}
+
+std::vector<float> conv_winograd_weights(const float* w, int64_t M, int64_t C) {
+  // G = [[1,0,0],[.5,.5,.5],[.5,-.5,.5],[0,0,1]]
+  static const float G[4][3] = {{1, 0, 0}, {.5f, .5f, .5f}, {.5f, -.5f, .5f}, {0, 0, 1}};
+  std::vector<float> U(size_t(16 * M * C));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t c = 0; c < C; ++c) {
+      const float* g = w + (m * C + c) * 9;
+      float t[4][3];  // G g
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 3; ++j) t[i][j] = G[i][0] * g[j] + G[i][1] * g[3 + j] + G[i][2] * g[6 + j];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j)
+          U[size_t(((i * 4 + j) * M + m) * C + c)] = t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2];
+    }
+  return U;
+}
+
+int64_t conv_winograd_scratch(int64_t C, int64_t M) { return 16 * (C + M) * kBlock; }
+
+#ifdef MEMLANE_WINOGRAD
+namespace {
+
+bool has_avx512f() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
+
+// 8 or 16 tiles a row: one ymm or zmm per row of the patch (no masked loads and stores).
+template <int TW>
+struct Lanes;
+template <>
+struct Lanes<16> {
+  using V = __m512;
+  __attribute__((target("avx512f"))) static V load(const float* p) { return _mm512_loadu_ps(p); }
+  __attribute__((target("avx512f"))) static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  __attribute__((target("avx512f"))) static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  __attribute__((target("avx512f"))) static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+};
+template <>
+struct Lanes<8> {
+  using V = __m256;
+  __attribute__((target("avx2"))) static V load(const float* p) { return _mm256_loadu_ps(p); }
+  __attribute__((target("avx2"))) static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  __attribute__((target("avx2"))) static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  __attribute__((target("avx2"))) static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+};
+
+// V[xi][c][lane] for the block's tiles: tile rows a0.., TW tiles each.
+// d = the 4x4 input patch of tile (a, b): padded rows 2a..2a+3, columns 2b..2b+3, i.e.
+// E[b], O[b], E[b+1], O[b+1] of the row's even/odd planes. V = B^T d B with
+// B^T = [[1,0,-1,0],[0,1,1,0],[0,-1,1,0],[0,1,0,-1]].
+template <int TW>
+__attribute__((target("avx512f"))) void input_block(const float* pad, int64_t C, int64_t Hp, int64_t Wh, int64_t a0,
+                                                    float* V) {
+  using L = Lanes<TW>;
+  using Vec = typename L::V;
+  const int64_t half = Hp * Wh, rows = kBlock / TW;
+  for (int64_t c = 0; c < C; ++c) {
+    const float* E = pad + c * 2 * half;
+    const float* O = E + half;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t a = a0 + r;
+      Vec d[4][4];
+      for (int k = 0; k < 4; ++k) {
+        const int64_t off = (2 * a + k) * Wh;
+        d[k][0] = L::load(E + off);
+        d[k][1] = L::load(O + off);
+        d[k][2] = L::load(E + off + 1);
+        d[k][3] = L::load(O + off + 1);
+      }
+      Vec t[4][4];
+      for (int q = 0; q < 4; ++q) {
+        t[0][q] = L::sub(d[0][q], d[2][q]);
+        t[1][q] = L::add(d[1][q], d[2][q]);
+        t[2][q] = L::sub(d[2][q], d[1][q]);
+        t[3][q] = L::sub(d[1][q], d[3][q]);
+      }
+      float* dst = V + c * kBlock + r * TW;
+      const int64_t xs = C * kBlock;  // stride between the 16 xi
+      for (int i = 0; i < 4; ++i) {
+        L::store(dst + (4 * i + 0) * xs, L::sub(t[i][0], t[i][2]));
+        L::store(dst + (4 * i + 1) * xs, L::add(t[i][1], t[i][2]));
+        L::store(dst + (4 * i + 2) * xs, L::sub(t[i][2], t[i][1]));
+        L::store(dst + (4 * i + 3) * xs, L::sub(t[i][1], t[i][3]));
+      }
+    }
+  }
+}
+
+// P[xi][m][32] = U[xi][m][:] . V[xi][:][32] for MB output channels at m0.
+template <int MB>
+__attribute__((target("avx512f"))) inline void product(const float* U, const float* V, float* P, int64_t C, int64_t M,
+                                                       int64_t m0) {
+  for (int xi = 0; xi < 16; ++xi) {
+    const float* u = U + (int64_t(xi) * M + m0) * C;
+    const float* v = V + int64_t(xi) * C * kBlock;
+    __m512 acc[MB][2];
+    for (int r = 0; r < MB; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < C; ++c) {
+      const __m512 v0 = _mm512_loadu_ps(v + c * kBlock), v1 = _mm512_loadu_ps(v + c * kBlock + 16);
+      for (int r = 0; r < MB; ++r) {
+        const __m512 ur = _mm512_set1_ps(u[r * C + c]);
+        acc[r][0] = _mm512_fmadd_ps(ur, v0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(ur, v1, acc[r][1]);
+      }
+    }
+    float* p = P + (int64_t(xi) * M + m0) * kBlock;
+    for (int r = 0; r < MB; ++r) {
+      _mm512_storeu_ps(p + r * kBlock, acc[r][0]);
+      _mm512_storeu_ps(p + r * kBlock + 16, acc[r][1]);
+    }
+  }
+}
+
+// y = A^T P A per tile, A^T = [[1,1,1,0],[0,1,-1,-1]], plus bias, activation; the 2x2 outputs
+// of 8 tiles interleave into 16 contiguous floats of each output row.
+__attribute__((target("avx512f"))) void output_block(const float* P, const float* bias, float* y, int64_t M,
+                                                     int64_t OH, int64_t OW, int64_t tw, int64_t t0, bool relu) {
+  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const __m512 z = _mm512_setzero_ps();
+  const int64_t xs = M * kBlock;
+  for (int64_t m = 0; m < M; ++m) {
+    const __m512 bv = _mm512_set1_ps(bias ? bias[m] : 0.f);
+    float* ym = y + m * OH * OW;
+    for (int64_t h = 0; h < kBlock; h += 16) {
+      const float* p = P + m * kBlock + h;
+      __m512 s[4], d[4];
+      for (int j = 0; j < 4; ++j) {
+        const __m512 p0 = _mm512_loadu_ps(p + (0 + j) * xs), p1 = _mm512_loadu_ps(p + (4 + j) * xs);
+        const __m512 p2 = _mm512_loadu_ps(p + (8 + j) * xs), p3 = _mm512_loadu_ps(p + (12 + j) * xs);
+        s[j] = _mm512_add_ps(_mm512_add_ps(p0, p1), p2);
+        d[j] = _mm512_sub_ps(_mm512_sub_ps(p1, p2), p3);
+      }
+      __m512 o[2][2];
+      o[0][0] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[1]), s[2]), bv);
+      o[0][1] = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(s[1], s[2]), s[3]), bv);
+      o[1][0] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(d[0], d[1]), d[2]), bv);
+      o[1][1] = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(d[1], d[2]), d[3]), bv);
+      for (int i = 0; i < 2; ++i) {
+        __m512 a = _mm512_permutex2var_ps(o[i][0], lo, o[i][1]), b = _mm512_permutex2var_ps(o[i][0], hi, o[i][1]);
+        if (relu) {
+          a = _mm512_max_ps(a, z);
+          b = _mm512_max_ps(b, z);
+        }
+        // lanes 0..7 / 8..15 are 8 consecutive tiles of one tile row
+        for (int half_ = 0; half_ < 2; ++half_) {
+          const int64_t t = t0 + h + 8 * half_, ta = t / tw, tb = t % tw;
+          _mm512_storeu_ps(ym + (2 * ta + i) * OW + 2 * tb, half_ ? b : a);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool conv_winograd_supported(int64_t C, int64_t M, int64_t OH, int64_t OW) {
+  if (!has_avx512f() || C < 8 || M < 1 || OH % 2 || OW % 2) return false;
+  const int64_t tw = OW / 2, th = OH / 2;
+  return (tw == 8 || tw == 16) && (th * tw) % kBlock == 0;
+}
+
+__attribute__((target("avx512f"))) void conv_winograd(const float* pad, int64_t C, const float* U, const float* bias,
+                                                      float* y, int64_t M, int64_t OH, int64_t OW, bool relu,
+                                                      float* scratch, int64_t slot, int64_t slots) {
+  const int64_t tw = OW / 2, T = (OH / 2) * tw, Hp = OH + 2, Wh = (OW + 3) / 2, blocks = T / kBlock;
+  const int64_t b0 = slots > 0 ? blocks * slot / slots : 0, b1 = slots > 0 ? blocks * (slot + 1) / slots : blocks;
+  float* V = scratch;
+  float* P = scratch + 16 * C * kBlock;
+  for (int64_t t0 = b0 * kBlock; t0 < b1 * kBlock; t0 += kBlock) {
+    if (tw == 16) input_block<16>(pad, C, Hp, Wh, t0 / tw, V);
+    else input_block<8>(pad, C, Hp, Wh, t0 / tw, V);
+    int64_t m = 0;
+    for (; m + 8 <= M; m += 8) product<8>(U, V, P, C, M, m);
+    for (; m + 4 <= M; m += 4) product<4>(U, V, P, C, M, m);
+    for (; m < M; ++m) product<1>(U, V, P, C, M, m);
+    output_block(P, bias, y, M, OH, OW, tw, t0, relu);
+  }
+}
+
+#else
+
+bool conv_winograd_supported(int64_t, int64_t, int64_t, int64_t) { return false; }
+void conv_winograd(const float*, int64_t, const float*, const float*, float*, int64_t, int64_t, int64_t, bool, float*,
+                   int64_t, int64_t) {}
+
+#endif
+
+}  // namespace memlane::cpu

@@ -1,0 +1,31 @@
+// Winograd F(2x2, 3x3) for ungrouped 3x3 stride-1 convs on AVX-512 machines: 16 products of
+// [M x C] by [C x tiles] replace the 9 taps, 2.25x fewer multiply-adds than the direct
+// kernel (ONNX Runtime's CPU convs are direct, NCHWc). Tiles go through in blocks of 32
+// (input transform -> 16 small products -> output transform, all in L1/L2), so the scratch
+// is a few KiB per block, not a transformed copy of the whole map. The transforms only add
+// and halve, so results stay within ~1e-6 relative of the direct sum.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace memlane::cpu {
+
+// True when the CPU has AVX-512F and the shape fits: 3x3, stride 1, no dilation, OW/2 of 8
+// or 16 tiles a row, tile count a multiple of 32, and enough channels to pay for the transforms.
+bool conv_winograd_supported(int64_t C, int64_t M, int64_t OH, int64_t OW);
+
+// U = G w G^T for every (m, c), laid out [16][M][C] (done once, at prepare).
+std::vector<float> conv_winograd_weights(const float* w, int64_t M, int64_t C);
+
+// Scratch floats one call needs (besides the padded input).
+int64_t conv_winograd_scratch(int64_t C, int64_t M);
+
+// pad: conv_direct_fill's column-stride-2 layout ([C][2][Hp][(Wp+1)/2], even and odd columns)
+// of the zero-bordered input, Hp = OH + 2, Wp = OW + 2. y: [M][OH][OW] = act(conv + bias).
+// slot/slots: this call computes the slot-th of `slots` equal shares of the tile blocks
+// (slots = -1: all of them), so threads can split one map, each with its own scratch.
+void conv_winograd(const float* pad, int64_t C, const float* U, const float* bias, float* y, int64_t M, int64_t OH,
+                   int64_t OW, bool relu, float* scratch, int64_t slot, int64_t slots);
+
+}  // namespace memlane::cpu
