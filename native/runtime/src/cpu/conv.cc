@@ -88,6 +88,8 @@ class ConvKernel final : public Kernel {
  public:
   ConvGeom g{};
   TensorRef x, y;
+  TensorRef res;          // fused residual Add (has_res)
+  bool has_res = false;
   const float* w = nullptr;
   const float* b = nullptr;
   bool relu = false;
@@ -125,13 +127,14 @@ class ConvKernel final : public Kernel {
     // Intra-op threads split the output channels (blocks of 8) and share the padded input.
     const int64_t blocks = (g.M + 7) / 8;
     const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(8 * K * g.P(), 1));
+    const float* R = has_res ? res.at(c) : nullptr;
     for (int64_t n = 0; n < c.batch; ++n) {
       conv_direct_fill(X + n * in_sz, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, g.sw, g.kw, g.dw, c.workspace);
       float* yn = Y + n * out_sz;
       c.pool->parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
         const int64_t m0 = b0 * 8, m1 = std::min(g.M, b1 * 8);
         conv_direct(c.workspace, g.C, Hp, Wp, w + m0 * K, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, b ? b + m0 : nullptr,
-                    yn + m0 * g.P(), m1 - m0, g.OH, g.OW, relu);
+                    yn + m0 * g.P(), m1 - m0, g.OH, g.OW, relu, R ? R + n * out_sz + m0 * g.P() : nullptr);
       });
     }
   }
@@ -142,19 +145,21 @@ class ConvKernel final : public Kernel {
     const float* X = x.at(c);
     float* Y = y.at(c);
     const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P();
+    const float* R = has_res ? res.at(c) : nullptr;
     const int64_t padFloats = conv_direct_floats(g.C, Hp, Wp, 2, 3, 1), scratch = conv_winograd_scratch(g.C, g.M);
     const int64_t slots = std::min<int64_t>(threads, c.pool->threads());
     for (int64_t n = 0; n < c.batch; ++n) {
       conv_direct_fill(X + n * in_sz, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, 2, 3, 1, c.workspace);
       float* yn = Y + n * out_sz;
       if (slots <= 1) {
-        conv_winograd(c.workspace, g.C, U.data(), b, yn, g.M, g.OH, g.OW, relu, c.workspace + padFloats, 0, -1);
+        conv_winograd(c.workspace, g.C, U.data(), b, yn, g.M, g.OH, g.OW, relu, c.workspace + padFloats, 0, -1,
+                      R ? R + n * out_sz : nullptr);
         continue;
       }
       c.pool->parallel_for(slots, 1, [&](int64_t s0, int64_t s1) {
         for (int64_t s = s0; s < s1; ++s)
           conv_winograd(c.workspace, g.C, U.data(), b, yn, g.M, g.OH, g.OW, relu,
-                        c.workspace + padFloats + s * scratch, s, slots);
+                        c.workspace + padFloats + s * scratch, s, slots, R ? R + n * out_sz : nullptr);
       });
     }
   }
@@ -335,6 +340,21 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   if (k->winograd) {
     k->U = conv_winograd_weights(k->w, g.M, g.C);
     k->threads = std::max(1, bc.threads);
+  }
+  // Fused residual Add (+ Relu): only the AVX-512 paths have the epilogue. The backend has
+  // checked that the conv's and the Add's outputs have no other reader and that `output`
+  // neither overlaps X nor partly overlaps the residual (an identical region is fine: each
+  // element is read before it is written).
+  if (const ConvEpilogue* e = bc.epilogue; e && (k->direct || k->winograd) && !k->relu && a.activation == Activation::kNone &&
+                                           std::getenv("MEMLANE_NO_FUSION") == nullptr) {
+    const TensorInfo& R = bc.info(e->residual);
+    if (!R.is_weight() && R.shape == Y.shape) {
+      k->res = bc.ref(e->residual);
+      k->has_res = true;
+      k->y = bc.ref(e->output);
+      k->relu = e->relu;
+      e->taken = true;
+    }
   }
   return k;
 }

@@ -23,9 +23,10 @@ int64_t conv_direct_floats(int64_t C, int64_t Hp, int64_t Wp, int64_t sw, int64_
 void conv_direct_fill(const float* x, int64_t C, int64_t H, int64_t W, int64_t pt, int64_t pl, int64_t Hp,
                       int64_t Wp, int64_t sw, int64_t kw, int64_t dw, float* pad);
 
-// pad: conv_direct_fill's layout; w: [M][C][kh][kw]; y: [M][OH][OW].
+// pad: conv_direct_fill's layout; w: [M][C][kh][kw]; y: [M][OH][OW] = act(conv + bias + res),
+// res (nullable): a residual laid out as y (a fused Add; it may be y itself).
 void conv_direct(const float* pad, int64_t C, int64_t Hp, int64_t Wp, const float* w, int64_t kh, int64_t kw,
                  int64_t sh, int64_t sw, int64_t dh, int64_t dw, const float* bias, float* y, int64_t M, int64_t OH,
-                 int64_t OW, bool relu);
+                 int64_t OW, bool relu, const float* res = nullptr);
 
 }  // namespace memlane::cpu

@@ -129,15 +129,15 @@ __attribute__((target("avx512f"))) inline void product(const float* U, const flo
 
 // y = A^T P A per tile, A^T = [[1,1,1,0],[0,1,-1,-1]], plus bias, activation; the 2x2 outputs
 // of 8 tiles interleave into 16 contiguous floats of each output row.
-__attribute__((target("avx512f"))) void output_block(const float* P, const float* bias, float* y, int64_t M,
-                                                     int64_t OH, int64_t OW, int64_t tw, int64_t t0, bool relu) {
+__attribute__((target("avx512f"))) void output_block(const float* P, const float* bias, float* y, const float* res,
+                                                     int64_t M, int64_t OH, int64_t OW, int64_t tw, int64_t t0,
+                                                     bool relu) {
   const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
   const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
   const __m512 z = _mm512_setzero_ps();
   const int64_t xs = M * kBlock;
   for (int64_t m = 0; m < M; ++m) {
     const __m512 bv = _mm512_set1_ps(bias ? bias[m] : 0.f);
-    float* ym = y + m * OH * OW;
     for (int64_t h = 0; h < kBlock; h += 16) {
       const float* p = P + m * kBlock + h;
       __m512 s[4], d[4];
@@ -153,15 +153,14 @@ __attribute__((target("avx512f"))) void output_block(const float* P, const float
       o[1][0] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(d[0], d[1]), d[2]), bv);
       o[1][1] = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(d[1], d[2]), d[3]), bv);
       for (int i = 0; i < 2; ++i) {
-        __m512 a = _mm512_permutex2var_ps(o[i][0], lo, o[i][1]), b = _mm512_permutex2var_ps(o[i][0], hi, o[i][1]);
-        if (relu) {
-          a = _mm512_max_ps(a, z);
-          b = _mm512_max_ps(b, z);
-        }
+        const __m512 a = _mm512_permutex2var_ps(o[i][0], lo, o[i][1]), b = _mm512_permutex2var_ps(o[i][0], hi, o[i][1]);
         // lanes 0..7 / 8..15 are 8 consecutive tiles of one tile row
         for (int half_ = 0; half_ < 2; ++half_) {
-          const int64_t t = t0 + h + 8 * half_, ta = t / tw, tb = t % tw;
-          _mm512_storeu_ps(ym + (2 * ta + i) * OW + 2 * tb, half_ ? b : a);
+          const int64_t t = t0 + h + 8 * half_, ta = t / tw, tb = t % tw, at = m * OH * OW + (2 * ta + i) * OW + 2 * tb;
+          __m512 v = half_ ? b : a;
+          if (res) v = _mm512_add_ps(v, _mm512_loadu_ps(res + at));
+          if (relu) v = _mm512_max_ps(v, z);
+          _mm512_storeu_ps(y + at, v);
         }
       }
     }
@@ -178,7 +177,7 @@ bool conv_winograd_supported(int64_t C, int64_t M, int64_t OH, int64_t OW) {
 
 __attribute__((target("avx512f"))) void conv_winograd(const float* pad, int64_t C, const float* U, const float* bias,
                                                       float* y, int64_t M, int64_t OH, int64_t OW, bool relu,
-                                                      float* scratch, int64_t slot, int64_t slots) {
+                                                      float* scratch, int64_t slot, int64_t slots, const float* res) {
   const int64_t tw = OW / 2, T = (OH / 2) * tw, Hp = OH + 2, Wh = (OW + 3) / 2, blocks = T / kBlock;
   const int64_t b0 = slots > 0 ? blocks * slot / slots : 0, b1 = slots > 0 ? blocks * (slot + 1) / slots : blocks;
   float* V = scratch;
@@ -190,7 +189,7 @@ __attribute__((target("avx512f"))) void conv_winograd(const float* pad, int64_t 
     for (; m + 8 <= M; m += 8) product<8>(U, V, P, C, M, m);
     for (; m + 4 <= M; m += 4) product<4>(U, V, P, C, M, m);
     for (; m < M; ++m) product<1>(U, V, P, C, M, m);
-    output_block(P, bias, y, M, OH, OW, tw, t0, relu);
+    output_block(P, bias, y, res, M, OH, OW, tw, t0, relu);
   }
 }
 
@@ -198,7 +197,7 @@ __attribute__((target("avx512f"))) void conv_winograd(const float* pad, int64_t 
 
 bool conv_winograd_supported(int64_t, int64_t, int64_t, int64_t) { return false; }
 void conv_winograd(const float*, int64_t, const float*, const float*, float*, int64_t, int64_t, int64_t, bool, float*,
-                   int64_t, int64_t) {}
+                   int64_t, int64_t, const float*) {}
 
 #endif
 

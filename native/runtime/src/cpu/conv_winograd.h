@@ -25,7 +25,8 @@ int64_t conv_winograd_scratch(int64_t C, int64_t M);
 // of the zero-bordered input, Hp = OH + 2, Wp = OW + 2. y: [M][OH][OW] = act(conv + bias).
 // slot/slots: this call computes the slot-th of `slots` equal shares of the tile blocks
 // (slots = -1: all of them), so threads can split one map, each with its own scratch.
+// res (nullable): a residual laid out as y, added before the activation (it may be y itself).
 void conv_winograd(const float* pad, int64_t C, const float* U, const float* bias, float* y, int64_t M, int64_t OH,
-                   int64_t OW, bool relu, float* scratch, int64_t slot, int64_t slots);
+                   int64_t OW, bool relu, float* scratch, int64_t slot, int64_t slots, const float* res = nullptr);
 
 }  // namespace memlane::cpu

@@ -35,6 +35,53 @@ void* aligned_bytes(uint64_t bytes) {
   return std::aligned_alloc(64, rounded ? rounded : 64);
 }
 
+// Tensor ids that are graph outputs or read by an op other than `except`.
+bool read_elsewhere(const Plan& plan, int32_t id, size_t except) {
+  for (int32_t o : plan.outputs)
+    if (o == id) return true;
+  for (size_t i = 0; i < plan.ops.size(); ++i)
+    if (i != except)
+      for (int32_t in : plan.ops[i].inputs)
+        if (in == id) return true;
+  return false;
+}
+
+bool overlaps(const TensorInfo& a, const TensorInfo& b) {
+  return a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+}
+
+// Conv (no activation) at ops[i] -> Add(its output, R) at i+1 -> optionally Relu at i+2, with
+// the intermediate tensors read nowhere else: the Conv can write act(conv + R) straight to the
+// last op's output. Only adjacent ops: a tensor alive in between could share that output's
+// arena space (the planner gave it out from the Add or Relu on). Of the tensors alive at the
+// Conv, only X and R may die before the output is born; it must not overlap X and must not
+// partly overlap R.
+bool residual_epilogue(const Plan& plan, size_t i, cpu::ConvEpilogue* e) {
+  const auto& ops = plan.ops;
+  if (i + 1 >= ops.size() || ops[i].attrs.activation != Activation::kNone || ops[i].outputs.size() != 1) return false;
+  const Op& add = ops[i + 1];
+  const int32_t t1 = ops[i].outputs[0];
+  if (add.type != OpType::kAdd || add.inputs.size() != 2 || add.outputs.size() != 1) return false;
+  if ((add.inputs[0] == t1) == (add.inputs[1] == t1)) return false;  // exactly one side
+  const int32_t r = add.inputs[0] == t1 ? add.inputs[1] : add.inputs[0];
+  if (read_elsewhere(plan, t1, i + 1)) return false;
+  int32_t out = add.outputs[0];
+  bool relu = false;
+  if (i + 2 < ops.size() && ops[i + 2].type == OpType::kRelu && ops[i + 2].inputs.size() == 1 &&
+      ops[i + 2].inputs[0] == out && ops[i + 2].outputs.size() == 1 && !read_elsewhere(plan, out, i + 2)) {
+    out = ops[i + 2].outputs[0];
+    relu = true;
+  }
+  const TensorInfo &T = plan.tensors[t1], &R = plan.tensors[r], &O = plan.tensors[out];
+  const TensorInfo& X = plan.tensors[ops[i].inputs[0]];
+  if (R.is_weight() || X.is_weight() || O.is_weight() || R.shape != T.shape || O.shape != T.shape) return false;
+  if (overlaps(O, X) || (overlaps(O, R) && O.offset != R.offset)) return false;
+  e->residual = r;
+  e->output = out;
+  e->relu = relu;
+  return true;
+}
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const BackendOptions& o) : opts_(o) {
@@ -61,11 +108,24 @@ class CpuBackend final : public Backend {
     cpu::BuildCtx bc{&plan, threads_};
     std::vector<std::unique_ptr<cpu::Kernel>> kernels;
     uint64_t ws = 0;
-    for (const Op& op : plan.ops) {
+    size_t skip = 0;  // ops folded into the previous Conv's epilogue (no kernel)
+    for (size_t oi = 0; oi < plan.ops.size(); ++oi) {
+      const Op& op = plan.ops[oi];
+      if (skip) {
+        --skip;
+        kernels.push_back(nullptr);
+        continue;
+      }
       Status st = Status::kOk;
       std::unique_ptr<cpu::Kernel> k;
+      cpu::ConvEpilogue epi;
       switch (op.type) {
-        case OpType::kConv: k = cpu::make_conv(bc, op, &st, message); break;
+        case OpType::kConv:
+          bc.epilogue = residual_epilogue(plan, oi, &epi) ? &epi : nullptr;
+          k = cpu::make_conv(bc, op, &st, message);
+          bc.epilogue = nullptr;
+          if (k && epi.taken) skip = epi.relu ? 2 : 1;
+          break;
         case OpType::kGemm: k = cpu::make_gemm(bc, op, &st, message); break;
         case OpType::kMatMul: k = cpu::make_matmul(bc, op, &st, message); break;
         case OpType::kAdd: case OpType::kSub: case OpType::kMul: case OpType::kDiv:
@@ -149,10 +209,12 @@ class CpuBackend final : public Backend {
 
   void run_kernels(const cpu::RunCtx& c) {
     if (profile_.empty()) {
-      for (const auto& k : kernels_) k->run(c);
+      for (const auto& k : kernels_)
+        if (k) k->run(c);
       return;
     }
     for (size_t i = 0; i < kernels_.size(); ++i) {
+      if (!kernels_[i]) continue;  // fused into the Conv before it
       const auto t0 = std::chrono::steady_clock::now();
       kernels_[i]->run(c);
       const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();

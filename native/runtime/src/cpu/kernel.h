@@ -39,9 +39,19 @@ class Kernel {
   virtual uint64_t workspace_floats(int64_t /*maxBatch*/) const { return 0; }
 };
 
+// A Conv's fused epilogue: y = act(conv + bias + residual) written to `output` (the backend
+// proposes it for Conv -> Add -> Relu chains; make_conv takes it only on its AVX-512 paths).
+struct ConvEpilogue {
+  int32_t residual = -1;  // tensor added to the conv's output (same shape, an activation)
+  int32_t output = -1;    // tensor the result goes to (the Relu's, or the Add's)
+  bool relu = false;
+  mutable bool taken = false;  // set by make_conv when it fused
+};
+
 struct BuildCtx {
   const Plan* plan = nullptr;
   int threads = 1;  // intra-op threads at run time (kernels with per-thread scratch size it by this)
+  const ConvEpilogue* epilogue = nullptr;  // for the Conv being built, when fusable
   TensorRef ref(int32_t id) const {
     const TensorInfo& t = plan->tensors[id];
     TensorRef r;

@@ -1,0 +1,76 @@
+// Conv -> Add(residual) [-> Relu] chains run as one Conv with a residual epilogue: the same
+// outputs as the unfused ops (MEMLANE_NO_FUSION=1), on the Winograd and direct paths, with the
+// residual on either side of the Add, written in place over the residual, and left unfused
+// where the conv's output has another reader.
+#include <cstdlib>
+
+#include "harness.h"
+#include "op_runner.h"
+
+using namespace mltest;
+using S = std::vector<int64_t>;
+
+static Attrs conv_attrs(int64_t k, int64_t s, int64_t p, const char* act) {
+  return {{"kernel", S{k, k}}, {"strides", S{s, s}}, {"pads", S{p, p, p, p}}, {"activation", std::string(act)}};
+}
+
+static void compare(const char* label, const PlanBuilder& pb, int64_t batch, const std::vector<float>& x) {
+  unsetenv("MEMLANE_NO_FUSION");
+  RunResult fused = run_plan(pb, batch, {x});
+  setenv("MEMLANE_NO_FUSION", "1", 1);
+  RunResult plain = run_plan(pb, batch, {x});
+  unsetenv("MEMLANE_NO_FUSION");
+  CHECK_MSG(fused.status == memlane::Status::kOk && plain.status == memlane::Status::kOk, fused.message + plain.message);
+  for (size_t i = 0; i < fused.outputs.size(); ++i) {
+    const float d = max_abs_diff(fused.outputs[i], plain.outputs[i]);
+    CHECK_MSG(d <= 1e-5f, std::string(label) + ": max abs diff " + std::to_string(d));
+  }
+}
+
+int main() {
+  Rng rng;
+  // Basic block: conv+relu, conv, add input, relu (Winograd-sized 32x32 maps, 16 channels).
+  for (int inPlace = 0; inPlace < 2; ++inPlace) {
+    PlanBuilder pb;
+    int x = pb.input("x", {16, 32, 32});
+    int w1 = pb.weight("w1", {16, 16, 3, 3}, rng.vec(16 * 16 * 9));
+    int w2 = pb.weight("w2", {16, 16, 3, 3}, rng.vec(16 * 16 * 9));
+    int b2 = pb.weight("b2", {16}, rng.vec(16));
+    int a = pb.act("a", {16, 32, 32});
+    int c = pb.act("c", {16, 32, 32});
+    int s = pb.act("s", {16, 32, 32});
+    int y = pb.output("y", {16, 32, 32});
+    if (inPlace) pb.tensors[size_t(y)].offset = pb.tensors[size_t(x)].offset;  // y over the residual
+    pb.op("Conv", {x, w1, -1}, {a}, conv_attrs(3, 1, 1, "relu"));
+    pb.op("Conv", {a, w2, b2}, {c}, conv_attrs(3, 1, 1, "none"));
+    pb.op("Add", {c, x}, {s});
+    pb.op("Relu", {s}, {y});
+    compare(inPlace ? "winograd block, in place" : "winograd block", pb, 3, rng.vec(3 * 16 * 32 * 32));
+  }
+  // Downsampling block: stride-2 direct conv, 1x1 projection on the Add's left, no Relu.
+  {
+    PlanBuilder pb;
+    int x = pb.input("x", {16, 32, 32});
+    int w1 = pb.weight("w1", {32, 16, 3, 3}, rng.vec(32 * 16 * 9));
+    int wd = pb.weight("wd", {32, 16, 1, 1}, rng.vec(32 * 16));
+    int r = pb.act("r", {32, 16, 16});
+    int c = pb.act("c", {32, 16, 16});
+    int y = pb.output("y", {32, 16, 16});
+    pb.op("Conv", {x, wd, -1}, {r}, conv_attrs(1, 2, 0, "none"));
+    pb.op("Conv", {x, w1, -1}, {c}, conv_attrs(3, 2, 1, "none"));
+    pb.op("Add", {r, c}, {y});
+    compare("stride-2 direct, residual first, no relu", pb, 2, rng.vec(2 * 16 * 32 * 32));
+  }
+  // The conv's output is also a graph output: no fusion, same results.
+  {
+    PlanBuilder pb;
+    int x = pb.input("x", {8, 16, 16});
+    int w = pb.weight("w", {8, 8, 3, 3}, rng.vec(8 * 8 * 9));
+    int c = pb.output("c", {8, 16, 16});
+    int y = pb.output("y", {8, 16, 16});
+    pb.op("Conv", {x, w, -1}, {c}, conv_attrs(3, 1, 1, "none"));
+    pb.op("Add", {c, x}, {y});
+    compare("conv output read elsewhere", pb, 2, rng.vec(2 * 8 * 16 * 16));
+  }
+  return finish("fusion_test");
+}
