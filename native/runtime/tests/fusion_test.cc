@@ -61,6 +61,19 @@ int main() {
     pb.op("Add", {r, c}, {y});
     compare("stride-2 direct, residual first, no relu", pb, 2, rng.vec(2 * 16 * 32 * 32));
   }
+  // 8x8 maps (Winograd on pairs of samples, a lone last sample on the direct kernel).
+  {
+    PlanBuilder pb;
+    int x = pb.input("x", {16, 8, 8});
+    int w = pb.weight("w", {16, 16, 3, 3}, rng.vec(16 * 16 * 9));
+    int c = pb.act("c", {16, 8, 8});
+    int s = pb.act("s", {16, 8, 8});
+    int y = pb.output("y", {16, 8, 8});
+    pb.op("Conv", {x, w, -1}, {c}, conv_attrs(3, 1, 1, "none"));
+    pb.op("Add", {x, c}, {s});
+    pb.op("Relu", {s}, {y});
+    compare("8x8 winograd pairs", pb, 5, rng.vec(5 * 16 * 8 * 8));
+  }
   // The conv's output is also a graph output: no fusion, same results.
   {
     PlanBuilder pb;

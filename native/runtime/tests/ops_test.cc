@@ -65,6 +65,8 @@ static void test_conv() {
       {"direct stride (2,1) dilated", 1, 5, 17, 20, 8, 3, 3, 2, 1, 1, 0, 1, 0, 1, 2, 1, false, true},
       {"direct, channel blocks split over threads", 2, 16, 16, 16, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
       {"direct 1x1 stride 2", 2, 16, 16, 16, 32, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, true, false},
+      {"winograd 8x8, a pair of samples and a lone one", 3, 16, 8, 8, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"winograd 8x8 asym pads, four samples", 4, 9, 7, 9, 8, 3, 3, 1, 1, 2, 0, 1, 1, 1, 1, 1, false, false},
       {"winograd 32x32, channel remainders 4 and 1", 2, 9, 32, 32, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
       {"winograd 16x16 asym pads, no bias", 1, 8, 15, 17, 8, 3, 3, 1, 1, 2, 0, 1, 1, 1, 1, 1, false, false},
       {"winograd 16x32 no pads", 2, 12, 18, 34, 16, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, false},

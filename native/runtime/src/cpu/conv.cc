@@ -120,7 +120,7 @@ class ConvKernel final : public Kernel {
     return uint64_t(s * g.Cg() * plane() + slack() + (g.K() + g.Mg()) * Pp() * s);
   }
 
-  void run_direct(const RunCtx& c) const {
+  void run_direct(const RunCtx& c, int64_t from = 0) const {
     const float* X = x.at(c);
     float* Y = y.at(c);
     const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), K = g.K();
@@ -128,7 +128,7 @@ class ConvKernel final : public Kernel {
     const int64_t blocks = (g.M + 7) / 8;
     const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(8 * K * g.P(), 1));
     const float* R = has_res ? res.at(c) : nullptr;
-    for (int64_t n = 0; n < c.batch; ++n) {
+    for (int64_t n = from; n < c.batch; ++n) {
       conv_direct_fill(X + n * in_sz, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, g.sw, g.kw, g.dw, c.workspace);
       float* yn = Y + n * out_sz;
       c.pool->parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
@@ -147,19 +147,27 @@ class ConvKernel final : public Kernel {
     const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P();
     const float* R = has_res ? res.at(c) : nullptr;
     const int64_t padFloats = conv_direct_floats(g.C, Hp, Wp, 2, 3, 1), scratch = conv_winograd_scratch(g.C, g.M);
+    const int64_t spb = conv_winograd_samples(g.OH, g.OW);
     const int64_t slots = std::min<int64_t>(threads, c.pool->threads());
-    for (int64_t n = 0; n < c.batch; ++n) {
-      conv_direct_fill(X + n * in_sz, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, 2, 3, 1, c.workspace);
+    float* work = c.workspace + spb * padFloats;
+    for (int64_t n = 0; n < c.batch; n += spb) {
+      const int64_t cnt = std::min(spb, c.batch - n);
+      if (cnt < spb) {  // a lone sample of a two-sample block: half the products would be wasted
+        run_direct(c, n);
+        continue;
+      }
+      for (int64_t s = 0; s < cnt; ++s)
+        conv_direct_fill(X + (n + s) * in_sz, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, 2, 3, 1, c.workspace + s * padFloats);
       float* yn = Y + n * out_sz;
+      const float* rn = R ? R + n * out_sz : nullptr;
       if (slots <= 1) {
-        conv_winograd(c.workspace, g.C, U.data(), b, yn, g.M, g.OH, g.OW, relu, c.workspace + padFloats, 0, -1,
-                      R ? R + n * out_sz : nullptr);
+        conv_winograd(c.workspace, padFloats, cnt, g.C, U.data(), b, yn, g.M, g.OH, g.OW, relu, work, 0, -1, rn);
         continue;
       }
       c.pool->parallel_for(slots, 1, [&](int64_t s0, int64_t s1) {
         for (int64_t s = s0; s < s1; ++s)
-          conv_winograd(c.workspace, g.C, U.data(), b, yn, g.M, g.OH, g.OW, relu,
-                        c.workspace + padFloats + s * scratch, s, slots, R ? R + n * out_sz : nullptr);
+          conv_winograd(c.workspace, padFloats, cnt, g.C, U.data(), b, yn, g.M, g.OH, g.OW, relu, work + s * scratch, s,
+                        slots, rn);
       });
     }
   }
@@ -232,7 +240,9 @@ class ConvKernel final : public Kernel {
 
   uint64_t workspace_floats(int64_t maxBatch) const override {
     if (pointwise) return 0;
-    if (winograd) return uint64_t(conv_direct_floats(g.C, Hp, Wp, 2, 3, 1) + threads * conv_winograd_scratch(g.C, g.M));
+    if (winograd)
+      return uint64_t(conv_winograd_samples(g.OH, g.OW) * conv_direct_floats(g.C, Hp, Wp, 2, 3, 1) +
+                      threads * conv_winograd_scratch(g.C, g.M));
     if (direct) return uint64_t(conv_direct_floats(g.C, Hp, Wp, g.sw, g.kw, g.dw));
     if (padded) return padded_ws(g.group == 1 ? padded_chunk(maxBatch) : 1);
     int64_t s = chunk(maxBatch);

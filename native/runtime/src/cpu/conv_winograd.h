@@ -12,7 +12,8 @@
 namespace memlane::cpu {
 
 // True when the CPU has AVX-512F and the shape fits: 3x3, stride 1, no dilation, OW/2 of 8
-// or 16 tiles a row, tile count a multiple of 32, and enough channels to pay for the transforms.
+// or 16 tiles a row and a tile count that is a multiple of 32, or 8x8 maps (16 tiles: two
+// samples share a block), and enough channels to pay for the transforms.
 bool conv_winograd_supported(int64_t C, int64_t M, int64_t OH, int64_t OW);
 
 // U = G w G^T for every (m, c), laid out [16][M][C] (done once, at prepare).
@@ -21,12 +22,17 @@ std::vector<float> conv_winograd_weights(const float* w, int64_t M, int64_t C);
 // Scratch floats one call needs (besides the padded input).
 int64_t conv_winograd_scratch(int64_t C, int64_t M);
 
-// pad: conv_direct_fill's column-stride-2 layout ([C][2][Hp][(Wp+1)/2], even and odd columns)
-// of the zero-bordered input, Hp = OH + 2, Wp = OW + 2. y: [M][OH][OW] = act(conv + bias).
+// Samples one call should take (2 for 8x8 maps, else 1).
+int64_t conv_winograd_samples(int64_t OH, int64_t OW);
+
+// pad: `samples` inputs (padStride floats apart) in conv_direct_fill's column-stride-2 layout
+// ([C][2][Hp][(Wp+1)/2], even and odd columns) of the zero-bordered input, Hp = OH + 2,
+// Wp = OW + 2. y: samples x [M][OH][OW] = act(conv + bias + res).
 // slot/slots: this call computes the slot-th of `slots` equal shares of the tile blocks
 // (slots = -1: all of them), so threads can split one map, each with its own scratch.
 // res (nullable): a residual laid out as y, added before the activation (it may be y itself).
-void conv_winograd(const float* pad, int64_t C, const float* U, const float* bias, float* y, int64_t M, int64_t OH,
-                   int64_t OW, bool relu, float* scratch, int64_t slot, int64_t slots, const float* res = nullptr);
+void conv_winograd(const float* pad, int64_t padStride, int64_t samples, int64_t C, const float* U, const float* bias,
+                   float* y, int64_t M, int64_t OH, int64_t OW, bool relu, float* scratch, int64_t slot, int64_t slots,
+                   const float* res = nullptr);
 
 }  // namespace memlane::cpu
