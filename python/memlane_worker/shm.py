@@ -15,6 +15,8 @@ from .errors import MalformedMessage, TaskError
 from .protocol import ErrorCode
 
 SHM_DIR = "/dev/shm"
+# Said in hello.capabilities: this worker reads `shm` TensorRefs (docs/protocol.md).
+CAPABILITY = "shm"
 # A POSIX shm name without the leading slash: no path separators, no "..".
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,250}$")
 
@@ -55,3 +57,11 @@ def map_range(spec: Any, where: str) -> memoryview:
     finally:
         os.close(fd)  # the mapping stays valid without the descriptor
     return memoryview(mapping)[offset : offset + length]
+
+
+def is_mapped(arr: Any) -> bool:
+    """True when `arr` is a view of a shared-memory mapping (it came as an `shm` ref)."""
+    base = arr
+    while getattr(base, "base", None) is not None and not isinstance(base, memoryview):
+        base = base.base
+    return isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap)

@@ -20,6 +20,7 @@ from .errors import MalformedMessage, TaskError
 from .executor import Executor, Job
 from .outbox import Outbox
 from .protocol import PROTOCOL_VERSION, ErrorCode
+from .shm import CAPABILITY as SHM_CAPABILITY
 
 EXIT_ORPHANED = 3
 _POLL_MS = 250
@@ -55,7 +56,7 @@ class Worker:
     def hello(self) -> None:
         self._send(messages.envelope(
             "hello", messages.new_id(self.options.name), pid=os.getpid(), worker=self.options.name,
-            capabilities=list(tasks.TASK_NAMES), versions=versions.collect()))
+            capabilities=[*tasks.TASK_NAMES, SHM_CAPABILITY], versions=versions.collect()))
 
     # -- receiving --------------------------------------------------------------------
     def handle(self, parts: list[zmq.Frame]) -> None:

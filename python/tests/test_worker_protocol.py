@@ -19,7 +19,7 @@ V = PROTOCOL_VERSION
 def test_hello_comes_first_with_pid_capabilities_and_versions(worker):
     h = worker.hello
     assert h["v"] == V and h["pid"] == worker.proc.pid and h["worker"] == "python"
-    assert set(h["capabilities"]) == set(TASK_NAMES)
+    assert set(h["capabilities"]) == {*TASK_NAMES, "shm"}  # "shm": it reads shared-memory TensorRefs
     assert {"python", "protocol", "torch", "onnxruntime", "pyzmq"} <= set(h["versions"])
 
 

@@ -22,6 +22,7 @@ import { writeReport } from "../report/write.ts";
 import { renderTerminal } from "../report/terminal.ts";
 import type { GpuProbe } from "../memory/sampler.ts";
 import { ErrorCode, errorCodeName } from "../transport/protocol.ts";
+import { ShmRegistry } from "../transport/shm.ts";
 
 /** Options of {@link runPipeline}. */
 export interface RunPipelineOptions {
@@ -84,6 +85,15 @@ async function gpuProbe(): Promise<RunSession["gpuProbe"]> {
   }
 }
 
+function sharedMemory(runId: string, io: Io): ShmRegistry | undefined {
+  try {
+    return new ShmRegistry({ runId });
+  } catch (err) {
+    io.err(`memlane: shared memory unavailable, every tensor travels as a frame: ${(err as Error).message}`);
+    return undefined;
+  }
+}
+
 function errorOf(err: unknown): { code: number; name: string; message: string } {
   const code = typeof (err as { code?: unknown })?.code === "number" ? (err as { code: number }).code : ErrorCode.TASK_FAILED;
   return { code, name: errorCodeName(code), message: err instanceof Error ? err.message : String(err) };
@@ -143,7 +153,10 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
   const { outDir, concurrency, io, quiet, signal } = resolveRunOptions(p, opts);
   const progress = createProgress(io, quiet);
   const { runId, runDir } = await createRunDir(outDir);
-  const s = new RunSession(p.name, runId, runDir, p.options, progress, await gpuProbe());
+  // Input tensors of >= 1 MiB reach workers that read shared memory through /dev/shm
+  // segments named for this run; the start-up sweep removes those of crashed orchestrators.
+  const shm = sharedMemory(runId, io);
+  const s = new RunSession(p.name, runId, runDir, p.options, progress, await gpuProbe(), shm);
   progress.log(`memlane: pipeline "${p.name}", run ${runId} → ${runDir}`);
   const record = () =>
     buildReport({

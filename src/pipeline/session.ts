@@ -7,6 +7,7 @@ import type { CheckpointLoadRecord, RuntimeRecord, TrainingRecord } from "../rep
 import type { GpuReport, StageReport } from "../report/schema.ts";
 import { MemorySampler, type GpuProbe } from "../memory/sampler.ts";
 import { Supervisor } from "../workers/supervisor.ts";
+import type { ShmRegistry } from "../transport/shm.ts";
 import type { WorkerHandle } from "../workers/handle.ts";
 import type { RunOptions as TaskRunOptions, TaskResult, WorkerSpec } from "../workers/options.ts";
 import type { ProgressSink } from "./progress.ts";
@@ -44,6 +45,8 @@ export class RunSession {
     readonly options: ResolvedPipelineOptions,
     readonly progress: ProgressSink,
     gpu: RunSession["gpuProbe"],
+    /** The run's shared-memory segments (large input tensors); closed by {@link close}. */
+    readonly shm?: ShmRegistry,
   ) {
     this.gpuProbe = gpu;
     this.sampler = new MemorySampler(gpu ? { gpu } : {});
@@ -60,7 +63,7 @@ export class RunSession {
   }
 
   supervisor(): Promise<Supervisor> {
-    this.#supervisor ??= Supervisor.start({ spawn: { heartbeatTimeoutMs: 60_000 } });
+    this.#supervisor ??= Supervisor.start({ spawn: { heartbeatTimeoutMs: 60_000 }, ...(this.shm ? { shm: this.shm } : {}) });
     return this.#supervisor;
   }
 
@@ -117,7 +120,11 @@ export class RunSession {
   async close(): Promise<void> {
     const sup = this.#supervisor;
     this.#supervisor = undefined;
-    if (sup) await (await sup.catch(() => undefined))?.close();
+    try {
+      if (sup) await (await sup.catch(() => undefined))?.close();
+    } finally {
+      this.shm?.close(); // every segment of the run, also those of a worker that died mid-task
+    }
     await this.sampler.stop();
   }
 }

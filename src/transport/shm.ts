@@ -18,6 +18,8 @@ export { shmBackend, ShmError, type ShmSegment } from "./shm-segment.ts";
 export { parseSegmentName, sanitizeRunId, segmentName, sweepStaleSegments } from "./shm-sweep.ts";
 
 export const DEFAULT_SHM_THRESHOLD = 1 << 20;
+/** What a worker lists in hello.capabilities when it reads `shm` TensorRefs. */
+export const SHM_CAPABILITY = "shm";
 /** Tensors in one segment start on 64-byte boundaries (cache line; any dtype's alignment). */
 const ALIGN = 64;
 

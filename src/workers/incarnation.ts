@@ -4,7 +4,8 @@
  * one WorkerError that says which worker, how it ended and during which task.
  */
 import type { Broker, Peer, PeerHandler } from "../transport/broker.ts";
-import { decodeTensors, encodeTensors } from "../transport/codec.ts";
+import { encodeTensors } from "../transport/codec.ts";
+import { decodeTensorsShm, encodeTensorsShm, SHM_CAPABILITY, type ShmRegistry } from "../transport/shm.ts";
 import { ErrorCode, PROTOCOL_VERSION, type ErrorMessage, type Hello, type Message, type PhaseMark, type Result } from "../transport/protocol.ts";
 import { register } from "./cleanup.ts";
 import type { ResolvedSpawnOptions, RunOptions, TaskResult, WorkerSpec } from "./options.ts";
@@ -44,6 +45,7 @@ export class Incarnation {
     private readonly broker: Broker,
     readonly spec: WorkerSpec,
     private readonly o: ResolvedSpawnOptions,
+    private readonly shm?: ShmRegistry,
   ) {
     this.proc = new WorkerProcess(spec, broker.endpoint, { stderrTailBytes: o.stderrTailBytes, forward: o.forward });
     const unregister = register(this);
@@ -105,12 +107,22 @@ export class Incarnation {
         code: ErrorCode.CANCELLED, worker: this.identity, task, taskId: id, cause: options.signal.reason,
       }));
     }
-    const { refs, frames } = encodeTensors(options.tensors ?? {});
+    let encoded: ReturnType<typeof encodeTensorsShm>;
+    try {
+      encoded = this.encode(options.tensors ?? {});
+    } catch (err) {
+      return Promise.reject(new WorkerError(`task ${task}: could not put its tensors in shared memory: ${(err as Error).message}`, {
+        code: ErrorCode.SHM_UNAVAILABLE, worker: this.identity, task, taskId: id, cause: err,
+      }));
+    }
+    const { refs, frames, segment } = encoded;
     return new Promise<TaskResult>((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       const onAbort = (): void => this.abandon(id, ErrorCode.CANCELLED, false, `task ${task} was cancelled`, options.signal?.reason);
       const settle = (): void => {
         clearTimeout(timer);
+        // The worker has answered (its mapping, if any, outlives the name) or is gone.
+        if (segment) this.shm?.release(segment.name);
         options.signal?.removeEventListener("abort", onAbort);
         this.tasks.delete(id);
       };
@@ -130,6 +142,15 @@ export class Incarnation {
         }));
       });
     });
+  }
+
+  /**
+   * Tensors of at least the registry's threshold go through shared memory when this worker
+   * said it reads them (`shm` in hello.capabilities); everything else travels as frames.
+   */
+  private encode(tensors: NonNullable<RunOptions["tensors"]>): ReturnType<typeof encodeTensorsShm> {
+    if (this.shm && this.hello?.capabilities?.includes(SHM_CAPABILITY)) return encodeTensorsShm(tensors, this.shm);
+    return { ...encodeTensors(tensors), segment: null };
   }
 
   /** Stop by escalation: shutdown message, SIGTERM, SIGKILL. In-flight tasks reject CANCELLED. */
@@ -183,7 +204,7 @@ export class Incarnation {
 
   private finish(m: Result, t: InFlight, frames: Buffer[]): void {
     const value = typeof m.value === "object" && m.value !== null ? m.value : { value: m.value };
-    t.resolve({ value, tensors: decodeTensors(m.tensors, frames), phases: t.phases, workerPid: this.proc.pid ?? -1 });
+    t.resolve({ value, tensors: decodeTensorsShm(m.tensors, frames, this.shm?.addonPath), phases: t.phases, workerPid: this.proc.pid ?? -1 });
   }
 
   /** Give up on a task now (timeout, abort); the worker gets a cancel and cancelGraceMs to let go. */

@@ -2,6 +2,7 @@
  * Spawns workers against one broker and keeps track of them so they can all be stopped.
  */
 import { Broker } from "../transport/broker.ts";
+import type { ShmRegistry } from "../transport/shm.ts";
 import type { BrokerOptions } from "../transport/endpoint.ts";
 import { WorkerHandle } from "./handle.ts";
 import { Incarnation } from "./incarnation.ts";
@@ -13,6 +14,13 @@ export interface SupervisorOptions extends BrokerOptions {
   spawn?: SpawnOptions;
   /** Use this broker instead of binding one (it is not closed by {@link Supervisor.close}). */
   broker?: Broker;
+  /**
+   * Send input tensors of at least `shm.thresholdBytes` through shared memory (segments of
+   * this registry, unlinked when the task ends and at the latest when the registry closes) to
+   * workers whose hello lists the `shm` capability; others get frames. Without it every
+   * tensor is a frame. The caller owns the registry (one per run) and closes it.
+   */
+  shm?: ShmRegistry;
 }
 
 /** Owns a broker and the workers spawned on it. */
@@ -25,14 +33,18 @@ export class Supervisor {
     readonly broker: Broker,
     private readonly ownsBroker: boolean,
     private readonly defaults: ResolvedSpawnOptions,
+    /** The registry large input tensors go through, if any ({@link SupervisorOptions.shm}). */
+    readonly shm: ShmRegistry | undefined,
   ) {}
 
   /** Bind a broker (loopback tcp by default) and return a supervisor for it. */
   static async start(options: SupervisorOptions = {}): Promise<Supervisor> {
-    const { spawn, broker, ...brokerOptions } = options;
+    const { spawn, broker, shm, ...brokerOptions } = options;
     const defaults = resolveSpawnOptions(spawn ?? {});
+    if (shm !== undefined && (typeof shm !== "object" || shm === null || typeof (shm as ShmRegistry).allocate !== "function"))
+      throw new TypeError(`Supervisor option \`shm\`: expected a ShmRegistry, got ${JSON.stringify(shm)}`);
     const b = broker ?? (await Broker.bind(brokerOptions));
-    return new Supervisor(b, broker === undefined, defaults);
+    return new Supervisor(b, broker === undefined, defaults, shm);
   }
 
   /** The endpoint workers are told to `--connect` to. */
@@ -55,7 +67,7 @@ export class Supervisor {
     checkSpec(spec);
     const o = resolveSpawnOptions(options, this.defaults);
     const launch = async (): Promise<Incarnation> => {
-      const inc = new Incarnation(this.broker, spec, o);
+      const inc = new Incarnation(this.broker, spec, o, this.shm);
       try {
         await inc.ready;
       } catch (err) {

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .. import memory
+from .. import memory, shm
 
 
 def _mapped_libraries() -> list[str]:
@@ -29,4 +29,6 @@ def run(ctx):
         "torchImported": "torch" in sys.modules,
         "sharedLibraries": _mapped_libraries(),
         "memory": memory.read(),
+        # How each input tensor arrived: "shm" (a view of a mapped segment) or "frame".
+        "tensorsVia": {name: "shm" if shm.is_mapped(arr) else "frame" for name, arr in ctx.tensors.items()},
     }
