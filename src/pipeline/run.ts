@@ -85,6 +85,23 @@ async function gpuProbe(): Promise<RunSession["gpuProbe"]> {
   }
 }
 
+/** report.png next to report.html; a missing chromium or a failed render is one line, not an error. */
+async function writePng(html: string, io: Io): Promise<string | undefined> {
+  const png = html.replace(/\.html$/, ".png");
+  try {
+    const { screenshotReport, screenshotUnavailable } = await import("../report/html/screenshot.ts");
+    const why = screenshotUnavailable();
+    if (why) {
+      io.err(`memlane: report.png skipped: ${why}`);
+      return undefined;
+    }
+    return await screenshotReport(html, png);
+  } catch (err) {
+    io.err(`memlane: report.png skipped: ${(err as Error).message.split("\n")[0]}`);
+    return undefined;
+  }
+}
+
 function sharedMemory(runId: string, io: Io): ShmRegistry | undefined {
   try {
     return new ShmRegistry({ runId });
@@ -197,11 +214,16 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
   const report = record();
   const written = await writeReport(report, outDir);
   const otherFiles = [written.markdown];
+  let html: string | undefined;
   try {
     const { writeHtmlReport } = await import("../report/html/index.ts");
-    otherFiles.push(await writeHtmlReport(runDir));
+    otherFiles.push((html = await writeHtmlReport(runDir)));
   } catch {
     // The HTML report is optional here; `memlane report <runDir>` renders it later.
+  }
+  if (html) {
+    const png = await writePng(html, io);
+    if (png) otherFiles.push(png);
   }
   let table = renderTerminal(report, { width: Math.max(80, Math.min(160, io.columns)) });
   const extra = runSummary(report, s);

@@ -4,21 +4,20 @@
  * fetched from the network and that the console stayed clean; saves a full-page report.png
  * next to the report for a human to look at.
  */
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { chromium, type BrowserContext } from "playwright-core";
 import { buildCharts, writeHtmlReport } from "../../src/report/html/index.ts";
+import { CHROMIUM, openBrowser, screenshotPage, screenshotUnavailable, waitForCharts } from "../../src/report/html/screenshot.ts";
 import type { Report } from "../../src/report/schema.ts";
 import { makeReport } from "../unit/html-report.fixture.ts";
 import { buildReport } from "../../src/report/build.ts";
 import { realisticRun } from "../unit/report-fixture.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium) console.log(`[report-browser] skipped: ${CHROMIUM} is missing (scripts/bootstrap.sh installs the chromium package as root)`);
+const missing = screenshotUnavailable(CHROMIUM);
+const haveChromium = missing === null;
+if (!haveChromium) console.log(`[report-browser] skipped: ${missing}`);
 
 interface DrawnChart {
   id: string;
@@ -30,22 +29,14 @@ interface DrawnChart {
 }
 
 describe.skipIf(!haveChromium)("report.html in chromium", () => {
-  let context: BrowserContext;
-  let profile: string;
+  let browser: Awaited<ReturnType<typeof openBrowser>>;
 
+  // The same chromium, flags and profile handling as `memlane run`'s report.png.
   beforeAll(async () => {
-    profile = mkdtempSync(join(tmpdir(), "memlane-chromium-"));
-    context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-      viewport: { width: 1280, height: 900 },
-    });
+    browser = await openBrowser();
   });
   afterAll(async () => {
-    await context?.close();
-    if (profile) rmSync(profile, { recursive: true, force: true });
+    await browser?.close();
   });
 
   async function open(name: string, report: Report) {
@@ -53,7 +44,7 @@ describe.skipIf(!haveChromium)("report.html in chromium", () => {
     mkdirSync(runDir, { recursive: true });
     writeFileSync(join(runDir, "report.json"), JSON.stringify(report, null, 1));
     const htmlPath = await writeHtmlReport(runDir);
-    const page = await context.newPage();
+    const page = await browser.context.newPage();
     const problems: string[] = [];
     page.on("console", (m) => { if (m.type() === "error" || m.type() === "warning") problems.push(`console.${m.type()}: ${m.text()}`); });
     page.on("pageerror", (e) => problems.push(`pageerror: ${e.message}`));
@@ -65,8 +56,7 @@ describe.skipIf(!haveChromium)("report.html in chromium", () => {
       return route.abort();
     });
     await page.goto(pathToFileURL(htmlPath).href);
-    // Page-side code is passed as strings: this project's tsconfig has no DOM lib.
-    await page.waitForFunction("window.__memlane && window.__memlane.rendered === true", null, { timeout: 30_000 });
+    await waitForCharts(page);
     const state = (await page.evaluate("window.__memlane")) as { charts: DrawnChart[]; errors: string[] };
     return { runDir, page, problems, state };
   }
@@ -118,7 +108,7 @@ describe.skipIf(!haveChromium)("report.html in chromium", () => {
         const numericsRows = await page.locator("#numerics-table tbody tr").count();
         expect(numericsRows).toBe(report.numerics.runtimes.length);
         expect(await page.locator("#stage-table tbody tr").count()).toBe(report.stages.length);
-        await page.screenshot({ path: join(runDir, "report.png"), fullPage: true });
+        await screenshotPage(page, join(runDir, "report.png"));
         expect(existsSync(join(runDir, "report.png"))).toBe(true);
         expect(problems).toEqual([]);
       } finally {

@@ -1,0 +1,88 @@
+/**
+ * report.png: a full-page screenshot of report.html in Debian's chromium through
+ * playwright-core (no downloaded browser), for a look at the charts without a browser.
+ *
+ * Chromium always ends with the call: closed in a finally block; on Ctrl-C / SIGTERM /
+ * SIGHUP playwright closes it before the process exits (handleSIGINT & co.), and on any
+ * other exit its 'exit' hook SIGKILLs chromium's process group. The profile lives in a
+ * fresh temporary directory, removed afterwards.
+ */
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import type { BrowserContext, Page } from "playwright-core";
+
+export const CHROMIUM = "/usr/bin/chromium";
+export const CHROMIUM_ARGS = Object.freeze([
+  "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]);
+export const VIEWPORT = Object.freeze({ width: 1280, height: 900 });
+
+/** Why no screenshot can be taken here, or null when chromium is there. */
+export function screenshotUnavailable(executablePath = CHROMIUM): string | null {
+  return existsSync(executablePath) ? null : `${executablePath} is missing (scripts/bootstrap.sh installs the chromium package as root)`;
+}
+
+/**
+ * A headless chromium context with a fresh profile; `close()` closes chromium and removes
+ * the profile (safe to call twice).
+ */
+export async function openBrowser(executablePath = CHROMIUM): Promise<{ context: BrowserContext; close(): Promise<void> }> {
+  const { chromium } = await import("playwright-core");
+  const profile = mkdtempSync(join(tmpdir(), "memlane-chromium-"));
+  let context: BrowserContext;
+  try {
+    context = await chromium.launchPersistentContext(profile, {
+      executablePath,
+      headless: true,
+      args: [...CHROMIUM_ARGS],
+      viewport: { ...VIEWPORT },
+      handleSIGINT: true,
+      handleSIGTERM: true,
+      handleSIGHUP: true,
+    });
+  } catch (err) {
+    rmSync(profile, { recursive: true, force: true });
+    throw err;
+  }
+  let closing: Promise<void> | undefined;
+  return {
+    context,
+    close: () =>
+      (closing ??= context.close().catch(() => {}).finally(() => rmSync(profile, { recursive: true, force: true }))),
+  };
+}
+
+/** Waits until the report's page script says every chart is drawn (window.__memlane). */
+export async function waitForCharts(page: Page, timeoutMs = 30_000): Promise<void> {
+  // Page-side code as a string: this project's tsconfig has no DOM lib.
+  await page.waitForFunction("window.__memlane && window.__memlane.rendered === true", null, { timeout: timeoutMs });
+}
+
+/** Full-page screenshot of `page` once its charts are drawn. */
+export async function screenshotPage(page: Page, pngPath: string): Promise<string> {
+  await waitForCharts(page);
+  // The page draws with animation off; two frames let the last layout reach the canvas.
+  await page.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))");
+  await page.screenshot({ path: pngPath, fullPage: true });
+  return pngPath;
+}
+
+/**
+ * Screenshots `htmlPath` into `pngPath` (full page). Rejects if chromium is missing or the
+ * page does not render; chromium is closed either way.
+ */
+export async function screenshotReport(htmlPath: string, pngPath: string, options: { executablePath?: string } = {}): Promise<string> {
+  const why = screenshotUnavailable(options.executablePath);
+  if (why) throw new Error(`cannot screenshot ${htmlPath}: ${why}`);
+  const browser = await openBrowser(options.executablePath);
+  try {
+    const page = await browser.context.newPage();
+    await page.goto(pathToFileURL(htmlPath).href);
+    return await screenshotPage(page, pngPath);
+  } finally {
+    await browser.close();
+  }
+}
