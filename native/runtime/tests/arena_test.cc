@@ -72,6 +72,25 @@ int main() {
     CHECK(be->run(17, &ip, &op, &msg) == Status::kInvalidArgument);
     CHECK(be->run(0, &ip, &op, &msg) == Status::kInvalidArgument);
   }
+  // Two lanes (threads 2) give the outputs of one, for every batch size.
+  {
+    std::vector<float> in(16 * 64);
+    for (auto& v : in) v = rng.next();
+    const float* ip = in.data();
+    std::vector<float> outs[2] = {std::vector<float>(16 * 10), std::vector<float>(16 * 10)};
+    for (int64_t b : {1, 2, 3, 7, 16}) {
+      for (int t = 0; t < 2; ++t) {
+        BackendOptions o;
+        o.threads = t + 1;
+        Status st;
+        auto be = make_cpu_backend(o, &st, &msg);
+        CHECK_MSG(be->prepare(plan, 16, &msg) == Status::kOk, msg);
+        float* op = outs[t].data();
+        CHECK(be->run(b, &ip, &op, &msg) == Status::kOk);
+      }
+      for (int64_t i = 0; i < b * 10; ++i) CHECK(std::fabs(outs[0][size_t(i)] - outs[1][size_t(i)]) < 1e-6f);
+    }
+  }
   // Chunks: MEMLANE_CHUNK_BYTES of 3 samples' arena runs batch 16 as 3+3+3+3+3+1.
   {
     std::vector<float> in(16 * 64), whole(16 * 10), chunked(16 * 10);

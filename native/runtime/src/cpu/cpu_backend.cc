@@ -157,9 +157,19 @@ class CpuBackend final : public Backend {
                  std::to_string(phys) + " bytes)";
       return Status::kOutOfMemory;
     }
-    arena_bytes = uint64_t(chunk) * plan.bytesPerSample;
+    // With several threads a batch's chunks run side by side, one lane a thread, each with its
+    // own slice of the arena and of the workspace (the kernels then run single-threaded):
+    // samples are independent, so this scales where splitting one small op does not.
+    const int64_t lanes = threads_ > 1 && maxBatch > 1 ? threads_ : 1;
+    const int64_t laneChunk = std::min(chunk, (maxBatch + lanes - 1) / lanes);
+    ws = (ws + 15) / 16 * 16;  // lane slices stay 64-byte aligned
+    arena_bytes = uint64_t(lanes * laneChunk) * plan.bytesPerSample;
     arena_.reset(static_cast<uint8_t*>(aligned_bytes(arena_bytes)));
-    workspace_.reset(ws ? static_cast<float*>(aligned_bytes(ws * sizeof(float))) : nullptr);
+    workspace_.reset(ws ? static_cast<float*>(aligned_bytes(uint64_t(lanes) * ws * sizeof(float))) : nullptr);
+    lanes_ = lanes;
+    laneChunk_ = laneChunk;
+    laneWs_ = ws;
+    serial_ = std::make_unique<cpu::ThreadPool>(1);
     if (!arena_ || (ws && !workspace_)) {
       *message = "arena of " + std::to_string(arena_bytes) + " bytes and workspace of " +
                  std::to_string(ws * 4) + " bytes could not be allocated";
@@ -169,10 +179,10 @@ class CpuBackend final : public Backend {
     for (uint32_t id : plan.outputs) out_.push_back(&plan.tensors[id]);
     kernels_ = std::move(kernels);
     stats_.arenaBytes = arena_bytes;
-    stats_.workspaceBytes = ws * sizeof(float);
+    stats_.workspaceBytes = uint64_t(lanes) * ws * sizeof(float);
     stats_.weightBytesMapped = plan.weightBytes;
     maxBatch_ = maxBatch;
-    chunk_ = chunk;
+    chunk_ = laneChunk;  // the serial path (batch 1, profiling) uses lane 0
     plan_ = &plan;
     openblas_set_num_threads(threads_);
     // MEMLANE_PROFILE=1: time every op and print the mean per op at destruction (tuning aid).
@@ -192,6 +202,7 @@ class CpuBackend final : public Backend {
       *message = "batch: expected 1.." + std::to_string(maxBatch_) + ", found " + std::to_string(batch);
       return Status::kInvalidArgument;
     }
+    if (lanes_ > 1 && batch > 1 && profile_.empty()) return run_lanes(batch, inputs, outputs);
     for (int64_t n0 = 0; n0 < batch; n0 += chunk_) {
       const uint64_t cnt = uint64_t(std::min(chunk_, batch - n0));
       cpu::RunCtx c{int64_t(cnt), arena_.get(), workspace_.get(), pool_.get()};
@@ -204,6 +215,33 @@ class CpuBackend final : public Backend {
                     cnt * out_[i]->bytes);
     }
     if (!profile_.empty()) ++profiled_runs_;
+    return Status::kOk;
+  }
+
+  // Chunks of about batch / lanes samples (at most laneChunk_), lane l taking chunks l,
+  // l + lanes, ...: every lane has work and the batch's chunks stay balanced.
+  Status run_lanes(int64_t batch, const float* const* inputs, float* const* outputs) {
+    const int64_t cs = std::min(laneChunk_, (batch + lanes_ - 1) / lanes_), chunks = (batch + cs - 1) / cs;
+    const uint64_t laneArena = uint64_t(laneChunk_) * plan_->bytesPerSample;
+    pool_->parallel_for(lanes_, 1, [&](int64_t l0, int64_t l1) {
+      for (int64_t l = l0; l < l1; ++l) {
+        uint8_t* arena = arena_.get() + uint64_t(l) * laneArena;
+        float* ws = workspace_ ? workspace_.get() + uint64_t(l) * laneWs_ : nullptr;
+        for (int64_t ci = l; ci < chunks; ci += lanes_) {
+          const int64_t n0 = ci * cs;
+          const uint64_t cnt = uint64_t(std::min(cs, batch - n0));
+          cpu::RunCtx c{int64_t(cnt), arena, ws, serial_.get()};
+          for (size_t i = 0; i < in_.size(); ++i)
+            std::memcpy(arena + cnt * in_[i]->offset, reinterpret_cast<const uint8_t*>(inputs[i]) + n0 * in_[i]->bytes,
+                        cnt * in_[i]->bytes);
+          for (const auto& k : kernels_)
+            if (k) k->run(c);
+          for (size_t i = 0; i < out_.size(); ++i)
+            std::memcpy(reinterpret_cast<uint8_t*>(outputs[i]) + n0 * out_[i]->bytes, arena + cnt * out_[i]->offset,
+                        cnt * out_[i]->bytes);
+        }
+      }
+    });
     return Status::kOk;
   }
 
@@ -240,6 +278,9 @@ class CpuBackend final : public Backend {
   const Plan* plan_ = nullptr;
   int64_t maxBatch_ = 0;
   int64_t chunk_ = 1;  // samples per pass through the network (arena = chunk_ x bytesPerSample)
+  int64_t lanes_ = 1, laneChunk_ = 1;  // batch lanes run side by side (threads > 1), samples each
+  uint64_t laneWs_ = 0;                // workspace floats a lane
+  std::unique_ptr<cpu::ThreadPool> serial_;  // the kernels' pool inside a lane (runs inline)
   std::vector<std::unique_ptr<cpu::Kernel>> kernels_;
   std::vector<const TensorInfo*> in_, out_;
   std::unique_ptr<uint8_t, FreeDeleter> arena_;
