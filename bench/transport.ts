@@ -161,6 +161,10 @@ async function main(): Promise<void> {
 
   await Promise.all([tcpThread.close(), ipcThread.close()]);
   await Promise.all([sup.close(), ipcSup.close()]);
+
+  // 3. shared memory vs frames, one way with the receiver reading every byte (bench/transport-shm.ts)
+  const { runShmBench, formatShmRows } = await import("./transport-shm.ts");
+  console.log(`\n${formatShmRows(await runShmBench())}`);
 }
 
 if (isMainThread) {

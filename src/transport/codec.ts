@@ -209,13 +209,26 @@ export function encodeTensors(
 export function decodeTensors(refs: readonly TensorRef[] | undefined, frames: readonly Uint8Array[]): Record<string, Tensor> {
   const out: Record<string, Tensor> = {};
   for (const ref of refs ?? []) {
-    if (ref.frame === undefined) continue; // shm refs are resolved by their owner
+    if (ref.frame === undefined) {
+      // shm hook (src/transport/shm.ts registers the resolver when loaded): TensorRef.shm refs.
+      if (ref.shm && shmResolver) out[ref.name] = shmResolver(ref);
+      continue;
+    }
     const frame = frames[ref.frame];
     if (frame === undefined) throw new RangeError(`tensor "${ref.name}": frame ${ref.frame} out of range`);
     out[ref.name] = { dtype: ref.dtype, shape: [...ref.shape], data: viewAs(ref.dtype, frame) };
   }
   return out;
 }
+
+// --- shm hook (owner: src/transport/shm.ts) ---------------------------------------------
+// decodeTensors resolves `shm` refs through this once shm.ts is loaded (it registers on
+// import); without it they are skipped as before. A hook, not an import: shm.ts imports codec.
+let shmResolver: ((ref: TensorRef) => Tensor) | undefined;
+export function setShmResolver(resolve: ((ref: TensorRef) => Tensor) | undefined): void {
+  shmResolver = resolve;
+}
+// --- end shm hook ---------------------------------------------------------------------------
 
 function viewAs(dtype: DType, frame: Uint8Array): TensorData {
   const Ctor = CTORS[dtype];

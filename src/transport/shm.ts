@@ -9,7 +9,7 @@
  * SIGINT/SIGTERM; `sweepStaleSegments()` at start-up unlinks the segments of orchestrators
  * that died without doing so (SIGKILL, crash).
  */
-import { decodeTensors, type Tensor, type TensorData } from "./codec.ts";
+import { decodeTensors, setShmResolver, type Tensor, type TensorData } from "./codec.ts";
 import { DTYPE_BYTES, type DType, type TensorRef } from "./protocol.ts";
 import { createSegment, openSegment, unlinkSegment, type ShmSegment } from "./shm-segment.ts";
 import { sanitizeRunId, segmentName, sweepStaleSegments } from "./shm-sweep.ts";
@@ -214,3 +214,6 @@ export function decodeTensorsShm(refs: readonly TensorRef[] | undefined, frames:
 export function resolveShmRef(ref: TensorRef, addonPath?: string): Tensor {
   return decodeTensorsShm([ref], [], addonPath)[ref.name]!;
 }
+
+// codec.decodeTensors (used for every task result) resolves `shm` refs from now on.
+setShmResolver((ref) => resolveShmRef(ref));

@@ -1,6 +1,6 @@
 import { existsSync, readdirSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import type { Tensor } from "../../src/transport/codec.ts";
+import { decodeTensors, type Tensor } from "../../src/transport/codec.ts";
 import {
   DEFAULT_SHM_THRESHOLD, decodeTensorsShm, encodeTensorsShm, parseSegmentName, segmentName, shmBackend, ShmRegistry,
 } from "../../src/transport/shm.ts";
@@ -76,6 +76,15 @@ describe.skipIf(!haveShm).each(backends)("shm tensors (%s)", (kind, addonPath) =
     expect(ours(id)).toEqual([]);
     // A view made before the unlink stays readable: the mapping outlives the name.
     expect((out.big!.data as Float32Array)[1]).toBeCloseTo(Math.sin(1) * 1000, 3);
+  });
+
+  it.skipIf(!usable)("codec.decodeTensors resolves shm refs through the hook shm.ts registers", () => {
+    const reg = new ShmRegistry({ runId: runId("hook"), addonPath: path, exitHooks: false, sweep: false });
+    const { refs, frames } = encodeTensorsShm(tensors(), reg);
+    const out = decodeTensors(refs, frames);
+    expect(Object.keys(out).sort()).toEqual(["big", "ids", "mask"]);
+    expect((out.big!.data as Float32Array)[2]).toBeCloseTo(Math.sin(2) * 1000, 3);
+    reg.close();
   });
 
   it.skipIf(!usable)("sends everything as frames when nothing reaches the threshold", () => {
