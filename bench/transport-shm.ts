@@ -117,6 +117,7 @@ export async function runShmBench(options: ShmBenchOptions = {}): Promise<ShmBen
 
   // In-process copy: the same bytes copied once, no second process.
   const dst = new Float32Array(data.length);
+  await resetPeak(process.pid); // the peak of this row, not of whatever ran before in this process
   const copyMs: number[] = [];
   for (let i = 0; i <= reps; i++) {
     const t = performance.now();
