@@ -22,6 +22,15 @@ describe("buildCharts", () => {
     for (const b of ort.bands!) expect(b.end).toBeGreaterThan(b.start);
   });
 
+  it("leaves out a process that ended before its first sample and had no phase marks, and names it", () => {
+    const report = makeReport();
+    report.timeline.push({ ...report.timeline[0]!, pid: 99999, label: "confusion-matrix", samples: [] });
+    const tl = buildCharts(report).filter((c) => c.section === "timeline");
+    expect(tl).toHaveLength(4);
+    expect(tl.some((c) => c.title.includes("pid 99999"))).toBe(false);
+    expect(renderHtmlReport(report)).toMatch(/Not charted \(ended before their first sample\): confusion-matrix \(pid 99999\)/);
+  });
+
   it("adds GPU series only where the report has GPU figures", () => {
     const charts = buildCharts(makeReport({ gpu: true }));
     expect(charts.find((c) => c.id === "timeline-0")!.series.map((s) => s.name)).toEqual(["RSS", "USS", "GPU", "RSS at phase end (worker)"]);

@@ -88,12 +88,20 @@ function xRange(sampleSecs: number[], bands: PhaseBand[]): { xMin?: number; xMax
   const xs = [...sampleSecs, ...bands.flatMap((b) => [b.start, b.end])];
   if (!xs.length) return {};
   const lo = Math.min(...xs), hi = Math.max(...xs);
-  const pad = (hi - lo) * 0.01;
+  // A short-lived process (one sample, or marks within a few ms): keep a readable span.
+  const pad = hi - lo > 0.1 ? (hi - lo) * 0.01 : 0.05;
   return { xMin: round(Math.max(0, lo - pad)), xMax: round(hi + pad) };
 }
 
+/** Tracks with nothing to draw: no sample (it ended within one period) and no phase mark. */
+export function emptyTracks(report: Report): Report["timeline"] {
+  return report.timeline.filter((t) => t.samples.length === 0 && phasesOfPid(report, t.pid).length === 0);
+}
+
 export function timelineCharts(report: Report, t0: number): ChartSpec[] {
-  return report.timeline.map((track, i) => {
+  const empty = new Set(emptyTracks(report));
+  return report.timeline.flatMap((track, i) => {
+    if (empty.has(track)) return [];
     const secs = (t: number) => round((t - t0) / 1000);
     const owned = phasesOfPid(report, track.pid);
     const owners = new Set(owned.map((o) => o.owner));
@@ -111,7 +119,7 @@ export function timelineCharts(report: Report, t0: number): ChartSpec[] {
     // The worker's own reading at each phase end: exact where the 50 ms samples are sparse.
     if (owned.length)
       series.push({ name: "RSS at phase end (worker)", points: true, data: owned.map(({ phase }) => ({ x: secs(phase.endMs), y: phase.rssMiB })) });
-    return {
+    return [{
       id: `timeline-${i}`,
       section: "timeline",
       type: "line",
@@ -123,7 +131,7 @@ export function timelineCharts(report: Report, t0: number): ChartSpec[] {
       xLinear: true,
       ...xRange(track.samples.map((x) => secs(x[0])), bands),
       bands,
-    } satisfies ChartSpec;
+    } satisfies ChartSpec];
   });
 }
 

@@ -71,7 +71,8 @@
     var datasets = spec.series.map(function (s, i) {
       var c = colour(s.name, i);
       var ds = { label: s.name, data: s.data, borderColor: c, backgroundColor: line ? c : c + "cc" };
-      if (line) { ds.pointRadius = 0; ds.borderWidth = 1.5; ds.spanGaps = false; }
+      // A process that lived less than two sample periods has one sample: a dot, not nothing.
+      if (line) { ds.pointRadius = s.data.length < 2 ? 3 : 0; ds.borderWidth = 1.5; ds.spanGaps = false; }
       if (s.points) { ds.showLine = false; ds.pointRadius = 3.5; ds.pointStyle = "rectRot"; ds.borderColor = "#333"; ds.backgroundColor = "#333"; }
       if (s.axis) ds.yAxisID = s.axis;
       if (spec.overlay) { ds.grouped = false; ds.backgroundColor = c + "99"; ds.barPercentage = 1; ds.categoryPercentage = 0.95; }

@@ -8,7 +8,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Report } from "../schema.ts";
-import { buildCharts, reportT0, type ChartSpec } from "./charts.ts";
+import { buildCharts, emptyTracks, reportT0, type ChartSpec } from "./charts.ts";
 import { esc, gpuBlock, hostLine, numericsTable, ratiosTable, runtimesTable, stagesTable } from "./tables.ts";
 import { STYLE } from "./style.ts";
 
@@ -45,6 +45,13 @@ function figure(spec: ChartSpec): string {
 </figure>`;
 }
 
+/** Names the processes that ended before the sampler's first reading (nothing to draw). */
+function notCharted(report: Report): string {
+  const empty = emptyTracks(report);
+  if (!empty.length) return "";
+  return ` Not charted (ended before their first sample): ${empty.map((t) => `${esc(t.label)} (pid ${t.pid})`).join(", ")}.`;
+}
+
 function section(id: string, title: string, body: string, note = ""): string {
   if (!body.trim()) return "";
   return `<section id="${id}"><h2>${esc(title)}</h2>${note ? `<p class="note">${note}</p>` : ""}\n${body}\n</section>`;
@@ -62,7 +69,8 @@ export function renderHtmlReport(report: Report): string {
 <p class="meta">${hostLine(report)}</p>${gpuBlock(report)}</header>`,
     section("summary", "Runtimes", runtimesTable(report) + ratiosTable(report)),
     section("timeline", "Memory over time, per process", of("timeline"),
-      "Orchestrator samples of /proc/&lt;pid&gt;/smaps_rollup (and NVML where available); shaded bands are the process's own phase marks."),
+      "Orchestrator samples of /proc/&lt;pid&gt;/smaps_rollup (and NVML where available); shaded bands are the process's own phase marks." +
+        notCharted(report)),
     section("phases", "Memory by phase", of("phases"),
       "Increment = reading at the phase end minus the reading at its start (worker's own /proc/self)."),
     section("latency", "Latency", of("latency"), "Measured inside each worker around the runtime's own call; no transport included."),
