@@ -36,6 +36,11 @@ export interface RunPipelineOptions {
   quiet?: boolean;
   /** Aborting stops every running stage and its worker. */
   signal?: AbortSignal;
+  /**
+   * Input tensors of at least 1 MiB go to workers that read shared memory through /dev/shm
+   * segments of this run (default true); false sends every tensor as a frame.
+   */
+  sharedMemory?: boolean;
 }
 
 export interface RunOutcome {
@@ -57,22 +62,25 @@ export interface ResolvedRunPipelineOptions {
   readonly io: Io;
   readonly quiet: boolean;
   readonly signal: AbortSignal | undefined;
+  readonly sharedMemory: boolean;
 }
 
 export const RUN_DEFAULTS = Object.freeze({ outDir: "runs", quiet: false });
 
 export function resolveRunOptions(p: Pipeline, opts: RunPipelineOptions): ResolvedRunPipelineOptions {
-  const known = ["outDir", "concurrency", "io", "quiet", "signal"];
+  const known = ["outDir", "concurrency", "io", "quiet", "signal", "sharedMemory"];
   for (const k of Object.keys(opts)) if (!known.includes(k)) throw new OptionError(`runPipeline options.${k}`, `one of ${known.join(", ")}`, k);
   const outDir = opts.outDir ?? RUN_DEFAULTS.outDir;
   if (typeof outDir !== "string" || outDir === "") throw new OptionError("outDir", "a directory path", outDir);
   if (opts.signal !== undefined && !(opts.signal instanceof AbortSignal)) throw new OptionError("signal", "an AbortSignal", opts.signal);
+  if (opts.sharedMemory !== undefined && typeof opts.sharedMemory !== "boolean") throw new OptionError("sharedMemory", "a boolean", opts.sharedMemory);
   return Object.freeze({
     outDir,
     concurrency: opts.concurrency === undefined ? p.options.concurrency : checkInt("concurrency", opts.concurrency, 1),
     io: opts.io ?? silentIo,
     quiet: opts.quiet ?? RUN_DEFAULTS.quiet,
     signal: opts.signal,
+    sharedMemory: opts.sharedMemory ?? true,
   });
 }
 
@@ -102,7 +110,7 @@ async function writePng(html: string, io: Io): Promise<string | undefined> {
   }
 }
 
-function sharedMemory(runId: string, io: Io): ShmRegistry | undefined {
+function shmRegistry(runId: string, io: Io): ShmRegistry | undefined {
   try {
     return new ShmRegistry({ runId });
   } catch (err) {
@@ -167,12 +175,12 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
   const looksBuilt = p instanceof Pipeline || (typeof q?.name === "string" && Array.isArray(q?.stages) && typeof q?.options === "object");
   if (!looksBuilt) throw new OptionError("pipeline", "a Pipeline built with pipeline()", p);
   const stages = p.stages; // validates the graph before anything starts
-  const { outDir, concurrency, io, quiet, signal } = resolveRunOptions(p, opts);
+  const { outDir, concurrency, io, quiet, signal, sharedMemory } = resolveRunOptions(p, opts);
   const progress = createProgress(io, quiet);
   const { runId, runDir } = await createRunDir(outDir);
   // Input tensors of >= 1 MiB reach workers that read shared memory through /dev/shm
   // segments named for this run; the start-up sweep removes those of crashed orchestrators.
-  const shm = sharedMemory(runId, io);
+  const shm = sharedMemory ? shmRegistry(runId, io) : undefined;
   const s = new RunSession(p.name, runId, runDir, p.options, progress, await gpuProbe(), shm);
   progress.log(`memlane: pipeline "${p.name}", run ${runId} → ${runDir}`);
   const record = () =>
@@ -211,6 +219,8 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
   await s.close();
   progress.close();
   updateNumerics(s);
+  if (shm?.made.segments)
+    s.notes.push(`shared memory: ${shm.made.segments} input segment(s), ${(shm.made.bytes / 2 ** 20).toFixed(2)} MiB through /dev/shm instead of the socket (unlinked).`);
   const report = record();
   const written = await writeReport(report, outDir);
   const otherFiles = [written.markdown];

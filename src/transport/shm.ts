@@ -73,6 +73,8 @@ export class ShmRegistry {
   readonly addonPath: string | undefined;
   private readonly segments = new Map<string, ShmSegment>();
   private closed = false;
+  /** Segments made and their bytes over the registry's life (for the run's summary). */
+  readonly made = { segments: 0, bytes: 0 };
 
   constructor(options: ShmRegistryOptions) {
     if (typeof options?.runId !== "string" || !options.runId)
@@ -106,6 +108,8 @@ export class ShmRegistry {
     nextIndex.set(this.runId, n + 1);
     const seg = createSegment(segmentName(process.pid, this.runId, n), size, this.addonPath, options.mapped ?? false);
     this.segments.set(seg.name, seg);
+    this.made.segments++;
+    this.made.bytes += size;
     return seg;
   }
 

@@ -52,5 +52,20 @@ describe("demo: pipelines/digits.ts", () => {
     expect(cli.stdout()).toMatch(/confusion matrix/);
     const cm = JSON.parse(readFileSync(path.join(dir, "confusion-matrix.json"), "utf8")) as { matrix: number[][] };
     expect(cm.matrix).toHaveLength(10);
+    // report.png: a full-page screenshot of report.html, where chromium is installed.
+    const png = path.join(dir, "report.png");
+    if (existsSync("/usr/bin/chromium")) {
+      const bytes = readFileSync(png);
+      expect(bytes.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])), "PNG signature").toBe(true);
+      const width = bytes.readUInt32BE(16);
+      const height = bytes.readUInt32BE(20);
+      expect(width).toBe(1280);
+      expect(height, "full page: every chart section").toBeGreaterThan(3000);
+      expect(bytes.length, "a page of charts, not a blank one").toBeGreaterThan(150_000);
+      expect(cli.stdout()).toMatch(/report\.png/);
+    } else {
+      expect(existsSync(png)).toBe(false);
+      expect(cli.stderr()).toMatch(/report\.png skipped: \/usr\/bin\/chromium is missing/);
+    }
   });
 });
