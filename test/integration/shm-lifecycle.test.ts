@@ -10,12 +10,13 @@ import { createInterface } from "node:readline";
 import { describe, expect, it } from "vitest";
 import { sweepStaleSegments, ShmRegistry } from "../../src/transport/shm.ts";
 import { shmAddon } from "./shm-addon.ts";
+import { pidAlive, waitUntil } from "./supervisor-helpers.ts";
 
 const root = resolve(import.meta.dirname, "..", "..");
 const CHILD = join(root, "test/integration/shm-orchestrator-child.ts");
 const inShm = (names: string[]) => names.filter((n) => readdirSync("/dev/shm").includes(n));
 
-async function startChild(runId: string, mode: "wait" | "exit", addonPath = "") {
+async function startChild(runId: string, mode: "wait" | "exit" | "task", addonPath = "") {
   const child = spawn(process.execPath, ["--import", "tsx", CHILD, runId, "3", mode, addonPath], {
     cwd: root,
     stdio: ["ignore", "pipe", "inherit"],
@@ -28,7 +29,7 @@ async function startChild(runId: string, mode: "wait" | "exit", addonPath = "") 
     if (child.exitCode !== null || child.signalCode !== null) res({ code: child.exitCode, signal: child.signalCode });
     else child.once("exit", (code, signal) => res({ code, signal }));
   });
-  return { child, exited, ...(JSON.parse(line) as { pid: number; names: string[] }) };
+  return { child, exited, ...(JSON.parse(line) as { pid: number; names: string[]; worker?: number }) };
 }
 
 describe.skipIf(!existsSync("/dev/shm"))("shm segment lifecycle", () => {
@@ -62,6 +63,20 @@ describe.skipIf(!existsSync("/dev/shm"))("shm segment lifecycle", () => {
     await next.exited;
     expect(inShm(killed.names)).toEqual([]);
   });
+
+  it("an orchestrator SIGKILLed with tasks in flight: their segments are swept by the next start-up", async () => {
+    const killed = await startChild(`task-${process.pid}`, "task", addonPath);
+    expect(killed.names).toEqual([0, 1, 2].map((n) => `memlane-${killed.pid}-task-${process.pid}-${n}`));
+    expect(inShm(killed.names)).toEqual(killed.names);
+    killed.child.kill("SIGKILL");
+    await killed.exited;
+    // Its worker notices the orchestrator is gone and exits; the segments stay: nobody unlinked them.
+    expect(await waitUntil(() => !pidAlive(killed.worker), 10_000)).toBe(true);
+    expect(inShm(killed.names)).toEqual(killed.names);
+    const next = await startChild(`after-task-${process.pid}`, "exit", addonPath);
+    await next.exited;
+    expect(inShm(killed.names)).toEqual([]);
+  }, 30_000);
 
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     it(`${signal}: the exit hooks unlink the run's segments and the process still dies of the signal`, async () => {
