@@ -47,11 +47,24 @@ export async function openBrowser(executablePath = CHROMIUM): Promise<{ context:
     rmSync(profile, { recursive: true, force: true });
     throw err;
   }
+  // Ctrl-C ends the process (exit 130) before close() runs: playwright's own 'exit' hook,
+  // installed before this one, has SIGKILLed chromium by then; the profile goes here.
+  const removeProfile = (): void => {
+    try {
+      rmSync(profile, { recursive: true, force: true, maxRetries: 3 });
+    } catch {
+      // a leftover temporary directory is not worth failing an exit for
+    }
+  };
+  process.once("exit", removeProfile);
   let closing: Promise<void> | undefined;
   return {
     context,
     close: () =>
-      (closing ??= context.close().catch(() => {}).finally(() => rmSync(profile, { recursive: true, force: true }))),
+      (closing ??= context.close().catch(() => {}).finally(() => {
+        process.removeListener("exit", removeProfile);
+        removeProfile();
+      })),
   };
 }
 
