@@ -1,7 +1,7 @@
 // The interface every compute backend implements (src/cpu/, src/cuda/).
 //
 // Life cycle: make_*_backend(options) -> prepare(plan, maxBatch) once (weights are taken
-// from the mapped plan and the arena is allocated once for maxBatch) -> run(batch, ...)
+// from the mapped plan and the arena is allocated once, for maxBatch or a chunk of it) -> run(batch, ...)
 // any number of times with no allocation -> destroy. The PlanFile must outlive the
 // backend: the CPU backend computes straight from the mapped weights.
 #pragma once
@@ -48,8 +48,9 @@ class Backend {
   // "cpu" or "cuda".
   virtual const char* name() const = 0;
 
-  // Take weights from the plan and allocate the arena for `maxBatch` samples
-  // (maxBatch * plan.bytesPerSample) and any scratch once. Called once.
+  // Take weights from the plan and allocate the arena and any scratch once. Called once. The
+  // arena holds at most maxBatch * plan.bytesPerSample; the CPU backend runs a batch in chunks
+  // of a few samples (cpu_backend.cc) and allocates only chunk (x lanes) * bytesPerSample.
   // Returns kUnsupportedOp naming the op when the plan holds one this backend lacks.
   virtual Status prepare(const Plan& plan, int64_t maxBatch, std::string* message) = 0;
 
