@@ -86,7 +86,7 @@ describe.skipIf(!BUILT)("memlane-rt vs ONNX Runtime on exported models", () => {
 
   it("says hello as memlane-rt with its versions", () => {
     expect(worker.hello.worker).toBe("memlane-rt");
-    expect(worker.hello.capabilities).toEqual(["infer.native", "load", "run"]);
+    expect(worker.hello.capabilities).toEqual(["infer.native", "load", "run", "shm"]);
     expect(worker.hello.versions.protocol).toBe("1");
     expect(worker.hello.versions.openblas).toMatch(/OpenBLAS/);
     expect(worker.hello.versions.zmq).toMatch(/^\d+\.\d+\.\d+$/);

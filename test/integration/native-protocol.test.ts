@@ -13,6 +13,7 @@ import * as zmq from "zeromq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileOnnx } from "../../src/compiler/index.ts";
 import { ErrorCode } from "../../src/transport/protocol.ts";
+import { encodeTensorsShm, ShmRegistry } from "../../src/transport/shm.ts";
 import { memlaneRtBinary } from "../../src/workers/specs.ts";
 import { ensureModels } from "../fixtures/onnx/models.ts";
 
@@ -111,7 +112,8 @@ describe.skipIf(!BIN)("memlane-rt protocol and bad requests", () => {
 
   it("sends hello first, with pid and capabilities", () => {
     expect(rig.hello).toMatchObject({ v: 1, type: "hello", worker: "memlane-rt", pid: rig.proc.pid });
-    expect(rig.hello.capabilities).toEqual(["infer.native", "load", "run"]);
+    // "shm": not a task; it reads shared-memory TensorRefs (docs/protocol.md)
+    expect(rig.hello.capabilities).toEqual(["infer.native", "load", "run", "shm"]);
     const [start, end] = rig.importMarks;
     expect(start).toMatchObject({ type: "phase", id: rig.hello.id, name: "import", mark: "start" });
     expect(end).toMatchObject({ type: "phase", id: rig.hello.id, name: "import", mark: "end" });
@@ -209,6 +211,33 @@ describe.skipIf(!BIN)("memlane-rt protocol and bad requests", () => {
     const refs = ok.env.tensors as { shape: number[]; frame: number }[];
     expect(refs[0]!.shape).toEqual([3, 10]);
     expect(ok.frames[0]!.byteLength).toBe(3 * 10 * 4);
+  });
+
+  it("reads `shm` TensorRefs: the same outputs as frames; a gone segment is SHM_UNAVAILABLE, a bad range MALFORMED", async () => {
+    const l = await rig.task("l-shm", "load", { model: plan, maxBatch: 4 });
+    expect(l.env.type).toBe("result");
+    const name = (l.env.value as { inputs: { name: string }[] }).inputs[0]!.name;
+    const x = new Float32Array(4 * 64).map((_, i) => Math.cos(i) * 2);
+    const reg = new ShmRegistry({ runId: `rt-${process.pid}`, thresholdBytes: 0, exitHooks: false, sweep: false });
+    try {
+      const { refs, segment } = encodeTensorsShm({ [name]: { dtype: "float32", shape: [4, 64], data: x } }, reg);
+      expect(refs[0]!.shm?.segment).toBe(segment!.name);
+      const viaShm = await rig.task("r-shm", "run", {}, refs, []);
+      const viaFrame = await rig.task("r-frame-ref", "run", {}, [{ name, dtype: "float32", shape: [4, 64], frame: 0 }], [new Uint8Array(x.buffer)]);
+      expect(viaShm.env.type, JSON.stringify(viaShm.env)).toBe("result");
+      expect(viaShm.frames[0]!.equals(viaFrame.frames[0]!)).toBe(true);
+      const outside = await rig.task("r-shm-range", "run", {}, [{ ...refs[0]!, shm: { ...refs[0]!.shm!, offset: 64 } }], []);
+      expect(outside.env).toMatchObject({ type: "error", code: ErrorCode.MALFORMED_MESSAGE });
+      expect(outside.env.message).toContain("lies outside segment");
+      const badName = await rig.task("r-shm-name", "run", {}, [{ ...refs[0]!, shm: { ...refs[0]!.shm!, segment: "../etc/passwd" } }], []);
+      expect(badName.env).toMatchObject({ type: "error", code: ErrorCode.MALFORMED_MESSAGE });
+      reg.release(segment!.name);
+      const gone = await rig.task("r-shm-gone", "run", {}, refs, []);
+      expect(gone.env).toMatchObject({ type: "error", code: ErrorCode.SHM_UNAVAILABLE });
+      expect(gone.env.message).toContain("cannot open shared memory segment");
+    } finally {
+      reg.close();
+    }
   });
 
   it("cancel: a running infer.native answers CANCELLED and the worker goes on", async () => {

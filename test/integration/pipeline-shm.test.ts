@@ -1,6 +1,6 @@
 /**
  * A real pipeline (pipelines/resnet-mini.ts: 128 × 3×32×32 float32 eval inputs = 1.5 MiB)
- * sends its inputs to the Python runtimes through shared memory, and the outputs are
+ * sends its inputs to the Python runtimes and memlane-rt through shared memory, and the outputs are
  * byte-identical to a run that sends frames only; no segment of either run is left.
  */
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -15,14 +15,18 @@ afterAll(() => rmSync(out, { recursive: true, force: true }));
 const ready = existsSync(path.join(ROOT, ".venv/bin/python")) && existsSync("/dev/shm");
 
 describe.skipIf(!ready)("pipeline: eval inputs over 1 MiB go through shared memory", () => {
-  it("resnet-mini: python runtimes get /dev/shm, outputs equal the frame path, nothing left", { timeout: 240_000 }, async () => {
+  it("resnet-mini: python runtimes and memlane-rt get /dev/shm, outputs equal the frame path, nothing left", { timeout: 240_000 }, async () => {
     const p = (await import("../../pipelines/resnet-mini.ts")).default;
     const viaShm = await runPipeline(p, { outDir: out, quiet: true });
     const viaFrames = await runPipeline(p, { outDir: out, quiet: true, sharedMemory: false });
     const left = readdirSync("/dev/shm").filter((n) => n.startsWith(`memlane-${process.pid}-`));
     expect(left).toEqual([]);
-    // python-torch and python-ort say `shm` in their hello: one 1.5 MiB segment each.
-    expect(viaShm.table).toMatch(/shared memory: 2 input segment\(s\), 3\.00 MiB through \/dev\/shm/);
+    // python-torch, python-ort and memlane-rt say `shm` in their hello: one 1.5 MiB segment
+    // each (node-ort runs in the orchestrator's own process and needs none).
+    const native = viaShm.report.runtimes.some((r) => r.name === "native");
+    expect(viaShm.table).toMatch(native
+      ? /shared memory: 3 input segment\(s\), 4\.50 MiB through \/dev\/shm/
+      : /shared memory: 2 input segment\(s\), 3\.00 MiB through \/dev\/shm/);
     expect(viaFrames.table).not.toMatch(/shared memory:/);
     const runtimes = viaShm.report.runtimes.map((r) => r.name);
     expect(runtimes).toEqual(expect.arrayContaining(["python-torch", "python-ort", "node-ort"]));

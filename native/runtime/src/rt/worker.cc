@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "rt/shm_map.h"
 #include "rt/task_ctx.h"
 
 namespace memlane::rt {
@@ -31,8 +32,9 @@ std::string versions_zmq() {
   return std::to_string(a) + "." + std::to_string(b) + "." + std::to_string(c);
 }
 
-// TensorRefs of a task -> InTensor views of its frames (float32 only; shm is refused).
-std::vector<InTensor> decode_tensors(const Obj* refs, const std::vector<zmq::message_t>& frames, const std::string& task) {
+// TensorRefs of a task -> InTensor views of its frames or of its shared-memory segments,
+// mapped in `shm` until the task ends (float32 only).
+std::vector<InTensor> decode_tensors(const Obj* refs, const std::vector<zmq::message_t>& frames, const std::string& task, ShmMaps& shm) {
   std::vector<InTensor> out;
   if (!refs || refs->type == msgpack::type::NIL) return out;
   auto bad = [&](int code, const std::string& msg) -> TaskError { return TaskError{code, task + ": " + msg}; };
@@ -47,13 +49,15 @@ std::vector<InTensor> decode_tensors(const Obj* refs, const std::vector<zmq::mes
     const Obj* shape = get(&r, "shape");
     if (!name || !as_str(*name, &t.name) || !dt || !as_str(*dt, &dtype) || !shape || !as_int_list(*shape, &t.shape))
       throw bad(int(ErrorCode::kMalformedMessage), where + " lacks a string name, a string dtype or an integer shape");
-    if (get(&r, "shm") && !get(&r, "frame"))
-      throw bad(int(ErrorCode::kShmUnavailable), where + " ('" + t.name + "') uses shared memory, which memlane-rt does not map; send it as a frame");
-    int64_t fi;
-    const Obj* f = get(&r, "frame");
-    if (!f || !as_int(*f, &fi)) throw bad(int(ErrorCode::kMalformedMessage), where + " ('" + t.name + "') lacks an integer frame");
-    if (fi < 0 || fi >= int64_t(frames.size()))
-      throw bad(int(ErrorCode::kMalformedMessage), where + " ('" + t.name + "') references frame " + std::to_string(fi) + " but the message has " + std::to_string(frames.size()) + " frame(s)");
+    const Obj* sm = get(&r, "shm");
+    const bool in_shm = sm && sm->type != msgpack::type::NIL;
+    int64_t fi = -1;
+    if (!in_shm) {
+      const Obj* f = get(&r, "frame");
+      if (!f || !as_int(*f, &fi)) throw bad(int(ErrorCode::kMalformedMessage), where + " ('" + t.name + "') lacks an integer frame (or shm)");
+      if (fi < 0 || fi >= int64_t(frames.size()))
+        throw bad(int(ErrorCode::kMalformedMessage), where + " ('" + t.name + "') references frame " + std::to_string(fi) + " but the message has " + std::to_string(frames.size()) + " frame(s)");
+    }
     if (dtype != "float32") {
       Val d = Val::map();
       d.set("tensor", t.name).set("expected", "float32").set("got", dtype);
@@ -65,17 +69,35 @@ std::vector<InTensor> decode_tensors(const Obj* refs, const std::vector<zmq::mes
         throw bad(int(ErrorCode::kMalformedMessage), where + " ('" + t.name + "') has an invalid shape");
       count *= d;
     }
-    const zmq::message_t& fr = frames[size_t(fi)];
-    if (fr.size() != size_t(count) * 4)
-      throw bad(int(ErrorCode::kMalformedMessage), where + " ('" + t.name + "'): frame " + std::to_string(fi) + " holds " +
-                                                     std::to_string(fr.size()) + " bytes, the shape needs " + std::to_string(count * 4));
+    const void* bytes;
+    size_t size;
+    if (in_shm) {
+      std::string segment;
+      int64_t offset, length;
+      const Obj* sg = sm->type == msgpack::type::MAP ? get(sm, "segment") : nullptr;
+      const Obj* so = sm->type == msgpack::type::MAP ? get(sm, "offset") : nullptr;
+      const Obj* sl = sm->type == msgpack::type::MAP ? get(sm, "length") : nullptr;
+      if (!sg || !as_str(*sg, &segment) || !so || !as_int(*so, &offset) || !sl || !as_int(*sl, &length))
+        throw bad(int(ErrorCode::kMalformedMessage), where + " ('" + t.name + "'): shm must be a map {segment, offset, length}");
+      if (length != count * 4)
+        throw bad(int(ErrorCode::kMalformedMessage), where + " ('" + t.name + "'): shm length " + std::to_string(length) + " bytes, the shape needs " + std::to_string(count * 4));
+      bytes = shm.range(segment, offset, length, task + ": " + where + " ('" + t.name + "')");
+      size = size_t(length);
+    } else {
+      const zmq::message_t& fr = frames[size_t(fi)];
+      if (fr.size() != size_t(count) * 4)
+        throw bad(int(ErrorCode::kMalformedMessage), where + " ('" + t.name + "'): frame " + std::to_string(fi) + " holds " +
+                                                       std::to_string(fr.size()) + " bytes, the shape needs " + std::to_string(count * 4));
+      bytes = fr.data();
+      size = fr.size();
+    }
     t.count = count;
-    if (reinterpret_cast<uintptr_t>(fr.data()) % alignof(float) != 0) {
+    if (reinterpret_cast<uintptr_t>(bytes) % alignof(float) != 0) {
       t.aligned.resize(size_t(count));
-      std::memcpy(t.aligned.data(), fr.data(), fr.size());
+      std::memcpy(t.aligned.data(), bytes, size);
       t.data = t.aligned.data();
     } else {
-      t.data = static_cast<const float*>(fr.data());
+      t.data = static_cast<const float*>(bytes);
     }
     out.push_back(std::move(t));
   }
@@ -178,6 +200,7 @@ class Worker {
   void hello() {
     Val caps = Val::array();
     for (const char* c : kCapabilities) caps.push(c);
+    caps.push(kShmCapability);  // not a task: it reads `shm` TensorRefs (rt/shm_map.h)
     Val versions = Val::map();
     versions.set("memlane-rt", "0.1.0")
         .set("protocol", std::to_string(protocol::kVersion))
@@ -321,7 +344,8 @@ class Worker {
     SendFn send = [this](const Val& e, std::vector<zmq::message_t> f) { task_send(e, std::move(f)); };
     try {
       const Obj& env = j.env.get();
-      std::vector<InTensor> tensors = decode_tensors(get(&env, "tensors"), j.frames, j.task);
+      ShmMaps shm;  // declared before ctx: the segments stay mapped until the task is done
+      std::vector<InTensor> tensors = decode_tensors(get(&env, "tensors"), j.frames, j.task, shm);
       TaskCtx ctx(j.id, j.task, get(&env, "args"), std::move(tensors), send, &cancel_, &info_);
       ctx.check_cancel();
       if (j.task == "infer.native") task_infer_native(ctx);
