@@ -228,8 +228,10 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
   try {
     const { writeHtmlReport } = await import("../report/html/index.ts");
     otherFiles.push((html = await writeHtmlReport(runDir)));
-  } catch {
-    // The HTML report is optional here; `memlane report <runDir>` renders it later.
+  } catch (err) {
+    // report.json and report.md are written; a rendering bug must not fail the run, but it
+    // must be seen (a silent catch once hid one).
+    io.err(`memlane: report.html not written: ${(err as Error).message.split("\n")[0]} (retry with \`memlane report ${runDir}\`)`);
   }
   if (html) {
     const png = await writePng(html, io);
