@@ -11,7 +11,7 @@
  */
 import { decodeTensors, setShmResolver, type Tensor, type TensorData } from "./codec.ts";
 import { DTYPE_BYTES, type DType, type TensorRef } from "./protocol.ts";
-import { createSegment, openSegment, unlinkSegment, type ShmSegment } from "./shm-segment.ts";
+import { createSegment, openSegment, ShmError, unlinkSegment, type ShmSegment } from "./shm-segment.ts";
 import { sanitizeRunId, segmentName, sweepStaleSegments } from "./shm-sweep.ts";
 
 export { shmBackend, ShmError, type ShmSegment } from "./shm-segment.ts";
@@ -72,6 +72,8 @@ export class ShmRegistry {
   readonly thresholdBytes: number;
   readonly addonPath: string | undefined;
   private readonly segments = new Map<string, ShmSegment>();
+  /** Mapped segments by their ArrayBuffer: a tensor already in one is sent without a copy. */
+  private readonly byBuffer = new WeakMap<ArrayBufferLike, ShmSegment>();
   private closed = false;
   /** Segments made and their bytes over the registry's life (for the run's summary). */
   readonly made = { segments: 0, bytes: 0 };
@@ -108,9 +110,34 @@ export class ShmRegistry {
     nextIndex.set(this.runId, n + 1);
     const seg = createSegment(segmentName(process.pid, this.runId, n), size, this.addonPath, options.mapped ?? false);
     this.segments.set(seg.name, seg);
+    if (seg.bytes) this.byBuffer.set(seg.bytes.buffer, seg);
     this.made.segments++;
     this.made.bytes += size;
     return seg;
+  }
+
+  /**
+   * A tensor whose data lives in a new mapped segment of its own, for a producer to fill in
+   * place: encodeTensorsShm then references it where it lies, with no copy at all, and it
+   * can be sent any number of times (the receivers map it once: python/memlane_worker/shm.py).
+   * The caller owns the segment: release(segment.name) when done, else it goes with the run.
+   * Without the addon the segment is file-backed and this throws.
+   */
+  allocateTensor(dtype: DType, shape: readonly number[]): { tensor: Tensor; segment: ShmSegment } {
+    const n = shape.reduce((a, d) => a * d, 1) * DTYPE_BYTES[dtype];
+    const segment = this.allocate(n, { mapped: true });
+    if (!segment.bytes) {
+      this.release(segment.name);
+      throw new ShmError("allocateTensor needs the addon's SharedMemory (a mapping to fill in place); see shmBackend()");
+    }
+    const C = CTORS[dtype];
+    return { tensor: { dtype, shape: [...shape], data: new C(segment.bytes.buffer, 0, n / C.BYTES_PER_ELEMENT) }, segment };
+  }
+
+  /** The live mapped segment that holds `data`'s bytes, if any. */
+  segmentOf(data: TensorData): ShmSegment | undefined {
+    const seg = this.byBuffer.get(data.buffer);
+    return seg && this.segments.get(seg.name) === seg && seg.bytes ? seg : undefined;
   }
 
   /**
@@ -121,6 +148,7 @@ export class ShmRegistry {
     const seg = this.segments.get(name);
     if (!seg) return;
     this.segments.delete(name);
+    if (seg.bytes) this.byBuffer.delete(seg.bytes.buffer);
     seg.close({ unmap: true });
     unlinkSegment(name, this.addonPath);
   }
@@ -144,8 +172,11 @@ const byteLength = (t: Tensor): number => t.shape.reduce((a, d) => a * d, 1) * D
 /**
  * Like codec.encodeTensors, but every tensor of at least `registry.thresholdBytes` is copied
  * into one new segment (offsets 64-byte aligned) and referenced by `shm`; smaller ones
- * travel as frames. `segment` is null when no tensor was large enough. The copy is a pwrite
- * unless `mapped` asks for mmap + memcpy (slower for a fresh segment: see createSegment).
+ * travel as frames. A tensor that already lies in one of the registry's mapped segments
+ * (registry.allocateTensor) is referenced where it is, not copied, whatever its size; that
+ * segment stays the caller's. `segment` is the new segment, null when nothing was copied
+ * (the caller releases it when the receiver is done). The copy is a pwrite unless `mapped`
+ * asks for mmap + memcpy (slower for a fresh segment: see createSegment).
  */
 export function encodeTensorsShm(
   tensors: Readonly<Record<string, Tensor>>,
@@ -155,11 +186,14 @@ export function encodeTensorsShm(
 ): { refs: TensorRef[]; frames: Buffer[]; segment: ShmSegment | null } {
   let total = 0;
   const offsets = new Map<string, number>();
+  const inPlace = new Map<string, ShmSegment>();
   for (const [name, t] of Object.entries(tensors)) {
     const n = byteLength(t);
     if (t.data.byteLength !== n)
       throw new RangeError(`tensor "${name}": data has ${t.data.byteLength} bytes, expected ${n} (shape [${t.shape.join(", ")}] x ${t.dtype})`);
-    if (n >= registry.thresholdBytes && n > 0) {
+    const owner = n > 0 ? registry.segmentOf(t.data) : undefined;
+    if (owner) inPlace.set(name, owner);
+    else if (n >= registry.thresholdBytes && n > 0) {
       offsets.set(name, total);
       total = Math.ceil((total + n) / ALIGN) * ALIGN;
     }
@@ -170,7 +204,10 @@ export function encodeTensorsShm(
   for (const [name, t] of Object.entries(tensors)) {
     const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
     const offset = offsets.get(name);
-    if (segment && offset !== undefined) {
+    const owner = inPlace.get(name);
+    if (owner) {
+      refs.push({ name, dtype: t.dtype, shape: [...t.shape], shm: { segment: owner.name, offset: bytes.byteOffset, length: bytes.byteLength } });
+    } else if (segment && offset !== undefined) {
       segment.write(offset, bytes);
       refs.push({ name, dtype: t.dtype, shape: [...t.shape], shm: { segment: segment.name, offset, length: bytes.byteLength } });
     } else {

@@ -116,6 +116,32 @@ describe.skipIf(!haveShm).each(backends)("shm tensors (%s)", (kind, addonPath) =
     expect(() => reg.allocate(1)).toThrow(/closed/);
   });
 
+  it.skipIf(!usable)("sends a tensor produced in its own segment where it lies, without a copy, as often as asked", () => {
+    const id = runId("inplace");
+    const reg = new ShmRegistry({ runId: id, addonPath: path, exitHooks: false, sweep: false });
+    if (kind !== "addon") {
+      expect(() => reg.allocateTensor("float32", [4])).toThrow(/needs the addon/);
+      expect(ours(id)).toEqual([]);
+      reg.close();
+      return;
+    }
+    const { tensor, segment } = reg.allocateTensor("float32", [2, 3]);
+    (tensor.data as Float32Array).set([1, 2, 3, 4, 5, 6]); // the producer fills it in place
+    const small = { dtype: "int32" as const, shape: [1], data: new Int32Array([9]) };
+    for (let i = 0; i < 2; i++) {
+      const enc = encodeTensorsShm({ x: tensor, s: small }, reg);
+      expect(enc.segment).toBeNull(); // nothing copied, no new segment
+      expect(enc.refs[0]!.shm).toEqual({ segment: segment.name, offset: 0, length: 24 });
+      expect(enc.frames).toHaveLength(1);
+      expect([...(decodeTensorsShm(enc.refs, enc.frames, path).x!.data as Float32Array)]).toEqual([1, 2, 3, 4, 5, 6]);
+    }
+    expect(ours(id)).toEqual([segment.name]);
+    reg.release(segment.name);
+    expect(reg.segmentOf(tensor.data)).toBeUndefined();
+    expect(() => encodeTensorsShm({ x: tensor }, reg)).toThrow(/data has 0 bytes/); // released: never a dangling ref
+    reg.close();
+  });
+
   it.skipIf(!usable)("names a missing segment and a bad length", () => {
     expect(() => decodeTensorsShm([{ name: "t", dtype: "float32", shape: [4], shm: { segment: "memlane-1-nope-0", offset: 0, length: 16 } }], [], path))
       .toThrow(/opening shared memory segment memlane-1-nope-0 failed/);
