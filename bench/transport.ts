@@ -3,7 +3,10 @@
 //     transport alone), and the Python echo fixture through Supervisor/handle.run (the
 //     path a real task takes: codec, routing, pyzmq + msgpack on the other side);
 //  2. GB/s for a 64 MiB float32 tensor round trip (out and back as raw frames), for both
-//     peers, next to an in-process Buffer.copy of the same bytes.
+//     peers, next to an in-process Buffer.copy of the same bytes;
+//  3. shared memory vs frames vs an in-process copy, one way, to a Python consumer that reads
+//     every byte: the in-process rows are that consumer's own copy (fresh and warm buffer),
+//     with ratios from the same run (bench/transport-shm.ts says how it is measured).
 // Bounded to well under 60 s.
 import { join } from "node:path";
 import { isMainThread, Worker } from "node:worker_threads";
@@ -162,7 +165,7 @@ async function main(): Promise<void> {
   await Promise.all([tcpThread.close(), ipcThread.close()]);
   await Promise.all([sup.close(), ipcSup.close()]);
 
-  // 3. shared memory vs frames, one way with the receiver reading every byte (bench/transport-shm.ts)
+  // 3. shared memory vs frames vs the consumer's own in-process copy (bench/transport-shm.ts)
   const { runShmBench, formatShmRows } = await import("./transport-shm.ts");
   console.log(`\n${formatShmRows(await runShmBench())}`);
 }
