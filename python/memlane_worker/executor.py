@@ -46,6 +46,12 @@ class Executor:
             self._jobs[job.id] = job
         self._queue.put(job)
 
+    @property
+    def idle(self) -> bool:
+        """No task queued or running."""
+        with self._lock:
+            return not self._jobs
+
     def cancel(self, task_id: str) -> bool:
         """Flags a queued or running task; it answers CANCELLED at its next check."""
         with self._lock:

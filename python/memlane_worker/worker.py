@@ -15,7 +15,7 @@ from typing import Any
 
 import zmq
 
-from . import messages, tasks, versions
+from . import messages, shm, tasks, versions
 from .errors import MalformedMessage, TaskError
 from .executor import Executor, Job
 from .outbox import Outbox
@@ -137,6 +137,12 @@ class Worker:
                     self.handle(parts)
             for packed, frames in self.outbox.drain():
                 self.sock.send_multipart([packed, *frames], copy=False)
+            if not events and self.executor.idle:
+                # A cached shm mapping keeps its pages alive after the orchestrator unlinks the
+                # segment (at the end of the task that used it): drop it once idle, so an idle
+                # worker's RSS does not hold a tensor nobody can name any more. Main thread
+                # only: it is the one that decodes refs into the cache.
+                shm.release_unlinked()
             self._check_orphaned()
 
     def _check_orphaned(self) -> None:

@@ -173,3 +173,28 @@ def test_inputs_from_a_shared_memory_segment(worker):
     finally:
         seg.close()
         seg.unlink()
+
+
+def test_an_idle_worker_drops_the_mapping_of_an_unlinked_segment(worker):
+    # The mapping cache keeps a segment's pages alive after the orchestrator unlinks it; the
+    # worker must let go once idle, or its RSS holds a tensor nobody can name any more.
+    from multiprocessing import shared_memory
+
+    import numpy as np
+
+    x = np.ones((4, 1 << 16), dtype=np.float32)
+    seg = shared_memory.SharedMemory(create=True, size=x.nbytes)
+    try:
+        seg.buf[: x.nbytes] = x.tobytes()
+        ref = {"name": "big", "dtype": "float32", "shape": list(x.shape),
+               "shm": {"segment": seg.name, "offset": 0, "length": x.nbytes}}
+        worker.send({"v": V, "type": "task", "id": "t-held", "task": "worker.info", "args": {}, "tensors": [ref]})
+        first = worker.collect("t-held").final
+        assert first["value"]["tensorsVia"] == {"big": "shm"}
+        assert seg.name in first["value"]["shmCached"]
+    finally:
+        seg.close()
+        seg.unlink()
+    time.sleep(1.0)  # a few idle poll periods (250 ms each)
+    after = worker.run("worker.info", {}).final
+    assert after["value"]["shmCached"] == []

@@ -8,7 +8,7 @@ import type { PhaseMarkInput } from "../memory/phases.ts";
 import type { LatencyTable } from "../report/schema.ts";
 import { runNodeOrt } from "../workers/node-ort.ts";
 import type { ExportResult, StageMeta, TrainResult } from "./exec-model.ts";
-import { heldoutTensor, pythonWorker } from "./exec-model.ts";
+import { pythonWorker } from "./exec-model.ts";
 import type { RunSession, WorkerRun } from "./session.ts";
 import { memlaneRtBinary, workerSpecs } from "../workers/specs.ts";
 import { ErrorCode } from "../transport/protocol.ts";
@@ -83,7 +83,7 @@ export async function runBenchmark(
   };
   const onWorker = (w: { pid: number | undefined }): void => void (meta.pid = w.pid ?? null);
   const src = source(s, stage);
-  const tensors = { inputs: heldoutTensor(held) };
+  const tensors = { inputs: s.evalTensor(held) };
   let m: Measured;
   switch (stage.runtime) {
     case "python-torch": {

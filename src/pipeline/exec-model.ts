@@ -1,7 +1,6 @@
 /** Executors of the stages that make a model: train, export (trained or zoo). */
 import { readFile } from "node:fs/promises";
 import { basename, resolve } from "node:path";
-import type { Tensor } from "../transport/codec.ts";
 import type { WorkerSpec } from "../workers/options.ts";
 import type { RunSession } from "./session.ts";
 import { workerSpecs } from "../workers/specs.ts";
@@ -50,10 +49,6 @@ export const pythonWorker = (name: string, threads = 1): WorkerSpec =>
 async function readTyped<T>(file: string, make: (b: ArrayBuffer) => T): Promise<T> {
   const buf = await readFile(file);
   return make(buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength) as ArrayBuffer);
-}
-
-export function heldoutTensor(h: HeldOut): Tensor {
-  return { dtype: "float32", shape: h.shape, data: h.inputs };
 }
 
 export async function runTrain(

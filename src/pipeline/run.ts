@@ -219,8 +219,11 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
   await s.close();
   progress.close();
   updateNumerics(s);
-  if (shm?.made.segments)
-    s.notes.push(`shared memory: ${shm.made.segments} input segment(s), ${(shm.made.bytes / 2 ** 20).toFixed(2)} MiB through /dev/shm instead of the socket (unlinked).`);
+  if (shm?.sent.tensors)
+    s.notes.push(
+      `shared memory: ${shm.sent.tensors} input tensor(s), ${(shm.sent.bytes / 2 ** 20).toFixed(2)} MiB, mapped from /dev/shm instead of sent through the socket; ` +
+        `${shm.made.segments} segment(s) of ${(shm.made.bytes / 2 ** 20).toFixed(2)} MiB, unlinked.`,
+    );
   const report = record();
   const written = await writeReport(report, outDir);
   const otherFiles = [written.markdown];

@@ -8,6 +8,7 @@ import type { GpuReport, StageReport } from "../report/schema.ts";
 import { MemorySampler, type GpuProbe } from "../memory/sampler.ts";
 import { Supervisor } from "../workers/supervisor.ts";
 import type { ShmRegistry } from "../transport/shm.ts";
+import type { Tensor } from "../transport/codec.ts";
 import type { WorkerHandle } from "../workers/handle.ts";
 import type { RunOptions as TaskRunOptions, TaskResult, WorkerSpec } from "../workers/options.ts";
 import type { ProgressSink } from "./progress.ts";
@@ -35,6 +36,7 @@ export class RunSession {
   readonly results = new Map<string, unknown>();
   readonly benchmarks = new Map<string, BenchmarkResult>();
   heldout: HeldOut | null = null;
+  #evalTensor: { source: Float32Array; tensor: Tensor } | undefined;
   /** Extra lines for the terminal after the table (python stage output, notes). */
   readonly notes: string[] = [];
 
@@ -52,6 +54,29 @@ export class RunSession {
     this.sampler = new MemorySampler(gpu ? { gpu } : {});
     this.sampler.track(process.pid, "orchestrator");
     this.sampler.start();
+  }
+
+  /**
+   * The eval inputs as every benchmark worker receives them. Above the shared-memory
+   * threshold they are written once into a segment that lives for the run and is mapped by
+   * each worker in turn (referenced in place: no copy and no new segment per task, the
+   * fastest path of bench:transport); below it, or without shared memory, they go as frames.
+   */
+  evalTensor(held: HeldOut): Tensor {
+    if (this.#evalTensor?.source === held.inputs) return this.#evalTensor.tensor;
+    let tensor: Tensor = { dtype: "float32", shape: held.shape, data: held.inputs };
+    if (this.shm && held.inputs.byteLength >= this.shm.thresholdBytes) {
+      try {
+        const placed = this.shm.allocateTensor("float32", held.shape).tensor;
+        (placed.data as Float32Array).set(held.inputs);
+        tensor = placed;
+      } catch (err) {
+        // No addon mapping: the per-task segment path (a pwrite copy each task) still applies.
+        this.notes.push(`shared memory: eval set not placed in a run-long segment (${(err as Error).message})`);
+      }
+    }
+    this.#evalTensor = { source: held.inputs, tensor };
+    return tensor;
   }
 
   artifact(name: string): string {

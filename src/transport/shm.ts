@@ -77,6 +77,8 @@ export class ShmRegistry {
   private closed = false;
   /** Segments made and their bytes over the registry's life (for the run's summary). */
   readonly made = { segments: 0, bytes: 0 };
+  /** Tensors sent as `shm` refs and their bytes (a run-long segment counts once per send). */
+  readonly sent = { tensors: 0, bytes: 0 };
 
   constructor(options: ShmRegistryOptions) {
     if (typeof options?.runId !== "string" || !options.runId)
@@ -207,9 +209,13 @@ export function encodeTensorsShm(
     const owner = inPlace.get(name);
     if (owner) {
       refs.push({ name, dtype: t.dtype, shape: [...t.shape], shm: { segment: owner.name, offset: bytes.byteOffset, length: bytes.byteLength } });
+      registry.sent.tensors++;
+      registry.sent.bytes += bytes.byteLength;
     } else if (segment && offset !== undefined) {
       segment.write(offset, bytes);
       refs.push({ name, dtype: t.dtype, shape: [...t.shape], shm: { segment: segment.name, offset, length: bytes.byteLength } });
+      registry.sent.tensors++;
+      registry.sent.bytes += bytes.byteLength;
     } else {
       refs.push({ name, dtype: t.dtype, shape: [...t.shape], frame: firstFrame + frames.length });
       frames.push(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));

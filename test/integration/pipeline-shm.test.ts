@@ -21,12 +21,13 @@ describe.skipIf(!ready)("pipeline: eval inputs over 1 MiB go through shared memo
     const viaFrames = await runPipeline(p, { outDir: out, quiet: true, sharedMemory: false });
     const left = readdirSync("/dev/shm").filter((n) => n.startsWith(`memlane-${process.pid}-`));
     expect(left).toEqual([]);
-    // python-torch, python-ort and memlane-rt say `shm` in their hello: one 1.5 MiB segment
-    // each (node-ort runs in the orchestrator's own process and needs none).
+    // python-torch, python-ort and memlane-rt say `shm` in their hello: each maps the one
+    // run-long 1.5 MiB segment the eval set was written into (node-ort runs in the
+    // orchestrator's own process and needs none).
     const native = viaShm.report.runtimes.some((r) => r.name === "native");
     expect(viaShm.table).toMatch(native
-      ? /shared memory: 3 input segment\(s\), 4\.50 MiB through \/dev\/shm/
-      : /shared memory: 2 input segment\(s\), 3\.00 MiB through \/dev\/shm/);
+      ? /shared memory: 3 input tensor\(s\), 4\.50 MiB, mapped from \/dev\/shm .*; 1 segment\(s\) of 1\.50 MiB/
+      : /shared memory: 2 input tensor\(s\), 3\.00 MiB, mapped from \/dev\/shm .*; 1 segment\(s\) of 1\.50 MiB/);
     expect(viaFrames.table).not.toMatch(/shared memory:/);
     const runtimes = viaShm.report.runtimes.map((r) => r.name);
     expect(runtimes).toEqual(expect.arrayContaining(["python-torch", "python-ort", "node-ort"]));

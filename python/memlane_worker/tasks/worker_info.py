@@ -31,4 +31,6 @@ def run(ctx):
         "memory": memory.read(),
         # How each input tensor arrived: "shm" (a view of a mapped segment) or "frame".
         "tensorsVia": {name: "shm" if shm.is_mapped(arr) else "frame" for name, arr in ctx.tensors.items()},
+        # Segments whose mapping this worker keeps cached (shm.py): none once they are unlinked.
+        "shmCached": shm.cached_segments(),
     }
