@@ -10,6 +10,7 @@ import { type CommandSpec, parseArgs, UsageError, usage } from "../args.ts";
 import type { Io } from "../io.ts";
 import { pipeline } from "../../pipeline/builder.ts";
 import type { Runtime } from "../../pipeline/stages.ts";
+import { printOutcome } from "../outcome.ts";
 
 const RUNTIMES = ["python-ort", "node-ort", "native"] as const;
 
@@ -25,12 +26,6 @@ export const spec: CommandSpec = {
     out: { type: "string", short: "o", placeholder: "DIR", description: "directory for run directories", default: "runs" },
     quiet: { type: "boolean", short: "q", description: "no progress output" },
   },
-};
-
-/** A path relative to the cwd when it lies below it, else absolute. */
-const shown = (p: string): string => {
-  const rel = path.relative(process.cwd(), p);
-  return rel && !rel.startsWith("..") ? rel : p;
 };
 
 export async function execute(argv: readonly string[], io: Io): Promise<number> {
@@ -52,8 +47,6 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   for (const r of runtimes) p = p.benchmark(r);
   const { runPipeline } = await import("../../pipeline/run.ts");
   const outcome = await runPipeline(p, { outDir: args.flags.out as string, io, quiet: args.flags.quiet === true });
-  io.out(outcome.table);
-  io.out("");
-  io.out(`report: ${shown(outcome.reportJson)}`);
+  printOutcome(outcome, io);
   return 0;
 }

@@ -5,6 +5,7 @@ import { pathToFileURL } from "node:url";
 import { type CommandSpec, parseArgs, UsageError, usage } from "../args.ts";
 import type { Io } from "../io.ts";
 import { Pipeline } from "../../pipeline/builder.ts";
+import { printOutcome } from "../outcome.ts";
 
 export const spec: CommandSpec = {
   name: "run",
@@ -27,12 +28,6 @@ export async function loadPipeline(file: string): Promise<Pipeline> {
   return p as Pipeline;
 }
 
-/** A path relative to the cwd when it lies below it, else absolute. */
-const shown = (p: string): string => {
-  const rel = path.relative(process.cwd(), p);
-  return rel && !rel.startsWith("..") ? rel : p;
-};
-
 export async function execute(argv: readonly string[], io: Io): Promise<number> {
   const args = parseArgs(spec, argv);
   if (args.help) {
@@ -47,9 +42,6 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     io,
     quiet: args.flags.quiet === true,
   });
-  io.out(outcome.table);
-  io.out("");
-  io.out(`report: ${shown(outcome.reportJson)}`);
-  for (const f of outcome.otherFiles) io.out(`        ${shown(f)}`);
+  printOutcome(outcome, io);
   return 0;
 }
