@@ -10,6 +10,7 @@
 #include <msgpack.hpp>
 #include <sstream>
 
+#include "core/msgpack_read.h"
 #include "plan/plan.h"
 #include "plan/plan_format.h"
 
@@ -47,33 +48,8 @@ std::string shape_text(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
-const Obj* map_get(const Obj& m, const char* key) {
-  if (m.type != msgpack::type::MAP) return nullptr;
-  size_t klen = std::strlen(key);
-  for (uint32_t i = 0; i < m.via.map.size; ++i) {
-    const auto& kv = m.via.map.ptr[i];
-    if (kv.key.type == msgpack::type::STR && kv.key.via.str.size == klen &&
-        std::memcmp(kv.key.via.str.ptr, key, klen) == 0)
-      return &kv.val;
-  }
-  return nullptr;
-}
-
-const char* type_name(const Obj& o) {
-  switch (o.type) {
-    case msgpack::type::NIL: return "nil";
-    case msgpack::type::BOOLEAN: return "bool";
-    case msgpack::type::POSITIVE_INTEGER:
-    case msgpack::type::NEGATIVE_INTEGER: return "int";
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64: return "float";
-    case msgpack::type::STR: return "str";
-    case msgpack::type::BIN: return "bin";
-    case msgpack::type::ARRAY: return "array";
-    case msgpack::type::MAP: return "map";
-    default: return "ext";
-  }
-}
+const Obj* map_get(const Obj& m, const char* key) { return mp::get(&m, key); }
+using mp::type_name;
 
 // Typed field access; each failure names the field path.
 class Reader {
@@ -318,8 +294,7 @@ Fail parse(const uint8_t* data, size_t size, Plan* plan) {
   try {
     // Limits: no container may claim more entries than the header has bytes (msgpack-c
     // would allocate what a corrupt length claims), nesting at most 64 deep.
-    const msgpack::unpack_limit limit(hlen, hlen / 2 + 1, hlen, hlen, hlen, 64);
-    oh = msgpack::unpack(reinterpret_cast<const char*>(data + hoff), hlen, nullptr, nullptr, limit);
+    oh = mp::unpack_bounded(reinterpret_cast<const char*>(data + hoff), hlen);
   } catch (const std::exception& e) {
     return fail("header", "one msgpack map", std::string("undecodable msgpack (") + e.what() + ")");
   }
