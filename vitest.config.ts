@@ -10,5 +10,10 @@ export default defineConfig({
     maxWorkers: 2,
     minWorkers: 1,
     reporters: ["default"],
+    // Every orchestrator's first shared-memory registry sweeps the segments of dead
+    // orchestrators. Test files run in parallel, and one that SIGKILLs an orchestrator on
+    // purpose must see its segments stay until it sweeps them itself: only its own child
+    // processes sweep (test/integration/shm-lifecycle.test.ts turns it back on for them).
+    env: { MEMLANE_SHM_SWEEP: "0" },
   },
 });

@@ -32,7 +32,9 @@ export interface ShmRegistryOptions {
   exitHooks?: boolean;
   /**
    * Sweep segments of dead orchestrators (sweepStaleSegments) when this process makes its
-   * first registry (default true): the start-up sweep that covers an orchestrator crash.
+   * first registry: the start-up sweep that covers an orchestrator crash. Default true,
+   * unless the environment says MEMLANE_SHM_SWEEP=0 (the test suite does, so that parallel
+   * test files do not sweep the segments another file is watching).
    */
   sweep?: boolean;
   /** Path of memlane.node (default: $MEMLANE_ADDON or native/build/addon/memlane.node). */
@@ -89,7 +91,7 @@ export class ShmRegistry {
     this.runId = sanitizeRunId(options.runId);
     this.thresholdBytes = t;
     this.addonPath = options.addonPath;
-    if ((options.sweep ?? true) && !swept) {
+    if ((options.sweep ?? process.env.MEMLANE_SHM_SWEEP !== "0") && !swept) {
       swept = true;
       sweepStaleSegments({ addonPath: this.addonPath });
     }

@@ -19,6 +19,9 @@ const inShm = (names: string[]) => names.filter((n) => readdirSync("/dev/shm").i
 async function startChild(runId: string, mode: "wait" | "exit" | "task", addonPath = "") {
   const child = spawn(process.execPath, ["--import", "tsx", CHILD, runId, "3", mode, addonPath], {
     cwd: root,
+    // The suite turns start-up sweeps off (vitest.config.ts); these children are the
+    // orchestrators whose sweep is under test.
+    env: { ...process.env, MEMLANE_SHM_SWEEP: "1" },
     stdio: ["ignore", "pipe", "inherit"],
   });
   const line = await new Promise<string>((res, rej) => {
