@@ -126,6 +126,8 @@ async function main(): Promise<void> {
   console.log("| model | arena | lower bound | ratio | batch 64 KiB |");
   console.log("| --- | --- | --- | --- | --- |");
   for (const r of arenaRows) console.log(r);
+  console.log("\n\"batch 64 KiB\" is the plan's arena for 64 samples at once (the CUDA backend's size);");
+  console.log("memlane-rt's CPU backend runs a batch in chunks within 256 KiB, so it allocates less.");
 }
 
 main().catch((e: unknown) => {
