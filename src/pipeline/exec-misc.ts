@@ -69,9 +69,8 @@ export async function runPythonStage(
 ): Promise<unknown> {
   meta.kind = "inline";
   meta.worker = "python-bridge";
-  const handle = await openPythonBridge();
+  const handle = await openPythonBridge({ onProcess: (p) => s.trackProcess(p.pid, stage.name, p.exited) });
   meta.pid = handle.pid;
-  s.sampler.track(handle.pid, stage.name);
   // Registered like a worker: Ctrl-C and process exit stop it too.
   const unregister = register({ stop: () => handle.close(), killNow: () => {
       try {
@@ -111,6 +110,5 @@ export async function runPythonStage(
   } finally {
     await handle.close();
     unregister();
-    s.sampler.untrack(handle.pid);
   }
 }

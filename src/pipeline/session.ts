@@ -1,7 +1,8 @@
 /**
  * What one run holds while its stages execute: the run directory, the supervisor (bound on
  * first use), the memory sampler, and the records the report is built from. Every worker a
- * stage starts is fresh, tracked by the sampler from its hello, and stopped by the stage.
+ * stage starts is fresh, tracked by the sampler from its spawn (its start-up before the hello
+ * included) until it exits, and stopped by the stage.
  */
 import type { CheckpointLoadRecord, RuntimeRecord, TrainingRecord } from "../report/build.ts";
 import type { GpuReport, StageReport } from "../report/schema.ts";
@@ -93,8 +94,9 @@ export class RunSession {
   }
 
   /**
-   * Starts a fresh worker, runs one task on it, stops it. The worker's pid is sampled from
-   * its hello until it exits; `onWorker` learns the pid as soon as it is known.
+   * Starts a fresh worker, runs one task on it, stops it. Every process of the worker (a
+   * retry's fresh one too) is sampled from its spawn, before its hello, until it exits;
+   * `onWorker` learns the handle once the hello has come.
    */
   async runTask(
     spec: WorkerSpec & { label?: string },
@@ -106,9 +108,8 @@ export class RunSession {
     const { onWorker, ...runOpts } = opts;
     if (runOpts.signal?.aborted) throw runOpts.signal.reason;
     const { label, ...workerSpec } = spec;
-    const w = await sup.spawn(workerSpec);
+    const w = await sup.spawn(workerSpec, { onProcess: (p) => this.trackProcess(p.pid, label ?? spec.name, p.exited) });
     const pid = w.pid!;
-    this.sampler.track(pid, label ?? spec.name);
     onWorker?.(w);
     try {
       const result = await w.run(task, args, runOpts);
@@ -120,8 +121,16 @@ export class RunSession {
       };
     } finally {
       await w.stop().catch(() => {});
-      this.sampler.untrack(pid);
     }
+  }
+
+  /**
+   * Samples a process (a worker, the python bridge) under `label` from now until `exited`
+   * resolves; its samples stay for the report.
+   */
+  trackProcess(pid: number, label: string, exited: Promise<unknown>): void {
+    this.sampler.track(pid, label);
+    void exited.then(() => this.sampler.untrack(pid));
   }
 
   gpuReport(): GpuReport {

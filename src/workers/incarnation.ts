@@ -49,6 +49,13 @@ export class Incarnation {
   ) {
     this.proc = new WorkerProcess(spec, broker.endpoint, { stderrTailBytes: o.stderrTailBytes, forward: o.forward });
     const unregister = register(this);
+    if (o.onProcess && this.proc.pid !== undefined) {
+      try {
+        o.onProcess({ name: spec.name, pid: this.proc.pid, exited: this.proc.exited });
+      } catch {
+        // The caller's hook must not leave a process without its session.
+      }
+    }
     this.ready = new Promise<Hello>((resolve, reject) => {
       const helloTimer = setTimeout(() => {
         this.endWith({ code: ErrorCode.TIMEOUT, timedOut: true, reason: `sent no hello within ${o.helloTimeoutMs} ms` }, "SIGKILL");

@@ -4,6 +4,7 @@
  */
 import type { Tensor } from "../transport/codec.ts";
 import type { PhaseMark, Progress } from "../transport/protocol.ts";
+import type { ExitInfo } from "./process.ts";
 
 /** How to launch a worker; `--connect <endpoint> --name <name>` is appended to `args`. */
 export interface WorkerSpec {
@@ -14,6 +15,15 @@ export interface WorkerSpec {
   /** Added to the orchestrator's environment. */
   env?: Record<string, string>;
   cwd?: string;
+}
+
+/** A worker's OS process, as {@link SpawnOptions.onProcess} learns of it. */
+export interface SpawnedProcess {
+  /** The worker's name (from its spec). */
+  name: string;
+  pid: number;
+  /** Resolves when this process has exited. */
+  exited: Promise<ExitInfo>;
 }
 
 /** Options of {@link Supervisor.spawn} (defaults can be set on the supervisor). */
@@ -34,6 +44,13 @@ export interface SpawnOptions {
   stderrTailBytes?: number;
   /** Forward the worker's stdout/stderr, one prefixed line at a time: true = to stderr. */
   verbose?: boolean | ((line: string) => void);
+  /**
+   * Called as soon as each OS process of the worker exists, before its hello (so before
+   * spawn() resolves), and again for the fresh process of a retry: where a memory sampler
+   * starts tracking the pid, so that start-up is measured too. An exception it throws is
+   * ignored.
+   */
+  onProcess?: (p: SpawnedProcess) => void;
 }
 
 export interface ResolvedSpawnOptions {
@@ -45,6 +62,7 @@ export interface ResolvedSpawnOptions {
   readonly cancelGraceMs: number;
   readonly stderrTailBytes: number;
   readonly forward: ((line: string) => void) | undefined;
+  readonly onProcess: ((p: SpawnedProcess) => void) | undefined;
 }
 
 export const SPAWN_DEFAULTS = Object.freeze({
@@ -97,7 +115,7 @@ function ms(where: string, o: Record<string, unknown>, key: string, fallback: nu
 }
 
 export function resolveSpawnOptions(options: SpawnOptions = {}, base?: ResolvedSpawnOptions): ResolvedSpawnOptions {
-  const d = base ?? { ...SPAWN_DEFAULTS, forward: undefined };
+  const d = base ?? { ...SPAWN_DEFAULTS, forward: undefined, onProcess: undefined };
   const o = options as Record<string, unknown>;
   const w = "spawn";
   let forward = d.forward;
@@ -105,6 +123,7 @@ export function resolveSpawnOptions(options: SpawnOptions = {}, base?: ResolvedS
   else if (options.verbose === false) forward = undefined;
   else if (typeof options.verbose === "function") forward = options.verbose;
   else if (options.verbose !== undefined) throw optionError(w, "verbose", "a boolean or a function", options.verbose);
+  if (options.onProcess !== undefined && typeof options.onProcess !== "function") throw optionError(w, "onProcess", "a function", options.onProcess);
   return Object.freeze({
     helloTimeoutMs: ms(w, o, "helloTimeoutMs", d.helloTimeoutMs),
     heartbeatIntervalMs: ms(w, o, "heartbeatIntervalMs", d.heartbeatIntervalMs),
@@ -114,6 +133,7 @@ export function resolveSpawnOptions(options: SpawnOptions = {}, base?: ResolvedS
     cancelGraceMs: ms(w, o, "cancelGraceMs", d.cancelGraceMs, true),
     stderrTailBytes: ms(w, o, "stderrTailBytes", d.stderrTailBytes),
     forward,
+    onProcess: options.onProcess ?? d.onProcess,
   });
 }
 

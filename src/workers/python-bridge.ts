@@ -2,8 +2,9 @@
  * Ad-hoc Python from TypeScript for `python` stages, through pythonia. pythonia spawns its
  * interpreter when its module is first loaded, from `$PYTHON_BIN` (else `python3`), so we set
  * PYTHON_BIN to the project's venv before the (lazy) import. Its process is a singleton per
- * orchestrator; `openPythonBridge` restarts it when a previous bridge stopped it. The pid is
- * exposed so that the memory sampler tracks it like any worker.
+ * orchestrator; `openPythonBridge` restarts it when a previous bridge stopped it. Its pid is
+ * given to `onProcess` as soon as the interpreter is started, so that the memory sampler
+ * tracks it like any worker, from its start-up on.
  */
 import { existsSync } from "node:fs";
 import path from "node:path";
@@ -78,8 +79,17 @@ async function loadPythonia(): Promise<PythoniaModule> {
   return loaded;
 }
 
+/** Options of {@link openPythonBridge}. */
+export interface PythonBridgeOptions {
+  /**
+   * Called once the interpreter's pid is known, before the first round trip (so also when
+   * that fails): `exited` resolves when the interpreter has exited.
+   */
+  onProcess?: (p: { pid: number; exited: Promise<void> }) => void;
+}
+
 /** Starts (or restarts) the pythonia interpreter and waits until it answers. */
-export async function openPythonBridge(): Promise<PythonBridgeHandle> {
+export async function openPythonBridge(options: PythonBridgeOptions = {}): Promise<PythonBridgeHandle> {
   const m = await loadPythonia();
   if (!m.com.proc) m.com.start();
   const proc = m.com.proc!;
@@ -92,6 +102,7 @@ export async function openPythonBridge(): Promise<PythonBridgeHandle> {
     if (proc.exitCode !== null || proc.signalCode !== null) resolve();
     else proc.once("exit", () => resolve());
   });
+  options.onProcess?.({ pid, exited });
   // A first round trip: fails here (not inside the stage) if the interpreter is broken.
   // pythonia evaluates each call with fresh locals; a dict of our own keeps state between calls.
   const ns = (await m.py`{"__builtins__": __builtins__}`) as { update(v: Record<string, unknown>): Promise<unknown> };

@@ -25,6 +25,7 @@ describe("spawn options", () => {
     );
     expect(() => resolveSpawnOptions({ verbose: 3 as unknown as boolean })).toThrow("spawn option `verbose`: expected a boolean or a function, got 3");
     expect(resolveSpawnOptions({ heartbeatTimeoutMs: 0 }).heartbeatTimeoutMs).toBe(0);
+    expect(() => resolveSpawnOptions({ onProcess: "track" as unknown as () => void })).toThrow('spawn option `onProcess`: expected a function, got "track"');
     expect(() => checkSpec({ name: "a b", command: "x" })).toThrow('worker spec option `name`: expected a non-empty name of letters, digits, . _ @ -, got "a b"');
     expect(() => checkSpec({ name: "a", command: "" })).toThrow("worker spec option `command`");
     expect(() => checkRunOptions("t", { retries: 1.5 })).toThrow('run("t") option `retries`: expected an integer >= 0, got 1.5');
