@@ -3,6 +3,8 @@
  * parsed and frozen result, and UsageError naming the option, what was expected and what was
  * received.
  */
+import { existsSync } from "node:fs";
+import type { Io } from "./io.ts";
 
 export type FlagType = "string" | "int" | "intList" | "list" | "boolean";
 
@@ -162,4 +164,19 @@ export function usage(spec: CommandSpec): string {
   }
   lines.push("  -h, --help".padEnd(28) + "show this help");
   return lines.join("\n");
+}
+
+/**
+ * The arguments of a command on one `<model.onnx>` (compare, compile), with that file
+ * checked to exist; null when --help was asked for (the usage is then printed).
+ */
+export function parseModelCommand(spec: CommandSpec, argv: readonly string[], io: Pick<Io, "out">): { args: ParsedArgs; model: string } | null {
+  const args = parseArgs(spec, argv);
+  if (args.help) {
+    io.out(usage(spec));
+    return null;
+  }
+  const model = args.positionals["model.onnx"]!;
+  if (!existsSync(model)) throw UsageError.bad("<model.onnx>", "an existing ONNX file", model);
+  return { args, model };
 }

@@ -4,9 +4,8 @@
  * input shape; ONNX Runtime is the numerical reference. A model with an op memlane-rt lacks
  * still gets its ORT rows: native is reported unavailable with the compiler's message.
  */
-import { existsSync } from "node:fs";
 import path from "node:path";
-import { type CommandSpec, parseArgs, UsageError, usage } from "../args.ts";
+import { type CommandSpec, parseModelCommand } from "../args.ts";
 import type { Io } from "../io.ts";
 import { pipeline } from "../../pipeline/builder.ts";
 import type { Runtime } from "../../pipeline/stages.ts";
@@ -29,13 +28,9 @@ export const spec: CommandSpec = {
 };
 
 export async function execute(argv: readonly string[], io: Io): Promise<number> {
-  const args = parseArgs(spec, argv);
-  if (args.help) {
-    io.out(usage(spec));
-    return 0;
-  }
-  const model = args.positionals["model.onnx"]!;
-  if (!existsSync(model)) throw UsageError.bad("<model.onnx>", "an existing ONNX file", model);
+  const parsed = parseModelCommand(spec, argv, io);
+  if (parsed === null) return 0;
+  const { args, model } = parsed;
   const runtimes = args.flags.runtimes as Runtime[];
   const name = `compare-${path.basename(model).replace(/\.onnx$/i, "").replace(/[^\w.-]/g, "-") || "model"}`;
   let p = pipeline(name, {

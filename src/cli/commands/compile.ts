@@ -1,7 +1,6 @@
 /** `memlane compile <model.onnx> [-o plan.mlplan]`: ONNX → memlane-rt plan, arena vs lower bound. */
-import { existsSync } from "node:fs";
 import path from "node:path";
-import { type CommandSpec, parseArgs, UsageError, usage } from "../args.ts";
+import { type CommandSpec, parseModelCommand } from "../args.ts";
 import type { Io } from "../io.ts";
 
 export const spec: CommandSpec = {
@@ -16,13 +15,9 @@ export const spec: CommandSpec = {
 const kib = (b: number): string => (b < 10 * 1024 ? `${b} B` : `${(b / 1024).toFixed(1)} KiB`);
 
 export async function execute(argv: readonly string[], io: Io): Promise<number> {
-  const args = parseArgs(spec, argv);
-  if (args.help) {
-    io.out(usage(spec));
-    return 0;
-  }
-  const model = args.positionals["model.onnx"]!;
-  if (!existsSync(model)) throw UsageError.bad("<model.onnx>", "an existing ONNX file", model);
+  const parsed = parseModelCommand(spec, argv, io);
+  if (parsed === null) return 0;
+  const { args, model } = parsed;
   const out = (args.flags.out as string | undefined) ?? model.replace(/\.onnx$/i, "") + ".mlplan";
   const { compileOnnx } = await import("../../compiler/compile.ts");
   const c = await compileOnnx(path.resolve(model), path.resolve(out));
