@@ -123,8 +123,8 @@ std::string NvmlLibrary::driver_version() {
   return api_->driver_version(buf, sizeof buf) == NVML_SUCCESS ? std::string(buf) : "";
 }
 
-bool NvmlLibrary::Devices(std::vector<NvmlDeviceInfo>* out, std::string* error) {
-  out->clear();
+bool NvmlLibrary::ForEachDevice(const std::function<bool(unsigned, void*)>& fn,
+                                std::string* error) {
   if (!available_) return *error = reason_, false;
   std::lock_guard<std::mutex> lock(mu_);
   unsigned count = 0;
@@ -135,40 +135,42 @@ bool NvmlLibrary::Devices(std::vector<NvmlDeviceInfo>* out, std::string* error) 
     if ((rc = api_->handle_by_index(i, &dev)) != NVML_SUCCESS)
       return *error = "nvmlDeviceGetHandleByIndex(" + std::to_string(i) + "): " + ErrorString(rc),
              false;
-    NvmlDeviceInfo d;
-    d.index = i;
-    char buf[256] = {0};
-    if (api_->name(dev, buf, sizeof buf) == NVML_SUCCESS) d.name = buf;
-    char ubuf[96] = {0};
-    if (api_->uuid && api_->uuid(dev, ubuf, sizeof ubuf) == NVML_SUCCESS) d.uuid = ubuf;
-    nvmlMemory_t mem{};
-    if ((rc = api_->memory(dev, &mem)) != NVML_SUCCESS)
-      return *error = "nvmlDeviceGetMemoryInfo(" + std::to_string(i) + "): " + ErrorString(rc),
-             false;
-    d.total_bytes = mem.total;
-    d.used_bytes = mem.used;
-    d.free_bytes = mem.free;
-    out->push_back(std::move(d));
+    if (!fn(i, dev)) return false;
   }
   return true;
 }
 
+bool NvmlLibrary::Devices(std::vector<NvmlDeviceInfo>* out, std::string* error) {
+  out->clear();
+  return ForEachDevice(
+      [&](unsigned i, nvmlDevice_t dev) {
+        NvmlDeviceInfo d;
+        d.index = i;
+        char buf[256] = {0};
+        if (api_->name(dev, buf, sizeof buf) == NVML_SUCCESS) d.name = buf;
+        char ubuf[96] = {0};
+        if (api_->uuid && api_->uuid(dev, ubuf, sizeof ubuf) == NVML_SUCCESS) d.uuid = ubuf;
+        nvmlMemory_t mem{};
+        nvmlReturn_t rc = api_->memory(dev, &mem);
+        if (rc != NVML_SUCCESS)
+          return *error = "nvmlDeviceGetMemoryInfo(" + std::to_string(i) + "): " + ErrorString(rc),
+                 false;
+        d.total_bytes = mem.total;
+        d.used_bytes = mem.used;
+        d.free_bytes = mem.free;
+        out->push_back(std::move(d));
+        return true;
+      },
+      error);
+}
+
 bool NvmlLibrary::Processes(std::vector<NvmlProcess>* out, std::string* error) {
   out->clear();
-  if (!available_) return *error = reason_, false;
-  std::lock_guard<std::mutex> lock(mu_);
-  unsigned count = 0;
-  nvmlReturn_t rc = api_->device_count(&count);
-  if (rc != NVML_SUCCESS) return *error = "nvmlDeviceGetCount: " + ErrorString(rc), false;
-  for (unsigned i = 0; i < count; ++i) {
-    nvmlDevice_t dev = nullptr;
-    if ((rc = api_->handle_by_index(i, &dev)) != NVML_SUCCESS)
-      return *error = "nvmlDeviceGetHandleByIndex(" + std::to_string(i) + "): " + ErrorString(rc),
-             false;
-    if (!ListProcesses(dev, i, false, out, error)) return false;
-    if (!ListProcesses(dev, i, true, out, error)) return false;
-  }
-  return true;
+  return ForEachDevice(
+      [&](unsigned i, nvmlDevice_t dev) {
+        return ListProcesses(dev, i, false, out, error) && ListProcesses(dev, i, true, out, error);
+      },
+      error);
 }
 
 // Tries the newest query first; a missing symbol or FUNCTION_NOT_FOUND falls back to the

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -55,6 +56,9 @@ class NvmlLibrary {
  private:
   explicit NvmlLibrary(std::string path);
   void Load();
+  // Calls fn(index, device) for every device, holding mu_. False, with *error set, when NVML
+  // is unavailable, a device query fails or fn returns false (having set *error itself).
+  bool ForEachDevice(const std::function<bool(unsigned, void*)>& fn, std::string* error);
   bool ListProcesses(void* device, unsigned index, bool graphics, std::vector<NvmlProcess>* out,
                      std::string* error);
   std::string ErrorString(int rc) const;
