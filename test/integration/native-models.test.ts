@@ -163,10 +163,35 @@ describe.skipIf(!BUILT)("memlane-rt vs ONNX Runtime on exported models", () => {
     }
     expect(r.value.throughputPerS as number).toBeGreaterThan(0);
     expect(r.value.device).toBe("cpu");
+    // The CPU backend computes on the caller's thread: one request in flight, so no
+    // pipelined figures unless asked for (next test).
+    expect(r.value.maxInFlight).toBe(1);
+    expect(r.value.pipelinedThroughputPerS).toBeNull();
+    for (const row of Object.values(lat)) expect(row).not.toHaveProperty("pipelinedMean");
+    expect(typeof r.value.backendNotes).toBe("string");
     const outputs = r.tensors.outputs!;
     expect(outputs.dtype).toBe("float32");
     expect(outputs.shape).toEqual([N, 10]);
     expect(maxAbsDiff(outputs.data as Float32Array, await ortRun(onnx, x, [N, 1, 8, 8]))).toBeLessThanOrEqual(TOL);
+  });
+
+  it("infer.native pipelined: requests submitted back to back then drained, timed per request; a non-boolean is refused", async () => {
+    const m = manifest["digits-cnn"]!;
+    const onnx = join(dir, m.onnx);
+    const plan = join(out, "digits-pipelined.mlplan");
+    await compileOnnx(onnx, plan);
+    const N = 33;
+    const x = inputs(N * 64, 7);
+    const tensors = { inputs: { dtype: "float32" as const, shape: [N, 1, 8, 8], data: x } };
+    const r = await worker.run("infer.native", { model: plan, batchSizes: [1, 8], iterations: 6, warmup: 1, threads: 1, pipelined: true }, { tensors });
+    const lat = r.value.latencyMs as Record<string, { p50: number; pipelinedMean: number }>;
+    for (const row of Object.values(lat)) expect(row.pipelinedMean).toBeGreaterThan(0);
+    // throughput at the largest batch from the pipelined mean: 8 samples per request
+    expect(r.value.pipelinedThroughputPerS as number).toBeCloseTo((8 * 1000) / lat.batch8!.pipelinedMean, 6);
+    expect(maxAbsDiff(r.tensors.outputs!.data as Float32Array, await ortRun(onnx, x, [N, 1, 8, 8]))).toBeLessThanOrEqual(TOL);
+    await expect(worker.run("infer.native", { model: plan, batchSizes: [1], iterations: 1, pipelined: "yes" }, { tensors })).rejects.toThrow(
+      /args\.pipelined: expected true or false, found/,
+    );
   });
 
   it("weights are mapped, not copied: the load reports them and RSS stays small", async () => {

@@ -31,6 +31,9 @@ struct BackendOptions {
   std::function<void(const char* phase, bool start)> phaseMark;
 };
 
+// Completion of an asynchronously submitted request (Backend::submit): its outputs are written.
+using DoneFn = std::function<void(Status, const std::string&)>;
+
 struct MemoryStats {
   uint64_t arenaBytes = 0;         // activation arena (host for cpu, device for cuda)
   uint64_t weightBytesHost = 0;    // weight bytes the backend holds in host memory it owns
@@ -63,6 +66,28 @@ class Backend {
                      std::string* message) = 0;
 
   virtual MemoryStats memory_stats() const = 0;
+
+  // Asynchronous submission, so a caller keeps several requests in flight: returns once the
+  // inputs are consumed (the caller may reuse them); `outputs` must stay valid until `done`
+  // runs, which happens only when submit returned kOk. A failure of an in-flight request
+  // surfaces from a later submit() or from drain(). `done` may run on another thread (the
+  // CUDA backend: a driver callback thread) and must not call into the backend.
+  // The default is synchronous: run(), then `done` before returning (the CPU backend
+  // computes on the caller's thread, so there is nothing to overlap).
+  virtual Status submit(int64_t batch, const float* const* inputs, float* const* outputs, DoneFn done,
+                        std::string* message) {
+    const Status s = run(batch, inputs, outputs, message);
+    if (s == Status::kOk && done) done(s, std::string());
+    return s;
+  }
+  // Waits for every submitted request.
+  virtual Status drain(std::string* /*message*/) { return Status::kOk; }
+  // How many submitted requests may be in flight at once (each needs its own output
+  // buffers); 1 for a synchronous backend.
+  virtual int max_in_flight() const { return 1; }
+  // What the backend did with its options at run time, e.g. "cudaGraph: batch 16 captured"
+  // or why a technique fell back; empty when there is nothing to say.
+  virtual std::string notes() const { return std::string(); }
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options, Status* status,

@@ -82,6 +82,21 @@ class Runtime {
   // Runs without the checks (the timed loop): the caller guarantees valid inputs.
   bool run_unchecked(int64_t batch, const float* const* inputs, float* const* outputs, RtError* err);
 
+  // Asynchronous run_unchecked: returns once the inputs are consumed; `outputs` must stay
+  // valid until `done` runs (the CUDA backend: on a driver callback thread, and only with
+  // its asyncOutputs switch; the CPU backend: before submit returns). At most
+  // max_in_flight() requests are in flight, so that many output buffers used in rotation
+  // are never written by two requests at once. A failure of an in-flight request is
+  // returned by a later submit_unchecked or by drain(), which waits for all of them.
+  bool submit_unchecked(int64_t batch, const float* const* inputs, float* const* outputs,
+                        std::function<void()> done, RtError* err);
+  bool drain(RtError* err);
+  int max_in_flight() const;
+
+  // What the backend did with its options at run time (CUDA: graphs captured or not,
+  // host weight pages released, where device memory is read from); may be empty.
+  std::string notes() const;
+
   RuntimeMemory memory() const;
 
  private:

@@ -199,6 +199,27 @@ bool Runtime::run_unchecked(int64_t batch, const float* const* inputs, float* co
   return true;
 }
 
+bool Runtime::submit_unchecked(int64_t batch, const float* const* inputs, float* const* outputs,
+                               std::function<void()> done, RtError* err) {
+  if (!impl_->file) return set_err(err, int(ErrorCode::kInvalidArgument), "no model loaded: send a `load` task first");
+  std::string msg;
+  DoneFn fn;
+  if (done) fn = [d = std::move(done)](Status, const std::string&) { d(); };
+  Status st = impl_->backend->submit(batch, inputs, outputs, std::move(fn), &msg);
+  if (st != Status::kOk) return set_err(err, code_for(st), msg);
+  return true;
+}
+
+bool Runtime::drain(RtError* err) {
+  std::string msg;
+  Status st = impl_->backend->drain(&msg);
+  if (st != Status::kOk) return set_err(err, code_for(st), msg);
+  return true;
+}
+
+int Runtime::max_in_flight() const { return impl_->backend->max_in_flight(); }
+std::string Runtime::notes() const { return impl_->backend->notes(); }
+
 RuntimeMemory Runtime::memory() const {
   RuntimeMemory m;
   MemoryStats s = impl_->backend->memory_stats();

@@ -109,6 +109,12 @@ class CudaBackendImpl final : public CudaBackend {
     return Status::kOk;
   }
 
+  int max_in_flight() const override {
+    int n = 0;
+    for (const auto& c : contexts_) n += c->slots();
+    return n > 0 ? n : 1;
+  }
+
   MemoryStats memory_stats() const override {
     MemoryStats m;
     uint64_t ctxBytes = 0;

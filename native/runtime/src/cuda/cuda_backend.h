@@ -1,20 +1,17 @@
-// The CUDA backend's interface beyond Backend: asynchronous submission, so a caller can
-// overlap the host-to-device copy of request N+1 with the compute of request N
-// ("overlap") and receive outputs without blocking the next launch ("asyncOutputs").
-// make_cuda_backend() returns a CudaBackend; code built with MEMLANE_HAVE_CUDA may
-// dynamic_cast a Backend* to it:
+// The CUDA backend's interface beyond Backend: its parsed options. Asynchronous submission
+// (Backend::submit/drain) is where its "overlap" (the host-to-device copy of request N+1
+// during the compute of request N) and "asyncOutputs" (outputs handed back by a driver
+// callback, not blocking the next launch) act:
 //
-//   if (auto* cb = dynamic_cast<memlane::cuda::CudaBackend*>(backend.get())) {
-//     for (...) cb->submit(batch, ins, outs, [](memlane::Status s, const std::string& m) {...}, &msg);
-//     cb->drain(&msg);
-//   }
+//   for (...) backend->submit(batch, ins, outs, [](memlane::Status s, const std::string& m) {...}, &msg);
+//   backend->drain(&msg);
 //
-// run() stays synchronous and may be called from several threads at once: each call takes
-// a free execution context ("contexts" switch), so N threads run N requests concurrently
-// against one copy of the weights.
+// At most two requests per context are in flight (max_in_flight() = 2 x contexts); a
+// further submit waits for its slot. run() stays synchronous and may be called from
+// several threads at once: each call takes a free execution context ("contexts" switch),
+// so N threads run N requests concurrently against one copy of the weights.
 #pragma once
 
-#include <functional>
 #include <string>
 
 #include "backend.h"
@@ -22,22 +19,9 @@
 
 namespace memlane::cuda {
 
-using DoneFn = std::function<void(Status, const std::string&)>;
-
 class CudaBackend : public Backend {
  public:
-  // Enqueue one request and return once its inputs are staged (the caller may reuse the
-  // input buffers). `outputs` must stay valid until `done` runs; `done` runs on a CUDA
-  // host-callback thread (asyncOutputs) or before submit returns (asyncOutputs off) and
-  // must not call CUDA. At most two requests per context are in flight; a third waits.
-  virtual Status submit(int64_t batch, const float* const* inputs, float* const* outputs,
-                        DoneFn done, std::string* message) = 0;
-  // Wait for every submitted request.
-  virtual Status drain(std::string* message) = 0;
   virtual const CudaOptions& options() const = 0;
-  // What happened to the techniques at run time, e.g. "cudaGraph: batch 16 captured",
-  // "releaseHostWeights: 44.6 MiB released" or why one fell back.
-  virtual std::string notes() const = 0;
 };
 
 }  // namespace memlane::cuda

@@ -40,6 +40,7 @@ class ExecContext {
   Status drain(std::string* message);
   std::mutex& mutex() { return mu_; }
   uint64_t device_bytes() const { return device_bytes_; }
+  int slots() const { return nslots_; }  // requests this context can hold in flight
   std::string notes() const;
 
  private:

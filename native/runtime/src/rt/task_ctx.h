@@ -92,6 +92,12 @@ class TaskCtx {
     if (v < min || v > max) bad_arg(k, "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]", std::to_string(v));
     return v;
   }
+  bool bool_arg(const char* k, bool def) const {
+    const Obj* o = arg(k);
+    if (!o || o->type == msgpack::type::NIL) return def;
+    if (o->type != msgpack::type::BOOLEAN) bad_arg(k, "true or false", type_of(*o));
+    return o->via.boolean;
+  }
   std::vector<int64_t> int_list_arg(const char* k, std::vector<int64_t> def, int64_t min, int64_t max) const {
     const Obj* o = arg(k);
     if (!o || o->type == msgpack::type::NIL) return def;
