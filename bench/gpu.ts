@@ -7,10 +7,11 @@
  *
  *   npm run bench:gpu     (env: BENCH_ITERS=50, BENCH_MODELS=resnet-mini,resnet18)
  *
- * `infer.native` calls the backend synchronously, so copy/compute overlap, asynchronous
- * outputs and several contexts cannot show there: a second table times them in process
- * with native/build/runtime/src/cuda/memlane_cuda_bench (sync run() loop vs two submit()s
- * in flight vs one thread per context).
+ * `infer.native` times each request alone (p50/p99) and, on CUDA, `iterations` requests
+ * submitted back to back and then drained ("pipelined"): copy/compute overlap,
+ * asynchronous outputs and several contexts act only there, so the pipelined column is
+ * where their rows differ. A second table times the same in process with
+ * native/build/runtime/src/cuda/memlane_cuda_bench, adding one caller thread per context.
  *
  * Without a GPU it prints that and the reason, and exits 0. UNVERIFIED: written on a
  * machine without a GPU; docs/gpu.md says what has and has not run.
@@ -51,8 +52,12 @@ const RUNS: { name: string; kind: "torch" | "native"; variant?: string; cuda?: R
 
 interface Row {
   run: string;
-  lat: Record<number, { p50: number; p99: number }>;
+  lat: Record<number, { p50: number; p99: number; pipelinedMean?: number }>;
   throughput: number;
+  /** memlane-rt only: samples/s at the largest batch with requests in flight. */
+  pipelinedThroughput?: number;
+  /** memlane-rt only: what the backend did with its switches (graphs captured, pages released). */
+  notes?: string;
   phases: Map<string, { rssKiB?: number; ussKiB?: number; gpuKiB?: number }>;
   nvmlPeakBytes: number | null;
   error?: string;
@@ -83,8 +88,10 @@ async function measure(sup: Supervisor, probe: NvmlGpuProbe, name: string, spec:
   }, 50);
   try {
     const r: TaskResult = await w.run(task, args, { tensors, timeoutMs: 600_000 });
-    const lat = r.value.latencyMs as Record<string, { p50: number; p99: number }>;
+    const lat = r.value.latencyMs as Record<string, Row["lat"][number]>;
     const row: Row = { run: name, lat: {}, throughput: Number(r.value.throughputPerS), phases: phaseEnds(r.phases), nvmlPeakBytes: peak };
+    if (typeof r.value.pipelinedThroughputPerS === "number") row.pipelinedThroughput = r.value.pipelinedThroughputPerS;
+    if (typeof r.value.backendNotes === "string" && r.value.backendNotes) row.notes = r.value.backendNotes;
     for (const b of BATCHES) row.lat[b] = lat[`batch${b}`]!;
     return row;
   } catch (e) {
@@ -101,8 +108,8 @@ const mib = (k: number | undefined) => (k === undefined || k < 0 ? "—" : (k / 
 function report(arch: string, rows: Row[]): void {
   const ref = rows.find((r) => r.run === "torch eager" && !r.error);
   console.log(`\n## ${arch}: latency (ms) and ratio to torch eager (< 1 is faster)\n`);
-  console.log(`| run | ${BATCHES.map((b) => `b${b} p50 | b${b} p99 | b${b} p50/eager`).join(" | ")} | samples/s | /eager |`);
-  console.log(`| --- |${" --- | --- | --- |".repeat(BATCHES.length)} --- | --- |`);
+  console.log(`| run | ${BATCHES.map((b) => `b${b} p50 | b${b} p99 | b${b} p50/eager | b${b} pipelined`).join(" | ")} | samples/s | /eager | pipelined samples/s | /eager |`);
+  console.log(`| --- |${" --- | --- | --- | --- |".repeat(BATCHES.length)} --- | --- | --- | --- |`);
   for (const r of rows) {
     if (r.error) {
       console.log(`| ${r.run} | failed: ${r.error} |`);
@@ -111,9 +118,15 @@ function report(arch: string, rows: Row[]): void {
     const cells = BATCHES.map((b) => {
       const l = r.lat[b];
       const e = ref?.lat[b];
-      return `${fmt(l?.p50)} | ${fmt(l?.p99)} | ${l && e ? fmt(l.p50 / e.p50, 2) : "—"}`;
+      return `${fmt(l?.p50)} | ${fmt(l?.p99)} | ${l && e ? fmt(l.p50 / e.p50, 2) : "—"} | ${fmt(l?.pipelinedMean)}`;
     });
-    console.log(`| ${r.run} | ${cells.join(" | ")} | ${fmt(r.throughput, 0)} | ${ref ? fmt(r.throughput / ref.throughput, 2) : "—"} |`);
+    const pt = r.pipelinedThroughput;
+    console.log(`| ${r.run} | ${cells.join(" | ")} | ${fmt(r.throughput, 0)} | ${ref ? fmt(r.throughput / ref.throughput, 2) : "—"} | ${fmt(pt, 0)} | ${ref && pt !== undefined ? fmt(pt / ref.throughput, 2) : "—"} |`);
+  }
+  const noted = rows.filter((r) => r.notes);
+  if (noted.length > 0) {
+    console.log(`\n## ${arch}: what memlane-rt did with its switches\n`);
+    for (const r of noted) console.log(`- ${r.run}: ${r.notes}`);
   }
   const phases = ["runtime-create", "cuda-context", "model-load", "weights-upload", "arena", "first-inference", "steady-inference"];
   console.log(`\n## ${arch}: memory at each phase end, MiB (host RSS / USS / GPU from the worker's own reading), peak NVML per process\n`);
