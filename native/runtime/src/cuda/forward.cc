@@ -43,7 +43,7 @@ ConvDesc conv_desc(const Plan& plan, const Op& op, int64_t batch) {
   d.M = w[0]; d.OH = y[2]; d.OW = y[3];
   const OpAttrs& a = op.attrs;
   d.kh = a.kernel[0]; d.kw = a.kernel[1]; d.sh = a.strides[0]; d.sw = a.strides[1];
-  d.ph = a.pads[0]; d.pw = a.pads[1]; d.dh = a.dilations[0]; d.dw = a.dilations[1];
+  d.ph = a.pads[0]; d.pw = a.pads[1]; d.pb = a.pads[2]; d.pr = a.pads[3]; d.dh = a.dilations[0]; d.dw = a.dilations[1];
   d.group = a.group;
   d.relu = a.activation == Activation::kRelu;
   return d;
@@ -57,7 +57,9 @@ PoolDesc pool_desc(const Plan& plan, const Op& op, int64_t batch) {
   d.NC = x[0] * x[1]; d.H = x[2]; d.W = x[3]; d.OH = y[2]; d.OW = y[3];
   d.kh = a.kernel[0]; d.kw = a.kernel[1]; d.sh = a.strides[0]; d.sw = a.strides[1];
   d.pt = a.pads[0]; d.pl = a.pads[1]; d.pb = a.pads[2]; d.pr = a.pads[3];
-  d.dh = a.dilations[0]; d.dw = a.dilations[1];
+  // AveragePool has no dilations in the plan (cpu pool.cc uses 1 whatever the attr says).
+  const bool mx = op.type == OpType::kMaxPool;
+  d.dh = mx ? a.dilations[0] : 1; d.dw = mx ? a.dilations[1] : 1;
   d.countIncludePad = a.countIncludePad;
   return d;
 }
@@ -84,6 +86,178 @@ bool broadcast_desc(const std::vector<int64_t>& a, const std::vector<int64_t>& b
 
 bool is_weight(const Plan& p, int32_t id) { return id >= 0 && p.tensors[id].is_weight(); }
 
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? "," : "") + std::to_string(s[i]);
+  return o + "]";
+}
+
+// The plan-level checks the CPU backend's factories make (native/runtime/src/cpu/*.cc), made
+// once at prepare on the plan's per-sample shapes. The launchers trust these shapes (sizes,
+// strides, output extents come from them), so whatever the CPU backend refuses, or would
+// compute from other sizes, must be refused here rather than computed differently or
+// written past a tensor's end in the arena.
+Status check_op(const Plan& plan, const Op& op, std::string* message) {
+  const auto bad = [&](const std::string& why) { return unsupported(op, why, message); };
+  // Present inputs in [min, max], the first `min` of them present (cpu need_inputs()).
+  const auto need = [&](size_t min, size_t max) {
+    size_t present = 0;
+    for (size_t i = 0; i < op.inputs.size(); ++i)
+      if (op.inputs[i] != kAbsentInput) present = i + 1;
+    if (op.inputs.size() < min || present < min || present > max) return false;
+    for (size_t i = 0; i < min; ++i)
+      if (op.inputs[i] == kAbsentInput) return false;
+    return true;
+  };
+  const auto in_count = [&](size_t min, size_t max) {
+    return bad("expects " + std::to_string(min) + ".." + std::to_string(max) + " inputs, has " +
+               std::to_string(op.inputs.size()));
+  };
+  const TensorInfo& X = plan.tensors[op.inputs[0]];
+  const TensorInfo& Y = plan.tensors[op.outputs[0]];
+  const OpAttrs& a = op.attrs;
+  switch (op.type) {
+    case OpType::kConv: {
+      if (!need(2, 3)) return in_count(2, 3);
+      const TensorInfo& W = plan.tensors[op.inputs[1]];
+      if (X.is_weight() || !W.is_weight()) return bad("expects an activation X and a weight W");
+      if (X.shape.size() != 4 || W.shape.size() != 4 || Y.shape.size() != 4)
+        return bad("only 2-D convolution (rank-4 X, W, Y); X " + shape_str(X.shape) + ", W " + shape_str(W.shape));
+      const int64_t C = X.shape[1], M = W.shape[0], g = a.group;
+      if (g < 1 || C % g || M % g || W.shape[1] != C / g)
+        return bad("group " + std::to_string(g) + " does not divide C and M with W " + shape_str(W.shape));
+      if (W.shape[2] != a.kernel[0] || W.shape[3] != a.kernel[1]) return bad("kernel attr differs from W " + shape_str(W.shape));
+      if (a.strides[0] < 1 || a.strides[1] < 1 || a.dilations[0] < 1 || a.dilations[1] < 1 || a.pads[0] < 0 ||
+          a.pads[1] < 0 || a.pads[2] < 0 || a.pads[3] < 0)
+        return bad("strides and dilations must be >= 1, pads >= 0");
+      const int64_t eoh = (X.shape[2] + a.pads[0] + a.pads[2] - (int64_t(a.dilations[0]) * (a.kernel[0] - 1) + 1)) / a.strides[0] + 1;
+      const int64_t eow = (X.shape[3] + a.pads[1] + a.pads[3] - (int64_t(a.dilations[1]) * (a.kernel[1] - 1) + 1)) / a.strides[1] + 1;
+      if (Y.shape[1] != M || Y.shape[2] != eoh || Y.shape[3] != eow || eoh < 1 || eow < 1)
+        return bad("output shape " + shape_str(Y.shape) + " differs from the computed [-1," + std::to_string(M) + "," +
+                   std::to_string(eoh) + "," + std::to_string(eow) + "]");
+      if (op.inputs.size() > 2 && op.inputs[2] != kAbsentInput &&
+          (!plan.tensors[op.inputs[2]].is_weight() || plan.tensors[op.inputs[2]].elements() != M))
+        return bad("bias must be a weight of M=" + std::to_string(M) + " elements");
+      return Status::kOk;
+    }
+    case OpType::kGemm:
+    case OpType::kMatMul: {
+      const bool gemm = op.type == OpType::kGemm;
+      if (gemm ? !need(2, 3) : !need(2, 2)) return gemm ? in_count(2, 3) : in_count(2, 2);
+      const TensorInfo& B = plan.tensors[op.inputs[1]];
+      if (X.is_weight() || !B.is_weight() || B.shape.size() != 2 || (gemm && a.transA))
+        return bad("supports A an activation (transA = 0) and B a 2-D weight");
+      const bool tb = gemm && a.transB;
+      const int64_t K = X.shape.empty() ? 0 : X.shape.back(), N = tb ? B.shape[0] : B.shape[1];
+      if (K < 1 || (tb ? B.shape[1] : B.shape[0]) != K)
+        return bad("A " + shape_str(X.shape) + " and B " + shape_str(B.shape) + " disagree on K");
+      if (gemm ? (X.shape.size() != 2 || Y.shape.size() != 2) : (X.shape.size() < 2 || Y.shape.size() != X.shape.size()))
+        return bad("A " + shape_str(X.shape) + " / Y " + shape_str(Y.shape) + " have the wrong rank");
+      // The GEMM writes rows x N per sample: Y must hold exactly that.
+      if (Y.shape.back() != N || Y.elements() != X.elements() / K * N)
+        return bad("output " + shape_str(Y.shape) + " does not hold A " + shape_str(X.shape) + " x B " + shape_str(B.shape));
+      if (gemm && op.inputs.size() > 2 && op.inputs[2] != kAbsentInput && a.beta != 0.f) {
+        const TensorInfo& Ct = plan.tensors[op.inputs[2]];
+        if (!Ct.is_weight()) return bad("C must be a weight");
+        const int64_t n = Ct.elements();
+        const bool row = n == N && (Ct.shape.size() <= 1 || (Ct.shape.size() == 2 && Ct.shape[0] == 1));
+        if (!row && n != 1) return bad("C weight " + shape_str(Ct.shape) + " must broadcast as [N] or a scalar");
+      }
+      return Status::kOk;
+    }
+    case OpType::kAdd: case OpType::kSub: case OpType::kMul: case OpType::kDiv: {
+      if (!need(2, 2) || op.inputs.size() != 2) return in_count(2, 2);
+      for (int32_t id : op.inputs) {
+        const TensorInfo& t = plan.tensors[id];
+        // An activation of lower rank would align its batch with another output dimension.
+        if (!t.is_weight() && t.shape.size() != Y.shape.size())
+          return bad("an activation input must have the output's rank; got " + shape_str(t.shape) + " for " + shape_str(Y.shape));
+        if (t.is_weight() && t.shape.size() == Y.shape.size() && !t.shape.empty() && t.shape[0] != 1)
+          return bad("weight " + shape_str(t.shape) + " spans the batch dimension");
+      }
+      return Status::kOk;
+    }
+    case OpType::kRelu: case OpType::kLeakyRelu: case OpType::kSigmoid: case OpType::kTanh:
+    case OpType::kErf: case OpType::kGelu:
+    case OpType::kSoftmax:
+      if (!need(1, 1)) return in_count(1, 1);
+      if (X.is_weight()) return bad("input must be an activation");
+      if (X.elements() != Y.elements()) return bad("input " + shape_str(X.shape) + " and output " + shape_str(Y.shape) + " differ");
+      if (op.type == OpType::kSoftmax) {
+        if (a.axis < 1 || size_t(a.axis) >= X.shape.size()) return bad("axis out of range for " + shape_str(X.shape));
+        if (X.shape[a.axis] < 1) return bad("empty softmax axis");
+      }
+      return Status::kOk;
+    case OpType::kMaxPool:
+    case OpType::kAveragePool: {
+      if (!need(1, 1)) return in_count(1, 1);
+      if (X.is_weight() || X.shape.size() != 4 || Y.shape.size() != 4 || X.shape[1] != Y.shape[1])
+        return bad("only 2-D pooling over an activation [n,C,H,W]; X " + shape_str(X.shape) + ", Y " + shape_str(Y.shape));
+      const bool mx = op.type == OpType::kMaxPool;
+      const int64_t dh = mx ? a.dilations[0] : 1, dw = mx ? a.dilations[1] : 1;  // AveragePool has none
+      if (a.kernel[0] < 1 || a.kernel[1] < 1 || a.strides[0] < 1 || a.strides[1] < 1 || dh < 1 || dw < 1)
+        return bad("kernel, strides and dilations must be >= 1");
+      // ONNX output size, floor or ceil; with ceil the last window starts inside input + top/left pad.
+      auto out = [&](int64_t in, int64_t k, int64_t s, int64_t p0, int64_t p1, int64_t d) {
+        const int64_t span = in + p0 + p1 - (d * (k - 1) + 1);
+        int64_t o = (a.ceilMode ? (span + s - 1) / s : span / s) + 1;
+        if (a.ceilMode && (o - 1) * s >= in + p0) --o;
+        return o;
+      };
+      const int64_t eoh = out(X.shape[2], a.kernel[0], a.strides[0], a.pads[0], a.pads[2], dh);
+      const int64_t eow = out(X.shape[3], a.kernel[1], a.strides[1], a.pads[1], a.pads[3], dw);
+      if (eoh != Y.shape[2] || eow != Y.shape[3])
+        return bad("output shape " + shape_str(Y.shape) + " differs from the computed [-1," + std::to_string(X.shape[1]) +
+                   "," + std::to_string(eoh) + "," + std::to_string(eow) + "]");
+      return Status::kOk;
+    }
+    case OpType::kGlobalAveragePool:
+      if (!need(1, 1)) return in_count(1, 1);
+      if (X.is_weight() || X.shape.size() < 3 || Y.elements() != X.shape[1])
+        return bad("expects X [n,C,...] and Y [n,C,1,...]; X " + shape_str(X.shape) + ", Y " + shape_str(Y.shape));
+      return Status::kOk;
+    case OpType::kFlatten:
+    case OpType::kReshape:
+      if (!need(1, 2)) return in_count(1, 2);  // Reshape may keep its (folded) shape input
+      if (X.is_weight()) return bad("input must be an activation");
+      if (X.elements() != Y.elements())
+        return bad("input " + shape_str(X.shape) + " and output " + shape_str(Y.shape) + " differ in elements per sample");
+      return Status::kOk;
+    case OpType::kTranspose: {
+      if (!need(1, 1)) return in_count(1, 1);
+      const auto& perm = a.perm;
+      const size_t r = X.shape.size();
+      // perm[0] = 0: the batch stays first, or the per-sample arena layout would not hold.
+      if (X.is_weight() || r < 2 || r > size_t(kMaxRank) || perm.size() != r || perm[0] != 0 || Y.shape.size() != r)
+        return bad("needs perm of the input's rank (2..6) with perm[0] = 0; X " + shape_str(X.shape));
+      bool seen[kMaxRank] = {};
+      for (size_t i = 1; i < r; ++i) {
+        if (perm[i] < 1 || size_t(perm[i]) >= r || seen[perm[i]]) return bad("perm is not a permutation");
+        seen[perm[i]] = true;
+        if (Y.shape[i] != X.shape[perm[i]]) return bad("output shape " + shape_str(Y.shape) + " does not match perm");
+      }
+      return Status::kOk;
+    }
+    case OpType::kConcat: {
+      const size_t r = Y.shape.size();
+      if (a.axis < 1 || size_t(a.axis) >= r) return bad("axis out of range for " + shape_str(Y.shape));
+      int64_t total = 0;
+      for (int32_t id : op.inputs) {
+        if (id == kAbsentInput) return bad("absent input");
+        const TensorInfo& t = plan.tensors[id];
+        if (t.is_weight() || t.shape.size() != r) return bad("inputs must be activations of the output's rank");
+        for (size_t i = 1; i < r; ++i)
+          if (int(i) != a.axis && t.shape[i] != Y.shape[i])
+            return bad("input " + shape_str(t.shape) + " does not fit " + shape_str(Y.shape));
+        total += t.shape[a.axis];
+      }
+      if (total != Y.shape[a.axis]) return bad("inputs do not add up to the output's axis");
+      return Status::kOk;
+    }
+  }
+  return bad("not implemented");
+}
+
 // dry: check and compute descriptors only.
 Status run_op(const ForwardEnv& env, const Op& op, int64_t batch, cudaStream_t s, bool dry,
               std::string* message) {
@@ -94,6 +268,8 @@ Status run_op(const ForwardEnv& env, const Op& op, int64_t batch, cudaStream_t s
   if (op.inputs.empty() || op.outputs.size() != 1) return unsupported(op, "expects inputs and one output", message);
   for (size_t i = 0; i < op.inputs.size(); ++i)
     if (op.inputs[i] >= static_cast<int32_t>(plan.tensors.size())) return unsupported(op, "input id out of range", message);
+  if (op.inputs[0] < 0) return unsupported(op, "input 0 is absent", message);
+  if (dry) MEMLANE_TRY(check_op(plan, op, message));
   const TensorInfo& xt = plan.tensors[op.inputs[0]];
   const TensorInfo& yt = plan.tensors[op.outputs[0]];
   const int64_t n_out = batch * yt.elements();
@@ -140,7 +316,7 @@ Status run_op(const ForwardEnv& env, const Op& op, int64_t batch, cudaStream_t s
         d.alpha = op.attrs.alpha;
         d.beta = op.attrs.beta;
         d.relu = op.attrs.activation == Activation::kRelu;
-        if (in(2) != kAbsentInput) {
+        if (in(2) != kAbsentInput && d.beta != 0.f) {  // beta 0: C is ignored (cpu gemm.cc)
           if (!is_weight(plan, in(2))) return unsupported(op, "C must be constant", message);
           d.c_len = plan.tensors[in(2)].elements();
           if (d.c_len != 1 && d.c_len != d.N) return unsupported(op, "C must broadcast over rows", message);

@@ -63,7 +63,9 @@ cudaError_t gemm(const CublasApi& api, cublasHandle_t h, Prec p, const void* A, 
 struct ConvDesc {
   int64_t N = 0, C = 0, H = 0, W = 0;  // input
   int64_t M = 0, OH = 0, OW = 0;       // output channels and size
-  int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1, group = 1;
+  // ph/pw are the top/left pads (im2col's origin); pb/pr (bottom/right) only enlarge OH/OW,
+  // but a 1x1 conv with any of them is not pointwise (its output is bigger than its input).
+  int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, pb = 0, pr = 0, dh = 1, dw = 1, group = 1;
   bool relu = false;
 };
 int64_t conv_col_elems_per_sample(const ConvDesc& d);  // 0 when no im2col is needed

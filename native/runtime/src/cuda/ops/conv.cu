@@ -2,6 +2,8 @@
 // Y[b, g] (Mg x P) = W[g] (Mg x Kg) * col[b, g] (Kg x P), Kg = C/group * kh * kw,
 // P = OH * OW. A 1x1, stride-1, unpadded conv reads the input as col directly. The batch
 // is processed in chunks whose col fits the scratch buffer (sized once at prepare).
+#include <climits>
+
 #include "common.cuh"
 
 namespace memlane::cuda {
@@ -26,9 +28,11 @@ __global__ void k_im2col(const T* x, T* col, ConvDesc d, int64_t c0, int64_t Cg,
   (void)nb;
 }
 
+// Reads x[b] as col[b] ([C][H*W] = [Kg][P]): needs P == H*W, so every pad must be 0
+// (a bottom/right pad alone makes OH > H and would read past the sample).
 bool is_pointwise(const ConvDesc& d) {
   return d.kh == 1 && d.kw == 1 && d.sh == 1 && d.sw == 1 && d.ph == 0 && d.pw == 0 &&
-         d.group == 1;
+         d.pb == 0 && d.pr == 0 && d.group == 1 && d.OH == d.H && d.OW == d.W;
 }
 }  // namespace
 
@@ -51,6 +55,8 @@ cudaError_t conv2d(const CublasApi& api, cublasHandle_t h, Prec p, const void* x
     if (chunk < 1) return cudaErrorInvalidValue;  // scratch sized at prepare: a bug
     if (chunk > d.N) chunk = d.N;
   }
+  // cuBLAS takes int sizes and batch counts.
+  if (P > INT_MAX || Mg > INT_MAX || Kg > INT_MAX || chunk > INT_MAX) return cudaErrorInvalidValue;
   const float one = 1.f, zero = 0.f;
   for (int64_t b0 = 0; b0 < d.N; b0 += chunk) {
     const int64_t nb = (d.N - b0 < chunk) ? d.N - b0 : chunk;

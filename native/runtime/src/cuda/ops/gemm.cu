@@ -1,6 +1,8 @@
 // Gemm and MatMul through cuBLAS (row-major by the transpose identity: Y^T = op(B)^T A^T in
 // column-major), bias-broadcast and ReLU in the bias_act epilogue. fp16 uses
 // cublasGemmStridedBatchedEx with fp32 accumulation.
+#include <climits>
+
 #include "common.cuh"
 
 namespace memlane::cuda {
@@ -33,6 +35,8 @@ cudaError_t gemm(const CublasApi& api, cublasHandle_t h, Prec p, const void* A, 
                  const void* C, void* Y, const GemmDesc& d, cudaStream_t s, int* cublas_status) {
   *cublas_status = 0;
   if (d.rows <= 0 || d.N <= 0) return cudaSuccess;
+  // cuBLAS takes int sizes: a large batch of a MatMul over many rows must not wrap around.
+  if (d.rows > INT_MAX || d.K > INT_MAX || d.N > INT_MAX) return cudaErrorInvalidValue;
   float beta = 0.f;
   if (C && d.c_len > 0 && d.beta != 0.f) {
     // Y = beta * C first, then GEMM accumulates with beta 1 (keeps alpha/beta general).
