@@ -62,6 +62,63 @@ NamedPlan pool(const std::string& name, const std::string& op, int k, int s, int
   return np;
 }
 
+// Any 2-D conv: per-axis kernel/stride/dilation and the four pads [top, left, bottom, right].
+NamedPlan conv2(const std::string& name, int64_t C, int64_t H, int64_t W, int64_t M, V k, V s, V pads, V d, int g,
+                bool bias, bool relu, uint64_t seed = 51) {
+  NamedPlan np{name, {}};
+  PlanBuilder& b = np.plan;
+  int x = b.input("x", {C, H, W});
+  int w = b.weight("w", {M, C / g, k[0], k[1]}, rnd(count({M, C / g, k[0], k[1]}), seed));
+  int bi = bias ? b.weight("b", {M}, rnd(size_t(M), seed + 1)) : -1;
+  const int64_t OH = conv_out(H, int(k[0]), int(s[0]), int(pads[0]), int(pads[2]), int(d[0]));
+  const int64_t OW = conv_out(W, int(k[1]), int(s[1]), int(pads[1]), int(pads[3]), int(d[1]));
+  int y = b.output("y", {M, OH, OW});
+  b.op("Conv", {x, w, bi}, {y},
+       Attrs{{"kernel", k}, {"strides", s}, {"pads", pads}, {"dilations", d}, {"group", int64_t(g)},
+             {"activation", std::string(relu ? "relu" : "none")}});
+  return np;
+}
+
+// Any 2-D pool: per-axis kernel/stride, the four pads, dilations (MaxPool), ceil, count_include_pad.
+NamedPlan pool2(const std::string& name, const std::string& op, int64_t C, int64_t H, int64_t W, V k, V s, V pads,
+                V d, bool ceil, bool cip) {
+  NamedPlan np{name, {}};
+  auto out = [&](int64_t in, int64_t kk, int64_t ss, int64_t p0, int64_t p1, int64_t dd) {
+    const int64_t span = in + p0 + p1 - (dd * (kk - 1) + 1);
+    int64_t o = (ceil ? (span + ss - 1) / ss : span / ss) + 1;
+    if (ceil && (o - 1) * ss >= in + p0) --o;
+    return o;
+  };
+  const bool mx = op == "MaxPool";
+  int x = np.plan.input("x", {C, H, W});
+  int y = np.plan.output("y", {C, out(H, k[0], s[0], pads[0], pads[2], mx ? d[0] : 1),
+                               out(W, k[1], s[1], pads[1], pads[3], mx ? d[1] : 1)});
+  Attrs a{{"kernel", k}, {"strides", s}, {"pads", pads}, {"ceilMode", ceil}};
+  if (mx) a.push_back({"dilations", d});
+  else a.push_back({"countIncludePad", cip});
+  np.plan.op(op, {x}, {y}, a);
+  return np;
+}
+
+// y = a (op) b for a binary op; a weight side is given by its shape and data, an activation
+// side by its per-sample shape (wa/wb say which is the weight).
+NamedPlan binary(const std::string& name, const std::string& op, V sa, bool wa, V sb, bool wb, V sy, uint64_t seed,
+                 float shift = 0.f) {
+  NamedPlan np{name, {}};
+  auto& b = np.plan;
+  auto side = [&](const char* n, const V& shape, bool weight, uint64_t sd) {
+    if (!weight) return b.input(n, shape);
+    std::vector<float> v = rnd(count(shape), sd);
+    for (auto& f : v) f += shift;  // divisors away from 0
+    return b.weight(n, shape, v);
+  };
+  int x = side("a", sa, wa, seed);
+  int z = side("b", sb, wb, seed + 1);
+  int y = b.output("y", sy);
+  b.op(op, {x, z}, {y});
+  return np;
+}
+
 }  // namespace
 
 std::vector<NamedPlan> op_plans() {
@@ -70,6 +127,19 @@ std::vector<NamedPlan> op_plans() {
   v.push_back(conv("Conv 5x5 stride 2 dilation 2 group 2", 4, 13, 6, 5, 2, 2, 2, 2, false, false));
   v.push_back(conv("Conv 1x1 pointwise", 16, 6, 8, 1, 1, 0, 1, 1, true, false));
   v.push_back(conv("Conv 7x7 stride 2 (resnet stem)", 3, 32, 16, 7, 2, 3, 1, 1, true, true));
+  // Asymmetric pads (bottom/right only enter the output size), non-square kernels, strides
+  // and dilations, depthwise and grouped 1x1 convs, and the 1x1 convs that must not take the
+  // pointwise (no im2col) path: a stride, or a bottom/right pad that makes OH > H.
+  v.push_back(conv2("Conv 3x3 asymmetric pads [0,1,2,1]", 3, 9, 11, 5, V{3, 3}, V{1, 1}, V{0, 1, 2, 1}, V{1, 1}, 1, true, false));
+  v.push_back(conv2("Conv 1x3 stride [2,1] dilation [1,2]", 4, 10, 12, 6, V{1, 3}, V{2, 1}, V{1, 2, 0, 2}, V{1, 2}, 1, true, true));
+  v.push_back(conv2("Conv 1x1 pads [0,0,1,2] (not pointwise)", 5, 6, 7, 4, V{1, 1}, V{1, 1}, V{0, 0, 1, 2}, V{1, 1}, 1, true, false));
+  v.push_back(conv2("Conv 1x1 stride 2", 6, 9, 9, 4, V{1, 1}, V{2, 2}, V{0, 0, 0, 0}, V{1, 1}, 1, false, true));
+  v.push_back(conv2("Conv 1x1 group 2", 6, 5, 5, 4, V{1, 1}, V{1, 1}, V{0, 0, 0, 0}, V{1, 1}, 2, true, false));
+  v.push_back(conv2("Conv 3x3 depthwise (group = C) bias relu", 8, 7, 7, 8, V{3, 3}, V{1, 1}, V{1, 1, 1, 1}, V{1, 1}, 8, true, true));
+  v.push_back(conv2("Conv 1x1 pointwise relu no bias", 7, 4, 5, 3, V{1, 1}, V{1, 1}, V{0, 0, 0, 0}, V{1, 1}, 1, false, true));
+  // Per-sample im2col of 16*9*280*280 = 11.3M elements: the backend's 32M-element scratch holds
+  // 2 samples, so batch 3 runs in two chunks (the second at a sample offset).
+  v.push_back(conv2("Conv 3x3 batch in im2col chunks", 16, 282, 282, 4, V{3, 3}, V{1, 1}, V{0, 0, 0, 0}, V{1, 1}, 1, true, false));
   {  // Gemm: transB, bias [N], alpha/beta, relu
     NamedPlan np{"Gemm transB bias relu", {}};
     auto& b = np.plan;
@@ -88,6 +158,53 @@ std::vector<NamedPlan> op_plans() {
     int c = b.weight("c", {1}, {0.25f});
     int y = b.output("y", {5});
     b.op("Gemm", {x, w, c}, {y}, Attrs{{"transB", false}});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"Gemm no C, alpha 1.5, no relu", {}};
+    auto& b = np.plan;
+    int x = b.input("x", {7});
+    int w = b.weight("w", {7, 4}, rnd(28, 25));
+    int y = b.output("y", {4});
+    b.op("Gemm", {x, w, -1}, {y}, Attrs{{"alpha", 1.5}, {"beta", 1.0}, {"transB", false}});
+    v.push_back(std::move(np));
+  }
+  {  // beta 0: C is ignored (whatever its shape would have been)
+    NamedPlan np{"Gemm beta 0 ignores C", {}};
+    auto& b = np.plan;
+    int x = b.input("x", {6});
+    int w = b.weight("w", {3, 6}, rnd(18, 26));
+    int c = b.weight("c", {3}, rnd(3, 27));
+    int y = b.output("y", {3});
+    b.op("Gemm", {x, w, c}, {y}, Attrs{{"alpha", 1.0}, {"beta", 0.0}, {"transB", true}});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"Gemm per-column C, no transB, alpha/beta", {}};
+    auto& b = np.plan;
+    int x = b.input("x", {8});
+    int w = b.weight("w", {8, 5}, rnd(40, 28));
+    int c = b.weight("c", {5}, rnd(5, 29));
+    int y = b.output("y", {5});
+    b.op("Gemm", {x, w, c}, {y}, Attrs{{"alpha", -0.75}, {"beta", 0.5}, {"transB", false}});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"MatMul 2-D A", {}};
+    auto& b = np.plan;
+    int x = b.input("x", {6});
+    int w = b.weight("w", {6, 3}, rnd(18, 31));
+    int y = b.output("y", {3});
+    b.op("MatMul", {x, w}, {y});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"MatMul 4-D A", {}};
+    auto& b = np.plan;
+    int x = b.input("x", {2, 3, 5});
+    int w = b.weight("w", {5, 4}, rnd(20, 32));
+    int y = b.output("y", {2, 3, 4});
+    b.op("MatMul", {x, w}, {y});
     v.push_back(std::move(np));
   }
   {
@@ -120,7 +237,28 @@ std::vector<NamedPlan> op_plans() {
     b.op("Add", {x, z}, {y});
     v.push_back(std::move(np));
   }
+  // Operand order matters for Sub and Div: the weight on the left; lower-rank and scalar
+  // weights; two activations of one shape; rank 5.
+  v.push_back(binary("Sub weight - x", "Sub", V{1, 4, 5}, true, V{3, 4, 5}, false, V{3, 4, 5}, 61));
+  {  // divisor an activation, kept in [2, 4] by an Add first (fp16 must not see huge quotients)
+    NamedPlan np{"Div weight / activation", {}};
+    auto& b = np.plan;
+    int x = b.input("x", {3, 4, 5});
+    int k = b.weight("k", {1}, {3.f});
+    int t = b.act("t", {3, 4, 5});
+    b.op("Add", {x, k}, {t});
+    int w = b.weight("w", {5}, rnd(5, 62));
+    int y = b.output("y", {3, 4, 5});
+    b.op("Div", {w, t}, {y});
+    v.push_back(std::move(np));
+  }
+  v.push_back(binary("Div x / scalar weight", "Div", V{3, 4, 5}, false, V{1}, true, V{3, 4, 5}, 63, 2.f));
+  v.push_back(binary("Mul two activations same shape", "Mul", V{3, 4, 5}, false, V{3, 4, 5}, false, V{3, 4, 5}, 64));
+  v.push_back(binary("Add rank 5 weight [2,1,3,1]", "Add", V{2, 3, 3, 4}, false, V{2, 1, 3, 1}, true, V{2, 3, 3, 4}, 65));
+  v.push_back(binary("Sub activation broadcast [1,4,1] - [3,4,5]", "Sub", V{1, 4, 1}, false, V{3, 4, 5}, false, V{3, 4, 5}, 66));
   v.push_back(unary("Relu"));
+  v.push_back(unary("LeakyRelu"));  // the reader's default alpha 0.01
+  v.back().name = "LeakyRelu default alpha";
   v.push_back(unary("LeakyRelu", Attrs{{"alpha", 0.1}}));
   v.push_back(unary("Sigmoid"));
   v.push_back(unary("Tanh"));
@@ -133,6 +271,18 @@ std::vector<NamedPlan> op_plans() {
   v.push_back(pool("MaxPool 2x2 s2 ceil", "MaxPool", 2, 2, 0, 0, true, false));
   v.push_back(pool("AveragePool 3x3 s2 p1 exclude pad", "AveragePool", 3, 2, 1, 1, false, false));
   v.push_back(pool("AveragePool 3x3 s2 p1 include pad ceil", "AveragePool", 3, 2, 1, 1, true, true));
+  v.push_back(pool2("MaxPool 3x3 dilation 2 pad 2", "MaxPool", 3, 11, 10, V{3, 3}, V{1, 2}, V{2, 2, 2, 2}, V{2, 2}, false, false));
+  v.push_back(pool2("MaxPool 3x2 stride [1,2] pads [1,0,0,1] ceil", "MaxPool", 2, 8, 9, V{3, 2}, V{1, 2}, V{1, 0, 0, 1}, V{1, 1}, true, false));
+  v.push_back(pool2("AveragePool 2x2 s2 ceil exclude pad (partial window)", "AveragePool", 3, 7, 9, V{2, 2}, V{2, 2}, V{0, 0, 0, 0}, V{1, 1}, true, false));
+  v.push_back(pool2("AveragePool 3x3 s2 ceil include pad, no pads", "AveragePool", 3, 8, 8, V{3, 3}, V{2, 2}, V{0, 0, 0, 0}, V{1, 1}, true, true));
+  v.push_back(pool2("AveragePool 3x2 asymmetric pads [0,1,2,0] include pad", "AveragePool", 2, 7, 6, V{3, 2}, V{2, 1}, V{0, 1, 2, 0}, V{1, 1}, false, true));
+  {
+    NamedPlan np{"GlobalAveragePool 1-D [N,C,L]", {}};
+    int x = np.plan.input("x", {5, 33});
+    int y = np.plan.output("y", {5, 1});
+    np.plan.op("GlobalAveragePool", {x}, {y});
+    v.push_back(std::move(np));
+  }
   {
     NamedPlan np{"GlobalAveragePool", {}};
     int x = np.plan.input("x", {6, 7, 7});
@@ -162,6 +312,72 @@ std::vector<NamedPlan> op_plans() {
     v.push_back(std::move(np));
   }
   {
+    NamedPlan np{"Transpose rank 5 perm [0,3,1,4,2]", {}};
+    int x = np.plan.input("x", {2, 3, 4, 5});
+    int y = np.plan.output("y", {4, 2, 5, 3});
+    np.plan.op("Transpose", {x}, {y}, Attrs{{"perm", V{0, 3, 1, 4, 2}}});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"Transpose rank 3 perm [0,2,1]", {}};
+    int x = np.plan.input("x", {6, 7});
+    int y = np.plan.output("y", {7, 6});
+    np.plan.op("Transpose", {x}, {y}, Attrs{{"perm", V{0, 2, 1}}});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"Transpose rank 2 identity", {}};
+    int x = np.plan.input("x", {9});
+    int y = np.plan.output("y", {9});
+    np.plan.op("Transpose", {x}, {y}, Attrs{{"perm", V{0, 1}}});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"Concat axis 2 of 4-D, three inputs", {}};
+    int a = np.plan.input("a", {3, 2, 4});
+    int c = np.plan.input("c", {3, 1, 4});
+    int e = np.plan.input("e", {3, 3, 4});
+    int y = np.plan.output("y", {3, 6, 4});
+    np.plan.op("Concat", {a, c, e}, {y}, Attrs{{"axis", int64_t(2)}});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"Concat axis 3 (last)", {}};
+    int a = np.plan.input("a", {2, 3, 5});
+    int c = np.plan.input("c", {2, 3, 2});
+    int y = np.plan.output("y", {2, 3, 7});
+    np.plan.op("Concat", {a, c}, {y}, Attrs{{"axis", int64_t(3)}});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"Reshape keeping its folded shape input", {}};
+    int x = np.plan.input("x", {4, 6});
+    int sh = np.plan.weight("shape", {3}, {-1.f, 8.f, 3.f});
+    int y = np.plan.output("y", {8, 3});
+    np.plan.op("Reshape", {x, sh}, {y}, Attrs{{"shape", V{-1, 8, 3}}});
+    v.push_back(std::move(np));
+  }
+  {  // outer > batch and inner > 1
+    NamedPlan np{"Softmax axis 2 of 4-D", {}};
+    int x = np.plan.input("x", {3, 5, 4});
+    int y = np.plan.output("y", {3, 5, 4});
+    np.plan.op("Softmax", {x}, {y}, Attrs{{"axis", int64_t(2)}});
+    v.push_back(std::move(np));
+  }
+  {  // logits up to +-200: exp overflows without the max subtraction. fp32 only: half
+     // storage of such logits moves them by up to 0.06, which moves the probabilities by more
+     // than the fp16 tolerance (a property of half, not of the kernel).
+    NamedPlan np{"Softmax of large logits, long row", {}, false};
+    auto& b = np.plan;
+    int x = b.input("x", {1000});
+    int k = b.weight("k", {1}, {200.f});
+    int t = b.act("t", {1000});
+    b.op("Mul", {x, k}, {t});
+    int y = b.output("y", {1000});
+    b.op("Softmax", {t}, {y}, Attrs{{"axis", int64_t(1)}});
+    v.push_back(std::move(np));
+  }
+  {
     NamedPlan np{"Concat axis 1", {}};
     int a = np.plan.input("a", {2, 3, 3});
     int c = np.plan.input("c", {5, 3, 3});
@@ -181,6 +397,87 @@ std::vector<NamedPlan> op_plans() {
     int x = np.plan.input("x", {4, 6});
     int y = np.plan.output("y", {4, 6});
     np.plan.op("Softmax", {x}, {y}, Attrs{{"axis", int64_t(1)}});
+    v.push_back(std::move(np));
+  }
+  return v;
+}
+
+std::vector<NamedPlan> rejected_plans() {
+  std::vector<NamedPlan> v;
+  {  // the batch must stay first: a per-sample arena layout cannot hold it otherwise
+    NamedPlan np{"Transpose perm[0] != 0", {}};
+    int x = np.plan.input("x", {3, 4});
+    int y = np.plan.output("y", {3, 4});
+    np.plan.op("Transpose", {x}, {y}, Attrs{{"perm", V{1, 0, 2}}});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"Transpose perm not a permutation", {}};
+    int x = np.plan.input("x", {3, 4});
+    int y = np.plan.output("y", {3, 3});
+    np.plan.op("Transpose", {x}, {y}, Attrs{{"perm", V{0, 1, 1}}});
+    v.push_back(std::move(np));
+  }
+  {  // im2col would index W with the attribute's kernel
+    NamedPlan np{"Conv kernel attr differs from W", {}};
+    auto& b = np.plan;
+    int x = b.input("x", {2, 6, 6});
+    int w = b.weight("w", {3, 2, 3, 3}, rnd(54, 71));
+    int y = b.output("y", {3, 6, 6});
+    b.op("Conv", {x, w, -1}, {y}, Attrs{{"kernel", V{1, 1}}, {"strides", V{1, 1}}, {"pads", V{0, 0, 0, 0}},
+                                        {"dilations", V{1, 1}}, {"group", int64_t(1)}});
+    v.push_back(std::move(np));
+  }
+  {  // the launcher would write the plan's OH x OW, not what the conv produces
+    NamedPlan np{"Conv output shape differs from the computed one", {}};
+    auto& b = np.plan;
+    int x = b.input("x", {2, 6, 6});
+    int w = b.weight("w", {3, 2, 3, 3}, rnd(54, 72));
+    int y = b.output("y", {3, 6, 6});
+    b.op("Conv", {x, w, -1}, {y}, Attrs{{"kernel", V{3, 3}}, {"strides", V{1, 1}}, {"pads", V{0, 0, 0, 0}},
+                                        {"dilations", V{1, 1}}, {"group", int64_t(1)}});
+    v.push_back(std::move(np));
+  }
+  {  // an activation of lower rank would align its batch with another dimension
+    NamedPlan np{"Add activation of lower rank", {}};
+    int x = np.plan.input("x", {3, 4});
+    int z = np.plan.input("z", {4});
+    int y = np.plan.output("y", {3, 4});
+    np.plan.op("Add", {x, z}, {y});
+    v.push_back(std::move(np));
+  }
+  {  // the GEMM would write 4 floats per sample into a 2-float tensor
+    NamedPlan np{"MatMul output smaller than A x B", {}};
+    auto& b = np.plan;
+    int x = b.input("x", {5});
+    int w = b.weight("w", {5, 4}, rnd(20, 73));
+    int y = b.output("y", {2});
+    b.op("MatMul", {x, w}, {y});
+    v.push_back(std::move(np));
+  }
+  {  // [N, 1] would broadcast per row in ONNX, not per column
+    NamedPlan np{"Gemm C of shape [N, 1]", {}};
+    auto& b = np.plan;
+    int x = b.input("x", {3});
+    int w = b.weight("w", {3, 3}, rnd(9, 74));
+    int c = b.weight("c", {3, 1}, rnd(3, 75));
+    int y = b.output("y", {3});
+    b.op("Gemm", {x, w, c}, {y}, Attrs{{"transB", false}});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"MaxPool output shape differs from the computed one", {}};
+    int x = np.plan.input("x", {2, 8, 8});
+    int y = np.plan.output("y", {2, 5, 5});
+    np.plan.op("MaxPool", {x}, {y}, Attrs{{"kernel", V{2, 2}}, {"strides", V{2, 2}}, {"pads", V{0, 0, 0, 0}}, {"dilations", V{1, 1}}});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"Concat inputs do not add up", {}};
+    int a = np.plan.input("a", {2, 3});
+    int c = np.plan.input("c", {2, 3});
+    int y = np.plan.output("y", {5, 3});
+    np.plan.op("Concat", {a, c}, {y}, Attrs{{"axis", int64_t(1)}});
     v.push_back(std::move(np));
   }
   return v;

@@ -12,9 +12,13 @@ namespace cudatest {
 struct NamedPlan {
   std::string name;
   mltest::PlanBuilder plan;
+  bool fp16 = true;  // also compared in the fp16 setting (false: values half cannot hold closely)
 };
 
 std::vector<NamedPlan> op_plans();
+// Plans both backends must refuse at prepare (shapes or attributes the kernels would compute
+// differently from the CPU backend, or write past a tensor's end).
+std::vector<NamedPlan> rejected_plans();
 NamedPlan model_plan();
 
 }  // namespace cudatest
