@@ -12,7 +12,11 @@ export interface PipelineOptions {
   warmup?: number;
   /** CPU threads of each runtime and of training (default 1: runtimes compared on equal terms, and no OpenMP spinning on a shared machine). */
   threads?: number;
-  /** Device for training and Python runtimes (default "cpu"). */
+  /**
+   * Device for training and every runtime that has one (torch, ORT, memlane-rt; node-ort is
+   * CPU only). Default "auto": CUDA where the worker finds a GPU (torch sees one, memlane-rt
+   * a driver and a device), else the CPU; each runtime's report row says which it used.
+   */
   device?: "cpu" | "cuda" | "auto";
 }
 
@@ -24,7 +28,7 @@ export const PIPELINE_DEFAULTS: ResolvedPipelineOptions = Object.freeze({
   iterations: 50,
   warmup: 5,
   threads: 1,
-  device: "cpu",
+  device: "auto",
 });
 
 /** A bad option: names it, what was expected and what was received. */

@@ -13,7 +13,7 @@ import { runBenchmark } from "./exec-benchmark.ts";
 import { runCheckpointLoad, runPythonStage } from "./exec-misc.ts";
 import { referenceRuntime, updateNumerics } from "./numerics.ts";
 import { runSummary } from "./summary.ts";
-import { checkInt, OptionError } from "./options.ts";
+import { checkInt, checkOneOf, OptionError, type PipelineOptions } from "./options.ts";
 import type { StageDef } from "./stages.ts";
 import type { Io } from "../cli/io.ts";
 import type { Report } from "../report/schema.ts";
@@ -30,6 +30,8 @@ export interface RunPipelineOptions {
   outDir?: string;
   /** Overrides the pipeline's concurrency. */
   concurrency?: number;
+  /** Overrides the pipeline's device ("cpu", "cuda" or "auto"). */
+  device?: PipelineOptions["device"];
   /** Where progress and notes go (default: nowhere; the CLI passes the terminal). */
   io?: Io;
   /** No progress lines. */
@@ -59,6 +61,7 @@ const silentIo: Io = Object.freeze({ out: () => {}, err: () => {}, isTTY: false,
 export interface ResolvedRunPipelineOptions {
   readonly outDir: string;
   readonly concurrency: number;
+  readonly device: NonNullable<PipelineOptions["device"]>;
   readonly io: Io;
   readonly quiet: boolean;
   readonly signal: AbortSignal | undefined;
@@ -68,7 +71,7 @@ export interface ResolvedRunPipelineOptions {
 export const RUN_DEFAULTS = Object.freeze({ outDir: "runs", quiet: false });
 
 export function resolveRunOptions(p: Pipeline, opts: RunPipelineOptions): ResolvedRunPipelineOptions {
-  const known = ["outDir", "concurrency", "io", "quiet", "signal", "sharedMemory"];
+  const known = ["outDir", "concurrency", "device", "io", "quiet", "signal", "sharedMemory"];
   for (const k of Object.keys(opts)) if (!known.includes(k)) throw new OptionError(`runPipeline options.${k}`, `one of ${known.join(", ")}`, k);
   const outDir = opts.outDir ?? RUN_DEFAULTS.outDir;
   if (typeof outDir !== "string" || outDir === "") throw new OptionError("outDir", "a directory path", outDir);
@@ -77,6 +80,7 @@ export function resolveRunOptions(p: Pipeline, opts: RunPipelineOptions): Resolv
   return Object.freeze({
     outDir,
     concurrency: opts.concurrency === undefined ? p.options.concurrency : checkInt("concurrency", opts.concurrency, 1),
+    device: opts.device === undefined ? p.options.device : checkOneOf("device", opts.device, ["cpu", "cuda", "auto"] as const),
     io: opts.io ?? silentIo,
     quiet: opts.quiet ?? RUN_DEFAULTS.quiet,
     signal: opts.signal,
@@ -175,13 +179,13 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
   const looksBuilt = p instanceof Pipeline || (typeof q?.name === "string" && Array.isArray(q?.stages) && typeof q?.options === "object");
   if (!looksBuilt) throw new OptionError("pipeline", "a Pipeline built with pipeline()", p);
   const stages = p.stages; // validates the graph before anything starts
-  const { outDir, concurrency, io, quiet, signal, sharedMemory } = resolveRunOptions(p, opts);
+  const { outDir, concurrency, device, io, quiet, signal, sharedMemory } = resolveRunOptions(p, opts);
   const progress = createProgress(io, quiet);
   const { runId, runDir } = await createRunDir(outDir);
   // Input tensors of >= 1 MiB reach workers that read shared memory through /dev/shm
   // segments named for this run; the start-up sweep removes those of crashed orchestrators.
   const shm = sharedMemory ? shmRegistry(runId, io) : undefined;
-  const s = new RunSession(p.name, runId, runDir, p.options, progress, await gpuProbe(), shm);
+  const s = new RunSession(p.name, runId, runDir, { ...p.options, device }, progress, await gpuProbe(), shm);
   progress.log(`memlane: pipeline "${p.name}", run ${runId} → ${runDir}`);
   const record = () =>
     buildReport({

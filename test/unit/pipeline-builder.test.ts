@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { pipeline, PIPELINE_DEFAULTS } from "../../src/pipeline/index.ts";
+import { resolveRunOptions } from "../../src/pipeline/run.ts";
 
 describe("pipeline builder", () => {
   it("fills in default names and dependencies", () => {
@@ -30,6 +31,15 @@ describe("pipeline builder", () => {
     );
     expect(() => pipeline("x").export()).toThrow(/stage "export": from: expected a train stage declared before it/);
     expect(() => pipeline("x").train({ arch: "a" }).train({ arch: "a" })).toThrow(/stage "train"/);
+  });
+
+  it("device: auto by default (CUDA where a GPU is found), overridden per run, a bad one named", () => {
+    expect(PIPELINE_DEFAULTS.device).toBe("auto");
+    const p = pipeline("x", { device: "cpu" }).train({ arch: "digits-cnn" });
+    expect(resolveRunOptions(p, {}).device).toBe("cpu");
+    expect(resolveRunOptions(p, { device: "cuda" }).device).toBe("cuda");
+    expect(() => resolveRunOptions(p, { device: "gpu" as never })).toThrow('device: expected one of "cpu", "cuda", "auto", received "gpu"');
+    expect(() => pipeline("x", { device: "tpu" as never })).toThrow(/device: expected one of/);
   });
 
   it("checkpointLoad on a zoo checkpoint needs no train stage, and takes zoo or from, not both", () => {

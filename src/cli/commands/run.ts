@@ -1,4 +1,4 @@
-/** `memlane run <pipeline.ts> [--out DIR]`: imports a pipeline module and runs it. */
+/** `memlane run <pipeline.ts> [--out DIR] [-j N] [--device D]`: imports a pipeline module and runs it. */
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -14,6 +14,7 @@ export const spec: CommandSpec = {
   flags: {
     out: { type: "string", short: "o", placeholder: "DIR", description: "directory for run directories", default: "runs" },
     concurrency: { type: "int", short: "j", placeholder: "N", description: "stages at once (overrides the pipeline's)" },
+    device: { type: "string", short: "d", placeholder: "cpu|cuda|auto", choices: ["cpu", "cuda", "auto"], description: "device of training and runtimes (overrides the pipeline's; auto = CUDA where a GPU is found)" },
     quiet: { type: "boolean", short: "q", description: "no progress output, only the final table" },
   },
 };
@@ -39,6 +40,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   const outcome = await runPipeline(pipe, {
     outDir: args.flags.out as string,
     concurrency: args.flags.concurrency as number | undefined,
+    device: args.flags.device as "cpu" | "cuda" | "auto" | undefined,
     io,
     quiet: args.flags.quiet === true,
   });
