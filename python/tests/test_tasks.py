@@ -118,7 +118,24 @@ def test_infer_torch(torch_outputs, trained, heldout):
     for key in ("batch1", "batch64"):
         assert 0 < v["latencyMs"][key]["p50"] <= v["latencyMs"][key]["p99"]
     assert v["throughputPerS"] > 0 and v["variant"] == "eager"
+    if v["device"] == "cpu":  # pipelined timing is on by default only on CUDA
+        assert v["pipelinedThroughputPerS"] is None
+        assert all("pipelinedMean" not in row for row in v["latencyMs"].values())
     assert_marks(torch_outputs, ["import", "runtime-create", "model-load", "first-inference", "steady-inference"])
+
+
+def test_infer_torch_pipelined(torch_worker, trained, heldout, torch_outputs):
+    """Requests launched back to back then drained once: a mean per request for every batch
+    size, the throughput from the largest, and the same outputs."""
+    args = {"arch": "digits-cnn", "checkpoint": trained.value["checkpoint"], **INFER}
+    reply = torch_worker.run("infer.torch", {**args, "pipelined": True}, {"inputs": heldout[0]})
+    v = reply.value
+    for key in ("batch1", "batch64"):
+        assert v["latencyMs"][key]["pipelinedMean"] > 0
+    assert v["pipelinedThroughputPerS"] == pytest.approx(64 * 1000.0 / v["latencyMs"]["batch64"]["pipelinedMean"])
+    assert np.abs(reply.tensors["outputs"] - torch_outputs.tensors["outputs"]).max() < 1e-5
+    env = torch_worker.run("infer.torch", {**args, "pipelined": "yes"}, {"inputs": heldout[0]}).final
+    assert env["code"] == ErrorCode.INVALID_ARGUMENT and "pipelined" in env["message"]
 
 
 def test_infer_ort_matches_torch_and_never_imports_torch(ort_worker, exported, heldout, torch_outputs):

@@ -23,11 +23,15 @@ def batch_of(inputs: np.ndarray, n: int) -> np.ndarray:
 
 
 def measure(ctx: TaskContext, call: Callable[[int], None], batch_sizes: list[int], iterations: int,
-            warmup: int) -> tuple[dict[str, dict[str, float]], float]:
-    """({'batch<N>': {p50, p99, mean}} in ms, samples/s at the largest batch).
+            warmup: int, launch: Callable[[int], None] | None = None,
+            drain: Callable[[], None] | None = None) -> tuple[dict[str, dict[str, float]], float]:
+    """({'batch<N>': {p50, p99, mean[, pipelinedMean]}} in ms, samples/s at the largest batch).
 
     `call(n)` runs one inference on the prepared batch of size n and returns once the
     result is available on the host or device has finished (the caller synchronises).
+    With `launch` (enqueue one request without waiting) and `drain` (wait for all), each
+    batch size is also timed as `iterations` launches back to back then one drain:
+    `pipelinedMean` is that wall time per request.
     """
     latency: dict[str, dict[str, float]] = {}
     total = len(batch_sizes) * iterations
@@ -48,10 +52,25 @@ def measure(ctx: TaskContext, call: Callable[[int], None], batch_sizes: list[int
             "p99": float(np.percentile(times, 99)),
             "mean": float(times.mean()),
         }
+        if launch is not None:
+            t0 = time.perf_counter()
+            for _ in range(iterations):
+                ctx.check_cancel()
+                launch(n)
+            if drain is not None:
+                drain()
+            latency[f"batch{n}"]["pipelinedMean"] = (time.perf_counter() - t0) * 1000.0 / iterations
         ctx.progress(done, total, f"batch {n}", latency[f"batch{n}"])
     largest = max(batch_sizes)
     throughput = largest / (latency[f"batch{largest}"]["mean"] / 1000.0)
     return latency, throughput
+
+
+def pipelined_throughput(latency: dict[str, dict[str, float]], batch_sizes: list[int]) -> float | None:
+    """Samples/s at the largest batch from its pipelined mean; None when not pipelined."""
+    largest = max(batch_sizes)
+    mean = latency[f"batch{largest}"].get("pipelinedMean")
+    return largest / (mean / 1000.0) if mean else None
 
 
 def over_eval_set(ctx: TaskContext, inputs: np.ndarray, chunk: int,
