@@ -54,7 +54,7 @@ interface Row {
   run: string;
   lat: Record<number, { p50: number; p99: number; pipelinedMean?: number }>;
   throughput: number;
-  /** memlane-rt only: samples/s at the largest batch with requests in flight. */
+  /** Samples/s at the largest batch with requests in flight (torch and memlane-rt on CUDA). */
   pipelinedThroughput?: number;
   /** memlane-rt only: what the backend did with its switches (graphs captured, pages released). */
   notes?: string;
@@ -107,7 +107,7 @@ const mib = (k: number | undefined) => (k === undefined || k < 0 ? "—" : (k / 
 
 function report(arch: string, rows: Row[]): void {
   const ref = rows.find((r) => r.run === "torch eager" && !r.error);
-  console.log(`\n## ${arch}: latency (ms) and ratio to torch eager (< 1 is faster)\n`);
+  console.log(`\n## ${arch}: latency (ms, one request host -> host) and ratio to torch eager (< 1 is faster); pipelined = mean per request with requests in flight, its samples/s against torch eager's pipelined\n`);
   console.log(`| run | ${BATCHES.map((b) => `b${b} p50 | b${b} p99 | b${b} p50/eager | b${b} pipelined`).join(" | ")} | samples/s | /eager | pipelined samples/s | /eager |`);
   console.log(`| --- |${" --- | --- | --- | --- |".repeat(BATCHES.length)} --- | --- | --- | --- |`);
   for (const r of rows) {
@@ -121,7 +121,8 @@ function report(arch: string, rows: Row[]): void {
       return `${fmt(l?.p50)} | ${fmt(l?.p99)} | ${l && e ? fmt(l.p50 / e.p50, 2) : "—"} | ${fmt(l?.pipelinedMean)}`;
     });
     const pt = r.pipelinedThroughput;
-    console.log(`| ${r.run} | ${cells.join(" | ")} | ${fmt(r.throughput, 0)} | ${ref ? fmt(r.throughput / ref.throughput, 2) : "—"} | ${fmt(pt, 0)} | ${ref && pt !== undefined ? fmt(pt / ref.throughput, 2) : "—"} |`);
+    const refPt = ref?.pipelinedThroughput;
+    console.log(`| ${r.run} | ${cells.join(" | ")} | ${fmt(r.throughput, 0)} | ${ref ? fmt(r.throughput / ref.throughput, 2) : "—"} | ${fmt(pt, 0)} | ${pt !== undefined && refPt !== undefined ? fmt(pt / refPt, 2) : "—"} |`);
   }
   const noted = rows.filter((r) => r.notes);
   if (noted.length > 0) {
