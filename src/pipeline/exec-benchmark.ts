@@ -27,6 +27,10 @@ interface Measured {
   marks: PhaseMarkInput[];
   latencyMs: LatencyTable;
   throughputPerS: number;
+  /** Pipelined samples/s (memlane-rt and python-torch on CUDA); null where not measured (ORT, node-ort, the CPU). */
+  pipelinedThroughputPerS: number | null;
+  /** memlane-rt's backendNotes; null when the runtime has none or they are empty. */
+  backendNotes: string | null;
   outputs: Float32Array;
   outputShape: number[];
   plan?: BenchmarkResult["plan"];
@@ -44,7 +48,11 @@ function needOnnx(stage: BenchStage, r: TrainResult | ExportResult): string {
 }
 
 function fromWorker(run: WorkerRun, kind: Measured["kind"], plan?: Measured["plan"]): Measured {
-  const v = run.result.value as { latencyMs: LatencyTable; throughputPerS: number; device?: string };
+  // pipelinedThroughputPerS comes from infer.native and (on CUDA) infer.torch, backendNotes from
+  // infer.native (docs/worker-tasks.md, "Pipelined timing"); a worker without them measured none.
+  const v = run.result.value as {
+    latencyMs: LatencyTable; throughputPerS: number; device?: string; pipelinedThroughputPerS?: unknown; backendNotes?: unknown;
+  };
   const out = run.result.tensors.outputs;
   if (!out || out.dtype !== "float32") throw new Error(`the worker returned no float32 "outputs" tensor`);
   return {
@@ -56,6 +64,8 @@ function fromWorker(run: WorkerRun, kind: Measured["kind"], plan?: Measured["pla
     marks: run.result.phases,
     latencyMs: v.latencyMs,
     throughputPerS: v.throughputPerS,
+    pipelinedThroughputPerS: typeof v.pipelinedThroughputPerS === "number" && Number.isFinite(v.pipelinedThroughputPerS) ? v.pipelinedThroughputPerS : null,
+    backendNotes: typeof v.backendNotes === "string" && v.backendNotes.trim() !== "" ? v.backendNotes.trim() : null,
     outputs: out.data as Float32Array,
     outputShape: out.shape,
     ...(plan ? { plan } : {}),
@@ -111,7 +121,7 @@ export async function runBenchmark(
         { model: needOnnx(stage, src), inputs: held.inputs, shape: held.shape, ...common, ...(o.ort ? { ort: o.ort } : {}) },
         { signal, onPhase: (p) => (marks.push(p), onPhase(p)) },
       );
-      m = { ...r, kind: "node", command: [...process.argv], marks };
+      m = { ...r, kind: "node", command: [...process.argv], marks, pipelinedThroughputPerS: null, backendNotes: null };
       break;
     }
     case "native": {
@@ -156,12 +166,15 @@ export async function runBenchmark(
     marks: m.marks,
     latencyMs: m.latencyMs,
     throughputPerS: m.throughputPerS,
+    pipelinedThroughputPerS: m.pipelinedThroughputPerS,
+    backendNotes: m.backendNotes,
     accuracy: null, // filled in by numerics.ts once every runtime has run
     maxAbsDiff: null,
   });
   await s.writeArtifact(`outputs-${stage.runtime}.f32`, new Uint8Array(m.outputs.buffer, m.outputs.byteOffset, m.outputs.byteLength));
   const b1 = m.latencyMs[`batch${common.batchSizes[0]!}`];
-  meta.summary = `p50 ${b1 ? b1.p50.toFixed(3) : "?"} ms at batch ${common.batchSizes[0]}, ${Math.round(m.throughputPerS)}/s`;
+  meta.summary = `p50 ${b1 ? b1.p50.toFixed(3) : "?"} ms at batch ${common.batchSizes[0]}, ${Math.round(m.throughputPerS)}/s` +
+    (m.pipelinedThroughputPerS !== null ? `, pipelined ${Math.round(m.pipelinedThroughputPerS)}/s` : "");
   const result: BenchmarkResult = {
     runtime: stage.runtime,
     available: true,

@@ -34,6 +34,10 @@ export interface RuntimeRecord {
   marks: PhaseMarkInput[];
   latencyMs: LatencyTable;
   throughputPerS: number;
+  /** Samples/s with requests pipelined (infer.native's or, on CUDA, infer.torch's result); absent or null when not measured. */
+  pipelinedThroughputPerS?: number | null;
+  /** What the backend did with its switches (memlane-rt's result); absent, null or "" when none. */
+  backendNotes?: string | null;
   accuracy: number | null;
   maxAbsDiff: number | null;
 }
@@ -88,6 +92,7 @@ const round = (x: number, digits = 2): number => {
   const f = 10 ** digits;
   return Math.round(x * f) / f;
 };
+const finiteOrNull = (x: number | null | undefined): number | null => (typeof x === "number" && Number.isFinite(x) ? x : null);
 export const toMiB = (kib: number): number => round(kib / 1024);
 const toMiBOrNull = (kib: number | null): number | null => (kib === null ? null : toMiB(kib));
 
@@ -178,6 +183,8 @@ export function buildReport(run: RunRecord): Report {
       maxAbsDiff: r.maxAbsDiff,
       latencyMs: r.latencyMs,
       throughputPerS: r.throughputPerS,
+      pipelinedThroughputPerS: finiteOrNull(r.pipelinedThroughputPerS),
+      backendNotes: r.backendNotes?.trim() || null,
     };
   });
   const training: TrainingReport | null = run.training && {

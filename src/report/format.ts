@@ -1,5 +1,5 @@
 /** Cell formatting and table layout shared by the markdown and terminal renderers. */
-import type { LatencyTable, Report } from "./schema.ts";
+import type { LatencyTable, Report, RuntimeReport } from "./schema.ts";
 
 export const UNAVAILABLE = "unavailable";
 
@@ -36,7 +36,7 @@ export function batchKeys(report: Report): Array<`batch${number}`> {
     .sort((a, b) => Number(a.slice(5)) - Number(b.slice(5)));
 }
 
-export const latency = (t: LatencyTable, key: `batch${number}`, stat: "p50" | "p99" | "mean", unknown = UNAVAILABLE) =>
+export const latency = (t: LatencyTable, key: `batch${number}`, stat: "p50" | "p99" | "mean" | "pipelinedMean", unknown = UNAVAILABLE) =>
   num(t[key]?.[stat], 3, unknown);
 
 /** A markdown table; cells are escaped for `|`. Numeric-looking columns align right. */
@@ -87,3 +87,20 @@ export function textTableFit(header: readonly string[], rows: ReadonlyArray<read
   const pick = (r: readonly string[], g: number[]) => [r[0] ?? "", ...g.map((i) => r[i] ?? "")];
   return groups.map((g) => textTable(pick(header, g), rows.map((r) => pick(r, g)), gap)).join("\n\n");
 }
+
+/**
+ * Pipelined samples/s of a runtime (null when not measured; absent in reports written before
+ * the field existed).
+ */
+export const pipelinedThroughput = (r: RuntimeReport): number | null => r.pipelinedThroughputPerS ?? null;
+
+/** Whether any runtime measured pipelined samples/s: only then does a report show that column. */
+export const anyPipelined = (report: Report): boolean => report.runtimes.some((r) => pipelinedThroughput(r) !== null);
+
+/** `batch<N>` keys for which any runtime has a pipelined mean, sorted by N. */
+export const pipelinedBatchKeys = (report: Report): Array<`batch${number}`> =>
+  batchKeys(report).filter((k) => report.runtimes.some((r) => typeof r.latencyMs[k]?.pipelinedMean === "number"));
+
+/** [runtime, notes] for each runtime whose backend said what it did with its switches. */
+export const backendNotes = (report: Report): Array<[runtime: string, notes: string]> =>
+  report.runtimes.flatMap((r) => (r.backendNotes ? [[r.name, r.backendNotes] as [string, string]] : []));

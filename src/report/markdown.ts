@@ -2,7 +2,9 @@
  * report.md: the report as markdown. Each table names its process in the heading, its
  * phase per row and its counter per column; `unavailable` where a figure was not measured.
  */
-import { batchKeys, latency, mdTable, num, pct, sci, signed, UNAVAILABLE } from "./format.ts";
+import {
+  anyPipelined, backendNotes, batchKeys, latency, mdTable, num, pct, pipelinedBatchKeys, pipelinedThroughput, sci, signed, UNAVAILABLE,
+} from "./format.ts";
 import type { PhaseReport, Report, RuntimeReport } from "./schema.ts";
 
 const PHASE_HEADER = [
@@ -30,29 +32,58 @@ function runtimeSection(r: RuntimeReport): string {
   ].join("\n");
 }
 
+/** "—" for a runtime that does not time requests pipelined (ORT, node-ort, anything on the CPU). */
+const NOT_PIPELINED = "—";
+
+/** The pipelined-timing note and the backend notes, under the runtimes table; "" when neither applies. */
+function pipelinedAndNotes(report: Report): string {
+  const out: string[] = [];
+  if (anyPipelined(report))
+    out.push("Pipelined: requests submitted back to back and drained (on CUDA; for memlane-rt where overlap, async outputs and " +
+      `several contexts act); ${NOT_PIPELINED} where a runtime does not time that way.`);
+  const notes = backendNotes(report);
+  if (notes.length > 0) out.push(["Backend notes:", "", ...notes.map(([name, n]) => `- \`${name}\`: ${n.replace(/\r?\n/g, " ")}`)].join("\n"));
+  return out.join("\n\n");
+}
+
 function summary(report: Report): string {
   const batches = batchKeys(report);
+  const pipelined = anyPipelined(report);
   const header = [
     "runtime", "process", "device", "steady RSS MiB", "steady USS MiB", "steady PSS MiB", "steady GPU MiB",
-    ...batches.flatMap((b) => [`${b} p50 ms`, `${b} p99 ms`]), "throughput /s", "accuracy", "max abs diff",
+    ...batches.flatMap((b) => [`${b} p50 ms`, `${b} p99 ms`]), "throughput /s", ...(pipelined ? ["pipelined /s"] : []), "accuracy", "max abs diff",
   ];
   const rows = report.runtimes.map((r) => [
     r.name, `pid ${r.pid} (${r.process.kind})`, r.device, num(r.steady.rssMiB), num(r.steady.ussMiB), num(r.steady.pssMiB),
     num(r.steady.gpuMiB), ...batches.flatMap((b) => [latency(r.latencyMs, b, "p50"), latency(r.latencyMs, b, "p99")]),
-    num(r.throughputPerS, 0), pct(r.accuracy), r.name === report.numerics.reference ? "reference" : sci(r.maxAbsDiff),
+    num(r.throughputPerS, 0), ...(pipelined ? [num(pipelinedThroughput(r), 0, NOT_PIPELINED)] : []),
+    pct(r.accuracy), r.name === report.numerics.reference ? "reference" : sci(r.maxAbsDiff),
   ]);
-  return mdTable(header, rows);
+  const after = pipelinedAndNotes(report);
+  return after ? `${mdTable(header, rows)}\n\n${after}` : mdTable(header, rows);
 }
 
 function latencySection(report: Report): string {
   const batches = batchKeys(report);
-  const header = ["runtime", ...batches.flatMap((b) => [`${b} p50 ms`, `${b} p99 ms`, `${b} mean ms`]), "throughput /s (largest batch)"];
+  const piped = new Set(pipelinedBatchKeys(report));
+  const pipelined = anyPipelined(report);
+  const header = [
+    "runtime",
+    ...batches.flatMap((b) => [`${b} p50 ms`, `${b} p99 ms`, `${b} mean ms`, ...(piped.has(b) ? [`${b} pipelined ms`] : [])]),
+    "throughput /s (largest batch)", ...(pipelined ? ["pipelined /s (largest batch)"] : []),
+  ];
   const rows = report.runtimes.map((r) => [
     r.name,
-    ...batches.flatMap((b) => [latency(r.latencyMs, b, "p50"), latency(r.latencyMs, b, "p99"), latency(r.latencyMs, b, "mean")]),
-    num(r.throughputPerS, 0),
+    ...batches.flatMap((b) => [
+      latency(r.latencyMs, b, "p50"), latency(r.latencyMs, b, "p99"), latency(r.latencyMs, b, "mean"),
+      ...(piped.has(b) ? [latency(r.latencyMs, b, "pipelinedMean", NOT_PIPELINED)] : []),
+    ]),
+    num(r.throughputPerS, 0), ...(pipelined ? [num(pipelinedThroughput(r), 0, NOT_PIPELINED)] : []),
   ]);
-  return mdTable(header, rows);
+  const table = mdTable(header, rows);
+  return piped.size > 0 || pipelined
+    ? `${table}\n\npipelined ms: wall time per request with \`iterations\` requests in flight back to back, then drained.`
+    : table;
 }
 
 function numericsSection(report: Report): string {

@@ -55,6 +55,11 @@ export interface LatencyStats {
   p50: number;
   p99: number;
   mean: number;
+  /**
+   * Wall time per request with `iterations` requests submitted back to back and then drained
+   * (memlane-rt's pipelined timing; infer.torch's on CUDA). Present only where the runtime timed it that way.
+   */
+  pipelinedMean?: number;
 }
 
 /** `batch<N>` → stats, e.g. `batch1`, `batch64`. */
@@ -96,6 +101,18 @@ export interface RuntimeReport {
   latencyMs: LatencyTable;
   /** Samples per second at the largest batch size. */
   throughputPerS: number;
+  /**
+   * Samples per second at the largest batch size with requests submitted back to back and
+   * drained (memlane-rt on CUDA: where overlap, asyncOutputs and contexts act; python-torch on
+   * CUDA too). null where the runtime did not time it so: ORT, node-ort, anything on the CPU.
+   * Absent from reports written before it was added (read as null).
+   */
+  pipelinedThroughputPerS: number | null;
+  /**
+   * What the backend did with its switches (memlane-rt: "cudaGraph: batch 16 captured; ..."),
+   * or null where the runtime has none or said nothing. Absent from older reports (read as null).
+   */
+  backendNotes: string | null;
 }
 
 export interface TrainingReport {

@@ -3,7 +3,7 @@
  * `width` (120) columns. One row per runtime, then per-phase increments side by side, then
  * the native-over-Python ratios. `n/a` marks a figure that was not measured.
  */
-import { batchKeys, latency, num, pct, sci, signed, textTableFit } from "./format.ts";
+import { anyPipelined, backendNotes, batchKeys, latency, num, pct, pipelinedThroughput, sci, signed, textTableFit } from "./format.ts";
 import type { Report } from "./schema.ts";
 
 const NA = "n/a";
@@ -18,15 +18,42 @@ function runtimeTable(report: Report, width: number): string {
   // batch1 and batch64 when present, else the smallest and largest batch measured.
   const pick = [...new Set([keys.find((k) => k === "batch1") ?? keys[0], keys.find((k) => k === "batch64") ?? keys[keys.length - 1]])]
     .filter((k): k is `batch${number}` => k !== undefined);
+  // Pipelined samples/s only when a runtime measured it (on CUDA): no all-"-" column on the CPU.
+  // Headed "piped/s" so that the 120-column table still fits in one piece (explained under it).
+  const pipelined = anyPipelined(report);
   const header = [
-    "runtime", "RSS MiB", "USS MiB", ...pick.flatMap((b) => [`b${b.slice(5)} p50 ms`, `b${b.slice(5)} p99 ms`]), "samples/s", "accuracy", "max abs diff",
+    "runtime", "RSS MiB", "USS MiB", ...pick.flatMap((b) => [`b${b.slice(5)} p50 ms`, `b${b.slice(5)} p99 ms`]), "samples/s",
+    ...(pipelined ? ["piped/s"] : []), "accuracy", "max abs diff",
   ];
   const rows = report.runtimes.map((r) => [
     r.name.slice(0, 16), num(r.steady.rssMiB, 2, NA), num(r.steady.ussMiB, 2, NA),
     ...pick.flatMap((b) => [latency(r.latencyMs, b, "p50", NA), latency(r.latencyMs, b, "p99", NA)]),
-    num(r.throughputPerS, 0, NA), pct(r.accuracy, NA), r.name === report.numerics.reference ? "reference" : sci(r.maxAbsDiff, NA),
+    num(r.throughputPerS, 0, NA), ...(pipelined ? [num(pipelinedThroughput(r), 0, "-")] : []),
+    pct(r.accuracy, NA), r.name === report.numerics.reference ? "reference" : sci(r.maxAbsDiff, NA),
   ]);
   return textTableFit(header, rows, width);
+}
+
+/** "Backend notes:" and one `name: notes` entry per runtime that has some, wrapped to `width`; null when none. */
+function notesBlock(report: Report, width: number): string | null {
+  const notes = backendNotes(report);
+  if (notes.length === 0) return null;
+  const out = ["Backend notes:"];
+  for (const [name, text] of notes) {
+    let line = `  ${name}:`;
+    let fresh = false; // a continuation line with no word yet
+    for (const word of text.split(/\s+/).filter(Boolean)) {
+      if (!fresh && line.length + 1 + word.length > width) {
+        out.push(line);
+        line = "    ";
+        fresh = true;
+      }
+      line += fresh ? word : ` ${word}`;
+      fresh = false;
+    }
+    out.push(line);
+  }
+  return out.map((l) => l.slice(0, width)).join("\n");
 }
 
 /** Δ RSS / Δ USS per phase, runtimes as columns; split into several tables to fit the width. */
@@ -66,6 +93,9 @@ export function renderTerminal(report: Report, options: TerminalOptions = {}): s
     out.push("No runtime completed.");
   } else {
     out.push("Per runtime, steady state (end of steady-inference):", runtimeTable(report, width));
+    if (anyPipelined(report)) out.push("piped/s: samples/s, requests sent back to back, then drained; - not timed so".slice(0, width));
+    const notes = notesBlock(report, width);
+    if (notes) out.push("", notes);
     out.push("", "Per phase and process, delta RSS / delta USS MiB (end - start):");
     out.push(phaseTable(report, width), "");
     const ratios = ratioTable(report, width);

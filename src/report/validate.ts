@@ -2,6 +2,11 @@
  * Checks a parsed report.json against the required fields and types of schema.ts (and the
  * rule that unknown figures are null, not absent). Returns the problems, each naming the
  * path, what was expected and what was received; [] when valid.
+ *
+ * Fields added to schema v1 after reports were already written (ADDED shapes below) are
+ * type-checked where present and accepted where absent: an older report.json stays valid
+ * (docs/report.md: fields are only added; only an incompatible change bumps schemaVersion).
+ * buildReport always writes them, null when not measured.
  */
 import { REPORT_SCHEMA_VERSION } from "./schema.ts";
 
@@ -18,6 +23,8 @@ const RUNTIME: Shape = {
   name: "string", pid: "number", process: "object", device: "string", versions: "object", phases: "array",
   steady: "object", accuracy: "number|null", maxAbsDiff: "number|null", latencyMs: "object", throughputPerS: "number",
 };
+/** Added since v1 reports were first written: checked when present, absent in older reports. */
+const RUNTIME_ADDED: Shape = { pipelinedThroughputPerS: "number|null", backendNotes: "string|null" };
 const STEADY: Shape = { rssMiB: "number", ussMiB: "number", pssMiB: "number", gpuMiB: "number|null" };
 const TRAINING: Shape = { accuracy: "number", epochs: "number", phases: "array", pid: "number", process: "object", device: "string" };
 const TOP: Shape = {
@@ -32,6 +39,8 @@ const GPU: Shape = { status: "string", reason: "string|null", devices: "array" }
 const STAGE: Shape = { name: "string", kind: "string", worker: "string", pid: "number|null", startMs: "number", endMs: "number", status: "string" };
 const TRACK: Shape = { label: "string", pid: "number", periodMs: "number", samples: "array" };
 const LATENCY: Shape = { p50: "number", p99: "number", mean: "number" };
+/** Present only where the runtime timed requests pipelined (memlane-rt, python-torch on CUDA). */
+const LATENCY_OPTIONAL: Shape = { pipelinedMean: "number" };
 
 function kindOf(v: unknown): string {
   if (v === null) return "null";
@@ -56,6 +65,12 @@ function check(obj: unknown, shape: Shape, path: string, errors: string[]): obj 
     else if (!matches(o[key], kind)) errors.push(`${path}.${key}: expected ${kind}, received ${kindOf(o[key])}`);
   }
   return true;
+}
+
+/** Type-checks the keys of `shape` that `obj` has; absent keys are fine. */
+function checkPresent(o: Record<string, unknown>, shape: Shape, path: string, errors: string[]): void {
+  for (const [key, kind] of Object.entries(shape))
+    if (key in o && !matches(o[key], kind)) errors.push(`${path}.${key}: expected ${kind}, received ${kindOf(o[key])}`);
 }
 
 function each(arr: unknown, shape: Shape, path: string, errors: string[], more?: (o: Record<string, unknown>, p: string) => void): void {
@@ -84,6 +99,7 @@ export function validateReport(report: unknown): string[] {
     checkPhases(t, "report.training", errors);
   }
   each(report["runtimes"], RUNTIME, "report.runtimes", errors, (r, p) => {
+    checkPresent(r, RUNTIME_ADDED, p, errors);
     check(r["process"], PROCESS, `${p}.process`, errors);
     check(r["steady"], STEADY, `${p}.steady`, errors);
     checkPhases(r, p, errors);
@@ -91,7 +107,7 @@ export function validateReport(report: unknown): string[] {
     if (kindOf(lat) === "object")
       for (const [k, v] of Object.entries(lat as Record<string, unknown>)) {
         if (!/^batch\d+$/.test(k)) errors.push(`${p}.latencyMs.${k}: expected a key batch<N>`);
-        check(v, LATENCY, `${p}.latencyMs.${k}`, errors);
+        if (check(v, LATENCY, `${p}.latencyMs.${k}`, errors)) checkPresent(v, LATENCY_OPTIONAL, `${p}.latencyMs.${k}`, errors);
       }
   });
   each(report["checkpointLoad"], CHECKPOINT, "report.checkpointLoad", errors);

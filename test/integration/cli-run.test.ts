@@ -62,6 +62,15 @@ describe("memlane run (end to end, real workers)", () => {
       if (rt.name === "python-torch") expect(rt.maxAbsDiff).toBeNull();
       else expect(rt.maxAbsDiff!).toBeLessThan(1e-3);
     }
+    // Pipelined samples/s and backend notes are written for every runtime (null, never absent):
+    // pipelined timing happens on CUDA only (memlane-rt, python-torch), notes come from memlane-rt.
+    for (const rt of r.runtimes) {
+      expect(rt, rt.name).toHaveProperty("pipelinedThroughputPerS");
+      expect(rt, rt.name).toHaveProperty("backendNotes");
+      if (rt.device === "cpu" || !["native", "python-torch"].includes(rt.name)) expect(rt.pipelinedThroughputPerS, rt.name).toBeNull();
+      if (rt.name !== "native") expect(rt.backendNotes, rt.name).toBeNull();
+      else if (rt.backendNotes !== null) expect(rt.backendNotes.trim().length, "native backendNotes: null or non-empty").toBeGreaterThan(0);
+    }
     // each runtime had its own fresh process; node-ort is the orchestrator itself
     expect(pids.size).toBe(r.runtimes.length);
     if (nativeBuilt) expect(r.runtimes.find((x) => x.name === "native")!.process.kind).toBe("memlane-rt");

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { buildCharts, renderHtmlReport, writeHtmlReport } from "../../src/report/html/index.ts";
 import { run } from "../../src/cli/commands/report.ts";
-import { makeReport } from "./html-report.fixture.ts";
+import { makeReport, NATIVE_NOTES } from "./html-report.fixture.ts";
 
 const chartsJson = (html: string) => JSON.parse(/<script type="application\/json" id="memlane-charts">(.*?)<\/script>/s.exec(html)![1]!);
 
@@ -59,6 +59,13 @@ describe("buildCharts", () => {
     expect(total).toBe(200);
   });
 
+  it("adds a pipelined-mean bar only where a runtime measured one", () => {
+    const bars = buildCharts(makeReport({ pipelined: true })).filter((c) => c.section === "latency");
+    expect(bars[0]!.series.map((s) => s.name)).toEqual(["p50", "p99", "mean", "pipelined mean"]);
+    expect(bars[0]!.title).toMatch(/p50 \/ p99 \/ mean \/ pipelined mean/);
+    expect(bars[1]!.series[3]!.data).toEqual([null, null, null, 0.256]);
+  });
+
   it("puts every stage on the stage timeline, coloured by worker", () => {
     const c = buildCharts(makeReport()).find((x) => x.id === "stages")!;
     expect(c.series.map((s) => s.name)).toEqual(["python", "node", "memlane-rt"]);
@@ -79,6 +86,30 @@ describe("renderHtmlReport", () => {
     expect(html.match(/<canvas id="chart-/g)!.length).toBe(chartsJson(html).length);
     expect(html).toContain("GPU: unavailable");
     expect(html).toContain('id="numerics-table"');
+  });
+
+  it("shows pipelined samples/s and backend notes only when a runtime has them", () => {
+    const cpu = renderHtmlReport(makeReport());
+    expect(cpu).not.toContain("pipelined samples/s");
+    expect(JSON.stringify(chartsJson(cpu))).not.toMatch(/pipelined/);
+    expect(cpu).not.toContain('id="backend-notes"');
+    const html = renderHtmlReport(makeReport({ gpu: true }));
+    const table = /<table id="runtimes">.*?<\/table>/s.exec(html)![0];
+    expect(table).toContain("<th>samples/s</th><th>pipelined samples/s</th><th>versions</th>");
+    const row = (name: string) => /<tr>(.*?)<\/tr>/.exec(table.slice(table.indexOf(`<tr><td>${name}</td>`)))![1]!.split("</td><td>");
+    expect(row("native").slice(-3, -1)).toEqual(["168421", "250000"]);
+    expect(row("python-ort").slice(-3, -1)).toEqual(["104918", "—"]);
+    expect(html).toContain(`<ul id="backend-notes"><li><strong>native</strong>: ${NATIVE_NOTES}</li></ul>`);
+    // Escaped like every other report text; an older report without the fields renders as CPU did.
+    const r = makeReport({ pipelined: true });
+    r.runtimes[3]!.backendNotes = "<script>x</script>";
+    expect(renderHtmlReport(r)).toContain("<strong>native</strong>: &lt;script&gt;x&lt;/script&gt;");
+    const old = JSON.parse(JSON.stringify(makeReport())) as ReturnType<typeof makeReport>;
+    for (const rt of old.runtimes as Array<Partial<(typeof old.runtimes)[number]>>) {
+      delete rt.pipelinedThroughputPerS;
+      delete rt.backendNotes;
+    }
+    expect(renderHtmlReport(old)).toBe(cpu);
   });
 
   it("escapes report text in markup and in the embedded data", () => {

@@ -142,3 +142,22 @@ export function realisticRun(): RunRecord {
     host: HOST,
   };
 }
+
+export const NATIVE_NOTES = "cudaGraph: batch 1 captured, batch 64 captured; releaseHostWeights: 43000 KiB advised DONTNEED";
+
+/**
+ * realisticRun with memlane-rt on CUDA as infer.native reports it there: a pipelined mean per
+ * batch (requests in flight back to back), pipelined samples/s and its backend notes.
+ */
+export function pipelinedRun(): RunRecord {
+  const run = realisticRun();
+  const native = run.runtimes.find((r) => r.name === "native")!;
+  native.device = "cuda:0";
+  native.latencyMs = {
+    batch1: { ...lat(0.018, 0.031, 0.02), pipelinedMean: 0.0085 },
+    batch64: { ...lat(0.52, 0.8, 0.55), pipelinedMean: 0.2133 },
+  };
+  native.pipelinedThroughputPerS = 300_047;
+  native.backendNotes = NATIVE_NOTES;
+  return run;
+}

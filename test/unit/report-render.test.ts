@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { buildReport } from "../../src/report/build.ts";
 import { renderMarkdown } from "../../src/report/markdown.ts";
 import { renderTerminal } from "../../src/report/terminal.ts";
-import { realisticRun } from "./report-fixture.ts";
+import { NATIVE_NOTES, pipelinedRun, realisticRun } from "./report-fixture.ts";
 
 const report = buildReport(realisticRun());
 const md = renderMarkdown(report);
@@ -60,6 +60,66 @@ describe("renderMarkdown", () => {
       "deploy python-trt", "infer.trt", "python", "4104", "failed", "5", "BACKEND_UNAVAILABLE (15): tensorrt is not installed",
     ]);
     expect(mdRow("## Sampling", "python-ort")).toEqual(["python-ort", "4102", "6", "50"]);
+  });
+});
+
+describe("pipelined figures and backend notes", () => {
+  const piped = buildReport(pipelinedRun());
+  const pmd = renderMarkdown(piped);
+  const pterm = renderTerminal(piped);
+  const rowOf = (text: string, heading: string, first: string) =>
+    lines(text.slice(text.indexOf(heading))).find((l) => l.startsWith(`| ${first} |`) || l.startsWith(`${first} `));
+
+  it("add no pipelined column and no notes to a CPU-only report", () => {
+    expect(md).not.toMatch(/pipelined/i);
+    expect(md).not.toContain("Backend notes");
+    expect(term).not.toMatch(/pipelined|piped/i);
+    expect(term).not.toContain("Backend notes");
+  });
+
+  it("markdown: pipelined /s beside throughput, — for runtimes that do not pipeline, pipelined ms per batch, notes listed", () => {
+    const header = rowOf(pmd, "## Runtimes at a glance", "runtime")!.slice(2, -2).split(" | ");
+    expect(header.slice(-4)).toEqual(["throughput /s", "pipelined /s", "accuracy", "max abs diff"]);
+    expect(rowOf(pmd, "## Runtimes at a glance", "native")!.slice(2, -2).split(" | ").slice(-4)).toEqual(["123077", "300047", "97.22 %", "3.10e-6"]);
+    expect(rowOf(pmd, "## Runtimes at a glance", "python-ort")!.slice(2, -2).split(" | ").slice(-4)).toEqual(["104918", "—", "97.22 %", "2.40e-6"]);
+    expect(pmd).toContain(`Backend notes:\n\n- \`native\`: ${NATIVE_NOTES}`);
+    expect(rowOf(pmd, "## Latency and throughput", "runtime")!.slice(2, -2).split(" | ")).toEqual([
+      "runtime", "batch1 p50 ms", "batch1 p99 ms", "batch1 mean ms", "batch1 pipelined ms",
+      "batch64 p50 ms", "batch64 p99 ms", "batch64 mean ms", "batch64 pipelined ms", "throughput /s (largest batch)", "pipelined /s (largest batch)",
+    ]);
+    expect(rowOf(pmd, "## Latency and throughput", "native")!.slice(2, -2).split(" | ")).toEqual([
+      "native", "0.018", "0.031", "0.020", "0.009", "0.520", "0.800", "0.550", "0.213", "123077", "300047",
+    ]);
+    expect(rowOf(pmd, "## Latency and throughput", "python-torch")!.slice(2, -2).split(" | ")).toEqual([
+      "python-torch", "0.212", "0.350", "0.220", "—", "1.900", "2.600", "2.000", "—", "33684", "—",
+    ]);
+  });
+
+  it("terminal: a piped/s column (still one table in 120 columns) and the notes, wrapped within the width", () => {
+    const h = "Per runtime, steady state";
+    const header = rowOf(pterm, h, "runtime")!.split(/\s{2,}/);
+    expect(header.slice(-4)).toEqual(["samples/s", "piped/s", "accuracy", "max abs diff"]);
+    expect(rowOf(pterm, h, "native")!.split(/\s{2,}/).slice(-4)).toEqual(["123077", "300047", "97.22 %", "3.10e-6"]);
+    expect(rowOf(pterm, h, "node-ort")!.split(/\s{2,}/).slice(-4)).toEqual(["91428", "-", "97.22 %", "2.40e-6"]);
+    expect(pterm).toContain("piped/s: samples/s, requests sent back to back, then drained; - not timed so\n");
+    expect(pterm).toContain(`Backend notes:\n  native: ${NATIVE_NOTES}`);
+    for (const l of lines(pterm)) expect(l.length, l).toBeLessThanOrEqual(120);
+    const narrow = renderTerminal(piped, { width: 80 });
+    for (const l of lines(narrow).slice(1)) expect(l.length, l).toBeLessThanOrEqual(80);
+    const notes = lines(narrow.slice(narrow.indexOf("Backend notes:"))).slice(1, 4);
+    expect(notes[0]).toMatch(/^ {2}native: cudaGraph:/);
+    expect(notes[1]).toMatch(/^ {4}\S/);
+    expect(notes.join(" ").replace(/\s+/g, " ")).toContain("releaseHostWeights: 43000 KiB advised DONTNEED");
+  });
+
+  it("read an older report without the two fields as not measured", () => {
+    const old = JSON.parse(JSON.stringify(report)) as typeof report;
+    for (const r of old.runtimes as Array<Partial<(typeof old.runtimes)[number]>>) {
+      delete r.pipelinedThroughputPerS;
+      delete r.backendNotes;
+    }
+    expect(renderMarkdown(old)).toBe(md);
+    expect(renderTerminal(old)).toBe(term);
   });
 });
 

@@ -7,7 +7,7 @@ import { ratio } from "../../src/report/comparison.ts";
 import { REPORT_SCHEMA_VERSION, type Report } from "../../src/report/schema.ts";
 import { validateReport } from "../../src/report/validate.ts";
 import { stringifyReport, writeReport } from "../../src/report/write.ts";
-import { realisticRun, T0 } from "./report-fixture.ts";
+import { NATIVE_NOTES, pipelinedRun, realisticRun, T0 } from "./report-fixture.ts";
 
 const report = buildReport(realisticRun());
 const rt = (name: string) => report.runtimes.find((r) => r.name === name)!;
@@ -72,6 +72,24 @@ describe("buildReport", () => {
     expect(c.ratios.some((r) => r.numerator.startsWith("python"))).toBe(false);
   });
 
+  it("writes pipelined samples/s and backend notes as null for every runtime that measured none (all on the CPU)", () => {
+    for (const r of report.runtimes) expect([r.name, r.pipelinedThroughputPerS, r.backendNotes]).toEqual([r.name, null, null]);
+    for (const r of report.runtimes) for (const v of Object.values(r.latencyMs)) expect(v).not.toHaveProperty("pipelinedMean");
+  });
+
+  it("carries memlane-rt's pipelined figures and backend notes; empty notes and non-finite figures become null", () => {
+    const p = buildReport(pipelinedRun());
+    const native = p.runtimes.find((r) => r.name === "native")!;
+    expect(native).toMatchObject({ device: "cuda:0", pipelinedThroughputPerS: 300_047, backendNotes: NATIVE_NOTES });
+    expect(native.latencyMs["batch64"]).toEqual({ p50: 0.52, p99: 0.8, mean: 0.55, pipelinedMean: 0.2133 });
+    expect(p.runtimes.filter((r) => r.name !== "native").map((r) => [r.pipelinedThroughputPerS, r.backendNotes])).toEqual([[null, null], [null, null], [null, null]]);
+    const run = pipelinedRun();
+    const rec = run.runtimes.find((r) => r.name === "native")!;
+    rec.backendNotes = "  ";
+    rec.pipelinedThroughputPerS = Number.NaN;
+    expect(buildReport(run).runtimes.find((r) => r.name === "native")).toMatchObject({ pipelinedThroughputPerS: null, backendNotes: null });
+  });
+
   it("ratio is null for unknown figures or a zero denominator", () => {
     expect(ratio(1, 0)).toBeNull();
     expect(ratio(null, 3)).toBeNull();
@@ -119,6 +137,27 @@ describe("validateReport", () => {
       "report.runtimes[3].latencyMs.batch64.p99: missing (expected number)",
       "report.timeline[0].samples[0]: expected [tMs, rssKiB, ussKiB, gpuKiB|null], received [1,2,3]",
     ]);
+  });
+  it("accepts pipelined figures and backend notes, and names a wrong type with its path", () => {
+    const p = JSON.parse(stringifyReport(buildReport(pipelinedRun()))) as Record<string, any>;
+    expect(validateReport(p)).toEqual([]);
+    p["runtimes"][3].pipelinedThroughputPerS = "fast";
+    p["runtimes"][3].backendNotes = 3;
+    p["runtimes"][3].latencyMs.batch1.pipelinedMean = null;
+    expect(validateReport(p)).toEqual([
+      "report.runtimes[3].pipelinedThroughputPerS: expected number|null, received string",
+      "report.runtimes[3].backendNotes: expected string|null, received number",
+      "report.runtimes[3].latencyMs.batch1.pipelinedMean: expected number, received null",
+    ]);
+  });
+  it("still accepts a schema-v1 report written before pipelinedThroughputPerS and backendNotes existed", () => {
+    const old = JSON.parse(stringifyReport(report)) as Record<string, any>;
+    for (const r of old["runtimes"]) {
+      delete r.pipelinedThroughputPerS;
+      delete r.backendNotes;
+    }
+    expect(old["schemaVersion"]).toBe(1);
+    expect(validateReport(old)).toEqual([]);
   });
 });
 

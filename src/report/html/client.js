@@ -6,7 +6,7 @@
   "use strict";
   var specs = JSON.parse(document.getElementById("memlane-charts").textContent);
   var PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
-  var FIXED = { RSS: "#1f77b4", USS: "#2ca02c", PSS: "#9467bd", GPU: "#d62728", p50: "#1f77b4", p99: "#d62728", mean: "#ff7f0e" };
+  var FIXED = { RSS: "#1f77b4", USS: "#2ca02c", PSS: "#9467bd", GPU: "#d62728", p50: "#1f77b4", p99: "#d62728", mean: "#ff7f0e", "pipelined mean": "#2ca02c" };
   var BAND_FILLS = ["rgba(31,119,180,0.07)", "rgba(255,127,14,0.09)"];
   var BAND_ROW = 14;
 

@@ -23,6 +23,8 @@ th { background: var(--panel); font-weight: 600; }
 td:nth-child(n+2) { font-variant-numeric: tabular-nums; }
 td:first-child { white-space: nowrap; }
 .status-ok { color: #1a7f37; } .status-failed { color: #cf222e; font-weight: 600; } .status-skipped, .status-cancelled { color: #9a6700; }
+.backend-notes ul { margin: 0 0 12px; padding-left: 20px; font-size: 13px; }
+.backend-notes .note { margin-top: 0; }
 details.ratios summary { cursor: pointer; color: var(--muted); margin: 4px 0; }
 @media (max-width: 900px) { #timeline, #phases, #latency { grid-template-columns: 1fr; } }
 `;

@@ -44,6 +44,9 @@ export function numericsTable(report: Report): string {
 
 export function runtimesTable(report: Report): string {
   const gpuCell = (v: number | null) => (v === null ? "unavailable" : num(v, 1));
+  // Pipelined samples/s only when a runtime measured it (on CUDA: memlane-rt, python-torch); "—" for the others.
+  // Older reports lack the field: read as null.
+  const pipelined = report.runtimes.some((r) => (r.pipelinedThroughputPerS ?? null) !== null);
   const rows = report.runtimes.map((r) => {
     const b1 = (r.latencyMs as Record<string, { p50: number } | undefined>)["batch1"];
     return [
@@ -57,14 +60,25 @@ export function runtimesTable(report: Report): string {
       gpuCell(r.steady.gpuMiB),
       b1 ? num(b1.p50, 3) : "n/a",
       num(r.throughputPerS, 0),
+      ...(pipelined ? [r.pipelinedThroughputPerS == null ? "—" : num(r.pipelinedThroughputPerS, 0)] : []),
       Object.entries(r.versions).map(([k, v]) => `${esc(k)} ${esc(v)}`).join(", "),
     ];
   });
   return table(
     "runtimes",
-    ["runtime", "process", "pid", "device", "steady RSS MiB", "steady USS MiB", "steady PSS MiB", "steady GPU MiB", "batch 1 p50 ms", "samples/s", "versions"],
+    [
+      "runtime", "process", "pid", "device", "steady RSS MiB", "steady USS MiB", "steady PSS MiB", "steady GPU MiB", "batch 1 p50 ms", "samples/s",
+      ...(pipelined ? ["pipelined samples/s"] : []), "versions",
+    ],
     rows,
-  );
+    pipelined ? "pipelined: requests submitted back to back and drained; — where a runtime does not time that way" : undefined,
+  ) + backendNotesList(report);
+}
+
+/** What each runtime's backend did with its switches, as a short list; "" when no runtime has notes. */
+export function backendNotesList(report: Report): string {
+  const items = report.runtimes.filter((r) => r.backendNotes).map((r) => `<li><strong>${esc(r.name)}</strong>: ${esc(r.backendNotes)}</li>`);
+  return items.length ? `<div class="backend-notes"><p class="note">Backend notes</p><ul id="backend-notes">${items.join("")}</ul></div>` : "";
 }
 
 export function ratiosTable(report: Report): string {
