@@ -26,6 +26,7 @@ import type { PhaseMark } from "../src/transport/protocol.ts";
 import { Supervisor } from "../src/workers/index.ts";
 import type { TaskResult } from "../src/workers/index.ts";
 import { REPO_ROOT, memlaneRtBinary, workerSpecs } from "../src/workers/specs.ts";
+import { benchInputs, type BenchInputs } from "./inputs.ts";
 
 const MODELS = (process.env.BENCH_MODELS ?? "resnet-mini,resnet18").split(",");
 const BATCHES = [1, 16, 128];
@@ -63,13 +64,8 @@ interface Row {
   error?: string;
 }
 
-function inputsFor(shape: number[]): { dtype: "float32"; shape: number[]; data: Float32Array } {
-  const dims = [Math.max(...BATCHES), ...shape.slice(1)];
-  const data = new Float32Array(dims.reduce((a, b) => a * b, 1));
-  let s = 12345;
-  for (let i = 0; i < data.length; i++) data[i] = ((s = (s * 1103515245 + 12345) % 2147483648) / 2147483648) * 2 - 1;
-  return { dtype: "float32", shape: dims, data };
-}
+/** The eval set: the largest batch's rows (the timed batches are its first N rows). */
+const inputsFor = (shape: number[]): BenchInputs => benchInputs(Math.max(...BATCHES), shape.slice(1));
 
 function phaseEnds(marks: PhaseMark[]): Row["phases"] {
   const m: Row["phases"] = new Map();
@@ -77,7 +73,7 @@ function phaseEnds(marks: PhaseMark[]): Row["phases"] {
   return m;
 }
 
-async function measure(sup: Supervisor, probe: NvmlGpuProbe, name: string, spec: Parameters<Supervisor["spawn"]>[0], task: string, args: Record<string, unknown>, tensors: Record<string, ReturnType<typeof inputsFor>>): Promise<Row> {
+async function measure(sup: Supervisor, probe: NvmlGpuProbe, name: string, spec: Parameters<Supervisor["spawn"]>[0], task: string, args: Record<string, unknown>, tensors: Record<string, BenchInputs>): Promise<Row> {
   const w = await sup.spawn(spec);
   let peak: number | null = null;
   const timer = setInterval(() => {

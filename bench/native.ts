@@ -17,6 +17,7 @@ import { Phase, type PhaseMark } from "../src/transport/protocol.ts";
 import { Supervisor } from "../src/workers/index.ts";
 import type { TaskResult } from "../src/workers/index.ts";
 import { memlaneRtBinary, workerSpecs } from "../src/workers/specs.ts";
+import { benchInputs, type BenchInputs } from "./inputs.ts";
 
 const MODELS = (process.env.BENCH_MODELS ?? "digits-cnn,mlp,resnet-mini").split(",");
 const BATCHES = [1, 64];
@@ -47,16 +48,10 @@ function maxAbsDiff(a: Float32Array | undefined, b: Float32Array | undefined): n
   return m;
 }
 
-/** Deterministic float32 inputs, 64 rows (the timed batches are its first N rows). */
-function inputsFor(shape: number[]): { dtype: "float32"; shape: number[]; data: Float32Array } {
-  const dims = [Math.max(...BATCHES), ...shape.slice(1)];
-  const data = new Float32Array(dims.reduce((a, b) => a * b, 1));
-  let s = 12345;
-  for (let i = 0; i < data.length; i++) data[i] = ((s = (s * 1103515245 + 12345) % 2147483648) / 2147483648) * 2 - 1;
-  return { dtype: "float32", shape: dims, data };
-}
+/** The eval set: the largest batch's rows (the timed batches are its first N rows). */
+const inputsFor = (shape: number[]): BenchInputs => benchInputs(Math.max(...BATCHES), shape.slice(1));
 
-async function runOnce(sup: Supervisor, spec: Parameters<Supervisor["spawn"]>[0], task: string, args: Record<string, unknown>, tensors: Record<string, ReturnType<typeof inputsFor>>): Promise<TaskResult> {
+async function runOnce(sup: Supervisor, spec: Parameters<Supervisor["spawn"]>[0], task: string, args: Record<string, unknown>, tensors: Record<string, BenchInputs>): Promise<TaskResult> {
   const w = await sup.spawn(spec);
   try {
     return await w.run(task, args, { tensors, timeoutMs: 600_000 });
