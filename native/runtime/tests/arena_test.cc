@@ -1,6 +1,7 @@
 // The arena is allocated once in prepare (min(maxBatch, chunk) x bytesPerSample) and run()
 // allocates nothing: global operator new is counted around repeated runs of a small CNN-like
-// plan. A batch run in chunks of a few samples gives the same outputs as in one pass.
+// plan. A batch run in chunks of a few samples gives the same outputs as in one pass, and
+// submit() (synchronous on the CPU) gives those of run().
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -109,6 +110,30 @@ int main() {
     }
     unsetenv("MEMLANE_CHUNK_BYTES");
     for (size_t i = 0; i < whole.size(); ++i) CHECK(std::fabs(whole[i] - chunked[i]) < 1e-6f);
+  }
+  // Backend::submit's synchronous default (the CPU backend): the outputs of run(), `done`
+  // called once before submit returns, never for a refused request; one request in flight.
+  {
+    BackendOptions o;
+    o.threads = 1;
+    Status st;
+    auto be = make_cpu_backend(o, &st, &msg);
+    CHECK_MSG(be->prepare(plan, 16, &msg) == Status::kOk, msg);
+    CHECK(be->max_in_flight() == 1);
+    CHECK(be->notes().empty());
+    std::vector<float> in(16 * 64), viaRun(16 * 10), viaSubmit(16 * 10, -1.f);
+    for (auto& v : in) v = rng.next();
+    const float* ip = in.data();
+    float* op = viaRun.data();
+    CHECK(be->run(5, &ip, &op, &msg) == Status::kOk);
+    op = viaSubmit.data();
+    int done = 0;
+    CHECK(be->submit(5, &ip, &op, [&](Status s, const std::string&) { done += s == Status::kOk; }, &msg) == Status::kOk);
+    CHECK(done == 1);
+    CHECK(be->drain(&msg) == Status::kOk);
+    for (size_t i = 0; i < 5 * 10; ++i) CHECK(viaRun[i] == viaSubmit[i]);
+    CHECK(be->submit(17, &ip, &op, [&](Status, const std::string&) { ++done; }, &msg) == Status::kInvalidArgument);
+    CHECK(done == 1);
   }
   // An arena larger than the machine is refused at prepare, not faulted in at run time.
   {

@@ -148,13 +148,11 @@ void task_infer_native(TaskCtx& c) {
   }
   // Output buffers of the timed loops (their contents are discarded): one set per request
   // in flight, used in rotation, so no two requests write the same memory.
-  std::vector<std::vector<std::vector<float>>> outStore(static_cast<size_t>(inFlight));
+  std::vector<std::vector<float>> outStore;  // one buffer per (set, output)
+  outStore.reserve(size_t(inFlight) * rt->outputs().size());
   std::vector<std::vector<float*>> outSets(static_cast<size_t>(inFlight));
-  for (int k = 0; k < inFlight; ++k)
-    for (const TensorSpec& o : rt->outputs()) {
-      outStore[size_t(k)].emplace_back(size_t(maxBatch * o.elementsPerSample));
-      outSets[size_t(k)].push_back(outStore[size_t(k)].back().data());
-    }
+  for (auto& set : outSets)
+    for (const TensorSpec& o : rt->outputs()) set.push_back(outStore.emplace_back(size_t(maxBatch * o.elementsPerSample)).data());
   auto call = [&](size_t i) {
     const float* p = batchData[i];
     if (!rt->run_unchecked(batchSizes[i], &p, outSets[0].data(), &err)) throw_rt_error(err);
