@@ -14,6 +14,7 @@ import { runCheckpointLoad, runPythonStage } from "./exec-misc.ts";
 import { referenceRuntime, updateNumerics } from "./numerics.ts";
 import { runSummary } from "./summary.ts";
 import { budgetLimits } from "./budgets.ts";
+import { type EstimateReport, estimatesForReport } from "../estimate/report-estimates.ts";
 import { checkLimits, type LimitCheck } from "../report/limits.ts";
 import { checkInt, checkOneOf, OptionError, type PipelineOptions } from "./options.ts";
 import type { StageDef } from "./stages.ts";
@@ -180,6 +181,22 @@ function node(s: RunSession, def: StageDef): DagNode<unknown> {
   };
 }
 
+/** Estimate vs measured for the ONNX runtimes; a failure of the estimate never fails the run. */
+async function reportEstimates(report: Report, stages: readonly StageDef[], s: RunSession): Promise<EstimateReport> {
+  const runs = new Map<string, { onnx: string; run: { maxBatch: number; evalSamples: number } }>();
+  for (const d of stages) {
+    if (d.kind !== "benchmark") continue;
+    const onnx = (s.results.get(d.opts.from ?? "") as { onnx?: string } | undefined)?.onnx;
+    if (!onnx || !s.heldout) continue;
+    runs.set(d.runtime, { onnx, run: { maxBatch: Math.max(...(d.opts.batchSizes ?? s.options.batchSizes)), evalSamples: s.heldout.shape[0]! } });
+  }
+  try {
+    return await estimatesForReport(report, runs);
+  } catch (err) {
+    return { status: "unavailable", reason: `the estimate failed: ${(err as Error).message.split("\n")[0]}`, calibratedAt: null, naiveMiB: null, runtimes: [] };
+  }
+}
+
 /** Runs `p` end to end; rejects with a StageError naming the stage that failed. */
 export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): Promise<RunOutcome> {
   // Duck-typed: a pipeline module may load another copy of memlane than the CLI's.
@@ -237,6 +254,7 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
         `${shm.made.segments} segment(s) of ${(shm.made.bytes / 2 ** 20).toFixed(2)} MiB, unlinked.`,
     );
   const report = record();
+  report.estimates = await reportEstimates(report, stages, s);
   const limits = budgetLimits(stages);
   if (limits.length > 0) report.budgets = checkLimits(report, limits);
   const written = await writeReport(report, outDir);

@@ -3,6 +3,7 @@
  * (which that table leaves to report.md), unavailable runtimes, the native plan's arena, the
  * node-ort process note, and the lines python stages logged.
  */
+import { estimatesSummary } from "../report/estimates.ts";
 import { num, textTable } from "../report/format.ts";
 import type { Report } from "../report/schema.ts";
 import type { RunSession } from "./session.ts";
@@ -40,6 +41,8 @@ export function runSummary(report: Report, s: RunSession): string[] {
   const nodeOrt = report.runtimes.find((r) => r.name === "node-ort");
   if (nodeOrt) out.push(`node-ort runs on a worker_thread: its figures are the orchestrator's process (pid ${nodeOrt.pid}).`);
   if (s.notes.length > 0) out.push("", ...s.notes);
+  const est = estimatesSummary(report);
+  if (est.length) out.push("", ...est);
   if (report.budgets?.length) out.push("", "Budgets:", ...report.budgets.map((b) => `  ${b.status === "ok" ? "ok      " : b.status === "exceeded" ? "EXCEEDED" : "UNCHECKED"} ${b.message}`));
   return out;
 }

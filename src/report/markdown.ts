@@ -5,6 +5,7 @@
 import {
   anyPipelined, backendNotes, batchKeys, latency, mdTable, num, pct, pipelinedBatchKeys, pipelinedThroughput, sci, signed, UNAVAILABLE,
 } from "./format.ts";
+import { estimatesMarkdown } from "./estimates.ts";
 import type { PhaseReport, Report, RuntimeReport } from "./schema.ts";
 
 const PHASE_HEADER = [
@@ -179,6 +180,8 @@ export function renderMarkdown(report: Report): string {
     out.push("", "## Accuracy and numerics", "", numericsSection(report));
     out.push("", "## Comparison", "", comparisonSection(report));
   }
+  const est = estimatesMarkdown(report);
+  if (est) out.push("", "## Estimate vs measured", "", est);
   if (report.budgets?.length)
     out.push("", "## Budgets", "", mdTable(["process", "figure", "limit MiB", "worst MiB", "phase", "status", "declared by"],
       report.budgets.map((b) => [b.runtime, b.figure, num(b.limitMiB), num(b.worstMiB), b.phase ?? "—", b.status, b.source])));

@@ -8,6 +8,7 @@
  */
 import type { PhaseName } from "../transport/protocol.ts";
 import type { LimitCheck } from "./limits.ts";
+import type { EstimateReport } from "../estimate/report-estimates.ts";
 
 export const REPORT_SCHEMA_VERSION = 1;
 
@@ -262,4 +263,9 @@ export interface Report {
    * (src/report/limits.ts). Absent from reports of pipelines without budgets and from older reports.
    */
   budgets?: LimitCheck[];
+  /**
+   * The calibrated memory estimate beside what was measured, per runtime and phase
+   * (src/estimate/report-estimates.ts). Absent from older reports.
+   */
+  estimates?: EstimateReport;
 }

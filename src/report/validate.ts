@@ -40,6 +40,8 @@ const STAGE: Shape = { name: "string", kind: "string", worker: "string", pid: "n
 const TRACK: Shape = { label: "string", pid: "number", periodMs: "number", samples: "array" };
 /** A checked budget (report.budgets, present only when the pipeline declared budgets). */
 const BUDGET: Shape = { runtime: "string", figure: "string", limitMiB: "number", source: "string", status: "string", worstMiB: "number|null", phase: "string|null", message: "string" };
+/** Estimate vs measured (report.estimates, present in reports written since estimates exist). */
+const ESTIMATES: Shape = { status: "string", reason: "string|null", calibratedAt: "string|null", naiveMiB: "number|null", runtimes: "array" };
 const LATENCY: Shape = { p50: "number", p99: "number", mean: "number" };
 /** Present only where the runtime timed requests pipelined (memlane-rt, python-torch on CUDA). */
 const LATENCY_OPTIONAL: Shape = { pipelinedMean: "number" };
@@ -120,6 +122,11 @@ export function validateReport(report: unknown): string[] {
     if (s !== "available" && s !== "unavailable") errors.push(`report.gpu.status: expected "available" or "unavailable", received ${JSON.stringify(s)}`);
   }
   each(report["stages"], STAGE, "report.stages", errors);
+  if ("estimates" in report && check(report["estimates"], ESTIMATES, "report.estimates", errors)) {
+    const e = report["estimates"] as Record<string, unknown>;
+    if (e["status"] !== "ok" && e["status"] !== "unavailable") errors.push(`report.estimates.status: expected "ok" or "unavailable", received ${JSON.stringify(e["status"])}`);
+    each(e["runtimes"], { runtime: "string", model: "string", phases: "array", steadyRssErrorPct: "number|null" }, "report.estimates.runtimes", errors);
+  }
   if ("budgets" in report) {
     if (!Array.isArray(report["budgets"])) errors.push(`report.budgets: expected array, received ${kindOf(report["budgets"])}`);
     each(report["budgets"], BUDGET, "report.budgets", errors);

@@ -22,6 +22,7 @@ export const spec: CommandSpec = {
     batch: { type: "intList", placeholder: "LIST", description: "batch sizes", default: [1, 64] },
     threads: { type: "int", placeholder: "N", description: "intra-op threads of every runtime", default: 1 },
     iterations: { type: "int", placeholder: "N", description: "timed calls per batch size", default: 50 },
+    "eval-samples": { type: "int", placeholder: "N", description: "generated eval samples every runtime runs and returns outputs for", default: 256 },
     out: { type: "string", short: "o", placeholder: "DIR", description: "directory for run directories", default: "runs" },
     quiet: { type: "boolean", short: "q", description: "no progress output" },
   },
@@ -38,7 +39,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     threads: args.flags.threads as number,
     iterations: args.flags.iterations as number,
     concurrency: 1,
-  }).export({ name: "model", onnx: model });
+  }).export({ name: "model", onnx: model, evalSamples: args.flags["eval-samples"] as number });
   for (const r of runtimes) p = p.benchmark(r);
   const { runPipeline } = await import("../../pipeline/run.ts");
   const outcome = await runPipeline(p, { outDir: args.flags.out as string, io, quiet: args.flags.quiet === true });
