@@ -1,4 +1,5 @@
-"""The worker's own memory reading, from /proc/self (see docs/protocol.md, MemoryReading).
+"""The worker's own memory reading, from /proc/self (see docs/protocol.md, MemoryReading),
+and its per-mapping summary from /proc/self/smaps (docs/protocol.md, SmapsSummary).
 
 Deliberately imports nothing heavy: GPU figures are added only when torch is already
 loaded and CUDA initialised, so reading memory never pulls torch into an ORT-only worker.
@@ -10,6 +11,7 @@ from typing import Any
 
 _ROLLUP = "/proc/self/smaps_rollup"
 _STATUS = "/proc/self/status"
+_SMAPS = "/proc/self/smaps"
 
 
 def _kib_fields(path: str, wanted: set[str]) -> dict[str, int]:
@@ -66,3 +68,49 @@ def reset_peak() -> bool:
         return True
     except OSError:
         return False
+
+
+# -- per-mapping summary (smaps) ---------------------------------------------------------
+# Order of the counters in each summary entry; the same in every language (docs/protocol.md).
+SMAPS_FIELDS = (b"Rss", b"Pss", b"Private_Clean", b"Private_Dirty", b"Anonymous", b"Swap")
+_FIELD_INDEX = {k: i for i, k in enumerate(SMAPS_FIELDS)}
+# Pseudo-names of mappings without a path: a writable one right above an inaccessible
+# one is laid out like a pthread stack over its guard page; any other is plain anonymous.
+ANON = "[anon]"
+ANON_GUARDED = "[anon guarded]"
+_GUARD_MAX_KIB = 64  # a guard is a page or a few; a bigger inaccessible region is a reservation
+_HEX = frozenset(b"0123456789abcdef")
+
+
+def smaps_summary(path: str = _SMAPS) -> dict[str, list[int]]:
+    """{path or pseudo-name: [Rss, Pss, Private_Clean, Private_Dirty, Anonymous, Swap] KiB},
+    summed over the mappings of that path. Classification is the orchestrator's job
+    (src/memory/mapping-kinds.ts); this only reads, so that the reading is taken at the mark.
+    """
+    out: dict[str, list[int]] = {}
+    counts: list[int] | None = None
+    prev_end = -1
+    prev_guard = False
+    with open(path, "rb") as f:
+        for line in f:
+            if line[0] in _HEX:
+                addr, perms, _off, _dev, _inode, *rest = line.split(None, 5)
+                start, _, end = addr.partition(b"-")
+                lo, hi = int(start, 16), int(end, 16)
+                name = rest[0].rstrip(b"\n").decode("utf-8", "replace") if rest else ""
+                if not name:
+                    guarded = prev_guard and prev_end == lo and perms.startswith(b"rw")
+                    prev_guard = perms.startswith(b"---") and (hi - lo) // 1024 <= _GUARD_MAX_KIB
+                    name = ANON_GUARDED if guarded else ANON
+                else:
+                    prev_guard = False
+                prev_end = hi
+                counts = out.get(name)
+                if counts is None:
+                    counts = out[name] = [0, 0, 0, 0, 0, 0]
+                continue
+            key, _, rest = line.partition(b":")
+            i = _FIELD_INDEX.get(key)
+            if i is not None and counts is not None:
+                counts[i] += int(rest.split()[0])
+    return out
