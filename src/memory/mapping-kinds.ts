@@ -29,7 +29,7 @@ export interface MappingClass {
 }
 
 const FIXED: Record<Exclude<MappingKind, `lib:${string}`>, string> = {
-  heap: "heap ([heap])",
+  heap: "heap",
   anonymous: "anonymous",
   stacks: "thread stacks",
   "model-files": "model & plan files",
@@ -100,7 +100,9 @@ export function classifyMapping(rawPath: string): MappingClass {
   const path = rawPath.replace(/ \(deleted\)$/, "");
   if (path === "[heap]") return cls("heap");
   if (path === "[stack]" || path === ANON_GUARDED || path.startsWith("[stack:")) return cls("stacks");
-  if (path === ANON || path.startsWith("[anon:") || path.startsWith("[anon_shmem:") || path.startsWith("/memfd:")) return cls("anonymous");
+  if (path === ANON || path.startsWith("[anon:") || path.startsWith("[anon_shmem:") || path.startsWith("/memfd:") || path === "/dev/zero")
+    return cls("anonymous"); // memfd and MAP_SHARED|MAP_ANONYMOUS ("/dev/zero (deleted)"): anonymous memory with a file's name
+  if (path.startsWith("/SYSV")) return cls("shm"); // System V shared memory
   if (path.startsWith("[")) return cls("other"); // [vdso], [vvar], [vsyscall]
   if (path.startsWith("/dev/shm/")) return cls("shm");
   if (path.startsWith("/dev/nvidia")) return cls("gpu-driver");

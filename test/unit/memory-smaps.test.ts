@@ -154,6 +154,8 @@ describe("classifyMapping", () => {
     [ANON, "anonymous"],
     ["[anon:v8]", "anonymous"],
     ["/memfd:doublemapper (deleted)", "anonymous"],
+    ["/dev/zero (deleted)", "anonymous"],
+    ["/SYSV0000162e (deleted)", "shm"],
     ["[vdso]", "other"],
     ["/usr/lib/locale/C.utf8/LC_CTYPE", "other"],
   ];

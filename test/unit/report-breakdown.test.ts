@@ -1,0 +1,128 @@
+// The per-mapping breakdown in the report: built from phase marks that carry smaps summaries
+// (the realistic fixture run plus summaries shaped like real python-torch, python-ort and
+// native readings), then rendered to report.json, markdown, the terminal and the HTML charts.
+import { describe, expect, it } from "vitest";
+import { buildReport, type RunRecord } from "../../src/report/build.ts";
+import { growthLine, steadyBreakdown } from "../../src/report/breakdown.ts";
+import { buildCharts } from "../../src/report/html/charts.ts";
+import { kindColour } from "../../src/report/html/kinds.ts";
+import { renderHtmlReport } from "../../src/report/html/index.ts";
+import { renderMarkdown } from "../../src/report/markdown.ts";
+import { renderTerminal } from "../../src/report/terminal.ts";
+import { validateReport } from "../../src/report/validate.ts";
+import type { SmapsCounts, SmapsSummary } from "../../src/transport/protocol.ts";
+import { HOST, realisticRun } from "./report-fixture.ts";
+
+const SP = "/v/lib/python3.11/site-packages";
+/** [rss, uss] MiB of a private mapping: RSS = PSS = USS, all dirty for anonymous kinds. */
+const priv = (mib: number, anon = false): SmapsCounts => [mib * 1024, mib * 1024, anon ? 0 : mib * 1024, anon ? mib * 1024 : 0, anon ? mib * 1024 : 0, 0];
+const BASE: SmapsSummary = { "/usr/bin/python3.11": priv(4), "/usr/lib/x86_64-linux-gnu/libc.so.6": priv(2), "[heap]": priv(6, true), "[anon]": priv(1, true) };
+
+/** Summaries at each end mark (and the first start) of a runtime's phases: grows per phase by `grow`. */
+function withSmaps(r: RunRecord["runtimes"][number], grow: Record<string, SmapsSummary>): void {
+  let current: SmapsSummary = { ...BASE };
+  let first = true;
+  for (const m of r.marks) {
+    if (m.mark === "start" && first) {
+      m.smaps = { ...current };
+      first = false;
+    }
+    if (m.mark === "end") {
+      current = { ...current, ...grow[m.name] };
+      m.smaps = { ...current };
+    }
+  }
+}
+
+function run(): RunRecord {
+  const rec = realisticRun();
+  const rt = (n: string) => rec.runtimes.find((r) => r.name === n)!;
+  withSmaps(rt("python-torch"), {
+    import: { [`${SP}/torch/lib/libtorch_cpu.so`]: priv(141), [`${SP}/torch/lib/libtorch_python.so`]: priv(20), "[heap]": priv(28, true), "[anon]": priv(19, true) },
+    "steady-inference": { "[anon]": priv(30, true), "[anon guarded]": priv(1, true) },
+  });
+  withSmaps(rt("python-ort"), {
+    import: { [`${SP}/onnxruntime/capi/onnxruntime_pybind11_state.cpython-311-x86_64-linux-gnu.so`]: priv(25), [`${SP}/numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so`]: priv(5) },
+    "model-load": { "/run/r1/digits-cnn.onnx": priv(0.5) },
+  });
+  withSmaps(rt("native"), {
+    "runtime-create": { "/w/native/build/runtime/memlane-rt": priv(2), "/usr/lib/x86_64-linux-gnu/libopenblas.so.0": priv(1) },
+    "model-load": { "/run/r1/digits-cnn.mlplan": priv(0.75) },
+  });
+  return rec;
+}
+
+describe("breakdown in report.json", () => {
+  const report = buildReport({ ...run(), host: HOST });
+
+  it("is valid, and present on every phase of the runtimes that sent summaries, absent (null) on node-ort's", () => {
+    expect(validateReport(JSON.parse(JSON.stringify(report)))).toEqual([]);
+    for (const n of ["python-torch", "python-ort", "native"])
+      for (const p of report.runtimes.find((r) => r.name === n)!.phases) expect(p.breakdown, `${n} ${p.name}`).not.toBeNull();
+    for (const p of report.runtimes.find((r) => r.name === "node-ort")!.phases) expect(p.breakdown).toBeNull();
+  });
+
+  it("grows per kind over each phase, measured from the previous reading", () => {
+    const torch = report.runtimes.find((r) => r.name === "python-torch")!;
+    const imp = torch.phases.find((p) => p.name === "import")!.breakdown!;
+    expect(imp.growthFrom).toBe("start");
+    const k = Object.fromEntries(imp.kinds.map((x) => [x.kind, x]));
+    expect(k["lib:torch"]!.deltaRssMiB).toBe(161);
+    expect(k["lib:torch"]!.files.map((f) => f.path.split("/").pop())).toEqual(["libtorch_cpu.so", "libtorch_python.so"]);
+    expect(k["heap"]!.deltaRssMiB).toBe(22);
+    expect(k["anonymous"]!.deltaRssMiB).toBe(18);
+    const steady = torch.phases.find((p) => p.name === "steady-inference")!.breakdown!;
+    expect(steady.growthFrom).toBe("earlier-mark");
+    expect(steady.kinds.find((x) => x.kind === "stacks")!.deltaRssMiB).toBe(1);
+    expect(growthLine(torch.phases[0]!)).toMatch(/^import \+297\.00 MiB: torch libs \+161\.00 \(USS \+161\.00\), heap \+22\.00, anonymous \+18\.00$/);
+  });
+
+  it("puts the plan file under model & plan files for native, and onnxruntime's libs for python-ort", () => {
+    const native = steadyBreakdown(report.runtimes.find((r) => r.name === "native")!)!;
+    const plan = native.kinds.find((k) => k.kind === "model-files")!;
+    expect(plan.files[0]!.path).toMatch(/\.mlplan$/);
+    expect(plan.rssMiB).toBe(0.75);
+    const ort = steadyBreakdown(report.runtimes.find((r) => r.name === "python-ort")!)!;
+    expect(ort.kinds.map((k) => k.kind)).toEqual(expect.arrayContaining(["lib:onnxruntime", "lib:numpy", "lib:python", "model-files"]));
+    expect(ort.totalRssMiB).toBeCloseTo(4 + 2 + 6 + 1 + 25 + 5 + 0.5, 2);
+  });
+});
+
+describe("breakdown rendered", () => {
+  const report = buildReport({ ...run(), host: HOST });
+
+  it("markdown: growth lines per phase, the steady table with files, and the runtimes side by side", () => {
+    const md = renderMarkdown(report);
+    expect(md).toContain("- import +297.00 MiB: torch libs +161.00 (USS +161.00), heap +22.00, anonymous +18.00");
+    expect(md).toMatch(/\| torch libs \| 161\.00 \| 161\.00 \| 161\.00 \| 0\.00 \| 0\.00 \| libtorch_cpu\.so 141\.00, libtorch_python\.so 20\.00 \|/);
+    expect(md).toContain("#### Where the RAM goes at the steady state, by runtime: RSS (USS) MiB per kind of mapping");
+    expect(md).toMatch(/\| kind \| python-torch \| python-ort \| native \|/);
+  });
+
+  it("terminal: the top 3 kinds per runtime at steady state, within 120 columns", () => {
+    const text = renderTerminal(report);
+    expect(text).toContain("Where the RAM goes at steady state");
+    const line = text.split("\n").find((l) => l.startsWith("python-torch") && l.includes("torch libs"))!;
+    expect(line).toMatch(/torch libs 161\.0 \(161\.0\)\s+anonymous 30\.0 \(30\.0\)\s+heap 28\.0 \(28\.0\)/);
+    expect(text.split("\n").every((l) => l.length <= 120)).toBe(true);
+  });
+
+  it("html: one stacked steady bar chart, growth per runtime, one colour per kind across runtimes", () => {
+    const charts = buildCharts(report).filter((c) => c.section === "kinds");
+    const steady = charts.find((c) => c.id === "steady-kinds")!;
+    expect(steady.stacked).toBe(true);
+    expect(steady.labels).toEqual(["python-torch", "python-ort", "native"]);
+    expect(charts.map((c) => c.id)).toEqual(["steady-kinds", "growth-kinds-python-torch", "growth-kinds-python-ort", "growth-kinds-native"]);
+    const colourOf = new Map<string, string>();
+    for (const c of charts)
+      for (const s of c.series) {
+        expect(colourOf.get(s.name) ?? s.color).toBe(s.color);
+        colourOf.set(s.name, s.color!);
+      }
+    expect(colourOf.get("torch libs")).toBe(kindColour("lib:torch"));
+    expect(new Set(colourOf.values()).size).toBe(colourOf.size); // distinct kinds, distinct colours
+    const html = renderHtmlReport(report);
+    expect(html).toContain('<section id="kinds">');
+    expect(html).toContain('id="kinds-native"');
+  });
+});
