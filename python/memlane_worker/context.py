@@ -51,7 +51,7 @@ class TaskContext:
     def _mark(self, name: str, mark: str) -> None:
         t_ms = time.time() * 1000.0
         fields: dict[str, Any] = {"memory": memory.read()}
-        # The per-mapping summary costs ~10-20 ms for a torch process (smaps walks every
+        # The per-mapping summary costs ~10-40 ms for a torch process (smaps walks every
         # mapping): only at phase ends, plus once at the task's first mark as the baseline
         # the first phase's growth is measured from (docs/memory.md, "Where the RAM goes").
         if mark == "end" or not self._smaps_sent:

@@ -5,7 +5,7 @@
  * it in the phase message; this module builds it for the orchestrator's own process (node-ort
  * runs on its worker_thread) and for tests, and checks summaries that arrive from workers.
  *
- * Reading smaps costs a walk of every mapping (a torch process: ~1,700 mappings, 10-20 ms):
+ * Reading smaps costs a walk of every mapping (a torch worker: ~360 mappings, 10-40 ms; docs/memory.md has measurements):
  * phase ends only, never in the 20 Hz sampler, which reads smaps_rollup.
  */
 import { readFile } from "node:fs/promises";
