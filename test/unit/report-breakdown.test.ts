@@ -112,7 +112,7 @@ describe("breakdown rendered", () => {
     const steady = charts.find((c) => c.id === "steady-kinds")!;
     expect(steady.stacked).toBe(true);
     expect(steady.labels).toEqual(["python-torch", "python-ort", "native"]);
-    expect(charts.map((c) => c.id)).toEqual(["steady-kinds", "growth-kinds-python-torch", "growth-kinds-python-ort", "growth-kinds-native"]);
+    expect(charts.map((c) => c.id)).toEqual(["steady-kinds", "steady-kinds-share", "growth-kinds-python-torch", "growth-kinds-python-ort", "growth-kinds-native"]);
     const colourOf = new Map<string, string>();
     for (const c of charts)
       for (const s of c.series) {
@@ -121,6 +121,9 @@ describe("breakdown rendered", () => {
       }
     expect(colourOf.get("torch libs")).toBe(kindColour("lib:torch"));
     expect(new Set(colourOf.values()).size).toBe(colourOf.size); // distinct kinds, distinct colours
+    const share = charts.find((c) => c.id === "steady-kinds-share")!;
+    const nativeShare = share.series.reduce((a, s) => a + (s.data[2] as number), 0);
+    expect(Math.abs(nativeShare - 100)).toBeLessThan(0.5);
     const html = renderHtmlReport(report);
     expect(html).toContain('<section id="kinds">');
     expect(html).toContain('id="kinds-native"');

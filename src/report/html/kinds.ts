@@ -18,12 +18,12 @@ export const KIND_COLOURS: Record<string, string> = {
   "lib:numpy": "#4dabcf",
   "lib:python": "#ffd43b",
   "lib:node": "#3c873a",
-  "lib:memlane": "#9467bd",
-  "lib:OpenBLAS": "#8c564b",
+  "lib:memlane": "#b15928",
+  "lib:OpenBLAS": "#a6761d",
   "lib:zmq": "#e377c2",
   "lib:system": "#b0b0b0",
   heap: "#ff7f0e",
-  anonymous: "#d62728",
+  anonymous: "#54478c",
   stacks: "#bcbd22",
   "model-files": "#17becf",
   shm: "#2ca02c",
@@ -65,6 +65,24 @@ export function kindCharts(report: Report): ChartSpec[] {
     })),
     xTitle: "runtime",
     yTitle: "RSS MiB",
+    stacked: true,
+  }, {
+    // The same, as shares: memlane-rt's few MiB are invisible on the MiB scale beside torch.
+    id: "steady-kinds-share",
+    section: "kinds",
+    type: "bar",
+    title: "Steady state: share of RSS by kind of mapping, per runtime (%)",
+    labels: steady.map((s) => s.name),
+    series: kinds.map(({ kind, label }) => ({
+      name: label,
+      color: kindColour(kind),
+      data: steady.map((s) => {
+        const k = s.b.kinds.find((x) => x.kind === kind);
+        return k && s.b.totalRssMiB > 0 ? Math.round((k.rssMiB / s.b.totalRssMiB) * 1000) / 10 : 0;
+      }),
+    })),
+    xTitle: "runtime",
+    yTitle: "% of RSS",
     stacked: true,
   }];
   for (const r of report.runtimes) {
