@@ -5,17 +5,19 @@
  * python-torch, python-ort, node-ort and memlane-rt.
  *
  * Kinds: one per library package (`lib:torch`, `lib:onnxruntime`, `lib:CUDA`, `lib:python`,
- * ...: shared objects and executables, grouped by the package that ships them), then `heap`,
- * `anonymous`, `stacks`, `model-files` (mmap'd weights: ONNX, plans, checkpoints), `shm`
+ * ...: shared objects and executables, grouped by the package that ships them), then `heap`
+ * (the main thread's malloc arena), `arenas` (the other threads' malloc arenas), `anonymous`,
+ * `stacks`, `model-files` (mmap'd weights: ONNX, plans, checkpoints), `shm`
  * (/dev/shm segments), `gpu-driver` (/dev/nvidia* mappings: pinned buffers and driver
  * state, where the driver maps them through its device files) and `other`.
  */
-import { ANON, ANON_GUARDED } from "./smaps.ts";
+import { ANON, ANON_ARENA, ANON_GUARDED } from "./smaps.ts";
 
 export type MappingKind =
   | `lib:${string}`
   | "heap"
   | "anonymous"
+  | "arenas"
   | "stacks"
   | "model-files"
   | "shm"
@@ -31,6 +33,7 @@ export interface MappingClass {
 const FIXED: Record<Exclude<MappingKind, `lib:${string}`>, string> = {
   heap: "heap",
   anonymous: "anonymous",
+  arenas: "malloc arenas (threads)",
   stacks: "thread stacks",
   "model-files": "model & plan files",
   shm: "/dev/shm segments",
@@ -99,6 +102,7 @@ const EXECUTABLE = /^(python\d[\d.]*|node|memlane-rt)$/;
 export function classifyMapping(rawPath: string): MappingClass {
   const path = rawPath.replace(/ \(deleted\)$/, "");
   if (path === "[heap]") return cls("heap");
+  if (path === ANON_ARENA) return cls("arenas");
   if (path === "[stack]" || path === ANON_GUARDED || path.startsWith("[stack:")) return cls("stacks");
   if (path === ANON || path.startsWith("[anon:") || path.startsWith("[anon_shmem:") || path.startsWith("/memfd:") || path === "/dev/zero")
     return cls("anonymous"); // memfd and MAP_SHARED|MAP_ANONYMOUS ("/dev/zero (deleted)"): anonymous memory with a file's name

@@ -11,11 +11,35 @@
 import { readFile } from "node:fs/promises";
 import { SMAPS_FIELDS, type SmapsCounts, type SmapsSummary } from "../transport/protocol.ts";
 
-/** Pseudo-names of mappings that have no path (the same strings in Python and C++). */
+/**
+ * Pseudo-names of mappings that have no path (the same strings and rules in Python and C++):
+ * a writable one right above an inaccessible one of at most GUARD_MAX bytes is laid out like a
+ * pthread stack over its guard page; a writable one that starts on an ARENA boundary and fills
+ * those 64 MiB (alone, or with an inaccessible rest right after it) like a glibc malloc arena of
+ * a thread other than the main one; any other is plain anonymous memory.
+ */
 export const ANON = "[anon]";
-/** A writable nameless mapping right above an inaccessible one of at most GUARD_MAX_KIB: a pthread stack over its guard. */
 export const ANON_GUARDED = "[anon guarded]";
-const GUARD_MAX_KIB = 64;
+export const ANON_ARENA = "[anon arena]";
+const GUARD_MAX = 64 * 1024;
+/** glibc's HEAP_MAX_SIZE on 64-bit: every non-main arena's heap is this size and aligned to it. */
+const ARENA = 64 * 1024 * 1024;
+
+interface Mapping {
+  lo: number;
+  hi: number;
+  perms: string;
+  path: string;
+}
+
+function anonName(m: Mapping, before: Mapping | null, after: Mapping | null): string {
+  if (!m.perms.startsWith("rw")) return ANON;
+  if (before && before.path === "" && before.perms.startsWith("---") && before.hi === m.lo && before.hi - before.lo <= GUARD_MAX) return ANON_GUARDED;
+  const fills = m.hi - m.lo === ARENA ||
+    (after !== null && after.path === "" && after.perms.startsWith("---") && after.lo === m.hi && after.hi === m.lo + ARENA);
+  if (m.lo % ARENA === 0 && fills) return ANON_ARENA;
+  return ANON;
+}
 
 const FIELD_INDEX = new Map<string, number>(SMAPS_FIELDS.map((k, i) => [k, i]));
 const HEADER = /^([0-9a-f]+)-([0-9a-f]+)\s+(\S+)\s+\S+\s+\S+\s+\S+\s*(.*)$/;
@@ -25,9 +49,15 @@ const zero = (): SmapsCounts => [0, 0, 0, 0, 0, 0];
 /** Parses smaps text into a per-path summary; throws naming the line when it is not smaps. */
 export function parseSmaps(text: string): SmapsSummary {
   const out: SmapsSummary = {};
-  let counts: SmapsCounts | null = null;
-  let prevEnd = -1;
-  let prevGuard = false;
+  // A mapping's name is settled when the next header is seen: a pseudo-name depends on both neighbours.
+  let before: Mapping | null = null;
+  let current: Mapping | null = null;
+  let counts = zero();
+  const settle = (after: Mapping | null): void => {
+    const name = current!.path !== "" ? current!.path : anonName(current!, before, after);
+    const into = (out[name] ??= zero());
+    for (let i = 0; i < into.length; i++) into[i]! += counts[i]!;
+  };
   const lines = text.split("\n");
   for (let n = 0; n < lines.length; n++) {
     const line = lines[n]!;
@@ -37,28 +67,23 @@ export function parseSmaps(text: string): SmapsSummary {
     if (hex) {
       const m = HEADER.exec(line);
       if (!m) throw new Error(`smaps line ${n + 1}: expected a mapping header "start-end perms offset dev inode [path]", received ${JSON.stringify(line.slice(0, 80))}`);
-      const lo = parseInt(m[1]!, 16);
-      const hi = parseInt(m[2]!, 16);
-      const perms = m[3]!;
-      let name = m[4]!.trimEnd();
-      if (name === "") {
-        const guarded = prevGuard && prevEnd === lo && perms.startsWith("rw");
-        prevGuard = perms.startsWith("---") && (hi - lo) / 1024 <= GUARD_MAX_KIB;
-        name = guarded ? ANON_GUARDED : ANON;
-      } else {
-        prevGuard = false;
-      }
-      prevEnd = hi;
-      counts = out[name] ??= zero();
+      // User-space addresses are below 2^47 (2^56 with 5-level paging): exact as numbers below
+      // 2^53 on the usual 4-level kernels; only [vsyscall] lies above, and it has a name.
+      const header: Mapping = { lo: parseInt(m[1]!, 16), hi: parseInt(m[2]!, 16), perms: m[3]!, path: m[4]!.trimEnd() };
+      if (current !== null) settle(header);
+      before = current;
+      current = header;
+      counts = zero();
       continue;
     }
     const colon = line.indexOf(":");
     if (colon <= 0) continue;
     const i = FIELD_INDEX.get(line.slice(0, colon));
     if (i === undefined) continue;
-    if (counts === null) throw new Error(`smaps line ${n + 1}: a ${line.slice(0, colon)} field before any mapping header`);
+    if (current === null) throw new Error(`smaps line ${n + 1}: a ${line.slice(0, colon)} field before any mapping header`);
     counts[i]! += parseInt(line.slice(colon + 1), 10) || 0;
   }
+  if (current !== null) settle(null);
   return out;
 }
 

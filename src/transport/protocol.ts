@@ -111,8 +111,10 @@ export const SMAPS_FIELDS = ["Rss", "Pss", "Private_Clean", "Private_Dirty", "An
 export type SmapsCounts = [rss: number, pss: number, privateClean: number, privateDirty: number, anonymous: number, swap: number];
 /**
  * A process's /proc/self/smaps summed per path (a file, `[heap]`, `[stack]`, ...) or per
- * pseudo-name of nameless mappings: `[anon]`, and `[anon guarded]` for a writable one right
- * above an inaccessible guard of at most 64 KiB (a pthread stack's layout). Sent with every
+ * pseudo-name of nameless mappings: `[anon]`; `[anon guarded]` for a writable one right above
+ * an inaccessible guard of at most 64 KiB (a pthread stack's layout); `[anon arena]` for a
+ * writable one starting on a 64 MiB boundary and filling it, alone or with an inaccessible rest
+ * (a glibc malloc arena of a non-main thread). Sent with every
  * phase end and with a task's first mark (docs/protocol.md; classified in src/memory/mapping-kinds.ts).
  */
 export type SmapsSummary = Record<string, SmapsCounts>;

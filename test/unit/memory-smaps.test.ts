@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { groupByKind, growthByKind, totalOf } from "../../src/memory/breakdown.ts";
 import { classifyMapping } from "../../src/memory/mapping-kinds.ts";
 import { parseSmapsRollup } from "../../src/memory/proc.ts";
-import { ANON, ANON_GUARDED, decodeSmapsSummary, parseSmaps, readSmaps, sumSmaps } from "../../src/memory/smaps.ts";
+import { ANON, ANON_ARENA, ANON_GUARDED, decodeSmapsSummary, parseSmaps, readSmaps, sumSmaps } from "../../src/memory/smaps.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const PYTHON = join(ROOT, ".venv/bin/python");
@@ -21,14 +21,17 @@ function readBoth(pid: number | "self"): { smaps: string; rollup: string } {
 
 const within1pct = (a: number, b: number) => Math.abs(a - b) <= Math.max(0.01 * b, 4);
 
-describe("parseSmaps on a live Python process (numpy imported, one extra thread)", () => {
+describe("parseSmaps on a live Python process (numpy imported, one extra thread that allocated)", () => {
   let child: ChildProcess;
   let text: { smaps: string; rollup: string };
   const dir = mkdtempSync(join(tmpdir(), "memlane-smaps-"));
 
   beforeAll(async () => {
-    // A second thread gives a pthread stack (guard page + stack); numpy maps its libraries.
-    const code = "import numpy, threading, sys, time\nt = threading.Thread(target=time.sleep, args=(60,), daemon=True); t.start()\n" +
+    // A second thread gives a pthread stack (guard page + stack) and, allocating 20 MiB in
+    // 2 KiB objects (malloc, not Python's small-object arenas), a glibc arena of its own.
+    const code = "import numpy, threading, sys, time\nkeep = []\n" +
+      "def work():\n    keep.extend(bytes(2048) for _ in range(10000))\n    time.sleep(60)\n" +
+      "t = threading.Thread(target=work, daemon=True); t.start()\nwhile len(keep) < 10000: time.sleep(0.01)\n" +
       "print('ready', flush=True); sys.stdin.read()";
     child = spawn(PYTHON, ["-c", code], { stdio: ["pipe", "pipe", "inherit"] });
     await new Promise<void>((ok, fail) => {
@@ -55,7 +58,9 @@ describe("parseSmaps on a live Python process (numpy imported, one extra thread)
   it("classifies numpy, the interpreter, the heap and the thread's stack, and the kinds add up to the rollup", () => {
     const kinds = groupByKind(parseSmaps(text.smaps));
     const ids = kinds.map((k) => k.kind);
-    for (const want of ["lib:numpy", "lib:python", "lib:system", "heap", "stacks", "anonymous"]) expect(ids).toContain(want);
+    for (const want of ["lib:numpy", "lib:python", "lib:system", "heap", "stacks", "anonymous", "arenas"]) expect(ids).toContain(want);
+    const arenas = kinds.find((k) => k.kind === "arenas")!;
+    expect(arenas.rssKiB).toBeGreaterThan(19 * 1024); // the thread's 20 MiB of 2 KiB objects
     const numpy = kinds.find((k) => k.kind === "lib:numpy")!;
     expect(numpy.files.some((f) => f.path.includes("_multiarray_umath"))).toBe(true);
     expect(numpy.rssKiB).toBeGreaterThan(1024);
@@ -95,18 +100,24 @@ describe("readSmaps on this Node process", () => {
 describe("parseSmaps edge cases", () => {
   const hdr = (lo: string, hi: string, perms: string, path = "") => `${lo}-${hi} ${perms} 00000000 00:00 0${path ? `                          ${path}` : ""}`;
   const fields = (rss: number) => `Size: ${rss} kB\nRss: ${rss} kB\nPss: ${rss} kB\nPrivate_Clean: 0 kB\nPrivate_Dirty: ${rss} kB\nAnonymous: ${rss} kB\nSwap: 0 kB\nVmFlags: rd wr mr mw me ac`;
-  it("names a writable nameless mapping above a small guard [anon guarded], and one above a big reservation [anon]", () => {
+  it("names [anon guarded] above a small guard, [anon arena] a 64 MiB-aligned arena, else [anon]", () => {
     const text = [
       hdr("7f0000000000", "7f0000001000", "---p"), fields(0),
-      hdr("7f0000001000", "7f0000801000", "rw-p"), fields(40),
+      hdr("7f0000001000", "7f0000801000", "rw-p"), fields(40), // stack over its guard page
       hdr("7f0000900000", "7f0004900000", "---p"), fields(0),
-      hdr("7f0004900000", "7f0004a00000", "rw-p"), fields(100),
-      hdr("7f0005000000", "7f0005001000", "r--p", "/dev/shm/memlane-1-run-0 (deleted)"), fields(4),
+      hdr("7f0004900000", "7f0004a00000", "rw-p"), fields(100), // above a big reservation: not a stack
+      hdr("7f0008000000", "7f0008300000", "rw-p"), fields(30), // arena: aligned, with its reserved rest
+      hdr("7f0008300000", "7f000c000000", "---p"), fields(0),
+      hdr("7f0010000000", "7f0014000000", "rw-p"), fields(20), // a full arena: aligned, 64 MiB
+      hdr("7f0016000000", "7f0016300000", "rw-p"), fields(5), // aligned to 32 MiB only: plain
+      hdr("7f0016300000", "7f001a000000", "---p"), fields(0),
+      hdr("7f001c000000", "7f001c001000", "r--p", "/dev/shm/memlane-1-run-0 (deleted)"), fields(4),
       "",
     ].join("\n");
     const s = parseSmaps(text);
     expect(s[ANON_GUARDED]).toEqual([40, 40, 0, 40, 40, 0]);
-    expect(s[ANON]).toEqual([100, 100, 0, 100, 100, 0]);
+    expect(s[ANON]).toEqual([105, 105, 0, 105, 105, 0]);
+    expect(s[ANON_ARENA]).toEqual([50, 50, 0, 50, 50, 0]);
     expect(classifyMapping("/dev/shm/memlane-1-run-0 (deleted)").kind).toBe("shm");
   });
   it("refuses text that is not smaps, naming the line", () => {
@@ -152,6 +163,7 @@ describe("classifyMapping", () => {
     ["[stack]", "stacks"],
     [ANON_GUARDED, "stacks"],
     [ANON, "anonymous"],
+    [ANON_ARENA, "arenas"],
     ["[anon:v8]", "anonymous"],
     ["/memfd:doublemapper (deleted)", "anonymous"],
     ["/dev/zero (deleted)", "anonymous"],

@@ -24,13 +24,14 @@ export const KIND_COLOURS: Record<string, string> = {
   "lib:system": "#b0b0b0",
   heap: "#ff7f0e",
   anonymous: "#54478c",
+  arenas: "#c5b0d5",
   stacks: "#bcbd22",
   "model-files": "#17becf",
   shm: "#2ca02c",
   "gpu-driver": "#005f00",
   other: "#7f7f7f",
 };
-const SPARE = ["#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5", "#393b79"];
+const SPARE = ["#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#dadaeb", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5", "#393b79"];
 
 export function kindColour(kind: string): string {
   const fixed = KIND_COLOURS[kind];

@@ -86,18 +86,43 @@ Header parse_header(std::string_view line) {
   return h;
 }
 
-// A guard page is a page or a few; a bigger inaccessible region is a reservation (a malloc arena's tail).
+// Pseudo-names of nameless mappings (docs/protocol.md, SmapsSummary): a writable one right
+// above an inaccessible guard of at most kGuardMaxBytes (a pthread stack's layout); a writable
+// one starting on a kArenaBytes boundary and filling it, alone or with an inaccessible rest
+// right after it (a glibc malloc arena of a non-main thread); else plain anonymous memory.
 constexpr uint64_t kGuardMaxBytes = 64 * 1024;
+constexpr uint64_t kArenaBytes = 64ull * 1024 * 1024;  // glibc's HEAP_MAX_SIZE on 64-bit
+
+std::string anon_name(const Header& m, const Header* before, const Header* after) {
+  if (m.perms.substr(0, 2) != "rw") return "[anon]";
+  if (before && before->path.empty() && before->perms.substr(0, 3) == "---" && before->hi == m.lo &&
+      before->hi - before->lo <= kGuardMaxBytes)
+    return "[anon guarded]";
+  const bool fills = m.hi - m.lo == kArenaBytes ||
+                     (after && after->path.empty() && after->perms.substr(0, 3) == "---" && after->lo == m.hi &&
+                      after->hi == m.lo + kArenaBytes);
+  if (m.lo % kArenaBytes == 0 && fills) return "[anon arena]";
+  return "[anon]";
+}
 
 }  // namespace
 
-SmapsSummary read_smaps() {
+SmapsSummary read_smaps(const char* path) {
   SmapsSummary out;
-  const std::string text = slurp_all("/proc/self/smaps");
+  const std::string text = slurp_all(path);
   std::unordered_map<std::string, size_t> index;
-  SmapsCounts* counts = nullptr;
-  uint64_t prevEnd = 0;
-  bool prevGuard = false;
+  // A mapping's name is settled when the next header is seen: a pseudo-name depends on both
+  // neighbours. Headers point into `text`, which outlives them.
+  Header before, current;
+  bool haveBefore = false, haveCurrent = false;
+  SmapsCounts counts{};
+  auto settle = [&](const Header* after) {
+    const std::string name = current.path.empty() ? anon_name(current, haveBefore ? &before : nullptr, after) : std::string(current.path);
+    auto [it, fresh] = index.emplace(name, out.size());
+    if (fresh) out.emplace_back(name, SmapsCounts{});
+    SmapsCounts& into = out[it->second].second;
+    for (size_t i = 0; i < into.size(); ++i) into[i] += counts[i];
+  };
   size_t start = 0;
   while (start < text.size()) {
     size_t nl = text.find('\n', start);
@@ -106,30 +131,24 @@ SmapsSummary read_smaps() {
     start = nl + 1;
     if (is_header(line)) {
       const Header h = parse_header(line);
-      std::string name(h.path);
-      if (name.empty()) {
-        // Laid out like a pthread stack: writable, right above an inaccessible guard.
-        const bool guarded = prevGuard && prevEnd == h.lo && h.perms.substr(0, 2) == "rw";
-        prevGuard = h.perms.substr(0, 3) == "---" && h.hi - h.lo <= kGuardMaxBytes;
-        name = guarded ? "[anon guarded]" : "[anon]";
-      } else {
-        prevGuard = false;
-      }
-      prevEnd = h.hi;
-      auto [it, fresh] = index.emplace(name, out.size());
-      if (fresh) out.emplace_back(name, SmapsCounts{});
-      counts = &out[it->second].second;
+      if (haveCurrent) settle(&h);
+      before = current;
+      haveBefore = haveCurrent;
+      current = h;
+      haveCurrent = true;
+      counts = SmapsCounts{};
       continue;
     }
     const size_t colon = line.find(':');
-    if (!counts || colon == std::string_view::npos) continue;
+    if (!haveCurrent || colon == std::string_view::npos) continue;
     const std::string_view key = line.substr(0, colon);
     for (size_t i = 0; i < std::size(kSmapsFields); ++i)
       if (key == kSmapsFields[i]) {
-        (*counts)[i] += std::strtoll(std::string(line.substr(colon + 1)).c_str(), nullptr, 10);
+        counts[i] += std::strtoll(std::string(line.substr(colon + 1)).c_str(), nullptr, 10);
         break;
       }
   }
+  if (haveCurrent) settle(nullptr);
   return out;
 }
 

@@ -23,7 +23,7 @@ MemoryReading read_memory();
 inline constexpr const char* kSmapsFields[] = {"Rss", "Pss", "Private_Clean", "Private_Dirty", "Anonymous", "Swap"};
 using SmapsCounts = std::array<int64_t, 6>;
 using SmapsSummary = std::vector<std::pair<std::string, SmapsCounts>>;
-SmapsSummary read_smaps();
+SmapsSummary read_smaps(const char* path = "/proc/self/smaps");
 // Resets VmHWM to the current RSS (echo 5 > /proc/self/clear_refs); false where forbidden.
 bool reset_peak();
 // Wall-clock ms since the epoch when this process started (from /proc/self/stat).
