@@ -48,6 +48,20 @@ describe("breakdown in report.json", () => {
   });
 });
 
+describe("a malformed summary from a worker", () => {
+  it("leaves that phase without a breakdown and says why, naming the mark; the report still builds and validates", () => {
+    const rec = run();
+    const native = rec.runtimes.find((r) => r.name === "native")!;
+    const end = native.marks.find((m) => m.name === "model-load" && m.mark === "end")!;
+    end.smaps = { "/x/plan.mlplan": [1, 2, "three"] };
+    const report = buildReport({ ...rec, host: HOST });
+    const p = report.runtimes.find((r) => r.name === "native")!.phases.find((x) => x.name === "model-load")!;
+    expect(p.breakdown).toBeNull();
+    expect(p.breakdownProblem).toMatch(/phase model-load end mark: smaps\["\/x\/plan\.mlplan"\]: expected 6 non-negative integers/);
+    expect(validateReport(JSON.parse(JSON.stringify(report)))).toEqual([]);
+  });
+});
+
 describe("breakdown rendered", () => {
   const report = buildReport({ ...run(), host: HOST });
 
