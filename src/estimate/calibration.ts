@@ -79,18 +79,23 @@ export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">
   return { format: CALIBRATION_FORMAT, key, createdAt: new Date().toISOString(), models: fitModels(measured), probes: measured };
 }
 
-/** `memlane compare` on one probe in its own orchestrator; its report. */
-async function compareInFreshProcess(file: string, evalSamples: number, outDir: string): Promise<Report> {
+/**
+ * `memlane compare` on one model in its own orchestrator (the probe run shape unless given);
+ * its report. Also what bench:estimate measures with.
+ */
+export async function compareInFreshProcess(
+  file: string, evalSamples: number, outDir: string, shape: { batchSizes: readonly number[]; iterations: number; threads: number } = PROBE_RUN,
+): Promise<Report> {
   mkdirSync(outDir, { recursive: true });
   const args = [
     "--import", "tsx", join(REPO_ROOT, "src/cli/main.ts"), "compare", file, "--runtimes", CALIBRATED_RUNTIMES.join(","),
-    "--batch", PROBE_RUN.batchSizes.join(","), "--iterations", String(PROBE_RUN.iterations), "--threads", String(PROBE_RUN.threads),
+    "--batch", shape.batchSizes.join(","), "--iterations", String(shape.iterations), "--threads", String(shape.threads),
     "--eval-samples", String(evalSamples), "-o", outDir, "-q",
   ];
   const child = await execa(process.execPath, args, { cwd: REPO_ROOT, reject: false, all: true });
   const runs = readdirSync(outDir);
   if (child.exitCode !== 0 || runs.length !== 1)
-    throw new Error(`calibration probe ${file} failed (exit ${child.exitCode}): ${String(child.all ?? "").split("\n").slice(-8).join("\n")}`);
+    throw new Error(`memlane compare on ${file} failed (exit ${child.exitCode}): ${String(child.all ?? "").split("\n").slice(-8).join("\n")}`);
   return JSON.parse(readFileSync(join(outDir, runs[0]!, "report.json"), "utf8")) as Report;
 }
 
