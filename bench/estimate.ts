@@ -24,6 +24,7 @@ const BATCHES = (process.env.BENCH_BATCH ?? "1,8").split(",").map(Number);
 const EVAL = Number(process.env.BENCH_EVAL ?? 256);
 const log = (l: string) => process.stderr.write(`${l}\n`);
 const pct = (x: number) => `${x > 0 ? "+" : ""}${x.toFixed(1)} %`;
+const absPct = (x: number) => `${x.toFixed(1)} %`;
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length ? (s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2) : NaN;
@@ -88,5 +89,5 @@ console.log(textTable(["model", "runtime", "est. RSS", "RSS", "err", "est. peak"
 console.log("");
 const abs = (xs: number[]) => xs.map(Math.abs);
 console.log(textTable(["runtime", "steady RSS |err| median", "max", "peak RSS |err| median", "max", "every phase's RSS |err| median", "max"],
-  Object.entries(errors).map(([rt, e]) => [rt, pct(median(abs(e.steady))), pct(Math.max(...abs(e.steady))), pct(median(abs(e.peak))), pct(Math.max(...abs(e.peak))), pct(median(abs(e.all))), pct(Math.max(...abs(e.all)))])));
-console.log(`\nnaive formula, steady RSS |err|: median ${pct(median(abs(naiveErrors)))}, max ${pct(Math.max(...abs(naiveErrors)))}`);
+  Object.entries(errors).map(([rt, e]) => [rt, absPct(median(abs(e.steady))), absPct(Math.max(...abs(e.steady))), absPct(median(abs(e.peak))), absPct(Math.max(...abs(e.peak))), absPct(median(abs(e.all))), absPct(Math.max(...abs(e.all)))])));
+console.log(`\nnaive formula, steady RSS |err|: median ${absPct(median(abs(naiveErrors)))}, max ${absPct(Math.max(...abs(naiveErrors)))}`);

@@ -5,6 +5,7 @@
  * the same names the page exposes on `window.__memlane`.
  */
 import type { PhaseReport, Report, RuntimeReport } from "../schema.ts";
+import { estimateCharts } from "./estimates.ts";
 import { kindCharts } from "./kinds.ts";
 import { latencyCharts } from "./latency.ts";
 
@@ -32,7 +33,7 @@ export interface PhaseBand {
 export interface ChartSpec {
   id: string;
   /** Page section the chart belongs to. */
-  section: "timeline" | "phases" | "kinds" | "latency" | "stages";
+  section: "timeline" | "phases" | "kinds" | "estimate" | "latency" | "stages";
   type: "line" | "bar";
   title: string;
   /** Category labels (bar charts); for timelines, the labels of the phase bands. */
@@ -255,5 +256,5 @@ export function stageChart(report: Report, t0: number): ChartSpec[] {
 /** Every chart of the page, in page order. */
 export function buildCharts(report: Report): ChartSpec[] {
   const t0 = reportT0(report);
-  return [...timelineCharts(report, t0), ...phaseCharts(report), ...kindCharts(report), ...latencyCharts(report), ...stageChart(report, t0)];
+  return [...timelineCharts(report, t0), ...phaseCharts(report), ...kindCharts(report), ...estimateCharts(report), ...latencyCharts(report), ...stageChart(report, t0)];
 }

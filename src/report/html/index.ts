@@ -78,6 +78,8 @@ export function renderHtmlReport(report: Report): string {
       "Each process's own /proc/self/smaps at its phase ends, grouped by kind: libraries by package, heap, anonymous memory, " +
         "thread stacks, model and plan files, /dev/shm segments, GPU driver mappings. One colour per kind on every chart. " +
         "Growth of a phase = its end minus the reading before it (docs/memory.md)."),
+    section("estimate", "Estimate vs measured", of("estimate"),
+      "Predicted before the run from the ONNX graph and this machine's calibration (memlane estimate; docs/memory.md); the naive formula is parameters × 4 B + a batch of inputs × 4 B."),
     section("latency", "Latency", of("latency"), "Measured inside each worker around the runtime's own call; no transport included."),
     section("numerics", "Numerics", numericsTable(report)),
     section("stages", "Pipeline stages", of("stages") + stagesTable(report, t0)),
