@@ -66,3 +66,18 @@ export function compareWithMeasured(e: RuntimeEstimate, r: RuntimeReport): Phase
   }
   return out;
 }
+
+/** The highest predicted peak over the phases, and what it is made of (for a refused stage's message). */
+export function predictedPeak(c: Calibration, runtime: string, f: Features): { peakMiB: number; parts: string } | null {
+  const m = c.models[runtime];
+  if (!m || m.phases.length === 0) return null;
+  let best: { phase: string; v: number } | null = null;
+  for (const phase of m.phases) {
+    const v = predict(m.fits[phase]!.peak, f);
+    if (!best || v > best.v) best = { phase, v };
+  }
+  const [c0, cw, ccw, ca, ce] = m.fits[best!.phase]!.peak.coef;
+  const mib = (x: number) => `${x.toFixed(1)} MiB`;
+  const parts = `${runtime} ${best!.phase}: fixed ${mib(c0)} + weights ${mib(cw * f.weightMiB + ccw * f.convWeightMiB)} + activations ${mib(ca * f.activationMiB)} + eval set ${mib(ce * f.evalMiB)}`;
+  return { peakMiB: Math.max(0, best!.v), parts };
+}

@@ -5,6 +5,7 @@
  */
 import { Pipeline } from "./builder.ts";
 import { runDag, StageError, type DagNode } from "./scheduler.ts";
+import { availableMiB, predictStagePeak, reportEstimates } from "./memory-plan.ts";
 import { createRunDir } from "./run-dir.ts";
 import { createProgress } from "./progress.ts";
 import { RunSession } from "./session.ts";
@@ -14,7 +15,6 @@ import { runCheckpointLoad, runPythonStage } from "./exec-misc.ts";
 import { referenceRuntime, updateNumerics } from "./numerics.ts";
 import { runSummary } from "./summary.ts";
 import { budgetLimits } from "./budgets.ts";
-import { type EstimateReport, estimatesForReport } from "../estimate/report-estimates.ts";
 import { checkLimits, type LimitCheck } from "../report/limits.ts";
 import { checkInt, checkOneOf, OptionError, type PipelineOptions } from "./options.ts";
 import type { StageDef } from "./stages.ts";
@@ -41,6 +41,12 @@ export interface RunPipelineOptions {
   quiet?: boolean;
   /** Aborting stops every running stage and its worker. */
   signal?: AbortSignal;
+  /**
+   * Host RAM the stages may take together, MiB (default: MemAvailable at the start): stages
+   * with a predicted peak (ONNX runtimes, from this machine's calibration) start together
+   * only while their predictions fit, and one predicted above it fails before it starts.
+   */
+  memoryBudgetMiB?: number;
   /**
    * Input tensors of at least 1 MiB go to workers that read shared memory through /dev/shm
    * segments of this run (default true); false sends every tensor as a frame.
@@ -75,12 +81,13 @@ export interface ResolvedRunPipelineOptions {
   readonly quiet: boolean;
   readonly signal: AbortSignal | undefined;
   readonly sharedMemory: boolean;
+  readonly memoryBudgetMiB: number;
 }
 
 export const RUN_DEFAULTS = Object.freeze({ outDir: "runs", quiet: false });
 
 export function resolveRunOptions(p: Pipeline, opts: RunPipelineOptions): ResolvedRunPipelineOptions {
-  const known = ["outDir", "concurrency", "device", "io", "quiet", "signal", "sharedMemory"];
+  const known = ["outDir", "concurrency", "device", "io", "quiet", "signal", "sharedMemory", "memoryBudgetMiB"];
   for (const k of Object.keys(opts)) if (!known.includes(k)) throw new OptionError(`runPipeline options.${k}`, `one of ${known.join(", ")}`, k);
   const outDir = opts.outDir ?? RUN_DEFAULTS.outDir;
   if (typeof outDir !== "string" || outDir === "") throw new OptionError("outDir", "a directory path", outDir);
@@ -94,7 +101,13 @@ export function resolveRunOptions(p: Pipeline, opts: RunPipelineOptions): Resolv
     quiet: opts.quiet ?? RUN_DEFAULTS.quiet,
     signal: opts.signal,
     sharedMemory: opts.sharedMemory ?? true,
+    memoryBudgetMiB: opts.memoryBudgetMiB === undefined ? availableMiB() : checkPositive("memoryBudgetMiB", opts.memoryBudgetMiB),
   });
+}
+
+function checkPositive(option: string, v: unknown): number {
+  if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) throw new OptionError(option, "a positive number of MiB", v);
+  return v;
 }
 
 async function gpuProbe(): Promise<RunSession["gpuProbe"]> {
@@ -142,6 +155,7 @@ function node(s: RunSession, def: StageDef): DagNode<unknown> {
     name: def.name,
     after: def.after,
     exclusive: def.exclusive,
+    predictPeak: () => predictStagePeak(s, def),
     run: async (signal) => {
       const meta: StageMeta = { kind: def.kind === "python" ? "inline" : def.kind, worker: "python", pid: null };
       const startMs = Date.now();
@@ -181,22 +195,6 @@ function node(s: RunSession, def: StageDef): DagNode<unknown> {
   };
 }
 
-/** Estimate vs measured for the ONNX runtimes; a failure of the estimate never fails the run. */
-async function reportEstimates(report: Report, stages: readonly StageDef[], s: RunSession): Promise<EstimateReport> {
-  const runs = new Map<string, { onnx: string; run: { maxBatch: number; evalSamples: number } }>();
-  for (const d of stages) {
-    if (d.kind !== "benchmark") continue;
-    const onnx = (s.results.get(d.opts.from ?? "") as { onnx?: string } | undefined)?.onnx;
-    if (!onnx || !s.heldout) continue;
-    runs.set(d.runtime, { onnx, run: { maxBatch: Math.max(...(d.opts.batchSizes ?? s.options.batchSizes)), evalSamples: s.heldout.shape[0]! } });
-  }
-  try {
-    return await estimatesForReport(report, runs);
-  } catch (err) {
-    return { status: "unavailable", reason: `the estimate failed: ${(err as Error).message.split("\n")[0]}`, calibratedAt: null, naiveMiB: null, runtimes: [] };
-  }
-}
-
 /** Runs `p` end to end; rejects with a StageError naming the stage that failed. */
 export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): Promise<RunOutcome> {
   // Duck-typed: a pipeline module may load another copy of memlane than the CLI's.
@@ -204,7 +202,7 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
   const looksBuilt = p instanceof Pipeline || (typeof q?.name === "string" && Array.isArray(q?.stages) && typeof q?.options === "object");
   if (!looksBuilt) throw new OptionError("pipeline", "a Pipeline built with pipeline()", p);
   const stages = p.stages; // validates the graph before anything starts
-  const { outDir, concurrency, device, io, quiet, signal, sharedMemory } = resolveRunOptions(p, opts);
+  const { outDir, concurrency, device, io, quiet, signal, sharedMemory, memoryBudgetMiB } = resolveRunOptions(p, opts);
   const progress = createProgress(io, quiet);
   const { runId, runDir } = await createRunDir(outDir);
   // Input tensors of >= 1 MiB reach workers that read shared memory through /dev/shm
@@ -225,7 +223,7 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
       numericsReference: referenceRuntime(s),
     });
   try {
-    await runDag(stages.map((d) => node(s, d)), { concurrency, ...(signal ? { signal } : {}) });
+    await runDag(stages.map((d) => node(s, d)), { concurrency, memory: { budgetMiB: memoryBudgetMiB }, ...(signal ? { signal } : {}) });
   } catch (err) {
     // Stages never started are part of the record too.
     for (const d of stages)
