@@ -7,7 +7,8 @@
 import { mk } from "./fold-math.ts";
 import { GraphIndex, otherInput, replaceNodes } from "./fuse-match.ts";
 import type { Inferred } from "./infer.ts";
-import { type LNode, numel } from "./ir.ts";
+import { type ConstTensor, type LNode, numel } from "./ir.ts";
+import { expandTo } from "./ops-transformer.ts";
 
 function trailingAxis(mean: LNode, rank: number): number | undefined {
   const axes = mean.attrs.axes as number[] | undefined;
@@ -18,30 +19,11 @@ function trailingAxis(mean: LNode, rank: number): number | undefined {
 /** Name of a weight equal to `name` broadcast to exactly `norm`, or undefined if it does not fit. */
 function affine(inf: Inferred, name: string, norm: number[], base: string): string | undefined {
   const c = inf.consts.get(name);
-  if (!c) return undefined;
-  const dims = [...c.dims];
-  while (dims.length > norm.length && dims[0] === 1) dims.shift();
-  if (dims.length > norm.length) return undefined;
-  const pad = norm.length - dims.length;
-  if (dims.some((d, i) => d !== 1 && d !== norm[pad + i])) return undefined;
-  if (numel(dims) === numel(norm)) return name;
-  const total = numel(norm);
-  const wd = [...new Array<number>(pad).fill(1), ...dims];
-  const full = new Float32Array(total);
-  for (let k = 0; k < total; k++) {
-    let rem = k, src = 0, stride = 1;
-    for (let d = norm.length - 1; d >= 0; d--) {
-      const q = rem % norm[d]!;
-      rem = Math.floor(rem / norm[d]!);
-      if (wd[d] !== 1) src += q * stride;
-      stride *= wd[d]!;
-    }
-    full[k] = c.data[src]!;
-  }
-  return fresh(inf, `${base}`, mk(true, norm, full));
+  const full = c && expandTo(c, norm);
+  return full && fresh(inf, base, full);
 }
 
-function fresh(inf: Inferred, base: string, t: ReturnType<typeof mk>): string {
+function fresh(inf: Inferred, base: string, t: ConstTensor): string {
   let name = base;
   for (let k = 1; inf.consts.has(name) || inf.shapes.has(name); k++) name = `${base}_${k}`;
   inf.consts.set(name, t);

@@ -10,29 +10,38 @@ import { type Lowering, type OpCtx, requireWeight, shapeError } from "./op-ctx.t
 import * as conv from "./ops-conv.ts";
 import * as tensor from "./ops-tensor.ts";
 
-/** A per-element weight over the normalised dims, expanded to exactly `norm` when it broadcasts. */
-function normWeight(c: OpCtx, i: number, what: string, norm: number[]): string {
-  const w = requireWeight(c, i, what);
-  const dims = broadcastDims(w.dims, norm);
-  if (w.dims.length > norm.length || !dims || dims.some((d, k) => d !== norm[k])) {
-    throw shapeError(c, `${what} [${w.dims}] does not broadcast to the normalised dims [${norm}]`);
-  }
-  if (numel(w.dims) === numel(norm)) return c.node.inputs[i]!;
-  const total = numel(norm);
+/**
+ * `t` broadcast (numpy rules) to exactly `dims`, dropping leading 1s beyond their rank, or
+ * undefined when it does not broadcast to them; `t` itself when it already has their size.
+ */
+export function expandTo(t: ConstTensor, dims: number[]): ConstTensor | undefined {
+  const td = [...t.dims];
+  while (td.length > dims.length && td[0] === 1) td.shift();
+  if (td.length > dims.length) return undefined;
+  const wd = [...new Array<number>(dims.length - td.length).fill(1), ...td];
+  if (wd.some((d, i) => d !== 1 && d !== dims[i])) return undefined;
+  const total = numel(dims);
+  if (numel(wd) === total) return { ...t, dims: [...dims] };
   const full = new Float32Array(total);
-  // Right-aligned broadcast of w over norm (numpy rules; w has no more dims than norm).
-  const wd = [...new Array<number>(norm.length - w.dims.length).fill(1), ...w.dims];
   for (let k = 0; k < total; k++) {
     let rem = k, src = 0, stride = 1;
-    for (let d = norm.length - 1; d >= 0; d--) {
-      const q = rem % norm[d]!;
-      rem = Math.floor(rem / norm[d]!);
+    for (let d = dims.length - 1; d >= 0; d--) {
+      const q = rem % dims[d]!;
+      rem = Math.floor(rem / dims[d]!);
       if (wd[d] !== 1) src += q * stride;
       stride *= wd[d]!;
     }
-    full[k] = w.data[src]!;
+    full[k] = t.data[src]!;
   }
-  return c.addConst(`${c.node.inputs[i]}.full`, mk(true, norm, full));
+  return mk(true, dims, full);
+}
+
+/** A per-element weight over the normalised dims, as a weight of exactly those dims. */
+function normWeight(c: OpCtx, i: number, what: string, norm: number[]): string {
+  const w = requireWeight(c, i, what);
+  const full = expandTo(w, norm);
+  if (!full) throw shapeError(c, `${what} [${w.dims}] does not broadcast to the normalised dims [${norm}]`);
+  return c.addConst(`${c.node.inputs[i]}.ln`, full);
 }
 
 export const LayerNormalization: Lowering = (c) => {

@@ -7,7 +7,7 @@ import { type PlanFile, weightData } from "../../src/compiler/index.ts";
 import { type Attr, type Init, type ModelSpec, type NodeSpec, modelBytes } from "../unit/compiler-onnx-builder.ts";
 
 /** Plan attributes that ONNX types as floats (msgpack may have stored them as ints). */
-const FLOAT_ATTRS = new Set(["alpha", "beta"]);
+const FLOAT_ATTRS = new Set(["alpha", "beta", "epsilon"]);
 
 const RENAME: Record<string, string> = {
   kernel: "kernel_shape", ceilMode: "ceil_mode", countIncludePad: "count_include_pad",
@@ -27,6 +27,14 @@ export function planToOnnx(plan: PlanFile): Uint8Array {
     while (inputs.length > 0 && inputs[inputs.length - 1] === "") inputs.pop();
     for (const [k, v] of Object.entries(op.attrs)) {
       if (k === "activation") continue;
+      // ONNX takes Pow's exponent and (opset 18+) Reduce*'s axes as inputs, not attributes.
+      if ((op.op === "Pow" && k === "exponent") || (op.op.startsWith("Reduce") && k === "axes")) {
+        const isAxes = k === "axes";
+        const data = isAxes ? (v as number[]) : [v as number];
+        inits.push({ name: `${k}${i}`, dims: isAxes ? [data.length] : [], data, type: isAxes ? "int64" : "float" });
+        inputs = [...inputs, `${k}${i}`];
+        continue;
+      }
       if (op.op === "Reshape" && k === "shape") {
         inits.push({ name: `shape${i}`, dims: [(v as number[]).length], data: v as number[], type: "int64" });
         inputs = [...inputs, `shape${i}`];
