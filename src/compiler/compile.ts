@@ -8,6 +8,7 @@ import { loadOnnx } from "./load.ts";
 import { topoSort } from "./order.ts";
 import type { PlanHeader } from "./plan-format.ts";
 import { readPlan } from "./read.ts";
+import { fuseAttention } from "./fuse-attention.ts";
 import { fuseGelu } from "./fuse-gelu.ts";
 import { fuseLayerNorm } from "./fuse-layernorm.ts";
 import { foldBatchNorm, fuseRelu, pruneDead } from "./rewrite.ts";
@@ -65,6 +66,7 @@ export function compileGraph(g: Graph, producer = DEFAULTS.producer) {
   fuseRelu(inf);
   fuseLayerNorm(inf);
   fuseGelu(inf);
+  fuseAttention(inf);
   const dead = pruneDead(inf);
   if (dead.length > 0) inf.warnings.push(`removed ${dead.length} node(s) whose results no output uses: ${dead.slice(0, 5).join(", ")}`);
   const lives: Lifetime[] = lifetimes(inf.nodes, inf.inputs, inf.outputs, inf.shapes);

@@ -2,7 +2,10 @@
 import { CompileError } from "./errors.ts";
 import type { Node } from "./ir.ts";
 
-/** Ops memlane-rt computes; exactly the table in docs/plan-format.md. */
+/**
+ * Ops memlane-rt computes; exactly the table in docs/plan-format.md, less the ops only the
+ * compiler's fusions produce (Attention), which are no ONNX op it accepts.
+ */
 export const SUPPORTED_OPS: readonly string[] = Object.freeze([
   "Conv", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf",
   "LeakyRelu", "Gelu", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape",

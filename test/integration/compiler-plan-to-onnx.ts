@@ -43,6 +43,17 @@ export function planToOnnx(plan: PlanFile): Uint8Array {
       attrs[RENAME[k] ?? k] = FLOAT_ATTRS.has(k) ? { f: v as number } : (v as Attr);
     }
     const outputs = op.outputs.map(name);
+    if (op.op === "Attention") {
+      // The fused op back in primitives: MatMul, Mul by scale, Add mask, Softmax, MatMul.
+      const [q, kt, v, mask] = op.inputs.map(name);
+      inits.push({ name: `scale${i}`, dims: [], data: [op.attrs.scale as number] });
+      nodes.push({ op: "MatMul", inputs: [q!, kt!], outputs: [`qk${i}`] });
+      nodes.push({ op: "Mul", inputs: [`qk${i}`, `scale${i}`], outputs: [`sc${i}`] });
+      if (mask) nodes.push({ op: "Add", inputs: [`sc${i}`, mask], outputs: [`mk${i}`] });
+      nodes.push({ op: "Softmax", inputs: [mask ? `mk${i}` : `sc${i}`], outputs: [`p${i}`], attrs: { axis: -1 } });
+      nodes.push({ op: "MatMul", inputs: [`p${i}`, v!], outputs, name: op.name });
+      return;
+    }
     if (op.attrs.activation === "relu") {
       nodes.push({ op: op.op, inputs, outputs: [`pre${i}`], attrs, name: op.name });
       nodes.push({ op: "Relu", inputs: [`pre${i}`], outputs, name: `${op.name}.relu` });

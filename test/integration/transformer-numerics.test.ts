@@ -99,14 +99,15 @@ beforeAll(async () => {
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("transformer blocks: compiler", () => {
-  it("exports every block with both exporters and fuses each LayerNorm and Gelu into one op", async () => {
+  it("exports every block with both exporters and fuses each LayerNorm, Gelu and attention into one op", async () => {
     for (const name of MUST) {
       const plan = await compiled(name);
       const ops = readPlan(plan!).header.ops.map((o) => o.op);
       const count = (op: string) => ops.filter((o) => o === op).length;
       expect(count("LayerNormalization"), `${name}: ${ops.join(" ")}`).toBe(2);
       expect(count("Gelu"), `${name}: ${ops.join(" ")}`).toBe(1);
-      for (const gone of ["ReduceMean", "Pow", "Sqrt", "Erf", "Tanh"]) expect(ops, name).not.toContain(gone);
+      expect(count("Attention"), `${name}: ${ops.join(" ")}`).toBe(1);
+      for (const gone of ["ReduceMean", "Pow", "Sqrt", "Erf", "Tanh", "Softmax"]) expect(ops, name).not.toContain(gone);
     }
   });
 

@@ -152,4 +152,25 @@ describe("compiler: fusions", () => {
     expect(ops(off.h)).toContain("Tanh");
     expect(ops(off.h)).not.toContain("Gelu");
   });
+
+  it("fuses MatMul(Q, K^T) -> scale -> + mask -> Softmax -> MatMul(., V) into Attention, unless the scores are read elsewhere", async () => {
+    const spec = (outputs: string[], div = true): ModelSpec => ({
+      inputs: [["q", ["N", 2, 5, 4]], ["kt", ["N", 2, 4, 5]], ["v", ["N", 2, 5, 3]]], outputs,
+      inits: [init("c", [], [2]), init("mask", [1, 1, 5, 5])],
+      nodes: [
+        node("MatMul", ["q", "kt"], ["s"]), node(div ? "Div" : "Mul", ["s", "c"], ["sc"]), node("Add", ["sc", "mask"], ["m"]),
+        node("Softmax", ["m"], ["p"], { axis: -1 }), node("MatMul", ["p", "v"], ["y"]),
+      ],
+    });
+    const { h } = await compile(spec(["y"]));
+    expect(ops(h)).toEqual(["Attention"]);
+    expect(h.ops[0]!.attrs.scale).toBe(0.5);
+    expect(h.ops[0]!.inputs).toHaveLength(4);
+    expect(outShape(h)).toEqual([-1, 2, 5, 3]);
+    const mul = await compile(spec(["y"], false));
+    expect(mul.h.ops[0]!.attrs.scale).toBe(2);
+    const probsOut = await compile(spec(["y", "p"]));
+    expect(ops(probsOut.h)).toContain("Softmax");
+    expect(ops(probsOut.h)).not.toContain("Attention");
+  });
 });

@@ -278,6 +278,50 @@ static void test_attention_chain() {
   RunResult r = run_plan(pb, n, {q, kt, v});
   CHECK_MSG(r.status == Status::kOk, r.message);
   if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 1e-5f, "attention chain");
+  // The same as one fused Attention op (what src/compiler/fuse-attention.ts emits), with one
+  // and two threads; and with S above the kernel's row block (several blocks a slice).
+  for (int threads : {1, 2}) {
+    PlanBuilder fb;
+    int fq = fb.input("q", {H, T, d}), fk = fb.input("kt", {H, d, T}), fv = fb.input("v", {H, T, d});
+    int fm = fb.weight("mask", {1, 1, T, T}, mask);
+    int fy = fb.output("y", {H, T, d});
+    fb.op("Attention", {fq, fk, fv, fm}, {fy}, {{"scale", 0.5}});
+    RunResult f = run_plan(fb, n, {q, kt, v}, threads);
+    CHECK_MSG(f.status == Status::kOk, f.message);
+    if (f.status == Status::kOk) CHECK_CLOSE(f.outputs[0], ref, 1e-5f, "fused attention");
+  }
+}
+
+// Fused Attention with a per-sample activation mask [n, 1, 1, T] (BERT's padding mask) and
+// more query rows than one block, against the unfused ops on the same plan runner.
+static void test_attention_fused_activation_mask() {
+  Rng rng;
+  const int64_t n = 3, H = 2, S = 70, d = 5;
+  V q = rng.vec(size_t(n * H * S * d)), kt = rng.vec(size_t(n * H * d * S)), v = rng.vec(size_t(n * H * S * d));
+  V mask = rng.vec(size_t(n * S));
+  auto build = [&](bool fused) {
+    PlanBuilder pb;
+    int qi = pb.input("q", {H, S, d}), ki = pb.input("kt", {H, d, S}), vi = pb.input("v", {H, S, d});
+    int mi = pb.input("mask", {1, 1, S});
+    int yi = pb.output("y", {H, S, d});
+    if (fused) {
+      pb.op("Attention", {qi, ki, vi, mi}, {yi}, {{"scale", 0.25}});
+      return pb;
+    }
+    int s1 = pb.act("scores", {H, S, S}), s2 = pb.act("scaled", {H, S, S}), s3 = pb.act("masked", {H, S, S});
+    int p = pb.act("probs", {H, S, S});
+    int sc = pb.weight("scale", {1}, {0.25f});
+    pb.op("MatMul", {qi, ki}, {s1});
+    pb.op("Mul", {s1, sc}, {s2});
+    pb.op("Add", {s2, mi}, {s3});
+    pb.op("Softmax", {s3}, {p}, {{"axis", int64_t(3)}});
+    pb.op("MatMul", {p, vi}, {yi});
+    return pb;
+  };
+  RunResult want = run_plan(build(false), n, {q, kt, v, mask});
+  RunResult got = run_plan(build(true), n, {q, kt, v, mask}, 2);
+  CHECK_MSG(want.status == Status::kOk && got.status == Status::kOk, want.message + got.message);
+  if (want.status == Status::kOk && got.status == Status::kOk) CHECK_CLOSE(got.outputs[0], want.outputs[0], 1e-5f, "fused attention, activation mask");
 }
 
 int main() {
@@ -286,5 +330,6 @@ int main() {
   test_math();
   test_reduce();
   test_attention_chain();
+  test_attention_fused_activation_mask();
   return finish("transformer_ops_test");
 }

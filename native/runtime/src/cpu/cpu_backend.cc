@@ -145,6 +145,7 @@ class CpuBackend final : public Backend {
           k = cpu::make_math(bc, op, &st, message); break;
         case OpType::kReduceMean: case OpType::kReduceSum: case OpType::kReduceMax:
           k = cpu::make_reduce(bc, op, &st, message); break;
+        case OpType::kAttention: k = cpu::make_attention(bc, op, &st, message); break;
       }
       if (!k) return st == Status::kOk ? Status::kUnsupportedOp : st;
       ws = std::max(ws, k->workspace_floats(chunk));

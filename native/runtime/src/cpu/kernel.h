@@ -80,6 +80,7 @@ std::unique_ptr<Kernel> make_layernorm(const BuildCtx&, const Op&, Status*, std:
 std::unique_ptr<Kernel> make_matmul_batched(const BuildCtx&, const Op&, Status*, std::string*);
 std::unique_ptr<Kernel> make_math(const BuildCtx&, const Op&, Status*, std::string*);  // Pow, Sqrt, Exp, ...
 std::unique_ptr<Kernel> make_reduce(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_attention(const BuildCtx&, const Op&, Status*, std::string*);  // attention.cc
 
 // Shared helpers for factories.
 std::string shape_str(const std::vector<int64_t>& s);

@@ -26,7 +26,7 @@ const char* name_of(OpType t) {
                                        "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten",
                                        "Reshape", "Transpose", "Concat", "Softmax",
                                        "LayerNormalization", "Pow", "Sqrt", "Reciprocal", "Exp", "Neg",
-                                       "Log", "Abs", "ReduceMean", "ReduceSum", "ReduceMax"};
+                                       "Log", "Abs", "ReduceMean", "ReduceSum", "ReduceMax", "Attention"};
   const size_t i = static_cast<size_t>(t);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";
 }
@@ -139,6 +139,64 @@ bool batched_desc(const Plan& plan, const Op& op, int64_t batch, BatchedMatMulDe
   if (!strides(A, d->a_stride) || !strides(B, d->b_stride)) {
     *why = "operands A " + shape_str(A.shape) + " and B " + shape_str(B.shape) + " do not broadcast to " + shape_str(Y.shape);
     return false;
+  }
+  return true;
+}
+
+// The fused Attention op (cpu attention.cc's rules): Q, Kt, V, Y activations of one rank with
+// equal leading dims; an optional mask broadcasting to the scores [lead..., S, T].
+bool attention_desc(const Plan& plan, const Op& op, int64_t batch, AttentionDesc* d, std::string* why) {
+  if (op.inputs.size() < 3 || op.inputs.size() > 4 || op.inputs[1] < 0 || op.inputs[2] < 0) {
+    *why = "expects Q, Kt, V and an optional mask";
+    return false;
+  }
+  const TensorInfo &Q = plan.tensors[op.inputs[0]], &KT = plan.tensors[op.inputs[1]], &V = plan.tensors[op.inputs[2]];
+  const TensorInfo& Y = plan.tensors[op.outputs[0]];
+  const size_t r = Q.shape.size();
+  auto lead_eq = [&](const TensorInfo& t) {
+    return !t.is_weight() && t.shape.size() == r && std::equal(t.shape.begin(), t.shape.end() - 2, Q.shape.begin());
+  };
+  if (Q.is_weight() || r < 3 || r - 2 > size_t(kMaxRank) || !lead_eq(KT) || !lead_eq(V) || !lead_eq(Y)) {
+    *why = "needs activations Q, Kt, V, Y of one rank (3..8) with equal leading dims; Q " + shape_str(Q.shape);
+    return false;
+  }
+  d->lead = static_cast<int>(r - 2);
+  d->S = Q.shape[r - 2]; d->d = Q.shape[r - 1]; d->T = KT.shape[r - 1]; d->dv = V.shape[r - 1];
+  d->scale = op.attrs.scale;
+  if (KT.shape[r - 2] != d->d || V.shape[r - 2] != d->T || Y.shape[r - 2] != d->S || Y.shape[r - 1] != d->dv) {
+    *why = "shapes do not line up: Q " + shape_str(Q.shape) + ", Kt " + shape_str(KT.shape) + ", V " + shape_str(V.shape);
+    return false;
+  }
+  if (d->T > kAttentionMaxT) {
+    *why = "key length " + std::to_string(d->T) + " above the kernel's " + std::to_string(kAttentionMaxT);
+    return false;
+  }
+  d->dims[0] = batch;
+  for (int i = 1; i < d->lead; ++i) d->dims[i] = Q.shape[size_t(i)];
+  if (op.inputs.size() == 4 && op.inputs[3] != kAbsentInput) {
+    const TensorInfo& M = plan.tensors[op.inputs[3]];
+    const int mr = static_cast<int>(M.shape.size()), full = static_cast<int>(r);
+    if (mr > full || (!M.is_weight() && mr != full)) {
+      *why = "mask " + shape_str(M.shape) + " does not broadcast to the scores";
+      return false;
+    }
+    int64_t st = 1, strides[kMaxRank + 2] = {};
+    for (int i = full - 1; i >= 0; --i) {
+      const int mi = i - (full - mr);
+      if (mi < 0) continue;
+      const int64_t md = M.shape[size_t(mi)];
+      if (i == 0 && !M.is_weight()) { strides[0] = st; continue; }
+      const int64_t want = i == full - 1 ? d->T : i == full - 2 ? d->S : i == 0 ? -1 : Q.shape[size_t(i)];
+      if (md != 1 && md != want) {
+        *why = "mask " + shape_str(M.shape) + " does not broadcast to the scores";
+        return false;
+      }
+      strides[i] = md == 1 ? 0 : st;
+      st *= md;
+    }
+    for (int i = 0; i < d->lead; ++i) d->mask_stride[i] = strides[i];
+    d->mask_row = strides[full - 2];
+    d->mask_col = strides[full - 1];
   }
   return true;
 }
@@ -327,6 +385,13 @@ Status check_op(const Plan& plan, const Op& op, std::string* message) {
       if (X.is_weight()) return bad("input must be an activation");
       if (X.elements() != Y.elements()) return bad("input " + shape_str(X.shape) + " and output " + shape_str(Y.shape) + " differ");
       return Status::kOk;
+    case OpType::kAttention: {
+      if (!need(3, 4)) return in_count(3, 4);
+      AttentionDesc d;
+      std::string why;
+      if (!attention_desc(plan, op, 1, &d, &why)) return bad(why);
+      return Status::kOk;
+    }
     case OpType::kReduceMean: case OpType::kReduceSum: case OpType::kReduceMax: {
       if (!need(1, 1)) return in_count(1, 1);
       if (X.is_weight() || X.shape.size() < 2 || X.shape.size() > size_t(kMaxRank))
@@ -547,6 +612,15 @@ Status run_op(const ForwardEnv& env, const Op& op, int64_t batch, cudaStream_t s
       const ReduceOp k = op.type == OpType::kReduceMax ? ReduceOp::kMax
                          : op.type == OpType::kReduceSum ? ReduceOp::kSum : ReduceOp::kMean;
       CUDA_CHECK(reduce(k, p, ptr(in(0)), ptr(op.outputs[0]), d, s));
+      return Status::kOk;
+    }
+    case OpType::kAttention: {
+      AttentionDesc d;
+      std::string why;
+      if (!attention_desc(plan, op, batch, &d, &why)) return unsupported(op, why, message);
+      if (dry) return Status::kOk;
+      const bool masked = op.inputs.size() == 4 && op.inputs[3] != kAbsentInput;
+      CUDA_CHECK(attention(p, ptr(in(0)), ptr(in(1)), ptr(in(2)), masked ? ptr(in(3)) : nullptr, ptr(op.outputs[0]), d, s));
       return Status::kOk;
     }
     default:

@@ -130,4 +130,20 @@ struct BatchedMatMulDesc {
 cudaError_t matmul_batched(const CublasApi& api, cublasHandle_t h, Prec p, const void* A, const void* B, void* Y,
                            const BatchedMatMulDesc& d, cudaStream_t s, int* cublas_status);
 
+// ops/attention.cu: the fused Attention op, y = softmax(q x kt * scale + mask) x v per slice of
+// the leading dims (q [S, d], kt [d, T], v [T, dv], y [S, dv] contiguous per slice); the mask
+// element (slice, i, j) is at mask[off(slice) + i * mask_row + j * mask_col] (null: none).
+// One block per query row, the T scores in shared memory (T <= kAttentionMaxT).
+inline constexpr int64_t kAttentionMaxT = 8192;
+struct AttentionDesc {
+  int lead = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t mask_stride[kMaxRank] = {};
+  int64_t mask_row = 0, mask_col = 0;
+  int64_t S = 0, T = 0, d = 0, dv = 0;
+  float scale = 1.f;
+};
+cudaError_t attention(Prec p, const void* q, const void* kt, const void* v, const void* mask, void* y,
+                      const AttentionDesc& d, cudaStream_t s);
+
 }  // namespace memlane::cuda

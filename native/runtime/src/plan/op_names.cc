@@ -36,6 +36,7 @@ const char* op_type_name(OpType t) {
     case OpType::kReduceMean: return "ReduceMean";
     case OpType::kReduceSum: return "ReduceSum";
     case OpType::kReduceMax: return "ReduceMax";
+    case OpType::kAttention: return "Attention";
   }
   return "?";
 }

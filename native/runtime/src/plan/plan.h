@@ -48,6 +48,7 @@ enum class OpType : uint8_t {
   // Transformer ops (float32 activations).
   kLayerNorm, kPow, kSqrt, kReciprocal, kExp, kNeg, kLog, kAbs,
   kReduceMean, kReduceSum, kReduceMax,
+  kAttention,  // fused softmax(Q x Kt * scale + mask) x V
 };
 const char* op_type_name(OpType t);
 
@@ -78,6 +79,7 @@ struct OpAttrs {
   float exponent = 1.0f;                      // Pow (constant scalar exponent)
   std::vector<int> axes;                      // ReduceMean/Sum/Max (sorted, all >= 1)
   bool keepdims = true;                       // ReduceMean/Sum/Max
+  float scale = 1.0f;                         // Attention (scores multiplier)
 };
 
 inline constexpr int32_t kAbsentInput = -1;

@@ -156,7 +156,7 @@ bool parse_op_type(const std::string& s, OpType* t) {
       {"LayerNormalization", OpType::kLayerNorm}, {"Pow", OpType::kPow}, {"Sqrt", OpType::kSqrt},
       {"Reciprocal", OpType::kReciprocal}, {"Exp", OpType::kExp}, {"Neg", OpType::kNeg},
       {"Log", OpType::kLog}, {"Abs", OpType::kAbs}, {"ReduceMean", OpType::kReduceMean},
-      {"ReduceSum", OpType::kReduceSum}, {"ReduceMax", OpType::kReduceMax}};
+      {"ReduceSum", OpType::kReduceSum}, {"ReduceMax", OpType::kReduceMax}, {"Attention", OpType::kAttention}};
   for (const auto& e : kTable)
     if (s == e.n) { *t = e.t; return true; }
   return false;
@@ -247,6 +247,8 @@ bool parse_attrs(Reader& r, const Obj* attrs_obj, OpType t, const std::string& p
     }
     case OpType::kPow:
       return r.as_float(r.need(m, "exponent", p), p + ".exponent", &a->exponent);
+    case OpType::kAttention:
+      return r.as_float(r.need(m, "scale", p), p + ".scale", &a->scale);
     case OpType::kReduceMean:
     case OpType::kReduceSum:
     case OpType::kReduceMax: {

@@ -401,6 +401,30 @@ std::vector<NamedPlan> op_plans() {
   }
   // Transformer ops.
   {
+    NamedPlan np{"Attention, causal weight mask [1,1,S,S]", {}};
+    const int64_t S = 40;
+    std::vector<float> mask(size_t(S * S));
+    for (int64_t i = 0; i < S; ++i)
+      for (int64_t j = 0; j < S; ++j) mask[size_t(i * S + j)] = j > i ? -1e9f : 0.f;
+    int q = np.plan.input("q", {3, S, 8});
+    int kt = np.plan.input("kt", {3, 8, S});
+    int vv = np.plan.input("v", {3, S, 6});
+    int m = np.plan.weight("mask", {1, 1, S, S}, mask);
+    int y = np.plan.output("y", {3, S, 6});
+    np.plan.op("Attention", {q, kt, vv, m}, {y}, Attrs{{"scale", 0.35}});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"Attention, padding mask activation [1,1,T], no heads", {}};
+    int q = np.plan.input("q", {7, 8});
+    int kt = np.plan.input("kt", {8, 9});
+    int vv = np.plan.input("v", {9, 5});
+    int m = np.plan.input("mask", {1, 9});
+    int y = np.plan.output("y", {7, 5});
+    np.plan.op("Attention", {q, kt, vv, m}, {y}, Attrs{{"scale", 0.5}});
+    v.push_back(std::move(np));
+  }
+  {
     NamedPlan np{"LayerNormalization last axis with bias", {}};
     int x = np.plan.input("x", {5, 48});
     int g = np.plan.weight("g", {48}, rnd(48, 81));
