@@ -2,15 +2,20 @@
 import { CompileError } from "./errors.ts";
 import type { Node } from "./ir.ts";
 
-/** Ops memlane-rt computes; exactly the table in docs/plan-format.md. */
+/**
+ * Ops memlane-rt computes; exactly the table in docs/plan-format.md, less the ops only the
+ * compiler's fusions produce (Attention), which are no ONNX op it accepts.
+ */
 export const SUPPORTED_OPS: readonly string[] = Object.freeze([
   "Conv", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf",
   "LeakyRelu", "Gelu", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape",
   "Transpose", "Concat", "Softmax",
+  "LayerNormalization", "Pow", "Sqrt", "Reciprocal", "Exp", "Neg", "Log", "Abs",
+  "ReduceMean", "ReduceSum", "ReduceMax",
 ]);
 
 /** Ops the compiler removes or rewrites into supported ones. */
-export const REWRITTEN_OPS: readonly string[] = Object.freeze(["BatchNormalization", "Identity", "Dropout", "ReduceMean"]);
+export const REWRITTEN_OPS: readonly string[] = Object.freeze(["BatchNormalization", "Identity", "Dropout"]);
 
 /**
  * Ops accepted only when all their inputs are known at compile time (the shape arithmetic
@@ -18,8 +23,8 @@ export const REWRITTEN_OPS: readonly string[] = Object.freeze(["BatchNormalizati
  */
 export const FOLD_ONLY_OPS: readonly string[] = Object.freeze([
   "Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Cast", "Slice", "ConstantOfShape",
-  "Range", "Equal", "Less", "Greater", "Not", "Where", "Expand", "Neg", "Sqrt", "Exp", "Log",
-  "Abs", "Reciprocal", "Pow", "Min", "Max", "Floor", "Ceil", "Size", "CastLike",
+  "Range", "Equal", "Less", "Greater", "Not", "Where", "Expand",
+  "Min", "Max", "Floor", "Ceil", "Size", "CastLike",
 ]);
 
 export function supportedListText(): string {

@@ -152,7 +152,11 @@ bool parse_op_type(const std::string& s, OpType* t) {
       {"MaxPool", OpType::kMaxPool}, {"AveragePool", OpType::kAveragePool},
       {"GlobalAveragePool", OpType::kGlobalAveragePool}, {"Flatten", OpType::kFlatten},
       {"Reshape", OpType::kReshape}, {"Transpose", OpType::kTranspose},
-      {"Concat", OpType::kConcat}, {"Softmax", OpType::kSoftmax}};
+      {"Concat", OpType::kConcat}, {"Softmax", OpType::kSoftmax},
+      {"LayerNormalization", OpType::kLayerNorm}, {"Pow", OpType::kPow}, {"Sqrt", OpType::kSqrt},
+      {"Reciprocal", OpType::kReciprocal}, {"Exp", OpType::kExp}, {"Neg", OpType::kNeg},
+      {"Log", OpType::kLog}, {"Abs", OpType::kAbs}, {"ReduceMean", OpType::kReduceMean},
+      {"ReduceSum", OpType::kReduceSum}, {"ReduceMax", OpType::kReduceMax}, {"Attention", OpType::kAttention}};
   for (const auto& e : kTable)
     if (s == e.n) { *t = e.t; return true; }
   return false;
@@ -230,6 +234,32 @@ bool parse_attrs(Reader& r, const Obj* attrs_obj, OpType t, const std::string& p
       std::vector<int64_t> v;
       if (!r.as_ints(r.need(m, "perm", p), p + ".perm", &v)) return false;
       for (int64_t x : v) a->perm.push_back(int(x));
+      return true;
+    }
+    case OpType::kLayerNorm: {
+      int64_t v;
+      if (!r.as_int(r.need(m, "axis", p), p + ".axis", &v)) return false;
+      if (v < 1 || v > 16) return r.bad(p + ".axis", ">= 1 (full rank, batch first)", std::to_string(v));
+      a->axis = int(v);
+      if (!r.as_float(r.need(m, "epsilon", p), p + ".epsilon", &a->epsilon)) return false;
+      if (!(a->epsilon >= 0.f)) return r.bad(p + ".epsilon", ">= 0", std::to_string(a->epsilon));
+      return true;
+    }
+    case OpType::kPow:
+      return r.as_float(r.need(m, "exponent", p), p + ".exponent", &a->exponent);
+    case OpType::kAttention:
+      return r.as_float(r.need(m, "scale", p), p + ".scale", &a->scale);
+    case OpType::kReduceMean:
+    case OpType::kReduceSum:
+    case OpType::kReduceMax: {
+      std::vector<int64_t> v;
+      if (!r.as_ints(r.need(m, "axes", p), p + ".axes", &v)) return false;
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (v[i] < 1 || v[i] > 16 || (i && v[i] <= v[i - 1]))
+          return r.bad(p + ".axes", "increasing axes >= 1 (full rank, batch first)", std::to_string(v[i]));
+        a->axes.push_back(int(v[i]));
+      }
+      if (const Obj* o = map_get(m, "keepdims")) if (!r.as_bool(o, p + ".keepdims", &a->keepdims)) return false;
       return true;
     }
     default:
