@@ -3,6 +3,7 @@
  * options once there, and maps outcomes to exit codes: 0 ok, 1 pipeline failure, 2 usage
  * error, 130 on Ctrl-C (the supervisor's shutdown handlers stop every worker first).
  */
+import { register } from "node:module";
 import { pathToFileURL } from "node:url";
 import { UsageError } from "./args.ts";
 import { formatFailure } from "./failure.ts";
@@ -78,10 +79,23 @@ export async function main(argv: readonly string[], io: Io = defaultIo()): Promi
   }
 }
 
-/** The process entry: shutdown handlers, main, then exit with its code. */
+let hooksRegistered = false;
+
+/**
+ * Lets a pipeline module live anywhere: "memlane" resolves to this copy, and a TypeScript
+ * module with import/export loads as ESM without a package.json (src/cli/pipeline-hooks.mjs).
+ */
+export function registerPipelineHooks(): void {
+  if (hooksRegistered) return;
+  hooksRegistered = true;
+  register("./pipeline-hooks.mjs", import.meta.url);
+}
+
+/** The process entry: shutdown handlers, module hooks, main, then exit with its code. */
 export async function runCli(argv: readonly string[] = process.argv.slice(2)): Promise<never> {
   const { installShutdownHandlers } = await import("../workers/cleanup.ts");
   installShutdownHandlers();
+  registerPipelineHooks();
   const code = await main(argv);
   // Workers were stopped by the command; exit explicitly so that a library's stray handle
   // (pythonia's timer, a ZeroMQ context) cannot keep a finished run alive.

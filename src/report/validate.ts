@@ -37,6 +37,9 @@ const COMPARISON: Shape = { steady: "array", phases: "array", ratios: "array" };
 const NUMERICS: Shape = { reference: "string|null", runtimes: "array" };
 const GPU: Shape = { status: "string", reason: "string|null", devices: "array" };
 const STAGE: Shape = { name: "string", kind: "string", worker: "string", pid: "number|null", startMs: "number", endMs: "number", status: "string" };
+/** Added since v1 reports were first written: checked when present. */
+const TOP_ADDED: Shape = { outcome: "string", notes: "array" };
+const ATTEMPT: Shape = { attempt: "number", pid: "number|null", startMs: "number", endMs: "number", status: "string", exit: "string|null" };
 const TRACK: Shape = { label: "string", pid: "number", periodMs: "number", samples: "array" };
 const LATENCY: Shape = { p50: "number", p99: "number", mean: "number" };
 /** Present only where the runtime timed requests pipelined (memlane-rt, python-torch on CUDA). */
@@ -117,7 +120,12 @@ export function validateReport(report: unknown): string[] {
     const s = (report["gpu"] as Record<string, unknown>)["status"];
     if (s !== "available" && s !== "unavailable") errors.push(`report.gpu.status: expected "available" or "unavailable", received ${JSON.stringify(s)}`);
   }
-  each(report["stages"], STAGE, "report.stages", errors);
+  each(report["stages"], STAGE, "report.stages", errors, (st, p) => {
+    if ("attempts" in st) each(st["attempts"], ATTEMPT, `${p}.attempts`, errors);
+  });
+  checkPresent(report, TOP_ADDED, "report", errors);
+  if ("outcome" in report && report["outcome"] !== "complete" && report["outcome"] !== "failed")
+    errors.push(`report.outcome: expected "complete" or "failed", received ${JSON.stringify(report["outcome"])}`);
   each(report["timeline"], TRACK, "report.timeline", errors, (t, p) => {
     (t["samples"] as unknown[]).forEach((s, i) => {
       const ok = Array.isArray(s) && s.length === 4 && s.slice(0, 3).every((x) => matches(x, "number")) && matches(s[3], "number|null");
