@@ -5,6 +5,8 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // The fault suite has its own config (vitest.fault.config.ts), run once by scripts/test.sh.
+    exclude: ["test/fault/**", "**/node_modules/**"],
     testTimeout: 120_000,
     hookTimeout: 120_000,
     maxWorkers: 2,

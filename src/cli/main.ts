@@ -1,7 +1,8 @@
 /**
  * `memlane` entry point: dispatches to one module per command (src/cli/commands/), parses
  * options once there, and maps outcomes to exit codes: 0 ok, 1 pipeline failure, 2 usage
- * error, 130 on Ctrl-C (the supervisor's shutdown handlers stop every worker first).
+ * error, 130 on Ctrl-C (SIGINT), 143 on SIGTERM (the shutdown handlers of
+ * src/workers/cleanup.ts stop every worker first and exit with 128 + the signal number).
  */
 import { register } from "node:module";
 import { pathToFileURL } from "node:url";
@@ -10,7 +11,7 @@ import { formatFailure } from "./failure.ts";
 import type { Io } from "./io.ts";
 import { defaultIo } from "./io.ts";
 
-export const EXIT = Object.freeze({ OK: 0, FAILURE: 1, USAGE: 2, INTERRUPTED: 130 });
+export const EXIT = Object.freeze({ OK: 0, FAILURE: 1, USAGE: 2, INTERRUPTED: 130, TERMINATED: 143 });
 
 interface CommandModule {
   spec: import("./args.ts").CommandSpec;
