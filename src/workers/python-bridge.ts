@@ -10,6 +10,8 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { ChildProcess } from "node:child_process";
+import { ErrorCode } from "../transport/protocol.ts";
+import { describeExit, WorkerError } from "./worker-error.ts";
 
 /** The tagged-template bridge a `python` stage receives (pythonia's `py` and `python`). */
 export interface PyBridge {
@@ -112,8 +114,18 @@ export async function openPythonBridge(options: PythonBridgeOptions = {}): Promi
   options.onProcess?.({ pid, exited: exited.then(() => {}) });
   // A first round trip: fails here (not inside the stage) if the interpreter is broken.
   // pythonia evaluates each call with fresh locals; a dict of our own keeps state between calls.
-  const ns = (await m.py`{"__builtins__": __builtins__}`) as { update(v: Record<string, unknown>): Promise<unknown> };
-  await m.builtins.exec("import json as __memlane_json", ns);
+  // pythonia never settles a call whose interpreter died: its exit fails the start-up instead.
+  const died = exited.then(({ exitCode, signal }) => {
+    throw new WorkerError(`the python bridge's interpreter (pid ${pid}) ${describeExit(exitCode ?? undefined, signal ?? undefined)} while starting`, {
+      code: ErrorCode.WORKER_DIED,
+      worker: { name: "python-bridge", pid },
+      ...(exitCode !== null ? { exitCode } : {}),
+      ...(signal !== null ? { signal } : {}),
+    });
+  });
+  died.catch(() => {});
+  const ns = (await Promise.race([m.py`{"__builtins__": __builtins__}`, died])) as { update(v: Record<string, unknown>): Promise<unknown> };
+  await Promise.race([m.builtins.exec("import json as __memlane_json", ns), died]);
   let closed = false;
   const bridge: PyBridge = {
     py: m.py,
