@@ -45,3 +45,33 @@ describe("stage retries", () => {
     expect(note).toBe('stage "bench:native" was retried: attempt 1 (pid 10) ended by SIGKILL; attempt 2 (pid 11) succeeded; its figures come from attempt 2 alone.');
   });
 });
+
+describe("attempts, outcome and notes in the report", () => {
+  it("are written by buildReport, checked by validateReport and shown in report.md", async () => {
+    const { realisticRun } = await import("./report-fixture.ts");
+    const { buildReport } = await import("../../src/report/build.ts");
+    const { validateReport } = await import("../../src/report/validate.ts");
+    const { renderMarkdown } = await import("../../src/report/markdown.ts");
+    const run = realisticRun();
+    const stage = run.stages[0]!;
+    stage.attempts = [
+      { attempt: 1, pid: 41, startMs: stage.startMs, endMs: stage.startMs + 5, status: "failed", exit: "SIGKILL" },
+      { attempt: 2, pid: stage.pid, startMs: stage.startMs + 5, endMs: stage.endMs, status: "ok", exit: null },
+    ];
+    const report = buildReport({ ...run, outcome: "failed", notes: ["another memlane run was active when this run started: pid 9 (run x)"] });
+    expect(report.outcome).toBe("failed");
+    expect(validateReport(report)).toEqual([]);
+    const md = renderMarkdown(report);
+    expect(md).toMatch(/This run failed: a partial report/);
+    expect(md).toMatch(/- another memlane run was active when this run started/);
+    expect(md).toMatch(new RegExp(`\\| ${stage.name} \\| 1 \\| 41 \\| failed \\| 5 \\| SIGKILL \\|`));
+    expect(buildReport(run).outcome).toBe("complete");
+    const bad = JSON.parse(JSON.stringify(report)) as Record<string, any>;
+    bad.outcome = "maybe";
+    bad.stages[0].attempts[0].exit = 3;
+    expect(validateReport(bad)).toEqual(expect.arrayContaining([
+      'report.outcome: expected "complete" or "failed", received "maybe"',
+      "report.stages[0].attempts[0].exit: expected string|null, received number",
+    ]));
+  });
+});
