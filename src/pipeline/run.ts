@@ -3,6 +3,7 @@
  * worker fresh, stopped when its stage ends), compute numerics in one place, build the report
  * with src/report and write report.json, report.md (and report.html where available).
  */
+import { existsSync } from "node:fs";
 import { Pipeline } from "./builder.ts";
 import { runDag, StageError } from "./scheduler.ts";
 import { createRunDir, createScratchDir, removeIfEmpty } from "./run-dir.ts";
@@ -129,6 +130,7 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
   const stages = p.stages; // validates the graph before anything starts
   const { outDir, concurrency, device, io, quiet, signal, sharedMemory } = resolveRunOptions(p, opts);
   const progress = createProgress(io, quiet);
+  const outExisted = existsSync(outDir);
   const { runId, runDir } = await createRunDir(outDir);
   // Everything the run starts keeps its temporary files in runs/<runId>/.tmp, removed at the end.
   const scratch = createScratchDir(runDir);
@@ -138,7 +140,7 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
   } catch (err) {
     scratch.remove();
     // A failure that wrote nothing (a bad model, an unreadable file) leaves no empty run directory.
-    removeIfEmpty(runDir);
+    if (removeIfEmpty(runDir) && !outExisted) removeIfEmpty(outDir); // and the runs/ it made
     throw err;
   } finally {
     others.close();
