@@ -12,6 +12,7 @@ import { exitCause, retryNote, workerDied } from "./attempts.ts";
 import type { StageDef } from "./stages.ts";
 import type { StageAttempt } from "../report/schema.ts";
 import { ErrorCode, errorCodeName } from "../transport/protocol.ts";
+import { shutdownStarted } from "../workers/cleanup.ts";
 
 export function errorOf(err: unknown): { code: number; name: string; message: string } {
   const code = typeof (err as { code?: unknown })?.code === "number" ? (err as { code: number }).code : ErrorCode.TASK_FAILED;
@@ -69,7 +70,8 @@ export function stageNode(s: RunSession, def: StageDef): DagNode<unknown> {
           const code = (err as { code?: unknown } | null)?.code;
           const cancelled = signal.aborted && (code === ErrorCode.CANCELLED || typeof code !== "number");
           attempts.push({ attempt, pid: meta.pid, startMs: attemptStart, endMs: Date.now(), status: cancelled ? "cancelled" : "failed", exit: cancelled ? "cancelled" : exitCause(err) });
-          if (!cancelled && !signal.aborted && workerDied(err) && attempt <= def.retries) {
+          // Never during a Ctrl-C/SIGTERM shutdown: its workers die on purpose.
+          if (!cancelled && !signal.aborted && !shutdownStarted() && workerDied(err) && attempt <= def.retries) {
             s.progress.log(`memlane: stage "${def.name}" attempt ${attempt} ended by ${exitCause(err)} (pid ${meta.pid ?? "?"}); retrying in a fresh worker (${attempt} of ${def.retries} retries)`);
             continue;
           }

@@ -14,6 +14,10 @@ const live = new Set<Stoppable>();
 let exitHookInstalled = false;
 let signalHandlersInstalled = false;
 let shuttingDown: Promise<void> | undefined;
+let signalled: NodeJS.Signals | undefined;
+
+/** Whether a SIGINT/SIGTERM started the process's shutdown: nothing new may start (no stage retry). */
+export const shutdownStarted = (): boolean => signalled !== undefined;
 
 /** Track a live worker; returns the function that forgets it (call it when it has exited). */
 export function register(s: Stoppable): () => void {
@@ -69,6 +73,7 @@ export function installShutdownHandlers(options: ShutdownOptions = {}): void {
       process.exit(code);
     }
     received = signal;
+    signalled = signal;
     log(`memlane: ${signal} received, stopping ${live.size} worker(s)`);
     void stopAllWorkers().finally(() => process.exit(code));
   };
