@@ -2,7 +2,7 @@
  * Module hooks (node:module register()) that let `memlane run` load a pipeline module from
  * anywhere: a folder with no package.json, or a project that installed memlane.
  *
- * - `import ... from "memlane"` (and "memlane/...") resolves to the copy of memlane that is
+ * - `import ... from "memlane"` resolves to the copy of memlane that is
  *   running the command, wherever the importing file lives: one Pipeline class, and no
  *   node_modules needed beside a pipeline kept in /tmp.
  * - A TypeScript file (.ts, .tsx, .mts) outside node_modules written with import/export is
@@ -36,12 +36,8 @@ function looksLikeEsm(file) {
 }
 
 export async function resolve(specifier, context, nextResolve) {
+  // The package's one export ("." in package.json): src/index.ts is the public surface.
   if (specifier === "memlane") return nextResolve(SELF_ENTRY, context);
-  if (specifier.startsWith("memlane/")) {
-    // Subpaths of the package: its own files (src/..., bin/...), relative to its root.
-    const sub = specifier.slice("memlane/".length);
-    return nextResolve(pathToFileURL(path.join(SELF_ROOT, sub)).href, context);
-  }
   const resolved = await nextResolve(specifier, context);
   if (!resolved.url.startsWith("file:") || resolved.format === "module" || resolved.format === "module-typescript") return resolved;
   const file = fileURLToPath(resolved.url);
