@@ -10,6 +10,7 @@ import { UsageError } from "./args.ts";
 import { formatFailure } from "./failure.ts";
 import type { Io } from "./io.ts";
 import { defaultIo } from "./io.ts";
+import { shutdownStarted } from "../workers/cleanup.ts";
 
 export const EXIT = Object.freeze({ OK: 0, FAILURE: 1, USAGE: 2, INTERRUPTED: 130, TERMINATED: 143 });
 
@@ -75,6 +76,8 @@ export async function main(argv: readonly string[], io: Io = defaultIo()): Promi
       io.err(`Run "memlane ${command} --help" for usage.`);
       return EXIT.USAGE;
     }
+    // Interrupted: the signal's own line said so, and its handler exits with 130/143.
+    if (shutdownStarted()) return EXIT.FAILURE;
     io.err(formatFailure(command, err));
     return EXIT.FAILURE;
   }
@@ -98,6 +101,8 @@ export async function runCli(argv: readonly string[] = process.argv.slice(2)): P
   installShutdownHandlers();
   registerPipelineHooks();
   const code = await main(argv);
+  // A signal's shutdown owns the exit (130/143) once the run has written what it could.
+  if (shutdownStarted()) await new Promise<never>(() => {});
   // Workers were stopped by the command; exit explicitly so that a library's stray handle
   // (pythonia's timer, a ZeroMQ context) cannot keep a finished run alive.
   await new Promise<void>((r) => process.stdout.write("", () => r()));

@@ -11,6 +11,8 @@ import { createProgress } from "./progress.ts";
 import { RunSession } from "./session.ts";
 import { stageNode } from "./stage-node.ts";
 import { ConcurrentRuns } from "./concurrent-runs.ts";
+import { onShutdown } from "../workers/cleanup.ts";
+import { ErrorCode } from "../transport/protocol.ts";
 import { referenceRuntime, updateNumerics } from "./numerics.ts";
 import { runSummary } from "./summary.ts";
 import { checkInt, checkOneOf, OptionError, type PipelineOptions } from "./options.ts";
@@ -135,14 +137,24 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
   // Everything the run starts keeps its temporary files in runs/<runId>/.tmp, removed at the end.
   const scratch = createScratchDir(runDir);
   const others = new ConcurrentRuns(runId);
+  // Ctrl-C / SIGTERM (with the CLI's handlers): the stages are cancelled, and the signal's
+  // exit waits until the run has written its partial report.
+  const interrupt = new AbortController();
+  const dagSignal = signal ? AbortSignal.any([signal, interrupt.signal]) : interrupt.signal;
+  const running = runInDir(p, stages, { concurrency, device, io, signal: dagSignal, sharedMemory, outDir }, progress, runId, runDir, scratch.path, others);
+  const forget = onShutdown(async (sig) => {
+    interrupt.abort(Object.assign(new Error(`interrupted by ${sig}`), { code: ErrorCode.CANCELLED }));
+    await running.catch(() => {});
+  });
   try {
-    return await runInDir(p, stages, { concurrency, device, io, signal, sharedMemory, outDir }, progress, runId, runDir, scratch.path, others);
+    return await running;
   } catch (err) {
     scratch.remove();
     // A failure that wrote nothing (a bad model, an unreadable file) leaves no empty run directory.
     if (removeIfEmpty(runDir) && !outExisted) removeIfEmpty(outDir); // and the runs/ it made
     throw err;
   } finally {
+    forget();
     others.close();
     scratch.remove();
   }
@@ -196,6 +208,9 @@ async function runInDir(
         s.stages.push({ name: d.name, kind: d.kind, worker: "-", pid: null, startMs: 0, endMs: 0, status: "skipped" });
     await s.close();
     progress.close();
+    const reason: unknown = signal?.aborted ? signal.reason : undefined;
+    if (reason instanceof Error && reason.message.startsWith("interrupted by "))
+      s.notes.push(`the run was ${reason.message}: the stages still running were cancelled, those not started skipped.`);
     // What completed before the failure is still worth reading: a partial report, best effort.
     if (s.stages.some((x) => x.status === "ok")) {
       try {
