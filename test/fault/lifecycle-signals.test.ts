@@ -69,6 +69,26 @@ describe("signals to the orchestrator", () => {
     }
   });
 
+  it(`Ctrl-C after a stage completed: exit 130 and a partial report marked failed (${scaled(1)} tries)`, async () => {
+    for (let i = 0; i < scaled(1); i++) {
+      const extra = random.int(0, 3000);
+      const trial = startTrial(TINY);
+      try {
+        const label = `try ${i}, SIGINT ${extra} ms after train completed`;
+        const outcome = await interrupt(trial, "SIGINT", label, trial.cli.waitFor(/✓ train/, 300_000).then(() => sleep(extra)));
+        if (outcome.startsWith("exit 130")) {
+          const report = reportOf(trial)!;
+          expect(report?.outcome, label).toBe("failed");
+          expect(report.notes!.join("\n"), label).toMatch(/the run was interrupted by SIGINT/);
+          expect(report.stages.find((s) => s.name === "train")?.status, label).toBe("ok");
+        }
+        tally.add("Ctrl-C after a stage completed", outcome);
+      } finally {
+        removeTrial(trial);
+      }
+    }
+  });
+
   it(`SIGTERM at a random moment of a run: exit 143 (${scaled(1)} tries)`, async () => {
     for (let i = 0; i < scaled(1); i++) {
       const delay = random.int(300, 20_000);
