@@ -6,7 +6,8 @@
  */
 import type { PhaseMarkInput } from "../memory/phases.ts";
 import type { LatencyTable } from "../report/schema.ts";
-import { runNodeOrt, withProcessTmpdir } from "../workers/node-ort.ts";
+import { runNodeOrt } from "../workers/node-ort.ts";
+import { withProcessTmpdir } from "../workers/process-tmpdir.ts";
 import type { ExportResult, StageMeta, TrainResult } from "./exec-model.ts";
 import { pythonWorker } from "./exec-model.ts";
 import type { RunSession, WorkerRun } from "./session.ts";

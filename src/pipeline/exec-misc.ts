@@ -2,7 +2,7 @@
 import { rm } from "node:fs/promises";
 import { register } from "../workers/cleanup.ts";
 import { openPythonBridge, pythonError } from "../workers/python-bridge.ts";
-import { withProcessTmpdir } from "../workers/node-ort.ts";
+import { withProcessTmpdir } from "../workers/process-tmpdir.ts";
 import { describeExit, WorkerError } from "../workers/worker-error.ts";
 import { ErrorCode } from "../transport/protocol.ts";
 import type { StageMeta, TrainResult } from "./exec-model.ts";

@@ -75,21 +75,3 @@ export function runNodeOrt(
     );
   });
 }
-
-/**
- * Runs `fn` with the process's TMPDIR set to `dir`. onnxruntime-node's telemetry writes
- * `mat-debug-<pid>.log` and `.ses` into TMPDIR when the thread first creates a session; the
- * native code reads the real environment, which only the main thread's process.env sets.
- * Benchmarks run exclusive, so nothing else reads TMPDIR meanwhile.
- */
-export async function withProcessTmpdir<T>(dir: string | undefined, fn: () => Promise<T>): Promise<T> {
-  if (dir === undefined) return fn();
-  const saved = process.env.TMPDIR;
-  process.env.TMPDIR = dir;
-  try {
-    return await fn();
-  } finally {
-    if (saved === undefined) delete process.env.TMPDIR;
-    else process.env.TMPDIR = saved;
-  }
-}
