@@ -76,7 +76,7 @@ export { createGpuProbe } from "./memory/gpu.ts";
 // ── Report ──────────────────────────────────────────────────────────────────────────────
 /** The report: schema types, builder, renderers and writers (docs/report.md). */
 export { REPORT_SCHEMA_VERSION, buildReport, renderMarkdown, renderTerminal, validateReport, writeReport } from "./report/index.ts";
-export type { Report, RuntimeReport, PhaseReport, TrainingReport, CheckpointLoadReport, StageReport, RunRecord } from "./report/index.ts";
+export type { Report, RuntimeReport, PhaseReport, TrainingReport, CheckpointLoadReport, StageReport, StageAttempt, RunRecord } from "./report/index.ts";
 /** The self-contained HTML report of a run directory. */
 export { renderHtmlReport, writeHtmlReport } from "./report/html/index.ts";
 

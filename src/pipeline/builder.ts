@@ -5,6 +5,7 @@
  */
 import { checkBudget } from "./budgets.ts";
 import { validateDag } from "./scheduler.ts";
+import { resolveRetries } from "./attempts.ts";
 import {
   type BenchmarkOptions,
   CHECKPOINT_METHODS,
@@ -58,7 +59,7 @@ export class Pipeline {
     if (opts.minAccuracy !== undefined && !(opts.minAccuracy >= 0 && opts.minAccuracy <= 1))
       throw new OptionError(`stage "${name}": minAccuracy`, "a number in [0, 1]", opts.minAccuracy);
     checkBudget(name, opts.budget);
-    return this.#add({ kind: "train", name, after: opts.after ?? [], exclusive: !!opts.exclusive, opts: { ...opts } });
+    return this.#add({ kind: "train", name, after: opts.after ?? [], exclusive: !!opts.exclusive, retries: resolveRetries("train", name, opts.retries), opts: { ...opts } });
   }
 
   /**
@@ -75,7 +76,7 @@ export class Pipeline {
       after ??= [from];
       opts = { ...opts, from };
     }
-    return this.#add({ kind: "export", name, after: after ?? [], exclusive: !!opts.exclusive, opts: { ...opts } });
+    return this.#add({ kind: "export", name, after: after ?? [], exclusive: !!opts.exclusive, retries: resolveRetries("export", name, opts.retries), opts: { ...opts } });
   }
 
   /**
@@ -100,6 +101,7 @@ export class Pipeline {
       runtime,
       after: opts.after ?? [from],
       exclusive: opts.exclusive ?? true,
+      retries: resolveRetries("benchmark", name, opts.retries),
       opts: { ...opts, from },
     });
   }
@@ -116,7 +118,7 @@ export class Pipeline {
       if (typeof opts.zoo !== "string" || opts.zoo === "") throw new OptionError(`stage "${name}": zoo`, "a zoo model name", opts.zoo);
       if (opts.from !== undefined) throw new OptionError(`stage "${name}": from`, "either zoo or from, not both", opts.from);
       if (opts.seed !== undefined) checkInt(`stage "${name}": seed`, opts.seed, 0);
-      return this.#add({ kind: "checkpoint-load", name, after: opts.after ?? [], exclusive: !!opts.exclusive, opts: { ...opts } });
+      return this.#add({ kind: "checkpoint-load", name, after: opts.after ?? [], exclusive: !!opts.exclusive, retries: resolveRetries("checkpoint-load", name, opts.retries), opts: { ...opts } });
     }
     if (opts.seed !== undefined) throw new OptionError(`stage "${name}": seed`, "no seed without zoo (a trained checkpoint has its weights)", opts.seed);
     const from = opts.from ?? this.#last("train", name);
@@ -125,6 +127,7 @@ export class Pipeline {
       name,
       after: opts.after ?? [from],
       exclusive: !!opts.exclusive,
+      retries: resolveRetries("checkpoint-load", name, opts.retries),
       opts: { ...opts, from },
     });
   }
@@ -138,7 +141,7 @@ export class Pipeline {
     name = this.#name(name, name);
     if (typeof fn !== "function") throw new OptionError(`stage "${name}": fn`, "an async function (py, ctx) => ...", fn);
     const after = opts.after ?? this.#stages.map((s) => s.name);
-    return this.#add({ kind: "python", name, after, exclusive: !!opts.exclusive, fn });
+    return this.#add({ kind: "python", name, after, exclusive: !!opts.exclusive, retries: resolveRetries("python", name, opts.retries), fn });
   }
 
   #name(given: string | undefined, fallback: string): string {

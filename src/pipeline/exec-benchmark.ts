@@ -7,6 +7,7 @@
 import type { PhaseMarkInput } from "../memory/phases.ts";
 import type { LatencyTable } from "../report/schema.ts";
 import { runNodeOrt } from "../workers/node-ort.ts";
+import { withProcessTmpdir } from "../workers/process-tmpdir.ts";
 import type { ExportResult, StageMeta, TrainResult } from "./exec-model.ts";
 import { pythonWorker } from "./exec-model.ts";
 import type { RunSession, WorkerRun } from "./session.ts";
@@ -117,9 +118,11 @@ export async function runBenchmark(
       meta.worker = "node";
       meta.pid = process.pid;
       const marks: PhaseMarkInput[] = [];
-      const r = await runNodeOrt(
-        { model: needOnnx(stage, src), inputs: held.inputs, shape: held.shape, ...common, ...(o.ort ? { ort: o.ort } : {}) },
-        { signal, onPhase: (p) => (marks.push(p), onPhase(p)) },
+      const r = await withProcessTmpdir(s.tmpDir, () =>
+        runNodeOrt(
+          { model: needOnnx(stage, src), inputs: held.inputs, shape: held.shape, ...common, ...(o.ort ? { ort: o.ort } : {}) },
+          { signal, onPhase: (p) => (marks.push(p), onPhase(p)) },
+        ),
       );
       m = { ...r, kind: "node", command: [...process.argv], marks, pipelinedThroughputPerS: null, backendNotes: null };
       break;

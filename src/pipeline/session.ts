@@ -38,8 +38,13 @@ export class RunSession {
   readonly benchmarks = new Map<string, BenchmarkResult>();
   heldout: HeldOut | null = null;
   #evalTensor: { source: Float32Array; tensor: Tensor } | undefined;
-  /** Extra lines for the terminal after the table (python stage output, notes). */
+  /** Extra lines for the terminal after the table (python stage output, notes); report.json's notes. */
   readonly notes: string[] = [];
+  /**
+   * The run's scratch directory (runs/<runId>/.tmp): every worker's TMPDIR, so that what
+   * torch, ONNX Runtime or Python's tempfile leave behind stays inside the run.
+   */
+  tmpDir: string | undefined;
 
   constructor(
     readonly pipeline: string,
@@ -107,7 +112,8 @@ export class RunSession {
     const sup = await this.supervisor();
     const { onWorker, ...runOpts } = opts;
     if (runOpts.signal?.aborted) throw runOpts.signal.reason;
-    const { label, ...workerSpec } = spec;
+    const { label, ...rest } = spec;
+    const workerSpec: WorkerSpec = this.tmpDir ? { ...rest, env: { ...rest.env, TMPDIR: this.tmpDir } } : rest;
     const w = await sup.spawn(workerSpec, { onProcess: (p) => this.trackProcess(p.pid, label ?? spec.name, p.exited) });
     const pid = w.pid!;
     onWorker?.(w);

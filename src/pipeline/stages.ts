@@ -21,6 +21,13 @@ export interface StageCommon {
   after?: string[];
   /** Run alone (nothing else runs meanwhile): keeps latency figures free of other load. */
   exclusive?: boolean;
+  /**
+   * How many times the stage runs again, in a fresh worker, when its worker dies (a signal,
+   * an exit, a timeout); errors the worker reports are not retried. Default 1 for train,
+   * export and python stages, 0 for benchmark and checkpoint-load (measurements), at most 10.
+   * Every attempt is in the report; a retried benchmark's figures come from one attempt.
+   */
+  retries?: number;
 }
 
 export interface TrainOptions extends StageCommon {
@@ -138,22 +145,17 @@ export interface UnavailableRuntime {
   code?: number;
 }
 
+/** What every stage definition has; `retries` is resolved (the kind's default applied). */
+interface StageDefCommon {
+  name: string;
+  after: string[];
+  exclusive: boolean;
+  retries: number;
+}
+
 export type StageDef =
-  | { kind: "train"; name: string; after: string[]; exclusive: boolean; opts: Readonly<TrainOptions> }
-  | { kind: "export"; name: string; after: string[]; exclusive: boolean; opts: Readonly<ExportOptions> }
-  | {
-      kind: "benchmark";
-      name: string;
-      after: string[];
-      exclusive: boolean;
-      runtime: Runtime;
-      opts: Readonly<BenchmarkOptions>;
-    }
-  | {
-      kind: "checkpoint-load";
-      name: string;
-      after: string[];
-      exclusive: boolean;
-      opts: Readonly<CheckpointLoadOptions>;
-    }
-  | { kind: "python"; name: string; after: string[]; exclusive: boolean; fn: PythonStageFn };
+  | (StageDefCommon & { kind: "train"; opts: Readonly<TrainOptions> })
+  | (StageDefCommon & { kind: "export"; opts: Readonly<ExportOptions> })
+  | (StageDefCommon & { kind: "benchmark"; runtime: Runtime; opts: Readonly<BenchmarkOptions> })
+  | (StageDefCommon & { kind: "checkpoint-load"; opts: Readonly<CheckpointLoadOptions> })
+  | (StageDefCommon & { kind: "python"; fn: PythonStageFn });

@@ -40,7 +40,8 @@ export function runSummary(report: Report, s: RunSession): string[] {
       out.push(`${b.runtime} plan: arena ${b.plan.arenaBytesPerSample} B/sample vs lower bound ${b.plan.lowerBoundPerSample} B/sample`);
   const nodeOrt = report.runtimes.find((r) => r.name === "node-ort");
   if (nodeOrt) out.push(`node-ort runs on a worker_thread: its figures are the orchestrator's process (pid ${nodeOrt.pid}).`);
-  if (s.notes.length > 0) out.push("", ...s.notes);
+  const notes = report.notes ?? s.notes; // the report's: concurrent runs, retries, then the session's
+  if (notes.length > 0) out.push("", ...notes);
   const est = estimatesSummary(report);
   if (est.length) out.push("", ...est);
   if (report.budgets?.length) out.push("", "Budgets:", ...report.budgets.map((b) => `  ${b.status === "ok" ? "ok      " : b.status === "exceeded" ? "EXCEEDED" : "UNCHECKED"} ${b.message}`));

@@ -77,6 +77,9 @@ export interface RunRecord {
   numericsReference?: string | null;
   /** Defaults to this machine (hostInfo()), with Python's version from the runtimes' versions. */
   host?: HostInfo;
+  /** Default "complete". */
+  outcome?: Report["outcome"];
+  notes?: string[];
 }
 
 /**
@@ -220,5 +223,7 @@ export function buildReport(run: RunRecord): Report {
     gpu: run.gpu,
     stages: run.stages,
     timeline: timelineOf(run.tracks),
+    outcome: run.outcome ?? "complete",
+    notes: [...(run.notes ?? [])],
   };
 }

@@ -147,6 +147,8 @@ export function renderMarkdown(report: Report): string {
     `Run \`${report.runId}\`, ${report.createdAt}. Host: ${h.cpuModel}, ${h.cores} cores, ${num(h.memTotalMiB, 0)} MiB RAM, ` +
       `${h.platform} ${h.kernel}, Node ${h.node}, Python ${h.python ?? UNAVAILABLE}.`,
     `GPU: ${report.gpu.status}${report.gpu.reason ? `: ${report.gpu.reason}` : ""}.`,
+    ...(report.outcome === "failed" ? ["", "**This run failed: a partial report of the stages that completed (see Stages).**"] : []),
+    ...((report.notes ?? []).length > 0 ? ["", "Notes:", "", ...report.notes!.map((n) => `- ${n.replace(/\r?\n/g, " ")}`)] : []),
     "",
     "Counters (docs/memory.md): RSS resident; USS private to the process (Private_Clean + Private_Dirty); PSS shared pages split between their users; all from /proc/<pid>/smaps_rollup, GPU from NVML.",
     "",
@@ -201,6 +203,11 @@ export function renderMarkdown(report: Report): string {
   out.push("", "## Stages", "", mdTable(["stage", "kind", "worker", "pid", "status", "ms", "error"],
     report.stages.map((s) => [s.name, s.kind, s.worker, s.pid === null ? "—" : String(s.pid), s.status, num(s.endMs - s.startMs, 0),
       s.error ? `${s.error.name} (${s.error.code}): ${s.error.message}` : ""])));
+  const retried = report.stages.filter((s) => (s.attempts?.length ?? 0) > 1);
+  if (retried.length > 0)
+    out.push("", "Attempts of retried stages (a stage whose worker died runs again in a fresh one; its figures are the last attempt's):", "",
+      mdTable(["stage", "attempt", "pid", "status", "ms", "ended by"],
+        retried.flatMap((s) => s.attempts!.map((a) => [s.name, String(a.attempt), a.pid === null ? "—" : String(a.pid), a.status, num(a.endMs - a.startMs, 0), a.exit ?? ""]))));
   out.push("", "## Sampling", "", mdTable(["process", "pid", "samples", "period ms"],
     report.timeline.map((t) => [t.label, String(t.pid), String(t.samples.length), num(t.periodMs, 0)])));
   return `${out.join("\n")}\n`;

@@ -211,6 +211,24 @@ export interface StageReport {
   status: "ok" | "failed" | "skipped" | "cancelled";
   /** Present when status is failed/cancelled. */
   error?: { code: number; name: string; message: string };
+  /**
+   * Every attempt, in order (added in v1; absent in older reports): more than one when the
+   * stage's worker died and the stage was retried (its `retries` option). The stage's pid
+   * and figures are those of the last attempt.
+   */
+  attempts?: StageAttempt[];
+}
+
+/** One attempt of a stage: its worker, when it ran and how it ended. */
+export interface StageAttempt {
+  /** 1, 2, ... */
+  attempt: number;
+  pid: number | null;
+  startMs: number;
+  endMs: number;
+  status: "ok" | "failed" | "cancelled";
+  /** How it ended when it failed: "SIGKILL", "exit code 3", "timed out", "error: ..."; null when ok. */
+  exit: string | null;
 }
 
 export interface GpuDevice {
@@ -305,6 +323,17 @@ export interface Report {
   gpu: GpuReport;
   stages: StageReport[];
   timeline: TimelineTrack[];
+  /**
+   * "complete" when every stage ran, "failed" for the partial report a failed run writes
+   * (its stages say which failed). Added in v1; absent in older reports (complete).
+   */
+  outcome?: "complete" | "failed";
+  /**
+   * What a reader of the figures must know about the run: another memlane run active on the
+   * machine (its USS/PSS and timings are skewed), stages retried, shared memory used, python
+   * stage output. Added in v1; absent in older reports.
+   */
+  notes?: string[];
   /**
    * The memory budgets the pipeline's stages declared, each checked against this report
    * (src/report/limits.ts). Absent from reports of pipelines without budgets and from older reports.

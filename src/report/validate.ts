@@ -45,6 +45,9 @@ const COMPARISON: Shape = { steady: "array", phases: "array", ratios: "array" };
 const NUMERICS: Shape = { reference: "string|null", runtimes: "array" };
 const GPU: Shape = { status: "string", reason: "string|null", devices: "array" };
 const STAGE: Shape = { name: "string", kind: "string", worker: "string", pid: "number|null", startMs: "number", endMs: "number", status: "string" };
+/** Added since v1 reports were first written: checked when present. */
+const TOP_ADDED: Shape = { outcome: "string", notes: "array" };
+const ATTEMPT: Shape = { attempt: "number", pid: "number|null", startMs: "number", endMs: "number", status: "string", exit: "string|null" };
 const TRACK: Shape = { label: "string", pid: "number", periodMs: "number", samples: "array" };
 /** A checked budget (report.budgets, present only when the pipeline declared budgets). */
 const BUDGET: Shape = { runtime: "string", figure: "string", limitMiB: "number", source: "string", status: "string", worstMiB: "number|null", phase: "string|null", message: "string" };
@@ -133,7 +136,12 @@ export function validateReport(report: unknown): string[] {
     const s = (report["gpu"] as Record<string, unknown>)["status"];
     if (s !== "available" && s !== "unavailable") errors.push(`report.gpu.status: expected "available" or "unavailable", received ${JSON.stringify(s)}`);
   }
-  each(report["stages"], STAGE, "report.stages", errors);
+  each(report["stages"], STAGE, "report.stages", errors, (st, p) => {
+    if ("attempts" in st) each(st["attempts"], ATTEMPT, `${p}.attempts`, errors);
+  });
+  checkPresent(report, TOP_ADDED, "report", errors);
+  if ("outcome" in report && report["outcome"] !== "complete" && report["outcome"] !== "failed")
+    errors.push(`report.outcome: expected "complete" or "failed", received ${JSON.stringify(report["outcome"])}`);
   if ("estimates" in report && check(report["estimates"], ESTIMATES, "report.estimates", errors)) {
     const e = report["estimates"] as Record<string, unknown>;
     if (e["status"] !== "ok" && e["status"] !== "unavailable") errors.push(`report.estimates.status: expected "ok" or "unavailable", received ${JSON.stringify(e["status"])}`);

@@ -2,9 +2,11 @@
  * Opens report.html in Debian's chromium (playwright-core, no downloaded browser) and checks
  * that every chart was drawn with the series and labels the report implies, that nothing was
  * fetched from the network and that the console stayed clean; saves a full-page report.png
- * next to the report for a human to look at.
+ * next to the report. Everything goes to a temporary directory, removed afterwards (set
+ * MEMLANE_KEEP_REPORTS=1 to keep it for a human to look at: its path is printed).
  */
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -32,15 +34,19 @@ describe.skipIf(!haveChromium)("report.html in chromium", () => {
   let browser: Awaited<ReturnType<typeof openBrowser>>;
 
   // The same chromium, flags and profile handling as `memlane run`'s report.png.
+  // Never the repository's runs/: the user's runs live there.
+  const out = mkdtempSync(join(tmpdir(), "memlane-report-browser-"));
   beforeAll(async () => {
-    browser = await openBrowser();
+    browser = await openBrowser({ tmpDir: out });
   });
   afterAll(async () => {
     await browser?.close();
+    if (process.env.MEMLANE_KEEP_REPORTS === "1") console.log(`[report-browser] reports kept in ${out}`);
+    else rmSync(out, { recursive: true, force: true });
   });
 
   async function open(name: string, report: Report) {
-    const runDir = resolve("runs", name);
+    const runDir = resolve(out, name);
     mkdirSync(runDir, { recursive: true });
     writeFileSync(join(runDir, "report.json"), JSON.stringify(report, null, 1));
     const htmlPath = await writeHtmlReport(runDir);

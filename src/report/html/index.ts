@@ -53,6 +53,13 @@ function notCharted(report: Report): string {
   return ` Not charted (ended before their first sample): ${empty.map((t) => `${esc(t.label)} (pid ${t.pid})`).join(", ")}.`;
 }
 
+/** A failed run's mark and the run's notes (concurrent runs, retries...), under the header. */
+function runNotes(report: Report): string {
+  const failed = report.outcome === "failed" ? `<p class="note"><strong>This run failed: a partial report of the stages that completed.</strong></p>` : "";
+  const notes = report.notes ?? [];
+  return failed + (notes.length ? `<ul class="note">${notes.map((n) => `<li>${esc(n)}</li>`).join("")}</ul>` : "");
+}
+
 function section(id: string, title: string, body: string, note = ""): string {
   if (!body.trim()) return "";
   return `<section id="${id}"><h2>${esc(title)}</h2>${note ? `<p class="note">${note}</p>` : ""}\n${body}\n</section>`;
@@ -67,7 +74,7 @@ export function renderHtmlReport(report: Report): string {
   const body = [
     `<header><h1>memlane report — ${esc(report.pipeline)}</h1>
 <p class="meta">run <code>${esc(report.runId)}</code> · created ${esc(report.createdAt)} · t = 0 at ${esc(started)}</p>
-<p class="meta">${hostLine(report)}</p>${gpuBlock(report)}</header>`,
+<p class="meta">${hostLine(report)}</p>${gpuBlock(report)}${runNotes(report)}</header>`,
     section("summary", "Runtimes", runtimesTable(report) + ratiosTable(report)),
     section("timeline", "Memory over time, per process", of("timeline"),
       "Orchestrator samples of /proc/&lt;pid&gt;/smaps_rollup (and NVML where available); shaded bands are the process's own phase marks." +

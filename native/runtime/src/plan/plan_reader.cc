@@ -278,6 +278,25 @@ bool check_range(Reader& r, const std::string& field, uint64_t offset, uint64_t 
   return true;
 }
 
+// Dataflow: a plan must compute something, and each output must be written by an op or be
+// a plan input; otherwise run() would hand back an arena slot nobody wrote (the empty-ops
+// plan of issue 10 "succeeded" that way). The same check and words as src/compiler/
+// plan-dataflow.ts, so both readers refuse the same plans with the same message.
+Fail check_dataflow(const Plan& plan) {
+  if (plan.ops.empty()) return fail("ops", "at least one op", "none (an empty list)");
+  std::vector<bool> written(plan.tensors.size(), false);
+  for (int32_t id : plan.inputs) written[size_t(id)] = true;
+  for (const Op& op : plan.ops)
+    for (int32_t id : op.outputs) written[size_t(id)] = true;
+  for (size_t i = 0; i < plan.outputs.size(); ++i) {
+    const int32_t id = plan.outputs[i];
+    if (!written[size_t(id)])
+      return fail("outputs[" + std::to_string(i) + "] (" + plan.tensors[size_t(id)].name + ")",
+                  "a tensor written by an op or a plan input", "tensor " + std::to_string(id) + ", which nothing writes");
+  }
+  return {Status::kOk, ""};
+}
+
 Fail parse(const uint8_t* data, size_t size, Plan* plan) {
   // 1. size
   if (size < pf::kPreambleBytes) return fail("file length", ">= 64 bytes", std::to_string(size) + " bytes");
@@ -456,7 +475,7 @@ Fail parse(const uint8_t* data, size_t size, Plan* plan) {
     if (op.inputs.empty() || op.inputs[0] == kAbsentInput) return fail(pn + ".inputs[0]", "a tensor", "none");
     if (!parse_attrs(r, map_get(o, "attrs"), op.type, pn + ".attrs", &op.attrs)) return r.err;
   }
-  return {Status::kOk, ""};
+  return check_dataflow(*plan);
 }
 
 class MappedPlanFile : public PlanFile {
