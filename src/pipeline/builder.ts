@@ -68,6 +68,9 @@ export class Pipeline {
     let after = opts.after;
     if (opts.zoo !== undefined && opts.onnx !== undefined)
       throw new OptionError(`stage "${name}": onnx`, "either zoo or onnx, not both", opts.onnx);
+    for (const k of ["shapes", "seq", "inputs"] as const)
+      if (opts[k] !== undefined && opts.onnx === undefined) throw new OptionError(`stage "${name}": ${k}`, "only with onnx (an existing model's inputs)", opts[k]);
+    if (opts.seq !== undefined) checkInt(`stage "${name}": seq`, opts.seq, 1);
     if (opts.zoo === undefined && opts.onnx === undefined) {
       const from = opts.from ?? this.#last("train", name);
       after ??= [from];
@@ -91,6 +94,7 @@ export class Pipeline {
     if (opts.batchSizes !== undefined) checkIntList(`stage "${name}": batchSizes`, opts.batchSizes, 1);
     if (opts.iterations !== undefined) checkInt(`stage "${name}": iterations`, opts.iterations, 1);
     if (opts.threads !== undefined) checkInt(`stage "${name}": threads`, opts.threads, 1);
+    if (opts.optional !== undefined && typeof opts.optional !== "boolean") throw new OptionError(`stage "${name}": optional`, "a boolean", opts.optional);
     return this.#add({
       kind: "benchmark",
       name,

@@ -14,9 +14,9 @@ import { runCheckpointLoad, runPythonStage } from "./exec-misc.ts";
 import { referenceRuntime, updateNumerics } from "./numerics.ts";
 import { runSummary } from "./summary.ts";
 import { checkInt, checkOneOf, OptionError, type PipelineOptions } from "./options.ts";
-import type { StageDef } from "./stages.ts";
+import type { StageDef, UnavailableRuntime } from "./stages.ts";
 import type { Io } from "../cli/io.ts";
-import type { Report } from "../report/schema.ts";
+import type { Report, RuntimeNotRun } from "../report/schema.ts";
 import { buildReport } from "../report/build.ts";
 import { writeReport } from "../report/write.ts";
 import { renderTerminal } from "../report/terminal.ts";
@@ -148,17 +148,17 @@ function node(s: RunSession, def: StageDef): DagNode<unknown> {
         switch (def.kind) {
           case "train": value = await runTrain(s, def, signal, meta); break;
           case "export": value = await runExport(s, def, signal, meta); break;
-          case "benchmark": value = await runBenchmark(s, def, signal, meta); updateNumerics(s); break;
+          case "benchmark": value = await benchmarkOrRow(s, def, signal, meta); updateNumerics(s); break;
           case "checkpoint-load": value = await runCheckpointLoad(s, def, signal, meta); break;
           case "python": value = await runPythonStage(s, def, signal, meta); break;
         }
         s.results.set(def.name, value);
         const unavailable = (value as { available?: boolean } | undefined)?.available === false;
         if (unavailable) {
-          const { reason, code } = value as { reason: string; code?: number };
-          record("skipped", Object.assign(new Error(reason), { code: code ?? ErrorCode.BACKEND_UNAVAILABLE }));
+          const { reason, code, status } = value as UnavailableRuntime;
+          record(status === "failed" ? "failed" : "skipped", Object.assign(new Error(reason), { code: code ?? ErrorCode.BACKEND_UNAVAILABLE }));
         } else record("ok");
-        s.progress.stageEnd(def.name, meta.summary ?? "");
+        s.progress.stageEnd(def.name, meta.summary ?? "", (value as UnavailableRuntime | undefined)?.status === "failed");
         return value;
       } catch (err) {
         // Aborted because another stage failed (or Ctrl-C): cancelled, unless it failed on its own.
@@ -170,6 +170,31 @@ function node(s: RunSession, def: StageDef): DagNode<unknown> {
       }
     },
   };
+}
+
+/**
+ * A benchmark; an `optional` one that fails (not cancelled) becomes its runtime's row with the
+ * error, and the run goes on (compare: runtimes are independent).
+ */
+async function benchmarkOrRow(s: RunSession, def: Extract<StageDef, { kind: "benchmark" }>, signal: AbortSignal, meta: StageMeta): Promise<unknown> {
+  try {
+    return await runBenchmark(s, def, signal, meta);
+  } catch (err) {
+    if (!def.opts.optional || signal.aborted) throw err;
+    const e = errorOf(err);
+    meta.summary = `failed: ${e.name}: ${e.message.split("\n")[0]}`;
+    const row: UnavailableRuntime = { runtime: def.runtime, available: false, status: "failed", reason: e.message, code: e.code };
+    s.unavailable.push(row);
+    return row;
+  }
+}
+
+/** The report's rows of runtimes that did not run. */
+function notRun(s: RunSession): RuntimeNotRun[] {
+  return s.unavailable.map((u) => {
+    const code = u.code ?? ErrorCode.BACKEND_UNAVAILABLE;
+    return { name: u.runtime, status: u.status ?? "unavailable", error: { code, name: errorCodeName(code), message: u.reason } };
+  });
 }
 
 /** Runs `p` end to end; rejects with a StageError naming the stage that failed. */
@@ -198,6 +223,10 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
       stages: s.stages,
       gpu: s.gpuReport(),
       numericsReference: referenceRuntime(s),
+      runtimesNotRun: notRun(s),
+      ...(s.heldout?.model
+        ? { inputs: s.heldout.model.inputs.map((i) => ({ name: i.spec.name, dtype: i.spec.dtype, shape: i.spec.shape, batchAxis: i.spec.batchAxis, values: i.values })) }
+        : {}),
     });
   try {
     await runDag(stages.map((d) => node(s, d)), { concurrency, ...(signal ? { signal } : {}) });

@@ -14,6 +14,9 @@ import {
   type CheckpointLoadReport,
   type GpuReport,
   type HostInfo,
+  type InputReport,
+  type OutputReport,
+  type RuntimeNotRun,
   type LatencyTable,
   type PhaseReport,
   type ProcessInfo,
@@ -40,6 +43,8 @@ export interface RuntimeRecord {
   backendNotes?: string | null;
   accuracy: number | null;
   maxAbsDiff: number | null;
+  /** Every graph output and its diff against the reference (numerics.ts). */
+  outputs?: OutputReport[];
 }
 
 export interface TrainingRecord {
@@ -76,6 +81,8 @@ export interface RunRecord {
   numericsReference?: string | null;
   /** Defaults to this machine (hostInfo()), with Python's version from the runtimes' versions. */
   host?: HostInfo;
+  runtimesNotRun?: RuntimeNotRun[];
+  inputs?: InputReport[];
 }
 
 /**
@@ -185,6 +192,7 @@ export function buildReport(run: RunRecord): Report {
       throughputPerS: r.throughputPerS,
       pipelinedThroughputPerS: finiteOrNull(r.pipelinedThroughputPerS),
       backendNotes: r.backendNotes?.trim() || null,
+      ...(r.outputs ? { outputs: r.outputs } : {}),
     };
   });
   const training: TrainingReport | null = run.training && {
@@ -208,11 +216,16 @@ export function buildReport(run: RunRecord): Report {
     host: run.host ?? hostInfo(python),
     training,
     runtimes,
+    ...(run.runtimesNotRun?.length ? { runtimesNotRun: run.runtimesNotRun } : {}),
+    ...(run.inputs ? { inputs: run.inputs } : {}),
     checkpointLoad: (run.checkpointLoad ?? []).map((c) => checkpointLoadReport(c, run.tracks)),
     comparison: buildComparison(runtimes),
     numerics: {
       reference,
-      runtimes: runtimes.map((r) => ({ name: r.name, maxAbsDiff: r.maxAbsDiff, accuracy: r.accuracy })),
+      runtimes: runtimes.map((r) => ({
+        name: r.name, maxAbsDiff: r.maxAbsDiff, accuracy: r.accuracy,
+        ...(r.outputs ? { outputs: r.outputs.map((o) => ({ name: o.name, maxAbsDiff: o.maxAbsDiff })) } : {}),
+      })),
     },
     gpu: run.gpu,
     stages: run.stages,
