@@ -195,9 +195,19 @@ export async function runBenchmark(
       // that kind keeps it; any other gets the multi-input form and the resolved shapes.
       const nativeIo = io && !isLegacyCompatible(io) ? io : null;
       const compileOpts = nativeIo ? ({ inputShapes: Object.fromEntries(nativeIo.inputs.map((i) => [i.name, i.shape])) } as CompileWithShapes) : undefined;
+      const compile = async (): Promise<Awaited<ReturnType<typeof compileOnnx>>> => {
+        try {
+          return await compileOnnx(onnx, planPath, compileOpts);
+        } catch (err) {
+          // A compiler before plan v2 has no inputShapes: its own verdict on the model (the ops
+          // it lacks, float32 inputs only) says more than "unknown option".
+          if (compileOpts && (err as { kind?: unknown }).kind === "option" && /inputShapes/.test((err as Error).message)) return compileOnnx(onnx, planPath);
+          throw err;
+        }
+      };
       let c: Awaited<ReturnType<typeof compileOnnx>>;
       try {
-        c = await compileOnnx(onnx, planPath, compileOpts);
+        c = await compile();
       } catch (err) {
         // An op memlane-rt lacks: the model still runs on the other runtimes, whose rows a
         // user comparing it wants; any other compile error is a failure.
