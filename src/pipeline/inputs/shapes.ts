@@ -136,7 +136,9 @@ export function resolveModelIo(
       const g = given.get(i.name)?.[k];
       if (g !== undefined) return g;
       if (typeof d === "number") return d;
-      return (d !== undefined ? bound.get(d)?.value : undefined) ?? seq;
+      const value = (d !== undefined ? bound.get(d)?.value : undefined) ?? seq;
+      if (d !== undefined && !bound.has(d)) bound.set(d, { value, from: "--seq" }); // outputs sharing the name follow
+      return value;
     });
     return { name: i.name, dtype: i.dtype!, shape, batchAxis: axis ?? -1 };
   });
