@@ -9,19 +9,19 @@ import { createRunDir } from "./run-dir.ts";
 import { createProgress } from "./progress.ts";
 import { RunSession } from "./session.ts";
 import { runExport, runTrain, type StageMeta } from "./exec-model.ts";
-import { runBenchmark } from "./exec-benchmark.ts";
+import { benchmarkOrRow, errorOf, notRun } from "./runtime-rows.ts";
 import { runCheckpointLoad, runPythonStage } from "./exec-misc.ts";
 import { referenceRuntime, updateNumerics } from "./numerics.ts";
 import { runSummary } from "./summary.ts";
 import { checkInt, checkOneOf, OptionError, type PipelineOptions } from "./options.ts";
 import type { StageDef, UnavailableRuntime } from "./stages.ts";
 import type { Io } from "../cli/io.ts";
-import type { Report, RuntimeNotRun } from "../report/schema.ts";
+import type { Report } from "../report/schema.ts";
 import { buildReport } from "../report/build.ts";
 import { writeReport } from "../report/write.ts";
 import { renderTerminal } from "../report/terminal.ts";
 import type { GpuProbe } from "../memory/sampler.ts";
-import { ErrorCode, errorCodeName } from "../transport/protocol.ts";
+import { ErrorCode } from "../transport/protocol.ts";
 import { ShmRegistry } from "../transport/shm.ts";
 
 /** Options of {@link runPipeline}. */
@@ -123,11 +123,6 @@ function shmRegistry(runId: string, io: Io): ShmRegistry | undefined {
   }
 }
 
-function errorOf(err: unknown): { code: number; name: string; message: string } {
-  const code = typeof (err as { code?: unknown })?.code === "number" ? (err as { code: number }).code : ErrorCode.TASK_FAILED;
-  return { code, name: errorCodeName(code), message: err instanceof Error ? err.message : String(err) };
-}
-
 function node(s: RunSession, def: StageDef): DagNode<unknown> {
   return {
     name: def.name,
@@ -170,31 +165,6 @@ function node(s: RunSession, def: StageDef): DagNode<unknown> {
       }
     },
   };
-}
-
-/**
- * A benchmark; an `optional` one that fails (not cancelled) becomes its runtime's row with the
- * error, and the run goes on (compare: runtimes are independent).
- */
-async function benchmarkOrRow(s: RunSession, def: Extract<StageDef, { kind: "benchmark" }>, signal: AbortSignal, meta: StageMeta): Promise<unknown> {
-  try {
-    return await runBenchmark(s, def, signal, meta);
-  } catch (err) {
-    if (!def.opts.optional || signal.aborted) throw err;
-    const e = errorOf(err);
-    meta.summary = `failed: ${e.name}: ${e.message.split("\n")[0]}`;
-    const row: UnavailableRuntime = { runtime: def.runtime, available: false, status: "failed", reason: e.message, code: e.code };
-    s.unavailable.push(row);
-    return row;
-  }
-}
-
-/** The report's rows of runtimes that did not run. */
-function notRun(s: RunSession): RuntimeNotRun[] {
-  return s.unavailable.map((u) => {
-    const code = u.code ?? ErrorCode.BACKEND_UNAVAILABLE;
-    return { name: u.runtime, status: u.status ?? "unavailable", error: { code, name: errorCodeName(code), message: u.reason } };
-  });
 }
 
 /** Runs `p` end to end; rejects with a StageError naming the stage that failed. */
