@@ -21,7 +21,7 @@ type BenchStage = Extract<StageDef, { kind: "benchmark" }>;
 
 /**
  * compileOnnx's options with the shapes of plan v2 (IO-CONTRACT: `inputShapes`, full shapes
- * with -1 at the batch axis); passed only for models the single-tensor plan cannot take.
+ * with -1 at the batch axis), for an existing ONNX model's eval set.
  */
 type CompileWithShapes = import("../compiler/compile.ts").CompileOptions & { inputShapes?: Record<string, number[]> };
 
@@ -163,10 +163,11 @@ export async function runBenchmark(
       const { compileOnnx } = await import("../compiler/compile.ts");
       const onnx = needOnnx(stage, src);
       const planPath = s.artifact(`${src.arch}.mlplan`);
-      // memlane-rt before plan v2 takes one float32 input in the single-tensor form: a model of
-      // that kind keeps it; any other gets the multi-input form and the resolved shapes.
+      // The plan is compiled for the shapes every runtime is fed. memlane-rt before plan v2 takes
+      // one float32 input in the single-tensor form: a model of that kind keeps it; any other
+      // gets the multi-input form.
       const nativeIo = io && !isLegacyCompatible(io) ? io : null;
-      const compileOpts = nativeIo ? ({ inputShapes: Object.fromEntries(nativeIo.inputs.map((i) => [i.name, i.shape])) } as CompileWithShapes) : undefined;
+      const compileOpts = io ? ({ inputShapes: Object.fromEntries(io.inputs.map((i) => [i.name, i.shape])) } as CompileWithShapes) : undefined;
       const compile = async (): Promise<Awaited<ReturnType<typeof compileOnnx>>> => {
         try {
           return await compileOnnx(onnx, planPath, compileOpts);
