@@ -2,6 +2,7 @@
  * Stage definitions: what a pipeline module declares. The builder (builder.ts) validates
  * and freezes them; run.ts executes them.
  */
+import type { MemoryBudget } from "./budgets.ts";
 import type { LatencyTable } from "../report/schema.ts";
 import type { PyBridge } from "../workers/python-bridge.ts";
 import type { TensorData } from "../transport/codec.ts";
@@ -37,6 +38,8 @@ export interface TrainOptions extends StageCommon {
   threads?: number;
   /** Fail the stage when held-out accuracy is below this. */
   minAccuracy?: number;
+  /** Memory ceilings of the training process in every phase; exceeded → the run exits 1 (src/pipeline/budgets.ts). */
+  budget?: MemoryBudget;
 }
 
 export interface ExportOptions extends StageCommon {
@@ -83,6 +86,8 @@ export interface BenchmarkOptions extends StageCommon {
    * (`memlane compare` sets it: runtimes there are independent). Default false: a failure fails the run.
    */
   optional?: boolean;
+  /** Memory ceilings of this runtime's process in every phase; exceeded → the run exits 1 (src/pipeline/budgets.ts). */
+  budget?: MemoryBudget;
 }
 
 export interface CheckpointLoadOptions extends StageCommon {

@@ -197,6 +197,9 @@ export function renderMarkdown(report: Report): string {
     out.push("", "## Accuracy and numerics", "", numericsSection(report));
     out.push("", "## Comparison", "", comparisonSection(report));
   }
+  if (report.budgets?.length)
+    out.push("", "## Budgets", "", mdTable(["process", "figure", "limit MiB", "worst MiB", "phase", "status", "declared by"],
+      report.budgets.map((b) => [b.runtime, b.figure, num(b.limitMiB), num(b.worstMiB), b.phase ?? "—", b.status, b.source])));
   out.push("", "## GPU", "", `Status: ${report.gpu.status}${report.gpu.reason ? `, ${report.gpu.reason}` : ""}.`);
   if (report.gpu.devices.length > 0)
     out.push("", mdTable(["index", "name", "total MiB", "used MiB", "driver"],

@@ -7,6 +7,7 @@
  * not measured is `null` (never 0); GPU figures come with a `gpu` status saying why.
  */
 import type { PhaseName } from "../transport/protocol.ts";
+import type { LimitCheck } from "./limits.ts";
 
 export const REPORT_SCHEMA_VERSION = 1;
 
@@ -291,4 +292,9 @@ export interface Report {
   gpu: GpuReport;
   stages: StageReport[];
   timeline: TimelineTrack[];
+  /**
+   * The memory budgets the pipeline's stages declared, each checked against this report
+   * (src/report/limits.ts). Absent from reports of pipelines without budgets and from older reports.
+   */
+  budgets?: LimitCheck[];
 }

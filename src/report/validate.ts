@@ -38,6 +38,8 @@ const NUMERICS: Shape = { reference: "string|null", runtimes: "array" };
 const GPU: Shape = { status: "string", reason: "string|null", devices: "array" };
 const STAGE: Shape = { name: "string", kind: "string", worker: "string", pid: "number|null", startMs: "number", endMs: "number", status: "string" };
 const TRACK: Shape = { label: "string", pid: "number", periodMs: "number", samples: "array" };
+/** A checked budget (report.budgets, present only when the pipeline declared budgets). */
+const BUDGET: Shape = { runtime: "string", figure: "string", limitMiB: "number", source: "string", status: "string", worstMiB: "number|null", phase: "string|null", message: "string" };
 const LATENCY: Shape = { p50: "number", p99: "number", mean: "number" };
 /** Present only where the runtime timed requests pipelined (memlane-rt, python-torch on CUDA). */
 const LATENCY_OPTIONAL: Shape = { pipelinedMean: "number" };
@@ -118,6 +120,10 @@ export function validateReport(report: unknown): string[] {
     if (s !== "available" && s !== "unavailable") errors.push(`report.gpu.status: expected "available" or "unavailable", received ${JSON.stringify(s)}`);
   }
   each(report["stages"], STAGE, "report.stages", errors);
+  if ("budgets" in report) {
+    if (!Array.isArray(report["budgets"])) errors.push(`report.budgets: expected array, received ${kindOf(report["budgets"])}`);
+    each(report["budgets"], BUDGET, "report.budgets", errors);
+  }
   each(report["timeline"], TRACK, "report.timeline", errors, (t, p) => {
     (t["samples"] as unknown[]).forEach((s, i) => {
       const ok = Array.isArray(s) && s.length === 4 && s.slice(0, 3).every((x) => matches(x, "number")) && matches(s[3], "number|null");

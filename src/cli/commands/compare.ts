@@ -62,8 +62,8 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   for (const r of runtimes) p = p.benchmark(r, { optional: true });
   const { runPipeline } = await import("../../pipeline/run.ts");
   const outcome = await runPipeline(p, { outDir: args.flags.out as string, io, quiet: args.flags.quiet === true });
-  printOutcome(outcome, io);
-  if (outcome.report.runtimes.length > 0) return 0;
+  const code = printOutcome(outcome, io); // 1 when a declared budget was exceeded
+  if (outcome.report.runtimes.length > 0) return code;
   io.err(`memlane compare: no runtime ran (${runtimes.join(", ")}: see the reasons above)`);
   return 1;
 }
