@@ -27,7 +27,7 @@ export const spec: CommandSpec = {
     threads: { type: "int", placeholder: "N", description: "intra-op threads of every runtime", default: 1 },
     iterations: { type: "int", placeholder: "N", description: "timed calls per batch size", default: 50 },
     shape: { type: "string", placeholder: "SHAPES", description: "shapes of inputs with symbolic dims, name=1x128,name2=... (N or any number at the batch axis)" },
-    seq: { type: "int", placeholder: "N", description: "every other symbolic dim (sequence length)", default: DEFAULT_SEQ },
+    seq: { type: "int", placeholder: "N", description: "the value of every other symbolic dim, e.g. the sequence length", default: DEFAULT_SEQ },
     inputs: { type: "string", placeholder: "FILE", description: "feed these arrays (.npz or .safetensors, one per input, named as it) instead of generated ones" },
     out: { type: "string", short: "o", placeholder: "DIR", description: "directory for run directories", default: "runs" },
     quiet: { type: "boolean", short: "q", description: "no progress output" },
