@@ -73,6 +73,9 @@ export class Pipeline {
     for (const k of ["shapes", "seq", "inputs"] as const)
       if (opts[k] !== undefined && opts.onnx === undefined) throw new OptionError(`stage "${name}": ${k}`, "only with onnx (an existing model's inputs)", opts[k]);
     if (opts.seq !== undefined) checkInt(`stage "${name}": seq`, opts.seq, 1);
+    for (const [input, dims] of Object.entries(opts.shapes ?? {}))
+      if (!Array.isArray(dims) || dims.length === 0 || dims.some((d) => d !== "N" && !(Number.isInteger(d) && (d as number) > 0)))
+        throw new OptionError(`stage "${name}": shapes.${input}`, 'a full shape of positive integers, "N" at the batch axis', dims);
     if (opts.zoo === undefined && opts.onnx === undefined) {
       const from = opts.from ?? this.#last("train", name);
       after ??= [from];

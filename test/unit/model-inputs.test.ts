@@ -102,3 +102,13 @@ describe("--inputs files as numpy and safetensors write them", () => {
     expect(() => readInputFile(path.join(dir, "nope.bin"))).toThrow(/--inputs: cannot read/);
   });
 });
+
+describe("pipeline .export({ onnx }) input options", () => {
+  it("are checked when the pipeline is built, naming the stage and the option", async () => {
+    const { pipeline } = await import("../../src/pipeline/builder.ts");
+    expect(() => pipeline("p").export({ onnx: "m.onnx", shapes: { ids: [1, 0] } })).toThrow(/stage "export": shapes\.ids: expected a full shape/);
+    expect(() => pipeline("p").export({ zoo: "mlp", seq: 3 })).toThrow(/stage "export": seq: expected only with onnx/);
+    expect(() => pipeline("p").export({ onnx: "m.onnx" }).benchmark("node-ort", { optional: "yes" as never })).toThrow(/optional: expected a boolean/);
+    expect(pipeline("p").export({ onnx: "m.onnx", shapes: { ids: ["N", 128] }, seq: 64 }).stages).toHaveLength(1);
+  });
+});
