@@ -58,6 +58,8 @@ describe("values", () => {
   it("position ids count along the last axis; a generated float16 input is half bits", () => {
     const pos = generateInput({ name: "position_ids", dtype: "int64", shape: [-1, 4], batchAxis: 0 }, 2, 1);
     expect(Array.from(pos.tensor.data as BigInt64Array, Number)).toEqual([0, 1, 2, 3, 0, 1, 2, 3]);
+    const mask = generateInput({ name: "attention_mask", dtype: "float16", shape: [-1, 3], batchAxis: 0 }, 2, 1);
+    expect([mask.values, Array.from(mask.tensor.data as Uint16Array, fromHalfBits)]).toEqual(["ones (mask)", [1, 1, 1, 1, 1, 1]]);
     const h = generateInput({ name: "x", dtype: "float16", shape: [-1, 3], batchAxis: 0 }, 2, 1);
     expect(h.tensor.data).toBeInstanceOf(Uint16Array);
     for (const b of h.tensor.data as Uint16Array) expect(Math.abs(fromHalfBits(b))).toBeLessThanOrEqual(1);

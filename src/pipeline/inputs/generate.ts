@@ -2,7 +2,7 @@
  * Generated eval inputs that a model accepts as real ones, the same for every runtime
  * (deterministic in the seed):
  * - integer inputs reaching a Gather's indices: seeded ids in [0, vocabulary) (index-bounds.ts);
- * - names like `*mask*`: ones (bool: true); `*type_ids*`, `token_type*`, `segment*`: zeros;
+ * - names like `*mask*`: ones, in any dtype (bool: true); `*type_ids*`, `token_type*`, `segment*`: zeros;
  *   `position_ids`: 0..S-1 along the last axis;
  * - other integer inputs: zeros; other bool inputs: true;
  * - floats (float32, float16): seeded uniform in [-1, 1); uint8: seeded 0..255.
@@ -55,8 +55,8 @@ export function generateInput(spec: IoSpec, nEval: number, seed: number, bound?:
   const last = shape[shape.length - 1] ?? 1;
   const isInt = spec.dtype === "int64" || spec.dtype === "int32";
   let values: string;
-  if ((isInt || spec.dtype === "bool") && MASK.test(spec.name)) {
-    fill(() => 1);
+  if (MASK.test(spec.name) && spec.dtype !== "uint8") {
+    fill(() => (spec.dtype === "float16" ? 0x3c00 : 1)); // a float mask too: 1.0 keeps every position
     values = "ones (mask)";
   } else if (isInt && ZEROS.test(spec.name)) {
     values = "zeros (type ids)";
