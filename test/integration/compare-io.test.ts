@@ -77,9 +77,10 @@ describe("inputs of an ONNX model", () => {
 });
 
 describe("memlane compare, several inputs and outputs", () => {
-  it("int64 ids + int64 mask + float input: python-ort and node-ort run, every output compared", { timeout: 120_000 }, async () => {
-    const runs = path.join(out, "ids");
-    const res = await cli(["compare", path.join(dir, "ids-mask-features.onnx"), "--batch", "1,4", "--seq", "10", "--iterations", "3", "-q", "-o", runs]);
+  // both exporters: named dynamic axes ("batch", "seq"), and torch.export's own names ("s43"...)
+  it.each(["ids-mask-features", "ids-mask-features-dynamo"])("%s: int64 ids + int64 mask + float input: python-ort and node-ort run, every output compared", { timeout: 120_000 }, async (name) => {
+    const runs = path.join(out, name);
+    const res = await cli(["compare", path.join(dir, `${name}.onnx`), "--batch", "1,4", "--seq", "10", "--iterations", "3", "-q", "-o", runs]);
     expect(res.code, res.all).toBe(0);
     const { r } = report(runs);
     const ran = r.runtimes.map((x) => x.name);
