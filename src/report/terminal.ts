@@ -119,6 +119,9 @@ export function renderTerminal(report: Report, options: TerminalOptions = {}): s
   } else {
     out.push("Per runtime, steady state (end of steady-inference):", runtimeTable(report, width));
     if (notRun.length > 0) out.push(...notRun);
+    if (report.inputs?.length)
+      out.push("", "Inputs fed to every runtime (N: the batch):",
+        ...report.inputs.map((i) => `  ${i.name} ${i.dtype} [${i.shape.map((d) => (d < 0 ? "N" : String(d))).join(", ")}]: ${i.values}`));
     const perOutput = outputTable(report, width);
     if (perOutput) out.push("", `Max abs diff per output vs ${report.numerics.reference ?? "the reference"}:`, perOutput);
     if (anyPipelined(report)) out.push("piped/s: samples/s, requests sent back to back, then drained; - not timed so".slice(0, width));

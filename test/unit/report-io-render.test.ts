@@ -40,6 +40,7 @@ describe("a compare with several outputs and a runtime that failed", () => {
     expect(t).toMatch(/Max abs diff per output vs python-torch:\noutput +python-torch +python-ort +node-ort +native/);
     expect(t).toMatch(/\nlast_hidden_state +reference +3\.00e-6 +3\.00e-6 +3\.00e-6/);
     expect(t).toMatch(/\npooler_output +reference +1\.00e-7/);
+    expect(t).toContain('Inputs fed to every runtime (N: the batch):\n  input_ids int64 [N, 128]: ids in [0, 1000) (indices of Gather "emb")');
   });
 
   it("markdown: the row, the error, the diff per output with dtype and shape, the inputs fed", () => {
