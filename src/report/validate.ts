@@ -18,6 +18,14 @@ const PHASE: Shape = {
   peakRssMiB: "number", peakSource: "string", swapMiB: "number", ms: "number", startMs: "number", endMs: "number",
   samples: "number", gpu: "string", gpuMiB: "number|null", deltaGpuMiB: "number|null", peakGpuMiB: "number|null",
 };
+/** Added since v1 reports were first written (docs/memory.md, "Where the RAM goes"). */
+const PHASE_ADDED: Shape = { breakdown: "object|null", breakdownProblem: "string" };
+const BREAKDOWN: Shape = { kinds: "array", totalRssMiB: "number", totalPssMiB: "number", totalUssMiB: "number", growthFrom: "string|null" };
+const KIND: Shape = {
+  kind: "string", label: "string", rssMiB: "number", pssMiB: "number", ussMiB: "number", privateDirtyMiB: "number", swapMiB: "number",
+  deltaRssMiB: "number|null", deltaUssMiB: "number|null", deltaPssMiB: "number|null", files: "array",
+};
+const KIND_FILE: Shape = { path: "string", rssMiB: "number", ussMiB: "number", deltaRssMiB: "number|null" };
 const PROCESS: Shape = { pid: "number", kind: "string", command: "array" };
 const RUNTIME: Shape = {
   name: "string", pid: "number", process: "object", device: "string", versions: "object", phases: "array",
@@ -86,6 +94,10 @@ function checkPhases(o: Record<string, unknown>, p: string, errors: string[]): v
   each(o["phases"], PHASE, `${p}.phases`, errors, (ph, pp) => {
     if (ph["gpu"] !== "available" && ph["gpu"] !== "unavailable") errors.push(`${pp}.gpu: expected "available" or "unavailable", received ${JSON.stringify(ph["gpu"])}`);
     if (ph["gpu"] === "unavailable" && ph["gpuMiB"] !== null) errors.push(`${pp}.gpuMiB: expected null when gpu is "unavailable", received ${String(ph["gpuMiB"])}`);
+    checkPresent(ph, PHASE_ADDED, pp, errors);
+    const b = ph["breakdown"];
+    if (b !== undefined && b !== null && check(b, BREAKDOWN, `${pp}.breakdown`, errors))
+      each((b as Record<string, unknown>)["kinds"], KIND, `${pp}.breakdown.kinds`, errors, (k, kp) => each(k["files"], KIND_FILE, `${kp}.files`, errors));
   });
 }
 
