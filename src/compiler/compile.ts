@@ -60,7 +60,7 @@ export interface CompileSummary {
 
 /** Everything but the file write: used by compileOnnx and by tests that inspect the plan. */
 export function compileGraph(g: Graph, producer = DEFAULTS.producer) {
-  checkVocabulary(g.file, g.nodes);
+  checkVocabulary(g.file, g.nodes, g.inputs.map((i) => i.name));
   const inf = inferGraph({ ...g, nodes: topoSort(g) });
   foldBatchNorm(inf);
   fuseRelu(inf);

@@ -71,6 +71,12 @@ export class Pipeline {
     let after = opts.after;
     if (opts.zoo !== undefined && opts.onnx !== undefined)
       throw new OptionError(`stage "${name}": onnx`, "either zoo or onnx, not both", opts.onnx);
+    for (const k of ["shapes", "seq", "inputs"] as const)
+      if (opts[k] !== undefined && opts.onnx === undefined) throw new OptionError(`stage "${name}": ${k}`, "only with onnx (an existing model's inputs)", opts[k]);
+    if (opts.seq !== undefined) checkInt(`stage "${name}": seq`, opts.seq, 1);
+    for (const [input, dims] of Object.entries(opts.shapes ?? {}))
+      if (!Array.isArray(dims) || dims.length === 0 || dims.some((d) => d !== "N" && !(Number.isInteger(d) && (d as number) > 0)))
+        throw new OptionError(`stage "${name}": shapes.${input}`, 'a full shape of positive integers, "N" at the batch axis', dims);
     if (opts.zoo === undefined && opts.onnx === undefined) {
       const from = opts.from ?? this.#last("train", name);
       after ??= [from];
@@ -94,6 +100,7 @@ export class Pipeline {
     if (opts.batchSizes !== undefined) checkIntList(`stage "${name}": batchSizes`, opts.batchSizes, 1);
     if (opts.iterations !== undefined) checkInt(`stage "${name}": iterations`, opts.iterations, 1);
     if (opts.threads !== undefined) checkInt(`stage "${name}": threads`, opts.threads, 1);
+    if (opts.optional !== undefined && typeof opts.optional !== "boolean") throw new OptionError(`stage "${name}": optional`, "a boolean", opts.optional);
     checkBudget(name, opts.budget);
     return this.#add({
       kind: "benchmark",

@@ -14,6 +14,7 @@ import { stageNode } from "./stage-node.ts";
 import { ConcurrentRuns } from "./concurrent-runs.ts";
 import { onShutdown } from "../workers/cleanup.ts";
 import { ErrorCode } from "../transport/protocol.ts";
+import { notRun } from "./runtime-rows.ts";
 import { referenceRuntime, updateNumerics } from "./numerics.ts";
 import { runSummary } from "./summary.ts";
 import { budgetLimits } from "./budgets.ts";
@@ -221,6 +222,10 @@ async function runInDir(
       numericsReference: referenceRuntime(s),
       outcome,
       notes: [...others.notes(), ...s.notes],
+      runtimesNotRun: notRun(s),
+      ...(s.heldout?.model
+        ? { inputs: s.heldout.model.inputs.map((i) => ({ name: i.spec.name, dtype: i.spec.dtype, shape: i.spec.shape, batchAxis: i.spec.batchAxis, values: i.values })) }
+        : {}),
     });
   try {
     await runDag(stages.map((d) => stageNode(s, d)), { concurrency, memory: { budgetMiB: memoryBudgetMiB }, ...(signal ? { signal } : {}) });

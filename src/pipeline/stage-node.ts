@@ -6,26 +6,21 @@ import { predictStagePeak } from "./memory-plan.ts";
 import type { DagNode } from "./scheduler.ts";
 import type { RunSession } from "./session.ts";
 import { runExport, runTrain, type StageMeta } from "./exec-model.ts";
-import { runBenchmark } from "./exec-benchmark.ts";
+import { benchmarkOrRow, errorOf } from "./runtime-rows.ts";
 import { runCheckpointLoad, runPythonStage } from "./exec-misc.ts";
 import { updateNumerics } from "./numerics.ts";
 import { exitCause, retryNote, workerDied } from "./attempts.ts";
-import type { StageDef } from "./stages.ts";
+import type { StageDef, UnavailableRuntime } from "./stages.ts";
 import type { StageAttempt } from "../report/schema.ts";
-import { ErrorCode, errorCodeName } from "../transport/protocol.ts";
+import { ErrorCode } from "../transport/protocol.ts";
 import { shutdownStarted } from "../workers/cleanup.ts";
-
-export function errorOf(err: unknown): { code: number; name: string; message: string } {
-  const code = typeof (err as { code?: unknown })?.code === "number" ? (err as { code: number }).code : ErrorCode.TASK_FAILED;
-  return { code, name: errorCodeName(code), message: err instanceof Error ? err.message : String(err) };
-}
 
 async function runOnce(s: RunSession, def: StageDef, signal: AbortSignal, meta: StageMeta): Promise<unknown> {
   switch (def.kind) {
     case "train": return runTrain(s, def, signal, meta);
     case "export": return runExport(s, def, signal, meta);
     case "benchmark": {
-      const value = await runBenchmark(s, def, signal, meta);
+      const value = await benchmarkOrRow(s, def, signal, meta);
       updateNumerics(s);
       return value;
     }
@@ -62,10 +57,10 @@ export function stageNode(s: RunSession, def: StageDef): DagNode<unknown> {
           s.results.set(def.name, value);
           const unavailable = (value as { available?: boolean } | undefined)?.available === false;
           if (unavailable) {
-            const { reason, code } = value as { reason: string; code?: number };
-            record("skipped", Object.assign(new Error(reason), { code: code ?? ErrorCode.BACKEND_UNAVAILABLE }));
+            const { reason, code, status } = value as UnavailableRuntime;
+            record(status === "failed" ? "failed" : "skipped", Object.assign(new Error(reason), { code: code ?? ErrorCode.BACKEND_UNAVAILABLE }));
           } else record("ok");
-          s.progress.stageEnd(def.name, meta.summary ?? "");
+          s.progress.stageEnd(def.name, meta.summary ?? "", (value as UnavailableRuntime | undefined)?.status === "failed");
           return value;
         } catch (err) {
           // Aborted because another stage failed (or Ctrl-C): cancelled, unless it failed on its own.

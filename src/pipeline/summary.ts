@@ -1,6 +1,6 @@
 /**
  * What the run adds below the report's terminal table: training and checkpoint loading
- * (which that table leaves to report.md), unavailable runtimes, the native plan's arena, the
+ * (which that table leaves to report.md), the native plan's arena, the
  * node-ort process note, and the lines python stages logged.
  */
 import { estimatesSummary } from "../report/estimates.ts";
@@ -34,7 +34,6 @@ export function runSummary(report: Report, s: RunSession): string[] {
       "",
     );
   }
-  for (const u of s.unavailable) out.push(`${u.runtime}: unavailable — ${u.reason}`);
   for (const b of s.benchmarks.values())
     if (b.plan)
       out.push(`${b.runtime} plan: arena ${b.plan.arenaBytesPerSample} B/sample vs lower bound ${b.plan.lowerBoundPerSample} B/sample`);

@@ -15,6 +15,9 @@ import {
   type CheckpointLoadReport,
   type GpuReport,
   type HostInfo,
+  type InputReport,
+  type OutputReport,
+  type RuntimeNotRun,
   type LatencyTable,
   type PhaseReport,
   type ProcessInfo,
@@ -41,6 +44,8 @@ export interface RuntimeRecord {
   backendNotes?: string | null;
   accuracy: number | null;
   maxAbsDiff: number | null;
+  /** Every graph output and its diff against the reference (numerics.ts). */
+  outputs?: OutputReport[];
 }
 
 export interface TrainingRecord {
@@ -80,6 +85,8 @@ export interface RunRecord {
   /** Default "complete". */
   outcome?: Report["outcome"];
   notes?: string[];
+  runtimesNotRun?: RuntimeNotRun[];
+  inputs?: InputReport[];
 }
 
 /**
@@ -191,6 +198,7 @@ export function buildReport(run: RunRecord): Report {
       throughputPerS: r.throughputPerS,
       pipelinedThroughputPerS: finiteOrNull(r.pipelinedThroughputPerS),
       backendNotes: r.backendNotes?.trim() || null,
+      ...(r.outputs ? { outputs: r.outputs } : {}),
     };
   });
   const training: TrainingReport | null = run.training && {
@@ -214,11 +222,16 @@ export function buildReport(run: RunRecord): Report {
     host: run.host ?? hostInfo(python),
     training,
     runtimes,
+    ...(run.runtimesNotRun?.length ? { runtimesNotRun: run.runtimesNotRun } : {}),
+    ...(run.inputs ? { inputs: run.inputs } : {}),
     checkpointLoad: (run.checkpointLoad ?? []).map((c) => checkpointLoadReport(c, run.tracks)),
     comparison: buildComparison(runtimes),
     numerics: {
       reference,
-      runtimes: runtimes.map((r) => ({ name: r.name, maxAbsDiff: r.maxAbsDiff, accuracy: r.accuracy })),
+      runtimes: runtimes.map((r) => ({
+        name: r.name, maxAbsDiff: r.maxAbsDiff, accuracy: r.accuracy,
+        ...(r.outputs ? { outputs: r.outputs.map((o) => ({ name: o.name, maxAbsDiff: o.maxAbsDiff })) } : {}),
+      })),
     },
     gpu: run.gpu,
     stages: run.stages,

@@ -65,7 +65,9 @@ function summary(report: Report): string {
     num(r.throughputPerS, 0), ...(pipelined ? [num(pipelinedThroughput(r), 0, NOT_PIPELINED)] : []),
     pct(r.accuracy), r.name === report.numerics.reference ? "reference" : sci(r.maxAbsDiff),
   ]);
-  const after = pipelinedAndNotes(report);
+  for (const u of report.runtimesNotRun ?? []) rows.push([u.name, u.status, ...header.slice(2).map(() => "—")]);
+  const notRun = (report.runtimesNotRun ?? []).map((u) => `- \`${u.name}\` ${u.status}: ${u.error.name} (${u.error.code}): ${u.error.message.replace(/\r?\n/g, " ")}`);
+  const after = [pipelinedAndNotes(report), notRun.join("\n")].filter(Boolean).join("\n\n");
   return after ? `${mdTable(header, rows)}\n\n${after}` : mdTable(header, rows);
 }
 
@@ -95,7 +97,23 @@ function latencySection(report: Report): string {
 function numericsSection(report: Report): string {
   const ref = report.numerics.reference;
   const rows = report.numerics.runtimes.map((n) => [n.name, pct(n.accuracy), n.name === ref ? "reference" : sci(n.maxAbsDiff)]);
-  return [`Reference outputs: ${ref ?? UNAVAILABLE}.`, "", mdTable(["runtime", "held-out accuracy", `max abs diff vs ${ref ?? "reference"}`], rows)].join("\n");
+  const out = [`Reference outputs: ${ref ?? UNAVAILABLE}.`, "", mdTable(["runtime", "held-out accuracy", `max abs diff vs ${ref ?? "reference"} (worst output)`], rows)];
+  const withOutputs = report.runtimes.filter((r) => r.outputs && r.outputs.length > 0);
+  if (withOutputs.length > 0) {
+    const names = [...new Set(withOutputs.flatMap((r) => r.outputs!.map((o) => o.name)))];
+    const shapeOf = (n: string) => withOutputs.flatMap((r) => r.outputs!).find((o) => o.name === n)!;
+    out.push("", "Max abs diff per output (shape over the eval set, batch first):", "", mdTable(
+      ["output", "dtype", "shape", ...withOutputs.map((r) => r.name)],
+      names.map((n) => [n, shapeOf(n).dtype, `[${shapeOf(n).shape.join(", ")}]`, ...withOutputs.map((r) => {
+        const o = r.outputs!.find((x) => x.name === n);
+        return r.name === ref ? "reference" : o ? sci(o.maxAbsDiff) : "—";
+      })]),
+    ));
+  }
+  if (report.inputs && report.inputs.length > 0)
+    out.push("", "Inputs fed to every runtime (N: the batch):", "", mdTable(["input", "dtype", "shape", "values"],
+      report.inputs.map((i) => [i.name, i.dtype, `[${i.shape.map((d) => (d < 0 ? "N" : String(d))).join(", ")}]`, i.values])));
+  return out.join("\n");
 }
 
 function comparisonSection(report: Report): string {

@@ -162,6 +162,37 @@ export interface RuntimeReport {
    * or null where the runtime has none or said nothing. Absent from older reports (read as null).
    */
   backendNotes: string | null;
+  /**
+   * Every graph output over the eval set (batch first) and its max abs diff against the
+   * reference's same output (null for the reference); `maxAbsDiff` is the worst of them.
+   * Absent from reports written before it was added.
+   */
+  outputs?: OutputReport[];
+}
+
+export interface OutputReport {
+  name: string;
+  dtype: string;
+  shape: number[];
+  maxAbsDiff: number | null;
+}
+
+/** A runtime that did not run: could not start (`unavailable`) or failed in a run that went on without it (`failed`). */
+export interface RuntimeNotRun {
+  name: string;
+  status: "unavailable" | "failed";
+  error: { code: number; name: string; message: string };
+}
+
+/** One graph input of an existing ONNX model as every runtime was fed it. */
+export interface InputReport {
+  name: string;
+  dtype: string;
+  /** The model's shape as fed, -1 at the batch axis. */
+  shape: number[];
+  batchAxis: number;
+  /** What the values are: "ids in [0, 1000) (indices of Gather ...)", "ones (mask)", "from FILE"... */
+  values: string;
 }
 
 export interface TrainingReport {
@@ -293,7 +324,7 @@ export interface TimelineTrack {
 export interface NumericsReport {
   /** Runtime whose outputs are the reference (python-torch), null if none ran. */
   reference: string | null;
-  runtimes: Array<{ name: string; maxAbsDiff: number | null; accuracy: number | null }>;
+  runtimes: Array<{ name: string; maxAbsDiff: number | null; accuracy: number | null; outputs?: Array<{ name: string; maxAbsDiff: number | null }> }>;
 }
 
 export interface HostInfo {
@@ -317,6 +348,10 @@ export interface Report {
   /** null when the pipeline has no train stage. */
   training: TrainingReport | null;
   runtimes: RuntimeReport[];
+  /** Runtimes asked for that did not run, with why (absent from older reports: read as []). */
+  runtimesNotRun?: RuntimeNotRun[];
+  /** The graph inputs fed to an existing ONNX model (compare); absent for trained and zoo models. */
+  inputs?: InputReport[];
   checkpointLoad: CheckpointLoadReport[];
   comparison: ComparisonReport;
   numerics: NumericsReport;

@@ -7,6 +7,10 @@ import { Worker } from "node:worker_threads";
 import type { MemoryReading, SmapsSummary } from "../transport/protocol.ts";
 import { parseSmaps } from "../memory/smaps.ts";
 import type { LatencyTable } from "../report/schema.ts";
+import type { ModelIo } from "../pipeline/inputs/shapes.ts";
+import type { OutputTensor } from "../pipeline/stages.ts";
+import type { TensorData } from "../transport/codec.ts";
+import type { DType } from "../transport/protocol.ts";
 
 export interface NodeOrtTask {
   model: string;
@@ -17,6 +21,13 @@ export interface NodeOrtTask {
   iterations: number;
   warmup: number;
   threads: number;
+  /**
+   * The multi-input form (docs/worker-tasks.md, "Several inputs and outputs"): every graph
+   * input's spec and its eval tensor (batch first, `feeds`); then `inputs`/`shape` are unused
+   * and the result carries every output in `outputSet`.
+   */
+  io?: ModelIo;
+  feeds?: Array<{ name: string; dtype: DType; shape: number[]; data: TensorData }>;
   ort?: {
     cpuMemArena?: boolean;
     memPattern?: boolean;
@@ -42,6 +53,8 @@ export interface NodeOrtResult {
   /** Outputs over the whole eval set, transferred (not copied) from the thread. */
   outputs: Float32Array;
   outputShape: number[];
+  /** Every graph output, batch first (multi-input form only). */
+  outputSet?: OutputTensor[];
 }
 
 const THREAD = new URL("./node-ort-thread.mjs", import.meta.url);
