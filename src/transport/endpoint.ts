@@ -5,6 +5,7 @@
 import { mkdtemp, chmod } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { DEFAULT_MAX_MESSAGE_BYTES } from "./protocol.ts";
 
 /** CURVE keys (Z85 text, 40 characters each) for a broker that accepts remote workers. */
 export interface CurveServerKeys {
@@ -24,6 +25,13 @@ export interface BrokerOptions {
   allowRemote?: { curve: CurveServerKeys };
   /** Receives one line per refused message or failed send (default: none). */
   log?: (line: string) => void;
+  /**
+   * The largest message accepted, in bytes (default DEFAULT_MAX_MESSAGE_BYTES, 256 MiB): each
+   * frame (libzmq drops the connection of a peer that sends a bigger one) and all frames of a
+   * message together (refused and the peer dropped). Workers spawned on this broker get the
+   * same limit. Raise it for a run whose tensors travel as bigger frames.
+   */
+  maxMessageBytes?: number;
 }
 
 export interface ResolvedBrokerOptions {
@@ -31,6 +39,7 @@ export interface ResolvedBrokerOptions {
   readonly endpoint: string | undefined;
   readonly curve: CurveServerKeys | undefined;
   readonly log: (line: string) => void;
+  readonly maxMessageBytes: number;
 }
 
 const DEFAULTS: ResolvedBrokerOptions = Object.freeze({
@@ -38,6 +47,7 @@ const DEFAULTS: ResolvedBrokerOptions = Object.freeze({
   endpoint: undefined,
   curve: undefined,
   log: () => {},
+  maxMessageBytes: DEFAULT_MAX_MESSAGE_BYTES,
 });
 
 const bad = (option: string, expected: string, got: unknown): TypeError =>
@@ -73,7 +83,12 @@ export function resolveBrokerOptions(options: BrokerOptions = {}): ResolvedBroke
     );
   }
   if (options.log !== undefined && typeof options.log !== "function") throw bad("log", "a function", options.log);
-  return Object.freeze({ transport, endpoint, curve, log: options.log ?? DEFAULTS.log });
+  const maxMessageBytes = options.maxMessageBytes ?? DEFAULTS.maxMessageBytes;
+  // ZMQ_MAXMSGSIZE is an int64; 1 KiB is the floor so a hello always fits.
+  if (!Number.isSafeInteger(maxMessageBytes) || maxMessageBytes < 1024) {
+    throw bad("maxMessageBytes", "an integer number of bytes >= 1024", options.maxMessageBytes);
+  }
+  return Object.freeze({ transport, endpoint, curve, log: options.log ?? DEFAULTS.log, maxMessageBytes });
 }
 
 /** The endpoint to bind, and the private directory to remove on close (ipc only). */

@@ -2,6 +2,7 @@ import { statSync } from "node:fs";
 import { dirname } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import * as zmq from "zeromq";
+import { helloAuth, newWorkerKey } from "../../src/transport/auth.ts";
 import { Broker } from "../../src/transport/broker.ts";
 import { decodeRaw, encodeEnvelope } from "../../src/transport/codec.ts";
 import { ErrorCode, PROTOCOL_VERSION, type ErrorMessage } from "../../src/transport/protocol.ts";
@@ -31,8 +32,11 @@ async function reply(d: zmq.Dealer): Promise<ErrorMessage> {
   return decodeRaw(env!) as ErrorMessage;
 }
 
-const hello = (v = PROTOCOL_VERSION, pid = 999_999): Buffer =>
-  encodeEnvelope({ v, type: "hello", id: "raw-hello", pid, worker: "raw", capabilities: [], versions: {} });
+const hello = (v = PROTOCOL_VERSION, pid = 999_999, key?: Uint8Array): Buffer =>
+  encodeEnvelope({
+    v, type: "hello", id: "raw-hello", pid, worker: "raw", capabilities: [], versions: {},
+    ...(key ? { auth: helloAuth(key, "raw-hello", pid) } : {}),
+  });
 
 describe("endpoints", () => {
   it("binds 127.0.0.1 on an ephemeral port and reads the real port back", async () => {
@@ -72,7 +76,7 @@ describe("endpoints", () => {
     });
     const ok = dealer(b.endpoint, curve(client));
     await ok.send([hello()]);
-    expect((await reply(ok)).code).toBe(ErrorCode.INVALID_ARGUMENT); // heard, though unexpected
+    expect((await reply(ok)).code).toBe(ErrorCode.UNAUTHORIZED); // heard, though no slot's key signed it
     const no = dealer(b.endpoint, { ...curve(stranger), receiveTimeout: 500 });
     await no.send([hello()]).catch(() => {});
     await expect(no.receive()).rejects.toThrow();
@@ -126,7 +130,9 @@ describe("the receive loop", () => {
     const lines: string[] = [];
     const b = await broker({ log: (l) => lines.push(l) });
     const seen: string[] = [];
+    const key = newWorkerKey();
     b.expect({
+      key,
       pid: 4242,
       onHello: () => ({
         onMessage: (m) => {
@@ -137,9 +143,9 @@ describe("the receive loop", () => {
       onRefused: () => {},
     });
     const raw = dealer(b.endpoint);
-    await raw.send([hello(1, 4242)]);
+    await raw.send([hello(1, 4242, key)]);
     await raw.send([encodeEnvelope({ v: 1, type: "heartbeat", id: "boom" })]);
-    await raw.send([hello(1, 4242)]);
+    await raw.send([hello(1, 4242, key)]);
     expect((await reply(raw)).message).toBe("second hello from the same peer");
     await raw.send([encodeEnvelope({ v: 1, type: "progress", id: "p", current: 1, total: 1, label: "" })]);
     await raw.send([encodeEnvelope({ v: 3, type: "heartbeat", id: "old" })]);
