@@ -198,6 +198,8 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
       stages: s.stages,
       gpu: s.gpuReport(),
       numericsReference: referenceRuntime(s),
+      ...(s.transport ? { transport: s.transport } : {}),
+      ...(s.transportNote ? { notes: [s.transportNote] } : {}),
     });
   try {
     await runDag(stages.map((d) => node(s, d)), { concurrency, ...(signal ? { signal } : {}) });
@@ -228,6 +230,7 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
       `shared memory: ${shm.sent.tensors} input tensor(s), ${(shm.sent.bytes / 2 ** 20).toFixed(2)} MiB, mapped from /dev/shm instead of sent through the socket; ` +
         `${shm.made.segments} segment(s) of ${(shm.made.bytes / 2 ** 20).toFixed(2)} MiB, unlinked.`,
     );
+  if (s.transportNote) s.notes.push(s.transportNote);
   const report = record();
   const written = await writeReport(report, outDir);
   const otherFiles = [written.markdown];

@@ -23,6 +23,7 @@ import {
   type SteadyMemory,
   type TimelineTrack,
   type TrainingReport,
+  type TransportReport,
 } from "./schema.ts";
 
 export interface RuntimeRecord {
@@ -76,6 +77,9 @@ export interface RunRecord {
   numericsReference?: string | null;
   /** Defaults to this machine (hostInfo()), with Python's version from the runtimes' versions. */
   host?: HostInfo;
+  /** Run notes for report.notes (absent or empty: no `notes` key). */
+  notes?: string[];
+  transport?: TransportReport;
 }
 
 /**
@@ -217,5 +221,7 @@ export function buildReport(run: RunRecord): Report {
     gpu: run.gpu,
     stages: run.stages,
     timeline: timelineOf(run.tracks),
+    ...(run.notes?.length ? { notes: [...run.notes] } : {}),
+    ...(run.transport ? { transport: run.transport } : {}),
   };
 }

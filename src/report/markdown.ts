@@ -188,5 +188,6 @@ export function renderMarkdown(report: Report): string {
       s.error ? `${s.error.name} (${s.error.code}): ${s.error.message}` : ""])));
   out.push("", "## Sampling", "", mdTable(["process", "pid", "samples", "period ms"],
     report.timeline.map((t) => [t.label, String(t.pid), String(t.samples.length), num(t.periodMs, 0)])));
+  if (report.notes?.length) out.push("", "## Notes", "", ...report.notes.map((n) => `- ${n.replace(/\r?\n/g, " ")}`));
   return `${out.join("\n")}\n`;
 }

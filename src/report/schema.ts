@@ -256,4 +256,17 @@ export interface Report {
   gpu: GpuReport;
   stages: StageReport[];
   timeline: TimelineTrack[];
+  /**
+   * Run notes, one sentence each (refused messages, shared-memory use, ...). Added after v1
+   * reports were first written: absent in older ones.
+   */
+  notes?: string[];
+  /** What the broker refused during the run (docs/protocol.md, "Refused messages"); added later, like notes. */
+  transport?: TransportReport;
+}
+
+/** The run's message size limit and its refused messages, counted by reason. */
+export interface TransportReport {
+  maxMessageBytes: number;
+  refused: { total: number; byReason: Record<string, number> };
 }

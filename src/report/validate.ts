@@ -31,6 +31,9 @@ const TOP: Shape = {
   schemaVersion: "number", pipeline: "string", runId: "string", createdAt: "string", host: "object", training: "object|null",
   runtimes: "array", checkpointLoad: "array", comparison: "object", numerics: "object", gpu: "object", stages: "array", timeline: "array",
 };
+/** Added since v1 reports were first written: checked when present. */
+const TOP_ADDED: Shape = { notes: "array", transport: "object" };
+const TRANSPORT: Shape = { maxMessageBytes: "number", refused: "object" };
 const HOST: Shape = { cpuModel: "string", cores: "number", memTotalMiB: "number", platform: "string", kernel: "string", node: "string", python: "string|null" };
 const CHECKPOINT: Shape = { method: "string", pid: "number", fileMiB: "number", deltaRssMiB: "number", deltaUssMiB: "number", peakRssMiB: "number", ms: "number" };
 const COMPARISON: Shape = { steady: "array", phases: "array", ratios: "array" };
@@ -93,6 +96,10 @@ export function validateReport(report: unknown): string[] {
   if (report["schemaVersion"] !== REPORT_SCHEMA_VERSION)
     errors.push(`report.schemaVersion: expected ${REPORT_SCHEMA_VERSION}, received ${String(report["schemaVersion"])}`);
   check(report["host"], HOST, "report.host", errors);
+  checkPresent(report, TOP_ADDED, "report", errors);
+  if (Array.isArray(report["notes"]))
+    report["notes"].forEach((n, i) => { if (typeof n !== "string") errors.push(`report.notes[${i}]: expected string, received ${kindOf(n)}`); });
+  if (kindOf(report["transport"]) === "object") check(report["transport"], TRANSPORT, "report.transport", errors);
   if (report["training"] !== null && check(report["training"], TRAINING, "report.training", errors)) {
     const t = report["training"] as Record<string, unknown>;
     check(t["process"], PROCESS, "report.training.process", errors);
