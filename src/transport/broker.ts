@@ -21,8 +21,12 @@ import { startZapHandler } from "./zap.ts";
 /** Receives the messages of one claimed peer, in order. */
 export interface PeerHandler {
   onMessage(message: Message, frames: Buffer[]): void;
-  /** The peer was dropped (an oversized message, or its connection closed by the transport). */
-  onLost?(reason: string): void;
+  /**
+   * The peer is unreachable or was dropped (an oversized message, its connection closed by
+   * the transport, or just its process exiting). `confirm` counts it as a `dropped` refusal:
+   * call it only when the worker did not simply exit.
+   */
+  onLost?(reason: string, confirm: () => void): void;
 }
 
 /**
@@ -60,6 +64,8 @@ export class Broker {
   private errorSeq = 0;
   private readonly refusals: RefusalLog;
   private probeScheduled = false;
+  /** Error replies sent to each peer not admitted (bounded: see REPLY_BUDGET). */
+  private readonly repliesToStrangers = new Map<string, number>();
   private watching: Promise<void> = Promise.resolve();
 
   private constructor(socket: zmq.Router, endpoint: string, options: ResolvedBrokerOptions, dir: string | undefined) {
@@ -180,7 +186,7 @@ export class Broker {
     if (size > this.options.maxMessageBytes) {
       const text = `message of ${size} bytes in ${parts.length} frames exceeds the limit of ${this.options.maxMessageBytes} bytes`;
       this.reject(identity, ErrorCode.MALFORMED_MESSAGE, text, undefined, undefined, "oversized");
-      this.lose(identity, `it sent a ${text}`);
+      this.lose(identity, `it sent a ${text}`, true); // counted as oversized already
       return;
     }
     const decoded = decodeMessage(parts);
@@ -217,14 +223,18 @@ export class Broker {
   }
 
   /** An admitted peer is gone or dropped: stop routing to it and tell its handler once. */
-  private lose(identity: Buffer, reason: string): void {
+  private lose(identity: Buffer, reason: string, counted = false): void {
     const key = identity.toString("hex");
     const handler = this.peers.get(key);
     if (!handler) return;
     this.peers.delete(key);
-    this.refusals.add("dropped", key, `admitted peer dropped: ${reason}`);
+    let confirmed = counted;
+    const confirm = (): void => {
+      if (!confirmed) this.refusals.add("dropped", key, `admitted peer dropped: ${reason}`);
+      confirmed = true;
+    };
     try {
-      handler.onLost?.(reason);
+      handler.onLost?.(reason, confirm);
     } catch (err) {
       this.options.log(`broker: onLost of peer ${key} threw: ${(err as Error).message}`);
     }
@@ -300,13 +310,34 @@ export class Broker {
       message: text,
       ...(details ? { details } : {}),
     };
-    this.refusals.add(reason, identity.toString("hex"), text);
-    this.send(identity, error).catch(() => {}); // the peer may already be gone
+    const key = identity.toString("hex");
+    this.refusals.add(reason, key, text);
+    if (this.peers.has(key) || this.replyBudgetLeft(key)) this.send(identity, error).catch(() => {}); // the peer may already be gone
     return error;
+  }
+
+  /**
+   * A peer that is not admitted gets at most REPLY_BUDGET error replies; later refusals are
+   * counted, not answered. A stranger that never reads would otherwise fill its pipe, and with
+   * `mandatory` every send queued behind a full pipe waits SEND_TIMEOUT_MS: a flood of unread
+   * replies would stall the heartbeats and tasks of real workers.
+   */
+  private replyBudgetLeft(key: string): boolean {
+    const n = (this.repliesToStrangers.get(key) ?? 0) + 1;
+    if (n > REPLY_BUDGET) return false;
+    this.repliesToStrangers.set(key, n);
+    if (this.repliesToStrangers.size > MAX_STRANGERS_TRACKED) {
+      this.repliesToStrangers.delete(this.repliesToStrangers.keys().next().value!); // the oldest
+    }
+    return true;
   }
 }
 
 const SEND_TIMEOUT_MS = 5000;
+/** Error replies per peer that is not admitted: well under libzmq's default send HWM (1000). */
+const REPLY_BUDGET = 100;
+/** Strangers whose replies are counted; the oldest is forgotten beyond this. */
+const MAX_STRANGERS_TRACKED = 4096;
 /** After a disconnect, wait this long (libzmq removes the pipe asynchronously) before probing. */
 const PROBE_DELAY_MS = 50;
 

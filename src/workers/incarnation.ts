@@ -31,6 +31,9 @@ interface Ending {
   timedOut: boolean;
 }
 
+/** How long a worker whose connection is gone may take to exit on its own before it counts as dropped. */
+const LOST_GRACE_MS = 500;
+
 export class Incarnation {
   readonly proc: WorkerProcess;
   readonly ready: Promise<Hello>;
@@ -203,11 +206,18 @@ export class Incarnation {
   private handler(): PeerHandler {
     return {
       onMessage: (m, frames) => this.onMessage(m, frames),
-      // The broker dropped our peer while the process may live on: nothing it sends can reach
-      // us any more, so end it now rather than at the heartbeat timeout.
-      onLost: (reason) => {
+      // The broker lost our peer. Usually the process is exiting (its exit explains itself);
+      // if it still lives after a moment, its connection was dropped (a message over the limit):
+      // nothing it sends can reach us any more, so end it now, not at the heartbeat timeout.
+      onLost: (reason, confirm) => {
         this.peer = undefined;
-        this.endWith({ code: ErrorCode.WORKER_DIED, timedOut: false, reason: `was dropped by the broker: ${reason}` }, "SIGTERM");
+        if (this.stopping || this.ending) return;
+        const timer = setTimeout(() => {
+          if (!this.proc.alive || this.stopping || this.ending) return;
+          confirm();
+          this.endWith({ code: ErrorCode.WORKER_DIED, timedOut: false, reason: `was dropped by the broker: ${reason}` }, "SIGTERM");
+        }, LOST_GRACE_MS);
+        void this.proc.exited.then(() => clearTimeout(timer));
       },
     };
   }
