@@ -63,10 +63,8 @@ export class Broker {
   private zap: { close(): void } | undefined;
   private errorSeq = 0;
   private readonly refusals: RefusalLog;
-  private probeScheduled = false;
   /** Error replies sent to each peer not admitted (bounded: see REPLY_BUDGET). */
   private readonly repliesToStrangers = new Map<string, number>();
-  private watching: Promise<void> = Promise.resolve();
 
   private constructor(socket: zmq.Router, endpoint: string, options: ResolvedBrokerOptions, dir: string | undefined) {
     this.socket = socket;
@@ -75,7 +73,6 @@ export class Broker {
     this.dir = dir;
     this.refusals = new RefusalLog(options.log);
     this.loop = this.receiveLoop();
-    void this.watchDisconnects();
   }
 
   /** The message size limit of this broker's socket and of the workers spawned on it. */
@@ -88,7 +85,7 @@ export class Broker {
     return this.refusals.summary();
   }
 
-  /** Bind a ROUTER on loopback (tcp 127.0.0.1 ephemeral port by default) and start serving. */
+  /** Bind a ROUTER (ipc:// in a fresh 0700 directory by default; or loopback tcp) and start serving. */
   static async bind(options: BrokerOptions = {}): Promise<Broker> {
     const o = resolveBrokerOptions(options);
     // mandatory: a send to a peer that is gone fails (EHOSTUNREACH) instead of vanishing.
@@ -140,7 +137,9 @@ export class Broker {
     const parts = [identity, encodeEnvelope(message), ...frames];
     const sent = this.sendChain.then(() => this.socket.send(parts));
     this.sendChain = sent.catch((err: { code?: string }) => {
-      // mandatory: an admitted peer that is unreachable has lost its connection.
+      // mandatory: an admitted peer that is unreachable has lost its connection. libzmq drops a
+      // connection that sends a frame over the limit without telling the application which
+      // peer it was; the next send to it (a heartbeat, within heartbeatIntervalMs) finds out.
       if (err?.code === "EHOSTUNREACH") this.lose(identity, "its connection is gone (closed by the worker, or by the transport: a frame over the size limit or broken framing)");
     });
     return sent;
@@ -154,7 +153,6 @@ export class Broker {
     this.socket.close();
     this.zap?.close();
     await this.loop;
-    await this.watching;
     if (this.dir) await rm(this.dir, { recursive: true, force: true });
   }
 
@@ -240,36 +238,6 @@ export class Broker {
     }
   }
 
-  /**
-   * libzmq drops a connection that sends a frame over the limit (or breaks framing) without
-   * telling the application which peer it was; the monitor says only that some connection
-   * closed. Probe every admitted peer then: a mandatory send to one whose pipe is gone fails
-   * with EHOSTUNREACH (send() above), which loses it at once instead of at its heartbeat timeout.
-   */
-  private watchDisconnects(): Promise<void> {
-    this.watching = (async () => {
-      try {
-        for await (const event of this.socket.events) {
-          // One probe round at a time, however many connections a flood opens and closes.
-          if (event.type !== "disconnect" || this.closed || this.peers.size === 0 || this.probeScheduled) continue;
-          this.probeScheduled = true;
-          setTimeout(() => this.probe(), PROBE_DELAY_MS).unref();
-        }
-      } catch {
-        // the monitor ends with the socket
-      }
-    })();
-    return this.watching;
-  }
-
-  private probe(): void {
-    this.probeScheduled = false;
-    if (this.closed) return;
-    for (const key of [...this.peers.keys()]) {
-      this.send(Buffer.from(key, "hex"), { v: PROTOCOL_VERSION, type: "heartbeat", id: `broker-probe-${++this.errorSeq}` }).catch(() => {});
-    }
-  }
-
   private greet(identity: Buffer, hello: Hello): void {
     // The key alone picks the slot: pid, id and name are claims anyone can make.
     let match: Expectation | undefined;
@@ -338,7 +306,6 @@ const SEND_TIMEOUT_MS = 5000;
 const REPLY_BUDGET = 100;
 /** Strangers whose replies are counted; the oldest is forgotten beyond this. */
 const MAX_STRANGERS_TRACKED = 4096;
-/** After a disconnect, wait this long (libzmq removes the pipe asynchronously) before probing. */
-const PROBE_DELAY_MS = 50;
+
 
 const versionText = (v: unknown): string => `worker speaks protocol v${String(v)}, orchestrator speaks v${PROTOCOL_VERSION}`;

@@ -2,7 +2,8 @@
  * Broker endpoint options: parsed once, loopback unless the caller asks for a remote
  * endpoint and brings CURVE keys (docs/protocol.md: remote endpoints require authentication).
  */
-import { mkdtemp, chmod } from "node:fs/promises";
+import { readdirSync, rmSync, statSync } from "node:fs";
+import { mkdtemp, chmod, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DEFAULT_MAX_MESSAGE_BYTES } from "./protocol.ts";
@@ -17,7 +18,11 @@ export interface CurveServerKeys {
 
 /** Options of {@link Broker.bind}. */
 export interface BrokerOptions {
-  /** `"tcp"` (127.0.0.1, ephemeral port; the default) or `"ipc"` (a socket in a fresh 0700 directory). */
+  /**
+   * `"ipc"` (the default: a socket in a fresh 0700 directory, so no other user can even
+   * connect) or `"tcp"` (127.0.0.1, ephemeral port: any local user can connect, and only the
+   * hello's auth keeps them out).
+   */
   transport?: "tcp" | "ipc";
   /** An explicit endpoint instead of `transport`; must be loopback unless `allowRemote` is given. */
   endpoint?: string;
@@ -43,7 +48,7 @@ export interface ResolvedBrokerOptions {
 }
 
 const DEFAULTS: ResolvedBrokerOptions = Object.freeze({
-  transport: "tcp",
+  transport: "ipc",
   endpoint: undefined,
   curve: undefined,
   log: () => {},
@@ -95,9 +100,56 @@ export function resolveBrokerOptions(options: BrokerOptions = {}): ResolvedBroke
 export async function endpointToBind(o: ResolvedBrokerOptions): Promise<{ bind: string; dir?: string }> {
   if (o.endpoint !== undefined) return { bind: o.endpoint };
   if (o.transport === "tcp") return { bind: "tcp://127.0.0.1:0" };
+  sweepStaleIpcDirs();
   // mkdtemp creates the directory 0700 already; chmod again in case of an unusual umask
   // handling, since only our own user may reach the socket.
-  const dir = await mkdtemp(join(tmpdir(), "memlane-"));
+  const dir = await mkdtemp(join(tmpdir(), `${IPC_DIR_PREFIX}${process.pid}-`));
   await chmod(dir, 0o700);
-  return { bind: `ipc://${join(dir, "broker.sock")}`, dir };
+  const path = join(dir, "broker.sock");
+  if (Buffer.byteLength(path) > MAX_IPC_PATH) {
+    // sun_path holds 107 bytes: a long TMPDIR cannot hold the socket; loopback tcp still can.
+    await rm(dir, { recursive: true, force: true });
+    o.log(`broker: ${path} is too long for an ipc:// socket (${MAX_IPC_PATH} bytes at most); binding tcp://127.0.0.1 instead`);
+    return { bind: "tcp://127.0.0.1:0" };
+  }
+  return { bind: `ipc://${path}`, dir };
+}
+
+const IPC_DIR_PREFIX = "memlane-ipc-";
+const MAX_IPC_PATH = 107;
+
+/**
+ * Removes the ipc directories of orchestrators that died before closing their broker
+ * (SIGKILL): `memlane-ipc-<pid>-*` in TMPDIR whose pid is gone and which belong to us.
+ */
+export function sweepStaleIpcDirs(dir = tmpdir()): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const removed: string[] = [];
+  for (const name of names) {
+    const m = new RegExp(`^${IPC_DIR_PREFIX}(\\d+)-`).exec(name);
+    if (!m || Number(m[1]) === process.pid || pidAlive(Number(m[1]))) continue;
+    const path = join(dir, name);
+    try {
+      if (statSync(path).uid !== process.getuid?.()) continue;
+      rmSync(path, { recursive: true, force: true });
+      removed.push(path);
+    } catch {
+      // gone already, or not ours
+    }
+  }
+  return removed;
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
 }

@@ -1,10 +1,13 @@
-import { statSync } from "node:fs";
-import { dirname } from "node:path";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import * as zmq from "zeromq";
 import { helloAuth, newWorkerKey } from "../../src/transport/auth.ts";
 import { Broker } from "../../src/transport/broker.ts";
 import { decodeRaw, encodeEnvelope } from "../../src/transport/codec.ts";
+import { sweepStaleIpcDirs } from "../../src/transport/endpoint.ts";
 import { ErrorCode, PROTOCOL_VERSION, type ErrorMessage } from "../../src/transport/protocol.ts";
 import { Supervisor } from "../../src/workers/supervisor.ts";
 import { fixture } from "./supervisor-helpers.ts";
@@ -39,8 +42,9 @@ const hello = (v = PROTOCOL_VERSION, pid = 999_999, key?: Uint8Array): Buffer =>
   });
 
 describe("endpoints", () => {
-  it("binds 127.0.0.1 on an ephemeral port and reads the real port back", async () => {
-    const b = await broker();
+  it("binds ipc:// by default; with transport tcp, 127.0.0.1 on an ephemeral port, the real port read back", async () => {
+    expect((await broker()).endpoint).toMatch(/^ipc:\/\/.*\/memlane-ipc-\d+-[^/]+\/broker\.sock$/);
+    const b = await broker({ transport: "tcp" });
     expect(b.endpoint).toMatch(/^tcp:\/\/127\.0\.0\.1:\d+$/);
     expect(b.endpoint.endsWith(":0")).toBe(false);
   });
@@ -51,6 +55,17 @@ describe("endpoints", () => {
     expect(statSync(dir).mode & 0o777).toBe(0o700);
     await b.close();
     expect(() => statSync(dir)).toThrow();
+  });
+
+  it("sweeps the ipc directory of an orchestrator that died without closing its broker", async () => {
+    const root = mkdtempSync(join(tmpdir(), "memlane-sweep-"));
+    cleanups.push(() => rmSync(root, { recursive: true, force: true }));
+    const dead = spawnSync("true").pid!; // a pid that has exited
+    mkdirSync(join(root, `memlane-ipc-${dead}-abc`));
+    mkdirSync(join(root, `memlane-ipc-${process.pid}-mine`));
+    mkdirSync(join(root, "memlane-ipc-x-other"));
+    expect(sweepStaleIpcDirs(root)).toEqual([join(root, `memlane-ipc-${dead}-abc`)]);
+    expect(readdirSync(root).sort()).toEqual([`memlane-ipc-${process.pid}-mine`, "memlane-ipc-x-other"]);
   });
 
   it("refuses a non-loopback endpoint without CURVE keys", async () => {
