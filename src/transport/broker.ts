@@ -15,8 +15,8 @@ import { verifyHelloAuth } from "./auth.ts";
 import { decodeMessage, encodeEnvelope, FROM_WORKER } from "./codec.ts";
 import { endpointToBind, resolveBrokerOptions, type BrokerOptions, type ResolvedBrokerOptions } from "./endpoint.ts";
 import { ErrorCode, PROTOCOL_VERSION, type ErrorMessage, type Hello, type Message } from "./protocol.ts";
-import { RefusalLog, type RefusalReason, type RefusalSummary } from "./refusals.ts";
-import { startZapHandler } from "./zap.ts";
+import { RefusalLog, ReplyBudget, type RefusalReason, type RefusalSummary } from "./refusals.ts";
+import { curveServer } from "./zap.ts";
 
 /** Receives the messages of one claimed peer, in order. */
 export interface PeerHandler {
@@ -63,8 +63,7 @@ export class Broker {
   private zap: { close(): void } | undefined;
   private errorSeq = 0;
   private readonly refusals: RefusalLog;
-  /** Error replies sent to each peer not admitted (bounded: see REPLY_BUDGET). */
-  private readonly repliesToStrangers = new Map<string, number>();
+  private readonly strangerReplies = new ReplyBudget();
 
   private constructor(socket: zmq.Router, endpoint: string, options: ResolvedBrokerOptions, dir: string | undefined) {
     this.socket = socket;
@@ -98,14 +97,7 @@ export class Broker {
     const socket = new zmq.Router({
       mandatory: true, linger: 0, sendTimeout: SEND_TIMEOUT_MS, handover: false, maxMessageSize: o.maxMessageBytes,
     });
-    let zap: { close(): void } | undefined;
-    if (o.curve) {
-      if (o.curve.authorizedClients) zap = await startZapHandler(o.curve.authorizedClients, socket.context);
-      socket.curveServer = true;
-      socket.curveSecretKey = o.curve.secretKey;
-      socket.curvePublicKey = o.curve.publicKey;
-      if (zap) socket.zapDomain = "memlane";
-    }
+    const zap = o.curve ? await curveServer(socket, o.curve) : undefined;
     const { bind, dir } = await endpointToBind(o);
     try {
       await socket.bind(bind);
@@ -280,32 +272,14 @@ export class Broker {
     };
     const key = identity.toString("hex");
     this.refusals.add(reason, key, text);
-    if (this.peers.has(key) || this.replyBudgetLeft(key)) this.send(identity, error).catch(() => {}); // the peer may already be gone
+    // A stranger gets a bounded number of answers (refusals.ts ReplyBudget); a worker all of them.
+    if (this.peers.has(key) || this.strangerReplies.take(key)) this.send(identity, error).catch(() => {}); // the peer may already be gone
     return error;
   }
 
-  /**
-   * A peer that is not admitted gets at most REPLY_BUDGET error replies; later refusals are
-   * counted, not answered. A stranger that never reads would otherwise fill its pipe, and with
-   * `mandatory` every send queued behind a full pipe waits SEND_TIMEOUT_MS: a flood of unread
-   * replies would stall the heartbeats and tasks of real workers.
-   */
-  private replyBudgetLeft(key: string): boolean {
-    const n = (this.repliesToStrangers.get(key) ?? 0) + 1;
-    if (n > REPLY_BUDGET) return false;
-    this.repliesToStrangers.set(key, n);
-    if (this.repliesToStrangers.size > MAX_STRANGERS_TRACKED) {
-      this.repliesToStrangers.delete(this.repliesToStrangers.keys().next().value!); // the oldest
-    }
-    return true;
-  }
 }
 
 const SEND_TIMEOUT_MS = 5000;
-/** Error replies per peer that is not admitted: well under libzmq's default send HWM (1000). */
-const REPLY_BUDGET = 100;
-/** Strangers whose replies are counted; the oldest is forgotten beyond this. */
-const MAX_STRANGERS_TRACKED = 4096;
 
 
 const versionText = (v: unknown): string => `worker speaks protocol v${String(v)}, orchestrator speaks v${PROTOCOL_VERSION}`;

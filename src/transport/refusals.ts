@@ -71,6 +71,29 @@ export function describeRefusals(s: RefusalSummary): string | undefined {
   return `transport: ${s.total} message(s) refused (${parts.join(", ")})` + (first ? `; first: ${first.text}` : "");
 }
 
+/**
+ * A peer that is not admitted gets at most PER_PEER error replies; later refusals are counted,
+ * not answered. A stranger that never reads would otherwise fill its pipe, and with
+ * `mandatory` every send queued behind a full pipe waits the broker's send timeout: a flood of
+ * unread replies would stall the heartbeats and tasks of real workers.
+ */
+export class ReplyBudget {
+  /** Well under libzmq's default send high-water mark (1000 messages a pipe). */
+  static readonly PER_PEER = 100;
+  /** Peers tracked at most; the oldest is forgotten beyond this. */
+  static readonly TRACKED = 4096;
+  private readonly sent = new Map<string, number>();
+
+  /** True (and counted) while `peer` may still get a reply. */
+  take(peer: string): boolean {
+    const n = (this.sent.get(peer) ?? 0) + 1;
+    if (n > ReplyBudget.PER_PEER) return false;
+    this.sent.set(peer, n);
+    if (this.sent.size > ReplyBudget.TRACKED) this.sent.delete(this.sent.keys().next().value!);
+    return true;
+  }
+}
+
 function isPowerOfTen(n: number): boolean {
   for (let p = 10; p <= n; p *= 10) if (p === n) return true;
   return false;
