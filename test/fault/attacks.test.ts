@@ -180,9 +180,13 @@ describe("the hijack replay", () => {
     await new Promise((res) => setTimeout(res, 50));
     const w = await sup.spawn(workerSpecs.memlaneRt({ name: "native", args: ["--threads", "1"] }));
     claimed = true;
-    const duringSpawn = tries;
+    const duringSpawn = sup.broker.refused().byReason["bad-auth"] ?? 0;
+    expect(duringSpawn, "no forged hello reached the broker before memlane-rt's: the flood proved nothing").toBeGreaterThan(0);
     expect(w.hello.worker).toBe("memlane-rt");
     expect(w.hello.pid).toBe(w.pid);
+    // memlane-rt overwrote its key where /proc/<pid>/environ shows it.
+    const environ = readFileSync(`/proc/${w.pid}/environ`, "latin1").split("\0");
+    expect(environ).toContain(`MEMLANE_WORKER_KEY=${"x".repeat(64)}`);
     // The slot answers as memlane-rt does: `run` with no model loaded is its own refusal.
     const err = await rejection<WorkerError>(w.run("run", {}));
     expect(err.worker?.pid).toBe(w.pid);
@@ -241,6 +245,7 @@ describe("fuzzed frames", () => {
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) => child.once("exit", (code, signal) => res({ code, signal })));
     cleanups.push(() => void child.kill("SIGKILL"));
     const heard = new Map<string, number>();
+    const answered = new Set<string>();
     let replies = 0;
     let identity: Buffer | undefined;
     void (async () => {
@@ -250,6 +255,7 @@ describe("fuzzed frames", () => {
           replies++;
           const m = decodeRaw(env!) as Message;
           if (m.type === "heartbeat") heard.set(m.id, Date.now());
+          else answered.add(m.id);
         }
       } catch {
         // closed
@@ -271,8 +277,26 @@ describe("fuzzed frames", () => {
     await router.send([identity!, encodeEnvelope({ v: PROTOCOL_VERSION, type: "shutdown", id: "end" })]);
     const end = await exited;
     expect(end, "memlane-rt must exit 0 on shutdown after the fuzz (a crash shows as a signal)").toEqual({ code: 0, signal: null });
+
+    // A frame over its limit: libzmq drops that connection before allocating; memlane-rt lives on.
+    const small = spawn(rtBinary!, ["--connect", router.lastEndpoint!, "--name", "rt-big", "--heartbeat-timeout", "0", "--threads", "1"], {
+      stdio: ["ignore", "ignore", "ignore"], env: { ...process.env, MEMLANE_MAX_MESSAGE_BYTES: String(2 ** 20) },
+    });
+    pids.push(small.pid!);
+    const smallExit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) => small.once("exit", (code, signal) => res({ code, signal })));
+    cleanups.push(() => void small.kill("SIGKILL"));
+    identity = undefined;
+    expect(await waitUntil(() => identity !== undefined, 10_000), "the second memlane-rt sent no hello").toBe(true);
+    await router.send([identity!, encodeEnvelope({ v: PROTOCOL_VERSION, type: "task", id: "big", task: "run", args: {} }), Buffer.alloc(2 ** 21)]);
+    await router.send([identity!, encodeEnvelope({ v: PROTOCOL_VERSION, type: "task", id: "small", task: "run", args: {} }), Buffer.alloc(16)]);
+    await new Promise((res) => setTimeout(res, 300));
+    expect(pidAlive(small.pid), "memlane-rt died of a frame over its limit").toBe(true);
+    expect(answered.has("big"), "memlane-rt read a frame over its limit").toBe(false);
+    expect(answered.has("small"), "the connection was not dropped: the message after the big one was answered").toBe(false);
+    small.kill("SIGTERM");
+    expect(await smallExit).toEqual({ code: null, signal: "SIGTERM" });
     report(`fuzzed frames to memlane-rt: ${n} messages over its DEALER in ${Date.now() - t0} ms, ${replies} replies, ` +
-      `${heard.size} liveness heartbeats answered, 0 crashes, exit 0 on shutdown`);
+      `${heard.size} liveness heartbeats answered, 0 crashes, exit 0 on shutdown; a 2 MiB frame over a 1 MiB limit dropped its connection, the process lived on`);
   }, LIMIT_MS);
 });
 
