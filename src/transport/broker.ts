@@ -252,7 +252,7 @@ export class Broker {
     }
     if (!match) {
       const why = hello.auth === undefined ? "carries no auth" : "has an auth that no waiting worker's key verifies";
-      this.reject(identity, ErrorCode.UNAUTHORIZED, `hello refused: it ${why} (pid ${String(hello.pid)}, id ${JSON.stringify(hello.id)})`, hello.id, undefined, "bad-auth");
+      this.reject(identity, ErrorCode.UNAUTHORIZED, `hello refused: it ${why} (pid ${String(hello.pid).slice(0, 24)}, id ${JSON.stringify(hello.id.slice(0, 80))})`, hello.id, undefined, "bad-auth");
       return;
     }
     this.expected.delete(match);
@@ -276,10 +276,8 @@ export class Broker {
     if (this.peers.has(key) || this.strangerReplies.take(key)) this.send(identity, error).catch(() => {}); // the peer may already be gone
     return error;
   }
-
 }
 
 const SEND_TIMEOUT_MS = 5000;
-
 
 const versionText = (v: unknown): string => `worker speaks protocol v${String(v)}, orchestrator speaks v${PROTOCOL_VERSION}`;

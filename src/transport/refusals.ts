@@ -32,6 +32,8 @@ export interface RefusalSummary {
 }
 
 const KEEP_PER_REASON = 5;
+/** Characters of a refusal's text kept and logged. */
+const MAX_TEXT = 300;
 
 export class RefusalLog {
   private readonly counts = new Map<RefusalReason, number>();
@@ -40,7 +42,14 @@ export class RefusalLog {
 
   constructor(private readonly log: (line: string) => void) {}
 
-  add(reason: RefusalReason, peer: string, text: string): void {
+  add(reason: RefusalReason, peer: string, rawText: string): void {
+    // The text quotes what a peer sent (names, ids): bounded, and no control characters reach a terminal.
+    const text = rawText.length > MAX_TEXT ? `${rawText.slice(0, MAX_TEXT)}…` : rawText;
+    const clean = text.replace(/[\u0000-\u001f\u007f-\u009f]/g, "?");
+    this.record(reason, peer, clean);
+  }
+
+  private record(reason: RefusalReason, peer: string, text: string): void {
     const n = (this.counts.get(reason) ?? 0) + 1;
     this.counts.set(reason, n);
     this.total++;

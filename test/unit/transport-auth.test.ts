@@ -45,3 +45,15 @@ describe("the refusal log", () => {
     expect(describeRefusals(new RefusalLog(() => {}).summary())).toBeUndefined();
   });
 });
+
+describe("refusal texts", () => {
+  it("are cut at 300 characters and carry no control characters (they quote what a peer sent)", () => {
+    const lines: string[] = [];
+    const log = new RefusalLog((l) => lines.push(l));
+    log.add("malformed", "00", `tensor "\x1b[2J${"x".repeat(1000)}"`);
+    const text = log.summary().samples[0]!.text;
+    expect(text.length).toBe(301);
+    expect(text.startsWith('tensor "?[2J')).toBe(true);
+    expect(lines[0]).not.toMatch(/\x1b/);
+  });
+});
