@@ -42,6 +42,11 @@ export interface Expectation {
   onHello(hello: Hello, peer: Peer): PeerHandler;
   /** The hello arrived with another version; the broker already replied VERSION_MISMATCH. */
   onRefused(error: ErrorMessage): void;
+  /**
+   * A hello claiming this slot's pid was refused for its auth. It proves nothing (anyone can
+   * claim a pid), so the slot keeps waiting; the count only makes a hello timeout explicable.
+   */
+  onUnproven?(): void;
 }
 
 /** A connected peer: its ROUTER identity and a way to send to it. */
@@ -253,6 +258,7 @@ export class Broker {
     if (!match) {
       const why = hello.auth === undefined ? "carries no auth" : "has an auth that no waiting worker's key verifies";
       this.reject(identity, ErrorCode.UNAUTHORIZED, `hello refused: it ${why} (pid ${String(hello.pid).slice(0, 24)}, id ${JSON.stringify(hello.id.slice(0, 80))})`, hello.id, undefined, "bad-auth");
+      for (const e of this.expected) if (e.pid !== undefined && e.pid === hello.pid) e.onUnproven?.();
       return;
     }
     this.expected.delete(match);

@@ -70,8 +70,14 @@ export class Incarnation {
       }
     }
     this.ready = new Promise<Hello>((resolve, reject) => {
+      let unproven = 0;
       const helloTimer = setTimeout(() => {
-        this.endWith({ code: ErrorCode.TIMEOUT, timedOut: true, reason: `sent no hello within ${o.helloTimeoutMs} ms` }, "SIGKILL");
+        // Hellos that claimed our pid without a valid auth: a worker that does not read its key
+        // (or a forger); either way the slot was never claimed.
+        const why = unproven > 0
+          ? ` that proves its key (${unproven} hello(s) claiming pid ${this.proc.pid} were refused for their auth: does it read ${ENV_WORKER_KEY}?)`
+          : "";
+        this.endWith({ code: ErrorCode.TIMEOUT, timedOut: true, reason: `sent no hello${why} within ${o.helloTimeoutMs} ms` }, "SIGKILL");
       }, o.helloTimeoutMs);
       const unexpect = broker.expect({
         key,
@@ -86,6 +92,7 @@ export class Incarnation {
           resolve(hello);
           return this.handler();
         },
+        onUnproven: () => void unproven++,
         onRefused: (error: ErrorMessage) => {
           clearTimeout(helloTimer);
           this.endWith({ code: ErrorCode.VERSION_MISMATCH, timedOut: false, reason: `was refused: ${error.message}` }, "SIGTERM");

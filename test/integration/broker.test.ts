@@ -130,6 +130,18 @@ describe("the receive loop", () => {
     expect(bad.alive).toBe(true);
   });
 
+  it("a worker that does not prove its key is never admitted, and its hello timeout says why", async () => {
+    const sup = await Supervisor.start();
+    cleanups.push(() => sup.close());
+    const err = await sup.spawn(fixture("echo", "no-auth", { FIXTURE_NO_AUTH: "1" }), { helloTimeoutMs: 1500 }).then(
+      () => { throw new Error("admitted without auth"); },
+      (e: Error & { code?: number }) => e,
+    );
+    expect(err.code).toBe(ErrorCode.TIMEOUT);
+    expect(err.message).toMatch(/sent no hello that proves its key \(1 hello\(s\) claiming pid \d+ were refused for their auth: does it read MEMLANE_WORKER_KEY\?\) within 1500 ms/);
+    expect(sup.broker.refused().byReason).toEqual({ "bad-auth": 1 });
+  });
+
   it("refuses a hello in another version, naming both", async () => {
     const b = await broker();
     const raw = dealer(b.endpoint);
