@@ -21,6 +21,8 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<CommandMod
   compare: { summary: "compare runtimes on one ONNX model: memory per phase, latency, numerics", load: () => import("./commands/compare.ts") },
   compile: { summary: "compile an ONNX model to a memlane-rt plan and print its arena", load: () => import("./commands/compile.ts") },
   report: { summary: "re-render <runDir>/report.html from its report.json", load: loadReport },
+  check: { summary: "gate a finished run on memory limits per runtime (CI): exit 1 when one is exceeded", load: () => import("./commands/check.ts") },
+  diff: { summary: "per-runtime, per-phase memory and latency deltas between two runs", load: () => import("./commands/diff.ts") },
 };
 
 /** engineer H's command has its own signature: run(argv, io) → exit code. */

@@ -3,6 +3,7 @@
  * its options at once (errors name the stage and the option) and fills in default
  * dependencies, so a pipeline module fails at import, not halfway through a run.
  */
+import { checkBudget } from "./budgets.ts";
 import { validateDag } from "./scheduler.ts";
 import {
   type BenchmarkOptions,
@@ -56,6 +57,7 @@ export class Pipeline {
     if (opts.threads !== undefined) checkInt(`stage "${name}": threads`, opts.threads, 1);
     if (opts.minAccuracy !== undefined && !(opts.minAccuracy >= 0 && opts.minAccuracy <= 1))
       throw new OptionError(`stage "${name}": minAccuracy`, "a number in [0, 1]", opts.minAccuracy);
+    checkBudget(name, opts.budget);
     return this.#add({ kind: "train", name, after: opts.after ?? [], exclusive: !!opts.exclusive, opts: { ...opts } });
   }
 
@@ -91,6 +93,7 @@ export class Pipeline {
     if (opts.batchSizes !== undefined) checkIntList(`stage "${name}": batchSizes`, opts.batchSizes, 1);
     if (opts.iterations !== undefined) checkInt(`stage "${name}": iterations`, opts.iterations, 1);
     if (opts.threads !== undefined) checkInt(`stage "${name}": threads`, opts.threads, 1);
+    checkBudget(name, opts.budget);
     return this.#add({
       kind: "benchmark",
       name,

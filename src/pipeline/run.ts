@@ -13,6 +13,8 @@ import { runBenchmark } from "./exec-benchmark.ts";
 import { runCheckpointLoad, runPythonStage } from "./exec-misc.ts";
 import { referenceRuntime, updateNumerics } from "./numerics.ts";
 import { runSummary } from "./summary.ts";
+import { budgetLimits } from "./budgets.ts";
+import { checkLimits, type LimitCheck } from "../report/limits.ts";
 import { checkInt, checkOneOf, OptionError, type PipelineOptions } from "./options.ts";
 import type { StageDef } from "./stages.ts";
 import type { Io } from "../cli/io.ts";
@@ -54,6 +56,12 @@ export interface RunOutcome {
   otherFiles: string[];
   /** The terminal summary (already formatted). */
   table: string;
+  /**
+   * Declared budgets that were exceeded: the run fails (exit 1) with these. A budget that could
+   * not be checked (a GPU figure without a GPU, a runtime that was unavailable) is reported as
+   * such in the report and the summary but does not fail the run; `memlane check` is stricter.
+   */
+  budgetFailures: LimitCheck[];
 }
 
 const silentIo: Io = Object.freeze({ out: () => {}, err: () => {}, isTTY: false, redraw: () => {}, columns: 120 });
@@ -232,6 +240,8 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
     );
   if (s.transportNote) s.notes.push(s.transportNote);
   const report = record();
+  const limits = budgetLimits(stages);
+  if (limits.length > 0) report.budgets = checkLimits(report, limits);
   const written = await writeReport(report, outDir);
   const otherFiles = [written.markdown];
   let html: string | undefined;
@@ -250,5 +260,6 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
   let table = renderTerminal(report, { width: Math.max(80, Math.min(160, io.columns)) });
   const extra = runSummary(report, s);
   if (extra.length) table = `${table.trimEnd()}\n\n${extra.join("\n")}`;
-  return { runId, runDir, report, reportJson: written.json, otherFiles, table };
+  const budgetFailures = (report.budgets ?? []).filter((b) => b.status === "exceeded");
+  return { runId, runDir, report, reportJson: written.json, otherFiles, table, budgetFailures };
 }

@@ -2,6 +2,7 @@
  * Stage definitions: what a pipeline module declares. The builder (builder.ts) validates
  * and freezes them; run.ts executes them.
  */
+import type { MemoryBudget } from "./budgets.ts";
 import type { LatencyTable } from "../report/schema.ts";
 import type { PyBridge } from "../workers/python-bridge.ts";
 
@@ -33,6 +34,8 @@ export interface TrainOptions extends StageCommon {
   threads?: number;
   /** Fail the stage when held-out accuracy is below this. */
   minAccuracy?: number;
+  /** Memory ceilings of the training process in every phase; exceeded → the run exits 1 (src/pipeline/budgets.ts). */
+  budget?: MemoryBudget;
 }
 
 export interface ExportOptions extends StageCommon {
@@ -65,6 +68,8 @@ export interface BenchmarkOptions extends StageCommon {
   threads?: number;
   device?: "cpu" | "cuda" | "auto";
   ort?: OrtSessionOptions;
+  /** Memory ceilings of this runtime's process in every phase; exceeded → the run exits 1 (src/pipeline/budgets.ts). */
+  budget?: MemoryBudget;
 }
 
 export interface CheckpointLoadOptions extends StageCommon {

@@ -40,5 +40,6 @@ export function runSummary(report: Report, s: RunSession): string[] {
   const nodeOrt = report.runtimes.find((r) => r.name === "node-ort");
   if (nodeOrt) out.push(`node-ort runs on a worker_thread: its figures are the orchestrator's process (pid ${nodeOrt.pid}).`);
   if (s.notes.length > 0) out.push("", ...s.notes);
+  if (report.budgets?.length) out.push("", "Budgets:", ...report.budgets.map((b) => `  ${b.status === "ok" ? "ok      " : b.status === "exceeded" ? "EXCEEDED" : "UNCHECKED"} ${b.message}`));
   return out;
 }

@@ -6,6 +6,7 @@
 import { combinePhases, type PhaseFigures, type PhaseMarkInput } from "../memory/phases.ts";
 import type { Sample, TrackedProcess } from "../memory/sampler.ts";
 import { Phase } from "../transport/protocol.ts";
+import { breakdownReport } from "./breakdown.ts";
 import { buildComparison } from "./comparison.ts";
 import { hostInfo } from "./host.ts";
 import {
@@ -124,6 +125,8 @@ function phaseReport(f: PhaseFigures, gpuAvailable: boolean): PhaseReport {
     gpuMiB: gpuKnown ? toMiBOrNull(f.gpuEndKiB) : null,
     deltaGpuMiB: gpuKnown && f.gpuStartKiB !== null && f.gpuEndKiB !== null ? toMiB(f.gpuEndKiB - f.gpuStartKiB) : null,
     peakGpuMiB: gpuKnown ? toMiBOrNull(f.gpuPeakKiB) : null,
+    breakdown: breakdownReport(f.smaps),
+    ...(f.smaps.problem ? { breakdownProblem: f.smaps.problem } : {}),
   };
 }
 

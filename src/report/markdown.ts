@@ -5,6 +5,7 @@
 import {
   anyPipelined, backendNotes, batchKeys, latency, mdTable, num, pct, pipelinedBatchKeys, pipelinedThroughput, sci, signed, UNAVAILABLE,
 } from "./format.ts";
+import { growthLines, steadyBreakdownBlock, steadyKindsSideBySide } from "./markdown-kinds.ts";
 import type { PhaseReport, Report, RuntimeReport } from "./schema.ts";
 
 const PHASE_HEADER = [
@@ -22,6 +23,8 @@ function phaseRows(phases: readonly PhaseReport[]): string[][] {
 const who = (name: string, pid: number, kind: string) => `\`${name}\` (pid ${pid}, ${kind})`;
 
 function runtimeSection(r: RuntimeReport): string {
+  const growth = growthLines(r.pid, r.phases);
+  const steady = steadyBreakdownBlock(r);
   return [
     `### ${r.name}: process pid ${r.pid} (${r.process.kind}), device ${r.device}`,
     "",
@@ -29,6 +32,8 @@ function runtimeSection(r: RuntimeReport): string {
     `Command: \`${r.process.command.join(" ")}\`. Versions: ${Object.entries(r.versions).map(([k, v]) => `${k} ${v}`).join(", ") || UNAVAILABLE}.`,
     "",
     mdTable(PHASE_HEADER, phaseRows(r.phases)),
+    ...(growth ? ["", growth] : []),
+    ...(steady ? ["", steady] : []),
   ].join("\n");
 }
 
@@ -114,11 +119,13 @@ function comparisonSection(report: Report): string {
     label,
     ...counters.map((k) => num(c.ratios.find((r) => r.numerator === p.numerator && r.denominator === p.denominator && r.counter === k)?.value, 3)),
   ]);
+  const kinds = steadyKindsSideBySide(report);
   return [
     "#### Steady state (end of steady-inference), by runtime",
     "",
     mdTable(["counter", ...names], steadyRows),
     "",
+    ...(kinds ? [kinds, ""] : []),
     perPhase("Δ RSS MiB", "deltaRssMiB", (x) => signed(x)),
     "",
     perPhase("Δ USS MiB", "deltaUssMiB", (x) => signed(x)),
@@ -158,6 +165,8 @@ export function renderMarkdown(report: Report): string {
       "",
       mdTable(PHASE_HEADER, phaseRows(t.phases)),
     );
+    const growth = growthLines(t.pid, t.phases);
+    if (growth) out.push("", growth);
   }
   for (const r of report.runtimes) out.push("", runtimeSection(r));
   if (report.checkpointLoad.length > 0) {
@@ -179,6 +188,9 @@ export function renderMarkdown(report: Report): string {
     out.push("", "## Accuracy and numerics", "", numericsSection(report));
     out.push("", "## Comparison", "", comparisonSection(report));
   }
+  if (report.budgets?.length)
+    out.push("", "## Budgets", "", mdTable(["process", "figure", "limit MiB", "worst MiB", "phase", "status", "declared by"],
+      report.budgets.map((b) => [b.runtime, b.figure, num(b.limitMiB), num(b.worstMiB), b.phase ?? "—", b.status, b.source])));
   out.push("", "## GPU", "", `Status: ${report.gpu.status}${report.gpu.reason ? `, ${report.gpu.reason}` : ""}.`);
   if (report.gpu.devices.length > 0)
     out.push("", mdTable(["index", "name", "total MiB", "used MiB", "driver"],

@@ -7,6 +7,7 @@
  * not measured is `null` (never 0); GPU figures come with a `gpu` status saying why.
  */
 import type { PhaseName } from "../transport/protocol.ts";
+import type { LimitCheck } from "./limits.ts";
 
 export const REPORT_SCHEMA_VERSION = 1;
 
@@ -48,6 +49,53 @@ export interface PhaseReport {
   deltaGpuMiB: number | null;
   /** Highest sampled GPU usage inside the phase; null when unavailable. */
   peakGpuMiB: number | null;
+  /**
+   * Where the RAM is at the phase end, by kind of mapping (from the process's own
+   * /proc/self/smaps at the mark), and what each kind grew over the phase. null when the
+   * process sent no per-mapping summary (older workers). Absent from older reports.
+   */
+  breakdown?: MemoryBreakdown | null;
+  /** Why the process's per-mapping summary could not be used (malformed), naming the mark; absent when fine. */
+  breakdownProblem?: string;
+}
+
+/** A file (or pseudo-name such as `[anon]`) under a kind, at the phase end. */
+export interface MemoryKindFile {
+  path: string;
+  rssMiB: number;
+  ussMiB: number;
+  deltaRssMiB: number | null;
+}
+
+/** One kind of mapping at a phase end (docs/memory.md, "Where the RAM goes"). */
+export interface MemoryKindReport {
+  /** `lib:<package>` (`lib:torch`, `lib:onnxruntime`, `lib:CUDA`, `lib:python`, ...), `heap`, `anonymous`, `stacks`, `model-files`, `shm`, `gpu-driver`, `other`. */
+  kind: string;
+  /** `torch libs`, `thread stacks`, ... */
+  label: string;
+  rssMiB: number;
+  pssMiB: number;
+  /** Private_Clean + Private_Dirty of the kind's mappings. */
+  ussMiB: number;
+  privateDirtyMiB: number;
+  swapMiB: number;
+  /** Growth over the phase (end minus the summary growth is measured from); null when there is none. */
+  deltaRssMiB: number | null;
+  deltaUssMiB: number | null;
+  deltaPssMiB: number | null;
+  /** The biggest files under the kind (by RSS, at most MAX_KIND_FILES); `(N more)` sums the rest. */
+  files: MemoryKindFile[];
+}
+
+export interface MemoryBreakdown {
+  /** Every kind with RSS or growth, biggest RSS first. */
+  kinds: MemoryKindReport[];
+  /** Sums over every mapping of the reading: the same moment's smaps_rollup within 1 % (docs/memory.md). */
+  totalRssMiB: number;
+  totalPssMiB: number;
+  totalUssMiB: number;
+  /** What growth is measured from: the phase's start mark, an earlier mark (the previous phase's end), or nothing (deltas null). */
+  growthFrom: "start" | "earlier-mark" | null;
 }
 
 /** p50/p99/mean of `iterations` timed calls, measured inside the worker. */
@@ -256,6 +304,11 @@ export interface Report {
   gpu: GpuReport;
   stages: StageReport[];
   timeline: TimelineTrack[];
+  /**
+   * The memory budgets the pipeline's stages declared, each checked against this report
+   * (src/report/limits.ts). Absent from reports of pipelines without budgets and from older reports.
+   */
+  budgets?: LimitCheck[];
   /**
    * Run notes, one sentence each (refused messages, shared-memory use, ...). Added after v1
    * reports were first written: absent in older ones.

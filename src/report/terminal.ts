@@ -4,6 +4,7 @@
  * the native-over-Python ratios. `n/a` marks a figure that was not measured.
  */
 import { anyPipelined, backendNotes, batchKeys, latency, num, pct, pipelinedThroughput, sci, signed, textTableFit } from "./format.ts";
+import { steadyBreakdown } from "./breakdown.ts";
 import type { Report } from "./schema.ts";
 
 const NA = "n/a";
@@ -70,6 +71,21 @@ function phaseTable(report: Report, width: number): string {
   return textTableFit(["phase", ...names], rows, width);
 }
 
+/** The top 3 kinds of mapping per runtime at the steady state; null when no runtime sent a breakdown. */
+function kindsTable(report: Report, width: number): string | null {
+  const rows = report.runtimes.flatMap((r) => {
+    const b = steadyBreakdown(r);
+    if (!b) return [];
+    const top = b.kinds.slice(0, 3).map((k) => `${k.label} ${num(k.rssMiB, 1)} (${num(k.ussMiB, 1)})`);
+    return [[r.name.slice(0, 16), num(b.totalRssMiB, 2, NA), ...top, ...Array(3 - top.length).fill("")]];
+  });
+  if (rows.length === 0) return null;
+  // Left-aligned kind cells read better than the numeric right alignment of textTable.
+  const widths = [0, 1, 2, 3, 4].map((i) => Math.max(...[["runtime", "RSS MiB", "1st", "2nd", "3rd"], ...rows].map((r) => r[i]!.length)));
+  const line = (r: readonly string[]) => r.map((c, i) => (i === 1 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join("  ").trimEnd().slice(0, width);
+  return [line(["runtime", "RSS MiB", "1st", "2nd", "3rd"]), widths.map((w) => "-".repeat(w)).join("  ").slice(0, width), ...rows.map(line)].join("\n");
+}
+
 function ratioTable(report: Report, width: number): string | null {
   const rs = report.comparison.ratios;
   if (rs.length === 0) return null;
@@ -98,6 +114,8 @@ export function renderTerminal(report: Report, options: TerminalOptions = {}): s
     if (notes) out.push("", notes);
     out.push("", "Per phase and process, delta RSS / delta USS MiB (end - start):");
     out.push(phaseTable(report, width), "");
+    const kinds = kindsTable(report, width);
+    if (kinds) out.push("Where the RAM goes at steady state, top 3 kinds of mapping by RSS MiB (USS):", kinds, "");
     const ratios = ratioTable(report, width);
     if (ratios) out.push("Native / Python (memory, latency: < 1 is less; samples/s: > 1 is faster):", ratios, "");
   }

@@ -18,6 +18,14 @@ const PHASE: Shape = {
   peakRssMiB: "number", peakSource: "string", swapMiB: "number", ms: "number", startMs: "number", endMs: "number",
   samples: "number", gpu: "string", gpuMiB: "number|null", deltaGpuMiB: "number|null", peakGpuMiB: "number|null",
 };
+/** Added since v1 reports were first written (docs/memory.md, "Where the RAM goes"). */
+const PHASE_ADDED: Shape = { breakdown: "object|null", breakdownProblem: "string" };
+const BREAKDOWN: Shape = { kinds: "array", totalRssMiB: "number", totalPssMiB: "number", totalUssMiB: "number", growthFrom: "string|null" };
+const KIND: Shape = {
+  kind: "string", label: "string", rssMiB: "number", pssMiB: "number", ussMiB: "number", privateDirtyMiB: "number", swapMiB: "number",
+  deltaRssMiB: "number|null", deltaUssMiB: "number|null", deltaPssMiB: "number|null", files: "array",
+};
+const KIND_FILE: Shape = { path: "string", rssMiB: "number", ussMiB: "number", deltaRssMiB: "number|null" };
 const PROCESS: Shape = { pid: "number", kind: "string", command: "array" };
 const RUNTIME: Shape = {
   name: "string", pid: "number", process: "object", device: "string", versions: "object", phases: "array",
@@ -41,6 +49,8 @@ const NUMERICS: Shape = { reference: "string|null", runtimes: "array" };
 const GPU: Shape = { status: "string", reason: "string|null", devices: "array" };
 const STAGE: Shape = { name: "string", kind: "string", worker: "string", pid: "number|null", startMs: "number", endMs: "number", status: "string" };
 const TRACK: Shape = { label: "string", pid: "number", periodMs: "number", samples: "array" };
+/** A checked budget (report.budgets, present only when the pipeline declared budgets). */
+const BUDGET: Shape = { runtime: "string", figure: "string", limitMiB: "number", source: "string", status: "string", worstMiB: "number|null", phase: "string|null", message: "string" };
 const LATENCY: Shape = { p50: "number", p99: "number", mean: "number" };
 /** Present only where the runtime timed requests pipelined (memlane-rt, python-torch on CUDA). */
 const LATENCY_OPTIONAL: Shape = { pipelinedMean: "number" };
@@ -87,6 +97,10 @@ function checkPhases(o: Record<string, unknown>, p: string, errors: string[]): v
   each(o["phases"], PHASE, `${p}.phases`, errors, (ph, pp) => {
     if (ph["gpu"] !== "available" && ph["gpu"] !== "unavailable") errors.push(`${pp}.gpu: expected "available" or "unavailable", received ${JSON.stringify(ph["gpu"])}`);
     if (ph["gpu"] === "unavailable" && ph["gpuMiB"] !== null) errors.push(`${pp}.gpuMiB: expected null when gpu is "unavailable", received ${String(ph["gpuMiB"])}`);
+    checkPresent(ph, PHASE_ADDED, pp, errors);
+    const b = ph["breakdown"];
+    if (b !== undefined && b !== null && check(b, BREAKDOWN, `${pp}.breakdown`, errors))
+      each((b as Record<string, unknown>)["kinds"], KIND, `${pp}.breakdown.kinds`, errors, (k, kp) => each(k["files"], KIND_FILE, `${kp}.files`, errors));
   });
 }
 
@@ -125,6 +139,10 @@ export function validateReport(report: unknown): string[] {
     if (s !== "available" && s !== "unavailable") errors.push(`report.gpu.status: expected "available" or "unavailable", received ${JSON.stringify(s)}`);
   }
   each(report["stages"], STAGE, "report.stages", errors);
+  if ("budgets" in report) {
+    if (!Array.isArray(report["budgets"])) errors.push(`report.budgets: expected array, received ${kindOf(report["budgets"])}`);
+    each(report["budgets"], BUDGET, "report.budgets", errors);
+  }
   each(report["timeline"], TRACK, "report.timeline", errors, (t, p) => {
     (t["samples"] as unknown[]).forEach((s, i) => {
       const ok = Array.isArray(s) && s.length === 4 && s.slice(0, 3).every((x) => matches(x, "number")) && matches(s[3], "number|null");

@@ -31,11 +31,27 @@ function resetHwm() {
   }
 }
 
+// The raw /proc/self/smaps text, read here so that it is taken at the mark; the parent parses
+// and classifies it (src/memory/smaps.ts, mapping-kinds.ts) like a worker's summary. Every end
+// mark carries it, and the first start mark (the baseline of the first phase's growth).
+let smapsSent = false;
+function smapsText() {
+  smapsSent = true;
+  try {
+    return readFileSync("/proc/self/smaps", "utf8");
+  } catch {
+    return undefined;
+  }
+}
+
 async function phase(name, fn) {
   resetHwm();
-  parentPort.postMessage({ type: "phase", name, mark: "start", tMs: Date.now(), memory: readMemory() });
+  const tStart = Date.now();
+  const startMemory = readMemory();
+  parentPort.postMessage({ type: "phase", name, mark: "start", tMs: tStart, memory: startMemory, smapsText: smapsSent ? undefined : smapsText() });
   const value = await fn();
-  parentPort.postMessage({ type: "phase", name, mark: "end", tMs: Date.now(), memory: readMemory() });
+  const tEnd = Date.now();
+  parentPort.postMessage({ type: "phase", name, mark: "end", tMs: tEnd, memory: readMemory(), smapsText: smapsText() });
   return value;
 }
 

@@ -4,7 +4,8 @@
  * figures are the orchestrator's pid (the report says so: process kind "node").
  */
 import { Worker } from "node:worker_threads";
-import type { MemoryReading } from "../transport/protocol.ts";
+import type { MemoryReading, SmapsSummary } from "../transport/protocol.ts";
+import { parseSmaps } from "../memory/smaps.ts";
 import type { LatencyTable } from "../report/schema.ts";
 
 export interface NodeOrtTask {
@@ -28,6 +29,8 @@ export interface NodeOrtPhase {
   mark: "start" | "end";
   tMs: number;
   memory: MemoryReading;
+  /** The orchestrator's /proc/self/smaps summary, read by the thread at the mark (end marks and the first start). */
+  smaps?: SmapsSummary;
 }
 
 export interface NodeOrtResult {
@@ -63,7 +66,10 @@ export function runNodeOrt(
     const onAbort = (): void => finish(() => reject(opts.signal?.reason ?? new Error("node-ort: aborted")));
     opts.signal?.addEventListener("abort", onAbort, { once: true });
     worker.on("message", (m: { type: string } & Record<string, any>) => {
-      if (m.type === "phase") opts.onPhase?.(m as unknown as NodeOrtPhase);
+      if (m.type === "phase") {
+        const { smapsText, ...mark } = m as unknown as NodeOrtPhase & { smapsText?: string };
+        opts.onPhase?.(smapsText === undefined ? mark : { ...mark, smaps: parseSmaps(smapsText) });
+      }
       else if (m.type === "result")
         finish(() => resolve({ pid: process.pid, ...(m.value as Omit<NodeOrtResult, "pid">) }));
       else if (m.type === "error")

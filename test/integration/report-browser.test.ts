@@ -13,7 +13,7 @@ import { CHROMIUM, openBrowser, screenshotPage, screenshotUnavailable, waitForCh
 import type { Report } from "../../src/report/schema.ts";
 import { makeReport } from "../unit/html-report.fixture.ts";
 import { buildReport } from "../../src/report/build.ts";
-import { realisticRun } from "../unit/report-fixture.ts";
+import { breakdownRun, realisticRun } from "../unit/report-fixture.ts";
 
 const missing = screenshotUnavailable(CHROMIUM);
 const haveChromium = missing === null;
@@ -78,6 +78,7 @@ describe.skipIf(!haveChromium)("report.html in chromium", () => {
     ["report-browser-cpu", { gpu: false, samples: false }, () => makeReport()],
     ["report-browser-gpu", { gpu: true, samples: true }, () => makeReport({ gpu: true, latencySamples: true })],
     ["report-browser-built", { gpu: false, samples: false }, () => buildReport(realisticRun())],
+    ["report-browser-kinds", { gpu: false, samples: false }, () => buildReport(breakdownRun())],
   ];
   for (const [name, opts, make] of cases) {
     it(`${name}: draws every chart with the report's series and labels`, async () => {
@@ -103,6 +104,9 @@ describe.skipIf(!haveChromium)("report.html in chromium", () => {
         expect(timeline.every((t) => t.series.includes("GPU"))).toBe(opts.gpu);
         expect(state.charts.find((c) => c.id === "phase-deltaRssMiB")!.series).toEqual(report.runtimes.map((r) => r.name));
         expect(state.charts.find((c) => c.id === "stages")!.type).toBe("bar-horizontal");
+        // Where the RAM goes: stacked kind bars only where a runtime sent per-mapping summaries.
+        const kinds = state.charts.filter((c) => c.id.startsWith("steady-kinds") || c.id.startsWith("growth-kinds-"));
+        expect(kinds.length > 0).toBe(name === "report-browser-kinds");
         const latencyTitle = await page.locator('figure[data-chart="latency-batch1"] figcaption').textContent();
         expect(latencyTitle).toMatch(opts.samples ? /histogram/ : /p50 \/ p99 \/ mean/);
         const numericsRows = await page.locator("#numerics-table tbody tr").count();

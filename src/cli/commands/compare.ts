@@ -42,6 +42,5 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   for (const r of runtimes) p = p.benchmark(r);
   const { runPipeline } = await import("../../pipeline/run.ts");
   const outcome = await runPipeline(p, { outDir: args.flags.out as string, io, quiet: args.flags.quiet === true });
-  printOutcome(outcome, io);
-  return 0;
+  return printOutcome(outcome, io);
 }

@@ -44,6 +44,5 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     io,
     quiet: args.flags.quiet === true,
   });
-  printOutcome(outcome, io);
-  return 0;
+  return printOutcome(outcome, io);
 }

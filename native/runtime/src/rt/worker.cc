@@ -271,6 +271,7 @@ class Worker {
       h.set("auth", to_hex(mac.data(), mac.size()));
     }
     info_.atHello = read_memory();
+    info_.atHelloSmaps = read_smaps();
     info_.helloMs = now_ms();
     send(h);
     // import = process start to hello (all linked in; nothing loads lazily). Reported now
