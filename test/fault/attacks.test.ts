@@ -245,7 +245,7 @@ describe("fuzzed frames", () => {
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) => child.once("exit", (code, signal) => res({ code, signal })));
     cleanups.push(() => void child.kill("SIGKILL"));
     const heard = new Map<string, number>();
-    const answered = new Set<string>();
+    const answered = new Map<string, Message>();
     let replies = 0;
     let identity: Buffer | undefined;
     void (async () => {
@@ -255,7 +255,7 @@ describe("fuzzed frames", () => {
           replies++;
           const m = decodeRaw(env!) as Message;
           if (m.type === "heartbeat") heard.set(m.id, Date.now());
-          else answered.add(m.id);
+          else answered.set(m.id, m);
         }
       } catch {
         // closed
@@ -287,6 +287,12 @@ describe("fuzzed frames", () => {
     cleanups.push(() => void small.kill("SIGKILL"));
     identity = undefined;
     expect(await waitUntil(() => identity !== undefined, 10_000), "the second memlane-rt sent no hello").toBe(true);
+    // Its own reply over the limit (an unknown type of 0.6 MiB is quoted twice) becomes a small TASK_FAILED.
+    await router.send([identity!, encodeEnvelope({ v: PROTOCOL_VERSION, type: "x".repeat(600_000), id: "echoed" })]);
+    expect(await waitUntil(() => answered.has("echoed"), 10_000), "no answer to the unknown type").toBe(true);
+    const echoed = answered.get("echoed") as Message & { code: number; message: string };
+    expect(echoed.code).toBe(ErrorCode.TASK_FAILED);
+    expect(echoed.message).toMatch(/^message of \d+ bytes exceeds the limit of 1048576 bytes/);
     await router.send([identity!, encodeEnvelope({ v: PROTOCOL_VERSION, type: "task", id: "big", task: "run", args: {} }), Buffer.alloc(2 ** 21)]);
     await router.send([identity!, encodeEnvelope({ v: PROTOCOL_VERSION, type: "task", id: "small", task: "run", args: {} }), Buffer.alloc(16)]);
     await new Promise((res) => setTimeout(res, 300));
@@ -296,7 +302,7 @@ describe("fuzzed frames", () => {
     small.kill("SIGTERM");
     expect(await smallExit).toEqual({ code: null, signal: "SIGTERM" });
     report(`fuzzed frames to memlane-rt: ${n} messages over its DEALER in ${Date.now() - t0} ms, ${replies} replies, ` +
-      `${heard.size} liveness heartbeats answered, 0 crashes, exit 0 on shutdown; a 2 MiB frame over a 1 MiB limit dropped its connection, the process lived on`);
+      `${heard.size} liveness heartbeats answered, 0 crashes, exit 0 on shutdown; its own 1.2 MB reply became a TASK_FAILED, a 2 MiB frame over a 1 MiB limit dropped its connection, the process lived on`);
   }, LIMIT_MS);
 });
 
