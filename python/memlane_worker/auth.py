@@ -2,6 +2,7 @@
 in hello.auth, docs/protocol.md "Trust") and the run's message size limit."""
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import hmac
 import os
@@ -11,7 +12,8 @@ from .protocol import DEFAULT_MAX_MESSAGE_BYTES, ENV_MAX_MESSAGE_BYTES, ENV_WORK
 
 def take_key() -> bytes | None:
     """The per-spawn key, removed from os.environ so that nothing this worker starts inherits
-    it. (/proc/self/environ keeps the original block: readable by this user and root only.)"""
+    it, and overwritten where /proc/self/environ shows it (the process's original block)."""
+    _wipe_original(ENV_WORKER_KEY)
     text = os.environ.pop(ENV_WORKER_KEY, None)
     if not text:
         return None
@@ -41,3 +43,17 @@ def max_message_bytes() -> int:
     if value < 1024:
         raise SystemExit(f"memlane-worker: {ENV_MAX_MESSAGE_BYTES} must be an integer >= 1024, got {text!r}")
     return value
+
+
+def _wipe_original(name: str) -> None:
+    """Overwrites the value of `name` in the C environment block with 'x' (os.environ holds its
+    own copy, read at start-up). Best effort: without libc's getenv nothing is wiped."""
+    try:
+        getenv = ctypes.CDLL(None).getenv
+        getenv.restype = ctypes.c_void_p
+        getenv.argtypes = [ctypes.c_char_p]
+        address = getenv(name.encode())
+        if address:
+            ctypes.memset(address, ord("x"), len(ctypes.string_at(address)))
+    except (OSError, AttributeError):
+        pass

@@ -43,6 +43,10 @@ def test_a_spawned_worker_proves_its_key_in_hello():
     try:
         h = o.hello
         assert h["auth"] == auth.hello_auth(key, h["id"], h["pid"])
+        # The key no longer shows in /proc/<pid>/environ: overwritten in place after reading.
+        environ = open(f"/proc/{o.proc.pid}/environ", "rb").read().split(b"\0")
+        assert f"{ENV_WORKER_KEY}={'x' * 64}".encode() in environ
+        assert key.hex().encode() not in b"".join(environ)
     finally:
         o.close()
 
