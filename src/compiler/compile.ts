@@ -3,7 +3,7 @@ import { type Lifetime, checkArena, lifetimes, planArena } from "./arena.ts";
 import { buildPlan } from "./build.ts";
 import { CompileError } from "./errors.ts";
 import { inferGraph } from "./infer.ts";
-import type { Graph } from "./ir.ts";
+import { DTYPE_BYTES, type Graph } from "./ir.ts";
 import { loadOnnx } from "./load.ts";
 import { topoSort } from "./order.ts";
 import type { PlanHeader } from "./plan-format.ts";
@@ -63,7 +63,7 @@ export function compileGraph(g: Graph, producer = DEFAULTS.producer) {
   fuseRelu(inf);
   const dead = pruneDead(inf);
   if (dead.length > 0) inf.warnings.push(`removed ${dead.length} node(s) whose results no output uses: ${dead.slice(0, 5).join(", ")}`);
-  const lives: Lifetime[] = lifetimes(inf.nodes, inf.inputs, inf.outputs, inf.shapes);
+  const lives: Lifetime[] = lifetimes(inf.nodes, inf.inputs, inf.outputs, inf.shapes, (n) => DTYPE_BYTES[inf.dtypes.get(n) ?? "float32"]);
   const arena = planArena(lives);
   // Cheap insurance: a wrong arena silently corrupts activations at run time.
   checkArena(lives, arena.offsets, arena.bytesPerSample);

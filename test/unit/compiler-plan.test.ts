@@ -107,7 +107,7 @@ describe("plan format", () => {
     const rewrite = (mutate: (h: Built["header"]) => void): Buffer => {
       const header = structuredClone(plan.header);
       mutate(header);
-      const { chunks } = serialisePlan({ header, weights: [{ offset: 0, data: new Float32Array(Uint8Array.from(plan.blob).buffer) }], blobBytes: plan.blob.length });
+      const { chunks } = serialisePlan({ header, weights: [{ offset: 0, data: Uint8Array.from(plan.blob) }], blobBytes: plan.blob.length });
       return Buffer.concat(chunks);
     };
     expect(() => parsePlan(rewrite(() => {}), "ok")).not.toThrow();
