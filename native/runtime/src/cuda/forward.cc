@@ -24,7 +24,9 @@ const char* name_of(OpType t) {
   static const char* const kNames[] = {"Conv", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div",
                                        "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Erf", "Gelu",
                                        "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten",
-                                       "Reshape", "Transpose", "Concat", "Softmax"};
+                                       "Reshape", "Transpose", "Concat", "Softmax",
+                                       "Gather", "Cast", "Where", "Equal", "Less", "Greater", "Not", "And",
+                                       "Or", "Mod", "Expand", "Slice", "Range", "ConstantOfShape"};
   const size_t i = static_cast<size_t>(t);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";
 }
@@ -436,6 +438,18 @@ int64_t max_col_elems_per_sample(const Plan& plan) {
 }
 
 Status validate_plan(const Plan& plan, std::string* message) {
+  // Plan v2 features the CUDA kernels do not have yet: refused as UNSUPPORTED_OP, on which
+  // `--device auto` falls back to the CPU backend (core/runtime.cc).
+  for (const TensorInfo& t : plan.tensors) {
+    if (t.dtype != DType::kFloat32) {
+      *message = "cuda backend: tensor '" + t.name + "' is not float32; the CUDA backend computes float32 only (plan v2 int64/int32/bool run on the CPU backend)";
+      return Status::kUnsupportedOp;
+    }
+    if (!t.is_weight() && !(t.shape.size() >= 1 && t.shape[0] == -1)) {
+      *message = "cuda backend: tensor '" + t.name + "' does not have the batch first; the CUDA backend needs [batch, ...] (the CPU backend takes the batch at any axis)";
+      return Status::kUnsupportedOp;
+    }
+  }
   ForwardEnv env;
   env.plan = &plan;
   for (const Op& op : plan.ops) {
