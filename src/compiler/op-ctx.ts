@@ -55,3 +55,10 @@ export function requireWeight(c: OpCtx, i: number, what: string): ConstTensor {
 export function requireRank(c: OpCtx, shape: number[], rank: number, what: string): void {
   if (shape.length !== rank) throw shapeError(c, `${what} must have rank ${rank}, found ${fmtShape(shape)}`);
 }
+
+/** A float32 activation with the batch anywhere: for element-wise float ops, which any layout suits. */
+export function floatAct(c: OpCtx, i: number): number[] {
+  const s = c.actAny(i);
+  if (c.dtype(i) !== "float32") throw shapeError(c, `input ${i} ("${c.node.inputs[i]}") is ${c.dtype(i)}; this op computes on float32 only`);
+  return s;
+}

@@ -2,7 +2,7 @@
 import { attrFloat, attrInt, attrInts, attrString, normAxis } from "./attrs.ts";
 import { mk } from "./fold-math.ts";
 import { fmtShape, numel } from "./ir.ts";
-import { type Lowering, type OpCtx, requireRank, requireWeight, shapeError } from "./op-ctx.ts";
+import { type Lowering, type OpCtx, floatAct, requireRank, requireWeight, shapeError } from "./op-ctx.ts";
 
 export const Gemm: Lowering = (c) => {
   const a = c.act(0);
@@ -38,14 +38,15 @@ export const MatMul: Lowering = (c) => {
   return { shapes: [[...a.slice(0, -1), b.dims[1]!]], attrs: {} };
 };
 
-export const Unary: Lowering = (c) => ({ shapes: [c.act(0)], attrs: {} });
+// Element-wise float ops run on any layout (the batch at any axis).
+export const Unary: Lowering = (c) => ({ shapes: [floatAct(c, 0)], attrs: {} });
 
-export const LeakyRelu: Lowering = (c) => ({ shapes: [c.act(0)], attrs: { alpha: attrFloat(c.node, "alpha", 0.01) } });
+export const LeakyRelu: Lowering = (c) => ({ shapes: [floatAct(c, 0)], attrs: { alpha: attrFloat(c.node, "alpha", 0.01) } });
 
 export const Gelu: Lowering = (c) => {
   const approximate = attrString(c.node, "approximate", "none");
   if (approximate !== "none" && approximate !== "tanh") throw shapeError(c, `approximate "${approximate}" is not "none" or "tanh"`);
-  return { shapes: [c.act(0)], attrs: { approximate } };
+  return { shapes: [floatAct(c, 0)], attrs: { approximate } };
 };
 
 export const Flatten: Lowering = (c) => {
