@@ -62,7 +62,7 @@ describe("compiler: errors", () => {
     const r = run(good, join(dir, "good.mlplan"));
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(/good\.mlplan: 1 ops/);
-    expect(run("inspect", join(dir, "good.mlplan")).stdout).toMatch(/0 Relu +x\[N,4\] -> y\[N,4\]/);
+    expect(run("inspect", join(dir, "good.mlplan")).stdout).toMatch(/0 Relu +x\[batch,4\] -> y\[batch,4\]/);
     const bad = writeModel({ inputs: [["x", ["N", 4]]], outputs: ["y"], nodes: [node("Foo", ["x"], ["y"], {}, "f")] }, "bad", dir);
     const b = run(bad, join(dir, "bad.mlplan"));
     expect(b.status).toBe(1);
