@@ -5,7 +5,7 @@
 import { CompileError } from "./errors.ts";
 import { foldNode } from "./fold.ts";
 import { resolveInputs } from "./graph-inputs.ts";
-import { type ConstTensor, type DType, type Graph, type LNode, BATCH, SYM_BATCH, batchAxis, defaultDtype, fmtShape } from "./ir.ts";
+import { type ConstTensor, type DType, type Graph, type LNode, BATCH, SYM_BATCH, batchAxis, defaultDtype, fmtShape, perSample } from "./ir.ts";
 import { type Lowering, type OpCtx, shapeError } from "./op-ctx.ts";
 import { castConst } from "./fold-math.ts";
 import * as conv from "./ops-conv.ts";
@@ -95,6 +95,11 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
     const runtime = inputs.find((s) => s && !consts.has(s));
     const consumer = SHAPE_CONSUMERS[n.opType];
     const symbolicShape = consumer !== undefined && (consumer < 0 ? ins.some(holdsBatch) : holdsBatch(ins[consumer]));
+    if (n.opType === "Size" && runtime) {
+      // numel of a run-time tensor = perSample × batch: linear in the batch.
+      consts.set(n.outputs[0]!, { isFloat: false, dims: [], data: Float64Array.of(perSample(shapes.get(runtime)!) * SYM_BATCH), sym: true, dtype: "int64" });
+      continue;
+    }
     if (n.opType === "Shape" && runtime) {
       // The batch folds as SYM_BATCH (k·batch as k·SYM_BATCH; see ir.ts).
       const s = shapes.get(runtime)!.map((d) => (d < 0 ? -d * SYM_BATCH : d));
