@@ -174,13 +174,16 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
     case "Equal":
     case "Less":
     case "Greater":
+    case "LessOrEqual":
+    case "GreaterOrEqual":
     case "And":
     case "Or": {
       if (!x || !ins[1]) return undefined;
       const f = {
         Equal: (a: number, b: number) => +(a === b), Less: (a: number, b: number) => +(a < b),
-        Greater: (a: number, b: number) => +(a > b), And: (a: number, b: number) => +(!!a && !!b), Or: (a: number, b: number) => +(!!a || !!b),
-      }[op];
+        Greater: (a: number, b: number) => +(a > b), LessOrEqual: (a: number, b: number) => +(a <= b),
+        GreaterOrEqual: (a: number, b: number) => +(a >= b), And: (a: number, b: number) => +(!!a && !!b), Or: (a: number, b: number) => +(!!a || !!b),
+      }[op]!;
       const r = binary(x, ins[1], f, false);
       return r && [{ ...r, dtype: "bool" }];
     }

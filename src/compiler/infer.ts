@@ -23,7 +23,7 @@ const LOWERINGS: Record<string, Lowering> = {
   Gelu: t.Gelu, Flatten: t.Flatten, Reshape: layout.Reshape, Transpose: t.Transpose,
   Concat: t.Concat, Softmax: t.Softmax,
   Gather: data.Gather, Cast: data.Cast, Where: data.Where, Equal: data.Compare, Less: data.Compare,
-  Greater: data.Compare, Not: data.Not, And: data.Logic, Or: data.Logic, Mod: data.Mod,
+  Greater: data.Compare, LessOrEqual: data.Compare, GreaterOrEqual: data.Compare, Not: data.Not, And: data.Logic, Or: data.Logic, Mod: data.Mod,
   Expand: layout.Expand, Unsqueeze: layout.Unsqueeze, Squeeze: layout.Squeeze, Slice: layout.Slice,
   Range: layout.Range, ConstantOfShape: layout.ConstantOfShape,
 };

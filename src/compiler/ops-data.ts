@@ -71,7 +71,7 @@ export const Mod: Lowering = (c) => {
   return elementwise(c, [0, 1], dt, dt, { fmod });
 };
 
-/** Equal, Less, Greater -> bool. */
+/** Equal, Less, Greater, LessOrEqual, GreaterOrEqual -> bool. */
 export const Compare: Lowering = (c) => {
   const dt = commonDtype(c, [0, 1], c.node.opType === "Equal" ? [...NUMERIC, "bool"] : NUMERIC);
   return elementwise(c, [0, 1], dt, "bool");

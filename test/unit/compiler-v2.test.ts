@@ -86,6 +86,18 @@ describe("plan v2 in the compiler", () => {
     expect((idx as Error).message).toMatch(/index 9 is out of range for axis 1 of size 4/);
   });
 
+  it("folds LessOrEqual / GreaterOrEqual on constants and lowers them on run-time int64", async () => {
+    const { h } = await compile({
+      inputs: [["m", ["N", 3], INT64]], outputs: ["y"],
+      inits: [i64("a", [3], [0, 1, 2]), i64("b", [3], [1, 1, 1])],
+      nodes: [node("LessOrEqual", ["a", "b"], ["c"]), node("GreaterOrEqual", ["m", "a"], ["d"]), node("And", ["c", "d"], ["y"])],
+    });
+    expect(h.ops.map((o) => o.op)).toEqual(["GreaterOrEqual", "And"]);
+    const c = h.tensors[h.ops[1]!.inputs.find((id) => h.tensors[id]!.kind === "weight")!]!;
+    expect(c).toMatchObject({ dtype: "bool", shape: [3], bytes: 3 });
+    expect(h.tensors[h.outputs[0]!]).toMatchObject({ dtype: "bool", shape: [-1, 3] });
+  });
+
   it("the reader checks v2 dtypes, byte counts and batch entries", async () => {
     const { plan } = await compile(embedModel);
     const rewrite = (mutate: (h: Built["header"]) => void): Buffer => {

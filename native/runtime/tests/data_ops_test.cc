@@ -72,6 +72,10 @@ static void test_cast_compare_logic() {
   b.op("And", {lt, gt}, {both});
   b.op("Or", {eq, gt}, {either});
   b.op("Cast", {f}, {back}, {{"to", std::string("int32")}});
+  int le = b.tensor("le", {-1, 3}, "output", "bool");
+  int ge = b.tensor("ge", {-1, 3}, "output", "bool");
+  b.op("LessOrEqual", {m, zero}, {le});
+  b.op("GreaterOrEqual", {m, two}, {ge});
   const I64 mask = {1, 0, 3, -2, 1, 0};
   RawResult r = run_raw(b, 2, {bytes_of(mask)});
   CHECK_MSG(r.status == Status::kOk, r.message);
@@ -80,6 +84,8 @@ static void test_cast_compare_logic() {
   CHECK((r.out<uint8_t>(2) == B8{1, 0, 0, 0, 1, 0}));
   CHECK((r.out<uint8_t>(3) == B8{1, 1, 1, 0, 1, 1}));
   CHECK((r.out<int32_t>(4) == std::vector<int32_t>{1, 0, 3, -2, 1, 0}));
+  CHECK((r.out<uint8_t>(5) == B8{0, 1, 0, 1, 0, 1}));
+  CHECK((r.out<uint8_t>(6) == B8{0, 0, 1, 0, 0, 0}));
 }
 
 static void test_where_mod_int_arith() {

@@ -33,6 +33,8 @@ struct ModF { template <typename T> static T f(T a, T b, bool fm) { return imod(
 struct EqF { template <typename T> static uint8_t f(T a, T b, bool) { return a == b; } };
 struct LtF { template <typename T> static uint8_t f(T a, T b, bool) { return a < b; } };
 struct GtF { template <typename T> static uint8_t f(T a, T b, bool) { return a > b; } };
+struct LeF { template <typename T> static uint8_t f(T a, T b, bool) { return a <= b; } };
+struct GeF { template <typename T> static uint8_t f(T a, T b, bool) { return a >= b; } };
 struct AndF { template <typename T> static uint8_t f(T a, T b, bool) { return a && b; } };
 struct OrF { template <typename T> static uint8_t f(T a, T b, bool) { return a || b; } };
 
@@ -112,12 +114,13 @@ std::unique_ptr<Kernel> make_binary(const BuildCtx& bc, const Op& op, Status* st
   const DType t = bc.info(op.inputs[0]).dtype, yt = bc.info(op.outputs[0]).dtype;
   if (bc.info(op.inputs[1]).dtype != t)
     return unsupported(op, std::string("inputs differ in dtype: ") + dtype_name(t) + " and " + dtype_name(bc.info(op.inputs[1]).dtype), st, msg);
-  const bool pred = op.type == OpType::kEqual || op.type == OpType::kLess || op.type == OpType::kGreater ||
-                    op.type == OpType::kAnd || op.type == OpType::kOr;
+  const bool order = op.type == OpType::kLess || op.type == OpType::kGreater || op.type == OpType::kLessOrEqual ||
+                     op.type == OpType::kGreaterOrEqual;
+  const bool pred = order || op.type == OpType::kEqual || op.type == OpType::kAnd || op.type == OpType::kOr;
   if (pred ? yt != DType::kBool : yt != t)
     return unsupported(op, std::string("output dtype ") + dtype_name(yt) + " does not fit inputs of " + dtype_name(t), st, msg);
   if ((op.type == OpType::kAnd || op.type == OpType::kOr) && t != DType::kBool) return unsupported(op, "And/Or take bool", st, msg);
-  if ((op.type == OpType::kLess || op.type == OpType::kGreater) && t == DType::kBool) return unsupported(op, "no bool ordering", st, msg);
+  if (order && t == DType::kBool) return unsupported(op, "no bool ordering", st, msg);
   switch (op.type) {
     case OpType::kAdd: return arith<AddF>(bc, op, t, st, msg);
     case OpType::kSub: return arith<SubF>(bc, op, t, st, msg);
@@ -127,6 +130,8 @@ std::unique_ptr<Kernel> make_binary(const BuildCtx& bc, const Op& op, Status* st
     case OpType::kEqual: return predicate<EqF>(bc, op, t, st, msg);
     case OpType::kLess: return predicate<LtF>(bc, op, t, st, msg);
     case OpType::kGreater: return predicate<GtF>(bc, op, t, st, msg);
+    case OpType::kLessOrEqual: return predicate<LeF>(bc, op, t, st, msg);
+    case OpType::kGreaterOrEqual: return predicate<GeF>(bc, op, t, st, msg);
     case OpType::kAnd: return predicate<AndF>(bc, op, t, st, msg);
     case OpType::kOr: return predicate<OrF>(bc, op, t, st, msg);
     default: return unsupported(op, "not a binary op", st, msg);

@@ -183,7 +183,7 @@ class CpuBackend final : public Backend {
         case OpType::kConcat: k = cpu::make_concat(bc, op, &st, message); break;
         case OpType::kSoftmax: k = cpu::make_softmax(bc, op, &st, message); break;
         case OpType::kMod: case OpType::kEqual: case OpType::kLess: case OpType::kGreater:
-        case OpType::kAnd: case OpType::kOr:
+        case OpType::kAnd: case OpType::kOr: case OpType::kLessOrEqual: case OpType::kGreaterOrEqual:
           k = cpu::make_binary(bc, op, &st, message); break;
         case OpType::kWhere: case OpType::kNot: case OpType::kCast: case OpType::kExpand:
           k = cpu::make_elementwise(bc, op, &st, message); break;

@@ -26,7 +26,8 @@ const char* name_of(OpType t) {
                                        "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten",
                                        "Reshape", "Transpose", "Concat", "Softmax",
                                        "Gather", "Cast", "Where", "Equal", "Less", "Greater", "Not", "And",
-                                       "Or", "Mod", "Expand", "Slice", "Range", "ConstantOfShape"};
+                                       "Or", "Mod", "Expand", "Slice", "Range", "ConstantOfShape",
+                                       "LessOrEqual", "GreaterOrEqual"};
   const size_t i = static_cast<size_t>(t);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";
 }

@@ -39,6 +39,8 @@ const char* op_type_name(OpType t) {
     case OpType::kSlice: return "Slice";
     case OpType::kRange: return "Range";
     case OpType::kConstantOfShape: return "ConstantOfShape";
+    case OpType::kLessOrEqual: return "LessOrEqual";
+    case OpType::kGreaterOrEqual: return "GreaterOrEqual";
   }
   return "?";
 }

@@ -69,7 +69,7 @@ enum class OpType : uint8_t {
   kFlatten, kReshape, kTranspose, kConcat, kSoftmax,
   // plan v2: run-time data of any dtype
   kGather, kCast, kWhere, kEqual, kLess, kGreater, kNot, kAnd, kOr, kMod,
-  kExpand, kSlice, kRange, kConstantOfShape,
+  kExpand, kSlice, kRange, kConstantOfShape, kLessOrEqual, kGreaterOrEqual,
 };
 const char* op_type_name(OpType t);
 

@@ -164,7 +164,8 @@ bool parse_op_type(const std::string& s, OpType* t) {
       {"Gather", OpType::kGather}, {"Cast", OpType::kCast}, {"Where", OpType::kWhere}, {"Equal", OpType::kEqual},
       {"Less", OpType::kLess}, {"Greater", OpType::kGreater}, {"Not", OpType::kNot}, {"And", OpType::kAnd},
       {"Or", OpType::kOr}, {"Mod", OpType::kMod}, {"Expand", OpType::kExpand}, {"Slice", OpType::kSlice},
-      {"Range", OpType::kRange}, {"ConstantOfShape", OpType::kConstantOfShape}};
+      {"Range", OpType::kRange}, {"ConstantOfShape", OpType::kConstantOfShape},
+      {"LessOrEqual", OpType::kLessOrEqual}, {"GreaterOrEqual", OpType::kGreaterOrEqual}};
   for (const auto& e : kTable)
     if (s == e.n) { *t = e.t; return true; }
   return false;
