@@ -35,17 +35,21 @@ export const Reshape: Lowering = (c) => {
   const allowZero = attrInt(c.node, "allowzero", 0) === 1;
   const dims = raw.map((v, i) => (v === -1 ? -1 : v === 0 && !allowZero ? x[i]! : dimOf(c, v, `target entry ${i}`)));
   const inferAt = raw.indexOf(-1);
-  const hasBatch = dims.some((d, i) => d < 0 && i !== inferAt);
+  let hasBatch = dims.some((d, i) => d < 0 && i !== inferAt);
+  const at = batchAxis(x) < dims.length ? batchAxis(x) : 0;
+  if (!hasBatch && at !== inferAt && c.staticBatch !== undefined && dims[at] === c.staticBatch) {
+    // A model exported with a fixed batch spells it as a number where the batch stays.
+    c.warn(`${c.node.name}: Reshape fixes dimension ${at} to ${dims[at]}, the model's static batch; treated as the batch`);
+    dims[at] = BATCH;
+    hasBatch = true;
+  }
   if (inferAt >= 0) {
     const known = perSample(dims.filter((_, i) => i !== inferAt));
     const k = perSample(x) / known;
     if (!Number.isInteger(k) || k < 1) throw shapeError(c, `cannot reshape ${fmtShape(x)} to [${dims.map((d, i) => (i === inferAt ? "-1" : fmtDim(d))).join(", ")}]`);
     dims[inferAt] = hasBatch ? k : -k;
   } else if (!hasBatch) {
-    const at = batchAxis(x) < dims.length ? batchAxis(x) : 0;
-    if (c.staticBatch === undefined || dims[at] !== c.staticBatch) throw shapeError(c, `target [${raw.map((v) => fmtDim(v))}] fixes every dimension; the batch of ${fmtShape(x)} would be lost`);
-    c.warn(`${c.node.name}: Reshape fixes dimension ${at} to ${dims[at]}, the model's static batch; treated as the batch`);
-    dims[at] = BATCH;
+    throw shapeError(c, `target [${raw.map((v) => fmtDim(v))}] fixes every dimension; the batch of ${fmtShape(x)} would be lost`);
   }
   return reshapeTo(c, x, dims);
 };

@@ -98,6 +98,15 @@ describe("plan v2 in the compiler", () => {
     expect(h.tensors[h.outputs[0]!]).toMatchObject({ dtype: "bool", shape: [-1, 3] });
   });
 
+  it("a model exported with a fixed batch: its Reshape's leading number is the batch, and -1 stays fixed", async () => {
+    const { h, summary } = await compile({
+      inputs: [["x", [2, 3, 4]]], outputs: ["y"], inits: [i64("t", [2], [2, -1])],
+      nodes: [node("Reshape", ["x", "t"], ["y"])],
+    });
+    expect(h.tensors[h.outputs[0]!]!.shape).toEqual([-1, 12]);
+    expect(summary.warnings.join()).toMatch(/static batch/);
+  });
+
   it("the reader checks v2 dtypes, byte counts and batch entries", async () => {
     const { plan } = await compile(embedModel);
     const rewrite = (mutate: (h: Built["header"]) => void): Buffer => {
