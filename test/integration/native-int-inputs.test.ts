@@ -72,8 +72,10 @@ function relDiff(got: Float32Array, want: Float32Array): number {
 const SHAPES: Record<string, Record<string, number[]> | undefined> = {
   "masked-mean": { ids: [-1, 8], mask: [-1, 8] },
   "seq-first": { ids: [8, -1] },
+  "attention-masks": { ids: [-1, 8], mask: [-1, 8] },
   "masked-mean-dynamo": undefined,
   "seq-first-dynamo": undefined,
+  "attention-masks-dynamo": undefined,
 };
 
 describe.skipIf(!BUILT)("plan v2: int64 inputs, several outputs, a batch at axis 1", () => {
