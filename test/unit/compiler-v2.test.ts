@@ -98,6 +98,20 @@ describe("plan v2 in the compiler", () => {
     expect(h.tensors[h.outputs[0]!]).toMatchObject({ dtype: "bool", shape: [-1, 3] });
   });
 
+  it("lowers Range(0, batch) and ConstantOfShape(Shape(x)) to plan ops instead of folding them", async () => {
+    const { h } = await compile({
+      inputs: [["x", ["N", 3]]], outputs: ["r", "z"],
+      inits: [i64("zero", [], [0]), i64("one", [], [1]), i64("i0", [1], [0])],
+      nodes: [
+        node("Shape", ["x"], ["s"]), node("Gather", ["s", "zero"], ["b"], { axis: 0 }),
+        node("Range", ["zero", "b", "one"], ["r"]),
+        node("ConstantOfShape", ["s"], ["z"], { value: { t: { name: "v", dims: [1], data: [7], type: "int64" } } }),
+      ],
+    });
+    expect(h.ops.map((o) => [o.op, o.inputs, o.attrs])).toEqual([["Range", [], { start: 0, delta: 1 }], ["ConstantOfShape", [], { value: 7 }]]);
+    expect(h.outputs.map((id) => [h.tensors[id]!.shape, h.tensors[id]!.dtype])).toEqual([[[-1], "int64"], [[-1, 3], "int64"]]);
+  });
+
   it("a model exported with a fixed batch: its Reshape's leading number is the batch, and -1 stays fixed", async () => {
     const { h, summary } = await compile({
       inputs: [["x", [2, 3, 4]]], outputs: ["y"], inits: [i64("t", [2], [2, -1])],
