@@ -44,8 +44,8 @@ describe("compiler on exported models", () => {
   it.each(MODELS)("%s: input/output shapes, no BatchNormalization/Identity/shape ops left, arena check passes", async (name) => {
     const { s, plan } = await get(name);
     const m = manifest[name]!;
-    expect(s.inputs).toEqual([{ name: "input", shape: m.inputShape }]);
-    expect(s.outputs).toEqual([{ name: "output", shape: m.outputShape }]);
+    expect(s.inputs).toEqual([{ name: "input", shape: m.inputShape, dtype: "float32", batchAxis: 0 }]);
+    expect(s.outputs).toEqual([{ name: "output", shape: m.outputShape, dtype: "float32", batchAxis: 0 }]);
     const ops = new Set(plan.header.ops.map((o) => o.op));
     for (const gone of ["BatchNormalization", "Identity", "Dropout", "Shape", "Gather", "Constant", "Unsqueeze", "Cast"]) expect(ops.has(gone)).toBe(false);
     const check = checkPlanArena(plan.header);

@@ -61,11 +61,14 @@ int main() {
   // 3. version
   {
     auto f = good;
-    f[pf::kOffVersion] = 2;
+    f[pf::kOffVersion] = 3;
     expect_fail(f, Status::kPlanInvalid, "version", "version");
     std::string msg;
     parse(f, &msg);
-    CHECK_CONTAINS(msg, "expected 1, found 2");
+    CHECK_CONTAINS(msg, "expected 2, found 3");
+    f[pf::kOffVersion] = 1;  // a v1 plan: refused with the way out
+    parse(f, &msg);
+    CHECK_CONTAINS(msg, "recompile it from its ONNX model");
   }
   // 4. header range past the end
   {

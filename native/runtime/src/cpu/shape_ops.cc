@@ -10,11 +10,11 @@ namespace {
 class CopyKernel final : public Kernel {
  public:
   TensorRef x, y;
-  int64_t per_sample = 0;
+  uint64_t bytes_per_sample = 0;  // any dtype: the layout is the same bytes
   void run(const RunCtx& c) const override {
     const float* X = x.at(c);
     float* Y = y.at(c);
-    if (X != Y) std::memmove(Y, X, sizeof(float) * per_sample * c.batch);
+    if (X != Y) std::memmove(Y, X, bytes_per_sample * uint64_t(c.batch));
   }
 };
 
@@ -76,13 +76,13 @@ std::unique_ptr<Kernel> make_copy(const BuildCtx& bc, const Op& op, Status* st, 
   const TensorInfo& X = bc.info(op.inputs[0]);
   const TensorInfo& Y = bc.info(op.outputs[0]);
   if (X.is_weight()) return unsupported(op, "input must be an activation", st, msg);
-  if (X.elements() != Y.elements())
+  if (X.elements() != Y.elements() || X.dtype != Y.dtype)
     return unsupported(op, "input " + shape_str(X.shape) + " and output " + shape_str(Y.shape) +
-                               " differ in elements per sample", st, msg);
+                               " differ in elements per sample or dtype", st, msg);
   auto k = std::make_unique<CopyKernel>();
   k->x = bc.ref(op.inputs[0]);
   k->y = bc.ref(op.outputs[0]);
-  k->per_sample = X.elements();
+  k->bytes_per_sample = X.bytes;
   return k;
 }
 

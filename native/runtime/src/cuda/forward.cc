@@ -27,7 +27,10 @@ const char* name_of(OpType t) {
                                        "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten",
                                        "Reshape", "Transpose", "Concat", "Softmax",
                                        "LayerNormalization", "Pow", "Sqrt", "Reciprocal", "Exp", "Neg",
-                                       "Log", "Abs", "ReduceMean", "ReduceSum", "ReduceMax", "Attention"};
+                                       "Log", "Abs", "ReduceMean", "ReduceSum", "ReduceMax", "Attention",
+                                       "Gather", "Cast", "Where", "Equal", "Less", "Greater", "Not", "And",
+                                       "Or", "Mod", "Expand", "Slice", "Range", "ConstantOfShape",
+                                       "LessOrEqual", "GreaterOrEqual"};
   const size_t i = static_cast<size_t>(t);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";
 }
@@ -301,6 +304,12 @@ Status check_op(const Plan& plan, const Op& op, std::string* message) {
       if (Y.elements() != out) return bad("output " + shape_str(Y.shape) + " does not hold " + shape_str(X.shape) + " reduced");
       return Status::kOk;
     }
+    case OpType::kGather: case OpType::kCast: case OpType::kWhere: case OpType::kEqual: case OpType::kLess:
+    case OpType::kGreater: case OpType::kNot: case OpType::kAnd: case OpType::kOr: case OpType::kMod:
+    case OpType::kExpand: case OpType::kSlice: case OpType::kRange: case OpType::kConstantOfShape:
+    case OpType::kLessOrEqual: case OpType::kGreaterOrEqual:
+      // --device auto falls back to the CPU backend on UNSUPPORTED_OP (core/runtime.cc).
+      return bad("a plan v2 data op; it runs on the CPU backend only");
   }
   return bad("not implemented");
 }
@@ -541,6 +550,18 @@ int64_t max_col_elems_per_sample(const Plan& plan) {
 }
 
 Status validate_plan(const Plan& plan, std::string* message) {
+  // Plan v2 features the CUDA kernels do not have yet: refused as UNSUPPORTED_OP, on which
+  // `--device auto` falls back to the CPU backend (core/runtime.cc).
+  for (const TensorInfo& t : plan.tensors) {
+    if (t.dtype != DType::kFloat32) {
+      *message = "cuda backend: tensor '" + t.name + "' is not float32; the CUDA backend computes float32 only (plan v2 int64/int32/bool run on the CPU backend)";
+      return Status::kUnsupportedOp;
+    }
+    if (!t.is_weight() && !(t.shape.size() >= 1 && t.shape[0] == -1)) {
+      *message = "cuda backend: tensor '" + t.name + "' does not have the batch first; the CUDA backend needs [batch, ...] (the CPU backend takes the batch at any axis)";
+      return Status::kUnsupportedOp;
+    }
+  }
   ForwardEnv env;
   env.plan = &plan;
   for (const Op& op : plan.ops) {
