@@ -8,6 +8,8 @@ import { loadOnnx } from "./load.ts";
 import { topoSort } from "./order.ts";
 import type { PlanHeader } from "./plan-format.ts";
 import { readPlan } from "./read.ts";
+import { fuseSilu } from "./fuse-silu.ts";
+import { rewriteBatchFirstLstm } from "./lstm-batch-first.ts";
 import { foldBatchNorm, fuseRelu, pruneDead } from "./rewrite.ts";
 import { checkVocabulary } from "./supported.ts";
 import { writePlanFile } from "./write.ts";
@@ -58,9 +60,11 @@ export interface CompileSummary {
 /** Everything but the file write: used by compileOnnx and by tests that inspect the plan. */
 export function compileGraph(g: Graph, producer = DEFAULTS.producer) {
   checkVocabulary(g.file, g.nodes);
-  const inf = inferGraph({ ...g, nodes: topoSort(g) });
+  const lg = rewriteBatchFirstLstm(g);
+  const inf = inferGraph({ ...lg, nodes: topoSort(lg) });
   foldBatchNorm(inf);
   fuseRelu(inf);
+  fuseSilu(inf);
   const dead = pruneDead(inf);
   if (dead.length > 0) inf.warnings.push(`removed ${dead.length} node(s) whose results no output uses: ${dead.slice(0, 5).join(", ")}`);
   const lives: Lifetime[] = lifetimes(inf.nodes, inf.inputs, inf.outputs, inf.shapes);

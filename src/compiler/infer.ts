@@ -7,6 +7,8 @@ import { foldNode } from "./fold.ts";
 import { type ConstTensor, type Graph, type LNode, BATCH, fmtShape } from "./ir.ts";
 import { type Lowering, type OpCtx, shapeError } from "./op-ctx.ts";
 import * as conv from "./ops-conv.ts";
+import * as cnn from "./ops-cnn.ts";
+import { LSTM } from "./ops-lstm.ts";
 import * as t from "./ops-tensor.ts";
 import { unsupportedOp } from "./supported.ts";
 
@@ -17,7 +19,8 @@ const LOWERINGS: Record<string, Lowering> = {
   Gemm: t.Gemm, MatMul: t.MatMul, Add: t.Binary, Sub: t.Binary, Mul: t.Binary, Div: t.Binary,
   Relu: t.Unary, Sigmoid: t.Unary, Tanh: t.Unary, Erf: t.Unary, LeakyRelu: t.LeakyRelu,
   Gelu: t.Gelu, Flatten: t.Flatten, Reshape: t.Reshape, Transpose: t.Transpose,
-  Concat: t.Concat, Softmax: t.Softmax,
+  Concat: cnn.Concat, Softmax: t.Softmax,
+  Clip: cnn.Clip, HardSigmoid: cnn.HardSigmoid, HardSwish: cnn.HardSwish, Pad: cnn.Pad, Split: cnn.Split, LSTM,
 };
 
 export interface Inferred {

@@ -109,19 +109,6 @@ export const Transpose: Lowering = (c) => {
   return { shapes: [perm.map((p) => x[p]!)], attrs: { perm } };
 };
 
-export const Concat: Lowering = (c) => {
-  const xs = c.node.inputs.map((_, i) => c.act(i));
-  const r = xs[0]!.length;
-  const axis = normAxis(c.node, attrInt(c.node, "axis", 0), r);
-  if (axis < 1) throw shapeError(c, "concatenating along the batch is not supported");
-  for (const s of xs) {
-    if (s.length !== r || s.some((d, i) => i !== axis && d !== xs[0]![i])) throw shapeError(c, `inputs ${xs.map(fmtShape).join(", ")} disagree outside axis ${axis}`);
-  }
-  const out = [...xs[0]!];
-  out[axis] = xs.reduce((a, s) => a + s[axis]!, 0);
-  return { shapes: [out], attrs: { axis } };
-};
-
 export const Softmax: Lowering = (c) => {
   const x = c.act(0);
   const axis = normAxis(c.node, attrInt(c.node, "axis", c.opset >= 13 ? -1 : 1), x.length);

@@ -7,6 +7,7 @@ export const SUPPORTED_OPS: readonly string[] = Object.freeze([
   "Conv", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf",
   "LeakyRelu", "Gelu", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape",
   "Transpose", "Concat", "Softmax",
+  "Clip", "HardSigmoid", "HardSwish", "SiLU", "Pad", "Split", "LSTM",
 ]);
 
 /** Ops the compiler removes or rewrites into supported ones. */

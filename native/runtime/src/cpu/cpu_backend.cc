@@ -139,6 +139,11 @@ class CpuBackend final : public Backend {
         case OpType::kTranspose: k = cpu::make_transpose(bc, op, &st, message); break;
         case OpType::kConcat: k = cpu::make_concat(bc, op, &st, message); break;
         case OpType::kSoftmax: k = cpu::make_softmax(bc, op, &st, message); break;
+        case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish: case OpType::kSiLU:
+          k = cpu::make_clip_hard(bc, op, &st, message); break;
+        case OpType::kPad: k = cpu::make_pad(bc, op, &st, message); break;
+        case OpType::kSplit: k = cpu::make_split(bc, op, &st, message); break;
+        case OpType::kLSTM: k = cpu::make_lstm(bc, op, &st, message); break;
       }
       if (!k) return st == Status::kOk ? Status::kUnsupportedOp : st;
       ws = std::max(ws, k->workspace_floats(chunk));

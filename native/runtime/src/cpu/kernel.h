@@ -75,6 +75,10 @@ std::unique_ptr<Kernel> make_copy(const BuildCtx&, const Op&, Status*, std::stri
 std::unique_ptr<Kernel> make_transpose(const BuildCtx&, const Op&, Status*, std::string*);
 std::unique_ptr<Kernel> make_concat(const BuildCtx&, const Op&, Status*, std::string*);
 std::unique_ptr<Kernel> make_softmax(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_clip_hard(const BuildCtx&, const Op&, Status*, std::string*);  // Clip, HardSigmoid, HardSwish, SiLU
+std::unique_ptr<Kernel> make_pad(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_split(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_lstm(const BuildCtx&, const Op&, Status*, std::string*);
 
 // Shared helpers for factories.
 std::string shape_str(const std::vector<int64_t>& s);

@@ -25,6 +25,13 @@ const char* op_type_name(OpType t) {
     case OpType::kTranspose: return "Transpose";
     case OpType::kConcat: return "Concat";
     case OpType::kSoftmax: return "Softmax";
+    case OpType::kClip: return "Clip";
+    case OpType::kHardSigmoid: return "HardSigmoid";
+    case OpType::kHardSwish: return "HardSwish";
+    case OpType::kSiLU: return "SiLU";
+    case OpType::kPad: return "Pad";
+    case OpType::kSplit: return "Split";
+    case OpType::kLSTM: return "LSTM";
   }
   return "?";
 }

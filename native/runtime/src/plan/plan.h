@@ -45,10 +45,14 @@ enum class OpType : uint8_t {
   kRelu, kLeakyRelu, kSigmoid, kTanh, kErf, kGelu,
   kMaxPool, kAveragePool, kGlobalAveragePool,
   kFlatten, kReshape, kTranspose, kConcat, kSoftmax,
+  // CNN activations and data movement, LSTM (appended: the order is the cuda name table's).
+  kClip, kHardSigmoid, kHardSwish, kSiLU, kPad, kSplit, kLSTM,
 };
 const char* op_type_name(OpType t);
 
 enum class Activation : uint8_t { kNone, kRelu };
+enum class PadMode : uint8_t { kConstant, kReflect, kEdge };
+enum class LstmDirection : uint8_t { kForward, kReverse, kBidirectional };
 
 // Typed attributes: one flat struct, each op reads the fields its row in the doc lists.
 // The compiler resolved every ONNX default; the reader fills the rest with neutral values.
@@ -71,6 +75,18 @@ struct OpAttrs {
   int axis = 1;                               // Flatten, Concat, Softmax (full rank, >= 1)
   std::vector<int64_t> shape;                 // Reshape (resolved; shape[0] = -1 = batch)
   std::vector<int> perm;                      // Transpose (perm[0] = 0)
+  // Clip bounds (an absent bound is unbounded); HardSigmoid uses alpha/beta (0.2, 0.5).
+  float clipMin = -3.402823466e38f;
+  float clipMax = 3.402823466e38f;
+  // Pad: begins then ends for every dimension of the full rank (batch entries 0); may be < 0.
+  std::vector<int64_t> padsNd;
+  PadMode padMode = PadMode::kConstant;
+  float padValue = 0.f;
+  std::vector<int64_t> split;  // Split: sizes along `axis`, one per output
+  // LSTM: gates iofc, activations sigmoid/tanh/tanh; layout 1 = batch-first tensors.
+  int hiddenSize = 0;
+  LstmDirection direction = LstmDirection::kForward;
+  int layout = 1;
 };
 
 inline constexpr int32_t kAbsentInput = -1;
