@@ -6,7 +6,8 @@
  * batch size. Every tensor in between has the batch on axis 1, which plan v1 cannot place;
  * the same computation batch-first is `LSTM (layout 1) -> Reshape [0, 0, -1]`. Applied only
  * when Y_h and Y_c are unused (they would keep the batch on axis 1) and the initial states
- * are absent or zeros. Also names absent LSTM outputs that a later one needs.
+ * are absent or zeros; any other layout 0 LSTM is refused here, saying which condition failed.
+ * Also names absent LSTM outputs that a later one needs.
  */
 import { CompileError } from "./errors.ts";
 import type { Graph, Node } from "./ir.ts";
@@ -90,21 +91,30 @@ export function rewriteBatchFirstLstm(g: Graph): Graph {
     if ((lstm.attrs.get("layout") ?? 0) !== 0) continue;
     const t1 = producer.get(lstm.inputs[0]!);
     const [y, yh, yc] = lstm.outputs;
-    if (!t1 || !same(perm(t1), [1, 0, 2]) || !y || used(yh) || used(yc)) continue;
-    if (lstm.inputs[4] || [5, 6].some((i) => lstm.inputs[i] && !isZeros(lstm.inputs[i]!))) continue;
-    const chain = seqFirstChain(y, lstm.attrs.get("direction") === "bidirectional" ? 2 : 1);
-    if (!chain) continue;
-    lstm.inputs = lstm.inputs.slice(0, 4).map((s, i) => (i === 0 ? t1.inputs[0]! : s));
+    const chain = y ? seqFirstChain(y, lstm.attrs.get("direction") === "bidirectional" ? 2 : 1) : undefined;
+    const why = !t1 || !same(perm(t1), [1, 0, 2]) ? "X is not a batch-first tensor transposed by [1,0,2]"
+      : used(yh) || used(yc) ? "Y_h or Y_c (h_n, c_n) is used"
+      : lstm.inputs[4] ? "sequence_lens is given"
+      : [5, 6].some((i) => lstm.inputs[i] && !isZeros(lstm.inputs[i]!)) ? "an initial state is not zeros"
+      : !chain ? "Y does not go back to batch-first through torch's Transpose/Reshape (or Squeeze) chain"
+      : undefined;
+    if (why) {
+      throw new CompileError(
+        `${g.file}: LSTM node "${lstm.name}": layout 0 puts the batch on axis 1 of X, Y, Y_h and Y_c, which plan v1 cannot place (it keeps the batch first); ` +
+          `only torch's batch_first=True export with h_n and c_n unused is rewritten to a batch-first LSTM, and here ${why}`,
+        "shape", { node: lstm.name, opType: "LSTM" });
+    }
+    lstm.inputs = lstm.inputs.slice(0, 4).map((s, i) => (i === 0 ? t1!.inputs[0]! : s));
     while (lstm.inputs.length > 3 && !lstm.inputs[lstm.inputs.length - 1]) lstm.inputs.pop();
     lstm.attrs.set("layout", 1);
     const shape = fresh(`${lstm.name}.merge_directions`);
     consts.set(shape, mk(false, [3], [0, 0, -1]));
-    const merge = chain[0]!;
+    const merge = chain![0]!;
     merge.opType = "Reshape";
     merge.attrs = new Map();
-    merge.inputs = [y, shape];
-    merge.outputs = [chain[chain.length - 1]!.outputs[0]!];
-    for (const n of chain.slice(1)) removed.add(n);
+    merge.inputs = [y!, shape];
+    merge.outputs = [chain!.at(-1)!.outputs[0]!];
+    for (const n of chain!.slice(1)) removed.add(n);
   }
   if (removed.size === 0) return { ...g, nodes };
   // Drop what only the removed nodes read (the transposes, the zero states, the Shape
