@@ -12,12 +12,28 @@ void clip(const float* x, float* y, int64_t n, float lo, float hi) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(x[i], lo), hi);
 }
 
+// GCC turns the clamp inside these two into branches rather than vector min/max, which cost
+// a HardSwish 10x a Clip of the same size: AVX2 lanes where available, the same formula after.
 void hard_sigmoid(const float* x, float* y, int64_t n, float alpha, float beta) {
-  for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(alpha * x[i] + beta, 0.f), 1.f);
+  int64_t i = 0;
+#if MEMLANE_VMATH_AVX2
+  const __m256 a = _mm256_set1_ps(alpha), b = _mm256_set1_ps(beta), zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(_mm256_loadu_ps(x + i), a, b), zero), one));
+#endif
+  for (; i < n; ++i) y[i] = std::min(std::max(alpha * x[i] + beta, 0.f), 1.f);
 }
 
 void hard_swish(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * std::min(std::max(x[i] * (1.f / 6.f) + 0.5f, 0.f), 1.f);
+  int64_t i = 0;
+#if MEMLANE_VMATH_AVX2
+  const __m256 a = _mm256_set1_ps(1.f / 6.f), b = _mm256_set1_ps(0.5f), zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(v, _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(v, a, b), zero), one)));
+  }
+#endif
+  for (; i < n; ++i) y[i] = x[i] * std::min(std::max(x[i] * (1.f / 6.f) + 0.5f, 0.f), 1.f);
 }
 
 void silu(const float* x, float* y, int64_t n) {
