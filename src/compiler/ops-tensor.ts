@@ -105,7 +105,8 @@ export const Reshape: Lowering = (c) => {
 export const Transpose: Lowering = (c) => {
   const x = c.act(0);
   const perm = attrInts(c.node, "perm", x.map((_, i) => x.length - 1 - i));
-  if (perm[0] !== 0 || perm.length !== x.length) throw shapeError(c, `perm [${perm}] must keep the batch first (perm[0] = 0) on ${fmtShape(x)}`);
+  if (perm.length !== x.length) throw shapeError(c, `perm [${perm}] does not have the rank of ${fmtShape(x)}`);
+  if (perm[0] !== 0) throw shapeError(c, `perm [${perm}] moves the batch to axis ${perm.indexOf(0)} of ${fmtShape(x)}; plan v1 keeps the batch first (perm[0] = 0)`);
   return { shapes: [perm.map((p) => x[p]!)], attrs: { perm } };
 };
 

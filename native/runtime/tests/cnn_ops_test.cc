@@ -289,7 +289,36 @@ static void test_lstm() {
   CHECK_CONTAINS(r.message, "layout 0");
 }
 
+// transpose_nd against index arithmetic, perms that move the batch included.
+static void test_transpose_nd() {
+  Rng rng;
+  struct Case { S dims; std::vector<int> perm; };
+  const Case cases[] = {{{3, 4, 5}, {1, 0, 2}}, {{2, 3, 4, 5}, {2, 0, 1, 3}}, {{2, 3, 4, 5}, {0, 2, 1, 3}},
+                        {{2, 2, 3, 2, 3}, {0, 2, 1, 3, 4}}, {{4, 6}, {1, 0}}, {{2, 1, 3, 2, 2, 3}, {5, 4, 3, 2, 1, 0}}};
+  for (const auto& c : cases) {
+    const int r = int(c.dims.size());
+    int64_t n = 1;
+    for (auto d : c.dims) n *= d;
+    const size_t total = static_cast<size_t>(n), rank = static_cast<size_t>(r);
+    V x = rng.vec(total), y(total, -1.f), ref(total);
+    S st(rank, 1), od(rank);
+    for (int k = r - 2; k >= 0; --k) st[size_t(k)] = st[size_t(k + 1)] * c.dims[size_t(k + 1)];
+    for (int k = 0; k < r; ++k) od[size_t(k)] = c.dims[size_t(c.perm[size_t(k)])];
+    for (int64_t f = 0; f < n; ++f) {  // output flat index -> output coords -> input offset
+      int64_t rem = f, src = 0;
+      for (int k = r - 1; k >= 0; --k) {
+        src += (rem % od[size_t(k)]) * st[size_t(c.perm[size_t(k)])];
+        rem /= od[size_t(k)];
+      }
+      ref[size_t(f)] = x[size_t(src)];
+    }
+    memlane::cpu::transpose_nd(x.data(), y.data(), r, c.dims.data(), c.perm.data());
+    CHECK_CLOSE(y, ref, 0.f, "transpose_nd rank " + std::to_string(r));
+  }
+}
+
 int main() {
+  test_transpose_nd();
   test_activations();
   test_pad();
   test_split_concat();

@@ -41,4 +41,9 @@ int64_t lstm_workspace_floats(const LstmDims& d);
 void lstm(const LstmDims& d, const float* x, const float* W, const float* R, const float* bias,
           float* y, float* yh, float* yc, float* workspace);
 
+// transpose_nd.cc: y = x.transpose(perm) over `rank` (<= 6) dims, the batch included and free
+// to move (plan v1's factory still refuses perm[0] != 0: its per-sample layout needs the batch first).
+inline constexpr int kTransposeMaxRank = 6;
+void transpose_nd(const float* x, float* y, int rank, const int64_t* dims, const int* perm);
+
 }  // namespace memlane::cpu
