@@ -168,6 +168,11 @@ describe("LSTM", () => {
     expect(await failure(batchFirst(["y", "Yc"]))).toMatch(/here Y_h or Y_c \(h_n, c_n\) is used/);
   });
 
+  it("refuses another reader of the sequence-first Y, naming it", async () => {
+    const msg = await failure(batchFirst(["y", "r"], [node("Relu", ["Y"], ["r"])]));
+    expect(msg).toMatch(/Relu node "[^"]+" reads "Y", a sequence-first \(batch on axis 1\) result/);
+  });
+
   it("refuses a non-zero initial state and non-default activations on a layout 1 LSTM", async () => {
     const base = { inputs: [["x", ["N", 5, I]]] as ModelSpec["inputs"], outputs: ["Y"] };
     const h0 = init("h0", [1, D, H], [1, 0, 0, 0, 0, 0]);
