@@ -11,6 +11,8 @@ import { readPlan } from "./read.ts";
 import { fuseAttention } from "./fuse-attention.ts";
 import { fuseGelu } from "./fuse-gelu.ts";
 import { fuseLayerNorm } from "./fuse-layernorm.ts";
+import { fuseSilu } from "./fuse-silu.ts";
+import { rewriteBatchFirstLstm } from "./lstm-batch-first.ts";
 import { foldBatchNorm, fuseRelu, pruneDead } from "./rewrite.ts";
 import { checkVocabulary } from "./supported.ts";
 import { writePlanFile } from "./write.ts";
@@ -71,9 +73,12 @@ export interface CompileSummary {
 /** Everything but the file write: used by compileOnnx and by tests that inspect the plan. */
 export function compileGraph(g: Graph, producer = DEFAULTS.producer, inputShapes: Record<string, number[]> = {}) {
   checkVocabulary(g.file, g.nodes);
-  const inf = inferGraph({ ...g, nodes: topoSort(g) }, { inputShapes });
+  // torch's batch_first LSTM pattern first: the layout-0 LSTM inside it has no batch-first form.
+  const lg = rewriteBatchFirstLstm(g);
+  const inf = inferGraph({ ...lg, nodes: topoSort(lg) }, { inputShapes });
   foldBatchNorm(inf);
   fuseRelu(inf);
+  fuseSilu(inf);
   fuseLayerNorm(inf);
   fuseGelu(inf);
   fuseAttention(inf);

@@ -161,7 +161,8 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
       return x && sliceConst(n, x, ins, opset);
     case "ConstantOfShape": {
       const shape = ints(x);
-      if (!shape) return undefined;
+      // A shape holding the batch (NaN) has no compile-time value.
+      if (!shape || shape.some(Number.isNaN)) return undefined;
       const v = attrTensor(n, "value") ?? mk(true, [1], [0]);
       return [mk(v.isFloat, shape, new Array(numel(shape)).fill(v.data[0] ?? 0))];
     }

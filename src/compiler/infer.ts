@@ -11,6 +11,8 @@ import { castConst } from "./fold-math.ts";
 import * as conv from "./ops-conv.ts";
 import * as data from "./ops-data.ts";
 import * as layout from "./ops-layout.ts";
+import * as cnn from "./ops-cnn.ts";
+import { LSTM } from "./ops-lstm.ts";
 import * as t from "./ops-tensor.ts";
 import { TRANSFORMER_LOWERINGS } from "./ops-transformer.ts";
 import { unsupportedOp } from "./supported.ts";
@@ -22,11 +24,12 @@ const LOWERINGS: Record<string, Lowering> = {
   Gemm: t.Gemm, MatMul: t.MatMul, Add: data.Binary, Sub: data.Binary, Mul: data.Binary, Div: data.Binary,
   Relu: t.Unary, Sigmoid: t.Unary, Tanh: t.Unary, Erf: t.Unary, LeakyRelu: t.LeakyRelu,
   Gelu: t.Gelu, Flatten: t.Flatten, Reshape: layout.Reshape, Transpose: t.Transpose,
-  Concat: t.Concat, Softmax: t.Softmax,
+  Concat: cnn.Concat, Softmax: t.Softmax,
   Gather: data.Gather, Cast: data.Cast, Where: data.Where, Equal: data.Compare, Less: data.Compare,
   Greater: data.Compare, LessOrEqual: data.Compare, GreaterOrEqual: data.Compare, Not: data.Not, And: data.Logic, Or: data.Logic, Mod: data.Mod,
   Expand: layout.Expand, Unsqueeze: layout.Unsqueeze, Squeeze: layout.Squeeze, Slice: layout.Slice,
   Range: layout.Range, ConstantOfShape: layout.ConstantOfShape,
+  Clip: cnn.Clip, HardSigmoid: cnn.HardSigmoid, HardSwish: cnn.HardSwish, Pad: cnn.Pad, Split: cnn.Split, LSTM,
   // Transformer ops (LayerNormalization, batched MatMul, float math, reductions): replaces
   // MatMul and ReduceMean above with lowerings that keep their old cases as fast paths.
   ...TRANSFORMER_LOWERINGS,

@@ -61,21 +61,9 @@ export const Flatten: Lowering = (c) => {
 export const Transpose: Lowering = (c) => {
   const x = c.act(0);
   const perm = attrInts(c.node, "perm", x.map((_, i) => x.length - 1 - i));
-  if (perm[0] !== 0 || perm.length !== x.length) throw shapeError(c, `perm [${perm}] must keep the batch first (perm[0] = 0) on ${fmtShape(x)}`);
+  if (perm.length !== x.length) throw shapeError(c, `perm [${perm}] does not have the rank of ${fmtShape(x)}`);
+  if (perm[0] !== 0) throw shapeError(c, `perm [${perm}] moves the batch to axis ${perm.indexOf(0)} of ${fmtShape(x)}; plan v1 keeps the batch first (perm[0] = 0)`);
   return { shapes: [perm.map((p) => x[p]!)], attrs: { perm } };
-};
-
-export const Concat: Lowering = (c) => {
-  const xs = c.node.inputs.map((_, i) => c.act(i));
-  const r = xs[0]!.length;
-  const axis = normAxis(c.node, attrInt(c.node, "axis", 0), r);
-  if (axis < 1) throw shapeError(c, "concatenating along the batch is not supported");
-  for (const s of xs) {
-    if (s.length !== r || s.some((d, i) => i !== axis && d !== xs[0]![i])) throw shapeError(c, `inputs ${xs.map(fmtShape).join(", ")} disagree outside axis ${axis}`);
-  }
-  const out = [...xs[0]!];
-  out[axis] = xs.reduce((a, s) => a + s[axis]!, 0);
-  return { shapes: [out], attrs: { axis } };
 };
 
 export const Softmax: Lowering = (c) => {

@@ -15,6 +15,7 @@ export const SUPPORTED_OPS: readonly string[] = Object.freeze([
   // plan v2 (planv2): run-time data of any dtype; folded instead when every input is constant
   "Gather", "Cast", "Where", "Equal", "Less", "Greater", "Not", "And", "Or", "Mod", "Expand", "Unsqueeze", "Squeeze", "Slice", "Range", "ConstantOfShape",
   "LessOrEqual", "GreaterOrEqual",
+  "Clip", "HardSigmoid", "HardSwish", "SiLU", "Pad", "Split", "LSTM",
 ]);
 
 /** Ops the compiler removes or rewrites into supported ones. */

@@ -133,10 +133,10 @@ int main() {
   // 11. unknown op -> UNSUPPORTED_OP naming it
   {
     auto b = small_plan();
-    b.ops[0].op = "LSTM";
+    b.ops[0].op = "GRU";
     std::string msg;
     CHECK(parse(b.build(), &msg) == Status::kUnsupportedOp);
-    CHECK_CONTAINS(msg, "LSTM");
+    CHECK_CONTAINS(msg, "GRU");
   }
   // 12. op referencing a missing tensor
   {

@@ -92,13 +92,14 @@ bool v1_kernel_fits(const Plan& plan, const Op& op, std::string* why) {
     case OpType::kErf: case OpType::kGelu:
     case OpType::kPow: case OpType::kSqrt: case OpType::kReciprocal: case OpType::kExp:
     case OpType::kNeg: case OpType::kLog: case OpType::kAbs:
+    case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish: case OpType::kSiLU:
       layout_free = true;
       break;
     case OpType::kConv: case OpType::kGemm: case OpType::kMatMul: case OpType::kMaxPool:
     case OpType::kAveragePool: case OpType::kGlobalAveragePool: case OpType::kFlatten:
     case OpType::kTranspose: case OpType::kConcat: case OpType::kSoftmax:
     case OpType::kLayerNorm: case OpType::kReduceMean: case OpType::kReduceSum: case OpType::kReduceMax:
-    case OpType::kAttention:
+    case OpType::kAttention: case OpType::kPad: case OpType::kSplit: case OpType::kLSTM:
       break;
     default:
       return true;  // dtype- and layout-aware kernels check for themselves
@@ -201,6 +202,11 @@ class CpuBackend final : public Backend {
         case OpType::kGather: k = cpu::make_gather(bc, op, &st, message); break;
         case OpType::kSlice: k = cpu::make_slice(bc, op, &st, message); break;
         case OpType::kRange: case OpType::kConstantOfShape: k = cpu::make_generator(bc, op, &st, message); break;
+        case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish: case OpType::kSiLU:
+          k = cpu::make_clip_hard(bc, op, &st, message); break;
+        case OpType::kPad: k = cpu::make_pad(bc, op, &st, message); break;
+        case OpType::kSplit: k = cpu::make_split(bc, op, &st, message); break;
+        case OpType::kLSTM: k = cpu::make_lstm(bc, op, &st, message); break;
       }
       if (!k) return st == Status::kOk ? Status::kUnsupportedOp : st;
       ws = std::max(ws, k->workspace_floats(chunk));

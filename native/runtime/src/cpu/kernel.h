@@ -105,6 +105,10 @@ std::unique_ptr<Kernel> make_elementwise(const BuildCtx&, const Op&, Status*, st
 std::unique_ptr<Kernel> make_gather(const BuildCtx&, const Op&, Status*, std::string*);
 std::unique_ptr<Kernel> make_slice(const BuildCtx&, const Op&, Status*, std::string*);
 std::unique_ptr<Kernel> make_generator(const BuildCtx&, const Op&, Status*, std::string*);  // Range, ConstantOfShape
+std::unique_ptr<Kernel> make_clip_hard(const BuildCtx&, const Op&, Status*, std::string*);  // Clip, HardSigmoid, HardSwish, SiLU
+std::unique_ptr<Kernel> make_pad(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_split(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_lstm(const BuildCtx&, const Op&, Status*, std::string*);
 
 // Shared helpers for factories.
 std::string shape_str(const std::vector<int64_t>& s);

@@ -53,6 +53,13 @@ const char* op_type_name(OpType t) {
     case OpType::kConstantOfShape: return "ConstantOfShape";
     case OpType::kLessOrEqual: return "LessOrEqual";
     case OpType::kGreaterOrEqual: return "GreaterOrEqual";
+    case OpType::kClip: return "Clip";
+    case OpType::kHardSigmoid: return "HardSigmoid";
+    case OpType::kHardSwish: return "HardSwish";
+    case OpType::kSiLU: return "SiLU";
+    case OpType::kPad: return "Pad";
+    case OpType::kSplit: return "Split";
+    case OpType::kLSTM: return "LSTM";
   }
   return "?";
 }

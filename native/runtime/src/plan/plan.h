@@ -74,10 +74,14 @@ enum class OpType : uint8_t {
   // plan v2: run-time data of any dtype
   kGather, kCast, kWhere, kEqual, kLess, kGreater, kNot, kAnd, kOr, kMod,
   kExpand, kSlice, kRange, kConstantOfShape, kLessOrEqual, kGreaterOrEqual,
+  // CNN activations and data movement, LSTM (appended: the order is the cuda name table's).
+  kClip, kHardSigmoid, kHardSwish, kSiLU, kPad, kSplit, kLSTM,
 };
 const char* op_type_name(OpType t);
 
 enum class Activation : uint8_t { kNone, kRelu };
+enum class PadMode : uint8_t { kConstant, kReflect, kEdge };
+enum class LstmDirection : uint8_t { kForward, kReverse, kBidirectional };
 
 // Typed attributes: one flat struct, each op reads the fields its row in the doc lists.
 // The compiler resolved every ONNX default; the reader fills the rest with neutral values.
@@ -111,6 +115,18 @@ struct OpAttrs {
   DType to = DType::kFloat32;                 // Cast
   bool fmod = false;                          // Mod
   double value = 0, start = 0, delta = 1;     // ConstantOfShape value; Range start, delta
+  // Clip bounds (an absent bound is unbounded); HardSigmoid uses alpha/beta (0.2, 0.5).
+  float clipMin = -3.402823466e38f;
+  float clipMax = 3.402823466e38f;
+  // Pad: begins then ends for every dimension of the full rank (batch entries 0); may be < 0.
+  std::vector<int64_t> padsNd;
+  PadMode padMode = PadMode::kConstant;
+  float padValue = 0.f;
+  std::vector<int64_t> split;  // Split: sizes along `axis`, one per output
+  // LSTM: gates iofc, activations sigmoid/tanh/tanh; layout 1 = batch-first tensors.
+  int hiddenSize = 0;
+  LstmDirection direction = LstmDirection::kForward;
+  int layout = 1;
 };
 
 inline constexpr int32_t kAbsentInput = -1;

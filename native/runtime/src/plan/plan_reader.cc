@@ -169,7 +169,9 @@ bool parse_op_type(const std::string& s, OpType* t) {
       {"Less", OpType::kLess}, {"Greater", OpType::kGreater}, {"Not", OpType::kNot}, {"And", OpType::kAnd},
       {"Or", OpType::kOr}, {"Mod", OpType::kMod}, {"Expand", OpType::kExpand}, {"Slice", OpType::kSlice},
       {"Range", OpType::kRange}, {"ConstantOfShape", OpType::kConstantOfShape},
-      {"LessOrEqual", OpType::kLessOrEqual}, {"GreaterOrEqual", OpType::kGreaterOrEqual}};
+      {"LessOrEqual", OpType::kLessOrEqual}, {"GreaterOrEqual", OpType::kGreaterOrEqual},
+      {"Clip", OpType::kClip}, {"HardSigmoid", OpType::kHardSigmoid}, {"HardSwish", OpType::kHardSwish},
+      {"SiLU", OpType::kSiLU}, {"Pad", OpType::kPad}, {"Split", OpType::kSplit}, {"LSTM", OpType::kLSTM}};
   for (const auto& e : kTable)
     if (s == e.n) { *t = e.t; return true; }
   return false;
@@ -184,6 +186,62 @@ bool parse_activation(Reader& r, const Obj& attrs, const std::string& path, Acti
   else if (s == "relu") *a = Activation::kRelu;
   else return r.bad(path + ".activation", "\"none\" or \"relu\"", "\"" + s + "\"");
   return true;
+}
+
+// Clip, HardSigmoid, Pad, Split, LSTM (docs/plan-format.md); unknown strings name what was expected.
+bool parse_cnn_attrs(Reader& r, const Obj& m, OpType t, const std::string& p, OpAttrs* a) {
+  std::string s;
+  switch (t) {
+    case OpType::kClip:
+      if (const Obj* o = map_get(m, "min")) if (!r.as_float(o, p + ".min", &a->clipMin)) return false;
+      if (const Obj* o = map_get(m, "max")) if (!r.as_float(o, p + ".max", &a->clipMax)) return false;
+      return true;
+    case OpType::kHardSigmoid:
+      a->alpha = 0.2f;
+      a->beta = 0.5f;
+      if (const Obj* o = map_get(m, "alpha")) if (!r.as_float(o, p + ".alpha", &a->alpha)) return false;
+      if (const Obj* o = map_get(m, "beta")) if (!r.as_float(o, p + ".beta", &a->beta)) return false;
+      return true;
+    case OpType::kPad:
+      if (!r.as_ints(r.need(m, "pads", p), p + ".pads", &a->padsNd)) return false;
+      if (const Obj* o = map_get(m, "value")) if (!r.as_float(o, p + ".value", &a->padValue)) return false;
+      if (const Obj* o = map_get(m, "mode")) {
+        if (!r.as_str(o, p + ".mode", &s)) return false;
+        if (s == "constant") a->padMode = PadMode::kConstant;
+        else if (s == "reflect") a->padMode = PadMode::kReflect;
+        else if (s == "edge") a->padMode = PadMode::kEdge;
+        else return r.bad(p + ".mode", "\"constant\", \"reflect\" or \"edge\"", "\"" + s + "\"");
+      }
+      return true;
+    case OpType::kSplit: {
+      int64_t v;
+      if (!r.as_int(r.need(m, "axis", p), p + ".axis", &v)) return false;
+      if (v < 1 || v > 16) return r.bad(p + ".axis", ">= 1 (full rank, batch first)", std::to_string(v));
+      a->axis = int(v);
+      return r.as_ints(r.need(m, "split", p), p + ".split", &a->split);
+    }
+    case OpType::kLSTM: {
+      int64_t v;
+      if (!r.as_int(r.need(m, "hiddenSize", p), p + ".hiddenSize", &v)) return false;
+      if (v < 1 || v > INT32_MAX) return r.bad(p + ".hiddenSize", ">= 1", std::to_string(v));
+      a->hiddenSize = int(v);
+      if (const Obj* o = map_get(m, "layout")) {
+        if (!r.as_int(o, p + ".layout", &v)) return false;
+        if (v != 0 && v != 1) return r.bad(p + ".layout", "0 or 1", std::to_string(v));
+        a->layout = int(v);
+      }
+      if (const Obj* o = map_get(m, "direction")) {
+        if (!r.as_str(o, p + ".direction", &s)) return false;
+        if (s == "forward") a->direction = LstmDirection::kForward;
+        else if (s == "reverse") a->direction = LstmDirection::kReverse;
+        else if (s == "bidirectional") a->direction = LstmDirection::kBidirectional;
+        else return r.bad(p + ".direction", "\"forward\", \"reverse\" or \"bidirectional\"", "\"" + s + "\"");
+      }
+      return true;
+    }
+    default:
+      return true;
+  }
 }
 
 bool parse_attrs(Reader& r, const Obj* attrs_obj, OpType t, const std::string& path, OpAttrs* a) {
@@ -232,6 +290,12 @@ bool parse_attrs(Reader& r, const Obj* attrs_obj, OpType t, const std::string& p
       if (const Obj* o = map_get(m, "countIncludePad"))
         if (!r.as_bool(o, p + ".countIncludePad", &a->countIncludePad)) return false;
       return true;
+    case OpType::kClip:
+    case OpType::kHardSigmoid:
+    case OpType::kPad:
+    case OpType::kSplit:
+    case OpType::kLSTM:
+      return parse_cnn_attrs(r, m, t, p, a);
     case OpType::kFlatten:
     case OpType::kConcat:
     case OpType::kSoftmax: {
