@@ -26,8 +26,8 @@ describe("compiler: errors", () => {
       nodes: [node("Foo", ["x"], ["a"], {}, "foo1"), node("Bar", ["a"], ["b"], {}, "bar1"), node("Foo", ["b"], ["y"], {}, "foo2")],
     }).then(() => undefined, (e: unknown) => e as CompileError);
     if (!err) throw new Error("compiled a model with unsupported ops");
-    expect(err.message).toMatch(/2 unsupported op type\(s\): Foo ×2 \(first node "foo1"\), Bar ×1 \(first node "bar1"\)/);
-    expect(err.details).toMatchObject({ opType: "Foo", node: "foo1", unsupported: [{ opType: "Foo", count: 2, node: "foo1" }, { opType: "Bar", count: 1, node: "bar1" }] });
+    expect(err.message).toMatch(/2 ops memlane-rt cannot run — not supported: Foo \(2 nodes, first "foo1"\), Bar \(node "bar1"\)/);
+    expect(err.details).toMatchObject({ opType: "Foo", node: "foo1", ops: [{ opType: "Foo", count: 2, node: "foo1" }, { opType: "Bar", count: 1, node: "bar1" }] });
   });
 
   it("refuses a run-time op that can only be folded (Floor on an activation)", async () => {
