@@ -21,7 +21,7 @@ export interface TrainResult {
   epochs: number;
   checkpoint: string;
   checkpointPt: string;
-  heldout: { inputs: string; labels: string; shape: number[] };
+  heldout: { inputs: string; labels: string; shape: number[]; dtype?: "float32" | "int64" };
   device: string;
 }
 
@@ -68,6 +68,7 @@ export async function runTrain(
       outDir: s.runDir,
       device: o.device ?? s.options.device,
       ...(o.epochs !== undefined ? { epochs: o.epochs } : {}),
+      ...(o.stepsPerEpoch !== undefined ? { stepsPerEpoch: o.stepsPerEpoch } : {}),
       ...(o.seed !== undefined ? { seed: o.seed } : {}),
       ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}),
       ...(o.lr !== undefined ? { lr: o.lr } : {}),
@@ -89,6 +90,11 @@ export async function runTrain(
     process: { pid: run.pid, kind: "python", command: run.command },
     marks: run.result.phases,
   };
+  // int64 held-out windows (tiny-gpt) need the multi-dtype eval set of issue 9: refused
+  // here by name rather than read as float32.
+  const dtype = v.heldout.dtype ?? "float32";
+  if (dtype !== "float32")
+    throw new Error(`train result: held-out inputs of dtype ${dtype} (${v.heldout.inputs}) cannot be fed yet; this orchestrator feeds float32 held-out sets only`);
   const [inputs, labels] = await Promise.all([
     readTyped(v.heldout.inputs, (b) => new Float32Array(b)),
     readTyped(v.heldout.labels, (b) => new BigInt64Array(b)),

@@ -25,6 +25,8 @@ export interface StageCommon {
 export interface TrainOptions extends StageCommon {
   arch: string;
   epochs?: number;
+  /** tiny-gpt: optimizer steps per epoch (its epochs are step counts, not passes over the data). */
+  stepsPerEpoch?: number;
   seed?: number;
   batchSize?: number;
   lr?: number;
