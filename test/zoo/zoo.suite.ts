@@ -4,7 +4,7 @@
 // CLI on python-ort, node-ort and native. Every runtime row must run and native must match
 // ONNX Runtime within 1e-4 of each output's scale. The table at the end says per model what
 // ran and what failed. MEMLANE_ZOO=name,name limits the models; MEMLANE_ZOO_EXPORTER the exporter.
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -43,17 +43,20 @@ const names = modelNames();
 const exporters = exporter === "both" ? ["legacy", "dynamo"] : [exporter];
 let manifest = new Map<string, ZooExport>();
 
-beforeAll(() => {
+beforeAll(async () => {
   // Every export in one Python process (torch and transformers imported once): the cache of
-  // this run. --keep-going: a failed export is that model's failure, not the suite's.
+  // this run. --keep-going: a failed export is that model's failure, not the suite's. Async:
+  // a blocked event loop would time out vitest's own worker RPC.
   const dir = path.join(out, "models");
-  const r = spawnSync(python, ["-m", "memlane_worker.realzoo", "export", ...names, "--dir", dir, "--exporter", exporter, "--keep-going"], {
+  const child = spawn(python, ["-m", "memlane_worker.realzoo", "export", ...names, "--dir", dir, "--exporter", exporter, "--keep-going"], {
     cwd: ROOT,
     env: pyEnv(),
-    encoding: "utf8",
-    maxBuffer: 64 << 20,
+    stdio: ["ignore", "ignore", "pipe"],
   });
-  if (!existsSync(path.join(dir, "manifest.json"))) throw new Error(`realzoo export wrote no manifest (exit ${r.status}):\n${r.stderr.slice(-4000)}`);
+  let stderr = "";
+  child.stderr!.on("data", (d: Buffer) => void (stderr = (stderr + d.toString()).slice(-8000)));
+  const code = await new Promise<number | null>((resolve) => child.on("exit", (c) => resolve(c)));
+  if (!existsSync(path.join(dir, "manifest.json"))) throw new Error(`realzoo export wrote no manifest (exit ${code}):\n${stderr}`);
   const list = JSON.parse(readFileSync(path.join(dir, "manifest.json"), "utf8")) as ZooExport[];
   manifest = new Map(list.map((e) => [`${e.name}.${e.exporter}`, e]));
 });

@@ -1,4 +1,5 @@
-"""Every real-zoo model by name (imports torch, torchvision's definitions on demand)."""
+"""Every real-zoo model by name. Cheap: the builders import torch, torchvision's definitions
+and transformers when called."""
 from __future__ import annotations
 
 from functools import cache

@@ -1,5 +1,6 @@
 """Transformers (BERT, DistilBERT, GPT-2, ViT) in tiny configurations with random init from
-a config (no hub access), and torch.nn's TransformerEncoder and LSTM. Imports torch.
+a config (no hub access), and torch.nn's TransformerEncoder and LSTM. Importing this
+module is cheap (the model list without torch); the builders import torch and transformers.
 
 The transformers models are wrapped so that forward takes the graph inputs positionally and
 returns a tuple of tensors (the exporters name outputs by position). Attention is the
@@ -9,13 +10,7 @@ from __future__ import annotations
 
 import os
 
-import torch
-from torch import nn
-
 from .specs import InputSpec, ModelSpec
-from .torchvision_loader import ensure_importable
-
-ensure_importable()  # before transformers looks for torchvision (see torchvision_loader)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # configs are built here; nothing is fetched
 
@@ -25,39 +20,39 @@ MAX_POSITIONS = 128
 TINY = dict(hidden=64, layers=2, heads=2, inner=128)
 
 
-class _Positional(nn.Module):
-    """model(**dict(zip(names, inputs))) -> the chosen outputs, as a tuple (up to 3 inputs)."""
-
-    def __init__(self, model: nn.Module, names: tuple[str, ...], outputs: tuple[str, ...]):
-        super().__init__()
-        self.model, self.names, self.outputs = model, names, outputs
-
-    # Fixed positional parameters rather than *inputs: torch.export matches dynamic_shapes
-    # to the parameters, one entry per tensor given.
-    def forward(self, x0: torch.Tensor, x1: torch.Tensor | None = None, x2: torch.Tensor | None = None):
-        given = [x for x in (x0, x1, x2) if x is not None]
-        out = self.model(**dict(zip(self.names, given)), return_dict=True)
-        return tuple(out[k] for k in self.outputs)
+def _transformers_ready() -> None:
+    """torchvision importable (without its native parts) before transformers looks for it:
+    see torchvision_loader.ensure_importable."""
+    from .torchvision_loader import ensure_importable
+    ensure_importable()
 
 
-def _bert(_: int) -> nn.Module:
+def _positional(model, names: tuple[str, ...], outputs: tuple[str, ...]):
+    from .modules import Positional
+    return Positional(model, names, outputs)
+
+
+def _bert(_: int):
+    _transformers_ready()
     from transformers import BertConfig, BertModel
     cfg = BertConfig(vocab_size=VOCAB, hidden_size=TINY["hidden"], num_hidden_layers=TINY["layers"],
                      num_attention_heads=TINY["heads"], intermediate_size=TINY["inner"],
                      max_position_embeddings=MAX_POSITIONS, attn_implementation="eager")
-    return _Positional(BertModel(cfg), ("input_ids", "attention_mask", "token_type_ids"),
+    return _positional(BertModel(cfg), ("input_ids", "attention_mask", "token_type_ids"),
                        ("last_hidden_state", "pooler_output"))
 
 
-def _distilbert(_: int) -> nn.Module:
+def _distilbert(_: int):
+    _transformers_ready()
     from transformers import DistilBertConfig, DistilBertModel
     cfg = DistilBertConfig(vocab_size=VOCAB, dim=TINY["hidden"], n_layers=TINY["layers"], n_heads=TINY["heads"],
                            hidden_dim=TINY["inner"], max_position_embeddings=MAX_POSITIONS,
                            attn_implementation="eager")
-    return _Positional(DistilBertModel(cfg), ("input_ids", "attention_mask"), ("last_hidden_state",))
+    return _positional(DistilBertModel(cfg), ("input_ids", "attention_mask"), ("last_hidden_state",))
 
 
-def _gpt2(_: int) -> nn.Module:
+def _gpt2(_: int):
+    _transformers_ready()
     from transformers import GPT2Config, GPT2LMHeadModel
     cfg = GPT2Config(vocab_size=VOCAB, n_embd=TINY["hidden"], n_layer=TINY["layers"], n_head=TINY["heads"],
                      n_inner=TINY["inner"], n_positions=MAX_POSITIONS, use_cache=False,
@@ -65,21 +60,23 @@ def _gpt2(_: int) -> nn.Module:
     # With the attention mask as an input, as GPT-2 is usually deployed (and without one
     # transformers probes position ids for packed sequences with aten::diff, which the
     # legacy exporter lacks).
-    return _Positional(GPT2LMHeadModel(cfg), ("input_ids", "attention_mask"), ("logits",))
+    return _positional(GPT2LMHeadModel(cfg), ("input_ids", "attention_mask"), ("logits",))
 
 
-def _hf_vit(size: int) -> nn.Module:
+def _hf_vit(size: int):
+    _transformers_ready()
     from transformers import ViTConfig, ViTModel
     cfg = ViTConfig(image_size=size, patch_size=16, hidden_size=TINY["hidden"], num_hidden_layers=TINY["layers"],
                     num_attention_heads=TINY["heads"], intermediate_size=TINY["inner"], attn_implementation="eager")
-    return _Positional(ViTModel(cfg, add_pooling_layer=True), ("pixel_values",), ("last_hidden_state", "pooler_output"))
+    return _positional(ViTModel(cfg, add_pooling_layer=True), ("pixel_values",), ("last_hidden_state", "pooler_output"))
 
 
 D_MODEL = 64
 
 
 def _encoder(norm_first: bool, batch_first: bool):
-    def build(_: int) -> nn.Module:
+    def build(_: int):
+        from torch import nn
         layer = nn.TransformerEncoderLayer(D_MODEL, nhead=4, dim_feedforward=128, dropout=0.0,
                                            norm_first=norm_first, batch_first=batch_first)
         # enable_nested_tensor would take the fast path, which no exporter traces
@@ -87,17 +84,9 @@ def _encoder(norm_first: bool, batch_first: bool):
     return build
 
 
-class _LSTM(nn.Module):
-    """Two-layer batch-first LSTM returning the sequence and the final states (h_n and c_n
-    are [layers, batch, hidden]: a batch axis that is not the first)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lstm = nn.LSTM(32, 64, num_layers=2, batch_first=True)
-
-    def forward(self, x: torch.Tensor):
-        out, (h, c) = self.lstm(x)
-        return out, h, c
+def _lstm(_: int):
+    from .modules import LSTMWithStates
+    return LSTMWithStates()
 
 
 def _ids(name: str) -> InputSpec:
@@ -126,6 +115,6 @@ def specs() -> list[ModelSpec]:
             name = f"transformer_encoder_{'prenorm' if norm_first else 'postnorm'}_{'bf' if batch_first else 'sf'}"
             out.append(ModelSpec(name, "torch.nn", _encoder(norm_first, batch_first),
                                  (lambda d: lambda _s: (InputSpec("src", d),))(dims), ("output",), seq=SEQ))
-    out.append(ModelSpec("lstm", "torch.nn", lambda _s: _LSTM(), lambda _s: (InputSpec("x", ("batch", "seq", 32)),),
+    out.append(ModelSpec("lstm", "torch.nn", _lstm, lambda _s: (InputSpec("x", ("batch", "seq", 32)),),
                          ("output", "h_n", "c_n"), seq=SEQ))
     return out

@@ -1,8 +1,6 @@
 """Vision models from torchvision's own definitions (random init, no weights downloaded),
-plus a small VisionTransformer configuration. Imports torch."""
+plus a small VisionTransformer configuration. The builders import torch."""
 from __future__ import annotations
-
-from torch import nn
 
 from .specs import InputSpec, ModelSpec
 from .torchvision_loader import models_module
@@ -16,12 +14,12 @@ def image_input(name: str = "input"):
 
 
 def _tv(module: str, fn: str, **kwargs):
-    def build(size: int) -> nn.Module:
+    def build(size: int):
         return getattr(models_module(module), fn)(weights=None, **kwargs)
     return build
 
 
-def _vit(size: int) -> nn.Module:
+def _vit(size: int):
     # vit_b_16's architecture (conv patch embedding, class token, pre-norm encoder) at a size
     # a CI machine runs in seconds: 2 layers, width 64 instead of 12 and 768.
     vt = models_module("vision_transformer")
