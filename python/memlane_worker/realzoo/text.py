@@ -56,6 +56,7 @@ def _gpt2(_: int):
     from transformers import GPT2Config, GPT2LMHeadModel
     cfg = GPT2Config(vocab_size=VOCAB, n_embd=TINY["hidden"], n_layer=TINY["layers"], n_head=TINY["heads"],
                      n_inner=TINY["inner"], n_positions=MAX_POSITIONS, use_cache=False,
+                     bos_token_id=VOCAB - 1, eos_token_id=VOCAB - 1,  # GPT-2's are 50256, outside VOCAB
                      attn_implementation="eager")
     # With the attention mask as an input, as GPT-2 is usually deployed (and without one
     # transformers probes position ids for packed sequences with aten::diff, which the
