@@ -68,3 +68,16 @@ def test_export_dynamic_batch_int64_and_ort_accuracy_equals_torch(torch_worker, 
     logits = np.concatenate([sess.run(None, {inp.name: x[i:i + 100]})[0] for i in range(0, len(x), 100)])
     assert logits.shape == (len(x), 256)
     assert abs(float((logits.argmax(1) == y).mean()) - v["accuracy"]) <= 1 / len(y)
+
+
+def test_infer_torch_takes_int64_windows(torch_worker, trained):
+    v = trained.value
+    h = v["heldout"]
+    x = np.fromfile(h["inputs"], "<i8").reshape(h["shape"])
+    y = np.fromfile(h["labels"], "<i8")
+    reply = torch_worker.run("infer.torch", {"arch": "tiny-gpt", "checkpoint": v["checkpoint"], "batchSizes": [1, 8],
+                                             "iterations": 2, "warmup": 1, "threads": 1, "device": "cpu"},
+                             {"inputs": x}, timeout=180)
+    out = reply.tensors["outputs"]
+    assert out.shape == (len(x), 256) and out.dtype == np.float32
+    assert float((out.argmax(1) == y).mean()) == v["accuracy"]
