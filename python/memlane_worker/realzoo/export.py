@@ -22,6 +22,7 @@ from .specs import ModelSpec
 EXPORTERS = {"legacy": 17, "dynamo": 18}   # exporter -> opset
 SAMPLE_BATCH = 3                            # odd: catches a batch size baked into the graph
 CHECK_SEED = 1
+MAX_SEQ = 128                               # the text models' position tables (text.MAX_POSITIONS)
 
 
 def _samples(spec: ModelSpec, size: int, batch: int, seq: int, seed: int) -> list[np.ndarray]:
@@ -42,7 +43,7 @@ def _export_legacy(model, args, spec: ModelSpec, size: int, out: str, dynamic_se
 
 def _export_dynamo(model, args, spec: ModelSpec, size: int, out: str, dynamic_seq: bool) -> None:
     batch = torch.export.Dim("batch", min=1)
-    seq = torch.export.Dim("seq", min=2, max=64)
+    seq = torch.export.Dim("seq", min=2, max=MAX_SEQ)
     shapes = tuple({i.batch_axis: batch, **({i.seq_axis: seq} if dynamic_seq and i.seq_axis is not None else {})}
                    for i in spec.inputs(size))
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
