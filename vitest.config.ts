@@ -1,10 +1,12 @@
-import { defineConfig } from "vitest/config";
+import { configDefaults, defineConfig } from "vitest/config";
 
 // Integration suites spawn real Python workers and memlane-rt processes: generous
 // timeouts, and at most two files at once on the 2-core machines this runs on.
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // The fault suite has its own config (vitest.fault.config.ts), run once by scripts/test.sh.
+    exclude: [...configDefaults.exclude, "test/fault/**"],
     testTimeout: 120_000,
     hookTimeout: 120_000,
     maxWorkers: 2,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: TypeScript type check, vitest (unit + integration, real ZeroMQ and
-# real workers), pytest for the Python worker, ctest for memlane-rt, and the zoo suite
-# (real architectures through `memlane compare`, test/zoo/).
+# real workers), the fault suite (test/fault: kills, Ctrl-C, attacks), pytest for the Python
+# worker, ctest for memlane-rt, and the zoo suite (real architectures through `memlane
+# compare`, test/zoo/).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 fail=0
@@ -12,6 +13,9 @@ npx tsc --noEmit -p tsconfig.json || fail=1
 
 step "vitest"
 npx vitest run || fail=1
+
+step "fault suite (seeded: MEMLANE_FAULT_SEED replays, MEMLANE_FAULT_SCALE multiplies the counts)"
+npx vitest run --config vitest.fault.config.ts || fail=1
 
 step "pytest"
 .venv/bin/python -m pytest python/tests -q || fail=1

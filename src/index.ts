@@ -41,7 +41,11 @@ export type {
   HeldOut,
   BenchmarkResult,
   UnavailableRuntime,
+  OutputTensor,
 } from "./pipeline/stages.ts";
+/** The multi-input form of the infer tasks: an ONNX model's inputs and outputs (docs/worker-tasks.md). */
+export type { IoSpec, ModelIo, ShapeOverrides } from "./pipeline/inputs/shapes.ts";
+export type { EvalSet, EvalInput } from "./pipeline/inputs/eval-set.ts";
 /** Runs a pipeline end to end and writes runs/<runId>/report.{json,md,html}. */
 export { runPipeline, RUN_DEFAULTS } from "./pipeline/run.ts";
 export type { RunPipelineOptions, ResolvedRunPipelineOptions, RunOutcome } from "./pipeline/run.ts";
@@ -76,7 +80,8 @@ export { createGpuProbe } from "./memory/gpu.ts";
 // ── Report ──────────────────────────────────────────────────────────────────────────────
 /** The report: schema types, builder, renderers and writers (docs/report.md). */
 export { REPORT_SCHEMA_VERSION, buildReport, renderMarkdown, renderTerminal, validateReport, writeReport } from "./report/index.ts";
-export type { Report, RuntimeReport, PhaseReport, TrainingReport, CheckpointLoadReport, StageReport, RunRecord } from "./report/index.ts";
+export type { Report, RuntimeReport, PhaseReport, TrainingReport, CheckpointLoadReport, StageReport, StageAttempt, RunRecord } from "./report/index.ts";
+export type { OutputReport, RuntimeNotRun, InputReport } from "./report/schema.ts";
 /** The self-contained HTML report of a run directory. */
 export { renderHtmlReport, writeHtmlReport } from "./report/html/index.ts";
 

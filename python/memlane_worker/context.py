@@ -30,6 +30,7 @@ class TaskContext:
         self._cancel = cancel
         self.phase_name = "start"
         self.failed_phase: str | None = None  # innermost phase an exception escaped from
+        self._smaps_sent = False  # the task's first mark carries the baseline summary
 
     # -- cancellation ---------------------------------------------------------------
     def check_cancel(self) -> None:
@@ -48,8 +49,15 @@ class TaskContext:
 
     # -- messages -------------------------------------------------------------------
     def _mark(self, name: str, mark: str) -> None:
-        self._send(envelope("phase", self.id, name=name, mark=mark, tMs=time.time() * 1000.0,
-                            memory=memory.read()), [])
+        t_ms = time.time() * 1000.0
+        fields: dict[str, Any] = {"memory": memory.read()}
+        # The per-mapping summary costs ~10-40 ms for a torch process (smaps walks every
+        # mapping): only at phase ends, plus once at the task's first mark as the baseline
+        # the first phase's growth is measured from (docs/memory.md, "Where the RAM goes").
+        if mark == "end" or not self._smaps_sent:
+            fields["smaps"] = memory.smaps_summary()
+            self._smaps_sent = True
+        self._send(envelope("phase", self.id, name=name, mark=mark, tMs=t_ms, **fields), [])
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:

@@ -1,4 +1,5 @@
-"""The worker's own memory reading, from /proc/self (see docs/protocol.md, MemoryReading).
+"""The worker's own memory reading, from /proc/self (see docs/protocol.md, MemoryReading),
+and its per-mapping summary from /proc/self/smaps (docs/protocol.md, SmapsSummary).
 
 Deliberately imports nothing heavy: GPU figures are added only when torch is already
 loaded and CUDA initialised, so reading memory never pulls torch into an ORT-only worker.
@@ -10,6 +11,7 @@ from typing import Any
 
 _ROLLUP = "/proc/self/smaps_rollup"
 _STATUS = "/proc/self/status"
+_SMAPS = "/proc/self/smaps"
 
 
 def _kib_fields(path: str, wanted: set[str]) -> dict[str, int]:
@@ -66,3 +68,74 @@ def reset_peak() -> bool:
         return True
     except OSError:
         return False
+
+
+# -- per-mapping summary (smaps) ---------------------------------------------------------
+# Order of the counters in each summary entry; the same in every language (docs/protocol.md).
+SMAPS_FIELDS = (b"Rss", b"Pss", b"Private_Clean", b"Private_Dirty", b"Anonymous", b"Swap")
+_FIELD_INDEX = {k: i for i, k in enumerate(SMAPS_FIELDS)}
+# Pseudo-names of mappings without a path (docs/protocol.md, SmapsSummary): a writable one
+# right above an inaccessible one of at most a few pages is laid out like a pthread stack over
+# its guard page; a writable one that starts on a 64 MiB boundary and fills that 64 MiB
+# (alone, or with an inaccessible rest) is laid out like a glibc malloc arena of a thread
+# other than the main one; any other is plain anonymous memory.
+ANON = "[anon]"
+ANON_GUARDED = "[anon guarded]"
+ANON_ARENA = "[anon arena]"
+_GUARD_MAX = 64 * 1024  # a guard is a page or a few; a bigger inaccessible region is a reservation
+_ARENA = 64 * 1024 * 1024  # glibc's HEAP_MAX_SIZE on 64-bit
+_HEX = frozenset(b"0123456789abcdef")
+
+
+def _anon_name(m: tuple, before: tuple | None, after: tuple | None) -> str:
+    """Pseudo-name of a nameless mapping m = (lo, hi, perms, path) from its neighbours."""
+    lo, hi, perms, _ = m
+    if not perms.startswith(b"rw"):
+        return ANON
+    if (before is not None and not before[3] and before[2].startswith(b"---") and before[1] == lo
+            and before[1] - before[0] <= _GUARD_MAX):
+        return ANON_GUARDED
+    if lo % _ARENA == 0 and (hi - lo == _ARENA or (
+            after is not None and not after[3] and after[2].startswith(b"---") and after[0] == hi and after[1] == lo + _ARENA)):
+        return ANON_ARENA
+    return ANON
+
+
+def smaps_summary(path: str = _SMAPS) -> dict[str, list[int]]:
+    """{path or pseudo-name: [Rss, Pss, Private_Clean, Private_Dirty, Anonymous, Swap] KiB},
+    summed over the mappings of that path. Classification is the orchestrator's job
+    (src/memory/mapping-kinds.ts); this only reads, so that the reading is taken at the mark.
+    """
+    out: dict[str, list[int]] = {}
+    # A mapping's name is settled when the next header is seen (a pseudo-name depends on both
+    # neighbours): (lo, hi, perms, path) of the previous and current mapping, current counts.
+    before: tuple | None = None
+    current: tuple | None = None
+    counts = [0, 0, 0, 0, 0, 0]
+
+    def settle(after: tuple | None) -> None:
+        name = current[3].decode("utf-8", "replace") if current[3] else _anon_name(current, before, after)
+        into = out.get(name)
+        if into is None:
+            out[name] = counts
+        else:
+            for i, c in enumerate(counts):
+                into[i] += c
+
+    with open(path, "rb") as f:
+        for line in f:
+            if line[0] in _HEX:
+                addr, perms, _off, _dev, _inode, *rest = line.split(None, 5)
+                start, _, end = addr.partition(b"-")
+                header = (int(start, 16), int(end, 16), perms, rest[0].rstrip(b"\n") if rest else b"")
+                if current is not None:
+                    settle(header)
+                before, current, counts = current, header, [0, 0, 0, 0, 0, 0]
+                continue
+            key, _, rest = line.partition(b":")
+            i = _FIELD_INDEX.get(key)
+            if i is not None and current is not None:
+                counts[i] += int(rest.split()[0])
+    if current is not None:
+        settle(None)
+    return out

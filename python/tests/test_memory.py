@@ -40,3 +40,41 @@ def test_reset_peak_makes_hwm_a_phase_peak():
     after = memory.read()
     assert after["hwmKiB"] <= peak_with_block
     assert after["hwmKiB"] >= after["rssKiB"] - 1024  # reset to about the current RSS
+
+
+def _sum(summary: dict[str, list[int]], i: int) -> int:
+    return sum(c[i] for c in summary.values())
+
+
+def test_smaps_summary_shows_a_mapped_file_and_anonymous_memory_and_sums_to_the_rollup(tmp_path):
+    import mmap
+
+    path = tmp_path / "weights.onnx"
+    path.write_bytes(bytes(range(256)) * (16 * 4096))  # 16 MiB
+    before = memory.smaps_summary()
+    with open(path, "rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    touched = sum(mapped[i] for i in range(0, len(mapped), 4096))  # every page resident
+    # Private: a shared anonymous mapping would show as "/dev/zero (deleted)" instead.
+    anon = mmap.mmap(-1, 24 * 1024 * 1024, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    anon.write(b"\x01" * len(anon))  # every page written: anonymous, private dirty
+    after = memory.smaps_summary()
+    rollup = memory.read()
+    try:
+        assert touched >= 0
+        assert str(path) not in before
+        rss, _pss, _clean, _dirty, anonymous, _swap = after[str(path)]
+        assert abs(rss - 16 * MiB_KiB) <= 0.02 * 16 * MiB_KiB, after[str(path)]
+        # File pages, not anonymous ones (they may count as private *dirty*: the file was
+        # just written and its page-cache pages are not yet on disk).
+        assert anonymous == 0
+        grew = after[memory.ANON][0] - before.get(memory.ANON, [0])[0]
+        assert abs(grew - 24 * MiB_KiB) <= 0.04 * 24 * MiB_KiB, grew  # plus what Python allocated meanwhile
+        # The kinds of one reading add up to the rollup read right after, within 1 %.
+        assert abs(_sum(after, 0) - rollup["rssKiB"]) <= 0.01 * rollup["rssKiB"]
+        assert abs(_sum(after, 1) - rollup["pssKiB"]) <= 0.01 * rollup["pssKiB"]
+        assert abs(_sum(after, 2) + _sum(after, 3) - rollup["ussKiB"]) <= 0.01 * rollup["ussKiB"]
+        assert all(len(c) == len(memory.SMAPS_FIELDS) and min(c) >= 0 for c in after.values())
+    finally:
+        mapped.close()
+        anon.close()

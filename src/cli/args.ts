@@ -3,7 +3,7 @@
  * parsed and frozen result, and UsageError naming the option, what was expected and what was
  * received.
  */
-import { existsSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import type { Io } from "./io.ts";
 
 export type FlagType = "string" | "int" | "intList" | "list" | "boolean";
@@ -178,5 +178,6 @@ export function parseModelCommand(spec: CommandSpec, argv: readonly string[], io
   }
   const model = args.positionals["model.onnx"]!;
   if (!existsSync(model)) throw UsageError.bad("<model.onnx>", "an existing ONNX file", model);
+  if (!statSync(model).isFile()) throw UsageError.bad("<model.onnx>", "an ONNX file (not a directory)", model);
   return { args, model };
 }

@@ -1,15 +1,18 @@
 /**
  * `memlane` entry point: dispatches to one module per command (src/cli/commands/), parses
  * options once there, and maps outcomes to exit codes: 0 ok, 1 pipeline failure, 2 usage
- * error, 130 on Ctrl-C (the supervisor's shutdown handlers stop every worker first).
+ * error, 130 on Ctrl-C (SIGINT), 143 on SIGTERM (the shutdown handlers of
+ * src/workers/cleanup.ts stop every worker first and exit with 128 + the signal number).
  */
+import { register } from "node:module";
 import { pathToFileURL } from "node:url";
 import { UsageError } from "./args.ts";
 import { formatFailure } from "./failure.ts";
 import type { Io } from "./io.ts";
 import { defaultIo } from "./io.ts";
+import { shutdownStarted } from "../workers/cleanup.ts";
 
-export const EXIT = Object.freeze({ OK: 0, FAILURE: 1, USAGE: 2, INTERRUPTED: 130 });
+export const EXIT = Object.freeze({ OK: 0, FAILURE: 1, USAGE: 2, INTERRUPTED: 130, TERMINATED: 143 });
 
 interface CommandModule {
   spec: import("./args.ts").CommandSpec;
@@ -21,6 +24,9 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<CommandMod
   compare: { summary: "compare runtimes on one ONNX model: memory per phase, latency, numerics", load: () => import("./commands/compare.ts") },
   compile: { summary: "compile an ONNX model to a memlane-rt plan and print its arena", load: () => import("./commands/compile.ts") },
   report: { summary: "re-render <runDir>/report.html from its report.json", load: loadReport },
+  estimate: { summary: "predict host RAM per runtime and phase for an ONNX model, without running it", load: () => import("./commands/estimate.ts") },
+  check: { summary: "gate a finished run on memory limits per runtime (CI): exit 1 when one is exceeded", load: () => import("./commands/check.ts") },
+  diff: { summary: "per-runtime, per-phase memory and latency deltas between two runs", load: () => import("./commands/diff.ts") },
 };
 
 /** engineer H's command has its own signature: run(argv, io) → exit code. */
@@ -73,16 +79,33 @@ export async function main(argv: readonly string[], io: Io = defaultIo()): Promi
       io.err(`Run "memlane ${command} --help" for usage.`);
       return EXIT.USAGE;
     }
+    // Interrupted: the signal's own line said so, and its handler exits with 130/143.
+    if (shutdownStarted()) return EXIT.FAILURE;
     io.err(formatFailure(command, err));
     return EXIT.FAILURE;
   }
 }
 
-/** The process entry: shutdown handlers, main, then exit with its code. */
+let hooksRegistered = false;
+
+/**
+ * Lets a pipeline module live anywhere: "memlane" resolves to this copy, and a TypeScript
+ * module with import/export loads as ESM without a package.json (src/cli/pipeline-hooks.mjs).
+ */
+export function registerPipelineHooks(): void {
+  if (hooksRegistered) return;
+  hooksRegistered = true;
+  register("./pipeline-hooks.mjs", import.meta.url);
+}
+
+/** The process entry: shutdown handlers, module hooks, main, then exit with its code. */
 export async function runCli(argv: readonly string[] = process.argv.slice(2)): Promise<never> {
   const { installShutdownHandlers } = await import("../workers/cleanup.ts");
   installShutdownHandlers();
+  registerPipelineHooks();
   const code = await main(argv);
+  // A signal's shutdown owns the exit (130/143) once the run has written what it could.
+  if (shutdownStarted()) await new Promise<never>(() => {});
   // Workers were stopped by the command; exit explicitly so that a library's stray handle
   // (pythonia's timer, a ZeroMQ context) cannot keep a finished run alive.
   await new Promise<void>((r) => process.stdout.write("", () => r()));

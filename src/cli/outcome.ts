@@ -9,9 +9,13 @@ export const shown = (p: string): string => {
   return rel && !rel.startsWith("..") ? rel : p;
 };
 
-export function printOutcome(outcome: RunOutcome, io: Io): void {
+/** Prints the table and the files; returns the exit code: 1 when a declared budget was exceeded. */
+export function printOutcome(outcome: RunOutcome, io: Io): number {
   io.out(outcome.table);
   io.out("");
   io.out(`report: ${shown(outcome.reportJson)}`);
   for (const f of outcome.otherFiles) io.out(`        ${shown(f)}`);
+  if (outcome.budgetFailures.length === 0) return 0;
+  for (const b of outcome.budgetFailures) io.err(`memlane: budget exceeded: ${b.message}`);
+  return 1;
 }

@@ -8,6 +8,9 @@ import { loadOnnx } from "./load.ts";
 import { topoSort } from "./order.ts";
 import type { PlanHeader } from "./plan-format.ts";
 import { readPlan } from "./read.ts";
+import { fuseAttention } from "./fuse-attention.ts";
+import { fuseGelu } from "./fuse-gelu.ts";
+import { fuseLayerNorm } from "./fuse-layernorm.ts";
 import { foldBatchNorm, fuseRelu, pruneDead } from "./rewrite.ts";
 import { checkVocabulary } from "./supported.ts";
 import { writePlanFile } from "./write.ts";
@@ -57,10 +60,13 @@ export interface CompileSummary {
 
 /** Everything but the file write: used by compileOnnx and by tests that inspect the plan. */
 export function compileGraph(g: Graph, producer = DEFAULTS.producer) {
-  checkVocabulary(g.file, g.nodes);
+  checkVocabulary(g.file, g.nodes, g.inputs.map((i) => i.name));
   const inf = inferGraph({ ...g, nodes: topoSort(g) });
   foldBatchNorm(inf);
   fuseRelu(inf);
+  fuseLayerNorm(inf);
+  fuseGelu(inf);
+  fuseAttention(inf);
   const dead = pruneDead(inf);
   if (dead.length > 0) inf.warnings.push(`removed ${dead.length} node(s) whose results no output uses: ${dead.slice(0, 5).join(", ")}`);
   const lives: Lifetime[] = lifetimes(inf.nodes, inf.inputs, inf.outputs, inf.shapes);

@@ -8,6 +8,7 @@ import { type ConstTensor, type Graph, type LNode, BATCH, fmtShape } from "./ir.
 import { type Lowering, type OpCtx, shapeError } from "./op-ctx.ts";
 import * as conv from "./ops-conv.ts";
 import * as t from "./ops-tensor.ts";
+import { TRANSFORMER_LOWERINGS } from "./ops-transformer.ts";
 import { unsupportedOp } from "./supported.ts";
 
 const LOWERINGS: Record<string, Lowering> = {
@@ -18,6 +19,9 @@ const LOWERINGS: Record<string, Lowering> = {
   Relu: t.Unary, Sigmoid: t.Unary, Tanh: t.Unary, Erf: t.Unary, LeakyRelu: t.LeakyRelu,
   Gelu: t.Gelu, Flatten: t.Flatten, Reshape: t.Reshape, Transpose: t.Transpose,
   Concat: t.Concat, Softmax: t.Softmax,
+  // Transformer ops (LayerNormalization, batched MatMul, float math, reductions): replaces
+  // MatMul and ReduceMean above with lowerings that keep their old cases as fast paths.
+  ...TRANSFORMER_LOWERINGS,
 };
 
 export interface Inferred {

@@ -5,6 +5,7 @@
 import { readFileSync } from "node:fs";
 import { unpack } from "msgpackr";
 import { PlanError } from "./errors.ts";
+import { dataflowProblem } from "./plan-dataflow.ts";
 import { Field, PLAN_ALIGNMENT, PLAN_MAGIC, PLAN_VERSION, PREAMBLE_BYTES, type PlanHeader, fnv1a64 } from "./plan-format.ts";
 
 export interface PlanFile {
@@ -71,6 +72,8 @@ export function parsePlan(buf: Buffer, file: string): PlanFile {
     checkIds(`ops[${i}] (${op.op} "${op.name}").inputs`, op.inputs, true);
     checkIds(`ops[${i}] (${op.op} "${op.name}").outputs`, op.outputs, false);
   });
+  const dataflow = dataflowProblem(header);
+  if (dataflow) fail(...dataflow);
   return { header, blob: buf.subarray(blobOffset, blobOffset + blobLength), fileLength };
 }
 

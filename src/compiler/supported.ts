@@ -2,15 +2,20 @@
 import { CompileError } from "./errors.ts";
 import type { Node } from "./ir.ts";
 
-/** Ops memlane-rt computes; exactly the table in docs/plan-format.md. */
+/**
+ * Ops memlane-rt computes; exactly the table in docs/plan-format.md, less the ops only the
+ * compiler's fusions produce (Attention), which are no ONNX op it accepts.
+ */
 export const SUPPORTED_OPS: readonly string[] = Object.freeze([
   "Conv", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf",
   "LeakyRelu", "Gelu", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape",
   "Transpose", "Concat", "Softmax",
+  "LayerNormalization", "Pow", "Sqrt", "Reciprocal", "Exp", "Neg", "Log", "Abs",
+  "ReduceMean", "ReduceSum", "ReduceMax",
 ]);
 
 /** Ops the compiler removes or rewrites into supported ones. */
-export const REWRITTEN_OPS: readonly string[] = Object.freeze(["BatchNormalization", "Identity", "Dropout", "ReduceMean"]);
+export const REWRITTEN_OPS: readonly string[] = Object.freeze(["BatchNormalization", "Identity", "Dropout"]);
 
 /**
  * Ops accepted only when all their inputs are known at compile time (the shape arithmetic
@@ -18,8 +23,8 @@ export const REWRITTEN_OPS: readonly string[] = Object.freeze(["BatchNormalizati
  */
 export const FOLD_ONLY_OPS: readonly string[] = Object.freeze([
   "Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Cast", "Slice", "ConstantOfShape",
-  "Range", "Equal", "Less", "Greater", "Not", "Where", "Expand", "Neg", "Sqrt", "Exp", "Log",
-  "Abs", "Reciprocal", "Pow", "Min", "Max", "Floor", "Ceil", "Size", "CastLike",
+  "Range", "Equal", "Less", "Greater", "Not", "Where", "Expand",
+  "Min", "Max", "Floor", "Ceil", "Size", "CastLike",
 ]);
 
 export function supportedListText(): string {
@@ -34,11 +39,71 @@ export function unsupportedOp(file: string, n: Node, why = "is not supported"): 
   );
 }
 
-/** Fail fast, before any shape work, on ops that can never compile. */
-export function checkVocabulary(file: string, nodes: readonly Node[]): void {
-  for (const n of nodes) {
-    if (!SUPPORTED_OPS.includes(n.opType) && !REWRITTEN_OPS.includes(n.opType) && !FOLD_ONLY_OPS.includes(n.opType)) {
-      throw unsupportedOp(file, n);
+/** Ops whose output depends only on the shape of their input, never on its values. */
+const SHAPE_ONLY: ReadonlySet<string> = new Set(["Shape", "Size"]);
+
+/**
+ * Tensors whose values are known only at run time: the graph inputs and everything computed
+ * from their values (Shape and Size read only their shape).
+ */
+function runTimeTensors(nodes: readonly Node[], inputs: readonly string[]): Set<string> {
+  const live = new Set(inputs);
+  for (let changed = true; changed; ) {
+    changed = false;
+    for (const n of nodes) {
+      if (SHAPE_ONLY.has(n.opType) || !n.inputs.some((i) => i && live.has(i))) continue;
+      for (const o of n.outputs) if (o && !live.has(o)) changed = live.add(o) !== undefined;
     }
   }
+  return live;
+}
+
+const NOT_SUPPORTED = "is not supported";
+
+interface Blocker {
+  op: string;
+  count: number;
+  node: string;
+  why: string;
+}
+
+/**
+ * Fail fast, before any shape work, on every op that can never compile, all named at once:
+ * ops outside the vocabulary, and fold-only ops that compute on run-time data (`inputs`: the
+ * graph inputs' names; without them only the vocabulary is checked). One entry per op type:
+ * how many nodes, the first node.
+ */
+export function checkVocabulary(file: string, nodes: readonly Node[], inputs: readonly string[] = []): void {
+  const runTime = runTimeTensors(nodes, inputs);
+  const blockers = new Map<string, Blocker>();
+  const block = (n: Node, why: string): void => {
+    const key = `${n.opType}\u0000${why}`;
+    const b = blockers.get(key);
+    if (b) b.count++;
+    else blockers.set(key, { op: n.opType, count: 1, node: n.name, why });
+  };
+  for (const n of nodes) {
+    if (SUPPORTED_OPS.includes(n.opType) || REWRITTEN_OPS.includes(n.opType)) continue;
+    if (!FOLD_ONLY_OPS.includes(n.opType)) block(n, NOT_SUPPORTED);
+    else if (!SHAPE_ONLY.has(n.opType) && n.inputs.some((i) => i && runTime.has(i)))
+      block(n, "computes on run-time data and can only be folded at compile time");
+  }
+  if (blockers.size === 0) return;
+  const list = [...blockers.values()];
+  const where = (b: Blocker) => (b.count === 1 ? `(node "${b.node}")` : `(${b.count} nodes, first "${b.node}")`);
+  const text =
+    list.length === 1
+      ? `op ${list[0]!.op} ${where(list[0]!)} ${list[0]!.why}`
+      : `${list.length} ops memlane-rt cannot run — ` +
+        [...new Set(list.map((b) => b.why))].sort((a, b) => Number(b === NOT_SUPPORTED) - Number(a === NOT_SUPPORTED))
+          .map((why) => `${why === NOT_SUPPORTED ? "not supported" : "computing on run-time data (fold-only)"}: ${list.filter((b) => b.why === why).map((b) => `${b.op} ${where(b)}`).join(", ")}`)
+          .join("; ");
+  throw new CompileError(
+    `${file}: ${text}; memlane-rt supports: ${supportedListText()}`,
+    "unsupported-op",
+    {
+      opType: list[0]!.op, node: list[0]!.node, supported: [...SUPPORTED_OPS],
+      ops: list.map((b) => ({ opType: b.op, count: b.count, node: b.node, reason: b.why })),
+    },
+  );
 }

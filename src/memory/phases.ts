@@ -9,8 +9,9 @@
  * Also `PhaseRecorder`, which measures phases of the orchestrator's own process (node-ort
  * runs on a worker_thread inside it) the way a worker does. See docs/memory.md.
  */
-import type { MemoryReading, PhaseName } from "../transport/protocol.ts";
+import type { MemoryReading, PhaseName, SmapsSummary } from "../transport/protocol.ts";
 import { readProcessMemory, resetPeak } from "./proc.ts";
+import { decodeSmapsSummary, readSmaps } from "./smaps.ts";
 import type { Sample } from "./sampler.ts";
 
 /** The part of a protocol `phase` message that phase accounting needs. */
@@ -19,6 +20,22 @@ export interface PhaseMarkInput {
   mark: "start" | "end";
   tMs: number;
   memory: MemoryReading;
+  /** Per-mapping summary (every end mark, and a task's first mark); untrusted until decoded. */
+  smaps?: SmapsSummary | unknown;
+}
+
+/** The per-mapping summaries of one phase (docs/memory.md, "Where the RAM goes"). */
+export interface PhaseSmaps {
+  /** At the phase end; null when the end mark carried none (an older worker). */
+  end: SmapsSummary | null;
+  /**
+   * What the phase's growth is measured from: its own start mark's summary, else the latest
+   * one taken before its start (the previous phase's end); null when there is none.
+   */
+  base: SmapsSummary | null;
+  baseFrom: "start" | "earlier-mark" | null;
+  /** Why a summary could not be used (malformed), naming the mark; absent when fine. */
+  problem?: string;
 }
 
 export interface PhaseFigures {
@@ -39,6 +56,7 @@ export interface PhaseFigures {
   gpuStartKiB: number | null;
   gpuEndKiB: number | null;
   gpuPeakKiB: number | null;
+  smaps: PhaseSmaps;
 }
 
 /** A sample counts as "at" a mark when it is at most this far away (ms), for GPU figures. */
@@ -54,7 +72,12 @@ function nearestGpu(samples: readonly Sample[], tMs: number): number | null {
 }
 
 /** Figures of one phase from its two marks and the process's samples (any range). */
-export function phaseFigures(start: PhaseMarkInput, end: PhaseMarkInput, samples: readonly Sample[]): PhaseFigures {
+export function phaseFigures(
+  start: PhaseMarkInput,
+  end: PhaseMarkInput,
+  samples: readonly Sample[],
+  smaps: PhaseSmaps = { end: null, base: null, baseFrom: null },
+): PhaseFigures {
   const inside = samples.filter((s) => s.tMs >= start.tMs && s.tMs <= end.tMs);
   const endMem = end.memory;
   let peakRssKiB = endMem.rssKiB;
@@ -88,7 +111,13 @@ export function phaseFigures(start: PhaseMarkInput, end: PhaseMarkInput, samples
     gpuStartKiB,
     gpuEndKiB,
     gpuPeakKiB: gpuKnown.length > 0 ? Math.max(...gpuKnown) : null,
+    smaps,
   };
+}
+
+/** A mark's summary, checked; null when it has none; throws naming the mark when malformed. */
+function markSmaps(m: PhaseMarkInput): SmapsSummary | null {
+  return m.smaps === undefined || m.smaps === null ? null : decodeSmapsSummary(m.smaps, `phase ${m.name} ${m.mark} mark: smaps`);
 }
 
 /**
@@ -97,17 +126,30 @@ export function phaseFigures(start: PhaseMarkInput, end: PhaseMarkInput, samples
  * end (the process died inside the phase) yields nothing: there is no end reading.
  */
 export function combinePhases(marks: readonly PhaseMarkInput[], samples: readonly Sample[]): PhaseFigures[] {
-  const open = new Map<string, PhaseMarkInput[]>();
+  const open = new Map<string, Array<{ mark: PhaseMarkInput; base: PhaseSmaps["base"]; baseFrom: PhaseSmaps["baseFrom"]; problem?: string }>>();
   const out: PhaseFigures[] = [];
+  let latest: SmapsSummary | null = null; // the last summary seen, in arrival order
   for (const m of marks) {
+    let own: SmapsSummary | null = null;
+    let problem: string | undefined;
+    try {
+      own = markSmaps(m);
+    } catch (err) {
+      problem = (err as Error).message;
+    }
     const stack = open.get(m.name) ?? [];
     if (m.mark === "start") {
-      stack.push(m);
+      const base = own ?? latest;
+      stack.push({ mark: m, base, baseFrom: own ? "start" : latest ? "earlier-mark" : null, ...(problem ? { problem } : {}) });
       open.set(m.name, stack);
-      continue;
+    } else {
+      const start = stack.pop();
+      if (start !== undefined) {
+        const why = problem ?? start.problem;
+        out.push(phaseFigures(start.mark, m, samples, { end: own, base: start.base, baseFrom: start.baseFrom, ...(why ? { problem: why } : {}) }));
+      }
     }
-    const start = stack.pop();
-    if (start !== undefined) out.push(phaseFigures(start, m, samples));
+    if (own) latest = own;
   }
   return out.sort((a, b) => a.startMs - b.startMs);
 }
@@ -121,7 +163,8 @@ async function selfReading(): Promise<MemoryReading> {
 
 /**
  * Measures phases of the orchestrator's own process, producing the same marks a worker
- * sends. Phases must not overlap: VmHWM is per process, and each start resets it.
+ * sends (the per-mapping summary at every end and at the first start included). Phases must
+ * not overlap: VmHWM is per process, and each start resets it.
  */
 export class PhaseRecorder {
   readonly marks: PhaseMarkInput[] = [];
@@ -132,13 +175,18 @@ export class PhaseRecorder {
       throw new Error(`PhaseRecorder: phase "${name}" started while "${this.active}" is open; phases of one process cannot overlap`);
     this.active = name;
     await resetPeak("self");
-    this.marks.push({ name, mark: "start", tMs: Date.now(), memory: await selfReading() });
+    const tMs = Date.now();
+    const memory = await selfReading();
+    const smaps = this.marks.length === 0 ? await readSmaps("self") : null;
+    this.marks.push({ name, mark: "start", tMs, memory, ...(smaps ? { smaps } : {}) });
   }
 
   async end(name: PhaseName | string): Promise<void> {
     if (this.active !== name) throw new Error(`PhaseRecorder: end of "${name}" but the open phase is ${JSON.stringify(this.active)}`);
+    const tMs = Date.now();
     const memory = await selfReading();
-    this.marks.push({ name, mark: "end", tMs: Date.now(), memory });
+    const smaps = await readSmaps("self");
+    this.marks.push({ name, mark: "end", tMs, memory, ...(smaps ? { smaps } : {}) });
     this.active = null;
   }
 

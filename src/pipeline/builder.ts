@@ -3,7 +3,9 @@
  * its options at once (errors name the stage and the option) and fills in default
  * dependencies, so a pipeline module fails at import, not halfway through a run.
  */
+import { checkBudget } from "./budgets.ts";
 import { validateDag } from "./scheduler.ts";
+import { resolveRetries } from "./attempts.ts";
 import {
   type BenchmarkOptions,
   CHECKPOINT_METHODS,
@@ -57,7 +59,8 @@ export class Pipeline {
     if (opts.threads !== undefined) checkInt(`stage "${name}": threads`, opts.threads, 1);
     if (opts.minAccuracy !== undefined && !(opts.minAccuracy >= 0 && opts.minAccuracy <= 1))
       throw new OptionError(`stage "${name}": minAccuracy`, "a number in [0, 1]", opts.minAccuracy);
-    return this.#add({ kind: "train", name, after: opts.after ?? [], exclusive: !!opts.exclusive, opts: { ...opts } });
+    checkBudget(name, opts.budget);
+    return this.#add({ kind: "train", name, after: opts.after ?? [], exclusive: !!opts.exclusive, retries: resolveRetries("train", name, opts.retries), opts: { ...opts } });
   }
 
   /**
@@ -69,12 +72,18 @@ export class Pipeline {
     let after = opts.after;
     if (opts.zoo !== undefined && opts.onnx !== undefined)
       throw new OptionError(`stage "${name}": onnx`, "either zoo or onnx, not both", opts.onnx);
+    for (const k of ["shapes", "seq", "inputs"] as const)
+      if (opts[k] !== undefined && opts.onnx === undefined) throw new OptionError(`stage "${name}": ${k}`, "only with onnx (an existing model's inputs)", opts[k]);
+    if (opts.seq !== undefined) checkInt(`stage "${name}": seq`, opts.seq, 1);
+    for (const [input, dims] of Object.entries(opts.shapes ?? {}))
+      if (!Array.isArray(dims) || dims.length === 0 || dims.some((d) => d !== "N" && !(Number.isInteger(d) && (d as number) > 0)))
+        throw new OptionError(`stage "${name}": shapes.${input}`, 'a full shape of positive integers, "N" at the batch axis', dims);
     if (opts.zoo === undefined && opts.onnx === undefined) {
       const from = opts.from ?? this.#last("train", name);
       after ??= [from];
       opts = { ...opts, from };
     }
-    return this.#add({ kind: "export", name, after: after ?? [], exclusive: !!opts.exclusive, opts: { ...opts } });
+    return this.#add({ kind: "export", name, after: after ?? [], exclusive: !!opts.exclusive, retries: resolveRetries("export", name, opts.retries), opts: { ...opts } });
   }
 
   /**
@@ -92,12 +101,15 @@ export class Pipeline {
     if (opts.batchSizes !== undefined) checkIntList(`stage "${name}": batchSizes`, opts.batchSizes, 1);
     if (opts.iterations !== undefined) checkInt(`stage "${name}": iterations`, opts.iterations, 1);
     if (opts.threads !== undefined) checkInt(`stage "${name}": threads`, opts.threads, 1);
+    if (opts.optional !== undefined && typeof opts.optional !== "boolean") throw new OptionError(`stage "${name}": optional`, "a boolean", opts.optional);
+    checkBudget(name, opts.budget);
     return this.#add({
       kind: "benchmark",
       name,
       runtime,
       after: opts.after ?? [from],
       exclusive: opts.exclusive ?? true,
+      retries: resolveRetries("benchmark", name, opts.retries),
       opts: { ...opts, from },
     });
   }
@@ -114,7 +126,7 @@ export class Pipeline {
       if (typeof opts.zoo !== "string" || opts.zoo === "") throw new OptionError(`stage "${name}": zoo`, "a zoo model name", opts.zoo);
       if (opts.from !== undefined) throw new OptionError(`stage "${name}": from`, "either zoo or from, not both", opts.from);
       if (opts.seed !== undefined) checkInt(`stage "${name}": seed`, opts.seed, 0);
-      return this.#add({ kind: "checkpoint-load", name, after: opts.after ?? [], exclusive: !!opts.exclusive, opts: { ...opts } });
+      return this.#add({ kind: "checkpoint-load", name, after: opts.after ?? [], exclusive: !!opts.exclusive, retries: resolveRetries("checkpoint-load", name, opts.retries), opts: { ...opts } });
     }
     if (opts.seed !== undefined) throw new OptionError(`stage "${name}": seed`, "no seed without zoo (a trained checkpoint has its weights)", opts.seed);
     const from = opts.from ?? this.#last("train", name);
@@ -123,6 +135,7 @@ export class Pipeline {
       name,
       after: opts.after ?? [from],
       exclusive: !!opts.exclusive,
+      retries: resolveRetries("checkpoint-load", name, opts.retries),
       opts: { ...opts, from },
     });
   }
@@ -136,7 +149,7 @@ export class Pipeline {
     name = this.#name(name, name);
     if (typeof fn !== "function") throw new OptionError(`stage "${name}": fn`, "an async function (py, ctx) => ...", fn);
     const after = opts.after ?? this.#stages.map((s) => s.name);
-    return this.#add({ kind: "python", name, after, exclusive: !!opts.exclusive, fn });
+    return this.#add({ kind: "python", name, after, exclusive: !!opts.exclusive, retries: resolveRetries("python", name, opts.retries), fn });
   }
 
   #name(given: string | undefined, fallback: string): string {

@@ -7,14 +7,24 @@
 import type { PhaseMarkInput } from "../memory/phases.ts";
 import type { LatencyTable } from "../report/schema.ts";
 import { runNodeOrt } from "../workers/node-ort.ts";
+import { withProcessTmpdir } from "../workers/process-tmpdir.ts";
 import type { ExportResult, StageMeta, TrainResult } from "./exec-model.ts";
 import { pythonWorker } from "./exec-model.ts";
 import type { RunSession, WorkerRun } from "./session.ts";
 import { memlaneRtBinary, workerSpecs } from "../workers/specs.ts";
 import { ErrorCode } from "../transport/protocol.ts";
-import type { BenchmarkResult, HeldOut, StageDef, UnavailableRuntime } from "./stages.ts";
+import type { BenchmarkResult, HeldOut, OutputTensor, StageDef, UnavailableRuntime } from "./stages.ts";
+import { isLegacyCompatible } from "./inputs/eval-set.ts";
+import type { ModelIo } from "./inputs/shapes.ts";
+import { firstAsFloat32, outputsOf } from "./worker-outputs.ts";
 
 type BenchStage = Extract<StageDef, { kind: "benchmark" }>;
+
+/**
+ * compileOnnx's options with the shapes of plan v2 (IO-CONTRACT: `inputShapes`, full shapes
+ * with -1 at the batch axis), for an existing ONNX model's eval set.
+ */
+type CompileWithShapes = import("../compiler/compile.ts").CompileOptions & { inputShapes?: Record<string, number[]> };
 
 const PHASE_COUNT = 5; // import, runtime-create, model-load, first-inference, steady-inference
 
@@ -31,8 +41,7 @@ interface Measured {
   pipelinedThroughputPerS: number | null;
   /** memlane-rt's backendNotes; null when the runtime has none or they are empty. */
   backendNotes: string | null;
-  outputs: Float32Array;
-  outputShape: number[];
+  outputSet: OutputTensor[];
   plan?: BenchmarkResult["plan"];
 }
 
@@ -47,14 +56,12 @@ function needOnnx(stage: BenchStage, r: TrainResult | ExportResult): string {
   return r.onnx;
 }
 
-function fromWorker(run: WorkerRun, kind: Measured["kind"], plan?: Measured["plan"]): Measured {
+function fromWorker(run: WorkerRun, kind: Measured["kind"], io: ModelIo | null, legacyName: string, plan?: Measured["plan"]): Measured {
   // pipelinedThroughputPerS comes from infer.native and (on CUDA) infer.torch, backendNotes from
   // infer.native (docs/worker-tasks.md, "Pipelined timing"); a worker without them measured none.
   const v = run.result.value as {
     latencyMs: LatencyTable; throughputPerS: number; device?: string; pipelinedThroughputPerS?: unknown; backendNotes?: unknown;
   };
-  const out = run.result.tensors.outputs;
-  if (!out || out.dtype !== "float32") throw new Error(`the worker returned no float32 "outputs" tensor`);
   return {
     pid: run.pid,
     kind,
@@ -66,8 +73,7 @@ function fromWorker(run: WorkerRun, kind: Measured["kind"], plan?: Measured["pla
     throughputPerS: v.throughputPerS,
     pipelinedThroughputPerS: typeof v.pipelinedThroughputPerS === "number" && Number.isFinite(v.pipelinedThroughputPerS) ? v.pipelinedThroughputPerS : null,
     backendNotes: typeof v.backendNotes === "string" && v.backendNotes.trim() !== "" ? v.backendNotes.trim() : null,
-    outputs: out.data as Float32Array,
-    outputShape: out.shape,
+    outputSet: outputsOf(run.result.tensors, io, legacyName),
     ...(plan ? { plan } : {}),
   };
 }
@@ -93,23 +99,36 @@ export async function runBenchmark(
   };
   const onWorker = (w: { pid: number | undefined }): void => void (meta.pid = w.pid ?? null);
   const src = source(s, stage);
-  const tensors = { inputs: s.evalTensor(held) };
+  // An existing ONNX model's eval set goes in the multi-input form (docs/worker-tasks.md,
+  // "Several inputs and outputs"); a trained or zoo model's single float32 set as "inputs".
+  const io = held.model?.io ?? null;
+  const legacyName = held.model?.io.outputs[0]?.name ?? "outputs";
+  if (held.model?.staticBatch != null) {
+    const b = held.model.staticBatch;
+    if (common.batchSizes.some((n) => n !== b)) {
+      const note = `the model's batch is fixed at ${b}: batch size ${b} only (asked for ${common.batchSizes.join(", ")})`;
+      if (!s.notes.includes(note)) s.notes.push(note);
+      common.batchSizes = [b];
+    }
+  }
+  const tensors = io ? s.evalTensors(held) : { inputs: s.evalTensor(held) };
+  const ioArgs = io ? { io } : {};
   let m: Measured;
   switch (stage.runtime) {
     case "python-torch": {
       meta.kind = "infer.torch";
       meta.worker = "python";
       const model = "checkpoint" in src && src.checkpoint ? { checkpoint: src.checkpoint } : { seed: (src as ExportResult).seed ?? 0 };
-      const run = await s.runTask(pythonWorker(stage.runtime, common.threads), "infer.torch", { arch: src.arch, ...model, ...common, device: o.device ?? s.options.device }, { signal, onWorker, onPhase, tensors });
-      m = fromWorker(run, "python");
+      const run = await s.runTask(pythonWorker(stage.runtime, common.threads), "infer.torch", { arch: src.arch, ...model, ...common, ...ioArgs, device: o.device ?? s.options.device }, { signal, onWorker, onPhase, tensors });
+      m = fromWorker(run, "python", io, legacyName);
       break;
     }
     case "python-ort": {
       meta.kind = "infer.ort";
       meta.worker = "python";
-      const args = { model: needOnnx(stage, src), ...common, device: o.device ?? s.options.device, ...(o.ort ? { ort: o.ort } : {}) };
+      const args = { model: needOnnx(stage, src), ...common, ...ioArgs, device: o.device ?? s.options.device, ...(o.ort ? { ort: o.ort } : {}) };
       const run = await s.runTask(pythonWorker(stage.runtime, common.threads), "infer.ort", args, { signal, onWorker, onPhase, tensors });
-      m = fromWorker(run, "python");
+      m = fromWorker(run, "python", io, legacyName);
       break;
     }
     case "node-ort": {
@@ -117,11 +136,17 @@ export async function runBenchmark(
       meta.worker = "node";
       meta.pid = process.pid;
       const marks: PhaseMarkInput[] = [];
-      const r = await runNodeOrt(
-        { model: needOnnx(stage, src), inputs: held.inputs, shape: held.shape, ...common, ...(o.ort ? { ort: o.ort } : {}) },
-        { signal, onPhase: (p) => (marks.push(p), onPhase(p)) },
+      const feeds = held.model ? { io: held.model.io, feeds: held.model.inputs.map((i) => ({ name: i.spec.name, ...i.tensor })) } : {};
+      const { outputs, outputShape, outputSet, ...r } = await withProcessTmpdir(s.tmpDir, () =>
+        runNodeOrt(
+          { model: needOnnx(stage, src), inputs: held.inputs, shape: held.shape, ...common, ...feeds, ...(o.ort ? { ort: o.ort } : {}) },
+          { signal, onPhase: (p) => (marks.push(p), onPhase(p)) },
+        ),
       );
-      m = { ...r, kind: "node", command: [...process.argv], marks, pipelinedThroughputPerS: null, backendNotes: null };
+      m = {
+        ...r, kind: "node", command: [...process.argv], marks, pipelinedThroughputPerS: null, backendNotes: null,
+        outputSet: outputSet ?? [{ name: legacyName, dtype: "float32", shape: outputShape, data: outputs }],
+      };
       break;
     }
     case "native": {
@@ -141,9 +166,24 @@ export async function runBenchmark(
       const { compileOnnx } = await import("../compiler/compile.ts");
       const onnx = needOnnx(stage, src);
       const planPath = s.artifact(`${src.arch}.mlplan`);
+      // The plan is compiled for the shapes every runtime is fed. memlane-rt before plan v2 takes
+      // one float32 input in the single-tensor form: a model of that kind keeps it; any other
+      // gets the multi-input form.
+      const nativeIo = io && !isLegacyCompatible(io) ? io : null;
+      const compileOpts = io ? ({ inputShapes: Object.fromEntries(io.inputs.map((i) => [i.name, i.shape])) } as CompileWithShapes) : undefined;
+      const compile = async (): Promise<Awaited<ReturnType<typeof compileOnnx>>> => {
+        try {
+          return await compileOnnx(onnx, planPath, compileOpts);
+        } catch (err) {
+          // A compiler before plan v2 has no inputShapes: its own verdict on the model (the ops
+          // it lacks, float32 inputs only) says more than "unknown option".
+          if (compileOpts && (err as { kind?: unknown }).kind === "option" && /inputShapes/.test((err as Error).message)) return compileOnnx(onnx, planPath);
+          throw err;
+        }
+      };
       let c: Awaited<ReturnType<typeof compileOnnx>>;
       try {
-        c = await compileOnnx(onnx, planPath);
+        c = await compile();
       } catch (err) {
         // An op memlane-rt lacks: the model still runs on the other runtimes, whose rows a
         // user comparing it wants; any other compile error is a failure.
@@ -153,8 +193,9 @@ export async function runBenchmark(
       const plan = { path: planPath, arenaBytesPerSample: c.arenaBytesPerSample, lowerBoundPerSample: c.lowerBoundPerSample };
       const spec = workerSpecs.memlaneRt({ name: stage.runtime, args: ["--threads", String(common.threads)], env: common.threads > 0 ? { OPENBLAS_NUM_THREADS: String(common.threads) } : {} });  // no idle OpenBLAS threads (their stacks count in USS)
       const device = o.device ?? s.options.device;
-      const run = await s.runTask(spec, "infer.native", { model: planPath, ...common, device }, { signal, onWorker, onPhase, tensors });
-      m = fromWorker(run, "memlane-rt", plan);
+      const nativeTensors = nativeIo || !io ? tensors : { inputs: s.evalTensor(held) };
+      const run = await s.runTask(spec, "infer.native", { model: planPath, ...common, ...(nativeIo ? { io: nativeIo } : {}), device }, { signal, onWorker, onPhase, tensors: nativeTensors });
+      m = fromWorker(run, "memlane-rt", nativeIo, legacyName, plan);
       break;
     }
   }
@@ -171,7 +212,8 @@ export async function runBenchmark(
     accuracy: null, // filled in by numerics.ts once every runtime has run
     maxAbsDiff: null,
   });
-  await s.writeArtifact(`outputs-${stage.runtime}.f32`, new Uint8Array(m.outputs.buffer, m.outputs.byteOffset, m.outputs.byteLength));
+  const outputs = firstAsFloat32(m.outputSet);
+  await s.writeArtifact(`outputs-${stage.runtime}.f32`, new Uint8Array(outputs.buffer, outputs.byteOffset, outputs.byteLength));
   const b1 = m.latencyMs[`batch${common.batchSizes[0]!}`];
   meta.summary = `p50 ${b1 ? b1.p50.toFixed(3) : "?"} ms at batch ${common.batchSizes[0]}, ${Math.round(m.throughputPerS)}/s` +
     (m.pipelinedThroughputPerS !== null ? `, pipelined ${Math.round(m.pipelinedThroughputPerS)}/s` : "");
@@ -182,10 +224,12 @@ export async function runBenchmark(
     device: m.device,
     latencyMs: m.latencyMs,
     throughputPerS: m.throughputPerS,
-    outputs: m.outputs,
-    outputShape: m.outputShape,
+    outputs,
+    outputShape: m.outputSet[0]?.shape ?? [],
+    outputSet: m.outputSet,
     accuracy: null,
     maxAbsDiff: null,
+    outputDiffs: null,
     ...(m.plan ? { plan: m.plan } : {}),
   };
   s.benchmarks.set(stage.runtime, result);

@@ -2,6 +2,9 @@
 import { rm } from "node:fs/promises";
 import { register } from "../workers/cleanup.ts";
 import { openPythonBridge, pythonError } from "../workers/python-bridge.ts";
+import { withProcessTmpdir } from "../workers/process-tmpdir.ts";
+import { describeExit, WorkerError } from "../workers/worker-error.ts";
+import { ErrorCode } from "../transport/protocol.ts";
 import type { StageMeta, TrainResult } from "./exec-model.ts";
 import { pythonWorker } from "./exec-model.ts";
 import type { RunSession } from "./session.ts";
@@ -22,6 +25,7 @@ export async function runCheckpointLoad(
   const seed = stage.opts.seed ?? 0;
   const zooDir = stage.opts.zoo !== undefined ? s.artifact(`zoo-checkpoint-seed${seed}`) : null;
   const out: Array<{ method: CheckpointMethod; pid: number; bytes: number }> = [];
+  const recorded = s.checkpointLoads.length;
   try {
     let source: { arch: string; checkpoint: string; checkpointPt: string };
     if (stage.opts.zoo !== undefined) {
@@ -54,6 +58,10 @@ export async function runCheckpointLoad(
       s.progress.update(stage.name, ++i, steps, method);
     }
     meta.summary = `${source.arch}: ${methods.join(", ")}`;
+  } catch (err) {
+    // A retry measures every method again: no row of a failed attempt stays in the report.
+    s.checkpointLoads.splice(recorded);
+    throw err;
   } finally {
     // Regenerable from the seed, and ~90 MiB (resnet18, both formats): not kept in the run dir.
     if (zooDir !== null) await rm(zooDir, { recursive: true, force: true });
@@ -69,7 +77,8 @@ export async function runPythonStage(
 ): Promise<unknown> {
   meta.kind = "inline";
   meta.worker = "python-bridge";
-  const handle = await openPythonBridge({ onProcess: (p) => s.trackProcess(p.pid, stage.name, p.exited) });
+  // The interpreter inherits the process's environment: its TMPDIR is the run's scratch dir.
+  const handle = await withProcessTmpdir(s.tmpDir, () => openPythonBridge({ onProcess: (p) => s.trackProcess(p.pid, stage.name, p.exited) }));
   meta.pid = handle.pid;
   // Registered like a worker: Ctrl-C and process exit stop it too.
   const unregister = register({ stop: () => handle.close(), killNow: () => {
@@ -97,17 +106,33 @@ export async function runPythonStage(
     else signal.addEventListener("abort", onAbort, { once: true });
   });
   aborted.catch(() => {});
+  // A call pending when the interpreter dies never settles (pythonia does not reject it):
+  // the interpreter's exit fails the stage, as a dead worker (retried like one).
+  let finished = false;
+  const died = handle.exited.then(({ exitCode, signal: sig }) => {
+    if (finished) return new Promise<never>(() => {});
+    throw new WorkerError(`the python bridge's interpreter (pid ${handle.pid}) ${describeExit(exitCode ?? undefined, sig ?? undefined)} during stage "${stage.name}"`, {
+      code: ErrorCode.WORKER_DIED,
+      worker: { name: "python-bridge", pid: handle.pid },
+      ...(exitCode !== null ? { exitCode } : {}),
+      ...(sig !== null ? { signal: sig } : {}),
+    });
+  });
+  died.catch(() => {});
   try {
     const value = await Promise.race([
       stage.fn(handle.bridge, ctx).catch((err: unknown) => {
         throw pythonError(err);
       }),
       aborted,
+      died,
     ]);
+    finished = true;
     if (value !== undefined)
       await s.writeArtifact(`${stage.name}.json`, JSON.stringify(value, (_k, v) => (typeof v === "bigint" ? Number(v) : v), 2));
     return value;
   } finally {
+    finished = true;
     await handle.close();
     unregister();
   }

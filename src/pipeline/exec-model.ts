@@ -4,6 +4,7 @@ import { basename, resolve } from "node:path";
 import type { WorkerSpec } from "../workers/options.ts";
 import type { RunSession } from "./session.ts";
 import { workerSpecs } from "../workers/specs.ts";
+import { generatedInputs } from "./inputs/generate.ts";
 import type { ExportOptions, HeldOut, StageDef, TrainOptions } from "./stages.ts";
 
 /** What an executor tells the stage report: which worker ran it, as which task. */
@@ -106,21 +107,7 @@ export async function runTrain(
   return v;
 }
 
-/** Deterministic pseudo-random inputs (xorshift32), so that every runtime sees the same ones. */
-export function generatedInputs(shape: number[], seed = 1): Float32Array {
-  const n = shape.reduce((a, b) => a * b, 1);
-  const out = new Float32Array(n);
-  let x = (seed * 2654435761) >>> 0 || 1;
-  for (let i = 0; i < n; i++) {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    out[i] = (x / 0xffffffff) * 2 - 1;
-  }
-  return out;
-}
+export { generatedInputs } from "./inputs/generate.ts";
 
 export async function runExport(
   s: RunSession,
@@ -160,24 +147,31 @@ export async function runExport(
   return { arch: trained.arch, onnx: v.onnx, checkpoint: trained.checkpoint, maxAbsDiff: v.maxAbsDiff };
 }
 
-/** An existing ONNX file: inputs generated from its first input's shape (batch dim free). */
+/**
+ * An existing ONNX file: every graph input fed in its own dtype and shape, generated
+ * (inputs/generate.ts) or read from `inputs`; the single-tensor fields of the eval set hold
+ * the first input when it is float32.
+ */
 async function useOnnx(s: RunSession, o: Readonly<ExportOptions>, file: string, meta: StageMeta): Promise<ExportResult> {
   meta.kind = "inline";
   meta.worker = "node";
   meta.pid = process.pid;
-  const { loadOnnx } = await import("../compiler/load.ts");
-  const g = loadOnnx(file);
-  const input = g.inputs.find((i) => !g.consts.has(i.name));
-  if (!input) throw new Error(`${file}: the model has no graph input`);
-  const dims = input.dims.slice(1).map((d, i) => {
-    if (typeof d !== "number" || d <= 0)
-      throw new Error(`${file}: input "${input.name}" dimension ${i + 1} is ${JSON.stringify(d ?? null)}; only the batch dimension may be symbolic`);
-    return d;
+  const { prepareEvalSet } = await import("./inputs/eval-set.ts");
+  const set = prepareEvalSet(file, {
+    ...(o.shapes ? { shapes: o.shapes } : {}), ...(o.seq !== undefined ? { seq: o.seq } : {}),
+    ...(o.inputs !== undefined ? { inputsFile: o.inputs } : {}), nEval: o.evalSamples ?? 256, seed: o.seed ?? 0,
   });
-  const shape = [o.evalSamples ?? 256, ...dims];
-  const inputs = generatedInputs(shape, (o.seed ?? 0) + 1);
-  s.heldout ??= { inputs, labels: null, shape };
+  const first = set.inputs[0];
+  if (!first) throw new Error(`${file}: the model has no graph input`);
+  const float = first.tensor.dtype === "float32" && first.spec.batchAxis === 0;
+  s.heldout ??= {
+    inputs: float ? (first.tensor.data as Float32Array) : new Float32Array(0),
+    labels: null,
+    shape: float ? first.tensor.shape : [set.nEval],
+    model: set,
+  };
   const arch = basename(file).replace(/\.onnx$/i, "");
-  meta.summary = `${file}: input "${input.name}" [N, ${dims.join(", ")}], ${shape[0]} generated samples`;
-  return { arch, onnx: resolve(file), inputShape: [-1, ...dims] };
+  const shapes = set.inputs.map((i) => `"${i.spec.name}" ${i.spec.dtype} [${i.spec.shape.map((d) => (d < 0 ? "N" : d)).join(", ")}]`);
+  meta.summary = `${file}: ${shapes.join(", ")}, ${set.nEval} ${o.inputs !== undefined ? "samples from the file" : "generated samples"}`;
+  return { arch, onnx: resolve(file), inputShape: first.spec.batchAxis === 0 ? first.spec.shape : [-1, ...first.tensor.shape.slice(1)] };
 }

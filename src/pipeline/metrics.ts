@@ -1,4 +1,7 @@
 /** Numerics computed in one place for every runtime: accuracy and max abs diff. */
+import type { TensorData } from "../transport/codec.ts";
+import type { DType } from "../transport/protocol.ts";
+import { numberAt } from "./inputs/tensor-data.ts";
 
 /** Argmax per row of a [n, k] output. */
 export function argmaxRows(outputs: Float32Array, n: number): Int32Array {
@@ -37,6 +40,22 @@ export function maxAbsDiff(a: Float32Array, b: Float32Array): number {
   for (let i = 0; i < a.length; i++) {
     const d = Math.abs(a[i]! - b[i]!);
     if (d > m || Number.isNaN(d)) m = Number.isNaN(d) ? Infinity : d;
+  }
+  return m;
+}
+
+/** max |a - b| of two outputs of any dtype (float16 decoded, int64 as numbers); throws when their sizes differ. */
+export function maxAbsDiffAny(
+  a: { dtype: DType; data: TensorData },
+  b: { dtype: DType; data: TensorData },
+): number {
+  if (a.data instanceof Float32Array && b.data instanceof Float32Array) return maxAbsDiff(a.data, b.data);
+  if (a.data.length !== b.data.length) throw new Error(`maxAbsDiff: outputs differ in length (${a.data.length} vs ${b.data.length})`);
+  let m = 0;
+  for (let i = 0; i < a.data.length; i++) {
+    const d = Math.abs(numberAt(a.dtype, a.data, i) - numberAt(b.dtype, b.data, i));
+    if (Number.isNaN(d)) return Infinity;
+    if (d > m) m = d;
   }
   return m;
 }

@@ -3,25 +3,29 @@
  * worker fresh, stopped when its stage ends), compute numerics in one place, build the report
  * with src/report and write report.json, report.md (and report.html where available).
  */
+import { existsSync } from "node:fs";
 import { Pipeline } from "./builder.ts";
-import { runDag, StageError, type DagNode } from "./scheduler.ts";
-import { createRunDir } from "./run-dir.ts";
+import { runDag, StageError } from "./scheduler.ts";
+import { availableMiB, reportEstimates } from "./memory-plan.ts";
+import { createRunDir, createScratchDir, removeIfEmpty } from "./run-dir.ts";
 import { createProgress } from "./progress.ts";
 import { RunSession } from "./session.ts";
-import { runExport, runTrain, type StageMeta } from "./exec-model.ts";
-import { runBenchmark } from "./exec-benchmark.ts";
-import { runCheckpointLoad, runPythonStage } from "./exec-misc.ts";
+import { stageNode } from "./stage-node.ts";
+import { ConcurrentRuns } from "./concurrent-runs.ts";
+import { onShutdown } from "../workers/cleanup.ts";
+import { ErrorCode } from "../transport/protocol.ts";
+import { notRun } from "./runtime-rows.ts";
 import { referenceRuntime, updateNumerics } from "./numerics.ts";
 import { runSummary } from "./summary.ts";
+import { budgetLimits } from "./budgets.ts";
+import { checkLimits, type LimitCheck } from "../report/limits.ts";
 import { checkInt, checkOneOf, OptionError, type PipelineOptions } from "./options.ts";
-import type { StageDef } from "./stages.ts";
 import type { Io } from "../cli/io.ts";
 import type { Report } from "../report/schema.ts";
 import { buildReport } from "../report/build.ts";
 import { writeReport } from "../report/write.ts";
 import { renderTerminal } from "../report/terminal.ts";
 import type { GpuProbe } from "../memory/sampler.ts";
-import { ErrorCode, errorCodeName } from "../transport/protocol.ts";
 import { ShmRegistry } from "../transport/shm.ts";
 
 /** Options of {@link runPipeline}. */
@@ -39,6 +43,12 @@ export interface RunPipelineOptions {
   /** Aborting stops every running stage and its worker. */
   signal?: AbortSignal;
   /**
+   * Host RAM the stages may take together, MiB (default: MemAvailable at the start): stages
+   * with a predicted peak (ONNX runtimes, from this machine's calibration) start together
+   * only while their predictions fit, and one predicted above it fails before it starts.
+   */
+  memoryBudgetMiB?: number;
+  /**
    * Input tensors of at least 1 MiB go to workers that read shared memory through /dev/shm
    * segments of this run (default true); false sends every tensor as a frame.
    */
@@ -54,6 +64,12 @@ export interface RunOutcome {
   otherFiles: string[];
   /** The terminal summary (already formatted). */
   table: string;
+  /**
+   * Declared budgets that were exceeded: the run fails (exit 1) with these. A budget that could
+   * not be checked (a GPU figure without a GPU, a runtime that was unavailable) is reported as
+   * such in the report and the summary but does not fail the run; `memlane check` is stricter.
+   */
+  budgetFailures: LimitCheck[];
 }
 
 const silentIo: Io = Object.freeze({ out: () => {}, err: () => {}, isTTY: false, redraw: () => {}, columns: 120 });
@@ -66,12 +82,13 @@ export interface ResolvedRunPipelineOptions {
   readonly quiet: boolean;
   readonly signal: AbortSignal | undefined;
   readonly sharedMemory: boolean;
+  readonly memoryBudgetMiB: number;
 }
 
 export const RUN_DEFAULTS = Object.freeze({ outDir: "runs", quiet: false });
 
 export function resolveRunOptions(p: Pipeline, opts: RunPipelineOptions): ResolvedRunPipelineOptions {
-  const known = ["outDir", "concurrency", "device", "io", "quiet", "signal", "sharedMemory"];
+  const known = ["outDir", "concurrency", "device", "io", "quiet", "signal", "sharedMemory", "memoryBudgetMiB"];
   for (const k of Object.keys(opts)) if (!known.includes(k)) throw new OptionError(`runPipeline options.${k}`, `one of ${known.join(", ")}`, k);
   const outDir = opts.outDir ?? RUN_DEFAULTS.outDir;
   if (typeof outDir !== "string" || outDir === "") throw new OptionError("outDir", "a directory path", outDir);
@@ -85,7 +102,13 @@ export function resolveRunOptions(p: Pipeline, opts: RunPipelineOptions): Resolv
     quiet: opts.quiet ?? RUN_DEFAULTS.quiet,
     signal: opts.signal,
     sharedMemory: opts.sharedMemory ?? true,
+    memoryBudgetMiB: opts.memoryBudgetMiB === undefined ? availableMiB() : checkPositive("memoryBudgetMiB", opts.memoryBudgetMiB),
   });
+}
+
+function checkPositive(option: string, v: unknown): number {
+  if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) throw new OptionError(option, "a positive number of MiB", v);
+  return v;
 }
 
 async function gpuProbe(): Promise<RunSession["gpuProbe"]> {
@@ -98,7 +121,7 @@ async function gpuProbe(): Promise<RunSession["gpuProbe"]> {
 }
 
 /** report.png next to report.html; a missing chromium or a failed render is one line, not an error. */
-async function writePng(html: string, io: Io): Promise<string | undefined> {
+async function writePng(html: string, io: Io, tmpDir: string): Promise<string | undefined> {
   const png = html.replace(/\.html$/, ".png");
   try {
     const { screenshotReport, screenshotUnavailable } = await import("../report/html/screenshot.ts");
@@ -107,7 +130,7 @@ async function writePng(html: string, io: Io): Promise<string | undefined> {
       io.err(`memlane: report.png skipped: ${why}`);
       return undefined;
     }
-    return await screenshotReport(html, png);
+    return await screenshotReport(html, png, { tmpDir });
   } catch (err) {
     io.err(`memlane: report.png skipped: ${(err as Error).message.split("\n")[0]}`);
     return undefined;
@@ -123,55 +146,6 @@ function shmRegistry(runId: string, io: Io): ShmRegistry | undefined {
   }
 }
 
-function errorOf(err: unknown): { code: number; name: string; message: string } {
-  const code = typeof (err as { code?: unknown })?.code === "number" ? (err as { code: number }).code : ErrorCode.TASK_FAILED;
-  return { code, name: errorCodeName(code), message: err instanceof Error ? err.message : String(err) };
-}
-
-function node(s: RunSession, def: StageDef): DagNode<unknown> {
-  return {
-    name: def.name,
-    after: def.after,
-    exclusive: def.exclusive,
-    run: async (signal) => {
-      const meta: StageMeta = { kind: def.kind === "python" ? "inline" : def.kind, worker: "python", pid: null };
-      const startMs = Date.now();
-      s.progress.stageStart(def.name, def.kind === "benchmark" ? `benchmark ${def.runtime}` : def.kind);
-      const record = (status: "ok" | "failed" | "cancelled" | "skipped", err?: unknown): void => {
-        s.stages.push({
-          name: def.name, kind: meta.kind, worker: meta.worker, pid: meta.pid, startMs, endMs: Date.now(), status,
-          ...(err !== undefined ? { error: errorOf(err) } : {}),
-        });
-      };
-      try {
-        let value: unknown;
-        switch (def.kind) {
-          case "train": value = await runTrain(s, def, signal, meta); break;
-          case "export": value = await runExport(s, def, signal, meta); break;
-          case "benchmark": value = await runBenchmark(s, def, signal, meta); updateNumerics(s); break;
-          case "checkpoint-load": value = await runCheckpointLoad(s, def, signal, meta); break;
-          case "python": value = await runPythonStage(s, def, signal, meta); break;
-        }
-        s.results.set(def.name, value);
-        const unavailable = (value as { available?: boolean } | undefined)?.available === false;
-        if (unavailable) {
-          const { reason, code } = value as { reason: string; code?: number };
-          record("skipped", Object.assign(new Error(reason), { code: code ?? ErrorCode.BACKEND_UNAVAILABLE }));
-        } else record("ok");
-        s.progress.stageEnd(def.name, meta.summary ?? "");
-        return value;
-      } catch (err) {
-        // Aborted because another stage failed (or Ctrl-C): cancelled, unless it failed on its own.
-        const code = (err as { code?: unknown } | null)?.code;
-        const cancelled = signal.aborted && (code === ErrorCode.CANCELLED || typeof code !== "number");
-        record(cancelled ? "cancelled" : "failed", err);
-        s.progress.stageEnd(def.name, cancelled ? "cancelled" : err instanceof Error ? err.message.split("\n")[0]! : String(err), true);
-        throw err;
-      }
-    },
-  };
-}
-
 /** Runs `p` end to end; rejects with a StageError naming the stage that failed. */
 export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): Promise<RunOutcome> {
   // Duck-typed: a pipeline module may load another copy of memlane than the CLI's.
@@ -179,15 +153,63 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
   const looksBuilt = p instanceof Pipeline || (typeof q?.name === "string" && Array.isArray(q?.stages) && typeof q?.options === "object");
   if (!looksBuilt) throw new OptionError("pipeline", "a Pipeline built with pipeline()", p);
   const stages = p.stages; // validates the graph before anything starts
-  const { outDir, concurrency, device, io, quiet, signal, sharedMemory } = resolveRunOptions(p, opts);
+  const { outDir, concurrency, device, io, quiet, signal, sharedMemory, memoryBudgetMiB } = resolveRunOptions(p, opts);
   const progress = createProgress(io, quiet);
+  const outExisted = existsSync(outDir);
   const { runId, runDir } = await createRunDir(outDir);
+  // Everything the run starts keeps its temporary files in runs/<runId>/.tmp, removed at the end.
+  const scratch = createScratchDir(runDir);
+  const others = new ConcurrentRuns(runId);
+  // Ctrl-C / SIGTERM (with the CLI's handlers): the stages are cancelled, and the signal's
+  // exit waits until the run has written its partial report.
+  const interrupt = new AbortController();
+  const dagSignal = signal ? AbortSignal.any([signal, interrupt.signal]) : interrupt.signal;
+  const running = runInDir(p, stages, { concurrency, device, io, signal: dagSignal, sharedMemory, outDir, memoryBudgetMiB }, progress, runId, runDir, scratch.path, others);
+  const forget = onShutdown(async (sig) => {
+    interrupt.abort(Object.assign(new Error(`interrupted by ${sig}`), { code: ErrorCode.CANCELLED }));
+    await running.catch(() => {});
+  });
+  try {
+    return await running;
+  } catch (err) {
+    scratch.remove();
+    // A failure that wrote nothing (a bad model, an unreadable file) leaves no empty run directory.
+    if (removeIfEmpty(runDir) && !outExisted) removeIfEmpty(outDir); // and the runs/ it made
+    throw err;
+  } finally {
+    forget();
+    others.close();
+    scratch.remove();
+  }
+}
+
+interface RunInDirOptions {
+  concurrency: number;
+  device: NonNullable<PipelineOptions["device"]>;
+  io: Io;
+  signal: AbortSignal | undefined;
+  sharedMemory: boolean;
+  outDir: string;
+  memoryBudgetMiB: number;
+}
+
+async function runInDir(
+  p: Pipeline,
+  stages: Pipeline["stages"],
+  { concurrency, device, io, signal, sharedMemory, outDir, memoryBudgetMiB }: RunInDirOptions,
+  progress: ReturnType<typeof createProgress>,
+  runId: string,
+  runDir: string,
+  tmpDir: string,
+  others: ConcurrentRuns,
+): Promise<RunOutcome> {
   // Input tensors of >= 1 MiB reach workers that read shared memory through /dev/shm
   // segments named for this run; the start-up sweep removes those of crashed orchestrators.
   const shm = sharedMemory ? shmRegistry(runId, io) : undefined;
   const s = new RunSession(p.name, runId, runDir, { ...p.options, device }, progress, await gpuProbe(), shm);
+  s.tmpDir = tmpDir;
   progress.log(`memlane: pipeline "${p.name}", run ${runId} → ${runDir}`);
-  const record = () =>
+  const record = (outcome: "complete" | "failed") =>
     buildReport({
       pipeline: p.name,
       runId,
@@ -198,9 +220,15 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
       stages: s.stages,
       gpu: s.gpuReport(),
       numericsReference: referenceRuntime(s),
+      outcome,
+      notes: [...others.notes(), ...s.notes],
+      runtimesNotRun: notRun(s),
+      ...(s.heldout?.model
+        ? { inputs: s.heldout.model.inputs.map((i) => ({ name: i.spec.name, dtype: i.spec.dtype, shape: i.spec.shape, batchAxis: i.spec.batchAxis, values: i.values })) }
+        : {}),
     });
   try {
-    await runDag(stages.map((d) => node(s, d)), { concurrency, ...(signal ? { signal } : {}) });
+    await runDag(stages.map((d) => stageNode(s, d)), { concurrency, memory: { budgetMiB: memoryBudgetMiB }, ...(signal ? { signal } : {}) });
   } catch (err) {
     // Stages never started are part of the record too.
     for (const d of stages)
@@ -208,11 +236,14 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
         s.stages.push({ name: d.name, kind: d.kind, worker: "-", pid: null, startMs: 0, endMs: 0, status: "skipped" });
     await s.close();
     progress.close();
+    const reason: unknown = signal?.aborted ? signal.reason : undefined;
+    if (reason instanceof Error && reason.message.startsWith("interrupted by "))
+      s.notes.push(`the run was ${reason.message}: the stages still running were cancelled, those not started skipped.`);
     // What completed before the failure is still worth reading: a partial report, best effort.
     if (s.stages.some((x) => x.status === "ok")) {
       try {
         updateNumerics(s);
-        const written = await writeReport(record(), outDir);
+        const written = await writeReport(record("failed"), outDir);
         io.err(`memlane: partial report of the completed stages: ${written.json}`);
       } catch {
         // The failure left nothing reportable (e.g. no completed phase): no partial report.
@@ -228,7 +259,10 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
       `shared memory: ${shm.sent.tensors} input tensor(s), ${(shm.sent.bytes / 2 ** 20).toFixed(2)} MiB, mapped from /dev/shm instead of sent through the socket; ` +
         `${shm.made.segments} segment(s) of ${(shm.made.bytes / 2 ** 20).toFixed(2)} MiB, unlinked.`,
     );
-  const report = record();
+  const report = record("complete");
+  report.estimates = await reportEstimates(report, stages, s);
+  const limits = budgetLimits(stages);
+  if (limits.length > 0) report.budgets = checkLimits(report, limits);
   const written = await writeReport(report, outDir);
   const otherFiles = [written.markdown];
   let html: string | undefined;
@@ -241,11 +275,12 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
     io.err(`memlane: report.html not written: ${(err as Error).message.split("\n")[0]} (retry with \`memlane report ${runDir}\`)`);
   }
   if (html) {
-    const png = await writePng(html, io);
+    const png = await writePng(html, io, tmpDir);
     if (png) otherFiles.push(png);
   }
   let table = renderTerminal(report, { width: Math.max(80, Math.min(160, io.columns)) });
   const extra = runSummary(report, s);
   if (extra.length) table = `${table.trimEnd()}\n\n${extra.join("\n")}`;
-  return { runId, runDir, report, reportJson: written.json, otherFiles, table };
+  const budgetFailures = (report.budgets ?? []).filter((b) => b.status === "exceeded");
+  return { runId, runDir, report, reportJson: written.json, otherFiles, table, budgetFailures };
 }

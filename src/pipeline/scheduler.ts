@@ -11,6 +11,22 @@ export interface DagNode<T = unknown> {
   /** Runs alone: nothing else starts while it runs, and it waits for running stages to end. */
   exclusive?: boolean;
   run: (signal: AbortSignal) => Promise<T>;
+  /**
+   * The stage's predicted peak host RAM, asked once when it becomes ready (its inputs exist
+   * then); null when nothing predicts it. Used only with DagOptions.memory.
+   */
+  predictPeak?: () => Promise<PeakPrediction | null>;
+}
+
+export interface PeakPrediction {
+  peakMiB: number;
+  /** How the prediction breaks down, for the message of a stage refused for it. */
+  parts: string;
+}
+
+/** A stage predicted above the whole budget: refused before it starts. */
+export class MemoryBudgetError extends Error {
+  override readonly name = "MemoryBudgetError";
 }
 
 export interface DagOptions {
@@ -18,6 +34,12 @@ export interface DagOptions {
   signal?: AbortSignal;
   onStart?: (name: string) => void;
   onEnd?: (name: string, error?: unknown) => void;
+  /**
+   * A host-RAM budget: stages with a predicted peak start together only while their
+   * predictions sum to at most `budgetMiB`, and a stage predicted above it fails before it
+   * starts. Stages without a prediction are scheduled by `concurrency` alone.
+   */
+  memory?: { budgetMiB: number };
 }
 
 /** A stage failed; `cause` is what it threw (a WorkerError for a worker that died). */
@@ -85,15 +107,44 @@ export async function runDag<T>(nodes: readonly DagNode<T>[], opts: DagOptions):
   let failure: StageError | undefined;
 
   const ready = (n: DagNode<T>): boolean => n.after.every((d) => results.has(d));
+  const predicted = new Map<string, PeakPrediction | null>();
+  const fitsBudget = (n: DagNode<T>): boolean => {
+    const mine = predicted.get(n.name);
+    if (!opts.memory || !mine) return true;
+    let used = 0;
+    for (const name of running.keys()) used += predicted.get(name)?.peakMiB ?? 0;
+    return used + mine.peakMiB <= opts.memory.budgetMiB;
+  };
   const startable = (n: DagNode<T>): boolean => {
     if (running.size >= opts.concurrency) return false;
+    if (!fitsBudget(n)) return false;
     if (n.exclusive) return running.size === 0;
     return ![...running.values()].some((r) => r.node.exclusive);
+  };
+  /** Predicts every ready stage not yet predicted; a stage above the whole budget fails here. */
+  const predictReady = async (): Promise<void> => {
+    if (!opts.memory) return;
+    for (const n of pending.values()) {
+      if (!ready(n) || predicted.has(n.name)) continue;
+      const p = n.predictPeak ? await n.predictPeak().catch(() => null) : null;
+      predicted.set(n.name, p);
+      if (p && p.peakMiB > opts.memory.budgetMiB && !failure) {
+        pending.delete(n.name);
+        const err = new MemoryBudgetError(
+          `predicted peak ${p.peakMiB.toFixed(1)} MiB exceeds the memory budget of ${opts.memory.budgetMiB.toFixed(1)} MiB (${p.parts}); ` +
+            "raise --memory-budget or shrink the stage (batch sizes, eval samples)",
+        );
+        opts.onEnd?.(n.name, err);
+        failure = new StageError(n.name, err);
+        abort.abort(failure);
+      }
+    }
   };
 
   try {
     if (opts.signal?.aborted) throw new StageError("(none)", opts.signal.reason ?? new Error("aborted"));
     while (pending.size > 0 || running.size > 0) {
+      if (!failure && !abort.signal.aborted) await predictReady();
       if (!failure && !abort.signal.aborted) {
         for (const n of [...pending.values()]) {
           if (!ready(n) || !startable(n)) continue;

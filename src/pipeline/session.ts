@@ -37,9 +37,14 @@ export class RunSession {
   readonly results = new Map<string, unknown>();
   readonly benchmarks = new Map<string, BenchmarkResult>();
   heldout: HeldOut | null = null;
-  #evalTensor: { source: Float32Array; tensor: Tensor } | undefined;
-  /** Extra lines for the terminal after the table (python stage output, notes). */
+  readonly #evalTensors = new Map<Tensor["data"], Tensor>();
+  /** Extra lines for the terminal after the table (python stage output, notes); report.json's notes. */
   readonly notes: string[] = [];
+  /**
+   * The run's scratch directory (runs/<runId>/.tmp): every worker's TMPDIR, so that what
+   * torch, ONNX Runtime or Python's tempfile leave behind stays inside the run.
+   */
+  tmpDir: string | undefined;
 
   constructor(
     readonly pipeline: string,
@@ -64,19 +69,30 @@ export class RunSession {
    * fastest path of bench:transport); below it, or without shared memory, they go as frames.
    */
   evalTensor(held: HeldOut): Tensor {
-    if (this.#evalTensor?.source === held.inputs) return this.#evalTensor.tensor;
-    let tensor: Tensor = { dtype: "float32", shape: held.shape, data: held.inputs };
-    if (this.shm && held.inputs.byteLength >= this.shm.thresholdBytes) {
+    return this.#placed({ dtype: "float32", shape: held.shape, data: held.inputs });
+  }
+
+  /** An ONNX model's eval set in the multi-input form: `input:<name>` → tensor, each placed like {@link evalTensor}. */
+  evalTensors(held: HeldOut): Record<string, Tensor> {
+    if (!held.model) return { inputs: this.evalTensor(held) };
+    return Object.fromEntries(held.model.inputs.map((i) => [`input:${i.spec.name}`, this.#placed(i.tensor)]));
+  }
+
+  #placed(t: Tensor): Tensor {
+    const known = this.#evalTensors.get(t.data);
+    if (known) return known;
+    let tensor = t;
+    if (this.shm && t.data.byteLength >= this.shm.thresholdBytes) {
       try {
-        const placed = this.shm.allocateTensor("float32", held.shape).tensor;
-        (placed.data as Float32Array).set(held.inputs);
+        const placed = this.shm.allocateTensor(t.dtype, t.shape).tensor;
+        new Uint8Array(placed.data.buffer, placed.data.byteOffset, placed.data.byteLength).set(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength));
         tensor = placed;
       } catch (err) {
         // No addon mapping: the per-task segment path (a pwrite copy each task) still applies.
         this.notes.push(`shared memory: eval set not placed in a run-long segment (${(err as Error).message})`);
       }
     }
-    this.#evalTensor = { source: held.inputs, tensor };
+    this.#evalTensors.set(t.data, tensor);
     return tensor;
   }
 
@@ -107,7 +123,8 @@ export class RunSession {
     const sup = await this.supervisor();
     const { onWorker, ...runOpts } = opts;
     if (runOpts.signal?.aborted) throw runOpts.signal.reason;
-    const { label, ...workerSpec } = spec;
+    const { label, ...rest } = spec;
+    const workerSpec: WorkerSpec = this.tmpDir ? { ...rest, env: { ...rest.env, TMPDIR: this.tmpDir } } : rest;
     const w = await sup.spawn(workerSpec, { onProcess: (p) => this.trackProcess(p.pid, label ?? spec.name, p.exited) });
     const pid = w.pid!;
     onWorker?.(w);

@@ -2,8 +2,13 @@
  * Stage definitions: what a pipeline module declares. The builder (builder.ts) validates
  * and freezes them; run.ts executes them.
  */
+import type { MemoryBudget } from "./budgets.ts";
 import type { LatencyTable } from "../report/schema.ts";
 import type { PyBridge } from "../workers/python-bridge.ts";
+import type { TensorData } from "../transport/codec.ts";
+import type { DType } from "../transport/protocol.ts";
+import type { EvalSet } from "./inputs/eval-set.ts";
+import type { ShapeOverrides } from "./inputs/shapes.ts";
 
 export const RUNTIMES = ["python-torch", "python-ort", "node-ort", "native"] as const;
 /** A runtime a `benchmark` stage can deploy the model on. */
@@ -20,6 +25,13 @@ export interface StageCommon {
   after?: string[];
   /** Run alone (nothing else runs meanwhile): keeps latency figures free of other load. */
   exclusive?: boolean;
+  /**
+   * How many times the stage runs again, in a fresh worker, when its worker dies (a signal,
+   * an exit, a timeout); errors the worker reports are not retried. Default 1 for train,
+   * export and python stages, 0 for benchmark and checkpoint-load (measurements), at most 10.
+   * Every attempt is in the report; a retried benchmark's figures come from one attempt.
+   */
+  retries?: number;
 }
 
 export interface TrainOptions extends StageCommon {
@@ -35,6 +47,8 @@ export interface TrainOptions extends StageCommon {
   threads?: number;
   /** Fail the stage when held-out accuracy is below this. */
   minAccuracy?: number;
+  /** Memory ceilings of the training process in every phase; exceeded → the run exits 1 (src/pipeline/budgets.ts). */
+  budget?: MemoryBudget;
 }
 
 export interface ExportOptions extends StageCommon {
@@ -49,6 +63,15 @@ export interface ExportOptions extends StageCommon {
   onnx?: string;
   /** Inputs generated for a zoo model or an existing ONNX file (no held-out set): how many samples. */
   evalSamples?: number;
+  /**
+   * With `onnx`: shapes of inputs with symbolic dims, input name → full shape ("N" or any
+   * number at the batch axis), as `memlane compare --shape` (docs/worker-tasks.md, "Several inputs and outputs").
+   */
+  shapes?: ShapeOverrides;
+  /** With `onnx`: the value of every symbolic non-batch dim `shapes` leaves open (default 128). */
+  seq?: number;
+  /** With `onnx`: an .npz or .safetensors file with one array per graph input, fed instead of generated inputs. */
+  inputs?: string;
 }
 
 export interface OrtSessionOptions {
@@ -67,6 +90,13 @@ export interface BenchmarkOptions extends StageCommon {
   threads?: number;
   device?: "cpu" | "cuda" | "auto";
   ort?: OrtSessionOptions;
+  /**
+   * The run goes on when this runtime fails: its report row carries the error instead
+   * (`memlane compare` sets it: runtimes there are independent). Default false: a failure fails the run.
+   */
+  optional?: boolean;
+  /** Memory ceilings of this runtime's process in every phase; exceeded → the run exits 1 (src/pipeline/budgets.ts). */
+  budget?: MemoryBudget;
 }
 
 export interface CheckpointLoadOptions extends StageCommon {
@@ -104,11 +134,25 @@ export type PythonStageFn = (py: PyBridge, ctx: StageContext) => Promise<unknown
 export interface PythonStageOptions extends StageCommon {}
 
 export interface HeldOut {
+  /** The (first) float32 input, batch first; empty when the model's first input is not float32. */
   inputs: Float32Array;
   /** null for generated inputs (zoo models). */
   labels: BigInt64Array | null;
-  /** [n, ...sample shape] */
+  /** [n, ...sample shape] of `inputs` */
   shape: number[];
+  /**
+   * An existing ONNX model's eval set: every graph input (its dtype, batch first) and the
+   * IoSpecs of its inputs and outputs; benchmarks send them in the multi-input form.
+   */
+  model?: EvalSet;
+}
+
+/** One graph output of a runtime over the eval set, batch first. */
+export interface OutputTensor {
+  name: string;
+  dtype: DType;
+  shape: number[];
+  data: TensorData;
 }
 
 export interface BenchmarkResult {
@@ -118,10 +162,16 @@ export interface BenchmarkResult {
   device: string;
   latencyMs: LatencyTable;
   throughputPerS: number;
+  /** The first output as float32 (what accuracy reads). */
   outputs: Float32Array;
   outputShape: number[];
+  /** Every graph output, in graph order (one named "outputs" on the single-tensor path). */
+  outputSet: OutputTensor[];
   accuracy: number | null;
+  /** The worst of the per-output diffs. */
   maxAbsDiff: number | null;
+  /** Max abs diff of each output against the reference's, by output name; null for the reference. */
+  outputDiffs: Record<string, number | null> | null;
   /** Native only: arena bytes per sample vs the lower bound, from the compiler. */
   plan?: { path: string; arenaBytesPerSample: number; lowerBoundPerSample: number };
 }
@@ -130,27 +180,24 @@ export interface BenchmarkResult {
 export interface UnavailableRuntime {
   runtime: string;
   available: false;
+  /** "unavailable": could not start (no binary, an op memlane-rt lacks); "failed": an `optional` runtime that failed. */
+  status?: "unavailable" | "failed";
   reason: string;
   /** Protocol error code recorded on the skipped stage (default BACKEND_UNAVAILABLE; UNSUPPORTED_OP for an op the compiler lacks). */
   code?: number;
 }
 
+/** What every stage definition has; `retries` is resolved (the kind's default applied). */
+interface StageDefCommon {
+  name: string;
+  after: string[];
+  exclusive: boolean;
+  retries: number;
+}
+
 export type StageDef =
-  | { kind: "train"; name: string; after: string[]; exclusive: boolean; opts: Readonly<TrainOptions> }
-  | { kind: "export"; name: string; after: string[]; exclusive: boolean; opts: Readonly<ExportOptions> }
-  | {
-      kind: "benchmark";
-      name: string;
-      after: string[];
-      exclusive: boolean;
-      runtime: Runtime;
-      opts: Readonly<BenchmarkOptions>;
-    }
-  | {
-      kind: "checkpoint-load";
-      name: string;
-      after: string[];
-      exclusive: boolean;
-      opts: Readonly<CheckpointLoadOptions>;
-    }
-  | { kind: "python"; name: string; after: string[]; exclusive: boolean; fn: PythonStageFn };
+  | (StageDefCommon & { kind: "train"; opts: Readonly<TrainOptions> })
+  | (StageDefCommon & { kind: "export"; opts: Readonly<ExportOptions> })
+  | (StageDefCommon & { kind: "benchmark"; runtime: Runtime; opts: Readonly<BenchmarkOptions> })
+  | (StageDefCommon & { kind: "checkpoint-load"; opts: Readonly<CheckpointLoadOptions> })
+  | (StageDefCommon & { kind: "python"; fn: PythonStageFn });

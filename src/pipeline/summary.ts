@@ -1,8 +1,9 @@
 /**
  * What the run adds below the report's terminal table: training and checkpoint loading
- * (which that table leaves to report.md), unavailable runtimes, the native plan's arena, the
+ * (which that table leaves to report.md), the native plan's arena, the
  * node-ort process note, and the lines python stages logged.
  */
+import { estimatesSummary } from "../report/estimates.ts";
 import { num, textTable } from "../report/format.ts";
 import type { Report } from "../report/schema.ts";
 import type { RunSession } from "./session.ts";
@@ -33,12 +34,15 @@ export function runSummary(report: Report, s: RunSession): string[] {
       "",
     );
   }
-  for (const u of s.unavailable) out.push(`${u.runtime}: unavailable — ${u.reason}`);
   for (const b of s.benchmarks.values())
     if (b.plan)
       out.push(`${b.runtime} plan: arena ${b.plan.arenaBytesPerSample} B/sample vs lower bound ${b.plan.lowerBoundPerSample} B/sample`);
   const nodeOrt = report.runtimes.find((r) => r.name === "node-ort");
   if (nodeOrt) out.push(`node-ort runs on a worker_thread: its figures are the orchestrator's process (pid ${nodeOrt.pid}).`);
-  if (s.notes.length > 0) out.push("", ...s.notes);
+  const notes = report.notes ?? s.notes; // the report's: concurrent runs, retries, then the session's
+  if (notes.length > 0) out.push("", ...notes);
+  const est = estimatesSummary(report);
+  if (est.length) out.push("", ...est);
+  if (report.budgets?.length) out.push("", "Budgets:", ...report.budgets.map((b) => `  ${b.status === "ok" ? "ok      " : b.status === "exceeded" ? "EXCEEDED" : "UNCHECKED"} ${b.message}`));
   return out;
 }

@@ -6,6 +6,7 @@
 import { combinePhases, type PhaseFigures, type PhaseMarkInput } from "../memory/phases.ts";
 import type { Sample, TrackedProcess } from "../memory/sampler.ts";
 import { Phase } from "../transport/protocol.ts";
+import { breakdownReport } from "./breakdown.ts";
 import { buildComparison } from "./comparison.ts";
 import { hostInfo } from "./host.ts";
 import {
@@ -14,6 +15,9 @@ import {
   type CheckpointLoadReport,
   type GpuReport,
   type HostInfo,
+  type InputReport,
+  type OutputReport,
+  type RuntimeNotRun,
   type LatencyTable,
   type PhaseReport,
   type ProcessInfo,
@@ -40,6 +44,8 @@ export interface RuntimeRecord {
   backendNotes?: string | null;
   accuracy: number | null;
   maxAbsDiff: number | null;
+  /** Every graph output and its diff against the reference (numerics.ts). */
+  outputs?: OutputReport[];
 }
 
 export interface TrainingRecord {
@@ -76,6 +82,11 @@ export interface RunRecord {
   numericsReference?: string | null;
   /** Defaults to this machine (hostInfo()), with Python's version from the runtimes' versions. */
   host?: HostInfo;
+  /** Default "complete". */
+  outcome?: Report["outcome"];
+  notes?: string[];
+  runtimesNotRun?: RuntimeNotRun[];
+  inputs?: InputReport[];
 }
 
 /**
@@ -120,6 +131,8 @@ function phaseReport(f: PhaseFigures, gpuAvailable: boolean): PhaseReport {
     gpuMiB: gpuKnown ? toMiBOrNull(f.gpuEndKiB) : null,
     deltaGpuMiB: gpuKnown && f.gpuStartKiB !== null && f.gpuEndKiB !== null ? toMiB(f.gpuEndKiB - f.gpuStartKiB) : null,
     peakGpuMiB: gpuKnown ? toMiBOrNull(f.gpuPeakKiB) : null,
+    breakdown: breakdownReport(f.smaps),
+    ...(f.smaps.problem ? { breakdownProblem: f.smaps.problem } : {}),
   };
 }
 
@@ -185,6 +198,7 @@ export function buildReport(run: RunRecord): Report {
       throughputPerS: r.throughputPerS,
       pipelinedThroughputPerS: finiteOrNull(r.pipelinedThroughputPerS),
       backendNotes: r.backendNotes?.trim() || null,
+      ...(r.outputs ? { outputs: r.outputs } : {}),
     };
   });
   const training: TrainingReport | null = run.training && {
@@ -208,14 +222,21 @@ export function buildReport(run: RunRecord): Report {
     host: run.host ?? hostInfo(python),
     training,
     runtimes,
+    ...(run.runtimesNotRun?.length ? { runtimesNotRun: run.runtimesNotRun } : {}),
+    ...(run.inputs ? { inputs: run.inputs } : {}),
     checkpointLoad: (run.checkpointLoad ?? []).map((c) => checkpointLoadReport(c, run.tracks)),
     comparison: buildComparison(runtimes),
     numerics: {
       reference,
-      runtimes: runtimes.map((r) => ({ name: r.name, maxAbsDiff: r.maxAbsDiff, accuracy: r.accuracy })),
+      runtimes: runtimes.map((r) => ({
+        name: r.name, maxAbsDiff: r.maxAbsDiff, accuracy: r.accuracy,
+        ...(r.outputs ? { outputs: r.outputs.map((o) => ({ name: o.name, maxAbsDiff: o.maxAbsDiff })) } : {}),
+      })),
     },
     gpu: run.gpu,
     stages: run.stages,
     timeline: timelineOf(run.tracks),
+    outcome: run.outcome ?? "complete",
+    notes: [...(run.notes ?? [])],
   };
 }

@@ -5,6 +5,8 @@
 import {
   anyPipelined, backendNotes, batchKeys, latency, mdTable, num, pct, pipelinedBatchKeys, pipelinedThroughput, sci, signed, UNAVAILABLE,
 } from "./format.ts";
+import { estimatesMarkdown } from "./estimates.ts";
+import { growthLines, steadyBreakdownBlock, steadyKindsSideBySide } from "./markdown-kinds.ts";
 import type { PhaseReport, Report, RuntimeReport } from "./schema.ts";
 
 const PHASE_HEADER = [
@@ -22,6 +24,8 @@ function phaseRows(phases: readonly PhaseReport[]): string[][] {
 const who = (name: string, pid: number, kind: string) => `\`${name}\` (pid ${pid}, ${kind})`;
 
 function runtimeSection(r: RuntimeReport): string {
+  const growth = growthLines(r.pid, r.phases);
+  const steady = steadyBreakdownBlock(r);
   return [
     `### ${r.name}: process pid ${r.pid} (${r.process.kind}), device ${r.device}`,
     "",
@@ -29,6 +33,8 @@ function runtimeSection(r: RuntimeReport): string {
     `Command: \`${r.process.command.join(" ")}\`. Versions: ${Object.entries(r.versions).map(([k, v]) => `${k} ${v}`).join(", ") || UNAVAILABLE}.`,
     "",
     mdTable(PHASE_HEADER, phaseRows(r.phases)),
+    ...(growth ? ["", growth] : []),
+    ...(steady ? ["", steady] : []),
   ].join("\n");
 }
 
@@ -59,7 +65,9 @@ function summary(report: Report): string {
     num(r.throughputPerS, 0), ...(pipelined ? [num(pipelinedThroughput(r), 0, NOT_PIPELINED)] : []),
     pct(r.accuracy), r.name === report.numerics.reference ? "reference" : sci(r.maxAbsDiff),
   ]);
-  const after = pipelinedAndNotes(report);
+  for (const u of report.runtimesNotRun ?? []) rows.push([u.name, u.status, ...header.slice(2).map(() => "—")]);
+  const notRun = (report.runtimesNotRun ?? []).map((u) => `- \`${u.name}\` ${u.status}: ${u.error.name} (${u.error.code}): ${u.error.message.replace(/\r?\n/g, " ")}`);
+  const after = [pipelinedAndNotes(report), notRun.join("\n")].filter(Boolean).join("\n\n");
   return after ? `${mdTable(header, rows)}\n\n${after}` : mdTable(header, rows);
 }
 
@@ -89,7 +97,23 @@ function latencySection(report: Report): string {
 function numericsSection(report: Report): string {
   const ref = report.numerics.reference;
   const rows = report.numerics.runtimes.map((n) => [n.name, pct(n.accuracy), n.name === ref ? "reference" : sci(n.maxAbsDiff)]);
-  return [`Reference outputs: ${ref ?? UNAVAILABLE}.`, "", mdTable(["runtime", "held-out accuracy", `max abs diff vs ${ref ?? "reference"}`], rows)].join("\n");
+  const out = [`Reference outputs: ${ref ?? UNAVAILABLE}.`, "", mdTable(["runtime", "held-out accuracy", `max abs diff vs ${ref ?? "reference"} (worst output)`], rows)];
+  const withOutputs = report.runtimes.filter((r) => r.outputs && r.outputs.length > 0);
+  if (withOutputs.length > 0) {
+    const names = [...new Set(withOutputs.flatMap((r) => r.outputs!.map((o) => o.name)))];
+    const shapeOf = (n: string) => withOutputs.flatMap((r) => r.outputs!).find((o) => o.name === n)!;
+    out.push("", "Max abs diff per output (shape over the eval set, batch first):", "", mdTable(
+      ["output", "dtype", "shape", ...withOutputs.map((r) => r.name)],
+      names.map((n) => [n, shapeOf(n).dtype, `[${shapeOf(n).shape.join(", ")}]`, ...withOutputs.map((r) => {
+        const o = r.outputs!.find((x) => x.name === n);
+        return r.name === ref ? "reference" : o ? sci(o.maxAbsDiff) : "—";
+      })]),
+    ));
+  }
+  if (report.inputs && report.inputs.length > 0)
+    out.push("", "Inputs fed to every runtime (N: the batch):", "", mdTable(["input", "dtype", "shape", "values"],
+      report.inputs.map((i) => [i.name, i.dtype, `[${i.shape.map((d) => (d < 0 ? "N" : String(d))).join(", ")}]`, i.values])));
+  return out.join("\n");
 }
 
 function comparisonSection(report: Report): string {
@@ -114,11 +138,13 @@ function comparisonSection(report: Report): string {
     label,
     ...counters.map((k) => num(c.ratios.find((r) => r.numerator === p.numerator && r.denominator === p.denominator && r.counter === k)?.value, 3)),
   ]);
+  const kinds = steadyKindsSideBySide(report);
   return [
     "#### Steady state (end of steady-inference), by runtime",
     "",
     mdTable(["counter", ...names], steadyRows),
     "",
+    ...(kinds ? [kinds, ""] : []),
     perPhase("Δ RSS MiB", "deltaRssMiB", (x) => signed(x)),
     "",
     perPhase("Δ USS MiB", "deltaUssMiB", (x) => signed(x)),
@@ -139,6 +165,8 @@ export function renderMarkdown(report: Report): string {
     `Run \`${report.runId}\`, ${report.createdAt}. Host: ${h.cpuModel}, ${h.cores} cores, ${num(h.memTotalMiB, 0)} MiB RAM, ` +
       `${h.platform} ${h.kernel}, Node ${h.node}, Python ${h.python ?? UNAVAILABLE}.`,
     `GPU: ${report.gpu.status}${report.gpu.reason ? `: ${report.gpu.reason}` : ""}.`,
+    ...(report.outcome === "failed" ? ["", "**This run failed: a partial report of the stages that completed (see Stages).**"] : []),
+    ...((report.notes ?? []).length > 0 ? ["", "Notes:", "", ...report.notes!.map((n) => `- ${n.replace(/\r?\n/g, " ")}`)] : []),
     "",
     "Counters (docs/memory.md): RSS resident; USS private to the process (Private_Clean + Private_Dirty); PSS shared pages split between their users; all from /proc/<pid>/smaps_rollup, GPU from NVML.",
     "",
@@ -158,6 +186,8 @@ export function renderMarkdown(report: Report): string {
       "",
       mdTable(PHASE_HEADER, phaseRows(t.phases)),
     );
+    const growth = growthLines(t.pid, t.phases);
+    if (growth) out.push("", growth);
   }
   for (const r of report.runtimes) out.push("", runtimeSection(r));
   if (report.checkpointLoad.length > 0) {
@@ -179,6 +209,11 @@ export function renderMarkdown(report: Report): string {
     out.push("", "## Accuracy and numerics", "", numericsSection(report));
     out.push("", "## Comparison", "", comparisonSection(report));
   }
+  const est = estimatesMarkdown(report);
+  if (est) out.push("", "## Estimate vs measured", "", est);
+  if (report.budgets?.length)
+    out.push("", "## Budgets", "", mdTable(["process", "figure", "limit MiB", "worst MiB", "phase", "status", "declared by"],
+      report.budgets.map((b) => [b.runtime, b.figure, num(b.limitMiB), num(b.worstMiB), b.phase ?? "—", b.status, b.source])));
   out.push("", "## GPU", "", `Status: ${report.gpu.status}${report.gpu.reason ? `, ${report.gpu.reason}` : ""}.`);
   if (report.gpu.devices.length > 0)
     out.push("", mdTable(["index", "name", "total MiB", "used MiB", "driver"],
@@ -186,6 +221,11 @@ export function renderMarkdown(report: Report): string {
   out.push("", "## Stages", "", mdTable(["stage", "kind", "worker", "pid", "status", "ms", "error"],
     report.stages.map((s) => [s.name, s.kind, s.worker, s.pid === null ? "—" : String(s.pid), s.status, num(s.endMs - s.startMs, 0),
       s.error ? `${s.error.name} (${s.error.code}): ${s.error.message}` : ""])));
+  const retried = report.stages.filter((s) => (s.attempts?.length ?? 0) > 1);
+  if (retried.length > 0)
+    out.push("", "Attempts of retried stages (a stage whose worker died runs again in a fresh one; its figures are the last attempt's):", "",
+      mdTable(["stage", "attempt", "pid", "status", "ms", "ended by"],
+        retried.flatMap((s) => s.attempts!.map((a) => [s.name, String(a.attempt), a.pid === null ? "—" : String(a.pid), a.status, num(a.endMs - a.startMs, 0), a.exit ?? ""]))));
   out.push("", "## Sampling", "", mdTable(["process", "pid", "samples", "period ms"],
     report.timeline.map((t) => [t.label, String(t.pid), String(t.samples.length), num(t.periodMs, 0)])));
   return `${out.join("\n")}\n`;

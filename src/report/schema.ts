@@ -7,6 +7,8 @@
  * not measured is `null` (never 0); GPU figures come with a `gpu` status saying why.
  */
 import type { PhaseName } from "../transport/protocol.ts";
+import type { LimitCheck } from "./limits.ts";
+import type { EstimateReport } from "../estimate/report-estimates.ts";
 
 export const REPORT_SCHEMA_VERSION = 1;
 
@@ -48,6 +50,53 @@ export interface PhaseReport {
   deltaGpuMiB: number | null;
   /** Highest sampled GPU usage inside the phase; null when unavailable. */
   peakGpuMiB: number | null;
+  /**
+   * Where the RAM is at the phase end, by kind of mapping (from the process's own
+   * /proc/self/smaps at the mark), and what each kind grew over the phase. null when the
+   * process sent no per-mapping summary (older workers). Absent from older reports.
+   */
+  breakdown?: MemoryBreakdown | null;
+  /** Why the process's per-mapping summary could not be used (malformed), naming the mark; absent when fine. */
+  breakdownProblem?: string;
+}
+
+/** A file (or pseudo-name such as `[anon]`) under a kind, at the phase end. */
+export interface MemoryKindFile {
+  path: string;
+  rssMiB: number;
+  ussMiB: number;
+  deltaRssMiB: number | null;
+}
+
+/** One kind of mapping at a phase end (docs/memory.md, "Where the RAM goes"). */
+export interface MemoryKindReport {
+  /** `lib:<package>` (`lib:torch`, `lib:onnxruntime`, `lib:CUDA`, `lib:python`, ...), `heap`, `anonymous`, `stacks`, `model-files`, `shm`, `gpu-driver`, `other`. */
+  kind: string;
+  /** `torch libs`, `thread stacks`, ... */
+  label: string;
+  rssMiB: number;
+  pssMiB: number;
+  /** Private_Clean + Private_Dirty of the kind's mappings. */
+  ussMiB: number;
+  privateDirtyMiB: number;
+  swapMiB: number;
+  /** Growth over the phase (end minus the summary growth is measured from); null when there is none. */
+  deltaRssMiB: number | null;
+  deltaUssMiB: number | null;
+  deltaPssMiB: number | null;
+  /** The biggest files under the kind (by RSS, at most MAX_KIND_FILES); `(N more)` sums the rest. */
+  files: MemoryKindFile[];
+}
+
+export interface MemoryBreakdown {
+  /** Every kind with RSS or growth, biggest RSS first. */
+  kinds: MemoryKindReport[];
+  /** Sums over every mapping of the reading: the same moment's smaps_rollup within 1 % (docs/memory.md). */
+  totalRssMiB: number;
+  totalPssMiB: number;
+  totalUssMiB: number;
+  /** What growth is measured from: the phase's start mark, an earlier mark (the previous phase's end), or nothing (deltas null). */
+  growthFrom: "start" | "earlier-mark" | null;
 }
 
 /** p50/p99/mean of `iterations` timed calls, measured inside the worker. */
@@ -113,6 +162,37 @@ export interface RuntimeReport {
    * or null where the runtime has none or said nothing. Absent from older reports (read as null).
    */
   backendNotes: string | null;
+  /**
+   * Every graph output over the eval set (batch first) and its max abs diff against the
+   * reference's same output (null for the reference); `maxAbsDiff` is the worst of them.
+   * Absent from reports written before it was added.
+   */
+  outputs?: OutputReport[];
+}
+
+export interface OutputReport {
+  name: string;
+  dtype: string;
+  shape: number[];
+  maxAbsDiff: number | null;
+}
+
+/** A runtime that did not run: could not start (`unavailable`) or failed in a run that went on without it (`failed`). */
+export interface RuntimeNotRun {
+  name: string;
+  status: "unavailable" | "failed";
+  error: { code: number; name: string; message: string };
+}
+
+/** One graph input of an existing ONNX model as every runtime was fed it. */
+export interface InputReport {
+  name: string;
+  dtype: string;
+  /** The model's shape as fed, -1 at the batch axis. */
+  shape: number[];
+  batchAxis: number;
+  /** What the values are: "ids in [0, 1000) (indices of Gather ...)", "ones (mask)", "from FILE"... */
+  values: string;
 }
 
 export interface TrainingReport {
@@ -162,6 +242,24 @@ export interface StageReport {
   status: "ok" | "failed" | "skipped" | "cancelled";
   /** Present when status is failed/cancelled. */
   error?: { code: number; name: string; message: string };
+  /**
+   * Every attempt, in order (added in v1; absent in older reports): more than one when the
+   * stage's worker died and the stage was retried (its `retries` option). The stage's pid
+   * and figures are those of the last attempt.
+   */
+  attempts?: StageAttempt[];
+}
+
+/** One attempt of a stage: its worker, when it ran and how it ended. */
+export interface StageAttempt {
+  /** 1, 2, ... */
+  attempt: number;
+  pid: number | null;
+  startMs: number;
+  endMs: number;
+  status: "ok" | "failed" | "cancelled";
+  /** How it ended when it failed: "SIGKILL", "exit code 3", "timed out", "error: ..."; null when ok. */
+  exit: string | null;
 }
 
 export interface GpuDevice {
@@ -226,7 +324,7 @@ export interface TimelineTrack {
 export interface NumericsReport {
   /** Runtime whose outputs are the reference (python-torch), null if none ran. */
   reference: string | null;
-  runtimes: Array<{ name: string; maxAbsDiff: number | null; accuracy: number | null }>;
+  runtimes: Array<{ name: string; maxAbsDiff: number | null; accuracy: number | null; outputs?: Array<{ name: string; maxAbsDiff: number | null }> }>;
 }
 
 export interface HostInfo {
@@ -250,10 +348,35 @@ export interface Report {
   /** null when the pipeline has no train stage. */
   training: TrainingReport | null;
   runtimes: RuntimeReport[];
+  /** Runtimes asked for that did not run, with why (absent from older reports: read as []). */
+  runtimesNotRun?: RuntimeNotRun[];
+  /** The graph inputs fed to an existing ONNX model (compare); absent for trained and zoo models. */
+  inputs?: InputReport[];
   checkpointLoad: CheckpointLoadReport[];
   comparison: ComparisonReport;
   numerics: NumericsReport;
   gpu: GpuReport;
   stages: StageReport[];
   timeline: TimelineTrack[];
+  /**
+   * "complete" when every stage ran, "failed" for the partial report a failed run writes
+   * (its stages say which failed). Added in v1; absent in older reports (complete).
+   */
+  outcome?: "complete" | "failed";
+  /**
+   * What a reader of the figures must know about the run: another memlane run active on the
+   * machine (its USS/PSS and timings are skewed), stages retried, shared memory used, python
+   * stage output. Added in v1; absent in older reports.
+   */
+  notes?: string[];
+  /**
+   * The memory budgets the pipeline's stages declared, each checked against this report
+   * (src/report/limits.ts). Absent from reports of pipelines without budgets and from older reports.
+   */
+  budgets?: LimitCheck[];
+  /**
+   * The calibrated memory estimate beside what was measured, per runtime and phase
+   * (src/estimate/report-estimates.ts). Absent from older reports.
+   */
+  estimates?: EstimateReport;
 }

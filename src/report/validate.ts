@@ -18,6 +18,14 @@ const PHASE: Shape = {
   peakRssMiB: "number", peakSource: "string", swapMiB: "number", ms: "number", startMs: "number", endMs: "number",
   samples: "number", gpu: "string", gpuMiB: "number|null", deltaGpuMiB: "number|null", peakGpuMiB: "number|null",
 };
+/** Added since v1 reports were first written (docs/memory.md, "Where the RAM goes"). */
+const PHASE_ADDED: Shape = { breakdown: "object|null", breakdownProblem: "string" };
+const BREAKDOWN: Shape = { kinds: "array", totalRssMiB: "number", totalPssMiB: "number", totalUssMiB: "number", growthFrom: "string|null" };
+const KIND: Shape = {
+  kind: "string", label: "string", rssMiB: "number", pssMiB: "number", ussMiB: "number", privateDirtyMiB: "number", swapMiB: "number",
+  deltaRssMiB: "number|null", deltaUssMiB: "number|null", deltaPssMiB: "number|null", files: "array",
+};
+const KIND_FILE: Shape = { path: "string", rssMiB: "number", ussMiB: "number", deltaRssMiB: "number|null" };
 const PROCESS: Shape = { pid: "number", kind: "string", command: "array" };
 const RUNTIME: Shape = {
   name: "string", pid: "number", process: "object", device: "string", versions: "object", phases: "array",
@@ -37,7 +45,14 @@ const COMPARISON: Shape = { steady: "array", phases: "array", ratios: "array" };
 const NUMERICS: Shape = { reference: "string|null", runtimes: "array" };
 const GPU: Shape = { status: "string", reason: "string|null", devices: "array" };
 const STAGE: Shape = { name: "string", kind: "string", worker: "string", pid: "number|null", startMs: "number", endMs: "number", status: "string" };
+/** Added since v1 reports were first written: checked when present. */
+const TOP_ADDED: Shape = { outcome: "string", notes: "array" };
+const ATTEMPT: Shape = { attempt: "number", pid: "number|null", startMs: "number", endMs: "number", status: "string", exit: "string|null" };
 const TRACK: Shape = { label: "string", pid: "number", periodMs: "number", samples: "array" };
+/** A checked budget (report.budgets, present only when the pipeline declared budgets). */
+const BUDGET: Shape = { runtime: "string", figure: "string", limitMiB: "number", source: "string", status: "string", worstMiB: "number|null", phase: "string|null", message: "string" };
+/** Estimate vs measured (report.estimates, present in reports written since estimates exist). */
+const ESTIMATES: Shape = { status: "string", reason: "string|null", calibratedAt: "string|null", naiveMiB: "number|null", runtimes: "array" };
 const LATENCY: Shape = { p50: "number", p99: "number", mean: "number" };
 /** Present only where the runtime timed requests pipelined (memlane-rt, python-torch on CUDA). */
 const LATENCY_OPTIONAL: Shape = { pipelinedMean: "number" };
@@ -84,6 +99,10 @@ function checkPhases(o: Record<string, unknown>, p: string, errors: string[]): v
   each(o["phases"], PHASE, `${p}.phases`, errors, (ph, pp) => {
     if (ph["gpu"] !== "available" && ph["gpu"] !== "unavailable") errors.push(`${pp}.gpu: expected "available" or "unavailable", received ${JSON.stringify(ph["gpu"])}`);
     if (ph["gpu"] === "unavailable" && ph["gpuMiB"] !== null) errors.push(`${pp}.gpuMiB: expected null when gpu is "unavailable", received ${String(ph["gpuMiB"])}`);
+    checkPresent(ph, PHASE_ADDED, pp, errors);
+    const b = ph["breakdown"];
+    if (b !== undefined && b !== null && check(b, BREAKDOWN, `${pp}.breakdown`, errors))
+      each((b as Record<string, unknown>)["kinds"], KIND, `${pp}.breakdown.kinds`, errors, (k, kp) => each(k["files"], KIND_FILE, `${kp}.files`, errors));
   });
 }
 
@@ -117,7 +136,21 @@ export function validateReport(report: unknown): string[] {
     const s = (report["gpu"] as Record<string, unknown>)["status"];
     if (s !== "available" && s !== "unavailable") errors.push(`report.gpu.status: expected "available" or "unavailable", received ${JSON.stringify(s)}`);
   }
-  each(report["stages"], STAGE, "report.stages", errors);
+  each(report["stages"], STAGE, "report.stages", errors, (st, p) => {
+    if ("attempts" in st) each(st["attempts"], ATTEMPT, `${p}.attempts`, errors);
+  });
+  checkPresent(report, TOP_ADDED, "report", errors);
+  if ("outcome" in report && report["outcome"] !== "complete" && report["outcome"] !== "failed")
+    errors.push(`report.outcome: expected "complete" or "failed", received ${JSON.stringify(report["outcome"])}`);
+  if ("estimates" in report && check(report["estimates"], ESTIMATES, "report.estimates", errors)) {
+    const e = report["estimates"] as Record<string, unknown>;
+    if (e["status"] !== "ok" && e["status"] !== "unavailable") errors.push(`report.estimates.status: expected "ok" or "unavailable", received ${JSON.stringify(e["status"])}`);
+    each(e["runtimes"], { runtime: "string", model: "string", phases: "array", steadyRssErrorPct: "number|null" }, "report.estimates.runtimes", errors);
+  }
+  if ("budgets" in report) {
+    if (!Array.isArray(report["budgets"])) errors.push(`report.budgets: expected array, received ${kindOf(report["budgets"])}`);
+    each(report["budgets"], BUDGET, "report.budgets", errors);
+  }
   each(report["timeline"], TRACK, "report.timeline", errors, (t, p) => {
     (t["samples"] as unknown[]).forEach((s, i) => {
       const ok = Array.isArray(s) && s.length === 4 && s.slice(0, 3).every((x) => matches(x, "number")) && matches(s[3], "number|null");

@@ -102,6 +102,23 @@ export interface MemoryReading {
   gpuKiB?: number;
 }
 
+/**
+ * Order of the KiB counters in each SmapsSummary entry: the /proc/<pid>/smaps fields, summed
+ * over the mappings of one path. The same order in Python (memory.SMAPS_FIELDS) and C++
+ * (rt::kSmapsFields).
+ */
+export const SMAPS_FIELDS = ["Rss", "Pss", "Private_Clean", "Private_Dirty", "Anonymous", "Swap"] as const;
+export type SmapsCounts = [rss: number, pss: number, privateClean: number, privateDirty: number, anonymous: number, swap: number];
+/**
+ * A process's /proc/self/smaps summed per path (a file, `[heap]`, `[stack]`, ...) or per
+ * pseudo-name of nameless mappings: `[anon]`; `[anon guarded]` for a writable one right above
+ * an inaccessible guard of at most 64 KiB (a pthread stack's layout); `[anon arena]` for a
+ * writable one starting on a 64 MiB boundary and filling it, alone or with an inaccessible rest
+ * (a glibc malloc arena of a non-main thread). Sent with every
+ * phase end and with a task's first mark (docs/protocol.md; classified in src/memory/mapping-kinds.ts).
+ */
+export type SmapsSummary = Record<string, SmapsCounts>;
+
 interface Base<T extends MessageType> {
   v: number;
   type: T;
@@ -130,6 +147,8 @@ export interface PhaseMark extends Base<"phase"> {
   /** Wall clock, ms since the epoch (same host: comparable with the orchestrator's samples). */
   tMs: number;
   memory: MemoryReading;
+  /** Per-mapping summary; on every `end` mark and on a task's first mark, absent elsewhere (and from older workers). */
+  smaps?: SmapsSummary;
 }
 export interface Result extends Base<"result"> {
   value: Record<string, unknown>;

@@ -14,6 +14,24 @@ const live = new Set<Stoppable>();
 let exitHookInstalled = false;
 let signalHandlersInstalled = false;
 let shuttingDown: Promise<void> | undefined;
+let signalled: NodeJS.Signals | undefined;
+
+/** Whether a SIGINT/SIGTERM started the process's shutdown: nothing new may start (no stage retry). */
+export const shutdownStarted = (): boolean => signalled !== undefined;
+
+/** How long a signal's shutdown waits for {@link onShutdown} work once the workers are stopped. */
+export const SHUTDOWN_FINISH_MS = 5000;
+const finishers = new Set<(signal: NodeJS.Signals) => Promise<unknown>>();
+
+/**
+ * Work a SIGINT/SIGTERM shutdown starts at once and waits for (at most SHUTDOWN_FINISH_MS
+ * after the workers have stopped) before it exits: a run cancels its stages and writes its
+ * partial report. Returns the function that forgets it.
+ */
+export function onShutdown(finish: (signal: NodeJS.Signals) => Promise<unknown>): () => void {
+  finishers.add(finish);
+  return () => finishers.delete(finish);
+}
 
 /** Track a live worker; returns the function that forgets it (call it when it has exited). */
 export function register(s: Stoppable): () => void {
@@ -49,7 +67,8 @@ export interface ShutdownOptions {
 
 /**
  * Install SIGINT/SIGTERM handlers that stop every live worker by escalation (shutdown
- * message, SIGTERM, SIGKILL) and then exit with 128 + the signal number (130 for Ctrl-C).
+ * message, SIGTERM, SIGKILL), let {@link onShutdown} work finish (bounded), and then exit
+ * with 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM).
  * A second signal during that shutdown kills the workers at once and exits. Idempotent:
  * calling it again does nothing. Normal exits are covered without it (workers get SIGKILL).
  */
@@ -69,8 +88,12 @@ export function installShutdownHandlers(options: ShutdownOptions = {}): void {
       process.exit(code);
     }
     received = signal;
+    signalled = signal;
     log(`memlane: ${signal} received, stopping ${live.size} worker(s)`);
-    void stopAllWorkers().finally(() => process.exit(code));
+    const finishing = Promise.allSettled([...finishers].map((f) => f(signal)));
+    void stopAllWorkers()
+      .then(() => Promise.race([finishing, new Promise((r) => setTimeout(r, SHUTDOWN_FINISH_MS))]))
+      .finally(() => process.exit(code));
   };
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);

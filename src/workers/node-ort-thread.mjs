@@ -5,6 +5,7 @@
 import { parentPort, workerData } from "node:worker_threads";
 import { readFileSync, writeFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
+import { checkFeeds, feedsAt, gatherOutputs } from "./node-ort-io.mjs";
 
 function kib(text, key) {
   const m = new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(text);
@@ -31,11 +32,27 @@ function resetHwm() {
   }
 }
 
+// The raw /proc/self/smaps text, read here so that it is taken at the mark; the parent parses
+// and classifies it (src/memory/smaps.ts, mapping-kinds.ts) like a worker's summary. Every end
+// mark carries it, and the first start mark (the baseline of the first phase's growth).
+let smapsSent = false;
+function smapsText() {
+  smapsSent = true;
+  try {
+    return readFileSync("/proc/self/smaps", "utf8");
+  } catch {
+    return undefined;
+  }
+}
+
 async function phase(name, fn) {
   resetHwm();
-  parentPort.postMessage({ type: "phase", name, mark: "start", tMs: Date.now(), memory: readMemory() });
+  const tStart = Date.now();
+  const startMemory = readMemory();
+  parentPort.postMessage({ type: "phase", name, mark: "start", tMs: tStart, memory: startMemory, smapsText: smapsSent ? undefined : smapsText() });
   const value = await fn();
-  parentPort.postMessage({ type: "phase", name, mark: "end", tMs: Date.now(), memory: readMemory() });
+  const tEnd = Date.now();
+  parentPort.postMessage({ type: "phase", name, mark: "end", tMs: tEnd, memory: readMemory(), smapsText: smapsText() });
   return value;
 }
 
@@ -56,9 +73,12 @@ function batchOf(inputs, sampleShape, total, n, start = 0) {
 }
 
 async function main() {
-  const { model, inputs, shape, batchSizes, iterations, warmup, threads, ort: ortOpts = {} } = workerData;
-  const sampleShape = shape.slice(1);
-  const total = shape[0];
+  const { model, inputs, shape, batchSizes, iterations, warmup, threads, ort: ortOpts = {}, io, feeds } = workerData;
+  // Multi-input form: every graph input from `feeds`, every output back; else the first input/output.
+  const byName = io ? checkFeeds(io, feeds) : null;
+  const sampleShape = io ? null : shape.slice(1);
+  const batchedFeed = io ? feeds.find((f) => io.inputs.find((s) => s.name === f.name)?.batchAxis >= 0) : null;
+  const total = io ? (batchedFeed ? batchedFeed.shape[0] : 1) : shape[0];
   const ort = await phase("import", async () => import("onnxruntime-node"));
   const options = await phase("runtime-create", async () => ({
     intraOpNumThreads: threads,
@@ -72,14 +92,16 @@ async function main() {
   const inName = session.inputNames[0];
   const outName = session.outputNames[0];
   const run = async (data, n) => {
+    if (io) return session.run(data);
     const res = await session.run({ [inName]: new ort.Tensor("float32", data, [n, ...sampleShape]) });
     return res[outName];
   };
-  await phase("first-inference", () => run(batchOf(inputs, sampleShape, total, batchSizes[0]), batchSizes[0]));
+  const batchAt = (n, start = 0) => (io ? feedsAt(ort, io, byName, n, start) : batchOf(inputs, sampleShape, total, n, start));
+  await phase("first-inference", () => run(batchAt(batchSizes[0]), batchSizes[0]));
   const result = await phase("steady-inference", async () => {
     const latencyMs = {};
     for (const n of batchSizes) {
-      const data = batchOf(inputs, sampleShape, total, n);
+      const data = batchAt(n);
       for (let i = 0; i < warmup; i++) await run(data, n);
       const times = [];
       for (let i = 0; i < iterations; i++) {
@@ -99,9 +121,18 @@ async function main() {
     let outShape = [];
     for (let s = 0; s < total; s += maxBatch) {
       const n = Math.min(maxBatch, total - s);
-      const out = await run(batchOf(inputs, sampleShape, total, n, s), n);
+      const out = await run(batchAt(n, s), n);
+      if (io) {
+        chunks.push(out);
+        continue;
+      }
       chunks.push(out.data);
       outShape = out.dims.slice(1);
+    }
+    const big = latencyMs[`batch${maxBatch}`];
+    if (io) {
+      const outputSet = gatherOutputs(io, chunks);
+      return { latencyMs, throughputPerS: (maxBatch * 1000) / big.mean, outputs: new Float32Array(0), outputShape: [], outputSet };
     }
     const outputs = new Float32Array(chunks.reduce((a, c) => a + c.length, 0));
     let off = 0;
@@ -109,12 +140,12 @@ async function main() {
       outputs.set(c, off);
       off += c.length;
     }
-    const big = latencyMs[`batch${maxBatch}`];
     return { latencyMs, throughputPerS: (maxBatch * 1000) / big.mean, outputs, outputShape: [total, ...outShape] };
   });
   await session.release?.();
   const versions = { onnxruntime: ort.env?.versions?.node ?? ort.env?.versions?.common ?? "unknown", node: process.version };
-  parentPort.postMessage({ type: "result", value: { ...result, versions, device: "cpu" } }, [result.outputs.buffer]);
+  const transfer = result.outputSet ? [...new Set(result.outputSet.map((o) => o.data.buffer))] : [result.outputs.buffer];
+  parentPort.postMessage({ type: "result", value: { ...result, versions, device: "cpu" } }, transfer);
 }
 
 main().catch((err) => {

@@ -4,8 +4,13 @@
  * figures are the orchestrator's pid (the report says so: process kind "node").
  */
 import { Worker } from "node:worker_threads";
-import type { MemoryReading } from "../transport/protocol.ts";
+import type { MemoryReading, SmapsSummary } from "../transport/protocol.ts";
+import { parseSmaps } from "../memory/smaps.ts";
 import type { LatencyTable } from "../report/schema.ts";
+import type { ModelIo } from "../pipeline/inputs/shapes.ts";
+import type { OutputTensor } from "../pipeline/stages.ts";
+import type { TensorData } from "../transport/codec.ts";
+import type { DType } from "../transport/protocol.ts";
 
 export interface NodeOrtTask {
   model: string;
@@ -16,6 +21,13 @@ export interface NodeOrtTask {
   iterations: number;
   warmup: number;
   threads: number;
+  /**
+   * The multi-input form (docs/worker-tasks.md, "Several inputs and outputs"): every graph
+   * input's spec and its eval tensor (batch first, `feeds`); then `inputs`/`shape` are unused
+   * and the result carries every output in `outputSet`.
+   */
+  io?: ModelIo;
+  feeds?: Array<{ name: string; dtype: DType; shape: number[]; data: TensorData }>;
   ort?: {
     cpuMemArena?: boolean;
     memPattern?: boolean;
@@ -28,6 +40,8 @@ export interface NodeOrtPhase {
   mark: "start" | "end";
   tMs: number;
   memory: MemoryReading;
+  /** The orchestrator's /proc/self/smaps summary, read by the thread at the mark (end marks and the first start). */
+  smaps?: SmapsSummary;
 }
 
 export interface NodeOrtResult {
@@ -39,6 +53,8 @@ export interface NodeOrtResult {
   /** Outputs over the whole eval set, transferred (not copied) from the thread. */
   outputs: Float32Array;
   outputShape: number[];
+  /** Every graph output, batch first (multi-input form only). */
+  outputSet?: OutputTensor[];
 }
 
 const THREAD = new URL("./node-ort-thread.mjs", import.meta.url);
@@ -63,7 +79,10 @@ export function runNodeOrt(
     const onAbort = (): void => finish(() => reject(opts.signal?.reason ?? new Error("node-ort: aborted")));
     opts.signal?.addEventListener("abort", onAbort, { once: true });
     worker.on("message", (m: { type: string } & Record<string, any>) => {
-      if (m.type === "phase") opts.onPhase?.(m as unknown as NodeOrtPhase);
+      if (m.type === "phase") {
+        const { smapsText, ...mark } = m as unknown as NodeOrtPhase & { smapsText?: string };
+        opts.onPhase?.(smapsText === undefined ? mark : { ...mark, smaps: parseSmaps(smapsText) });
+      }
       else if (m.type === "result")
         finish(() => resolve({ pid: process.pid, ...(m.value as Omit<NodeOrtResult, "pid">) }));
       else if (m.type === "error")

@@ -10,6 +10,8 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { ChildProcess } from "node:child_process";
+import { ErrorCode } from "../transport/protocol.ts";
+import { describeExit, WorkerError } from "./worker-error.ts";
 
 /** The tagged-template bridge a `python` stage receives (pythonia's `py` and `python`). */
 export interface PyBridge {
@@ -36,6 +38,11 @@ export interface PythonBridgeHandle {
   pid: number;
   /** Stops the interpreter (SIGTERM, SIGKILL after `killAfterMs`) and waits for its exit. */
   close(killAfterMs?: number): Promise<void>;
+  /**
+   * Resolves when the interpreter exits, with how: a call pending then would wait forever
+   * (pythonia does not reject it), so a stage races its code with this.
+   */
+  exited: Promise<{ exitCode: number | null; signal: NodeJS.Signals | null }>;
 }
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -91,22 +98,34 @@ export interface PythonBridgeOptions {
 /** Starts (or restarts) the pythonia interpreter and waits until it answers. */
 export async function openPythonBridge(options: PythonBridgeOptions = {}): Promise<PythonBridgeHandle> {
   const m = await loadPythonia();
-  if (!m.com.proc) m.com.start();
+  // A previous interpreter that died (SIGKILL...) is still pythonia's proc: start a new one.
+  const dead = (c: ChildProcess | null): boolean => c === null || c.exitCode !== null || c.signalCode !== null;
+  if (dead(m.com.proc)) m.com.start();
   const proc = m.com.proc!;
   const pid = proc.pid;
   if (pid === undefined) throw new Error(`python bridge: could not start ${process.env.PYTHON_BIN}`);
   // pythonia writes to the IPC channel from a timer; if the interpreter died that emits
   // 'error' on the child, which would otherwise crash the orchestrator.
   proc.on("error", () => {});
-  const exited = new Promise<void>((resolve) => {
-    if (proc.exitCode !== null || proc.signalCode !== null) resolve();
-    else proc.once("exit", () => resolve());
+  const exited = new Promise<{ exitCode: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    if (proc.exitCode !== null || proc.signalCode !== null) resolve({ exitCode: proc.exitCode, signal: proc.signalCode });
+    else proc.once("exit", (exitCode, signal) => resolve({ exitCode, signal }));
   });
-  options.onProcess?.({ pid, exited });
+  options.onProcess?.({ pid, exited: exited.then(() => {}) });
   // A first round trip: fails here (not inside the stage) if the interpreter is broken.
   // pythonia evaluates each call with fresh locals; a dict of our own keeps state between calls.
-  const ns = (await m.py`{"__builtins__": __builtins__}`) as { update(v: Record<string, unknown>): Promise<unknown> };
-  await m.builtins.exec("import json as __memlane_json", ns);
+  // pythonia never settles a call whose interpreter died: its exit fails the start-up instead.
+  const died = exited.then(({ exitCode, signal }) => {
+    throw new WorkerError(`the python bridge's interpreter (pid ${pid}) ${describeExit(exitCode ?? undefined, signal ?? undefined)} while starting`, {
+      code: ErrorCode.WORKER_DIED,
+      worker: { name: "python-bridge", pid },
+      ...(exitCode !== null ? { exitCode } : {}),
+      ...(signal !== null ? { signal } : {}),
+    });
+  });
+  died.catch(() => {});
+  const ns = (await Promise.race([m.py`{"__builtins__": __builtins__}`, died])) as { update(v: Record<string, unknown>): Promise<unknown> };
+  await Promise.race([m.builtins.exec("import json as __memlane_json", ns), died]);
   let closed = false;
   const bridge: PyBridge = {
     py: m.py,
@@ -132,8 +151,9 @@ export async function openPythonBridge(options: PythonBridgeOptions = {}): Promi
   return {
     pid,
     bridge,
+    exited,
     async close(killAfterMs = 2000) {
-      if (closed) return exited;
+      if (closed) return void (await exited);
       closed = true;
       try {
         if (m.com.proc === proc) m.python.exit();

@@ -83,7 +83,8 @@ describe("memlane compare on models outside the zoo", () => {
     const native = r.stages.find((s) => s.name === "bench:native")!;
     expect(native.status).toBe("skipped");
     expect(native.error!.name).toBe("UNSUPPORTED_OP");
-    expect(native.error!.message).toMatch(/op LSTM \(node "[^"]+"\) is not supported/);
-    expect(stdout).toMatch(/native: unavailable — lstm\.onnx: op LSTM .*is not supported/);
+    expect(native.error!.message).toMatch(/not supported: LSTM \(node "[^"]+"\)/);
+    expect(stdout).toMatch(/native: unavailable — lstm\.onnx: .*not supported: LSTM /);
+    expect(r.runtimesNotRun).toEqual([expect.objectContaining({ name: "native", status: "unavailable" })]);
   });
 });

@@ -7,7 +7,7 @@ import { type PlanFile, weightData } from "../../src/compiler/index.ts";
 import { type Attr, type Init, type ModelSpec, type NodeSpec, modelBytes } from "../unit/compiler-onnx-builder.ts";
 
 /** Plan attributes that ONNX types as floats (msgpack may have stored them as ints). */
-const FLOAT_ATTRS = new Set(["alpha", "beta"]);
+const FLOAT_ATTRS = new Set(["alpha", "beta", "epsilon"]);
 
 const RENAME: Record<string, string> = {
   kernel: "kernel_shape", ceilMode: "ceil_mode", countIncludePad: "count_include_pad",
@@ -27,6 +27,14 @@ export function planToOnnx(plan: PlanFile): Uint8Array {
     while (inputs.length > 0 && inputs[inputs.length - 1] === "") inputs.pop();
     for (const [k, v] of Object.entries(op.attrs)) {
       if (k === "activation") continue;
+      // ONNX takes Pow's exponent and (opset 18+) Reduce*'s axes as inputs, not attributes.
+      if ((op.op === "Pow" && k === "exponent") || (op.op.startsWith("Reduce") && k === "axes")) {
+        const isAxes = k === "axes";
+        const data = isAxes ? (v as number[]) : [v as number];
+        inits.push({ name: `${k}${i}`, dims: isAxes ? [data.length] : [], data, type: isAxes ? "int64" : "float" });
+        inputs = [...inputs, `${k}${i}`];
+        continue;
+      }
       if (op.op === "Reshape" && k === "shape") {
         inits.push({ name: `shape${i}`, dims: [(v as number[]).length], data: v as number[], type: "int64" });
         inputs = [...inputs, `shape${i}`];
@@ -35,6 +43,17 @@ export function planToOnnx(plan: PlanFile): Uint8Array {
       attrs[RENAME[k] ?? k] = FLOAT_ATTRS.has(k) ? { f: v as number } : (v as Attr);
     }
     const outputs = op.outputs.map(name);
+    if (op.op === "Attention") {
+      // The fused op back in primitives: MatMul, Mul by scale, Add mask, Softmax, MatMul.
+      const [q, kt, v, mask] = op.inputs.map(name);
+      inits.push({ name: `scale${i}`, dims: [], data: [op.attrs.scale as number] });
+      nodes.push({ op: "MatMul", inputs: [q!, kt!], outputs: [`qk${i}`] });
+      nodes.push({ op: "Mul", inputs: [`qk${i}`, `scale${i}`], outputs: [`sc${i}`] });
+      if (mask) nodes.push({ op: "Add", inputs: [`sc${i}`, mask], outputs: [`mk${i}`] });
+      nodes.push({ op: "Softmax", inputs: [mask ? `mk${i}` : `sc${i}`], outputs: [`p${i}`], attrs: { axis: -1 } });
+      nodes.push({ op: "MatMul", inputs: [`p${i}`, v!], outputs, name: op.name });
+      return;
+    }
     if (op.attrs.activation === "relu") {
       nodes.push({ op: op.op, inputs, outputs: [`pre${i}`], attrs, name: op.name });
       nodes.push({ op: "Relu", inputs: [`pre${i}`], outputs, name: `${op.name}.relu` });

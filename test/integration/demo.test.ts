@@ -26,6 +26,15 @@ describe("demo: pipelines/digits.ts", () => {
     if (nativeBuilt) expect(names).toContain("native");
     else expect(cli.stdout()).toMatch(/native: unavailable/);
     for (const rt of r.runtimes) expect(rt.accuracy!).toBeGreaterThanOrEqual(0.95);
+    // Where the RAM goes: every runtime's steady state by kind of mapping, its own package's libraries in it.
+    const own: Record<string, string> = { "python-torch": "lib:torch", "python-ort": "lib:onnxruntime", "node-ort": "lib:onnxruntime", native: "model-files" };
+    for (const rt of r.runtimes) {
+      const steady = rt.phases.find((p) => p.name === "steady-inference")!.breakdown!;
+      expect(steady, `${rt.name}: steady breakdown`).toBeTruthy();
+      expect(Math.abs(steady.totalRssMiB - rt.steady.rssMiB), `${rt.name}: kinds sum to the rollup`).toBeLessThanOrEqual(0.01 * rt.steady.rssMiB + 0.02);
+      expect(steady.kinds.map((k) => k.kind), rt.name).toContain(own[rt.name]);
+    }
+    expect(cli.stdout()).toMatch(/Where the RAM goes at steady state/);
     expect(r.checkpointLoad.map((c) => c.method).sort()).toEqual(["safetensors", "torch.load", "torch.load-mmap"]);
     // resnet18's ~45 MiB checkpoint, each method in its own process, every figure measured
     const load = Object.fromEntries(r.checkpointLoad.map((c) => [c.method, c]));

@@ -2,9 +2,11 @@
  * Opens report.html in Debian's chromium (playwright-core, no downloaded browser) and checks
  * that every chart was drawn with the series and labels the report implies, that nothing was
  * fetched from the network and that the console stayed clean; saves a full-page report.png
- * next to the report for a human to look at.
+ * next to the report. Everything goes to a temporary directory, removed afterwards (set
+ * MEMLANE_KEEP_REPORTS=1 to keep it for a human to look at: its path is printed).
  */
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -13,7 +15,7 @@ import { CHROMIUM, openBrowser, screenshotPage, screenshotUnavailable, waitForCh
 import type { Report } from "../../src/report/schema.ts";
 import { makeReport } from "../unit/html-report.fixture.ts";
 import { buildReport } from "../../src/report/build.ts";
-import { realisticRun } from "../unit/report-fixture.ts";
+import { breakdownRun, realisticRun } from "../unit/report-fixture.ts";
 
 const missing = screenshotUnavailable(CHROMIUM);
 const haveChromium = missing === null;
@@ -32,15 +34,19 @@ describe.skipIf(!haveChromium)("report.html in chromium", () => {
   let browser: Awaited<ReturnType<typeof openBrowser>>;
 
   // The same chromium, flags and profile handling as `memlane run`'s report.png.
+  // Never the repository's runs/: the user's runs live there.
+  const out = mkdtempSync(join(tmpdir(), "memlane-report-browser-"));
   beforeAll(async () => {
-    browser = await openBrowser();
+    browser = await openBrowser({ tmpDir: out });
   });
   afterAll(async () => {
     await browser?.close();
+    if (process.env.MEMLANE_KEEP_REPORTS === "1") console.log(`[report-browser] reports kept in ${out}`);
+    else rmSync(out, { recursive: true, force: true });
   });
 
   async function open(name: string, report: Report) {
-    const runDir = resolve("runs", name);
+    const runDir = resolve(out, name);
     mkdirSync(runDir, { recursive: true });
     writeFileSync(join(runDir, "report.json"), JSON.stringify(report, null, 1));
     const htmlPath = await writeHtmlReport(runDir);
@@ -78,6 +84,7 @@ describe.skipIf(!haveChromium)("report.html in chromium", () => {
     ["report-browser-cpu", { gpu: false, samples: false }, () => makeReport()],
     ["report-browser-gpu", { gpu: true, samples: true }, () => makeReport({ gpu: true, latencySamples: true })],
     ["report-browser-built", { gpu: false, samples: false }, () => buildReport(realisticRun())],
+    ["report-browser-kinds", { gpu: false, samples: false }, () => buildReport(breakdownRun())],
   ];
   for (const [name, opts, make] of cases) {
     it(`${name}: draws every chart with the report's series and labels`, async () => {
@@ -103,6 +110,9 @@ describe.skipIf(!haveChromium)("report.html in chromium", () => {
         expect(timeline.every((t) => t.series.includes("GPU"))).toBe(opts.gpu);
         expect(state.charts.find((c) => c.id === "phase-deltaRssMiB")!.series).toEqual(report.runtimes.map((r) => r.name));
         expect(state.charts.find((c) => c.id === "stages")!.type).toBe("bar-horizontal");
+        // Where the RAM goes: stacked kind bars only where a runtime sent per-mapping summaries.
+        const kinds = state.charts.filter((c) => c.id.startsWith("steady-kinds") || c.id.startsWith("growth-kinds-"));
+        expect(kinds.length > 0).toBe(name === "report-browser-kinds");
         const latencyTitle = await page.locator('figure[data-chart="latency-batch1"] figcaption').textContent();
         expect(latencyTitle).toMatch(opts.samples ? /histogram/ : /p50 \/ p99 \/ mean/);
         const numericsRows = await page.locator("#numerics-table tbody tr").count();

@@ -117,4 +117,23 @@ describe("plan format", () => {
     expectPlanError(rewrite((h) => (h.tensors[a]!.offset = h.arena.bytesPerSample)), new RegExp(`^tensors\\[${a}\\].*offset \\+ bytes$`));
     expectPlanError(rewrite((h) => (h.ops[0]!.inputs[0] = 999)), /^ops\[0\].*inputs\[0\]$/);
   });
+
+  it("refuses a plan that computes nothing: no op, or an output no op writes (same words as memlane-rt)", async () => {
+    const { path } = await samplePlan();
+    const plan = readPlan(path);
+    const rewrite = (mutate: (h: Built["header"]) => void): Buffer => {
+      const header = structuredClone(plan.header);
+      mutate(header);
+      const { chunks } = serialisePlan({ header, weights: [{ offset: 0, data: new Float32Array(Uint8Array.from(plan.blob).buffer) }], blobBytes: plan.blob.length });
+      return Buffer.concat(chunks);
+    };
+    const none = expectPlanError(rewrite((h) => (h.ops = [])), /^ops$/, "none (an empty list)");
+    expect(none.message).toMatch(/ops: expected at least one op, found none \(an empty list\)$/);
+    // The last op (Sigmoid) writes the output: without it, nothing does.
+    const y = plan.header.outputs[0]!;
+    const e = expectPlanError(rewrite((h) => h.ops.pop()), /^outputs\[0\] \(y\)$/, `tensor ${y}, which nothing writes`);
+    expect(e.expected).toBe("a tensor written by an op or a plan input");
+    // An output that is a plan input is written (by the caller): accepted.
+    expect(() => parsePlan(rewrite((h) => (h.outputs = [...h.outputs, h.inputs[0]!])), "ok")).not.toThrow();
+  });
 });

@@ -6,6 +6,7 @@ import type { PhaseMarkInput } from "../../src/memory/phases.ts";
 import type { Sample, TrackedProcess } from "../../src/memory/sampler.ts";
 import type { RunRecord, RuntimeRecord } from "../../src/report/build.ts";
 import type { HostInfo } from "../../src/report/schema.ts";
+import type { SmapsCounts, SmapsSummary } from "../../src/transport/protocol.ts";
 
 export const T0 = 1_763_700_000_000;
 const K = 1024;
@@ -160,4 +161,45 @@ export function pipelinedRun(): RunRecord {
   native.pipelinedThroughputPerS = 300_047;
   native.backendNotes = NATIVE_NOTES;
   return run;
+}
+
+// Per-mapping summaries shaped like real python-torch, python-ort and native readings.
+const SP = "/v/lib/python3.11/site-packages";
+/** [rss, uss] MiB of a private mapping: RSS = PSS = USS, all dirty for anonymous kinds. */
+const priv = (mib: number, anon = false): SmapsCounts => [mib * 1024, mib * 1024, anon ? 0 : mib * 1024, anon ? mib * 1024 : 0, anon ? mib * 1024 : 0, 0];
+const BASE: SmapsSummary = { "/usr/bin/python3.11": priv(4), "/usr/lib/x86_64-linux-gnu/libc.so.6": priv(2), "[heap]": priv(6, true), "[anon]": priv(1, true) };
+
+/** Summaries at each end mark (and the first start) of a runtime's phases: grows per phase by `grow`. */
+function withSmaps(r: RunRecord["runtimes"][number], grow: Record<string, SmapsSummary>): void {
+  let current: SmapsSummary = { ...BASE };
+  let first = true;
+  for (const m of r.marks) {
+    if (m.mark === "start" && first) {
+      m.smaps = { ...current };
+      first = false;
+    }
+    if (m.mark === "end") {
+      current = { ...current, ...grow[m.name] };
+      m.smaps = { ...current };
+    }
+  }
+}
+
+/** realisticRun() with per-mapping summaries on python-torch, python-ort and native (node-ort has none). */
+export function breakdownRun(): RunRecord {
+  const rec = realisticRun();
+  const rt = (n: string) => rec.runtimes.find((r) => r.name === n)!;
+  withSmaps(rt("python-torch"), {
+    import: { [`${SP}/torch/lib/libtorch_cpu.so`]: priv(141), [`${SP}/torch/lib/libtorch_python.so`]: priv(20), "[heap]": priv(28, true), "[anon]": priv(19, true) },
+    "steady-inference": { "[anon]": priv(30, true), "[anon guarded]": priv(1, true) },
+  });
+  withSmaps(rt("python-ort"), {
+    import: { [`${SP}/onnxruntime/capi/onnxruntime_pybind11_state.cpython-311-x86_64-linux-gnu.so`]: priv(25), [`${SP}/numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so`]: priv(5) },
+    "model-load": { "/run/r1/digits-cnn.onnx": priv(0.5) },
+  });
+  withSmaps(rt("native"), {
+    "runtime-create": { "/w/native/build/runtime/memlane-rt": priv(2), "/usr/lib/x86_64-linux-gnu/libopenblas.so.0": priv(1) },
+    "model-load": { "/run/r1/digits-cnn.mlplan": priv(0.75) },
+  });
+  return rec;
 }

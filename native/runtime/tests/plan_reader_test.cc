@@ -203,6 +203,26 @@ int main() {
     }
     std::printf("fuzz: %d of 3000 corrupted headers still parsed\n", parsed);
   }
+  // Dataflow (issue 10): a plan with no op, or an output that no op writes, computes nothing.
+  {
+    mltest::PlanBuilder b;
+    b.input("x", {4});
+    b.output("y", {4});
+    std::string msg;
+    CHECK(parse(b.build(), &msg) == Status::kPlanInvalid);
+    CHECK_CONTAINS(msg, "ops: expected at least one op, found none (an empty list)");
+  }
+  {
+    mltest::PlanBuilder b;
+    int x = b.input("x", {4});
+    int y = b.output("y", {4});
+    int z = b.output("z", {4});
+    b.op("Relu", {x}, {y});
+    (void)z;
+    std::string msg;
+    CHECK(parse(b.build(), &msg) == Status::kPlanInvalid);
+    CHECK_CONTAINS(msg, "outputs[1] (z): expected a tensor written by an op or a plan input, found tensor 2, which nothing writes");
+  }
   // read_plan: maps the file; weights lie inside the mapping.
   {
     char path[] = "/tmp/memlane-plan-XXXXXX";

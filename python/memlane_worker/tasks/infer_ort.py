@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..context import TaskContext
 from ..errors import TaskError
 from ..protocol import ErrorCode, Phase
-from . import timing
+from . import io_spec, timing
 
 LEVELS = ("disable", "basic", "extended", "all")
 
@@ -28,7 +28,10 @@ def run(ctx: TaskContext):
     mem_pattern = o.bool("memPattern", True)
     io_binding = o.bool("ioBinding", False)
     level_name = o.choice("graphOptimizationLevel", LEVELS, "all")
-    inputs = np.ascontiguousarray(ctx.tensor("inputs"), dtype=np.float32)
+    io = io_spec.parse(ctx)
+    # Multi-input form: every graph input from `input:<name>`, every output back; else the
+    # legacy single "inputs" (the first graph input) and "outputs" (the first output).
+    inputs = io_spec.eval_inputs(ctx, io[0]) if io else np.ascontiguousarray(ctx.tensor("inputs"), dtype=np.float32)
     device = a.choice("device", ("cpu", "cuda", "auto"), "auto")
     have_cuda = "CUDAExecutionProvider" in ort.get_available_providers()
     if device == "cuda" and not have_cuda:
@@ -54,18 +57,29 @@ def run(ctx: TaskContext):
     with ctx.phase(Phase.MODEL_LOAD):
         sess = ort.InferenceSession(model_path, sess_options=so, providers=providers)
         in_name = sess.get_inputs()[0].name
-        out_name = sess.get_outputs()[0].name
+        out_names = [o.name for o in io[1]] if io else [sess.get_outputs()[0].name]
 
-    batches = {n: timing.batch_of(inputs, n) for n in opts["batch_sizes"]}
+    def feed_of(x) -> dict:
+        return x if io else {in_name: x}
+
+    if io:
+        batches = {n: io_spec.rows(io[0], inputs, n) for n in opts["batch_sizes"]}
+    else:
+        batches = {n: timing.batch_of(inputs, n) for n in opts["batch_sizes"]}
     binding = sess.io_binding() if io_binding else None
 
-    def infer(x: np.ndarray) -> np.ndarray:
+    def run_all(x) -> list:
         if binding is None:
-            return sess.run([out_name], {in_name: x})[0]
-        binding.bind_cpu_input(in_name, x)
-        binding.bind_output(out_name)
+            return sess.run(out_names, feed_of(x))
+        for name, value in feed_of(x).items():
+            binding.bind_cpu_input(name, value)
+        for name in out_names:
+            binding.bind_output(name)
         sess.run_with_iobinding(binding)
-        return binding.copy_outputs_to_cpu()[0]
+        return binding.copy_outputs_to_cpu()
+
+    def infer(x: np.ndarray) -> np.ndarray:
+        return run_all(x)[0]
 
     def call(n: int) -> None:
         infer(batches[n])
@@ -75,7 +89,10 @@ def run(ctx: TaskContext):
 
     with ctx.phase(Phase.STEADY_INFERENCE):
         latency, throughput = timing.measure(ctx, call, opts["batch_sizes"], opts["iterations"], opts["warmup"])
-        outputs = timing.over_eval_set(ctx, inputs, max(opts["batch_sizes"]), infer)
+        if io:
+            outputs = io_spec.over_eval_set(ctx, io[0], io[1], inputs, max(opts["batch_sizes"]), run_all)
+        else:
+            outputs = {"outputs": timing.over_eval_set(ctx, inputs, max(opts["batch_sizes"]), infer)}
 
     value = {
         "latencyMs": latency, "throughputPerS": throughput, "device": device, "threads": opts["threads"],
@@ -83,4 +100,4 @@ def run(ctx: TaskContext):
                 "graphOptimizationLevel": level_name},
         "providers": sess.get_providers(),
     }
-    return value, {"outputs": outputs}
+    return value, outputs

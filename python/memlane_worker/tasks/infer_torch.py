@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..context import TaskContext
 from ..errors import TaskError
 from ..protocol import ErrorCode, Phase
-from . import timing
+from . import io_spec, timing
 
 VARIANTS = ("eager", "cuda-graph", "fp16")
 
@@ -29,7 +29,12 @@ def run(ctx: TaskContext):
     seed = a.int("seed", 0, minimum=0)
     opts = timing.common_args(ctx)
     variant = a.choice("variant", VARIANTS, "eager")
-    inputs = ctx.tensor("inputs")
+    io = io_spec.parse(ctx)
+    if io and (len(io[0]) != 1 or io[0][0].batch_axis != 0 or len(io[1]) != 1):
+        raise a.fail("io", "one input with its batch at axis 0 and one output (zoo models take one tensor)",
+                     {"inputs": [s.name for s in io[0]], "outputs": [s.name for s in io[1]]})
+    # The zoo's models take one tensor: the multi-input form names it; the legacy form is "inputs".
+    inputs = io_spec.eval_inputs(ctx, io[0])[io[0][0].name] if io else ctx.tensor("inputs")
     device = tc.device_arg(ctx)
     if variant != "eager" and device != "cuda":
         raise TaskError(ErrorCode.BACKEND_UNAVAILABLE,
@@ -107,7 +112,7 @@ def run(ctx: TaskContext):
     value = {"latencyMs": latency, "throughputPerS": throughput, "device": device, "variant": variant,
              "threads": opts["threads"],
              "pipelinedThroughputPerS": timing.pipelined_throughput(latency, opts["batch_sizes"])}
-    return value, {"outputs": outputs}
+    return value, {(f"output:{io[1][0].name}" if io else "outputs"): outputs}
 
 
 def _capture(torch, model, batches):

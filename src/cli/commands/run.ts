@@ -6,6 +6,7 @@ import { type CommandSpec, parseArgs, UsageError, usage } from "../args.ts";
 import type { Io } from "../io.ts";
 import { Pipeline } from "../../pipeline/builder.ts";
 import { printOutcome } from "../outcome.ts";
+import { parseSizeMiB } from "../../memory/size.ts";
 
 export const spec: CommandSpec = {
   name: "run",
@@ -16,6 +17,7 @@ export const spec: CommandSpec = {
     concurrency: { type: "int", short: "j", placeholder: "N", description: "stages at once (overrides the pipeline's)" },
     device: { type: "string", short: "d", placeholder: "cpu|cuda|auto", choices: ["cpu", "cuda", "auto"], description: "device of training and runtimes (overrides the pipeline's; auto = CUDA where a GPU is found)" },
     quiet: { type: "boolean", short: "q", description: "no progress output, only the final table" },
+    "memory-budget": { type: "string", placeholder: "SIZE", description: "host RAM the stages may take together, e.g. 2GiB (default: available memory); stages with a predicted peak run together only when they fit" },
   },
 };
 
@@ -27,6 +29,14 @@ export async function loadPipeline(file: string): Promise<Pipeline> {
   if (!(p instanceof Pipeline) && !(p && typeof p === "object" && (p as { constructor?: { name?: string } }).constructor?.name === "Pipeline"))
     throw UsageError.bad("<pipeline.ts>", "a module whose default export is pipeline(...)", `${file} (default export: ${typeof p})`);
   return p as Pipeline;
+}
+
+function budgetFlag(text: string): number {
+  try {
+    return parseSizeMiB(text);
+  } catch (err) {
+    throw new UsageError(`--memory-budget: ${(err as Error).message}`, "--memory-budget");
+  }
 }
 
 export async function execute(argv: readonly string[], io: Io): Promise<number> {
@@ -43,7 +53,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     device: args.flags.device as "cpu" | "cuda" | "auto" | undefined,
     io,
     quiet: args.flags.quiet === true,
+    ...(typeof args.flags["memory-budget"] === "string" ? { memoryBudgetMiB: budgetFlag(args.flags["memory-budget"]) } : {}),
   });
-  printOutcome(outcome, io);
-  return 0;
+  return printOutcome(outcome, io);
 }

@@ -5,6 +5,8 @@
  * the same names the page exposes on `window.__memlane`.
  */
 import type { PhaseReport, Report, RuntimeReport } from "../schema.ts";
+import { estimateCharts } from "./estimates.ts";
+import { kindCharts } from "./kinds.ts";
 import { latencyCharts } from "./latency.ts";
 
 export type Point = { x: number; y: number | null };
@@ -17,6 +19,8 @@ export interface ChartSeries {
   axis?: "y1";
   /** Draw as unconnected markers (the workers' own readings at phase ends). */
   points?: boolean;
+  /** Fixed colour (kinds of mapping: one colour per kind on every chart). */
+  color?: string;
 }
 
 /** A labelled time span drawn behind a timeline (x in seconds since the run's t0). */
@@ -29,7 +33,7 @@ export interface PhaseBand {
 export interface ChartSpec {
   id: string;
   /** Page section the chart belongs to. */
-  section: "timeline" | "phases" | "latency" | "stages";
+  section: "timeline" | "phases" | "kinds" | "estimate" | "latency" | "stages";
   type: "line" | "bar";
   title: string;
   /** Category labels (bar charts); for timelines, the labels of the phase bands. */
@@ -49,6 +53,8 @@ export interface ChartSpec {
   bands?: PhaseBand[];
   /** Bars of different series drawn over each other at full width (histograms). */
   overlay?: boolean;
+  /** Series stacked into one bar per label (kinds of mapping). */
+  stacked?: boolean;
 }
 
 const MiB = (kib: number | null): number | null => (kib === null ? null : round(kib / 1024, 2));
@@ -250,5 +256,5 @@ export function stageChart(report: Report, t0: number): ChartSpec[] {
 /** Every chart of the page, in page order. */
 export function buildCharts(report: Report): ChartSpec[] {
   const t0 = reportT0(report);
-  return [...timelineCharts(report, t0), ...phaseCharts(report), ...latencyCharts(report), ...stageChart(report, t0)];
+  return [...timelineCharts(report, t0), ...phaseCharts(report), ...kindCharts(report), ...estimateCharts(report), ...latencyCharts(report), ...stageChart(report, t0)];
 }

@@ -69,7 +69,7 @@
   function config(spec) {
     var line = spec.type === "line";
     var datasets = spec.series.map(function (s, i) {
-      var c = colour(s.name, i);
+      var c = s.color || colour(s.name, i);
       var ds = { label: s.name, data: s.data, borderColor: c, backgroundColor: line ? c : c + "cc" };
       // A process that lived less than two sample periods has one sample: a dot, not nothing.
       if (line) { ds.pointRadius = s.data.length < 2 ? 3 : 0; ds.borderWidth = 1.5; ds.spanGaps = false; }
@@ -109,7 +109,7 @@
         y: axis(spec.yTitle, { beginAtZero: true, grace: "22%" }),
       };
     } else {
-      cfg.options.scales = { x: axis(spec.xTitle, {}), y: axis(spec.yTitle, { beginAtZero: true }) };
+      cfg.options.scales = { x: axis(spec.xTitle, spec.stacked ? { stacked: true } : {}), y: axis(spec.yTitle, spec.stacked ? { stacked: true } : { beginAtZero: true }) };
       if (spec.y1Title) cfg.options.scales.y1 = axis(spec.y1Title, { position: "right", beginAtZero: true, grid: { drawOnChartArea: false } });
     }
     return cfg;

@@ -9,6 +9,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Report } from "../schema.ts";
 import { buildCharts, emptyTracks, reportT0, type ChartSpec } from "./charts.ts";
+import { kindsTables } from "./kinds.ts";
 import { esc, gpuBlock, hostLine, numericsTable, ratiosTable, runtimesTable, stagesTable } from "./tables.ts";
 import { STYLE } from "./style.ts";
 
@@ -38,7 +39,7 @@ const inlineScript = (src: string) => src.replace(/<\/(script)/gi, "<\\/$1");
 const inlineJson = (value: unknown) => JSON.stringify(value).replace(/</g, "\\u003c");
 
 function figure(spec: ChartSpec): string {
-  const tall = spec.section === "stages" ? Math.max(180, 34 * spec.labels.length + 90) : spec.section === "timeline" ? 300 : 280;
+  const tall = spec.section === "stages" ? Math.max(180, 34 * spec.labels.length + 90) : spec.section === "timeline" ? 300 : spec.section === "kinds" ? 360 : 280;
   return `<figure class="chart chart-${spec.section}" data-chart="${esc(spec.id)}">
 <figcaption>${esc(spec.title)}</figcaption>
 <div class="chart-box" style="height:${tall}px"><canvas id="chart-${esc(spec.id)}" role="img" aria-label="${esc(spec.title)}"></canvas></div>
@@ -50,6 +51,13 @@ function notCharted(report: Report): string {
   const empty = emptyTracks(report);
   if (!empty.length) return "";
   return ` Not charted (ended before their first sample): ${empty.map((t) => `${esc(t.label)} (pid ${t.pid})`).join(", ")}.`;
+}
+
+/** A failed run's mark and the run's notes (concurrent runs, retries...), under the header. */
+function runNotes(report: Report): string {
+  const failed = report.outcome === "failed" ? `<p class="note"><strong>This run failed: a partial report of the stages that completed.</strong></p>` : "";
+  const notes = report.notes ?? [];
+  return failed + (notes.length ? `<ul class="note">${notes.map((n) => `<li>${esc(n)}</li>`).join("")}</ul>` : "");
 }
 
 function section(id: string, title: string, body: string, note = ""): string {
@@ -66,13 +74,19 @@ export function renderHtmlReport(report: Report): string {
   const body = [
     `<header><h1>memlane report — ${esc(report.pipeline)}</h1>
 <p class="meta">run <code>${esc(report.runId)}</code> · created ${esc(report.createdAt)} · t = 0 at ${esc(started)}</p>
-<p class="meta">${hostLine(report)}</p>${gpuBlock(report)}</header>`,
+<p class="meta">${hostLine(report)}</p>${gpuBlock(report)}${runNotes(report)}</header>`,
     section("summary", "Runtimes", runtimesTable(report) + ratiosTable(report)),
     section("timeline", "Memory over time, per process", of("timeline"),
       "Orchestrator samples of /proc/&lt;pid&gt;/smaps_rollup (and NVML where available); shaded bands are the process's own phase marks." +
         notCharted(report)),
     section("phases", "Memory by phase", of("phases"),
       "Increment = reading at the phase end minus the reading at its start (worker's own /proc/self)."),
+    section("kinds", "Where the RAM goes, by kind of mapping", of("kinds") + kindsTables(report),
+      "Each process's own /proc/self/smaps at its phase ends, grouped by kind: libraries by package, heap, anonymous memory, " +
+        "thread stacks, model and plan files, /dev/shm segments, GPU driver mappings. One colour per kind on every chart. " +
+        "Growth of a phase = its end minus the reading before it (docs/memory.md)."),
+    section("estimate", "Estimate vs measured", of("estimate"),
+      "Predicted before the run from the ONNX graph and this machine's calibration (memlane estimate; docs/memory.md); the naive formula is parameters × 4 B + a batch of inputs × 4 B."),
     section("latency", "Latency", of("latency"), "Measured inside each worker around the runtime's own call; no transport included."),
     section("numerics", "Numerics", numericsTable(report)),
     section("stages", "Pipeline stages", of("stages") + stagesTable(report, t0)),

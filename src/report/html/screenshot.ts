@@ -5,7 +5,8 @@
  * Chromium always ends with the call: closed in a finally block; on Ctrl-C / SIGTERM /
  * SIGHUP playwright closes it before the process exits (handleSIGINT & co.), and on any
  * other exit its 'exit' hook SIGKILLs chromium's process group. The profile lives in a
- * fresh temporary directory, removed afterwards.
+ * fresh temporary directory (inside the run's scratch directory for `memlane run`), removed
+ * afterwards, on exit too.
  */
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -25,31 +26,30 @@ export function screenshotUnavailable(executablePath = CHROMIUM): string | null 
   return existsSync(executablePath) ? null : `${executablePath} is missing (scripts/bootstrap.sh installs the chromium package as root)`;
 }
 
+/** Options of {@link openBrowser}. */
+export interface BrowserOptions {
+  executablePath?: string;
+  /**
+   * Where the profile goes and chromium's TMPDIR (default: os.tmpdir()); a run passes its
+   * scratch directory, so that even a SIGKILLed orchestrator leaves nothing outside the run.
+   */
+  tmpDir?: string;
+}
+
 /**
  * A headless chromium context with a fresh profile; `close()` closes chromium and removes
  * the profile (safe to call twice).
  */
-export async function openBrowser(executablePath = CHROMIUM): Promise<{ context: BrowserContext; close(): Promise<void> }> {
+export async function openBrowser(options: BrowserOptions | string = {}): Promise<{ context: BrowserContext; close(): Promise<void> }> {
+  const { executablePath = CHROMIUM, tmpDir = tmpdir() } = typeof options === "string" ? { executablePath: options } : options;
   const { chromium } = await import("playwright-core");
-  const profile = mkdtempSync(join(tmpdir(), "memlane-chromium-"));
-  let context: BrowserContext;
-  try {
-    context = await chromium.launchPersistentContext(profile, {
-      executablePath,
-      headless: true,
-      args: [...CHROMIUM_ARGS],
-      viewport: { ...VIEWPORT },
-      handleSIGINT: true,
-      handleSIGTERM: true,
-      handleSIGHUP: true,
-    });
-  } catch (err) {
-    rmSync(profile, { recursive: true, force: true });
-    throw err;
-  }
-  // Ctrl-C ends the process (exit 130) before close() runs: playwright's own 'exit' hook,
-  // installed before this one, has SIGKILLed chromium by then; the profile goes here.
+  // The removal is registered before the directory exists: a Ctrl-C while chromium starts
+  // (the await below) once left $TMPDIR/memlane-chromium-* behind in 7 runs of 8. Ctrl-C ends
+  // the process (exit 130) before close() runs; playwright's own 'exit' hook, installed
+  // before this one, has SIGKILLed chromium by then.
+  let profile: string | undefined;
   const removeProfile = (): void => {
+    if (profile === undefined) return;
     try {
       rmSync(profile, { recursive: true, force: true, maxRetries: 3 });
     } catch {
@@ -57,6 +57,24 @@ export async function openBrowser(executablePath = CHROMIUM): Promise<{ context:
     }
   };
   process.once("exit", removeProfile);
+  profile = mkdtempSync(join(tmpDir, "memlane-chromium-"));
+  let context: BrowserContext;
+  try {
+    context = await chromium.launchPersistentContext(profile, {
+      executablePath,
+      headless: true,
+      args: [...CHROMIUM_ARGS],
+      viewport: { ...VIEWPORT },
+      env: { ...process.env, TMPDIR: tmpDir },
+      handleSIGINT: true,
+      handleSIGTERM: true,
+      handleSIGHUP: true,
+    });
+  } catch (err) {
+    process.removeListener("exit", removeProfile);
+    removeProfile();
+    throw err;
+  }
   let closing: Promise<void> | undefined;
   return {
     context,
@@ -87,10 +105,10 @@ export async function screenshotPage(page: Page, pngPath: string): Promise<strin
  * Screenshots `htmlPath` into `pngPath` (full page). Rejects if chromium is missing or the
  * page does not render; chromium is closed either way.
  */
-export async function screenshotReport(htmlPath: string, pngPath: string, options: { executablePath?: string } = {}): Promise<string> {
+export async function screenshotReport(htmlPath: string, pngPath: string, options: BrowserOptions = {}): Promise<string> {
   const why = screenshotUnavailable(options.executablePath);
   if (why) throw new Error(`cannot screenshot ${htmlPath}: ${why}`);
-  const browser = await openBrowser(options.executablePath);
+  const browser = await openBrowser(options);
   try {
     const page = await browser.context.newPage();
     await page.goto(pathToFileURL(htmlPath).href);

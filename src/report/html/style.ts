@@ -10,8 +10,12 @@ h2 { font-size: 17px; margin: 28px 0 8px; padding-bottom: 4px; border-bottom: 1p
 code { font: 12.5px ui-monospace, SFMono-Regular, Menlo, monospace; }
 .gpu-unavailable { background: #fff6e0; border: 1px solid #f0d48a; padding: 6px 10px; border-radius: 4px; display: inline-block; }
 section { margin-bottom: 8px; }
-#timeline, #phases, #latency { display: grid; grid-template-columns: 1fr 1fr; gap: 0 18px; }
-#timeline > h2, #timeline > .note, #phases > h2, #phases > .note, #latency > h2, #latency > .note { grid-column: 1 / -1; }
+#timeline, #phases, #kinds, #latency { display: grid; grid-template-columns: 1fr 1fr; gap: 0 18px; }
+#timeline > h2, #timeline > .note, #phases > h2, #phases > .note, #kinds > h2, #kinds > .note, #latency > h2, #latency > .note { grid-column: 1 / -1; }
+#kinds > details { grid-column: 1 / -1; }
+details.kinds summary { cursor: pointer; margin: 4px 0; }
+td.files { font-size: 12px; color: var(--muted); white-space: normal; }
+.swatch { display: inline-block; width: 10px; height: 10px; margin-right: 6px; border-radius: 2px; vertical-align: baseline; }
 figure.chart { margin: 8px 0 14px; padding: 8px 10px; background: var(--panel); border: 1px solid var(--line); border-radius: 6px; min-width: 0; }
 figure.chart-stages { grid-column: 1 / -1; }
 figcaption { font-size: 12.5px; font-weight: 600; margin-bottom: 4px; }
@@ -26,5 +30,5 @@ td:first-child { white-space: nowrap; }
 .backend-notes ul { margin: 0 0 12px; padding-left: 20px; font-size: 13px; }
 .backend-notes .note { margin-top: 0; }
 details.ratios summary { cursor: pointer; color: var(--muted); margin: 4px 0; }
-@media (max-width: 900px) { #timeline, #phases, #latency { grid-template-columns: 1fr; } }
+@media (max-width: 900px) { #timeline, #phases, #kinds, #latency { grid-template-columns: 1fr; } }
 `;

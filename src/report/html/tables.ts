@@ -39,7 +39,26 @@ export function numericsTable(report: Report): string {
     r.accuracy === null ? "n/a" : `${(r.accuracy * 100).toFixed(2)}%`,
   ]);
   const cap = ref ? `max |output − ${ref} output| over the held-out set` : "no reference runtime ran";
-  return table("numerics-table", ["runtime", "max abs diff", "held-out accuracy"], rows, cap);
+  return table("numerics-table", ["runtime", "max abs diff", "held-out accuracy"], rows, cap) + outputsTable(report);
+}
+
+/** Max abs diff per output, runtimes as columns; "" unless some runtime has several outputs. */
+function outputsTable(report: Report): string {
+  const ran = report.runtimes.filter((r) => (r.outputs?.length ?? 0) > 1);
+  if (ran.length === 0) return "";
+  const ref = report.numerics.reference;
+  const names = [...new Set(ran.flatMap((r) => r.outputs!.map((o) => o.name)))];
+  const rows = names.map((n) => [esc(n), ...ran.map((r) => {
+    const o = r.outputs!.find((x) => x.name === n);
+    return r.name === ref ? "—" : o ? sci(o.maxAbsDiff) : "n/a";
+  })]);
+  return table("numerics-outputs", ["output", ...ran.map((r) => r.name)], rows, `max abs diff per output vs ${ref ?? "the reference"}`);
+}
+
+/** Runtimes that did not run, with why; "" when every runtime ran. */
+export function notRunList(report: Report): string {
+  const items = (report.runtimesNotRun ?? []).map((u) => `<li><strong>${esc(u.name)}</strong> ${esc(u.status)}: ${esc(u.error.name)}: ${esc(u.error.message)}</li>`);
+  return items.length ? `<ul class="not-run">${items.join("")}</ul>` : "";
 }
 
 export function runtimesTable(report: Report): string {
@@ -72,7 +91,7 @@ export function runtimesTable(report: Report): string {
     ],
     rows,
     pipelined ? "pipelined: requests submitted back to back and drained; — where a runtime does not time that way" : undefined,
-  ) + backendNotesList(report);
+  ) + backendNotesList(report) + notRunList(report);
 }
 
 /** What each runtime's backend did with its switches, as a short list; "" when no runtime has notes. */

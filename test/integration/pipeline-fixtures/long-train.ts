@@ -2,5 +2,6 @@
 import { pipeline } from "../../../src/index.ts";
 
 export default pipeline("long-train")
-  .train({ arch: "digits-cnn", epochs: 500, seed: 0 })
+  // No retry: a killed worker must fail the run here (test/fault covers retries).
+  .train({ arch: "digits-cnn", epochs: 500, seed: 0, retries: 0 })
   .export();

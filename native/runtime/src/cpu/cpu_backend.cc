@@ -139,6 +139,13 @@ class CpuBackend final : public Backend {
         case OpType::kTranspose: k = cpu::make_transpose(bc, op, &st, message); break;
         case OpType::kConcat: k = cpu::make_concat(bc, op, &st, message); break;
         case OpType::kSoftmax: k = cpu::make_softmax(bc, op, &st, message); break;
+        case OpType::kLayerNorm: k = cpu::make_layernorm(bc, op, &st, message); break;
+        case OpType::kPow: case OpType::kSqrt: case OpType::kReciprocal: case OpType::kExp:
+        case OpType::kNeg: case OpType::kLog: case OpType::kAbs:
+          k = cpu::make_math(bc, op, &st, message); break;
+        case OpType::kReduceMean: case OpType::kReduceSum: case OpType::kReduceMax:
+          k = cpu::make_reduce(bc, op, &st, message); break;
+        case OpType::kAttention: k = cpu::make_attention(bc, op, &st, message); break;
       }
       if (!k) return st == Status::kOk ? Status::kUnsupportedOp : st;
       ws = std::max(ws, k->workspace_floats(chunk));

@@ -93,7 +93,9 @@ std::unique_ptr<Kernel> make_matmul(const BuildCtx& bc, const Op& op, Status* st
   const TensorInfo& A = bc.info(op.inputs[0]);
   const TensorInfo& B = bc.info(op.inputs[1]);
   const TensorInfo& Y = bc.info(op.outputs[0]);
-  if (A.is_weight() || !B.is_weight() || B.shape.size() != 2 || A.shape.size() < 2)
+  // Two activations (attention's Q x K^T), a weight A, or an N-D weight B: one GEMM a slice.
+  if (A.is_weight() || !B.is_weight() || B.shape.size() != 2) return make_matmul_batched(bc, op, st, msg);
+  if (A.shape.size() < 2)
     return unsupported(op, "supports A [n,…,K] an activation and B [K,M] a weight; A " + shape_str(A.shape) +
                                ", B " + shape_str(B.shape), st, msg);
   auto k = std::make_unique<GemmKernel>();

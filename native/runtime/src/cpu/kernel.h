@@ -75,6 +75,12 @@ std::unique_ptr<Kernel> make_copy(const BuildCtx&, const Op&, Status*, std::stri
 std::unique_ptr<Kernel> make_transpose(const BuildCtx&, const Op&, Status*, std::string*);
 std::unique_ptr<Kernel> make_concat(const BuildCtx&, const Op&, Status*, std::string*);
 std::unique_ptr<Kernel> make_softmax(const BuildCtx&, const Op&, Status*, std::string*);
+// Transformer ops (layernorm.cc, matmul_batched.cc, elementwise_math.cc, reduce.cc).
+std::unique_ptr<Kernel> make_layernorm(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_matmul_batched(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_math(const BuildCtx&, const Op&, Status*, std::string*);  // Pow, Sqrt, Exp, ...
+std::unique_ptr<Kernel> make_reduce(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_attention(const BuildCtx&, const Op&, Status*, std::string*);  // attention.cc
 
 // Shared helpers for factories.
 std::string shape_str(const std::vector<int64_t>& s);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cuda_check.h"
+#include "transformer_desc.h"
 
 namespace memlane::cuda {
 namespace {
@@ -24,7 +25,9 @@ const char* name_of(OpType t) {
   static const char* const kNames[] = {"Conv", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div",
                                        "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Erf", "Gelu",
                                        "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten",
-                                       "Reshape", "Transpose", "Concat", "Softmax"};
+                                       "Reshape", "Transpose", "Concat", "Softmax",
+                                       "LayerNormalization", "Pow", "Sqrt", "Reciprocal", "Exp", "Neg",
+                                       "Log", "Abs", "ReduceMean", "ReduceSum", "ReduceMax", "Attention"};
   const size_t i = static_cast<size_t>(t);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";
 }
@@ -145,6 +148,12 @@ Status check_op(const Plan& plan, const Op& op, std::string* message) {
       const bool gemm = op.type == OpType::kGemm;
       if (gemm ? !need(2, 3) : !need(2, 2)) return gemm ? in_count(2, 3) : in_count(2, 2);
       const TensorInfo& B = plan.tensors[op.inputs[1]];
+      if (!gemm && (X.is_weight() || !B.is_weight() || B.shape.size() != 2)) {
+        BatchedMatMulDesc d;
+        std::string why;
+        if (!batched_desc(plan, op, 1, &d, &why)) return bad(why);
+        return Status::kOk;
+      }
       if (X.is_weight() || !B.is_weight() || B.shape.size() != 2 || (gemm && a.transA))
         return bad("supports A an activation (transA = 0) and B a 2-D weight");
       const bool tb = gemm && a.transB;
@@ -254,6 +263,44 @@ Status check_op(const Plan& plan, const Op& op, std::string* message) {
       if (total != Y.shape[a.axis]) return bad("inputs do not add up to the output's axis");
       return Status::kOk;
     }
+    case OpType::kLayerNorm: {
+      if (!need(2, 3)) return in_count(2, 3);
+      if (X.is_weight() || a.axis < 1 || size_t(a.axis) >= X.shape.size() || X.elements() != Y.elements())
+        return bad("needs an activation, 1 <= axis < rank and an output of its size; X " + shape_str(X.shape));
+      const int64_t n = prod(X.shape, size_t(a.axis));
+      for (size_t i = 1; i < op.inputs.size(); ++i)
+        if (op.inputs[i] != kAbsentInput && (!plan.tensors[op.inputs[i]].is_weight() || plan.tensors[op.inputs[i]].elements() != n))
+          return bad("scale and bias must be weights of the normalised size " + std::to_string(n));
+      return Status::kOk;
+    }
+    case OpType::kPow: case OpType::kSqrt: case OpType::kReciprocal: case OpType::kExp:
+    case OpType::kNeg: case OpType::kLog: case OpType::kAbs:
+      if (!need(1, 1)) return in_count(1, 1);
+      if (X.is_weight()) return bad("input must be an activation");
+      if (X.elements() != Y.elements()) return bad("input " + shape_str(X.shape) + " and output " + shape_str(Y.shape) + " differ");
+      return Status::kOk;
+    case OpType::kAttention: {
+      if (!need(3, 4)) return in_count(3, 4);
+      AttentionDesc d;
+      std::string why;
+      if (!attention_desc(plan, op, 1, &d, &why)) return bad(why);
+      return Status::kOk;
+    }
+    case OpType::kReduceMean: case OpType::kReduceSum: case OpType::kReduceMax: {
+      if (!need(1, 1)) return in_count(1, 1);
+      if (X.is_weight() || X.shape.size() < 2 || X.shape.size() > size_t(kMaxRank))
+        return bad("needs an activation of rank 2..6, found " + shape_str(X.shape));
+      int64_t out = 1;
+      std::vector<bool> red(X.shape.size(), false);
+      for (int ax : a.axes) {
+        if (ax < 1 || size_t(ax) >= X.shape.size()) return bad("axis " + std::to_string(ax) + " out of range");
+        red[size_t(ax)] = true;
+      }
+      for (size_t i = 1; i < X.shape.size(); ++i)
+        if (!red[i]) out *= X.shape[i];
+      if (Y.elements() != out) return bad("output " + shape_str(Y.shape) + " does not hold " + shape_str(X.shape) + " reduced");
+      return Status::kOk;
+    }
   }
   return bad("not implemented");
 }
@@ -297,8 +344,19 @@ Status run_op(const ForwardEnv& env, const Op& op, int64_t batch, cudaStream_t s
       if (e != cudaSuccess) return blas_fail(e, "conv2d");
       return Status::kOk;
     }
-    case OpType::kGemm:
-    case OpType::kMatMul: {
+    case OpType::kMatMul:
+      if (x_weight || !is_weight(plan, in(1)) || plan.tensors[in(1)].shape.size() != 2) {
+        BatchedMatMulDesc d;
+        std::string why;
+        if (!batched_desc(plan, op, batch, &d, &why)) return unsupported(op, why, message);
+        if (dry) return Status::kOk;
+        cudaError_t e = matmul_batched(*env.blas, env.blasHandle, p, ptr(in(0)), ptr(in(1)), ptr(op.outputs[0]), d, s,
+                                       &blas_status);
+        if (e != cudaSuccess) return blas_fail(e, "matmul_batched");
+        return Status::kOk;
+      }
+      [[fallthrough]];
+    case OpType::kGemm: {
       const bool gemm_op = op.type == OpType::kGemm;
       if (x_weight) return unsupported(op, "A must be an activation", message);
       if (!is_weight(plan, in(1))) return unsupported(op, "B must be constant", message);
@@ -410,6 +468,53 @@ Status run_op(const ForwardEnv& env, const Op& op, int64_t batch, cudaStream_t s
       if (axis < 1 || axis >= xd.size()) return unsupported(op, "axis out of range", message);
       if (dry) return Status::kOk;
       CUDA_CHECK(softmax(p, ptr(in(0)), ptr(op.outputs[0]), prod(xd, 0, axis), xd[axis], prod(xd, axis + 1), s));
+      return Status::kOk;
+    }
+    case OpType::kLayerNorm: {
+      const size_t axis = static_cast<size_t>(op.attrs.axis);
+      const auto xd = dims_of(xt, batch);
+      if (axis < 1 || axis >= xd.size()) return unsupported(op, "axis out of range", message);
+      if (dry) return Status::kOk;
+      const int64_t n = prod(xd, axis);
+      CUDA_CHECK(layernorm(p, ptr(in(0)), ptr(op.outputs[0]), ptr(in(1)), in(2) == kAbsentInput ? nullptr : ptr(in(2)),
+                           prod(xd) / n, n, op.attrs.epsilon, s));
+      return Status::kOk;
+    }
+    case OpType::kPow: case OpType::kSqrt: case OpType::kReciprocal: case OpType::kExp:
+    case OpType::kNeg: case OpType::kLog: case OpType::kAbs: {
+      if (dry) return Status::kOk;
+      const MathKind k = op.type == OpType::kPow ? MathKind::kPow
+                         : op.type == OpType::kSqrt ? MathKind::kSqrt
+                         : op.type == OpType::kReciprocal ? MathKind::kReciprocal
+                         : op.type == OpType::kExp ? MathKind::kExp
+                         : op.type == OpType::kNeg ? MathKind::kNeg
+                         : op.type == OpType::kLog ? MathKind::kLog : MathKind::kAbs;
+      CUDA_CHECK(math(k, op.attrs.exponent, p, ptr(in(0)), ptr(op.outputs[0]), n_out, s));
+      return Status::kOk;
+    }
+    case OpType::kReduceMean: case OpType::kReduceSum: case OpType::kReduceMax: {
+      const auto xd = dims_of(xt, batch);
+      if (xd.size() > static_cast<size_t>(kMaxRank)) return unsupported(op, "rank above 6", message);
+      ReduceDesc d;
+      d.rank = static_cast<int>(xd.size());
+      for (size_t i = 0; i < xd.size(); ++i) d.dims[i] = xd[i];
+      for (int ax : op.attrs.axes) {
+        if (ax < 1 || ax >= d.rank) return unsupported(op, "axis out of range", message);
+        d.reduced[ax] = true;
+      }
+      if (dry) return Status::kOk;
+      const ReduceOp k = op.type == OpType::kReduceMax ? ReduceOp::kMax
+                         : op.type == OpType::kReduceSum ? ReduceOp::kSum : ReduceOp::kMean;
+      CUDA_CHECK(reduce(k, p, ptr(in(0)), ptr(op.outputs[0]), d, s));
+      return Status::kOk;
+    }
+    case OpType::kAttention: {
+      AttentionDesc d;
+      std::string why;
+      if (!attention_desc(plan, op, batch, &d, &why)) return unsupported(op, why, message);
+      if (dry) return Status::kOk;
+      const bool masked = op.inputs.size() == 4 && op.inputs[3] != kAbsentInput;
+      CUDA_CHECK(attention(p, ptr(in(0)), ptr(in(1)), ptr(in(2)), masked ? ptr(in(3)) : nullptr, ptr(op.outputs[0]), d, s));
       return Status::kOk;
     }
     default:

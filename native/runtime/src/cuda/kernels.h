@@ -97,4 +97,53 @@ cudaError_t concat_part(Prec p, const void* x, void* y, int64_t outer, int64_t x
 cudaError_t transpose(Prec p, const void* x, void* y, int rank, const int64_t* in_dims,
                       const int* perm, cudaStream_t s);
 
+// Transformer ops (ops/layernorm.cu, ops/math.cu, ops/reduce.cu, ops/matmul_batched.cu).
+
+// y[r, :] = (x[r, :] - mean) / sqrt(var + eps) * scale + bias over `rows` rows of n;
+// scale/bias are device arrays of n in the storage precision (bias may be null).
+cudaError_t layernorm(Prec p, const void* x, void* y, const void* scale, const void* bias, int64_t rows,
+                      int64_t n, float eps, cudaStream_t s);
+
+// y = f(x) elementwise; kPow uses `exponent`.
+enum class MathKind : uint8_t { kPow, kSqrt, kReciprocal, kExp, kNeg, kLog, kAbs };
+cudaError_t math(MathKind k, float exponent, Prec p, const void* x, void* y, int64_t n, cudaStream_t s);
+
+// Reduce x (dims, row-major) over the axes flagged in `reduced`; y holds the kept dims in order.
+enum class ReduceOp : uint8_t { kMean, kSum, kMax };
+struct ReduceDesc {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  bool reduced[kMaxRank] = {};
+};
+cudaError_t reduce(ReduceOp k, Prec p, const void* x, void* y, const ReduceDesc& d, cudaStream_t s);
+
+// Y[l] = A[l] x B[l] over the broadcast leading dims l (element strides per leading dim, 0 =
+// broadcast); Y's [M, N] slices are contiguous. One strided-batched cuBLAS call per index of
+// all leading dims but the last.
+struct BatchedMatMulDesc {
+  int lead = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t a_stride[kMaxRank] = {};
+  int64_t b_stride[kMaxRank] = {};
+  int64_t M = 0, K = 0, N = 0;
+};
+cudaError_t matmul_batched(const CublasApi& api, cublasHandle_t h, Prec p, const void* A, const void* B, void* Y,
+                           const BatchedMatMulDesc& d, cudaStream_t s, int* cublas_status);
+
+// ops/attention.cu: the fused Attention op, y = softmax(q x kt * scale + mask) x v per slice of
+// the leading dims (q [S, d], kt [d, T], v [T, dv], y [S, dv] contiguous per slice); the mask
+// element (slice, i, j) is at mask[off(slice) + i * mask_row + j * mask_col] (null: none).
+// One block per query row, the T scores in shared memory (T <= kAttentionMaxT).
+inline constexpr int64_t kAttentionMaxT = 8192;
+struct AttentionDesc {
+  int lead = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t mask_stride[kMaxRank] = {};
+  int64_t mask_row = 0, mask_col = 0;
+  int64_t S = 0, T = 0, d = 0, dv = 0;
+  float scale = 1.f;
+};
+cudaError_t attention(Prec p, const void* q, const void* kt, const void* v, const void* mask, void* y,
+                      const AttentionDesc& d, cudaStream_t s);
+
 }  // namespace memlane::cuda

@@ -25,6 +25,18 @@ const char* op_type_name(OpType t) {
     case OpType::kTranspose: return "Transpose";
     case OpType::kConcat: return "Concat";
     case OpType::kSoftmax: return "Softmax";
+    case OpType::kLayerNorm: return "LayerNormalization";
+    case OpType::kPow: return "Pow";
+    case OpType::kSqrt: return "Sqrt";
+    case OpType::kReciprocal: return "Reciprocal";
+    case OpType::kExp: return "Exp";
+    case OpType::kNeg: return "Neg";
+    case OpType::kLog: return "Log";
+    case OpType::kAbs: return "Abs";
+    case OpType::kReduceMean: return "ReduceMean";
+    case OpType::kReduceSum: return "ReduceSum";
+    case OpType::kReduceMax: return "ReduceMax";
+    case OpType::kAttention: return "Attention";
   }
   return "?";
 }

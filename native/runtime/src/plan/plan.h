@@ -45,6 +45,10 @@ enum class OpType : uint8_t {
   kRelu, kLeakyRelu, kSigmoid, kTanh, kErf, kGelu,
   kMaxPool, kAveragePool, kGlobalAveragePool,
   kFlatten, kReshape, kTranspose, kConcat, kSoftmax,
+  // Transformer ops (float32 activations).
+  kLayerNorm, kPow, kSqrt, kReciprocal, kExp, kNeg, kLog, kAbs,
+  kReduceMean, kReduceSum, kReduceMax,
+  kAttention,  // fused softmax(Q x Kt * scale + mask) x V
 };
 const char* op_type_name(OpType t);
 
@@ -71,6 +75,11 @@ struct OpAttrs {
   int axis = 1;                               // Flatten, Concat, Softmax (full rank, >= 1)
   std::vector<int64_t> shape;                 // Reshape (resolved; shape[0] = -1 = batch)
   std::vector<int> perm;                      // Transpose (perm[0] = 0)
+  float epsilon = 1e-5f;                      // LayerNormalization (normalises axis.. end)
+  float exponent = 1.0f;                      // Pow (constant scalar exponent)
+  std::vector<int> axes;                      // ReduceMean/Sum/Max (sorted, all >= 1)
+  bool keepdims = true;                       // ReduceMean/Sum/Max
+  float scale = 1.0f;                         // Attention (scores multiplier)
 };
 
 inline constexpr int32_t kAbsentInput = -1;

@@ -152,7 +152,11 @@ bool parse_op_type(const std::string& s, OpType* t) {
       {"MaxPool", OpType::kMaxPool}, {"AveragePool", OpType::kAveragePool},
       {"GlobalAveragePool", OpType::kGlobalAveragePool}, {"Flatten", OpType::kFlatten},
       {"Reshape", OpType::kReshape}, {"Transpose", OpType::kTranspose},
-      {"Concat", OpType::kConcat}, {"Softmax", OpType::kSoftmax}};
+      {"Concat", OpType::kConcat}, {"Softmax", OpType::kSoftmax},
+      {"LayerNormalization", OpType::kLayerNorm}, {"Pow", OpType::kPow}, {"Sqrt", OpType::kSqrt},
+      {"Reciprocal", OpType::kReciprocal}, {"Exp", OpType::kExp}, {"Neg", OpType::kNeg},
+      {"Log", OpType::kLog}, {"Abs", OpType::kAbs}, {"ReduceMean", OpType::kReduceMean},
+      {"ReduceSum", OpType::kReduceSum}, {"ReduceMax", OpType::kReduceMax}, {"Attention", OpType::kAttention}};
   for (const auto& e : kTable)
     if (s == e.n) { *t = e.t; return true; }
   return false;
@@ -232,6 +236,32 @@ bool parse_attrs(Reader& r, const Obj* attrs_obj, OpType t, const std::string& p
       for (int64_t x : v) a->perm.push_back(int(x));
       return true;
     }
+    case OpType::kLayerNorm: {
+      int64_t v;
+      if (!r.as_int(r.need(m, "axis", p), p + ".axis", &v)) return false;
+      if (v < 1 || v > 16) return r.bad(p + ".axis", ">= 1 (full rank, batch first)", std::to_string(v));
+      a->axis = int(v);
+      if (!r.as_float(r.need(m, "epsilon", p), p + ".epsilon", &a->epsilon)) return false;
+      if (!(a->epsilon >= 0.f)) return r.bad(p + ".epsilon", ">= 0", std::to_string(a->epsilon));
+      return true;
+    }
+    case OpType::kPow:
+      return r.as_float(r.need(m, "exponent", p), p + ".exponent", &a->exponent);
+    case OpType::kAttention:
+      return r.as_float(r.need(m, "scale", p), p + ".scale", &a->scale);
+    case OpType::kReduceMean:
+    case OpType::kReduceSum:
+    case OpType::kReduceMax: {
+      std::vector<int64_t> v;
+      if (!r.as_ints(r.need(m, "axes", p), p + ".axes", &v)) return false;
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (v[i] < 1 || v[i] > 16 || (i && v[i] <= v[i - 1]))
+          return r.bad(p + ".axes", "increasing axes >= 1 (full rank, batch first)", std::to_string(v[i]));
+        a->axes.push_back(int(v[i]));
+      }
+      if (const Obj* o = map_get(m, "keepdims")) if (!r.as_bool(o, p + ".keepdims", &a->keepdims)) return false;
+      return true;
+    }
     default:
       return true;
   }
@@ -246,6 +276,25 @@ bool check_range(Reader& r, const std::string& field, uint64_t offset, uint64_t 
     return r.bad(field, exp.str(), found.str());
   }
   return true;
+}
+
+// Dataflow: a plan must compute something, and each output must be written by an op or be
+// a plan input; otherwise run() would hand back an arena slot nobody wrote (the empty-ops
+// plan of issue 10 "succeeded" that way). The same check and words as src/compiler/
+// plan-dataflow.ts, so both readers refuse the same plans with the same message.
+Fail check_dataflow(const Plan& plan) {
+  if (plan.ops.empty()) return fail("ops", "at least one op", "none (an empty list)");
+  std::vector<bool> written(plan.tensors.size(), false);
+  for (int32_t id : plan.inputs) written[size_t(id)] = true;
+  for (const Op& op : plan.ops)
+    for (int32_t id : op.outputs) written[size_t(id)] = true;
+  for (size_t i = 0; i < plan.outputs.size(); ++i) {
+    const int32_t id = plan.outputs[i];
+    if (!written[size_t(id)])
+      return fail("outputs[" + std::to_string(i) + "] (" + plan.tensors[size_t(id)].name + ")",
+                  "a tensor written by an op or a plan input", "tensor " + std::to_string(id) + ", which nothing writes");
+  }
+  return {Status::kOk, ""};
 }
 
 Fail parse(const uint8_t* data, size_t size, Plan* plan) {
@@ -426,7 +475,7 @@ Fail parse(const uint8_t* data, size_t size, Plan* plan) {
     if (op.inputs.empty() || op.inputs[0] == kAbsentInput) return fail(pn + ".inputs[0]", "a tensor", "none");
     if (!parse_attrs(r, map_get(o, "attrs"), op.type, pn + ".attrs", &op.attrs)) return r.err;
   }
-  return {Status::kOk, ""};
+  return check_dataflow(*plan);
 }
 
 class MappedPlanFile : public PlanFile {

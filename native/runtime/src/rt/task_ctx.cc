@@ -26,6 +26,16 @@ Val memory_val(const MemoryReading& m) {
   return v;
 }
 
+Val smaps_val(const SmapsSummary& s) {
+  Val v = Val::map();
+  for (const auto& [path, counts] : s) {
+    Val c = Val::array();
+    for (int64_t x : counts) c.push(x);
+    v.set(path, std::move(c));
+  }
+  return v;
+}
+
 Val error_envelope(const std::string& id, int code, const std::string& message, const Val& details) {
   Val e = envelope(protocol::type::kError, id);
   e.set("code", code).set("message", message);
@@ -33,13 +43,19 @@ Val error_envelope(const std::string& id, int code, const std::string& message, 
   return e;
 }
 
-void TaskCtx::phase(const char* name, bool start, const MemoryReading* given, double tMs, int64_t gpuKiB) const {
+void TaskCtx::phase(const char* name, bool start, const MemoryReading* given, double tMs, int64_t gpuKiB,
+                    const SmapsSummary* givenSmaps) const {
   if (start && !given) reset_peak();  // hwmKiB at the end is then this phase's peak
   MemoryReading m = given ? *given : read_memory();
   if (gpuKiB >= 0) m.gpuKiB = gpuKiB;
   Val e = envelope(protocol::type::kPhase, id_);
   e.set("name", name).set("mark", start ? protocol::kMarkStart : protocol::kMarkEnd)
       .set("tMs", tMs >= 0 ? tMs : now_ms()).set("memory", memory_val(m));
+  // smaps walks every mapping: only at phase ends, plus the task's first mark as the baseline.
+  if (!start || !smapsSent_) {
+    e.set("smaps", smaps_val(givenSmaps ? *givenSmaps : read_smaps()));
+    smapsSent_ = true;
+  }
   send_(e, {});
 }
 

@@ -42,6 +42,7 @@ struct WorkerInfo {
   double startMs = 0;           // process start
   double helloMs = 0;           // when hello was sent (end of "import")
   MemoryReading atHello;        // reading at hello
+  SmapsSummary atHelloSmaps;    // per-mapping summary at hello (import's end breakdown)
 };
 
 class TaskCtx {
@@ -109,8 +110,10 @@ class TaskCtx {
   }
 
   // ---- messages ----
+  // A phase mark with the reading (`given`, else read now). Every end mark, and the task's
+  // first mark (the baseline), also carries the per-mapping summary: `givenSmaps`, else read now.
   void phase(const char* name, bool start, const MemoryReading* given = nullptr, double tMs = -1,
-             int64_t gpuKiB = -1) const;
+             int64_t gpuKiB = -1, const SmapsSummary* givenSmaps = nullptr) const;
   void progress(int64_t current, int64_t total, const std::string& label, Val metrics) const;
   void result(Val value, Val tensorRefs, std::vector<zmq::message_t> frames) const;
 
@@ -121,6 +124,7 @@ class TaskCtx {
   SendFn send_;
   const std::atomic<bool>* cancel_;
   const WorkerInfo* info_;
+  mutable bool smapsSent_ = false;
 };
 
 Val envelope(const char* type, const std::string& id);
@@ -128,6 +132,7 @@ Val envelope(const char* type, const std::string& id);
 // RuntimeOptions from the task's device/threads/variant/cuda args (CLI flags as defaults).
 RuntimeOptions runtime_options(const TaskCtx& c, std::string* device);
 Val memory_val(const MemoryReading& m);
+Val smaps_val(const SmapsSummary& s);
 Val error_envelope(const std::string& id, int code, const std::string& message, const Val& details);
 
 // Tasks (tasks_*.cc). The loaded model for load/run lives in WorkerState.

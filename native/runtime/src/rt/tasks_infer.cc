@@ -80,9 +80,11 @@ RuntimeOptions runtime_options(const TaskCtx& c, std::string* device) {
 
 void task_infer_native(TaskCtx& c) {
   // import: process start to hello (nothing is imported lazily in a native binary)
-  MemoryReading zero;
-  c.phase(ph::kImport, true, &zero, c.info().startMs);
-  c.phase(ph::kImport, false, &c.info().atHello, c.info().helloMs);
+  // (start: nothing mapped yet, the zero reading and an empty summary).
+  const MemoryReading zero;
+  const SmapsSummary none;
+  c.phase(ph::kImport, true, &zero, c.info().startMs, -1, &none);
+  c.phase(ph::kImport, false, &c.info().atHello, c.info().helloMs, -1, &c.info().atHelloSmaps);
 
   const std::string model = c.str_arg("model");
   const auto batchSizes = c.int_list_arg("batchSizes", {1, 64}, 1, 1 << 20);

@@ -212,6 +212,7 @@ class Worker {
     Val h = envelope(protocol::type::kHello, o_.name + "-" + std::to_string(getpid()));
     h.set("pid", int64_t(getpid())).set("worker", "memlane-rt").set("capabilities", std::move(caps)).set("versions", std::move(versions));
     info_.atHello = read_memory();
+    info_.atHelloSmaps = read_smaps();
     info_.helloMs = now_ms();
     send(h);
     // import = process start to hello (all linked in; nothing loads lazily). Reported now

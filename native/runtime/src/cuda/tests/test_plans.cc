@@ -399,6 +399,109 @@ std::vector<NamedPlan> op_plans() {
     np.plan.op("Softmax", {x}, {y}, Attrs{{"axis", int64_t(1)}});
     v.push_back(std::move(np));
   }
+  // Transformer ops.
+  {
+    NamedPlan np{"Attention, causal weight mask [1,1,S,S]", {}};
+    const int64_t S = 40;
+    std::vector<float> mask(size_t(S * S));
+    for (int64_t i = 0; i < S; ++i)
+      for (int64_t j = 0; j < S; ++j) mask[size_t(i * S + j)] = j > i ? -1e9f : 0.f;
+    int q = np.plan.input("q", {3, S, 8});
+    int kt = np.plan.input("kt", {3, 8, S});
+    int vv = np.plan.input("v", {3, S, 6});
+    int m = np.plan.weight("mask", {1, 1, S, S}, mask);
+    int y = np.plan.output("y", {3, S, 6});
+    np.plan.op("Attention", {q, kt, vv, m}, {y}, Attrs{{"scale", 0.35}});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"Attention, padding mask activation [1,1,T], no heads", {}};
+    int q = np.plan.input("q", {7, 8});
+    int kt = np.plan.input("kt", {8, 9});
+    int vv = np.plan.input("v", {9, 5});
+    int m = np.plan.input("mask", {1, 9});
+    int y = np.plan.output("y", {7, 5});
+    np.plan.op("Attention", {q, kt, vv, m}, {y}, Attrs{{"scale", 0.5}});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"LayerNormalization last axis with bias", {}};
+    int x = np.plan.input("x", {5, 48});
+    int g = np.plan.weight("g", {48}, rnd(48, 81));
+    int bb = np.plan.weight("b", {48}, rnd(48, 82));
+    int y = np.plan.output("y", {5, 48});
+    np.plan.op("LayerNormalization", {x, g, bb}, {y}, Attrs{{"axis", int64_t(2)}, {"epsilon", 1e-5}});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"LayerNormalization axes 1.. without bias", {}};
+    int x = np.plan.input("x", {3, 7});
+    int g = np.plan.weight("g", {3, 7}, rnd(21, 83));
+    int y = np.plan.output("y", {3, 7});
+    np.plan.op("LayerNormalization", {x, g, -1}, {y}, Attrs{{"axis", int64_t(1)}, {"epsilon", 1e-3}});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"MatMul two activations [H,S,d]x[H,d,S]", {}};
+    int a = np.plan.input("a", {4, 9, 8});
+    int b = np.plan.input("b", {4, 8, 9});
+    int y = np.plan.output("y", {4, 9, 9});
+    np.plan.op("MatMul", {a, b}, {y});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"MatMul broadcast heads [2,3,5,4]x[1,3,4,6]", {}};
+    int a = np.plan.input("a", {2, 3, 5, 4});
+    int b = np.plan.input("b", {1, 3, 4, 6});
+    int y = np.plan.output("y", {2, 3, 5, 6});
+    np.plan.op("MatMul", {a, b}, {y});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"MatMul N-D weight B [3,4,6]", {}};
+    int a = np.plan.input("a", {3, 5, 4});
+    int w = np.plan.weight("w", {3, 4, 6}, rnd(72, 84));
+    int y = np.plan.output("y", {3, 5, 6});
+    np.plan.op("MatMul", {a, w}, {y});
+    v.push_back(std::move(np));
+  }
+  for (const char* op : {"Sqrt", "Reciprocal", "Log"}) {  // positive inputs: Abs first
+    NamedPlan np{std::string(op) + " of |x| + 1", {}};
+    int x = np.plan.input("x", {3, 5, 7});
+    int a = np.plan.act("abs", {3, 5, 7});
+    int one = np.plan.weight("one", {1}, {1.f});
+    int p = np.plan.act("pos", {3, 5, 7});
+    int y = np.plan.output("y", {3, 5, 7});
+    np.plan.op("Abs", {x}, {a});
+    np.plan.op("Add", {a, one}, {p});
+    np.plan.op(op, {p}, {y});
+    v.push_back(std::move(np));
+  }
+  v.push_back(unary("Exp"));
+  v.push_back(unary("Neg"));
+  v.push_back(unary("Pow", Attrs{{"exponent", 2.0}}));
+  v.push_back(unary("Pow", Attrs{{"exponent", 3.0}}));
+  {
+    NamedPlan np{"ReduceMean last axis keepdims", {}};
+    int x = np.plan.input("x", {6, 40});
+    int y = np.plan.output("y", {6, 1});
+    np.plan.op("ReduceMean", {x}, {y}, Attrs{{"axes", V{2}}, {"keepdims", true}});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"ReduceSum middle axis", {}};
+    int x = np.plan.input("x", {4, 5, 6});
+    int y = np.plan.output("y", {4, 6});
+    np.plan.op("ReduceSum", {x}, {y}, Attrs{{"axes", V{2}}, {"keepdims", false}});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"ReduceMax axes 1 and 3", {}};
+    int x = np.plan.input("x", {4, 5, 6});
+    int y = np.plan.output("y", {1, 5, 1});
+    np.plan.op("ReduceMax", {x}, {y}, Attrs{{"axes", V{1, 3}}, {"keepdims", true}});
+    v.push_back(std::move(np));
+  }
   return v;
 }
 

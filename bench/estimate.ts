@@ -1,0 +1,93 @@
+/**
+ * The memory estimate against measurement: for each zoo model, `memlane estimate`'s figures
+ * (from the ONNX graph and this machine's calibration) beside `memlane compare`'s measured
+ * ones, runtime by runtime and phase by phase, with the error in %, its median and max, and
+ * the naive formula of seeds/003 beside it. Models the probes never saw are the point: the
+ * calibration fits only the probes (src/estimate/probe-models.ts).
+ *
+ *   npm run bench:estimate     (env: BENCH_MODELS=digits-cnn,mlp,resnet-mini,resnet18,
+ *                               BENCH_BATCH=1,8, BENCH_EVAL=256, BENCH_CALIBRATE=1 to redo it)
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { calibrate, compareInFreshProcess } from "../src/estimate/calibration.ts";
+import { calibrationKey, loadCalibration, saveCalibration } from "../src/estimate/cache.ts";
+import { features, modelTerms } from "../src/estimate/model-terms.ts";
+import { compareWithMeasured, estimateRuntime, naiveMiB } from "../src/estimate/predict.ts";
+import { textTable } from "../src/report/format.ts";
+import { Supervisor } from "../src/workers/index.ts";
+import { workerSpecs } from "../src/workers/specs.ts";
+
+const MODELS = (process.env.BENCH_MODELS ?? "digits-cnn,mlp,resnet-mini,resnet18").split(",");
+const BATCHES = (process.env.BENCH_BATCH ?? "1,8").split(",").map(Number);
+const EVAL = Number(process.env.BENCH_EVAL ?? 256);
+const log = (l: string) => process.stderr.write(`${l}\n`);
+const pct = (x: number) => `${x > 0 ? "+" : ""}${x.toFixed(1)} %`;
+const absPct = (x: number) => `${x.toFixed(1)} %`;
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? (s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2) : NaN;
+};
+
+const key = calibrationKey();
+let cal = process.env.BENCH_CALIBRATE ? null : loadCalibration(key);
+if (!cal) {
+  log("bench:estimate: calibrating this machine first (about a minute)");
+  cal = await calibrate(key, { err: log });
+  saveCalibration(cal);
+}
+const dir = mkdtempSync(join(tmpdir(), "memlane-bench-estimate-"));
+const rows: string[][] = [];
+const errors: Record<string, { steady: number[]; peak: number[]; all: number[] }> = {};
+const naiveErrors: number[] = [];
+try {
+  const sup = await Supervisor.start();
+  const exporter = await sup.spawn(workerSpecs.python({ name: "exporter" }));
+  const files = new Map<string, string>();
+  try {
+    for (const arch of MODELS) {
+      const onnx = join(dir, `${arch}.onnx`);
+      await exporter.run("zoo.export", { arch, out: onnx, seed: 0 }, { timeoutMs: 300_000 });
+      files.set(arch, onnx);
+    }
+  } finally {
+    await exporter.stop();
+    await sup.close();
+  }
+  for (const arch of MODELS) {
+    const onnx = files.get(arch)!;
+    const started = Date.now();
+    const report = await compareInFreshProcess(onnx, EVAL, join(dir, `runs-${arch}`), { batchSizes: BATCHES, iterations: 10, threads: 1 });
+    const terms = await modelTerms(onnx);
+    const run = { maxBatch: Math.max(...BATCHES), evalSamples: EVAL };
+    const naive = naiveMiB(terms, run);
+    for (const r of report.runtimes) {
+      const e = estimateRuntime(cal, r.name, features(r.name, terms, run));
+      if (!e) continue;
+      const checks = compareWithMeasured(e, r);
+      const errs = (errors[r.name] ??= { steady: [], peak: [], all: [] });
+      for (const c of checks) errs.all.push(c.rss.errorPct);
+      const last = checks.at(-1)!;
+      const peakEst = Math.max(...checks.map((c) => c.peak.estimateMiB));
+      const peakMeas = Math.max(...checks.map((c) => c.peak.measuredMiB));
+      const peakErr = ((peakEst - peakMeas) / peakMeas) * 100;
+      errs.steady.push(last.rss.errorPct);
+      errs.peak.push(peakErr);
+      const naiveErr = ((naive - last.rss.measuredMiB) / last.rss.measuredMiB) * 100;
+      naiveErrors.push(naiveErr);
+      rows.push([arch, r.name, last.rss.estimateMiB.toFixed(1), last.rss.measuredMiB.toFixed(1), pct(last.rss.errorPct),
+        peakEst.toFixed(1), peakMeas.toFixed(1), pct(peakErr), last.uss.estimateMiB.toFixed(1), last.uss.measuredMiB.toFixed(1), pct(last.uss.errorPct), naive.toFixed(1), pct(naiveErr)]);
+    }
+    log(`bench:estimate: ${arch} measured in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+  }
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
+console.log(`memlane estimate vs measured (compare, batch ${BATCHES.join(",")}, ${EVAL} eval samples, 1 thread; calibrated ${cal.createdAt})\n`);
+console.log(textTable(["model", "runtime", "est. RSS", "RSS", "err", "est. peak", "peak", "err", "est. USS", "USS", "err", "naive", "naive err"], rows));
+console.log("");
+const abs = (xs: number[]) => xs.map(Math.abs);
+console.log(textTable(["runtime", "steady RSS |err| median", "max", "peak RSS |err| median", "max", "every phase's RSS |err| median", "max"],
+  Object.entries(errors).map(([rt, e]) => [rt, absPct(median(abs(e.steady))), absPct(Math.max(...abs(e.steady))), absPct(median(abs(e.peak))), absPct(Math.max(...abs(e.peak))), absPct(median(abs(e.all))), absPct(Math.max(...abs(e.all)))])));
+console.log(`\nnaive formula, steady RSS |err|: median ${absPct(median(abs(naiveErrors)))}, max ${absPct(Math.max(...abs(naiveErrors)))}`);

@@ -1,0 +1,64 @@
+/**
+ * `memlane estimate <model.onnx>`: predicted host RAM per runtime and phase (end RSS, USS,
+ * PSS and the phase's peak) without running the model: the model's terms come from its graph
+ * (src/estimate/model-terms.ts), the runtimes' fixed costs and slopes from a calibration of
+ * this machine (src/estimate/calibration.ts), made on first use and cached.
+ */
+import { type CommandSpec, parseModelCommand } from "../args.ts";
+import type { Io } from "../io.ts";
+import { calibrate, CALIBRATED_RUNTIMES } from "../../estimate/calibration.ts";
+import { calibrationKey, loadCalibration, saveCalibration } from "../../estimate/cache.ts";
+import { features, modelTerms } from "../../estimate/model-terms.ts";
+import { estimateRuntime, naiveMiB } from "../../estimate/predict.ts";
+import { num, textTable } from "../../report/format.ts";
+import { shown } from "../outcome.ts";
+
+export const spec: CommandSpec = {
+  name: "estimate",
+  summary: "Predict host RAM per runtime and phase for an ONNX model without running it (calibrated on this machine, cached).",
+  positionals: [{ name: "model.onnx", description: "an ONNX model file" }],
+  flags: {
+    runtimes: { type: "list", choices: CALIBRATED_RUNTIMES, placeholder: "LIST", description: "runtimes to estimate", default: [...CALIBRATED_RUNTIMES] },
+    batch: { type: "intList", placeholder: "LIST", description: "batch sizes the benchmark will run (the largest counts)", default: [1, 64] },
+    "eval-samples": { type: "int", placeholder: "N", description: "eval samples every runtime holds (compare's default)", default: 256 },
+    device: { type: "string", choices: ["cpu", "cuda"], placeholder: "cpu|cuda", description: "device the runtimes will use", default: "cpu" },
+    calibrate: { type: "boolean", description: "redo this machine's calibration first (about a minute of probe runs)" },
+    json: { type: "boolean", description: "print the estimate as JSON" },
+  },
+};
+
+export async function execute(argv: readonly string[], io: Io): Promise<number> {
+  const parsed = parseModelCommand(spec, argv, io);
+  if (parsed === null) return 0;
+  const { args, model } = parsed;
+  const key = calibrationKey();
+  let cal = args.flags.calibrate ? null : loadCalibration(key);
+  if (!cal) {
+    io.err(`memlane estimate: calibrating this machine's runtimes (${args.flags.calibrate ? "asked for" : "none cached for these library versions"}); about a minute`);
+    cal = await calibrate(key, io);
+    io.err(`memlane estimate: calibration cached in ${shown(saveCalibration(cal))}`);
+  }
+  const terms = await modelTerms(model);
+  const run = { maxBatch: Math.max(...(args.flags.batch as number[])), evalSamples: args.flags["eval-samples"] as number };
+  const estimates = (args.flags.runtimes as string[]).map((r) => estimateRuntime(cal!, r, features(r, terms, run)));
+  const naive = naiveMiB(terms, run);
+  const device = args.flags.device as string;
+  if (args.flags.json) {
+    io.out(JSON.stringify({ model, run, device, terms, naiveMiB: naive, calibration: { createdAt: cal.createdAt, key: cal.key }, runtimes: estimates }, null, 1));
+    return 0;
+  }
+  io.out(`memlane estimate ${model}: ${terms.params} parameters, weights ${num(terms.weightMiB)} MiB, ` +
+    `arena ${terms.arenaPerSampleMiB === null ? "unknown" : `${num(terms.arenaPerSampleMiB, 3)} MiB`} a sample; batch up to ${run.maxBatch}, ${run.evalSamples} eval samples`);
+  if (terms.compileError) io.out(`  activations unknown (memlane's compiler refused the model: ${terms.compileError}); the activation and eval-set terms are left out`);
+  for (const e of estimates) {
+    if (!e) continue;
+    io.out("");
+    io.out(`${e.runtime} (features: weights ${num(e.features.weightMiB)} MiB, activations ${num(e.features.activationMiB)} MiB, eval set ${num(e.features.evalMiB)} MiB):`);
+    io.out(textTable(["phase", "end RSS MiB", "end USS MiB", "end PSS MiB", "peak RSS MiB"], e.phases.map((p) => [p.phase, num(p.rss), num(p.uss), num(p.pss), num(p.peak)])));
+  }
+  io.out("");
+  io.out(`naive formula (seeds/003: parameters x 4 B + one batch of inputs x 4 B): ${num(naive)} MiB for any runtime`);
+  if (device === "cuda") io.out("device memory: unavailable (no GPU calibration exists on this machine; the CUDA context, cuBLAS workspace and arena terms need one)");
+  io.out(`calibrated ${cal.createdAt} on ${cal.key.cpu}, kernel ${cal.key.kernel}`);
+  return 0;
+}

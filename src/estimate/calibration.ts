@@ -1,0 +1,119 @@
+/**
+ * Calibration: the fixed costs of each runtime (imports, library loads, a session) and how
+ * its phases grow with weights, activations and the eval set, measured on THIS machine by
+ * running the probes (probe-models.ts) through `compare`'s own pipeline, real workers and
+ * all, then fitted per runtime, phase and counter (fit.ts). Cached under the user's cache
+ * directory, keyed by the library versions, CPU and kernel (cache.ts); `memlane estimate
+ * --calibrate` redoes it.
+ *
+ * Each probe runs in a fresh `memlane compare` process: node-ort's figures are the
+ * orchestrator's own process, whose heap would otherwise carry every earlier probe's eval
+ * set (a first calibration that ran the probes in one process put node-ort's import phase
+ * anywhere between 142 and 686 MiB for the same runtime).
+ */
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { execa } from "execa";
+import type { Io } from "../cli/io.ts";
+import type { Runtime } from "../pipeline/stages.ts";
+import type { PhaseReport, Report } from "../report/schema.ts";
+import { REPO_ROOT } from "../workers/specs.ts";
+import { type Fit, fitLinear } from "./fit.ts";
+import { type Features, features, modelTerms, type RunShape } from "./model-terms.ts";
+import { PROBES, type Probe, writeProbes } from "./probe-models.ts";
+
+/** The ONNX runtimes calibration measures (python-torch runs a module, not an ONNX file). */
+export const CALIBRATED_RUNTIMES = ["python-ort", "node-ort", "native"] as const satisfies readonly Runtime[];
+
+/** The counters an estimate predicts per phase, read from a report phase. */
+export const COUNTERS = Object.freeze({
+  rss: (p: PhaseReport) => p.rssMiB,
+  uss: (p: PhaseReport) => p.ussMiB,
+  pss: (p: PhaseReport) => p.pssMiB,
+  peak: (p: PhaseReport) => p.peakRssMiB,
+});
+export type Counter = keyof typeof COUNTERS;
+
+export const CALIBRATION_FORMAT = 1;
+/** The run shape of every probe run: small, so calibration takes about a minute. */
+export const PROBE_RUN: Readonly<{ batchSizes: number[]; iterations: number; threads: number }> = Object.freeze({
+  batchSizes: [1, 8], iterations: 5, threads: 1,
+});
+
+export interface Calibration {
+  format: typeof CALIBRATION_FORMAT;
+  key: Record<string, string>;
+  createdAt: string;
+  /** runtime → phase → counter → fit; phases in the order the runtime marked them. */
+  models: Record<string, { phases: string[]; fits: Record<string, Record<Counter, Fit>> }>;
+  /** What each probe measured, kept so a calibration can be inspected and refitted. */
+  probes: Array<{ name: string; features: Record<string, Features>; phases: Record<string, Record<string, Record<Counter, number>>> }>;
+}
+
+/** Runs every probe through compare's pipeline and fits the models. */
+export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">, probes: readonly Probe[] = PROBES): Promise<Calibration> {
+  const dir = mkdtempSync(join(tmpdir(), "memlane-calibrate-"));
+  const measured: Calibration["probes"] = [];
+  try {
+    const files = writeProbes(dir, probes);
+    for (const probe of probes) {
+      const file = files.get(probe.name)!;
+      const started = Date.now();
+      const report = await compareInFreshProcess(file, probe.evalSamples, join(dir, `runs-${probe.name}`));
+      const terms = await modelTerms(file);
+      const run: RunShape = { maxBatch: Math.max(...PROBE_RUN.batchSizes), evalSamples: probe.evalSamples };
+      const entry: Calibration["probes"][number] = { name: probe.name, features: {}, phases: {} };
+      for (const row of report.runtimes) {
+        entry.features[row.name] = features(row.name, terms, run);
+        entry.phases[row.name] = Object.fromEntries(
+          row.phases.map((ph) => [ph.name, Object.fromEntries(Object.entries(COUNTERS).map(([c, read]) => [c, read(ph)])) as Record<Counter, number>]),
+        );
+      }
+      measured.push(entry);
+      io.err(`memlane estimate: calibrated probe ${probe.name} (${probe.moves}) in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return { format: CALIBRATION_FORMAT, key, createdAt: new Date().toISOString(), models: fitModels(measured), probes: measured };
+}
+
+/**
+ * `memlane compare` on one model in its own orchestrator (the probe run shape unless given);
+ * its report. Also what bench:estimate measures with.
+ */
+export async function compareInFreshProcess(
+  file: string, evalSamples: number, outDir: string, shape: { batchSizes: readonly number[]; iterations: number; threads: number } = PROBE_RUN,
+): Promise<Report> {
+  mkdirSync(outDir, { recursive: true });
+  const args = [
+    "--import", "tsx", join(REPO_ROOT, "src/cli/main.ts"), "compare", file, "--runtimes", CALIBRATED_RUNTIMES.join(","),
+    "--batch", shape.batchSizes.join(","), "--iterations", String(shape.iterations), "--threads", String(shape.threads),
+    "--eval-samples", String(evalSamples), "-o", outDir, "-q",
+  ];
+  const child = await execa(process.execPath, args, { cwd: REPO_ROOT, reject: false, all: true });
+  const runs = readdirSync(outDir);
+  if (child.exitCode !== 0 || runs.length !== 1)
+    throw new Error(`memlane compare on ${file} failed (exit ${child.exitCode}): ${String(child.all ?? "").split("\n").slice(-8).join("\n")}`);
+  return JSON.parse(readFileSync(join(outDir, runs[0]!, "report.json"), "utf8")) as Report;
+}
+
+/** One fit per runtime, phase and counter over the probes that measured that phase. */
+export function fitModels(probes: Calibration["probes"]): Calibration["models"] {
+  const models: Calibration["models"] = {};
+  const runtimes = new Set(probes.flatMap((p) => Object.keys(p.phases)));
+  for (const rt of runtimes) {
+    const phases: string[] = [];
+    for (const p of probes) for (const ph of Object.keys(p.phases[rt] ?? {})) if (!phases.includes(ph)) phases.push(ph);
+    const fits: Record<string, Record<Counter, Fit>> = {};
+    for (const ph of phases) {
+      const rows = probes.filter((p) => p.phases[rt]?.[ph] && p.features[rt]);
+      fits[ph] = Object.fromEntries(
+        (Object.keys(COUNTERS) as Counter[]).map((c) => [c, fitLinear(rows.map((p) => ({ features: p.features[rt]!, value: p.phases[rt]![ph]![c] })))]),
+      ) as Record<Counter, Fit>;
+    }
+    models[rt] = { phases, fits };
+  }
+  return models;
+}

@@ -1,0 +1,99 @@
+/**
+ * The model-dependent terms of an estimate, computed from the ONNX graph without running it:
+ * the weight bytes, the activation memory the compiler plans for one sample (memlane-rt's
+ * own arena rule, and the per-sample figure ORT's planner approaches with exact-size reuse),
+ * and the eval set a benchmark holds (inputs and outputs of every eval sample). All in MiB.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { compileOnnx } from "../compiler/compile.ts";
+import { loadOnnx } from "../compiler/load.ts";
+
+const MIB = 2 ** 20;
+/** memlane-rt's CPU backend runs a batch in chunks whose arena fits this (cpu_backend.cc kChunkArenaBytes). */
+export const NATIVE_CHUNK_ARENA_BYTES = 256 * 1024;
+
+export interface ModelTerms {
+  file: string;
+  params: number;
+  /** Initializer bytes as stored in the ONNX file. */
+  weightMiB: number;
+  /** The part of weightMiB that Conv nodes take as their kernel (ORT pre-packs these into a second layout). */
+  convWeightMiB: number;
+  /** Planned arena for one sample (inputs, outputs and activations); null when the compiler refused the model. */
+  arenaPerSampleMiB: number | null;
+  /** Sum of input and output bytes of one sample; null when a dim is unknown. */
+  ioPerSampleMiB: number | null;
+  /** Why the compiler-derived figures are missing, if they are. */
+  compileError: string | null;
+}
+
+export interface RunShape {
+  /** Largest batch a benchmark runs. */
+  maxBatch: number;
+  /** Samples in the eval set every benchmark worker receives. */
+  evalSamples: number;
+}
+
+/** The features a calibrated estimate is linear in (fit.ts), per runtime. */
+export interface Features {
+  weightMiB: number;
+  convWeightMiB: number;
+  activationMiB: number;
+  evalMiB: number;
+}
+
+const elemBytes = (isFloat: boolean) => (isFloat ? 4 : 8);
+
+export async function modelTerms(onnxPath: string): Promise<ModelTerms> {
+  const g = loadOnnx(onnxPath);
+  let params = 0;
+  let weightBytes = 0;
+  for (const t of g.consts.values()) {
+    const n = t.dims.reduce((a, b) => a * b, 1);
+    params += n;
+    weightBytes += n * elemBytes(t.isFloat);
+  }
+  let convBytes = 0;
+  const counted = new Set<string>();
+  for (const n of g.nodes) {
+    const w = n.opType === "Conv" || n.opType === "ConvTranspose" ? n.inputs[1] : undefined;
+    const t = w ? g.consts.get(w) : undefined;
+    if (w && t && !counted.has(w)) {
+      counted.add(w);
+      convBytes += t.dims.reduce((a, b) => a * b, 1) * elemBytes(t.isFloat);
+    }
+  }
+  const dir = mkdtempSync(join(tmpdir(), "memlane-estimate-"));
+  try {
+    const s = await compileOnnx(onnxPath, join(dir, "m.mlplan"), { verify: false });
+    const perSample = (shapes: Array<{ shape: number[] }>) => shapes.reduce((a, t) => a + t.shape.slice(1).reduce((x, y) => x * y, 1) * 4, 0);
+    return {
+      file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB,
+      arenaPerSampleMiB: s.arenaBytesPerSample / MIB,
+      ioPerSampleMiB: (perSample(s.inputs) + perSample(s.outputs)) / MIB,
+      compileError: null,
+    };
+  } catch (err) {
+    return { file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, arenaPerSampleMiB: null, ioPerSampleMiB: null, compileError: (err as Error).message.split("\n")[0]! };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * A runtime's features for a run: ORT plans the whole batch (its arena grows to the largest
+ * request), memlane-rt's CPU backend only a chunk of it, torch allocates per op.
+ */
+export function features(runtime: string, t: ModelTerms, run: RunShape): Features {
+  const perSample = (t.arenaPerSampleMiB ?? 0) * MIB;
+  let samples = run.maxBatch;
+  if (runtime === "native" && perSample > 0) samples = Math.max(1, Math.min(run.maxBatch, Math.floor(NATIVE_CHUNK_ARENA_BYTES / perSample)));
+  return {
+    weightMiB: t.weightMiB,
+    convWeightMiB: t.convWeightMiB,
+    activationMiB: (perSample * samples) / MIB,
+    evalMiB: (t.ioPerSampleMiB ?? 0) * run.evalSamples,
+  };
+}

@@ -1,0 +1,83 @@
+/**
+ * Estimates from a calibration, and estimate-vs-measured against a report. Also the naive
+ * formula of seeds/003 (parameters × 4 bytes + input size × 4 bytes), shown beside ours as a
+ * baseline: it ignores the runtime, the eval set and every fixed cost, and the error column
+ * says how much that matters.
+ */
+import type { RuntimeReport } from "../report/schema.ts";
+import type { Calibration, Counter } from "./calibration.ts";
+import { COUNTERS } from "./calibration.ts";
+import { predict } from "./fit.ts";
+import type { Features, ModelTerms, RunShape } from "./model-terms.ts";
+
+export type PhaseEstimate = { phase: string } & Record<Counter, number>;
+
+export interface RuntimeEstimate {
+  runtime: string;
+  features: Features;
+  phases: PhaseEstimate[];
+}
+
+/** null when the calibration has no model for this runtime. */
+export function estimateRuntime(c: Calibration, runtime: string, f: Features): RuntimeEstimate | null {
+  const m = c.models[runtime];
+  if (!m) return null;
+  const phases = m.phases.map((phase) => {
+    const fits = m.fits[phase]!;
+    const row = { phase } as PhaseEstimate;
+    for (const k of Object.keys(COUNTERS) as Counter[]) row[k] = Math.max(0, predict(fits[k], f));
+    return row;
+  });
+  return { runtime, features: f, phases };
+}
+
+/** seeds/003: parameters × 4 B + one batch of inputs × 4 B, in MiB. */
+export function naiveMiB(t: ModelTerms, run: RunShape): number {
+  const inputPerSample = t.ioPerSampleMiB ?? 0;
+  return (t.params * 4) / 2 ** 20 + inputPerSample * run.maxBatch;
+}
+
+export interface CounterCheck {
+  estimateMiB: number;
+  measuredMiB: number;
+  /** (estimate - measured) / measured × 100. */
+  errorPct: number;
+}
+
+export interface PhaseCheck {
+  phase: string;
+  rss: CounterCheck;
+  uss: CounterCheck;
+  pss: CounterCheck;
+  peak: CounterCheck;
+}
+
+const check = (estimateMiB: number, measuredMiB: number): CounterCheck => ({
+  estimateMiB, measuredMiB, errorPct: measuredMiB > 0 ? ((estimateMiB - measuredMiB) / measuredMiB) * 100 : 0,
+});
+
+/** Estimate vs measured for every phase both have. */
+export function compareWithMeasured(e: RuntimeEstimate, r: RuntimeReport): PhaseCheck[] {
+  const out: PhaseCheck[] = [];
+  for (const p of e.phases) {
+    const m = r.phases.find((x) => x.name === p.phase);
+    if (!m) continue;
+    out.push({ phase: p.phase, rss: check(p.rss, m.rssMiB), uss: check(p.uss, m.ussMiB), pss: check(p.pss, m.pssMiB), peak: check(p.peak, m.peakRssMiB) });
+  }
+  return out;
+}
+
+/** The highest predicted peak over the phases, and what it is made of (for a refused stage's message). */
+export function predictedPeak(c: Calibration, runtime: string, f: Features): { peakMiB: number; parts: string } | null {
+  const m = c.models[runtime];
+  if (!m || m.phases.length === 0) return null;
+  let best: { phase: string; v: number } | null = null;
+  for (const phase of m.phases) {
+    const v = predict(m.fits[phase]!.peak, f);
+    if (!best || v > best.v) best = { phase, v };
+  }
+  const [c0, cw, ccw, ca, ce] = m.fits[best!.phase]!.peak.coef;
+  const mib = (x: number) => `${x.toFixed(1)} MiB`;
+  const parts = `${runtime} ${best!.phase}: fixed ${mib(c0)} + weights ${mib(cw * f.weightMiB + ccw * f.convWeightMiB)} + activations ${mib(ca * f.activationMiB)} + eval set ${mib(ce * f.evalMiB)}`;
+  return { peakMiB: Math.max(0, best!.v), parts };
+}

@@ -1,0 +1,56 @@
+/**
+ * Estimate vs measured for a finished run: every report carries, per runtime and phase, what
+ * the calibrated estimate predicted for this model and run shape beside what was measured,
+ * with the error in %, and the naive formula's figure as a baseline. Without a calibration
+ * for this machine the section says so (it never calibrates inside a run: that would add a
+ * minute of probe runs to every pipeline).
+ */
+import type { PhaseCheck } from "./predict.ts";
+import { compareWithMeasured, estimateRuntime, naiveMiB } from "./predict.ts";
+import { CALIBRATED_RUNTIMES } from "./calibration.ts";
+import { loadCalibration } from "./cache.ts";
+import { features, modelTerms, type RunShape } from "./model-terms.ts";
+import type { Report } from "../report/schema.ts";
+
+export interface RuntimeEstimateCheck {
+  runtime: string;
+  /** The ONNX model the estimate was computed from. */
+  model: string;
+  phases: PhaseCheck[];
+  /** The steady-state (last phase) RSS error, %: the headline figure. */
+  steadyRssErrorPct: number | null;
+}
+
+export interface EstimateReport {
+  status: "ok" | "unavailable";
+  /** Why there is no estimate (no calibration, no ONNX model...); null when status is ok. */
+  reason: string | null;
+  calibratedAt: string | null;
+  /** seeds/003's formula for the same model and batch (parameters x 4 B + a batch of inputs x 4 B), MiB. */
+  naiveMiB: number | null;
+  runtimes: RuntimeEstimateCheck[];
+}
+
+/** What a benchmark ran: its model and run shape, by report row name. */
+export type EstimatedRuns = ReadonlyMap<string, { onnx: string; run: RunShape }>;
+
+export async function estimatesForReport(report: Report, runs: EstimatedRuns): Promise<EstimateReport> {
+  const none = (reason: string): EstimateReport => ({ status: "unavailable", reason, calibratedAt: null, naiveMiB: null, runtimes: [] });
+  const rows = report.runtimes.filter((r) => (CALIBRATED_RUNTIMES as readonly string[]).includes(r.name) && runs.has(r.name));
+  if (rows.length === 0) return none("no ONNX runtime (python-ort, node-ort, native) ran an ONNX model in this run");
+  const cal = loadCalibration();
+  if (!cal) return none("no calibration cached for this machine and these library versions: run `memlane estimate --calibrate`");
+  const out: RuntimeEstimateCheck[] = [];
+  let naive: number | null = null;
+  for (const r of rows) {
+    const { onnx, run } = runs.get(r.name)!;
+    const terms = await modelTerms(onnx);
+    naive ??= naiveMiB(terms, run);
+    const e = estimateRuntime(cal, r.name, features(r.name, terms, run));
+    if (!e) continue;
+    const phases = compareWithMeasured(e, r);
+    const last = phases.at(-1);
+    out.push({ runtime: r.name, model: onnx, phases, steadyRssErrorPct: last ? last.rss.errorPct : null });
+  }
+  return { status: "ok", reason: null, calibratedAt: cal.createdAt, naiveMiB: naive, runtimes: out };
+}

@@ -1,0 +1,46 @@
+/**
+ * What a run predicts about memory (src/estimate/): each benchmark's peak before it starts,
+ * for the scheduler's memory budget, and the estimate-vs-measured section of the report.
+ * Neither ever fails a run by itself: no calibration means no prediction, said so.
+ */
+import { readFileSync } from "node:fs";
+import { loadCalibration } from "../estimate/cache.ts";
+import { features, modelTerms } from "../estimate/model-terms.ts";
+import { predictedPeak } from "../estimate/predict.ts";
+import { type EstimateReport, estimatesForReport } from "../estimate/report-estimates.ts";
+import type { Report } from "../report/schema.ts";
+import type { PeakPrediction } from "./scheduler.ts";
+import type { RunSession } from "./session.ts";
+import type { StageDef } from "./stages.ts";
+
+/** MemAvailable from /proc/meminfo: what can be allocated without swapping, now. */
+export function availableMiB(): number {
+  const m = /^MemAvailable:\s+(\d+) kB/m.exec(readFileSync("/proc/meminfo", "utf8"));
+  return m ? Number(m[1]) / 1024 : Number.POSITIVE_INFINITY;
+}
+
+/** A benchmark's predicted peak from the calibration, once its model exists; null otherwise. */
+export async function predictStagePeak(s: RunSession, def: StageDef): Promise<PeakPrediction | null> {
+  if (def.kind !== "benchmark") return null;
+  const onnx = (s.results.get(def.opts.from ?? "") as { onnx?: string } | undefined)?.onnx;
+  const cal = onnx && s.heldout ? loadCalibration() : null;
+  if (!cal || !onnx || !s.heldout) return null;
+  const run = { maxBatch: Math.max(...(def.opts.batchSizes ?? s.options.batchSizes)), evalSamples: s.heldout.shape[0]! };
+  return predictedPeak(cal, def.runtime, features(def.runtime, await modelTerms(onnx), run));
+}
+
+/** Estimate vs measured for the ONNX runtimes; a failure of the estimate never fails the run. */
+export async function reportEstimates(report: Report, stages: readonly StageDef[], s: RunSession): Promise<EstimateReport> {
+  const runs = new Map<string, { onnx: string; run: { maxBatch: number; evalSamples: number } }>();
+  for (const d of stages) {
+    if (d.kind !== "benchmark") continue;
+    const onnx = (s.results.get(d.opts.from ?? "") as { onnx?: string } | undefined)?.onnx;
+    if (!onnx || !s.heldout) continue;
+    runs.set(d.runtime, { onnx, run: { maxBatch: Math.max(...(d.opts.batchSizes ?? s.options.batchSizes)), evalSamples: s.heldout.shape[0]! } });
+  }
+  try {
+    return await estimatesForReport(report, runs);
+  } catch (err) {
+    return { status: "unavailable", reason: `the estimate failed: ${(err as Error).message.split("\n")[0]}`, calibratedAt: null, naiveMiB: null, runtimes: [] };
+  }
+}

@@ -1,0 +1,44 @@
+/** The estimate-vs-measured section of report.md and its lines in the terminal summary. */
+import type { Report } from "./schema.ts";
+import { mdTable, num } from "./format.ts";
+
+const pctText = (x: number | null | undefined) => (x === null || x === undefined || !Number.isFinite(x) ? "—" : `${x > 0 ? "+" : ""}${x.toFixed(1)} %`);
+
+export function estimatesMarkdown(report: Report): string | null {
+  const e = report.estimates;
+  if (!e) return null;
+  if (e.status !== "ok") return `Estimate: unavailable — ${e.reason}.`;
+  const rows = e.runtimes.flatMap((r) =>
+    r.phases.map((p) => [r.runtime, p.phase, num(p.rss.estimateMiB), num(p.rss.measuredMiB), pctText(p.rss.errorPct),
+      num(p.uss.estimateMiB), num(p.uss.measuredMiB), pctText(p.uss.errorPct), num(p.peak.estimateMiB), num(p.peak.measuredMiB), pctText(p.peak.errorPct)]),
+  );
+  const naive = e.naiveMiB === null ? [] : [
+    "",
+    `Naive formula (seeds/003: parameters × 4 B + a batch of inputs × 4 B): ${num(e.naiveMiB)} MiB for any runtime; ` +
+      `against the measured steady RSS: ${e.runtimes.map((r) => {
+        const m = r.phases.at(-1)?.rss.measuredMiB;
+        return `${r.runtime} ${m ? pctText(((e.naiveMiB! - m) / m) * 100) : "—"}`;
+      }).join(", ")}.`,
+  ];
+  return [
+    `Calibrated on this machine at ${e.calibratedAt}; predicted from the ONNX graph before the run (\`memlane estimate\`), error = (estimate − measured) / measured.`,
+    "",
+    mdTable(["runtime", "phase", "est. RSS", "RSS", "err", "est. USS", "USS", "err", "est. peak", "peak", "err"], rows),
+    ...naive,
+  ].join("\n");
+}
+
+/** One line per runtime: steady RSS estimated vs measured. */
+export function estimatesSummary(report: Report): string[] {
+  const e = report.estimates;
+  if (!e) return [];
+  if (e.status !== "ok") return [`Estimate: unavailable — ${e.reason}`];
+  return [
+    "Estimate vs measured (steady RSS, calibrated on this machine):",
+    ...e.runtimes.map((r) => {
+      const last = r.phases.at(-1);
+      return last ? `  ${r.runtime.padEnd(12)} ${num(last.rss.estimateMiB)} MiB estimated, ${num(last.rss.measuredMiB)} measured (${pctText(last.rss.errorPct)})` : `  ${r.runtime}: no common phase`;
+    }),
+    ...(e.naiveMiB !== null ? [`  naive formula: ${num(e.naiveMiB)} MiB for every runtime`] : []),
+  ];
+}

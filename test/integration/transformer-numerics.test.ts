@@ -1,0 +1,158 @@
+/**
+ * Transformer blocks exported from torch with both exporters (legacy at opset 17, dynamo at
+ * opset 18; test/fixtures/onnx/make_transformer_models.py) through the compiler and
+ * memlane-rt, against ONNX Runtime on the original model: each output within 1e-4 of the
+ * output's scale (max |ORT|). The compiler's fusions are checked on the way: every block's
+ * LayerNorms and Gelus, decomposed or not, must arrive as single ops. The same plans also go
+ * back to ONNX (compiler-plan-to-onnx.ts) so that the compiler is checked where memlane-rt
+ * is not built.
+ */
+import { execFile } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import * as ort from "onnxruntime-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CompileError, compileOnnx, readPlan } from "../../src/compiler/index.ts";
+import { Supervisor } from "../../src/workers/supervisor.ts";
+import { memlaneRtBinary, workerSpecs } from "../../src/workers/specs.ts";
+import type { WorkerHandle } from "../../src/workers/handle.ts";
+import { REPO_ROOT, pythonPath } from "../fixtures/onnx/models.ts";
+import { planToOnnx } from "./compiler-plan-to-onnx.ts";
+
+const TOL = 1e-4;
+const SCRIPT = join(REPO_ROOT, "test/fixtures/onnx/make_transformer_models.py");
+/** Blocks plan v1 must compile: batch-first attention written as BERT/GPT-2 write it. */
+const MUST = ["encoder-postnorm", "encoder-prenorm", "gpt-block", "manual-layernorm"].flatMap((m) => [`${m}-legacy`, `${m}-dynamo`]);
+
+interface Entry { onnx?: string; inputShape?: number[]; error?: string }
+
+function rtBuilt(): boolean {
+  try {
+    memlaneRtBinary();
+    return true;
+  } catch {
+    return false;
+  }
+}
+const BUILT = rtBuilt();
+if (!BUILT) console.warn("transformer-numerics: memlane-rt is not built (run `npm run bootstrap`); checking the plans through ONNX Runtime only");
+
+const dir = mkdtempSync(join(tmpdir(), "memlane-transformer-"));
+let manifest: Record<string, Entry> = {};
+
+function inputs(n: number, seed: number): Float32Array {
+  const a = new Float32Array(n);
+  let s = seed >>> 0 || 1;
+  for (let i = 0; i < n; i++) {
+    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
+    a[i] = ((s / 2 ** 32) * 2 - 1) * 2;
+  }
+  return a;
+}
+
+async function ortRun(model: string | Uint8Array, x: Float32Array, shape: number[]): Promise<Float32Array> {
+  const s = typeof model === "string"
+    ? await ort.InferenceSession.create(model, { intraOpNumThreads: 1 })
+    : await ort.InferenceSession.create(model, { intraOpNumThreads: 1 });  // (two overloads)
+  try {
+    const r = await s.run({ [s.inputNames[0]!]: new ort.Tensor("float32", x, shape) });
+    return r[s.outputNames[0]!]!.data as Float32Array;
+  } finally {
+    await s.release();
+  }
+}
+
+/** max |got - want| / max |want|: the error relative to the output's scale. */
+function relDiff(got: Float32Array, want: Float32Array): number {
+  expect(got.length).toBe(want.length);
+  let d = 0, scale = 0;
+  for (let i = 0; i < want.length; i++) {
+    const e = Math.abs(got[i]! - want[i]!);
+    if (!(e <= d)) d = e;  // NaN propagates as a failure
+    scale = Math.max(scale, Math.abs(want[i]!));
+  }
+  return d / Math.max(scale, 1e-6);
+}
+
+/** Compile, or undefined (with the reason logged) for the models plan v1 cannot hold yet. */
+async function compiled(name: string): Promise<string | undefined> {
+  const e = manifest[name]!;
+  if (e.error) throw new Error(`${name}: export failed: ${e.error}`);
+  const plan = join(dir, `${name}.mlplan`);
+  try {
+    await compileOnnx(join(dir, e.onnx!), plan);
+    return plan;
+  } catch (err) {
+    if (MUST.includes(name) || !(err instanceof CompileError)) throw err;
+    console.warn(`transformer-numerics: ${name} does not compile in plan v1: ${err.message.slice(0, 160)}`);
+    return undefined;
+  }
+}
+
+beforeAll(async () => {
+  // Asynchronously: a minute of torch export must not block vitest's worker RPC.
+  await promisify(execFile)(pythonPath(), [SCRIPT, dir], { env: { ...process.env, PYTHONWARNINGS: "ignore" }, maxBuffer: 16 << 20 });
+  manifest = JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8")) as Record<string, Entry>;
+}, 300_000);
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe("transformer blocks: compiler", () => {
+  it("exports every block with both exporters and fuses each LayerNorm, Gelu and attention into one op", async () => {
+    for (const name of MUST) {
+      const plan = await compiled(name);
+      const ops = readPlan(plan!).header.ops.map((o) => o.op);
+      const count = (op: string) => ops.filter((o) => o === op).length;
+      expect(count("LayerNormalization"), `${name}: ${ops.join(" ")}`).toBe(2);
+      expect(count("Gelu"), `${name}: ${ops.join(" ")}`).toBe(1);
+      expect(count("Attention"), `${name}: ${ops.join(" ")}`).toBe(1);
+      for (const gone of ["ReduceMean", "Pow", "Sqrt", "Erf", "Tanh", "Softmax"]) expect(ops, name).not.toContain(gone);
+    }
+  });
+
+  it("each plan, turned back into ONNX, computes what the exported model computes", async () => {
+    for (const name of Object.keys(manifest)) {
+      const plan = await compiled(name);
+      if (!plan) continue;
+      const shape = [3, ...manifest[name]!.inputShape!.slice(1)];
+      const x = inputs(shape.reduce((a, b) => a * b, 1), name.length);
+      const d = relDiff(await ortRun(planToOnnx(readPlan(plan)), x, shape), await ortRun(join(dir, manifest[name]!.onnx!), x, shape));
+      expect(d, `${name}: relative diff ${d}`).toBeLessThanOrEqual(TOL);
+    }
+  });
+});
+
+describe.skipIf(!BUILT)("transformer blocks: memlane-rt vs ONNX Runtime", () => {
+  let sup: Supervisor;
+  let worker: WorkerHandle;
+  beforeAll(async () => {
+    sup = await Supervisor.start({ spawn: { heartbeatIntervalMs: 500 } });
+    worker = await sup.spawn(workerSpecs.memlaneRt({ args: ["--device", "cpu", "--threads", "2"] }));
+  }, 120_000);
+  afterAll(async () => {
+    await sup?.close();
+  });
+
+  it("every block that compiles matches within 1e-4 of the output scale (batches 1, 2 and 5)", async () => {
+    const diffs: Record<string, number> = {};
+    for (const name of Object.keys(manifest)) {
+      const plan = await compiled(name);
+      if (!plan) continue;
+      await worker.run("load", { model: plan, maxBatch: 8, device: "cpu" });
+      let worst = 0;
+      for (const n of [1, 2, 5]) {
+        const shape = [n, ...manifest[name]!.inputShape!.slice(1)];
+        const x = inputs(shape.reduce((a, b) => a * b, 1), n * 7919 + name.length);
+        const r = await worker.run("run", {}, { tensors: { x: { dtype: "float32", shape, data: x } } });
+        const got = Object.values(r.tensors)[0]!;
+        expect(got.shape).toEqual(shape);
+        worst = Math.max(worst, relDiff(got.data as Float32Array, await ortRun(join(dir, manifest[name]!.onnx!), x, shape)));
+      }
+      diffs[name] = worst;
+    }
+    console.log(`transformer-numerics: relative diff per model ${JSON.stringify(diffs)}`);
+    for (const name of MUST) expect(Object.keys(diffs)).toContain(name);
+    for (const [name, d] of Object.entries(diffs)) expect(d, `${name}: relative diff ${d}`).toBeLessThanOrEqual(TOL);
+  });
+});

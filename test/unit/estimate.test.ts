@@ -1,0 +1,119 @@
+// The estimate's pieces without workers: the fit recovers known slopes, the model terms are
+// read from real ONNX files (the probes), native's arena term follows its chunking rule, and
+// the calibration cache round-trips and refuses torn or foreign files.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { calibrationKey, calibrationPath, loadCalibration, saveCalibration } from "../../src/estimate/cache.ts";
+import { CALIBRATION_FORMAT, type Calibration, fitModels } from "../../src/estimate/calibration.ts";
+import { fitLinear, predict } from "../../src/estimate/fit.ts";
+import { features, modelTerms, NATIVE_CHUNK_ARENA_BYTES } from "../../src/estimate/model-terms.ts";
+import { compareWithMeasured, estimateRuntime, naiveMiB } from "../../src/estimate/predict.ts";
+import { PROBES, writeProbes } from "../../src/estimate/probe-models.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "memlane-estimate-unit-"));
+const saved = process.env.MEMLANE_CACHE_DIR;
+beforeAll(() => void (process.env.MEMLANE_CACHE_DIR = join(dir, "cache")));
+afterAll(() => {
+  if (saved === undefined) delete process.env.MEMLANE_CACHE_DIR;
+  else process.env.MEMLANE_CACHE_DIR = saved;
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const f = (w: number, cw: number, a: number, e: number) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e });
+// Probe-like features that move one term at a time (so the fit has one answer).
+
+describe("fitLinear", () => {
+  it("recovers intercept and slopes from noiseless probes", () => {
+    const truth = (x: ReturnType<typeof f>) => 50 + 1.0 * x.weightMiB + 2.0 * x.convWeightMiB + 1.5 * x.activationMiB + 0.8 * x.evalMiB;
+    const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), f(36, 36, 0, 1), f(0, 0, 32, 3), f(0, 0, 8, 128), f(16, 1, 8, 9)];
+    const fit = fitLinear(xs.map((x) => ({ features: x, value: truth(x) })));
+    expect(fit.coef.map((c) => Number(c.toFixed(3)))).toEqual([50, 1, 2, 1.5, 0.8]);
+    expect(fit.rmsMiB).toBeLessThan(1e-6);
+    expect(predict(fit, f(100, 50, 10, 10))).toBeCloseTo(truth(f(100, 50, 10, 10)), 4);
+  });
+
+  it("clamps a slope the data would make negative to 0: memory never shrinks as a model grows", () => {
+    const xs = [f(0, 0, 0, 0), f(10, 0, 0, 0), f(0, 0, 10, 0), f(0, 0, 0, 10), f(5, 5, 0, 0)];
+    const ys = [10, 20, 10 - 3, 15, 20];
+    const fit = fitLinear(xs.map((x, i) => ({ features: x, value: ys[i]! })));
+    expect(fit.coef[3]).toBe(0);
+    expect(fit.coef.slice(1).every((c) => c >= 0)).toBe(true);
+  });
+});
+
+describe("model terms from the probes' ONNX files", () => {
+  let files: Map<string, string>;
+  beforeAll(() => void (files = writeProbes(dir)));
+
+  it("weights and conv weights are the initializers' bytes", async () => {
+    const w = await modelTerms(files.get("weights")!);
+    expect(w.weightMiB).toBeCloseTo((1024 * 4096 + 4096 * 2048) * 4 / 2 ** 20, 6);
+    expect(w.convWeightMiB).toBe(0);
+    expect(w.compileError).toBeNull();
+    const c = await modelTerms(files.get("conv-weights")!);
+    expect(c.convWeightMiB).toBeCloseTo((4 * 512 * 512 * 9 * 4) / 2 ** 20, 6);
+    expect(c.weightMiB).toBeCloseTo(c.convWeightMiB + (4 * 512 * 4) / 2 ** 20, 6);
+  });
+
+  it("activations: ORT plans the whole batch, memlane-rt's CPU backend a chunk that fits its arena budget", async () => {
+    const t = await modelTerms(files.get("activations")!);
+    const perSample = t.arenaPerSampleMiB! * 2 ** 20;
+    expect(perSample).toBeGreaterThan(NATIVE_CHUNK_ARENA_BYTES); // 2 x 2 MiB a sample: a chunk is one sample
+    const run = { maxBatch: 8, evalSamples: 16 };
+    expect(features("python-ort", t, run).activationMiB).toBeCloseTo(8 * t.arenaPerSampleMiB!, 9);
+    expect(features("native", t, run).activationMiB).toBeCloseTo(t.arenaPerSampleMiB!, 9);
+    expect(features("native", t, run).evalMiB).toBeCloseTo(16 * t.ioPerSampleMiB!, 9);
+    // seeds/003's formula: parameters x 4 B + one batch of inputs x 4 B.
+    expect(naiveMiB(t, run)).toBeCloseTo((t.params * 4) / 2 ** 20 + 8 * t.ioPerSampleMiB!, 9);
+  });
+
+  it("a model the compiler refuses still has weights, and says why activations are missing", async () => {
+    const bad = join(dir, "bad.onnx");
+    writeFileSync(bad, "not an onnx file");
+    await expect(modelTerms(bad)).rejects.toThrow(/not a valid ONNX model/);
+  });
+});
+
+describe("calibration cache", () => {
+  const probeRows = (scale: number): Calibration["probes"] =>
+    [f(0, 0, 0, 0), f(48, 0, 0, 1), f(36, 36, 0, 1), f(0, 0, 32, 3), f(0, 0, 8, 128), f(16, 1, 8, 9)].map((x, i) => {
+      const name = `p${i}`;
+      const v = 60 + scale * x.weightMiB + x.activationMiB + 0.5 * x.evalMiB;
+      return { name, features: { "python-ort": x }, phases: { "python-ort": { "model-load": { rss: v, uss: v - 20, pss: v - 10, peak: v + 1 } } } };
+    });
+
+  it("round-trips under the machine's key, and ignores a torn or foreign file", () => {
+    const key = calibrationKey();
+    expect(loadCalibration(key)).toBeNull();
+    const probes = probeRows(1);
+    const cal: Calibration = { format: CALIBRATION_FORMAT, key, createdAt: new Date().toISOString(), models: fitModels(probes), probes };
+    const path = saveCalibration(cal);
+    expect(path).toBe(calibrationPath(key));
+    expect(path.startsWith(join(dir, "cache"))).toBe(true);
+    const back = loadCalibration(key)!;
+    const e = estimateRuntime(back, "python-ort", f(100, 0, 0, 0))!;
+    expect(e.phases.map((p) => p.phase)).toEqual(["model-load"]);
+    expect(e.phases[0]!.rss).toBeCloseTo(160, 3);
+    expect(estimateRuntime(back, "native", f(1, 0, 0, 0))).toBeNull();
+    writeFileSync(path, "{ torn");
+    expect(loadCalibration(key)).toBeNull();
+    saveCalibration({ ...cal, key: { ...key, kernel: "other" } });
+    expect(loadCalibration({ ...key, kernel: "yet another" })).toBeNull();
+  });
+
+  it("compares an estimate with a measured phase, error in % of the measurement", () => {
+    const probes = probeRows(1);
+    const cal: Calibration = { format: CALIBRATION_FORMAT, key: {}, createdAt: "", models: fitModels(probes), probes };
+    const e = estimateRuntime(cal, "python-ort", f(40, 0, 0, 0))!;
+    const measured = { phases: [{ name: "model-load", rssMiB: 110, ussMiB: 80, pssMiB: 90, peakRssMiB: 111 }] } as never;
+    const [c] = compareWithMeasured(e, measured);
+    expect(c!.rss.estimateMiB).toBeCloseTo(100, 3);
+    expect(c!.rss.errorPct).toBeCloseTo(((100 - 110) / 110) * 100, 3);
+  });
+});
+
+it("probes are distinct and each moves a term", () => {
+  expect(new Set(PROBES.map((p) => p.name)).size).toBe(PROBES.length);
+});
