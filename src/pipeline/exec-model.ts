@@ -91,16 +91,17 @@ export async function runTrain(
     process: { pid: run.pid, kind: "python", command: run.command },
     marks: run.result.phases,
   };
-  // int64 held-out windows (tiny-gpt) need the multi-dtype eval set of issue 9: refused
-  // here by name rather than read as float32.
+  // Held-out inputs in another dtype (tiny-gpt's int64 windows) wait for the export stage,
+  // which knows the graph input they feed (heldout-eval.ts).
   const dtype = v.heldout.dtype ?? "float32";
-  if (dtype !== "float32")
-    throw new Error(`train result: held-out inputs of dtype ${dtype} (${v.heldout.inputs}) cannot be fed yet; this orchestrator feeds float32 held-out sets only`);
   const [inputs, labels] = await Promise.all([
-    readTyped(v.heldout.inputs, (b) => new Float32Array(b)),
+    readTyped(v.heldout.inputs, (b) => (dtype === "int64" ? new BigInt64Array(b) : new Float32Array(b))),
     readTyped(v.heldout.labels, (b) => new BigInt64Array(b)),
   ]);
-  s.heldout = { inputs, labels, shape: v.heldout.shape };
+  s.heldout =
+    inputs instanceof Float32Array
+      ? { inputs, labels, shape: v.heldout.shape }
+      : { inputs: new Float32Array(0), labels, shape: [v.heldout.shape[0]!], raw: { dtype: "int64", shape: v.heldout.shape, data: inputs } };
   meta.summary = `held-out accuracy ${v.accuracy.toFixed(4)} after ${v.epochs} epochs`;
   if (o.minAccuracy !== undefined && v.accuracy < o.minAccuracy)
     throw new Error(`held-out accuracy ${v.accuracy.toFixed(4)} is below minAccuracy ${o.minAccuracy}`);
@@ -143,6 +144,10 @@ export async function runExport(
     { signal, onWorker },
   );
   const v = run.result.value as { onnx: string; maxAbsDiff: number };
+  if (s.heldout?.raw && !s.heldout.model) {
+    const { heldoutEvalSet } = await import("./heldout-eval.ts");
+    s.heldout.model = heldoutEvalSet(v.onnx, s.heldout.raw);
+  }
   meta.summary = `${v.onnx} (ORT vs torch max abs diff ${v.maxAbsDiff.toExponential(2)})`;
   return { arch: trained.arch, onnx: v.onnx, checkpoint: trained.checkpoint, maxAbsDiff: v.maxAbsDiff };
 }
