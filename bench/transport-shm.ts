@@ -36,9 +36,10 @@ import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { resetPeak } from "../src/memory/proc.ts";
+import { newWorkerKey } from "../src/transport/auth.ts";
 import { Broker, type Peer } from "../src/transport/broker.ts";
 import { encodeTensors, type Tensor } from "../src/transport/codec.ts";
-import { PROTOCOL_VERSION, type Message } from "../src/transport/protocol.ts";
+import { ENV_WORKER_KEY, PROTOCOL_VERSION, type Message } from "../src/transport/protocol.ts";
 import { encodeTensorsShm, shmBackend, ShmRegistry, type ShmSegment } from "../src/transport/shm.ts";
 
 const root = resolve(fileURLToPath(import.meta.url), "..", "..");
@@ -84,10 +85,12 @@ const RECEIVER = String.raw`
 import os, sys, time
 sys.path.insert(0, sys.argv[2])
 import msgpack, numpy as np, zmq
-from memlane_worker import codec, shm
+from memlane_worker import auth, codec, shm
 s = zmq.Context.instance().socket(zmq.DEALER)
 s.connect(sys.argv[1])
-s.send(msgpack.packb({"v": 1, "type": "hello", "id": "bench-shm-hello", "pid": os.getpid(), "worker": "bench", "capabilities": ["consume"], "versions": {}}))
+key = auth.take_key()
+s.send(msgpack.packb({"v": 1, "type": "hello", "id": "bench-shm-hello", "pid": os.getpid(), "worker": "bench", "capabilities": ["consume"], "versions": {},
+                      "auth": auth.hello_auth(key, "bench-shm-hello", os.getpid())}))
 src = warm = None
 def total(a):
     return int(a.reshape(-1).view(np.uint32).sum(dtype=np.uint64))
@@ -172,12 +175,16 @@ export async function runShmBench(options: ShmBenchOptions = {}): Promise<ShmBen
   const modes = SHM_BENCH_MODES.filter((m) => addon || !m.includes("mmap") && !m.includes("place"));
 
   const broker = await Broker.bind();
-  const child = spawn(python, ["-c", RECEIVER, broker.endpoint, join(root, "python")], { stdio: ["ignore", "inherit", "inherit"] });
+  const key = newWorkerKey();
+  const child = spawn(python, ["-c", RECEIVER, broker.endpoint, join(root, "python")], {
+    stdio: ["ignore", "inherit", "inherit"], env: { ...process.env, [ENV_WORKER_KEY]: key.toString("hex") },
+  });
   const waiting = new Map<string, (m: Message) => void>();
   const registry = new ShmRegistry({ runId: `bench-${Date.now()}`, addonPath: options.addonPath });
   try {
     const peer = await new Promise<Peer>((res, rej) => {
       broker.expect({
+        key,
         pid: child.pid,
         onHello: (_h, p) => { res(p); return { onMessage: (m) => waiting.get(m.id)?.(m) }; },
         onRefused: (e) => rej(new Error(e.message)),

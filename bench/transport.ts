@@ -11,6 +11,7 @@
 import { join } from "node:path";
 import { isMainThread, Worker } from "node:worker_threads";
 import * as zmq from "zeromq";
+import { helloAuth, newWorkerKey } from "../src/transport/auth.ts";
 import { Broker, type Peer } from "../src/transport/broker.ts";
 import { decodeRaw, decodeTensors, encodeEnvelope, encodeTensors, type Tensor } from "../src/transport/codec.ts";
 import { PROTOCOL_VERSION, type Message, type Result } from "../src/transport/protocol.ts";
@@ -21,10 +22,10 @@ const MiB = 1024 * 1024;
 const TENSOR_BYTES = 64 * MiB;
 
 /** Worker thread: a minimal DEALER echo, so the numbers are the transport's, not Python's. */
-async function echoThread(endpoint: string): Promise<void> {
+async function echoThread({ endpoint, key }: { endpoint: string; key: Uint8Array }): Promise<void> {
   const sock = new zmq.Dealer({ linger: 0 });
   sock.connect(endpoint);
-  await sock.send(encodeEnvelope({ v: PROTOCOL_VERSION, type: "hello", id: "bench-echo", pid: process.pid, worker: "bench", capabilities: ["echo"], versions: {} }));
+  await sock.send(encodeEnvelope({ v: PROTOCOL_VERSION, type: "hello", id: "bench-echo", pid: process.pid, worker: "bench", capabilities: ["echo"], versions: {}, auth: helloAuth(key, "bench-echo", process.pid) }));
   for await (const [env, ...frames] of sock) {
     const m = decodeRaw(env!) as Message;
     if (m.type === "shutdown") break;
@@ -37,11 +38,12 @@ async function echoThread(endpoint: string): Promise<void> {
 }
 
 /** Broker-level client for the thread echo: send a task, await its result by id. */
-function threadClient(broker: Broker): Promise<{ call(tensors?: Record<string, Tensor>): Promise<Result & { frames: Buffer[] }>; peer: Peer }> {
+function threadClient(broker: Broker, key: Uint8Array): Promise<{ call(tensors?: Record<string, Tensor>): Promise<Result & { frames: Buffer[] }>; peer: Peer }> {
   return new Promise((resolve) => {
     const waiting = new Map<string, (r: Result & { frames: Buffer[] }) => void>();
     let seq = 0;
     broker.expect({
+      key,
       name: "bench-echo",
       onHello: (_hello, peer) => {
         resolve({
@@ -101,12 +103,13 @@ const fmt = (x: number, d = 2): string => x.toFixed(d);
 
 /** Start the echo thread against `sup`'s broker; close() lets it shut its socket itself. */
 async function startThreadEcho(sup: Supervisor) {
+  const key = newWorkerKey();
   const thread = new Worker(
     // Worker threads do not inherit tsx's loader: register it, then load this file.
     `import("tsx/esm/api").then((m) => { m.register(); return import(${JSON.stringify(import.meta.url)}); })`,
-    { eval: true, workerData: sup.endpoint },
+    { eval: true, workerData: { endpoint: sup.endpoint, key } },
   );
-  const client = await threadClient(sup.broker);
+  const client = await threadClient(sup.broker, key);
   return {
     client,
     async close(): Promise<void> {
@@ -174,5 +177,5 @@ if (isMainThread) {
   await main();
 } else {
   const { workerData } = await import("node:worker_threads");
-  await echoThread(workerData as string);
+  await echoThread(workerData as { endpoint: string; key: Uint8Array });
 }

@@ -2,6 +2,10 @@
 
 Imports only zmq, msgpack and the standard library (plus numpy for the tensor codec):
 each task imports its own heavy libraries when it runs.
+
+From the environment (set by the orchestrator, never in argv): MEMLANE_WORKER_KEY, the
+per-spawn key proved in the hello (without it the orchestrator refuses this worker), and
+MEMLANE_MAX_MESSAGE_BYTES, the run's message size limit (docs/protocol.md, "Trust").
 """
 from __future__ import annotations
 

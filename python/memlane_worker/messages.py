@@ -57,6 +57,14 @@ def parse(raw: bytes | memoryview) -> dict[str, Any]:
     return env
 
 
+def id_of(packed: bytes) -> str:
+    """The id of an envelope this worker packed itself ("" if it has none)."""
+    try:
+        return _id_of(msgpack.unpackb(packed, raw=False, strict_map_key=False))
+    except Exception:
+        return ""
+
+
 def _id_of(env: dict[str, Any]) -> str:
     value = env.get("id")
     return value if isinstance(value, str) else ""

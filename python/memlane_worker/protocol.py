@@ -7,6 +7,18 @@ tests both decode. See docs/protocol.md.
 
 PROTOCOL_VERSION = 1
 
+# The largest message (each frame, and all frames of one message together) unless the run
+# raises it; the orchestrator passes the run's limit in ENV_MAX_MESSAGE_BYTES.
+DEFAULT_MAX_MESSAGE_BYTES = 256 * 2**20
+
+# What the orchestrator hands a spawned worker beyond argv (argv is world-readable in
+# /proc/<pid>/cmdline; the environment only to the same user and root).
+ENV_WORKER_KEY = "MEMLANE_WORKER_KEY"
+ENV_MAX_MESSAGE_BYTES = "MEMLANE_MAX_MESSAGE_BYTES"
+
+# hello.auth = hex HMAC-SHA256(key, HELLO_AUTH_PREFIX + id + "\n" + str(pid)).
+HELLO_AUTH_PREFIX = "memlane-hello-v1\n"
+
 MESSAGE_TYPES = (
     "hello",
     "task",
@@ -39,6 +51,7 @@ class ErrorCode:
     OUT_OF_MEMORY = 14
     BACKEND_UNAVAILABLE = 15
     SHM_UNAVAILABLE = 16
+    UNAUTHORIZED = 17
 
 
 class Phase:

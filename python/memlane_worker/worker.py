@@ -15,7 +15,7 @@ from typing import Any
 
 import zmq
 
-from . import messages, shm, tasks, versions
+from . import auth, messages, shm, tasks, versions
 from .errors import MalformedMessage, TaskError
 from .executor import Executor, Job
 from .outbox import Outbox
@@ -37,8 +37,12 @@ class Worker:
     def __init__(self, options: Options) -> None:
         self.options = options
         self.ctx = zmq.Context.instance()
+        self.key = auth.take_key()
+        self.max_bytes = auth.max_message_bytes()
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 2000)  # a final result still leaves if we exit right after
+        # libzmq refuses a bigger incoming frame from its header, before allocating it.
+        self.sock.setsockopt(zmq.MAXMSGSIZE, self.max_bytes)
         self.sock.connect(options.endpoint)
         self.outbox = Outbox()
         self.executor = Executor(self.outbox.put)
@@ -47,16 +51,34 @@ class Worker:
 
     # -- sending (main thread only) ---------------------------------------------------
     def _send(self, env: dict[str, Any], frames: list[Any] | None = None) -> None:
-        parts: list[Any] = [messages.pack(env), *(frames or [])]
-        self.sock.send_multipart(parts, copy=False)
+        self._send_packed(messages.pack(env), frames or [])
+
+    def _send_packed(self, packed: bytes, frames: list[Any]) -> None:
+        """Sends one message, or, when it is over the run's limit (the orchestrator would drop
+        our connection for it), a TASK_FAILED error naming the sizes under the same id."""
+        size = len(packed) + sum(_nbytes(f) for f in frames)
+        if size > self.max_bytes:
+            id_ = messages.id_of(packed)
+            packed = messages.pack(messages.error(
+                id_, ErrorCode.TASK_FAILED,
+                f"message of {size} bytes exceeds the limit of {self.max_bytes} bytes "
+                "(the run's maxMessageBytes; raise it for bigger tensors)",
+                {"bytes": size, "limit": self.max_bytes}))
+            frames = []
+        self.sock.send_multipart([packed, *frames], copy=False)
 
     def _error(self, id_: str, code: int, message: str, details: dict[str, Any] | None = None) -> None:
         self._send(messages.error(id_, code, message, details))
 
     def hello(self) -> None:
+        id_, pid = messages.new_id(self.options.name), os.getpid()
+        extra = {}
+        proof = auth.hello_auth(self.key, id_, pid)
+        if proof is not None:
+            extra["auth"] = proof
         self._send(messages.envelope(
-            "hello", messages.new_id(self.options.name), pid=os.getpid(), worker=self.options.name,
-            capabilities=[*tasks.TASK_NAMES, SHM_CAPABILITY], versions=versions.collect()))
+            "hello", id_, pid=pid, worker=self.options.name,
+            capabilities=[*tasks.TASK_NAMES, SHM_CAPABILITY], versions=versions.collect(), **extra))
 
     # -- receiving --------------------------------------------------------------------
     def handle(self, parts: list[zmq.Frame]) -> None:
@@ -136,7 +158,7 @@ class Worker:
                         break
                     self.handle(parts)
             for packed, frames in self.outbox.drain():
-                self.sock.send_multipart([packed, *frames], copy=False)
+                self._send_packed(packed, frames)
             if not events and self.executor.idle:
                 # A cached shm mapping keeps its pages alive after the orchestrator unlinks the
                 # segment (at the end of the task that used it): drop it once idle, so an idle
@@ -155,3 +177,7 @@ class Worker:
         if os.getppid() != self.parent:
             print("memlane-worker: parent process exited; exiting", file=sys.stderr)
             self.exit(EXIT_ORPHANED)
+
+
+def _nbytes(frame: Any) -> int:
+    return len(frame) if isinstance(frame, (bytes, bytearray)) else memoryview(frame).nbytes

@@ -46,7 +46,7 @@ class Reply:
 
 
 class Orchestrator:
-    def __init__(self, *worker_args: str, name: str = "python") -> None:
+    def __init__(self, *worker_args: str, name: str = "python", env: dict[str, str] | None = None) -> None:
         self.ctx = zmq.Context.instance()
         self.router = self.ctx.socket(zmq.ROUTER)
         self.router.setsockopt(zmq.LINGER, 0)
@@ -57,7 +57,7 @@ class Orchestrator:
             # fixture workers must not count its silence as death; one test sets a timeout.
             [sys.executable, "-m", "memlane_worker", "--connect", self.endpoint, "--name", name,
              *(worker_args or ("--heartbeat-timeout", "0"))],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"})
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
         self.identity = b""
         self.hello = self.recv(timeout=30)
         assert self.hello["type"] == "hello", self.hello

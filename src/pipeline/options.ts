@@ -1,4 +1,5 @@
 /** Pipeline options: the public type, frozen defaults and the one place they are checked. */
+import { DEFAULT_MAX_MESSAGE_BYTES } from "../transport/protocol.ts";
 
 /** Options of `pipeline(name, opts)`; every field has a default (PIPELINE_DEFAULTS). */
 export interface PipelineOptions {
@@ -18,6 +19,13 @@ export interface PipelineOptions {
    * a driver and a device), else the CPU; each runtime's report row says which it used.
    */
   device?: "cpu" | "cuda" | "auto";
+  /**
+   * The largest message between the orchestrator and a worker, in bytes (default 256 MiB,
+   * the protocol's DEFAULT_MAX_MESSAGE_BYTES): each frame and each whole message. Raise it when
+   * a run's largest tensor (an eval set sent as frames, a model's outputs over it) is bigger;
+   * a task over it fails naming this option. docs/protocol.md, "Message size".
+   */
+  maxMessageBytes?: number;
 }
 
 export type ResolvedPipelineOptions = Readonly<Required<PipelineOptions>>;
@@ -29,6 +37,7 @@ export const PIPELINE_DEFAULTS: ResolvedPipelineOptions = Object.freeze({
   warmup: 5,
   threads: 1,
   device: "auto",
+  maxMessageBytes: DEFAULT_MAX_MESSAGE_BYTES,
 });
 
 /** A bad option: names it, what was expected and what was received. */
@@ -86,5 +95,6 @@ export function resolvePipelineOptions(opts: PipelineOptions = {}): ResolvedPipe
     warmup: checkInt("warmup", o.warmup, 0),
     threads: checkInt("threads", o.threads, 1),
     device: checkOneOf("device", o.device, ["cpu", "cuda", "auto"] as const),
+    maxMessageBytes: checkInt("maxMessageBytes", o.maxMessageBytes, 1024),
   });
 }

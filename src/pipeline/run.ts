@@ -226,6 +226,7 @@ async function runInDir(
       ...(s.heldout?.model
         ? { inputs: s.heldout.model.inputs.map((i) => ({ name: i.spec.name, dtype: i.spec.dtype, shape: i.spec.shape, batchAxis: i.spec.batchAxis, values: i.values })) }
         : {}),
+      ...(s.transport ? { transport: s.transport } : {}),
     });
   try {
     await runDag(stages.map((d) => stageNode(s, d)), { concurrency, memory: { budgetMiB: memoryBudgetMiB }, ...(signal ? { signal } : {}) });
@@ -259,6 +260,7 @@ async function runInDir(
       `shared memory: ${shm.sent.tensors} input tensor(s), ${(shm.sent.bytes / 2 ** 20).toFixed(2)} MiB, mapped from /dev/shm instead of sent through the socket; ` +
         `${shm.made.segments} segment(s) of ${(shm.made.bytes / 2 ** 20).toFixed(2)} MiB, unlinked.`,
     );
+  if (s.transportNote) s.notes.push(s.transportNote);
   const report = record("complete");
   report.estimates = await reportEstimates(report, stages, s);
   const limits = budgetLimits(stages);

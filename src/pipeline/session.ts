@@ -5,10 +5,11 @@
  * included) until it exits, and stopped by the stage.
  */
 import type { CheckpointLoadRecord, RuntimeRecord, TrainingRecord } from "../report/build.ts";
-import type { GpuReport, StageReport } from "../report/schema.ts";
+import type { GpuReport, StageReport, TransportReport } from "../report/schema.ts";
 import { MemorySampler, type GpuProbe } from "../memory/sampler.ts";
 import { Supervisor } from "../workers/supervisor.ts";
 import type { ShmRegistry } from "../transport/shm.ts";
+import { describeRefusals } from "../transport/refusals.ts";
 import type { Tensor } from "../transport/codec.ts";
 import type { WorkerHandle } from "../workers/handle.ts";
 import type { RunOptions as TaskRunOptions, TaskResult, WorkerSpec } from "../workers/options.ts";
@@ -45,6 +46,10 @@ export class RunSession {
    * torch, ONNX Runtime or Python's tempfile leave behind stays inside the run.
    */
   tmpDir: string | undefined;
+  /** The broker's limit and refusals, read when the session closes (undefined if no worker ran). */
+  transport: TransportReport | undefined;
+  /** One line on the refused messages, for the report's notes (set with `transport`). */
+  transportNote: string | undefined;
 
   constructor(
     readonly pipeline: string,
@@ -105,7 +110,13 @@ export class RunSession {
   }
 
   supervisor(): Promise<Supervisor> {
-    this.#supervisor ??= Supervisor.start({ spawn: { heartbeatTimeoutMs: 60_000 }, ...(this.shm ? { shm: this.shm } : {}) });
+    this.#supervisor ??= Supervisor.start({
+      spawn: { heartbeatTimeoutMs: 60_000 },
+      maxMessageBytes: this.options.maxMessageBytes,
+      // Bounded: the first refusals of each reason in full, then one line per power of ten.
+      log: (line) => this.progress.log(`memlane: ${line}`),
+      ...(this.shm ? { shm: this.shm } : {}),
+    });
     return this.#supervisor;
   }
 
@@ -172,7 +183,13 @@ export class RunSession {
     const sup = this.#supervisor;
     this.#supervisor = undefined;
     try {
-      if (sup) await (await sup.catch(() => undefined))?.close();
+      const supervisor = sup ? await sup.catch(() => undefined) : undefined;
+      if (supervisor) {
+        await supervisor.close();
+        const refused = supervisor.broker.refused();
+        this.transport = { maxMessageBytes: supervisor.broker.maxMessageBytes, refused: { total: refused.total, byReason: { ...refused.byReason } } };
+        this.transportNote = describeRefusals(refused);
+      }
     } finally {
       this.shm?.close(); // every segment of the run, also those of a worker that died mid-task
     }

@@ -27,6 +27,7 @@ import {
   type SteadyMemory,
   type TimelineTrack,
   type TrainingReport,
+  type TransportReport,
 } from "./schema.ts";
 
 export interface RuntimeRecord {
@@ -87,6 +88,7 @@ export interface RunRecord {
   notes?: string[];
   runtimesNotRun?: RuntimeNotRun[];
   inputs?: InputReport[];
+  transport?: TransportReport;
 }
 
 /**
@@ -238,5 +240,6 @@ export function buildReport(run: RunRecord): Report {
     timeline: timelineOf(run.tracks),
     outcome: run.outcome ?? "complete",
     notes: [...(run.notes ?? [])],
+    ...(run.transport ? { transport: run.transport } : {}),
   };
 }

@@ -166,7 +166,6 @@ export function renderMarkdown(report: Report): string {
       `${h.platform} ${h.kernel}, Node ${h.node}, Python ${h.python ?? UNAVAILABLE}.`,
     `GPU: ${report.gpu.status}${report.gpu.reason ? `: ${report.gpu.reason}` : ""}.`,
     ...(report.outcome === "failed" ? ["", "**This run failed: a partial report of the stages that completed (see Stages).**"] : []),
-    ...((report.notes ?? []).length > 0 ? ["", "Notes:", "", ...report.notes!.map((n) => `- ${n.replace(/\r?\n/g, " ")}`)] : []),
     "",
     "Counters (docs/memory.md): RSS resident; USS private to the process (Private_Clean + Private_Dirty); PSS shared pages split between their users; all from /proc/<pid>/smaps_rollup, GPU from NVML.",
     "",
@@ -228,5 +227,6 @@ export function renderMarkdown(report: Report): string {
         retried.flatMap((s) => s.attempts!.map((a) => [s.name, String(a.attempt), a.pid === null ? "—" : String(a.pid), a.status, num(a.endMs - a.startMs, 0), a.exit ?? ""]))));
   out.push("", "## Sampling", "", mdTable(["process", "pid", "samples", "period ms"],
     report.timeline.map((t) => [t.label, String(t.pid), String(t.samples.length), num(t.periodMs, 0)])));
+  if (report.notes?.length) out.push("", "## Notes", "", ...report.notes.map((n) => `- ${n.replace(/\r?\n/g, " ")}`));
   return `${out.join("\n")}\n`;
 }

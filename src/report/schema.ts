@@ -379,4 +379,12 @@ export interface Report {
    * (src/estimate/report-estimates.ts). Absent from older reports.
    */
   estimates?: EstimateReport;
+  /** What the broker refused during the run (docs/protocol.md, "Refused messages"); added later, like notes. */
+  transport?: TransportReport;
+}
+
+/** The run's message size limit and its refused messages, counted by reason. */
+export interface TransportReport {
+  maxMessageBytes: number;
+  refused: { total: number; byReason: Record<string, number> };
 }

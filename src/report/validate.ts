@@ -39,6 +39,7 @@ const TOP: Shape = {
   schemaVersion: "number", pipeline: "string", runId: "string", createdAt: "string", host: "object", training: "object|null",
   runtimes: "array", checkpointLoad: "array", comparison: "object", numerics: "object", gpu: "object", stages: "array", timeline: "array",
 };
+const TRANSPORT: Shape = { maxMessageBytes: "number", refused: "object" };
 const HOST: Shape = { cpuModel: "string", cores: "number", memTotalMiB: "number", platform: "string", kernel: "string", node: "string", python: "string|null" };
 const CHECKPOINT: Shape = { method: "string", pid: "number", fileMiB: "number", deltaRssMiB: "number", deltaUssMiB: "number", peakRssMiB: "number", ms: "number" };
 const COMPARISON: Shape = { steady: "array", phases: "array", ratios: "array" };
@@ -46,7 +47,7 @@ const NUMERICS: Shape = { reference: "string|null", runtimes: "array" };
 const GPU: Shape = { status: "string", reason: "string|null", devices: "array" };
 const STAGE: Shape = { name: "string", kind: "string", worker: "string", pid: "number|null", startMs: "number", endMs: "number", status: "string" };
 /** Added since v1 reports were first written: checked when present. */
-const TOP_ADDED: Shape = { outcome: "string", notes: "array" };
+const TOP_ADDED: Shape = { outcome: "string", notes: "array", transport: "object" };
 const ATTEMPT: Shape = { attempt: "number", pid: "number|null", startMs: "number", endMs: "number", status: "string", exit: "string|null" };
 const TRACK: Shape = { label: "string", pid: "number", periodMs: "number", samples: "array" };
 /** A checked budget (report.budgets, present only when the pipeline declared budgets). */
@@ -112,6 +113,9 @@ export function validateReport(report: unknown): string[] {
   if (report["schemaVersion"] !== REPORT_SCHEMA_VERSION)
     errors.push(`report.schemaVersion: expected ${REPORT_SCHEMA_VERSION}, received ${String(report["schemaVersion"])}`);
   check(report["host"], HOST, "report.host", errors);
+  if (Array.isArray(report["notes"]))
+    report["notes"].forEach((n, i) => { if (typeof n !== "string") errors.push(`report.notes[${i}]: expected string, received ${kindOf(n)}`); });
+  if (kindOf(report["transport"]) === "object") check(report["transport"], TRANSPORT, "report.transport", errors);
   if (report["training"] !== null && check(report["training"], TRAINING, "report.training", errors)) {
     const t = report["training"] as Record<string, unknown>;
     check(t["process"], PROCESS, "report.training.process", errors);

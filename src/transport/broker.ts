@@ -3,30 +3,50 @@
  * answers protocol violations with an `error` reply, and routes the rest by peer identity
  * to the handler that claimed that peer at its `hello`. Nothing a peer sends can throw out
  * of the loop, so one bad peer never stops the others from being served.
+ *
+ * A hello claims a waiting slot only when its `auth` proves that slot's per-spawn key
+ * (auth.ts); after that the ROUTER identity (one per connection; handover off, so no second
+ * connection can take it) is what ties messages to the slot. Every refusal is counted in a
+ * bounded log (refusals.ts).
  */
 import { rm } from "node:fs/promises";
 import * as zmq from "zeromq";
+import { verifyHelloAuth } from "./auth.ts";
 import { decodeMessage, encodeEnvelope, FROM_WORKER } from "./codec.ts";
 import { endpointToBind, resolveBrokerOptions, type BrokerOptions, type ResolvedBrokerOptions } from "./endpoint.ts";
 import { ErrorCode, PROTOCOL_VERSION, type ErrorMessage, type Hello, type Message } from "./protocol.ts";
-import { startZapHandler } from "./zap.ts";
+import { RefusalLog, ReplyBudget, type RefusalReason, type RefusalSummary } from "./refusals.ts";
+import { curveServer } from "./zap.ts";
 
 /** Receives the messages of one claimed peer, in order. */
 export interface PeerHandler {
   onMessage(message: Message, frames: Buffer[]): void;
+  /**
+   * The peer is unreachable or was dropped (an oversized message, its connection closed by
+   * the transport, or just its process exiting). `confirm` counts it as a `dropped` refusal:
+   * call it only when the worker did not simply exit.
+   */
+  onLost?(reason: string, confirm: () => void): void;
 }
 
 /**
- * A worker the broker is waiting for. A hello is matched by `pid` (the child's pid as
- * spawned) or by `name` (the DEALER's routing id, or the hello's `id`), whichever matches.
+ * A worker the broker is waiting for. Its hello is matched by `key` alone: the slot goes to
+ * the first hello whose `auth` this key verifies. `pid` and `name` only name it in logs.
  */
 export interface Expectation {
+  /** The per-spawn key (auth.ts newWorkerKey) the worker got in its environment. */
+  key: Uint8Array;
   pid?: number;
   name?: string;
   /** The hello arrived with the right version: return the handler for its messages. */
   onHello(hello: Hello, peer: Peer): PeerHandler;
   /** The hello arrived with another version; the broker already replied VERSION_MISMATCH. */
   onRefused(error: ErrorMessage): void;
+  /**
+   * A hello claiming this slot's pid was refused for its auth. It proves nothing (anyone can
+   * claim a pid), so the slot keeps waiting; the count only makes a hello timeout explicable.
+   */
+  onUnproven?(): void;
 }
 
 /** A connected peer: its ROUTER identity and a way to send to it. */
@@ -47,30 +67,42 @@ export class Broker {
   private readonly loop: Promise<void>;
   private zap: { close(): void } | undefined;
   private errorSeq = 0;
+  private readonly refusals: RefusalLog;
+  private readonly strangerReplies = new ReplyBudget();
 
   private constructor(socket: zmq.Router, endpoint: string, options: ResolvedBrokerOptions, dir: string | undefined) {
     this.socket = socket;
     this.endpoint = endpoint;
     this.options = options;
     this.dir = dir;
+    this.refusals = new RefusalLog(options.log);
     this.loop = this.receiveLoop();
   }
 
-  /** Bind a ROUTER on loopback (tcp 127.0.0.1 ephemeral port by default) and start serving. */
+  /** The message size limit of this broker's socket and of the workers spawned on it. */
+  get maxMessageBytes(): number {
+    return this.options.maxMessageBytes;
+  }
+
+  /** Counts by reason and the first refusals of each reason (for the run's notes). */
+  refused(): RefusalSummary {
+    return this.refusals.summary();
+  }
+
+  /** Bind a ROUTER (ipc:// in a fresh 0700 directory by default; or loopback tcp) and start serving. */
   static async bind(options: BrokerOptions = {}): Promise<Broker> {
     const o = resolveBrokerOptions(options);
     // mandatory: a send to a peer that is gone fails (EHOSTUNREACH) instead of vanishing.
     // sendTimeout: with mandatory, a send to a dying peer can wait for room that never
     // comes; it must fail instead of stalling every send queued behind it.
-    const socket = new zmq.Router({ mandatory: true, linger: 0, sendTimeout: SEND_TIMEOUT_MS });
-    let zap: { close(): void } | undefined;
-    if (o.curve) {
-      if (o.curve.authorizedClients) zap = await startZapHandler(o.curve.authorizedClients, socket.context);
-      socket.curveServer = true;
-      socket.curveSecretKey = o.curve.secretKey;
-      socket.curvePublicKey = o.curve.publicKey;
-      if (zap) socket.zapDomain = "memlane";
-    }
+    // maxMessageSize: libzmq refuses a bigger frame from its header, before allocating it, and
+    // closes that connection. handover false (the default, said out loud): a second
+    // connection announcing an identity already in use is ignored, so no peer can take over an
+    // admitted worker's identity and speak as it.
+    const socket = new zmq.Router({
+      mandatory: true, linger: 0, sendTimeout: SEND_TIMEOUT_MS, handover: false, maxMessageSize: o.maxMessageBytes,
+    });
+    const zap = o.curve ? await curveServer(socket, o.curve) : undefined;
     const { bind, dir } = await endpointToBind(o);
     try {
       await socket.bind(bind);
@@ -101,7 +133,12 @@ export class Broker {
     if (this.closed) return Promise.reject(new Error("broker is closed"));
     const parts = [identity, encodeEnvelope(message), ...frames];
     const sent = this.sendChain.then(() => this.socket.send(parts));
-    this.sendChain = sent.catch(() => {});
+    this.sendChain = sent.catch((err: { code?: string }) => {
+      // mandatory: an admitted peer that is unreachable has lost its connection. libzmq drops a
+      // connection that sends a frame over the limit without telling the application which
+      // peer it was; the next send to it (a heartbeat, within heartbeatIntervalMs) finds out.
+      if (err?.code === "EHOSTUNREACH") this.lose(identity, "its connection is gone (closed by the worker, or by the transport: a frame over the size limit or broken framing)");
+    });
     return sent;
   }
 
@@ -138,6 +175,15 @@ export class Broker {
 
   private dispatch(identity: Buffer, parts: Buffer[]): void {
     const key = identity.toString("hex");
+    // Each frame is bounded by libzmq already; their sum is not, so it is checked here.
+    let size = 0;
+    for (const p of parts) size += p.length;
+    if (size > this.options.maxMessageBytes) {
+      const text = `message of ${size} bytes in ${parts.length} frames exceeds the limit of ${this.options.maxMessageBytes} bytes`;
+      this.reject(identity, ErrorCode.MALFORMED_MESSAGE, text, undefined, undefined, "oversized");
+      this.lose(identity, `it sent a ${text}`, true); // counted as oversized already
+      return;
+    }
     const decoded = decodeMessage(parts);
     if (!decoded.ok) {
       this.reject(identity, decoded.error.code, decoded.error.message, decoded.error.id);
@@ -154,12 +200,14 @@ export class Broker {
       return;
     }
     if (!handler) {
-      if (message.type === "error") return; // never answer an error with an error: no ping-pong
-      this.reject(identity, ErrorCode.MALFORMED_MESSAGE, `first message must be hello, got ${message.type}`, message.id);
+      // Never answer an error with an error (no ping-pong), but count it.
+      const text = `first message must be hello, got ${message.type}`;
+      if (message.type === "error") this.refusals.add("unknown-peer", key, text);
+      else this.reject(identity, ErrorCode.MALFORMED_MESSAGE, text, message.id, undefined, "unknown-peer");
       return;
     }
     if (message.v !== PROTOCOL_VERSION) {
-      this.reject(identity, ErrorCode.VERSION_MISMATCH, versionText(message.v), message.id);
+      this.reject(identity, ErrorCode.VERSION_MISMATCH, versionText(message.v), message.id, undefined, "version");
       return;
     }
     if (!FROM_WORKER.has(message.type)) {
@@ -169,11 +217,29 @@ export class Broker {
     handler.onMessage(message, frames);
   }
 
+  /** An admitted peer is gone or dropped: stop routing to it and tell its handler once. */
+  private lose(identity: Buffer, reason: string, counted = false): void {
+    const key = identity.toString("hex");
+    const handler = this.peers.get(key);
+    if (!handler) return;
+    this.peers.delete(key);
+    let confirmed = counted;
+    const confirm = (): void => {
+      if (!confirmed) this.refusals.add("dropped", key, `admitted peer dropped: ${reason}`);
+      confirmed = true;
+    };
+    try {
+      handler.onLost?.(reason, confirm);
+    } catch (err) {
+      this.options.log(`broker: onLost of peer ${key} threw: ${(err as Error).message}`);
+    }
+  }
+
   private greet(identity: Buffer, hello: Hello): void {
-    const routingId = identity.toString("utf8");
+    // The key alone picks the slot: pid, id and name are claims anyone can make.
     let match: Expectation | undefined;
     for (const e of this.expected) {
-      if ((e.pid !== undefined && e.pid === hello.pid) || (e.name !== undefined && (e.name === routingId || e.name === hello.id))) {
+      if (verifyHelloAuth(e.key, hello.id, hello.pid, hello.auth)) {
         match = e;
         break;
       }
@@ -182,7 +248,7 @@ export class Broker {
       const error = this.reject(identity, ErrorCode.VERSION_MISMATCH, versionText(hello.v), hello.id, {
         worker: hello.v,
         orchestrator: PROTOCOL_VERSION,
-      });
+      }, "version");
       if (match) {
         this.expected.delete(match);
         match.onRefused(error);
@@ -190,14 +256,18 @@ export class Broker {
       return;
     }
     if (!match) {
-      this.reject(identity, ErrorCode.INVALID_ARGUMENT, `no worker with pid ${hello.pid} or name "${hello.id}" was expected`, hello.id);
+      const why = hello.auth === undefined ? "carries no auth" : "has an auth that no waiting worker's key verifies";
+      this.reject(identity, ErrorCode.UNAUTHORIZED, `hello refused: it ${why} (pid ${String(hello.pid).slice(0, 24)}, id ${JSON.stringify(hello.id.slice(0, 80))})`, hello.id, undefined, "bad-auth");
+      for (const e of this.expected) if (e.pid !== undefined && e.pid === hello.pid) e.onUnproven?.();
       return;
     }
     this.expected.delete(match);
     this.peers.set(identity.toString("hex"), match.onHello(hello, this.peer(identity)));
   }
 
-  private reject(identity: Buffer, code: number, text: string, id?: string, details?: Record<string, unknown>): ErrorMessage {
+  private reject(
+    identity: Buffer, code: number, text: string, id?: string, details?: Record<string, unknown>, reason: RefusalReason = "malformed",
+  ): ErrorMessage {
     const error: ErrorMessage = {
       v: PROTOCOL_VERSION,
       type: "error",
@@ -206,8 +276,10 @@ export class Broker {
       message: text,
       ...(details ? { details } : {}),
     };
-    this.options.log(`broker: refused a message from peer ${identity.toString("hex")}: ${text}`);
-    this.send(identity, error).catch(() => {}); // the peer may already be gone
+    const key = identity.toString("hex");
+    this.refusals.add(reason, key, text);
+    // A stranger gets a bounded number of answers (refusals.ts ReplyBudget); a worker all of them.
+    if (this.peers.has(key) || this.strangerReplies.take(key)) this.send(identity, error).catch(() => {}); // the peer may already be gone
     return error;
   }
 }

@@ -2,9 +2,11 @@
  * Broker endpoint options: parsed once, loopback unless the caller asks for a remote
  * endpoint and brings CURVE keys (docs/protocol.md: remote endpoints require authentication).
  */
-import { mkdtemp, chmod } from "node:fs/promises";
+import { readdirSync, rmSync, statSync } from "node:fs";
+import { mkdtemp, chmod, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { DEFAULT_MAX_MESSAGE_BYTES } from "./protocol.ts";
 
 /** CURVE keys (Z85 text, 40 characters each) for a broker that accepts remote workers. */
 export interface CurveServerKeys {
@@ -16,7 +18,11 @@ export interface CurveServerKeys {
 
 /** Options of {@link Broker.bind}. */
 export interface BrokerOptions {
-  /** `"tcp"` (127.0.0.1, ephemeral port; the default) or `"ipc"` (a socket in a fresh 0700 directory). */
+  /**
+   * `"ipc"` (the default: a socket in a fresh 0700 directory, so no other user can even
+   * connect) or `"tcp"` (127.0.0.1, ephemeral port: any local user can connect, and only the
+   * hello's auth keeps them out).
+   */
   transport?: "tcp" | "ipc";
   /** An explicit endpoint instead of `transport`; must be loopback unless `allowRemote` is given. */
   endpoint?: string;
@@ -24,6 +30,13 @@ export interface BrokerOptions {
   allowRemote?: { curve: CurveServerKeys };
   /** Receives one line per refused message or failed send (default: none). */
   log?: (line: string) => void;
+  /**
+   * The largest message accepted, in bytes (default DEFAULT_MAX_MESSAGE_BYTES, 256 MiB): each
+   * frame (libzmq drops the connection of a peer that sends a bigger one) and all frames of a
+   * message together (refused and the peer dropped). Workers spawned on this broker get the
+   * same limit. Raise it for a run whose tensors travel as bigger frames.
+   */
+  maxMessageBytes?: number;
 }
 
 export interface ResolvedBrokerOptions {
@@ -31,13 +44,15 @@ export interface ResolvedBrokerOptions {
   readonly endpoint: string | undefined;
   readonly curve: CurveServerKeys | undefined;
   readonly log: (line: string) => void;
+  readonly maxMessageBytes: number;
 }
 
 const DEFAULTS: ResolvedBrokerOptions = Object.freeze({
-  transport: "tcp",
+  transport: "ipc",
   endpoint: undefined,
   curve: undefined,
   log: () => {},
+  maxMessageBytes: DEFAULT_MAX_MESSAGE_BYTES,
 });
 
 const bad = (option: string, expected: string, got: unknown): TypeError =>
@@ -73,16 +88,68 @@ export function resolveBrokerOptions(options: BrokerOptions = {}): ResolvedBroke
     );
   }
   if (options.log !== undefined && typeof options.log !== "function") throw bad("log", "a function", options.log);
-  return Object.freeze({ transport, endpoint, curve, log: options.log ?? DEFAULTS.log });
+  const maxMessageBytes = options.maxMessageBytes ?? DEFAULTS.maxMessageBytes;
+  // ZMQ_MAXMSGSIZE is an int64; 1 KiB is the floor so a hello always fits.
+  if (!Number.isSafeInteger(maxMessageBytes) || maxMessageBytes < 1024) {
+    throw bad("maxMessageBytes", "an integer number of bytes >= 1024", options.maxMessageBytes);
+  }
+  return Object.freeze({ transport, endpoint, curve, log: options.log ?? DEFAULTS.log, maxMessageBytes });
 }
 
 /** The endpoint to bind, and the private directory to remove on close (ipc only). */
 export async function endpointToBind(o: ResolvedBrokerOptions): Promise<{ bind: string; dir?: string }> {
   if (o.endpoint !== undefined) return { bind: o.endpoint };
   if (o.transport === "tcp") return { bind: "tcp://127.0.0.1:0" };
+  sweepStaleIpcDirs();
   // mkdtemp creates the directory 0700 already; chmod again in case of an unusual umask
   // handling, since only our own user may reach the socket.
-  const dir = await mkdtemp(join(tmpdir(), "memlane-"));
+  const dir = await mkdtemp(join(tmpdir(), `${IPC_DIR_PREFIX}${process.pid}-`));
   await chmod(dir, 0o700);
-  return { bind: `ipc://${join(dir, "broker.sock")}`, dir };
+  const path = join(dir, "broker.sock");
+  if (Buffer.byteLength(path) > MAX_IPC_PATH) {
+    // sun_path holds 107 bytes: a long TMPDIR cannot hold the socket; loopback tcp still can.
+    await rm(dir, { recursive: true, force: true });
+    o.log(`broker: ${path} is too long for an ipc:// socket (${MAX_IPC_PATH} bytes at most); binding tcp://127.0.0.1 instead`);
+    return { bind: "tcp://127.0.0.1:0" };
+  }
+  return { bind: `ipc://${path}`, dir };
+}
+
+const IPC_DIR_PREFIX = "memlane-ipc-";
+const MAX_IPC_PATH = 107;
+
+/**
+ * Removes the ipc directories of orchestrators that died before closing their broker
+ * (SIGKILL): `memlane-ipc-<pid>-*` in TMPDIR whose pid is gone and which belong to us.
+ */
+export function sweepStaleIpcDirs(dir = tmpdir()): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const removed: string[] = [];
+  for (const name of names) {
+    const m = new RegExp(`^${IPC_DIR_PREFIX}(\\d+)-`).exec(name);
+    if (!m || Number(m[1]) === process.pid || pidAlive(Number(m[1]))) continue;
+    const path = join(dir, name);
+    try {
+      if (statSync(path).uid !== process.getuid?.()) continue;
+      rmSync(path, { recursive: true, force: true });
+      removed.push(path);
+    } catch {
+      // gone already, or not ours
+    }
+  }
+  return removed;
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
 }

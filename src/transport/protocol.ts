@@ -9,6 +9,30 @@
 /** Bumped on any incompatible change; both sides refuse a peer that differs. */
 export const PROTOCOL_VERSION = 1;
 
+/**
+ * The largest message (each frame, and all frames of one message together) a socket accepts
+ * unless the run raises it (`maxMessageBytes`): 256 MiB holds a 128-image 224x224x3 float32
+ * eval set as frames with room to spare. libzmq refuses a bigger frame from its header,
+ * before allocating it, and closes that connection (ZMQ_MAXMSGSIZE).
+ */
+export const DEFAULT_MAX_MESSAGE_BYTES = 256 * 2 ** 20;
+
+/**
+ * Environment variables through which the orchestrator hands each worker it spawns what it
+ * must know beyond argv (argv is world-readable in /proc/<pid>/cmdline; the environment is
+ * readable by the same user and root only). The worker removes the key from its environment
+ * once read.
+ */
+export const ENV_WORKER_KEY = "MEMLANE_WORKER_KEY";
+export const ENV_MAX_MESSAGE_BYTES = "MEMLANE_MAX_MESSAGE_BYTES";
+
+/**
+ * The hello's `auth`: lowercase hex of HMAC-SHA256(key, HELLO_AUTH_PREFIX + id + "\n" + pid),
+ * keyed with the 32 bytes the orchestrator generated for this one spawn (64 hex characters in
+ * ENV_WORKER_KEY).
+ */
+export const HELLO_AUTH_PREFIX = "memlane-hello-v1\n";
+
 export const MESSAGE_TYPES = [
   "hello",
   "task",
@@ -40,6 +64,7 @@ export const ErrorCode = {
   OUT_OF_MEMORY: 14,
   BACKEND_UNAVAILABLE: 15,
   SHM_UNAVAILABLE: 16,
+  UNAUTHORIZED: 17,
 } as const;
 export type ErrorCodeName = keyof typeof ErrorCode;
 export type ErrorCodeNumber = (typeof ErrorCode)[ErrorCodeName];
@@ -126,6 +151,8 @@ interface Base<T extends MessageType> {
 }
 export interface Hello extends Base<"hello"> {
   pid: number;
+  /** Proof of the per-spawn key (HELLO_AUTH_PREFIX); a hello without a valid one is refused. */
+  auth?: string;
   worker: string;
   capabilities: string[];
   versions: Record<string, string>;

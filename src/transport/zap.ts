@@ -6,6 +6,19 @@ import * as zmq from "zeromq";
 
 const ZAP_ENDPOINT = "inproc://zeromq.zap.01";
 
+/** Makes `socket` a CURVE server; with authorizedClients, starts the ZAP handler that admits only them. */
+export async function curveServer(
+  socket: zmq.Router,
+  curve: { publicKey: string; secretKey: string; authorizedClients?: string[] | undefined },
+): Promise<{ close(): void } | undefined> {
+  const zap = curve.authorizedClients ? await startZapHandler(curve.authorizedClients, socket.context) : undefined;
+  socket.curveServer = true;
+  socket.curveSecretKey = curve.secretKey;
+  socket.curvePublicKey = curve.publicKey;
+  if (zap) socket.zapDomain = "memlane";
+  return zap;
+}
+
 export async function startZapHandler(authorized: readonly string[], context: zmq.Context): Promise<{ close(): void }> {
   const allowed = new Set(authorized);
   const socket = new zmq.Reply({ context, linger: 0 });

@@ -3,10 +3,14 @@
  * When the process ends, for whatever reason, every task still in flight is rejected with
  * one WorkerError that says which worker, how it ended and during which task.
  */
+import { newWorkerKey } from "../transport/auth.ts";
 import type { Broker, Peer, PeerHandler } from "../transport/broker.ts";
 import { encodeTensors } from "../transport/codec.ts";
 import { decodeTensorsShm, encodeTensorsShm, SHM_CAPABILITY, type ShmRegistry } from "../transport/shm.ts";
-import { ErrorCode, PROTOCOL_VERSION, type ErrorMessage, type Hello, type Message, type PhaseMark, type Result } from "../transport/protocol.ts";
+import {
+  ENV_MAX_MESSAGE_BYTES, ENV_WORKER_KEY, ErrorCode, PROTOCOL_VERSION,
+  type ErrorMessage, type Hello, type Message, type PhaseMark, type Result,
+} from "../transport/protocol.ts";
 import { register } from "./cleanup.ts";
 import type { ResolvedSpawnOptions, RunOptions, TaskResult, WorkerSpec } from "./options.ts";
 import { WorkerProcess, type ExitInfo } from "./process.ts";
@@ -26,6 +30,9 @@ interface Ending {
   reason: string;
   timedOut: boolean;
 }
+
+/** How long a worker whose connection is gone may take to exit on its own before it counts as dropped. */
+const LOST_GRACE_MS = 500;
 
 export class Incarnation {
   readonly proc: WorkerProcess;
@@ -47,7 +54,13 @@ export class Incarnation {
     private readonly o: ResolvedSpawnOptions,
     private readonly shm?: ShmRegistry,
   ) {
-    this.proc = new WorkerProcess(spec, broker.endpoint, { stderrTailBytes: o.stderrTailBytes, forward: o.forward });
+    // A fresh key for this process alone: only the process holding it can claim the slot.
+    const key = newWorkerKey();
+    this.proc = new WorkerProcess(spec, broker.endpoint, {
+      stderrTailBytes: o.stderrTailBytes,
+      forward: o.forward,
+      env: { [ENV_WORKER_KEY]: key.toString("hex"), [ENV_MAX_MESSAGE_BYTES]: String(broker.maxMessageBytes) },
+    });
     const unregister = register(this);
     if (o.onProcess && this.proc.pid !== undefined) {
       try {
@@ -57,10 +70,17 @@ export class Incarnation {
       }
     }
     this.ready = new Promise<Hello>((resolve, reject) => {
+      let unproven = 0;
       const helloTimer = setTimeout(() => {
-        this.endWith({ code: ErrorCode.TIMEOUT, timedOut: true, reason: `sent no hello within ${o.helloTimeoutMs} ms` }, "SIGKILL");
+        // Hellos that claimed our pid without a valid auth: a worker that does not read its key
+        // (or a forger); either way the slot was never claimed.
+        const why = unproven > 0
+          ? ` that proves its key (${unproven} hello(s) claiming pid ${this.proc.pid} were refused for their auth: does it read ${ENV_WORKER_KEY}?)`
+          : "";
+        this.endWith({ code: ErrorCode.TIMEOUT, timedOut: true, reason: `sent no hello${why} within ${o.helloTimeoutMs} ms` }, "SIGKILL");
       }, o.helloTimeoutMs);
       const unexpect = broker.expect({
+        key,
         ...(this.proc.pid !== undefined ? { pid: this.proc.pid } : {}),
         name: spec.name,
         onHello: (hello, peer) => {
@@ -72,6 +92,7 @@ export class Incarnation {
           resolve(hello);
           return this.handler();
         },
+        onUnproven: () => void unproven++,
         onRefused: (error: ErrorMessage) => {
           clearTimeout(helloTimer);
           this.endWith({ code: ErrorCode.VERSION_MISMATCH, timedOut: false, reason: `was refused: ${error.message}` }, "SIGTERM");
@@ -123,6 +144,13 @@ export class Incarnation {
       }));
     }
     const { refs, frames, segment } = encoded;
+    const tooBig = this.oversized(frames);
+    if (tooBig) {
+      if (segment) this.shm?.release(segment.name);
+      return Promise.reject(new WorkerError(`task ${task}: ${tooBig}`, {
+        code: ErrorCode.INVALID_ARGUMENT, worker: this.identity, task, taskId: id,
+      }));
+    }
     return new Promise<TaskResult>((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       const onAbort = (): void => this.abandon(id, ErrorCode.CANCELLED, false, `task ${task} was cancelled`, options.signal?.reason);
@@ -160,6 +188,18 @@ export class Incarnation {
     return { ...encodeTensors(tensors), segment: null };
   }
 
+  /**
+   * What is wrong when a task's frames exceed the message limit: the worker's socket would
+   * drop the connection for it. (The envelope itself is small; 64 KiB is kept for it.)
+   */
+  private oversized(frames: readonly Uint8Array[]): string | undefined {
+    const limit = this.broker.maxMessageBytes;
+    const total = frames.reduce((a, f) => a + f.byteLength, 0);
+    if (total + 65_536 <= limit) return undefined;
+    return `its tensors take ${total} bytes as frames, over the message limit of ${limit} bytes; ` +
+      "raise maxMessageBytes for this run, or send them through shared memory";
+  }
+
   /** Stop by escalation: shutdown message, SIGTERM, SIGKILL. In-flight tasks reject CANCELLED. */
   stop(): Promise<ExitInfo> {
     this.stopping ??= this.proc.stop(this.o.stopGraceMs, this.o.killGraceMs, this.peer ? () => this.send({ type: "shutdown" }) : undefined);
@@ -171,7 +211,22 @@ export class Incarnation {
   }
 
   private handler(): PeerHandler {
-    return { onMessage: (m, frames) => this.onMessage(m, frames) };
+    return {
+      onMessage: (m, frames) => this.onMessage(m, frames),
+      // The broker lost our peer. Usually the process is exiting (its exit explains itself);
+      // if it still lives after a moment, its connection was dropped (a message over the limit):
+      // nothing it sends can reach us any more, so end it now, not at the heartbeat timeout.
+      onLost: (reason, confirm) => {
+        this.peer = undefined;
+        if (this.stopping || this.ending) return;
+        const timer = setTimeout(() => {
+          if (!this.proc.alive || this.stopping || this.ending) return;
+          confirm();
+          this.endWith({ code: ErrorCode.WORKER_DIED, timedOut: false, reason: `was dropped by the broker: ${reason}` }, "SIGTERM");
+        }, LOST_GRACE_MS);
+        void this.proc.exited.then(() => clearTimeout(timer));
+      },
+    };
   }
 
   private onMessage(m: Message, frames: Buffer[]): void {

@@ -40,11 +40,16 @@ export class WorkerProcess {
   constructor(
     readonly spec: WorkerSpec,
     endpoint: string,
-    opts: { stderrTailBytes: number; forward: ((line: string) => void) | undefined },
+    opts: {
+      stderrTailBytes: number;
+      forward: ((line: string) => void) | undefined;
+      /** Added to the environment after spec.env (the per-spawn key: never in argv). */
+      env?: Record<string, string>;
+    },
   ) {
     this.stderr = new Tail(opts.stderrTailBytes);
     this.child = execa(spec.command, [...(spec.args ?? []), "--connect", endpoint, "--name", spec.name], {
-      env: spec.env ?? {},
+      env: { ...(spec.env ?? {}), ...(opts.env ?? {}) },
       extendEnv: true,
       ...(spec.cwd ? { cwd: spec.cwd } : {}),
       stdin: "ignore",

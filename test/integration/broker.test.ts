@@ -1,9 +1,13 @@
-import { statSync } from "node:fs";
-import { dirname } from "node:path";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import * as zmq from "zeromq";
+import { helloAuth, newWorkerKey } from "../../src/transport/auth.ts";
 import { Broker } from "../../src/transport/broker.ts";
 import { decodeRaw, encodeEnvelope } from "../../src/transport/codec.ts";
+import { sweepStaleIpcDirs } from "../../src/transport/endpoint.ts";
 import { ErrorCode, PROTOCOL_VERSION, type ErrorMessage } from "../../src/transport/protocol.ts";
 import { Supervisor } from "../../src/workers/supervisor.ts";
 import { fixture } from "./supervisor-helpers.ts";
@@ -31,12 +35,16 @@ async function reply(d: zmq.Dealer): Promise<ErrorMessage> {
   return decodeRaw(env!) as ErrorMessage;
 }
 
-const hello = (v = PROTOCOL_VERSION, pid = 999_999): Buffer =>
-  encodeEnvelope({ v, type: "hello", id: "raw-hello", pid, worker: "raw", capabilities: [], versions: {} });
+const hello = (v = PROTOCOL_VERSION, pid = 999_999, key?: Uint8Array): Buffer =>
+  encodeEnvelope({
+    v, type: "hello", id: "raw-hello", pid, worker: "raw", capabilities: [], versions: {},
+    ...(key ? { auth: helloAuth(key, "raw-hello", pid) } : {}),
+  });
 
 describe("endpoints", () => {
-  it("binds 127.0.0.1 on an ephemeral port and reads the real port back", async () => {
-    const b = await broker();
+  it("binds ipc:// by default; with transport tcp, 127.0.0.1 on an ephemeral port, the real port read back", async () => {
+    expect((await broker()).endpoint).toMatch(/^ipc:\/\/.*\/memlane-ipc-\d+-[^/]+\/broker\.sock$/);
+    const b = await broker({ transport: "tcp" });
     expect(b.endpoint).toMatch(/^tcp:\/\/127\.0\.0\.1:\d+$/);
     expect(b.endpoint.endsWith(":0")).toBe(false);
   });
@@ -47,6 +55,17 @@ describe("endpoints", () => {
     expect(statSync(dir).mode & 0o777).toBe(0o700);
     await b.close();
     expect(() => statSync(dir)).toThrow();
+  });
+
+  it("sweeps the ipc directory of an orchestrator that died without closing its broker", async () => {
+    const root = mkdtempSync(join(tmpdir(), "memlane-sweep-"));
+    cleanups.push(() => rmSync(root, { recursive: true, force: true }));
+    const dead = spawnSync("true").pid!; // a pid that has exited
+    mkdirSync(join(root, `memlane-ipc-${dead}-abc`));
+    mkdirSync(join(root, `memlane-ipc-${process.pid}-mine`));
+    mkdirSync(join(root, "memlane-ipc-x-other"));
+    expect(sweepStaleIpcDirs(root)).toEqual([join(root, `memlane-ipc-${dead}-abc`)]);
+    expect(readdirSync(root).sort()).toEqual([`memlane-ipc-${process.pid}-mine`, "memlane-ipc-x-other"]);
   });
 
   it("refuses a non-loopback endpoint without CURVE keys", async () => {
@@ -72,7 +91,7 @@ describe("endpoints", () => {
     });
     const ok = dealer(b.endpoint, curve(client));
     await ok.send([hello()]);
-    expect((await reply(ok)).code).toBe(ErrorCode.INVALID_ARGUMENT); // heard, though unexpected
+    expect((await reply(ok)).code).toBe(ErrorCode.UNAUTHORIZED); // heard, though no slot's key signed it
     const no = dealer(b.endpoint, { ...curve(stranger), receiveTimeout: 500 });
     await no.send([hello()]).catch(() => {});
     await expect(no.receive()).rejects.toThrow();
@@ -111,6 +130,18 @@ describe("the receive loop", () => {
     expect(bad.alive).toBe(true);
   });
 
+  it("a worker that does not prove its key is never admitted, and its hello timeout says why", async () => {
+    const sup = await Supervisor.start();
+    cleanups.push(() => sup.close());
+    const err = await sup.spawn(fixture("echo", "no-auth", { FIXTURE_NO_AUTH: "1" }), { helloTimeoutMs: 1500 }).then(
+      () => { throw new Error("admitted without auth"); },
+      (e: Error & { code?: number }) => e,
+    );
+    expect(err.code).toBe(ErrorCode.TIMEOUT);
+    expect(err.message).toMatch(/sent no hello that proves its key \(1 hello\(s\) claiming pid \d+ were refused for their auth: does it read MEMLANE_WORKER_KEY\?\) within 1500 ms/);
+    expect(sup.broker.refused().byReason).toEqual({ "bad-auth": 1 });
+  });
+
   it("refuses a hello in another version, naming both", async () => {
     const b = await broker();
     const raw = dealer(b.endpoint);
@@ -126,7 +157,9 @@ describe("the receive loop", () => {
     const lines: string[] = [];
     const b = await broker({ log: (l) => lines.push(l) });
     const seen: string[] = [];
+    const key = newWorkerKey();
     b.expect({
+      key,
       pid: 4242,
       onHello: () => ({
         onMessage: (m) => {
@@ -137,9 +170,9 @@ describe("the receive loop", () => {
       onRefused: () => {},
     });
     const raw = dealer(b.endpoint);
-    await raw.send([hello(1, 4242)]);
+    await raw.send([hello(1, 4242, key)]);
     await raw.send([encodeEnvelope({ v: 1, type: "heartbeat", id: "boom" })]);
-    await raw.send([hello(1, 4242)]);
+    await raw.send([hello(1, 4242, key)]);
     expect((await reply(raw)).message).toBe("second hello from the same peer");
     await raw.send([encodeEnvelope({ v: 1, type: "progress", id: "p", current: 1, total: 1, label: "" })]);
     await raw.send([encodeEnvelope({ v: 3, type: "heartbeat", id: "old" })]);

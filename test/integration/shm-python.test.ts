@@ -7,9 +7,10 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newWorkerKey } from "../../src/transport/auth.ts";
 import { Broker, type Peer } from "../../src/transport/broker.ts";
 import { decodeTensors, type Tensor } from "../../src/transport/codec.ts";
-import { PROTOCOL_VERSION, type Message } from "../../src/transport/protocol.ts";
+import { ENV_WORKER_KEY, PROTOCOL_VERSION, type Message } from "../../src/transport/protocol.ts";
 import { encodeTensorsShm, ShmRegistry } from "../../src/transport/shm.ts";
 import { NO_ADDON, shmAddon } from "./shm-addon.ts";
 
@@ -26,11 +27,14 @@ describe.skipIf(!ready)("shm round trip with a Python worker", () => {
 
   beforeAll(async () => {
     broker = await Broker.bind();
+    const key = newWorkerKey();
     child = spawn(PYTHON, [join(root, "test/integration/shm-echo-worker.py"), "--connect", broker.endpoint, "--name", "shm-echo"], {
       stdio: ["ignore", "inherit", "inherit"],
+      env: { ...process.env, [ENV_WORKER_KEY]: key.toString("hex") },
     });
     const hello = new Promise<Peer>((res, rej) => {
       broker.expect({
+        key,
         pid: child.pid,
         onHello: (_h, p) => {
           res(p);

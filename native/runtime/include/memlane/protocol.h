@@ -9,6 +9,18 @@ namespace memlane::protocol {
 // Bumped on any incompatible change; both sides refuse a peer that differs.
 inline constexpr int kVersion = 1;
 
+// The largest message (each frame, and all frames of one message together) unless the run
+// raises it: the orchestrator passes the run's limit in kEnvMaxMessageBytes.
+inline constexpr int64_t kDefaultMaxMessageBytes = int64_t(256) << 20;
+
+// What the orchestrator hands a spawned worker beyond argv (argv is world-readable in
+// /proc/<pid>/cmdline; the environment only to the same user and root).
+inline constexpr const char* kEnvWorkerKey = "MEMLANE_WORKER_KEY";
+inline constexpr const char* kEnvMaxMessageBytes = "MEMLANE_MAX_MESSAGE_BYTES";
+
+// hello.auth = hex HMAC-SHA256(key, kHelloAuthPrefix + id + "\n" + pid).
+inline constexpr const char* kHelloAuthPrefix = "memlane-hello-v1\n";
+
 namespace type {
 inline constexpr const char* kHello = "hello";
 inline constexpr const char* kTask = "task";
@@ -42,6 +54,7 @@ enum class ErrorCode : int {
   kOutOfMemory = 14,
   kBackendUnavailable = 15,
   kShmUnavailable = 16,
+  kUnauthorized = 17,
 };
 
 inline const char* error_code_name(int code) {
@@ -62,6 +75,7 @@ inline const char* error_code_name(int code) {
     case 14: return "OUT_OF_MEMORY";
     case 15: return "BACKEND_UNAVAILABLE";
     case 16: return "SHM_UNAVAILABLE";
+    case 17: return "UNAUTHORIZED";
     default: return "UNKNOWN_ERROR";
   }
 }

@@ -19,7 +19,9 @@ const char* kUsage =
     "  --name               worker name in hello ids (default memlane-rt)\n"
     "  --device             default device for tasks that do not name one (default auto)\n"
     "  --threads            default intra-op threads (default 0 = all cores)\n"
-    "  --heartbeat-timeout  exit (code 3) after this many seconds without a message (default 30, 0 = never)\n";
+    "  --heartbeat-timeout  exit (code 3) after this many seconds without a message (default 30, 0 = never)\n"
+    "environment (set by the orchestrator, never argv): MEMLANE_WORKER_KEY, the per-spawn key proved\n"
+    "  in the hello; MEMLANE_MAX_MESSAGE_BYTES, the run's message size limit (docs/protocol.md)\n";
 
 [[noreturn]] void usage_error(const std::string& msg) {
   std::fprintf(stderr, "memlane-rt: %s\n%s", msg.c_str(), kUsage);

@@ -4,6 +4,8 @@
 #include <zmq.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -11,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/hmac_sha256.h"
 #include "rt/shm_map.h"
 #include "rt/task_ctx.h"
 
@@ -25,6 +28,30 @@ struct Job {
   msgpack::object_handle env;
   std::vector<zmq::message_t> frames;
 };
+
+// The per-spawn key from the environment, then wiped: the value's bytes are overwritten in
+// place (they live in the block /proc/<pid>/environ shows) and the variable is unset, so
+// nothing this process starts inherits it. Empty when the orchestrator gave none.
+std::string take_key() {
+  char* text = std::getenv(protocol::kEnvWorkerKey);
+  if (!text) return {};
+  std::string key;
+  const bool ok = from_hex(text, &key);
+  std::memset(text, 'x', std::strlen(text));
+  unsetenv(protocol::kEnvWorkerKey);
+  if (!ok) throw std::runtime_error(std::string(protocol::kEnvWorkerKey) + " must be hex");
+  return key;
+}
+
+int64_t max_message_bytes() {
+  const char* text = std::getenv(protocol::kEnvMaxMessageBytes);
+  if (!text || !*text) return protocol::kDefaultMaxMessageBytes;
+  char* end = nullptr;
+  const long long v = std::strtoll(text, &end, 10);
+  if (!end || *end != 0 || v < 1024)
+    throw std::runtime_error(std::string(protocol::kEnvMaxMessageBytes) + ": expected an integer >= 1024, got '" + text + "'");
+  return int64_t(v);
+}
 
 std::string versions_zmq() {
   int a, b, c;
@@ -112,8 +139,13 @@ class Worker {
     info_.device = o.device;
     info_.threads = o.threads;
     info_.startMs = startMs;
+    key_ = take_key();
+    max_bytes_ = max_message_bytes();
     dealer_.set(zmq::sockopt::linger, 2000);
     dealer_.set(zmq::sockopt::sndtimeo, 10000);  // never block forever on a dead peer
+    // libzmq refuses a bigger incoming frame from its header, before allocating it, and drops
+    // the connection. (The inproc outbox below never decodes frames: the option means nothing there.)
+    dealer_.set(zmq::sockopt::maxmsgsize, max_bytes_);
     dealer_.connect(o.endpoint);
     const std::string inproc = "inproc://memlane-rt-outbox";
     rx_.bind(inproc);
@@ -169,7 +201,27 @@ class Worker {
     }
   }
 
+  // Sends one message, or, when it is over the run's limit (the orchestrator would drop our
+  // connection for it), a TASK_FAILED error naming the sizes under the same id.
   void send_parts(std::vector<zmq::message_t> parts) {
+    size_t total = 0;
+    for (const auto& p : parts) total += p.size();
+    if (int64_t(total) > max_bytes_ && !parts.empty()) {
+      std::string id;
+      try {
+        msgpack::object_handle oh = unpack_bounded(static_cast<const char*>(parts[0].data()), parts[0].size());
+        if (const Obj* idv = get(&oh.get(), "id")) as_str(*idv, &id);
+      } catch (const std::exception&) {
+      }
+      Val d = Val::map();
+      d.set("bytes", int64_t(total)).set("limit", max_bytes_);
+      const std::string b = packb(error_envelope(id, int(ErrorCode::kTaskFailed),
+                                                 "message of " + std::to_string(total) + " bytes exceeds the limit of " +
+                                                     std::to_string(max_bytes_) + " bytes (the run's maxMessageBytes; raise it for bigger tensors)",
+                                                 d));
+      parts.clear();
+      parts.emplace_back(b.data(), b.size());
+    }
     try {
       for (size_t i = 0; i < parts.size(); ++i)
         dealer_.send(parts[i], i + 1 < parts.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
@@ -209,8 +261,15 @@ class Worker {
         .set("msgpack-cxx", MSGPACK_VERSION)
         .set("compiler", std::string("g++ ") + __VERSION__)
         .set("cuda", cuda_built() ? "built" : "not built");
-    Val h = envelope(protocol::type::kHello, o_.name + "-" + std::to_string(getpid()));
+    const std::string helloId = o_.name + "-" + std::to_string(getpid());
+    Val h = envelope(protocol::type::kHello, helloId);
     h.set("pid", int64_t(getpid())).set("worker", "memlane-rt").set("capabilities", std::move(caps)).set("versions", std::move(versions));
+    if (!key_.empty()) {
+      const std::string text = std::string(protocol::kHelloAuthPrefix) + helloId + "\n" + std::to_string(getpid());
+      const Sha256Digest mac = hmac_sha256(reinterpret_cast<const uint8_t*>(key_.data()), key_.size(),
+                                           reinterpret_cast<const uint8_t*>(text.data()), text.size());
+      h.set("auth", to_hex(mac.data(), mac.size()));
+    }
     info_.atHello = read_memory();
     info_.atHelloSmaps = read_smaps();
     info_.helloMs = now_ms();
@@ -362,6 +421,8 @@ class Worker {
   }
 
   WorkerOptions o_;
+  std::string key_;  // per-spawn key (raw bytes); empty without one
+  int64_t max_bytes_ = protocol::kDefaultMaxMessageBytes;
   WorkerInfo info_;
   WorkerState state_;
   zmq::context_t ctx_;

@@ -1,0 +1,59 @@
+"""What a spawned worker gets from the orchestrator's environment: its per-spawn key (proved
+in hello.auth, docs/protocol.md "Trust") and the run's message size limit."""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import hmac
+import os
+
+from .protocol import DEFAULT_MAX_MESSAGE_BYTES, ENV_MAX_MESSAGE_BYTES, ENV_WORKER_KEY, HELLO_AUTH_PREFIX
+
+
+def take_key() -> bytes | None:
+    """The per-spawn key, removed from os.environ so that nothing this worker starts inherits
+    it, and overwritten where /proc/self/environ shows it (the process's original block)."""
+    _wipe_original(ENV_WORKER_KEY)
+    text = os.environ.pop(ENV_WORKER_KEY, None)
+    if not text:
+        return None
+    try:
+        key = bytes.fromhex(text)
+    except ValueError:
+        raise SystemExit(f"memlane-worker: {ENV_WORKER_KEY} must be hex, got {len(text)} characters that are not") from None
+    return key
+
+
+def hello_auth(key: bytes | None, id_: str, pid: int) -> str | None:
+    """hello.auth for this id and pid; None without a key (the orchestrator then refuses us)."""
+    if key is None:
+        return None
+    return hmac.new(key, f"{HELLO_AUTH_PREFIX}{id_}\n{pid}".encode(), hashlib.sha256).hexdigest()
+
+
+def max_message_bytes() -> int:
+    """The run's limit (ENV_MAX_MESSAGE_BYTES), else the protocol default."""
+    text = os.environ.get(ENV_MAX_MESSAGE_BYTES)
+    if not text:
+        return DEFAULT_MAX_MESSAGE_BYTES
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1024:
+        raise SystemExit(f"memlane-worker: {ENV_MAX_MESSAGE_BYTES} must be an integer >= 1024, got {text!r}")
+    return value
+
+
+def _wipe_original(name: str) -> None:
+    """Overwrites the value of `name` in the C environment block with 'x' (os.environ holds its
+    own copy, read at start-up). Best effort: without libc's getenv nothing is wiped."""
+    try:
+        getenv = ctypes.CDLL(None).getenv
+        getenv.restype = ctypes.c_void_p
+        getenv.argtypes = [ctypes.c_char_p]
+        address = getenv(name.encode())
+        if address:
+            ctypes.memset(address, ord("x"), len(ctypes.string_at(address)))
+    except (OSError, AttributeError):
+        pass
