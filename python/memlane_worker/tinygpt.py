@@ -81,22 +81,27 @@ def batches(data: np.ndarray, batch: int, gen: torch.Generator):
 
 class Block(nn.Module):
     """Pre-norm transformer block with causal self-attention written out (MatMul, additive
-    mask, Softmax): the graph every runtime gets is the textbook one."""
+    mask, Softmax): the graph every runtime gets is the textbook one. Windows are always
+    CONTEXT long, so the mask and the position table are used whole (no Slice on run-time
+    shapes), and q, k, v are three Linears (no Split/unbind)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(D_MODEL), nn.LayerNorm(D_MODEL)
-        self.qkv = nn.Linear(D_MODEL, 3 * D_MODEL)
+        self.q, self.k, self.v = (nn.Linear(D_MODEL, D_MODEL) for _ in range(3))
         self.proj = nn.Linear(D_MODEL, D_MODEL)
         self.mlp = nn.Sequential(nn.Linear(D_MODEL, 4 * D_MODEL), nn.GELU(), nn.Linear(4 * D_MODEL, D_MODEL))
         mask = torch.full((CONTEXT, CONTEXT), float("-inf")).triu(1)
         self.register_buffer("mask", mask, persistent=False)
 
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(-1, CONTEXT, N_HEAD, D_MODEL // N_HEAD).transpose(1, 2)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, _ = x.shape
-        q, k, v = self.qkv(self.ln1(x)).reshape(b, t, 3, N_HEAD, D_MODEL // N_HEAD).permute(2, 0, 3, 1, 4)
-        att = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(D_MODEL // N_HEAD)) + self.mask[:t, :t]
-        y = (att.softmax(-1) @ v).transpose(1, 2).reshape(b, t, D_MODEL)
+        h = self.ln1(x)
+        q, k, v = self._heads(self.q(h)), self._heads(self.k(h)), self._heads(self.v(h))
+        att = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(D_MODEL // N_HEAD)) + self.mask
+        y = (att.softmax(-1) @ v).transpose(1, 2).reshape(-1, CONTEXT, D_MODEL)
         x = x + self.proj(y)
         return x + self.mlp(self.ln2(x))
 
@@ -112,7 +117,8 @@ class TinyGPT(nn.Module):
         self.head = nn.Linear(D_MODEL, VOCAB)
 
     def hidden(self, idx: torch.Tensor) -> torch.Tensor:
-        return self.ln(self.blocks(self.tok(idx) + self.pos[:, : idx.shape[1]]))
+        """idx int64 [B, CONTEXT] (always the full window)."""
+        return self.ln(self.blocks(self.tok(idx) + self.pos))
 
     def logits_all(self, idx: torch.Tensor) -> torch.Tensor:
         """[B, T, 256]: every position's next-byte logits (training)."""
