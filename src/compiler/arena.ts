@@ -27,11 +27,11 @@ export interface Arena {
 }
 
 /** Graph inputs live from step 0, outputs to the last step, others from producer to last reader. */
-export function lifetimes(nodes: readonly LNode[], inputs: readonly string[], outputs: readonly string[], shapes: ReadonlyMap<string, number[]>): Lifetime[] {
+export function lifetimes(nodes: readonly LNode[], inputs: readonly string[], outputs: readonly string[], shapes: ReadonlyMap<string, number[]>, elemBytes: (name: string) => number = () => 4): Lifetime[] {
   const end = Math.max(nodes.length - 1, 0);
   const life = new Map<string, Lifetime>();
   const add = (name: string, step: number) => {
-    const bytes = perSample(shapes.get(name)!) * 4;
+    const bytes = perSample(shapes.get(name)!) * elemBytes(name);
     life.set(name, { name, bytes, size: alignUp(bytes, PLAN_ALIGNMENT), first: step, last: step });
   };
   for (const i of inputs) add(i, 0);

@@ -1,13 +1,14 @@
 /** Inferred graph + arena -> plan header and weights blob (docs/plan-format.md, "Header"). */
 import type { Arena } from "./arena.ts";
+import { CompileError } from "./errors.ts";
 import type { Inferred } from "./infer.ts";
-import { numel } from "./ir.ts";
+import { type ConstTensor, DTYPE_BYTES, type DType, defaultDtype, fmtShape, perSample } from "./ir.ts";
 import { PLAN_ALIGNMENT, type PlanHeader, type PlanTensor, alignUp } from "./plan-format.ts";
 
 export interface Built {
   header: PlanHeader;
-  /** Weights in blob order with their blob offsets. */
-  weights: { offset: number; data: Float32Array }[];
+  /** Weights in blob order with their blob offsets (little-endian element bytes). */
+  weights: { offset: number; data: Uint8Array }[];
   blobBytes: number;
 }
 
@@ -33,15 +34,20 @@ export function buildPlan(inf: Inferred, arena: Arena, producer: string, source:
     const c = inf.consts.get(name);
     let t: PlanTensor;
     if (c) {
-      const data = c.data instanceof Float32Array ? c.data : Float32Array.from(c.data);
-      const bytes = data.length * 4;
-      t = { name, dtype: "float32", shape: [...c.dims], kind: "weight", offset: blob, bytes };
+      if (c.sym && Array.from(c.data).some((v) => Math.abs(v) >= 2 ** 31)) {
+        throw new CompileError(`${source}: constant "${name}" ${fmtShape(Array.from(c.data))} depends on the batch size; memlane-rt needs it as a run-time computation it does not have`, "shape", { tensor: name });
+      }
+      const dtype = defaultDtype(c);
+      const data = weightBytes(c, dtype);
+      const bytes = data.length;
+      t = { name, dtype, shape: [...c.dims], kind: "weight", offset: blob, bytes };
       weights.push({ offset: blob, data });
       blob = alignUp(blob + bytes, PLAN_ALIGNMENT);
     } else {
       const shape = inf.shapes.get(name)!;
       const kind = inputs.has(name) ? "input" : outputs.has(name) ? "output" : "activation";
-      t = { name: inf.outputNames.get(name) ?? name, dtype: "float32", shape: [...shape], kind, offset: arena.offsets.get(name)!, bytes: numel(shape.slice(1)) * 4 };
+      const dtype = inf.dtypes.get(name) ?? "float32";
+      t = { name: inf.outputNames.get(name) ?? name, dtype, shape: [...shape], kind, offset: arena.offsets.get(name)!, bytes: perSample(shape) * DTYPE_BYTES[dtype] };
     }
     ids.set(name, tensors.length);
     tensors.push(t);
@@ -61,4 +67,20 @@ export function buildPlan(inf: Inferred, arena: Arena, producer: string, source:
     arena: { bytesPerSample: arena.bytesPerSample, lowerBoundPerSample: arena.lowerBoundPerSample, alignment: PLAN_ALIGNMENT },
   };
   return { header, weights, blobBytes: blob };
+}
+
+/** A constant's elements in the plan's little-endian storage of `dtype`. */
+export function weightBytes(c: ConstTensor, dtype: DType): Uint8Array {
+  const n = c.data.length;
+  const out = new Uint8Array(n * DTYPE_BYTES[dtype]);
+  const dv = new DataView(out.buffer);
+  for (let i = 0; i < n; i++) {
+    const v = c.data[i]!;
+    if (dtype === "float32") dv.setFloat32(i * 4, v, true);
+    // Clamped: INT64_MAX ("to the end" in Slice) arrives as the double 2^63.
+    else if (dtype === "int64") dv.setBigInt64(i * 8, BigInt(Math.trunc(Math.min(Math.max(v, -(2 ** 63)), 2 ** 63 - 1024))), true);
+    else if (dtype === "int32") dv.setInt32(i * 4, Math.trunc(Math.min(Math.max(v, -(2 ** 31)), 2 ** 31 - 1)), true);
+    else out[i] = v ? 1 : 0;
+  }
+  return out;
 }

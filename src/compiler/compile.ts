@@ -3,7 +3,7 @@ import { type Lifetime, checkArena, lifetimes, planArena } from "./arena.ts";
 import { buildPlan } from "./build.ts";
 import { CompileError } from "./errors.ts";
 import { inferGraph } from "./infer.ts";
-import type { Graph } from "./ir.ts";
+import { DTYPE_BYTES, type Graph } from "./ir.ts";
 import { loadOnnx } from "./load.ts";
 import { topoSort } from "./order.ts";
 import type { PlanHeader } from "./plan-format.ts";
@@ -11,6 +11,8 @@ import { readPlan } from "./read.ts";
 import { fuseAttention } from "./fuse-attention.ts";
 import { fuseGelu } from "./fuse-gelu.ts";
 import { fuseLayerNorm } from "./fuse-layernorm.ts";
+import { fuseSilu } from "./fuse-silu.ts";
+import { rewriteBatchFirstLstm } from "./lstm-batch-first.ts";
 import { foldBatchNorm, fuseRelu, pruneDead } from "./rewrite.ts";
 import { checkVocabulary } from "./supported.ts";
 import { writePlanFile } from "./write.ts";
@@ -23,22 +25,31 @@ export interface CompileOptions {
   verify?: boolean;
   /** Overrides the header's `producer` string. */
   producer?: string;
+  /**
+   * Full model shape per graph input, -1 at the batch axis (e.g. `{ input_ids: [-1, 128] }`):
+   * fixes the symbolic non-batch dimensions, which the plan records (docs/plan-format.md).
+   */
+  inputShapes?: Record<string, number[]>;
 }
 
 interface ResolvedOptions {
   verify: boolean;
   producer: string;
+  inputShapes: Record<string, number[]>;
 }
 
-const DEFAULTS: Readonly<ResolvedOptions> = Object.freeze({ verify: true, producer: `memlane-compiler ${COMPILER_VERSION}` });
+const DEFAULTS: Readonly<ResolvedOptions> = Object.freeze({ verify: true, producer: `memlane-compiler ${COMPILER_VERSION}`, inputShapes: {} });
 
 function resolveOptions(opts: CompileOptions | undefined): ResolvedOptions {
   if (opts === undefined) return DEFAULTS;
   if (typeof opts !== "object" || opts === null) throw new CompileError(`options: expected an object, received ${String(opts)}`, "option");
-  const known = new Set(["verify", "producer"]);
+  const known = new Set(["verify", "producer", "inputShapes"]);
   for (const k of Object.keys(opts)) if (!known.has(k)) throw new CompileError(`options.${k}: unknown option (expected one of ${[...known].join(", ")})`, "option");
   if (opts.verify !== undefined && typeof opts.verify !== "boolean") throw new CompileError(`options.verify: expected a boolean, received ${JSON.stringify(opts.verify)}`, "option");
   if (opts.producer !== undefined && typeof opts.producer !== "string") throw new CompileError(`options.producer: expected a string, received ${JSON.stringify(opts.producer)}`, "option");
+  if (opts.inputShapes !== undefined && (typeof opts.inputShapes !== "object" || opts.inputShapes === null || Array.isArray(opts.inputShapes))) {
+    throw new CompileError(`options.inputShapes: expected an object { inputName: [dims, -1 at the batch axis] }, received ${JSON.stringify(opts.inputShapes)}`, "option");
+  }
   return { ...DEFAULTS, ...Object.fromEntries(Object.entries(opts).filter(([, v]) => v !== undefined)) };
 }
 
@@ -53,23 +64,27 @@ export interface CompileSummary {
   lowerBoundPerSample: number;
   /** arenaBytesPerSample / lowerBoundPerSample (1 = optimal). */
   ratio: number;
-  inputs: { name: string; shape: number[] }[];
-  outputs: { name: string; shape: number[] }[];
+  /** Graph inputs and outputs in ONNX order; shape has -1 at batchAxis. */
+  inputs: { name: string; shape: number[]; dtype: string; batchAxis: number }[];
+  outputs: { name: string; shape: number[]; dtype: string; batchAxis: number }[];
   warnings: string[];
 }
 
 /** Everything but the file write: used by compileOnnx and by tests that inspect the plan. */
-export function compileGraph(g: Graph, producer = DEFAULTS.producer) {
+export function compileGraph(g: Graph, producer = DEFAULTS.producer, inputShapes: Record<string, number[]> = {}) {
   checkVocabulary(g.file, g.nodes, g.inputs.map((i) => i.name));
-  const inf = inferGraph({ ...g, nodes: topoSort(g) });
+  // torch's batch_first LSTM pattern first: the layout-0 LSTM inside it has no batch-first form.
+  const lg = rewriteBatchFirstLstm(g);
+  const inf = inferGraph({ ...lg, nodes: topoSort(lg) }, { inputShapes });
   foldBatchNorm(inf);
   fuseRelu(inf);
+  fuseSilu(inf);
   fuseLayerNorm(inf);
   fuseGelu(inf);
   fuseAttention(inf);
   const dead = pruneDead(inf);
   if (dead.length > 0) inf.warnings.push(`removed ${dead.length} node(s) whose results no output uses: ${dead.slice(0, 5).join(", ")}`);
-  const lives: Lifetime[] = lifetimes(inf.nodes, inf.inputs, inf.outputs, inf.shapes);
+  const lives: Lifetime[] = lifetimes(inf.nodes, inf.inputs, inf.outputs, inf.shapes, (n) => DTYPE_BYTES[inf.dtypes.get(n) ?? "float32"]);
   const arena = planArena(lives);
   // Cheap insurance: a wrong arena silently corrupts activations at run time.
   checkArena(lives, arena.offsets, arena.bytesPerSample);
@@ -80,7 +95,10 @@ export function compileGraph(g: Graph, producer = DEFAULTS.producer) {
 export function summarise(header: PlanHeader, planPath: string, planBytes: number, warnings: string[]): CompileSummary {
   const opCounts: Record<string, number> = {};
   for (const op of header.ops) opCounts[op.op] = (opCounts[op.op] ?? 0) + 1;
-  const io = (ids: number[]) => ids.map((id) => ({ name: header.tensors[id]!.name, shape: [...header.tensors[id]!.shape] }));
+  const io = (ids: number[]) => ids.map((id) => {
+    const t = header.tensors[id]!;
+    return { name: t.name, shape: [...t.shape], dtype: t.dtype, batchAxis: t.shape.indexOf(-1) };
+  });
   const weightsBytes = header.tensors.filter((t) => t.kind === "weight").reduce((a, t) => a + t.bytes, 0);
   const { bytesPerSample, lowerBoundPerSample } = header.arena;
   return {
@@ -100,7 +118,7 @@ export function summarise(header: PlanHeader, planPath: string, planBytes: numbe
 export async function compileOnnx(onnxPath: string, planPath: string, opts?: CompileOptions): Promise<CompileSummary> {
   const o = resolveOptions(opts);
   const g = loadOnnx(onnxPath);
-  const { inf, built } = compileGraph(g, o.producer);
+  const { inf, built } = compileGraph(g, o.producer, o.inputShapes);
   const planBytes = writePlanFile(planPath, built);
   if (o.verify) readPlan(planPath);
   return summarise(built.header, planPath, planBytes, inf.warnings);

@@ -1,5 +1,5 @@
 /** Elementwise arithmetic on constants (numpy broadcasting), used by constant folding. */
-import type { ConstTensor } from "./ir.ts";
+import type { ConstTensor, DType } from "./ir.ts";
 
 export function broadcastDims(a: readonly number[], b: readonly number[]): number[] | undefined {
   const r = Math.max(a.length, b.length);
@@ -95,3 +95,17 @@ export const UNARY: Record<string, (x: number) => number> = {
   Erf: erf,
   Not: (x) => (x ? 0 : 1),
 };
+
+/** A constant converted to another plan dtype (float -> int truncates, like ONNX Cast). */
+export function castConst(c: ConstTensor, dtype: DType): ConstTensor {
+  const isFloat = dtype === "float32";
+  const conv = dtype === "bool" ? (v: number) => +(v !== 0) : isFloat ? (v: number) => v : Math.trunc;
+  return { ...mk(isFloat, [...c.dims], Array.from(c.data, conv)), dtype, ...(c.sym ? { sym: true } : {}) };
+}
+
+/** ONNX Mod: fmod = 1 keeps the dividend's sign (C fmod), fmod = 0 the divisor's (integers). */
+export function mod(a: number, b: number, fmod: boolean): number {
+  if (fmod) return a % b;
+  const r = a % b;
+  return r !== 0 && (r < 0) !== (b < 0) ? r + b : r;
+}

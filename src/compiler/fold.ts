@@ -4,9 +4,10 @@
  * math on weights. Returns undefined when the op has no evaluator here.
  */
 import { attrInt, attrInts, attrTensor, normAxis } from "./attrs.ts";
-import { BINARY, UNARY, binary, broadcastDims, broadcastIndex, mk, unary } from "./fold-math.ts";
+import { BINARY, UNARY, binary, broadcastDims, broadcastIndex, mk, mod, unary } from "./fold-math.ts";
+import { dtypeOfOnnx } from "./graph-inputs.ts";
 import { isFloatType } from "./tensor-data.ts";
-import { type ConstTensor, type Node, numel } from "./ir.ts";
+import { type ConstTensor, type Node, defaultDtype, numel } from "./ir.ts";
 
 type C = ConstTensor;
 
@@ -73,6 +74,7 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
     const r = binary(x, ins[1], (a, b) => BINARY[op]!(a, b, x.isFloat));
     return r && [r];
   }
+  if (op === "Not" && x) return [{ ...unary(x, UNARY[op]!), dtype: "bool" }];
   if (op in UNARY && x) return [unary(x, UNARY[op]!)];
   switch (op) {
     case "Constant": {
@@ -90,7 +92,9 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
     case "CastLike": {
       if (!x) return undefined;
       const toFloat = op === "Cast" ? isFloatType(attrInt(n, "to", 1)) : (ins[1]?.isFloat ?? true);
-      return [mk(toFloat, [...x.dims], toFloat ? x.data : Array.from(x.data, Math.trunc))];
+      const dtype = op === "Cast" ? dtypeOfOnnx(attrInt(n, "to", 1)) : ins[1]?.dtype;
+      const data = dtype === "bool" ? Array.from(x.data, (v) => +(v !== 0)) : toFloat ? x.data : Array.from(x.data, Math.trunc);
+      return [{ ...mk(toFloat, [...x.dims], data), ...(dtype ? { dtype } : {}) }];
     }
     case "Shape": {
       if (!x) return undefined;
@@ -157,7 +161,8 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
       return x && sliceConst(n, x, ins, opset);
     case "ConstantOfShape": {
       const shape = ints(x);
-      if (!shape) return undefined;
+      // A shape holding the batch (NaN) has no compile-time value.
+      if (!shape || shape.some(Number.isNaN)) return undefined;
       const v = attrTensor(n, "value") ?? mk(true, [1], [0]);
       return [mk(v.isFloat, shape, new Array(numel(shape)).fill(v.data[0] ?? 0))];
     }
@@ -169,10 +174,24 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
     }
     case "Equal":
     case "Less":
-    case "Greater": {
+    case "Greater":
+    case "LessOrEqual":
+    case "GreaterOrEqual":
+    case "And":
+    case "Or": {
       if (!x || !ins[1]) return undefined;
-      const f = op === "Equal" ? (a: number, b: number) => +(a === b) : op === "Less" ? (a: number, b: number) => +(a < b) : (a: number, b: number) => +(a > b);
+      const f = {
+        Equal: (a: number, b: number) => +(a === b), Less: (a: number, b: number) => +(a < b),
+        Greater: (a: number, b: number) => +(a > b), LessOrEqual: (a: number, b: number) => +(a <= b),
+        GreaterOrEqual: (a: number, b: number) => +(a >= b), And: (a: number, b: number) => +(!!a && !!b), Or: (a: number, b: number) => +(!!a || !!b),
+      }[op]!;
       const r = binary(x, ins[1], f, false);
+      return r && [{ ...r, dtype: "bool" }];
+    }
+    case "Mod": {
+      if (!x || !ins[1]) return undefined;
+      const fm = attrInt(n, "fmod", 0) === 1;
+      const r = binary(x, ins[1], (a, b) => mod(a, b, fm));
       return r && [r];
     }
     case "Where": {
@@ -181,7 +200,7 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
       const dims = broadcastDims(broadcastDims(c.dims, a.dims) ?? [], b.dims);
       if (!dims) return undefined;
       const [ic, ia, ib] = [c, a, b].map((t) => broadcastIndex(t.dims, dims));
-      return [mk(a.isFloat, dims, range(numel(dims)).map((k) => (c.data[ic![k]!] ? a.data[ia![k]!]! : b.data[ib![k]!]!)))];
+      return [{ ...mk(a.isFloat, dims, range(numel(dims)).map((k) => (c.data[ic![k]!] ? a.data[ia![k]!]! : b.data[ib![k]!]!))), dtype: defaultDtype(a) }];
     }
     case "Expand": {
       const shape = ints(ins[1]);

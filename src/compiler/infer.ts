@@ -4,9 +4,15 @@
  */
 import { CompileError } from "./errors.ts";
 import { foldNode } from "./fold.ts";
-import { type ConstTensor, type Graph, type LNode, BATCH, fmtShape } from "./ir.ts";
+import { resolveInputs } from "./graph-inputs.ts";
+import { type ConstTensor, type DType, type Graph, type LNode, BATCH, SYM_BATCH, batchAxis, defaultDtype, fmtShape, perSample } from "./ir.ts";
 import { type Lowering, type OpCtx, shapeError } from "./op-ctx.ts";
+import { castConst } from "./fold-math.ts";
 import * as conv from "./ops-conv.ts";
+import * as data from "./ops-data.ts";
+import * as layout from "./ops-layout.ts";
+import * as cnn from "./ops-cnn.ts";
+import { LSTM } from "./ops-lstm.ts";
 import * as t from "./ops-tensor.ts";
 import { TRANSFORMER_LOWERINGS } from "./ops-transformer.ts";
 import { unsupportedOp } from "./supported.ts";
@@ -15,18 +21,40 @@ const LOWERINGS: Record<string, Lowering> = {
   Conv: conv.Conv, MaxPool: conv.MaxPool, AveragePool: conv.AveragePool,
   GlobalAveragePool: conv.GlobalAveragePool, BatchNormalization: conv.BatchNormalization,
   ReduceMean: conv.ReduceMean,
-  Gemm: t.Gemm, MatMul: t.MatMul, Add: t.Binary, Sub: t.Binary, Mul: t.Binary, Div: t.Binary,
+  Gemm: t.Gemm, MatMul: t.MatMul, Add: data.Binary, Sub: data.Binary, Mul: data.Binary, Div: data.Binary,
   Relu: t.Unary, Sigmoid: t.Unary, Tanh: t.Unary, Erf: t.Unary, LeakyRelu: t.LeakyRelu,
-  Gelu: t.Gelu, Flatten: t.Flatten, Reshape: t.Reshape, Transpose: t.Transpose,
-  Concat: t.Concat, Softmax: t.Softmax,
+  Gelu: t.Gelu, Flatten: t.Flatten, Reshape: layout.Reshape, Transpose: t.Transpose,
+  Concat: cnn.Concat, Softmax: t.Softmax,
+  Gather: data.Gather, Cast: data.Cast, Where: data.Where, Equal: data.Compare, Less: data.Compare,
+  Greater: data.Compare, LessOrEqual: data.Compare, GreaterOrEqual: data.Compare, Not: data.Not, And: data.Logic, Or: data.Logic, Mod: data.Mod,
+  Expand: layout.Expand, Unsqueeze: layout.Unsqueeze, Squeeze: layout.Squeeze, Slice: layout.Slice,
+  Range: layout.Range, ConstantOfShape: layout.ConstantOfShape,
+  Clip: cnn.Clip, HardSigmoid: cnn.HardSigmoid, HardSwish: cnn.HardSwish, Pad: cnn.Pad, Split: cnn.Split, LSTM,
   // Transformer ops (LayerNormalization, batched MatMul, float math, reductions): replaces
   // MatMul and ReduceMean above with lowerings that keep their old cases as fast paths.
   ...TRANSFORMER_LOWERINGS,
 };
 
+/**
+ * Ops whose result's shape is a constant input's values (index of that input, -1 = any):
+ * with a batch-dependent value there they cannot fold (the result would hold k·batch
+ * elements) and run as plan ops instead.
+ */
+const SHAPE_CONSUMERS: Record<string, number> = { ConstantOfShape: 0, Expand: 1, Range: -1, Reshape: 1 };
+
+function holdsBatch(c: ConstTensor | undefined): boolean {
+  return !!c?.sym && Array.from(c.data).some((v) => Math.abs(v) >= 2 ** 31);
+}
+
+export interface InferOptions {
+  /** Full model shapes, -1 at the batch axis (compileOnnx's `inputShapes`). */
+  inputShapes?: Record<string, number[]>;
+}
+
 export interface Inferred {
   nodes: LNode[];
   shapes: Map<string, number[]>;
+  dtypes: Map<string, DType>;
   consts: Map<string, ConstTensor>;
   inputs: string[];
   /** Graph outputs after alias resolution, and the ONNX names to show for them. */
@@ -35,8 +63,9 @@ export interface Inferred {
   warnings: string[];
 }
 
-export function inferGraph(g: Graph): Inferred {
+export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
   const shapes = new Map<string, number[]>();
+  const dtypes = new Map<string, DType>();
   const consts = new Map(g.consts);
   const alias = new Map<string, string>();
   const warnings: string[] = [];
@@ -50,18 +79,14 @@ export function inferGraph(g: Graph): Inferred {
     return name;
   };
 
+  const ins0 = resolveInputs(g, opts.inputShapes ?? {}, (m) => warnings.push(m));
   let staticBatch: number | undefined;
-  for (const inp of g.inputs) {
-    if (inp.elemType !== 1) throw new CompileError(`${g.file}: graph input "${inp.name}" has element type ${inp.elemType}; plan v1 takes float32 inputs only`, "invalid-model", { input: inp.name });
-    if (inp.dims.length < 1) throw new CompileError(`${g.file}: graph input "${inp.name}" has no shape; its first dimension must be the batch`, "shape", { input: inp.name });
-    const rest = inp.dims.slice(1);
-    const badAt = rest.findIndex((d) => typeof d !== "number");
-    if (badAt >= 0) throw new CompileError(`${g.file}: graph input "${inp.name}" dimension ${badAt + 1} is "${rest[badAt] ?? "unknown"}"; only the first (batch) dimension may be symbolic`, "shape", { input: inp.name });
-    if (typeof inp.dims[0] === "number") {
-      staticBatch = inp.dims[0];
-      warnings.push(`input "${inp.name}" has a fixed first dimension ${inp.dims[0]}; it is planned as the (variable) batch`);
-    }
-    shapes.set(inp.name, [BATCH, ...(rest as number[])]);
+  for (const inp of ins0) {
+    const onnxDims = g.inputs.find((i) => i.name === inp.name)!.dims;
+    const first = onnxDims[batchAxis(inp.shape)];
+    if (typeof first === "number") staticBatch = first;
+    shapes.set(inp.name, inp.shape);
+    dtypes.set(inp.name, inp.dtype);
   }
 
   const nodes: LNode[] = [];
@@ -75,33 +100,70 @@ export function inferGraph(g: Graph): Inferred {
     }
     const ins = inputs.map((s) => (s ? consts.get(s) : undefined));
     const runtime = inputs.find((s) => s && !consts.has(s));
+    const consumer = SHAPE_CONSUMERS[n.opType];
+    const symbolicShape = consumer !== undefined && (consumer < 0 ? ins.some(holdsBatch) : holdsBatch(ins[consumer]));
+    if (n.opType === "Size" && runtime) {
+      // numel of a run-time tensor = perSample × batch: linear in the batch.
+      consts.set(n.outputs[0]!, { isFloat: false, dims: [], data: Float64Array.of(perSample(shapes.get(runtime)!) * SYM_BATCH), sym: true, dtype: "int64" });
+      continue;
+    }
     if (n.opType === "Shape" && runtime) {
-      // The batch becomes NaN so that it folds symbolically (see ir.ts).
-      const s = shapes.get(runtime)!.map((d) => (d === BATCH ? NaN : d));
-      ins[0] = { isFloat: false, dims: s, data: new Float64Array(0) };
-    } else if (runtime === undefined) {
+      // The batch folds as SYM_BATCH (k·batch as k·SYM_BATCH; see ir.ts).
+      const s = shapes.get(runtime)!.map((d) => (d < 0 ? -d * SYM_BATCH : d));
+      ins[0] = { isFloat: false, dims: s, data: new Float64Array(0), sym: true };
+    } else if (runtime === undefined && !symbolicShape) {
       const r = foldNode(n, ins, g.opset);
       if (!r) throw unsupportedOp(g.file, n, "has only constant inputs but the compiler cannot evaluate it");
-      r.forEach((c, i) => n.outputs[i] && consts.set(n.outputs[i]!, c));
+      const sym = ins.some((c) => c?.sym);
+      const x = ins[0];
+      r.forEach((c, i) => {
+        if (sym) c.sym = true;
+        if (!c.dtype && x?.dtype && c.isFloat === x.isFloat) c.dtype = x.dtype;
+        if (n.outputs[i]) consts.set(n.outputs[i]!, c);
+      });
       continue;
     } else if (!LOWERINGS[n.opType]) {
-      throw unsupportedOp(g.file, n, `computes on the run-time tensor "${runtime}" and can only be folded at compile time`);
+      throw unsupportedOp(g.file, n, runtime ? `computes on the run-time tensor "${runtime}" and can only be folded at compile time` : "depends on the batch size and can only be folded at compile time");
     }
     if (n.opType === "Shape") {
       const r = foldNode(n, ins, g.opset)!;
+      r[0]!.sym = true;
       consts.set(n.outputs[0]!, r[0]!);
       continue;
     }
+    const nameOf = (i: number) => {
+      const name = inputs[i];
+      if (!name) throw shapeError(ctx, `input ${i} is required`);
+      return name;
+    };
     const ctx: OpCtx = {
       file: g.file,
       node: { ...n, inputs },
       opset: g.opset,
       staticBatch,
       act(i) {
-        const name = inputs[i];
-        if (!name) throw shapeError(ctx, `input ${i} is required`);
+        const s = ctx.actAny(i);
+        const dt = dtypes.get(nameOf(i));
+        if (dt !== "float32") throw shapeError(ctx, `input ${i} ("${nameOf(i)}") is ${dt}; this op computes on float32 only`);
+        if (batchAxis(s) !== 0 || s[0] !== BATCH) throw shapeError(ctx, `input ${i} ("${nameOf(i)}") has shape ${fmtShape(s)}; this op needs the batch as its first dimension`);
+        return s;
+      },
+      actAny(i) {
+        const name = nameOf(i);
         if (consts.has(name)) throw shapeError(ctx, `input ${i} ("${name}") is a constant; memlane-rt expects a computed tensor with the batch here`);
         return shapes.get(name)!;
+      },
+      dtype(i) {
+        const name = inputs[i];
+        if (!name) return undefined;
+        const c = consts.get(name);
+        return c ? defaultDtype(c) : dtypes.get(name);
+      },
+      constAs(i, dtype) {
+        const name = nameOf(i);
+        const c = consts.get(name)!;
+        if (defaultDtype(c) === dtype) return name;
+        return ctx.addConst(`${name}.${dtype}`, castConst(c, dtype));
       },
       weight: (i) => (inputs[i] ? consts.get(inputs[i]!) : undefined),
       addConst(base, tensor) {
@@ -114,10 +176,15 @@ export function inferGraph(g: Graph): Inferred {
     const low = LOWERINGS[n.opType]!(ctx);
     const outputs = n.outputs.slice(0, low.shapes.length);
     if (low.then) outputs[0] = fresh(`${outputs[0]}.pre`);
-    low.shapes.forEach((s, i) => outputs[i] && shapes.set(outputs[i]!, s));
+    low.shapes.forEach((s, i) => {
+      if (!outputs[i]) return;
+      shapes.set(outputs[i]!, s);
+      dtypes.set(outputs[i]!, low.dtypes?.[i] ?? "float32");
+    });
     nodes.push({ op: low.op ?? n.opType, name: n.name, inputs: low.inputs ?? inputs, outputs, attrs: low.attrs });
     if (low.then) {
       shapes.set(n.outputs[0]!, low.then.shape);
+      dtypes.set(n.outputs[0]!, low.dtypes?.[0] ?? "float32");
       nodes.push({ op: low.then.op, name: `${n.name}.${low.then.op.toLowerCase()}`, inputs: [outputs[0]!], outputs: [n.outputs[0]!], attrs: low.then.attrs });
     }
   }
@@ -128,9 +195,16 @@ export function inferGraph(g: Graph): Inferred {
     if (consts.has(r)) throw new CompileError(`${g.file}: graph output "${o}" is a constant; a plan's outputs must be computed`, "invalid-model", { output: o });
     if (g.inputs.some((i) => i.name === r)) throw new CompileError(`${g.file}: graph output "${o}" is the graph input "${r}" passed through; nothing to compute`, "invalid-model", { output: o });
     if (!shapes.has(r)) throw new CompileError(`${g.file}: graph output "${o}" is not produced by any node`, "invalid-model", { output: o });
+    const s = shapes.get(r)!;
+    if (!s.includes(BATCH)) throw new CompileError(`${g.file}: graph output "${o}" has shape ${fmtShape(s)}; a plan output needs one plain batch dimension`, "shape", { output: o });
     if (r !== o) outputNames.set(r, o);
     return r;
   });
-  for (const s of shapes.values()) if (s.some((d, i) => i > 0 && !(d > 0))) throw new CompileError(`${g.file}: inferred an invalid shape ${fmtShape(s)}`, "internal");
-  return { nodes, shapes, consts, inputs: g.inputs.map((i) => i.name), outputs, outputNames, warnings };
+  for (const [name, s] of shapes) {
+    // Every computed tensor scales linearly with the batch (docs/plan-format.md, "Batch scaling").
+    if (s.filter((d) => d < 0).length !== 1 || s.some((d) => d === 0 || !Number.isInteger(d))) {
+      throw new CompileError(`${g.file}: tensor "${name}" has shape ${fmtShape(s)}; every computed tensor needs exactly one batch dimension (k·batch) and no empty dimension`, "shape", { tensor: name });
+    }
+  }
+  return { nodes, shapes, dtypes, consts, inputs: ins0.map((i) => i.name), outputs, outputNames, warnings };
 }

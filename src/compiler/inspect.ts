@@ -1,4 +1,5 @@
 /** Human-readable plan listing (`memlane inspect`-style output). */
+import { fmtDim } from "./ir.ts";
 import type { PlanFile } from "./read.ts";
 
 function kb(n: number): string {
@@ -7,7 +8,11 @@ function kb(n: number): string {
 
 export function formatPlan(plan: PlanFile): string {
   const h = plan.header;
-  const t = (id: number) => (id < 0 ? "-" : `${h.tensors[id]!.name}[${h.tensors[id]!.shape.map((d) => (d === -1 ? "N" : d)).join(",")}]`);
+  const t = (id: number) => {
+    if (id < 0) return "-";
+    const x = h.tensors[id]!;
+    return `${x.name}[${x.shape.map(fmtDim).join(",")}]${x.dtype === "float32" ? "" : `:${x.dtype}`}`;
+  };
   const weights = h.tensors.filter((x) => x.kind === "weight").reduce((a, x) => a + x.bytes, 0);
   const { bytesPerSample: a, lowerBoundPerSample: lb } = h.arena;
   const lines = [

@@ -3,16 +3,51 @@
  * arrays, and per-tensor shapes with the batch as -1.
  */
 
+/** Element types of plan v2 tensors (docs/plan-format.md); bool is stored as one byte. */
+export type DType = "float32" | "int64" | "int32" | "bool";
+
+export const DTYPE_BYTES: Readonly<Record<DType, number>> = Object.freeze({ float32: 4, int64: 8, int32: 4, bool: 1 });
+
 /**
  * A constant tensor. Floats are kept as float32 (what the plan stores); integers (shape
- * arithmetic) as float64, exact up to 2^53, with NaN standing for the symbolic batch size
- * so that `Shape -> Gather -> Concat -> Reshape` chains fold to "batch, then fixed dims"
- * and any arithmetic that mixes the batch into another dimension stays visibly unknown.
+ * arithmetic) as float64, exact up to 2^53. The symbolic batch folds as the number
+ * SYM_BATCH (see below), so `Shape -> Gather -> Mul/Concat -> Reshape` chains fold to linear
+ * forms k·batch; `sym` marks a tensor that may hold such values.
  */
 export interface ConstTensor {
   isFloat: boolean;
   dims: number[];
   data: Float32Array | Float64Array;
+  /** The element type the plan stores it as; default float32 (isFloat) or int64. */
+  dtype?: DType;
+  /** Derived from the shape of a run-time tensor: values may be multiples of SYM_BATCH. */
+  sym?: boolean;
+}
+
+/**
+ * The value the batch takes while folding shape arithmetic: a prime above 2^32, so k·batch
+ * stays exact in a double for k < 2^20, k·batch ± c (c != 0) or batch / m is recognisably
+ * not a multiple, and no real dimension is ever mistaken for it.
+ */
+export const SYM_BATCH = 4294967311;
+
+/**
+ * A folded value as a plan dimension: a fixed d >= 0, -k for k·batch, or undefined when it
+ * mixes the batch non-linearly (batch + 1, batch², batch / 3).
+ */
+export function symDim(v: number): number | undefined {
+  if (Math.abs(v) < 2 ** 31) return v;
+  const k = v / SYM_BATCH;
+  return Number.isInteger(k) && k >= 1 && k < 2 ** 20 ? -k : undefined;
+}
+
+/** The folding value of a plan dimension (inverse of symDim). */
+export function symValue(d: number): number {
+  return d < 0 ? -d * SYM_BATCH : d;
+}
+
+export function defaultDtype(c: ConstTensor): DType {
+  return c.dtype ?? (c.isFloat ? "float32" : "int64");
 }
 
 export type NodeAttr = number | number[] | string | string[] | ConstTensor;
@@ -51,13 +86,32 @@ export function numel(dims: readonly number[]): number {
   return n;
 }
 
-/** Elements per sample of an activation shape (batch first). */
+/**
+ * Elements per sample of an activation shape: a dimension -k (k·batch) counts k, so a batch
+ * of n holds n × perSample elements wherever the batch sits.
+ */
 export function perSample(shape: readonly number[]): number {
-  return numel(shape.slice(1));
+  let n = 1;
+  for (const d of shape) n *= Math.abs(d);
+  return n;
+}
+
+/** Index of the (single) batch dimension of an activation shape, -1 if none. */
+export function batchAxis(shape: readonly number[]): number {
+  return shape.findIndex((d) => d < 0);
+}
+
+/** One dimension for messages: "batch", "3·batch", or the number (never NaN). */
+export function fmtDim(d: number): string {
+  if (Number.isNaN(d)) return "?";
+  if (d === BATCH) return "batch";
+  if (d < 0) return `${-d}·batch`;
+  const s = symDim(d);
+  return s === undefined ? `(non-linear in batch)` : s < 0 ? fmtDim(s) : String(d);
 }
 
 export function fmtShape(shape: readonly number[]): string {
-  return `[${shape.map((d) => (d === BATCH ? "N" : String(d))).join(", ")}]`;
+  return `[${shape.map(fmtDim).join(", ")}]`;
 }
 
 export function describeNode(n: Node): string {

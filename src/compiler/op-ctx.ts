@@ -1,6 +1,6 @@
 /** What a per-op lowering function sees: its node, input shapes/constants, and helpers. */
 import { CompileError } from "./errors.ts";
-import { type ConstTensor, type Node, fmtShape } from "./ir.ts";
+import { type ConstTensor, type DType, type Node, fmtShape } from "./ir.ts";
 
 export interface OpCtx {
   file: string;
@@ -8,8 +8,17 @@ export interface OpCtx {
   opset: number;
   /** The graph input's fixed first dimension, when the model was exported with one. */
   staticBatch: number | undefined;
-  /** Shape of activation input i (batch first); fails if it is absent or a constant. */
+  /**
+   * Shape of activation input i; fails if it is absent, a constant, not float32, or does not
+   * have the batch first (the contract of the v1-era float kernels).
+   */
   act(i: number): number[];
+  /** Shape of activation input i with the batch anywhere (-k = k·batch), any dtype. */
+  actAny(i: number): number[];
+  /** Element type of input i (activation or constant); undefined when absent. */
+  dtype(i: number): DType | undefined;
+  /** Input i's constant stored as `dtype` (converted under a new name when it differs). */
+  constAs(i: number, dtype: DType): string;
   /** The constant at input i, or undefined if the input is an activation or absent. */
   weight(i: number): ConstTensor | undefined;
   /** Register a new constant (a rewritten weight) and return its tensor name. */
@@ -24,6 +33,8 @@ export interface Lowered {
   inputs?: string[];
   /** The plan op, when it differs from the ONNX op (a rewrite into a supported op). */
   op?: string;
+  /** Output element types (default float32). */
+  dtypes?: DType[];
   /** A second plan op applied to the first one's (single) output, e.g. a Flatten. */
   then?: { op: string; attrs: Record<string, number | string | number[]>; shape: number[] };
 }
@@ -43,4 +54,11 @@ export function requireWeight(c: OpCtx, i: number, what: string): ConstTensor {
 
 export function requireRank(c: OpCtx, shape: number[], rank: number, what: string): void {
   if (shape.length !== rank) throw shapeError(c, `${what} must have rank ${rank}, found ${fmtShape(shape)}`);
+}
+
+/** A float32 activation with the batch anywhere: for element-wise float ops, which any layout suits. */
+export function floatAct(c: OpCtx, i: number): number[] {
+  const s = c.actAny(i);
+  if (c.dtype(i) !== "float32") throw shapeError(c, `input ${i} ("${c.node.inputs[i]}") is ${c.dtype(i)}; this op computes on float32 only`);
+  return s;
 }

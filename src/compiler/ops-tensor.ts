@@ -1,8 +1,8 @@
 /** Dense, elementwise and layout ops: attribute defaults, weight checks and output shapes. */
 import { attrFloat, attrInt, attrInts, attrString, normAxis } from "./attrs.ts";
-import { broadcastDims, mk } from "./fold-math.ts";
-import { type ConstTensor, fmtShape, numel, perSample } from "./ir.ts";
-import { type Lowering, type OpCtx, requireRank, requireWeight, shapeError } from "./op-ctx.ts";
+import { mk } from "./fold-math.ts";
+import { fmtShape, numel } from "./ir.ts";
+import { type Lowering, type OpCtx, floatAct, requireRank, requireWeight, shapeError } from "./op-ctx.ts";
 
 export const Gemm: Lowering = (c) => {
   const a = c.act(0);
@@ -38,34 +38,15 @@ export const MatMul: Lowering = (c) => {
   return { shapes: [[...a.slice(0, -1), b.dims[1]!]], attrs: {} };
 };
 
-/** Add/Sub/Mul/Div: numpy broadcasting where the batch may only meet the batch or a 1. */
-export const Binary: Lowering = (c) => {
-  const shapes = [0, 1].map((i) => {
-    const w = c.weight(i);
-    return w ? { w, dims: w.dims } : { w: undefined, dims: c.act(i) };
-  });
-  const [p, q] = shapes as [{ w?: ConstTensor; dims: number[] }, { w?: ConstTensor; dims: number[] }];
-  const act = p.w ? q : p;
-  const rank = act.dims.length;
-  for (const s of [p, q]) {
-    if (s.w && (s.dims.length > rank || (s.dims.length === rank && s.dims[0] !== 1))) {
-      throw shapeError(c, `weight [${s.dims}] would broadcast over the batch of ${fmtShape(act.dims)}; a weight may have at most rank ${rank} with a leading 1`);
-    }
-    if (!s.w && s.dims.length !== rank) throw shapeError(c, `inputs ${fmtShape(p.dims)} and ${fmtShape(q.dims)} differ in rank, which would align the batch with another dimension`);
-  }
-  const out = broadcastDims(p.dims, q.dims);
-  if (!out || out[0] !== -1) throw shapeError(c, `inputs ${fmtShape(p.dims)} and ${fmtShape(q.dims)} do not broadcast`);
-  return { shapes: [out], attrs: {} };
-};
+// Element-wise float ops run on any layout (the batch at any axis).
+export const Unary: Lowering = (c) => ({ shapes: [floatAct(c, 0)], attrs: {} });
 
-export const Unary: Lowering = (c) => ({ shapes: [c.act(0)], attrs: {} });
-
-export const LeakyRelu: Lowering = (c) => ({ shapes: [c.act(0)], attrs: { alpha: attrFloat(c.node, "alpha", 0.01) } });
+export const LeakyRelu: Lowering = (c) => ({ shapes: [floatAct(c, 0)], attrs: { alpha: attrFloat(c.node, "alpha", 0.01) } });
 
 export const Gelu: Lowering = (c) => {
   const approximate = attrString(c.node, "approximate", "none");
   if (approximate !== "none" && approximate !== "tanh") throw shapeError(c, `approximate "${approximate}" is not "none" or "tanh"`);
-  return { shapes: [c.act(0)], attrs: { approximate } };
+  return { shapes: [floatAct(c, 0)], attrs: { approximate } };
 };
 
 export const Flatten: Lowering = (c) => {
@@ -77,49 +58,12 @@ export const Flatten: Lowering = (c) => {
   return { shapes: [[-1, numel(x.slice(axis))]], attrs: { axis } };
 };
 
-export const Reshape: Lowering = (c) => {
-  const x = c.act(0);
-  const t = c.weight(1);
-  if (!t) throw shapeError(c, `the target shape "${c.node.inputs[1]}" is computed at run time; only shapes known at compile time are supported`);
-  const target = Array.from(t.data);
-  const allowZero = attrInt(c.node, "allowzero", 0) === 1;
-  const per = perSample(x);
-  const rest = target.slice(1);
-  const first = target[0];
-  const restKnown = rest.every((d) => d !== -1);
-  const batchFirst =
-    first !== undefined &&
-    (Number.isNaN(first) || (first === 0 && !allowZero) || (first === -1 && restKnown) || (first > 0 && first === c.staticBatch));
-  if (!batchFirst) throw shapeError(c, `target [${target.map((d) => (Number.isNaN(d) ? "N" : d))}] does not keep the batch as its first dimension`);
-  if (first !== undefined && first > 0) c.warn(`${c.node.name}: Reshape fixes the first dimension to ${first}, the model's static batch; treated as the batch`);
-  if (rest.some(Number.isNaN)) throw shapeError(c, `target mixes the batch size into a non-leading dimension`);
-  const dims = rest.map((d, i) => (d === 0 && !allowZero ? x[i + 1]! : d));
-  const known = dims.filter((d) => d !== -1).reduce((a, b) => a * b, 1);
-  const out = dims.map((d) => (d === -1 ? per / known : d));
-  if (numel(out) !== per || out.some((d) => !Number.isInteger(d) || d < 0)) {
-    throw shapeError(c, `cannot reshape ${fmtShape(x)} (${per} per sample) to [N, ${rest}]`);
-  }
-  return { shapes: [[-1, ...out]], attrs: { shape: [-1, ...out] }, inputs: [c.node.inputs[0]!] };
-};
-
 export const Transpose: Lowering = (c) => {
   const x = c.act(0);
   const perm = attrInts(c.node, "perm", x.map((_, i) => x.length - 1 - i));
-  if (perm[0] !== 0 || perm.length !== x.length) throw shapeError(c, `perm [${perm}] must keep the batch first (perm[0] = 0) on ${fmtShape(x)}`);
+  if (perm.length !== x.length) throw shapeError(c, `perm [${perm}] does not have the rank of ${fmtShape(x)}`);
+  if (perm[0] !== 0) throw shapeError(c, `perm [${perm}] moves the batch to axis ${perm.indexOf(0)} of ${fmtShape(x)}; plan v1 keeps the batch first (perm[0] = 0)`);
   return { shapes: [perm.map((p) => x[p]!)], attrs: { perm } };
-};
-
-export const Concat: Lowering = (c) => {
-  const xs = c.node.inputs.map((_, i) => c.act(i));
-  const r = xs[0]!.length;
-  const axis = normAxis(c.node, attrInt(c.node, "axis", 0), r);
-  if (axis < 1) throw shapeError(c, "concatenating along the batch is not supported");
-  for (const s of xs) {
-    if (s.length !== r || s.some((d, i) => i !== axis && d !== xs[0]![i])) throw shapeError(c, `inputs ${xs.map(fmtShape).join(", ")} disagree outside axis ${axis}`);
-  }
-  const out = [...xs[0]!];
-  out[axis] = xs.reduce((a, s) => a + s[axis]!, 0);
-  return { shapes: [out], attrs: { axis } };
 };
 
 export const Softmax: Lowering = (c) => {

@@ -6,7 +6,7 @@
 /** ASCII `MLRTPLAN`, the first 8 bytes of every plan. */
 export const PLAN_MAGIC = "MLRTPLAN";
 /** Bumped on any incompatible change to the layout or the header schema. */
-export const PLAN_VERSION = 1;
+export const PLAN_VERSION = 2;
 /** Fixed preamble size; the header starts right after it. */
 export const PREAMBLE_BYTES = 64;
 /** Alignment of the blob, of every weight in it and of every arena offset. */
@@ -27,10 +27,12 @@ export const Field = {
 
 export type TensorKind = "input" | "output" | "activation" | "weight";
 
+export type PlanDType = "float32" | "int64" | "int32" | "bool";
+
 export interface PlanTensor {
   name: string;
-  dtype: "float32";
-  /** Activations: shape[0] = -1 is the batch. */
+  dtype: PlanDType;
+  /** Non-weights: exactly one entry -k, the batch times k (k = 1 for graph inputs and outputs). */
   shape: number[];
   kind: TensorKind;
   /** Weight: from the blob start. Others: arena offset per sample. */

@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 import { unpack } from "msgpackr";
 import { PlanError } from "./errors.ts";
 import { dataflowProblem } from "./plan-dataflow.ts";
+import { DTYPE_BYTES, type DType, perSample } from "./ir.ts";
 import { Field, PLAN_ALIGNMENT, PLAN_MAGIC, PLAN_VERSION, PREAMBLE_BYTES, type PlanHeader, fnv1a64 } from "./plan-format.ts";
 
 export interface PlanFile {
@@ -27,7 +28,7 @@ export function parsePlan(buf: Buffer, file: string): PlanFile {
   const magic = buf.subarray(Field.magic, Field.magic + 8).toString("latin1");
   if (magic !== PLAN_MAGIC) fail("magic", JSON.stringify(PLAN_MAGIC), JSON.stringify(magic));
   const version = buf.readUInt32LE(Field.version);
-  if (version !== PLAN_VERSION) fail("version", String(PLAN_VERSION), version);
+  if (version !== PLAN_VERSION) fail("version", `${PLAN_VERSION}${version < PLAN_VERSION ? " (an older plan: recompile it from its ONNX model with this memlane)" : ""}`, version);
   const u64 = (off: number): number => Number(buf.readBigUInt64LE(off));
   const headerOffset = u64(Field.headerOffset), headerLength = u64(Field.headerLength);
   if (headerOffset !== PREAMBLE_BYTES) fail("header offset", String(PREAMBLE_BYTES), headerOffset);
@@ -55,6 +56,13 @@ export function parsePlan(buf: Buffer, file: string): PlanFile {
   const arena = header.arena.bytesPerSample;
   header.tensors.forEach((t, i) => {
     const where = `tensors[${i}] ("${t.name}")`;
+    const esize = DTYPE_BYTES[t.dtype as DType];
+    if (esize === undefined) fail(`${where}.dtype`, `one of ${Object.keys(DTYPE_BYTES).join(", ")}`, JSON.stringify(t.dtype));
+    if (!Array.isArray(t.shape) || t.shape.some((d) => !Number.isInteger(d))) fail(`${where}.shape`, "a list of integers", JSON.stringify(t.shape));
+    const batchDims = t.shape.filter((d) => d < 0).length;
+    if (t.kind === "weight" ? batchDims !== 0 : batchDims !== 1) fail(`${where}.shape`, t.kind === "weight" ? "no negative entry (a weight has no batch)" : "exactly one entry -k (k·batch)", JSON.stringify(t.shape));
+    if (t.kind !== "weight" && t.kind !== "activation" && !t.shape.includes(-1)) fail(`${where}.shape`, "a plain batch entry -1 (graph inputs and outputs)", JSON.stringify(t.shape));
+    if (t.bytes !== perSample(t.shape) * esize!) fail(`${where}.bytes`, `${perSample(t.shape) * esize!} (${t.dtype} x shape${t.kind === "weight" ? "" : ", per sample"})`, t.bytes);
     if (t.kind === "weight") {
       if (t.offset % PLAN_ALIGNMENT !== 0) fail(`${where}.offset`, `a multiple of ${PLAN_ALIGNMENT}`, t.offset);
       if (t.offset + t.bytes > blobLength) fail(`${where} offset + bytes`, `<= blob length ${blobLength}`, t.offset + t.bytes);
@@ -77,10 +85,16 @@ export function parsePlan(buf: Buffer, file: string): PlanFile {
   return { header, blob: buf.subarray(blobOffset, blobOffset + blobLength), fileLength };
 }
 
-/** A weight's values as float32 (copied: blob offsets are 64-aligned only relative to the blob). */
-export function weightData(plan: PlanFile, id: number): Float32Array {
+/**
+ * A weight's values in its dtype (copied: blob offsets are 64-aligned only relative to the
+ * blob): Float32Array, Float64Array (int64, exact to 2^53), Int32Array, or Uint8Array (bool).
+ */
+export function weightData(plan: PlanFile, id: number): Float32Array | Float64Array | Int32Array | Uint8Array {
   const t = plan.header.tensors[id]!;
-  // Uint8Array's slice copies (Buffer's would not), giving a fresh, 4-aligned buffer.
+  // Uint8Array's slice copies (Buffer's would not), giving a fresh, aligned buffer.
   const bytes = Uint8Array.prototype.slice.call(plan.blob, t.offset, t.offset + t.bytes);
+  if (t.dtype === "int64") return Float64Array.from(new BigInt64Array(bytes.buffer, 0, t.bytes / 8), Number);
+  if (t.dtype === "int32") return new Int32Array(bytes.buffer, 0, t.bytes / 4);
+  if (t.dtype === "bool") return bytes;
   return new Float32Array(bytes.buffer, 0, t.bytes / 4);
 }

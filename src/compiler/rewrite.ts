@@ -69,6 +69,7 @@ export function foldBatchNorm(inf: Inferred): void {
     const wdims = [shape[1]!, ...shape.slice(2).map(() => 1)];
     const mid = uniqueName(inf, `${bn.outputs[0]}.bnscaled`);
     inf.shapes.set(mid, shape);
+    inf.dtypes.set(mid, "float32");
     const sw = setConst(inf, `${bn.name}.scale`, mk(true, wdims, s));
     const bw = setConst(inf, `${bn.name}.shift`, mk(true, wdims, shift));
     out.push({ op: "Mul", name: `${bn.name}.mul`, inputs: [x, sw], outputs: [mid], attrs: {} });

@@ -12,6 +12,10 @@ export const SUPPORTED_OPS: readonly string[] = Object.freeze([
   "Transpose", "Concat", "Softmax",
   "LayerNormalization", "Pow", "Sqrt", "Reciprocal", "Exp", "Neg", "Log", "Abs",
   "ReduceMean", "ReduceSum", "ReduceMax",
+  // plan v2 (planv2): run-time data of any dtype; folded instead when every input is constant
+  "Gather", "Cast", "Where", "Equal", "Less", "Greater", "Not", "And", "Or", "Mod", "Expand", "Unsqueeze", "Squeeze", "Slice", "Range", "ConstantOfShape",
+  "LessOrEqual", "GreaterOrEqual",
+  "Clip", "HardSigmoid", "HardSwish", "SiLU", "Pad", "Split", "LSTM",
 ]);
 
 /** Ops the compiler removes or rewrites into supported ones. */
@@ -28,7 +32,8 @@ export const FOLD_ONLY_OPS: readonly string[] = Object.freeze([
 ]);
 
 export function supportedListText(): string {
-  return `${SUPPORTED_OPS.join(", ")} (plus ${REWRITTEN_OPS.join(", ")}, which the compiler rewrites, and constant subgraphs of ${FOLD_ONLY_OPS.join(", ")}, which it folds)`;
+  const foldOnly = FOLD_ONLY_OPS.filter((op) => !SUPPORTED_OPS.includes(op));
+  return `${SUPPORTED_OPS.join(", ")} (plus ${REWRITTEN_OPS.join(", ")}, which the compiler rewrites, and constant subgraphs of ${foldOnly.join(", ")}, which it folds)`;
 }
 
 export function unsupportedOp(file: string, n: Node, why = "is not supported"): CompileError {

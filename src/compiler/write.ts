@@ -32,8 +32,7 @@ export function serialisePlan(built: Built): { chunks: Uint8Array[]; length: num
   let pos = 0;
   for (const w of built.weights) {
     if (w.offset > pos) chunks.push(new Uint8Array(w.offset - pos));
-    // Float32Array bytes are host order; every platform memlane targets is little-endian.
-    chunks.push(new Uint8Array(w.data.buffer, w.data.byteOffset, w.data.byteLength));
+    chunks.push(w.data);
     pos = w.offset + w.data.byteLength;
   }
   if (built.blobBytes > pos) chunks.push(new Uint8Array(built.blobBytes - pos));

@@ -42,9 +42,11 @@ export async function estimatesForReport(report: Report, runs: EstimatedRuns): P
   if (!cal) return none("no calibration cached for this machine and these library versions: run `memlane estimate --calibrate`");
   const out: RuntimeEstimateCheck[] = [];
   let naive: number | null = null;
+  const termsOf = new Map<string, Awaited<ReturnType<typeof modelTerms>>>(); // one compile per model, not per runtime
   for (const r of rows) {
     const { onnx, run } = runs.get(r.name)!;
-    const terms = await modelTerms(onnx);
+    if (!termsOf.has(onnx)) termsOf.set(onnx, await modelTerms(onnx));
+    const terms = termsOf.get(onnx)!;
     naive ??= naiveMiB(terms, run);
     const e = estimateRuntime(cal, r.name, features(r.name, terms, run));
     if (!e) continue;

@@ -14,17 +14,10 @@ import type { RunSession, WorkerRun } from "./session.ts";
 import { memlaneRtBinary, workerSpecs } from "../workers/specs.ts";
 import { ErrorCode } from "../transport/protocol.ts";
 import type { BenchmarkResult, HeldOut, OutputTensor, StageDef, UnavailableRuntime } from "./stages.ts";
-import { isLegacyCompatible } from "./inputs/eval-set.ts";
 import type { ModelIo } from "./inputs/shapes.ts";
 import { firstAsFloat32, outputsOf } from "./worker-outputs.ts";
 
 type BenchStage = Extract<StageDef, { kind: "benchmark" }>;
-
-/**
- * compileOnnx's options with the shapes of plan v2 (IO-CONTRACT: `inputShapes`, full shapes
- * with -1 at the batch axis), for an existing ONNX model's eval set.
- */
-type CompileWithShapes = import("../compiler/compile.ts").CompileOptions & { inputShapes?: Record<string, number[]> };
 
 const PHASE_COUNT = 5; // import, runtime-create, model-load, first-inference, steady-inference
 
@@ -166,24 +159,13 @@ export async function runBenchmark(
       const { compileOnnx } = await import("../compiler/compile.ts");
       const onnx = needOnnx(stage, src);
       const planPath = s.artifact(`${src.arch}.mlplan`);
-      // The plan is compiled for the shapes every runtime is fed. memlane-rt before plan v2 takes
-      // one float32 input in the single-tensor form: a model of that kind keeps it; any other
-      // gets the multi-input form.
-      const nativeIo = io && !isLegacyCompatible(io) ? io : null;
-      const compileOpts = io ? ({ inputShapes: Object.fromEntries(io.inputs.map((i) => [i.name, i.shape])) } as CompileWithShapes) : undefined;
-      const compile = async (): Promise<Awaited<ReturnType<typeof compileOnnx>>> => {
-        try {
-          return await compileOnnx(onnx, planPath, compileOpts);
-        } catch (err) {
-          // A compiler before plan v2 has no inputShapes: its own verdict on the model (the ops
-          // it lacks, float32 inputs only) says more than "unknown option".
-          if (compileOpts && (err as { kind?: unknown }).kind === "option" && /inputShapes/.test((err as Error).message)) return compileOnnx(onnx, planPath);
-          throw err;
-        }
-      };
+      // The plan is compiled for the shapes every runtime is fed (plan v2: non-batch dims fixed,
+      // the batch free), and memlane-rt gets the same named inputs as the other runtimes.
+      const nativeIo = io ?? null;
+      const compileOpts = io ? { inputShapes: Object.fromEntries(io.inputs.map((i) => [i.name, i.shape])) } : undefined;
       let c: Awaited<ReturnType<typeof compileOnnx>>;
       try {
-        c = await compile();
+        c = await compileOnnx(onnx, planPath, compileOpts);
       } catch (err) {
         // An op memlane-rt lacks: the model still runs on the other runtimes, whose rows a
         // user comparing it wants; any other compile error is a failure.
@@ -193,8 +175,7 @@ export async function runBenchmark(
       const plan = { path: planPath, arenaBytesPerSample: c.arenaBytesPerSample, lowerBoundPerSample: c.lowerBoundPerSample };
       const spec = workerSpecs.memlaneRt({ name: stage.runtime, args: ["--threads", String(common.threads)], env: common.threads > 0 ? { OPENBLAS_NUM_THREADS: String(common.threads) } : {} });  // no idle OpenBLAS threads (their stacks count in USS)
       const device = o.device ?? s.options.device;
-      const nativeTensors = nativeIo || !io ? tensors : { inputs: s.evalTensor(held) };
-      const run = await s.runTask(spec, "infer.native", { model: planPath, ...common, ...(nativeIo ? { io: nativeIo } : {}), device }, { signal, onWorker, onPhase, tensors: nativeTensors });
+      const run = await s.runTask(spec, "infer.native", { model: planPath, ...common, ...(nativeIo ? { io: nativeIo } : {}), device }, { signal, onWorker, onPhase, tensors });
       m = fromWorker(run, "memlane-rt", nativeIo, legacyName, plan);
       break;
     }

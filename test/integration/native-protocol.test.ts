@@ -179,9 +179,13 @@ describe.skipIf(!BIN)("memlane-rt protocol and bad requests", () => {
 
     const wrong = await rig.task("r-shape", "run", {}, [{ name, dtype: "float32", shape: [1, 63], frame: 0 }], [f32(new Array(63).fill(0))]);
     expect(wrong.env).toMatchObject({ type: "error", code: ErrorCode.SHAPE_MISMATCH });
-    expect(wrong.env.message).toContain("expected shape [-1,64]");
-    expect(wrong.env.message).toContain("got [1,63]");
+    expect(wrong.env.message).toContain("expected float32 [-1,64]");
+    expect(wrong.env.message).toContain("got float32 [1,63]");
     expect(wrong.env.details).toMatchObject({ expected: [-1, 64], got: [1, 63] });
+    // Plan v2: the dtype is part of the contract too (8-byte int64 values, same shape).
+    const ints = await rig.task("r-dtype", "run", {}, [{ name, dtype: "int64", shape: [1, 64], frame: 0 }], [new Uint8Array(64 * 8)]);
+    expect(ints.env).toMatchObject({ type: "error", code: ErrorCode.SHAPE_MISMATCH });
+    expect(ints.env.message).toContain("expected float32 [-1,64] (batch first, -1 = batch), got int64 [1,64]");
 
     const big = await rig.task("r-big", "run", {}, [{ name, dtype: "float32", shape: [5, 64], frame: 0 }], [f32(new Array(320).fill(0))]);
     expect(big.env).toMatchObject({ type: "error", code: ErrorCode.SHAPE_MISMATCH });
@@ -198,7 +202,8 @@ describe.skipIf(!BIN)("memlane-rt protocol and bad requests", () => {
     const short = await rig.task("r-short", "run", {}, [{ name, dtype: "float32", shape: [2, 64], frame: 0 }], [f32([1, 2, 3])]);
     expect(short.env).toMatchObject({ type: "error", code: ErrorCode.MALFORMED_MESSAGE });
 
-    const dtype = await rig.task("r-dtype", "run", {}, [{ name, dtype: "int64", shape: [1, 64], frame: 0 }], [new Uint8Array(512)]);
+    // A dtype no plan takes is refused while decoding.
+    const dtype = await rig.task("r-dtype16", "run", {}, [{ name, dtype: "float16", shape: [1, 64], frame: 0 }], [new Uint8Array(128)]);
     expect(dtype.env).toMatchObject({ type: "error", code: ErrorCode.INVALID_ARGUMENT });
 
     const badArg = await rig.task("l-arg", "load", { model: plan, maxBatch: "many" });

@@ -34,7 +34,7 @@ describe("plan dataflow: the same refusal in TypeScript and memlane-rt", () => {
     for (const [name, mutate, words] of variants) {
       const header = structuredClone(plan.header);
       mutate(header);
-      const { chunks } = serialisePlan({ header, weights: [{ offset: 0, data: new Float32Array(Uint8Array.from(plan.blob).buffer) }], blobBytes: plan.blob.length });
+      const { chunks } = serialisePlan({ header, weights: [{ offset: 0, data: Uint8Array.from(plan.blob) }], blobBytes: plan.blob.length });
       const file = join(dir, `${name}.mlplan`);
       writeFileSync(file, Buffer.concat(chunks));
       let ts = "";

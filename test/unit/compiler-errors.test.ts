@@ -20,6 +20,16 @@ describe("compiler: errors", () => {
     expect(readdirSync(dir)).toEqual(["foo.onnx"]);
   });
 
+  it("lists every unsupported op type at once, with its count and first node", async () => {
+    const err = await compile({
+      inputs: [["x", ["N", 4]]], outputs: ["y"],
+      nodes: [node("Foo", ["x"], ["a"], {}, "foo1"), node("Bar", ["a"], ["b"], {}, "bar1"), node("Foo", ["b"], ["y"], {}, "foo2")],
+    }).then(() => undefined, (e: unknown) => e as CompileError);
+    if (!err) throw new Error("compiled a model with unsupported ops");
+    expect(err.message).toMatch(/2 unsupported op type\(s\): Foo ×2 \(first node "foo1"\), Bar ×1 \(first node "bar1"\)/);
+    expect(err.details).toMatchObject({ opType: "Foo", node: "foo1", unsupported: [{ opType: "Foo", count: 2, node: "foo1" }, { opType: "Bar", count: 1, node: "bar1" }] });
+  });
+
   it("refuses a run-time op that can only be folded (Floor on an activation)", async () => {
     const err = await compile({ inputs: [["x", ["N", 4]]], outputs: ["y"], nodes: [node("Floor", ["x"], ["y"], {}, "floor1")] }).catch((e: unknown) => e);
     expect((err as Error).message).toMatch(/op Floor \(node "floor1"\).*only be folded/);
@@ -62,7 +72,7 @@ describe("compiler: errors", () => {
     const r = run(good, join(dir, "good.mlplan"));
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(/good\.mlplan: 1 ops/);
-    expect(run("inspect", join(dir, "good.mlplan")).stdout).toMatch(/0 Relu +x\[N,4\] -> y\[N,4\]/);
+    expect(run("inspect", join(dir, "good.mlplan")).stdout).toMatch(/0 Relu +x\[batch,4\] -> y\[batch,4\]/);
     const bad = writeModel({ inputs: [["x", ["N", 4]]], outputs: ["y"], nodes: [node("Foo", ["x"], ["y"], {}, "f")] }, "bad", dir);
     const b = run(bad, join(dir, "bad.mlplan"));
     expect(b.status).toBe(1);

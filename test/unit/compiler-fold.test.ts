@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { foldNode } from "../../src/compiler/fold.ts";
-import type { ConstTensor, Node, NodeAttr } from "../../src/compiler/ir.ts";
+import { type ConstTensor, type Node, type NodeAttr, SYM_BATCH, symDim } from "../../src/compiler/ir.ts";
 
 const n = (opType: string, attrs: Record<string, NodeAttr> = {}): Node => ({ opType, name: opType, inputs: [], outputs: ["y"], attrs: new Map(Object.entries(attrs)) });
 const ints = (dims: number[], data: number[]): ConstTensor => ({ isFloat: false, dims, data: Float64Array.from(data) });
@@ -11,19 +11,21 @@ const fold = (node: Node, ins: (ConstTensor | undefined)[], opset = 17) => {
 };
 
 describe("constant folding", () => {
-  it("carries the symbolic batch (NaN) through Shape -> Gather -> Unsqueeze -> Concat", () => {
-    const shape = fold(n("Shape"), [ints([NaN, 16, 4, 4], [])]);
+  it("carries the symbolic batch (SYM_BATCH) through Shape -> Gather -> Unsqueeze -> Mul -> Concat as k·batch", () => {
+    const shape = fold(n("Shape"), [ints([SYM_BATCH, 16, 4, 4], [])]);
     expect(shape.dims).toEqual([4]);
     const b = fold(n("Gather", { axis: 0 }), [ints([4], shape.data), ints([], [0])]);
     expect(b.dims).toEqual([]);
-    expect(b.data[0]).toBeNaN();
+    expect(symDim(b.data[0]!)).toBe(-1);
     const u = fold(n("Unsqueeze"), [ints([], b.data), ints([1], [0])]);
     expect(u.dims).toEqual([1]);
-    const c = fold(n("Concat", { axis: 0 }), [ints([1], u.data), ints([1], [-1])]);
-    expect(c.data[1]).toBe(-1);
-    expect(c.data[0]).toBeNaN();
-    // Arithmetic that mixes the batch stays unknown (NaN) instead of a wrong number.
-    expect(fold(n("Mul"), [ints([1], u.data), ints([1], [16])]).data[0]).toBeNaN();
+    const m = fold(n("Mul"), [ints([1], u.data), ints([1], [16])]);
+    expect(symDim(m.data[0]!)).toBe(-16);  // 16·batch: linear, a plan dimension
+    const c = fold(n("Concat", { axis: 0 }), [ints([1], m.data), ints([1], [-1])]);
+    expect(c.data.map((v) => symDim(v))).toEqual([-16, -1]);
+    // Arithmetic that is not linear in the batch is recognisably unknown, not a wrong number.
+    expect(symDim(fold(n("Add"), [ints([1], u.data), ints([1], [1])]).data[0]!)).toBeUndefined();
+    expect(symDim(fold(n("Mul"), [ints([1], u.data), ints([1], u.data)]).data[0]!)).toBeUndefined();
   });
 
   it("handles the opset-11 attribute forms of Unsqueeze, Squeeze and Slice", () => {

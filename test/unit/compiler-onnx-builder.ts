@@ -25,7 +25,8 @@ export interface NodeSpec {
   attrs?: Record<string, Attr>;
 }
 export interface ModelSpec {
-  inputs: [string, (number | string)[]][];
+  /** name, dims, and the ONNX element type (default 1, float; 7 = int64, 9 = bool). */
+  inputs: [string, (number | string)[], number?][];
   outputs: string[];
   nodes: NodeSpec[];
   inits?: Init[];
@@ -74,10 +75,10 @@ function attr(name: string, v: Attr): onnxProto.onnx.IAttributeProto {
   return { name, type: AT.TENSOR, t: tensor(v.t) };
 }
 
-function valueInfo(name: string, dims?: (number | string)[]): onnxProto.onnx.IValueInfoProto {
-  if (!dims) return { name, type: { tensorType: { elemType: onnx.TensorProto.DataType.FLOAT } } };
+function valueInfo(name: string, dims?: (number | string)[], elemType: number = onnx.TensorProto.DataType.FLOAT): onnxProto.onnx.IValueInfoProto {
+  if (!dims) return { name, type: { tensorType: { elemType } } };
   const dim = dims.map((d) => (typeof d === "number" ? { dimValue: d } : { dimParam: d }));
-  return { name, type: { tensorType: { elemType: onnx.TensorProto.DataType.FLOAT, shape: { dim } } } };
+  return { name, type: { tensorType: { elemType, shape: { dim } } } };
 }
 
 export function modelBytes(spec: ModelSpec): Uint8Array {
@@ -92,7 +93,7 @@ export function modelBytes(spec: ModelSpec): Uint8Array {
         attribute: Object.entries(n.attrs ?? {}).map(([k, v]) => attr(k, v)),
       })),
       initializer: (spec.inits ?? []).map(tensor),
-      input: spec.inputs.map(([n, d]) => valueInfo(n, d)),
+      input: spec.inputs.map(([n, d, t]) => valueInfo(n, d, t)),
       output: spec.outputs.map((o) => valueInfo(o)),
     },
   });

@@ -73,9 +73,12 @@ describe("plan format", () => {
     m.write("MLRTPLAX", 0, "latin1");
     expectPlanError(m, /^magic$/, '"MLRTPLAX"');
     const v = Buffer.from(bytes);
-    v.writeUInt32LE(2, Field.version);
-    const e = expectPlanError(v, /^version$/, "2");
-    expect(e.expected).toBe("1");
+    v.writeUInt32LE(3, Field.version);
+    const e = expectPlanError(v, /^version$/, "3");
+    expect(e.expected).toBe("2");
+    // A v1 plan is refused with the way out: recompile it.
+    v.writeUInt32LE(1, Field.version);
+    expect(expectPlanError(v, /^version$/, "1").expected).toMatch(/^2 .*recompile/);
     expectPlanError(bytes.subarray(0, 40), /^file length$/);
   });
 
@@ -107,7 +110,7 @@ describe("plan format", () => {
     const rewrite = (mutate: (h: Built["header"]) => void): Buffer => {
       const header = structuredClone(plan.header);
       mutate(header);
-      const { chunks } = serialisePlan({ header, weights: [{ offset: 0, data: new Float32Array(Uint8Array.from(plan.blob).buffer) }], blobBytes: plan.blob.length });
+      const { chunks } = serialisePlan({ header, weights: [{ offset: 0, data: Uint8Array.from(plan.blob) }], blobBytes: plan.blob.length });
       return Buffer.concat(chunks);
     };
     expect(() => parsePlan(rewrite(() => {}), "ok")).not.toThrow();
@@ -124,7 +127,7 @@ describe("plan format", () => {
     const rewrite = (mutate: (h: Built["header"]) => void): Buffer => {
       const header = structuredClone(plan.header);
       mutate(header);
-      const { chunks } = serialisePlan({ header, weights: [{ offset: 0, data: new Float32Array(Uint8Array.from(plan.blob).buffer) }], blobBytes: plan.blob.length });
+      const { chunks } = serialisePlan({ header, weights: [{ offset: 0, data: Uint8Array.from(plan.blob) }], blobBytes: plan.blob.length });
       return Buffer.concat(chunks);
     };
     const none = expectPlanError(rewrite((h) => (h.ops = [])), /^ops$/, "none (an empty list)");

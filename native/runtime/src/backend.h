@@ -58,8 +58,10 @@ class Backend {
   virtual Status prepare(const Plan& plan, int64_t maxBatch, std::string* message) = 0;
 
   // Run `batch` (1..maxBatch) samples. inputs[i] holds batch * plan.tensors[plan.inputs[i]]
-  // .elements() floats (C-contiguous, host memory); outputs[i] receives
-  // batch * plan.tensors[plan.outputs[i]].elements() floats. Shape and NaN checks are the
+  // .elements() elements of the tensor's dtype in the plan's layout (the batch at its axis;
+  // C-contiguous, host memory, 8-byte aligned; typed float* from plan v1, cast for other
+  // dtypes); outputs[i] receives batch * plan.tensors[plan.outputs[i]].elements() elements.
+  // A run-time data error (an index out of range) returns kInvalidArgument naming it. Shape and NaN checks are the
   // caller's (src/runtime.cc); a backend may assume valid, finite inputs.
   // Must not allocate (tests count allocations through a hook).
   virtual Status run(int64_t batch, const float* const* inputs, float* const* outputs,

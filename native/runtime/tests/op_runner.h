@@ -1,7 +1,9 @@
 // Runs a PlanBuilder plan through the CPU backend (tests only).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +54,61 @@ inline RunResult run_plan(const PlanBuilder& b, int64_t batch, const std::vector
     out.push_back(r.outputs.back().data());
   }
   r.status = be->run(batch, in.data(), out.data(), &r.message);
+  return r;
+}
+
+// Runs with typed inputs and outputs (plan v2 dtypes): each vector holds the tensor's bytes.
+struct RawResult {
+  memlane::Status status = memlane::Status::kOk;
+  std::string message;
+  std::vector<std::vector<uint8_t>> outputs;
+  template <typename T>
+  std::vector<T> out(size_t i) const {
+    std::vector<T> v(outputs[i].size() / sizeof(T));
+    std::memcpy(v.data(), outputs[i].data(), outputs[i].size());
+    return v;
+  }
+};
+
+template <typename T>
+std::vector<uint8_t> bytes_of(const std::vector<T>& v) {
+  std::vector<uint8_t> b(v.size() * sizeof(T));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+inline RawResult run_raw(const PlanBuilder& b, int64_t batch, const std::vector<std::vector<uint8_t>>& inputs, int threads = 1,
+                         int64_t maxBatch = 0) {
+  using namespace memlane;
+  RawResult r;
+  std::vector<uint8_t> bytes = b.build();
+  Plan plan;
+  r.status = parse_plan(bytes.data(), bytes.size(), &plan, &r.message);
+  if (r.status != Status::kOk) return r;
+  BackendOptions o;
+  o.threads = threads;
+  auto be = make_cpu_backend(o, &r.status, &r.message);
+  if (!be) return r;
+  r.status = be->prepare(plan, maxBatch ? maxBatch : batch, &r.message);
+  if (r.status != Status::kOk) return r;
+  std::vector<std::vector<uint64_t>> in_store;
+  std::vector<const float*> in;
+  for (auto& v : inputs) {
+    in_store.emplace_back((v.size() + 7) / 8);
+    std::memcpy(in_store.back().data(), v.data(), v.size());
+    in.push_back(reinterpret_cast<const float*>(in_store.back().data()));
+  }
+  std::vector<std::vector<uint64_t>> out_store;
+  std::vector<float*> out;
+  for (int64_t id : b.outputs) {
+    out_store.emplace_back((size_t(batch * b.tensors[size_t(id)].bytes) + 7) / 8, 0xABABABABABABABABULL);
+    out.push_back(reinterpret_cast<float*>(out_store.back().data()));
+  }
+  r.status = be->run(batch, in.data(), out.data(), &r.message);
+  for (size_t i = 0; i < out_store.size(); ++i) {
+    const size_t n = size_t(batch * b.tensors[size_t(b.outputs[i])].bytes);
+    r.outputs.emplace_back(reinterpret_cast<uint8_t*>(out_store[i].data()), reinterpret_cast<uint8_t*>(out_store[i].data()) + n);
+  }
   return r;
 }
 

@@ -21,7 +21,11 @@ struct BTensor {
   std::vector<int64_t> shape;
   int64_t offset = 0, bytes = 0;
   std::vector<float> data;
+  std::string dtype = "float32";
+  std::vector<uint8_t> raw;  // a weight of another dtype: its little-endian bytes
 };
+
+inline int64_t dtype_bytes(const std::string& d) { return d == "int64" ? 8 : d == "bool" ? 1 : 4; }
 struct BOp {
   std::string op;
   std::vector<int64_t> inputs, outputs;
@@ -57,6 +61,39 @@ class PlanBuilder {
     if (kind == "output") outputs.push_back(id);
     return id;
   }
+  // plan v2: the full shape with -k = k x batch at any axis, and a dtype.
+  int tensor(const std::string& name, std::vector<int64_t> full, const std::string& kind, const std::string& dtype = "float32") {
+    BTensor t;
+    t.name = name;
+    t.kind = kind;
+    t.shape = std::move(full);
+    t.dtype = dtype;
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d < 0 ? -d : d;
+    t.bytes = n * dtype_bytes(dtype);
+    t.offset = arena_cursor;
+    arena_cursor += (t.bytes + 63) / 64 * 64;
+    tensors.push_back(t);
+    int id = int(tensors.size()) - 1;
+    if (kind == "input") inputs.push_back(id);
+    if (kind == "output") outputs.push_back(id);
+    return id;
+  }
+  template <typename T>
+  int typed_weight(const std::string& name, std::vector<int64_t> shape, const std::string& dtype, const std::vector<T>& values) {
+    BTensor t;
+    t.name = name;
+    t.kind = "weight";
+    t.shape = shape;
+    t.dtype = dtype;
+    t.raw.resize(values.size() * sizeof(T));
+    std::memcpy(t.raw.data(), values.data(), t.raw.size());
+    t.bytes = int64_t(t.raw.size());
+    t.offset = blob_cursor;
+    blob_cursor += (t.bytes + 63) / 64 * 64;
+    tensors.push_back(t);
+    return int(tensors.size()) - 1;
+  }
   int input(const std::string& n, std::vector<int64_t> s) { return act(n, s, "input"); }
   int output(const std::string& n, std::vector<int64_t> s) { return act(n, s, "output"); }
   int weight(const std::string& name, std::vector<int64_t> shape, std::vector<float> data) {
@@ -87,7 +124,7 @@ class PlanBuilder {
     for (const auto& t : tensors) {
       pk.pack_map(6);
       pk.pack(std::string("name")); pk.pack(t.name);
-      pk.pack(std::string("dtype")); pk.pack(std::string("float32"));
+      pk.pack(std::string("dtype")); pk.pack(t.dtype);
       pk.pack(std::string("shape")); pk.pack(t.shape);
       pk.pack(std::string("kind")); pk.pack(t.kind);
       pk.pack(std::string("offset")); pk.pack(t.offset);
@@ -145,6 +182,9 @@ class PlanBuilder {
       // (a test may move a weight out of the blob on purpose: its bytes are then not written)
       if (t.kind == "weight" && !t.data.empty() && uint64_t(t.offset) + t.data.size() * 4 <= B)
         std::memcpy(f.data() + blob_off + t.offset, t.data.data(), t.data.size() * 4);
+    for (const auto& t : tensors)
+      if (t.kind == "weight" && !t.raw.empty() && uint64_t(t.offset) + t.raw.size() <= B)
+        std::memcpy(f.data() + blob_off + t.offset, t.raw.data(), t.raw.size());
     return f;
   }
 };

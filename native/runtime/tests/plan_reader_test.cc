@@ -61,11 +61,14 @@ int main() {
   // 3. version
   {
     auto f = good;
-    f[pf::kOffVersion] = 2;
+    f[pf::kOffVersion] = 3;
     expect_fail(f, Status::kPlanInvalid, "version", "version");
     std::string msg;
     parse(f, &msg);
-    CHECK_CONTAINS(msg, "expected 1, found 2");
+    CHECK_CONTAINS(msg, "expected 2, found 3");
+    f[pf::kOffVersion] = 1;  // a v1 plan: refused with the way out
+    parse(f, &msg);
+    CHECK_CONTAINS(msg, "recompile it from its ONNX model");
   }
   // 4. header range past the end
   {
@@ -130,10 +133,10 @@ int main() {
   // 11. unknown op -> UNSUPPORTED_OP naming it
   {
     auto b = small_plan();
-    b.ops[0].op = "LSTM";
+    b.ops[0].op = "GRU";
     std::string msg;
     CHECK(parse(b.build(), &msg) == Status::kUnsupportedOp);
-    CHECK_CONTAINS(msg, "LSTM");
+    CHECK_CONTAINS(msg, "GRU");
   }
   // 12. op referencing a missing tensor
   {

@@ -28,17 +28,22 @@ int main(int argc, char** argv) {
   }
   std::mt19937 g(1);
   std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<std::vector<float>> in, out;
   std::vector<const float*> ip;
   std::vector<float*> op;
+  // Buffers sized in 8-byte words for any dtype; float inputs random, integer/bool ones 0 (a
+  // valid index into any embedding table).
+  std::vector<std::vector<uint64_t>> in_w, out_w;
   for (const auto& t : rt->inputs()) {
-    in.emplace_back(size_t(batch * t.elementsPerSample));
-    for (auto& v : in.back()) v = u(g);
-    ip.push_back(in.back().data());
+    in_w.emplace_back((size_t(batch * t.elementsPerSample) * t.elementBytes + 7) / 8, 0);
+    if (t.dtype == "float32") {
+      float* f = reinterpret_cast<float*>(in_w.back().data());
+      for (int64_t k = 0; k < batch * t.elementsPerSample; ++k) f[k] = u(g);
+    }
+    ip.push_back(reinterpret_cast<const float*>(in_w.back().data()));
   }
   for (const auto& t : rt->outputs()) {
-    out.emplace_back(size_t(batch * t.elementsPerSample));
-    op.push_back(out.back().data());
+    out_w.emplace_back((size_t(batch * t.elementsPerSample) * t.elementBytes + 7) / 8);
+    op.push_back(reinterpret_cast<float*>(out_w.back().data()));
   }
   for (int i = 0; i < 20; ++i) rt->run_unchecked(batch, ip.data(), op.data(), &err);
   // Wall time, and this thread's CPU time (steadier on a shared machine; exact at --threads 1).

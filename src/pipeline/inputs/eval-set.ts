@@ -39,14 +39,6 @@ export interface EvalSetOptions {
 
 const fmt = (s: readonly number[]) => `[${s.map((d) => (d < 0 ? "N" : String(d))).join(", ")}]`;
 
-/**
- * The model takes what today's single-tensor path sends: one float32 input, batch first, and
- * one output. Workers that predate the multi-input contract (memlane-rt plan v1) get that form.
- */
-export function isLegacyCompatible(io: ModelIo): boolean {
-  return io.inputs.length === 1 && io.inputs[0]!.dtype === "float32" && io.inputs[0]!.batchAxis === 0 && io.outputs.length === 1;
-}
-
 function fromFile(file: string, io: ReturnType<typeof readOnnxIo>, opts: EvalSetOptions): EvalSet {
   const arrays = readInputFile(file);
   const shapes: Record<string, number[]> = {};

@@ -34,9 +34,18 @@ struct RuntimeOptions {
 
 struct TensorSpec {
   std::string name;
-  std::vector<int64_t> shape;  // shape[0] = -1: the batch
+  std::vector<int64_t> shape;  // the plan's shape: -1 at batchAxis (plan v2: any axis)
   int64_t elementsPerSample = 0;
+  std::string dtype = "float32";  // float32 | int64 | int32 | bool (one byte)
+  int batchAxis = 0;
+  size_t elementBytes = 4;
+  // The batch-first shape for a batch of n, as tensors travel on the wire: [n, other dims].
+  std::vector<int64_t> wire_shape(int64_t n) const;
 };
+
+// Moves the batch axis of a batch of n between the wire layout (batch first) and the plan's
+// layout (batch at t.batchAxis); a plain copy when batchAxis is 0. src and dst must not overlap.
+void move_batch_axis(const void* src, void* dst, int64_t n, const TensorSpec& t, bool toPlan);
 
 struct RuntimeMemory {
   uint64_t arenaBytes = 0;
@@ -69,13 +78,19 @@ class Runtime {
   const std::vector<TensorSpec>& inputs() const;
   const std::vector<TensorSpec>& outputs() const;
 
-  // Checks every input: its shape is [batch, ...plan shape] with one batch for all and
-  // 1 <= batch <= maxBatch (SHAPE_MISMATCH naming expected and got), and holds no NaN
-  // (NAN_INPUT naming the tensor and the flat index). Sets *batch.
+  // Checks every input: its shape is TensorSpec::wire_shape(batch) (batch first) with one batch
+  // for all and 1 <= batch <= maxBatch, its dtype the plan's (SHAPE_MISMATCH naming the input,
+  // expected and got), and a float input holds no NaN (NAN_INPUT naming the tensor and the
+  // flat index). Sets *batch. data[i] points at the tensor's bytes (any layout).
+  bool check_inputs(const std::vector<std::vector<int64_t>>& shapes, const std::vector<std::string>& dtypes,
+                    const float* const* data, int64_t* batch, RtError* err) const;
+  // The same with every dtype float32 (the v1 callers).
   bool check_inputs(const std::vector<std::vector<int64_t>>& shapes, const float* const* data,
                     int64_t* batch, RtError* err) const;
 
-  // check_inputs, then run. outputs[i] must hold batch * outputs()[i].elementsPerSample floats.
+  // check_inputs, then run. Tensors are in the plan's layout and dtype (passed as float* for
+  // the v1 signature; cast from the dtype's bytes). outputs[i] must hold
+  // batch * outputs()[i].elementsPerSample elements of its dtype.
   bool run(const std::vector<std::vector<int64_t>>& shapes, const float* const* inputs,
            float* const* outputs, RtError* err);
 

@@ -4,6 +4,7 @@
 #include <cblas.h>
 
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "backend.h"
@@ -57,6 +58,7 @@ struct Runtime::Impl {
   std::unique_ptr<PlanFile> file;
   std::vector<TensorSpec> inputs, outputs;
   int64_t maxBatch = 0;
+  std::string fallback;  // why `auto` fell back to the CPU backend at load, if it did
 };
 
 Runtime::Runtime() : impl_(std::make_unique<Impl>()) {}
@@ -124,10 +126,27 @@ bool Runtime::load(const std::string& planPath, int64_t maxBatch, RtError* err) 
   if (plan.inputs.empty() || plan.outputs.empty())
     return set_err(err, int(ErrorCode::kPlanInvalid), planPath + ": the plan has no inputs or no outputs");
   st = impl_->backend->prepare(plan, maxBatch, &msg);
+  if (st == Status::kUnsupportedOp && impl_->options.device == "auto" && std::string(impl_->backend->name()) != "cpu") {
+    // `auto` means "the best backend that runs this plan": the CPU backend when the GPU one
+    // lacks an op or dtype of the plan (plan v2 ops are CPU-first).
+    BackendOptions bo;
+    bo.threads = impl_->options.threads;
+    bo.switches = impl_->options.switches;
+    impl_->backend.reset();
+    std::string why = msg;
+    impl_->backend = make_cpu_backend(bo, &st, &msg);
+    if (!impl_->backend) return set_err(err, code_for(st), msg);
+    impl_->fallback = "cuda backend refused the plan (" + why + "); running on cpu";
+    st = impl_->backend->prepare(plan, maxBatch, &msg);
+  }
   if (st != Status::kOk) return set_err(err, code_for(st), planPath + ": " + msg);
   auto spec = [&](int32_t id) {
     const TensorInfo& t = plan.tensors[id];
-    return TensorSpec{t.name, t.shape, t.elements()};
+    TensorSpec s{t.name, t.shape, t.elements()};
+    s.dtype = dtype_name(t.dtype);
+    s.batchAxis = t.batch_axis();
+    s.elementBytes = dtype_size(t.dtype);
+    return s;
   };
   for (int32_t id : plan.inputs) impl_->inputs.push_back(spec(id));
   for (int32_t id : plan.outputs) impl_->outputs.push_back(spec(id));
@@ -138,9 +157,14 @@ bool Runtime::load(const std::string& planPath, int64_t maxBatch, RtError* err) 
 
 bool Runtime::check_inputs(const std::vector<std::vector<int64_t>>& shapes, const float* const* data, int64_t* batch,
                            RtError* err) const {
+  return check_inputs(shapes, std::vector<std::string>(shapes.size(), "float32"), data, batch, err);
+}
+
+bool Runtime::check_inputs(const std::vector<std::vector<int64_t>>& shapes, const std::vector<std::string>& dtypes,
+                           const float* const* data, int64_t* batch, RtError* err) const {
   if (!impl_->file) return set_err(err, int(ErrorCode::kInvalidArgument), "no model loaded: send a `load` task first");
   const auto& ins = impl_->inputs;
-  if (shapes.size() != ins.size()) {
+  if (shapes.size() != ins.size() || dtypes.size() != shapes.size()) {
     set_err(err, int(ErrorCode::kShapeMismatch), "expected " + std::to_string(ins.size()) + " input tensor(s), got " +
                                                      std::to_string(shapes.size()));
     if (err) err->details = {{"expected", int64_t(ins.size())}, {"got", int64_t(shapes.size())}};
@@ -148,20 +172,20 @@ bool Runtime::check_inputs(const std::vector<std::vector<int64_t>>& shapes, cons
   }
   int64_t n = -1;
   for (size_t i = 0; i < ins.size(); ++i) {
-    const auto& want = ins[i].shape;
     const auto& got = shapes[i];
-    bool ok = got.size() == want.size() && !got.empty() && got[0] >= 1;
-    for (size_t d = 1; ok && d < want.size(); ++d) ok = got[d] == want[d];
-    if (ok && n >= 0 && got[0] != n) ok = false;
-    if (!ok) {
-      std::vector<int64_t> expected = want;
-      expected[0] = n >= 0 ? n : -1;
-      set_err(err, int(ErrorCode::kShapeMismatch), "input '" + ins[i].name + "': expected shape " + shape_text(expected) +
-                                                       " (-1 = batch), got " + shape_text(got));
-      if (err) err->details = {{"tensor", ins[i].name}, {"expected", expected}, {"got", got}};
+    const int64_t gn = got.empty() ? -1 : got[0];
+    const std::vector<int64_t> want = ins[i].wire_shape(n >= 0 ? n : gn);
+    const bool ok = got == want && gn >= 1;
+    if (!ok || dtypes[i] != ins[i].dtype) {
+      std::vector<int64_t> expected = ins[i].wire_shape(n >= 0 ? n : -1);
+      set_err(err, int(ErrorCode::kShapeMismatch), "input '" + ins[i].name + "': expected " + ins[i].dtype + " " +
+                                                       shape_text(expected) + " (batch first, -1 = batch), got " + dtypes[i] +
+                                                       " " + shape_text(got));
+      if (err) err->details = {{"tensor", ins[i].name}, {"expected", expected}, {"got", got},
+                               {"expectedDtype", ins[i].dtype}, {"gotDtype", dtypes[i]}};
       return false;
     }
-    n = got[0];
+    n = gn;
   }
   if (n > impl_->maxBatch) {
     set_err(err, int(ErrorCode::kShapeMismatch), "batch " + std::to_string(n) + " exceeds maxBatch " +
@@ -170,6 +194,7 @@ bool Runtime::check_inputs(const std::vector<std::vector<int64_t>>& shapes, cons
     return false;
   }
   for (size_t i = 0; i < ins.size(); ++i) {
+    if (ins[i].dtype != "float32") continue;
     const int64_t count = n * ins[i].elementsPerSample;
     const float* p = data[i];
     for (int64_t k = 0; k < count; ++k) {
@@ -182,6 +207,29 @@ bool Runtime::check_inputs(const std::vector<std::vector<int64_t>>& shapes, cons
   }
   *batch = n;
   return true;
+}
+
+std::vector<int64_t> TensorSpec::wire_shape(int64_t n) const {
+  std::vector<int64_t> s{n};
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (int(i) != batchAxis) s.push_back(shape[i]);
+  return s;
+}
+
+void move_batch_axis(const void* src, void* dst, int64_t n, const TensorSpec& t, bool toPlan) {
+  int64_t pre = 1, post = int64_t(t.elementBytes);
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    if (int(i) < t.batchAxis) pre *= t.shape[i];
+    else if (int(i) > t.batchAxis) post *= t.shape[i];
+  }
+  const auto* s = static_cast<const uint8_t*>(src);
+  auto* d = static_cast<uint8_t*>(dst);
+  // wire [n][pre][post] <-> plan [pre][n][post]
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t p = 0; p < pre; ++p) {
+      const int64_t w = (i * pre + p) * post, q = (p * n + i) * post;
+      std::memcpy(toPlan ? d + q : d + w, toPlan ? s + w : s + q, size_t(post));
+    }
 }
 
 bool Runtime::run(const std::vector<std::vector<int64_t>>& shapes, const float* const* inputs, float* const* outputs,
@@ -218,7 +266,10 @@ bool Runtime::drain(RtError* err) {
 }
 
 int Runtime::max_in_flight() const { return impl_->backend->max_in_flight(); }
-std::string Runtime::notes() const { return impl_->backend->notes(); }
+std::string Runtime::notes() const {
+  const std::string n = impl_->backend->notes();
+  return impl_->fallback.empty() ? n : n.empty() ? impl_->fallback : impl_->fallback + "; " + n;
+}
 
 RuntimeMemory Runtime::memory() const {
   RuntimeMemory m;

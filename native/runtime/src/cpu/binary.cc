@@ -1,154 +1,141 @@
-// Add, Sub, Mul, Div with numpy broadcasting. Strides are resolved at build time (0 on a
-// broadcast dimension); at run time adjacent dimensions that stay contiguous are merged
-// so that the inner loop is as long as possible and branch-free.
-#include <algorithm>
+// Two-input element-wise ops with numpy broadcasting (broadcast.h), on any plan dtype:
+// Add, Sub, Mul, Div, Mod on float32/int64/int32; Equal, Less, Greater -> bool; And, Or on
+// bool. The loop over merged rows is branch-free inside, so contiguous rows vectorise.
+#include <cmath>
+#include <type_traits>
 
-#include "cpu/kernel.h"
+#include "cpu/broadcast.h"
 
 namespace memlane::cpu {
 namespace {
 
-constexpr int kMaxRank = 8;
+// Integer division never traps: x / 0 gives 0 (ONNX leaves it undefined), INT_MIN / -1 wraps.
+template <typename T>
+T idiv(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) return a / b;
+  else return b == 0 ? T(0) : b == T(-1) ? T(0) - a : a / b;
+}
+template <typename T>
+T imod(T a, T b, bool fmod) {
+  if constexpr (std::is_floating_point_v<T>) return std::fmod(a, b);
+  else {
+    if (b == 0 || b == T(-1)) return 0;
+    const T r = a % b;
+    return !fmod && r != 0 && ((r < 0) != (b < 0)) ? r + b : r;  // fmod = 0: the divisor's sign
+  }
+}
 
-struct AddF { static float f(float a, float b) { return a + b; } };
-struct SubF { static float f(float a, float b) { return a - b; } };
-struct MulF { static float f(float a, float b) { return a * b; } };
-struct DivF { static float f(float a, float b) { return a / b; } };
+struct AddF { template <typename T> static T f(T a, T b, bool) { return a + b; } };
+struct SubF { template <typename T> static T f(T a, T b, bool) { return a - b; } };
+struct MulF { template <typename T> static T f(T a, T b, bool) { return a * b; } };
+struct DivF { template <typename T> static T f(T a, T b, bool) { return idiv(a, b); } };
+struct ModF { template <typename T> static T f(T a, T b, bool fm) { return imod(a, b, fm); } };
+struct EqF { template <typename T> static uint8_t f(T a, T b, bool) { return a == b; } };
+struct LtF { template <typename T> static uint8_t f(T a, T b, bool) { return a < b; } };
+struct GtF { template <typename T> static uint8_t f(T a, T b, bool) { return a > b; } };
+struct LeF { template <typename T> static uint8_t f(T a, T b, bool) { return a <= b; } };
+struct GeF { template <typename T> static uint8_t f(T a, T b, bool) { return a >= b; } };
+struct AndF { template <typename T> static uint8_t f(T a, T b, bool) { return a && b; } };
+struct OrF { template <typename T> static uint8_t f(T a, T b, bool) { return a || b; } };
 
-template <typename F>
-void inner(float* y, const float* a, const float* b, int64_t n, int64_t sa, int64_t sb) {
+template <typename F, typename T, typename Y>
+void inner(Y* y, const T* a, const T* b, int64_t n, int64_t sa, int64_t sb, bool flag) {
   if (sa == 1 && sb == 1)
-    for (int64_t i = 0; i < n; ++i) y[i] = F::f(a[i], b[i]);
+    for (int64_t i = 0; i < n; ++i) y[i] = F::f(a[i], b[i], flag);
   else if (sa == 1) {
-    const float bv = b[0];
-    for (int64_t i = 0; i < n; ++i) y[i] = F::f(a[i], bv);
+    const T bv = b[0];
+    for (int64_t i = 0; i < n; ++i) y[i] = F::f(a[i], bv, flag);
   } else if (sb == 1) {
-    const float av = a[0];
-    for (int64_t i = 0; i < n; ++i) y[i] = F::f(av, b[i]);
+    const T av = a[0];
+    for (int64_t i = 0; i < n; ++i) y[i] = F::f(av, b[i], flag);
   } else {
-    const float v = F::f(a[0], b[0]);
+    const Y v = F::f(a[0], b[0], flag);
     for (int64_t i = 0; i < n; ++i) y[i] = v;
   }
 }
 
+template <typename F, typename T, typename Y>
 class BinaryKernel final : public Kernel {
  public:
-  OpType type = OpType::kAdd;
+  Broadcast bc;
   TensorRef a, b, y;
-  int rank = 0;
-  int64_t dims[kMaxRank] = {};  // dims[0] is the batch, filled at run time
-  int64_t sa[kMaxRank] = {}, sb[kMaxRank] = {};
-
+  bool flag = false;  // Mod: fmod
   void run(const RunCtx& c) const override {
-    switch (type) {
-      case OpType::kAdd: go<AddF>(c); break;
-      case OpType::kSub: go<SubF>(c); break;
-      case OpType::kMul: go<MulF>(c); break;
-      default: go<DivF>(c); break;
-    }
-  }
-
-  template <typename F>
-  void go(const RunCtx& c) const {
-    // Merge dims (output is contiguous; an input merges where it is contiguous or broadcast in both).
-    int64_t d[kMaxRank], xa[kMaxRank], xb[kMaxRank];
-    int k = 0;
-    for (int i = 0; i < rank; ++i) {
-      const int64_t di = i == 0 ? c.batch : dims[i];
-      if (di == 1) continue;  // size-1 dims carry nothing
-      if (k > 0) {
-        const bool ma = (xa[k - 1] == 0 && sa[i] == 0) || (sa[i] != 0 && xa[k - 1] == sa[i] * di);
-        const bool mb = (xb[k - 1] == 0 && sb[i] == 0) || (sb[i] != 0 && xb[k - 1] == sb[i] * di);
-        if (ma && mb) {
-          d[k - 1] *= di;
-          xa[k - 1] = sa[i];
-          xb[k - 1] = sb[i];
-          continue;
-        }
-      }
-      d[k] = di;
-      xa[k] = sa[i];
-      xb[k] = sb[i];
-      ++k;
-    }
-    const float* A = a.at(c);
-    const float* B = b.at(c);
-    float* Y = y.at(c);
-    if (k == 0) {
-      Y[0] = F::f(A[0], B[0]);
-      return;
-    }
-    const int64_t L = d[k - 1], ia = xa[k - 1], ib = xb[k - 1];
-    int64_t outer = 1;
-    for (int i = 0; i < k - 1; ++i) outer *= d[i];
-    auto body = [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        int64_t rem = r, oa = 0, ob = 0;
-        for (int i = k - 2; i >= 0; --i) {
-          const int64_t q = rem % d[i];
-          rem /= d[i];
-          oa += q * xa[i];
-          ob += q * xb[i];
-        }
-        inner<F>(Y + r * L, A + oa, B + ob, L, ia, ib);
-      }
-    };
-    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(L, 1));
-    c.pool->parallel_for(outer, grain, body);
+    const BroadcastLoop L = bc.resolve(c.batch);
+    const T* A = a.as<T>(c);
+    const T* B = b.as<T>(c);
+    Y* Yp = y.as<Y>(c);
+    const int64_t ia = L.rank ? L.s[0][L.rank - 1] : 0, ib = L.rank ? L.s[1][L.rank - 1] : 0;
+    for_each_row(c, L, 2, [&](int64_t r, const int64_t* off, int64_t len) {
+      inner<F, T, Y>(Yp + r * len, A + off[0], B + off[1], len, ia, ib, flag);
+    });
   }
 };
 
-// Element strides of input `t` against output dims of rank r (right-aligned, 0 = broadcast).
-bool strides_for(const TensorInfo& t, const std::vector<int64_t>& yshape, int64_t* s, std::string* why) {
-  const int r = int(yshape.size());
-  const int tr = int(t.shape.size());
-  if (!t.is_weight() && tr != r) {
-    *why = "an activation input must have the output's rank; got " + shape_str(t.shape) + " for output " + shape_str(yshape);
-    return false;
+template <typename F, typename T, typename Y>
+std::unique_ptr<Kernel> make(const BuildCtx& bc, const Op& op, Status* st, std::string* msg) {
+  auto k = std::make_unique<BinaryKernel<F, T, Y>>();
+  std::string why;
+  if (!k->bc.init(bc.info(op.outputs[0]), {&bc.info(op.inputs[0]), &bc.info(op.inputs[1])}, &why))
+    return unsupported(op, why, st, msg);
+  k->a = bc.ref(op.inputs[0]);
+  k->b = bc.ref(op.inputs[1]);
+  k->y = bc.ref(op.outputs[0]);
+  k->flag = op.attrs.fmod;
+  return k;
+}
+
+// Arithmetic: the output has the inputs' dtype.
+template <typename F>
+std::unique_ptr<Kernel> arith(const BuildCtx& bc, const Op& op, DType t, Status* st, std::string* msg) {
+  switch (t) {
+    case DType::kFloat32: return make<F, float, float>(bc, op, st, msg);
+    case DType::kInt64: return make<F, int64_t, int64_t>(bc, op, st, msg);
+    case DType::kInt32: return make<F, int32_t, int32_t>(bc, op, st, msg);
+    default: return unsupported(op, std::string("no ") + dtype_name(t) + " arithmetic", st, msg);
   }
-  if (tr > r) {
-    *why = "input " + shape_str(t.shape) + " has a higher rank than the output " + shape_str(yshape);
-    return false;
+}
+
+// Comparisons and logic: bool (uint8) out.
+template <typename F>
+std::unique_ptr<Kernel> predicate(const BuildCtx& bc, const Op& op, DType t, Status* st, std::string* msg) {
+  switch (t) {
+    case DType::kFloat32: return make<F, float, uint8_t>(bc, op, st, msg);
+    case DType::kInt64: return make<F, int64_t, uint8_t>(bc, op, st, msg);
+    case DType::kInt32: return make<F, int32_t, uint8_t>(bc, op, st, msg);
+    default: return make<F, uint8_t, uint8_t>(bc, op, st, msg);
   }
-  int64_t stride = 1;
-  for (int i = r - 1; i >= 0; --i) {
-    const int ti = i - (r - tr);
-    if (ti < 0) { s[i] = 0; continue; }
-    int64_t td = t.shape[ti];
-    if (i == 0) {
-      // batch dimension: activations run along it, weights must be 1 there
-      if (t.is_weight() && td != 1) { *why = "weight " + shape_str(t.shape) + " spans the batch dimension"; return false; }
-      s[i] = t.is_weight() ? 0 : stride;
-      continue;
-    }
-    if (td != yshape[i] && td != 1) {
-      *why = "input " + shape_str(t.shape) + " does not broadcast to " + shape_str(yshape);
-      return false;
-    }
-    s[i] = td == 1 ? 0 : stride;
-    stride *= td;
-  }
-  return true;
 }
 
 }  // namespace
 
 std::unique_ptr<Kernel> make_binary(const BuildCtx& bc, const Op& op, Status* st, std::string* msg) {
   if (!need_inputs(op, 2, 2, st, msg)) return nullptr;
-  const TensorInfo& Y = bc.info(op.outputs[0]);
-  if (Y.shape.size() > size_t(kMaxRank)) return unsupported(op, "rank above 8", st, msg);
-  auto k = std::make_unique<BinaryKernel>();
-  k->type = op.type;
-  k->rank = int(Y.shape.size());
-  for (int i = 1; i < k->rank; ++i) k->dims[i] = Y.shape[i];
-  std::string why;
-  if (!strides_for(bc.info(op.inputs[0]), Y.shape, k->sa, &why) ||
-      !strides_for(bc.info(op.inputs[1]), Y.shape, k->sb, &why))
-    return unsupported(op, why, st, msg);
-  k->a = bc.ref(op.inputs[0]);
-  k->b = bc.ref(op.inputs[1]);
-  k->y = bc.ref(op.outputs[0]);
-  return k;
+  const DType t = bc.info(op.inputs[0]).dtype, yt = bc.info(op.outputs[0]).dtype;
+  if (bc.info(op.inputs[1]).dtype != t)
+    return unsupported(op, std::string("inputs differ in dtype: ") + dtype_name(t) + " and " + dtype_name(bc.info(op.inputs[1]).dtype), st, msg);
+  const bool order = op.type == OpType::kLess || op.type == OpType::kGreater || op.type == OpType::kLessOrEqual ||
+                     op.type == OpType::kGreaterOrEqual;
+  const bool pred = order || op.type == OpType::kEqual || op.type == OpType::kAnd || op.type == OpType::kOr;
+  if (pred ? yt != DType::kBool : yt != t)
+    return unsupported(op, std::string("output dtype ") + dtype_name(yt) + " does not fit inputs of " + dtype_name(t), st, msg);
+  if ((op.type == OpType::kAnd || op.type == OpType::kOr) && t != DType::kBool) return unsupported(op, "And/Or take bool", st, msg);
+  if (order && t == DType::kBool) return unsupported(op, "no bool ordering", st, msg);
+  switch (op.type) {
+    case OpType::kAdd: return arith<AddF>(bc, op, t, st, msg);
+    case OpType::kSub: return arith<SubF>(bc, op, t, st, msg);
+    case OpType::kMul: return arith<MulF>(bc, op, t, st, msg);
+    case OpType::kDiv: return arith<DivF>(bc, op, t, st, msg);
+    case OpType::kMod: return arith<ModF>(bc, op, t, st, msg);
+    case OpType::kEqual: return predicate<EqF>(bc, op, t, st, msg);
+    case OpType::kLess: return predicate<LtF>(bc, op, t, st, msg);
+    case OpType::kGreater: return predicate<GtF>(bc, op, t, st, msg);
+    case OpType::kLessOrEqual: return predicate<LeF>(bc, op, t, st, msg);
+    case OpType::kGreaterOrEqual: return predicate<GeF>(bc, op, t, st, msg);
+    case OpType::kAnd: return predicate<AndF>(bc, op, t, st, msg);
+    case OpType::kOr: return predicate<OrF>(bc, op, t, st, msg);
+    default: return unsupported(op, "not a binary op", st, msg);
+  }
 }
 
 }  // namespace memlane::cpu

@@ -82,6 +82,45 @@ bool residual_epilogue(const Plan& plan, size_t i, cpu::ConvEpilogue* e) {
   return true;
 }
 
+// The v1-era float kernels assume float32 tensors with the batch first ([batch, ...]); a plan
+// v2 op outside their contract is refused here, naming the tensor, instead of computed wrong.
+// Element-wise float ops (unary, Reshape/Flatten copies) work on any layout.
+bool v1_kernel_fits(const Plan& plan, const Op& op, std::string* why) {
+  bool layout_free = false;
+  switch (op.type) {
+    case OpType::kRelu: case OpType::kLeakyRelu: case OpType::kSigmoid: case OpType::kTanh:
+    case OpType::kErf: case OpType::kGelu:
+    case OpType::kPow: case OpType::kSqrt: case OpType::kReciprocal: case OpType::kExp:
+    case OpType::kNeg: case OpType::kLog: case OpType::kAbs:
+    case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish: case OpType::kSiLU:
+      layout_free = true;
+      break;
+    case OpType::kConv: case OpType::kGemm: case OpType::kMatMul: case OpType::kMaxPool:
+    case OpType::kAveragePool: case OpType::kGlobalAveragePool: case OpType::kFlatten:
+    case OpType::kTranspose: case OpType::kConcat: case OpType::kSoftmax:
+    case OpType::kLayerNorm: case OpType::kReduceMean: case OpType::kReduceSum: case OpType::kReduceMax:
+    case OpType::kAttention: case OpType::kPad: case OpType::kSplit: case OpType::kLSTM:
+      break;
+    default:
+      return true;  // dtype- and layout-aware kernels check for themselves
+  }
+  std::vector<int32_t> ids = op.inputs;
+  ids.insert(ids.end(), op.outputs.begin(), op.outputs.end());
+  for (int32_t id : ids) {
+    if (id == kAbsentInput) continue;
+    const TensorInfo& t = plan.tensors[size_t(id)];
+    if (t.dtype != DType::kFloat32) {
+      *why = "tensor '" + t.name + "' is " + dtype_name(t.dtype) + "; this kernel computes on float32 only";
+      return false;
+    }
+    if (!layout_free && !t.is_weight() && !t.batch_first()) {
+      *why = "tensor '" + t.name + "' has shape " + cpu::shape_str(t.shape) + "; this kernel needs the batch first (-1 at axis 0)";
+      return false;
+    }
+  }
+  return true;
+}
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const BackendOptions& o) : opts_(o) {
@@ -103,8 +142,13 @@ class CpuBackend final : public Backend {
     }
     uint64_t budget = kChunkArenaBytes;
     if (const char* e = std::getenv("MEMLANE_CHUNK_BYTES"); e && std::atoll(e) > 0) budget = uint64_t(std::atoll(e));
-    const int64_t chunk = std::clamp<int64_t>(plan.bytesPerSample ? int64_t(budget / plan.bytesPerSample) : maxBatch,
-                                              1, maxBatch);
+    // Chunks of samples only where a chunk is a smaller batch: every tensor batch-first, and no
+    // Range (its values count the whole batch). Otherwise the whole batch runs at once.
+    bool chunkable = plan.batchFirst;
+    for (const Op& op : plan.ops) chunkable = chunkable && op.type != OpType::kRange;
+    const int64_t chunk = !chunkable ? maxBatch
+                                     : std::clamp<int64_t>(plan.bytesPerSample ? int64_t(budget / plan.bytesPerSample) : maxBatch,
+                                                           1, maxBatch);
     cpu::BuildCtx bc{&plan, threads_};
     std::vector<std::unique_ptr<cpu::Kernel>> kernels;
     uint64_t ws = 0;
@@ -119,6 +163,10 @@ class CpuBackend final : public Backend {
       Status st = Status::kOk;
       std::unique_ptr<cpu::Kernel> k;
       cpu::ConvEpilogue epi;
+      if (std::string why; !v1_kernel_fits(plan, op, &why)) {
+        *message = std::string("op ") + op_type_name(op.type) + " '" + op.name + "': " + why;
+        return Status::kUnsupportedOp;
+      }
       switch (op.type) {
         case OpType::kConv:
           bc.epilogue = residual_epilogue(plan, oi, &epi) ? &epi : nullptr;
@@ -146,6 +194,19 @@ class CpuBackend final : public Backend {
         case OpType::kReduceMean: case OpType::kReduceSum: case OpType::kReduceMax:
           k = cpu::make_reduce(bc, op, &st, message); break;
         case OpType::kAttention: k = cpu::make_attention(bc, op, &st, message); break;
+        case OpType::kMod: case OpType::kEqual: case OpType::kLess: case OpType::kGreater:
+        case OpType::kAnd: case OpType::kOr: case OpType::kLessOrEqual: case OpType::kGreaterOrEqual:
+          k = cpu::make_binary(bc, op, &st, message); break;
+        case OpType::kWhere: case OpType::kNot: case OpType::kCast: case OpType::kExpand:
+          k = cpu::make_elementwise(bc, op, &st, message); break;
+        case OpType::kGather: k = cpu::make_gather(bc, op, &st, message); break;
+        case OpType::kSlice: k = cpu::make_slice(bc, op, &st, message); break;
+        case OpType::kRange: case OpType::kConstantOfShape: k = cpu::make_generator(bc, op, &st, message); break;
+        case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish: case OpType::kSiLU:
+          k = cpu::make_clip_hard(bc, op, &st, message); break;
+        case OpType::kPad: k = cpu::make_pad(bc, op, &st, message); break;
+        case OpType::kSplit: k = cpu::make_split(bc, op, &st, message); break;
+        case OpType::kLSTM: k = cpu::make_lstm(bc, op, &st, message); break;
       }
       if (!k) return st == Status::kOk ? Status::kUnsupportedOp : st;
       ws = std::max(ws, k->workspace_floats(chunk));
@@ -167,7 +228,7 @@ class CpuBackend final : public Backend {
     // With several threads a batch's chunks run side by side, one lane a thread, each with its
     // own slice of the arena and of the workspace (the kernels then run single-threaded):
     // samples are independent, so this scales where splitting one small op does not.
-    const int64_t lanes = threads_ > 1 && maxBatch > 1 ? threads_ : 1;
+    const int64_t lanes = chunkable && threads_ > 1 && maxBatch > 1 ? threads_ : 1;
     const int64_t laneChunk = std::min(chunk, (maxBatch + lanes - 1) / lanes);
     ws = (ws + 15) / 16 * 16;  // lane slices stay 64-byte aligned
     arena_bytes = uint64_t(lanes * laneChunk) * plan.bytesPerSample;
@@ -209,10 +270,20 @@ class CpuBackend final : public Backend {
       *message = "batch: expected 1.." + std::to_string(maxBatch_) + ", found " + std::to_string(batch);
       return Status::kInvalidArgument;
     }
-    if (lanes_ > 1 && batch > 1 && profile_.empty()) return run_lanes(batch, inputs, outputs);
+    cpu::KernelError error;
+    if (lanes_ > 1 && batch > 1 && profile_.empty()) run_lanes(batch, inputs, outputs, &error);
+    else run_chunks(batch, inputs, outputs, &error);
+    if (error.set) {
+      *message = error.message;
+      return Status::kInvalidArgument;
+    }
+    return Status::kOk;
+  }
+
+  void run_chunks(int64_t batch, const float* const* inputs, float* const* outputs, cpu::KernelError* error) {
     for (int64_t n0 = 0; n0 < batch; n0 += chunk_) {
       const uint64_t cnt = uint64_t(std::min(chunk_, batch - n0));
-      cpu::RunCtx c{int64_t(cnt), arena_.get(), workspace_.get(), pool_.get()};
+      cpu::RunCtx c{int64_t(cnt), arena_.get(), workspace_.get(), pool_.get(), error};
       for (size_t i = 0; i < in_.size(); ++i)
         std::memcpy(arena_.get() + cnt * in_[i]->offset, reinterpret_cast<const uint8_t*>(inputs[i]) + n0 * in_[i]->bytes,
                     cnt * in_[i]->bytes);
@@ -222,12 +293,11 @@ class CpuBackend final : public Backend {
                     cnt * out_[i]->bytes);
     }
     if (!profile_.empty()) ++profiled_runs_;
-    return Status::kOk;
   }
 
   // Chunks of about batch / lanes samples (at most laneChunk_), lane l taking chunks l,
   // l + lanes, ...: every lane has work and the batch's chunks stay balanced.
-  Status run_lanes(int64_t batch, const float* const* inputs, float* const* outputs) {
+  void run_lanes(int64_t batch, const float* const* inputs, float* const* outputs, cpu::KernelError* error) {
     const int64_t cs = std::min(laneChunk_, (batch + lanes_ - 1) / lanes_), chunks = (batch + cs - 1) / cs;
     const uint64_t laneArena = uint64_t(laneChunk_) * plan_->bytesPerSample;
     pool_->parallel_for(lanes_, 1, [&](int64_t l0, int64_t l1) {
@@ -237,7 +307,7 @@ class CpuBackend final : public Backend {
         for (int64_t ci = l; ci < chunks; ci += lanes_) {
           const int64_t n0 = ci * cs;
           const uint64_t cnt = uint64_t(std::min(cs, batch - n0));
-          cpu::RunCtx c{int64_t(cnt), arena, ws, serial_.get()};
+          cpu::RunCtx c{int64_t(cnt), arena, ws, serial_.get(), error};
           for (size_t i = 0; i < in_.size(); ++i)
             std::memcpy(arena + cnt * in_[i]->offset, reinterpret_cast<const uint8_t*>(inputs[i]) + n0 * in_[i]->bytes,
                         cnt * in_[i]->bytes);
@@ -249,7 +319,6 @@ class CpuBackend final : public Backend {
         }
       }
     });
-    return Status::kOk;
   }
 
   void run_kernels(const cpu::RunCtx& c) {

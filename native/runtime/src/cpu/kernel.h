@@ -3,8 +3,10 @@
 // computes. Activations live at arena + batch * offset (docs/plan-format.md, batch scaling).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -14,11 +16,24 @@
 
 namespace memlane::cpu {
 
+// A run-time data error found by a kernel (an index out of range): the first one is kept,
+// the kernel writes a neutral value and the run goes on; the backend then fails the request.
+struct KernelError {
+  std::atomic<bool> set{false};
+  std::mutex mu;
+  std::string message;
+  void report(const std::string& m) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!set.exchange(true)) message = m;
+  }
+};
+
 struct RunCtx {
   int64_t batch = 1;
   uint8_t* arena = nullptr;
   float* workspace = nullptr;  // scratch shared by every kernel (largest request)
   ThreadPool* pool = nullptr;
+  KernelError* error = nullptr;
 };
 
 // Where a tensor lives: a weight pointer, or an arena offset per sample.
@@ -29,6 +44,9 @@ struct TensorRef {
     return weight ? const_cast<float*>(weight)
                   : reinterpret_cast<float*>(c.arena + uint64_t(c.batch) * offset);
   }
+  // The same address as another element type (plan v2 dtypes: int64, int32, bool = uint8).
+  template <typename T>
+  T* as(const RunCtx& c) const { return reinterpret_cast<T*>(at(c)); }
 };
 
 class Kernel {
@@ -81,6 +99,16 @@ std::unique_ptr<Kernel> make_matmul_batched(const BuildCtx&, const Op&, Status*,
 std::unique_ptr<Kernel> make_math(const BuildCtx&, const Op&, Status*, std::string*);  // Pow, Sqrt, Exp, ...
 std::unique_ptr<Kernel> make_reduce(const BuildCtx&, const Op&, Status*, std::string*);
 std::unique_ptr<Kernel> make_attention(const BuildCtx&, const Op&, Status*, std::string*);  // attention.cc
+// plan v2: run-time data of any dtype, the batch at any axis (elementwise.cc, gather.cc, slice.cc)
+// make_binary also takes Mod, Equal, Less, Greater, And, Or on any dtype.
+std::unique_ptr<Kernel> make_elementwise(const BuildCtx&, const Op&, Status*, std::string*);  // Where, Not, Cast, Expand
+std::unique_ptr<Kernel> make_gather(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_slice(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_generator(const BuildCtx&, const Op&, Status*, std::string*);  // Range, ConstantOfShape
+std::unique_ptr<Kernel> make_clip_hard(const BuildCtx&, const Op&, Status*, std::string*);  // Clip, HardSigmoid, HardSwish, SiLU
+std::unique_ptr<Kernel> make_pad(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_split(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_lstm(const BuildCtx&, const Op&, Status*, std::string*);
 
 // Shared helpers for factories.
 std::string shape_str(const std::vector<int64_t>& s);

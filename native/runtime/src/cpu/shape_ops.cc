@@ -10,11 +10,11 @@ namespace {
 class CopyKernel final : public Kernel {
  public:
   TensorRef x, y;
-  int64_t per_sample = 0;
+  uint64_t bytes_per_sample = 0;  // any dtype: the layout is the same bytes
   void run(const RunCtx& c) const override {
     const float* X = x.at(c);
     float* Y = y.at(c);
-    if (X != Y) std::memmove(Y, X, sizeof(float) * per_sample * c.batch);
+    if (X != Y) std::memmove(Y, X, bytes_per_sample * uint64_t(c.batch));
   }
 };
 
@@ -54,6 +54,7 @@ class ConcatKernel final : public Kernel {
  public:
   std::vector<TensorRef> xs;
   std::vector<int64_t> inner;  // elements per outer row of each input
+  std::vector<bool> shared;    // a weight [1, ...]: the same rows for every sample
   TensorRef y;
   int64_t outer_per_sample = 1, out_inner = 0;
   void run(const RunCtx& c) const override {
@@ -63,7 +64,10 @@ class ConcatKernel final : public Kernel {
     for (size_t k = 0; k < xs.size(); ++k) {
       const float* X = xs[k].at(c);
       const int64_t n = inner[k];
-      for (int64_t o = 0; o < outer; ++o) std::memcpy(Y + o * out_inner + col, X + o * n, sizeof(float) * n);
+      for (int64_t o = 0; o < outer; ++o) {
+        const int64_t src = shared[k] ? o % outer_per_sample : o;
+        std::memcpy(Y + o * out_inner + col, X + src * n, sizeof(float) * n);
+      }
       col += n;
     }
   }
@@ -76,13 +80,13 @@ std::unique_ptr<Kernel> make_copy(const BuildCtx& bc, const Op& op, Status* st, 
   const TensorInfo& X = bc.info(op.inputs[0]);
   const TensorInfo& Y = bc.info(op.outputs[0]);
   if (X.is_weight()) return unsupported(op, "input must be an activation", st, msg);
-  if (X.elements() != Y.elements())
+  if (X.elements() != Y.elements() || X.dtype != Y.dtype)
     return unsupported(op, "input " + shape_str(X.shape) + " and output " + shape_str(Y.shape) +
-                               " differ in elements per sample", st, msg);
+                               " differ in elements per sample or dtype", st, msg);
   auto k = std::make_unique<CopyKernel>();
   k->x = bc.ref(op.inputs[0]);
   k->y = bc.ref(op.outputs[0]);
-  k->per_sample = X.elements();
+  k->bytes_per_sample = X.bytes;
   return k;
 }
 
@@ -130,10 +134,14 @@ std::unique_ptr<Kernel> make_concat(const BuildCtx& bc, const Op& op, Status* st
   for (int32_t id : op.inputs) {
     if (id == kAbsentInput) return unsupported(op, "absent input", st, msg);
     const TensorInfo& X = bc.info(id);
-    if (X.is_weight() || int(X.shape.size()) != r) return unsupported(op, "inputs must be activations of the output's rank", st, msg);
+    // A weight takes part with a leading 1 (ViT's class token at a static batch of 1): every
+    // sample gets the same rows.
+    if (int(X.shape.size()) != r || (X.is_weight() && X.shape[0] != 1))
+      return unsupported(op, "inputs must be activations, or weights [1, ...], of the output's rank; found " + shape_str(X.shape), st, msg);
     for (int i = 1; i < r; ++i)
       if (i != axis && X.shape[i] != Y.shape[i]) return unsupported(op, "input " + shape_str(X.shape) + " does not fit " + shape_str(Y.shape), st, msg);
     k->xs.push_back(bc.ref(id));
+    k->shared.push_back(X.is_weight());
     k->inner.push_back(X.shape[axis] * tail);
     total_axis += X.shape[axis];
   }

@@ -27,7 +27,13 @@ const char* name_of(OpType t) {
                                        "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten",
                                        "Reshape", "Transpose", "Concat", "Softmax",
                                        "LayerNormalization", "Pow", "Sqrt", "Reciprocal", "Exp", "Neg",
-                                       "Log", "Abs", "ReduceMean", "ReduceSum", "ReduceMax", "Attention"};
+                                       "Log", "Abs", "ReduceMean", "ReduceSum", "ReduceMax", "Attention",
+                                       "Gather", "Cast", "Where", "Equal", "Less", "Greater", "Not", "And",
+                                       "Or", "Mod", "Expand", "Slice", "Range", "ConstantOfShape",
+                                       "LessOrEqual", "GreaterOrEqual", "Clip", "HardSigmoid", "HardSwish", "SiLU", "Pad",
+                                       "Split", "LSTM"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(OpType::kLSTM) + 1,
+                "one name per OpType, in enum order (plan/plan.h)");
   const size_t i = static_cast<size_t>(t);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";
 }
@@ -100,6 +106,8 @@ std::string shape_str(const std::vector<int64_t>& s) {
 // strides, output extents come from them), so whatever the CPU backend refuses, or would
 // compute from other sizes, must be refused here rather than computed differently or
 // written past a tensor's end in the arena.
+Status check_cnn_op(const Plan& plan, const Op& op, std::string* message);
+
 Status check_op(const Plan& plan, const Op& op, std::string* message) {
   const auto bad = [&](const std::string& why) { return unsupported(op, why, message); };
   // Present inputs in [min, max], the first `min` of them present (cpu need_inputs()).
@@ -254,7 +262,8 @@ Status check_op(const Plan& plan, const Op& op, std::string* message) {
       for (int32_t id : op.inputs) {
         if (id == kAbsentInput) return bad("absent input");
         const TensorInfo& t = plan.tensors[id];
-        if (t.is_weight() || t.shape.size() != r) return bad("inputs must be activations of the output's rank");
+        if (t.shape.size() != r || (t.is_weight() && t.shape[0] != 1))
+          return bad("inputs must be activations, or weights [1, ...], of the output's rank; found " + shape_str(t.shape));
         for (size_t i = 1; i < r; ++i)
           if (int(i) != a.axis && t.shape[i] != Y.shape[i])
             return bad("input " + shape_str(t.shape) + " does not fit " + shape_str(Y.shape));
@@ -301,8 +310,80 @@ Status check_op(const Plan& plan, const Op& op, std::string* message) {
       if (Y.elements() != out) return bad("output " + shape_str(Y.shape) + " does not hold " + shape_str(X.shape) + " reduced");
       return Status::kOk;
     }
+    case OpType::kGather: case OpType::kCast: case OpType::kWhere: case OpType::kEqual: case OpType::kLess:
+    case OpType::kGreater: case OpType::kNot: case OpType::kAnd: case OpType::kOr: case OpType::kMod:
+    case OpType::kExpand: case OpType::kSlice: case OpType::kRange: case OpType::kConstantOfShape:
+    case OpType::kLessOrEqual: case OpType::kGreaterOrEqual:
+      // --device auto falls back to the CPU backend on UNSUPPORTED_OP (core/runtime.cc).
+      return bad("a plan v2 data op; it runs on the CPU backend only");
+    case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish: case OpType::kSiLU:
+    case OpType::kPad: case OpType::kSplit: case OpType::kLSTM:
+      return check_cnn_op(plan, op, message);
   }
   return bad("not implemented");
+}
+
+// The CNN ops and LSTM: the checks of cpu/clip_hard.cc, pad.cc, split.cc and lstm.cc.
+Status check_cnn_op(const Plan& plan, const Op& op, std::string* message) {
+  const auto bad = [&](const std::string& why) { return unsupported(op, why, message); };
+  const OpAttrs& a = op.attrs;
+  const TensorInfo& X = plan.tensors[op.inputs[0]];
+  if (X.is_weight()) return bad("input must be an activation");
+  const size_t r = X.shape.size();
+  switch (op.type) {
+    case OpType::kPad: {
+      const TensorInfo& Y = plan.tensors[op.outputs[0]];
+      if (op.inputs.size() != 1 || r < 1 || r > size_t(kMaxRank) || Y.shape.size() != r || a.padsNd.size() != 2 * r)
+        return bad("pads must list begins and ends for each of the dimensions of " + shape_str(X.shape) + " (rank <= 6)");
+      if (a.padsNd[0] != 0 || a.padsNd[r] != 0) return bad("padding the batch dimension is not supported");
+      for (size_t i = 1; i < r; ++i) {
+        if (X.shape[i] + a.padsNd[i] + a.padsNd[r + i] != Y.shape[i] || Y.shape[i] < 0)
+          return bad("output " + shape_str(Y.shape) + " is not " + shape_str(X.shape) + " padded");
+        if (X.shape[i] == 0 && a.padMode != PadMode::kConstant && Y.shape[i] > 0) return bad("reflect/edge padding of an empty dimension");
+      }
+      return Status::kOk;
+    }
+    case OpType::kSplit: {
+      if (op.inputs.size() != 1) return bad("expects one input");
+      if (a.axis < 1 || size_t(a.axis) >= r) return bad("axis out of range for " + shape_str(X.shape));
+      if (a.split.size() != op.outputs.size()) return bad("split sizes and outputs differ in number");
+      int64_t total = 0;
+      for (size_t j = 0; j < op.outputs.size(); ++j) {
+        const TensorInfo& Y = plan.tensors[op.outputs[j]];
+        bool fits = Y.shape.size() == r && a.split[j] >= 0 && Y.shape[a.axis] == a.split[j];
+        for (size_t i = 1; fits && i < r; ++i) fits = int(i) == a.axis || Y.shape[i] == X.shape[i];
+        if (!fits) return bad("output " + shape_str(Y.shape) + " is not part of " + shape_str(X.shape));
+        total += a.split[j];
+      }
+      if (total != X.shape[a.axis]) return bad("split sizes do not add up to " + std::to_string(X.shape[a.axis]));
+      return Status::kOk;
+    }
+    case OpType::kLSTM: {
+      if (a.layout != 1) return bad("layout 0 (the batch on axis 1) needs the batch-at-any-axis plan; plan v1 LSTMs are batch-first");
+      const int64_t D = a.direction == LstmDirection::kBidirectional ? 2 : 1, H = a.hiddenSize;
+      if (r != 3 || op.inputs.size() < 3 || op.inputs.size() > 4 || op.outputs.size() > 3)
+        return bad("expects X [N, S, I], W, R, optional B and up to 3 outputs");
+      const int64_t S = X.shape[1], I = X.shape[2];
+      const std::vector<int64_t> w{D, 4 * H, I}, rr{D, 4 * H, H}, b{D, 8 * H};
+      if (op.inputs[1] < 0 || !plan.tensors[op.inputs[1]].is_weight() || plan.tensors[op.inputs[1]].shape != w)
+        return bad("W must be a weight " + shape_str(w));
+      if (op.inputs[2] < 0 || !plan.tensors[op.inputs[2]].is_weight() || plan.tensors[op.inputs[2]].shape != rr)
+        return bad("R must be a weight " + shape_str(rr));
+      if (op.inputs.size() > 3 && op.inputs[3] != kAbsentInput &&
+          (!plan.tensors[op.inputs[3]].is_weight() || plan.tensors[op.inputs[3]].shape != b))
+        return bad("B must be a weight " + shape_str(b));
+      const std::vector<int64_t> want[3] = {{-1, S, D, H}, {-1, D, H}, {-1, D, H}};
+      for (size_t i = 0; i < op.outputs.size(); ++i)
+        if (plan.tensors[op.outputs[i]].shape != want[i]) return bad("output " + std::to_string(i) + " must be " + shape_str(want[i]));
+      return Status::kOk;
+    }
+    default: {  // Clip, HardSigmoid, HardSwish, SiLU
+      if (op.inputs.size() != 1) return bad("expects one input");
+      if (X.elements() != plan.tensors[op.outputs[0]].elements()) return bad("input and output differ in size");
+      if (op.type == OpType::kClip && !(a.clipMin <= a.clipMax)) return bad("min > max");
+      return Status::kOk;
+    }
+  }
 }
 
 // dry: check and compute descriptors only.
@@ -312,7 +393,9 @@ Status run_op(const ForwardEnv& env, const Op& op, int64_t batch, cudaStream_t s
   const Prec p = env.prec;
   auto ptr = [&](int32_t id) -> void* { return dry ? nullptr : tensor_ptr(env, id, batch); };
   auto in = [&](size_t i) { return op.inputs.size() > i ? op.inputs[i] : kAbsentInput; };
-  if (op.inputs.empty() || op.outputs.size() != 1) return unsupported(op, "expects inputs and one output", message);
+  const bool multi_out = op.type == OpType::kSplit || op.type == OpType::kLSTM;
+  if (op.inputs.empty() || op.outputs.empty() || (op.outputs.size() != 1 && !multi_out))
+    return unsupported(op, "expects inputs and one output", message);
   for (size_t i = 0; i < op.inputs.size(); ++i)
     if (op.inputs[i] >= static_cast<int32_t>(plan.tensors.size())) return unsupported(op, "input id out of range", message);
   if (op.inputs[0] < 0) return unsupported(op, "input 0 is absent", message);
@@ -400,7 +483,7 @@ Status run_op(const ForwardEnv& env, const Op& op, int64_t batch, cudaStream_t s
     }
     default: break;
   }
-  if (x_weight) return unsupported(op, "input must be an activation", message);
+  if (x_weight && op.type != OpType::kConcat) return unsupported(op, "input must be an activation", message);  // Concat: a [1, ...] weight may lead
   switch (op.type) {
     case OpType::kRelu: case OpType::kLeakyRelu: case OpType::kSigmoid: case OpType::kTanh:
     case OpType::kErf: case OpType::kGelu: {
@@ -451,13 +534,17 @@ Status run_op(const ForwardEnv& env, const Op& op, int64_t batch, cudaStream_t s
       const size_t axis = static_cast<size_t>(op.attrs.axis);
       if (axis < 1 || axis >= yd.size()) return unsupported(op, "axis out of range", message);
       for (int32_t id : op.inputs)
-        if (id < 0 || is_weight(plan, id)) return unsupported(op, "inputs must be activations", message);
+        if (id < 0 || (is_weight(plan, id) && plan.tensors[id].shape[0] != 1))
+          return unsupported(op, "inputs must be activations or weights [1, ...]", message);
       if (dry) return Status::kOk;
       const int64_t outer = prod(yd, 0, axis), inner = prod(yd, axis + 1);
       int64_t at = 0;
       for (int32_t id : op.inputs) {
         const int64_t xdim = dims_of(plan.tensors[id], batch)[axis];
-        CUDA_CHECK(concat_part(p, ptr(id), ptr(op.outputs[0]), outer, xdim, yd[axis], at, inner, s));
+        if (is_weight(plan, id))  // the same rows for every sample
+          CUDA_CHECK(concat_repeat_part(p, ptr(id), ptr(op.outputs[0]), outer, prod(yd, 1, axis), xdim, yd[axis], at, inner, s));
+        else
+          CUDA_CHECK(concat_part(p, ptr(id), ptr(op.outputs[0]), outer, xdim, yd[axis], at, inner, s));
         at += xdim;
       }
       return Status::kOk;
@@ -517,6 +604,58 @@ Status run_op(const ForwardEnv& env, const Op& op, int64_t batch, cudaStream_t s
       CUDA_CHECK(attention(p, ptr(in(0)), ptr(in(1)), ptr(in(2)), masked ? ptr(in(3)) : nullptr, ptr(op.outputs[0]), d, s));
       return Status::kOk;
     }
+    case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish: case OpType::kSiLU: {
+      if (dry) return Status::kOk;
+      const ClipHardKind k = op.type == OpType::kClip ? ClipHardKind::kClip
+                             : op.type == OpType::kHardSigmoid ? ClipHardKind::kHardSigmoid
+                             : op.type == OpType::kHardSwish ? ClipHardKind::kHardSwish : ClipHardKind::kSiLU;
+      const bool clip = op.type == OpType::kClip;
+      CUDA_CHECK(clip_hard(k, clip ? op.attrs.clipMin : op.attrs.alpha, clip ? op.attrs.clipMax : op.attrs.beta, p, ptr(in(0)),
+                           ptr(op.outputs[0]), n_out, s));
+      return Status::kOk;
+    }
+    case OpType::kPad: {
+      if (dry) return Status::kOk;
+      const auto xd = dims_of(xt, batch);
+      CUDA_CHECK(pad(p, ptr(in(0)), ptr(op.outputs[0]), static_cast<int>(xd.size()), xd.data(), op.attrs.padsNd.data(),
+                     static_cast<int>(op.attrs.padMode), op.attrs.padValue, s));
+      return Status::kOk;
+    }
+    case OpType::kSplit: {
+      if (dry) return Status::kOk;
+      const auto xd = dims_of(xt, batch);
+      const size_t axis = static_cast<size_t>(op.attrs.axis);
+      const int64_t outer = prod(xd, 0, axis), inner = prod(xd, axis + 1);
+      int64_t at = 0;
+      for (size_t j = 0; j < op.outputs.size(); ++j) {
+        CUDA_CHECK(split_part(p, ptr(in(0)), ptr(op.outputs[j]), outer, xd[axis], op.attrs.split[j], at, inner, s));
+        at += op.attrs.split[j];
+      }
+      return Status::kOk;
+    }
+    case OpType::kLSTM: {
+      LstmDesc d;
+      d.S = xt.shape[1]; d.I = xt.shape[2]; d.H = op.attrs.hiddenSize;
+      d.D = op.attrs.direction == LstmDirection::kBidirectional ? 2 : 1;
+      d.reverse = op.attrs.direction == LstmDirection::kReverse;
+      const int64_t need = lstm_work_elems_per_sample(d.S, d.H);
+      if (dry) return Status::kOk;
+      // Samples are independent: run the batch in chunks that fit the scratch buffer.
+      const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(batch, env.colElems / need));
+      if (env.colElems < need) return unsupported(op, "scratch buffer smaller than one sample's LSTM state", message);
+      const int64_t es = prec_bytes(p), ys = d.S * d.D * d.H * es, hs = d.D * d.H * es;
+      auto at = [&](size_t i, int64_t n0, int64_t per) -> void* {
+        return op.outputs.size() > i ? static_cast<char*>(ptr(op.outputs[i])) + n0 * per : nullptr;
+      };
+      for (int64_t n0 = 0; n0 < batch; n0 += chunk) {
+        d.B = std::min(chunk, batch - n0);
+        cudaError_t e = lstm(*env.blas, env.blasHandle, p, static_cast<char*>(ptr(in(0))) + n0 * d.S * d.I * es, ptr(in(1)),
+                             ptr(in(2)), in(3) == kAbsentInput ? nullptr : ptr(in(3)), at(0, n0, ys), at(1, n0, hs),
+                             at(2, n0, hs), env.col, d, s, &blas_status);
+        if (e != cudaSuccess) return blas_fail(e, "lstm");
+      }
+      return Status::kOk;
+    }
     default:
       return unsupported(op, "not implemented", message);
   }
@@ -534,13 +673,28 @@ void* tensor_ptr(const ForwardEnv& env, int32_t id, int64_t batch) {
 
 int64_t max_col_elems_per_sample(const Plan& plan) {
   int64_t m = 0;
-  for (const Op& op : plan.ops)
+  for (const Op& op : plan.ops) {
     if (op.type == OpType::kConv && op.inputs.size() >= 2 && plan.tensors[op.inputs[0]].shape.size() == 4)
       m = std::max(m, conv_col_elems_per_sample(conv_desc(plan, op, 1)));
+    if (op.type == OpType::kLSTM && plan.tensors[op.inputs[0]].shape.size() == 3)  // the LSTM's state shares it
+      m = std::max(m, lstm_work_elems_per_sample(plan.tensors[op.inputs[0]].shape[1], op.attrs.hiddenSize));
+  }
   return m;
 }
 
 Status validate_plan(const Plan& plan, std::string* message) {
+  // Plan v2 features the CUDA kernels do not have yet: refused as UNSUPPORTED_OP, on which
+  // `--device auto` falls back to the CPU backend (core/runtime.cc).
+  for (const TensorInfo& t : plan.tensors) {
+    if (t.dtype != DType::kFloat32) {
+      *message = "cuda backend: tensor '" + t.name + "' is not float32; the CUDA backend computes float32 only (plan v2 int64/int32/bool run on the CPU backend)";
+      return Status::kUnsupportedOp;
+    }
+    if (!t.is_weight() && !(t.shape.size() >= 1 && t.shape[0] == -1)) {
+      *message = "cuda backend: tensor '" + t.name + "' does not have the batch first; the CUDA backend needs [batch, ...] (the CPU backend takes the batch at any axis)";
+      return Status::kUnsupportedOp;
+    }
+  }
   ForwardEnv env;
   env.plan = &plan;
   for (const Op& op : plan.ops) {

@@ -146,4 +146,35 @@ struct AttentionDesc {
 cudaError_t attention(Prec p, const void* q, const void* kt, const void* v, const void* mask, void* y,
                       const AttentionDesc& d, cudaStream_t s);
 
+// ops/clip_hard.cu: Clip (a, b = min, max), HardSigmoid (a, b = alpha, beta), HardSwish, SiLU.
+enum class ClipHardKind : uint8_t { kClip, kHardSigmoid, kHardSwish, kSiLU };
+cudaError_t clip_hard(ClipHardKind k, float a, float b, Prec p, const void* x, void* y, int64_t n,
+                      cudaStream_t s);
+
+// ops/pad.cu: y = pad(x), x of shape in_dims (rank <= kMaxRank, the batch included);
+// pads = rank begins then rank ends (may be negative); mode 0 constant, 1 reflect, 2 edge.
+cudaError_t pad(Prec p, const void* x, void* y, int rank, const int64_t* in_dims, const int64_t* pads,
+                int mode, float value, cudaStream_t s);
+
+// ops/split.cu: y [outer, ydim * inner] = the columns [at, at + ydim) * inner of
+// x [outer, xdim * inner] (one call per output); and Concat's weight input w
+// [rows_per_sample, wdim * inner] repeated for every sample into y's columns at `at`.
+cudaError_t split_part(Prec p, const void* x, void* y, int64_t outer, int64_t xdim, int64_t ydim,
+                       int64_t at, int64_t inner, cudaStream_t s);
+cudaError_t concat_repeat_part(Prec p, const void* w, void* y, int64_t outer, int64_t rows_per_sample,
+                               int64_t wdim, int64_t ydim, int64_t at, int64_t inner, cudaStream_t s);
+
+// ops/lstm.cu: batch-first LSTM (X [B, S, I], Y [B, S, D, H], Y_h / Y_c [B, D, H]; any
+// output may be null), W [D, 4H, I], R [D, 4H, H], bias [D, 8H] or null, zero initial
+// state. `work` holds B * lstm_work_elems_per_sample(S, H) elements.
+struct LstmDesc {
+  int64_t B = 0, S = 0, I = 0, H = 0;
+  int D = 1;
+  bool reverse = false;
+};
+int64_t lstm_work_elems_per_sample(int64_t S, int64_t H);
+cudaError_t lstm(const CublasApi& api, cublasHandle_t h, Prec p, const void* x, const void* W,
+                 const void* R, const void* bias, void* y, void* yh, void* yc, void* work,
+                 const LstmDesc& d, cudaStream_t s, int* cublas_status);
+
 }  // namespace memlane::cuda

@@ -37,8 +37,47 @@ const char* op_type_name(OpType t) {
     case OpType::kReduceSum: return "ReduceSum";
     case OpType::kReduceMax: return "ReduceMax";
     case OpType::kAttention: return "Attention";
+    case OpType::kGather: return "Gather";
+    case OpType::kCast: return "Cast";
+    case OpType::kWhere: return "Where";
+    case OpType::kEqual: return "Equal";
+    case OpType::kLess: return "Less";
+    case OpType::kGreater: return "Greater";
+    case OpType::kNot: return "Not";
+    case OpType::kAnd: return "And";
+    case OpType::kOr: return "Or";
+    case OpType::kMod: return "Mod";
+    case OpType::kExpand: return "Expand";
+    case OpType::kSlice: return "Slice";
+    case OpType::kRange: return "Range";
+    case OpType::kConstantOfShape: return "ConstantOfShape";
+    case OpType::kLessOrEqual: return "LessOrEqual";
+    case OpType::kGreaterOrEqual: return "GreaterOrEqual";
+    case OpType::kClip: return "Clip";
+    case OpType::kHardSigmoid: return "HardSigmoid";
+    case OpType::kHardSwish: return "HardSwish";
+    case OpType::kSiLU: return "SiLU";
+    case OpType::kPad: return "Pad";
+    case OpType::kSplit: return "Split";
+    case OpType::kLSTM: return "LSTM";
   }
   return "?";
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kFloat32: return "float32";
+    case DType::kInt64: return "int64";
+    case DType::kInt32: return "int32";
+    case DType::kBool: return "bool";
+  }
+  return "?";
+}
+
+bool parse_dtype(const std::string& s, DType* t) {
+  for (DType d : {DType::kFloat32, DType::kInt64, DType::kInt32, DType::kBool})
+    if (s == dtype_name(d)) { *t = d; return true; }
+  return false;
 }
 
 }  // namespace memlane

@@ -14,13 +14,18 @@
 
 namespace memlane {
 
-enum class DType : uint8_t { kFloat32 };
+// Element types of plan v2 (docs/plan-format.md); bool is one byte, 0 or 1.
+enum class DType : uint8_t { kFloat32, kInt64, kInt32, kBool };
+inline size_t dtype_size(DType t) { return t == DType::kInt64 ? 8 : t == DType::kBool ? 1 : 4; }
+const char* dtype_name(DType t);
+bool parse_dtype(const std::string& s, DType* t);
 enum class TensorKind : uint8_t { kInput, kOutput, kActivation, kWeight };
 
 struct TensorInfo {
   std::string name;
   DType dtype = DType::kFloat32;
-  // Activations/inputs/outputs: shape[0] == -1 is the batch dimension.
+  // Non-weights: exactly one entry -k, the batch times k, at any axis (graph inputs and
+  // outputs: k = 1). Weights: all entries >= 0.
   std::vector<int64_t> shape;
   TensorKind kind = TensorKind::kActivation;
   // Weight: byte offset from the blob start and total bytes.
@@ -28,14 +33,31 @@ struct TensorInfo {
   uint64_t offset = 0;
   uint64_t bytes = 0;
   // Weight only: pointer into the read-only mapping (blob + offset). nullptr otherwise.
+  // `data` is the same address for float32 kernels; other dtypes read `raw`.
   const float* data = nullptr;
+  const uint8_t* raw = nullptr;
 
   bool is_weight() const { return kind == TensorKind::kWeight; }
-  // Elements per sample (non-weights, shape[0] ignored) or total elements (weights).
+  // Elements per sample (non-weights: a dim -k counts k) or total elements (weights).
   int64_t elements() const {
     int64_t n = 1;
-    for (size_t i = is_weight() ? 0 : 1; i < shape.size(); ++i) n *= shape[i];
+    for (int64_t d : shape) n *= d < 0 ? -d : d;
     return n;
+  }
+  // Axis of the batch (-1 for weights) and its multiple k.
+  int batch_axis() const {
+    for (size_t i = 0; i < shape.size(); ++i)
+      if (shape[i] < 0) return int(i);
+    return -1;
+  }
+  // The v1 layout every float kernel of the first plan format assumes: [batch, ...].
+  bool batch_first() const { return !shape.empty() && shape[0] == -1; }
+  // The shape for a batch of n (weights: unchanged).
+  std::vector<int64_t> resolved(int64_t n) const {
+    std::vector<int64_t> s = shape;
+    for (auto& d : s)
+      if (d < 0) d = -d * n;
+    return s;
   }
 };
 
@@ -49,10 +71,17 @@ enum class OpType : uint8_t {
   kLayerNorm, kPow, kSqrt, kReciprocal, kExp, kNeg, kLog, kAbs,
   kReduceMean, kReduceSum, kReduceMax,
   kAttention,  // fused softmax(Q x Kt * scale + mask) x V
+  // plan v2: run-time data of any dtype
+  kGather, kCast, kWhere, kEqual, kLess, kGreater, kNot, kAnd, kOr, kMod,
+  kExpand, kSlice, kRange, kConstantOfShape, kLessOrEqual, kGreaterOrEqual,
+  // CNN activations and data movement, LSTM (appended: the order is the cuda name table's).
+  kClip, kHardSigmoid, kHardSwish, kSiLU, kPad, kSplit, kLSTM,
 };
 const char* op_type_name(OpType t);
 
 enum class Activation : uint8_t { kNone, kRelu };
+enum class PadMode : uint8_t { kConstant, kReflect, kEdge };
+enum class LstmDirection : uint8_t { kForward, kReverse, kBidirectional };
 
 // Typed attributes: one flat struct, each op reads the fields its row in the doc lists.
 // The compiler resolved every ONNX default; the reader fills the rest with neutral values.
@@ -77,9 +106,27 @@ struct OpAttrs {
   std::vector<int> perm;                      // Transpose (perm[0] = 0)
   float epsilon = 1e-5f;                      // LayerNormalization (normalises axis.. end)
   float exponent = 1.0f;                      // Pow (constant scalar exponent)
-  std::vector<int> axes;                      // ReduceMean/Sum/Max (sorted, all >= 1)
+  // ReduceMean/Sum/Max (sorted, all >= 1); Slice (any order, with starts/steps)
+  std::vector<int64_t> axes;
   bool keepdims = true;                       // ReduceMean/Sum/Max
   float scale = 1.0f;                         // Attention (scores multiplier)
+  // plan v2
+  std::vector<int64_t> starts, steps;         // Slice (resolved: start in range, count from the output)
+  DType to = DType::kFloat32;                 // Cast
+  bool fmod = false;                          // Mod
+  double value = 0, start = 0, delta = 1;     // ConstantOfShape value; Range start, delta
+  // Clip bounds (an absent bound is unbounded); HardSigmoid uses alpha/beta (0.2, 0.5).
+  float clipMin = -3.402823466e38f;
+  float clipMax = 3.402823466e38f;
+  // Pad: begins then ends for every dimension of the full rank (batch entries 0); may be < 0.
+  std::vector<int64_t> padsNd;
+  PadMode padMode = PadMode::kConstant;
+  float padValue = 0.f;
+  std::vector<int64_t> split;  // Split: sizes along `axis`, one per output
+  // LSTM: gates iofc, activations sigmoid/tanh/tanh; layout 1 = batch-first tensors.
+  int hiddenSize = 0;
+  LstmDirection direction = LstmDirection::kForward;
+  int layout = 1;
 };
 
 inline constexpr int32_t kAbsentInput = -1;
@@ -107,6 +154,11 @@ struct Plan {
   uint64_t blobBytes = 0;
   // Sum of weight tensors' bytes (what a backend holds if it uploads them all).
   uint64_t weightBytes = 0;
+  // Every non-weight tensor is [batch, ...] (k = 1 at axis 0): a batch may run in chunks of
+  // samples. Otherwise a backend runs the whole batch with an arena of n x bytesPerSample.
+  bool batchFirst = true;
+  // Every tensor is float32 (what the v1-era backends compute on).
+  bool allFloat = true;
 };
 
 // Owns the read-only mapping and the parsed Plan (opaque; move-only).

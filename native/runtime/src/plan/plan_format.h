@@ -3,7 +3,7 @@
 //
 // | offset | size | field                                                  |
 // |      0 |    8 | magic, ASCII "MLRTPLAN"                                |
-// |      8 |    4 | u32 format version = 1                                 |
+// |      8 |    4 | u32 format version = 2                                 |
 // |     12 |    4 | u32 flags = 0 (reserved)                               |
 // |     16 |    8 | u64 header offset = 64                                 |
 // |     24 |    8 | u64 header length H                                    |
@@ -23,7 +23,7 @@
 namespace memlane::plan_format {
 
 inline constexpr char kMagic[8] = {'M', 'L', 'R', 'T', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
 inline constexpr uint64_t kPreambleBytes = 64;
 inline constexpr uint64_t kHeaderOffset = 64;
 inline constexpr uint64_t kAlignment = 64;

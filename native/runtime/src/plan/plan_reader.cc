@@ -96,6 +96,14 @@ class Reader {
     }
     return bad(path, "number", type_name(*o));
   }
+  // A number kept in double precision (int64 values up to 2^53 exactly); absent = def.
+  bool as_double(const Obj* o, const std::string& path, double* out, double def) {
+    if (!o) { *out = def; return true; }
+    if (o->type == msgpack::type::FLOAT64 || o->type == msgpack::type::FLOAT32) { *out = o->via.f64; return true; }
+    if (o->type == msgpack::type::POSITIVE_INTEGER) { *out = double(o->via.u64); return true; }
+    if (o->type == msgpack::type::NEGATIVE_INTEGER) { *out = double(o->via.i64); return true; }
+    return bad(path, "number", type_name(*o));
+  }
   bool as_bool(const Obj* o, const std::string& path, bool* out) {
     if (!o) return false;
     if (o->type == msgpack::type::BOOLEAN) { *out = o->via.boolean; return true; }
@@ -156,7 +164,14 @@ bool parse_op_type(const std::string& s, OpType* t) {
       {"LayerNormalization", OpType::kLayerNorm}, {"Pow", OpType::kPow}, {"Sqrt", OpType::kSqrt},
       {"Reciprocal", OpType::kReciprocal}, {"Exp", OpType::kExp}, {"Neg", OpType::kNeg},
       {"Log", OpType::kLog}, {"Abs", OpType::kAbs}, {"ReduceMean", OpType::kReduceMean},
-      {"ReduceSum", OpType::kReduceSum}, {"ReduceMax", OpType::kReduceMax}, {"Attention", OpType::kAttention}};
+      {"ReduceSum", OpType::kReduceSum}, {"ReduceMax", OpType::kReduceMax}, {"Attention", OpType::kAttention},
+      {"Gather", OpType::kGather}, {"Cast", OpType::kCast}, {"Where", OpType::kWhere}, {"Equal", OpType::kEqual},
+      {"Less", OpType::kLess}, {"Greater", OpType::kGreater}, {"Not", OpType::kNot}, {"And", OpType::kAnd},
+      {"Or", OpType::kOr}, {"Mod", OpType::kMod}, {"Expand", OpType::kExpand}, {"Slice", OpType::kSlice},
+      {"Range", OpType::kRange}, {"ConstantOfShape", OpType::kConstantOfShape},
+      {"LessOrEqual", OpType::kLessOrEqual}, {"GreaterOrEqual", OpType::kGreaterOrEqual},
+      {"Clip", OpType::kClip}, {"HardSigmoid", OpType::kHardSigmoid}, {"HardSwish", OpType::kHardSwish},
+      {"SiLU", OpType::kSiLU}, {"Pad", OpType::kPad}, {"Split", OpType::kSplit}, {"LSTM", OpType::kLSTM}};
   for (const auto& e : kTable)
     if (s == e.n) { *t = e.t; return true; }
   return false;
@@ -171,6 +186,62 @@ bool parse_activation(Reader& r, const Obj& attrs, const std::string& path, Acti
   else if (s == "relu") *a = Activation::kRelu;
   else return r.bad(path + ".activation", "\"none\" or \"relu\"", "\"" + s + "\"");
   return true;
+}
+
+// Clip, HardSigmoid, Pad, Split, LSTM (docs/plan-format.md); unknown strings name what was expected.
+bool parse_cnn_attrs(Reader& r, const Obj& m, OpType t, const std::string& p, OpAttrs* a) {
+  std::string s;
+  switch (t) {
+    case OpType::kClip:
+      if (const Obj* o = map_get(m, "min")) if (!r.as_float(o, p + ".min", &a->clipMin)) return false;
+      if (const Obj* o = map_get(m, "max")) if (!r.as_float(o, p + ".max", &a->clipMax)) return false;
+      return true;
+    case OpType::kHardSigmoid:
+      a->alpha = 0.2f;
+      a->beta = 0.5f;
+      if (const Obj* o = map_get(m, "alpha")) if (!r.as_float(o, p + ".alpha", &a->alpha)) return false;
+      if (const Obj* o = map_get(m, "beta")) if (!r.as_float(o, p + ".beta", &a->beta)) return false;
+      return true;
+    case OpType::kPad:
+      if (!r.as_ints(r.need(m, "pads", p), p + ".pads", &a->padsNd)) return false;
+      if (const Obj* o = map_get(m, "value")) if (!r.as_float(o, p + ".value", &a->padValue)) return false;
+      if (const Obj* o = map_get(m, "mode")) {
+        if (!r.as_str(o, p + ".mode", &s)) return false;
+        if (s == "constant") a->padMode = PadMode::kConstant;
+        else if (s == "reflect") a->padMode = PadMode::kReflect;
+        else if (s == "edge") a->padMode = PadMode::kEdge;
+        else return r.bad(p + ".mode", "\"constant\", \"reflect\" or \"edge\"", "\"" + s + "\"");
+      }
+      return true;
+    case OpType::kSplit: {
+      int64_t v;
+      if (!r.as_int(r.need(m, "axis", p), p + ".axis", &v)) return false;
+      if (v < 1 || v > 16) return r.bad(p + ".axis", ">= 1 (full rank, batch first)", std::to_string(v));
+      a->axis = int(v);
+      return r.as_ints(r.need(m, "split", p), p + ".split", &a->split);
+    }
+    case OpType::kLSTM: {
+      int64_t v;
+      if (!r.as_int(r.need(m, "hiddenSize", p), p + ".hiddenSize", &v)) return false;
+      if (v < 1 || v > INT32_MAX) return r.bad(p + ".hiddenSize", ">= 1", std::to_string(v));
+      a->hiddenSize = int(v);
+      if (const Obj* o = map_get(m, "layout")) {
+        if (!r.as_int(o, p + ".layout", &v)) return false;
+        if (v != 0 && v != 1) return r.bad(p + ".layout", "0 or 1", std::to_string(v));
+        a->layout = int(v);
+      }
+      if (const Obj* o = map_get(m, "direction")) {
+        if (!r.as_str(o, p + ".direction", &s)) return false;
+        if (s == "forward") a->direction = LstmDirection::kForward;
+        else if (s == "reverse") a->direction = LstmDirection::kReverse;
+        else if (s == "bidirectional") a->direction = LstmDirection::kBidirectional;
+        else return r.bad(p + ".direction", "\"forward\", \"reverse\" or \"bidirectional\"", "\"" + s + "\"");
+      }
+      return true;
+    }
+    default:
+      return true;
+  }
 }
 
 bool parse_attrs(Reader& r, const Obj* attrs_obj, OpType t, const std::string& path, OpAttrs* a) {
@@ -219,6 +290,12 @@ bool parse_attrs(Reader& r, const Obj* attrs_obj, OpType t, const std::string& p
       if (const Obj* o = map_get(m, "countIncludePad"))
         if (!r.as_bool(o, p + ".countIncludePad", &a->countIncludePad)) return false;
       return true;
+    case OpType::kClip:
+    case OpType::kHardSigmoid:
+    case OpType::kPad:
+    case OpType::kSplit:
+    case OpType::kLSTM:
+      return parse_cnn_attrs(r, m, t, p, a);
     case OpType::kFlatten:
     case OpType::kConcat:
     case OpType::kSoftmax: {
@@ -230,6 +307,34 @@ bool parse_attrs(Reader& r, const Obj* attrs_obj, OpType t, const std::string& p
     }
     case OpType::kReshape:
       return r.as_ints(r.need(m, "shape", p), p + ".shape", &a->shape);
+    case OpType::kGather: {
+      int64_t v;
+      if (!r.as_int(r.need(m, "axis", p), p + ".axis", &v)) return false;
+      if (v < 0 || v > 16) return r.bad(p + ".axis", "0..16 (resolved, full rank)", std::to_string(v));
+      a->axis = int(v);
+      return true;
+    }
+    case OpType::kCast: {
+      std::string s;
+      if (!r.as_str(r.need(m, "to", p), p + ".to", &s)) return false;
+      if (!parse_dtype(s, &a->to)) return r.bad(p + ".to", "float32|int64|int32|bool", "\"" + s + "\"");
+      return true;
+    }
+    case OpType::kMod:
+      if (const Obj* o = map_get(m, "fmod")) return r.as_bool(o, p + ".fmod", &a->fmod);
+      return true;
+    case OpType::kSlice:
+      if (!r.as_ints(r.need(m, "axes", p), p + ".axes", &a->axes) || !r.as_ints(r.need(m, "starts", p), p + ".starts", &a->starts) ||
+          !r.as_ints(r.need(m, "steps", p), p + ".steps", &a->steps))
+        return false;
+      if (a->starts.size() != a->axes.size() || a->steps.size() != a->axes.size())
+        return r.bad(p + ".starts/steps", std::to_string(a->axes.size()) + " entries (one per axis)", std::to_string(a->starts.size()));
+      return true;
+    case OpType::kConstantOfShape:
+      return r.as_double(map_get(m, "value"), p + ".value", &a->value, 0);
+    case OpType::kRange:
+      return r.as_double(map_get(m, "start"), p + ".start", &a->start, 0) &&
+             r.as_double(map_get(m, "delta"), p + ".delta", &a->delta, 1);
     case OpType::kTranspose: {
       std::vector<int64_t> v;
       if (!r.as_ints(r.need(m, "perm", p), p + ".perm", &v)) return false;
@@ -257,7 +362,7 @@ bool parse_attrs(Reader& r, const Obj* attrs_obj, OpType t, const std::string& p
       for (size_t i = 0; i < v.size(); ++i) {
         if (v[i] < 1 || v[i] > 16 || (i && v[i] <= v[i - 1]))
           return r.bad(p + ".axes", "increasing axes >= 1 (full rank, batch first)", std::to_string(v[i]));
-        a->axes.push_back(int(v[i]));
+        a->axes.push_back(v[i]);
       }
       if (const Obj* o = map_get(m, "keepdims")) if (!r.as_bool(o, p + ".keepdims", &a->keepdims)) return false;
       return true;
@@ -311,7 +416,10 @@ Fail parse(const uint8_t* data, size_t size, Plan* plan) {
   }
   // 3. version
   uint32_t version = rd_u32(data + pf::kOffVersion);
-  if (version != pf::kVersion) return fail("version", pf::kVersion, version);
+  if (version != pf::kVersion)
+    return fail("version",
+                std::to_string(pf::kVersion) + (version < pf::kVersion ? " (an older plan: recompile it from its ONNX model with this memlane)" : ""),
+                version);
   // 4. header range
   uint64_t hoff = rd_u64(data + pf::kOffHeaderOffset), hlen = rd_u64(data + pf::kOffHeaderLength);
   if (hoff != pf::kHeaderOffset) return fail("header offset", pf::kHeaderOffset, hoff);
@@ -392,7 +500,8 @@ Fail parse(const uint8_t* data, size_t size, Plan* plan) {
     if (r.ok) r.as_int(r.need(t, "bytes", p), p + ".bytes", &bytes);
     if (!r.ok) return r.err;
     const std::string pn = p + " (" + ti.name + ")";
-    if (dtype != "float32") return fail(pn + ".dtype", "\"float32\"", "\"" + dtype + "\"");
+    if (!parse_dtype(dtype, &ti.dtype)) return fail(pn + ".dtype", "float32|int64|int32|bool", "\"" + dtype + "\"");
+    if (ti.dtype != DType::kFloat32) plan->allFloat = false;
     if (kind == "input") ti.kind = TensorKind::kInput;
     else if (kind == "output") ti.kind = TensorKind::kOutput;
     else if (kind == "activation") ti.kind = TensorKind::kActivation;
@@ -402,26 +511,38 @@ Fail parse(const uint8_t* data, size_t size, Plan* plan) {
     if (bytes < 0) return fail(pn + ".bytes", ">= 0", bytes);
     ti.offset = uint64_t(off);
     ti.bytes = uint64_t(bytes);
-    if (!ti.is_weight()) {
-      if (ti.shape.empty() || ti.shape[0] != -1)
-        return fail(pn + ".shape[0]", "-1 (the batch dimension)", ti.shape.empty() ? "an empty shape" : std::to_string(ti.shape[0]));
-    }
+    int negatives = 0;
     int64_t count = 1;
-    for (size_t d = ti.is_weight() ? 0 : 1; d < ti.shape.size(); ++d) {
-      if (ti.shape[d] < 0) return fail(pn + ".shape[" + std::to_string(d) + "]", ">= 0", ti.shape[d]);
+    for (size_t d = 0; d < ti.shape.size(); ++d) {
+      int64_t v = ti.shape[d];
+      if (v < 0) {
+        ++negatives;
+        if (ti.is_weight()) return fail(pn + ".shape[" + std::to_string(d) + "]", ">= 0 (a weight has no batch)", v);
+        if (v < -(int64_t(1) << 20)) return fail(pn + ".shape[" + std::to_string(d) + "]", "-k with k <= 2^20", v);
+        v = -v;
+      }
       // A product that overflows could pass the bytes check below and mislead every kernel.
-      if (__builtin_mul_overflow(count, ti.shape[d], &count) || count > (int64_t(1) << 40))
+      if (__builtin_mul_overflow(count, v, &count) || count > (int64_t(1) << 40))
         return fail(pn + ".shape", "at most 2^40 elements", shape_text(ti.shape));
     }
-    if (uint64_t(ti.elements()) * 4 != ti.bytes)
-      return fail(pn + ".bytes", std::to_string(ti.elements() * 4) + (ti.is_weight() ? "" : " per sample") + " (4 x shape)", ti.bytes);
+    if (!ti.is_weight()) {
+      if (negatives != 1) return fail(pn + ".shape", "exactly one entry -k (k x batch)", shape_text(ti.shape));
+      if (ti.kind != TensorKind::kActivation && ti.shape[size_t(ti.batch_axis())] != -1)
+        return fail(pn + ".shape", "a plain batch entry -1 (graph inputs and outputs)", shape_text(ti.shape));
+      if (!ti.batch_first()) plan->batchFirst = false;
+    }
+    const uint64_t esize = dtype_size(ti.dtype);
+    if (uint64_t(ti.elements()) * esize != ti.bytes)
+      return fail(pn + ".bytes", std::to_string(ti.elements() * int64_t(esize)) + (ti.is_weight() ? "" : " per sample") + " (" +
+                                     dtype_name(ti.dtype) + " x shape)", ti.bytes);
     if (ti.is_weight()) {
       if (ti.offset % pf::kAlignment != 0) return fail(pn + ".offset", "a multiple of 64", ti.offset);
       if (!check_range(r, pn, ti.offset, ti.bytes, blen, "blob length")) return r.err;
-      ti.data = reinterpret_cast<const float*>(plan->blob + ti.offset);
+      ti.raw = plan->blob + ti.offset;
+      ti.data = reinterpret_cast<const float*>(ti.raw);
       plan->weightBytes += ti.bytes;
     } else {
-      if (ti.offset % 4 != 0) return fail(pn + ".offset", "a multiple of 4", ti.offset);
+      if (ti.offset % 8 != 0) return fail(pn + ".offset", "a multiple of 8", ti.offset);
       if (!check_range(r, pn, ti.offset, ti.bytes, plan->bytesPerSample, "arena.bytesPerSample")) return r.err;
       ti.data = nullptr;
     }
@@ -472,7 +593,9 @@ Fail parse(const uint8_t* data, size_t size, Plan* plan) {
     if (op.outputs.empty()) return fail(pn + ".outputs", "at least one tensor", "none");
     for (int32_t out : op.outputs)
       if (plan->tensors[out].is_weight()) return fail(pn + ".outputs", "non-weight tensors", "weight " + plan->tensors[out].name);
-    if (op.inputs.empty() || op.inputs[0] == kAbsentInput) return fail(pn + ".inputs[0]", "a tensor", "none");
+    // Range and ConstantOfShape generate a batch-sized tensor from attributes alone.
+    const bool generator = op.type == OpType::kRange || op.type == OpType::kConstantOfShape;
+    if (!generator && (op.inputs.empty() || op.inputs[0] == kAbsentInput)) return fail(pn + ".inputs[0]", "a tensor", "none");
     if (!parse_attrs(r, map_get(o, "attrs"), op.type, pn + ".attrs", &op.attrs)) return r.err;
   }
   return check_dataflow(*plan);

@@ -23,13 +23,16 @@ struct TaskError {
   Val details = Val::map();
 };
 
-// An input tensor decoded from a TensorRef and its frame (float32 only).
+// An input tensor decoded from a TensorRef and its frame: float32, int64, int32 or bool
+// (one byte). `data` points at its bytes (typed float* for the v1 runtime calls).
 struct InTensor {
   std::string name;
   std::vector<int64_t> shape;
   const float* data = nullptr;
   int64_t count = 0;
-  std::vector<float> aligned;  // copy when the frame is not 4-byte aligned
+  std::string dtype = "float32";
+  size_t esize = 4;
+  std::vector<uint64_t> aligned;  // copy when the frame is not aligned for its dtype
 };
 
 using SendFn = std::function<void(const Val& envelope, std::vector<zmq::message_t> frames)>;

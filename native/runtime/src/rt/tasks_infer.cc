@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "rt/io_binding.h"
 #include "rt/task_ctx.h"
 
 namespace memlane::rt {
@@ -90,15 +91,11 @@ void task_infer_native(TaskCtx& c) {
   const auto batchSizes = c.int_list_arg("batchSizes", {1, 64}, 1, 1 << 20);
   const int64_t iterations = c.int_arg("iterations", 20, 1);
   const int64_t warmup = c.int_arg("warmup", 3, 0);
-  const InTensor* in = c.tensor("inputs");
-  if (!in) {
+  if (c.tensors().empty()) {
     Val d = Val::map();
     d.set("tensor", "inputs");
-    throw TaskError{int(ErrorCode::kInvalidArgument), "infer.native: the task carries no `inputs` tensor (the eval set)", d};
+    throw TaskError{int(ErrorCode::kInvalidArgument), "infer.native: the task carries no input tensors (`input:<name>` per graph input, or the legacy `inputs`)", d};
   }
-  if (in->shape.empty() || in->shape[0] < 1)
-    throw TaskError{int(ErrorCode::kShapeMismatch), "infer.native: `inputs` must be [N, ...] with N >= 1"};
-  const int64_t N = in->shape[0];
   const int64_t maxBatch = *std::max_element(batchSizes.begin(), batchSizes.end());
 
   std::string device;
@@ -115,59 +112,39 @@ void task_infer_native(TaskCtx& c) {
     Phase p(c, ph::kModelLoad, rt.get());
     if (!rt->load(model, maxBatch, &err)) throw_rt_error(err);
   }
-  if (rt->inputs().size() != 1)
-    throw TaskError{int(ErrorCode::kInvalidArgument), "infer.native: the plan has " + std::to_string(rt->inputs().size()) +
-                                                           " inputs; the eval set feeds exactly one"};
-  // The eval set must match the plan's input (batch free) and hold no NaN.
-  {
-    std::vector<std::vector<int64_t>> shapes{in->shape};
-    shapes[0][0] = 1;
-    int64_t b;
-    if (!rt->check_inputs(shapes, &in->data, &b, &err)) throw_rt_error(err);
-    for (int64_t k = 0; k < in->count; ++k)
-      if (std::isnan(in->data[k])) {
-        Val d = Val::map();
-        d.set("tensor", "inputs").set("index", k);
-        throw TaskError{int(ErrorCode::kNanInput), "input 'inputs' holds NaN at flat index " + std::to_string(k), d};
-      }
-  }
-  const int64_t inPer = rt->inputs()[0].elementsPerSample, outPer = rt->outputs()[0].elementsPerSample;
+  // Every graph input fed (shapes and dtypes the plan's, batch first on the wire), no NaN.
+  const IoBinding io = bind_inputs(c, *rt);
+  const int64_t N = io.rows;
   // Requests in flight at once when submitted asynchronously: the CPU backend 1, the CUDA
   // backend 2 per context (its "overlap", "asyncOutputs" and "contexts" switches act only
   // there). Off by default where nothing could overlap; `pipelined: true` forces it.
   const int inFlight = std::max(1, rt->max_in_flight());
   const bool pipelined = c.bool_arg("pipelined", inFlight > 1);
-  // Batches: the first n rows of the eval set, read in place; a copy only where the eval set
-  // is smaller than n and has to be tiled (as every runtime does).
-  std::vector<std::vector<float>> batches(batchSizes.size());
-  std::vector<const float*> batchData(batchSizes.size(), in->data);
-  for (size_t i = 0; i < batchSizes.size(); ++i) {
-    const int64_t n = batchSizes[i];
-    if (n <= N) continue;
-    batches[i].resize(size_t(n * inPer));
-    for (int64_t r = 0; r < n; ++r) std::memcpy(&batches[i][size_t(r * inPer)], in->data + (r % N) * inPer, sizeof(float) * inPer);
-    batchData[i] = batches[i].data();
-  }
+  // Batches: the first n rows of the eval set in the plan's layout, read in place where the
+  // batch is the first axis and the eval set is large enough; copied (tiled, axis moved) otherwise.
+  std::vector<std::vector<uint64_t>> batchStore;
+  std::vector<std::vector<const float*>> batchData;
+  for (size_t i = 0; i < batchSizes.size(); ++i) batchData.push_back(plan_inputs(io, *rt, 0, batchSizes[i], batchStore));
   // Output buffers of the timed loops (their contents are discarded): one set per request
   // in flight, used in rotation, so no two requests write the same memory.
-  std::vector<std::vector<float>> outStore;  // one buffer per (set, output)
+  std::vector<std::vector<uint64_t>> outStore;  // one buffer per (set, output), 8-byte aligned
   outStore.reserve(size_t(inFlight) * rt->outputs().size());
   std::vector<std::vector<float*>> outSets(static_cast<size_t>(inFlight));
   for (auto& set : outSets)
-    for (const TensorSpec& o : rt->outputs()) set.push_back(outStore.emplace_back(size_t(maxBatch * o.elementsPerSample)).data());
+    for (const TensorSpec& o : rt->outputs())
+      set.push_back(reinterpret_cast<float*>(outStore.emplace_back((size_t(maxBatch * o.elementsPerSample) * o.elementBytes + 7) / 8).data()));
   auto call = [&](size_t i) {
-    const float* p = batchData[i];
-    if (!rt->run_unchecked(batchSizes[i], &p, outSets[0].data(), &err)) throw_rt_error(err);
+    if (!rt->run_unchecked(batchSizes[i], batchData[i].data(), outSets[0].data(), &err)) throw_rt_error(err);
   };
   // `iterations` requests submitted back to back, then drained: the time per request when
   // the next one's upload and launch need not wait for the previous one's outputs.
   auto pipelinedMs = [&](size_t i) {
-    const float* p = batchData[i];
+    const float* const* p = batchData[i].data();
     DrainOnExit guard{rt.get()};  // a cancel or failure mid-loop: nothing may still write into outSets
     const auto t0 = std::chrono::steady_clock::now();
     for (int64_t it = 0; it < iterations; ++it) {
       c.check_cancel();
-      if (!rt->submit_unchecked(batchSizes[i], &p, outSets[size_t(it % inFlight)].data(), nullptr, &err)) throw_rt_error(err);
+      if (!rt->submit_unchecked(batchSizes[i], p, outSets[size_t(it % inFlight)].data(), nullptr, &err)) throw_rt_error(err);
     }
     if (!rt->drain(&err)) throw_rt_error(err);
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / double(iterations);
@@ -181,7 +158,14 @@ void task_infer_native(TaskCtx& c) {
   size_t largestIdx = 0;
   for (size_t i = 0; i < batchSizes.size(); ++i)
     if (batchSizes[i] == maxBatch) largestIdx = i;
-  zmq::message_t outFrame(size_t(N * outPer * sizeof(float)));
+  // The whole eval set's outputs, batch first on the wire: the legacy form sends the first
+  // graph output as "outputs", the io form every output as "output:<name>".
+  const size_t nOut = io.legacy ? 1 : rt->outputs().size();
+  std::vector<zmq::message_t> frames;
+  for (size_t o = 0; o < nOut; ++o) {
+    const TensorSpec& spec = rt->outputs()[o];
+    frames.emplace_back(size_t(N * spec.elementsPerSample) * spec.elementBytes);
+  }
   {
     Phase p(c, ph::kSteadyInference, rt.get());
     const int64_t total = int64_t(batchSizes.size()) * iterations;
@@ -216,15 +200,25 @@ void task_infer_native(TaskCtx& c) {
       if (i == largestIdx) largestMean = mean;
       c.progress(done, total, "batch " + std::to_string(batchSizes[i]), std::move(metrics));
     }
-    // Outputs for the whole eval set in chunks of the largest batch, written straight into the frame.
-    float* dst = static_cast<float*>(outFrame.data());
-    std::vector<float*> outs = outSets[0];
+    // Outputs for the whole eval set in chunks of the largest batch, written straight into the
+    // frames where the batch is the output's first axis, else moved there from outSets[0].
     for (int64_t s = 0; s < N; s += maxBatch) {
       c.check_cancel();
       const int64_t n = std::min(maxBatch, N - s);
-      const float* src = in->data + s * inPer;
-      outs[0] = dst + s * outPer;
-      if (!rt->run_unchecked(n, &src, outs.data(), &err)) throw_rt_error(err);
+      std::vector<std::vector<uint64_t>> chunkStore;
+      const std::vector<const float*> src = plan_inputs(io, *rt, s, n, chunkStore);
+      std::vector<float*> outs = outSets[0];
+      for (size_t o = 0; o < nOut; ++o) {
+        const TensorSpec& spec = rt->outputs()[o];
+        if (spec.batchAxis == 0)
+          outs[o] = reinterpret_cast<float*>(static_cast<uint8_t*>(frames[o].data()) + size_t(s * spec.elementsPerSample) * spec.elementBytes);
+      }
+      if (!rt->run_unchecked(n, src.data(), outs.data(), &err)) throw_rt_error(err);
+      for (size_t o = 0; o < nOut; ++o) {
+        const TensorSpec& spec = rt->outputs()[o];
+        if (spec.batchAxis != 0)
+          move_batch_axis(outs[o], static_cast<uint8_t*>(frames[o].data()) + size_t(s * spec.elementsPerSample) * spec.elementBytes, n, spec, false);
+      }
     }
   }
   const RuntimeMemory mem = rt->memory();
@@ -240,14 +234,13 @@ void task_infer_native(TaskCtx& c) {
       .set("weightsBytes", mem.weightsBytes)
       .set("workspaceBytes", mem.workspaceBytes)
       .set("planBytes", mem.planFileBytes);
-  std::vector<int64_t> outShape = rt->outputs()[0].shape;
-  outShape[0] = N;
-  Val ref = Val::map();
-  ref.set("name", "outputs").set("dtype", "float32").set("shape", Val(outShape)).set("frame", 0);
   Val refs = Val::array();
-  refs.push(std::move(ref));
-  std::vector<zmq::message_t> frames;
-  frames.push_back(std::move(outFrame));
+  for (size_t o = 0; o < nOut; ++o) {
+    const TensorSpec& spec = rt->outputs()[o];
+    Val ref = Val::map();
+    ref.set("name", output_name(io, spec)).set("dtype", spec.dtype).set("shape", Val(spec.wire_shape(N))).set("frame", int64_t(o));
+    refs.push(std::move(ref));
+  }
   c.result(std::move(value), std::move(refs), std::move(frames));
 }
 

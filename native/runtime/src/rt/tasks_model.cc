@@ -1,6 +1,7 @@
 // `load` (keep one model loaded for later `run` tasks) and `run` (one checked batch).
 #include <cstring>
 
+#include "rt/io_binding.h"
 #include "rt/task_ctx.h"
 
 namespace memlane::rt {
@@ -15,7 +16,7 @@ Val specs(const std::vector<TensorSpec>& ts) {
   Val a = Val::array();
   for (const auto& t : ts) {
     Val m = Val::map();
-    m.set("name", t.name).set("shape", Val(t.shape));
+    m.set("name", t.name).set("shape", Val(t.shape)).set("dtype", t.dtype).set("batchAxis", int64_t(t.batchAxis));
     a.push(std::move(m));
   }
   return a;
@@ -57,10 +58,13 @@ void task_run(TaskCtx& c, WorkerState& state) {
   Runtime& rt = *state.loaded;
   auto& given = c.tensors();
   const auto& ins = rt.inputs();
-  // Match the plan's inputs by name; with unnamed/renamed refs of the right count, by position.
-  std::vector<const InTensor*> order;
+  // Match the plan's inputs by `input:<name>`, by name, or (unnamed refs of the right count) by position.
+  IoBinding io;
+  bool prefixed = false;
   for (size_t i = 0; i < ins.size(); ++i) {
-    const InTensor* t = c.tensor(ins[i].name);
+    const InTensor* t = c.tensor("input:" + ins[i].name);
+    prefixed = prefixed || t;
+    if (!t) t = c.tensor(ins[i].name);
     if (!t && given.size() == ins.size()) t = &given[i];
     if (!t) {
       Val d = Val::map();
@@ -69,31 +73,41 @@ void task_run(TaskCtx& c, WorkerState& state) {
                       "run: the plan's input '" + ins[i].name + "' is missing (" + std::to_string(given.size()) +
                           " tensor(s) given, " + std::to_string(ins.size()) + " expected)", d};
     }
-    order.push_back(t);
+    io.inputs.push_back(t);
   }
   std::vector<std::vector<int64_t>> shapes;
+  std::vector<std::string> dtypes;
   std::vector<const float*> data;
-  for (const InTensor* t : order) {
+  for (const InTensor* t : io.inputs) {
     shapes.push_back(t->shape);
+    dtypes.push_back(t->dtype);
     data.push_back(t->data);
   }
   int64_t batch = 0;
   RtError err;
-  if (!rt.check_inputs(shapes, data.data(), &batch, &err)) throw_rt_error(err);
+  if (!rt.check_inputs(shapes, dtypes, data.data(), &batch, &err)) throw_rt_error(err);
+  io.rows = batch;
+  std::vector<std::vector<uint64_t>> store;
+  const std::vector<const float*> planned = plan_inputs(io, rt, 0, batch, store);
   std::vector<zmq::message_t> frames;
+  std::vector<std::vector<uint64_t>> scratch(rt.outputs().size());
   std::vector<float*> outs;
   Val refs = Val::array();
   for (size_t i = 0; i < rt.outputs().size(); ++i) {
     const TensorSpec& o = rt.outputs()[i];
-    frames.emplace_back(size_t(batch * o.elementsPerSample) * sizeof(float));
-    outs.push_back(static_cast<float*>(frames.back().data()));
-    std::vector<int64_t> shape = o.shape;
-    shape[0] = batch;
+    frames.emplace_back(size_t(batch * o.elementsPerSample) * o.elementBytes);
+    if (o.batchAxis == 0) outs.push_back(static_cast<float*>(frames.back().data()));
+    else {
+      scratch[i].resize((frames.back().size() + 7) / 8);
+      outs.push_back(reinterpret_cast<float*>(scratch[i].data()));
+    }
     Val r = Val::map();
-    r.set("name", o.name).set("dtype", "float32").set("shape", Val(shape)).set("frame", int64_t(i));
+    r.set("name", prefixed ? "output:" + o.name : o.name).set("dtype", o.dtype).set("shape", Val(o.wire_shape(batch))).set("frame", int64_t(i));
     refs.push(std::move(r));
   }
-  if (!rt.run_unchecked(batch, data.data(), outs.data(), &err)) throw_rt_error(err);
+  if (!rt.run_unchecked(batch, planned.data(), outs.data(), &err)) throw_rt_error(err);
+  for (size_t i = 0; i < rt.outputs().size(); ++i)
+    if (rt.outputs()[i].batchAxis != 0) move_batch_axis(outs[i], frames[i].data(), batch, rt.outputs()[i], false);
   Val v = Val::map();
   v.set("batch", batch).set("device", rt.device());
   c.result(std::move(v), std::move(refs), std::move(frames));

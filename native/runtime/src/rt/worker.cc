@@ -60,7 +60,7 @@ std::string versions_zmq() {
 }
 
 // TensorRefs of a task -> InTensor views of its frames or of its shared-memory segments,
-// mapped in `shm` until the task ends (float32 only).
+// mapped in `shm` until the task ends (float32, int64, int32, bool/uint8: what plan v2 takes).
 std::vector<InTensor> decode_tensors(const Obj* refs, const std::vector<zmq::message_t>& frames, const std::string& task, ShmMaps& shm) {
   std::vector<InTensor> out;
   if (!refs || refs->type == msgpack::type::NIL) return out;
@@ -85,11 +85,15 @@ std::vector<InTensor> decode_tensors(const Obj* refs, const std::vector<zmq::mes
       if (fi < 0 || fi >= int64_t(frames.size()))
         throw bad(int(ErrorCode::kMalformedMessage), where + " ('" + t.name + "') references frame " + std::to_string(fi) + " but the message has " + std::to_string(frames.size()) + " frame(s)");
     }
-    if (dtype != "float32") {
+    const size_t esize = dtype == "float32" || dtype == "int32" ? 4 : dtype == "int64" ? 8 : dtype == "bool" || dtype == "uint8" ? 1 : 0;
+    if (esize == 0) {
       Val d = Val::map();
-      d.set("tensor", t.name).set("expected", "float32").set("got", dtype);
-      throw TaskError{int(ErrorCode::kInvalidArgument), task + ": tensor '" + t.name + "': dtype expected float32, got " + dtype, d};
+      d.set("tensor", t.name).set("expected", "float32|int64|int32|bool|uint8").set("got", dtype);
+      throw TaskError{int(ErrorCode::kInvalidArgument), task + ": tensor '" + t.name + "': dtype expected float32, int64, int32 or bool, got " + dtype, d};
     }
+    t.dtype = dtype == "uint8" ? "bool" : dtype;  // bool travels as one byte a value
+    t.esize = esize;
+    const int64_t es = int64_t(esize);
     int64_t count = 1;
     for (int64_t d : t.shape) {
       if (d < 0 || (d > 0 && count > (int64_t(1) << 40) / d))
@@ -106,23 +110,23 @@ std::vector<InTensor> decode_tensors(const Obj* refs, const std::vector<zmq::mes
       const Obj* sl = sm->type == msgpack::type::MAP ? get(sm, "length") : nullptr;
       if (!sg || !as_str(*sg, &segment) || !so || !as_int(*so, &offset) || !sl || !as_int(*sl, &length))
         throw bad(int(ErrorCode::kMalformedMessage), where + " ('" + t.name + "'): shm must be a map {segment, offset, length}");
-      if (length != count * 4)
-        throw bad(int(ErrorCode::kMalformedMessage), where + " ('" + t.name + "'): shm length " + std::to_string(length) + " bytes, the shape needs " + std::to_string(count * 4));
+      if (length != count * es)
+        throw bad(int(ErrorCode::kMalformedMessage), where + " ('" + t.name + "'): shm length " + std::to_string(length) + " bytes, the shape needs " + std::to_string(count * es));
       bytes = shm.range(segment, offset, length, task + ": " + where + " ('" + t.name + "')");
       size = size_t(length);
     } else {
       const zmq::message_t& fr = frames[size_t(fi)];
-      if (fr.size() != size_t(count) * 4)
+      if (fr.size() != size_t(count * es))
         throw bad(int(ErrorCode::kMalformedMessage), where + " ('" + t.name + "'): frame " + std::to_string(fi) + " holds " +
-                                                       std::to_string(fr.size()) + " bytes, the shape needs " + std::to_string(count * 4));
+                                                       std::to_string(fr.size()) + " bytes, the shape needs " + std::to_string(count * es));
       bytes = fr.data();
       size = fr.size();
     }
     t.count = count;
-    if (reinterpret_cast<uintptr_t>(bytes) % alignof(float) != 0) {
-      t.aligned.resize(size_t(count));
+    if (reinterpret_cast<uintptr_t>(bytes) % esize != 0) {
+      t.aligned.resize((size + 7) / 8);
       std::memcpy(t.aligned.data(), bytes, size);
-      t.data = t.aligned.data();
+      t.data = reinterpret_cast<const float*>(t.aligned.data());
     } else {
       t.data = static_cast<const float*>(bytes);
     }

@@ -119,6 +119,50 @@ NamedPlan binary(const std::string& name, const std::string& op, V sa, bool wa, 
   return np;
 }
 
+// Clip, HardSigmoid, HardSwish, SiLU, Pad (3 modes), Split, Concat with a weight, LSTM.
+std::vector<NamedPlan> cnn_op_plans() {
+  std::vector<NamedPlan> v;
+  v.push_back(unary("Clip", Attrs{{"min", 0.0}, {"max", 0.25}}));
+  v.push_back(unary("HardSigmoid", Attrs{{"alpha", 2.0}, {"beta", 0.5}}));
+  v.push_back(unary("HardSwish"));
+  v.push_back(unary("SiLU"));
+  for (const char* mode : {"constant", "reflect", "edge"}) {
+    NamedPlan np{std::string("Pad ") + mode + " [n,3,5,7] crop and pad", {}};
+    int x = np.plan.input("x", {3, 5, 7});
+    int y = np.plan.output("y", {4, 7, 8});
+    np.plan.op("Pad", {x}, {y}, Attrs{{"pads", V{0, 1, 2, 0, 0, 0, 0, 1}}, {"mode", std::string(mode)}, {"value", 0.25}});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"Split axis 2 into 1 + 4 + 2", {}};
+    int x = np.plan.input("x", {3, 7, 5});
+    int a = np.plan.output("a", {3, 1, 5}), b = np.plan.output("b", {3, 4, 5}), c = np.plan.output("c", {3, 2, 5});
+    np.plan.op("Split", {x}, {a, b, c}, Attrs{{"axis", int64_t(2)}, {"split", V{1, 4, 2}}});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"Concat weight [1,1,6] + activation axis 1", {}};
+    int w = np.plan.weight("tok", {1, 1, 6}, rnd(6, 71));
+    int x = np.plan.input("x", {4, 6});
+    int y = np.plan.output("y", {5, 6});
+    np.plan.op("Concat", {w, x}, {y}, Attrs{{"axis", int64_t(1)}});
+    v.push_back(std::move(np));
+  }
+  for (const char* dir : {"forward", "reverse", "bidirectional"}) {
+    const int64_t D = std::string(dir) == "bidirectional" ? 2 : 1, S = 6, I = 5, H = 8;
+    NamedPlan np{std::string("LSTM ") + dir, {}};
+    PlanBuilder& b = np.plan;
+    int x = b.input("x", {S, I});
+    int w = b.weight("W", {D, 4 * H, I}, rnd(size_t(D * 4 * H * I), 81));
+    int r = b.weight("R", {D, 4 * H, H}, rnd(size_t(D * 4 * H * H), 82));
+    int bias = b.weight("B", {D, 8 * H}, rnd(size_t(D * 8 * H), 83));
+    int y = b.output("y", {S, D, H}), yh = b.output("yh", {D, H}), yc = b.output("yc", {D, H});
+    b.op("LSTM", {x, w, r, bias}, {y, yh, yc}, Attrs{{"hiddenSize", H}, {"direction", std::string(dir)}, {"layout", int64_t(1)}});
+    v.push_back(std::move(np));
+  }
+  return v;
+}
+
 }  // namespace
 
 std::vector<NamedPlan> op_plans() {
@@ -502,6 +546,7 @@ std::vector<NamedPlan> op_plans() {
     np.plan.op("ReduceMax", {x}, {y}, Attrs{{"axes", V{1, 3}}, {"keepdims", true}});
     v.push_back(std::move(np));
   }
+  for (auto& np : cnn_op_plans()) v.push_back(std::move(np));
   return v;
 }
 

@@ -1,0 +1,49 @@
+// Plain kernels of the CNN / data-movement ops and LSTM over raw pointers with explicit
+// dims and strides (no Plan types), so that they outlive changes to the plan's tensor
+// structs; each lives in its own file, with its Kernel/factory wrapper next to it.
+#pragma once
+
+#include <cstdint>
+
+namespace memlane::cpu {
+
+// clip_hard.cc: elementwise over n floats (x and y do not alias).
+void clip(const float* x, float* y, int64_t n, float lo, float hi);
+void hard_sigmoid(const float* x, float* y, int64_t n, float alpha, float beta);  // clamp(a*x+b, 0, 1)
+void hard_swish(const float* x, float* y, int64_t n);                              // x * clamp(x/6+0.5, 0, 1)
+void silu(const float* x, float* y, int64_t n);                                    // x * sigmoid(x)
+
+// pad.cc: y = pad(x) over `rank` dims (the batch included, its pads 0). pads: rank begins
+// then rank ends, each may be negative (a crop). mode 0 constant, 1 reflect, 2 edge.
+inline constexpr int kPadMaxRank = 8;
+void pad_nd(const float* x, float* y, int rank, const int64_t* in_dims, const int64_t* pads, int mode,
+            float value);
+
+// split.cc: x [outer, sum(parts) * inner] into ys[k] [outer, parts[k] * inner].
+void split_axis(const float* x, float* const* ys, int64_t outer, const int64_t* parts, int n_parts,
+                int64_t inner);
+
+// lstm.cc: one ONNX LSTM layer (gates i, o, f, c; sigmoid/tanh/tanh; no peepholes, no clip).
+// X rows are contiguous [I] vectors; row (t, b) is x + (t * x_t + b * x_b) * I. Y element
+// (t, d, b, h) is y + t * y_t + d * y_d + b * y_b + h (H contiguous); Y_h / Y_c element
+// (d, b, h) is at d * s_d + b * s_b + h. Any of y, yh, yc may be null; h0/c0 null = zeros.
+struct LstmDims {
+  int64_t S = 0, B = 0, I = 0, H = 0;
+  int D = 1;             // directions: 1 or 2
+  bool reverse = false;  // with D = 1: run backwards in time
+  int64_t x_t = 0, x_b = 0;            // in rows of I
+  int64_t y_t = 0, y_d = 0, y_b = 0;   // in floats
+  int64_t s_d = 0, s_b = 0;            // Y_h / Y_c, in floats
+};
+// Workspace floats lstm() needs: the input projection of every step plus the recurrent state.
+int64_t lstm_workspace_floats(const LstmDims& d);
+// W [D, 4H, I], R [D, 4H, H], bias [D, 8H] (Wb then Rb; null = zeros).
+void lstm(const LstmDims& d, const float* x, const float* W, const float* R, const float* bias,
+          float* y, float* yh, float* yc, float* workspace);
+
+// transpose_nd.cc: y = x.transpose(perm) over `rank` (<= 6) dims, the batch included and free
+// to move (plan v1's factory still refuses perm[0] != 0: its per-sample layout needs the batch first).
+inline constexpr int kTransposeMaxRank = 6;
+void transpose_nd(const float* x, float* y, int rank, const int64_t* dims, const int* perm);
+
+}  // namespace memlane::cpu

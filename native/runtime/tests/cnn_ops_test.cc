@@ -1,0 +1,327 @@
+// The CNN / data-movement ops and LSTM of the CPU backend (Clip, HardSigmoid, HardSwish,
+// SiLU, Pad, Split, Concat with weights, LSTM) against straightforward references.
+#include <algorithm>
+#include <cmath>
+
+#include "cpu/cnn_ops.h"
+#include "harness.h"
+#include "op_runner.h"
+
+using namespace mltest;
+using memlane::Status;
+using V = std::vector<float>;
+using S = std::vector<int64_t>;
+
+#define CHECK_CLOSE(got, want, tol, label)                                                \
+  do {                                                                                     \
+    float d_ = max_abs_diff(got, want);                                                    \
+    CHECK_MSG(d_ <= (tol), std::string(label) + ": max abs diff " + std::to_string(d_));  \
+  } while (0)
+
+static void test_activations() {
+  Rng rng;
+  const int64_t n = 3, E = 45;
+  V x = rng.vec(n * E);
+  for (auto& v : x) v *= 8.f;
+  struct Case { const char* op; Attrs attrs; float (*f)(float); };
+  const Case cases[] = {
+      {"Clip", {{"min", 0.0}, {"max", 6.0}}, [](float v) { return std::min(std::max(v, 0.f), 6.f); }},
+      {"Clip", {{"max", int64_t(1)}}, [](float v) { return std::min(v, 1.f); }},
+      {"Clip", {{"min", -0.5}}, [](float v) { return std::max(v, -0.5f); }},
+      {"HardSigmoid", {}, [](float v) { return std::min(std::max(0.2f * v + 0.5f, 0.f), 1.f); }},
+      {"HardSigmoid", {{"alpha", 1.0 / 6.0}, {"beta", 0.5}},
+       [](float v) { return float(std::min(std::max(v / 6.0 + 0.5, 0.0), 1.0)); }},
+      {"HardSwish", {}, [](float v) { return float(v * std::min(std::max(v / 6.0 + 0.5, 0.0), 1.0)); }},
+      {"SiLU", {}, [](float v) { return float(v / (1.0 + std::exp(-double(v)))); }},
+  };
+  for (const auto& c : cases) {
+    PlanBuilder pb;
+    int xi = pb.input("x", {5, 9});
+    int yi = pb.output("y", {5, 9});
+    pb.op(c.op, {xi}, {yi}, c.attrs);
+    V ref(x.size());
+    for (size_t i = 0; i < x.size(); ++i) ref[i] = c.f(x[i]);
+    for (int threads : {1, 2}) {
+      RunResult r = run_plan(pb, n, {x}, threads);
+      CHECK_MSG(r.status == Status::kOk, r.message);
+      if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 4e-6f, c.op);
+    }
+  }
+  PlanBuilder pb;  // min > max is refused at prepare
+  int xi = pb.input("x", {4});
+  int yi = pb.output("y", {4});
+  pb.op("Clip", {xi}, {yi}, {{"min", 2.0}, {"max", 1.0}});
+  RunResult r = run_plan(pb, 1, {V(4)});
+  CHECK(r.status == Status::kUnsupportedOp);
+  CHECK_CONTAINS(r.message, "min");
+}
+
+// Reference pad: walk every output coordinate, map each back with an explicit reflection.
+static V pad_ref(const V& x, S dims, S pads, int mode, float value) {
+  const size_t r = dims.size();
+  S od(r);
+  for (size_t k = 0; k < r; ++k) od[k] = dims[k] + pads[k] + pads[r + k];
+  int64_t total = 1;
+  for (auto d : od) total *= d;
+  V y(static_cast<size_t>(total));
+  for (int64_t f = 0; f < total; ++f) {
+    int64_t rem = f, src = 0, stride = 1;
+    bool inside = true;
+    for (size_t k = r; k-- > 0;) {
+      int64_t i = rem % od[k] - pads[k];
+      rem /= od[k];
+      const int64_t n = dims[k];
+      if (i < 0 || i >= n) {
+        if (mode == 0) inside = false;
+        else if (mode == 2) i = i < 0 ? 0 : n - 1;
+        else
+          while (i < 0 || i >= n) i = i < 0 ? -i : 2 * (n - 1) - i;
+      }
+      src += i * stride;
+      stride *= n;
+    }
+    y[size_t(f)] = inside ? x[size_t(src)] : value;
+  }
+  return y;
+}
+
+static void test_pad() {
+  Rng rng;
+  const int64_t n = 2;
+  struct Case { const char* label; S shape; S pads; const char* mode; int m; };
+  const Case cases[] = {
+      {"constant 4-D", {2, 3, 4}, {0, 0, 1, 2, 0, 1, 2, 1}, "constant", 0},
+      {"reflect 4-D", {2, 3, 4}, {0, 0, 2, 3, 0, 1, 2, 1}, "reflect", 1},
+      {"edge 4-D", {2, 3, 4}, {0, 0, 1, 2, 0, 1, 3, 1}, "edge", 2},
+      {"reflect 3-D", {3, 5}, {0, 0, 2, 0, 0, 3}, "reflect", 1},
+      {"constant channels + crop", {3, 5}, {0, 1, -1, 0, 2, -2}, "constant", 0},
+      {"edge 3-D crop", {3, 5}, {0, 0, -2, 0, 1, 2}, "edge", 2},
+  };
+  for (const auto& c : cases) {
+    const size_t r = c.shape.size() + 1;
+    S full = c.shape;
+    full.insert(full.begin(), n);
+    S out;
+    for (size_t k = 1; k < r; ++k) out.push_back(full[k] + c.pads[k] + c.pads[r + k]);
+    int64_t per = 1;
+    for (auto d : c.shape) per *= d;
+    V x = rng.vec(size_t(n * per));
+    PlanBuilder pb;
+    int xi = pb.input("x", c.shape);
+    int yi = pb.output("y", out);
+    pb.op("Pad", {xi}, {yi}, {{"pads", c.pads}, {"mode", std::string(c.mode)}, {"value", 0.75}});
+    RunResult rr = run_plan(pb, n, {x});
+    CHECK_MSG(rr.status == Status::kOk, std::string(c.label) + ": " + rr.message);
+    if (rr.status == Status::kOk) CHECK_CLOSE(rr.outputs[0], pad_ref(x, full, c.pads, c.m, 0.75f), 0.f, c.label);
+  }
+  PlanBuilder pb;  // the batch may not be padded
+  int xi = pb.input("x", {3});
+  int yi = pb.output("y", {3});
+  pb.op("Pad", {xi}, {yi}, {{"pads", S{1, 0, 0, 0}}});
+  RunResult rr = run_plan(pb, 1, {V(3)});
+  CHECK(rr.status == Status::kUnsupportedOp);
+  CHECK_CONTAINS(rr.message, "batch");
+}
+
+static void test_split_concat() {
+  Rng rng;
+  const int64_t n = 3;
+  for (int64_t axis : {1, 2}) {  // [n, 6, 4] into 1 + 3 + 2 along axis 1, or [n, 4, 6] along 2
+    const S shape = axis == 1 ? S{6, 4} : S{4, 6};
+    const S parts = {1, 3, 2};
+    V x = rng.vec(size_t(n * 24));
+    PlanBuilder pb;
+    int xi = pb.input("x", shape);
+    std::vector<int64_t> outs;
+    for (int64_t p : parts) outs.push_back(pb.output("y" + std::to_string(p), axis == 1 ? S{p, 4} : S{4, p}));
+    pb.op("Split", {xi}, outs, {{"axis", axis}, {"split", parts}});
+    RunResult r = run_plan(pb, n, {x}, 2);
+    CHECK_MSG(r.status == Status::kOk, r.message);
+    if (r.status != Status::kOk) continue;
+    int64_t at = 0;
+    for (size_t k = 0; k < parts.size(); ++k) {
+      V ref;
+      for (int64_t s = 0; s < n; ++s)
+        for (int64_t i = 0; i < (axis == 1 ? parts[k] : 4); ++i)
+          for (int64_t j = 0; j < (axis == 1 ? 4 : parts[k]); ++j)
+            ref.push_back(axis == 1 ? x[size_t(s * 24 + (at + i) * 4 + j)] : x[size_t(s * 24 + i * 6 + at + j)]);
+      CHECK_CLOSE(r.outputs[k], ref, 0.f, "split part " + std::to_string(k) + " axis " + std::to_string(axis));
+      at += parts[k];
+    }
+  }
+  {  // sizes that do not add up are refused
+    PlanBuilder pb;
+    int xi = pb.input("x", {4});
+    int a = pb.output("a", {1}), b = pb.output("b", {2});
+    pb.op("Split", {xi}, {a, b}, {{"axis", int64_t(1)}, {"split", S{1, 2}}});
+    RunResult r = run_plan(pb, 1, {V(4)});
+    CHECK(r.status == Status::kUnsupportedOp);
+    CHECK_CONTAINS(r.message, "add up");
+  }
+  {  // Concat of a weight [1, 1, 4] (a class token) and an activation [n, 3, 4] along axis 1
+    V tok = rng.vec(4), x = rng.vec(size_t(n * 12));
+    PlanBuilder pb;
+    int wi = pb.weight("tok", {1, 1, 4}, tok);
+    int xi = pb.input("x", {3, 4});
+    int yi = pb.output("y", {4, 4});
+    pb.op("Concat", {wi, xi}, {yi}, {{"axis", int64_t(1)}});
+    V ref;
+    for (int64_t s = 0; s < n; ++s) {
+      ref.insert(ref.end(), tok.begin(), tok.end());
+      ref.insert(ref.end(), x.begin() + s * 12, x.begin() + s * 12 + 12);
+    }
+    for (int threads : {1, 2}) {
+      RunResult r = run_plan(pb, n, {x}, threads);
+      CHECK_MSG(r.status == Status::kOk, r.message);
+      if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 0.f, "concat weight");
+    }
+  }
+  {  // ... along the last axis, weight [1, 3, 2]
+    V w = rng.vec(6), x = rng.vec(size_t(n * 12));
+    PlanBuilder pb;
+    int xi = pb.input("x", {3, 4});
+    int wi = pb.weight("w", {1, 3, 2}, w);
+    int yi = pb.output("y", {3, 6});
+    pb.op("Concat", {xi, wi}, {yi}, {{"axis", int64_t(2)}});
+    V ref;
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t i = 0; i < 3; ++i) {
+        ref.insert(ref.end(), x.begin() + s * 12 + i * 4, x.begin() + s * 12 + i * 4 + 4);
+        ref.insert(ref.end(), w.begin() + i * 2, w.begin() + i * 2 + 2);
+      }
+    RunResult r = run_plan(pb, n, {x});
+    CHECK_MSG(r.status == Status::kOk, r.message);
+    if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 0.f, "concat weight last axis");
+  }
+}
+
+// The ONNX LSTM equations in double precision, batch-first, zero initial state.
+struct LstmRef { V y, yh, yc; };
+static LstmRef lstm_ref(const V& x, const V& W, const V& R, const V& B, int64_t N, int64_t S, int64_t I, int64_t H,
+                        int D, bool reverse) {
+  LstmRef o{V(size_t(N * S * D * H)), V(size_t(N * D * H)), V(size_t(N * D * H))};
+  auto sg = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
+  for (int d = 0; d < D; ++d)
+    for (int64_t b = 0; b < N; ++b) {
+      std::vector<double> h(size_t(H), 0.0), c(size_t(H), 0.0);
+      for (int64_t st = 0; st < S; ++st) {
+        const int64_t t = (d == 1 || reverse) ? S - 1 - st : st;
+        std::vector<double> g(size_t(4 * H));
+        for (int64_t j = 0; j < 4 * H; ++j) {
+          double a = B.empty() ? 0.0 : double(B[size_t(d * 8 * H + j)]) + B[size_t(d * 8 * H + 4 * H + j)];
+          for (int64_t i = 0; i < I; ++i) a += double(W[size_t((d * 4 * H + j) * I + i)]) * x[size_t((b * S + t) * I + i)];
+          for (int64_t k = 0; k < H; ++k) a += double(R[size_t((d * 4 * H + j) * H + k)]) * h[size_t(k)];
+          g[size_t(j)] = a;
+        }
+        for (int64_t j = 0; j < H; ++j) {
+          const double ig = sg(g[size_t(j)]), og = sg(g[size_t(H + j)]), fg = sg(g[size_t(2 * H + j)]);
+          c[size_t(j)] = fg * c[size_t(j)] + ig * std::tanh(g[size_t(3 * H + j)]);
+          h[size_t(j)] = og * std::tanh(c[size_t(j)]);
+          o.y[size_t(((b * S + t) * D + d) * H + j)] = float(h[size_t(j)]);
+        }
+      }
+      for (int64_t j = 0; j < H; ++j) {
+        o.yh[size_t((b * D + d) * H + j)] = float(h[size_t(j)]);
+        o.yc[size_t((b * D + d) * H + j)] = float(c[size_t(j)]);
+      }
+    }
+  return o;
+}
+
+static void test_lstm() {
+  Rng rng;
+  const int64_t N = 3, S = 5, I = 4, H = 6;
+  struct Case { const char* dir; int D; bool rev; bool bias; };
+  const Case cases[] = {{"forward", 1, false, true}, {"reverse", 1, true, true}, {"bidirectional", 2, false, true},
+                        {"forward", 1, false, false}};
+  for (const auto& c : cases) {
+    V x = rng.vec(size_t(N * S * I)), W = rng.vec(size_t(c.D * 4 * H * I)), R = rng.vec(size_t(c.D * 4 * H * H));
+    V B = c.bias ? rng.vec(size_t(c.D * 8 * H)) : V();
+    PlanBuilder pb;
+    int xi = pb.input("x", {S, I});
+    int wi = pb.weight("W", {c.D, 4 * H, I}, W);
+    int ri = pb.weight("R", {c.D, 4 * H, H}, R);
+    int bi = c.bias ? pb.weight("B", {c.D, 8 * H}, B) : -1;
+    int yi = pb.output("y", {S, c.D, H}), hi = pb.output("yh", {c.D, H}), ci = pb.output("yc", {c.D, H});
+    pb.op("LSTM", {xi, wi, ri, bi}, {yi, hi, ci},
+          {{"hiddenSize", H}, {"direction", std::string(c.dir)}, {"layout", int64_t(1)}});
+    const LstmRef ref = lstm_ref(x, W, R, B, N, S, I, H, c.D, c.rev);
+    const std::string label = std::string("lstm ") + c.dir + (c.bias ? "" : " no bias");
+    for (int threads : {1, 2}) {
+      RunResult r = run_plan(pb, N, {x}, threads);
+      CHECK_MSG(r.status == Status::kOk, label + ": " + r.message);
+      if (r.status != Status::kOk) continue;
+      CHECK_CLOSE(r.outputs[0], ref.y, 2e-5f, label + " Y");
+      CHECK_CLOSE(r.outputs[1], ref.yh, 2e-5f, label + " Y_h");
+      CHECK_CLOSE(r.outputs[2], ref.yc, 2e-5f, label + " Y_c");
+    }
+    if (c.D == 2) {
+      // The raw kernel with layout 0 strides (X [S, N, I], Y [S, D, N, H], Y_h [D, N, H]).
+      V xs(x.size());
+      for (int64_t b = 0; b < N; ++b)
+        for (int64_t t = 0; t < S; ++t) std::copy_n(&x[size_t((b * S + t) * I)], I, &xs[size_t((t * N + b) * I)]);
+      memlane::cpu::LstmDims d;
+      d.S = S; d.B = N; d.I = I; d.H = H; d.D = 2;
+      d.x_t = N; d.x_b = 1;
+      d.y_t = 2 * N * H; d.y_d = N * H; d.y_b = H;
+      d.s_d = N * H; d.s_b = H;
+      V ws(size_t(memlane::cpu::lstm_workspace_floats(d))), y(ref.y.size()), yh(ref.yh.size()), yc(ref.yc.size());
+      memlane::cpu::lstm(d, xs.data(), W.data(), R.data(), B.data(), y.data(), yh.data(), yc.data(), ws.data());
+      V ry(y.size()), rh(yh.size());
+      for (int64_t b = 0; b < N; ++b)
+        for (int dd = 0; dd < 2; ++dd) {
+          for (int64_t t = 0; t < S; ++t)
+            std::copy_n(&ref.y[size_t(((b * S + t) * 2 + dd) * H)], H, &ry[size_t(((t * 2 + dd) * N + b) * H)]);
+          std::copy_n(&ref.yh[size_t((b * 2 + dd) * H)], H, &rh[size_t((dd * N + b) * H)]);
+        }
+      CHECK_CLOSE(y, ry, 2e-5f, "lstm layout 0 Y");
+      CHECK_CLOSE(yh, rh, 2e-5f, "lstm layout 0 Y_h");
+    }
+  }
+  PlanBuilder pb;  // a layout 0 plan cannot say where its batch is in v1
+  int xi = pb.input("x", {S, I});
+  int wi = pb.weight("W", {1, 4 * H, I}, V());
+  int ri = pb.weight("R", {1, 4 * H, H}, V());
+  int yi = pb.output("y", {S, 1, H});
+  pb.op("LSTM", {xi, wi, ri}, {yi}, {{"hiddenSize", H}, {"layout", int64_t(0)}});
+  RunResult r = run_plan(pb, 1, {V(size_t(S * I))});
+  CHECK(r.status == Status::kUnsupportedOp);
+  CHECK_CONTAINS(r.message, "layout 0");
+}
+
+// transpose_nd against index arithmetic, perms that move the batch included.
+static void test_transpose_nd() {
+  Rng rng;
+  struct Case { S dims; std::vector<int> perm; };
+  const Case cases[] = {{{3, 4, 5}, {1, 0, 2}}, {{2, 3, 4, 5}, {2, 0, 1, 3}}, {{2, 3, 4, 5}, {0, 2, 1, 3}},
+                        {{2, 2, 3, 2, 3}, {0, 2, 1, 3, 4}}, {{4, 6}, {1, 0}}, {{2, 1, 3, 2, 2, 3}, {5, 4, 3, 2, 1, 0}}};
+  for (const auto& c : cases) {
+    const int r = int(c.dims.size());
+    int64_t n = 1;
+    for (auto d : c.dims) n *= d;
+    const size_t total = static_cast<size_t>(n), rank = static_cast<size_t>(r);
+    V x = rng.vec(total), y(total, -1.f), ref(total);
+    S st(rank, 1), od(rank);
+    for (int k = r - 2; k >= 0; --k) st[size_t(k)] = st[size_t(k + 1)] * c.dims[size_t(k + 1)];
+    for (int k = 0; k < r; ++k) od[size_t(k)] = c.dims[size_t(c.perm[size_t(k)])];
+    for (int64_t f = 0; f < n; ++f) {  // output flat index -> output coords -> input offset
+      int64_t rem = f, src = 0;
+      for (int k = r - 1; k >= 0; --k) {
+        src += (rem % od[size_t(k)]) * st[size_t(c.perm[size_t(k)])];
+        rem /= od[size_t(k)];
+      }
+      ref[size_t(f)] = x[size_t(src)];
+    }
+    memlane::cpu::transpose_nd(x.data(), y.data(), r, c.dims.data(), c.perm.data());
+    CHECK_CLOSE(y, ref, 0.f, "transpose_nd rank " + std::to_string(r));
+  }
+}
+
+int main() {
+  test_transpose_nd();
+  test_activations();
+  test_pad();
+  test_split_concat();
+  test_lstm();
+  return finish("cnn_ops_test");
+}

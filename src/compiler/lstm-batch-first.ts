@@ -1,0 +1,152 @@
+/**
+ * Before inference: torch's export of batch_first=True nn.LSTMs as batch-first LSTMs.
+ *
+ * torch writes `Transpose(X, [1,0,2]) -> LSTM (layout 0) -> Y [S, D, N, H]`, then brings Y
+ * back to [N, S, D*H] through `Transpose [0,2,1,3] -> Reshape` (or, one direction,
+ * `Squeeze axis 1`) and a final `Transpose [1,0,2]`; a stacked LSTM feeds the Reshape's
+ * [S, N, D*H] straight to the next layer. Every tensor in between has the batch on axis 1,
+ * which plan v1 cannot place. This pass follows those sequence-first tensors, each with a
+ * batch-first twin: the LSTM becomes layout 1 on the twin of its X, the Transpose/Reshape or
+ * Squeeze become a Reshape [0, 0, -1] of the twin, and the final Transpose an Identity of
+ * it. It needs Y_h and Y_c unused (they would keep the batch on axis 1) and zero initial
+ * states; any other layout 0 LSTM is refused here, naming the condition that failed. It also
+ * names absent LSTM outputs that a later one needs.
+ */
+import { CompileError } from "./errors.ts";
+import { mk } from "./fold-math.ts";
+import type { Graph, Node } from "./ir.ts";
+import { topoSort } from "./order.ts";
+
+const same = (a: number[] | undefined, b: number[]) => a !== undefined && a.length === b.length && a.every((v, i) => v === b[i]);
+
+/** Ops that only move or replicate values: a zero source stays zeros through them. */
+const MOVES = new Set(["Transpose", "Slice", "Expand", "Reshape", "Unsqueeze", "Squeeze", "Identity", "Cast", "Tile", "Gather"]);
+
+/** A sequence-first tensor's layout: [S, N, ...] ("sn"), an LSTM's Y [S, D, N, H] ("y"), or Y transposed to [S, N, D, H] ("sn4"). */
+type Layout = "sn" | "y" | "sn4";
+
+export function rewriteBatchFirstLstm(g: Graph): Graph {
+  if (!g.nodes.some((n) => n.opType === "LSTM")) return g;
+  const nodes = topoSort(g).map((n) => ({ ...n, inputs: [...n.inputs], outputs: [...n.outputs], attrs: new Map(n.attrs) }));
+  const consts = new Map(g.consts);
+  const producer = new Map<string, Node>();
+  for (const n of nodes) for (const o of n.outputs) if (o) producer.set(o, n);
+  const isOutput = (name: string) => g.outputs.includes(name);
+  const used = (name: string | undefined) => !!name && (isOutput(name) || nodes.some((n) => n.inputs.includes(name)));
+  const taken = new Set([...consts.keys(), ...nodes.flatMap((n) => [...n.inputs, ...n.outputs]), ...g.inputs.map((i) => i.name)]);
+  const fresh = (base: string) => {
+    let s = base;
+    for (let k = 1; taken.has(s); k++) s = `${base}_${k}`;
+    taken.add(s);
+    return s;
+  };
+  const constValues = (name: string | undefined): number[] | undefined => {
+    if (!name) return undefined;
+    const p = producer.get(name);
+    const c = consts.get(name) ?? (p?.opType === "Constant" ? (p.attrs.get("value") as { data: ArrayLike<number> } | undefined) : undefined);
+    return c ? Array.from(c.data) : undefined;
+  };
+  const isZeros = (name: string): boolean => {
+    for (let depth = 0; depth < 16; depth++) {
+      const c = consts.get(name);
+      if (c) return Array.from(c.data).every((v) => v === 0);
+      const p = producer.get(name);
+      if (!p) return false;
+      if (p.opType === "ConstantOfShape" || p.opType === "Constant") {
+        const v = p.attrs.get("value");
+        return v === undefined ? p.opType === "ConstantOfShape" : typeof v === "object" && !Array.isArray(v) && Array.from(v.data).every((x) => x === 0);
+      }
+      if (!MOVES.has(p.opType)) return false;
+      name = p.inputs[0]!;
+    }
+    return false;
+  };
+  const perm = (n: Node) => (n.opType === "Transpose" ? (n.attrs.get("perm") as number[] | undefined) : undefined);
+  const refuse = (lstm: Node, why: string) =>
+    new CompileError(
+      `${g.file}: LSTM node "${lstm.name}": layout 0 puts the batch on axis 1 of X, Y, Y_h and Y_c, which plan v1 cannot place (it keeps the batch first); ` +
+        `only torch's batch_first=True export with h_n and c_n unused is rewritten to a batch-first LSTM, and here ${why}`,
+      "shape", { node: lstm.name, opType: "LSTM" });
+
+  const seq = new Map<string, { twin: string; layout: Layout }>();
+  const gone = new Set<string>(); // sequence-first names no node produces any more
+  const merge = (n: Node, from: string, layout: Layout): Node => {
+    const shape = fresh(`${n.name}.merge`);
+    consts.set(shape, mk(false, [3], [0, 0, -1]));
+    const twin = fresh(`${n.outputs[0]}.batch_first`);
+    seq.set(n.outputs[0]!, { twin, layout });
+    gone.add(n.outputs[0]!);
+    return { opType: "Reshape", name: n.name, inputs: [from, shape], outputs: [twin], attrs: new Map() };
+  };
+  const out: Node[] = [];
+  let rewrote = false;
+  for (const n of nodes) {
+    const s = n.inputs[0] ? seq.get(n.inputs[0]) : undefined;
+    if (n.opType === "LSTM") {
+      // An absent output before a present one would leave a hole in the plan op's outputs.
+      const last = n.outputs.map((o, i) => (o ? i : -1)).reduce((a, b) => Math.max(a, b), -1);
+      n.outputs = n.outputs.slice(0, last + 1).map((o, i) => o || fresh(`${n.name}.out${i}`));
+      if ((n.attrs.get("layout") ?? 0) !== 0) {
+        out.push(n);
+        continue;
+      }
+      const [y, yh, yc] = n.outputs;
+      const why = s?.layout !== "sn" ? "X is not a batch-first tensor transposed by [1,0,2]"
+        : used(yh) || used(yc) ? "Y_h or Y_c (h_n, c_n) is used"
+        : n.inputs[4] ? "sequence_lens is given"
+        : [5, 6].some((i) => n.inputs[i] && !isZeros(n.inputs[i]!)) ? "an initial state is not zeros"
+        : !y ? "Y is absent" : undefined;
+      if (why) throw refuse(n, why);
+      n.inputs = n.inputs.slice(0, 4).map((v, i) => (i === 0 ? s!.twin : v));
+      while (n.inputs.length > 3 && !n.inputs[n.inputs.length - 1]) n.inputs.pop();
+      n.attrs.set("layout", 1);
+      const twin = fresh(`${y}.batch_first`);
+      seq.set(y!, { twin, layout: "y" });
+      gone.add(y!);
+      n.outputs[0] = twin;
+      out.push(n);
+      rewrote = true;
+      continue;
+    }
+    if (n.opType === "Transpose" && same(perm(n), [1, 0, 2])) {
+      if (s?.layout === "sn") out.push({ ...n, opType: "Identity", inputs: [s.twin], attrs: new Map() }); // back to batch-first
+      else {
+        if (!s) seq.set(n.outputs[0]!, { twin: n.inputs[0]!, layout: "sn" });
+        out.push(n); // dropped below when nothing else reads it
+      }
+      continue;
+    }
+    if (s?.layout === "y" && same(perm(n), [0, 2, 1, 3])) {
+      seq.set(n.outputs[0]!, { twin: s.twin, layout: "sn4" }); // [S, N, D, H]: its twin is the batch-first Y
+      gone.add(n.outputs[0]!);
+      continue;
+    }
+    const axes = n.opType === "Squeeze" ? (n.inputs[1] ? constValues(n.inputs[1]) : (n.attrs.get("axes") as number[] | undefined)) : undefined;
+    if (s?.layout === "y" && same(axes, [1])) {
+      out.push(merge(n, s.twin, "sn"));
+      continue;
+    }
+    if (s?.layout === "sn4" && n.opType === "Reshape") {
+      out.push(merge(n, s.twin, "sn"));
+      continue;
+    }
+    out.push(n);
+  }
+  if (!rewrote) return { ...g, nodes: out, consts };
+  // Drop what nothing reads any more (the transposes, the zero states, the Shape arithmetic
+  // of the old Reshape targets), to a fixed point; the LSTMs stay for their unused Y_h / Y_c.
+  let kept = out;
+  for (let changed = true; changed; ) {
+    const read = new Set([...g.outputs, ...kept.flatMap((n) => n.inputs)]);
+    const next = kept.filter((n) => n.opType === "LSTM" || n.outputs.some((o) => o && read.has(o)));
+    changed = next.length !== kept.length;
+    kept = next;
+  }
+  for (const n of kept) {
+    const left = n.inputs.find((v) => gone.has(v));
+    if (left) throw new CompileError(`${g.file}: ${n.opType} node "${n.name}" reads "${left}", a sequence-first (batch on axis 1) result of a batch_first LSTM that plan v1 computes batch-first; only torch's Transpose/Reshape/Squeeze back to batch-first, or another LSTM, may read it`, "shape", { node: n.name, tensor: left });
+  }
+  const outLeft = g.outputs.find((o) => gone.has(o));
+  if (outLeft) throw new CompileError(`${g.file}: graph output "${outLeft}" has the batch on axis 1 (a batch_first LSTM's sequence-first result); plan v1 keeps the batch first`, "shape", { output: outLeft });
+  return { ...g, nodes: kept, consts };
+}

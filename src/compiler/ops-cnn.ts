@@ -1,0 +1,126 @@
+/**
+ * Lowerings of the CNN activations and data-movement ops (Clip, HardSigmoid, HardSwish,
+ * Pad, Split, Concat with constant inputs): ONNX defaults resolved, bounds and pads taken
+ * from constant inputs, output shapes. See docs/plan-format.md for the plan attributes.
+ */
+import { attrFloat, attrInt, attrInts, attrString, normAxis } from "./attrs.ts";
+import { mk } from "./fold-math.ts";
+import { type ConstTensor, fmtShape } from "./ir.ts";
+import { type Lowering, type OpCtx, shapeError } from "./op-ctx.ts";
+
+/** A scalar-or-list constant input's values, or undefined when the input is absent. */
+function constInput(c: OpCtx, i: number, what: string): number[] | undefined {
+  if (!c.node.inputs[i]) return undefined;
+  const w = c.weight(i);
+  if (!w) throw shapeError(c, `${what} (input ${i}, "${c.node.inputs[i]}") is computed at run time; memlane-rt needs it known at compile time`);
+  return Array.from(w.data);
+}
+
+function scalarInput(c: OpCtx, i: number, what: string): number | undefined {
+  const v = constInput(c, i, what);
+  if (v === undefined) return undefined;
+  if (v.length !== 1) throw shapeError(c, `${what} must be a scalar, found ${v.length} values`);
+  return v[0]!;
+}
+
+/** Clip (ReLU6 and friends): bounds from constant inputs (opset >= 11) or attributes; an absent bound is omitted. */
+export const Clip: Lowering = (c) => {
+  const x = c.act(0);
+  const attrs: Record<string, number> = {};
+  const lo = c.opset >= 11 ? scalarInput(c, 1, "Clip min") : c.node.attrs.has("min") ? attrFloat(c.node, "min", 0) : undefined;
+  const hi = c.opset >= 11 ? scalarInput(c, 2, "Clip max") : c.node.attrs.has("max") ? attrFloat(c.node, "max", 0) : undefined;
+  // An infinite or float32-max bound is no bound (msgpack would not carry +-inf as a whole number).
+  if (lo !== undefined && Number.isFinite(lo) && lo > -3.4e38) attrs.min = lo;
+  if (hi !== undefined && Number.isFinite(hi) && hi < 3.4e38) attrs.max = hi;
+  if (attrs.min !== undefined && attrs.max !== undefined && attrs.min > attrs.max) throw shapeError(c, `min ${attrs.min} > max ${attrs.max}`);
+  return { shapes: [x], attrs, inputs: [c.node.inputs[0]!] };
+};
+
+export const HardSigmoid: Lowering = (c) => ({
+  shapes: [c.act(0)],
+  attrs: { alpha: attrFloat(c.node, "alpha", 0.2), beta: attrFloat(c.node, "beta", 0.5) },
+});
+
+export const HardSwish: Lowering = (c) => ({ shapes: [c.act(0)], attrs: {} });
+
+const PAD_MODES = ["constant", "reflect", "edge"];
+
+/** Pad: pads (and value, axes) from constant inputs (opset >= 11) or attributes; never the batch. */
+export const Pad: Lowering = (c) => {
+  const x = c.act(0);
+  const r = x.length;
+  const mode = attrString(c.node, "mode", "constant");
+  if (!PAD_MODES.includes(mode)) throw shapeError(c, `mode "${mode}" is not supported (expected one of ${PAD_MODES.join(", ")})`);
+  const raw = c.opset >= 11 ? constInput(c, 1, "Pad pads") : attrInts(c.node, "pads");
+  if (!raw) throw shapeError(c, "pads are required");
+  const value = c.opset >= 11 ? (scalarInput(c, 2, "Pad constant_value") ?? 0) : attrFloat(c.node, "value", 0);
+  const axes = (c.opset >= 18 ? constInput(c, 3, "Pad axes") : undefined)?.map((a) => (a < 0 ? a + r : a)) ?? x.map((_, i) => i);
+  if (raw.length !== 2 * axes.length) throw shapeError(c, `pads has ${raw.length} entries for ${axes.length} axes of ${fmtShape(x)}`);
+  const pads = new Array<number>(2 * r).fill(0);
+  axes.forEach((a, i) => {
+    if (a < 0 || a >= r) throw shapeError(c, `axis ${a} is out of range for ${fmtShape(x)}`);
+    pads[a] = raw[i]!;
+    pads[r + a] = raw[axes.length + i]!;
+  });
+  if (pads[0] !== 0 || pads[r] !== 0) throw shapeError(c, `pads [${raw}] pad the batch dimension of ${fmtShape(x)}`);
+  const out = x.map((d, i) => (i === 0 ? d : d + pads[i]! + pads[r + i]!));
+  if (out.some((d, i) => i > 0 && d < 0)) throw shapeError(c, `pads [${raw}] crop ${fmtShape(x)} below zero`);
+  if (mode === "reflect" && x.some((d, i) => i > 0 && (pads[i]! >= d || pads[r + i]! >= d))) {
+    throw shapeError(c, `reflect pads [${raw}] must be smaller than the dimensions of ${fmtShape(x)}`);
+  }
+  return { shapes: [out], attrs: { pads, mode, value }, inputs: [c.node.inputs[0]!] };
+};
+
+/** Split: sizes from the constant input (opset >= 13), the attribute, num_outputs (opset 18) or equal parts. */
+export const Split: Lowering = (c) => {
+  const x = c.act(0);
+  const axis = normAxis(c.node, attrInt(c.node, "axis", 0), x.length);
+  if (axis < 1) throw shapeError(c, "splitting the batch is not supported");
+  const d = x[axis]!;
+  const n = c.node.outputs.length;
+  let split = c.opset >= 13 ? constInput(c, 1, "Split split") : attrInts(c.node, "split");
+  if (!split) {
+    const num = c.node.attrs.has("num_outputs") ? attrInt(c.node, "num_outputs", n) : n;
+    if (num !== n) throw shapeError(c, `num_outputs ${num} differs from the node's ${n} outputs`);
+    // opset 18: equal parts of ceil(d / n), the last one smaller; before, d must divide evenly.
+    const size = Math.ceil(d / n);
+    if (!c.node.attrs.has("num_outputs") && d % n !== 0) throw shapeError(c, `axis ${axis} of ${fmtShape(x)} does not split into ${n} equal parts`);
+    split = Array.from({ length: n }, (_, i) => Math.max(0, Math.min(size, d - i * size)));
+  }
+  if (split.length !== n || split.reduce((a, b) => a + b, 0) !== d || split.some((s) => s < 0)) {
+    throw shapeError(c, `split [${split}] does not divide axis ${axis} of ${fmtShape(x)} into ${n} outputs`);
+  }
+  return {
+    shapes: split.map((s) => x.map((v, i) => (i === axis ? s : v))),
+    attrs: { axis, split },
+    inputs: [c.node.inputs[0]!],
+  };
+};
+
+/**
+ * Concat of activations and constants: a constant takes part with a leading 1 in the full
+ * rank (a class token at a static batch of 1) and is repeated for every sample.
+ */
+export const Concat: Lowering = (c) => {
+  const parts = c.node.inputs.map((name, i) => {
+    const w = c.weight(i);
+    return w ? { w, dims: w.dims } : { w: undefined as ConstTensor | undefined, dims: c.act(i) };
+  });
+  const act = parts.find((p) => !p.w)!;
+  const r = act.dims.length;
+  const axis = normAxis(c.node, attrInt(c.node, "axis", 0), r);
+  if (axis < 1) throw shapeError(c, "concatenating along the batch is not supported");
+  const inputs = [...c.node.inputs];
+  parts.forEach((p, i) => {
+    if (p.w && (p.dims.length !== r || p.dims[0] !== 1)) {
+      throw shapeError(c, `constant input ${i} [${p.dims}] must have rank ${r} and a leading 1 to be repeated over the batch of ${fmtShape(act.dims)}`);
+    }
+    if (p.dims.length !== r || p.dims.some((d, k) => k > 0 && k !== axis && d !== act.dims[k])) {
+      throw shapeError(c, `inputs ${parts.map((q) => fmtShape(q.dims)).join(", ")} disagree outside axis ${axis}`);
+    }
+    if (p.w && !p.w.isFloat) inputs[i] = c.addConst(`${c.node.inputs[i]}.f32`, mk(true, [...p.w.dims], Array.from(p.w.data)));
+  });
+  const out = [...act.dims];
+  out[axis] = parts.reduce((a, p) => a + p.dims[axis]!, 0);
+  return { shapes: [out], attrs: { axis }, inputs };
+};

@@ -1,0 +1,138 @@
+/**
+ * Shape-changing ops on run-time data, with the batch at any axis: Reshape (and Unsqueeze /
+ * Squeeze, which become Reshape), Expand, Slice, and the batch-sized generators Range and
+ * ConstantOfShape. Constant shape inputs may hold k·batch values (ir.ts, SYM_BATCH).
+ */
+import { attrInts, attrTensor, attrInt } from "./attrs.ts";
+import { type DType, BATCH, batchAxis, defaultDtype, fmtDim, fmtShape, perSample, symDim } from "./ir.ts";
+import { type Lowering, type OpCtx, shapeError } from "./op-ctx.ts";
+import { broadcastShapes } from "./ops-data.ts";
+
+function constInts(c: OpCtx, i: number, what: string): number[] {
+  const w = c.weight(i);
+  if (!w) throw shapeError(c, `${what} ("${c.node.inputs[i]}") is computed at run time; only values known at compile time are supported`);
+  return Array.from(w.data);
+}
+
+/** A folded shape value as a plan dimension, or an error naming the op when non-linear in the batch. */
+function dimOf(c: OpCtx, v: number, what: string): number {
+  const d = symDim(v);
+  if (d === undefined) throw shapeError(c, `${what} depends on the batch non-linearly (not k·batch)`);
+  return d;
+}
+
+function reshapeTo(c: OpCtx, x: number[], out: number[]) {
+  if (out.filter((d) => d < 0).length !== 1 || perSample(out) !== perSample(x) || out.some((d) => !Number.isInteger(d) || d === 0)) {
+    throw shapeError(c, `cannot reshape ${fmtShape(x)} to ${fmtShape(out)} keeping one batch dimension`);
+  }
+  return { op: "Reshape", shapes: [out], dtypes: [c.dtype(0)!], inputs: [c.node.inputs[0]!], attrs: { shape: out } };
+}
+
+/** ONNX Reshape: 0 copies (unless allowzero), one -1 is inferred and takes the batch if no other entry does. */
+export const Reshape: Lowering = (c) => {
+  const x = c.actAny(0);
+  const raw = constInts(c, 1, "the target shape");
+  const allowZero = attrInt(c.node, "allowzero", 0) === 1;
+  const dims = raw.map((v, i) => (v === -1 ? -1 : v === 0 && !allowZero ? x[i]! : dimOf(c, v, `target entry ${i}`)));
+  const inferAt = raw.indexOf(-1);
+  let hasBatch = dims.some((d, i) => d < 0 && i !== inferAt);
+  const at = batchAxis(x) < dims.length ? batchAxis(x) : 0;
+  if (!hasBatch && at !== inferAt && c.staticBatch !== undefined && dims[at] === c.staticBatch) {
+    // A model exported with a fixed batch spells it as a number where the batch stays.
+    c.warn(`${c.node.name}: Reshape fixes dimension ${at} to ${dims[at]}, the model's static batch; treated as the batch`);
+    dims[at] = BATCH;
+    hasBatch = true;
+  }
+  if (inferAt >= 0) {
+    const known = perSample(dims.filter((_, i) => i !== inferAt));
+    const k = perSample(x) / known;
+    if (!Number.isInteger(k) || k < 1) throw shapeError(c, `cannot reshape ${fmtShape(x)} to [${dims.map((d, i) => (i === inferAt ? "-1" : fmtDim(d))).join(", ")}]`);
+    dims[inferAt] = hasBatch ? k : -k;
+  } else if (!hasBatch) {
+    throw shapeError(c, `target [${raw.map((v) => fmtDim(v))}] fixes every dimension; the batch of ${fmtShape(x)} would be lost`);
+  }
+  return reshapeTo(c, x, dims);
+};
+
+function axesOf(c: OpCtx, rank: number): number[] | undefined {
+  const a = c.opset >= 13 ? (c.node.inputs[1] ? constInts(c, 1, "axes") : undefined) : attrInts(c.node, "axes");
+  return a?.map((v) => (v < 0 ? v + rank : v));
+}
+
+export const Unsqueeze: Lowering = (c) => {
+  const x = c.actAny(0);
+  const axes = axesOf(c, x.length + (c.opset >= 13 ? (c.weight(1)?.data.length ?? 0) : (attrInts(c.node, "axes")?.length ?? 0)));
+  if (!axes) throw shapeError(c, "axes are required");
+  const out = [...x];
+  for (const a of [...axes].sort((p, q) => p - q)) out.splice(a, 0, 1);
+  return reshapeTo(c, x, out);
+};
+
+export const Squeeze: Lowering = (c) => {
+  const x = c.actAny(0);
+  const axes = axesOf(c, x.length);
+  for (const a of axes ?? []) if (x[a] !== 1) throw shapeError(c, `axis ${a} of ${fmtShape(x)} is not 1`);
+  return reshapeTo(c, x, x.filter((d, i) => (axes ? !axes.includes(i) : d !== 1)));
+};
+
+/** Expand: broadcast a tensor (a weight too, e.g. ViT's class token) to a shape that holds the batch. */
+export const Expand: Lowering = (c) => {
+  const w = c.weight(0);
+  const x = w ? w.dims : c.actAny(0);
+  const target = constInts(c, 1, "the shape").map((v, i) => dimOf(c, v, `shape entry ${i}`));
+  const shape = broadcastShapes(c, [{ dims: x, isConst: !!w }, { dims: target, isConst: false }]);
+  const dt = c.dtype(0)!;
+  return { shapes: [shape], dtypes: [dt], inputs: [w ? c.constAs(0, dt) : c.node.inputs[0]!], attrs: {} };
+};
+
+/** Slice with constant starts/ends/axes/steps on any non-batch axis (negative steps too). */
+export const Slice: Lowering = (c) => {
+  const x = c.actAny(0);
+  const r = x.length;
+  const newStyle = c.opset >= 10;
+  const starts = newStyle ? constInts(c, 1, "starts") : attrInts(c.node, "starts", []);
+  const ends = newStyle ? constInts(c, 2, "ends") : attrInts(c.node, "ends", []);
+  const axes = ((newStyle ? c.node.inputs[3] && constInts(c, 3, "axes") : attrInts(c.node, "axes")) || starts.map((_, i) => i)).map((a) => (a < 0 ? a + r : a));
+  const steps = (newStyle && c.node.inputs[4] && constInts(c, 4, "steps")) || starts.map(() => 1);
+  const out = [...x];
+  const rAxes: number[] = [], rStarts: number[] = [], rSteps: number[] = [];
+  axes.forEach((a, i) => {
+    const d = x[a]!, step = steps[i]!;
+    if (a < 0 || a >= r || step === 0) throw shapeError(c, `axis ${axes[i]} / step ${step} is invalid for ${fmtShape(x)}`);
+    if (d < 0) {
+      if (starts[i] === 0 && step === 1 && ends[i]! >= 2 ** 31) return;  // the whole batch
+      throw shapeError(c, `slicing the batch axis ${a} of ${fmtShape(x)} is not supported`);
+    }
+    const norm = (v: number) => (v < 0 ? v + d : v);
+    let s = norm(starts[i]!), e = norm(ends[i]!);
+    let count: number;
+    if (step > 0) {
+      s = Math.min(Math.max(s, 0), d); e = Math.min(Math.max(e, 0), d);
+      count = Math.max(0, Math.ceil((e - s) / step));
+    } else {
+      s = Math.min(Math.max(s, -1), d - 1); e = Math.min(Math.max(e, -1), d - 1);
+      count = Math.max(0, Math.ceil((s - e) / -step));
+    }
+    if (count === 0) throw shapeError(c, `the slice of axis ${a} of ${fmtShape(x)} is empty`);
+    out[a] = count;
+    rAxes.push(a); rStarts.push(s); rSteps.push(step);
+  });
+  return { shapes: [out], dtypes: [c.dtype(0)!], inputs: [c.node.inputs[0]!], attrs: { axes: rAxes, starts: rStarts, steps: rSteps } };
+};
+
+/** Range(0, k·batch, 1): the only batch-dependent Range (others fold). */
+export const Range: Lowering = (c) => {
+  const [start, limit, delta] = [0, 1, 2].map((i) => constInts(c, i, `input ${i}`)[0]!);
+  const k = symDim(limit!);
+  if (start !== 0 || delta !== 1 || k === undefined || k >= 0) throw shapeError(c, `only Range(0, k·batch, 1) depends on the batch; found Range(${fmtDim(start!)}, ${fmtDim(limit!)}, ${fmtDim(delta!)})`);
+  const dt: DType = defaultDtype(c.weight(0)!);
+  return { shapes: [[k]], dtypes: [dt], inputs: [], attrs: { start: 0, delta: 1 } };
+};
+
+export const ConstantOfShape: Lowering = (c) => {
+  const shape = constInts(c, 0, "the shape").map((v, i) => dimOf(c, v, `shape entry ${i}`));
+  if (shape.filter((d) => d < 0).length !== 1) throw shapeError(c, `shape ${fmtShape(shape)} must hold the batch once`);
+  const v = attrTensor(c.node, "value");
+  const dt: DType = v ? defaultDtype(v) : "float32";
+  return { shapes: [shape], dtypes: [dt], inputs: [], attrs: { value: v ? v.data[0]! : 0 } };
+};

@@ -1,0 +1,64 @@
+/**
+ * LSTM lowering. The plan's LSTM is batch-first (ONNX layout 1): X [N, S, I],
+ * Y [N, S, D, H], Y_h / Y_c [N, D, H]. torch exports nn.LSTM with layout 0 (the batch on
+ * axis 1); lstm-batch-first.ts turns the batch_first=True pattern into layout 1 before
+ * inference, and any other layout 0 LSTM is refused until the plan can place the batch on
+ * another axis.
+ */
+import { attrFloat, attrInt, attrString } from "./attrs.ts";
+import { mk } from "./fold-math.ts";
+import { type ConstTensor, fmtShape } from "./ir.ts";
+import { type Lowering, type OpCtx, requireRank, requireWeight, shapeError } from "./op-ctx.ts";
+
+const DEFAULT_ACTIVATIONS = ["Sigmoid", "Tanh", "Tanh"];
+
+function asFloat(c: OpCtx, i: number, t: ConstTensor): string {
+  return t.isFloat ? c.node.inputs[i]! : c.addConst(`${c.node.inputs[i]}.f32`, mk(true, [...t.dims], Array.from(t.data)));
+}
+
+export const LSTM: Lowering = (c) => {
+  const layout = attrInt(c.node, "layout", 0);
+  if (layout !== 1) {
+    throw shapeError(c, "layout 0 puts the batch on axis 1 of X, Y, Y_h and Y_c, which plan v1 cannot place (it keeps the batch first); " +
+      "batch_first=True nn.LSTMs whose h_n / c_n are unused are rewritten to layout 1 and supported");
+  }
+  const x = c.act(0);
+  requireRank(c, x, 3, "LSTM input X [N, S, I]");
+  const dirName = attrString(c.node, "direction", "forward");
+  if (!["forward", "reverse", "bidirectional"].includes(dirName)) throw shapeError(c, `direction "${dirName}" is not an ONNX value`);
+  const D = dirName === "bidirectional" ? 2 : 1;
+  const H = attrInt(c.node, "hidden_size", 0);
+  const acts = c.node.attrs.get("activations");
+  const wantActs = D === 2 ? [...DEFAULT_ACTIVATIONS, ...DEFAULT_ACTIVATIONS] : DEFAULT_ACTIVATIONS;
+  if (acts !== undefined && JSON.stringify(acts) !== JSON.stringify(wantActs)) throw shapeError(c, `activations ${JSON.stringify(acts)} are not supported (only the default ${wantActs.join(", ")})`);
+  if (c.node.attrs.has("clip")) throw shapeError(c, `clip ${attrFloat(c.node, "clip", 0)} is not supported`);
+  if (attrInt(c.node, "input_forget", 0) !== 0) throw shapeError(c, "input_forget = 1 is not supported");
+  const [, S, I] = x as [number, number, number];
+  const W = requireWeight(c, 1, "LSTM W");
+  const R = requireWeight(c, 2, "LSTM R");
+  const want = (t: ConstTensor, dims: number[], what: string) => {
+    if (t.dims.length !== dims.length || t.dims.some((d, i) => d !== dims[i])) throw shapeError(c, `${what} must be [${dims}], found [${t.dims}]`);
+  };
+  if (!(H > 0)) throw shapeError(c, `hidden_size must be > 0, found ${H}`);
+  want(W, [D, 4 * H, I], "W");
+  want(R, [D, 4 * H, H], "R");
+  const inputs = [c.node.inputs[0]!, asFloat(c, 1, W), asFloat(c, 2, R)];
+  if (c.node.inputs[3]) {
+    const B = requireWeight(c, 3, "LSTM B");
+    want(B, [D, 8 * H], "B");
+    inputs.push(asFloat(c, 3, B));
+  }
+  if (c.node.inputs[4]) throw shapeError(c, "sequence_lens is not supported (every sequence has the full length)");
+  for (const [i, what] of [[5, "initial_h"], [6, "initial_c"]] as const) {
+    if (!c.node.inputs[i]) continue;
+    const t = c.weight(i);
+    if (!t || Array.from(t.data).some((v) => v !== 0)) throw shapeError(c, `${what} must be absent or zeros (a constant), found ${t ? "a non-zero constant" : "a computed tensor"}`);
+  }
+  if (c.node.inputs[7]) throw shapeError(c, "peepholes (input P) are not supported");
+  if (S < 1 || I < 1) throw shapeError(c, `X ${fmtShape(x)} is empty`);
+  return {
+    shapes: [[-1, S, D, H], [-1, D, H], [-1, D, H]],
+    attrs: { hiddenSize: H, direction: dirName, layout: 1 },
+    inputs,
+  };
+};

@@ -1,0 +1,111 @@
+/**
+ * memlane-rt's CNN ops and LSTM end to end: blocks in the shape of mobilenet_v2/v3,
+ * efficientnet, shufflenet_v2, a reflect-padded conv, Split + Concat and batch_first LSTMs
+ * (make_cnn_models.py), exported by both torch exporters, compiled and run through
+ * memlane-rt over real ZeroMQ, must match ONNX Runtime within 1e-4 of each output's scale.
+ */
+import { execFile } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import * as ort from "onnxruntime-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { compileOnnx } from "../../src/compiler/index.ts";
+import { Supervisor } from "../../src/workers/supervisor.ts";
+import { memlaneRtBinary, workerSpecs } from "../../src/workers/specs.ts";
+import type { WorkerHandle } from "../../src/workers/handle.ts";
+import { REPO_ROOT, pythonPath } from "../fixtures/onnx/models.ts";
+
+function rtBuilt(): boolean {
+  try {
+    memlaneRtBinary();
+    return true;
+  } catch {
+    return false;
+  }
+}
+const BUILT = rtBuilt();
+if (!BUILT) console.warn("native-cnn-ops: memlane-rt is not built (run `npm run bootstrap`); skipping");
+
+const EXPECTED = [
+  "mbv2-block", "mbv3-block", "mbconv-silu", "shuffle-block", "pad-block", "split-concat", "lstm-bf", "lstm-bf-bidir", "lstm-bf-2layers",
+].flatMap((m) => [`${m}-legacy.onnx`, `${m}-dynamo.onnx`]);
+
+const dir = mkdtempSync(join(tmpdir(), "memlane-cnn-ops-"));
+let manifest: Record<string, { inputShape: number[] }> = {};
+let sup: Supervisor;
+let worker: WorkerHandle;
+
+/** Deterministic inputs in [-2, 2). */
+function inputs(n: number, seed: number): Float32Array {
+  const a = new Float32Array(n);
+  let s = seed >>> 0 || 1;
+  for (let i = 0; i < n; i++) {
+    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
+    a[i] = (s / 2 ** 32) * 4 - 2;
+  }
+  return a;
+}
+
+/** max |got - want| over max(1, max |want|): the error relative to the output's scale. */
+function scaledDiff(got: Float32Array, want: Float32Array): number {
+  expect(got.length).toBe(want.length);
+  let d = 0, scale = 1;
+  for (let i = 0; i < want.length; i++) {
+    const e = Math.abs(got[i]! - want[i]!);
+    if (!(e <= d)) d = e;
+    scale = Math.max(scale, Math.abs(want[i]!));
+  }
+  return d / scale;
+}
+
+describe.skipIf(!BUILT)("memlane-rt vs ONNX Runtime on CNN blocks and LSTMs from both exporters", () => {
+  beforeAll(async () => {
+    // Asynchronously: the exports take a minute or more, and a blocked event loop stalls vitest's RPC.
+    await promisify(execFile)(pythonPath(), [join(REPO_ROOT, "test/fixtures/onnx/make_cnn_models.py"), dir], {
+      env: { ...process.env, PYTHONWARNINGS: "ignore" }, maxBuffer: 64 << 20,
+    });
+    manifest = JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8"));
+    sup = await Supervisor.start({ spawn: { heartbeatIntervalMs: 500 } });
+    worker = await sup.spawn(workerSpecs.memlaneRt({ args: ["--device", "cpu", "--threads", "2"] }));
+  }, 600_000);
+  afterAll(async () => {
+    await sup?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("exported every model with both exporters", () => {
+    expect(Object.keys(manifest).sort()).toEqual([...EXPECTED].sort());
+  });
+
+  it.each(EXPECTED)("%s matches within 1e-4 of the output scale (batches 1 and 3)", async (file) => {
+    const onnx = join(dir, file);
+    const plan = join(dir, file.replace(/\.onnx$/, ".mlplan"));
+    const summary = await compileOnnx(onnx, plan);
+    // The fusions and rewrites under test show in the plan's ops.
+    if (file.startsWith("mbconv-silu")) expect(summary.opCounts.SiLU).toBe(3);
+    if (file.startsWith("lstm")) expect(summary.opCounts.LSTM).toBe(file.includes("2layers") ? 2 : 1);
+    if (file.startsWith("mbv3")) expect(summary.opCounts.HardSwish).toBe(3);
+    const loaded = await worker.run("load", { model: plan, maxBatch: 4, device: "cpu" });
+    const inName = (loaded.value.inputs as { name: string }[])[0]!.name;
+    const shape0 = manifest[file]!.inputShape;
+    const per = shape0.slice(1).reduce((a, d) => a * d, 1);
+    const sess = await ort.InferenceSession.create(onnx, { intraOpNumThreads: 1 });
+    try {
+      for (const n of [1, 3]) {
+        const shape = [n, ...shape0.slice(1)];
+        const x = inputs(n * per, n * 131 + file.length);
+        const r = await worker.run("run", {}, { tensors: { [inName]: { dtype: "float32", shape, data: x } } });
+        const got = Object.values(r.tensors)[0]!;
+        expect(got.shape[0]).toBe(n);
+        const want = (await sess.run({ [sess.inputNames[0]!]: new ort.Tensor("float32", x, shape) }))[sess.outputNames[0]!]!;
+        expect(got.shape).toEqual([...want.dims]);
+        const d = scaledDiff(got.data as Float32Array, want.data as Float32Array);
+        expect(d, `${file} batch ${n}: scaled diff ${d}`).toBeLessThanOrEqual(1e-4);
+      }
+    } finally {
+      await sess.release();
+    }
+  });
+});

@@ -1,0 +1,184 @@
+/** Lowerings of the CNN ops and LSTM, the SiLU fusion and the batch_first LSTM rewrite. */
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { CompileError, compileOnnx, readPlan } from "../../src/compiler/index.ts";
+import { type ModelSpec, init, node, tempDir, writeModel } from "./compiler-onnx-builder.ts";
+
+const dir = tempDir();
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+let count = 0;
+
+async function plan(spec: ModelSpec) {
+  const name = `m${count++}`;
+  const p = join(dir, `${name}.mlplan`);
+  await compileOnnx(writeModel(spec, name, dir), p);
+  const h = readPlan(p).header;
+  const shape = (id: number) => h.tensors[id]!.shape;
+  return { h, ops: h.ops.map((o) => ({ ...o, inShapes: o.inputs.map((i) => (i < 0 ? [] : shape(i))), outShapes: o.outputs.map(shape) })) };
+}
+
+async function failure(spec: ModelSpec): Promise<string> {
+  const name = `f${count++}`;
+  const err = await compileOnnx(writeModel(spec, name, dir), join(dir, `${name}.mlplan`)).then(() => undefined, (e: unknown) => e);
+  expect(err).toBeInstanceOf(CompileError);
+  return (err as Error).message;
+}
+
+const i64 = (name: string, data: number[]) => init(name, [data.length], data, "int64");
+const x4: ModelSpec["inputs"] = [["x", ["N", 4, 5, 6]]];
+
+describe("Clip, HardSigmoid, HardSwish", () => {
+  it("takes Clip bounds from constant inputs (opset 11+), omitting an absent one", async () => {
+    const { ops } = await plan({
+      inputs: x4, outputs: ["z"], inits: [init("lo", [], [0]), init("hi", [], [6])],
+      nodes: [node("Clip", ["x", "lo", "hi"], ["y"]), node("Clip", ["y", "", "hi"], ["z"])],
+    });
+    expect(ops.map((o) => [o.op, o.attrs, o.inputs.length])).toEqual([["Clip", { min: 0, max: 6 }, 1], ["Clip", { max: 6 }, 1]]);
+  });
+
+  it("takes Clip bounds from attributes before opset 11", async () => {
+    const { ops } = await plan({ opset: 6, inputs: x4, outputs: ["y"], nodes: [node("Clip", ["x"], ["y"], { min: { f: -1 }, max: { f: 1 } })] });
+    expect(ops[0]!.attrs).toEqual({ min: -1, max: 1 });
+  });
+
+  it("refuses a Clip bound computed at run time, naming the input", async () => {
+    const msg = await failure({ inputs: [...x4, ["m", ["N", 4, 5, 6]]], outputs: ["y"], nodes: [node("Clip", ["x", "m"], ["y"])] });
+    expect(msg).toMatch(/Clip min \(input 1, "m"\) is computed at run time/);
+  });
+
+  it("resolves HardSigmoid's defaults and keeps HardSwish", async () => {
+    const { ops } = await plan({ inputs: x4, outputs: ["z"], nodes: [node("HardSigmoid", ["x"], ["y"]), node("HardSwish", ["y"], ["z"])] });
+    expect(ops.map((o) => [o.op, o.attrs])).toEqual([["HardSigmoid", { alpha: 0.2, beta: 0.5 }], ["HardSwish", {}]]);
+  });
+});
+
+describe("SiLU fusion", () => {
+  it("fuses Mul(x, Sigmoid(x)) in either operand order", async () => {
+    const { ops } = await plan({
+      inputs: x4, outputs: ["z"],
+      nodes: [node("Sigmoid", ["x"], ["s"]), node("Mul", ["x", "s"], ["y"]), node("Sigmoid", ["y"], ["t"]), node("Mul", ["t", "y"], ["z"])],
+    });
+    expect(ops.map((o) => o.op)).toEqual(["SiLU", "SiLU"]);
+    expect(ops[1]!.outShapes[0]).toEqual([-1, 4, 5, 6]);
+  });
+
+  it("keeps Sigmoid and Mul when the Sigmoid's output is read elsewhere, or multiplies another tensor", async () => {
+    const { ops } = await plan({
+      inputs: [...x4, ["w", ["N", 4, 5, 6]]], outputs: ["y", "s", "v"],
+      nodes: [node("Sigmoid", ["x"], ["s"]), node("Mul", ["x", "s"], ["y"]), node("Sigmoid", ["x"], ["u"]), node("Mul", ["w", "u"], ["v"])],
+    });
+    expect(ops.map((o) => o.op)).toEqual(["Sigmoid", "Mul", "Sigmoid", "Mul"]);
+  });
+});
+
+describe("Pad", () => {
+  it("pads from a constant input, in full rank, with mode and value", async () => {
+    const { ops } = await plan({
+      inputs: x4, outputs: ["y"], inits: [i64("p", [0, 0, 1, 2, 0, 0, 3, 4]), init("v", [], [0.5])],
+      nodes: [node("Pad", ["x", "p", "v"], ["y"], { mode: "reflect" })],
+    });
+    expect(ops[0]!.attrs).toEqual({ pads: [0, 0, 1, 2, 0, 0, 3, 4], mode: "reflect", value: 0.5 });
+    expect(ops[0]!.inputs.length).toBe(1);
+    expect(ops[0]!.outShapes[0]).toEqual([-1, 4, 9, 12]);
+  });
+
+  it("places opset-18 axes pads and takes the attribute form before opset 11", async () => {
+    const a = await plan({ opset: 18, inputs: x4, outputs: ["y"], inits: [i64("p", [1, 2, 3, 4]), i64("ax", [-1, 1])], nodes: [node("Pad", ["x", "p", "", "ax"], ["y"], { mode: "edge" })] });
+    expect(a.ops[0]!.attrs.pads).toEqual([0, 2, 0, 1, 0, 4, 0, 3]);
+    const b = await plan({ opset: 10, inputs: [["x", ["N", 3, 5]]], outputs: ["y"], nodes: [node("Pad", ["x"], ["y"], { pads: [0, 0, 2, 0, 0, 1], value: { f: 1.5 } })] });
+    expect(b.ops[0]!.attrs).toEqual({ pads: [0, 0, 2, 0, 0, 1], mode: "constant", value: 1.5 });
+    expect(b.ops[0]!.outShapes[0]).toEqual([-1, 3, 8]);
+  });
+
+  it("refuses padding the batch, wrap mode and reflect pads as large as the dimension", async () => {
+    expect(await failure({ inputs: x4, outputs: ["y"], inits: [i64("p", [1, 0, 0, 0, 0, 0, 0, 0])], nodes: [node("Pad", ["x", "p"], ["y"])] })).toMatch(/pad the batch/);
+    expect(await failure({ opset: 19, inputs: x4, outputs: ["y"], inits: [i64("p", [0, 0, 1, 1, 0, 0, 1, 1])], nodes: [node("Pad", ["x", "p"], ["y"], { mode: "wrap" })] })).toMatch(/mode "wrap"/);
+    expect(await failure({ inputs: x4, outputs: ["y"], inits: [i64("p", [0, 0, 5, 0, 0, 0, 0, 0])], nodes: [node("Pad", ["x", "p"], ["y"], { mode: "reflect" })] })).toMatch(/smaller than/);
+  });
+});
+
+describe("Split", () => {
+  it("splits by a constant sizes input (opset 13+) and by the attribute before", async () => {
+    const a = await plan({ inputs: x4, outputs: ["a", "b"], inits: [i64("s", [1, 3])], nodes: [node("Split", ["x", "s"], ["a", "b"], { axis: 1 })] });
+    expect(a.ops[0]!.attrs).toEqual({ axis: 1, split: [1, 3] });
+    expect(a.ops[0]!.outShapes).toEqual([[-1, 1, 5, 6], [-1, 3, 5, 6]]);
+    const b = await plan({ opset: 11, inputs: x4, outputs: ["a", "b"], nodes: [node("Split", ["x"], ["a", "b"], { axis: -1, split: [2, 4] })] });
+    expect(b.ops[0]!.attrs).toEqual({ axis: 3, split: [2, 4] });
+  });
+
+  it("splits equally: num_outputs (opset 18, last part smaller) or evenly by the output count", async () => {
+    const a = await plan({ opset: 18, inputs: [["x", ["N", 7]]], outputs: ["a", "b", "c"], nodes: [node("Split", ["x"], ["a", "b", "c"], { axis: 1, num_outputs: 3 })] });
+    expect(a.ops[0]!.attrs.split).toEqual([3, 3, 1]);
+    const b = await plan({ inputs: x4, outputs: ["a", "b"], nodes: [node("Split", ["x"], ["a", "b"], { axis: 1 })] });
+    expect(b.ops[0]!.attrs.split).toEqual([2, 2]);
+  });
+
+  it("refuses splitting the batch and sizes that do not add up", async () => {
+    expect(await failure({ inputs: x4, outputs: ["a", "b"], nodes: [node("Split", ["x"], ["a", "b"], { axis: 0 })] })).toMatch(/batch/);
+    expect(await failure({ inputs: x4, outputs: ["a", "b"], inits: [i64("s", [1, 2])], nodes: [node("Split", ["x", "s"], ["a", "b"], { axis: 1 })] })).toMatch(/does not divide/);
+  });
+});
+
+describe("Concat with constants", () => {
+  it("keeps a [1, ...] constant as a weight input, repeated over the batch", async () => {
+    const { h, ops } = await plan({
+      inputs: [["x", ["N", 3, 4]]], outputs: ["y"], inits: [init("tok", [1, 1, 4])],
+      nodes: [node("Concat", ["tok", "x"], ["y"], { axis: 1 })],
+    });
+    expect(ops[0]!.outShapes[0]).toEqual([-1, 4, 4]);
+    expect(h.tensors[ops[0]!.inputs[0]!]!.kind).toBe("weight");
+  });
+
+  it("refuses a constant whose first dimension is not 1", async () => {
+    const msg = await failure({ inputs: [["x", ["N", 3, 4]]], outputs: ["y"], inits: [init("tok", [2, 1, 4])], nodes: [node("Concat", ["tok", "x"], ["y"], { axis: 1 })] });
+    expect(msg).toMatch(/leading 1/);
+  });
+});
+
+describe("LSTM", () => {
+  const H = 3, I = 2, D = 2;
+  const weights = [init("W", [D, 4 * H, I]), init("R", [D, 4 * H, H]), init("B", [D, 8 * H])];
+  /** torch's batch_first=True export: X [N, S, I] transposed to [S, N, I], zero states from the batch size. */
+  const batchFirst = (outputs: string[], extraNodes: ModelSpec["nodes"] = []): ModelSpec => ({
+    inputs: [["x", ["N", 5, I]]], outputs, inits: [...weights, i64("dh", [D]), i64("hh", [H]), i64("idx", [0]), i64("shape", [0, 0, -1])],
+    nodes: [
+      node("Shape", ["x"], ["xs"]), node("Gather", ["xs", "idx"], ["n"], { axis: 0 }),
+      node("Concat", ["dh", "n", "hh"], ["hshape"], { axis: 0 }), node("ConstantOfShape", ["hshape"], ["h0"]),
+      node("Transpose", ["x"], ["xt"], { perm: [1, 0, 2] }),
+      node("LSTM", ["xt", "W", "R", "B", "", "h0", "h0"], ["Y", "Yh", "Yc"], { hidden_size: H, direction: "bidirectional" }),
+      node("Transpose", ["Y"], ["Yt"], { perm: [0, 2, 1, 3] }), node("Reshape", ["Yt", "shape"], ["Yr"]),
+      node("Transpose", ["Yr"], ["y"], { perm: [1, 0, 2] }), ...extraNodes,
+    ],
+  });
+
+  it("rewrites the batch_first pattern into a batch-first LSTM and one Reshape", async () => {
+    const { ops } = await plan(batchFirst(["y"]));
+    expect(ops.map((o) => o.op)).toEqual(["LSTM", "Reshape"]);
+    expect(ops[0]!.attrs).toEqual({ hiddenSize: H, direction: "bidirectional", layout: 1 });
+    expect(ops[0]!.inShapes.slice(0, 2)).toEqual([[-1, 5, I], [D, 4 * H, I]]);
+    expect(ops[0]!.outShapes).toEqual([[-1, 5, D, H], [-1, D, H], [-1, D, H]]);
+    expect(ops[1]!.outShapes[0]).toEqual([-1, 5, D * H]);
+  });
+
+  it("refuses when h_n is used (its batch stays on axis 1), and a plain layout 0 LSTM", async () => {
+    expect(await failure(batchFirst(["y", "Yh"]))).toMatch(/layout 0 puts the batch on axis 1/);
+    const msg = await failure({ inputs: [["x", [5, "N", I]]], outputs: ["Y"], inits: weights, nodes: [node("LSTM", ["x", "W", "R", "B"], ["Y"], { hidden_size: H, direction: "bidirectional" })] });
+    expect(msg).toMatch(/symbolic|layout 0/);
+    expect(await failure(batchFirst(["y", "Yc"]))).toMatch(/here Y_h or Y_c \(h_n, c_n\) is used/);
+  });
+
+  it("refuses another reader of the sequence-first Y, naming it", async () => {
+    const msg = await failure(batchFirst(["y", "r"], [node("Relu", ["Y"], ["r"])]));
+    expect(msg).toMatch(/Relu node "[^"]+" reads "Y", a sequence-first \(batch on axis 1\) result/);
+  });
+
+  it("refuses a non-zero initial state and non-default activations on a layout 1 LSTM", async () => {
+    const base = { inputs: [["x", ["N", 5, I]]] as ModelSpec["inputs"], outputs: ["Y"] };
+    const h0 = init("h0", [1, D, H], [1, 0, 0, 0, 0, 0]);
+    expect(await failure({ ...base, inits: [...weights, h0], nodes: [node("LSTM", ["x", "W", "R", "B", "", "h0"], ["Y"], { hidden_size: H, direction: "bidirectional", layout: 1 })] })).toMatch(/initial_h must be absent or zeros/);
+    const acts = { hidden_size: H, layout: 1, activations: ["Tanh", "Tanh", "Tanh"] };
+    const fwd = [init("W", [1, 4 * H, I]), init("R", [1, 4 * H, H])];
+    expect(await failure({ ...base, inits: fwd, nodes: [node("LSTM", ["x", "W", "R"], ["Y"], acts as never)] })).toMatch(/activations/);
+  });
+});
