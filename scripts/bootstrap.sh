@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 STAMPS=.bootstrap
 mkdir -p "$STAMPS"
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
+TORCHVISION_VERSION=0.28.0  # the release that pairs with torch 2.13.0 (python/pyproject.toml)
 
 # stamp NAME FILES... -> succeeds (0) when the stamp matches the hash of the files.
 stamp_ok() { local name=$1; shift; [ -f "$STAMPS/$name" ] && [ "$(cat "$STAMPS/$name")" = "$(hash_files "$@")" ]; }
@@ -43,6 +44,10 @@ if ! stamp_ok venv python/pyproject.toml || [ ! -x .venv/bin/python ]; then
   log "python venv at .venv (torch 2.13.0 CPU, onnx, onnxruntime, pyzmq, ...)"
   [ -x .venv/bin/python ] || python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check -e "python[dev]"
+  # torchvision 0.28.0 pairs with torch 2.13.0, but its wheel is CUDA-linked: --no-deps keeps
+  # the resolver away from torch (pillow, its one other dependency, is in pyproject.toml).
+  # Only its pure-Python model definitions are used (python/memlane_worker/realzoo).
+  .venv/bin/pip install -q --disable-pip-version-check --no-deps "torchvision==$TORCHVISION_VERSION"
   stamp_write venv python/pyproject.toml
 fi
 

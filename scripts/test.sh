@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: TypeScript type check, vitest (unit + integration, real ZeroMQ and
 # real workers), the fault suite (test/fault: kills, Ctrl-C, attacks), pytest for the Python
-# worker, ctest for memlane-rt.
+# worker, ctest for memlane-rt, and the zoo suite (real architectures through `memlane
+# compare`, test/zoo/).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 fail=0
@@ -23,4 +24,8 @@ if [ -f native/build/CTestTestfile.cmake ]; then
   step "ctest"
   ctest --test-dir native/build --output-on-failure || fail=1
 fi
+
+step "zoo (vitest --config test/zoo/vitest.config.ts)"
+npx vitest run --config test/zoo/vitest.config.ts || fail=1
+
 exit $fail

@@ -1,6 +1,6 @@
 """The model zoo: every architecture a task can name, built from torch.nn only.
 
-Models are exported to ONNX and compiled by src/compiler/, so each one is written to
+Models are exported to ONNX and compiled by src/compiler/, so each CNN is written to
 lower to the op set in docs/plan-format.md: Conv/Linear/BatchNorm/pooling with fixed
 kernels (no adaptive pooling, which exports as ReduceMean), and flatten via nn.Flatten.
 Imports torch: import this module only inside a task's `import` phase.
@@ -131,10 +131,37 @@ ZOO: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
     "resnet18": (lambda: ResNet([64, 128, 256, 512], [2, 2, 2, 2], "imagenet", 7, 1000), (3, 224, 224)),
     "grouped-dilated": (GroupedDilated, (3, 16, 16)),
     "avgpool-concat": (AvgPoolConcat, (3, 16, 16)),
+    # byte-level GPT (tinygpt.py): int64 windows of 64 bytes -> logits of the next byte
+    "tiny-gpt": (lambda: _tinygpt().TinyGPT(), (64,)),
 }
 
-# Architectures `train` can fit on the digits data set (their input is [N,1,8,8]).
-TRAINABLE = ("digits-cnn", "mlp")
+# Architectures `train` can fit: the digits ones (input [N,1,8,8]) and tiny-gpt (stdlib text).
+TRAINABLE = ("digits-cnn", "mlp", "tiny-gpt")
+
+# Input dtype where it is not float32; int64 inputs are byte ids in [0, 256).
+INPUT_DTYPES = {"tiny-gpt": "int64"}
+
+# Models whose graph is meant for the transformer ops (LayerNormalization, Gather, ...):
+# their export is not held to the CNN op list of plan-format.md.
+TRANSFORMERS = ("tiny-gpt",)
+
+
+def _tinygpt():
+    from . import tinygpt
+    return tinygpt
+
+
+def input_dtype(arch: str) -> str:
+    return INPUT_DTYPES.get(arch, "float32")
+
+
+def sample_inputs(arch: str, batch: int, seed: int):
+    """A numpy batch the model takes: standard normal floats, or byte ids for int64 inputs."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    if input_dtype(arch) == "int64":
+        return rng.integers(0, 256, (batch, *input_shape(arch)), dtype=np.int64)
+    return rng.standard_normal((batch, *input_shape(arch))).astype(np.float32)
 
 
 def names() -> list[str]:

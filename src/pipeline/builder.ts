@@ -55,6 +55,7 @@ export class Pipeline {
     const name = this.#name(opts.name, "train");
     if (typeof opts.arch !== "string") throw new OptionError(`stage "${name}": arch`, "a model name", opts.arch);
     if (opts.epochs !== undefined) checkInt(`stage "${name}": epochs`, opts.epochs, 1);
+    if (opts.stepsPerEpoch !== undefined) checkInt(`stage "${name}": stepsPerEpoch`, opts.stepsPerEpoch, 1);
     if (opts.threads !== undefined) checkInt(`stage "${name}": threads`, opts.threads, 1);
     if (opts.minAccuracy !== undefined && !(opts.minAccuracy >= 0 && opts.minAccuracy <= 1))
       throw new OptionError(`stage "${name}": minAccuracy`, "a number in [0, 1]", opts.minAccuracy);

@@ -22,7 +22,7 @@ export interface TrainResult {
   epochs: number;
   checkpoint: string;
   checkpointPt: string;
-  heldout: { inputs: string; labels: string; shape: number[] };
+  heldout: { inputs: string; labels: string; shape: number[]; dtype?: "float32" | "int64" };
   device: string;
 }
 
@@ -69,6 +69,7 @@ export async function runTrain(
       outDir: s.runDir,
       device: o.device ?? s.options.device,
       ...(o.epochs !== undefined ? { epochs: o.epochs } : {}),
+      ...(o.stepsPerEpoch !== undefined ? { stepsPerEpoch: o.stepsPerEpoch } : {}),
       ...(o.seed !== undefined ? { seed: o.seed } : {}),
       ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}),
       ...(o.lr !== undefined ? { lr: o.lr } : {}),
@@ -90,11 +91,17 @@ export async function runTrain(
     process: { pid: run.pid, kind: "python", command: run.command },
     marks: run.result.phases,
   };
+  // Held-out inputs in another dtype (tiny-gpt's int64 windows) wait for the export stage,
+  // which knows the graph input they feed (heldout-eval.ts).
+  const dtype = v.heldout.dtype ?? "float32";
   const [inputs, labels] = await Promise.all([
-    readTyped(v.heldout.inputs, (b) => new Float32Array(b)),
+    readTyped(v.heldout.inputs, (b) => (dtype === "int64" ? new BigInt64Array(b) : new Float32Array(b))),
     readTyped(v.heldout.labels, (b) => new BigInt64Array(b)),
   ]);
-  s.heldout = { inputs, labels, shape: v.heldout.shape };
+  s.heldout =
+    inputs instanceof Float32Array
+      ? { inputs, labels, shape: v.heldout.shape }
+      : { inputs: new Float32Array(0), labels, shape: [v.heldout.shape[0]!], raw: { dtype: "int64", shape: v.heldout.shape, data: inputs } };
   meta.summary = `held-out accuracy ${v.accuracy.toFixed(4)} after ${v.epochs} epochs`;
   if (o.minAccuracy !== undefined && v.accuracy < o.minAccuracy)
     throw new Error(`held-out accuracy ${v.accuracy.toFixed(4)} is below minAccuracy ${o.minAccuracy}`);
@@ -137,6 +144,10 @@ export async function runExport(
     { signal, onWorker },
   );
   const v = run.result.value as { onnx: string; maxAbsDiff: number };
+  if (s.heldout?.raw && !s.heldout.model) {
+    const { heldoutEvalSet } = await import("./heldout-eval.ts");
+    s.heldout.model = heldoutEvalSet(v.onnx, s.heldout.raw);
+  }
   meta.summary = `${v.onnx} (ORT vs torch max abs diff ${v.maxAbsDiff.toExponential(2)})`;
   return { arch: trained.arch, onnx: v.onnx, checkpoint: trained.checkpoint, maxAbsDiff: v.maxAbsDiff };
 }

@@ -5,7 +5,7 @@
 import type { MemoryBudget } from "./budgets.ts";
 import type { LatencyTable } from "../report/schema.ts";
 import type { PyBridge } from "../workers/python-bridge.ts";
-import type { TensorData } from "../transport/codec.ts";
+import type { Tensor, TensorData } from "../transport/codec.ts";
 import type { DType } from "../transport/protocol.ts";
 import type { EvalSet } from "./inputs/eval-set.ts";
 import type { ShapeOverrides } from "./inputs/shapes.ts";
@@ -37,6 +37,8 @@ export interface StageCommon {
 export interface TrainOptions extends StageCommon {
   arch: string;
   epochs?: number;
+  /** tiny-gpt: optimizer steps per epoch (its epochs are step counts, not passes over the data). */
+  stepsPerEpoch?: number;
   seed?: number;
   batchSize?: number;
   lr?: number;
@@ -143,6 +145,11 @@ export interface HeldOut {
    * IoSpecs of its inputs and outputs; benchmarks send them in the multi-input form.
    */
   model?: EvalSet;
+  /**
+   * A trained model's held-out inputs when they are not float32 (tiny-gpt: int64 [n, 64]),
+   * batch first; the export stage turns them into `model` once the graph's input is known.
+   */
+  raw?: Tensor;
 }
 
 /** One graph output of a runtime over the eval set, batch first. */

@@ -31,6 +31,7 @@ describe("pipeline builder", () => {
     );
     expect(() => pipeline("x").export()).toThrow(/stage "export": from: expected a train stage declared before it/);
     expect(() => pipeline("x").train({ arch: "a" }).train({ arch: "a" })).toThrow(/stage "train"/);
+    expect(() => pipeline("x").train({ arch: "tiny-gpt", stepsPerEpoch: 0 })).toThrow('stage "train": stepsPerEpoch: expected an integer >= 1, received 0');
   });
 
   it("device: auto by default (CUDA where a GPU is found), overridden per run, a bad one named", () => {

@@ -62,7 +62,11 @@ def run(ctx: TaskContext):
     host = {n: torch.from_numpy(timing.batch_of(inputs, n)) for n in opts["batch_sizes"]}
     if on_cuda:
         host = {n: t.pin_memory() for n, t in host.items()}
-    batches = {n: t.to(device=device, dtype=dtype) for n, t in host.items()}  # graph capture's static inputs
+    # Floating inputs take the variant's dtype; integer ones (tiny-gpt's byte ids) stay as they are.
+    def to_model(t):
+        return t.to(device=device, dtype=dtype) if t.is_floating_point() else t.to(device=device)
+
+    batches = {n: to_model(t) for n, t in host.items()}  # graph capture's static inputs
     out_host: dict[int, "torch.Tensor"] = {}
     graphs: dict[int, tuple] = {}
     pipelined = a.bool("pipelined", on_cuda)
@@ -100,7 +104,7 @@ def run(ctx: TaskContext):
 
         def eval_chunk(x: np.ndarray) -> np.ndarray:
             # Eager for the eval set: its last chunk may be smaller than any captured graph.
-            out = forward(torch.from_numpy(x).to(device=device, dtype=dtype))
+            out = forward(to_model(torch.from_numpy(x)))
             return out.float().cpu().numpy()
 
         outputs = timing.over_eval_set(ctx, inputs, chunk, eval_chunk)

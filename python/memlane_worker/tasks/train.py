@@ -1,5 +1,6 @@
 """`train`: fit a zoo model on sklearn's digits, seeded, and write its checkpoint
-(.safetensors and a torch.save .pt) plus the held-out set as raw little-endian files."""
+(.safetensors and a torch.save .pt) plus the held-out set as raw little-endian files.
+arch "tiny-gpt" trains a byte-level GPT on stdlib source instead (train_gpt.py)."""
 from __future__ import annotations
 
 import os
@@ -21,6 +22,9 @@ def run(ctx: TaskContext):
 
     a = ctx.args
     arch = tc.arch_arg(ctx, zoo.TRAINABLE, default="digits-cnn")
+    if arch == "tiny-gpt":
+        from . import train_gpt
+        return train_gpt.run(ctx, arch, tc)
     epochs = a.int("epochs", DEFAULTS["epochs"], minimum=1)
     seed = a.int("seed", DEFAULTS["seed"], minimum=0)
     batch_size = a.int("batchSize", DEFAULTS["batchSize"], minimum=1)
