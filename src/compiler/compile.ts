@@ -12,6 +12,7 @@ import { fuseAttention } from "./fuse-attention.ts";
 import { fuseGelu } from "./fuse-gelu.ts";
 import { fuseLayerNorm } from "./fuse-layernorm.ts";
 import { fuseSilu } from "./fuse-silu.ts";
+import { rewriteIsNaN } from "./rewrite-isnan.ts";
 import { rewriteBatchFirstLstm } from "./lstm-batch-first.ts";
 import { foldBatchNorm, fuseRelu, pruneDead } from "./rewrite.ts";
 import { checkVocabulary } from "./supported.ts";
@@ -74,7 +75,7 @@ export interface CompileSummary {
 export function compileGraph(g: Graph, producer = DEFAULTS.producer, inputShapes: Record<string, number[]> = {}) {
   checkVocabulary(g.file, g.nodes, g.inputs.map((i) => i.name));
   // torch's batch_first LSTM pattern first: the layout-0 LSTM inside it has no batch-first form.
-  const lg = rewriteBatchFirstLstm(g);
+  const lg = rewriteBatchFirstLstm(rewriteIsNaN(g));
   const inf = inferGraph({ ...lg, nodes: topoSort(lg) }, { inputShapes });
   foldBatchNorm(inf);
   fuseRelu(inf);

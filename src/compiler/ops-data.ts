@@ -106,7 +106,11 @@ export const Gather: Lowering = (c) => {
   const w = c.weight(0), iw = c.weight(1);
   const data = w ? w.dims : c.actAny(0);
   const axis = normAxis(c.node, attrInt(c.node, "axis", 0), data.length);
-  if (!w && !iw) throw shapeError(c, "data and indices are both computed at run time; their batches would multiply");
+  // Both at run time: only when the data's batch is the gathered axis (a flat [k·batch] table
+  // that batch-aware indices address, as transformers' flattened attention masks are); the
+  // result's batch is then the indices'. Otherwise the two batches would multiply.
+  if (!w && !iw && batchAxis(data) !== axis)
+    throw shapeError(c, "data and indices are both computed at run time; their batches would multiply");
   let indices: string, idims: number[];
   if (iw) {
     if (data[axis]! < 0) throw shapeError(c, `axis ${axis} of ${fmtShape(data)} is the batch; picking samples is not supported`);

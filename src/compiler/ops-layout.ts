@@ -54,6 +54,23 @@ export const Reshape: Lowering = (c) => {
   return reshapeTo(c, x, dims);
 };
 
+/**
+ * Flatten on what the float32, batch-first Flatten kernel does not take (a bool mask, a
+ * batch on another axis): the same result as a Reshape to [prod(x[:axis]), prod(x[axis:])],
+ * one of which carries the batch (k·batch).
+ */
+export const FlattenAsReshape: Lowering = (c) => {
+  const x = c.actAny(0);
+  const raw = attrInt(c.node, "axis", 1);
+  const axis = raw < 0 ? raw + x.length : raw;
+  if (axis < 0 || axis > x.length) throw shapeError(c, `axis ${raw} is outside the rank of ${fmtShape(x)}`);
+  const product = (dims: number[]): number => {
+    const k = dims.reduce((a, d) => a * Math.abs(d), 1);
+    return dims.some((d) => d < 0) ? -k : k;
+  };
+  return reshapeTo(c, x, [product(x.slice(0, axis)), product(x.slice(axis))]);
+};
+
 function axesOf(c: OpCtx, rank: number): number[] | undefined {
   const a = c.opset >= 13 ? (c.node.inputs[1] ? constInts(c, 1, "axes") : undefined) : attrInts(c.node, "axes");
   return a?.map((v) => (v < 0 ? v + rank : v));

@@ -1,7 +1,8 @@
 /** Dense, elementwise and layout ops: attribute defaults, weight checks and output shapes. */
 import { attrFloat, attrInt, attrInts, attrString, normAxis } from "./attrs.ts";
 import { mk } from "./fold-math.ts";
-import { fmtShape, numel } from "./ir.ts";
+import { batchAxis, fmtShape, numel } from "./ir.ts";
+import { FlattenAsReshape } from "./ops-layout.ts";
 import { type Lowering, type OpCtx, floatAct, requireRank, requireWeight, shapeError } from "./op-ctx.ts";
 
 export const Gemm: Lowering = (c) => {
@@ -50,6 +51,8 @@ export const Gelu: Lowering = (c) => {
 };
 
 export const Flatten: Lowering = (c) => {
+  const any = c.actAny(0);
+  if (c.dtype(0) !== "float32" || batchAxis(any) !== 0) return FlattenAsReshape(c);
   const x = c.act(0);
   const axis = attrInt(c.node, "axis", 1) < 0 ? attrInt(c.node, "axis", 1) + x.length : attrInt(c.node, "axis", 1);
   if (axis < 1 || axis > x.length || numel(x.slice(1, axis)) !== 1) {

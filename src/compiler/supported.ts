@@ -19,7 +19,7 @@ export const SUPPORTED_OPS: readonly string[] = Object.freeze([
 ]);
 
 /** Ops the compiler removes or rewrites into supported ones. */
-export const REWRITTEN_OPS: readonly string[] = Object.freeze(["BatchNormalization", "Identity", "Dropout"]);
+export const REWRITTEN_OPS: readonly string[] = Object.freeze(["BatchNormalization", "Identity", "Dropout", "IsNaN"]);
 
 /**
  * Ops accepted only when all their inputs are known at compile time (the shape arithmetic

@@ -2,6 +2,7 @@
 // pick from an activation with constant indices. Shapes are resolved for the batch at run
 // time (the batch may sit in the data's outer dims, its inner dims or the indices). An index
 // out of range is a run-time error of the request (KernelError), never a read outside.
+#include <cstdlib>
 #include <cstring>
 
 #include "cpu/kernel.h"
@@ -69,10 +70,14 @@ std::unique_ptr<Kernel> make_gather(const BuildCtx& bc, const Op& op, Status* st
   const TensorInfo &D = bc.info(op.inputs[0]), &I = bc.info(op.inputs[1]), &Y = bc.info(op.outputs[0]);
   const int axis = op.attrs.axis;
   if (axis < 0 || axis >= int(D.shape.size())) return unsupported(op, "axis " + std::to_string(axis) + " out of range for " + shape_str(D.shape), st, msg);
-  if (D.shape[size_t(axis)] < 0) return unsupported(op, "gathering along the batch axis", st, msg);
-  if (!D.is_weight() && !I.is_weight()) return unsupported(op, "data and indices both hold the batch", st, msg);
+  // The data's batch sits on the gathered axis and the run-time indices hold the batch: the
+  // data is a flat table the indices address (transformers' masks index a flattened
+  // [batch * seq] mask with batch_idx * seq + kv_idx); the output's batch is the indices'.
+  const bool batchTable = D.shape[size_t(axis)] < 0 && !I.is_weight();
+  if (D.shape[size_t(axis)] < 0 && !batchTable) return unsupported(op, "gathering along the batch axis with constant indices", st, msg);
+  if (!D.is_weight() && !I.is_weight() && !batchTable) return unsupported(op, "data and indices both hold the batch", st, msg);
   if (I.dtype != DType::kInt64 && I.dtype != DType::kInt32) return unsupported(op, std::string("indices are ") + dtype_name(I.dtype), st, msg);
-  if (Y.dtype != D.dtype || Y.elements() != D.elements() / D.shape[size_t(axis)] * I.elements())
+  if (Y.dtype != D.dtype || Y.elements() != D.elements() / std::abs(D.shape[size_t(axis)]) * I.elements())
     return unsupported(op, "output " + shape_str(Y.shape) + " does not fit data " + shape_str(D.shape) + " and indices " + shape_str(I.shape), st, msg);
   return I.dtype == DType::kInt64 ? build<int64_t>(bc, op) : build<int32_t>(bc, op);
 }
