@@ -34,6 +34,8 @@ export function decodeTensor(t: ITensorProto, modelDir: string, path: string): C
     throw new CompileError(`${path}: tensor "${t.name}" has unsupported data type ${DT[type] ?? type}`, "invalid-model", { tensor: t.name });
   }
   const isFloat = isFloatType(type);
+  // A bool initializer stays bool (a mask's Where condition); other integers plan as int64.
+  const typed = type === DT.BOOL ? { dtype: "bool" as const } : {};
   const out = isFloat ? new Float32Array(n) : new Float64Array(n);
   let raw: Uint8Array | undefined;
   if (t.dataLocation === onnxProto.onnx.TensorProto.DataLocation.EXTERNAL) raw = readExternal(t, modelDir, path, n * esize);
@@ -45,7 +47,7 @@ export function decodeTensor(t: ITensorProto, modelDir: string, path: string): C
     }
     const dv = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
     for (let i = 0; i < n; i++) out[i] = readElem(dv, type, i * esize);
-    return { isFloat, dims, data: out };
+    return { isFloat, dims, data: out, ...typed };
   }
   // Typed fields: float_data (FLOAT, FLOAT16 as bits in int32_data), int32_data (INT32 and
   // narrower ints, BOOL, FLOAT16 bits), int64_data, double_data, uint64_data.
@@ -62,7 +64,7 @@ export function decodeTensor(t: ITensorProto, modelDir: string, path: string): C
     const v = toNum(src[i]);
     out[i] = type === DT.FLOAT16 ? halfToFloat(v) : v;
   }
-  return { isFloat, dims, data: out };
+  return { isFloat, dims, data: out, ...typed };
 }
 
 function readElem(dv: DataView, type: number, off: number): number {

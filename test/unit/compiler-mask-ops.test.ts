@@ -45,6 +45,16 @@ describe("attention-mask ops", () => {
     expect(h.tensors[g.outputs[0]!]).toMatchObject({ dtype: "int64", shape: [-1, 6] });
   });
 
+  it("a bool initializer stays bool: the Where condition transformers' dynamo export expands from one", async () => {
+    const { h } = await compile({
+      inputs: [["x", ["N", 2, 3]]], outputs: ["y"],
+      inits: [init("keep", [1, 2, 3], [1, 0, 1, 1, 1, 0], "bool"), init("zero", [1], [0])],
+      nodes: [node("Where", ["keep", "x", "zero"], ["y"], {}, "masked")],
+    });
+    const w = h.ops.find((o) => o.op === "Where")!;
+    expect(h.tensors[w.inputs[0]!]).toMatchObject({ dtype: "bool", kind: "weight", bytes: 6 });
+  });
+
   it("still refuses two run-time batches that would multiply", async () => {
     const err = await compile({
       inputs: [["d", ["N", 4, 3]], ["idx", ["N", 2], INT64]], outputs: ["y"],

@@ -12,8 +12,8 @@ export interface Init {
   name: string;
   dims: number[];
   data?: number[];
-  /** "float" (default, raw_data), "float-typed" (float_data field) or "int64". */
-  type?: "float" | "float-typed" | "int64";
+  /** "float" (default, raw_data), "float-typed" (float_data field), "int64" or "bool". */
+  type?: "float" | "float-typed" | "int64" | "bool";
   /** Store the data in an external file instead (the caller writes the file). */
   external?: { location: string; offset?: number; length?: number };
 }
@@ -53,6 +53,7 @@ export function init(name: string, dims: number[], data?: number[], type: Init["
 function tensor(t: Init): onnxProto.onnx.ITensorProto {
   const data = t.data ?? [];
   if (t.type === "int64") return { name: t.name, dims: t.dims, dataType: onnx.TensorProto.DataType.INT64, int64Data: data };
+  if (t.type === "bool") return { name: t.name, dims: t.dims, dataType: onnx.TensorProto.DataType.BOOL, int32Data: data };
   if (t.external) {
     const e = t.external;
     const kv = [["location", e.location], ["offset", e.offset], ["length", e.length]].filter(([, v]) => v !== undefined);
