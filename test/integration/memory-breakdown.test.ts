@@ -48,9 +48,12 @@ function checkBreakdowns(r: RuntimeReport): void {
     const b = p.breakdown!;
     expect(b, `${r.name} ${p.name}: breakdown`).toBeTruthy();
     expect(b.growthFrom, `${r.name} ${p.name}: growth base`).not.toBeNull();
-    // The kinds of one reading add up to smaps_rollup read by the worker at the same mark, within 1 %.
-    expect(Math.abs(b.totalRssMiB - p.rssMiB), `${r.name} ${p.name}: RSS ${b.totalRssMiB} vs rollup ${p.rssMiB}`).toBeLessThanOrEqual(0.01 * p.rssMiB + 0.02);
-    expect(Math.abs(b.totalUssMiB - p.ussMiB), `${r.name} ${p.name}: USS`).toBeLessThanOrEqual(0.01 * p.ussMiB + 0.02);
+    // The breakdown (smaps) and the phase reading (smaps_rollup) are two reads a few ms apart
+    // while the worker's other threads (ZeroMQ's I/O thread, the heartbeat) run: within 1 %
+    // plus 0.5 MiB (one such read caught memlane-rt's import 0.35 MiB apart). The exact check,
+    // kinds summing to their reading, is below, and on a quiescent fixture in memory-smaps.test.ts.
+    expect(Math.abs(b.totalRssMiB - p.rssMiB), `${r.name} ${p.name}: RSS ${b.totalRssMiB} vs rollup ${p.rssMiB}`).toBeLessThanOrEqual(0.01 * p.rssMiB + 0.5);
+    expect(Math.abs(b.totalUssMiB - p.ussMiB), `${r.name} ${p.name}: USS`).toBeLessThanOrEqual(0.01 * p.ussMiB + 0.5);
     const sum = b.kinds.reduce((a, k) => a + k.rssMiB, 0);
     expect(Math.abs(sum - b.totalRssMiB)).toBeLessThanOrEqual(0.01 * b.totalRssMiB);
     // growth of the kinds ≈ the phase's own Δ RSS (both end − start; the base may be the previous end)
