@@ -5,6 +5,8 @@ Imports torch at module level: import it only inside a task's `import` phase.
 """
 from __future__ import annotations
 
+import os
+
 import torch
 
 from .. import zoo
@@ -64,3 +66,29 @@ def load_model(ctx: TaskContext, arch: str, checkpoint: str | None, seed: int) -
                             f"{ctx.task}: checkpoint {checkpoint} does not fit arch {arch!r}: {e}",
                             {"checkpoint": checkpoint, "arch": arch}) from None
     return model.eval()
+
+
+def save_training(model: torch.nn.Module, arch: str, out_dir: str, x_ho, y_ho) -> dict[str, str]:
+    """The trained checkpoint (safetensors, and torch.save of the same state dict) and the
+    held-out set (raw little-endian: inputs in their own kind, int64 or float32; labels int64),
+    each written atomically into out_dir. Returns the four paths."""
+    from safetensors.torch import save_file
+
+    from .. import atomic
+
+    os.makedirs(out_dir, exist_ok=True)
+    state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+    integer_inputs = x_ho.dtype.kind in "iu"
+    paths = {
+        "checkpoint": os.path.join(out_dir, f"{arch}.safetensors"),
+        "checkpointPt": os.path.join(out_dir, f"{arch}.pt"),
+        "inputs": os.path.join(out_dir, "heldout-inputs.i64" if integer_inputs else "heldout-inputs.f32"),
+        "labels": os.path.join(out_dir, "heldout-labels.i64"),
+    }
+    with atomic.atomic_path(paths["checkpoint"]) as tmp:
+        save_file(state, tmp, metadata={"arch": arch, "producer": "memlane-worker train"})
+    with atomic.atomic_path(paths["checkpointPt"]) as tmp:
+        torch.save(state, tmp)
+    atomic.write_bytes(paths["inputs"], x_ho.astype("<i8" if integer_inputs else "<f4").tobytes())
+    atomic.write_bytes(paths["labels"], y_ho.astype("<i8").tobytes())
+    return paths

@@ -15,9 +15,9 @@ DEFAULTS = {"epochs": 12, "seed": 0, "batchSize": 32, "lr": 0.002}
 def run(ctx: TaskContext):
     with ctx.phase(Phase.IMPORT):
         import torch
-        from safetensors.torch import save_file
+        import safetensors.torch  # noqa: F401  (checkpoint-save uses it; its import cost belongs to the import phase)
 
-        from .. import atomic, digits, zoo
+        from .. import digits, zoo
         from . import torch_common as tc
 
     a = ctx.args
@@ -68,20 +68,7 @@ def run(ctx: TaskContext):
     train_seconds = time.perf_counter() - started
 
     with ctx.phase(Phase.CHECKPOINT_SAVE):
-        os.makedirs(out_dir, exist_ok=True)
-        state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
-        paths = {
-            "checkpoint": os.path.join(out_dir, f"{arch}.safetensors"),
-            "checkpointPt": os.path.join(out_dir, f"{arch}.pt"),
-            "inputs": os.path.join(out_dir, "heldout-inputs.f32"),
-            "labels": os.path.join(out_dir, "heldout-labels.i64"),
-        }
-        with atomic.atomic_path(paths["checkpoint"]) as tmp:
-            save_file(state, tmp, metadata={"arch": arch, "producer": "memlane-worker train"})
-        with atomic.atomic_path(paths["checkpointPt"]) as tmp:
-            torch.save(state, tmp)
-        atomic.write_bytes(paths["inputs"], x_ho.astype("<f4").tobytes())
-        atomic.write_bytes(paths["labels"], y_ho.astype("<i8").tobytes())
+        paths = tc.save_training(model, arch, out_dir, x_ho, y_ho)
 
     return {
         "arch": arch,
