@@ -6,7 +6,7 @@
  * transformer layer once S exceeds the model width.
  */
 import { broadcastDims } from "./fold-math.ts";
-import { GraphIndex, otherInput, replaceNodes } from "./fuse-match.ts";
+import { fuseAll, type GraphIndex, otherInput } from "./fuse-match.ts";
 import type { Inferred } from "./infer.ts";
 import type { LNode } from "./ir.ts";
 
@@ -64,19 +64,5 @@ function matchAt(g: GraphIndex, qk: LNode): { nodes: LNode[]; fused: LNode } | u
 
 /** Fuse every attention chain; returns how many were fused. */
 export function fuseAttention(inf: Inferred): number {
-  let fused = 0;
-  for (let again = true; again; ) {
-    again = false;
-    const g = new GraphIndex(inf);
-    for (const n of inf.nodes) {
-      const hit = n.op === "MatMul" ? matchAt(g, n) : undefined;
-      if (hit) {
-        replaceNodes(inf, hit.nodes, hit.fused);
-        fused++;
-        again = true;
-        break;
-      }
-    }
-  }
-  return fused;
+  return fuseAll(inf, (g, n) => (n.op === "MatMul" ? matchAt(g, n) : undefined));
 }

@@ -4,7 +4,7 @@
  *   tanh form: 0.5 * x * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))  -> approximate "tanh"
  * (GPT-2's NewGELU). The final product of x, 0.5 and (1 + ...) is matched in any grouping.
  */
-import { GraphIndex, near, otherInput, replaceNodes } from "./fuse-match.ts";
+import { fuseAll, type GraphIndex, near, otherInput } from "./fuse-match.ts";
 import type { Inferred } from "./infer.ts";
 import type { LNode } from "./ir.ts";
 
@@ -68,19 +68,10 @@ function tanhForm(g: GraphIndex, tanh: LNode): { hit: Hit; x: string } | undefin
 
 /** Fuse every decomposed Gelu; returns how many were fused. */
 export function fuseGelu(inf: Inferred): number {
-  let fused = 0;
-  for (let again = true; again; ) {
-    again = false;
-    const g = new GraphIndex(inf);
-    for (const n of inf.nodes) {
-      const m = n.op === "Erf" ? erfForm(g, n) : n.op === "Tanh" ? tanhForm(g, n) : undefined;
-      if (!m) continue;
-      const approximate = n.op === "Erf" ? "none" : "tanh";
-      replaceNodes(inf, m.hit.nodes, { op: "Gelu", name: `${n.name}.gelu`, inputs: [m.x], outputs: [m.hit.out], attrs: { approximate } });
-      fused++;
-      again = true;
-      break;
-    }
-  }
-  return fused;
+  return fuseAll(inf, (g, n) => {
+    const m = n.op === "Erf" ? erfForm(g, n) : n.op === "Tanh" ? tanhForm(g, n) : undefined;
+    if (!m) return undefined;
+    const approximate = n.op === "Erf" ? "none" : "tanh";
+    return { nodes: m.hit.nodes, fused: { op: "Gelu", name: `${n.name}.gelu`, inputs: [m.x], outputs: [m.hit.out], attrs: { approximate } } };
+  });
 }

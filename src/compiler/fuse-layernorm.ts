@@ -5,7 +5,7 @@
  * becomes one LayerNormalization op: one read of x instead of nine passes over the activation.
  */
 import { mk } from "./fold-math.ts";
-import { GraphIndex, otherInput, replaceNodes } from "./fuse-match.ts";
+import { fuseAll, type GraphIndex, otherInput } from "./fuse-match.ts";
 import type { Inferred } from "./infer.ts";
 import { type ConstTensor, type LNode, numel } from "./ir.ts";
 import { expandTo } from "./ops-transformer.ts";
@@ -86,19 +86,5 @@ function matchAt(g: GraphIndex, mean: LNode): { nodes: LNode[]; fused: LNode } |
 
 /** Fuse every decomposed LayerNorm; returns how many were fused. */
 export function fuseLayerNorm(inf: Inferred): number {
-  let fused = 0;
-  for (let again = true; again; ) {
-    again = false;
-    const g = new GraphIndex(inf);
-    for (const n of inf.nodes) {
-      const hit = n.op === "ReduceMean" ? matchAt(g, n) : undefined;
-      if (hit) {
-        replaceNodes(inf, hit.nodes, hit.fused);
-        fused++;
-        again = true;
-        break;
-      }
-    }
-  }
-  return fused;
+  return fuseAll(inf, (g, n) => (n.op === "ReduceMean" ? matchAt(g, n) : undefined));
 }

@@ -75,3 +75,30 @@ export function replaceNodes(inf: Inferred, removed: LNode[], replacement: LNode
   for (const n of removed) for (const o of n.outputs) if (!replacement.outputs.includes(o)) inf.shapes.delete(o);
   inf.nodes = inf.nodes.flatMap((n) => (n === anchor ? [replacement] : gone.has(n) ? [] : [n]));
 }
+
+/** What a fusion's matcher returns at a node: the nodes it replaces and their replacement. */
+export interface FusionHit {
+  nodes: LNode[];
+  fused: LNode;
+}
+
+/**
+ * Applies a fusion until no node matches: one match at a time, re-indexing the graph after
+ * each replacement (a fused chain changes readers and producers). Returns how many fused.
+ */
+export function fuseAll(inf: Inferred, matchAt: (g: GraphIndex, n: LNode) => FusionHit | undefined): number {
+  let fused = 0;
+  for (let again = true; again; ) {
+    again = false;
+    const g = new GraphIndex(inf);
+    for (const n of inf.nodes) {
+      const hit = matchAt(g, n);
+      if (!hit) continue;
+      replaceNodes(inf, hit.nodes, hit.fused);
+      fused++;
+      again = true;
+      break;
+    }
+  }
+  return fused;
+}
