@@ -1,8 +1,9 @@
 /** Build small ONNX models in TypeScript (onnx-proto) for compiler edge-case tests. */
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import onnxProto from "onnx-proto";
+import { afterAll } from "vitest";
 
 const { onnx } = onnxProto;
 const AT = onnx.AttributeProto.AttributeType;
@@ -101,8 +102,17 @@ export function modelBytes(spec: ModelSpec): Uint8Array {
   return onnx.ModelProto.encode(m).finish();
 }
 
+/** Temp dirs made for the test file that imported this module; removed after its last test. */
+const made: string[] = [];
+afterAll(() => {
+  for (const d of made.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+/** A fresh temp dir, removed after the file's tests: callers write a model and a plan there. */
 export function tempDir(): string {
-  return mkdtempSync(join(tmpdir(), "memlane-compiler-test-"));
+  const dir = mkdtempSync(join(tmpdir(), "memlane-compiler-test-"));
+  made.push(dir);
+  return dir;
 }
 
 /** Write the model into a fresh temp dir; returns the .onnx path. */
