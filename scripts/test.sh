@@ -8,13 +8,6 @@ cd "$(dirname "$0")/.."
 fail=0
 step() { printf '\n=== %s\n' "$*"; }
 
-# Every suite's temporary files go into one scratch directory, removed when the suite ends,
-# whatever a test (or a worker it killed on purpose) left: the suites leave nothing in the
-# caller's TMPDIR. Tests that check for leftovers still do, inside this directory.
-TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/memlane-tests-XXXXXX")
-export TMPDIR
-trap 'rm -rf "$TMPDIR"' EXIT
-
 step "typecheck (tsc --noEmit)"
 npx tsc --noEmit -p tsconfig.json || fail=1
 

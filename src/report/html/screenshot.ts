@@ -37,24 +37,11 @@ export interface BrowserOptions {
 }
 
 /**
- * Chromium puts its SingletonSocket at $TMPDIR/.org.chromium.Chromium.XXXXXX/SingletonSocket,
- * and a Unix socket path holds 107 bytes: a run directory deep in the filesystem (a test's
- * temp dir inside a scratch TMPDIR) made that too long and chromium failed to start. The
- * run's scratch dir when it is short enough, else the process's TMPDIR, else /tmp; the
- * profile is removed on close and on exit wherever it is.
- */
-const MAX_CHROMIUM_TMPDIR = 60;
-function shortTmpDir(wanted: string): string {
-  return [wanted, tmpdir(), "/tmp"].find((d) => d.length <= MAX_CHROMIUM_TMPDIR) ?? "/tmp";
-}
-
-/**
  * A headless chromium context with a fresh profile; `close()` closes chromium and removes
  * the profile (safe to call twice).
  */
 export async function openBrowser(options: BrowserOptions | string = {}): Promise<{ context: BrowserContext; close(): Promise<void> }> {
-  const { executablePath = CHROMIUM, tmpDir: wanted = tmpdir() } = typeof options === "string" ? { executablePath: options } : options;
-  const tmpDir = shortTmpDir(wanted);
+  const { executablePath = CHROMIUM, tmpDir = tmpdir() } = typeof options === "string" ? { executablePath: options } : options;
   const { chromium } = await import("playwright-core");
   // The removal is registered before the directory exists: a Ctrl-C while chromium starts
   // (the await below) once left $TMPDIR/memlane-chromium-* behind in 7 runs of 8. Ctrl-C ends
