@@ -2,16 +2,17 @@
  * The compiler on real ONNX files exported by torch (test/fixtures/onnx/make_models.py,
  * generated once and cached by script hash in the OS temp directory).
  */
-import { existsSync, mkdtempSync, readdirSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CompileError, type CompileSummary, type PlanFile, checkPlanArena, compileOnnx, readPlan, weightData } from "../../src/compiler/index.ts";
 import { type ModelEntry, ensureModels } from "../fixtures/onnx/models.ts";
 
 let dir = "";
 let manifest: Record<string, ModelEntry> = {};
 const out = mkdtempSync(join(tmpdir(), "memlane-compiler-models-"));
+afterAll(() => rmSync(out, { recursive: true, force: true }));
 const compiled = new Map<string, { s: CompileSummary; plan: PlanFile }>();
 
 async function get(name: string) {

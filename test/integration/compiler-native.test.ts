@@ -2,7 +2,7 @@
  * End to end: every fixture plan loaded by memlane-rt computes ONNX Runtime's outputs for
  * the original model (expected.bin, batch 2). Skips, visibly, without a memlane-rt build.
  */
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -36,6 +36,7 @@ describe.skipIf(missing !== undefined)("compiled plans on memlane-rt match ONNX 
   let sup: Supervisor;
   let rt: WorkerHandle;
   const out = mkdtempSync(join(tmpdir(), "memlane-compiler-native-"));
+  afterAll(() => rmSync(out, { recursive: true, force: true }));
 
   beforeAll(async () => {
     ({ dir, manifest } = ensureModels());

@@ -2,11 +2,11 @@
  * Numerics of the compiler's rewrites: each fixture plan, turned back into ONNX, must give
  * ONNX Runtime's outputs for the original model (make_models.py's expected.bin, batch 2).
  */
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import ort from "onnxruntime-node";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileOnnx, readPlan } from "../../src/compiler/index.ts";
 import { type ModelEntry, ensureModels } from "../fixtures/onnx/models.ts";
 import { planToOnnx } from "./compiler-plan-to-onnx.ts";
@@ -14,6 +14,7 @@ import { planToOnnx } from "./compiler-plan-to-onnx.ts";
 let dir = "";
 let manifest: Record<string, ModelEntry> = {};
 const out = mkdtempSync(join(tmpdir(), "memlane-compiler-numerics-"));
+afterAll(() => rmSync(out, { recursive: true, force: true }));
 
 beforeAll(() => {
   ({ dir, manifest } = ensureModels());
