@@ -19,7 +19,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <string>
 #include <map>
 #include <set>
 #include <thread>
@@ -45,11 +47,20 @@ int failures = 0;
     }                                                 \
   } while (0)
 
-std::string tmpdir() {
-  char t[] = "/tmp/memlane-cuda-test-XXXXXX";
-  const char* d = mkdtemp(t);
-  return d ? d : "/tmp";
-}
+// The plans written by this test live in a directory of their own under $TMPDIR, removed
+// on every return from main (the skip without a GPU included), so runs leave nothing behind.
+struct ScratchDir {
+  std::string path;
+  ScratchDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string t = std::string(base && *base ? base : "/tmp") + "/memlane-cuda-test-XXXXXX";
+    if (const char* d = mkdtemp(t.data())) path = d;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+};
 
 std::unique_ptr<PlanFile> write_and_read(const mltest::PlanBuilder& b, const std::string& path) {
   std::vector<uint8_t> bytes = b.build();
@@ -259,7 +270,12 @@ void compare(const std::string& name, const Plan& plan, const Variant& v, int64_
 
 int main(int argc, char** argv) {
   const bool host_only = argc > 1 && std::string(argv[1]) == "--host-only";
-  const std::string dir = tmpdir();
+  const ScratchDir scratch;
+  if (scratch.path.empty()) {
+    std::printf("FAIL: cannot create a scratch directory under $TMPDIR\n");
+    return 1;
+  }
+  const std::string& dir = scratch.path;
   std::vector<cudatest::NamedPlan> plans = cudatest::op_plans();
   plans.push_back(cudatest::model_plan());
   host_checks(plans, dir);
