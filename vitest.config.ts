@@ -12,6 +12,8 @@ export default defineConfig({
     maxWorkers: 2,
     minWorkers: 1,
     reporters: ["default"],
+    // Fixture models are cached in one directory per run, removed at its end.
+    globalSetup: ["test/global-setup.ts"],
     // Every orchestrator's first shared-memory registry sweeps the segments of dead
     // orchestrators. Test files run in parallel, and one that SIGKILLs an orchestrator on
     // purpose must see its segments stay until it sweeps them itself: only its own child

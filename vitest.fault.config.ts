@@ -12,6 +12,8 @@ export default defineConfig({
     maxWorkers: 2,
     minWorkers: 1,
     reporters: ["default"],
+    // Fixture models are cached in one directory per run, removed at its end.
+    globalSetup: ["test/global-setup.ts"],
     // Seed, per-fault tallies and skip reasons are printed with console.log: keep them.
     silent: false,
     // As in vitest.config.ts: only an orchestrator's own children sweep shared memory.

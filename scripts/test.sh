@@ -6,6 +6,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 fail=0
+# One cache for the fixture models every step generates or reads (vitest's three configs and
+# ctest's cuda_vs_cpu, which checks the compiled fixture plans), removed when the suite ends.
+MEMLANE_TEST_CACHE=$(mktemp -d "${TMPDIR:-/tmp}/memlane-test-cache-XXXXXX")
+export MEMLANE_TEST_CACHE
+trap 'rm -rf "$MEMLANE_TEST_CACHE"' EXIT
 step() { printf '\n=== %s\n' "$*"; }
 
 step "typecheck (tsc --noEmit)"

@@ -12,6 +12,7 @@ import type { Report } from "../../src/report/schema.ts";
 import { indexBounds } from "../../src/pipeline/inputs/index-bounds.ts";
 import { readOnnxIo } from "../../src/pipeline/inputs/onnx-io.ts";
 import { resolveModelIo } from "../../src/pipeline/inputs/shapes.ts";
+import { fixtureCacheDir } from "../fixtures/cache-dir.ts";
 import { ensureModels, pythonPath } from "../fixtures/onnx/models.ts";
 import { expectNoneLeft, ROOT, startCli } from "./pipeline-helpers.ts";
 
@@ -23,7 +24,7 @@ let dir = "";
 function ioModels(): string {
   const script = path.join(ROOT, "test/fixtures/onnx/make_io_models.py");
   const hash = createHash("sha256").update(readFileSync(script)).digest("hex").slice(0, 12);
-  const dest = path.join(os.tmpdir(), `memlane-io-models-${hash}`);
+  const dest = path.join(fixtureCacheDir(), `memlane-io-models-${hash}`);
   if (existsSync(path.join(dest, "manifest.json"))) return dest;
   const work = mkdtempSync(`${dest}-tmp-`);
   try {

@@ -1,7 +1,7 @@
-import { mkdtempSync, readFileSync, writeFileSync, existsSync, readdirSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished } from "vitest";
 import { buildCharts, renderHtmlReport, writeHtmlReport } from "../../src/report/html/index.ts";
 import { run } from "../../src/cli/commands/report.ts";
 import { makeReport, NATIVE_NOTES } from "./html-report.fixture.ts";
@@ -131,6 +131,7 @@ describe("writeHtmlReport and memlane report", () => {
 
   it("writes report.html next to report.json, leaving no temp file", async () => {
     const dir = mkdtempSync(join(tmpdir(), "memlane-html-"));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     writeFileSync(join(dir, "report.json"), JSON.stringify(makeReport()));
     const out = await writeHtmlReport(dir);
     expect(out).toBe(join(dir, "report.html"));
@@ -140,6 +141,7 @@ describe("writeHtmlReport and memlane report", () => {
 
   it("re-renders from the CLI and names the problem on bad input", async () => {
     const dir = mkdtempSync(join(tmpdir(), "memlane-cli-"));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     const s = silent();
     expect(await run([join(dir, "nope")], s.io)).toBe(1);
     expect(s.lines.at(-1)).toMatch(/run directory not found/);

@@ -1,7 +1,7 @@
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished } from "vitest";
 import { ErrorCode } from "../../src/transport/protocol.ts";
 import { isLoopbackEndpoint, resolveBrokerOptions } from "../../src/transport/endpoint.ts";
 import { checkRunOptions, checkSpec, resolveSpawnOptions, SPAWN_DEFAULTS } from "../../src/workers/options.ts";
@@ -70,6 +70,7 @@ describe("worker specs", () => {
 
   it("tells the user to bootstrap when .venv is missing", () => {
     const empty = mkdtempSync(join(tmpdir(), "memlane-novenv-"));
+    onTestFinished(() => rmSync(empty, { recursive: true, force: true }));
     expect(() => venvPython(empty)).toThrow(/\.venv\/bin\/python does not exist; run `npm run bootstrap`/);
     expect(() => workerSpecs.memlaneRt({ root: empty })).toThrow(/memlane-rt is not built/);
   });

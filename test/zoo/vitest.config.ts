@@ -10,6 +10,8 @@ export default defineConfig({
     maxWorkers: 1,
     minWorkers: 1,
     reporters: ["default"],
+    // Fixture models are cached in one directory per run, removed at its end.
+    globalSetup: ["test/global-setup.ts"],
     env: { MEMLANE_SHM_SWEEP: "0" },
   },
 });

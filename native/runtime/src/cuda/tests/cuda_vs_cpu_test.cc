@@ -1,6 +1,7 @@
 // ctest cuda_vs_cpu: the CUDA backend against the CPU backend, for every op (test_plans.cc),
-// a small residual CNN and the compiled fixture models (.mlplan under $MEMLANE_TEST_PLANS, or
-// $TMPDIR/memlane-onnx-*/ as test/fixtures/onnx/make_plans.ts leaves them), under several technique settings, batch 1 and 3, each
+// a small residual CNN and the compiled fixture models (.mlplan under $MEMLANE_TEST_PLANS, or in
+// the memlane-onnx-*/ folders that test/fixtures/onnx/make_plans.ts fills, found in
+// $MEMLANE_TEST_CACHE or else $TMPDIR), under several technique settings, batch 1 and 3, each
 // run three times (eager, graph capture, graph replay), plus async submit and two threads.
 // Tolerances (max abs diff / max(1, max |cpu|)): fp32 1e-4; fp16 2e-2 (half storage of
 // every activation and weight, fp32 accumulation).
@@ -168,8 +169,9 @@ void host_checks(const std::vector<cudatest::NamedPlan>& plans, const std::strin
   std::printf("host checks: %d failure(s)\n", failures);
 }
 
-// Compiled fixture models: $MEMLANE_TEST_PLANS, else every $TMPDIR/memlane-onnx-*/ that
-// test/fixtures/onnx/make_plans.ts has filled (the vitest suites do so).
+// Compiled fixture models: $MEMLANE_TEST_PLANS, else every memlane-onnx-*/ that
+// test/fixtures/onnx/make_plans.ts has filled (the vitest suites do so) in the suite's fixture
+// cache $MEMLANE_TEST_CACHE (scripts/test.sh), or in $TMPDIR when that is unset.
 std::vector<std::pair<std::string, std::unique_ptr<PlanFile>>> fixture_plans() {
   std::vector<std::pair<std::string, std::unique_ptr<PlanFile>>> files;
   std::string msg;
@@ -177,8 +179,9 @@ std::vector<std::pair<std::string, std::unique_ptr<PlanFile>>> fixture_plans() {
   if (const char* extra = std::getenv("MEMLANE_TEST_PLANS")) {
     dirs.push_back(extra);
   } else {
+    const char* cache = std::getenv("MEMLANE_TEST_CACHE");
     const char* t = std::getenv("TMPDIR");
-    const std::string tmp = t && *t ? t : "/tmp";
+    const std::string tmp = cache && *cache ? cache : t && *t ? t : "/tmp";
     if (DIR* d = opendir(tmp.c_str())) {
       while (dirent* e = readdir(d))
         if (std::string(e->d_name).rfind("memlane-onnx-", 0) == 0) dirs.push_back(tmp + "/" + e->d_name);

@@ -1,0 +1,16 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+/**
+ * vitest globalSetup: one cache directory for the fixture models generated during this run
+ * (test/fixtures/cache-dir.ts), shared by every test file (the workers are started after
+ * this and inherit the variable) and removed when the run ends. A caller that already set
+ * MEMLANE_TEST_CACHE (scripts/test.sh, for the whole suite and ctest) owns that directory.
+ */
+export default function setup(): (() => void) | undefined {
+  if (process.env.MEMLANE_TEST_CACHE) return undefined;
+  const dir = mkdtempSync(join(tmpdir(), "memlane-test-cache-"));
+  process.env.MEMLANE_TEST_CACHE = dir;
+  return () => rmSync(dir, { recursive: true, force: true });
+}
