@@ -5,13 +5,13 @@
  * next to the report. Everything goes to a temporary directory, removed afterwards (set
  * MEMLANE_KEEP_REPORTS=1 to keep it for a human to look at: its path is printed).
  */
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildCharts, writeHtmlReport } from "../../src/report/html/index.ts";
-import { CHROMIUM, openBrowser, screenshotPage, screenshotUnavailable, waitForCharts } from "../../src/report/html/screenshot.ts";
+import { CHROMIUM, chromiumTmpBase, openBrowser, screenshotPage, screenshotReport, screenshotUnavailable, waitForCharts } from "../../src/report/html/screenshot.ts";
 import type { Report } from "../../src/report/schema.ts";
 import { makeReport } from "../unit/html-report.fixture.ts";
 import { buildReport } from "../../src/report/build.ts";
@@ -126,4 +126,29 @@ describe.skipIf(!haveChromium)("report.html in chromium", () => {
       }
     });
   }
+});
+
+describe.skipIf(!haveChromium)("report.png from a deep run directory", () => {
+  // A run's scratch directory can be far too deep for chromium's Unix socket (107 bytes):
+  // chromium then runs under the OS temp dir instead, and still leaves nothing anywhere.
+  it("screenshots, and leaves nothing in the deep directory or the temp dir", async () => {
+    const out = mkdtempSync(join(tmpdir(), "memlane-report-deep-"));
+    try {
+      const deep = join(out, "a-long-project-folder-name".repeat(3), "runs", "20261122-235959-abcdef", ".tmp");
+      mkdirSync(deep, { recursive: true });
+      expect(chromiumTmpBase(deep)).not.toBe(deep);
+      expect(chromiumTmpBase(out)).toBe(out);
+      const runDir = join(out, "run");
+      mkdirSync(runDir);
+      writeFileSync(join(runDir, "report.json"), JSON.stringify(makeReport(), null, 1));
+      const html = await writeHtmlReport(runDir);
+      const before = new Set(readdirSync(tmpdir()).filter((n) => n.startsWith("memlane-chromium-")));
+      await screenshotReport(html, join(runDir, "report.png"), { tmpDir: deep });
+      expect(statSync(join(runDir, "report.png")).size).toBeGreaterThan(10_000);
+      expect(readdirSync(deep)).toEqual([]);
+      expect(readdirSync(tmpdir()).filter((n) => n.startsWith("memlane-chromium-") && !before.has(n))).toEqual([]);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  });
 });

@@ -4,9 +4,10 @@
  *
  * Chromium always ends with the call: closed in a finally block; on Ctrl-C / SIGTERM /
  * SIGHUP playwright closes it before the process exits (handleSIGINT & co.), and on any
- * other exit its 'exit' hook SIGKILLs chromium's process group. The profile lives in a
- * fresh temporary directory (inside the run's scratch directory for `memlane run`), removed
- * afterwards, on exit too.
+ * other exit its 'exit' hook SIGKILLs chromium's process group. The profile and chromium's
+ * own TMPDIR live in one fresh temporary directory (inside the run's scratch directory for
+ * `memlane run`, when its path is short enough for chromium's socket), removed afterwards,
+ * on exit too.
  */
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -32,13 +33,30 @@ export interface BrowserOptions {
   /**
    * Where the profile goes and chromium's TMPDIR (default: os.tmpdir()); a run passes its
    * scratch directory, so that even a SIGKILLed orchestrator leaves nothing outside the run.
+   * A directory too deep for chromium's socket gives way to the OS temp dir (chromiumTmpBase).
    */
   tmpDir?: string;
 }
 
 /**
+ * Chromium places a Unix socket at $TMPDIR/.org.chromium.Chromium.XXXXXX/SingletonSocket, and
+ * a socket path has at most 107 bytes: under a deeper TMPDIR chromium does not start. Our
+ * directory adds "/memlane-chromium-XXXXXX" to the base; 24 + 46 bytes in all.
+ */
+const SOCKET_PATH_MAX = 107;
+const ADDED_BY_US_AND_CHROMIUM = 24 + 46;
+
+/** `preferred` when chromium's socket fits under it, else the OS temp dir (else /tmp). */
+export function chromiumTmpBase(preferred: string): string {
+  for (const base of [preferred, tmpdir(), "/tmp"]) {
+    if (Buffer.byteLength(base) + ADDED_BY_US_AND_CHROMIUM <= SOCKET_PATH_MAX) return base;
+  }
+  return "/tmp";
+}
+
+/**
  * A headless chromium context with a fresh profile; `close()` closes chromium and removes
- * the profile (safe to call twice).
+ * the profile and chromium's temporary files (safe to call twice).
  */
 export async function openBrowser(options: BrowserOptions | string = {}): Promise<{ context: BrowserContext; close(): Promise<void> }> {
   const { executablePath = CHROMIUM, tmpDir = tmpdir() } = typeof options === "string" ? { executablePath: options } : options;
@@ -47,17 +65,20 @@ export async function openBrowser(options: BrowserOptions | string = {}): Promis
   // (the await below) once left $TMPDIR/memlane-chromium-* behind in 7 runs of 8. Ctrl-C ends
   // the process (exit 130) before close() runs; playwright's own 'exit' hook, installed
   // before this one, has SIGKILLed chromium by then.
-  let profile: string | undefined;
+  // One directory holds the profile and is chromium's TMPDIR (its .org.chromium.* folder
+  // and socket), so removing it removes everything chromium left, after a Ctrl-C too.
+  let scratch: string | undefined;
   const removeProfile = (): void => {
-    if (profile === undefined) return;
+    if (scratch === undefined) return;
     try {
-      rmSync(profile, { recursive: true, force: true, maxRetries: 3 });
+      rmSync(scratch, { recursive: true, force: true, maxRetries: 3 });
     } catch {
       // a leftover temporary directory is not worth failing an exit for
     }
   };
   process.once("exit", removeProfile);
-  profile = mkdtempSync(join(tmpDir, "memlane-chromium-"));
+  scratch = mkdtempSync(join(chromiumTmpBase(tmpDir), "memlane-chromium-"));
+  const profile = join(scratch, "profile");
   let context: BrowserContext;
   try {
     context = await chromium.launchPersistentContext(profile, {
@@ -65,7 +86,7 @@ export async function openBrowser(options: BrowserOptions | string = {}): Promis
       headless: true,
       args: [...CHROMIUM_ARGS],
       viewport: { ...VIEWPORT },
-      env: { ...process.env, TMPDIR: tmpDir },
+      env: { ...process.env, TMPDIR: scratch },
       handleSIGINT: true,
       handleSIGTERM: true,
       handleSIGHUP: true,
