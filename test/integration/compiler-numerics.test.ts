@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileOnnx, readPlan } from "../../src/compiler/index.ts";
 import { type ModelEntry, ensureModels } from "../fixtures/onnx/models.ts";
 import { planToOnnx } from "./compiler-plan-to-onnx.ts";
+import { ortSession } from "../fixtures/ort-session.ts";
 
 let dir = "";
 let manifest: Record<string, ModelEntry> = {};
@@ -37,7 +38,7 @@ describe("compiled plans compute what the ONNX model computes (via ONNX Runtime)
     const planPath = join(out, `${name}.mlplan`);
     await compileOnnx(join(dir, m.onnx), planPath);
     const plan = readPlan(planPath);
-    const sess = await ort.InferenceSession.create(planToOnnx(plan));
+    const sess = await ortSession(planToOnnx(plan));
     const x = f32(join(dir, m.input!));
     const shape = [m.batch!, ...m.inputShape.slice(1)];
     const res = await sess.run({ [sess.inputNames[0]!]: new ort.Tensor("float32", x, shape) });

@@ -16,6 +16,7 @@ import { Supervisor } from "../../src/workers/supervisor.ts";
 import { memlaneRtBinary, workerSpecs } from "../../src/workers/specs.ts";
 import type { WorkerHandle } from "../../src/workers/handle.ts";
 import { REPO_ROOT, pythonPath } from "../fixtures/onnx/models.ts";
+import { ortSession } from "../fixtures/ort-session.ts";
 
 function rtBuilt(): boolean {
   try {
@@ -91,7 +92,7 @@ describe.skipIf(!BUILT)("memlane-rt vs ONNX Runtime on CNN blocks and LSTMs from
     const inName = (loaded.value.inputs as { name: string }[])[0]!.name;
     const shape0 = manifest[file]!.inputShape;
     const per = shape0.slice(1).reduce((a, d) => a * d, 1);
-    const sess = await ort.InferenceSession.create(onnx, { intraOpNumThreads: 1 });
+    const sess = await ortSession(onnx, { intraOpNumThreads: 1 });
     try {
       for (const n of [1, 3]) {
         const shape = [n, ...shape0.slice(1)];

@@ -14,6 +14,7 @@ import { Supervisor } from "../../src/workers/supervisor.ts";
 import { memlaneRtBinary, workerSpecs } from "../../src/workers/specs.ts";
 import type { WorkerHandle } from "../../src/workers/handle.ts";
 import { type ModelEntry, ensureModels } from "../fixtures/onnx/models.ts";
+import { ortSession } from "../fixtures/ort-session.ts";
 
 function rtBuilt(): boolean {
   try {
@@ -52,7 +53,7 @@ function readF32(path: string): Float32Array {
 }
 
 async function ortRun(onnx: string, x: Float32Array, shape: number[]): Promise<Float32Array> {
-  const s = await ort.InferenceSession.create(onnx, { intraOpNumThreads: 1 });
+  const s = await ortSession(onnx, { intraOpNumThreads: 1 });
   try {
     const r = await s.run({ [s.inputNames[0]!]: new ort.Tensor("float32", x, shape) });
     return r[s.outputNames[0]!]!.data as Float32Array;

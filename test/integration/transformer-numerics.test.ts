@@ -20,6 +20,7 @@ import { memlaneRtBinary, workerSpecs } from "../../src/workers/specs.ts";
 import type { WorkerHandle } from "../../src/workers/handle.ts";
 import { REPO_ROOT, pythonPath } from "../fixtures/onnx/models.ts";
 import { planToOnnx } from "./compiler-plan-to-onnx.ts";
+import { ortSession } from "../fixtures/ort-session.ts";
 
 const TOL = 1e-4;
 const SCRIPT = join(REPO_ROOT, "test/fixtures/onnx/make_transformer_models.py");
@@ -53,9 +54,7 @@ function inputs(n: number, seed: number): Float32Array {
 }
 
 async function ortRun(model: string | Uint8Array, x: Float32Array, shape: number[]): Promise<Float32Array> {
-  const s = typeof model === "string"
-    ? await ort.InferenceSession.create(model, { intraOpNumThreads: 1 })
-    : await ort.InferenceSession.create(model, { intraOpNumThreads: 1 });  // (two overloads)
+  const s = await ortSession(model, { intraOpNumThreads: 1 });
   try {
     const r = await s.run({ [s.inputNames[0]!]: new ort.Tensor("float32", x, shape) });
     return r[s.outputNames[0]!]!.data as Float32Array;
