@@ -93,12 +93,15 @@ bool v1_kernel_fits(const Plan& plan, const Op& op, std::string* why) {
     case OpType::kPow: case OpType::kSqrt: case OpType::kReciprocal: case OpType::kExp:
     case OpType::kNeg: case OpType::kLog: case OpType::kAbs:
     case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish: case OpType::kSiLU:
+    // Row ops: their factories place the batch anywhere outside a row (docs/plan-format.md).
+    case OpType::kGemm: case OpType::kMatMul:
+    case OpType::kTranspose: case OpType::kSoftmax:
+    case OpType::kLayerNorm:
       layout_free = true;
       break;
-    case OpType::kConv: case OpType::kGemm: case OpType::kMatMul: case OpType::kMaxPool:
+    case OpType::kConv: case OpType::kMaxPool:
     case OpType::kAveragePool: case OpType::kGlobalAveragePool: case OpType::kFlatten:
-    case OpType::kTranspose: case OpType::kConcat: case OpType::kSoftmax:
-    case OpType::kLayerNorm: case OpType::kReduceMean: case OpType::kReduceSum: case OpType::kReduceMax:
+    case OpType::kReduceMean: case OpType::kReduceSum: case OpType::kReduceMax:
     case OpType::kAttention: case OpType::kPad: case OpType::kSplit: case OpType::kLSTM:
       break;
     default:
@@ -207,6 +210,8 @@ class CpuBackend final : public Backend {
         case OpType::kPad: k = cpu::make_pad(bc, op, &st, message); break;
         case OpType::kSplit: k = cpu::make_split(bc, op, &st, message); break;
         case OpType::kLSTM: k = cpu::make_lstm(bc, op, &st, message); break;
+        case OpType::kMax: case OpType::kMin: k = cpu::make_binary(bc, op, &st, message); break;
+        case OpType::kGatherND: k = cpu::make_gather_nd(bc, op, &st, message); break;
       }
       if (!k) return st == Status::kOk ? Status::kUnsupportedOp : st;
       ws = std::max(ws, k->workspace_floats(chunk));
