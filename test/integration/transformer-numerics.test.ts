@@ -103,7 +103,7 @@ beforeAll(async () => {
   // Asynchronously: a minute of torch export must not block vitest's worker RPC.
   await promisify(execFile)(pythonPath(), [SCRIPT, dir], { env: { ...process.env, PYTHONWARNINGS: "ignore" }, maxBuffer: 16 << 20 });
   manifest = JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8")) as Record<string, Entry>;
-}, 300_000);
+}, 600_000);
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("transformer blocks: compiler", () => {
