@@ -149,6 +149,15 @@ class CpuBackend final : public Backend {
     // Range (its values count the whole batch). Otherwise the whole batch runs at once.
     bool chunkable = plan.batchFirst;
     for (const Op& op : plan.ops) chunkable = chunkable && op.type != OpType::kRange;
+    // Nor where run-time indices address the data's batch axis (GatherND tuples over it, a
+    // Gather along it): their values are sample numbers of the whole batch, not of a chunk.
+    for (const Op& op : plan.ops) {
+      if (op.inputs.size() < 2 || op.inputs[0] == kAbsentInput) continue;
+      const int bax = plan.tensors[size_t(op.inputs[0])].batch_axis();
+      const TensorInfo& idx = plan.tensors[size_t(op.inputs[1])];
+      if (op.type == OpType::kGatherND && bax >= 0 && !idx.shape.empty() && bax < idx.shape.back()) chunkable = false;
+      if (op.type == OpType::kGather && bax >= 0 && bax == op.attrs.axis) chunkable = false;
+    }
     const int64_t chunk = !chunkable ? maxBatch
                                      : std::clamp<int64_t>(plan.bytesPerSample ? int64_t(budget / plan.bytesPerSample) : maxBatch,
                                                            1, maxBatch);
