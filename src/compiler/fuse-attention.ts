@@ -8,7 +8,7 @@
 import { broadcastDims } from "./fold-math.ts";
 import { fuseAll, type GraphIndex, otherInput } from "./fuse-match.ts";
 import type { Inferred } from "./infer.ts";
-import type { LNode } from "./ir.ts";
+import { type LNode, BATCH } from "./ir.ts";
 
 function sameDims(a: number[] | undefined, b: number[] | undefined): boolean {
   return !!a && !!b && a.length === b.length && a.every((d, i) => d === b[i]);
@@ -20,6 +20,8 @@ function matchAt(g: GraphIndex, qk: LNode): { nodes: LNode[]; fused: LNode } | u
   const qs = inf.shapes.get(q), ks = inf.shapes.get(kt);
   // Two activations of equal leading dims (the per-head slices of one batch), rank >= 3.
   if (!qs || !ks || g.isConst(q) || g.isConst(kt) || qs.length < 3 || !sameDims(qs.slice(0, -2), ks.slice(0, -2))) return undefined;
+  // The Attention kernel runs the batch as its first leading dim (k = 1).
+  if (qs[0] !== BATCH) return undefined;
   const nodes = [qk];
   let cur = qk.outputs[0]!;
   let scale = 1;

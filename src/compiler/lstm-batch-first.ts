@@ -1,16 +1,18 @@
 /**
- * Before inference: torch's export of batch_first=True nn.LSTMs as batch-first LSTMs.
+ * Before inference: torch's layout 0 LSTMs (the batch on axis 1) as memlane-rt's batch-first
+ * LSTM (layout 1).
  *
- * torch writes `Transpose(X, [1,0,2]) -> LSTM (layout 0) -> Y [S, D, N, H]`, then brings Y
- * back to [N, S, D*H] through `Transpose [0,2,1,3] -> Reshape` (or, one direction,
+ * Any layout 0 LSTM becomes `Transpose(X, [1,0,2]) -> LSTM (layout 1)` with its outputs moved
+ * back to layout 0 by Transposes (Y [N, S, D, H] -> [S, D, N, H]; Y_h, Y_c [N, D, H] -> [D, N,
+ * H]), which stay only where something reads them (h_n, c_n). torch's batch_first=True export
+ * needs none of them: it writes `Transpose(X, [1,0,2]) -> LSTM -> Y [S, D, N, H]`, then brings
+ * Y back to [N, S, D*H] through `Transpose [0,2,1,3] -> Reshape` (or, one direction,
  * `Squeeze axis 1`) and a final `Transpose [1,0,2]`; a stacked LSTM feeds the Reshape's
- * [S, N, D*H] straight to the next layer. Every tensor in between has the batch on axis 1,
- * which plan v1 cannot place. This pass follows those sequence-first tensors, each with a
- * batch-first twin: the LSTM becomes layout 1 on the twin of its X, the Transpose/Reshape or
- * Squeeze become a Reshape [0, 0, -1] of the twin, and the final Transpose an Identity of
- * it. It needs Y_h and Y_c unused (they would keep the batch on axis 1) and zero initial
- * states; any other layout 0 LSTM is refused here, naming the condition that failed. It also
- * names absent LSTM outputs that a later one needs.
+ * [S, N, D*H] straight to the next layer. This pass follows those sequence-first tensors,
+ * each with a batch-first twin: the LSTM takes the twin of its X, the Transpose/Reshape or
+ * Squeeze become a Reshape [0, 0, -1] of the twin, and the final Transpose an Identity of it.
+ * Initial states must be zeros and sequence_lens absent; otherwise the LSTM is refused naming
+ * the condition that failed. It also names absent LSTM outputs that a later one needs.
  */
 import { CompileError } from "./errors.ts";
 import { mk } from "./fold-math.ts";
@@ -63,9 +65,7 @@ export function rewriteBatchFirstLstm(g: Graph): Graph {
   };
   const perm = (n: Node) => (n.opType === "Transpose" ? (n.attrs.get("perm") as number[] | undefined) : undefined);
   const refuse = (lstm: Node, why: string) =>
-    new CompileError(
-      `${g.file}: LSTM node "${lstm.name}": layout 0 puts the batch on axis 1 of X, Y, Y_h and Y_c, which plan v1 cannot place (it keeps the batch first); ` +
-        `only torch's batch_first=True export with h_n and c_n unused is rewritten to a batch-first LSTM, and here ${why}`,
+    new CompileError(`${g.file}: LSTM node "${lstm.name}": layout 0 is rewritten to memlane-rt's batch-first LSTM only with zero initial states and no sequence_lens, and here ${why}`,
       "shape", { node: lstm.name, opType: "LSTM" });
 
   const seq = new Map<string, { twin: string; layout: Layout }>();
@@ -78,6 +78,8 @@ export function rewriteBatchFirstLstm(g: Graph): Graph {
     gone.add(n.outputs[0]!);
     return { opType: "Reshape", name: n.name, inputs: [from, shape], outputs: [twin], attrs: new Map() };
   };
+  const transpose = (name: string, from: string, to: string, p: number[]): Node =>
+    ({ opType: "Transpose", name, inputs: [from], outputs: [to], attrs: new Map([["perm", p]]) });
   const out: Node[] = [];
   let rewrote = false;
   for (const n of nodes) {
@@ -90,21 +92,28 @@ export function rewriteBatchFirstLstm(g: Graph): Graph {
         out.push(n);
         continue;
       }
-      const [y, yh, yc] = n.outputs;
-      const why = s?.layout !== "sn" ? "X is not a batch-first tensor transposed by [1,0,2]"
-        : used(yh) || used(yc) ? "Y_h or Y_c (h_n, c_n) is used"
-        : n.inputs[4] ? "sequence_lens is given"
-        : [5, 6].some((i) => n.inputs[i] && !isZeros(n.inputs[i]!)) ? "an initial state is not zeros"
-        : !y ? "Y is absent" : undefined;
+      const why = n.inputs[4] ? "sequence_lens is given"
+        : [5, 6].some((i) => n.inputs[i] && !isZeros(n.inputs[i]!)) ? "an initial state is not zeros" : undefined;
       if (why) throw refuse(n, why);
-      n.inputs = n.inputs.slice(0, 4).map((v, i) => (i === 0 ? s!.twin : v));
+      // X batch-first: the twin of a batch-first tensor torch transposed by [1,0,2], or X moved.
+      let xb = s?.layout === "sn" ? s.twin : undefined;
+      if (!xb) {
+        xb = fresh(`${n.inputs[0]}.batch_first`);
+        out.push(transpose(`${n.name}.x_batch_first`, n.inputs[0]!, xb, [1, 0, 2]));
+      }
+      n.inputs = n.inputs.slice(0, 4).map((v, i) => (i === 0 ? xb! : v));
       while (n.inputs.length > 3 && !n.inputs[n.inputs.length - 1]) n.inputs.pop();
       n.attrs.set("layout", 1);
-      const twin = fresh(`${y}.batch_first`);
-      seq.set(y!, { twin, layout: "y" });
-      gone.add(y!);
-      n.outputs[0] = twin;
-      out.push(n);
+      // Every output gets a batch-first twin and a Transpose back to torch's layout, which
+      // stays only where something reads it (h_n, c_n; Y outside torch's pattern).
+      const back: Node[] = [];
+      n.outputs.forEach((o, i) => {
+        const twin = fresh(`${o}.batch_first`);
+        n.outputs[i] = twin;
+        if (i === 0) seq.set(o, { twin, layout: "y" });
+        back.push(transpose(`${n.name}.out${i}_seq_first`, twin, o, i === 0 ? [1, 2, 0, 3] : [1, 0, 2]));
+      });
+      out.push(n, ...back);
       rewrote = true;
       continue;
     }

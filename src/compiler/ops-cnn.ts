@@ -5,8 +5,8 @@
  */
 import { attrFloat, attrInt, attrInts, attrString, normAxis } from "./attrs.ts";
 import { mk } from "./fold-math.ts";
-import { type ConstTensor, fmtShape } from "./ir.ts";
-import { type Lowering, type OpCtx, shapeError } from "./op-ctx.ts";
+import { type ConstTensor, batchAxis, fmtShape } from "./ir.ts";
+import { type Lowering, type OpCtx, floatAct, shapeError } from "./op-ctx.ts";
 
 /** A scalar-or-list constant input's values, or undefined when the input is absent. */
 function constInput(c: OpCtx, i: number, what: string): number[] | undefined {
@@ -99,28 +99,34 @@ export const Split: Lowering = (c) => {
 
 /**
  * Concat of activations and constants: a constant takes part with a leading 1 in the full
- * rank (a class token at a static batch of 1) and is repeated for every sample.
+ * rank (a class token at a static batch of 1) and is repeated for every sample. Activations
+ * may have the batch on any axis but `axis` (the same one in each: nn.LSTM's h_n [L, batch, H]).
  */
 export const Concat: Lowering = (c) => {
   const parts = c.node.inputs.map((name, i) => {
     const w = c.weight(i);
-    return w ? { w, dims: w.dims } : { w: undefined as ConstTensor | undefined, dims: c.act(i) };
+    return w ? { w, dims: w.dims } : { w: undefined as ConstTensor | undefined, dims: c.actAny(i) };
   });
   const act = parts.find((p) => !p.w)!;
+  // Any one dtype (int64 index tuples too); constants are stored as the activations' dtype.
+  const dt = c.dtype(parts.indexOf(act))!;
+  const other = parts.findIndex((p, i) => !p.w && c.dtype(i) !== dt);
+  if (other >= 0) throw shapeError(c, `inputs are ${dt} and ${c.dtype(other)}; Concat needs one dtype`);
   const r = act.dims.length;
+  const bax = batchAxis(act.dims);
   const axis = normAxis(c.node, attrInt(c.node, "axis", 0), r);
-  if (axis < 1) throw shapeError(c, "concatenating along the batch is not supported");
+  if (axis === bax) throw shapeError(c, "concatenating along the batch is not supported");
   const inputs = [...c.node.inputs];
   parts.forEach((p, i) => {
-    if (p.w && (p.dims.length !== r || p.dims[0] !== 1)) {
-      throw shapeError(c, `constant input ${i} [${p.dims}] must have rank ${r} and a leading 1 to be repeated over the batch of ${fmtShape(act.dims)}`);
+    if (p.w && (p.dims.length !== r || p.dims[0] !== 1 || bax !== 0)) {
+      throw shapeError(c, `constant input ${i} [${p.dims}] must have rank ${r} and a leading 1 to be repeated over the batch of ${fmtShape(act.dims)} (batch first)`);
     }
-    if (p.dims.length !== r || p.dims.some((d, k) => k > 0 && k !== axis && d !== act.dims[k])) {
+    if (p.dims.length !== r || p.dims.some((d, k) => k !== axis && d !== act.dims[k] && !(p.w && k === 0))) {
       throw shapeError(c, `inputs ${parts.map((q) => fmtShape(q.dims)).join(", ")} disagree outside axis ${axis}`);
     }
-    if (p.w && !p.w.isFloat) inputs[i] = c.addConst(`${c.node.inputs[i]}.f32`, mk(true, [...p.w.dims], Array.from(p.w.data)));
+    if (p.w) inputs[i] = c.constAs(i, dt);
   });
   const out = [...act.dims];
   out[axis] = parts.reduce((a, p) => a + p.dims[axis]!, 0);
-  return { shapes: [out], attrs: { axis }, inputs };
+  return { shapes: [out], dtypes: [dt], attrs: { axis }, inputs };
 };

@@ -1,9 +1,8 @@
 /**
  * LSTM lowering. The plan's LSTM is batch-first (ONNX layout 1): X [N, S, I],
  * Y [N, S, D, H], Y_h / Y_c [N, D, H]. torch exports nn.LSTM with layout 0 (the batch on
- * axis 1); lstm-batch-first.ts turns the batch_first=True pattern into layout 1 before
- * inference, and any other layout 0 LSTM is refused until the plan can place the batch on
- * another axis.
+ * axis 1); lstm-batch-first.ts rewrites every layout 0 LSTM to layout 1 before inference
+ * (with Transposes back where layout 0 results are read), so one reaching here is refused.
  */
 import { attrFloat, attrInt, attrString } from "./attrs.ts";
 import { mk } from "./fold-math.ts";
@@ -19,8 +18,7 @@ function asFloat(c: OpCtx, i: number, t: ConstTensor): string {
 export const LSTM: Lowering = (c) => {
   const layout = attrInt(c.node, "layout", 0);
   if (layout !== 1) {
-    throw shapeError(c, "layout 0 puts the batch on axis 1 of X, Y, Y_h and Y_c, which plan v1 cannot place (it keeps the batch first); " +
-      "batch_first=True nn.LSTMs whose h_n / c_n are unused are rewritten to layout 1 and supported");
+    throw shapeError(c, "layout 0 reached the lowering without the batch-first rewrite (lstm-batch-first.ts)");
   }
   const x = c.act(0);
   requireRank(c, x, 3, "LSTM input X [N, S, I]");

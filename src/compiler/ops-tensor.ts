@@ -5,15 +5,21 @@ import { batchAxis, fmtShape, numel } from "./ir.ts";
 import { FlattenAsReshape } from "./ops-layout.ts";
 import { type Lowering, type OpCtx, floatAct, requireRank, requireWeight, shapeError } from "./op-ctx.ts";
 
+/**
+ * Gemm on rows: A is [..., K] with the batch on any axis but the last (torch's seq-first
+ * [S·batch, E], or a rank-3 [batch, S, E] that exporters emit for GPT-2's Conv1D); every row
+ * is one sample's row of one plain GEMM, so the layout of the leading axes does not matter.
+ */
 export const Gemm: Lowering = (c) => {
-  const a = c.act(0);
-  requireRank(c, a, 2, "Gemm input A");
-  if (attrInt(c.node, "transA", 0) !== 0) throw shapeError(c, "transA = 1 would move the batch out of the first dimension");
+  const a = floatAct(c, 0);
+  if (a.length < 2) throw shapeError(c, `A must be [..., K] of rank >= 2, found ${fmtShape(a)}`);
+  if (attrInt(c.node, "transA", 0) !== 0) throw shapeError(c, "transA = 1 would move the batch into K");
+  if (batchAxis(a) === a.length - 1) throw shapeError(c, `A ${fmtShape(a)} has the batch on its last axis (K)`);
   const b = requireWeight(c, 1, "Gemm input B");
   if (b.dims.length !== 2) throw shapeError(c, `B must be 2-D, found [${b.dims}]`);
   const transB = attrInt(c.node, "transB", 0);
   const [k, n] = transB ? [b.dims[1]!, b.dims[0]!] : [b.dims[0]!, b.dims[1]!];
-  if (a[1] !== k) throw shapeError(c, `A ${fmtShape(a)} and B [${b.dims}] (transB ${transB}) disagree on K`);
+  if (a[a.length - 1] !== k) throw shapeError(c, `A ${fmtShape(a)} and B [${b.dims}] (transB ${transB}) disagree on K`);
   const inputs = [...c.node.inputs];
   if (c.node.inputs[2]) {
     // C broadcasts to [batch, N]; the runtime gets it as a plain [N] bias.
@@ -25,15 +31,17 @@ export const Gemm: Lowering = (c) => {
     if (cw.dims.length !== 1 || total !== n) inputs[2] = c.addConst(`${c.node.inputs[2]}.bias`, mk(true, [n], total === n ? cw.data : new Array(n).fill(cw.data[0])));
   }
   return {
-    shapes: [[-1, n]],
+    shapes: [[...a.slice(0, -1), n]],
     inputs,
     attrs: { alpha: attrFloat(c.node, "alpha", 1), beta: attrFloat(c.node, "beta", 1), transA: 0, transB, activation: "none" },
   };
 };
 
+/** MatMul by a 2-D weight: rows of A times B, the batch on any axis of A but the last. */
 export const MatMul: Lowering = (c) => {
-  const a = c.act(0);
-  if (a.length < 2) throw shapeError(c, `A must be [N, ..., K], found ${fmtShape(a)}`);
+  const a = floatAct(c, 0);
+  if (a.length < 2) throw shapeError(c, `A must be [..., K] of rank >= 2, found ${fmtShape(a)}`);
+  if (batchAxis(a) === a.length - 1) throw shapeError(c, `A ${fmtShape(a)} has the batch on its last axis (K)`);
   const b = requireWeight(c, 1, "MatMul input B");
   if (b.dims.length !== 2 || b.dims[0] !== a[a.length - 1]) throw shapeError(c, `B must be a 2-D weight [K=${a[a.length - 1]}, M], found [${b.dims}]`);
   return { shapes: [[...a.slice(0, -1), b.dims[1]!]], attrs: {} };
@@ -61,20 +69,22 @@ export const Flatten: Lowering = (c) => {
   return { shapes: [[-1, numel(x.slice(axis))]], attrs: { axis } };
 };
 
+/** Any permutation, the batch included (torch's seq-first [S, B, E] <-> [B, S, E] moves). */
 export const Transpose: Lowering = (c) => {
-  const x = c.act(0);
+  const x = floatAct(c, 0);
   const perm = attrInts(c.node, "perm", x.map((_, i) => x.length - 1 - i));
-  if (perm.length !== x.length) throw shapeError(c, `perm [${perm}] does not have the rank of ${fmtShape(x)}`);
-  if (perm[0] !== 0) throw shapeError(c, `perm [${perm}] moves the batch to axis ${perm.indexOf(0)} of ${fmtShape(x)}; plan v1 keeps the batch first (perm[0] = 0)`);
+  if (perm.length !== x.length || [...perm].sort((p, q) => p - q).some((p, i) => p !== i)) {
+    throw shapeError(c, `perm [${perm}] is not a permutation of the axes of ${fmtShape(x)}`);
+  }
+  if (x.length > 6 && (perm[0] !== 0 || batchAxis(x) !== 0)) throw shapeError(c, `perm [${perm}] moves the batch of a rank-${x.length} tensor; memlane-rt moves it up to rank 6`);
   return { shapes: [perm.map((p) => x[p]!)], attrs: { perm } };
 };
 
 export const Softmax: Lowering = (c) => {
-  const x = c.act(0);
+  const x = floatAct(c, 0);
   const axis = normAxis(c.node, attrInt(c.node, "axis", c.opset >= 13 ? -1 : 1), x.length);
-  if (axis < 1) throw shapeError(c, "Softmax across the batch is not supported");
+  if (axis === batchAxis(x)) throw shapeError(c, `Softmax across the batch (axis ${axis} of ${fmtShape(x)}) is not supported`);
   // Before opset 13 Softmax flattened everything from `axis` on; equal only on the last axis.
   if (c.opset < 13 && axis !== x.length - 1) throw shapeError(c, `opset ${c.opset} Softmax over axes ${axis}.. (flattened) is not supported`);
   return { shapes: [x], attrs: { axis } };
 };
-

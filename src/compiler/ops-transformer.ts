@@ -5,8 +5,8 @@
  */
 import { attrFloat, attrInt, attrInts, normAxis } from "./attrs.ts";
 import { broadcastDims, mk } from "./fold-math.ts";
-import { type ConstTensor, BATCH, fmtShape, numel } from "./ir.ts";
-import { type Lowering, type OpCtx, requireWeight, shapeError } from "./op-ctx.ts";
+import { type ConstTensor, batchAxis, fmtShape, numel } from "./ir.ts";
+import { type Lowering, type OpCtx, floatAct, requireWeight, shapeError } from "./op-ctx.ts";
 import * as conv from "./ops-conv.ts";
 import * as tensor from "./ops-tensor.ts";
 
@@ -45,9 +45,10 @@ function normWeight(c: OpCtx, i: number, what: string, norm: number[]): string {
 }
 
 export const LayerNormalization: Lowering = (c) => {
-  const x = c.act(0);
+  const x = floatAct(c, 0);
   const axis = normAxis(c.node, attrInt(c.node, "axis", -1), x.length);
-  if (axis < 1) throw shapeError(c, `axis ${attrInt(c.node, "axis", -1)} of ${fmtShape(x)} would normalise across the batch`);
+  // Rows of the normalised trailing axes: the batch may sit on any axis before them.
+  if (batchAxis(x) >= axis) throw shapeError(c, `axis ${attrInt(c.node, "axis", -1)} of ${fmtShape(x)} would normalise across the batch`);
   if (c.node.outputs.slice(1).some((o) => o)) throw shapeError(c, "the Mean and InvStdDev outputs (training) are not supported");
   const norm = x.slice(axis);
   const scale = normWeight(c, 1, "scale", norm);
@@ -67,14 +68,15 @@ interface Operand {
 /**
  * MatMul: a 2-D weight B keeps the one-GEMM fast path (ops-tensor.ts); otherwise a batched
  * product over the broadcast leading dims, where either operand may be an activation
- * (batch first) and a weight may have fewer dims (numpy broadcasting).
+ * (the batch on any leading dim, the same one in both) and a weight may have fewer dims
+ * (numpy broadcasting).
  */
 export const MatMul: Lowering = (c) => {
   const wb = c.weight(1);
   if (!c.weight(0) && wb && wb.dims.length === 2) return tensor.MatMul(c);
   const [a, b] = [0, 1].map((i): Operand => {
     const w = c.weight(i);
-    return w ? { dims: w.dims, w } : { dims: c.act(i) };
+    return w ? { dims: w.dims, w } : { dims: floatAct(c, i) };
   }) as [Operand, Operand];
   if (a.w && b.w) throw shapeError(c, "both operands are constants");
   if (a.dims.length < 2 || b.dims.length < 2) {
@@ -93,7 +95,12 @@ export const MatMul: Lowering = (c) => {
   const [k2, n] = b.dims.slice(-2) as [number, number];
   if (k !== k2) throw shapeError(c, `A ${fmtShape(a.dims)} and B ${fmtShape(b.dims)} disagree on K (${k} vs ${k2})`);
   const lead = broadcastDims(a.dims.slice(0, -2), b.dims.slice(0, -2));
-  if (!lead || lead[0] !== BATCH) throw shapeError(c, `the leading dims of A ${fmtShape(a.dims)} and B ${fmtShape(b.dims)} do not broadcast`);
+  // The batch (-k, on any leading dim) is where every activation operand has it; a weight has 1 there.
+  const bax = lead ? lead.findIndex((d) => d < 0) : -1;
+  const sameBatch = (s: Operand) => s.w !== undefined || (s.dims[bax] === lead![bax] && s.dims.findIndex((d) => d < 0) === bax);
+  if (!lead || bax < 0 || lead.filter((d) => d < 0).length !== 1 || !sameBatch(a) || !sameBatch(b)) {
+    throw shapeError(c, `the leading dims of A ${fmtShape(a.dims)} and B ${fmtShape(b.dims)} do not broadcast with the batch on one leading dim`);
+  }
   return { shapes: [[...lead, m, n]], attrs: {} };
 };
 

@@ -19,7 +19,9 @@ export function planToOnnx(plan: PlanFile): Uint8Array {
   const inits: Init[] = [];
   const nodes: NodeSpec[] = [];
   h.tensors.forEach((t, id) => {
-    if (t.kind === "weight") inits.push({ name: name(id), dims: t.shape, data: Array.from(weightData(plan, id)) });
+    if (t.kind !== "weight") return;
+    const type = t.dtype === "int64" ? "int64" : t.dtype === "bool" ? "bool" : undefined;
+    inits.push({ name: name(id), dims: t.shape, data: Array.from(weightData(plan, id)), ...(type ? { type } : {}) });
   });
   h.ops.forEach((op, i) => {
     const attrs: Record<string, Attr> = {};
@@ -36,7 +38,9 @@ export function planToOnnx(plan: PlanFile): Uint8Array {
         continue;
       }
       if (op.op === "Reshape" && k === "shape") {
-        inits.push({ name: `shape${i}`, dims: [(v as number[]).length], data: v as number[], type: "int64" });
+        // The batch entry -k (k·batch) as ONNX's inferred -1: the only unknown, so it is k·N.
+        const target = (v as number[]).map((d) => (d < 0 ? -1 : d));
+        inits.push({ name: `shape${i}`, dims: [target.length], data: target, type: "int64" });
         inputs = [...inputs, `shape${i}`];
         continue;
       }
@@ -52,6 +56,15 @@ export function planToOnnx(plan: PlanFile): Uint8Array {
       if (mask) nodes.push({ op: "Add", inputs: [`sc${i}`, mask], outputs: [`mk${i}`] });
       nodes.push({ op: "Softmax", inputs: [mask ? `mk${i}` : `sc${i}`], outputs: [`p${i}`], attrs: { axis: -1 } });
       nodes.push({ op: "MatMul", inputs: [`p${i}`, v!], outputs, name: op.name });
+      return;
+    }
+    if (op.op === "Gemm" && h.tensors[op.inputs[0]!]!.shape.length !== 2) {
+      // ONNX Gemm is rank 2 only; a plan's Gemm on rows of a higher-rank A is MatMul + bias.
+      if (op.attrs.alpha !== 1 || op.attrs.beta !== 1 || op.attrs.activation === "relu") throw new Error(`${op.name}: rank-${h.tensors[op.inputs[0]!]!.shape.length} Gemm with alpha/beta/relu`);
+      const [a, b, c] = inputs;
+      if (op.attrs.transB) nodes.push({ op: "Transpose", inputs: [b!], outputs: [`bt${i}`], attrs: { perm: [1, 0] } });
+      nodes.push({ op: "MatMul", inputs: [a!, op.attrs.transB ? `bt${i}` : b!], outputs: c ? [`mm${i}`] : outputs, name: op.name });
+      if (c) nodes.push({ op: "Add", inputs: [`mm${i}`, c], outputs });
       return;
     }
     if (op.attrs.activation === "relu") {

@@ -161,16 +161,37 @@ describe("LSTM", () => {
     expect(ops[1]!.outShapes[0]).toEqual([-1, 5, D * H]);
   });
 
-  it("refuses when h_n is used (its batch stays on axis 1), and a plain layout 0 LSTM", async () => {
-    expect(await failure(batchFirst(["y", "Yh"]))).toMatch(/layout 0 puts the batch on axis 1/);
-    const msg = await failure({ inputs: [["x", [5, "N", I]]], outputs: ["Y"], inits: weights, nodes: [node("LSTM", ["x", "W", "R", "B"], ["Y"], { hidden_size: H, direction: "bidirectional" })] });
-    expect(msg).toMatch(/symbolic|layout 0/);
-    expect(await failure(batchFirst(["y", "Yc"]))).toMatch(/here Y_h or Y_c \(h_n, c_n\) is used/);
+  it("keeps h_n and c_n in layout 0 ([D, batch, H]) by a Transpose of the batch-first states", async () => {
+    const { ops } = await plan(batchFirst(["y", "Yh", "Yc"]));
+    expect(ops.map((o) => o.op).sort()).toEqual(["LSTM", "Reshape", "Transpose", "Transpose"]);
+    const back = ops.filter((o) => o.op === "Transpose");
+    expect(back.map((o) => o.attrs.perm)).toEqual([[1, 0, 2], [1, 0, 2]]);
+    expect(back.map((o) => o.outShapes[0])).toEqual([[D, -1, H], [D, -1, H]]);
   });
 
-  it("refuses another reader of the sequence-first Y, naming it", async () => {
-    const msg = await failure(batchFirst(["y", "r"], [node("Relu", ["Y"], ["r"])]));
-    expect(msg).toMatch(/Relu node "[^"]+" reads "Y", a sequence-first \(batch on axis 1\) result/);
+  it("rewrites a plain layout 0 LSTM (seq-first X) to Transpose -> batch-first LSTM -> Transpose back", async () => {
+    const { ops } = await plan({
+      inputs: [["x", [5, "N", I]]], outputs: ["Y", "Yh"], inits: weights,
+      nodes: [node("LSTM", ["x", "W", "R", "B"], ["Y", "Yh"], { hidden_size: H, direction: "bidirectional" })],
+    });
+    expect(ops.map((o) => o.op)).toEqual(["Transpose", "LSTM", "Transpose", "Transpose"]);
+    expect(ops[0]!.outShapes[0]).toEqual([-1, 5, I]);
+    expect(ops[2]!.outShapes[0]).toEqual([5, D, -1, H]);
+    expect(ops[3]!.outShapes[0]).toEqual([D, -1, H]);
+  });
+
+  it("gives another reader of the sequence-first Y the layout 0 Y", async () => {
+    const { ops } = await plan(batchFirst(["y", "r"], [node("Relu", ["Y"], ["r"])]));
+    const relu = ops.find((o) => o.op === "Relu")!;
+    expect(relu.inShapes[0]).toEqual([5, D, -1, H]);
+  });
+
+  it("refuses sequence_lens", async () => {
+    const msg = await failure({
+      inputs: [["x", [5, "N", I]], ["len", ["N"], 7]], outputs: ["Y"], inits: weights,
+      nodes: [node("LSTM", ["x", "W", "R", "B", "len"], ["Y"], { hidden_size: H, direction: "bidirectional" })],
+    });
+    expect(msg).toMatch(/here sequence_lens is given/);
   });
 
   it("refuses a non-zero initial state and non-default activations on a layout 1 LSTM", async () => {

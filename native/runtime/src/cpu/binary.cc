@@ -1,5 +1,5 @@
 // Two-input element-wise ops with numpy broadcasting (broadcast.h), on any plan dtype:
-// Add, Sub, Mul, Div, Mod on float32/int64/int32; Equal, Less, Greater -> bool; And, Or on
+// Add, Sub, Mul, Div, Mod, Max, Min on float32/int64/int32; Equal, Less, Greater -> bool; And, Or on
 // bool. The loop over merged rows is branch-free inside, so contiguous rows vectorise.
 #include <cmath>
 #include <type_traits>
@@ -37,6 +37,9 @@ struct LeF { template <typename T> static uint8_t f(T a, T b, bool) { return a <
 struct GeF { template <typename T> static uint8_t f(T a, T b, bool) { return a >= b; } };
 struct AndF { template <typename T> static uint8_t f(T a, T b, bool) { return a && b; } };
 struct OrF { template <typename T> static uint8_t f(T a, T b, bool) { return a || b; } };
+// ONNX Max/Min propagate a NaN operand (std::max would return the other one).
+struct MaxF { template <typename T> static T f(T a, T b, bool) { return a != a ? a : b != b ? b : a < b ? b : a; } };
+struct MinF { template <typename T> static T f(T a, T b, bool) { return a != a ? a : b != b ? b : b < a ? b : a; } };
 
 template <typename F, typename T, typename Y>
 void inner(Y* y, const T* a, const T* b, int64_t n, int64_t sa, int64_t sb, bool flag) {
@@ -134,6 +137,8 @@ std::unique_ptr<Kernel> make_binary(const BuildCtx& bc, const Op& op, Status* st
     case OpType::kGreaterOrEqual: return predicate<GeF>(bc, op, t, st, msg);
     case OpType::kAnd: return predicate<AndF>(bc, op, t, st, msg);
     case OpType::kOr: return predicate<OrF>(bc, op, t, st, msg);
+    case OpType::kMax: return arith<MaxF>(bc, op, t, st, msg);
+    case OpType::kMin: return arith<MinF>(bc, op, t, st, msg);
     default: return unsupported(op, "not a binary op", st, msg);
   }
 }

@@ -93,12 +93,15 @@ bool v1_kernel_fits(const Plan& plan, const Op& op, std::string* why) {
     case OpType::kPow: case OpType::kSqrt: case OpType::kReciprocal: case OpType::kExp:
     case OpType::kNeg: case OpType::kLog: case OpType::kAbs:
     case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish: case OpType::kSiLU:
+    // Row ops: their factories place the batch anywhere outside a row (docs/plan-format.md).
+    case OpType::kGemm: case OpType::kMatMul:
+    case OpType::kTranspose: case OpType::kSoftmax:
+    case OpType::kLayerNorm:
       layout_free = true;
       break;
-    case OpType::kConv: case OpType::kGemm: case OpType::kMatMul: case OpType::kMaxPool:
+    case OpType::kConv: case OpType::kMaxPool:
     case OpType::kAveragePool: case OpType::kGlobalAveragePool: case OpType::kFlatten:
-    case OpType::kTranspose: case OpType::kConcat: case OpType::kSoftmax:
-    case OpType::kLayerNorm: case OpType::kReduceMean: case OpType::kReduceSum: case OpType::kReduceMax:
+    case OpType::kReduceMean: case OpType::kReduceSum: case OpType::kReduceMax:
     case OpType::kAttention: case OpType::kPad: case OpType::kSplit: case OpType::kLSTM:
       break;
     default:
@@ -146,6 +149,15 @@ class CpuBackend final : public Backend {
     // Range (its values count the whole batch). Otherwise the whole batch runs at once.
     bool chunkable = plan.batchFirst;
     for (const Op& op : plan.ops) chunkable = chunkable && op.type != OpType::kRange;
+    // Nor where run-time indices address the data's batch axis (GatherND tuples over it, a
+    // Gather along it): their values are sample numbers of the whole batch, not of a chunk.
+    for (const Op& op : plan.ops) {
+      if (op.inputs.size() < 2 || op.inputs[0] == kAbsentInput) continue;
+      const int bax = plan.tensors[size_t(op.inputs[0])].batch_axis();
+      const TensorInfo& idx = plan.tensors[size_t(op.inputs[1])];
+      if (op.type == OpType::kGatherND && bax >= 0 && !idx.shape.empty() && bax < idx.shape.back()) chunkable = false;
+      if (op.type == OpType::kGather && bax >= 0 && bax == op.attrs.axis) chunkable = false;
+    }
     const int64_t chunk = !chunkable ? maxBatch
                                      : std::clamp<int64_t>(plan.bytesPerSample ? int64_t(budget / plan.bytesPerSample) : maxBatch,
                                                            1, maxBatch);
@@ -207,6 +219,8 @@ class CpuBackend final : public Backend {
         case OpType::kPad: k = cpu::make_pad(bc, op, &st, message); break;
         case OpType::kSplit: k = cpu::make_split(bc, op, &st, message); break;
         case OpType::kLSTM: k = cpu::make_lstm(bc, op, &st, message); break;
+        case OpType::kMax: case OpType::kMin: k = cpu::make_binary(bc, op, &st, message); break;
+        case OpType::kGatherND: k = cpu::make_gather_nd(bc, op, &st, message); break;
       }
       if (!k) return st == Status::kOk ? Status::kUnsupportedOp : st;
       ws = std::max(ws, k->workspace_floats(chunk));

@@ -1,5 +1,6 @@
-// Gemm (A activation [n,K], B weight, optional C broadcast to [n,N]) and MatMul
-// (A [n,…,K] activation, B [K,M] weight): one cblas_sgemm over the whole batch.
+// Gemm (A activation [..., K], B weight, optional C broadcast to [..., N]) and MatMul
+// (A [..., K] activation, B [K,M] weight): one cblas_sgemm over the whole batch. A's rows
+// are all its leading dims, so the batch may sit on any of them.
 #include <cblas.h>
 
 #include <cstring>
@@ -53,13 +54,17 @@ std::unique_ptr<Kernel> make_gemm(const BuildCtx& bc, const Op& op, Status* st, 
   const OpAttrs& at = op.attrs;
   if (A.is_weight() || !B.is_weight() || at.transA)
     return unsupported(op, "supports A an activation (transA = 0) and B a weight", st, msg);
-  if (A.shape.size() != 2 || B.shape.size() != 2 || Y.shape.size() != 2)
-    return unsupported(op, "expects rank-2 A, B, Y; A " + shape_str(A.shape) + ", B " + shape_str(B.shape), st, msg);
+  // A [..., K] as rows, the batch on any axis but the last (seq-first [S·batch, K], rank-3 [batch, S, K]).
+  if (A.shape.size() < 2 || B.shape.size() != 2 || Y.shape.size() != A.shape.size() ||
+      A.batch_axis() == int(A.shape.size()) - 1)
+    return unsupported(op, "expects A [..., K] (the batch not on K), B rank 2, Y of A's rank; A " + shape_str(A.shape) +
+                               ", B " + shape_str(B.shape), st, msg);
   auto k = std::make_unique<GemmKernel>();
-  k->K = A.shape[1];
+  k->K = A.shape.back();
   k->N = at.transB ? B.shape[0] : B.shape[1];
+  k->rows_per_sample = A.elements() / k->K;
   const int64_t bk = at.transB ? B.shape[1] : B.shape[0];
-  if (bk != k->K || Y.shape[1] != k->N)
+  if (bk != k->K || Y.shape.back() != k->N || Y.elements() != k->rows_per_sample * k->N)
     return unsupported(op, "shapes do not line up: A " + shape_str(A.shape) + ", B " + shape_str(B.shape) +
                                (at.transB ? " (transposed)" : "") + ", Y " + shape_str(Y.shape), st, msg);
   k->a = bc.ref(op.inputs[0]);
@@ -79,7 +84,7 @@ std::unique_ptr<Kernel> make_gemm(const BuildCtx& bc, const Op& op, Status* st, 
       k->cw = C.data;
       k->cw_cols = row ? k->N : 1;
     } else {
-      if (C.shape.size() != 2 || C.shape[1] != k->N)
+      if (C.shape.size() != 2 || C.shape[1] != k->N || C.shape != Y.shape)
         return unsupported(op, "C activation must be [-1," + std::to_string(k->N) + "], got " + shape_str(C.shape), st, msg);
       k->c_is_act = true;
       k->cact = bc.ref(op.inputs[2]);
@@ -95,8 +100,8 @@ std::unique_ptr<Kernel> make_matmul(const BuildCtx& bc, const Op& op, Status* st
   const TensorInfo& Y = bc.info(op.outputs[0]);
   // Two activations (attention's Q x K^T), a weight A, or an N-D weight B: one GEMM a slice.
   if (A.is_weight() || !B.is_weight() || B.shape.size() != 2) return make_matmul_batched(bc, op, st, msg);
-  if (A.shape.size() < 2)
-    return unsupported(op, "supports A [n,…,K] an activation and B [K,M] a weight; A " + shape_str(A.shape) +
+  if (A.shape.size() < 2 || A.batch_axis() == int(A.shape.size()) - 1)
+    return unsupported(op, "supports A [n,…,K] an activation (the batch not on K) and B [K,M] a weight; A " + shape_str(A.shape) +
                                ", B " + shape_str(B.shape), st, msg);
   auto k = std::make_unique<GemmKernel>();
   k->K = A.shape.back();
@@ -104,7 +109,7 @@ std::unique_ptr<Kernel> make_matmul(const BuildCtx& bc, const Op& op, Status* st
   if (B.shape[0] != k->K || Y.shape.size() != A.shape.size() || Y.shape.back() != k->N)
     return unsupported(op, "shapes do not line up: A " + shape_str(A.shape) + ", B " + shape_str(B.shape) +
                                ", Y " + shape_str(Y.shape), st, msg);
-  for (size_t i = 1; i + 1 < A.shape.size(); ++i) k->rows_per_sample *= A.shape[i];
+  k->rows_per_sample = A.elements() / k->K;  // rows per sample, the batch on any axis but K
   if (Y.elements() != k->rows_per_sample * k->N)
     return unsupported(op, "output " + shape_str(Y.shape) + " does not hold A " + shape_str(A.shape) + " x B " +
                                shape_str(B.shape), st, msg);

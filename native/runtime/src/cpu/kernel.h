@@ -91,6 +91,7 @@ std::unique_ptr<Kernel> make_pool(const BuildCtx&, const Op&, Status*, std::stri
 std::unique_ptr<Kernel> make_global_avg_pool(const BuildCtx&, const Op&, Status*, std::string*);
 std::unique_ptr<Kernel> make_copy(const BuildCtx&, const Op&, Status*, std::string*);  // Flatten, Reshape
 std::unique_ptr<Kernel> make_transpose(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_transpose_any(const BuildCtx&, const Op&, Status*, std::string*);  // batch moves
 std::unique_ptr<Kernel> make_concat(const BuildCtx&, const Op&, Status*, std::string*);
 std::unique_ptr<Kernel> make_softmax(const BuildCtx&, const Op&, Status*, std::string*);
 // Transformer ops (layernorm.cc, matmul_batched.cc, elementwise_math.cc, reduce.cc).
@@ -109,6 +110,7 @@ std::unique_ptr<Kernel> make_clip_hard(const BuildCtx&, const Op&, Status*, std:
 std::unique_ptr<Kernel> make_pad(const BuildCtx&, const Op&, Status*, std::string*);
 std::unique_ptr<Kernel> make_split(const BuildCtx&, const Op&, Status*, std::string*);
 std::unique_ptr<Kernel> make_lstm(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_gather_nd(const BuildCtx&, const Op&, Status*, std::string*);  // gather_nd.cc
 
 // Shared helpers for factories.
 std::string shape_str(const std::vector<int64_t>& s);

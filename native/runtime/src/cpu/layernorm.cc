@@ -79,8 +79,9 @@ std::unique_ptr<Kernel> make_layernorm(const BuildCtx& bc, const Op& op, Status*
   const TensorInfo& S = bc.info(op.inputs[1]);
   const TensorInfo& Y = bc.info(op.outputs[0]);
   const int axis = op.attrs.axis, r = int(X.shape.size());
-  if (X.is_weight() || axis < 1 || axis >= r)
-    return unsupported(op, "needs an activation and 1 <= axis < rank; X " + shape_str(X.shape) + ", axis " +
+  // Rows of the trailing axes: the batch may sit on any axis before `axis`.
+  if (X.is_weight() || axis < 1 || axis >= r || X.batch_axis() >= axis)
+    return unsupported(op, "needs an activation with its batch before axis, 1 <= axis < rank; X " + shape_str(X.shape) + ", axis " +
                                std::to_string(axis), st, msg);
   if (Y.elements() != X.elements())
     return unsupported(op, "input " + shape_str(X.shape) + " and output " + shape_str(Y.shape) + " differ", st, msg);

@@ -75,17 +75,26 @@ namespace {
 class BatchedMatMulKernel final : public Kernel {
  public:
   TensorRef a, b, y;
-  BatchedMatMulDims d;  // d.dims[0] is the batch, set per run (when some operand has it)
+  BatchedMatMulDims d;  // d.dims[bax] is bk x the batch, set per run
+  int bax = 0;          // the leading dim that holds the batch (-bk in the plan)
+  int64_t bk = 1;
+  bool a_act = false, b_act = false;  // an activation's strides before bax scale with the batch
   void run(const RunCtx& c) const override {
     BatchedMatMulDims dd = d;
-    dd.dims[0] = c.batch;
+    dd.dims[bax] = bk * c.batch;
+    for (int i = 0; i < bax; ++i) {
+      if (a_act) dd.a_stride[i] *= c.batch;
+      if (b_act) dd.b_stride[i] *= c.batch;
+    }
     matmul_batched(a.at(c), b.at(c), y.at(c), dd, c.pool);
   }
 };
 
 // Element strides of operand `t`'s matrices over the output's `lead` leading dims
-// (right-aligned; 0 where t broadcasts). For an activation, dim 0 is the batch.
-bool lead_strides(const TensorInfo& t, const std::vector<int64_t>& yshape, int lead, int64_t* s, std::string* why) {
+// (right-aligned; 0 where t broadcasts), per sample. Dim `bax` is the batch (-k): an
+// activation runs along it, a weight must be 1 there.
+bool lead_strides(const TensorInfo& t, const std::vector<int64_t>& yshape, int lead, int bax, int64_t* s,
+                  std::string* why) {
   const int tr = int(t.shape.size()), tl = tr - 2;
   if (tl > lead || (!t.is_weight() && tl != lead)) {
     *why = "operand " + shape_str(t.shape) + " does not line up with output " + shape_str(yshape);
@@ -96,9 +105,14 @@ bool lead_strides(const TensorInfo& t, const std::vector<int64_t>& yshape, int l
     const int ti = i - (lead - tl);
     if (ti < 0) { s[i] = 0; continue; }
     const int64_t td = t.shape[ti];
-    if (i == 0) {  // the batch: activations run along it, a weight must be 1 there
+    if (i == bax) {  // the batch: activations run along it, a weight must be 1 there
       if (t.is_weight() && td != 1) { *why = "weight " + shape_str(t.shape) + " spans the batch"; return false; }
+      if (!t.is_weight() && td != yshape[i]) {
+        *why = "operand " + shape_str(t.shape) + " has its batch elsewhere than output " + shape_str(yshape);
+        return false;
+      }
       s[i] = t.is_weight() ? 0 : stride;
+      if (!t.is_weight()) stride *= -td;
       continue;
     }
     if (td != yshape[i] && td != 1) {
@@ -131,10 +145,17 @@ std::unique_ptr<Kernel> make_matmul_batched(const BuildCtx& bc, const Op& op, St
   if (B.shape[B.shape.size() - 2] != d.K || Y.shape[r - 2] != d.M || Y.shape[r - 1] != d.N)
     return unsupported(op, "shapes do not line up: A " + shape_str(A.shape) + " x B " + shape_str(B.shape) + " -> Y " +
                                shape_str(Y.shape), st, msg);
-  for (int i = 1; i < d.lead; ++i) d.dims[i] = Y.shape[i];
+  k->bax = Y.batch_axis();
+  if (k->bax < 0 || k->bax >= d.lead)
+    return unsupported(op, "the batch of Y " + shape_str(Y.shape) + " must be on a leading dim", st, msg);
+  k->bk = -Y.shape[size_t(k->bax)];
+  for (int i = 0; i < d.lead; ++i) d.dims[i] = Y.shape[i];
   std::string why;
-  if (!lead_strides(A, Y.shape, d.lead, d.a_stride, &why) || !lead_strides(B, Y.shape, d.lead, d.b_stride, &why))
+  if (!lead_strides(A, Y.shape, d.lead, k->bax, d.a_stride, &why) ||
+      !lead_strides(B, Y.shape, d.lead, k->bax, d.b_stride, &why))
     return unsupported(op, why, st, msg);
+  k->a_act = !A.is_weight();
+  k->b_act = !B.is_weight();
   k->a = bc.ref(op.inputs[0]);
   k->b = bc.ref(op.inputs[1]);
   k->y = bc.ref(op.outputs[0]);

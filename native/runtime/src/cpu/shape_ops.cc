@@ -1,5 +1,5 @@
 // Flatten and Reshape (a copy unless the plan put input and output at the same offset),
-// Transpose (batch stays first) and Concat (axis >= 1).
+// Transpose (batch stays first; transpose_any.cc moves it) and Concat (any axis but the batch's).
 #include <cstring>
 
 #include "cpu/kernel.h"
@@ -54,19 +54,22 @@ class ConcatKernel final : public Kernel {
  public:
   std::vector<TensorRef> xs;
   std::vector<int64_t> inner;  // elements per outer row of each input
+  size_t esize = 4;            // any dtype: rows are copied as bytes
   std::vector<bool> shared;    // a weight [1, ...]: the same rows for every sample
   TensorRef y;
   int64_t outer_per_sample = 1, out_inner = 0;
+  bool batch_inner = false;  // the batch sits after the axis: it scales the rows, not their count
   void run(const RunCtx& c) const override {
-    float* Y = y.at(c);
-    const int64_t outer = outer_per_sample * c.batch;
+    uint8_t* Y = y.as<uint8_t>(c);
+    const int64_t outer = batch_inner ? outer_per_sample : outer_per_sample * c.batch;
+    const int64_t scale = batch_inner ? c.batch : 1, out_row = out_inner * scale;
     int64_t col = 0;
     for (size_t k = 0; k < xs.size(); ++k) {
-      const float* X = xs[k].at(c);
-      const int64_t n = inner[k];
+      const uint8_t* X = xs[k].as<uint8_t>(c);
+      const int64_t n = inner[k] * scale;
       for (int64_t o = 0; o < outer; ++o) {
         const int64_t src = shared[k] ? o % outer_per_sample : o;
-        std::memcpy(Y + o * out_inner + col, X + src * n, sizeof(float) * n);
+        std::memcpy(Y + (o * out_row + col) * esize, X + src * n * esize, esize * n);
       }
       col += n;
     }
@@ -96,6 +99,8 @@ std::unique_ptr<Kernel> make_transpose(const BuildCtx& bc, const Op& op, Status*
   const TensorInfo& Y = bc.info(op.outputs[0]);
   const auto& perm = op.attrs.perm;
   const int r = int(X.shape.size());
+  // The batch moves, or is not first: transpose the whole request (transpose_any.cc).
+  if (!X.batch_first() || perm.empty() || perm[0] != 0) return make_transpose_any(bc, op, st, msg);
   if (X.is_weight() || r < 2 || r > kMaxRank || int(perm.size()) != r || perm[0] != 0 || Y.shape.size() != X.shape.size())
     return unsupported(op, "needs perm of the input's rank with perm[0] = 0; X " + shape_str(X.shape), st, msg);
   int64_t in_stride[kMaxRank];
@@ -124,22 +129,28 @@ std::unique_ptr<Kernel> make_transpose(const BuildCtx& bc, const Op& op, Status*
 std::unique_ptr<Kernel> make_concat(const BuildCtx& bc, const Op& op, Status* st, std::string* msg) {
   if (op.inputs.empty()) return unsupported(op, "needs inputs", st, msg);
   const TensorInfo& Y = bc.info(op.outputs[0]);
-  const int axis = op.attrs.axis, r = int(Y.shape.size());
-  if (axis < 1 || axis >= r) return unsupported(op, "axis " + std::to_string(axis) + " out of range for " + shape_str(Y.shape), st, msg);
+  const int axis = op.attrs.axis, r = int(Y.shape.size()), bax = Y.batch_axis();
+  if (axis < 0 || axis >= r || axis == bax)
+    return unsupported(op, "axis " + std::to_string(axis) + " out of range for " + shape_str(Y.shape) + " (or the batch axis)", st, msg);
   auto k = std::make_unique<ConcatKernel>();
-  for (int i = 1; i < axis; ++i) k->outer_per_sample *= Y.shape[i];
+  // Per-sample extents (a batch entry -k counts k); the batch scales the side it is on.
+  const auto ext = [](int64_t d) { return d < 0 ? -d : d; };
+  for (int i = 0; i < axis; ++i) k->outer_per_sample *= ext(Y.shape[i]);
   int64_t tail = 1;
-  for (int i = axis + 1; i < r; ++i) tail *= Y.shape[i];
+  for (int i = axis + 1; i < r; ++i) tail *= ext(Y.shape[i]);
+  k->batch_inner = bax > axis;
   int64_t total_axis = 0;
   for (int32_t id : op.inputs) {
     if (id == kAbsentInput) return unsupported(op, "absent input", st, msg);
     const TensorInfo& X = bc.info(id);
+    if (X.dtype != Y.dtype) return unsupported(op, std::string("input dtype ") + dtype_name(X.dtype) + " differs from the output's " + dtype_name(Y.dtype), st, msg);
     // A weight takes part with a leading 1 (ViT's class token at a static batch of 1): every
     // sample gets the same rows.
-    if (int(X.shape.size()) != r || (X.is_weight() && X.shape[0] != 1))
-      return unsupported(op, "inputs must be activations, or weights [1, ...], of the output's rank; found " + shape_str(X.shape), st, msg);
-    for (int i = 1; i < r; ++i)
-      if (i != axis && X.shape[i] != Y.shape[i]) return unsupported(op, "input " + shape_str(X.shape) + " does not fit " + shape_str(Y.shape), st, msg);
+    if (int(X.shape.size()) != r || (X.is_weight() && (X.shape[0] != 1 || bax != 0)))
+      return unsupported(op, "inputs must be activations, or weights [1, ...] beside a batch-first output, of the output's rank; found " + shape_str(X.shape), st, msg);
+    for (int i = 0; i < r; ++i)
+      if (i != axis && X.shape[i] != Y.shape[i] && !(X.is_weight() && i == 0))
+        return unsupported(op, "input " + shape_str(X.shape) + " does not fit " + shape_str(Y.shape), st, msg);
     k->xs.push_back(bc.ref(id));
     k->shared.push_back(X.is_weight());
     k->inner.push_back(X.shape[axis] * tail);
@@ -147,6 +158,7 @@ std::unique_ptr<Kernel> make_concat(const BuildCtx& bc, const Op& op, Status* st
   }
   if (total_axis != Y.shape[axis]) return unsupported(op, "inputs do not add up to the output's axis", st, msg);
   k->out_inner = Y.shape[axis] * tail;
+  k->esize = dtype_size(Y.dtype);
   k->y = bc.ref(op.outputs[0]);
   return k;
 }

@@ -11,11 +11,13 @@ namespace {
 class SoftmaxKernel final : public Kernel {
  public:
   TensorRef x, y;
-  int64_t outer_per_sample = 1, len = 1, inner = 1;
+  int64_t outer_per_sample = 1, len = 1, inner_per_sample = 1;
+  bool batch_inner = false;  // the batch sits after the softmax axis (scales inner, not outer)
   void run(const RunCtx& c) const override {
     const float* X = x.at(c);
     float* Y = y.at(c);
-    const int64_t outer = outer_per_sample * c.batch;
+    const int64_t outer = batch_inner ? outer_per_sample : outer_per_sample * c.batch;
+    const int64_t inner = batch_inner ? inner_per_sample * c.batch : inner_per_sample;
     c.pool->parallel_for(outer * inner, std::max<int64_t>(1, 4096 / len), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const int64_t o = r / inner, i = r % inner;
@@ -50,12 +52,16 @@ std::unique_ptr<Kernel> make_softmax(const BuildCtx& bc, const Op& op, Status* s
   const int axis = op.attrs.axis, r = int(X.shape.size());
   if (bc.info(op.outputs[0]).elements() != X.elements())
     return unsupported(op, "input " + shape_str(X.shape) + " and output " + shape_str(bc.info(op.outputs[0]).shape) + " differ", st, msg);
-  if (X.is_weight() || axis < 1 || axis >= r)
-    return unsupported(op, "axis " + std::to_string(axis) + " out of range for " + shape_str(X.shape), st, msg);
+  const int bax = X.batch_axis();
+  if (X.is_weight() || axis < 0 || axis >= r || axis == bax)
+    return unsupported(op, "axis " + std::to_string(axis) + " out of range for " + shape_str(X.shape) +
+                               " (or the batch axis)", st, msg);
   auto k = std::make_unique<SoftmaxKernel>();
-  for (int i = 1; i < axis; ++i) k->outer_per_sample *= X.shape[i];
+  // Per-sample extents: a batch entry -k counts k; the batch scales the side it is on.
+  for (int i = 0; i < axis; ++i) k->outer_per_sample *= X.shape[i] < 0 ? -X.shape[i] : X.shape[i];
   k->len = X.shape[axis];
-  for (int i = axis + 1; i < r; ++i) k->inner *= X.shape[i];
+  for (int i = axis + 1; i < r; ++i) k->inner_per_sample *= X.shape[i] < 0 ? -X.shape[i] : X.shape[i];
+  k->batch_inner = bax > axis;
   if (k->len < 1) return unsupported(op, "empty softmax axis", st, msg);
   k->x = bc.ref(op.inputs[0]);
   k->y = bc.ref(op.outputs[0]);

@@ -31,8 +31,8 @@ const char* name_of(OpType t) {
                                        "Gather", "Cast", "Where", "Equal", "Less", "Greater", "Not", "And",
                                        "Or", "Mod", "Expand", "Slice", "Range", "ConstantOfShape",
                                        "LessOrEqual", "GreaterOrEqual", "Clip", "HardSigmoid", "HardSwish", "SiLU", "Pad",
-                                       "Split", "LSTM"};
-  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(OpType::kLSTM) + 1,
+                                       "Split", "LSTM", "Max", "Min", "GatherND"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(OpType::kGatherND) + 1,
                 "one name per OpType, in enum order (plan/plan.h)");
   const size_t i = static_cast<size_t>(t);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";
@@ -314,6 +314,7 @@ Status check_op(const Plan& plan, const Op& op, std::string* message) {
     case OpType::kGreater: case OpType::kNot: case OpType::kAnd: case OpType::kOr: case OpType::kMod:
     case OpType::kExpand: case OpType::kSlice: case OpType::kRange: case OpType::kConstantOfShape:
     case OpType::kLessOrEqual: case OpType::kGreaterOrEqual:
+    case OpType::kMax: case OpType::kMin: case OpType::kGatherND:
       // --device auto falls back to the CPU backend on UNSUPPORTED_OP (core/runtime.cc).
       return bad("a plan v2 data op; it runs on the CPU backend only");
     case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish: case OpType::kSiLU:

@@ -60,6 +60,9 @@ const char* op_type_name(OpType t) {
     case OpType::kPad: return "Pad";
     case OpType::kSplit: return "Split";
     case OpType::kLSTM: return "LSTM";
+    case OpType::kMax: return "Max";
+    case OpType::kMin: return "Min";
+    case OpType::kGatherND: return "GatherND";
   }
   return "?";
 }

@@ -76,6 +76,8 @@ enum class OpType : uint8_t {
   kExpand, kSlice, kRange, kConstantOfShape, kLessOrEqual, kGreaterOrEqual,
   // CNN activations and data movement, LSTM (appended: the order is the cuda name table's).
   kClip, kHardSigmoid, kHardSwish, kSiLU, kPad, kSplit, kLSTM,
+  // Element-wise Max/Min on any numeric dtype, GatherND (batch_dims 0) on run-time indices.
+  kMax, kMin, kGatherND,
 };
 const char* op_type_name(OpType t);
 
@@ -101,9 +103,9 @@ struct OpAttrs {
   bool transB = false;
   Activation activation = Activation::kNone;  // Conv, Gemm
   bool geluTanh = false;                      // Gelu approximate == "tanh"
-  int axis = 1;                               // Flatten, Concat, Softmax (full rank, >= 1)
+  int axis = 1;                               // Flatten, Concat (full rank, >= 1), Softmax (not the batch's)
   std::vector<int64_t> shape;                 // Reshape (resolved; shape[0] = -1 = batch)
-  std::vector<int> perm;                      // Transpose (perm[0] = 0)
+  std::vector<int> perm;                      // Transpose (any permutation)
   float epsilon = 1e-5f;                      // LayerNormalization (normalises axis.. end)
   float exponent = 1.0f;                      // Pow (constant scalar exponent)
   // ReduceMean/Sum/Max (sorted, all >= 1); Slice (any order, with starts/steps)

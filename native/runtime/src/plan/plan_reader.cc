@@ -171,7 +171,8 @@ bool parse_op_type(const std::string& s, OpType* t) {
       {"Range", OpType::kRange}, {"ConstantOfShape", OpType::kConstantOfShape},
       {"LessOrEqual", OpType::kLessOrEqual}, {"GreaterOrEqual", OpType::kGreaterOrEqual},
       {"Clip", OpType::kClip}, {"HardSigmoid", OpType::kHardSigmoid}, {"HardSwish", OpType::kHardSwish},
-      {"SiLU", OpType::kSiLU}, {"Pad", OpType::kPad}, {"Split", OpType::kSplit}, {"LSTM", OpType::kLSTM}};
+      {"SiLU", OpType::kSiLU}, {"Pad", OpType::kPad}, {"Split", OpType::kSplit}, {"LSTM", OpType::kLSTM},
+      {"Max", OpType::kMax}, {"Min", OpType::kMin}, {"GatherND", OpType::kGatherND}};
   for (const auto& e : kTable)
     if (s == e.n) { *t = e.t; return true; }
   return false;
@@ -296,9 +297,15 @@ bool parse_attrs(Reader& r, const Obj* attrs_obj, OpType t, const std::string& p
     case OpType::kSplit:
     case OpType::kLSTM:
       return parse_cnn_attrs(r, m, t, p, a);
-    case OpType::kFlatten:
     case OpType::kConcat:
-    case OpType::kSoftmax: {
+    case OpType::kSoftmax: {  // any axis but the batch's (the kernel checks that)
+      int64_t v;
+      if (!r.as_int(r.need(m, "axis", p), p + ".axis", &v)) return false;
+      if (v < 0 || v > 16) return r.bad(p + ".axis", "0..16 (full rank)", std::to_string(v));
+      a->axis = int(v);
+      return true;
+    }
+    case OpType::kFlatten: {
       int64_t v;
       if (!r.as_int(r.need(m, "axis", p), p + ".axis", &v)) return false;
       if (v < 1 || v > 16) return r.bad(p + ".axis", ">= 1 (full rank, batch first)", std::to_string(v));
