@@ -149,7 +149,7 @@ export function profileTerminal(runtimes: ReadonlyArray<{ name: string; profile?
   for (const r of runtimes) {
     if (!r.profile) continue;
     const p = r.profile;
-    out.push(profileCaption(r.name, p).slice(0, width));
+    out.push(profileCaption(r.name, p));
     if (p.unavailable) continue;
     const n = Math.max(Math.min(top, p.ops.length), Math.min(top, p.byType.length));
     const cut = (s: string): string => (s.length > 36 ? `${s.slice(0, 35)}…` : s);
