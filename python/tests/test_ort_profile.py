@@ -67,4 +67,4 @@ def test_parse_keeps_kernel_events_after_the_cutoff():
           {"cat": "Session", "name": "model_run", "ts": 20, "dur": 10},
           {"cat": "Node", "name": "a_fence_before", "ts": 21, "dur": 0, "args": {"op_name": "Conv"}},
           {"cat": "Node", "name": "a_kernel_time", "ts": 22, "dur": 2000, "args": {"op_name": "Conv"}}]
-    assert ort_profile.parse(ev, ort_profile.first_run_end(ev)) == [{"name": "a", "opType": "Conv", "totalMs": 2.0, "calls": 1}]
+    assert ort_profile.parse(ev, ort_profile.first_run_end(ev)) == [{"name": "a", "opType": "Conv", "totalMs": 2.0, "minMs": 2.0, "calls": 1}]

@@ -18,6 +18,12 @@ export interface ProfileOp {
   fused?: string;
   /** Mean time per profiled call (summed over the call's chunks/kernel calls), ms. */
   msPerRun: number;
+  /**
+   * The fastest kernel call times the kernel calls a profiled call makes (calls / runs), ms: a
+   * floor of msPerRun that a preempted call on a busy machine does not move. null when the
+   * worker sent no minimum.
+   */
+  minMsPerRun: number | null;
   /** Kernel calls over all profiled calls (more than runs when a batch runs in chunks). */
   calls: number;
   /** msPerRun as % of opsMsPerRun. */
@@ -29,6 +35,8 @@ export interface ProfileOpType {
   /** Nodes of this type. */
   nodes: number;
   msPerRun: number;
+  /** Sum of its ops' minMsPerRun; null when one is unknown. */
+  minMsPerRun: number | null;
   pct: number;
 }
 
@@ -56,6 +64,7 @@ interface RawOp {
   opType?: unknown;
   fused?: unknown;
   totalMs?: unknown;
+  minMs?: unknown;
   calls?: unknown;
 }
 
@@ -75,7 +84,10 @@ export function profileFromTask(raw: unknown, source: RuntimeProfile["source"], 
     const totalMs = num(o.totalMs);
     if (typeof o.name !== "string" || typeof o.opType !== "string" || !(totalMs >= 0))
       throw new Error(`${where}: profile.ops[${i}]: expected {name, opType, totalMs >= 0, calls}, received ${JSON.stringify(o).slice(0, 200)}`);
-    return { name: o.name, opType: o.opType, ...(typeof o.fused === "string" && o.fused ? { fused: o.fused } : {}), msPerRun: totalMs / runs, calls: num(o.calls) || 0, pct: 0 };
+    const calls = num(o.calls) || 0;
+    const minMs = num(o.minMs);
+    const minMsPerRun = minMs >= 0 && calls > 0 ? (minMs * calls) / runs : null;
+    return { name: o.name, opType: o.opType, ...(typeof o.fused === "string" && o.fused ? { fused: o.fused } : {}), msPerRun: totalMs / runs, minMsPerRun, calls, pct: 0 };
   });
   const total = ops.reduce((a, o) => a + o.msPerRun, 0);
   const share = (ms: number): number => (total > 0 ? (100 * ms) / total : 0);
@@ -83,9 +95,10 @@ export function profileFromTask(raw: unknown, source: RuntimeProfile["source"], 
   ops.sort((a, b) => b.msPerRun - a.msPerRun);
   const types = new Map<string, ProfileOpType>();
   for (const o of ops) {
-    const t = types.get(o.opType) ?? { opType: o.opType, nodes: 0, msPerRun: 0, pct: 0 };
+    const t = types.get(o.opType) ?? { opType: o.opType, nodes: 0, msPerRun: 0, minMsPerRun: 0, pct: 0 };
     t.nodes += 1;
     t.msPerRun += o.msPerRun;
+    t.minMsPerRun = t.minMsPerRun === null || o.minMsPerRun === null ? null : t.minMsPerRun + o.minMsPerRun;
     types.set(o.opType, t);
   }
   const byType = [...types.values()].sort((a, b) => b.msPerRun - a.msPerRun);
@@ -114,6 +127,7 @@ export function validateProfile(p: unknown, path: string): string[] {
 }
 
 const ms = (x: number): string => (x >= 10 ? x.toFixed(1) : x >= 0.1 ? x.toFixed(2) : x.toFixed(3));
+const minMs = (x: number | null): string => (x === null ? "—" : ms(x));
 export const TOP_OPS = 10;
 
 /** One line under a profile: what was timed and how much of the call the ops cover. */
@@ -132,13 +146,13 @@ export function profileMarkdown(runtimes: ReadonlyArray<{ name: string; profile?
   for (const r of runtimes) {
     if (!r.profile) continue;
     const p = r.profile;
-    out.push(`### ${r.name}`, "", profileCaption(r.name, p) + ".");
+    out.push(`### ${r.name}`, "", `${profileCaption(r.name, p)}. min ms: the op's fastest kernel call × its calls per call, a floor that preemption does not move.`);
     if (p.unavailable) {
       out.push("");
       continue;
     }
-    out.push("", mdTable(["op", "type", "ms", "% of ops"], p.ops.slice(0, top).map((o) => [o.name, opLabel(o), ms(o.msPerRun), o.pct.toFixed(1)])));
-    out.push("", mdTable(["op type", "nodes", "ms", "% of ops"], p.byType.map((t) => [t.opType, String(t.nodes), ms(t.msPerRun), t.pct.toFixed(1)])), "");
+    out.push("", mdTable(["op", "type", "ms", "% of ops", "min ms"], p.ops.slice(0, top).map((o) => [o.name, opLabel(o), ms(o.msPerRun), o.pct.toFixed(1), minMs(o.minMsPerRun)])));
+    out.push("", mdTable(["op type", "nodes", "ms", "% of ops", "min ms"], p.byType.map((t) => [t.opType, String(t.nodes), ms(t.msPerRun), t.pct.toFixed(1), minMs(t.minMsPerRun)])), "");
   }
   return out.join("\n").trim();
 }

@@ -10,7 +10,7 @@ import { performance } from "node:perf_hooks";
 
 const KERNEL_SUFFIX = "_kernel_time";
 
-/** Kernel events that start at or after `afterUs`, summed per node: [{name, opType, totalMs, calls}]. */
+/** Kernel events that start at or after `afterUs`, summed per node: [{name, opType, totalMs, minMs, calls}]. */
 export function parseOrtProfile(events, afterUs = 0) {
   const byNode = new Map();
   for (const e of events) {
@@ -18,8 +18,10 @@ export function parseOrtProfile(events, afterUs = 0) {
     if (e.cat !== "Node" || !name.endsWith(KERNEL_SUFFIX) || Number(e.ts ?? 0) < afterUs) continue;
     const node = name.slice(0, -KERNEL_SUFFIX.length);
     let rec = byNode.get(node);
-    if (!rec) byNode.set(node, (rec = { name: node, opType: e.args?.op_name ?? "?", totalMs: 0, calls: 0 }));
-    rec.totalMs += Number(e.dur ?? 0) / 1000;
+    if (!rec) byNode.set(node, (rec = { name: node, opType: e.args?.op_name ?? "?", totalMs: 0, minMs: Infinity, calls: 0 }));
+    const ms = Number(e.dur ?? 0) / 1000;
+    rec.totalMs += ms;
+    rec.minMs = Math.min(rec.minMs, ms);
     rec.calls += 1;
   }
   return [...byNode.values()];

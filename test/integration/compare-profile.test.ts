@@ -63,6 +63,7 @@ describe("memlane compare --profile", () => {
       expect(p.ops.some((o) => /Conv/.test(o.opType)), `${name} op types ${p.byType.map((t) => t.opType).join(", ")}`).toBe(true);
       // Slowest first; shares add up to 100 %; op types sum to the same total.
       for (let i = 1; i < p.ops.length; i++) expect(p.ops[i]!.msPerRun).toBeLessThanOrEqual(p.ops[i - 1]!.msPerRun);
+      for (const o of p.ops) expect(o.minMsPerRun!, `${name} ${o.name} min vs mean`).toBeLessThanOrEqual(o.msPerRun * 1.000001);
       expect(p.ops.reduce((a, o) => a + o.pct, 0)).toBeCloseTo(100, 3);
       expect(p.byType.reduce((a, t) => a + t.msPerRun, 0)).toBeCloseTo(p.opsMsPerRun, 6);
       // The ops are inside the call: their sum is at most the profiled call's wall time and a

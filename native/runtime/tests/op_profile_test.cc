@@ -61,6 +61,7 @@ int main() {
     for (const auto& t : p.ops) {
       CHECK_MSG(t.calls >= 3 && t.calls % 3 == 0, t.name + " calls " + std::to_string(t.calls));  // a call per chunk per run
       CHECK_MSG(t.totalMs >= 0, t.name);
+      CHECK_MSG(t.minMs >= 0 && t.minMs * double(t.calls) <= t.totalMs * 1.000001, t.name + " min call above the mean");
     }
     CHECK_MSG(p.ops[0].totalMs > p.ops[2].totalMs, "the conv is slower than the flatten copy");
   }

@@ -20,7 +20,7 @@ KERNEL_SUFFIX = "_kernel_time"
 
 def parse(events: list[dict], after_us: float = 0.0) -> list[dict]:
     """Kernel events that start at or after `after_us`, summed per node in order of first call:
-    [{name, opType, totalMs, calls}]."""
+    [{name, opType, totalMs, minMs, calls}] (minMs: the fastest single call)."""
     by_node: dict[str, dict] = {}
     for e in events:
         name = e.get("name", "")
@@ -28,8 +28,10 @@ def parse(events: list[dict], after_us: float = 0.0) -> list[dict]:
             continue
         node = name[: -len(KERNEL_SUFFIX)]
         rec = by_node.setdefault(node, {"name": node, "opType": (e.get("args") or {}).get("op_name", "?"),
-                                        "totalMs": 0.0, "calls": 0})
-        rec["totalMs"] += float(e.get("dur", 0)) / 1000.0
+                                        "totalMs": 0.0, "minMs": None, "calls": 0})
+        ms = float(e.get("dur", 0)) / 1000.0
+        rec["totalMs"] += ms
+        rec["minMs"] = ms if rec["minMs"] is None else min(rec["minMs"], ms)
         rec["calls"] += 1
     return list(by_node.values())
 

@@ -16,15 +16,15 @@ export function profileTables(report: Report): string {
   const captions = `<ul class="note">${rts.map((r) => `<li>${esc(profileCaption(r.name, r.profile!))}</li>`).join("")}</ul>`;
   if (!ok.length) return captions;
   const rows = Math.min(TOP_OPS, Math.max(...ok.map((r) => r.profile!.ops.length)));
-  const head = `<tr><th rowspan="2">#</th>${ok.map((r) => `<th colspan="3">${esc(r.name)}</th>`).join("")}</tr>` +
-    `<tr>${ok.map(() => "<th>op (type)</th><th>ms</th><th>%</th>").join("")}</tr>`;
+  const head = `<tr><th rowspan="2">#</th>${ok.map((r) => `<th colspan="4">${esc(r.name)}</th>`).join("")}</tr>` +
+    `<tr>${ok.map(() => "<th>op (type)</th><th>ms</th><th>%</th><th>min ms</th>").join("")}</tr>`;
   const body: string[] = [];
   for (let i = 0; i < rows; i++)
     body.push(`<tr><td>${i + 1}</td>${ok.map((r) => {
       const o = r.profile!.ops[i];
-      return o ? `<td>${esc(o.name)} <em>(${esc(opLabel(o))})</em></td><td>${ms(o.msPerRun)}</td><td>${o.pct.toFixed(1)}</td>` : "<td></td><td></td><td></td>";
+      return o ? `<td>${esc(o.name)} <em>(${esc(opLabel(o))})</em></td><td>${ms(o.msPerRun)}</td><td>${o.pct.toFixed(1)}</td><td>${o.minMsPerRun === null ? "—" : ms(o.minMsPerRun)}</td>` : "<td></td><td></td><td></td><td></td>";
     }).join("")}</tr>`);
-  const top = `<table id="profile-top-ops"><caption>Slowest ops of each runtime, ms per call and % of the sum of its ops.</caption><thead>${head}</thead><tbody>\n${body.join("\n")}\n</tbody></table>`;
+  const top = `<table id="profile-top-ops"><caption>Slowest ops of each runtime: mean ms per call, % of the sum of its ops, and min ms (the op's fastest kernel call × its calls per call: a floor that preemption on a busy machine does not move).</caption><thead>${head}</thead><tbody>\n${body.join("\n")}\n</tbody></table>`;
   const types = [...new Set(ok.flatMap((r) => r.profile!.byType.map((t) => t.opType)))];
   const total = (t: string): number => ok.reduce((a, r) => a + (r.profile!.byType.find((x) => x.opType === t)?.msPerRun ?? 0), 0);
   types.sort((a, b) => total(b) - total(a));

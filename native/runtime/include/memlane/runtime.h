@@ -65,6 +65,7 @@ struct OpTiming {
   std::string opType;
   std::string fused;
   double totalMs = 0;
+  double minMs = 0;  // the fastest single call: robust to preemption on a busy machine
   uint64_t calls = 0;
 };
 

@@ -4,6 +4,7 @@ namespace memlane::cpu {
 
 void OpProfiler::start(size_t ops) {
   totalUs_.assign(ops, 0.0);
+  minUs_.assign(ops, 0.0);
   calls_.assign(ops, 0);
   runs_ = 0;
   on_ = true;
@@ -25,6 +26,7 @@ OpProfile OpProfiler::result(const Plan& plan, const std::vector<bool>& has_kern
     t.name = plan.ops[i].name;
     t.opType = op_type_name(plan.ops[i].type);
     t.totalMs = totalUs_[i] / 1000.0;
+    t.minMs = minUs_[i] / 1000.0;
     t.calls = calls_[i];
     p.ops.push_back(std::move(t));
   }
@@ -36,8 +38,9 @@ void OpProfiler::print(const Plan& plan, const std::vector<bool>& has_kernel, st
   const OpProfile p = result(plan, has_kernel);
   size_t i = 0;
   for (const OpTiming& t : p.ops)
-    std::fprintf(f, "[memlane profile] %3zu %-18s %-40s mean %10.2f us  calls %llu%s%s\n", i++, t.opType.c_str(),
-                 t.name.c_str(), t.totalMs * 1000.0 / double(p.runs), static_cast<unsigned long long>(t.calls),
+    std::fprintf(f, "[memlane profile] %3zu %-18s %-40s mean %10.2f us  min %10.2f us  calls %llu%s%s\n", i++,
+                 t.opType.c_str(), t.name.c_str(), t.totalMs * 1000.0 / double(p.runs), t.minMs * 1000.0,
+                 static_cast<unsigned long long>(t.calls),
                  t.fused.empty() ? "" : "  + ", t.fused.c_str());
 }
 

@@ -30,6 +30,7 @@ class OpProfiler {
     run();
     const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     totalUs_[op] += us;
+    minUs_[op] = calls_[op] ? (us < minUs_[op] ? us : minUs_[op]) : us;
     ++calls_[op];
   }
   void end_run() { ++runs_; }
@@ -42,7 +43,7 @@ class OpProfiler {
  private:
   bool on_ = false;
   uint64_t runs_ = 0;
-  std::vector<double> totalUs_;
+  std::vector<double> totalUs_, minUs_;
   std::vector<uint64_t> calls_;
 };
 

@@ -34,7 +34,7 @@ std::optional<Val> profile_ops(const TaskCtx& c, Runtime& rt, const std::vector<
   Val ops = Val::array();
   for (const OpTiming& t : p.ops) {
     Val o = Val::map();
-    o.set("name", t.name).set("opType", t.opType).set("totalMs", t.totalMs).set("calls", t.calls);
+    o.set("name", t.name).set("opType", t.opType).set("totalMs", t.totalMs).set("minMs", t.minMs).set("calls", t.calls);
     if (!t.fused.empty()) o.set("fused", t.fused);
     ops.push(std::move(o));
   }
