@@ -333,12 +333,13 @@ class CpuBackend final : public Backend {
   }
 
   bool set_profiling(bool on) override {
+    if (!plan_) return false;  // nothing prepared: no ops to time
     if (on) profiler_.start(kernels_.size());
     else profiler_.stop();
     return true;
   }
 
-  OpProfile op_profile() const override { return profiler_.result(*plan_, has_kernel()); }
+  OpProfile op_profile() const override { return plan_ ? profiler_.result(*plan_, has_kernel()) : OpProfile(); }
 
   std::vector<bool> has_kernel() const {
     std::vector<bool> h;
