@@ -82,6 +82,8 @@ export { createGpuProbe } from "./memory/gpu.ts";
 export { REPORT_SCHEMA_VERSION, buildReport, renderMarkdown, renderTerminal, validateReport, writeReport } from "./report/index.ts";
 export type { Report, RuntimeReport, PhaseReport, TrainingReport, CheckpointLoadReport, StageReport, StageAttempt, RunRecord } from "./report/index.ts";
 export type { OutputReport, RuntimeNotRun, InputReport } from "./report/schema.ts";
+/** The per-op profile of a runtime (`compare --profile`, benchmark option `profile`; docs/profiling.md). */
+export type { RuntimeProfile, ProfileOp, ProfileOpType } from "./report/profile.ts";
 /** The self-contained HTML report of a run directory. */
 export { renderHtmlReport, writeHtmlReport } from "./report/html/index.ts";
 

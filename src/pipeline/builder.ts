@@ -4,6 +4,7 @@
  * dependencies, so a pipeline module fails at import, not halfway through a run.
  */
 import { checkBudget } from "./budgets.ts";
+import { checkProfile } from "./profile-option.ts";
 import { validateDag } from "./scheduler.ts";
 import { resolveRetries } from "./attempts.ts";
 import {
@@ -103,6 +104,7 @@ export class Pipeline {
     if (opts.threads !== undefined) checkInt(`stage "${name}": threads`, opts.threads, 1);
     if (opts.optional !== undefined && typeof opts.optional !== "boolean") throw new OptionError(`stage "${name}": optional`, "a boolean", opts.optional);
     checkBudget(name, opts.budget);
+    checkProfile(name, opts);
     return this.#add({
       kind: "benchmark",
       name,

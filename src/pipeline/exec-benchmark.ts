@@ -16,6 +16,8 @@ import { ErrorCode } from "../transport/protocol.ts";
 import type { BenchmarkResult, HeldOut, OutputTensor, StageDef, UnavailableRuntime } from "./stages.ts";
 import type { ModelIo } from "./inputs/shapes.ts";
 import { firstAsFloat32, outputsOf } from "./worker-outputs.ts";
+import { profileFromTask, type RuntimeProfile } from "../report/profile.ts";
+import { resolveProfile } from "./profile-option.ts";
 
 type BenchStage = Extract<StageDef, { kind: "benchmark" }>;
 
@@ -36,6 +38,8 @@ interface Measured {
   backendNotes: string | null;
   outputSet: OutputTensor[];
   plan?: BenchmarkResult["plan"];
+  /** The task's raw per-op profile (benchmark option `profile`). */
+  profile?: unknown;
 }
 
 function source(s: RunSession, stage: BenchStage): TrainResult | ExportResult {
@@ -68,6 +72,7 @@ function fromWorker(run: WorkerRun, kind: Measured["kind"], io: ModelIo | null, 
     backendNotes: typeof v.backendNotes === "string" && v.backendNotes.trim() !== "" ? v.backendNotes.trim() : null,
     outputSet: outputsOf(run.result.tensors, io, legacyName),
     ...(plan ? { plan } : {}),
+    ...((run.result.value as { profile?: unknown }).profile !== undefined ? { profile: (run.result.value as { profile?: unknown }).profile } : {}),
   };
 }
 
@@ -106,6 +111,9 @@ export async function runBenchmark(
   }
   const tensors = io ? s.evalTensors(held) : { inputs: s.evalTensor(held) };
   const ioArgs = io ? { io } : {};
+  // Per-op profile after the timed calls (docs/profiling.md); python-torch has none.
+  const profile = stage.runtime === "python-torch" ? null : resolveProfile(o, common.batchSizes, common.iterations, stage.name);
+  const profileArgs = profile ? { profile: true, profileBatch: profile.batch, profileIterations: profile.iterations } : {};
   let m: Measured;
   switch (stage.runtime) {
     case "python-torch": {
@@ -119,7 +127,7 @@ export async function runBenchmark(
     case "python-ort": {
       meta.kind = "infer.ort";
       meta.worker = "python";
-      const args = { model: needOnnx(stage, src), ...common, ...ioArgs, device: o.device ?? s.options.device, ...(o.ort ? { ort: o.ort } : {}) };
+      const args = { model: needOnnx(stage, src), ...common, ...ioArgs, ...profileArgs, device: o.device ?? s.options.device, ...(o.ort ? { ort: o.ort } : {}) };
       const run = await s.runTask(pythonWorker(stage.runtime, common.threads), "infer.ort", args, { signal, onWorker, onPhase, tensors });
       m = fromWorker(run, "python", io, legacyName);
       break;
@@ -132,7 +140,7 @@ export async function runBenchmark(
       const feeds = held.model ? { io: held.model.io, feeds: held.model.inputs.map((i) => ({ name: i.spec.name, ...i.tensor })) } : {};
       const { outputs, outputShape, outputSet, ...r } = await withProcessTmpdir(s.tmpDir, () =>
         runNodeOrt(
-          { model: needOnnx(stage, src), inputs: held.inputs, shape: held.shape, ...common, ...feeds, ...(o.ort ? { ort: o.ort } : {}) },
+          { model: needOnnx(stage, src), inputs: held.inputs, shape: held.shape, ...common, ...feeds, ...(o.ort ? { ort: o.ort } : {}), ...(profile ? { profile } : {}) },
           { signal, onPhase: (p) => (marks.push(p), onPhase(p)) },
         ),
       );
@@ -175,11 +183,14 @@ export async function runBenchmark(
       const plan = { path: planPath, arenaBytesPerSample: c.arenaBytesPerSample, lowerBoundPerSample: c.lowerBoundPerSample };
       const spec = workerSpecs.memlaneRt({ name: stage.runtime, args: ["--threads", String(common.threads)], env: common.threads > 0 ? { OPENBLAS_NUM_THREADS: String(common.threads) } : {} });  // no idle OpenBLAS threads (their stacks count in USS)
       const device = o.device ?? s.options.device;
-      const run = await s.runTask(spec, "infer.native", { model: planPath, ...common, ...(nativeIo ? { io: nativeIo } : {}), device }, { signal, onWorker, onPhase, tensors });
+      const run = await s.runTask(spec, "infer.native", { model: planPath, ...common, ...(nativeIo ? { io: nativeIo } : {}), ...profileArgs, device }, { signal, onWorker, onPhase, tensors });
       m = fromWorker(run, "memlane-rt", nativeIo, legacyName, plan);
       break;
     }
   }
+  const opProfile: RuntimeProfile | undefined = profile && m.profile !== undefined
+    ? profileFromTask(m.profile, stage.runtime === "native" ? "memlane-rt" : "onnxruntime", `${stage.name} (${meta.kind})`)
+    : undefined;
   s.runtimes.push({
     name: stage.runtime,
     process: { pid: m.pid, kind: m.kind, command: m.command },
@@ -192,6 +203,7 @@ export async function runBenchmark(
     backendNotes: m.backendNotes,
     accuracy: null, // filled in by numerics.ts once every runtime has run
     maxAbsDiff: null,
+    ...(opProfile ? { profile: opProfile } : {}),
   });
   const outputs = firstAsFloat32(m.outputSet);
   await s.writeArtifact(`outputs-${stage.runtime}.f32`, new Uint8Array(outputs.buffer, outputs.byteOffset, outputs.byteLength));

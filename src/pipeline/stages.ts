@@ -97,6 +97,12 @@ export interface BenchmarkOptions extends StageCommon {
   optional?: boolean;
   /** Memory ceilings of this runtime's process in every phase; exceeded → the run exits 1 (src/pipeline/budgets.ts). */
   budget?: MemoryBudget;
+  /**
+   * Per-op time in the report (docs/profiling.md): after the timed calls, `iterations` more
+   * calls (default the stage's) at `batch` (default the first batch size) with the runtime's
+   * per-op timing on. `true` takes the defaults. python-ort, node-ort and native; ignored by python-torch.
+   */
+  profile?: boolean | { batch?: number; iterations?: number };
 }
 
 export interface CheckpointLoadOptions extends StageCommon {

@@ -7,6 +7,7 @@ import { combinePhases, type PhaseFigures, type PhaseMarkInput } from "../memory
 import type { Sample, TrackedProcess } from "../memory/sampler.ts";
 import { Phase } from "../transport/protocol.ts";
 import { breakdownReport } from "./breakdown.ts";
+import type { RuntimeProfile } from "./profile.ts";
 import { buildComparison } from "./comparison.ts";
 import { hostInfo } from "./host.ts";
 import {
@@ -47,6 +48,8 @@ export interface RuntimeRecord {
   maxAbsDiff: number | null;
   /** Every graph output and its diff against the reference (numerics.ts). */
   outputs?: OutputReport[];
+  /** Per-op profile (benchmark option `profile`). */
+  profile?: RuntimeProfile;
 }
 
 export interface TrainingRecord {
@@ -201,6 +204,7 @@ export function buildReport(run: RunRecord): Report {
       pipelinedThroughputPerS: finiteOrNull(r.pipelinedThroughputPerS),
       backendNotes: r.backendNotes?.trim() || null,
       ...(r.outputs ? { outputs: r.outputs } : {}),
+      ...(r.profile ? { profile: r.profile } : {}),
     };
   });
   const training: TrainingReport | null = run.training && {

@@ -6,6 +6,7 @@ import {
   anyPipelined, backendNotes, batchKeys, latency, mdTable, num, pct, pipelinedBatchKeys, pipelinedThroughput, sci, signed, UNAVAILABLE,
 } from "./format.ts";
 import { estimatesMarkdown } from "./estimates.ts";
+import { profileMarkdown } from "./profile.ts";
 import { growthLines, steadyBreakdownBlock, steadyKindsSideBySide } from "./markdown-kinds.ts";
 import type { PhaseReport, Report, RuntimeReport } from "./schema.ts";
 
@@ -205,6 +206,8 @@ export function renderMarkdown(report: Report): string {
   }
   if (report.runtimes.length > 0) {
     out.push("", "## Latency and throughput (measured inside each worker)", "", latencySection(report));
+    const prof = profileMarkdown(report.runtimes);
+    if (prof) out.push("", "## Per-op profile", "", "Taken after the timed calls, in calls of their own (docs/profiling.md): the latency above is not perturbed by it.", "", prof);
     out.push("", "## Accuracy and numerics", "", numericsSection(report));
     out.push("", "## Comparison", "", comparisonSection(report));
   }

@@ -9,6 +9,7 @@
 import type { PhaseName } from "../transport/protocol.ts";
 import type { LimitCheck } from "./limits.ts";
 import type { EstimateReport } from "../estimate/report-estimates.ts";
+import type { RuntimeProfile } from "./profile.ts";
 
 export const REPORT_SCHEMA_VERSION = 1;
 
@@ -168,6 +169,8 @@ export interface RuntimeReport {
    * Absent from reports written before it was added.
    */
   outputs?: OutputReport[];
+  /** Per-op time (docs/profiling.md), present only when the run was asked to profile. */
+  profile?: RuntimeProfile;
 }
 
 export interface OutputReport {

@@ -5,6 +5,7 @@
  */
 import { anyPipelined, backendNotes, batchKeys, latency, num, pct, pipelinedThroughput, sci, signed, textTableFit } from "./format.ts";
 import { steadyBreakdown } from "./breakdown.ts";
+import { profileTerminal } from "./profile.ts";
 import type { Report } from "./schema.ts";
 
 const NA = "n/a";
@@ -149,6 +150,8 @@ export function renderTerminal(report: Report, options: TerminalOptions = {}): s
     if (kinds) out.push("Where the RAM goes at steady state, top 3 kinds of mapping by RSS MiB (USS):", kinds, "");
     const ratios = ratioTable(report, width);
     if (ratios) out.push("Native / Python (memory, latency: < 1 is less; samples/s: > 1 is faster):", ratios, "");
+    const prof = profileTerminal(report.runtimes, width);
+    if (prof) out.push("Per-op profile (calls of their own after the timed ones; ms per call, % of the runtime's ops):", prof, "");
   }
   const text = out.join("\n").trimEnd();
   return `${text}${/\bn\/a\b/.test(text) ? "\n\nn/a: not measured." : ""}\n`;

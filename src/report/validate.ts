@@ -8,6 +8,7 @@
  * (docs/report.md: fields are only added; only an incompatible change bumps schemaVersion).
  * buildReport always writes them, null when not measured.
  */
+import { validateProfile } from "./profile.ts";
 import { REPORT_SCHEMA_VERSION } from "./schema.ts";
 
 type Kind = "string" | "number" | "number|null" | "string|null" | "object" | "array" | "object|null" | "boolean";
@@ -126,6 +127,7 @@ export function validateReport(report: unknown): string[] {
     check(r["process"], PROCESS, `${p}.process`, errors);
     check(r["steady"], STEADY, `${p}.steady`, errors);
     checkPhases(r, p, errors);
+    if ("profile" in r) errors.push(...validateProfile(r["profile"], `${p}.profile`));
     const lat = r["latencyMs"];
     if (kindOf(lat) === "object")
       for (const [k, v] of Object.entries(lat as Record<string, unknown>)) {

@@ -6,6 +6,7 @@ import { parentPort, workerData } from "node:worker_threads";
 import { readFileSync, writeFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { checkFeeds, feedsAt, gatherOutputs } from "./node-ort-io.mjs";
+import { profileOrt } from "./ort-profile.mjs";
 
 function kib(text, key) {
   const m = new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(text);
@@ -73,7 +74,7 @@ function batchOf(inputs, sampleShape, total, n, start = 0) {
 }
 
 async function main() {
-  const { model, inputs, shape, batchSizes, iterations, warmup, threads, ort: ortOpts = {}, io, feeds } = workerData;
+  const { model, inputs, shape, batchSizes, iterations, warmup, threads, ort: ortOpts = {}, io, feeds, profile } = workerData;
   // Multi-input form: every graph input from `feeds`, every output back; else the first input/output.
   const byName = io ? checkFeeds(io, feeds) : null;
   const sampleShape = io ? null : shape.slice(1);
@@ -143,6 +144,12 @@ async function main() {
     return { latencyMs, throughputPerS: (maxBatch * 1000) / big.mean, outputs, outputShape: [total, ...outShape] };
   });
   await session.release?.();
+  if (profile) {
+    // After steady-inference (its marks are taken): ORT's profiler in a session of its own.
+    const data = batchAt(profile.batch);
+    const runIn = async (s) => (io ? s.run(data) : s.run({ [inName]: new ort.Tensor("float32", data, [profile.batch, ...sampleShape]) }));
+    result.profile = await profileOrt(ort, model, options, runIn, profile.batch, profile.iterations);
+  }
   const versions = { onnxruntime: ort.env?.versions?.node ?? ort.env?.versions?.common ?? "unknown", node: process.version };
   const transfer = result.outputSet ? [...new Set(result.outputSet.map((o) => o.data.buffer))] : [result.outputs.buffer];
   parentPort.postMessage({ type: "result", value: { ...result, versions, device: "cpu" } }, transfer);

@@ -28,6 +28,8 @@ export interface NodeOrtTask {
    */
   io?: ModelIo;
   feeds?: Array<{ name: string; dtype: DType; shape: number[]; data: TensorData }>;
+  /** Per-op profile after the timed calls (docs/profiling.md): ORT's profiler at this batch, this many calls. */
+  profile?: { batch: number; iterations: number };
   ort?: {
     cpuMemArena?: boolean;
     memPattern?: boolean;
@@ -55,6 +57,8 @@ export interface NodeOrtResult {
   outputShape: number[];
   /** Every graph output, batch first (multi-input form only). */
   outputSet?: OutputTensor[];
+  /** The per-op profile as the thread took it (task.profile only). */
+  profile?: unknown;
 }
 
 const THREAD = new URL("./node-ort-thread.mjs", import.meta.url);

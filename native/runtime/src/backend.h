@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "memlane/runtime.h"
 #include "plan/plan.h"
 #include "status.h"
 
@@ -90,6 +91,9 @@ class Backend {
   // What the backend did with its options at run time, e.g. "cudaGraph: batch 16 captured"
   // or why a technique fell back; empty when there is nothing to say.
   virtual std::string notes() const { return std::string(); }
+  // Per-op timing (Runtime::set_profiling): false when the backend cannot time its ops.
+  virtual bool set_profiling(bool /*on*/) { return false; }
+  virtual OpProfile op_profile() const { return OpProfile(); }
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options, Status* status,

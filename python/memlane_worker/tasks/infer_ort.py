@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..context import TaskContext
 from ..errors import TaskError
 from ..protocol import ErrorCode, Phase
-from . import io_spec, timing
+from . import io_spec, ort_profile, timing
 
 LEVELS = ("disable", "basic", "extended", "all")
 
@@ -41,7 +41,11 @@ def run(ctx: TaskContext):
     device = "cuda" if device == "cuda" or (device == "auto" and have_cuda) else "cpu"
     providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if device == "cuda" else ["CPUExecutionProvider"]
 
-    with ctx.phase(Phase.RUNTIME_CREATE):
+    profile_batch = a.int("profileBatch", opts["batch_sizes"][0], minimum=1) if a.bool("profile", False) else None
+    if profile_batch is not None and profile_batch not in opts["batch_sizes"]:
+        raise a.fail("profileBatch", "one of batchSizes", profile_batch)
+
+    def session_options():
         so = ort.SessionOptions()
         so.enable_cpu_mem_arena = cpu_mem_arena
         so.enable_mem_pattern = mem_pattern
@@ -53,6 +57,10 @@ def run(ctx: TaskContext):
             "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
             "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
         }[level_name]
+        return so
+
+    with ctx.phase(Phase.RUNTIME_CREATE):
+        so = session_options()
 
     with ctx.phase(Phase.MODEL_LOAD):
         sess = ort.InferenceSession(model_path, sess_options=so, providers=providers)
@@ -94,10 +102,24 @@ def run(ctx: TaskContext):
         else:
             outputs = {"outputs": timing.over_eval_set(ctx, inputs, max(opts["batch_sizes"]), infer)}
 
+    profile = None
+    if profile_batch is not None:
+        # After steady-inference (its marks are taken): ORT's profiler in a session of its own.
+        def profiling_session(prefix: str):
+            pso = session_options()
+            pso.enable_profiling = True
+            pso.profile_file_prefix = prefix
+            return ort.InferenceSession(model_path, sess_options=pso, providers=providers)
+
+        profile = ort_profile.profile(profiling_session, lambda ps: ps.run(out_names, feed_of(batches[profile_batch])),
+                                      profile_batch, a.int("profileIterations", opts["iterations"], minimum=1),
+                                      ctx.check_cancel)
+
     value = {
         "latencyMs": latency, "throughputPerS": throughput, "device": device, "threads": opts["threads"],
         "ort": {"cpuMemArena": cpu_mem_arena, "memPattern": mem_pattern, "ioBinding": io_binding,
                 "graphOptimizationLevel": level_name},
         "providers": sess.get_providers(),
+        **({"profile": profile} if profile is not None else {}),
     }
     return value, outputs

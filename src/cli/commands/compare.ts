@@ -30,6 +30,7 @@ export const spec: CommandSpec = {
     seq: { type: "int", placeholder: "N", description: "the value of every other symbolic dim, e.g. the sequence length", default: DEFAULT_SEQ },
     inputs: { type: "string", placeholder: "FILE", description: "feed these arrays (.npz or .safetensors, one per input, named as it) instead of generated ones" },
     "eval-samples": { type: "int", placeholder: "N", description: "generated eval samples every runtime runs and returns outputs for", default: 256 },
+    profile: { type: "boolean", description: "per-op time of every runtime in the report, taken in calls of its own after the timed ones (at the first batch size)" },
     out: { type: "string", short: "o", placeholder: "DIR", description: "directory for run directories", default: "runs" },
     quiet: { type: "boolean", short: "q", description: "no progress output" },
   },
@@ -60,7 +61,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     iterations: args.flags.iterations as number,
     concurrency: 1,
   }).export({ name: "model", onnx: model, seq, evalSamples: args.flags["eval-samples"] as number, ...(shapes ? { shapes } : {}), ...(inputsFile !== undefined ? { inputs: path.resolve(inputsFile) } : {}) });
-  for (const r of runtimes) p = p.benchmark(r, { optional: true });
+  for (const r of runtimes) p = p.benchmark(r, { optional: true, ...(args.flags.profile === true ? { profile: true } : {}) });
   const { runPipeline } = await import("../../pipeline/run.ts");
   const outcome = await runPipeline(p, { outDir: args.flags.out as string, io, quiet: args.flags.quiet === true });
   const code = printOutcome(outcome, io); // 1 when a declared budget was exceeded

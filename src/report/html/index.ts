@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url";
 import type { Report } from "../schema.ts";
 import { buildCharts, emptyTracks, reportT0, type ChartSpec } from "./charts.ts";
 import { kindsTables } from "./kinds.ts";
+import { profileTables } from "./profile.ts";
 import { esc, gpuBlock, hostLine, numericsTable, ratiosTable, runtimesTable, stagesTable } from "./tables.ts";
 import { STYLE } from "./style.ts";
 
@@ -88,6 +89,8 @@ export function renderHtmlReport(report: Report): string {
     section("estimate", "Estimate vs measured", of("estimate"),
       "Predicted before the run from the ONNX graph and this machine's calibration (memlane estimate; docs/memory.md); the naive formula is parameters × 4 B + a batch of inputs × 4 B."),
     section("latency", "Latency", of("latency"), "Measured inside each worker around the runtime's own call; no transport included."),
+    section("profile", "Per-op profile", profileTables(report),
+      "Each runtime's ops timed in calls of their own after the timed ones (memlane-rt: its executor around each kernel; ORT: its own profiler); the latency figures above are not perturbed by it."),
     section("numerics", "Numerics", numericsTable(report)),
     section("stages", "Pipeline stages", of("stages") + stagesTable(report, t0)),
   ].join("\n");

@@ -57,6 +57,23 @@ struct RuntimeMemory {
   int64_t deviceUsedBytes = -1;     // -1 = unknown
 };
 
+// One plan op's time while profiling was on (Runtime::set_profiling): summed over every call
+// (a batch run in chunks calls each kernel once a chunk). `fused` names the ops folded into this
+// one's kernel ("Add+Relu" after a Conv), empty when none.
+struct OpTiming {
+  std::string name;
+  std::string opType;
+  std::string fused;
+  double totalMs = 0;
+  double minMs = 0;  // the fastest single call: robust to preemption on a busy machine
+  uint64_t calls = 0;
+};
+
+struct OpProfile {
+  uint64_t runs = 0;  // backend runs while profiling was on
+  std::vector<OpTiming> ops;  // plan order, ops with a kernel of their own only
+};
+
 class Runtime {
  public:
   // Picks and creates the backend (the "runtime-create" phase). nullptr + *err on failure
@@ -113,6 +130,12 @@ class Runtime {
   std::string notes() const;
 
   RuntimeMemory memory() const;
+
+  // Per-op timing (docs/profiling.md): on, every later run times each op's kernel (the CPU
+  // backend: steady_clock around each call, on the serial path) and starts a fresh profile;
+  // off, runs pay nothing. Returns false with UNSUPPORTED_OP where the backend cannot (CUDA).
+  bool set_profiling(bool on, RtError* err);
+  OpProfile op_profile() const;
 
  private:
   Runtime();

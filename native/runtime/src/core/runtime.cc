@@ -271,6 +271,15 @@ std::string Runtime::notes() const {
   return impl_->fallback.empty() ? n : n.empty() ? impl_->fallback : impl_->fallback + "; " + n;
 }
 
+bool Runtime::set_profiling(bool on, RtError* err) {
+  if (!impl_->file) return set_err(err, int(ErrorCode::kInvalidArgument), "set_profiling: no plan loaded");
+  if (!impl_->backend->set_profiling(on))
+    return set_err(err, int(ErrorCode::kUnsupportedOp), std::string("per-op profiling: the ") + impl_->backend->name() + " backend cannot time its ops");
+  return true;
+}
+
+OpProfile Runtime::op_profile() const { return impl_->backend->op_profile(); }
+
 RuntimeMemory Runtime::memory() const {
   RuntimeMemory m;
   MemoryStats s = impl_->backend->memory_stats();

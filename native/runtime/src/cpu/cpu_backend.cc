@@ -19,6 +19,7 @@
 
 #include "backend.h"
 #include "cpu/kernel.h"
+#include "cpu/op_profiler.h"
 
 namespace memlane {
 namespace {
@@ -269,8 +270,8 @@ class CpuBackend final : public Backend {
     openblas_set_num_threads(threads_);
     // MEMLANE_PROFILE=1: time every op and print the mean per op at destruction (tuning aid).
     if (const char* p = std::getenv("MEMLANE_PROFILE"); p && *p == '1') {
-      profile_.assign(kernels_.size(), 0.0);
-      profile_min_.assign(kernels_.size(), 0.0);
+      profiler_.start(kernels_.size());
+      dumpProfile_ = true;
     }
     return Status::kOk;
   }
@@ -285,7 +286,7 @@ class CpuBackend final : public Backend {
       return Status::kInvalidArgument;
     }
     cpu::KernelError error;
-    if (lanes_ > 1 && batch > 1 && profile_.empty()) run_lanes(batch, inputs, outputs, &error);
+    if (lanes_ > 1 && batch > 1 && !profiler_.on()) run_lanes(batch, inputs, outputs, &error);
     else run_chunks(batch, inputs, outputs, &error);
     if (error.set) {
       *message = error.message;
@@ -306,7 +307,7 @@ class CpuBackend final : public Backend {
         std::memcpy(reinterpret_cast<uint8_t*>(outputs[i]) + n0 * out_[i]->bytes, arena_.get() + cnt * out_[i]->offset,
                     cnt * out_[i]->bytes);
     }
-    if (!profile_.empty()) ++profiled_runs_;
+    if (profiler_.on()) profiler_.end_run();
   }
 
   // Chunks of about batch / lanes samples (at most laneChunk_), lane l taking chunks l,
@@ -336,29 +337,34 @@ class CpuBackend final : public Backend {
   }
 
   void run_kernels(const cpu::RunCtx& c) {
-    if (profile_.empty()) {
+    if (!profiler_.on()) {
       for (const auto& k : kernels_)
         if (k) k->run(c);
       return;
     }
-    for (size_t i = 0; i < kernels_.size(); ++i) {
-      if (!kernels_[i]) continue;  // fused into the Conv before it
-      const auto t0 = std::chrono::steady_clock::now();
-      kernels_[i]->run(c);
-      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      profile_[i] += us;  // summed over a run's chunks
-      profile_min_[i] = profiled_runs_ ? std::min(profile_min_[i], us) : us;
-    }
+    for (size_t i = 0; i < kernels_.size(); ++i)
+      if (kernels_[i]) profiler_.time(i, [&] { kernels_[i]->run(c); });  // summed over a run's chunks
+  }
+
+  bool set_profiling(bool on) override {
+    if (!plan_) return false;  // nothing prepared: no ops to time
+    if (on) profiler_.start(kernels_.size());
+    else profiler_.stop();
+    return true;
+  }
+
+  OpProfile op_profile() const override { return plan_ ? profiler_.result(*plan_, has_kernel()) : OpProfile(); }
+
+  std::vector<bool> has_kernel() const {
+    std::vector<bool> h;
+    for (const auto& k : kernels_) h.push_back(k != nullptr);
+    return h;
   }
 
   MemoryStats memory_stats() const override { return stats_; }
 
   ~CpuBackend() override {
-    if (profile_.empty() || !profiled_runs_) return;
-    for (size_t i = 0; i < profile_.size(); ++i)
-      std::fprintf(stderr, "[memlane profile] %3zu %-18s %-40s mean %10.2f us  min %10.2f us\n", i,
-                   op_type_name(plan_->ops[i].type), plan_->ops[i].name.c_str(), profile_[i] / double(profiled_runs_),
-                   profile_min_[i]);
+    if (dumpProfile_ && plan_) profiler_.print(*plan_, has_kernel(), stderr);
   }
 
  private:
@@ -376,9 +382,8 @@ class CpuBackend final : public Backend {
   std::unique_ptr<uint8_t, FreeDeleter> arena_;
   std::unique_ptr<float, FreeDeleter> workspace_;
   MemoryStats stats_;
-  std::vector<double> profile_;  // per-op microseconds summed over runs (MEMLANE_PROFILE=1)
-  std::vector<double> profile_min_;
-  uint64_t profiled_runs_ = 0;
+  cpu::OpProfiler profiler_;  // per-op time while on (set_profiling, MEMLANE_PROFILE=1)
+  bool dumpProfile_ = false;  // MEMLANE_PROFILE=1: print the profile at destruction
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "rt/io_binding.h"
 #include "rt/task_ctx.h"
+#include "rt/task_profile.h"
 
 namespace memlane::rt {
 namespace {
@@ -221,6 +222,8 @@ void task_infer_native(TaskCtx& c) {
       }
     }
   }
+  // After steady-inference (its marks are taken): per-op timing in calls of its own.
+  std::optional<Val> profile = profile_ops(c, *rt, batchSizes, iterations, call);
   const RuntimeMemory mem = rt->memory();
   Val value = Val::map();
   value.set("latencyMs", std::move(latency))
@@ -234,6 +237,7 @@ void task_infer_native(TaskCtx& c) {
       .set("weightsBytes", mem.weightsBytes)
       .set("workspaceBytes", mem.workspaceBytes)
       .set("planBytes", mem.planFileBytes);
+  if (profile) value.set("profile", std::move(*profile));
   Val refs = Val::array();
   for (size_t o = 0; o < nOut; ++o) {
     const TensorSpec& spec = rt->outputs()[o];

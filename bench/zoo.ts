@@ -1,0 +1,160 @@
+/**
+ * memlane-rt against ONNX Runtime (python-ort, CPU) on every real-zoo model at benchmark size
+ * (224 px images, seq 128 for text): native/ORT p50 and p99 at each batch size and thread
+ * count, a geometric-mean row and the model with the largest ratio, and steady USS minus the
+ * model's weight bytes (native against ORT). Prints markdown to paste into a note.
+ *
+ *   npm run bench:zoo [-- --models resnet18,bert --batch 1,8 --threads 1,2 --iterations 30
+ *                        --rounds 2 --exporter legacy|dynamo|both]
+ *
+ * Each measurement is one `memlane compare` pipeline (the same export and benchmark stages,
+ * each runtime in a fresh process, one stage at a time); a round runs native and ORT back to
+ * back and the next round swaps their order, so drift on a shared machine falls on both.
+ * Models test/zoo/native-gaps.ts lists get a row with the reason memlane-rt gives, no figures.
+ * Exports are cached outside the repository (bench/zoo-exports.ts); run directories go to a
+ * temp dir that is removed at the end.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { cpus, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { modelTerms } from "../src/estimate/model-terms.ts";
+import { pipeline } from "../src/pipeline/builder.ts";
+import { runPipeline } from "../src/pipeline/run.ts";
+import type { Report } from "../src/report/schema.ts";
+import { NATIVE_GAPS } from "../test/zoo/native-gaps.ts";
+import type { ZooReport } from "../test/zoo/rows.ts";
+import { zooExports, zooModels } from "./zoo-exports.ts";
+import { type Cell, cellKey, formatMarkdown, median, type ModelRow } from "./zoo-table.ts";
+
+const { values: a } = parseArgs({
+  options: {
+    models: { type: "string" },
+    exporter: { type: "string", default: "legacy" },
+    batch: { type: "string", default: "1,8" },
+    threads: { type: "string", default: "1,2" },
+    iterations: { type: "string", default: "30" },
+    warmup: { type: "string", default: "5" },
+    rounds: { type: "string", default: "2" },
+    seq: { type: "string", default: "128" },
+    seed: { type: "string", default: "0" },
+  },
+});
+const ints = (flag: string, v: string): number[] => {
+  const xs = v.split(",").map(Number);
+  if (!xs.length || xs.some((x) => !Number.isInteger(x) || x < 1)) throw new Error(`--${flag}: expected positive integers separated by commas, received "${v}"`);
+  return xs;
+};
+const BATCHES = ints("batch", a.batch!);
+const THREADS = ints("threads", a.threads!);
+const [ITERS] = ints("iterations", a.iterations!);
+const [ROUNDS] = ints("rounds", a.rounds!);
+const [SEQ] = ints("seq", a.seq!);
+const WARMUP = Number(a.warmup);
+const SEED = Number(a.seed);
+if (!["legacy", "dynamo", "both"].includes(a.exporter!)) throw new Error(`--exporter: expected legacy, dynamo or both, received "${a.exporter}"`);
+const EXPORTERS = a.exporter === "both" ? ["legacy", "dynamo"] : [a.exporter!];
+const log = (l: string): void => void process.stderr.write(`${l}\n`);
+
+const all = await zooModels();
+const asked = a.models ? a.models.split(",").filter(Boolean) : all;
+const unknown = asked.filter((m) => !all.includes(m));
+if (unknown.length) throw new Error(`--models: unknown ${unknown.join(", ")} (known: ${all.join(", ")})`);
+
+/** One compare pipeline: these runtimes in this order, one at a time; the report. */
+async function compare(onnx: string, runtimes: Array<"native" | "python-ort">, threads: number, outDir: string): Promise<ZooReport> {
+  let p = pipeline("bench-zoo", { batchSizes: BATCHES, threads, iterations: ITERS!, warmup: WARMUP, concurrency: 1, device: "cpu" })
+    .export({ name: "model", onnx, seq: SEQ!, evalSamples: Math.max(...BATCHES) });
+  for (const r of runtimes) p = p.benchmark(r, { optional: true });
+  const out = await runPipeline(p, { outDir, quiet: true });
+  rmSync(out.runDir, { recursive: true, force: true });
+  return out.report as ZooReport;
+}
+
+const whyNot = (r: ZooReport, name: string): string | null => {
+  const nr = r.runtimesNotRun?.find((x) => x.name === name);
+  if (nr) return `${nr.error.name}: ${nr.error.message.split("\n")[0]}`;
+  return r.runtimes.some((x) => x.name === name) ? null : "did not run (no reason given)";
+};
+const steadyOverhead = (r: Report, name: string, weightMiB: number): number | null => {
+  const rt = r.runtimes.find((x) => x.name === name);
+  return rt ? rt.steady.ussMiB - weightMiB : null;
+};
+
+const load0 = loadavg()[0]!;
+const started = Date.now();
+const exports = await zooExports(asked, EXPORTERS, SEED, log);
+const runs = mkdtempSync(join(tmpdir(), "memlane-bench-zoo-"));
+const rows: ModelRow[] = [];
+const keys = THREADS.flatMap((t) => BATCHES.map((b) => cellKey(b, t)));
+try {
+  for (const name of asked)
+    for (const exporter of EXPORTERS) {
+      const id = EXPORTERS.length > 1 ? `${name}.${exporter}` : name;
+      const row: ModelRow = { model: id, status: "ok", cells: new Map(), nativeOverheadMiB: null, ortOverheadMiB: null, maxAbsDiff: null };
+      rows.push(row);
+      const exp = exports.get(`${name}.${exporter}`);
+      if (!exp?.onnx) {
+        row.status = `export failed: ${(exp?.error ?? "not exported").split("\n")[0]}`;
+        continue;
+      }
+      const t0 = Date.now();
+      // A known gap: ask memlane-rt alone (its compile fails in seconds) for the reason it gives.
+      if (NATIVE_GAPS[`${name}.${exporter}`]) {
+        const why = whyNot(await compare(exp.onnx, ["native"], 1, runs), "native");
+        if (why) {
+          row.status = `unsupported: ${why}`;
+          log(`bench:zoo: ${id}: ${row.status}`);
+          continue;
+        }
+        log(`bench:zoo: ${id} is listed in test/zoo/native-gaps.ts but runs natively now`);
+      }
+      const weightMiB = (await modelTerms(exp.onnx)).weightMiB;
+      const nat: number[] = [];
+      const ort: number[] = [];
+      rounds: for (let round = 0; round < ROUNDS!; round++)
+        for (const threads of THREADS) {
+          const order: Array<"native" | "python-ort"> = round % 2 === 0 ? ["native", "python-ort"] : ["python-ort", "native"];
+          const rep = await compare(exp.onnx, order, threads, runs);
+          for (const rt of order) {
+            const why = whyNot(rep, rt);
+            if (why) {
+              row.status = `${rt === "native" && rep.runtimesNotRun?.some((x) => x.name === rt && x.status === "unavailable") ? "unsupported" : `${rt} failed`}: ${why}`;
+              break rounds;
+            }
+          }
+          const byName = new Map(rep.runtimes.map((r) => [r.name, r]));
+          for (const b of BATCHES) {
+            const k = cellKey(b, threads);
+            const c: Cell = row.cells.get(k) ?? { native: [], ort: [] };
+            const n = byName.get("native")!.latencyMs[`batch${b}`];
+            const o = byName.get("python-ort")!.latencyMs[`batch${b}`];
+            if (n && o) {
+              c.native.push({ p50: n.p50, p99: n.p99 });
+              c.ort.push({ p50: o.p50, p99: o.p99 });
+            }
+            row.cells.set(k, c);
+          }
+          if (threads === THREADS[0]) {
+            nat.push(steadyOverhead(rep, "native", weightMiB)!);
+            ort.push(steadyOverhead(rep, "python-ort", weightMiB)!);
+            row.maxAbsDiff = Math.max(row.maxAbsDiff ?? 0, byName.get("native")!.maxAbsDiff ?? 0);
+          }
+        }
+      if (row.status === "ok") {
+        row.nativeOverheadMiB = median(nat);
+        row.ortOverheadMiB = median(ort);
+      }
+      log(`bench:zoo: ${id}: ${row.status} (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
+    }
+} finally {
+  rmSync(runs, { recursive: true, force: true });
+}
+const header = [
+  `# bench:zoo: memlane-rt vs ONNX Runtime (python-ort), CPU`,
+  "",
+  `${cpus().length} cores (${cpus()[0]?.model.trim() ?? "?"}), load average ${load0.toFixed(1)} at the start and ${loadavg()[0]!.toFixed(1)} at the end;` +
+    ` exporter ${EXPORTERS.join("+")}, 224 px images, seq ${SEQ} for text; ${ITERS} timed calls (${WARMUP} warm-up) per batch, ${ROUNDS} round(s)` +
+    ` alternating which runtime goes first; ${((Date.now() - started) / 60000).toFixed(1)} min.`,
+].join("\n");
+console.log(formatMarkdown(rows, keys, header));

@@ -1,0 +1,47 @@
+#include "cpu/op_profiler.h"
+
+namespace memlane::cpu {
+
+void OpProfiler::start(size_t ops) {
+  totalUs_.assign(ops, 0.0);
+  minUs_.assign(ops, 0.0);
+  calls_.assign(ops, 0);
+  runs_ = 0;
+  on_ = true;
+}
+
+OpProfile OpProfiler::result(const Plan& plan, const std::vector<bool>& has_kernel) const {
+  OpProfile p;
+  p.runs = runs_;
+  for (size_t i = 0; i < totalUs_.size() && i < plan.ops.size(); ++i) {
+    if (!has_kernel[i]) {
+      // Folded into the last op with a kernel: name it there.
+      if (!p.ops.empty()) {
+        std::string& f = p.ops.back().fused;
+        f += (f.empty() ? "" : "+") + std::string(op_type_name(plan.ops[i].type));
+      }
+      continue;
+    }
+    OpTiming t;
+    t.name = plan.ops[i].name;
+    t.opType = op_type_name(plan.ops[i].type);
+    t.totalMs = totalUs_[i] / 1000.0;
+    t.minMs = minUs_[i] / 1000.0;
+    t.calls = calls_[i];
+    p.ops.push_back(std::move(t));
+  }
+  return p;
+}
+
+void OpProfiler::print(const Plan& plan, const std::vector<bool>& has_kernel, std::FILE* f) const {
+  if (!runs_) return;
+  const OpProfile p = result(plan, has_kernel);
+  size_t i = 0;
+  for (const OpTiming& t : p.ops)
+    std::fprintf(f, "[memlane profile] %3zu %-18s %-40s mean %10.2f us  min %10.2f us  calls %llu%s%s\n", i++,
+                 t.opType.c_str(), t.name.c_str(), t.totalMs * 1000.0 / double(p.runs), t.minMs * 1000.0,
+                 static_cast<unsigned long long>(t.calls),
+                 t.fused.empty() ? "" : "  + ", t.fused.c_str());
+}
+
+}  // namespace memlane::cpu

@@ -1,0 +1,72 @@
+// The CPU backend's per-op profile (Backend::set_profiling, cpu/op_profiler.h): off by default
+// and after set_profiling(false) (runs add nothing), on it counts every run and every op with a
+// kernel of its own, names the ops a Conv absorbed (Add+Relu), sums a batch's chunks, and the
+// outputs stay those of the unprofiled path (profiling takes the serial path with 2 threads).
+#include <cstdlib>
+
+#include "harness.h"
+#include "op_runner.h"
+
+using namespace mltest;
+using S = std::vector<int64_t>;
+
+int main() {
+  Rng rng;
+  PlanBuilder pb;
+  int x = pb.input("x", {16, 16, 16});
+  int w = pb.weight("w", {16, 16, 3, 3}, rng.vec(16 * 16 * 9));
+  int c = pb.act("c", {16, 16, 16});
+  int s = pb.act("s", {16, 16, 16});
+  int r = pb.act("r", {16, 16, 16});
+  int g = pb.act("g", {16, 1, 1});
+  int y = pb.output("y", {16});
+  pb.op("Conv", {x, w, -1}, {c}, {{"kernel", S{3, 3}}, {"strides", S{1, 1}}, {"pads", S{1, 1, 1, 1}}, {"activation", std::string("none")}});
+  pb.op("Add", {c, x}, {s});
+  pb.op("Relu", {s}, {r});
+  pb.op("GlobalAveragePool", {r}, {g});
+  pb.op("Flatten", {g}, {y}, {{"axis", int64_t(1)}});
+
+  std::vector<uint8_t> bytes = pb.build();
+  memlane::Plan plan;
+  std::string msg;
+  memlane::Status st = memlane::parse_plan(bytes.data(), bytes.size(), &plan, &msg);
+  CHECK_MSG(st == memlane::Status::kOk, msg);
+  memlane::BackendOptions o;
+  o.threads = 2;
+  unsetenv("MEMLANE_PROFILE");
+  auto be = memlane::make_cpu_backend(o, &st, &msg);
+  const int64_t batch = 6;
+  CHECK_MSG(be && be->prepare(plan, batch, &msg) == memlane::Status::kOk, msg);
+  const std::vector<float> in = rng.vec(size_t(batch) * 16 * 16 * 16);
+  std::vector<float> plain(batch * 16), profiled(batch * 16);
+  const float* ins[] = {in.data()};
+  float* outs[] = {plain.data()};
+  CHECK(be->run(batch, ins, outs, &msg) == memlane::Status::kOk);
+  CHECK(be->op_profile().runs == 0);  // off by default
+
+  CHECK(be->set_profiling(true));
+  outs[0] = profiled.data();
+  for (int i = 0; i < 3; ++i) CHECK(be->run(batch, ins, outs, &msg) == memlane::Status::kOk);
+  CHECK(be->set_profiling(false));
+  CHECK(be->run(batch, ins, outs, &msg) == memlane::Status::kOk);  // off again: not counted
+  CHECK_MSG(max_abs_diff(plain, profiled) <= 1e-6f, "profiled outputs differ from the timed path's");
+
+  const memlane::OpProfile p = be->op_profile();
+  CHECK_MSG(p.runs == 3, "runs " + std::to_string(p.runs));
+  CHECK_MSG(p.ops.size() == 3, "ops " + std::to_string(p.ops.size()));  // Conv(+Add+Relu), pool, flatten
+  if (p.ops.size() == 3) {
+    CHECK_MSG(p.ops[0].opType == "Conv" && p.ops[0].fused == "Add+Relu", p.ops[0].opType + " fused " + p.ops[0].fused);
+    CHECK_MSG(p.ops[0].name == "Conv_0", p.ops[0].name);
+    CHECK(p.ops[1].opType == "GlobalAveragePool" && p.ops[1].fused.empty());
+    for (const auto& t : p.ops) {
+      CHECK_MSG(t.calls >= 3 && t.calls % 3 == 0, t.name + " calls " + std::to_string(t.calls));  // a call per chunk per run
+      CHECK_MSG(t.totalMs >= 0, t.name);
+      CHECK_MSG(t.minMs >= 0 && t.minMs * double(t.calls) <= t.totalMs * 1.000001, t.name + " min call above the mean");
+    }
+    CHECK_MSG(p.ops[0].totalMs > p.ops[2].totalMs, "the conv is slower than the flatten copy");
+  }
+  // A fresh profile on each set_profiling(true).
+  CHECK(be->set_profiling(true));
+  CHECK(be->op_profile().runs == 0);
+  return finish("op_profile_test");
+}
