@@ -17,7 +17,7 @@ import type { ProgressSink } from "./progress.ts";
 import type { ResolvedPipelineOptions } from "./options.ts";
 import type { BenchmarkResult, HeldOut, UnavailableRuntime } from "./stages.ts";
 import { artifactPath, writeAtomic } from "./run-dir.ts";
-import type { DistributedRecord } from "./distributed/exec.ts";
+import type { DistributedRecord } from "../report/distributed.ts";
 
 
 export interface WorkerRun {

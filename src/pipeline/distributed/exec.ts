@@ -7,27 +7,13 @@
  */
 import { newWorkerKey } from "../../transport/auth.ts";
 import type { RunSession } from "../session.ts";
+import type { DistributedRecord } from "../../report/distributed.ts";
 import type { StageDef } from "../stages.ts";
 import { adoptHeldout, type StageMeta, type TensorBytes, type TrainResult } from "../exec-model.ts";
 import { describeRankFailure, type RankFailure } from "./failure.ts";
 import { freePort, launchRanks, type LauncherExit } from "./launch.ts";
 import { resolveDistributed } from "./options.ts";
 import { RankSlots, type RankRun } from "./ranks.ts";
-
-/** What the report builds its `distributed` section from (report/distributed.ts). */
-export interface DistributedRecord {
-  stage: string;
-  arch: string;
-  strategy: string;
-  backend: string;
-  nproc: number;
-  nnodes: number;
-  launcher: { pid: number; command: string[] };
-  /** The launcher's restarts of the group that the result comes from (hello.rank.restart). */
-  restarts: number;
-  ranks: Array<Pick<RankRun, "rank" | "pid" | "host" | "phases"> & { accuracy: number; tensorBytes: TensorBytes | null }>;
-  note: string | null;
-}
 
 /** A distributed stage's failure: which rank, where, and how it ended. */
 export class RankFailedError extends Error {
@@ -142,7 +128,7 @@ async function finish(
     stage: stage.name, arch: r0.arch, strategy: d.strategy, backend: r0.backend, nproc: d.nproc, nnodes: d.nnodes,
     launcher, restarts: runs[0]!.restart, note: r0.note ?? null,
     ranks: runs.map((r) => ({
-      rank: r.rank, pid: r.pid, host: r.host, phases: r.phases,
+      rank: r.rank, pid: r.pid, host: r.host, marks: r.phases,
       accuracy: Number(r.result["accuracy"]), tensorBytes: (r.result["tensorBytes"] as TensorBytes | undefined) ?? null,
     })),
   };
