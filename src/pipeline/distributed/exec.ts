@@ -23,7 +23,7 @@ export class RankFailedError extends Error {
     super(message);
     this.name = "RankFailedError";
     this.signal = failure?.signal ?? undefined;
-    this.exitCode = failure ? failure.exitCode : launcher.exitCode;
+    this.exitCode = failure ? (failure.signal ? undefined : failure.exitCode) : launcher.exitCode;
   }
 }
 
@@ -105,7 +105,10 @@ export async function runDistributedTrain(
 }
 
 function launcherFailed(stage: string, exit: LauncherExit, slots: RankSlots): Error {
-  const f = exit.failure;
+  // The launcher names the host by its FQDN; the rank's own hello names it as the rank saw
+  // itself (socket.gethostname, what the rest of the report uses): prefer that one.
+  const seen = exit.failure && slots.admitted().find((r) => r.rank === exit.failure!.rank && r.pid === exit.failure!.pid);
+  const f = exit.failure && seen ? { ...exit.failure, host: seen.host } : exit.failure;
   const how = exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.exitCode}`;
   if (f) {
     return new RankFailedError(`stage "${stage}": ${describeRankFailure(f)}; torch.distributed.run ${how} and stopped the other ranks`, f, exit);
