@@ -41,10 +41,10 @@ describe("distributed stage pieces", () => {
     expect(resolveDistributed("t", { nproc: 2, strategy: "fsdp" })).toEqual({ nproc: 2, strategy: "fsdp", backend: "gloo", allowCpuFallback: false, nnodes: 1, rdzvEndpoint: undefined });
   });
 
-  it("launches torch.distributed.run with c10d, the stage's retries as --max-restarts, and no key in argv", () => {
+  it("launches torch.distributed.run (behind a parent-death signal) with c10d, the stage's retries as --max-restarts, and no key in argv", () => {
     const args = launcherArgs({ nproc: 2, nnodes: 1, rdzvEndpoint: "127.0.0.1:29500", rdzvId: "r", isHost: true, maxRestarts: 3 });
     const opt = (k: string) => args[args.indexOf(k) + 1];
-    expect(args.slice(0, 3)).toEqual(["-u", "-m", "torch.distributed.run"]);
+    expect(args.slice(0, 3)).toEqual(["-u", "-m", "memlane_worker.launcher"]); // torch.distributed.run's main
     expect([opt("--rdzv-backend"), opt("--max-restarts"), opt("--nproc-per-node"), opt("--rdzv-conf")]).toEqual(["c10d", "3", "2", "is_host=1"]);
     expect(args.slice(-3)).toEqual(["-m", "memlane_worker", "--rank-from-env"]);
   });
