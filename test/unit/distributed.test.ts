@@ -37,6 +37,7 @@ describe("distributed stage pieces", () => {
     expect(() => pipeline("p").train({ arch: "digits-cnn", distributed: { nproc: 2, strategy: "zero" as "ddp" } })).toThrow(/distributed\.strategy.*"ddp", "fsdp"/);
     expect(() => pipeline("p").train({ arch: "digits-cnn", distributed: { nproc: 2, strategy: "ddp", backend: "mpi" as "gloo" } })).toThrow(/distributed\.backend/);
     expect(() => resolveDistributed("t", { nproc: 2, strategy: "ddp", nnodes: 2 })).toThrow(/rdzvEndpoint/);
+    expect(() => pipeline("p").train({ arch: "digits-cnn", budget: { rssMiB: 1024 }, distributed: { nproc: 2, strategy: "ddp" } })).toThrow(/budget.*per-rank/);
     expect(() => resolveDistributed("t", { nproc: 2, strategy: "ddp", rdzvEndpoint: "nohost" })).toThrow(/host:port/);
     expect(resolveDistributed("t", { nproc: 2, strategy: "fsdp" })).toEqual({ nproc: 2, strategy: "fsdp", backend: "gloo", allowCpuFallback: false, nnodes: 1, rdzvEndpoint: undefined });
   });
