@@ -108,7 +108,9 @@ export function launchRanks(o: LaunchOptions): RankLauncher {
   if (pid === undefined) throw new Error(`could not start torch.distributed.run for stage "${o.stage}" (${python})`);
   o.onProcess?.({ pid, label: `${o.stage}:launcher`, exited: proc.exited });
   let seq = 0;
-  const watcher = new ChildWatcher(pid, (child, exited) => o.onProcess?.({ pid: child, label: `${o.stage}:rank-process-${++seq}`, exited }));
+  // Every 250 ms: a rank spends longer than that starting Python before it allocates anything,
+  // and a /proc scan on a busy host is not free for the orchestrator.
+  const watcher = new ChildWatcher(pid, (child, exited) => o.onProcess?.({ pid: child, label: `${o.stage}:rank-process-${++seq}`, exited }), 250);
   const killNow = (): void => {
     proc.killNow();
     watcher.killAll();
