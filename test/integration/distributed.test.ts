@@ -74,6 +74,25 @@ describe("distributed train stage (2 gloo ranks)", () => {
     expect(await expectNoneLeft(cli.tag)).toEqual([]);
   }, 600_000);
 
+  it("tiny-gpt with FSDP: sharded tensors per rank, accuracy as one process", async () => {
+    const cli = startCli(["run", "test/integration/pipeline-fixtures/dist-gpt.ts", "--out", out]);
+    const { code } = await cli.exit;
+    expect(code, cli.stderr() + cli.stdout()).toBe(0);
+    const runs = readdirSync(out).sort();
+    const report = JSON.parse(readFileSync(path.join(out, runs.at(-1)!, "report.json"), "utf8")) as Report;
+    expect(report.pipeline).toBe("dist-gpt");
+    const s = report.training!.tensorBytes!;
+    const d = report.distributed![0]!;
+    expect(d.arch).toBe("tiny-gpt");
+    for (const k of d.ranks) {
+      expect(k.phases.map((p) => p.name)).toEqual(["import", "init-process-group", "data-load", "model-wrap", "epoch-1", "checkpoint-save"]);
+      expect(k.tensorBytes!.params).toBeLessThan(s.params * 0.6);
+      expect(Math.abs(k.accuracy - report.training!.accuracy)).toBeLessThanOrEqual(ACCURACY_TOLERANCE);
+    }
+    console.log(cli.stdout().split("\n").filter((l) => /^(Distributed|process|single|rank|-)/.test(l)).join("\n"));
+    expect(await expectNoneLeft(cli.tag)).toEqual([]);
+  }, 600_000);
+
   it("a rank killed mid-epoch fails the stage naming rank, host, pid and signal; nothing is orphaned", async () => {
     const cli = startCli(["run", "test/integration/pipeline-fixtures/dist-long.ts", "--out", out]);
     await cli.waitFor(/train: epoch 1\//, 300_000);
