@@ -7,7 +7,7 @@
 import type { PhaseMarkInput } from "../memory/phases.ts";
 import type { TrackedProcess } from "../memory/sampler.ts";
 import { phasesOf } from "./build.ts";
-import { mdTable, num, pct, textTable } from "./format.ts";
+import { mdTable, num, pct, signed, textTable } from "./format.ts";
 import type { DistributedReport, PhaseReport, Report, TensorBytes, TrainingReport } from "./schema.ts";
 
 /** What a distributed stage collected (pipeline/distributed/exec.ts fills it). */
@@ -75,7 +75,7 @@ function phaseGrid(d: DistributedReport): string[][] {
   const names = [...new Set(d.ranks.flatMap((k) => k.phases.map((p) => p.name)))];
   return names.map((n) => [n, ...d.ranks.map((k) => {
     const p = k.phases.find((x) => x.name === n);
-    return p ? `${num(p.rssMiB, 1)} (+${num(p.deltaRssMiB, 1)}, peak ${num(p.peakRssMiB, 1)})` : "—";
+    return p ? `${num(p.rssMiB, 1)} (${signed(p.deltaRssMiB, 1)}, peak ${num(p.peakRssMiB, 1)})` : "—";
   })]);
 }
 
