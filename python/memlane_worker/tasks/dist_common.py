@@ -68,8 +68,17 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def tensor_bytes(model: torch.nn.Module, opt: torch.optim.Optimizer) -> dict[str, int]:
-    """Bytes of this rank's own parameter, gradient and optimizer-state tensors (torch_common)."""
+    """Bytes of this rank's own parameter, gradient and optimizer-state tensors (torch_common).
+
+    FSDP2 leaves the root module's own parameters unsharded after a forward (the held-out eval
+    that ends each epoch): plain full tensors, without their sharded gradients. Resharding first
+    puts the DTensors back, so each rank is measured on what it keeps between steps."""
+    from torch.distributed.fsdp import FSDPModule
+
     from .torch_common import tensor_bytes as measure
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
     return measure(model, opt)
 
 
