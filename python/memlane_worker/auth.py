@@ -7,7 +7,7 @@ import hashlib
 import hmac
 import os
 
-from .protocol import DEFAULT_MAX_MESSAGE_BYTES, ENV_MAX_MESSAGE_BYTES, ENV_WORKER_KEY, HELLO_AUTH_PREFIX
+from .protocol import DEFAULT_MAX_MESSAGE_BYTES, ENV_MAX_MESSAGE_BYTES, ENV_WORKER_KEY, HELLO_AUTH_PREFIX, RANK_KEY_PREFIX
 
 
 def take_key() -> bytes | None:
@@ -22,6 +22,12 @@ def take_key() -> bytes | None:
     except ValueError:
         raise SystemExit(f"memlane-worker: {ENV_WORKER_KEY} must be hex, got {len(text)} characters that are not") from None
     return key
+
+
+def rank_key(stage_key: bytes, rank: int) -> bytes:
+    """The key rank `rank` of a distributed stage proves (rankKey() in src/transport/auth.ts):
+    every rank gets the stage key from the launcher's environment, each claims only its slot."""
+    return hmac.new(stage_key, f"{RANK_KEY_PREFIX}{rank}".encode(), hashlib.sha256).digest()
 
 
 def hello_auth(key: bytes | None, id_: str, pid: int) -> str | None:

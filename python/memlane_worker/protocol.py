@@ -18,6 +18,9 @@ ENV_MAX_MESSAGE_BYTES = "MEMLANE_MAX_MESSAGE_BYTES"
 
 # hello.auth = hex HMAC-SHA256(key, HELLO_AUTH_PREFIX + id + "\n" + str(pid)).
 HELLO_AUTH_PREFIX = "memlane-hello-v1\n"
+# A distributed train stage's ranks share one stage key; rank r proves
+# HMAC-SHA256(stage_key, RANK_KEY_PREFIX + str(r)) instead (docs/distributed.md).
+RANK_KEY_PREFIX = "memlane-rank-key-v1\n"
 
 MESSAGE_TYPES = (
     "hello",
@@ -67,6 +70,8 @@ class Phase:
     CUDA_CONTEXT = "cuda-context"
     WEIGHTS_UPLOAD = "weights-upload"
     ARENA = "arena"
+    INIT_PROCESS_GROUP = "init-process-group"
+    MODEL_WRAP = "model-wrap"
 
     @staticmethod
     def epoch(n: int) -> str:

@@ -63,3 +63,10 @@ def test_a_result_over_the_limit_becomes_a_task_failed_error_instead_of_a_droppe
         assert o.recv(5)["id"] == "still-there"
     finally:
         o.close()
+
+
+def test_rank_key_matches_the_typescript_derivation():
+    # test/unit/distributed.test.ts expects the same bytes from rankKey() in src/transport/auth.ts.
+    from memlane_worker import auth as a
+    assert a.rank_key(bytes([7]) * 32, 1).hex() == "27022dac1325deda8e6b397df6616705e86fd6ef8269e5c511bfcadc7d24592a"
+    assert a.rank_key(bytes([7]) * 32, 0) != a.rank_key(bytes([7]) * 32, 1)

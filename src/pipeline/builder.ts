@@ -7,6 +7,7 @@ import { checkBudget } from "./budgets.ts";
 import { checkProfile } from "./profile-option.ts";
 import { validateDag } from "./scheduler.ts";
 import { resolveRetries } from "./attempts.ts";
+import { resolveDistributed } from "./distributed/options.ts";
 import {
   type BenchmarkOptions,
   CHECKPOINT_METHODS,
@@ -61,6 +62,12 @@ export class Pipeline {
     if (opts.minAccuracy !== undefined && !(opts.minAccuracy >= 0 && opts.minAccuracy <= 1))
       throw new OptionError(`stage "${name}": minAccuracy`, "a number in [0, 1]", opts.minAccuracy);
     checkBudget(name, opts.budget);
+    // Checked here so a bad `distributed` fails at import; the executor resolves it again.
+    if (opts.distributed !== undefined) {
+      resolveDistributed(name, opts.distributed);
+      // Budgets are checked on one training process (report.training); per-rank budgets do not exist yet.
+      if (opts.budget !== undefined) throw new OptionError(`stage "${name}": budget`, "no budget with distributed (per-rank budgets are not supported)", opts.budget);
+    }
     return this.#add({ kind: "train", name, after: opts.after ?? [], exclusive: !!opts.exclusive, retries: resolveRetries("train", name, opts.retries), opts: { ...opts } });
   }
 

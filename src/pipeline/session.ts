@@ -17,6 +17,7 @@ import type { ProgressSink } from "./progress.ts";
 import type { ResolvedPipelineOptions } from "./options.ts";
 import type { BenchmarkResult, HeldOut, UnavailableRuntime } from "./stages.ts";
 import { artifactPath, writeAtomic } from "./run-dir.ts";
+import type { DistributedRecord } from "../report/distributed.ts";
 
 
 export interface WorkerRun {
@@ -31,6 +32,8 @@ export class RunSession {
   readonly gpuProbe: (GpuProbe & { devices?(): Array<{ index: number; name: string; totalBytes: number; usedBytes: number }>; info?(): { driverVersion?: string } }) | undefined;
   #supervisor: Promise<Supervisor> | undefined;
   training: TrainingRecord | null = null;
+  /** Distributed train stages (their ranks' marks and tensor bytes), in the order they finished. */
+  readonly distributed: DistributedRecord[] = [];
   readonly runtimes: RuntimeRecord[] = [];
   readonly unavailable: UnavailableRuntime[] = [];
   readonly checkpointLoads: CheckpointLoadRecord[] = [];

@@ -8,6 +8,8 @@ import type { Sample, TrackedProcess } from "../memory/sampler.ts";
 import { Phase } from "../transport/protocol.ts";
 import { breakdownReport } from "./breakdown.ts";
 import type { RuntimeProfile } from "./profile.ts";
+import { distributedReports, type DistributedRecord } from "./distributed.ts";
+export type { DistributedRecord } from "./distributed.ts";
 import { buildComparison } from "./comparison.ts";
 import { hostInfo } from "./host.ts";
 import {
@@ -58,6 +60,9 @@ export interface TrainingRecord {
   device: string;
   process: ProcessInfo;
   marks: PhaseMarkInput[];
+  /** The train stage's name and its tensor bytes (what a distributed stage is compared with). */
+  stage?: string;
+  tensorBytes?: { params: number; grads: number; optimizer: number };
 }
 
 export interface CheckpointLoadRecord {
@@ -92,6 +97,7 @@ export interface RunRecord {
   runtimesNotRun?: RuntimeNotRun[];
   inputs?: InputReport[];
   transport?: TransportReport;
+  distributed?: DistributedRecord[];
 }
 
 /**
@@ -141,7 +147,7 @@ function phaseReport(f: PhaseFigures, gpuAvailable: boolean): PhaseReport {
   };
 }
 
-function phasesOf(marks: readonly PhaseMarkInput[], tracks: readonly TrackedProcess[], pid: number, gpu: boolean) {
+export function phasesOf(marks: readonly PhaseMarkInput[], tracks: readonly TrackedProcess[], pid: number, gpu: boolean) {
   return combinePhases(marks, samplesOf(tracks, pid)).map((f) => phaseReport(f, gpu));
 }
 
@@ -214,6 +220,8 @@ export function buildReport(run: RunRecord): Report {
     pid: run.training.process.pid,
     process: run.training.process,
     device: run.training.device,
+    ...(run.training.stage !== undefined ? { stage: run.training.stage } : {}),
+    ...(run.training.tensorBytes ? { tensorBytes: run.training.tensorBytes } : {}),
   };
   const reference =
     run.numericsReference !== undefined
@@ -227,6 +235,7 @@ export function buildReport(run: RunRecord): Report {
     createdAt: (run.createdAt ?? new Date()).toISOString(),
     host: run.host ?? hostInfo(python),
     training,
+    ...(run.distributed?.length ? { distributed: distributedReports(run.distributed, run.tracks, gpuOn, training) } : {}),
     runtimes,
     ...(run.runtimesNotRun?.length ? { runtimesNotRun: run.runtimesNotRun } : {}),
     ...(run.inputs ? { inputs: run.inputs } : {}),

@@ -7,6 +7,7 @@ import {
 } from "./format.ts";
 import { estimatesMarkdown } from "./estimates.ts";
 import { profileMarkdown } from "./profile.ts";
+import { distributedMarkdown } from "./distributed.ts";
 import { growthLines, steadyBreakdownBlock, steadyKindsSideBySide } from "./markdown-kinds.ts";
 import type { PhaseReport, Report, RuntimeReport } from "./schema.ts";
 
@@ -189,6 +190,7 @@ export function renderMarkdown(report: Report): string {
     const growth = growthLines(t.pid, t.phases);
     if (growth) out.push("", growth);
   }
+  out.push(...distributedMarkdown(report));
   for (const r of report.runtimes) out.push("", runtimeSection(r));
   if (report.checkpointLoad.length > 0) {
     const arch = report.checkpointLoad[0]!.arch;
