@@ -22,12 +22,14 @@ def parse(argv: list[str]) -> Options:
     p.add_argument("--name", default="python", help="worker name announced in hello (default: python)")
     p.add_argument("--heartbeat-timeout", type=float, default=Options.heartbeat_timeout, metavar="S",
                    help="exit when the orchestrator sends nothing for S seconds (default: %(default)s; 0 = never)")
+    p.add_argument("--rank-from-env", action="store_true",
+                   help="a rank started by torch.distributed.run: name <NAME>@rank<RANK>, key derived for that rank")
     ns = p.parse_args(argv)
     if "://" not in ns.connect:
         p.error(f"--connect expects a ZeroMQ endpoint such as tcp://127.0.0.1:5555, received {ns.connect!r}")
     if ns.heartbeat_timeout < 0:
         p.error(f"--heartbeat-timeout expects a number >= 0, received {ns.heartbeat_timeout}")
-    return Options(endpoint=ns.connect, name=ns.name, heartbeat_timeout=ns.heartbeat_timeout)
+    return Options(endpoint=ns.connect, name=ns.name, heartbeat_timeout=ns.heartbeat_timeout, rank_from_env=ns.rank_from_env)
 
 
 def main(argv: list[str] | None = None) -> int:

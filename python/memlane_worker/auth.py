@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .protocol import (
     DEFAULT_MAX_MESSAGE_BYTES, ENV_CURVE_PUBLIC_KEY, ENV_CURVE_SECRET_KEY, ENV_CURVE_SERVER_KEY,
-    ENV_MAX_MESSAGE_BYTES, ENV_WORKER_KEY, HELLO_AUTH_PREFIX,
+    ENV_MAX_MESSAGE_BYTES, ENV_WORKER_KEY, HELLO_AUTH_PREFIX, RANK_KEY_PREFIX,
 )
 
 _Z85_KEY = re.compile(r"[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}")
@@ -54,6 +54,12 @@ def take_curve() -> CurveKeys | None:
             raise SystemExit(f"memlane-worker: {name} must be a 40-character Z85 CURVE key "
                              f"(all of {', '.join(names)} or none), got {len(value or '')} characters")
     return CurveKeys(server=values[0], public=values[1], secret=values[2])
+
+
+def rank_key(stage_key: bytes, rank: int) -> bytes:
+    """The key rank `rank` of a distributed stage proves (rankKey() in src/transport/auth.ts):
+    every rank gets the stage key from the launcher's environment, each claims only its slot."""
+    return hmac.new(stage_key, f"{RANK_KEY_PREFIX}{rank}".encode(), hashlib.sha256).digest()
 
 
 def hello_auth(key: bytes | None, id_: str, pid: int) -> str | None:

@@ -24,6 +24,9 @@ ENV_CURVE_SECRET_KEY = "MEMLANE_CURVE_SECRET_KEY"
 
 # hello.auth = hex HMAC-SHA256(key, HELLO_AUTH_PREFIX + id + "\n" + str(pid)).
 HELLO_AUTH_PREFIX = "memlane-hello-v1\n"
+# A distributed train stage's ranks share one stage key; rank r proves
+# HMAC-SHA256(stage_key, RANK_KEY_PREFIX + str(r)) instead (docs/distributed.md).
+RANK_KEY_PREFIX = "memlane-rank-key-v1\n"
 
 MESSAGE_TYPES = (
     "hello",
@@ -73,6 +76,8 @@ class Phase:
     CUDA_CONTEXT = "cuda-context"
     WEIGHTS_UPLOAD = "weights-upload"
     ARENA = "arena"
+    INIT_PROCESS_GROUP = "init-process-group"
+    MODEL_WRAP = "model-wrap"
 
     @staticmethod
     def epoch(n: int) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 import zmq
 
-from . import auth, messages, shm, tasks, versions
+from . import auth, messages, rank, shm, tasks, versions
 from .errors import MalformedMessage, TaskError
 from .executor import Executor, Job
 from .outbox import Outbox
@@ -31,13 +31,20 @@ class Options:
     endpoint: str
     name: str = "python"
     heartbeat_timeout: float = 30.0  # seconds without any message from the orchestrator; 0 = never
+    rank_from_env: bool = False  # a rank started by torch.distributed.run (rank.py)
 
 
 class Worker:
     def __init__(self, options: Options) -> None:
-        self.options = options
         self.ctx = zmq.Context.instance()
         self.key = auth.take_key()
+        self.rank = rank.from_env() if options.rank_from_env else None
+        if self.rank is not None:
+            # Every rank got the stage key; each proves its own derived key, so it claims only its slot.
+            options = Options(options.endpoint, rank.worker_name(options.name, self.rank), options.heartbeat_timeout, True)
+            if self.key is not None:
+                self.key = auth.rank_key(self.key, self.rank.rank)
+        self.options = options
         self.max_bytes = auth.max_message_bytes()
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 2000)  # a final result still leaves if we exit right after
@@ -82,6 +89,8 @@ class Worker:
         proof = auth.hello_auth(self.key, id_, pid)
         if proof is not None:
             extra["auth"] = proof
+        if self.rank is not None:
+            extra["rank"] = self.rank.as_hello()
         self._send(messages.envelope(
             "hello", id_, pid=pid, worker=self.options.name,
             capabilities=[*tasks.TASK_NAMES, SHM_CAPABILITY], versions=versions.collect(), **extra))

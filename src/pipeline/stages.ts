@@ -49,6 +49,30 @@ export interface TrainOptions extends StageCommon {
   minAccuracy?: number;
   /** Memory ceilings of the training process in every phase; exceeded → the run exits 1 (src/pipeline/budgets.ts). */
   budget?: MemoryBudget;
+  /**
+   * Train with torch.distributed: `nproc` ranks started by `python -m torch.distributed.run`
+   * (c10d rendezvous), each a memlane worker measured like any other; `retries` becomes the
+   * launcher's `--max-restarts`. docs/distributed.md.
+   */
+  distributed?: DistributedOptions;
+}
+
+export const DIST_STRATEGIES = ["ddp", "fsdp"] as const;
+export const DIST_BACKENDS = ["gloo", "nccl"] as const;
+
+export interface DistributedOptions {
+  /** Ranks on this host (`--nproc-per-node`). */
+  nproc: number;
+  /** DDP replicates parameters, gradients and optimizer state on every rank; FSDP shards them. */
+  strategy: (typeof DIST_STRATEGIES)[number];
+  /** Default "gloo". "nccl" needs CUDA: refused without it unless `allowCpuFallback`. */
+  backend?: (typeof DIST_BACKENDS)[number];
+  /** With backend "nccl" and no CUDA: train with gloo on the CPU instead of failing (said in the report). */
+  allowCpuFallback?: boolean;
+  /** Hosts taking part (`--nnodes`, default 1); more than 1 needs `rdzvEndpoint`. */
+  nnodes?: number;
+  /** host:port of the c10d rendezvous store (default: 127.0.0.1 and a free port). */
+  rdzvEndpoint?: string;
 }
 
 export interface ExportOptions extends StageCommon {

@@ -5,13 +5,21 @@
  * peer that merely knows the endpoint, a pid and a name gets nothing. docs/protocol.md, "Trust".
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import { HELLO_AUTH_PREFIX } from "./protocol.ts";
+import { HELLO_AUTH_PREFIX, RANK_KEY_PREFIX } from "./protocol.ts";
 
 export const WORKER_KEY_BYTES = 32;
 
 /** A fresh key for one spawn. */
 export function newWorkerKey(): Buffer {
   return randomBytes(WORKER_KEY_BYTES);
+}
+
+/**
+ * The key rank `rank` of a distributed stage proves: derived from the stage key all ranks get,
+ * so one secret crosses to the launcher and each rank still claims only its own slot.
+ */
+export function rankKey(stageKey: Uint8Array, rank: number): Buffer {
+  return createHmac("sha256", stageKey).update(`${RANK_KEY_PREFIX}${rank}`, "utf8").digest();
 }
 
 /** The `auth` a hello with this id and pid carries when its sender holds `key` (hex). */

@@ -42,6 +42,12 @@ export const ENV_CURVE_SECRET_KEY = "MEMLANE_CURVE_SECRET_KEY";
  * ENV_WORKER_KEY).
  */
 export const HELLO_AUTH_PREFIX = "memlane-hello-v1\n";
+/**
+ * A distributed train stage hands its ranks one stage key (ENV_WORKER_KEY); rank r proves
+ * HMAC-SHA256(stageKey, RANK_KEY_PREFIX + r) instead, so it can claim only slot r
+ * (docs/distributed.md, "Ranks are workers").
+ */
+export const RANK_KEY_PREFIX = "memlane-rank-key-v1\n";
 
 export const MESSAGE_TYPES = [
   "hello",
@@ -99,6 +105,10 @@ export const Phase = {
   CUDA_CONTEXT: "cuda-context",
   WEIGHTS_UPLOAD: "weights-upload",
   ARENA: "arena",
+  /** Distributed training: torch.distributed.init_process_group (rendezvous, gloo/NCCL buffers). */
+  INIT_PROCESS_GROUP: "init-process-group",
+  /** Distributed training: wrapping the model in DDP or FSDP (replicated or sharded parameters). */
+  MODEL_WRAP: "model-wrap",
 } as const;
 export type PhaseName = (typeof Phase)[keyof typeof Phase] | `epoch-${number}`;
 export const epochPhase = (n: number): PhaseName => `epoch-${n}`;
@@ -166,6 +176,16 @@ export interface Hello extends Base<"hello"> {
   worker: string;
   capabilities: string[];
   versions: Record<string, string>;
+  /** A rank of a distributed train stage (started by torch.distributed.run): who it is. */
+  rank?: RankIdentity;
+}
+export interface RankIdentity {
+  rank: number;
+  localRank: number;
+  worldSize: number;
+  host: string;
+  /** TORCHELASTIC_RESTART_COUNT: 0 for the first launch, n after n restarts of the group. */
+  restart: number;
 }
 export interface Task extends Base<"task"> {
   task: string;

@@ -1,0 +1,49 @@
+/**
+ * The `distributed` option of a train stage, checked once at the builder (errors name the
+ * stage and the field) and resolved with its defaults.
+ */
+import { DIST_BACKENDS, DIST_STRATEGIES, type DistributedOptions } from "../stages.ts";
+import { checkInt, checkOneOf, OptionError } from "../options.ts";
+
+export interface ResolvedDistributed {
+  nproc: number;
+  strategy: DistributedOptions["strategy"];
+  backend: NonNullable<DistributedOptions["backend"]>;
+  allowCpuFallback: boolean;
+  nnodes: number;
+  /** undefined: 127.0.0.1 and a free port, chosen when the stage starts. */
+  rdzvEndpoint: string | undefined;
+}
+
+const HOST_PORT = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/;
+/** A sane bound for one host's ranks: each is a full Python process with torch loaded. */
+const MAX_NPROC = 64;
+
+export function resolveDistributed(stage: string, d: unknown): ResolvedDistributed {
+  const where = `stage "${stage}": distributed`;
+  if (typeof d !== "object" || d === null || Array.isArray(d))
+    throw new OptionError(where, '{ nproc, strategy: "ddp" | "fsdp", backend?: "gloo" | "nccl" }', d);
+  const o = d as Partial<DistributedOptions>;
+  checkInt(`${where}.nproc`, o.nproc, 1);
+  if ((o.nproc as number) > MAX_NPROC) throw new OptionError(`${where}.nproc`, `at most ${MAX_NPROC}`, o.nproc);
+  checkOneOf(`${where}.strategy`, o.strategy, DIST_STRATEGIES);
+  if (o.backend !== undefined) checkOneOf(`${where}.backend`, o.backend, DIST_BACKENDS);
+  if (o.allowCpuFallback !== undefined && typeof o.allowCpuFallback !== "boolean")
+    throw new OptionError(`${where}.allowCpuFallback`, "a boolean", o.allowCpuFallback);
+  if (o.nnodes !== undefined) checkInt(`${where}.nnodes`, o.nnodes, 1);
+  const nnodes = o.nnodes ?? 1;
+  if (o.rdzvEndpoint !== undefined) {
+    const m = typeof o.rdzvEndpoint === "string" ? HOST_PORT.exec(o.rdzvEndpoint) : null;
+    if (!m || Number(m[2]) < 1 || Number(m[2]) > 65535) throw new OptionError(`${where}.rdzvEndpoint`, "host:port", o.rdzvEndpoint);
+  }
+  if (nnodes > 1 && o.rdzvEndpoint === undefined)
+    throw new OptionError(`${where}.rdzvEndpoint`, "a host:port the other hosts can reach (nnodes > 1)", undefined);
+  return {
+    nproc: o.nproc as number,
+    strategy: o.strategy as ResolvedDistributed["strategy"],
+    backend: o.backend ?? "gloo",
+    allowCpuFallback: o.allowCpuFallback ?? false,
+    nnodes,
+    rdzvEndpoint: o.rdzvEndpoint,
+  };
+}
