@@ -99,7 +99,10 @@ export class Broker {
     // closes that connection. handover false (the default, said out loud): a second
     // connection announcing an identity already in use is ignored, so no peer can take over an
     // admitted worker's identity and speak as it.
+    // A CURVE broker gets a context of its own: the ZAP handler's endpoint is one per context,
+    // so two remote brokers in one process would collide on the shared one.
     const socket = new zmq.Router({
+      ...(o.curve ? { context: new zmq.Context() } : {}),
       mandatory: true, linger: 0, sendTimeout: SEND_TIMEOUT_MS, handover: false, maxMessageSize: o.maxMessageBytes,
     });
     // Refusals of the CURVE handshake never reach the receive loop: the ZAP handler reports a
