@@ -124,6 +124,9 @@ class TinyGPT(nn.Module):
         """[B, T, 256]: every position's next-byte logits (training)."""
         return self.head(self.hidden(idx))
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        """[B, 256]: the logits of the byte after the window (deployment)."""
+    def forward(self, idx: torch.Tensor, all_positions: bool = False) -> torch.Tensor:
+        """[B, 256]: the logits of the byte after the window (deployment); with
+        `all_positions`, logits_all (distributed training: DDP and FSDP act in __call__)."""
+        if all_positions:
+            return self.logits_all(idx)
         return self.head(self.hidden(idx)[:, -1])

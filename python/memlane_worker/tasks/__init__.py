@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 _MODULES = {
     "train": "train",
+    "train.rank": "train_rank",
     "export": "export",
     "zoo.export": "zoo_export",
     "zoo.checkpoint": "zoo_checkpoint",

@@ -72,12 +72,17 @@ def save_training(model: torch.nn.Module, arch: str, out_dir: str, x_ho, y_ho) -
     """The trained checkpoint (safetensors, and torch.save of the same state dict) and the
     held-out set (raw little-endian: inputs in their own kind, int64 or float32; labels int64),
     each written atomically into out_dir. Returns the four paths."""
+    return save_state(model.state_dict(), arch, out_dir, x_ho, y_ho)
+
+
+def save_state(state: dict[str, torch.Tensor], arch: str, out_dir: str, x_ho, y_ho) -> dict[str, str]:
+    """save_training from a state dict (a distributed run's rank 0 holds the full one)."""
     from safetensors.torch import save_file
 
     from .. import atomic
 
     os.makedirs(out_dir, exist_ok=True)
-    state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+    state = {k: v.detach().to("cpu").contiguous() for k, v in state.items()}
     integer_inputs = x_ho.dtype.kind in "iu"
     paths = {
         "checkpoint": os.path.join(out_dir, f"{arch}.safetensors"),

@@ -15,6 +15,12 @@ DEFAULTS = {"epochs": 6, "stepsPerEpoch": 250, "seed": 0, "batchSize": 32, "lr":
 WARMUP_STEPS = 50
 
 
+def schedule(total_steps: int):
+    """The learning-rate factor by step: linear warm-up, then cosine decay to a tenth of lr."""
+    return lambda s: min(1.0, (s + 1) / WARMUP_STEPS) * (
+        0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, total_steps) / total_steps)))
+
+
 def run(ctx: TaskContext, arch: str, tc) -> dict:
     import torch
     import safetensors.torch  # noqa: F401  (checkpoint-save uses it; its import cost belongs to the import phase)
@@ -40,9 +46,7 @@ def run(ctx: TaskContext, arch: str, tc) -> dict:
     model = zoo.build(arch).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     total_steps = epochs * steps_per_epoch
-    # linear warm-up, then cosine decay to a tenth of lr
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / WARMUP_STEPS) * (
-        0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, total_steps) / total_steps))))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule(total_steps))
     loss_fn = torch.nn.CrossEntropyLoss()
     data = tinygpt.batches(train_bytes, batch_size, gen)
     accuracy = 0.0
