@@ -75,9 +75,10 @@ export class RemoteHosts {
    * Starts the ranks of `nnodes - 1` other hosts (waits for them to join): one launch a host.
    * The hosts go back to the pool when their launches have ended.
    */
-  async launch(args: JoinLaunchArgs, signal?: AbortSignal): Promise<RemoteLauncher[]> {
+  async launch(args: Omit<JoinLaunchArgs, "nodeRank">, signal?: AbortSignal): Promise<RemoteLauncher[]> {
     const taken = await this.nodes.take(args.nnodes - 1, this.joinTimeoutMs, signal);
-    const launchers = taken.map((n) => n.launch(args));
+    // This host is node 0 (rank 0 writes the checkpoint into its run directory); the others follow.
+    const launchers = taken.map((n, i) => n.launch({ ...args, nodeRank: i + 1 }));
     void Promise.allSettled(launchers.map((l) => l.exited)).then(() => this.nodes.release(taken));
     return launchers;
   }

@@ -23,6 +23,8 @@ export interface JoinLaunchArgs {
   stageKey: string;
   nproc: number;
   nnodes: number;
+  /** This host's node rank (1..nnodes-1; the orchestrator's host is 0): the static rendezvous. */
+  nodeRank: number;
   rdzvId: string;
   maxRestarts: number;
   maxMessageBytes: number;
@@ -59,11 +61,13 @@ export function checkJoinLaunchArgs(a: Record<string, unknown>): JoinLaunchArgs 
     if (!ENV_NAME.test(k) || typeof v !== "string") throw new Error(`${JOIN_LAUNCH_TASK}: \`env.${k}\` must be a string variable`);
     if (k.startsWith("MEMLANE_")) throw new Error(`${JOIN_LAUNCH_TASK}: \`env.${k}\`: the joiner sets MEMLANE_ variables itself`);
   }
+  if ((a.nodeRank as number) >= (a.nnodes as number)) throw new Error(`${JOIN_LAUNCH_TASK}: \`nodeRank\` ${String(a.nodeRank)} is not below nnodes ${String(a.nnodes)}`);
   return {
     stage: str("stage", /^[\w.@-]{1,100}$/),
     stageKey: str("stageKey", /^[0-9a-f]{64}$/),
     nproc: int("nproc", 1),
     nnodes: int("nnodes", 2),
+    nodeRank: int("nodeRank", 1),
     rdzvId: str("rdzvId", /^[\w.-]{1,200}$/),
     maxRestarts: int("maxRestarts", 0),
     maxMessageBytes: int("maxMessageBytes", 1024),

@@ -142,7 +142,7 @@ export async function runJoiner(o: JoinOptions): Promise<number> {
     try {
       launcher = launchRanks({
         stage: a.stage, endpoint: brokerEndpoint, stageKey: Buffer.from(a.stageKey, "hex"), nproc: a.nproc, nnodes: a.nnodes,
-        rdzvEndpoint: o.endpoint, rdzvId: a.rdzvId, isHost: false, maxRestarts: a.maxRestarts,
+        rdzvEndpoint: o.endpoint, rdzvId: a.rdzvId, isHost: false, nodeRank: a.nodeRank, maxRestarts: a.maxRestarts,
         env: { ...a.env, ...curveEnv }, maxMessageBytes: a.maxMessageBytes,
         forward: (line) => o.log(`[${me}] ${line}`),
       });
@@ -150,7 +150,7 @@ export async function runJoiner(o: JoinOptions): Promise<number> {
       return fail(ErrorCode.TASK_FAILED, `memlane join on ${me} could not start torch.distributed.run: ${(err as Error).message}`);
     }
     const l = launcher;
-    o.log(`memlane join: stage ${a.stage}: torch.distributed.run pid ${l.pid} (${a.nproc} rank(s) on ${me}, node of ${a.nnodes})`);
+    o.log(`memlane join: stage ${a.stage}: torch.distributed.run pid ${l.pid} (${a.nproc} rank(s) on ${me}, node ${a.nodeRank} of ${a.nnodes})`);
     send({ type: "progress", id: t.id, current: 0, total: 1, label: JOIN_LAUNCHED, metrics: { pid: l.pid } });
     void l.exited.then((exit) => {
       if (launcher === l) launcher = undefined;
