@@ -6,6 +6,7 @@
 import { checkBudget } from "./budgets.ts";
 import { validateDag } from "./scheduler.ts";
 import { resolveRetries } from "./attempts.ts";
+import { resolveDistributed } from "./distributed/options.ts";
 import {
   type BenchmarkOptions,
   CHECKPOINT_METHODS,
@@ -60,6 +61,8 @@ export class Pipeline {
     if (opts.minAccuracy !== undefined && !(opts.minAccuracy >= 0 && opts.minAccuracy <= 1))
       throw new OptionError(`stage "${name}": minAccuracy`, "a number in [0, 1]", opts.minAccuracy);
     checkBudget(name, opts.budget);
+    // Checked here so a bad `distributed` fails at import; the executor resolves it again.
+    if (opts.distributed !== undefined) resolveDistributed(name, opts.distributed);
     return this.#add({ kind: "train", name, after: opts.after ?? [], exclusive: !!opts.exclusive, retries: resolveRetries("train", name, opts.retries), opts: { ...opts } });
   }
 

@@ -24,6 +24,14 @@ export interface TrainResult {
   checkpointPt: string;
   heldout: { inputs: string; labels: string; shape: number[]; dtype?: "float32" | "int64" };
   device: string;
+  /** Bytes of the parameter, gradient and optimizer-state tensors the process held after its last step. */
+  tensorBytes?: TensorBytes;
+}
+
+export interface TensorBytes {
+  params: number;
+  grads: number;
+  optimizer: number;
 }
 
 export interface ExportResult {
@@ -90,7 +98,18 @@ export async function runTrain(
     device: v.device,
     process: { pid: run.pid, kind: "python", command: run.command },
     marks: run.result.phases,
+    ...(v.tensorBytes ? { tensorBytes: v.tensorBytes } : {}),
+    stage: stage.name,
   };
+  await adoptHeldout(s, v);
+  meta.summary = `held-out accuracy ${v.accuracy.toFixed(4)} after ${v.epochs} epochs`;
+  if (o.minAccuracy !== undefined && v.accuracy < o.minAccuracy)
+    throw new Error(`held-out accuracy ${v.accuracy.toFixed(4)} is below minAccuracy ${o.minAccuracy}`);
+  return v;
+}
+
+/** Reads a training's held-out set into the session (what the benchmarks evaluate on). */
+export async function adoptHeldout(s: RunSession, v: Pick<TrainResult, "heldout">): Promise<void> {
   // Held-out inputs in another dtype (tiny-gpt's int64 windows) wait for the export stage,
   // which knows the graph input they feed (heldout-eval.ts).
   const dtype = v.heldout.dtype ?? "float32";
@@ -102,10 +121,6 @@ export async function runTrain(
     inputs instanceof Float32Array
       ? { inputs, labels, shape: v.heldout.shape }
       : { inputs: new Float32Array(0), labels, shape: [v.heldout.shape[0]!], raw: { dtype: "int64", shape: v.heldout.shape, data: inputs } };
-  meta.summary = `held-out accuracy ${v.accuracy.toFixed(4)} after ${v.epochs} epochs`;
-  if (o.minAccuracy !== undefined && v.accuracy < o.minAccuracy)
-    throw new Error(`held-out accuracy ${v.accuracy.toFixed(4)} is below minAccuracy ${o.minAccuracy}`);
-  return v;
 }
 
 export { generatedInputs } from "./inputs/generate.ts";

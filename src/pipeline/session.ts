@@ -18,6 +18,7 @@ import type { ResolvedPipelineOptions } from "./options.ts";
 import type { BenchmarkResult, HeldOut, UnavailableRuntime } from "./stages.ts";
 import { artifactPath, writeAtomic } from "./run-dir.ts";
 import type { RemoteHosts } from "./remote-hosts.ts";
+import type { DistributedRecord } from "./distributed/exec.ts";
 
 
 export interface WorkerRun {
@@ -32,6 +33,8 @@ export class RunSession {
   readonly gpuProbe: (GpuProbe & { devices?(): Array<{ index: number; name: string; totalBytes: number; usedBytes: number }>; info?(): { driverVersion?: string } }) | undefined;
   #supervisor: Promise<Supervisor> | undefined;
   training: TrainingRecord | null = null;
+  /** Distributed train stages (their ranks' marks and tensor bytes), in the order they finished. */
+  readonly distributed: DistributedRecord[] = [];
   readonly runtimes: RuntimeRecord[] = [];
   readonly unavailable: UnavailableRuntime[] = [];
   readonly checkpointLoads: CheckpointLoadRecord[] = [];

@@ -6,6 +6,7 @@ import { predictStagePeak } from "./memory-plan.ts";
 import type { DagNode } from "./scheduler.ts";
 import type { RunSession } from "./session.ts";
 import { runExport, runTrain, type StageMeta } from "./exec-model.ts";
+import { runDistributedTrain } from "./distributed/exec.ts";
 import { benchmarkOrRow, errorOf } from "./runtime-rows.ts";
 import { runCheckpointLoad, runPythonStage } from "./exec-misc.ts";
 import { updateNumerics } from "./numerics.ts";
@@ -17,7 +18,7 @@ import { shutdownStarted } from "../workers/cleanup.ts";
 
 async function runOnce(s: RunSession, def: StageDef, signal: AbortSignal, meta: StageMeta): Promise<unknown> {
   switch (def.kind) {
-    case "train": return runTrain(s, def, signal, meta);
+    case "train": return def.opts.distributed ? runDistributedTrain(s, def, signal, meta) : runTrain(s, def, signal, meta);
     case "export": return runExport(s, def, signal, meta);
     case "benchmark": {
       const value = await benchmarkOrRow(s, def, signal, meta);

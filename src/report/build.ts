@@ -55,6 +55,9 @@ export interface TrainingRecord {
   device: string;
   process: ProcessInfo;
   marks: PhaseMarkInput[];
+  /** The train stage's name and its tensor bytes (what a distributed stage is compared with). */
+  stage?: string;
+  tensorBytes?: { params: number; grads: number; optimizer: number };
 }
 
 export interface CheckpointLoadRecord {

@@ -67,26 +67,10 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
     return getattr(model, "module", model)
 
 
-def _local_bytes(t: torch.Tensor | None) -> int:
-    if t is None:
-        return 0
-    local = t.to_local() if hasattr(t, "to_local") else t
-    return local.numel() * local.element_size()
-
-
 def tensor_bytes(model: torch.nn.Module, opt: torch.optim.Optimizer) -> dict[str, int]:
-    """Bytes of this rank's own parameter, gradient and optimizer-state tensors."""
-    params = list(model.parameters())
-    optimizer = 0
-    for state in opt.state.values():
-        for v in state.values():
-            if isinstance(v, torch.Tensor):
-                optimizer += _local_bytes(v)
-    return {
-        "params": sum(_local_bytes(p) for p in params),
-        "grads": sum(_local_bytes(p.grad) for p in params),
-        "optimizer": optimizer,
-    }
+    """Bytes of this rank's own parameter, gradient and optimizer-state tensors (torch_common)."""
+    from .torch_common import tensor_bytes as measure
+    return measure(model, opt)
 
 
 def full_state(model: torch.nn.Module, strategy: str) -> dict[str, torch.Tensor] | None:

@@ -97,3 +97,22 @@ def save_state(state: dict[str, torch.Tensor], arch: str, out_dir: str, x_ho, y_
     atomic.write_bytes(paths["inputs"], x_ho.astype("<i8" if integer_inputs else "<f4").tobytes())
     atomic.write_bytes(paths["labels"], y_ho.astype("<i8").tobytes())
     return paths
+
+
+def _local_bytes(t: torch.Tensor | None) -> int:
+    if t is None:
+        return 0
+    local = t.to_local() if hasattr(t, "to_local") else t  # an FSDP DTensor: this process's shard
+    return local.numel() * local.element_size()
+
+
+def tensor_bytes(model: torch.nn.Module, opt: torch.optim.Optimizer) -> dict[str, int]:
+    """Bytes of the parameter, gradient and optimizer-state tensors this process holds, read
+    from the tensors themselves (a sharded one by its local shard), not from a formula."""
+    params = list(model.parameters())
+    optimizer = sum(_local_bytes(v) for state in opt.state.values() for v in state.values() if isinstance(v, torch.Tensor))
+    return {
+        "params": sum(_local_bytes(p) for p in params),
+        "grads": sum(_local_bytes(p.grad) for p in params),
+        "optimizer": optimizer,
+    }

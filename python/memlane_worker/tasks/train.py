@@ -66,6 +66,7 @@ def run(ctx: TaskContext):
         ctx.progress(epoch, epochs, f"epoch {epoch}/{epochs}", {
             "loss": total_loss / xt.shape[0], "trainAccuracy": correct / xt.shape[0], "accuracy": accuracy})
     train_seconds = time.perf_counter() - started
+    held = tc.tensor_bytes(model, opt)  # after the last step: its gradients are still there
 
     with ctx.phase(Phase.CHECKPOINT_SAVE):
         paths = tc.save_training(model, arch, out_dir, x_ho, y_ho)
@@ -80,5 +81,6 @@ def run(ctx: TaskContext):
         "device": device,
         "params": zoo.param_count(model),
         "trainSeconds": train_seconds,
+        "tensorBytes": held,
         "seed": seed,
     }

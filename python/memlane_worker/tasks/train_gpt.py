@@ -70,6 +70,7 @@ def run(ctx: TaskContext, arch: str, tc) -> dict:
                 accuracy = float((model(xh).argmax(1) == yh).float().mean())
         ctx.progress(epoch, epochs, f"epoch {epoch}/{epochs}", {"loss": total_loss / steps_per_epoch, "accuracy": accuracy})
     train_seconds = time.perf_counter() - started
+    held = tc.tensor_bytes(model, opt)  # after the last step: its gradients are still there
 
     with ctx.phase(Phase.CHECKPOINT_SAVE):
         paths = tc.save_training(model, arch, out_dir, x_ho, y_ho)
@@ -85,6 +86,7 @@ def run(ctx: TaskContext, arch: str, tc) -> dict:
         "device": device,
         "params": zoo.param_count(model),
         "trainSeconds": train_seconds,
+        "tensorBytes": held,
         "seed": seed,
         "data": info,
     }

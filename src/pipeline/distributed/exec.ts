@@ -1,0 +1,157 @@
+/**
+ * Executes a train stage with `distributed`: binds the ranks' broker slots (ranks.ts), starts
+ * torch.distributed.run (launch.ts), waits for every rank's result or the launcher's end, and
+ * records per-rank phase marks for the report. The launcher's `--max-restarts` is the stage's
+ * `retries`, so the stage itself is never retried by the scheduler (its error is not a
+ * "worker died" one).
+ */
+import { newWorkerKey } from "../../transport/auth.ts";
+import type { RunSession } from "../session.ts";
+import type { StageDef } from "../stages.ts";
+import { adoptHeldout, type StageMeta, type TensorBytes, type TrainResult } from "../exec-model.ts";
+import { describeRankFailure, type RankFailure } from "./failure.ts";
+import { freePort, launchRanks, type LauncherExit } from "./launch.ts";
+import { resolveDistributed } from "./options.ts";
+import { RankSlots, type RankRun } from "./ranks.ts";
+
+/** What the report builds its `distributed` section from (report/distributed.ts). */
+export interface DistributedRecord {
+  stage: string;
+  arch: string;
+  strategy: string;
+  backend: string;
+  nproc: number;
+  nnodes: number;
+  launcher: { pid: number; command: string[] };
+  /** The launcher's restarts of the group that the result comes from (hello.rank.restart). */
+  restarts: number;
+  ranks: Array<Pick<RankRun, "rank" | "pid" | "host" | "phases"> & { accuracy: number; tensorBytes: TensorBytes | null }>;
+  note: string | null;
+}
+
+/** A distributed stage's failure: which rank, where, and how it ended. */
+export class RankFailedError extends Error {
+  readonly signal: string | undefined;
+  readonly exitCode: number | undefined;
+  constructor(message: string, readonly failure: RankFailure | null, launcher: LauncherExit) {
+    super(message);
+    this.name = "RankFailedError";
+    this.signal = failure?.signal ?? undefined;
+    this.exitCode = failure ? failure.exitCode : launcher.exitCode;
+  }
+}
+
+/** How long the ranks get to exit on their shutdown message before the launcher is stopped. */
+const EXIT_GRACE_MS = 10_000;
+
+export async function runDistributedTrain(
+  s: RunSession,
+  stage: Extract<StageDef, { kind: "train" }>,
+  signal: AbortSignal,
+  meta: StageMeta,
+): Promise<TrainResult> {
+  const o = stage.opts;
+  const d = resolveDistributed(stage.name, o.distributed);
+  meta.kind = "train.rank";
+  meta.worker = "torch.distributed.run";
+  const sup = await s.supervisor();
+  if (signal.aborted) throw signal.reason;
+  const stageKey = newWorkerKey();
+  const worldSize = d.nproc * d.nnodes;
+  const threads = o.threads ?? s.options.threads;
+  const slots = new RankSlots(sup.broker, {
+    stage: stage.name,
+    stageKey,
+    worldSize,
+    task: "train.rank",
+    args: {
+      arch: o.arch, outDir: s.runDir, strategy: d.strategy, backend: d.backend, allowCpuFallback: d.allowCpuFallback,
+      device: o.device ?? s.options.device,
+      ...(o.epochs !== undefined ? { epochs: o.epochs } : {}),
+      ...(o.stepsPerEpoch !== undefined ? { stepsPerEpoch: o.stepsPerEpoch } : {}),
+      ...(o.seed !== undefined ? { seed: o.seed } : {}),
+      ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}),
+      ...(o.lr !== undefined ? { lr: o.lr } : {}),
+    },
+    onAdmit: (rank, pid) => s.sampler.track(pid, `${stage.name}@rank${rank.rank}`),
+    onProgress: (rank, p) => {
+      if (rank !== 0) return;
+      const acc = p.metrics?.["accuracy"];
+      s.progress.update(stage.name, p.current, p.total, `${p.label}${acc !== undefined ? ` held-out acc ${acc.toFixed(3)}` : ""} (rank 0 of ${worldSize})`);
+    },
+  });
+  const launcher = launchRanks({
+    stage: stage.name,
+    endpoint: sup.endpoint,
+    stageKey,
+    nproc: d.nproc,
+    nnodes: d.nnodes,
+    rdzvEndpoint: d.rdzvEndpoint ?? `127.0.0.1:${await freePort()}`,
+    rdzvId: `${s.runId}-${stage.name}`.replace(/[^\w.-]/g, "-"),
+    isHost: true,
+    maxRestarts: stage.retries,
+    env: {
+      OMP_NUM_THREADS: String(threads), MKL_NUM_THREADS: String(threads),
+      ...(s.tmpDir ? { TMPDIR: s.tmpDir } : {}),
+    },
+    maxMessageBytes: sup.broker.maxMessageBytes,
+    onProcess: (p) => s.trackProcess(p.pid, p.label, p.exited),
+  });
+  meta.pid = launcher.pid;
+  const onAbort = (): void => void launcher.stop();
+  signal.addEventListener("abort", onAbort, { once: true });
+  try {
+    const first = await Promise.race([
+      slots.done.then((runs) => ({ runs })),
+      launcher.exited.then((exit) => ({ exit })),
+    ]);
+    if (signal.aborted) throw signal.reason;
+    if ("exit" in first) throw launcherFailed(stage.name, first.exit, slots);
+    const runs = first.runs;
+    slots.close(); // shutdown to every rank: they exit 0 and so does the launcher
+    await Promise.race([launcher.exited, new Promise((r) => setTimeout(r, EXIT_GRACE_MS).unref())]);
+    return await finish(s, stage, d, launcher, runs, meta);
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+    slots.close();
+    await launcher.stop();
+  }
+}
+
+function launcherFailed(stage: string, exit: LauncherExit, slots: RankSlots): Error {
+  const f = exit.failure;
+  const how = exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.exitCode}`;
+  if (f) {
+    return new RankFailedError(`stage "${stage}": ${describeRankFailure(f)}; torch.distributed.run ${how} and stopped the other ranks`, f, exit);
+  }
+  const known = slots.admitted().map((r) => `rank ${r.rank} pid ${r.pid} on ${r.host}`).join(", ") || "none admitted";
+  const tail = exit.stderrTail.trim().split("\n").slice(-15).join("\n");
+  return new RankFailedError(`stage "${stage}": torch.distributed.run ${how} before every rank finished (ranks: ${known}); its stderr ends:\n${tail}`, null, exit);
+}
+
+async function finish(
+  s: RunSession,
+  stage: Extract<StageDef, { kind: "train" }>,
+  d: ReturnType<typeof resolveDistributed>,
+  launcher: { pid: number; command: string[] },
+  runs: RankRun[],
+  meta: StageMeta,
+): Promise<TrainResult> {
+  const r0 = runs.find((r) => r.rank === 0)!.result as unknown as TrainResult & { backend: string; note: string | null };
+  const record: DistributedRecord = {
+    stage: stage.name, arch: r0.arch, strategy: d.strategy, backend: r0.backend, nproc: d.nproc, nnodes: d.nnodes,
+    launcher, restarts: runs[0]!.restart, note: r0.note ?? null,
+    ranks: runs.map((r) => ({
+      rank: r.rank, pid: r.pid, host: r.host, phases: r.phases,
+      accuracy: Number(r.result["accuracy"]), tensorBytes: (r.result["tensorBytes"] as TensorBytes | undefined) ?? null,
+    })),
+  };
+  s.distributed.push(record);
+  if (r0.note) s.notes.push(`stage "${stage.name}": ${r0.note}`);
+  await adoptHeldout(s, r0);
+  meta.summary = `${d.strategy.toUpperCase()} ${runs.length} ranks (${r0.backend}): held-out accuracy ${r0.accuracy.toFixed(4)} after ${r0.epochs} epochs` +
+    (record.restarts > 0 ? `, after ${record.restarts} launcher restart(s)` : "");
+  const min = stage.opts.minAccuracy;
+  if (min !== undefined && r0.accuracy < min) throw new Error(`held-out accuracy ${r0.accuracy.toFixed(4)} is below minAccuracy ${min}`);
+  return r0;
+}
