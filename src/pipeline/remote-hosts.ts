@@ -85,7 +85,7 @@ export class RemoteHosts {
 
   /** Tells every joiner to exit and closes the broker; returns what the broker refused. */
   async close(): Promise<RefusalSummary> {
-    this.nodes.close();
+    await this.nodes.close();
     await this.broker.close();
     return this.broker.refused();
   }

@@ -118,7 +118,12 @@ export async function runJoiner(o: JoinOptions): Promise<number> {
     if (!decoded.ok) return undefined; // the orchestrator never sends these; nothing to answer
     const m = decoded.value.message;
     if (m.type === "heartbeat") send({ type: "heartbeat", id: m.id });
-    else if (m.type === "shutdown") return JOIN_EXIT.OK;
+    else if (m.type === "shutdown") {
+      // Acknowledged (a heartbeat with its id) so that the orchestrator closes its broker only
+      // once the word has arrived; then the launcher, if any, is stopped on the way out.
+      send({ type: "heartbeat", id: m.id });
+      return JOIN_EXIT.OK;
+    }
     else if (m.type === "error") {
       o.log(`memlane join: refused by the orchestrator: ${m.message}`);
       return JOIN_EXIT.FAILED;

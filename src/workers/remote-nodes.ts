@@ -27,6 +27,9 @@ export interface RemoteLauncher {
   stop(): Promise<LauncherExit & { host: string }>;
 }
 
+/** How long a shutdown waits for the joiner's acknowledgement. */
+const SHUTDOWN_ACK_MS = 2000;
+
 export class RemoteNode {
   private readonly seen = { at: Date.now() };
   private current: { id: string; finish(exit: LauncherExit): void } | undefined;
@@ -94,10 +97,23 @@ export class RemoteNode {
     return { host, get pid() { return pid; }, exited, stop };
   }
 
-  /** Tells the joiner to exit (it stops any launcher it still runs). */
-  shutdown(): void {
-    if (!this.gone) this.send({ type: "shutdown" });
+  /**
+   * Tells the joiner to exit (it stops any launcher it still runs); resolves when it has
+   * acknowledged, or after SHUTDOWN_ACK_MS: the broker may close only once the word has left.
+   */
+  shutdown(): Promise<void> {
+    if (this.gone) return Promise.resolve();
+    const id = `shutdown-${this.host}-${++this.seq}`;
+    const acked = new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, SHUTDOWN_ACK_MS);
+      this.handlers.set(id, () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+    this.send({ type: "shutdown", id });
     this.lose("shut down by the orchestrator");
+    return acked;
   }
 
   private readonly handlers = new Map<string, (m: Message) => void>();
@@ -106,6 +122,7 @@ export class RemoteNode {
     return {
       onMessage: (m) => {
         this.seen.at = Date.now();
+        if (m.type === "heartbeat" && !m.id.startsWith("shutdown-")) return;
         this.handlers.get(m.id)?.(m);
       },
       onLost: (reason) => this.lose(`its connection was lost (${reason})`),
@@ -171,7 +188,7 @@ export class RemoteNodes {
     if (!hello.capabilities?.includes(JOIN_CAPABILITY)) {
       // It proved the join secret but is no joiner: nothing it could run.
       peer.send({ v: PROTOCOL_VERSION, type: "error", id: hello.id, code: ErrorCode.INVALID_ARGUMENT, message: `a peer with the join secret must say capability "${JOIN_CAPABILITY}"` }).catch(() => {});
-      node.shutdown();
+      void node.shutdown();
       return node.handler();
     }
     this.all.add(node);
@@ -227,10 +244,10 @@ export class RemoteNodes {
     for (const w of [...this.waiters]) w();
   }
 
-  /** Tells every joiner to exit and stops waiting for new ones. */
-  close(): void {
+  /** Tells every joiner to exit (and waits for their acknowledgements) and stops waiting for new ones. */
+  async close(): Promise<void> {
     this.closed = true;
     for (const u of this.unarm.splice(0)) u();
-    for (const n of [...this.all]) n.shutdown();
+    await Promise.all([...this.all].map((n) => n.shutdown()));
   }
 }
