@@ -84,3 +84,10 @@ def test_take_curve_reads_all_three_keys_or_none(monkeypatch):
     monkeypatch.setenv(ENV_CURVE_SECRET_KEY, "short")
     with pytest.raises(SystemExit, match=ENV_CURVE_SECRET_KEY):
         auth.take_curve()
+
+
+def test_rank_key_matches_the_typescript_derivation():
+    # test/unit/distributed.test.ts expects the same bytes from rankKey() in src/transport/auth.ts.
+    from memlane_worker import auth as a
+    assert a.rank_key(bytes([7]) * 32, 1).hex() == "27022dac1325deda8e6b397df6616705e86fd6ef8269e5c511bfcadc7d24592a"
+    assert a.rank_key(bytes([7]) * 32, 0) != a.rank_key(bytes([7]) * 32, 1)

@@ -250,6 +250,7 @@ async function runInDir(
       pipeline: p.name,
       runId,
       training: s.training,
+      distributed: s.distributed,
       runtimes: s.runtimes,
       checkpointLoad: s.checkpointLoads,
       tracks: s.sampler.snapshot(),

@@ -18,7 +18,7 @@ import type { ResolvedPipelineOptions } from "./options.ts";
 import type { BenchmarkResult, HeldOut, UnavailableRuntime } from "./stages.ts";
 import { artifactPath, writeAtomic } from "./run-dir.ts";
 import type { RemoteHosts } from "./remote-hosts.ts";
-import type { DistributedRecord } from "./distributed/exec.ts";
+import type { DistributedRecord } from "../report/distributed.ts";
 
 
 export interface WorkerRun {

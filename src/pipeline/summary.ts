@@ -4,6 +4,7 @@
  * node-ort process note, and the lines python stages logged.
  */
 import { estimatesSummary } from "../report/estimates.ts";
+import { distributedSummary } from "../report/distributed.ts";
 import { num, textTable } from "../report/format.ts";
 import type { Report } from "../report/schema.ts";
 import type { RunSession } from "./session.ts";
@@ -18,6 +19,7 @@ export function runSummary(report: Report, s: RunSession): string[] {
       "",
     );
   }
+  out.push(...distributedSummary(report));
   if (report.checkpointLoad.length > 0) {
     const arch = report.checkpointLoad[0]!.arch;
     out.push(`Checkpoint load${arch ? ` (${arch})` : ""}, each method in a fresh worker; model-load = build + load, peak Δ = peak − start;`);

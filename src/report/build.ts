@@ -7,6 +7,8 @@ import { combinePhases, type PhaseFigures, type PhaseMarkInput } from "../memory
 import type { Sample, TrackedProcess } from "../memory/sampler.ts";
 import { Phase } from "../transport/protocol.ts";
 import { breakdownReport } from "./breakdown.ts";
+import { distributedReports, type DistributedRecord } from "./distributed.ts";
+export type { DistributedRecord } from "./distributed.ts";
 import { buildComparison } from "./comparison.ts";
 import { hostInfo } from "./host.ts";
 import {
@@ -92,6 +94,7 @@ export interface RunRecord {
   runtimesNotRun?: RuntimeNotRun[];
   inputs?: InputReport[];
   transport?: TransportReport;
+  distributed?: DistributedRecord[];
 }
 
 /**
@@ -141,7 +144,7 @@ function phaseReport(f: PhaseFigures, gpuAvailable: boolean): PhaseReport {
   };
 }
 
-function phasesOf(marks: readonly PhaseMarkInput[], tracks: readonly TrackedProcess[], pid: number, gpu: boolean) {
+export function phasesOf(marks: readonly PhaseMarkInput[], tracks: readonly TrackedProcess[], pid: number, gpu: boolean) {
   return combinePhases(marks, samplesOf(tracks, pid)).map((f) => phaseReport(f, gpu));
 }
 
@@ -213,6 +216,8 @@ export function buildReport(run: RunRecord): Report {
     pid: run.training.process.pid,
     process: run.training.process,
     device: run.training.device,
+    ...(run.training.stage !== undefined ? { stage: run.training.stage } : {}),
+    ...(run.training.tensorBytes ? { tensorBytes: run.training.tensorBytes } : {}),
   };
   const reference =
     run.numericsReference !== undefined
@@ -226,6 +231,7 @@ export function buildReport(run: RunRecord): Report {
     createdAt: (run.createdAt ?? new Date()).toISOString(),
     host: run.host ?? hostInfo(python),
     training,
+    ...(run.distributed?.length ? { distributed: distributedReports(run.distributed, run.tracks, gpuOn, training) } : {}),
     runtimes,
     ...(run.runtimesNotRun?.length ? { runtimesNotRun: run.runtimesNotRun } : {}),
     ...(run.inputs ? { inputs: run.inputs } : {}),

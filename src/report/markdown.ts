@@ -6,6 +6,7 @@ import {
   anyPipelined, backendNotes, batchKeys, latency, mdTable, num, pct, pipelinedBatchKeys, pipelinedThroughput, sci, signed, UNAVAILABLE,
 } from "./format.ts";
 import { estimatesMarkdown } from "./estimates.ts";
+import { distributedMarkdown } from "./distributed.ts";
 import { growthLines, steadyBreakdownBlock, steadyKindsSideBySide } from "./markdown-kinds.ts";
 import type { PhaseReport, Report, RuntimeReport } from "./schema.ts";
 
@@ -188,6 +189,7 @@ export function renderMarkdown(report: Report): string {
     const growth = growthLines(t.pid, t.phases);
     if (growth) out.push("", growth);
   }
+  out.push(...distributedMarkdown(report));
   for (const r of report.runtimes) out.push("", runtimeSection(r));
   if (report.checkpointLoad.length > 0) {
     const arch = report.checkpointLoad[0]!.arch;

@@ -203,6 +203,44 @@ export interface TrainingReport {
   pid: number;
   process: ProcessInfo;
   device: string;
+  /** The train stage (added with distributed training; absent in older reports). */
+  stage?: string;
+  /** Bytes of parameters, gradients and optimizer state after the last step, read from the tensors. */
+  tensorBytes?: TensorBytes;
+}
+
+export interface TensorBytes {
+  params: number;
+  grads: number;
+  optimizer: number;
+}
+
+/** One rank of a distributed train stage: its own process, phases and tensors. */
+export interface DistributedRankReport {
+  rank: number;
+  host: string;
+  pid: number;
+  accuracy: number;
+  phases: PhaseReport[];
+  /** What this rank held after its last step, from its local tensors (an FSDP shard by its size). */
+  tensorBytes: TensorBytes | null;
+}
+
+/** A distributed train stage (docs/distributed.md): every rank beside the single-process run. */
+export interface DistributedReport {
+  stage: string;
+  arch: string;
+  strategy: string;
+  backend: string;
+  nproc: number;
+  nnodes: number;
+  launcher: { pid: number; command: string[] };
+  /** How many times torch.distributed.run restarted the group before the ranks reported. */
+  restarts: number;
+  note: string | null;
+  ranks: DistributedRankReport[];
+  /** The pipeline's single-process train stage of the same model, when there is one. */
+  single: { stage: string | null; pid: number; accuracy: number; peakRssMiB: number; tensorBytes: TensorBytes | null } | null;
 }
 
 export type CheckpointLoadMethod = "torch.load" | "torch.load-mmap" | "safetensors";
@@ -347,6 +385,8 @@ export interface Report {
   host: HostInfo;
   /** null when the pipeline has no train stage. */
   training: TrainingReport | null;
+  /** Distributed train stages (absent when there is none). */
+  distributed?: DistributedReport[];
   runtimes: RuntimeReport[];
   /** Runtimes asked for that did not run, with why (absent from older reports: read as []). */
   runtimesNotRun?: RuntimeNotRun[];

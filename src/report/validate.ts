@@ -47,7 +47,7 @@ const NUMERICS: Shape = { reference: "string|null", runtimes: "array" };
 const GPU: Shape = { status: "string", reason: "string|null", devices: "array" };
 const STAGE: Shape = { name: "string", kind: "string", worker: "string", pid: "number|null", startMs: "number", endMs: "number", status: "string" };
 /** Added since v1 reports were first written: checked when present. */
-const TOP_ADDED: Shape = { outcome: "string", notes: "array", transport: "object" };
+const TOP_ADDED: Shape = { outcome: "string", notes: "array", transport: "object", distributed: "array" };
 const ATTEMPT: Shape = { attempt: "number", pid: "number|null", startMs: "number", endMs: "number", status: "string", exit: "string|null" };
 const TRACK: Shape = { label: "string", pid: "number", periodMs: "number", samples: "array" };
 /** A checked budget (report.budgets, present only when the pipeline declared budgets). */

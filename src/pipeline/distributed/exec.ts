@@ -7,6 +7,7 @@
  */
 import { newWorkerKey } from "../../transport/auth.ts";
 import type { RunSession } from "../session.ts";
+import type { DistributedRecord } from "../../report/distributed.ts";
 import type { StageDef } from "../stages.ts";
 import { adoptHeldout, type StageMeta, type TensorBytes, type TrainResult } from "../exec-model.ts";
 import { describeRankFailure, type RankFailure } from "./failure.ts";
@@ -17,21 +18,6 @@ import { firstLauncherExit, stageTransport, type HostExit } from "./multi-host.t
 import type { RemoteLauncher } from "../../workers/remote-nodes.ts";
 import { hostname } from "node:os";
 
-/** What the report builds its `distributed` section from (report/distributed.ts). */
-export interface DistributedRecord {
-  stage: string;
-  arch: string;
-  strategy: string;
-  backend: string;
-  nproc: number;
-  nnodes: number;
-  launcher: { pid: number; command: string[] };
-  /** The launcher's restarts of the group that the result comes from (hello.rank.restart). */
-  restarts: number;
-  ranks: Array<Pick<RankRun, "rank" | "pid" | "host" | "phases"> & { accuracy: number; tensorBytes: TensorBytes | null }>;
-  note: string | null;
-}
-
 /** A distributed stage's failure: which rank, where, and how it ended. */
 export class RankFailedError extends Error {
   readonly signal: string | undefined;
@@ -40,7 +26,7 @@ export class RankFailedError extends Error {
     super(message);
     this.name = "RankFailedError";
     this.signal = failure?.signal ?? undefined;
-    this.exitCode = failure ? failure.exitCode : launcher.exitCode;
+    this.exitCode = failure ? (failure.signal ? undefined : failure.exitCode) : launcher.exitCode;
   }
 }
 
@@ -124,11 +110,13 @@ export async function runDistributedTrain(
       }, signal);
       remotes.push(...await Promise.race([launching, localExit.then((e) => Promise.reject(launcherFailed(stage.name, e, slots)))]));
     }
+    const launchersEnd = firstLauncherExit(localExit, remotes);
     const first = await Promise.race([
-      slots.done.then((runs) => ({ runs })),
-      firstLauncherExit(localExit, remotes).then((exit) => ({ exit })),
+      slots.done.then((runs) => ({ runs }), (err: unknown) => ({ err })),
+      launchersEnd.then((exit) => ({ exit })),
     ]);
     if (signal.aborted) throw signal.reason;
+    if ("err" in first) throw await causeOf(first.err, launchersEnd, stage.name, slots);
     if ("exit" in first) throw launcherFailed(stage.name, first.exit, slots);
     const runs = first.runs;
     slots.close(); // shutdown to every rank: they exit 0 and so does the launcher
@@ -141,8 +129,24 @@ export async function runDistributedTrain(
   }
 }
 
+/**
+ * A rank's task error can be the echo of another rank's death: a gloo collective broken by a
+ * killed peer fails on the survivors (on another host its launcher reports the death only
+ * later). Give the launchers a moment; a rank they saw killed by a signal is the cause.
+ */
+async function causeOf(err: unknown, launchersEnd: Promise<HostExit>, stage: string, slots: RankSlots): Promise<unknown> {
+  const exit = await Promise.race([launchersEnd, new Promise<undefined>((r) => setTimeout(r, CAUSE_WAIT_MS).unref())]);
+  return exit?.failure?.signal ? launcherFailed(stage, exit, slots) : err;
+}
+
+/** How long a rank's task error waits for a launcher to name a killed rank instead. */
+const CAUSE_WAIT_MS = 5000;
+
 function launcherFailed(stage: string, exit: HostExit, slots: RankSlots): Error {
-  const f = exit.failure;
+  // The launcher names the host by its FQDN; the rank's own hello names it as the rank saw
+  // itself (socket.gethostname, what the rest of the report uses): prefer that one.
+  const seen = exit.failure && slots.admitted().find((r) => r.rank === exit.failure!.rank && r.pid === exit.failure!.pid);
+  const f = exit.failure && seen ? { ...exit.failure, host: seen.host } : exit.failure;
   const how = exit.signal ? `was killed by ${exit.signal}` : exit.exitCode === undefined ? "was lost" : `exited with code ${exit.exitCode}`;
   const launcher = `torch.distributed.run on host ${exit.host}`;
   if (f) {
@@ -166,7 +170,7 @@ async function finish(
     stage: stage.name, arch: r0.arch, strategy: d.strategy, backend: r0.backend, nproc: d.nproc, nnodes: d.nnodes,
     launcher, restarts: runs[0]!.restart, note: r0.note ?? null,
     ranks: runs.map((r) => ({
-      rank: r.rank, pid: r.pid, host: r.host, phases: r.phases,
+      rank: r.rank, pid: r.pid, host: r.host, marks: r.phases,
       accuracy: Number(r.result["accuracy"]), tensorBytes: (r.result["tensorBytes"] as TensorBytes | undefined) ?? null,
     })),
   };
