@@ -135,7 +135,7 @@ export async function runDistributedTrain(
  * later). Give the launchers a moment; a rank they saw killed by a signal is the cause.
  */
 async function causeOf(err: unknown, launchersEnd: Promise<HostExit>, stage: string, slots: RankSlots): Promise<unknown> {
-  const exit = await Promise.race([launchersEnd, new Promise<undefined>((r) => setTimeout(r, CAUSE_WAIT_MS).unref())]);
+  const exit = await Promise.race([launchersEnd, new Promise<undefined>((r) => setTimeout(() => r(undefined), CAUSE_WAIT_MS).unref())]);
   return exit?.failure?.signal ? launcherFailed(stage, exit, slots) : err;
 }
 
