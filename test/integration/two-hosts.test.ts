@@ -92,7 +92,7 @@ describe.skipIf(unavailable !== undefined)("ranks on two hosts (two network name
     process.kill(rank!, "SIGKILL");
     const [o, j] = await Promise.all([orchestrator.exit, joiner.exit]);
     expect(o.code, orchestrator.stderr()).toBe(1);
-    expect(orchestrator.stderr()).toContain(`rank 1 (local rank 0) on host ${HOST_B}, pid ${rank}, killed by SIGKILL`);
+    expect(orchestrator.stderr(), `joiner:\n${joiner.stderr()}`).toContain(`rank 1 (local rank 0) on host ${HOST_B}, pid ${rank}, killed by SIGKILL`);
     expect(j.code, joiner.stderr()).toBe(0);
     expect(await expectNoneLeft(orchestrator.tag)).toEqual([]);
     expect(await expectNoneLeft(joiner.tag)).toEqual([]);

@@ -139,8 +139,8 @@ async function causeOf(err: unknown, launchersEnd: Promise<HostExit>, stage: str
   return exit?.failure?.signal ? launcherFailed(stage, exit, slots) : err;
 }
 
-/** How long a rank's task error waits for a launcher to name a killed rank instead. */
-const CAUSE_WAIT_MS = 5000;
+/** How long a rank's task error waits for a launcher to name a killed rank instead (its launcher's end, then the settling of multi-host.ts). */
+const CAUSE_WAIT_MS = 20_000;
 
 function launcherFailed(stage: string, exit: HostExit, slots: RankSlots): Error {
   // The launcher names the host by its FQDN; the rank's own hello names it as the rank saw

@@ -43,21 +43,36 @@ export function stageTransport(s: RunSession, stage: string, d: ResolvedDistribu
 /** A launcher's end, with the host it ran on. */
 export type HostExit = LauncherExit & { host: string };
 
-/** How long, after the first launcher ends, the others get to report theirs before the root cause is picked. */
-const SETTLE_MS = 3000;
+/**
+ * How long, after the first launcher ends, the others get to report theirs before the root
+ * cause is picked: a launcher on another host reports through its joiner only once it has
+ * exited, seconds after its rank died (4.5 s measured: the agent's shutdown).
+ */
+const SETTLE_MS = 12_000;
 
 /**
- * The first launcher (this host's or another's) to end, and after a short wait for the others,
- * the exit that names the root cause: a rank that died of a signal is the cause, the ranks a
- * broken collective then took down (exit code 1, on any host) are its consequences.
+ * The first launcher (this host's or another's) to end, and after a wait for the others (until
+ * one names a rank killed by a signal, all have ended, or SETTLE_MS), the exit that names the
+ * root cause: a rank that died of a signal is the cause, the ranks a broken collective then
+ * took down (exit code 1, on any host) are its consequences.
  */
 export async function firstLauncherExit(local: Promise<HostExit>, remote: readonly RemoteLauncher[]): Promise<HostExit> {
   const all = [local, ...remote.map((r) => r.exited)];
   const first = await Promise.race(all);
-  const settled: HostExit[] = [first];
-  await Promise.race([
-    Promise.all(all.map((p) => p.then((e) => void (e !== first && settled.push(e))))),
-    new Promise((r) => setTimeout(r, SETTLE_MS).unref()),
-  ]);
-  return settled.find((e) => e.failure?.signal) ?? settled.find((e) => e.failure) ?? first;
+  const settled: HostExit[] = [];
+  const killed = (): HostExit | undefined => settled.find((e) => e.failure?.signal);
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, SETTLE_MS);
+    timer.unref();
+    for (const p of all) {
+      void p.then((e) => {
+        settled.push(e);
+        if (killed() || settled.length === all.length) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+    }
+  });
+  return killed() ?? settled.find((e) => e.failure) ?? first;
 }
