@@ -46,7 +46,7 @@ export async function runDistributedTrain(
   const sup = await s.supervisor();
   if (signal.aborted) throw signal.reason;
   // One host: the run's broker. Several: its remote (CURVE) broker, and `memlane join` on the others.
-  const t = stageTransport(s, stage.name, d, sup);
+  const t = stageTransport(s, stage.name, d, sup, stage.retries);
   const localPids = new Set<number>();
   const stageKey = newWorkerKey();
   const worldSize = d.nproc * d.nnodes;
@@ -85,7 +85,7 @@ export async function runDistributedTrain(
     rdzvId,
     isHost: true,
     ...(t.nodeRank !== undefined ? { nodeRank: t.nodeRank } : {}),
-    maxRestarts: stage.retries,
+    maxRestarts: t.maxRestarts,
     env: { ...rankEnv, ...(s.tmpDir ? { TMPDIR: s.tmpDir } : {}), ...t.env },
     maxMessageBytes: t.broker.maxMessageBytes,
     onProcess: (p) => {
@@ -106,7 +106,7 @@ export async function runDistributedTrain(
       // Waits for the other hosts to have joined; this host's launcher waits in the rendezvous meanwhile.
       const launching = t.remote.launch({
         stage: stage.name, stageKey: Buffer.from(stageKey).toString("hex"), nproc: d.nproc, nnodes: d.nnodes, rdzvId,
-        maxRestarts: stage.retries, maxMessageBytes: t.broker.maxMessageBytes, env: rankEnv,
+        maxRestarts: t.maxRestarts, maxMessageBytes: t.broker.maxMessageBytes, env: rankEnv,
       }, signal);
       remotes.push(...await Promise.race([launching, localExit.then((e) => Promise.reject(launcherFailed(stage.name, e, slots)))]));
     }

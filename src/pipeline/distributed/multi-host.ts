@@ -25,10 +25,12 @@ export interface StageTransport {
   /** 0 on a multi-host stage (static rendezvous, launch.ts), else undefined (c10d). */
   nodeRank: number | undefined;
   remote: RemoteHosts | undefined;
+  /** The launchers' `--max-restarts`: the stage's retries on one host, 0 across hosts. */
+  maxRestarts: number;
 }
 
-export function stageTransport(s: RunSession, stage: string, d: ResolvedDistributed, sup: Supervisor): StageTransport {
-  if (d.nnodes === 1) return { broker: sup.broker, endpoint: sup.endpoint, rdzvEndpoint: d.rdzvEndpoint, env: {}, nodeRank: undefined, remote: undefined };
+export function stageTransport(s: RunSession, stage: string, d: ResolvedDistributed, sup: Supervisor, retries: number): StageTransport {
+  if (d.nnodes === 1) return { broker: sup.broker, endpoint: sup.endpoint, rdzvEndpoint: d.rdzvEndpoint, env: {}, nodeRank: undefined, remote: undefined, maxRestarts: retries };
   const remote = s.remote;
   if (!remote) {
     throw new OptionError(`stage "${stage}": distributed.nnodes`,
@@ -37,7 +39,13 @@ export function stageTransport(s: RunSession, stage: string, d: ResolvedDistribu
   if (d.rdzvEndpoint !== undefined && d.rdzvEndpoint !== remote.rdzvEndpoint) {
     s.notes.push(`stage "${stage}": rendezvous at ${remote.rdzvEndpoint} (--rdzv-endpoint), not the stage's ${d.rdzvEndpoint}`);
   }
-  return { broker: remote.broker, endpoint: remote.endpoint, rdzvEndpoint: remote.rdzvEndpoint, env: { ...remote.curveEnv }, nodeRank: 0, remote };
+  if (retries > 0) {
+    // Measured: with a rank killed on one host, that host's launcher restarts alone while the
+    // survivors' broken collectives fail their tasks; the static rendezvous (node 0 here) has no
+    // group-wide restart. The stage runs once and says so.
+    s.notes.push(`stage "${stage}": retries ${retries} not used: launcher restarts across hosts are not supported (static rendezvous); the stage ran once`);
+  }
+  return { broker: remote.broker, endpoint: remote.endpoint, rdzvEndpoint: remote.rdzvEndpoint, env: { ...remote.curveEnv }, nodeRank: 0, remote, maxRestarts: 0 };
 }
 
 /** A launcher's end, with the host it ran on. */
