@@ -61,7 +61,7 @@ def _run(tmp_path, strategy: str, backend: str = "gloo", extra: dict | None = No
                 assert auth.hello_auth(stage_key, m["id"], m["pid"]) != m["auth"], "not the stage key itself"
                 hellos[r] = m
                 idents.append(ident)
-                args = {"arch": "digits-cnn", "outDir": str(tmp_path), "epochs": 2, "strategy": strategy, "backend": backend, **(extra or {})}
+                args = {"arch": "digits-cnn", "outDir": str(tmp_path), "epochs": 1, "strategy": strategy, "backend": backend, **(extra or {})}
                 router.send_multipart([ident, msgpack.packb({"v": PROTOCOL_VERSION, "type": "task", "id": f"t{r}", "task": "train.rank", "args": args})])
             elif m["type"] == "phase" and m["mark"] == "end":
                 phases.setdefault(m["id"], []).append(m["name"])
@@ -90,8 +90,8 @@ def test_two_gloo_ranks_train_and_rank0_writes_the_checkpoint(tmp_path, strategy
     assert sorted(by_rank) == [0, 1]
     for r, v in by_rank.items():
         assert v["worldSize"] == 2 and v["backend"] == "gloo" and v["strategy"] == strategy
-        assert phases[f"t{r}"] == ["import", "init-process-group", "data-load", "model-wrap", "epoch-1", "epoch-2", "checkpoint-save"]
-        assert v["accuracy"] > 0.7
+        assert phases[f"t{r}"] == ["import", "init-process-group", "data-load", "model-wrap", "epoch-1", "checkpoint-save"]
+        assert v["accuracy"] > 0.5  # one epoch of 2 ranks
     assert os.path.exists(by_rank[0]["checkpoint"]) and by_rank[1]["checkpoint"] is None
     b0, b1 = by_rank[0]["tensorBytes"], by_rank[1]["tensorBytes"]
     if strategy == "ddp":

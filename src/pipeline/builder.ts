@@ -62,7 +62,11 @@ export class Pipeline {
       throw new OptionError(`stage "${name}": minAccuracy`, "a number in [0, 1]", opts.minAccuracy);
     checkBudget(name, opts.budget);
     // Checked here so a bad `distributed` fails at import; the executor resolves it again.
-    if (opts.distributed !== undefined) resolveDistributed(name, opts.distributed);
+    if (opts.distributed !== undefined) {
+      resolveDistributed(name, opts.distributed);
+      // Budgets are checked on one training process (report.training); per-rank budgets do not exist yet.
+      if (opts.budget !== undefined) throw new OptionError(`stage "${name}": budget`, "no budget with distributed (per-rank budgets are not supported)", opts.budget);
+    }
     return this.#add({ kind: "train", name, after: opts.after ?? [], exclusive: !!opts.exclusive, retries: resolveRetries("train", name, opts.retries), opts: { ...opts } });
   }
 

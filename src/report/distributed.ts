@@ -50,7 +50,7 @@ const mib = (bytes: number | undefined): string => (bytes === undefined ? "—" 
 const ratio = (a: number, b: number | undefined): string => (b === undefined || b === 0 ? "—" : `${num(a / b, 2)}x`);
 
 /** Rows: the single process, then every rank: accuracy, peak RSS, tensors, and the ratios to single. */
-function comparisonRows(d: DistributedReport): string[][] {
+export function comparisonRows(d: DistributedReport): string[][] {
   const s = d.single;
   const rows: string[][] = [];
   if (s) {
@@ -68,7 +68,7 @@ function comparisonRows(d: DistributedReport): string[][] {
   return rows;
 }
 
-const HEADER = ["process", "pid", "host", "accuracy", "peak RSS MiB", "peak / single", "params MiB", "grads MiB", "optimizer MiB", "tensors / single"];
+export const DISTRIBUTED_HEADER = ["process", "pid", "host", "accuracy", "peak RSS MiB", "peak / single", "params MiB", "grads MiB", "optimizer MiB", "tensors / single"];
 
 /** Per-phase RSS of every rank side by side (rows: phases; columns: ranks). */
 function phaseGrid(d: DistributedReport): string[][] {
@@ -79,19 +79,19 @@ function phaseGrid(d: DistributedReport): string[][] {
   })]);
 }
 
-function title(d: DistributedReport): string {
+export function distributedTitle(d: DistributedReport): string {
   return `${d.stage}: ${d.strategy.toUpperCase()} on ${d.ranks.length} ranks (${d.nnodes} host${d.nnodes > 1 ? "s" : ""}, ${d.backend}), ${d.arch}`;
 }
 
 export function distributedMarkdown(report: Report): string[] {
   const out: string[] = [];
   for (const d of report.distributed ?? []) {
-    out.push("", `### distributed ${title(d)}`, "",
+    out.push("", `### distributed ${distributedTitle(d)}`, "",
       `Launcher: torch.distributed.run pid ${d.launcher.pid}${d.restarts ? `, ${d.restarts} restart(s) of the group` : ""}. ` +
       "Each rank is its own process: peak RSS is the highest reading over its phases; params / grads / optimizer are the bytes of the " +
       "tensors the process held after its last step (an FSDP rank counts its shard). Ratios are to the single-process training.",
       ...(d.note ? ["", `Note: ${d.note}`] : []),
-      "", mdTable(HEADER, comparisonRows(d)),
+      "", mdTable(DISTRIBUTED_HEADER, comparisonRows(d)),
       "", "RSS MiB at each phase end per rank (Δ over the phase, peak inside it):", "",
       mdTable(["phase", ...d.ranks.map((k) => `rank ${k.rank} (pid ${k.pid})`)], phaseGrid(d)));
   }
@@ -102,6 +102,6 @@ export function distributedMarkdown(report: Report): string[] {
 export function distributedSummary(report: Report): string[] {
   const out: string[] = [];
   for (const d of report.distributed ?? [])
-    out.push(`Distributed ${title(d)}; memory per rank vs single process:`, textTable(HEADER, comparisonRows(d)), "");
+    out.push(`Distributed ${distributedTitle(d)}; memory per rank vs single process:`, textTable(DISTRIBUTED_HEADER, comparisonRows(d)), "");
   return out;
 }

@@ -77,7 +77,7 @@ describe("distributed train stage (2 gloo ranks)", () => {
   it("a rank killed mid-epoch fails the stage naming rank, host, pid and signal; nothing is orphaned", async () => {
     const cli = startCli(["run", "test/integration/pipeline-fixtures/dist-long.ts", "--out", out]);
     await cli.waitFor(/train: epoch 1\//, 300_000);
-    const ranks = taggedPids(cli.tag).filter((p) => /--rank-from-env/.test(cmdline(p)) && !/torch\.distributed\.run/.test(cmdline(p)));
+    const ranks = taggedPids(cli.tag).filter((p) => /--rank-from-env/.test(cmdline(p)) && !/memlane_worker\.launcher/.test(cmdline(p)));
     const victim = ranks.find((p) => rankOf(p) === 1);
     expect(victim, `rank processes: ${ranks.map((p) => `${p} ${cmdline(p)}`).join("; ")}`).toBeDefined();
     process.kill(victim!, "SIGKILL");

@@ -38,14 +38,15 @@ describe("distributed stage pieces", () => {
     expect(() => pipeline("p").train({ arch: "digits-cnn", distributed: { nproc: 2, strategy: "ddp", backend: "mpi" as "gloo" } })).toThrow(/distributed\.backend/);
     // nnodes > 1 without an endpoint takes `memlane run --rdzv-endpoint`'s (checked when the stage starts).
     expect(resolveDistributed("t", { nproc: 1, strategy: "ddp", nnodes: 2 })).toMatchObject({ nnodes: 2, rdzvEndpoint: undefined });
+    expect(() => pipeline("p").train({ arch: "digits-cnn", budget: { rssMiB: 1024 }, distributed: { nproc: 2, strategy: "ddp" } })).toThrow(/budget.*per-rank/);
     expect(() => resolveDistributed("t", { nproc: 2, strategy: "ddp", rdzvEndpoint: "nohost" })).toThrow(/host:port/);
     expect(resolveDistributed("t", { nproc: 2, strategy: "fsdp" })).toEqual({ nproc: 2, strategy: "fsdp", backend: "gloo", allowCpuFallback: false, nnodes: 1, rdzvEndpoint: undefined });
   });
 
-  it("launches torch.distributed.run with c10d, the stage's retries as --max-restarts, and no key in argv", () => {
+  it("launches torch.distributed.run (behind a parent-death signal) with c10d, the stage's retries as --max-restarts, and no key in argv", () => {
     const args = launcherArgs({ nproc: 2, nnodes: 1, rdzvEndpoint: "127.0.0.1:29500", rdzvId: "r", isHost: true, maxRestarts: 3 });
     const opt = (k: string) => args[args.indexOf(k) + 1];
-    expect(args.slice(0, 3)).toEqual(["-u", "-m", "torch.distributed.run"]);
+    expect(args.slice(0, 3)).toEqual(["-u", "-m", "memlane_worker.launcher"]); // torch.distributed.run's main
     expect([opt("--rdzv-backend"), opt("--max-restarts"), opt("--nproc-per-node"), opt("--rdzv-conf")]).toEqual(["c10d", "3", "2", "is_host=1"]);
     expect(args.slice(-3)).toEqual(["-m", "memlane_worker", "--rank-from-env"]);
     // Several hosts: the static rendezvous with this host's node rank (rank 0 stays on node 0).

@@ -176,6 +176,8 @@ async function finish(
   };
   s.distributed.push(record);
   if (r0.note) s.notes.push(`stage "${stage.name}": ${r0.note}`);
+  if (record.restarts > 0)
+    s.notes.push(`stage "${stage.name}": torch.distributed.run restarted the ranks ${record.restarts} time(s) (--max-restarts ${stage.retries}); the figures are those of the last attempt.`);
   await adoptHeldout(s, r0);
   meta.summary = `${d.strategy.toUpperCase()} ${runs.length} ranks (${r0.backend}): held-out accuracy ${r0.accuracy.toFixed(4)} after ${r0.epochs} epochs` +
     (record.restarts > 0 ? `, after ${record.restarts} launcher restart(s)` : "");

@@ -4,6 +4,8 @@
  * its own. Each rank the launcher starts is `python -m memlane_worker --rank-from-env`: a
  * memlane worker that connects to the broker and proves its rank's key (docs/distributed.md).
  *
+ * `memlane_worker.launcher` is torch.distributed.run's `main`, unchanged, after asking the
+ * kernel for SIGTERM when the orchestrator dies (torch's launcher does not watch its parent).
  * The launcher leads its own process group; its ranks each lead their own session, so they
  * are found through /proc (children.ts), sampled from their spawn, and killed by pid when the
  * launcher leaves any behind. The stage key travels in the environment, never in argv.
@@ -79,7 +81,8 @@ export function launcherArgs(o: Pick<LaunchOptions, "nproc" | "nnodes" | "rdzvEn
     ? ["--rdzv-backend", "c10d", "--rdzv-endpoint", o.rdzvEndpoint, "--rdzv-id", o.rdzvId, "--rdzv-conf", `is_host=${o.isHost ? 1 : 0}`]
     : ["--rdzv-backend", "static", "--rdzv-endpoint", o.rdzvEndpoint, "--rdzv-id", o.rdzvId, "--node-rank", String(o.nodeRank)];
   return [
-    "-u", "-m", "torch.distributed.run",
+    // torch.distributed.run's own main, behind a PR_SET_PDEATHSIG so it ends with the orchestrator.
+    "-u", "-m", "memlane_worker.launcher",
     "--nnodes", String(o.nnodes),
     "--nproc-per-node", String(o.nproc),
     ...rendezvous,
@@ -94,7 +97,16 @@ export function launcherArgs(o: Pick<LaunchOptions, "nproc" | "nnodes" | "rdzvEn
 export function launchRanks(o: LaunchOptions): RankLauncher {
   const python = venvPython();
   const args = launcherArgs(o);
-  const proc = new WorkerProcess({ name: o.stage, command: python, args, cwd: REPO_ROOT, env: { PYTHONPATH: join(REPO_ROOT, "python"), ...o.env } }, o.endpoint, {
+  const env = {
+    PYTHONPATH: join(REPO_ROOT, "python"),
+    // torch 2.13 shares the rendezvous TCPStore with the ranks across restarts, with no
+    // per-attempt prefix: after a restart a rank reads the previous attempt's gloo address and
+    // fails ("connectFullMesh ... Connection refused"). Opting out gives every attempt a
+    // fresh store, hosted by its rank 0.
+    TORCH_DISABLE_SHARE_RDZV_TCP_STORE: "1",
+    ...o.env,
+  };
+  const proc = new WorkerProcess({ name: o.stage, command: python, args, cwd: REPO_ROOT, env }, o.endpoint, {
     stderrTailBytes: STDERR_TAIL_BYTES,
     forward: o.forward,
     env: { [ENV_WORKER_KEY]: Buffer.from(o.stageKey).toString("hex"), [ENV_MAX_MESSAGE_BYTES]: String(o.maxMessageBytes) },
@@ -103,7 +115,9 @@ export function launchRanks(o: LaunchOptions): RankLauncher {
   if (pid === undefined) throw new Error(`could not start torch.distributed.run for stage "${o.stage}" (${python})`);
   o.onProcess?.({ pid, label: `${o.stage}:launcher`, exited: proc.exited });
   let seq = 0;
-  const watcher = new ChildWatcher(pid, (child, exited) => o.onProcess?.({ pid: child, label: `${o.stage}:rank-process-${++seq}`, exited }));
+  // Every 250 ms: a rank spends longer than that starting Python before it allocates anything,
+  // and a /proc scan on a busy host is not free for the orchestrator.
+  const watcher = new ChildWatcher(pid, (child, exited) => o.onProcess?.({ pid: child, label: `${o.stage}:rank-process-${++seq}`, exited }), 250);
   const killNow = (): void => {
     proc.killNow();
     watcher.killAll();

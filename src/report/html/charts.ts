@@ -79,6 +79,7 @@ export function reportT0(report: Report): number {
   for (const t of report.timeline) if (t.samples[0]) starts.push(t.samples[0][0]);
   for (const r of report.runtimes) for (const p of r.phases) starts.push(p.startMs);
   if (report.training) for (const p of report.training.phases) starts.push(p.startMs);
+  for (const d of report.distributed ?? []) for (const k of d.ranks) for (const p of k.phases) starts.push(p.startMs);
   return starts.length ? Math.min(...starts) : 0;
 }
 
@@ -87,6 +88,8 @@ function phasesOfPid(report: Report, pid: number): Array<{ owner: string; phase:
   const out: Array<{ owner: string; phase: PhaseReport }> = [];
   if (report.training?.pid === pid) for (const p of report.training.phases) out.push({ owner: "train", phase: p });
   for (const r of report.runtimes) if (r.pid === pid) for (const p of r.phases) out.push({ owner: r.name, phase: p });
+  for (const d of report.distributed ?? [])
+    for (const k of d.ranks) if (k.pid === pid) for (const p of k.phases) out.push({ owner: `${d.stage}@rank${k.rank}`, phase: p });
   return out.sort((a, b) => a.phase.startMs - b.phase.startMs);
 }
 

@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 import type { Report } from "../schema.ts";
 import { buildCharts, emptyTracks, reportT0, type ChartSpec } from "./charts.ts";
 import { kindsTables } from "./kinds.ts";
-import { esc, gpuBlock, hostLine, numericsTable, ratiosTable, runtimesTable, stagesTable } from "./tables.ts";
+import { distributedTables, esc, gpuBlock, hostLine, numericsTable, ratiosTable, runtimesTable, stagesTable } from "./tables.ts";
 import { STYLE } from "./style.ts";
 
 export type { ChartSpec } from "./charts.ts";
@@ -76,6 +76,8 @@ export function renderHtmlReport(report: Report): string {
 <p class="meta">run <code>${esc(report.runId)}</code> · created ${esc(report.createdAt)} · t = 0 at ${esc(started)}</p>
 <p class="meta">${hostLine(report)}</p>${gpuBlock(report)}${runNotes(report)}</header>`,
     section("summary", "Runtimes", runtimesTable(report) + ratiosTable(report)),
+    ...(report.distributed?.length ? [section("distributed", "Distributed training, per rank vs one process", distributedTables(report),
+      "Peak RSS: the highest reading over the process's phases. params / grads / optimizer: bytes of the tensors the process held after its last step (an FSDP rank counts its shard); see docs/distributed.md.")] : []),
     section("timeline", "Memory over time, per process", of("timeline"),
       "Orchestrator samples of /proc/&lt;pid&gt;/smaps_rollup (and NVML where available); shaded bands are the process's own phase marks." +
         notCharted(report)),

@@ -3,6 +3,7 @@
  * Every cell is escaped; an unmeasured figure prints as "n/a", an unavailable GPU figure as
  * "unavailable" (never 0).
  */
+import { comparisonRows, DISTRIBUTED_HEADER, distributedTitle } from "../distributed.ts";
 import type { Report } from "../schema.ts";
 
 export function esc(value: unknown): string {
@@ -140,4 +141,11 @@ export function hostLine(report: Report): string {
     h.python ? `python ${h.python}` : "no python worker",
   ];
   return esc(parts.join(" · "));
+}
+
+/** One table a distributed train stage: the single process and every rank (report/distributed.ts). */
+export function distributedTables(report: Report): string {
+  return (report.distributed ?? [])
+    .map((d) => table(`distributed-${d.stage}`, DISTRIBUTED_HEADER, comparisonRows(d).map((r) => r.map(esc)), `distributed ${distributedTitle(d)}`))
+    .join("\n");
 }
