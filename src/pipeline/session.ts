@@ -56,8 +56,6 @@ export class RunSession {
   transportNote: string | undefined;
   /** The run's reach to other hosts (`--rdzv-endpoint`): its CURVE broker and joined hosts; closed by {@link close}. */
   remote: RemoteHosts | undefined;
-  /** What the remote broker refused (wrong keys, failed CURVE handshakes), set when it closes. */
-  remoteRefused: { total: number; byReason: Record<string, number> } | undefined;
 
   constructor(
     readonly pipeline: string,
@@ -204,7 +202,6 @@ export class RunSession {
         const refused = await remote.close();
         const note = describeRefusals(refused);
         if (note) this.notes.push(`remote broker (${remote.endpoint}): ${note}`);
-        this.remoteRefused = { total: refused.total, byReason: { ...refused.byReason } };
       }
     } finally {
       this.shm?.close(); // every segment of the run, also those of a worker that died mid-task

@@ -115,10 +115,17 @@ export function netnsUnavailable(): string | undefined {
   for (const tool of ["ip", "unshare"]) {
     if (spawnSync(tool, ["-V"]).error) return `\`${tool}\` is not installed`;
   }
+  let pair: NetnsPair | undefined;
   try {
-    createNetnsPair().close();
+    pair = createNetnsPair();
+    // What the tests run: a command inside a namespace under its own host name.
+    const probe = pair.a.prefix("memlane-probe");
+    const r = spawnSync(probe[0]!, [...probe.slice(1), "true"], { encoding: "utf8", timeout: 10_000 });
+    if (r.status !== 0) return `cannot run a command in a namespace with its own host name: ${(r.stderr || r.error?.message || `exit ${r.status}`).trim()}`;
     return undefined;
   } catch (err) {
     return (err as Error).message;
+  } finally {
+    pair?.close();
   }
 }
