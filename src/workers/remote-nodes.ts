@@ -31,7 +31,7 @@ export interface RemoteLauncher {
 const SHUTDOWN_ACK_MS = 2000;
 
 export class RemoteNode {
-  private readonly seen = { at: Date.now() };
+  private lastSeen = Date.now();
   private current: { id: string; finish(exit: LauncherExit): void } | undefined;
   private seq = 0;
   private timer: NodeJS.Timeout;
@@ -121,7 +121,7 @@ export class RemoteNode {
   handler(): PeerHandler {
     return {
       onMessage: (m) => {
-        this.seen.at = Date.now();
+        this.lastSeen = Date.now();
         if (m.type === "heartbeat" && !m.id.startsWith("shutdown-")) return;
         this.handlers.get(m.id)?.(m);
       },
@@ -130,7 +130,7 @@ export class RemoteNode {
   }
 
   private beat(): void {
-    const silent = Date.now() - this.seen.at;
+    const silent = Date.now() - this.lastSeen;
     if (silent > this.o.heartbeatTimeoutMs) this.lose(`stopped answering heartbeats (silent for ${silent} ms)`);
     else this.send({ type: "heartbeat", id: `hb-${this.host}-${++this.seq}` });
   }

@@ -116,7 +116,9 @@ export async function runDistributedTrain(
       launchersEnd.then((exit) => ({ exit })),
     ]);
     if (signal.aborted) throw signal.reason;
-    if ("err" in first) throw await causeOf(first.err, launchersEnd, stage.name, slots);
+    // On one host the launcher sees a killed rank at once and stops the others before their
+    // errors arrive; across hosts the killed rank's launcher reports through its joiner, later.
+    if ("err" in first) throw t.remote ? await causeOf(first.err, launchersEnd, stage.name, slots) : first.err;
     if ("exit" in first) throw launcherFailed(stage.name, first.exit, slots);
     const runs = first.runs;
     slots.close(); // shutdown to every rank: they exit 0 and so does the launcher
