@@ -1,13 +1,29 @@
 """What a spawned worker gets from the orchestrator's environment: its per-spawn key (proved
-in hello.auth, docs/protocol.md "Trust") and the run's message size limit."""
+in hello.auth, docs/protocol.md "Trust"), the run's message size limit, and on another host
+the CURVE keys that reach the broker over the network (docs/distributed.md)."""
 from __future__ import annotations
 
 import ctypes
 import hashlib
 import hmac
 import os
+import re
+from dataclasses import dataclass
 
-from .protocol import DEFAULT_MAX_MESSAGE_BYTES, ENV_MAX_MESSAGE_BYTES, ENV_WORKER_KEY, HELLO_AUTH_PREFIX, RANK_KEY_PREFIX
+from .protocol import (
+    DEFAULT_MAX_MESSAGE_BYTES, ENV_CURVE_PUBLIC_KEY, ENV_CURVE_SECRET_KEY, ENV_CURVE_SERVER_KEY,
+    ENV_MAX_MESSAGE_BYTES, ENV_WORKER_KEY, HELLO_AUTH_PREFIX, RANK_KEY_PREFIX,
+)
+
+_Z85_KEY = re.compile(r"[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}")
+
+
+@dataclass(frozen=True)
+class CurveKeys:
+    """A CURVE client's keys (Z85 text): the server it pins, and its own keypair."""
+    server: str
+    public: str
+    secret: str
 
 
 def take_key() -> bytes | None:
@@ -22,6 +38,22 @@ def take_key() -> bytes | None:
     except ValueError:
         raise SystemExit(f"memlane-worker: {ENV_WORKER_KEY} must be hex, got {len(text)} characters that are not") from None
     return key
+
+
+def take_curve() -> CurveKeys | None:
+    """The CURVE client keys when the orchestrator is on another host, else None (a local
+    worker talks over ipc or loopback, where the hello's proof is enough). The secret leaves
+    the environment like the key does. All three or none: a partial set is a clear error."""
+    names = (ENV_CURVE_SERVER_KEY, ENV_CURVE_PUBLIC_KEY, ENV_CURVE_SECRET_KEY)
+    _wipe_original(ENV_CURVE_SECRET_KEY)
+    values = [os.environ.get(n) for n in names[:2]] + [os.environ.pop(ENV_CURVE_SECRET_KEY, None)]
+    if not any(values):
+        return None
+    for name, value in zip(names, values):
+        if not value or not _Z85_KEY.fullmatch(value):
+            raise SystemExit(f"memlane-worker: {name} must be a 40-character Z85 CURVE key "
+                             f"(all of {', '.join(names)} or none), got {len(value or '')} characters")
+    return CurveKeys(server=values[0], public=values[1], secret=values[2])
 
 
 def rank_key(stage_key: bytes, rank: int) -> bytes:

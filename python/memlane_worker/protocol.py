@@ -16,6 +16,12 @@ DEFAULT_MAX_MESSAGE_BYTES = 256 * 2**20
 ENV_WORKER_KEY = "MEMLANE_WORKER_KEY"
 ENV_MAX_MESSAGE_BYTES = "MEMLANE_MAX_MESSAGE_BYTES"
 
+# A worker on another host reaches the broker over tcp with CURVE: the broker's public key
+# and the run's client keypair (Z85, 40 characters each; the secret is removed once read).
+ENV_CURVE_SERVER_KEY = "MEMLANE_CURVE_SERVER_KEY"
+ENV_CURVE_PUBLIC_KEY = "MEMLANE_CURVE_PUBLIC_KEY"
+ENV_CURVE_SECRET_KEY = "MEMLANE_CURVE_SECRET_KEY"
+
 # hello.auth = hex HMAC-SHA256(key, HELLO_AUTH_PREFIX + id + "\n" + str(pid)).
 HELLO_AUTH_PREFIX = "memlane-hello-v1\n"
 # A distributed train stage's ranks share one stage key; rank r proves

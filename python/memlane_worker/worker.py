@@ -50,6 +50,12 @@ class Worker:
         self.sock.setsockopt(zmq.LINGER, 2000)  # a final result still leaves if we exit right after
         # libzmq refuses a bigger incoming frame from its header, before allocating it.
         self.sock.setsockopt(zmq.MAXMSGSIZE, self.max_bytes)
+        curve = auth.take_curve()
+        if curve is not None:
+            # A remote broker: the wire is untrusted, so encrypt and pin the server's key.
+            self.sock.curve_serverkey = curve.server.encode()
+            self.sock.curve_publickey = curve.public.encode()
+            self.sock.curve_secretkey = curve.secret.encode()
         self.sock.connect(options.endpoint)
         self.outbox = Outbox()
         self.executor = Executor(self.outbox.put)

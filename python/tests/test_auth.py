@@ -65,6 +65,27 @@ def test_a_result_over_the_limit_becomes_a_task_failed_error_instead_of_a_droppe
         o.close()
 
 
+def test_take_curve_reads_all_three_keys_or_none(monkeypatch):
+    import zmq
+
+    from memlane_worker.protocol import ENV_CURVE_PUBLIC_KEY, ENV_CURVE_SECRET_KEY, ENV_CURVE_SERVER_KEY
+
+    for name in (ENV_CURVE_SERVER_KEY, ENV_CURVE_PUBLIC_KEY, ENV_CURVE_SECRET_KEY):
+        monkeypatch.delenv(name, raising=False)
+    assert auth.take_curve() is None
+    server_pub, _ = zmq.curve_keypair()
+    pub, sec = zmq.curve_keypair()
+    monkeypatch.setenv(ENV_CURVE_SERVER_KEY, server_pub.decode())
+    monkeypatch.setenv(ENV_CURVE_PUBLIC_KEY, pub.decode())
+    monkeypatch.setenv(ENV_CURVE_SECRET_KEY, sec.decode())
+    keys = auth.take_curve()
+    assert keys == auth.CurveKeys(server=server_pub.decode(), public=pub.decode(), secret=sec.decode())
+    assert ENV_CURVE_SECRET_KEY not in os.environ
+    monkeypatch.setenv(ENV_CURVE_SECRET_KEY, "short")
+    with pytest.raises(SystemExit, match=ENV_CURVE_SECRET_KEY):
+        auth.take_curve()
+
+
 def test_rank_key_matches_the_typescript_derivation():
     # test/unit/distributed.test.ts expects the same bytes from rankKey() in src/transport/auth.ts.
     from memlane_worker import auth as a

@@ -26,6 +26,7 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<CommandMod
   report: { summary: "re-render <runDir>/report.html from its report.json", load: loadReport },
   estimate: { summary: "predict host RAM per runtime and phase for an ONNX model, without running it", load: () => import("./commands/estimate.ts") },
   check: { summary: "gate a finished run on memory limits per runtime (CI): exit 1 when one is exceeded", load: () => import("./commands/check.ts") },
+  join: { summary: "start this host's ranks of a multi-host run (memlane run --rdzv-endpoint on the orchestrator's host)", load: () => import("./commands/join.ts") },
   diff: { summary: "per-runtime, per-phase memory and latency deltas between two runs", load: () => import("./commands/diff.ts") },
 };
 

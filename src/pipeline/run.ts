@@ -27,6 +27,8 @@ import { writeReport } from "../report/write.ts";
 import { renderTerminal } from "../report/terminal.ts";
 import type { GpuProbe } from "../memory/sampler.ts";
 import { ShmRegistry } from "../transport/shm.ts";
+import { RemoteHosts, type RemoteRunOptions } from "./remote-hosts.ts";
+import { parseHostPort } from "../workers/join-protocol.ts";
 
 /** Options of {@link runPipeline}. */
 export interface RunPipelineOptions {
@@ -53,6 +55,11 @@ export interface RunPipelineOptions {
    * segments of this run (default true); false sends every tensor as a frame.
    */
   sharedMemory?: boolean;
+  /**
+   * Ranks on other hosts (`memlane run --rdzv-endpoint`): a CURVE broker for the multi-host
+   * stages (`distributed.nnodes > 1`) and the hosts that `memlane join` it (remote-hosts.ts).
+   */
+  remote?: RemoteRunOptions;
 }
 
 export interface RunOutcome {
@@ -83,12 +90,13 @@ export interface ResolvedRunPipelineOptions {
   readonly signal: AbortSignal | undefined;
   readonly sharedMemory: boolean;
   readonly memoryBudgetMiB: number;
+  readonly remote: RemoteRunOptions | undefined;
 }
 
 export const RUN_DEFAULTS = Object.freeze({ outDir: "runs", quiet: false });
 
 export function resolveRunOptions(p: Pipeline, opts: RunPipelineOptions): ResolvedRunPipelineOptions {
-  const known = ["outDir", "concurrency", "device", "io", "quiet", "signal", "sharedMemory", "memoryBudgetMiB"];
+  const known = ["outDir", "concurrency", "device", "io", "quiet", "signal", "sharedMemory", "memoryBudgetMiB", "remote"];
   for (const k of Object.keys(opts)) if (!known.includes(k)) throw new OptionError(`runPipeline options.${k}`, `one of ${known.join(", ")}`, k);
   const outDir = opts.outDir ?? RUN_DEFAULTS.outDir;
   if (typeof outDir !== "string" || outDir === "") throw new OptionError("outDir", "a directory path", outDir);
@@ -103,7 +111,28 @@ export function resolveRunOptions(p: Pipeline, opts: RunPipelineOptions): Resolv
     signal: opts.signal,
     sharedMemory: opts.sharedMemory ?? true,
     memoryBudgetMiB: opts.memoryBudgetMiB === undefined ? availableMiB() : checkPositive("memoryBudgetMiB", opts.memoryBudgetMiB),
+    remote: opts.remote === undefined ? undefined : checkRemote(opts.remote),
   });
+}
+
+function checkRemote(r: unknown): RemoteRunOptions {
+  const o = r as Partial<RemoteRunOptions> | null;
+  if (typeof o !== "object" || o === null) throw new OptionError("remote", "{ rdzvEndpoint, joinKeyFile?, brokerPort? }", r);
+  parseHostPort(String(o.rdzvEndpoint), "remote.rdzvEndpoint");
+  if (o.joinKeyFile !== undefined && (typeof o.joinKeyFile !== "string" || o.joinKeyFile === "")) throw new OptionError("remote.joinKeyFile", "a file path", o.joinKeyFile);
+  if (o.brokerPort !== undefined && (!Number.isInteger(o.brokerPort) || o.brokerPort < 1 || o.brokerPort > 65535)) throw new OptionError("remote.brokerPort", "a port in 1..65535", o.brokerPort);
+  if (o.joinTimeoutMs !== undefined) checkInt("remote.joinTimeoutMs", o.joinTimeoutMs, 1);
+  return Object.freeze({ ...o }) as RemoteRunOptions;
+}
+
+/** The most other hosts one stage of the pipeline needs (its `distributed.nnodes` - 1). */
+function otherHostsNeeded(stages: Pipeline["stages"]): number {
+  let most = 0;
+  for (const d of stages) {
+    const nnodes = d.kind === "train" ? ((d.opts as { distributed?: { nnodes?: number } }).distributed?.nnodes ?? 1) : 1;
+    most = Math.max(most, nnodes - 1);
+  }
+  return most;
 }
 
 function checkPositive(option: string, v: unknown): number {
@@ -153,7 +182,7 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
   const looksBuilt = p instanceof Pipeline || (typeof q?.name === "string" && Array.isArray(q?.stages) && typeof q?.options === "object");
   if (!looksBuilt) throw new OptionError("pipeline", "a Pipeline built with pipeline()", p);
   const stages = p.stages; // validates the graph before anything starts
-  const { outDir, concurrency, device, io, quiet, signal, sharedMemory, memoryBudgetMiB } = resolveRunOptions(p, opts);
+  const { outDir, concurrency, device, io, quiet, signal, sharedMemory, memoryBudgetMiB, remote } = resolveRunOptions(p, opts);
   const progress = createProgress(io, quiet);
   const outExisted = existsSync(outDir);
   const { runId, runDir } = await createRunDir(outDir);
@@ -164,7 +193,7 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
   // exit waits until the run has written its partial report.
   const interrupt = new AbortController();
   const dagSignal = signal ? AbortSignal.any([signal, interrupt.signal]) : interrupt.signal;
-  const running = runInDir(p, stages, { concurrency, device, io, signal: dagSignal, sharedMemory, outDir, memoryBudgetMiB }, progress, runId, runDir, scratch.path, others);
+  const running = runInDir(p, stages, { concurrency, device, io, signal: dagSignal, sharedMemory, outDir, memoryBudgetMiB, remote }, progress, runId, runDir, scratch.path, others);
   const forget = onShutdown(async (sig) => {
     interrupt.abort(Object.assign(new Error(`interrupted by ${sig}`), { code: ErrorCode.CANCELLED }));
     await running.catch(() => {});
@@ -191,12 +220,13 @@ interface RunInDirOptions {
   sharedMemory: boolean;
   outDir: string;
   memoryBudgetMiB: number;
+  remote: RemoteRunOptions | undefined;
 }
 
 async function runInDir(
   p: Pipeline,
   stages: Pipeline["stages"],
-  { concurrency, device, io, signal, sharedMemory, outDir, memoryBudgetMiB }: RunInDirOptions,
+  { concurrency, device, io, signal, sharedMemory, outDir, memoryBudgetMiB, remote }: RunInDirOptions,
   progress: ReturnType<typeof createProgress>,
   runId: string,
   runDir: string,
@@ -209,6 +239,12 @@ async function runInDir(
   const s = new RunSession(p.name, runId, runDir, { ...p.options, device }, progress, await gpuProbe(), shm);
   s.tmpDir = tmpDir;
   progress.log(`memlane: pipeline "${p.name}", run ${runId} → ${runDir}`);
+  if (remote) {
+    // Bound before any stage starts, so that the other hosts can join while this one works.
+    s.remote = await RemoteHosts.open(remote, {
+      outDir, capacity: otherHostsNeeded(stages), maxMessageBytes: p.options.maxMessageBytes, log: (line) => io.err(line),
+    });
+  }
   const record = (outcome: "complete" | "failed") =>
     buildReport({
       pipeline: p.name,

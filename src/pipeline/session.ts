@@ -17,6 +17,7 @@ import type { ProgressSink } from "./progress.ts";
 import type { ResolvedPipelineOptions } from "./options.ts";
 import type { BenchmarkResult, HeldOut, UnavailableRuntime } from "./stages.ts";
 import { artifactPath, writeAtomic } from "./run-dir.ts";
+import type { RemoteHosts } from "./remote-hosts.ts";
 import type { DistributedRecord } from "../report/distributed.ts";
 
 
@@ -53,6 +54,8 @@ export class RunSession {
   transport: TransportReport | undefined;
   /** One line on the refused messages, for the report's notes (set with `transport`). */
   transportNote: string | undefined;
+  /** The run's reach to other hosts (`--rdzv-endpoint`): its CURVE broker and joined hosts; closed by {@link close}. */
+  remote: RemoteHosts | undefined;
 
   constructor(
     readonly pipeline: string,
@@ -192,6 +195,13 @@ export class RunSession {
         const refused = supervisor.broker.refused();
         this.transport = { maxMessageBytes: supervisor.broker.maxMessageBytes, refused: { total: refused.total, byReason: { ...refused.byReason } } };
         this.transportNote = describeRefusals(refused);
+      }
+      const remote = this.remote;
+      this.remote = undefined;
+      if (remote) {
+        const refused = await remote.close();
+        const note = describeRefusals(refused);
+        if (note) this.notes.push(`remote broker (${remote.endpoint}): ${note}`);
       }
     } finally {
       this.shm?.close(); // every segment of the run, also those of a worker that died mid-task

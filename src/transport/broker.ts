@@ -70,12 +70,12 @@ export class Broker {
   private readonly refusals: RefusalLog;
   private readonly strangerReplies = new ReplyBudget();
 
-  private constructor(socket: zmq.Router, endpoint: string, options: ResolvedBrokerOptions, dir: string | undefined) {
+  private constructor(socket: zmq.Router, endpoint: string, options: ResolvedBrokerOptions, dir: string | undefined, refusals: RefusalLog) {
     this.socket = socket;
     this.endpoint = endpoint;
     this.options = options;
     this.dir = dir;
-    this.refusals = new RefusalLog(options.log);
+    this.refusals = refusals;
     this.loop = this.receiveLoop();
   }
 
@@ -99,10 +99,19 @@ export class Broker {
     // closes that connection. handover false (the default, said out loud): a second
     // connection announcing an identity already in use is ignored, so no peer can take over an
     // admitted worker's identity and speak as it.
+    // A CURVE broker gets a context of its own: the ZAP handler's endpoint is one per context,
+    // so two remote brokers in one process would collide on the shared one.
     const socket = new zmq.Router({
+      ...(o.curve ? { context: new zmq.Context() } : {}),
       mandatory: true, linger: 0, sendTimeout: SEND_TIMEOUT_MS, handover: false, maxMessageSize: o.maxMessageBytes,
     });
-    const zap = o.curve ? await curveServer(socket, o.curve) : undefined;
+    // Refusals of the CURVE handshake never reach the receive loop: the ZAP handler reports a
+    // key it turned away, the socket's events the other failures (no CURVE, another server key).
+    const refusals = new RefusalLog(o.log);
+    const zap = o.curve
+      ? await curveServer(socket, o.curve, (address, key) => refusals.add("curve", address, `CURVE client key ${key} from ${address} is not in the join key file`))
+      : undefined;
+    if (o.curve) countHandshakeFailures(socket, refusals);
     const { bind, dir } = await endpointToBind(o);
     try {
       await socket.bind(bind);
@@ -112,7 +121,7 @@ export class Broker {
       if (dir) await rm(dir, { recursive: true, force: true });
       throw new Error(`broker could not bind ${bind}: ${(err as Error).message}`, { cause: err });
     }
-    const broker = new Broker(socket, socket.lastEndpoint ?? bind, o, dir);
+    const broker = new Broker(socket, socket.lastEndpoint ?? bind, o, dir, refusals);
     broker.zap = zap;
     return broker;
   }
@@ -285,5 +294,17 @@ export class Broker {
 }
 
 const SEND_TIMEOUT_MS = 5000;
+
+/**
+ * Counts the CURVE handshakes that fail for another reason than the ZAP handler's no (that one
+ * it counts itself, with the key): a plain client, or one pinning another server key. libzmq
+ * names only the local endpoint here, not the peer.
+ */
+function countHandshakeFailures(socket: zmq.Router, refusals: RefusalLog): void {
+  const count = (what: string) => (e: { address: string; error: Error }): void =>
+    refusals.add("curve", "", `CURVE handshake on ${e.address} failed (${what}: ${e.error.message}): a client without CURVE, or pinning another server key`);
+  socket.events.on("handshake:error:protocol", count("protocol"));
+  socket.events.on("handshake:error:other", count("other"));
+}
 
 const versionText = (v: unknown): string => `worker speaks protocol v${String(v)}, orchestrator speaks v${PROTOCOL_VERSION}`;

@@ -27,6 +27,16 @@ export const ENV_WORKER_KEY = "MEMLANE_WORKER_KEY";
 export const ENV_MAX_MESSAGE_BYTES = "MEMLANE_MAX_MESSAGE_BYTES";
 
 /**
+ * A worker on another host (a rank a `memlane join` started) reaches the broker over tcp with
+ * CURVE: the broker's public key, and the client keypair of the run's join key file
+ * (src/transport/join-key.ts). Z85 text, 40 characters each; the worker removes the secret
+ * from its environment once read, like its key.
+ */
+export const ENV_CURVE_SERVER_KEY = "MEMLANE_CURVE_SERVER_KEY";
+export const ENV_CURVE_PUBLIC_KEY = "MEMLANE_CURVE_PUBLIC_KEY";
+export const ENV_CURVE_SECRET_KEY = "MEMLANE_CURVE_SECRET_KEY";
+
+/**
  * The hello's `auth`: lowercase hex of HMAC-SHA256(key, HELLO_AUTH_PREFIX + id + "\n" + pid),
  * keyed with the 32 bytes the orchestrator generated for this one spawn (64 hex characters in
  * ENV_WORKER_KEY).

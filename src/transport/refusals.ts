@@ -11,9 +11,10 @@ export type RefusalReason =
   | "bad-auth" // a hello whose `auth` no waiting worker's key verifies
   | "version" // another protocol version
   | "oversized" // a message over the limit (all its frames together)
-  | "dropped"; // an admitted worker's connection closed by the transport while it lived
+  | "dropped" // an admitted worker's connection closed by the transport while it lived
+  | "curve"; // remote mode: a connection whose CURVE handshake failed (a key not admitted, no CURVE, another server key)
 
-export const REFUSAL_REASONS: readonly RefusalReason[] = ["malformed", "unknown-peer", "bad-auth", "version", "oversized", "dropped"];
+export const REFUSAL_REASONS: readonly RefusalReason[] = ["malformed", "unknown-peer", "bad-auth", "version", "oversized", "dropped", "curve"];
 
 export interface Refusal {
   tMs: number;

@@ -6,12 +6,16 @@ import * as zmq from "zeromq";
 
 const ZAP_ENDPOINT = "inproc://zeromq.zap.01";
 
+/** A client the ZAP handler turned away: its address (ip:port as libzmq gives it) and its key (Z85). */
+export type ZapDenied = (address: string, clientKey: string) => void;
+
 /** Makes `socket` a CURVE server; with authorizedClients, starts the ZAP handler that admits only them. */
 export async function curveServer(
   socket: zmq.Router,
   curve: { publicKey: string; secretKey: string; authorizedClients?: string[] | undefined },
+  onDenied?: ZapDenied,
 ): Promise<{ close(): void } | undefined> {
-  const zap = curve.authorizedClients ? await startZapHandler(curve.authorizedClients, socket.context) : undefined;
+  const zap = curve.authorizedClients ? await startZapHandler(curve.authorizedClients, socket.context, onDenied) : undefined;
   socket.curveServer = true;
   socket.curveSecretKey = curve.secretKey;
   socket.curvePublicKey = curve.publicKey;
@@ -19,7 +23,7 @@ export async function curveServer(
   return zap;
 }
 
-export async function startZapHandler(authorized: readonly string[], context: zmq.Context): Promise<{ close(): void }> {
+export async function startZapHandler(authorized: readonly string[], context: zmq.Context, onDenied?: ZapDenied): Promise<{ close(): void }> {
   const allowed = new Set(authorized);
   const socket = new zmq.Reply({ context, linger: 0 });
   await socket.bind(ZAP_ENDPOINT);
@@ -27,8 +31,15 @@ export async function startZapHandler(authorized: readonly string[], context: zm
     try {
       for await (const frames of socket) {
         // [version, requestId, domain, address, identity, mechanism, ...credentials]
-        const [version, requestId, , , , mechanism, key] = frames;
+        const [version, requestId, , address, , mechanism, key] = frames;
         const ok = mechanism?.toString() === "CURVE" && key !== undefined && key.length === 32 && allowed.has(z85(key));
+        if (!ok) {
+          try {
+            onDenied?.(address?.toString() ?? "?", key && key.length === 32 ? z85(key) : "?");
+          } catch {
+            // counting must never stop the handler
+          }
+        }
         await socket.send([
           version ?? "1.0",
           requestId ?? "",

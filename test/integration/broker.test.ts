@@ -95,6 +95,17 @@ describe("endpoints", () => {
     const no = dealer(b.endpoint, { ...curve(stranger), receiveTimeout: 500 });
     await no.send([hello()]).catch(() => {});
     await expect(no.receive()).rejects.toThrow();
+    // Refused at the handshake, never reaching the receive loop, yet counted: the ZAP handler
+    // names the key; a client without CURVE shows in the socket's handshake events.
+    const refused = b.refused();
+    expect(refused.byReason.curve).toBeGreaterThanOrEqual(1);
+    expect(refused.samples.find((r) => r.reason === "curve")?.text).toContain(`CURVE client key ${stranger.publicKey}`);
+    no.close();
+    const before = b.refused().byReason.curve!;
+    const plain = dealer(b.endpoint, { receiveTimeout: 300 });
+    await plain.send([hello()]).catch(() => {});
+    await expect(plain.receive()).rejects.toThrow();
+    expect(b.refused().byReason.curve).toBeGreaterThan(before);
   });
 });
 

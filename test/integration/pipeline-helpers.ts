@@ -16,9 +16,11 @@ export interface Cli {
 }
 
 /** Starts `memlane <args>` (node --import tsx src/cli/main.ts) tagged through its environment. */
-export function startCli(args: string[], env: Record<string, string> = {}): Cli {
+/** Runs `memlane <args>`; `prefix` runs it through a wrapper (e.g. `ip netns exec NS`). */
+export function startCli(args: string[], env: Record<string, string> = {}, prefix: string[] = []): Cli {
   const tag = `memlane-test-${process.pid}-${Math.random().toString(36).slice(2)}`;
-  const child = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "src/cli/main.ts"), ...args], {
+  const argv = [...prefix, process.execPath, "--import", "tsx", path.join(ROOT, "src/cli/main.ts"), ...args];
+  const child = spawn(argv[0]!, argv.slice(1), {
     cwd: ROOT,
     env: { ...process.env, MEMLANE_TEST_TAG: tag, ...env },
     stdio: ["ignore", "pipe", "pipe"],

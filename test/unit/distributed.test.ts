@@ -36,7 +36,8 @@ describe("distributed stage pieces", () => {
     expect(() => pipeline("p").train({ arch: "digits-cnn", distributed: { nproc: 0, strategy: "ddp" } })).toThrow(/distributed\.nproc.*integer >= 1/);
     expect(() => pipeline("p").train({ arch: "digits-cnn", distributed: { nproc: 2, strategy: "zero" as "ddp" } })).toThrow(/distributed\.strategy.*"ddp", "fsdp"/);
     expect(() => pipeline("p").train({ arch: "digits-cnn", distributed: { nproc: 2, strategy: "ddp", backend: "mpi" as "gloo" } })).toThrow(/distributed\.backend/);
-    expect(() => resolveDistributed("t", { nproc: 2, strategy: "ddp", nnodes: 2 })).toThrow(/rdzvEndpoint/);
+    // nnodes > 1 without an endpoint takes `memlane run --rdzv-endpoint`'s (checked when the stage starts).
+    expect(resolveDistributed("t", { nproc: 1, strategy: "ddp", nnodes: 2 })).toMatchObject({ nnodes: 2, rdzvEndpoint: undefined });
     expect(() => pipeline("p").train({ arch: "digits-cnn", budget: { rssMiB: 1024 }, distributed: { nproc: 2, strategy: "ddp" } })).toThrow(/budget.*per-rank/);
     expect(() => resolveDistributed("t", { nproc: 2, strategy: "ddp", rdzvEndpoint: "nohost" })).toThrow(/host:port/);
     expect(resolveDistributed("t", { nproc: 2, strategy: "fsdp" })).toEqual({ nproc: 2, strategy: "fsdp", backend: "gloo", allowCpuFallback: false, nnodes: 1, rdzvEndpoint: undefined });
@@ -48,6 +49,11 @@ describe("distributed stage pieces", () => {
     expect(args.slice(0, 3)).toEqual(["-u", "-m", "memlane_worker.launcher"]); // torch.distributed.run's main
     expect([opt("--rdzv-backend"), opt("--max-restarts"), opt("--nproc-per-node"), opt("--rdzv-conf")]).toEqual(["c10d", "3", "2", "is_host=1"]);
     expect(args.slice(-3)).toEqual(["-m", "memlane_worker", "--rank-from-env"]);
+    // Several hosts: the static rendezvous with this host's node rank (rank 0 stays on node 0).
+    const multi = launcherArgs({ nproc: 1, nnodes: 2, rdzvEndpoint: "10.0.0.1:29500", rdzvId: "r", isHost: false, maxRestarts: 0, nodeRank: 1 });
+    const mopt = (k: string) => multi[multi.indexOf(k) + 1];
+    expect([mopt("--rdzv-backend"), mopt("--node-rank"), mopt("--nnodes"), mopt("--rdzv-endpoint")]).toEqual(["static", "1", "2", "10.0.0.1:29500"]);
+    expect(multi).not.toContain("--rdzv-conf");
   });
 
   it("derives one key per rank: a rank's proof does not verify for another rank or the stage key", () => {

@@ -1,4 +1,4 @@
-/** `memlane run <pipeline.ts> [--out DIR] [-j N] [--device D]`: imports a pipeline module and runs it. */
+/** `memlane run <pipeline.ts> [--out DIR] [-j N] [--device D] [--rdzv-endpoint H:P]`: imports a pipeline module and runs it. */
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -7,6 +7,8 @@ import type { Io } from "../io.ts";
 import { Pipeline } from "../../pipeline/builder.ts";
 import { printOutcome } from "../outcome.ts";
 import { parseSizeMiB } from "../../memory/size.ts";
+import type { RemoteRunOptions } from "../../pipeline/remote-hosts.ts";
+import { parseHostPort } from "../../workers/join-protocol.ts";
 
 export const spec: CommandSpec = {
   name: "run",
@@ -17,6 +19,9 @@ export const spec: CommandSpec = {
     concurrency: { type: "int", short: "j", placeholder: "N", description: "stages at once (overrides the pipeline's)" },
     device: { type: "string", short: "d", placeholder: "cpu|cuda|auto", choices: ["cpu", "cuda", "auto"], description: "device of training and runtimes (overrides the pipeline's; auto = CUDA where a GPU is found)" },
     quiet: { type: "boolean", short: "q", description: "no progress output, only the final table" },
+    "rdzv-endpoint": { type: "string", placeholder: "HOST:PORT", description: "ranks on other hosts: the c10d rendezvous endpoint this host serves for stages with distributed.nnodes > 1; each other host runs `memlane join --key FILE HOST:PORT` (docs/distributed.md)" },
+    "join-key": { type: "string", placeholder: "FILE", description: "with --rdzv-endpoint: the join key file, created (mode 600) when missing, else reused (default: <out>/memlane-join-key.json)" },
+    "broker-port": { type: "int", placeholder: "PORT", description: "with --rdzv-endpoint: the port of the broker the remote ranks reach (default: the rendezvous port + 1)" },
     "memory-budget": { type: "string", placeholder: "SIZE", description: "host RAM the stages may take together, e.g. 2GiB (default: available memory); stages with a predicted peak run together only when they fit" },
   },
 };
@@ -39,6 +44,23 @@ function budgetFlag(text: string): number {
   }
 }
 
+function remoteFlags(flags: Record<string, unknown>): { remote?: RemoteRunOptions } {
+  const rdzv = flags["rdzv-endpoint"] as string | undefined;
+  const keyFile = flags["join-key"] as string | undefined;
+  const port = flags["broker-port"] as number | undefined;
+  if (rdzv === undefined) {
+    if (keyFile !== undefined || port !== undefined) throw new UsageError(`--${keyFile !== undefined ? "join-key" : "broker-port"}: only with --rdzv-endpoint`, "--rdzv-endpoint");
+    return {};
+  }
+  try {
+    parseHostPort(rdzv, "--rdzv-endpoint");
+  } catch (err) {
+    throw new UsageError((err as Error).message, "--rdzv-endpoint");
+  }
+  if (port !== undefined && port > 65535) throw UsageError.bad("--broker-port", "a port in 1..65535", String(port));
+  return { remote: { rdzvEndpoint: rdzv, ...(keyFile !== undefined ? { joinKeyFile: keyFile } : {}), ...(port !== undefined ? { brokerPort: port } : {}) } };
+}
+
 export async function execute(argv: readonly string[], io: Io): Promise<number> {
   const args = parseArgs(spec, argv);
   if (args.help) {
@@ -54,6 +76,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     io,
     quiet: args.flags.quiet === true,
     ...(typeof args.flags["memory-budget"] === "string" ? { memoryBudgetMiB: budgetFlag(args.flags["memory-budget"]) } : {}),
+    ...remoteFlags(args.flags),
   });
   return printOutcome(outcome, io);
 }

@@ -14,6 +14,9 @@ import { describeRankFailure, type RankFailure } from "./failure.ts";
 import { freePort, launchRanks, type LauncherExit } from "./launch.ts";
 import { resolveDistributed } from "./options.ts";
 import { RankSlots, type RankRun } from "./ranks.ts";
+import { firstLauncherExit, stageTransport, type HostExit } from "./multi-host.ts";
+import type { RemoteLauncher } from "../../workers/remote-nodes.ts";
+import { hostname } from "node:os";
 
 /** A distributed stage's failure: which rank, where, and how it ended. */
 export class RankFailedError extends Error {
@@ -42,10 +45,15 @@ export async function runDistributedTrain(
   meta.worker = "torch.distributed.run";
   const sup = await s.supervisor();
   if (signal.aborted) throw signal.reason;
+  // One host: the run's broker. Several: its remote (CURVE) broker, and `memlane join` on the others.
+  const t = stageTransport(s, stage.name, d, sup, stage.retries);
+  const localPids = new Set<number>();
   const stageKey = newWorkerKey();
   const worldSize = d.nproc * d.nnodes;
   const threads = o.threads ?? s.options.threads;
-  const slots = new RankSlots(sup.broker, {
+  const rankEnv = { OMP_NUM_THREADS: String(threads), MKL_NUM_THREADS: String(threads) };
+  const rdzvId = `${s.runId}-${stage.name}`.replace(/[^\w.-]/g, "-");
+  const slots = new RankSlots(t.broker, {
     stage: stage.name,
     stageKey,
     worldSize,
@@ -59,7 +67,8 @@ export async function runDistributedTrain(
       ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}),
       ...(o.lr !== undefined ? { lr: o.lr } : {}),
     },
-    onAdmit: (rank, pid) => s.sampler.track(pid, `${stage.name}@rank${rank.rank}`),
+    // A rank on another host is no process of this one's /proc: it has its phase marks only.
+    onAdmit: (rank, pid) => (localPids.has(pid) ? s.sampler.track(pid, `${stage.name}@rank${rank.rank}`) : undefined),
     onProgress: (rank, p) => {
       if (rank !== 0) return;
       const acc = p.metrics?.["accuracy"];
@@ -68,54 +77,86 @@ export async function runDistributedTrain(
   });
   const launcher = launchRanks({
     stage: stage.name,
-    endpoint: sup.endpoint,
+    endpoint: t.endpoint,
     stageKey,
     nproc: d.nproc,
     nnodes: d.nnodes,
-    rdzvEndpoint: d.rdzvEndpoint ?? `127.0.0.1:${await freePort()}`,
-    rdzvId: `${s.runId}-${stage.name}`.replace(/[^\w.-]/g, "-"),
+    rdzvEndpoint: t.rdzvEndpoint ?? `127.0.0.1:${await freePort()}`,
+    rdzvId,
     isHost: true,
-    maxRestarts: stage.retries,
-    env: {
-      OMP_NUM_THREADS: String(threads), MKL_NUM_THREADS: String(threads),
-      ...(s.tmpDir ? { TMPDIR: s.tmpDir } : {}),
+    ...(t.nodeRank !== undefined ? { nodeRank: t.nodeRank } : {}),
+    maxRestarts: t.maxRestarts,
+    env: { ...rankEnv, ...(s.tmpDir ? { TMPDIR: s.tmpDir } : {}), ...t.env },
+    maxMessageBytes: t.broker.maxMessageBytes,
+    onProcess: (p) => {
+      localPids.add(p.pid);
+      s.trackProcess(p.pid, p.label, p.exited);
     },
-    maxMessageBytes: sup.broker.maxMessageBytes,
-    onProcess: (p) => s.trackProcess(p.pid, p.label, p.exited),
   });
   meta.pid = launcher.pid;
-  const onAbort = (): void => void launcher.stop();
+  const remotes: RemoteLauncher[] = [];
+  const onAbort = (): void => {
+    void launcher.stop();
+    for (const r of remotes) void r.stop();
+  };
   signal.addEventListener("abort", onAbort, { once: true });
+  const localExit = launcher.exited.then((e) => ({ ...e, host: hostname() }));
   try {
+    if (t.remote) {
+      // Waits for the other hosts to have joined; this host's launcher waits in the rendezvous meanwhile.
+      const launching = t.remote.launch({
+        stage: stage.name, stageKey: Buffer.from(stageKey).toString("hex"), nproc: d.nproc, nnodes: d.nnodes, rdzvId,
+        maxRestarts: t.maxRestarts, maxMessageBytes: t.broker.maxMessageBytes, env: rankEnv,
+      }, signal);
+      remotes.push(...await Promise.race([launching, localExit.then((e) => Promise.reject(launcherFailed(stage.name, e, slots)))]));
+    }
+    const launchersEnd = firstLauncherExit(localExit, remotes);
     const first = await Promise.race([
-      slots.done.then((runs) => ({ runs })),
-      launcher.exited.then((exit) => ({ exit })),
+      slots.done.then((runs) => ({ runs }), (err: unknown) => ({ err })),
+      launchersEnd.then((exit) => ({ exit })),
     ]);
     if (signal.aborted) throw signal.reason;
+    // On one host the launcher sees a killed rank at once and stops the others before their
+    // errors arrive; across hosts the killed rank's launcher reports through its joiner, later.
+    if ("err" in first) throw t.remote ? await causeOf(first.err, launchersEnd, stage.name, slots) : first.err;
     if ("exit" in first) throw launcherFailed(stage.name, first.exit, slots);
     const runs = first.runs;
     slots.close(); // shutdown to every rank: they exit 0 and so does the launcher
-    await Promise.race([launcher.exited, new Promise((r) => setTimeout(r, EXIT_GRACE_MS).unref())]);
+    await Promise.race([Promise.all([launcher.exited, ...remotes.map((r) => r.exited)]), new Promise((r) => setTimeout(r, EXIT_GRACE_MS).unref())]);
     return await finish(s, stage, d, launcher, runs, meta);
   } finally {
     signal.removeEventListener("abort", onAbort);
     slots.close();
-    await launcher.stop();
+    await Promise.all([launcher.stop(), ...remotes.map((r) => r.stop())]);
   }
 }
 
-function launcherFailed(stage: string, exit: LauncherExit, slots: RankSlots): Error {
+/**
+ * A rank's task error can be the echo of another rank's death: a gloo collective broken by a
+ * killed peer fails on the survivors (on another host its launcher reports the death only
+ * later). Give the launchers a moment; a rank they saw killed by a signal is the cause.
+ */
+async function causeOf(err: unknown, launchersEnd: Promise<HostExit>, stage: string, slots: RankSlots): Promise<unknown> {
+  const exit = await Promise.race([launchersEnd, new Promise<undefined>((r) => setTimeout(() => r(undefined), CAUSE_WAIT_MS).unref())]);
+  return exit?.failure?.signal ? launcherFailed(stage, exit, slots) : err;
+}
+
+/** How long a rank's task error waits for a launcher to name a killed rank instead (its launcher's end, then the settling of multi-host.ts). */
+const CAUSE_WAIT_MS = 20_000;
+
+function launcherFailed(stage: string, exit: HostExit, slots: RankSlots): Error {
   // The launcher names the host by its FQDN; the rank's own hello names it as the rank saw
   // itself (socket.gethostname, what the rest of the report uses): prefer that one.
   const seen = exit.failure && slots.admitted().find((r) => r.rank === exit.failure!.rank && r.pid === exit.failure!.pid);
   const f = exit.failure && seen ? { ...exit.failure, host: seen.host } : exit.failure;
-  const how = exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.exitCode}`;
+  const how = exit.signal ? `was killed by ${exit.signal}` : exit.exitCode === undefined ? "was lost" : `exited with code ${exit.exitCode}`;
+  const launcher = `torch.distributed.run on host ${exit.host}`;
   if (f) {
-    return new RankFailedError(`stage "${stage}": ${describeRankFailure(f)}; torch.distributed.run ${how} and stopped the other ranks`, f, exit);
+    return new RankFailedError(`stage "${stage}": ${describeRankFailure(f)}; ${launcher} ${how} and stopped the other ranks`, f, exit);
   }
   const known = slots.admitted().map((r) => `rank ${r.rank} pid ${r.pid} on ${r.host}`).join(", ") || "none admitted";
   const tail = exit.stderrTail.trim().split("\n").slice(-15).join("\n");
-  return new RankFailedError(`stage "${stage}": torch.distributed.run ${how} before every rank finished (ranks: ${known}); its stderr ends:\n${tail}`, null, exit);
+  return new RankFailedError(`stage "${stage}": ${launcher} ${how} before every rank finished (ranks: ${known}); its stderr ends:\n${tail}`, null, exit);
 }
 
 async function finish(

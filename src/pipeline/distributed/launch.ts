@@ -36,6 +36,13 @@ export interface LaunchOptions {
   rdzvId: string;
   /** `--rdzv-conf is_host=1`: this host serves the c10d store. */
   isHost: boolean;
+  /**
+   * Multi-host stages (remote-hosts.ts): this host's node rank, with the static rendezvous
+   * (`--rdzv-backend static --node-rank`) instead of c10d. c10d orders nodes by their address
+   * strings, so rank 0 (which writes the checkpoint into the run directory) could land on
+   * another host; node rank 0 is always the orchestrator's host.
+   */
+  nodeRank?: number;
   /** `--max-restarts`: the stage's `retries`. */
   maxRestarts: number;
   /** Added to the launcher's environment (and so to every rank's). */
@@ -69,16 +76,16 @@ const LAUNCHER_STOP_GRACE_MS = 5000;
 const STDERR_TAIL_BYTES = 256 * 1024;
 
 /** The launcher's argv after the interpreter: torch.distributed.run's options, then the worker's. */
-export function launcherArgs(o: Pick<LaunchOptions, "nproc" | "nnodes" | "rdzvEndpoint" | "rdzvId" | "isHost" | "maxRestarts">): string[] {
+export function launcherArgs(o: Pick<LaunchOptions, "nproc" | "nnodes" | "rdzvEndpoint" | "rdzvId" | "isHost" | "maxRestarts" | "nodeRank">): string[] {
+  const rendezvous = o.nodeRank === undefined
+    ? ["--rdzv-backend", "c10d", "--rdzv-endpoint", o.rdzvEndpoint, "--rdzv-id", o.rdzvId, "--rdzv-conf", `is_host=${o.isHost ? 1 : 0}`]
+    : ["--rdzv-backend", "static", "--rdzv-endpoint", o.rdzvEndpoint, "--rdzv-id", o.rdzvId, "--node-rank", String(o.nodeRank)];
   return [
     // torch.distributed.run's own main, behind a PR_SET_PDEATHSIG so it ends with the orchestrator.
     "-u", "-m", "memlane_worker.launcher",
     "--nnodes", String(o.nnodes),
     "--nproc-per-node", String(o.nproc),
-    "--rdzv-backend", "c10d",
-    "--rdzv-endpoint", o.rdzvEndpoint,
-    "--rdzv-id", o.rdzvId,
-    "--rdzv-conf", `is_host=${o.isHost ? 1 : 0}`,
+    ...rendezvous,
     "--max-restarts", String(o.maxRestarts),
     // Notice a dead rank within 0.1 s (the default in torch 2.13, said out loud).
     "--monitor-interval", "0.1",

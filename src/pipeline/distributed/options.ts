@@ -36,8 +36,7 @@ export function resolveDistributed(stage: string, d: unknown): ResolvedDistribut
     const m = typeof o.rdzvEndpoint === "string" ? HOST_PORT.exec(o.rdzvEndpoint) : null;
     if (!m || Number(m[2]) < 1 || Number(m[2]) > 65535) throw new OptionError(`${where}.rdzvEndpoint`, "host:port", o.rdzvEndpoint);
   }
-  if (nnodes > 1 && o.rdzvEndpoint === undefined)
-    throw new OptionError(`${where}.rdzvEndpoint`, "a host:port the other hosts can reach (nnodes > 1)", undefined);
+  // nnodes > 1 without an endpoint here takes `memlane run --rdzv-endpoint`'s (checked when the stage starts: multi-host.ts).
   return {
     nproc: o.nproc as number,
     strategy: o.strategy as ResolvedDistributed["strategy"],
