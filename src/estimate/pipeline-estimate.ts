@@ -19,7 +19,7 @@ import { features, modelTerms, type ModelTerms } from "./model-terms.ts";
 import { estimateRuntime } from "./predict.ts";
 import { describeTrain, evalSamplesOf, inferEstimate, optimizerOf, TRAIN_BATCH_DEFAULT, trainEstimate } from "./torch-estimate.ts";
 import type { TorchCalibration } from "./torch-calibration.ts";
-import { dataSourceOf, type TorchTerms, torchTerms } from "./torch-terms.ts";
+import { inferTerms, type TorchTerms, trainTerms } from "./torch-terms.ts";
 import { concurrentPeak, type ConcurrentPeak } from "./concurrent-peak.ts";
 
 export interface StagePhaseEstimate {
@@ -63,9 +63,9 @@ interface Ctx {
 
 const lastOf = (stages: readonly StageDef[], kind: string, before: number) => [...stages.slice(0, before)].reverse().find((s) => s.kind === kind);
 
-async function termsOfArch(c: Ctx, arch: string): Promise<TorchTerms> {
-  if (!c.torchTerms.has(arch)) c.torchTerms.set(arch, await torchTerms(arch, dataSourceOf(arch)));
-  return c.torchTerms.get(arch)!;
+async function cachedTerms(c: Ctx, key: string, make: () => Promise<TorchTerms>): Promise<TorchTerms> {
+  if (!c.torchTerms.has(key)) c.torchTerms.set(key, await make());
+  return c.torchTerms.get(key)!;
 }
 
 /** Writes each export stage's model (a zoo export with random weights where none exists yet). */
@@ -108,8 +108,10 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
   const base = { stage: s.name, kind: s.kind, after: s.after, exclusive: s.exclusive };
   if (s.kind === "train") {
     const arch = s.opts.arch;
-    const t = await termsOfArch(c, arch);
-    const e = trainEstimate(c.torch, t, { batchSize: s.opts.batchSize ?? TRAIN_BATCH_DEFAULT, evalSamples: evalSamplesOf(arch), optimizer: optimizerOf(arch) });
+    const shape = { batchSize: s.opts.batchSize ?? TRAIN_BATCH_DEFAULT, evalSamples: evalSamplesOf(arch), optimizer: optimizerOf(arch) };
+    const threads = s.opts.threads ?? p.options.threads;
+    const t = await cachedTerms(c, `train ${arch} ${JSON.stringify(shape)} ${threads}`, () => trainTerms(arch, shape, threads));
+    const e = trainEstimate(c.torch, t, shape);
     return { ...base, runtime: "python-torch", model: arch, peakMiB: e.peakMiB, phases: [{ phase: "epoch-N", rss: e.peakMiB, peak: e.peakMiB }], parts: describeTrain(e), why: null, naiveMiB: e.naiveMiB };
   }
   if (s.kind !== "benchmark") return notEstimated(s, s.kind === "export" ? "an export worker (torch.onnx): not estimated" : `a ${s.kind} stage: not estimated`);
@@ -118,7 +120,9 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
   if (s.runtime === "python-torch") {
     const arch = from?.kind === "train" ? from.opts.arch : from?.kind === "export" ? (from.opts.zoo ?? null) : null;
     if (!arch) return notEstimated(s, "python-torch runs a zoo module; this benchmark's model is an ONNX file");
-    const t = await termsOfArch(c, arch);
+    const batchSizes = s.opts.batchSizes ?? p.options.batchSizes;
+    const threads = s.opts.threads ?? p.options.threads;
+    const t = await cachedTerms(c, `infer ${arch} ${batchSizes.join(",")} ${threads}`, () => inferTerms(arch, batchSizes, threads));
     const phases = inferEstimate(c.torch, t, { maxBatch, evalSamples: from?.kind === "train" ? evalSamplesOf(arch) : ((from?.kind === "export" && from.opts.evalSamples) || 256) });
     return { ...base, runtime: s.runtime, model: arch, peakMiB: Math.max(...phases.map((x) => x.peak)), phases, parts: "calibrated fixed cost per phase + weights + eval set + activations", why: null, naiveMiB: null };
   }

@@ -15,10 +15,10 @@ import { execa } from "execa";
 import type { Report } from "../report/schema.ts";
 import { REPO_ROOT } from "../workers/specs.ts";
 import { cacheDir, calibrationKey, venvDistVersion } from "./cache.ts";
-import { evalSamplesOf, inferEstimate, optimizerOf, TRAIN_BATCH_DEFAULT, type TorchFixed, trainEstimate } from "./torch-estimate.ts";
-import { type TorchTerms, torchTerms } from "./torch-terms.ts";
+import { evalSamplesOf, type InferFigures, inferEstimate, optimizerOf, TRAIN_BATCH_DEFAULT, type TorchFixed, trainEstimate } from "./torch-estimate.ts";
+import { inferTerms, type TorchTerms, trainTerms } from "./torch-terms.ts";
 
-export const TORCH_CALIBRATION_FORMAT = 1;
+export const TORCH_CALIBRATION_FORMAT = 3;
 const PROBE_ARCH = "mlp";
 const PROBE_BATCHES = [1, 8];
 
@@ -27,7 +27,7 @@ export interface TorchCalibration extends TorchFixed {
   key: Record<string, string>;
   createdAt: string;
   /** What the calibration run measured, for inspection. */
-  measured: { trainPeakMiB: number; infer: Record<string, { rss: number; peak: number }>; terms: TorchTerms };
+  measured: { trainPeakMiB: number; infer: Record<string, InferFigures>; terms: TorchTerms };
 }
 
 export function torchCalibrationKey(): Record<string, string> {
@@ -83,21 +83,27 @@ export async function calibrateTorch(key: Record<string, string>, log: (l: strin
     const started = Date.now();
     const file = join(dir, "calibration.ts");
     writeFileSync(file, PIPELINE);
-    const [report, terms] = [await runPipelineInFreshProcess(file, join(dir, "runs")), await torchTerms(PROBE_ARCH, "digits")];
+    const report = await runPipelineInFreshProcess(file, join(dir, "runs"));
+    const shape = { batchSize: TRAIN_BATCH_DEFAULT, evalSamples: evalSamplesOf(PROBE_ARCH), optimizer: optimizerOf(PROBE_ARCH) };
+    const terms = await trainTerms(PROBE_ARCH, shape, 1);
+    const inferT = await inferTerms(PROBE_ARCH, PROBE_BATCHES, 1);
     const trainPeak = trainPeakOf(report);
     const torchRow = report.runtimes.find((r) => r.name === "python-torch");
     if (trainPeak === null || !torchRow) throw new Error("the torch calibration run has no training or no python-torch figures");
     // What the model terms of the probe arch explain; the rest is fixed.
-    const zero: TorchFixed = { trainFixedMiB: 0, inferFixedMiB: Object.fromEntries(torchRow.phases.map((p) => [p.name, { rss: 0, peak: 0 }])) };
-    const train = trainEstimate(zero, terms, { batchSize: TRAIN_BATCH_DEFAULT, evalSamples: evalSamplesOf(PROBE_ARCH), optimizer: optimizerOf(PROBE_ARCH) });
+    const zero: TorchFixed = { trainFixedMiB: 0, inferFixedMiB: Object.fromEntries(torchRow.phases.map((p) => [p.name, { rss: 0, uss: 0, pss: 0, peak: 0 }])) };
+    const train = trainEstimate(zero, terms, shape);
     // python-torch holds the held-out set the training wrote: evalSamplesOf(PROBE_ARCH) samples
-    const held = inferEstimate(zero, terms, { maxBatch: Math.max(...PROBE_BATCHES), evalSamples: evalSamplesOf(PROBE_ARCH) });
-    const measuredInfer = Object.fromEntries(torchRow.phases.map((p) => [p.name, { rss: p.rssMiB, peak: p.peakRssMiB }]));
+    const held = inferEstimate(zero, inferT, { maxBatch: Math.max(...PROBE_BATCHES), evalSamples: evalSamplesOf(PROBE_ARCH) });
+    const measuredInfer = Object.fromEntries(torchRow.phases.map((p) => [p.name, { rss: p.rssMiB, uss: p.ussMiB, pss: p.pssMiB, peak: p.peakRssMiB }]));
     log(`memlane estimate: calibrated torch (train ${PROBE_ARCH} 1 epoch, python-torch) in ${((Date.now() - started) / 1000).toFixed(1)} s`);
     return {
       format: TORCH_CALIBRATION_FORMAT, key, createdAt: new Date().toISOString(),
       trainFixedMiB: trainPeak - train.peakMiB,
-      inferFixedMiB: Object.fromEntries(held.map((h) => [h.phase, { rss: measuredInfer[h.phase]!.rss - h.rss, peak: measuredInfer[h.phase]!.peak - h.peak }])),
+      inferFixedMiB: Object.fromEntries(held.map((h) => {
+        const m = measuredInfer[h.phase]!;
+        return [h.phase, { rss: m.rss - h.rss, uss: m.uss - h.uss, pss: m.pss - h.pss, peak: m.peak - h.peak }];
+      })),
       measured: { trainPeakMiB: trainPeak, infer: measuredInfer, terms },
     };
   } finally {

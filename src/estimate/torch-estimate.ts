@@ -38,6 +38,8 @@ export interface TrainParts {
   activationsMiB: number;
   /** Which moment the activation term is taken at: the one with the most held. */
   activationsAt: "train forward" | "backward" | "eval forward";
+  /** What the probe's measured short run held beyond the terms above (freed blocks glibc keeps, kernels' scratch); null without a run. */
+  allocatorMiB: number | null;
 }
 
 export interface TrainEstimate {
@@ -50,10 +52,16 @@ export interface TrainEstimate {
 /** The fixed costs a calibration measured: the train worker's own (interpreter, torch, autograd's threads) and python-torch's per phase. */
 export interface TorchFixed {
   trainFixedMiB: number;
-  /** python-torch inference: phase → its end RSS and its peak minus the model terms the probe held then. */
-  inferFixedMiB: Record<string, { rss: number; peak: number }>;
+  /** python-torch inference: phase → its end RSS, USS, PSS and its peak, minus the model terms the probe held then. */
+  inferFixedMiB: Record<string, InferFigures>;
 }
 
+/**
+ * The train stage's peak. With the probe's short run (`t.runMiB`, measured with this
+ * machine's allocator) the model-dependent part is that run's growth and the physics terms
+ * say what it is made of, the rest being allocator retention; without one, the physics terms
+ * alone (a floor: glibc keeps freed blocks).
+ */
 export function trainEstimate(fixed: TorchFixed, t: TorchTerms, s: TrainShape): TrainEstimate {
   const p = t.paramMiB + t.bufferMiB;
   const g = t.paramMiB;
@@ -66,11 +74,13 @@ export function trainEstimate(fixed: TorchFixed, t: TorchTerms, s: TrainShape): 
   ];
   const [activationsAt, held] = moments.reduce((a, b) => (b[1] > a[1] ? b : a));
   const activations = Math.max(0, held - g);
+  const physics = p + g + opt + activations;
   const parts: TrainParts = {
     fixedMiB: fixed.trainFixedMiB, dataMiB: t.dataMiB, paramsMiB: p, gradientsMiB: g, optimizerMiB: opt, activationsMiB: activations, activationsAt,
+    allocatorMiB: t.runMiB === null ? null : t.runMiB - physics,
   };
   return {
-    peakMiB: parts.fixedMiB + parts.dataMiB + p + g + opt + activations,
+    peakMiB: parts.fixedMiB + parts.dataMiB + (t.runMiB ?? physics),
     parts,
     naiveMiB: (t.params * 4 + t.inputElements * 4 * s.batchSize) / 2 ** 20,
   };
@@ -80,7 +90,15 @@ export function trainEstimate(fixed: TorchFixed, t: TorchTerms, s: TrainShape): 
 export function describeTrain(e: TrainEstimate): string {
   const f = (x: number) => `${x.toFixed(1)} MiB`;
   const p = e.parts;
-  return `fixed ${f(p.fixedMiB)} + data ${f(p.dataMiB)} + parameters ${f(p.paramsMiB)} + gradients ${f(p.gradientsMiB)} + optimizer ${f(p.optimizerMiB)} + activations ${f(p.activationsMiB)} (at the ${p.activationsAt})`;
+  return `fixed ${f(p.fixedMiB)} + data ${f(p.dataMiB)} + parameters ${f(p.paramsMiB)} + gradients ${f(p.gradientsMiB)} + optimizer ${f(p.optimizerMiB)} + activations ${f(p.activationsMiB)} (at the ${p.activationsAt})` +
+    (p.allocatorMiB === null ? "" : ` + allocator ${f(p.allocatorMiB)} (measured short run)`);
+}
+
+export interface InferFigures {
+  rss: number;
+  uss: number;
+  pss: number;
+  peak: number;
 }
 
 export interface InferShape {
@@ -94,16 +112,18 @@ export interface InferShape {
  * of this model: weights from model-load on (the module's own copy; the checkpoint's copy is
  * freed), the eval set it received, the activations of the largest request from the first one on.
  */
-export function inferEstimate(fixed: TorchFixed, t: TorchTerms, s: InferShape): Array<{ phase: string; rss: number; peak: number }> {
+export function inferEstimate(fixed: TorchFixed, t: TorchTerms, s: InferShape): Array<{ phase: string } & InferFigures> {
   const weights = t.paramMiB + t.bufferMiB;
   const evalSet = (t.inputElements * t.inputBytesPerElement * s.evalSamples) / 2 ** 20;
-  const acts = atBatch(t.probes.inference, t.probeBatches, s.maxBatch);
+  // the probe's measured forwards (module + activations + allocator), else the tracked live bytes
+  const running = t.runMiB ?? weights + atBatch(t.probes.inference, t.probeBatches, s.maxBatch);
   return Object.entries(fixed.inferFixedMiB).map(([phase, c0]) => {
     const held = phase === "import" || phase === "runtime-create" ? 0
       : phase === "model-load" ? weights + evalSet
-      : weights + evalSet + acts;
+      : running + evalSet;
     // model-load's peak: the state dict read from the checkpoint beside the module it is copied into
     const peak = phase === "model-load" ? held + weights : held;
-    return { phase, rss: c0.rss + held, peak: c0.peak + peak };
+    // what a phase holds is this process's own anonymous memory: RSS, USS and PSS alike
+    return { phase, rss: c0.rss + held, uss: c0.uss + held, pss: c0.pss + held, peak: c0.peak + peak };
   });
 }

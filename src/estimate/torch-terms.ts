@@ -6,6 +6,7 @@
  */
 import { Supervisor } from "../workers/index.ts";
 import { workerSpecs } from "../workers/specs.ts";
+import type { Optimizer } from "./torch-estimate.ts";
 
 const MIB = 2 ** 20;
 
@@ -25,7 +26,14 @@ export interface TorchTerms {
   inputBytesPerElement: number;
   /** RSS the training data costs once loaded as `train` loads it (its loader's libraries included), MiB. */
   dataMiB: number;
+  /** The measured RSS growth of the probe's short run at the real sizes (allocator included), MiB; null when none was asked. */
+  runMiB: number | null;
 }
+
+/** A short run the probe measures: training steps and an eval forward, or inference forwards. */
+export type ProbeRun =
+  | { mode: "train"; batchSize: number; evalSamples: number; optimizer: Optimizer; threads: number; steps?: number }
+  | { mode: "infer"; batchSizes: readonly number[]; threads: number };
 
 /** The data a trainable arch is fitted on (python/memlane_worker/tasks/train.py). */
 export const dataSourceOf = (arch: string): DataSource => (arch === "tiny-gpt" ? "tinygpt" : "digits");
@@ -44,19 +52,25 @@ export function atBatch(pair: readonly [number, number], batches: readonly [numb
 
 interface RawTerms {
   arch: string; params: number; paramBytes: number; bufferBytes: number; probeBatches: [number, number];
-  probes: TorchTerms["probes"]; dataMiB: number; inputElements: number; inputBytesPerElement: number;
+  probes: TorchTerms["probes"]; dataMiB: number; runMiB: number | null; inputElements: number; inputBytesPerElement: number;
 }
 
-/** Runs the probe in a fresh Python worker (it imports torch: a few seconds). */
-export async function torchTerms(arch: string, data: DataSource = "none"): Promise<TorchTerms> {
+/**
+ * Runs the probe in a fresh Python worker (it imports torch: a few seconds), with the OpenMP
+ * pool of the run it stands for: per-thread allocations are part of what the short run measures.
+ */
+export async function torchTerms(arch: string, data: DataSource = "none", run?: ProbeRun): Promise<TorchTerms> {
   const sup = await Supervisor.start();
+  const threads = String(run?.threads ?? 1);
   try {
-    const w = await sup.spawn(workerSpecs.python({ name: "estimate-probe" }));
+    const w = await sup.spawn(workerSpecs.python({ name: "estimate-probe", env: { OMP_NUM_THREADS: threads, MKL_NUM_THREADS: threads } }));
     try {
-      const r = (await w.run("estimate.torch", { arch, data }, { timeoutMs: 300_000 })).value as unknown as RawTerms;
+      const { mode, ...shape } = run ?? { mode: "none" };
+      const args = { arch, data, threads: Number(threads), run: mode, ...shape };
+      const r = (await w.run("estimate.torch", args, { timeoutMs: 300_000 })).value as unknown as RawTerms;
       return {
         arch: r.arch, params: r.params, paramMiB: r.paramBytes / MIB, bufferMiB: r.bufferBytes / MIB,
-        probeBatches: r.probeBatches, probes: r.probes, dataMiB: r.dataMiB,
+        probeBatches: r.probeBatches, probes: r.probes, dataMiB: r.dataMiB, runMiB: r.runMiB,
         inputElements: r.inputElements, inputBytesPerElement: r.inputBytesPerElement,
       };
     } finally {
@@ -66,3 +80,11 @@ export async function torchTerms(arch: string, data: DataSource = "none"): Promi
     await sup.close();
   }
 }
+
+/** The terms of a train stage: its data, and a short run of its steps and eval forward. */
+export const trainTerms = (arch: string, s: { batchSize: number; evalSamples: number; optimizer: Optimizer }, threads: number) =>
+  torchTerms(arch, dataSourceOf(arch), { mode: "train", ...s, threads });
+
+/** The terms of a python-torch benchmark: forwards at its batch sizes, no data set loaded. */
+export const inferTerms = (arch: string, batchSizes: readonly number[], threads: number) =>
+  torchTerms(arch, "none", { mode: "infer", batchSizes, threads });

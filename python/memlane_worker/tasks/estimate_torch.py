@@ -10,7 +10,14 @@ forward (and backward) at two small batches, never the full run (docs/memory.md)
   intermediates), for the eval forward of training and for python-torch's requests;
 - `dataMiB`: what loading the training data costs, measured: this process's RSS before and
   after loading it the way `train` does (sklearn's import for digits, the int64 copy of the
-  corpus for tiny-gpt), since a loader's libraries are no graph term.
+  corpus for tiny-gpt), since a loader's libraries are no graph term;
+- `run`: the measured RSS growth of a short run at the real sizes, with this machine's
+  allocator: `train` = `steps` optimizer steps at `batchSize` then one eval forward over
+  `evalSamples` (the peak of a training epoch), `infer` = a forward at each of `batchSizes`
+  after the model is built. glibc keeps what a step freed in its arenas and the eval forward's
+  blocks come on top of it, so the live bytes above are a floor of what RSS shows (tiny-gpt's
+  epoch holds about 2.9x its tracked live bytes): the run measures what they cannot. Run it in
+  a fresh worker: memory an earlier probe freed would be reused and hide growth.
 
 Bytes are counted per storage as it is created by an op (a TorchDispatchMode) and released
 when the storage's tensor dies, so views and in-place ops count nothing extra.
@@ -110,6 +117,47 @@ def _data_mib(source: str, seed: int) -> float:
     return (after - before) / 1024
 
 
+def _run_growth(arch: str, mode: str, a, opt_name: str) -> float:
+    """Highest RSS above the start of the run, MiB (HWM reset at its start)."""
+    import torch
+
+    from .. import zoo
+
+    torch.manual_seed(0)
+    base = memory.read()["rssKiB"]
+    memory.reset_peak()
+    model = zoo.build(arch)
+    gpt = hasattr(model, "logits_all")
+    if mode == "infer":
+        model.eval()
+        for b in a.int_list("batchSizes", [1, 64]):
+            x = torch.as_tensor(zoo.sample_inputs(arch, b, 0))
+            with torch.inference_mode():
+                model(x)
+                model(x)
+    else:
+        batch = a.int("batchSize", 32, minimum=1)
+        opt = (torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01) if opt_name == "adamw"
+               else torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9) if opt_name == "sgd-momentum"
+               else torch.optim.SGD(model.parameters(), lr=1e-3) if opt_name == "sgd"
+               else torch.optim.Adam(model.parameters(), lr=1e-3))
+        loss_fn = torch.nn.CrossEntropyLoss()
+        model.train()
+        for step in range(a.int("steps", 3, minimum=1)):
+            x = torch.as_tensor(zoo.sample_inputs(arch, batch, step))
+            logits = model.logits_all(x) if gpt else model(x)
+            target = torch.zeros(logits.shape[:-1], dtype=torch.int64)
+            loss = loss_fn(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        model.eval()
+        x = torch.as_tensor(zoo.sample_inputs(arch, a.int("evalSamples", 1, minimum=1), 0))
+        with torch.inference_mode():
+            model(x)
+    return (max(memory.read()["hwmKiB"], base) - base) / 1024
+
+
 def run(ctx: TaskContext):
     import torch
 
@@ -118,9 +166,12 @@ def run(ctx: TaskContext):
     a = ctx.args
     arch = a.choice("arch", tuple(zoo.names()))
     data = a.choice("data", ("none", "digits", "tinygpt"), "none")
+    mode = a.choice("run", ("none", "train", "infer"), "none")
+    opt_name = a.choice("optimizer", ("adam", "adamw", "sgd", "sgd-momentum"), "adam")
     torch.set_num_threads(a.int("threads", 1, minimum=1))
     # First: the probes below free memory that a later load would reuse without growing RSS.
     data_mib = _data_mib(data, a.int("seed", 0, minimum=0))
+    run_mib = None if mode == "none" else _run_growth(arch, mode, a, opt_name)
     model = zoo.build(arch)
     params = sum(p.numel() for p in model.parameters())
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -144,4 +195,5 @@ def run(ctx: TaskContext):
         "inputElements": int(sample.size),
         "inputBytesPerElement": int(sample.itemsize),
         "dataMiB": data_mib,
+        "runMiB": run_mib,
     }
