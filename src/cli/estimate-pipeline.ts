@@ -44,9 +44,11 @@ export async function estimatePipelineCommand(file: string, cal: Calibration, fl
   }
   io.out(`memlane estimate ${file}: pipeline "${e.pipeline}", ${e.stages.length} stages (host RAM, MiB; nothing was run)`);
   io.out("");
-  io.out(textTable(["stage", "runtime", "model", "predicted peak", "naive", "parts"], e.stages.map((s) => [
-    s.stage, s.runtime ?? "—", s.model ?? "—", s.peakMiB === null ? "not estimated" : num(s.peakMiB), s.naiveMiB === null ? "—" : num(s.naiveMiB), s.peakMiB === null ? (s.why ?? "") : s.parts,
+  io.out(textTable(["stage", "runtime", "model", "predicted peak", "naive"], e.stages.map((s) => [
+    s.stage, s.runtime ?? "—", s.model ?? "—", s.peakMiB === null ? "not estimated" : num(s.peakMiB), s.naiveMiB === null ? "—" : num(s.naiveMiB),
   ])));
+  io.out("");
+  for (const s of e.stages) io.out(`  ${s.stage}: ${s.peakMiB === null ? (s.why ?? "not estimated") : s.parts}`);
   for (const s of e.stages) {
     if (s.phases.length < 2) continue;
     io.out("");

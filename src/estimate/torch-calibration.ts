@@ -18,7 +18,7 @@ import { cacheDir, calibrationKey, venvDistVersion } from "./cache.ts";
 import { evalSamplesOf, type InferFigures, inferEstimate, optimizerOf, TRAIN_BATCH_DEFAULT, type TorchFixed, trainEstimate } from "./torch-estimate.ts";
 import { inferTerms, type TorchTerms, trainTerms } from "./torch-terms.ts";
 
-export const TORCH_CALIBRATION_FORMAT = 3;
+export const TORCH_CALIBRATION_FORMAT = 4;
 const PROBE_ARCH = "mlp";
 const PROBE_BATCHES = [1, 8];
 

@@ -117,10 +117,11 @@ export function inferEstimate(fixed: TorchFixed, t: TorchTerms, s: InferShape): 
   const evalSet = (t.inputElements * t.inputBytesPerElement * s.evalSamples) / 2 ** 20;
   // the probe's measured forwards (module + activations + allocator), else the tracked live bytes
   const running = t.runMiB ?? weights + atBatch(t.probes.inference, t.probeBatches, s.maxBatch);
+  const first = t.runFirstMiB ?? running;
   return Object.entries(fixed.inferFixedMiB).map(([phase, c0]) => {
     const held = phase === "import" || phase === "runtime-create" ? 0
       : phase === "model-load" ? weights + evalSet
-      : running + evalSet;
+      : (phase === "first-inference" ? first : running) + evalSet;
     // model-load's peak: the state dict read from the checkpoint beside the module it is copied into
     const peak = phase === "model-load" ? held + weights : held;
     // what a phase holds is this process's own anonymous memory: RSS, USS and PSS alike

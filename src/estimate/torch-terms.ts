@@ -28,6 +28,8 @@ export interface TorchTerms {
   dataMiB: number;
   /** The measured RSS growth of the probe's short run at the real sizes (allocator included), MiB; null when none was asked. */
   runMiB: number | null;
+  /** `infer` runs: the growth after the first batch size's forwards alone (python-torch's first-inference); null otherwise. */
+  runFirstMiB: number | null;
 }
 
 /** A short run the probe measures: training steps and an eval forward, or inference forwards. */
@@ -52,7 +54,7 @@ export function atBatch(pair: readonly [number, number], batches: readonly [numb
 
 interface RawTerms {
   arch: string; params: number; paramBytes: number; bufferBytes: number; probeBatches: [number, number];
-  probes: TorchTerms["probes"]; dataMiB: number; runMiB: number | null; inputElements: number; inputBytesPerElement: number;
+  probes: TorchTerms["probes"]; dataMiB: number; runMiB: number | null; runFirstMiB: number | null; inputElements: number; inputBytesPerElement: number;
 }
 
 /**
@@ -70,7 +72,7 @@ export async function torchTerms(arch: string, data: DataSource = "none", run?: 
       const r = (await w.run("estimate.torch", args, { timeoutMs: 300_000 })).value as unknown as RawTerms;
       return {
         arch: r.arch, params: r.params, paramMiB: r.paramBytes / MIB, bufferMiB: r.bufferBytes / MIB,
-        probeBatches: r.probeBatches, probes: r.probes, dataMiB: r.dataMiB, runMiB: r.runMiB,
+        probeBatches: r.probeBatches, probes: r.probes, dataMiB: r.dataMiB, runMiB: r.runMiB, runFirstMiB: r.runFirstMiB,
         inputElements: r.inputElements, inputBytesPerElement: r.inputBytesPerElement,
       };
     } finally {

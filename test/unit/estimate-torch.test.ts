@@ -12,7 +12,7 @@ const terms = (over: Partial<TorchTerms> = {}): TorchTerms => ({
   arch: "t", params: 1_000_000, paramMiB: 4_000_000 / MIB, bufferMiB: 0, probeBatches: [2, 8],
   // forward: 1 MiB fixed + 1 MiB a sample; backward: 2 + 1.5 a sample; inference: 0.25 a sample
   probes: { trainForward: [3 * MIB, 9 * MIB], trainBackward: [5 * MIB, 14 * MIB], inference: [0.5 * MIB, 2 * MIB] },
-  dataMiB: 10, runMiB: null, inputElements: 64, inputBytesPerElement: 4, ...over,
+  dataMiB: 10, runMiB: null, runFirstMiB: null, inputElements: 64, inputBytesPerElement: 4, ...over,
 });
 const fixed: TorchFixed = {
   trainFixedMiB: 300,

@@ -117,8 +117,9 @@ def _data_mib(source: str, seed: int) -> float:
     return (after - before) / 1024
 
 
-def _run_growth(arch: str, mode: str, a, opt_name: str) -> float:
-    """Highest RSS above the start of the run, MiB (HWM reset at its start)."""
+def _run_growth(arch: str, mode: str, a, opt_name: str) -> tuple[float, float | None]:
+    """Highest RSS above the start of the run, MiB (HWM reset at its start); for `infer` also
+    the highest after the first batch size's forwards (else None)."""
     import torch
 
     from .. import zoo
@@ -128,6 +129,7 @@ def _run_growth(arch: str, mode: str, a, opt_name: str) -> float:
     memory.reset_peak()
     model = zoo.build(arch)
     gpt = hasattr(model, "logits_all")
+    first = None
     if mode == "infer":
         model.eval()
         for b in a.int_list("batchSizes", [1, 64]):
@@ -135,6 +137,8 @@ def _run_growth(arch: str, mode: str, a, opt_name: str) -> float:
             with torch.inference_mode():
                 model(x)
                 model(x)
+            if first is None:  # python-torch's first-inference runs the first batch size only
+                first = (max(memory.read()["hwmKiB"], base) - base) / 1024
     else:
         batch = a.int("batchSize", 32, minimum=1)
         opt = (torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01) if opt_name == "adamw"
@@ -155,7 +159,7 @@ def _run_growth(arch: str, mode: str, a, opt_name: str) -> float:
         x = torch.as_tensor(zoo.sample_inputs(arch, a.int("evalSamples", 1, minimum=1), 0))
         with torch.inference_mode():
             model(x)
-    return (max(memory.read()["hwmKiB"], base) - base) / 1024
+    return (max(memory.read()["hwmKiB"], base) - base) / 1024, first
 
 
 def run(ctx: TaskContext):
@@ -171,7 +175,7 @@ def run(ctx: TaskContext):
     torch.set_num_threads(a.int("threads", 1, minimum=1))
     # First: the probes below free memory that a later load would reuse without growing RSS.
     data_mib = _data_mib(data, a.int("seed", 0, minimum=0))
-    run_mib = None if mode == "none" else _run_growth(arch, mode, a, opt_name)
+    run_mib, run_first_mib = (None, None) if mode == "none" else _run_growth(arch, mode, a, opt_name)
     model = zoo.build(arch)
     params = sum(p.numel() for p in model.parameters())
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -196,4 +200,5 @@ def run(ctx: TaskContext):
         "inputBytesPerElement": int(sample.itemsize),
         "dataMiB": data_mib,
         "runMiB": run_mib,
+        "runFirstMiB": run_first_mib,
     }
