@@ -40,9 +40,10 @@ export interface TorchRunFacts {
 const pct = (est: number, meas: number) => (meas > 0 ? ((est - meas) / meas) * 100 : 0);
 
 export async function torchEstimatesForReport(report: Report, facts: TorchRunFacts): Promise<TorchEstimates> {
-  const none = (why: string): TorchEstimates => ({ training: null, trainingReason: why, pythonTorch: null });
+  // A run without a train stage has no training row and nothing to explain (compare runs).
+  const none = (why: string): TorchEstimates => ({ training: null, trainingReason: facts.train ? why : null, pythonTorch: null });
   const torchRow = report.runtimes.find((r) => r.name === "python-torch");
-  if (!facts.train && !(facts.infer && torchRow)) return none("no train stage and no python-torch benchmark in this run");
+  if (!facts.train && !(facts.infer && torchRow)) return none("no train stage");
   const cal = loadTorchCalibration();
   if (!cal) return none("no PyTorch calibration cached for this machine: run `memlane estimate <pipeline.ts> --calibrate`");
   let training: TrainEstimateCheck | null = null;
@@ -62,5 +63,5 @@ export async function torchEstimatesForReport(report: Report, facts: TorchRunFac
     const checks = compareWithMeasured({ runtime: "python-torch", features: { weightMiB: 0, convWeightMiB: 0, activationMiB: 0, evalMiB: 0 }, phases }, torchRow as RuntimeReport);
     pythonTorch = { runtime: "python-torch", model: facts.infer.arch, phases: checks, steadyRssErrorPct: checks.at(-1)?.rss.errorPct ?? null };
   }
-  return { training, trainingReason: training ? null : facts.train ? "the train stage has no measured phases" : "no train stage in this run", pythonTorch };
+  return { training, trainingReason: training || !facts.train ? null : "the train stage has no measured phases", pythonTorch };
 }

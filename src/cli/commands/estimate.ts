@@ -22,9 +22,9 @@ export const spec: CommandSpec = {
   summary: "Predict host RAM per runtime and phase for an ONNX model without running it (calibrated on this machine, cached).",
   positionals: [{ name: "model", description: "an ONNX model file, or a pipeline module (.ts, .mts, .js, .mjs) to estimate stage by stage" }],
   flags: {
-    runtimes: { type: "list", choices: CALIBRATED_RUNTIMES, placeholder: "LIST", description: "runtimes to estimate", default: [...CALIBRATED_RUNTIMES] },
-    batch: { type: "intList", placeholder: "LIST", description: "batch sizes the benchmark will run (the largest counts)", default: [1, 64] },
-    "eval-samples": { type: "int", placeholder: "N", description: "eval samples every runtime holds (compare's default)", default: 256 },
+    runtimes: { type: "list", choices: CALIBRATED_RUNTIMES, placeholder: "LIST", description: "runtimes to estimate (an ONNX file; a pipeline estimates its own stages)", default: [...CALIBRATED_RUNTIMES] },
+    batch: { type: "intList", placeholder: "LIST", description: "batch sizes the benchmark will run (the largest counts; an ONNX file only: a pipeline says its own)", default: [1, 64] },
+    "eval-samples": { type: "int", placeholder: "N", description: "eval samples every runtime holds (compare's default; an ONNX file only)", default: 256 },
     device: { type: "string", choices: ["cpu", "cuda"], placeholder: "cpu|cuda", description: "device the runtimes will use", default: "cpu" },
     calibrate: { type: "boolean", description: "redo this machine's calibration first (about a minute of probe runs)" },
     json: { type: "boolean", description: "print the estimate as JSON" },
