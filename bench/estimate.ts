@@ -5,13 +5,21 @@
  * the naive formula of seeds/003 beside it. Models the probes never saw are the point: the
  * calibration fits only the probes (src/estimate/probe-models.ts).
  *
+ * Then the pipelines (digits: train digits-cnn + export + every deploy runtime; tiny-gpt: a
+ * short training + every runtime), each run by `memlane run` in its own process: their
+ * reports carry the estimate beside the measurement (train peak, python-torch and the ONNX
+ * runtimes), which this reads back.
+ *
  *   npm run bench:estimate     (env: BENCH_MODELS=digits-cnn,mlp,resnet-mini,resnet18,
- *                               BENCH_BATCH=1,8, BENCH_EVAL=256, BENCH_CALIBRATE=1 to redo it)
+ *                               BENCH_BATCH=1,8, BENCH_EVAL=256, BENCH_CALIBRATE=1 to redo it,
+ *                               BENCH_PIPELINES=digits,tiny-gpt ("" for none), BENCH_EPOCHS=2)
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { writeFileSync } from "node:fs";
 import { calibrate, compareInFreshProcess } from "../src/estimate/calibration.ts";
+import { runPipelineInFreshProcess, torchCalibration } from "../src/estimate/torch-calibration.ts";
 import { calibrationKey, loadCalibration, saveCalibration } from "../src/estimate/cache.ts";
 import { features, modelTerms } from "../src/estimate/model-terms.ts";
 import { compareWithMeasured, estimateRuntime, naiveMiB } from "../src/estimate/predict.ts";
@@ -22,6 +30,15 @@ import { workerSpecs } from "../src/workers/specs.ts";
 const MODELS = (process.env.BENCH_MODELS ?? "digits-cnn,mlp,resnet-mini,resnet18").split(",");
 const BATCHES = (process.env.BENCH_BATCH ?? "1,8").split(",").map(Number);
 const EVAL = Number(process.env.BENCH_EVAL ?? 256);
+const PIPELINES = (process.env.BENCH_PIPELINES ?? "digits,tiny-gpt").split(",").filter(Boolean);
+const EPOCHS = Number(process.env.BENCH_EPOCHS ?? 2);
+/** The pipelines as the examples define them (pipelines/*.ts), shorter: fewer epochs and iterations, no side stages. */
+const PIPELINE_SOURCES: Record<string, string> = {
+  digits: `pipeline("digits", { batchSizes: [1, 64], iterations: 10, warmup: 2, threads: 1 })
+  .train({ arch: "digits-cnn", epochs: ${EPOCHS}, seed: 0 })`,
+  "tiny-gpt": `pipeline("tiny-gpt", { batchSizes: [1, 64], iterations: 5, warmup: 1, threads: 1 })
+  .train({ arch: "tiny-gpt", epochs: 1, stepsPerEpoch: ${EPOCHS * 5}, batchSize: 32, seed: 0, threads: 2 })`,
+};
 const log = (l: string) => process.stderr.write(`${l}\n`);
 const pct = (x: number) => `${x > 0 ? "+" : ""}${x.toFixed(1)} %`;
 const absPct = (x: number) => `${x.toFixed(1)} %`;
@@ -37,7 +54,9 @@ if (!cal) {
   cal = await calibrate(key, { err: log });
   saveCalibration(cal);
 }
+await torchCalibration(log, !!process.env.BENCH_CALIBRATE);
 const dir = mkdtempSync(join(tmpdir(), "memlane-bench-estimate-"));
+const trainRows: string[][] = [];
 const rows: string[][] = [];
 const errors: Record<string, { steady: number[]; peak: number[]; all: number[] }> = {};
 const naiveErrors: number[] = [];
@@ -81,13 +100,50 @@ try {
     }
     log(`bench:estimate: ${arch} measured in ${((Date.now() - started) / 1000).toFixed(0)} s`);
   }
+  for (const name of PIPELINES) {
+    const src = PIPELINE_SOURCES[name];
+    if (!src) throw new Error(`BENCH_PIPELINES: unknown pipeline ${JSON.stringify(name)} (known: ${Object.keys(PIPELINE_SOURCES).join(", ")})`);
+    const started = Date.now();
+    const file = join(dir, `${name}.ts`);
+    writeFileSync(file, `import { pipeline } from "memlane";\nexport default ${src}\n  .export().benchmark("python-torch").benchmark("python-ort").benchmark("node-ort").benchmark("native");\n`);
+    const report = await runPipelineInFreshProcess(file, join(dir, `runs-${name}`));
+    const est = report.estimates;
+    if (!est || est.status !== "ok") throw new Error(`the ${name} pipeline's report has no estimates: ${est?.reason ?? "absent"}`);
+    const t = est.training;
+    if (t) {
+      (errors["train (python-torch)"] ??= { steady: [], peak: [], all: [] }).peak.push(t.errorPct);
+      trainRows.push([name, t.arch, t.estimateMiB.toFixed(1), t.measuredMiB.toFixed(1), pct(t.errorPct), t.naiveMiB.toFixed(1), pct(t.naiveErrorPct), t.parts]);
+    } else log(`bench:estimate: ${name}: no training estimate (${est.trainingReason})`);
+    for (const r of est.runtimes) {
+      const errs = (errors[r.runtime] ??= { steady: [], peak: [], all: [] });
+      for (const c of r.phases) errs.all.push(c.rss.errorPct);
+      const last = r.phases.at(-1)!;
+      const peakEst = Math.max(...r.phases.map((c) => c.peak.estimateMiB));
+      const peakMeas = Math.max(...r.phases.map((c) => c.peak.measuredMiB));
+      const peakErr = ((peakEst - peakMeas) / peakMeas) * 100;
+      errs.steady.push(last.rss.errorPct);
+      errs.peak.push(peakErr);
+      const naive = est.naiveMiB ?? 0;
+      const naiveErr = ((naive - last.rss.measuredMiB) / last.rss.measuredMiB) * 100;
+      naiveErrors.push(naiveErr);
+      rows.push([`${name} (pipeline)`, r.runtime, last.rss.estimateMiB.toFixed(1), last.rss.measuredMiB.toFixed(1), pct(last.rss.errorPct),
+        peakEst.toFixed(1), peakMeas.toFixed(1), pct(peakErr), last.uss.estimateMiB.toFixed(1), last.uss.measuredMiB.toFixed(1), pct(last.uss.errorPct), naive.toFixed(1), pct(naiveErr)]);
+    }
+    log(`bench:estimate: pipeline ${name} run in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+  }
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
 console.log(`memlane estimate vs measured (compare, batch ${BATCHES.join(",")}, ${EVAL} eval samples, 1 thread; calibrated ${cal.createdAt})\n`);
 console.log(textTable(["model", "runtime", "est. RSS", "RSS", "err", "est. peak", "peak", "err", "est. USS", "USS", "err", "naive", "naive err"], rows));
 console.log("");
+if (trainRows.length) {
+  console.log("train stage peak RSS (python-torch):\n");
+  console.log(textTable(["pipeline", "arch", "est. peak", "peak", "err", "naive", "naive err", "parts"], trainRows));
+  console.log("");
+}
 const abs = (xs: number[]) => xs.map(Math.abs);
+const medMax = (xs: number[]) => (xs.length ? [absPct(median(abs(xs))), absPct(Math.max(...abs(xs)))] : ["—", "—"]);
 console.log(textTable(["runtime", "steady RSS |err| median", "max", "peak RSS |err| median", "max", "every phase's RSS |err| median", "max"],
-  Object.entries(errors).map(([rt, e]) => [rt, absPct(median(abs(e.steady))), absPct(Math.max(...abs(e.steady))), absPct(median(abs(e.peak))), absPct(Math.max(...abs(e.peak))), absPct(median(abs(e.all))), absPct(Math.max(...abs(e.all)))])));
+  Object.entries(errors).map(([rt, e]) => [rt, ...medMax(e.steady), ...medMax(e.peak), ...medMax(e.all)])));
 console.log(`\nnaive formula, steady RSS |err|: median ${absPct(median(abs(naiveErrors)))}, max ${absPct(Math.max(...abs(naiveErrors)))}`);

@@ -29,7 +29,7 @@ function packageVersion(name: string): string {
 }
 
 /** The venv's onnxruntime version from its dist-info directory name (no Python start-up). */
-function venvDistVersion(dist: string): string {
+export function venvDistVersion(dist: string): string {
   const lib = join(REPO_ROOT, ".venv", "lib");
   if (!existsSync(lib)) return "absent";
   for (const py of readdirSync(lib)) {

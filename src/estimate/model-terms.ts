@@ -45,6 +45,8 @@ export interface Features {
 }
 
 const elemBytes = (isFloat: boolean) => (isFloat ? 4 : 8);
+/** Bytes of one element of a graph input or output (int64 ids and masks are 8, not 4). */
+const dtypeBytes = (dtype: string) => (/64/.test(dtype) ? 8 : /16/.test(dtype) ? 2 : /8|bool/.test(dtype) ? 1 : 4);
 
 export async function modelTerms(onnxPath: string): Promise<ModelTerms> {
   const g = loadOnnx(onnxPath);
@@ -68,7 +70,8 @@ export async function modelTerms(onnxPath: string): Promise<ModelTerms> {
   const dir = mkdtempSync(join(tmpdir(), "memlane-estimate-"));
   try {
     const s = await compileOnnx(onnxPath, join(dir, "m.mlplan"), { verify: false });
-    const perSample = (shapes: Array<{ shape: number[] }>) => shapes.reduce((a, t) => a + t.shape.slice(1).reduce((x, y) => x * y, 1) * 4, 0);
+    const perSample = (shapes: Array<{ shape: number[]; dtype: string }>) =>
+      shapes.reduce((a, t) => a + t.shape.slice(1).reduce((x, y) => x * y, 1) * dtypeBytes(t.dtype), 0);
     return {
       file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB,
       arenaPerSampleMiB: s.arenaBytesPerSample / MIB,

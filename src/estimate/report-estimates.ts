@@ -11,6 +11,7 @@ import { CALIBRATED_RUNTIMES } from "./calibration.ts";
 import { loadCalibration } from "./cache.ts";
 import { features, modelTerms, type RunShape } from "./model-terms.ts";
 import type { Report } from "../report/schema.ts";
+import type { TrainEstimateCheck } from "./report-torch.ts";
 
 export interface RuntimeEstimateCheck {
   runtime: string;
@@ -29,6 +30,11 @@ export interface EstimateReport {
   /** seeds/003's formula for the same model and batch (parameters x 4 B + a batch of inputs x 4 B), MiB. */
   naiveMiB: number | null;
   runtimes: RuntimeEstimateCheck[];
+  // --- PyTorch (report-torch.ts): the train stage's peak; python-torch's rows are in `runtimes` ---
+  /** The train stage's predicted peak beside the measured one, with the naive formula's; absent in older reports, null when not estimated. */
+  training?: TrainEstimateCheck | null;
+  /** Why `training` is null. */
+  trainingReason?: string | null;
 }
 
 /** What a benchmark ran: its model and run shape, by report row name. */

@@ -8,6 +8,8 @@ import { loadCalibration } from "../estimate/cache.ts";
 import { features, modelTerms } from "../estimate/model-terms.ts";
 import { predictedPeak } from "../estimate/predict.ts";
 import { type EstimateReport, estimatesForReport } from "../estimate/report-estimates.ts";
+import { type TorchRunFacts, torchEstimatesForReport } from "../estimate/report-torch.ts";
+import { TRAIN_BATCH_DEFAULT } from "../estimate/torch-estimate.ts";
 import type { Report } from "../report/schema.ts";
 import type { PeakPrediction } from "./scheduler.ts";
 import type { RunSession } from "./session.ts";
@@ -38,9 +40,40 @@ export async function reportEstimates(report: Report, stages: readonly StageDef[
     if (!onnx || !s.heldout) continue;
     runs.set(d.runtime, { onnx, run: { maxBatch: Math.max(...(d.opts.batchSizes ?? s.options.batchSizes)), evalSamples: s.heldout.shape[0]! } });
   }
+  let out: EstimateReport;
   try {
-    return await estimatesForReport(report, runs);
+    out = await estimatesForReport(report, runs);
   } catch (err) {
-    return { status: "unavailable", reason: `the estimate failed: ${(err as Error).message.split("\n")[0]}`, calibratedAt: null, naiveMiB: null, runtimes: [] };
+    out = { status: "unavailable", reason: `the estimate failed: ${(err as Error).message.split("\n")[0]}`, calibratedAt: null, naiveMiB: null, runtimes: [] };
   }
+  try {
+    const torch = await torchEstimatesForReport(report, torchFacts(stages, s));
+    if (torch.pythonTorch) out.runtimes.unshift(torch.pythonTorch);
+    out.training = torch.training;
+    out.trainingReason = torch.trainingReason;
+    if (out.status === "unavailable" && (torch.pythonTorch || torch.training)) out.status = "ok"; // `reason` still says why the ONNX rows are missing
+  } catch (err) {
+    out.training = null;
+    out.trainingReason = `the PyTorch estimate failed: ${(err as Error).message.split("\n")[0]}`;
+  }
+  return out;
+}
+
+/** The run's train stage (the first) and python-torch benchmark, as the PyTorch estimate needs them. */
+function torchFacts(stages: readonly StageDef[], s: RunSession): TorchRunFacts {
+  const train = stages.find((d) => d.kind === "train");
+  const bench = stages.find((d) => d.kind === "benchmark" && d.runtime === "python-torch");
+  let infer: TorchRunFacts["infer"] = null;
+  if (bench?.kind === "benchmark" && s.heldout) {
+    const from = bench.opts.from ? stages.find((d) => d.name === bench.opts.from) : train;
+    const arch = from?.kind === "train" ? from.opts.arch : from?.kind === "export" ? from.opts.zoo : undefined;
+    const batchSizes = [...(bench.opts.batchSizes ?? s.options.batchSizes)];
+    if (arch) infer = { arch, batchSizes, maxBatch: Math.max(...batchSizes), evalSamples: s.heldout.shape[0]!, threads: bench.opts.threads ?? s.options.threads };
+  }
+  return {
+    train: train?.kind === "train"
+      ? { stage: train.name, arch: train.opts.arch, batchSize: train.opts.batchSize ?? TRAIN_BATCH_DEFAULT, threads: train.opts.threads ?? s.options.threads }
+      : null,
+    infer,
+  };
 }

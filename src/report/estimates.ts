@@ -20,11 +20,18 @@ export function estimatesMarkdown(report: Report): string | null {
         return `${r.runtime} ${m ? pctText(((e.naiveMiB! - m) / m) * 100) : "—"}`;
       }).join(", ")}.`,
   ];
+  const t = e.training;
+  const training = t
+    ? ["", `Training (${t.stage}, ${t.arch}): peak RSS ${num(t.estimateMiB)} MiB estimated, ${num(t.measuredMiB)} measured (${pctText(t.errorPct)}); ` +
+      `naive formula ${num(t.naiveMiB)} MiB (${pctText(t.naiveErrorPct)}). Parts: ${t.parts}.`]
+    : e.trainingReason ? ["", `Training estimate: unavailable — ${e.trainingReason}.`] : [];
+  if (e.runtimes.length === 0) return [`ONNX runtimes: ${e.reason ?? "none ran"}.`, ...training].join("\n");
   return [
     `Calibrated on this machine at ${e.calibratedAt}; predicted from the ONNX graph before the run (\`memlane estimate\`), error = (estimate − measured) / measured.`,
     "",
     mdTable(["runtime", "phase", "est. RSS", "RSS", "err", "est. USS", "USS", "err", "est. peak", "peak", "err"], rows),
     ...naive,
+    ...training,
   ].join("\n");
 }
 
@@ -40,5 +47,6 @@ export function estimatesSummary(report: Report): string[] {
       return last ? `  ${r.runtime.padEnd(12)} ${num(last.rss.estimateMiB)} MiB estimated, ${num(last.rss.measuredMiB)} measured (${pctText(last.rss.errorPct)})` : `  ${r.runtime}: no common phase`;
     }),
     ...(e.naiveMiB !== null ? [`  naive formula: ${num(e.naiveMiB)} MiB for every runtime`] : []),
+    ...(e.training ? [`  training peak ${num(e.training.estimateMiB)} MiB estimated, ${num(e.training.measuredMiB)} measured (${pctText(e.training.errorPct)}); naive ${num(e.training.naiveMiB)} MiB`] : []),
   ];
 }

@@ -55,6 +55,8 @@ const TRACK: Shape = { label: "string", pid: "number", periodMs: "number", sampl
 const BUDGET: Shape = { runtime: "string", figure: "string", limitMiB: "number", source: "string", status: "string", worstMiB: "number|null", phase: "string|null", message: "string" };
 /** Estimate vs measured (report.estimates, present in reports written since estimates exist). */
 const ESTIMATES: Shape = { status: "string", reason: "string|null", calibratedAt: "string|null", naiveMiB: "number|null", runtimes: "array" };
+/** The train stage's estimate (report.estimates.training, added with the PyTorch estimate; absent or null otherwise). */
+const ESTIMATE_TRAINING: Shape = { stage: "string", arch: "string", estimateMiB: "number", measuredMiB: "number", errorPct: "number", parts: "string", naiveMiB: "number", naiveErrorPct: "number" };
 const LATENCY: Shape = { p50: "number", p99: "number", mean: "number" };
 /** Present only where the runtime timed requests pipelined (memlane-rt, python-torch on CUDA). */
 const LATENCY_OPTIONAL: Shape = { pipelinedMean: "number" };
@@ -152,6 +154,7 @@ export function validateReport(report: unknown): string[] {
     const e = report["estimates"] as Record<string, unknown>;
     if (e["status"] !== "ok" && e["status"] !== "unavailable") errors.push(`report.estimates.status: expected "ok" or "unavailable", received ${JSON.stringify(e["status"])}`);
     each(e["runtimes"], { runtime: "string", model: "string", phases: "array", steadyRssErrorPct: "number|null" }, "report.estimates.runtimes", errors);
+    if (e["training"] !== undefined && e["training"] !== null) check(e["training"], ESTIMATE_TRAINING, "report.estimates.training", errors);
   }
   if ("budgets" in report) {
     if (!Array.isArray(report["budgets"])) errors.push(`report.budgets: expected array, received ${kindOf(report["budgets"])}`);

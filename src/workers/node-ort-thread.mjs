@@ -62,9 +62,16 @@ function percentile(sorted, p) {
   return sorted[i];
 }
 
-/** A batch of `n` samples from the eval set, wrapping around when it is smaller. */
+/**
+ * A batch of `n` samples from the eval set, wrapping around when it is smaller. A batch that
+ * lies in one piece is a view, as the Python workers' slices of their eval set are: a copy of
+ * every eval chunk left ~one eval set of garbage in this (the orchestrator's) process whose
+ * collection, or not, before the steady-inference mark moved node-ort's steady RSS by ±6 %
+ * from run to run of the same model (docs/memory.md, "node-ort").
+ */
 function batchOf(inputs, sampleShape, total, n, start = 0) {
   const per = sampleShape.reduce((a, b) => a * b, 1);
+  if (start + n <= total) return inputs.subarray(start * per, (start + n) * per);
   const out = new Float32Array(n * per);
   for (let i = 0; i < n; i++) {
     const s = (start + i) % total;

@@ -19,6 +19,7 @@ _MODULES = {
     "infer.ort": "infer_ort",
     "checkpoint.load": "checkpoint_load",
     "worker.info": "worker_info",
+    "estimate.torch": "estimate_torch",
 }
 
 TASK_NAMES = tuple(_MODULES)

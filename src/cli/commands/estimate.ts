@@ -1,10 +1,13 @@
 /**
- * `memlane estimate <model.onnx>`: predicted host RAM per runtime and phase (end RSS, USS,
- * PSS and the phase's peak) without running the model: the model's terms come from its graph
- * (src/estimate/model-terms.ts), the runtimes' fixed costs and slopes from a calibration of
- * this machine (src/estimate/calibration.ts), made on first use and cached.
+ * `memlane estimate <model.onnx | pipeline.ts>`: predicted host RAM per runtime and phase (end
+ * RSS, USS, PSS and the phase's peak) without running the model: the model's terms come from
+ * its graph (src/estimate/model-terms.ts), the runtimes' fixed costs and slopes from a
+ * calibration of this machine (src/estimate/calibration.ts), made on first use and cached.
+ * A pipeline module is loaded, never run: every stage's estimate, and the concurrent peak
+ * the scheduler's rules allow (src/cli/estimate-pipeline.ts).
  */
-import { type CommandSpec, parseModelCommand } from "../args.ts";
+import { existsSync, statSync } from "node:fs";
+import { type CommandSpec, parseArgs, UsageError, usage } from "../args.ts";
 import type { Io } from "../io.ts";
 import { calibrate, CALIBRATED_RUNTIMES } from "../../estimate/calibration.ts";
 import { calibrationKey, loadCalibration, saveCalibration } from "../../estimate/cache.ts";
@@ -12,25 +15,32 @@ import { features, modelTerms } from "../../estimate/model-terms.ts";
 import { estimateRuntime, naiveMiB } from "../../estimate/predict.ts";
 import { num, textTable } from "../../report/format.ts";
 import { shown } from "../outcome.ts";
+import { deviceLine, estimatePipelineCommand, PIPELINE_FILE } from "../estimate-pipeline.ts";
 
 export const spec: CommandSpec = {
   name: "estimate",
   summary: "Predict host RAM per runtime and phase for an ONNX model without running it (calibrated on this machine, cached).",
-  positionals: [{ name: "model.onnx", description: "an ONNX model file" }],
+  positionals: [{ name: "model", description: "an ONNX model file, or a pipeline module (.ts, .mts, .js, .mjs) to estimate stage by stage" }],
   flags: {
-    runtimes: { type: "list", choices: CALIBRATED_RUNTIMES, placeholder: "LIST", description: "runtimes to estimate", default: [...CALIBRATED_RUNTIMES] },
-    batch: { type: "intList", placeholder: "LIST", description: "batch sizes the benchmark will run (the largest counts)", default: [1, 64] },
-    "eval-samples": { type: "int", placeholder: "N", description: "eval samples every runtime holds (compare's default)", default: 256 },
+    runtimes: { type: "list", choices: CALIBRATED_RUNTIMES, placeholder: "LIST", description: "runtimes to estimate (an ONNX file; a pipeline estimates its own stages)", default: [...CALIBRATED_RUNTIMES] },
+    batch: { type: "intList", placeholder: "LIST", description: "batch sizes the benchmark will run (the largest counts; an ONNX file only: a pipeline says its own)", default: [1, 64] },
+    "eval-samples": { type: "int", placeholder: "N", description: "eval samples every runtime holds (compare's default; an ONNX file only)", default: 256 },
     device: { type: "string", choices: ["cpu", "cuda"], placeholder: "cpu|cuda", description: "device the runtimes will use", default: "cpu" },
     calibrate: { type: "boolean", description: "redo this machine's calibration first (about a minute of probe runs)" },
     json: { type: "boolean", description: "print the estimate as JSON" },
+    "memory-budget": { type: "string", placeholder: "SIZE", description: "pipeline: the budget `memlane run` would get (default: available memory), for the concurrent peak" },
   },
 };
 
 export async function execute(argv: readonly string[], io: Io): Promise<number> {
-  const parsed = parseModelCommand(spec, argv, io);
-  if (parsed === null) return 0;
-  const { args, model } = parsed;
+  const args = parseArgs(spec, argv);
+  if (args.help) {
+    io.out(usage(spec));
+    return 0;
+  }
+  const model = args.positionals["model"]!;
+  if (!existsSync(model)) throw UsageError.bad("<model>", "an existing ONNX file or pipeline module", model);
+  if (!statSync(model).isFile()) throw UsageError.bad("<model>", "a file (not a directory)", model);
   const key = calibrationKey();
   let cal = args.flags.calibrate ? null : loadCalibration(key);
   if (!cal) {
@@ -38,6 +48,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     cal = await calibrate(key, io);
     io.err(`memlane estimate: calibration cached in ${shown(saveCalibration(cal))}`);
   }
+  if (PIPELINE_FILE.test(model)) return estimatePipelineCommand(model, cal, args.flags, io);
   const terms = await modelTerms(model);
   const run = { maxBatch: Math.max(...(args.flags.batch as number[])), evalSamples: args.flags["eval-samples"] as number };
   const estimates = (args.flags.runtimes as string[]).map((r) => estimateRuntime(cal!, r, features(r, terms, run)));
@@ -58,7 +69,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   }
   io.out("");
   io.out(`naive formula (seeds/003: parameters x 4 B + one batch of inputs x 4 B): ${num(naive)} MiB for any runtime`);
-  if (device === "cuda") io.out("device memory: unavailable (no GPU calibration exists on this machine; the CUDA context, cuBLAS workspace and arena terms need one)");
+  io.out(deviceLine(device));
   io.out(`calibrated ${cal.createdAt} on ${cal.key.cpu}, kernel ${cal.key.kernel}`);
   return 0;
 }

@@ -6,10 +6,27 @@ const r2 = (v: number) => Number(v.toFixed(2));
 
 export function estimateCharts(report: Report): ChartSpec[] {
   const e = report.estimates;
-  if (!e || e.status !== "ok" || e.runtimes.length === 0) return [];
+  if (!e || e.status !== "ok") return [];
+  const charts: ChartSpec[] = [];
+  const t = e.training;
+  if (t) charts.push({
+    id: "estimate-vs-measured-training",
+    section: "estimate",
+    type: "bar",
+    title: `Training peak RSS (${t.stage}, ${t.arch}): estimate (before the run) vs measured, and the naive formula`,
+    labels: [t.stage],
+    series: [
+      { name: "estimated peak RSS", data: [r2(t.estimateMiB)] },
+      { name: "measured peak RSS", data: [r2(t.measuredMiB)] },
+      { name: "naive formula (seeds/003)", data: [r2(t.naiveMiB)] },
+    ],
+    xTitle: "stage",
+    yTitle: "MiB",
+  });
+  if (e.runtimes.length === 0) return charts;
   const steady = e.runtimes.map((r) => r.phases.at(-1));
   const peak = (i: number, side: "estimateMiB" | "measuredMiB") => r2(Math.max(...e.runtimes[i]!.phases.map((p) => p.peak[side])));
-  return [{
+  return [...charts, {
     id: "estimate-vs-measured",
     section: "estimate",
     type: "bar",

@@ -1,0 +1,156 @@
+/**
+ * `memlane estimate pipeline.ts`: every stage's predicted memory from the pipeline's
+ * definition alone (the builder's stage graph; no stage runs). Train stages and python-torch
+ * benchmarks get the PyTorch estimate (torch-estimate.ts); the ONNX runtimes the calibrated
+ * one, from the graph of the model the export stage would write: a zoo export with random
+ * weights has the trained model's graph and sizes, so the estimate exports one into a temp
+ * directory (an existing `onnx` file is read as is). Stages nothing predicts (export itself,
+ * checkpoint loads, python stages) are listed as not estimated, never as 0.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Pipeline } from "../pipeline/builder.ts";
+import type { StageDef } from "../pipeline/stages.ts";
+import { Supervisor } from "../workers/index.ts";
+import { workerSpecs } from "../workers/specs.ts";
+import type { Calibration } from "./calibration.ts";
+import { features, modelTerms, type ModelTerms } from "./model-terms.ts";
+import { estimateRuntime } from "./predict.ts";
+import { describeTrain, evalSamplesOf, inferEstimate, optimizerOf, TRAIN_BATCH_DEFAULT, trainEstimate } from "./torch-estimate.ts";
+import type { TorchCalibration } from "./torch-calibration.ts";
+import { inferTerms, type TorchTerms, trainTerms } from "./torch-terms.ts";
+import { concurrentPeak, type ConcurrentPeak } from "./concurrent-peak.ts";
+
+export interface StagePhaseEstimate {
+  phase: string;
+  rss: number;
+  peak: number;
+}
+
+export interface StageEstimate {
+  stage: string;
+  kind: string;
+  runtime: string | null;
+  /** The model the figures are for (arch, or the ONNX file). */
+  model: string | null;
+  after: string[];
+  exclusive: boolean;
+  /** null: not estimated (`why` says why). */
+  peakMiB: number | null;
+  phases: StagePhaseEstimate[];
+  parts: string;
+  why: string | null;
+  /** seeds/003's formula for the same model and batch, where one applies. */
+  naiveMiB: number | null;
+}
+
+export interface PipelineEstimate {
+  pipeline: string;
+  stages: StageEstimate[];
+  concurrent: ConcurrentPeak;
+}
+
+interface Ctx {
+  onnx: Calibration;
+  torch: TorchCalibration;
+  dir: string;
+  /** export stage → its ONNX file, arch and eval samples. */
+  models: Map<string, { onnx: string; arch: string | null; evalSamples: number }>;
+  torchTerms: Map<string, TorchTerms>;
+  onnxTerms: Map<string, ModelTerms>;
+}
+
+const lastOf = (stages: readonly StageDef[], kind: string, before: number) => [...stages.slice(0, before)].reverse().find((s) => s.kind === kind);
+
+async function cachedTerms(c: Ctx, key: string, make: () => Promise<TorchTerms>): Promise<TorchTerms> {
+  if (!c.torchTerms.has(key)) c.torchTerms.set(key, await make());
+  return c.torchTerms.get(key)!;
+}
+
+/** Writes each export stage's model (a zoo export with random weights where none exists yet). */
+async function exportModels(stages: readonly StageDef[], c: Ctx): Promise<void> {
+  const toExport: Array<{ stage: string; arch: string; evalSamples: number }> = [];
+  stages.forEach((s, i) => {
+    if (s.kind !== "export") return;
+    if (s.opts.onnx) c.models.set(s.name, { onnx: s.opts.onnx, arch: null, evalSamples: s.opts.evalSamples ?? 256 });
+    else if (s.opts.zoo) toExport.push({ stage: s.name, arch: s.opts.zoo, evalSamples: s.opts.evalSamples ?? 256 });
+    else {
+      const train = s.opts.from ? stages.find((x) => x.name === s.opts.from) : lastOf(stages, "train", i);
+      if (train?.kind === "train") toExport.push({ stage: s.name, arch: train.opts.arch, evalSamples: evalSamplesOf(train.opts.arch) });
+    }
+  });
+  if (toExport.length === 0) return;
+  const sup = await Supervisor.start();
+  try {
+    const w = await sup.spawn(workerSpecs.python({ name: "estimate-export" }));
+    try {
+      for (const e of toExport) {
+        const onnx = join(c.dir, `${e.stage.replace(/[^A-Za-z0-9._-]/g, "_")}.onnx`);
+        await w.run("zoo.export", { arch: e.arch, out: onnx, seed: 0 }, { timeoutMs: 300_000 });
+        c.models.set(e.stage, { onnx, arch: e.arch, evalSamples: e.evalSamples });
+      }
+    } finally {
+      await w.stop();
+    }
+  } finally {
+    await sup.close();
+  }
+}
+
+const notEstimated = (s: StageDef, why: string): StageEstimate => ({
+  stage: s.name, kind: s.kind, runtime: s.kind === "benchmark" ? s.runtime : null, model: null, after: s.after, exclusive: s.exclusive,
+  peakMiB: null, phases: [], parts: "", why, naiveMiB: null,
+});
+
+async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number, c: Ctx): Promise<StageEstimate> {
+  const s = stages[i]!;
+  const base = { stage: s.name, kind: s.kind, after: s.after, exclusive: s.exclusive };
+  if (s.kind === "train") {
+    const arch = s.opts.arch;
+    const shape = { batchSize: s.opts.batchSize ?? TRAIN_BATCH_DEFAULT, evalSamples: evalSamplesOf(arch), optimizer: optimizerOf(arch) };
+    const threads = s.opts.threads ?? p.options.threads;
+    const t = await cachedTerms(c, `train ${arch} ${JSON.stringify(shape)} ${threads}`, () => trainTerms(arch, shape, threads));
+    const e = trainEstimate(c.torch, t, shape);
+    return { ...base, runtime: "python-torch", model: arch, peakMiB: e.peakMiB, phases: [{ phase: "epoch-N", rss: e.peakMiB, peak: e.peakMiB }], parts: describeTrain(e), why: null, naiveMiB: e.naiveMiB };
+  }
+  if (s.kind !== "benchmark") return notEstimated(s, s.kind === "export" ? "an export worker (torch.onnx): not estimated" : `a ${s.kind} stage: not estimated`);
+  const maxBatch = Math.max(...(s.opts.batchSizes ?? p.options.batchSizes));
+  const from = s.opts.from ? stages.find((x) => x.name === s.opts.from) : lastOf(stages, s.runtime === "python-torch" ? "train" : "export", i) ?? lastOf(stages, "export", i);
+  if (s.runtime === "python-torch") {
+    const arch = from?.kind === "train" ? from.opts.arch : from?.kind === "export" ? (from.opts.zoo ?? null) : null;
+    if (!arch) return notEstimated(s, "python-torch runs a zoo module; this benchmark's model is an ONNX file");
+    const batchSizes = s.opts.batchSizes ?? p.options.batchSizes;
+    const threads = s.opts.threads ?? p.options.threads;
+    const t = await cachedTerms(c, `infer ${arch} ${batchSizes.join(",")} ${threads}`, () => inferTerms(arch, batchSizes, threads));
+    const phases = inferEstimate(c.torch, t, { maxBatch, evalSamples: from?.kind === "train" ? evalSamplesOf(arch) : ((from?.kind === "export" && from.opts.evalSamples) || 256) });
+    return { ...base, runtime: s.runtime, model: arch, peakMiB: Math.max(...phases.map((x) => x.peak)), phases, parts: "calibrated fixed cost per phase + weights + eval set + activations", why: null, naiveMiB: null };
+  }
+  const model = from ? c.models.get(from.name) : undefined;
+  if (!model) return notEstimated(s, "no export stage gives this benchmark its model");
+  if (!c.onnxTerms.has(model.onnx)) c.onnxTerms.set(model.onnx, await modelTerms(model.onnx));
+  const terms = c.onnxTerms.get(model.onnx)!;
+  const e = estimateRuntime(c.onnx, s.runtime, features(s.runtime, terms, { maxBatch, evalSamples: model.evalSamples }));
+  if (!e) return notEstimated(s, `the calibration has no ${s.runtime} model`);
+  return {
+    ...base, runtime: s.runtime, model: model.arch ?? model.onnx, peakMiB: Math.max(...e.phases.map((x) => x.peak)),
+    phases: e.phases.map((x) => ({ phase: x.phase, rss: x.rss, peak: x.peak })),
+    parts: `weights ${e.features.weightMiB.toFixed(1)} MiB, activations ${e.features.activationMiB.toFixed(1)} MiB, eval set ${e.features.evalMiB.toFixed(1)} MiB`,
+    why: terms.compileError ? `activations unknown: ${terms.compileError}` : null,
+    naiveMiB: (terms.params * 4) / 2 ** 20 + (terms.ioPerSampleMiB ?? 0) * maxBatch,
+  };
+}
+
+export async function estimatePipeline(p: Pipeline, onnx: Calibration, torch: TorchCalibration, memoryBudgetMiB: number): Promise<PipelineEstimate> {
+  const stages = p.stages;
+  const dir = mkdtempSync(join(tmpdir(), "memlane-estimate-pipeline-"));
+  const c: Ctx = { onnx, torch, dir, models: new Map(), torchTerms: new Map(), onnxTerms: new Map() };
+  try {
+    await exportModels(stages, c);
+    const out: StageEstimate[] = [];
+    for (let i = 0; i < stages.length; i++) out.push(await estimateStage(p, stages, i, c));
+    return { pipeline: p.name, stages: out, concurrent: concurrentPeak(out, p.options.concurrency, memoryBudgetMiB) };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,92 @@
+/**
+ * The model terms of a PyTorch estimate (training and python-torch inference): parameters,
+ * and the activation bytes a probe forward/backward holds at two small batches, extrapolated
+ * to the run's batch (python/memlane_worker/tasks/estimate_torch.py). torch runs a module,
+ * not an ONNX file, so these come from a short-lived Python worker rather than the graph.
+ */
+import { Supervisor } from "../workers/index.ts";
+import { workerSpecs } from "../workers/specs.ts";
+import type { Optimizer } from "./torch-estimate.ts";
+
+const MIB = 2 ** 20;
+
+export type DataSource = "none" | "digits" | "tinygpt";
+
+export interface TorchTerms {
+  arch: string;
+  params: number;
+  /** Parameter bytes (float32 here), MiB. */
+  paramMiB: number;
+  bufferMiB: number;
+  probeBatches: [number, number];
+  /** Peak bytes held by tensors created in a training forward / backward / an inference forward, at each probe batch. */
+  probes: { trainForward: [number, number]; trainBackward: [number, number]; inference: [number, number] };
+  /** Elements of one sample's input, and their size in bytes (4 float32, 8 int64 ids). */
+  inputElements: number;
+  inputBytesPerElement: number;
+  /** RSS the training data costs once loaded as `train` loads it (its loader's libraries included), MiB. */
+  dataMiB: number;
+  /** The measured RSS growth of the probe's short run at the real sizes (allocator included), MiB; null when none was asked. */
+  runMiB: number | null;
+  /** `infer` runs: the growth after the first batch size's forwards alone (python-torch's first-inference); null otherwise. */
+  runFirstMiB: number | null;
+}
+
+/** A short run the probe measures: training steps and an eval forward, or inference forwards. */
+export type ProbeRun =
+  | { mode: "train"; batchSize: number; evalSamples: number; optimizer: Optimizer; threads: number; steps?: number }
+  | { mode: "infer"; batchSizes: readonly number[]; threads: number };
+
+/** The data a trainable arch is fitted on (python/memlane_worker/tasks/train.py). */
+export const dataSourceOf = (arch: string): DataSource => (arch === "tiny-gpt" ? "tinygpt" : "digits");
+
+/**
+ * The probe's bytes at `batch`, MiB: a straight line through the two probe batches (every
+ * activation of these models scales with the batch; the fixed part is what does not: the
+ * outputs of ops on parameters alone). Never below the larger probe's figure scaled down.
+ */
+export function atBatch(pair: readonly [number, number], batches: readonly [number, number], batch: number): number {
+  const [b1, b2] = batches;
+  const [v1, v2] = pair;
+  const perSample = Math.max(0, (v2 - v1) / (b2 - b1));
+  return Math.max(0, v1 + perSample * (batch - b1)) / MIB;
+}
+
+interface RawTerms {
+  arch: string; params: number; paramBytes: number; bufferBytes: number; probeBatches: [number, number];
+  probes: TorchTerms["probes"]; dataMiB: number; runMiB: number | null; runFirstMiB: number | null; inputElements: number; inputBytesPerElement: number;
+}
+
+/**
+ * Runs the probe in a fresh Python worker (it imports torch: a few seconds), with the OpenMP
+ * pool of the run it stands for: per-thread allocations are part of what the short run measures.
+ */
+export async function torchTerms(arch: string, data: DataSource = "none", run?: ProbeRun): Promise<TorchTerms> {
+  const sup = await Supervisor.start();
+  const threads = String(run?.threads ?? 1);
+  try {
+    const w = await sup.spawn(workerSpecs.python({ name: "estimate-probe", env: { OMP_NUM_THREADS: threads, MKL_NUM_THREADS: threads } }));
+    try {
+      const { mode, ...shape } = run ?? { mode: "none" };
+      const args = { arch, data, threads: Number(threads), run: mode, ...shape };
+      const r = (await w.run("estimate.torch", args, { timeoutMs: 300_000 })).value as unknown as RawTerms;
+      return {
+        arch: r.arch, params: r.params, paramMiB: r.paramBytes / MIB, bufferMiB: r.bufferBytes / MIB,
+        probeBatches: r.probeBatches, probes: r.probes, dataMiB: r.dataMiB, runMiB: r.runMiB, runFirstMiB: r.runFirstMiB,
+        inputElements: r.inputElements, inputBytesPerElement: r.inputBytesPerElement,
+      };
+    } finally {
+      await w.stop();
+    }
+  } finally {
+    await sup.close();
+  }
+}
+
+/** The terms of a train stage: its data, and a short run of its steps and eval forward. */
+export const trainTerms = (arch: string, s: { batchSize: number; evalSamples: number; optimizer: Optimizer }, threads: number) =>
+  torchTerms(arch, dataSourceOf(arch), { mode: "train", ...s, threads });
+
+/** The terms of a python-torch benchmark: forwards at its batch sizes, no data set loaded. */
+export const inferTerms = (arch: string, batchSizes: readonly number[], threads: number) =>
+  torchTerms(arch, "none", { mode: "infer", batchSizes, threads });

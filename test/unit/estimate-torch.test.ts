@@ -1,0 +1,95 @@
+// The PyTorch estimate's terms without workers: the batch extrapolation, the train peak's
+// parts (optimizer states per optimizer, the moment with the most held, the measured run
+// replacing the physics floor), python-torch's phases, and the concurrent peak under the
+// scheduler's rules (exclusive alone, no stage beside its ancestors, -j, the budget).
+import { describe, expect, it } from "vitest";
+import { concurrentPeak } from "../../src/estimate/concurrent-peak.ts";
+import { inferEstimate, OPTIMIZER_STATES, type TorchFixed, trainEstimate } from "../../src/estimate/torch-estimate.ts";
+import { atBatch, type TorchTerms } from "../../src/estimate/torch-terms.ts";
+
+const MIB = 2 ** 20;
+const terms = (over: Partial<TorchTerms> = {}): TorchTerms => ({
+  arch: "t", params: 1_000_000, paramMiB: 4_000_000 / MIB, bufferMiB: 0, probeBatches: [2, 8],
+  // forward: 1 MiB fixed + 1 MiB a sample; backward: 2 + 1.5 a sample; inference: 0.25 a sample
+  probes: { trainForward: [3 * MIB, 9 * MIB], trainBackward: [5 * MIB, 14 * MIB], inference: [0.5 * MIB, 2 * MIB] },
+  dataMiB: 10, runMiB: null, runFirstMiB: null, inputElements: 64, inputBytesPerElement: 4, ...over,
+});
+const fixed: TorchFixed = {
+  trainFixedMiB: 300,
+  inferFixedMiB: { import: { rss: 200, uss: 150, pss: 170, peak: 200 }, "model-load": { rss: 201, uss: 151, pss: 171, peak: 202 }, "steady-inference": { rss: 205, uss: 155, pss: 175, peak: 206 } },
+};
+
+describe("atBatch", () => {
+  it("extrapolates the two probe batches along a line, in MiB", () => {
+    expect(atBatch([3 * MIB, 9 * MIB], [2, 8], 32)).toBeCloseTo(33, 6);
+    expect(atBatch([3 * MIB, 9 * MIB], [2, 8], 2)).toBeCloseTo(3, 6);
+  });
+  it("never takes a negative slope or figure (a probe that shrank is noise, not a model)", () => {
+    expect(atBatch([9 * MIB, 3 * MIB], [2, 8], 100)).toBeCloseTo(9, 6);
+  });
+});
+
+describe("trainEstimate", () => {
+  const P = 4_000_000 / MIB;
+  it("adds parameters, gradients and two Adam states, and the moment with the most held", () => {
+    const e = trainEstimate(fixed, terms(), { batchSize: 32, evalSamples: 10, optimizer: "adam" });
+    // forward at 32: 33 MiB + G; backward: 50 MiB (gradients included); eval at 10: 2.5 + G
+    expect(e.parts.activationsAt).toBe("backward");
+    expect(e.parts.optimizerMiB).toBeCloseTo(2 * P, 9);
+    expect(e.parts.activationsMiB).toBeCloseTo(50 - P, 6);
+    expect(e.peakMiB).toBeCloseTo(300 + 10 + P + P + 2 * P + (50 - P), 6);
+    expect(e.parts.allocatorMiB).toBeNull();
+  });
+  it("counts one state for SGD with momentum and none for plain SGD", () => {
+    expect(OPTIMIZER_STATES).toMatchObject({ adam: 2, adamw: 2, "sgd-momentum": 1, sgd: 0 });
+    const adam = trainEstimate(fixed, terms(), { batchSize: 32, evalSamples: 10, optimizer: "adam" }).peakMiB;
+    const sgd = trainEstimate(fixed, terms(), { batchSize: 32, evalSamples: 10, optimizer: "sgd" }).peakMiB;
+    expect(adam - sgd).toBeCloseTo(2 * P, 9);
+  });
+  it("takes the eval forward when a large held-out set holds more than a step", () => {
+    const e = trainEstimate(fixed, terms(), { batchSize: 2, evalSamples: 1000, optimizer: "adam" });
+    expect(e.parts.activationsAt).toBe("eval forward");
+    expect(e.parts.activationsMiB).toBeCloseTo(0.25 * 1000, 6);
+  });
+  it("uses the measured short run where there is one, and names the allocator's share", () => {
+    const e = trainEstimate(fixed, terms({ runMiB: 120 }), { batchSize: 32, evalSamples: 10, optimizer: "adam" });
+    expect(e.peakMiB).toBeCloseTo(300 + 10 + 120, 6);
+    expect(e.parts.allocatorMiB).toBeCloseTo(120 - (P + P + 2 * P + (50 - P)), 6);
+  });
+  it("gives seeds/003's naive figure: parameters x 4 B + a batch of inputs x 4 B", () => {
+    expect(trainEstimate(fixed, terms(), { batchSize: 32, evalSamples: 10, optimizer: "adam" }).naiveMiB).toBeCloseTo((4e6 + 64 * 4 * 32) / MIB, 9);
+  });
+});
+
+describe("inferEstimate", () => {
+  it("holds nothing of the model at import, weights and eval set from model-load (twice the weights at its peak), the run after", () => {
+    const t = terms({ runMiB: 20 });
+    const rows = Object.fromEntries(inferEstimate(fixed, t, { maxBatch: 64, evalSamples: 100 }).map((r) => [r.phase, r]));
+    const evalSet = (64 * 4 * 100) / MIB;
+    expect(rows["import"]!.rss).toBe(200);
+    expect(rows["model-load"]!.rss).toBeCloseTo(201 + t.paramMiB + evalSet, 9);
+    expect(rows["model-load"]!.peak).toBeCloseTo(202 + 2 * t.paramMiB + evalSet, 9);
+    expect(rows["steady-inference"]!.uss).toBeCloseTo(155 + 20 + evalSet, 9);
+  });
+});
+
+describe("concurrentPeak", () => {
+  const st = (stage: string, peakMiB: number | null, after: string[] = [], exclusive = false) => ({ stage, peakMiB, after, exclusive });
+  it("adds independent shared stages up to -j, never a stage beside its ancestor", () => {
+    const stages = [st("train", 400), st("export", null, ["train"]), st("a", 100, ["export"]), st("b", 150, ["export"]), st("c", 120, ["export"])];
+    expect(concurrentPeak(stages, 2, 1e9)).toMatchObject({ peakMiB: 400, stages: ["train"] });
+    expect(concurrentPeak(stages, 3, 1e9).peakMiB).toBe(400);
+    const wide = [st("a", 100), st("b", 150), st("c", 120)];
+    expect(concurrentPeak(wide, 2, 1e9)).toMatchObject({ peakMiB: 270, stages: ["b", "c"] });
+    expect(concurrentPeak(wide, 3, 1e9).peakMiB).toBe(370);
+  });
+  it("runs exclusive stages alone and holds back a set over the budget", () => {
+    const stages = [st("a", 100, [], true), st("b", 150), st("c", 120)];
+    expect(concurrentPeak(stages, 3, 1e9)).toMatchObject({ peakMiB: 270, stages: ["b", "c"] });
+    expect(concurrentPeak(stages, 3, 200)).toMatchObject({ peakMiB: 150, stages: ["b"] });
+  });
+  it("names the unestimated stages that may run beside the worst set", () => {
+    const stages = [st("a", 100), st("py", null), st("b", 50, ["a"])];
+    expect(concurrentPeak(stages, 2, 1e9)).toMatchObject({ peakMiB: 100, stages: ["a"], unestimatedBeside: ["py"] });
+  });
+});
