@@ -106,6 +106,10 @@ const notEstimated = (s: StageDef, why: string): StageEstimate => ({
 async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number, c: Ctx): Promise<StageEstimate> {
   const s = stages[i]!;
   const base = { stage: s.name, kind: s.kind, after: s.after, exclusive: s.exclusive };
+  if (s.kind === "train" && s.opts.distributed) {
+    const { nproc, strategy } = s.opts.distributed;
+    return notEstimated(s, `a distributed train stage (${nproc} ranks, ${strategy}): not estimated; each rank pays a whole torch process, and the sharded bytes are measured per rank (docs/distributed.md)`);
+  }
   if (s.kind === "train") {
     const arch = s.opts.arch;
     const shape = { batchSize: s.opts.batchSize ?? TRAIN_BATCH_DEFAULT, evalSamples: evalSamplesOf(arch), optimizer: optimizerOf(arch) };

@@ -26,6 +26,8 @@ export function estimateRuntime(c: Calibration, runtime: string, f: Features): R
     const fits = m.fits[phase]!;
     const row = { phase } as PhaseEstimate;
     for (const k of Object.keys(COUNTERS) as Counter[]) row[k] = Math.max(0, predict(fits[k], f));
+    // Separate fits can put a phase's peak a hair under its end RSS; a peak never is.
+    row.peak = Math.max(row.peak, row.rss);
     return row;
   });
   return { runtime, features: f, phases };

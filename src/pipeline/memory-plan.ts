@@ -59,9 +59,10 @@ export async function reportEstimates(report: Report, stages: readonly StageDef[
   return out;
 }
 
-/** The run's train stage (the first) and python-torch benchmark, as the PyTorch estimate needs them. */
+/** The run's first single-process train stage and python-torch benchmark, as the PyTorch estimate needs them. */
 function torchFacts(stages: readonly StageDef[], s: RunSession): TorchRunFacts {
-  const train = stages.find((d) => d.kind === "train");
+  // report.training is a single-process train stage's; distributed ranks are not estimated.
+  const train = stages.find((d) => d.kind === "train" && !d.opts.distributed);
   const bench = stages.find((d) => d.kind === "benchmark" && d.runtime === "python-torch");
   let infer: TorchRunFacts["infer"] = null;
   if (bench?.kind === "benchmark" && s.heldout) {
