@@ -73,6 +73,18 @@ static void test_conv() {
       {"direct stride 2, odd padded width", 2, 3, 31, 32, 9, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 1, true, true},
       {"direct stride 2 dilated, right pad only", 1, 4, 20, 34, 8, 3, 3, 2, 2, 0, 0, 2, 1, 2, 2, 1, false, false},
       {"direct stride 2 pairs, odd padded width", 2, 5, 16, 16, 12, 3, 3, 2, 2, 1, 0, 0, 1, 1, 1, 1, true, true},
+      // direct kernel with a masked last vector a row (OW not a multiple of 16)
+      {"direct tail 21-wide", 2, 5, 13, 21, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"direct tail stride 2, 29-wide", 2, 6, 30, 58, 9, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true, false},
+      {"direct tail 5x5 14-wide, dilated rows", 1, 3, 18, 14, 4, 5, 5, 1, 1, 2, 2, 2, 2, 2, 1, 1, false, true},
+      {"direct tail 56-wide, 7x7 stride 2", 1, 3, 61, 111, 8, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, true, true},
+      // depthwise kernel (conv_depthwise.cc): row tails, column phases, taps past the input
+      {"depthwise 3x3 odd 37x23, bias", 3, 5, 37, 23, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 5, true, false},
+      {"depthwise 5x5 stride 2 odd, relu", 2, 7, 19, 33, 7, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 7, true, true},
+      {"depthwise 3x3 stride (2,3) dilated asym", 2, 3, 21, 40, 3, 3, 3, 2, 3, 0, 2, 3, 1, 2, 2, 3, false, false},
+      {"depthwise 7x5 no pads, 1-wide output", 1, 4, 9, 5, 4, 7, 5, 1, 1, 0, 0, 0, 0, 1, 1, 4, true, true},
+      {"depthwise channel multiplier 2 (grouped path)", 2, 3, 8, 8, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, true, false},
+      {"depthwise 3x3 stride 2, 112 wide, many channels", 2, 24, 14, 112, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 24, true, true},
   };
   Rng rng;
   for (const auto& c : cases) {

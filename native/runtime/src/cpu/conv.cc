@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu/conv_depthwise.h"
 #include "cpu/conv_direct.h"
 #include "cpu/conv_winograd.h"
 #include "cpu/kernel.h"
@@ -71,8 +72,9 @@ void im2col(const ConvGeom& g, const float* x, float* col, int64_t ld) {
 }
 
 // y[m][p] = act(src[m][p] + b[m]) over Mg rows of P, src row stride lds.
+// act: a folded activation, applied to each row while it is in cache.
 inline void bias_act(float* y, const float* src, int64_t lds, const float* b, int64_t Mg, int64_t P,
-                     bool relu) {
+                     bool relu, const ConvAct& act = {}) {
   for (int64_t m = 0; m < Mg; ++m) {
     const float bm = b ? b[m] : 0.f;
     float* yr = y + m * P;
@@ -81,6 +83,7 @@ inline void bias_act(float* y, const float* src, int64_t lds, const float* b, in
       for (int64_t p = 0; p < P; ++p) { float v = sr[p] + bm; yr[p] = v > 0.f ? v : 0.f; }
     else
       for (int64_t p = 0; p < P; ++p) yr[p] = sr[p] + bm;
+    conv_activate(yr, P, act);
   }
 }
 
@@ -93,6 +96,7 @@ class ConvKernel final : public Kernel {
   const float* w = nullptr;
   const float* b = nullptr;
   bool relu = false;
+  ConvAct act;             // a folded activation other than Relu (applied after the product)
   bool pointwise = false;  // 1x1, stride 1, no pad, group 1: no im2col
   // Stride-1 convs compute on the padded-width grid: the input is copied once into a
   // zero-bordered plane (Hp x Wp) and every im2col row is then ONE contiguous copy of
@@ -259,10 +263,18 @@ class ConvKernel final : public Kernel {
         float* yn = Y + n * out_sz;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(g.M), int(P), int(g.C), 1.f, w,
                     int(g.C), X + n * in_sz, int(P), 0.f, yn, int(P));
-        if (b || relu) bias_act(yn, yn, P, b, g.M, P, relu);
+        if (b || relu || act.kind != ConvAct::kNone) bias_act(yn, yn, P, b, g.M, P, relu, act);
       }
       return;
     }
+    run_product(c);
+    if (act.kind != ConvAct::kNone) conv_activate(Y, c.batch * out_sz, act);
+  }
+
+  void run_product(const RunCtx& c) const {
+    const float* X = x.at(c);
+    float* Y = y.at(c);
+    const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), P = g.P();
     if (winograd) return run_winograd(c);
     if (direct) return run_direct(c);
     if (padded) return run_padded(c);
@@ -332,6 +344,23 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
     k->b = B.data;
   }
   k->relu = a.activation == Activation::kRelu;
+  // A folded Relu / Clip / HardSwish / SiLU (the backend's activation_epilogue): every path
+  // takes it; Relu joins the paths' own relu, the others run after the product (conv_act.h).
+  const bool fuse = std::getenv("MEMLANE_NO_FUSION") == nullptr;
+  if (const ConvEpilogue* e = bc.epilogue; e && e->residual < 0 && fuse && a.activation == Activation::kNone) {
+    k->y = bc.ref(e->output);
+    if (e->act.kind == ConvAct::kRelu) k->relu = true;
+    else k->act = e->act;
+    e->taken = true;
+  }
+  // Depthwise (one filter a channel): its own kernel (conv_depthwise.h). MEMLANE_CONV_NO_DEPTHWISE=1
+  // keeps it on the grouped im2col path (ctest runs the ops both ways).
+  if (g.group == g.C && g.M == g.C && g.C > 1 && std::getenv("MEMLANE_CONV_NO_DEPTHWISE") == nullptr) {
+    const DwGeom dg{g.H, g.W, g.OH, g.OW, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw};
+    ConvAct act = k->act;
+    if (k->relu) act.kind = ConvAct::kRelu;
+    return make_depthwise_kernel(dg, g.C, k->x, k->y, k->w, k->b, act, bc.threads);
+  }
   k->pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.group == 1 && a.pads[0] == 0 &&
                  a.pads[1] == 0 && a.pads[2] == 0 && a.pads[3] == 0;
   // MEMLANE_CONV_NO_PADDED=1 forces the bounds-checked im2col (ctest runs the ops both ways).
@@ -355,8 +384,8 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   // checked that the conv's and the Add's outputs have no other reader and that `output`
   // neither overlaps X nor partly overlaps the residual (an identical region is fine: each
   // element is read before it is written).
-  if (const ConvEpilogue* e = bc.epilogue; e && (k->direct || k->winograd) && !k->relu && a.activation == Activation::kNone &&
-                                           std::getenv("MEMLANE_NO_FUSION") == nullptr) {
+  if (const ConvEpilogue* e = bc.epilogue; e && e->residual >= 0 && (k->direct || k->winograd) && !k->relu &&
+                                           a.activation == Activation::kNone && fuse) {
     const TensorInfo& R = bc.info(e->residual);
     if (!R.is_weight() && R.shape == Y.shape) {
       k->res = bc.ref(e->residual);
