@@ -78,6 +78,10 @@ static void test_conv() {
       {"direct tail stride 2, 29-wide", 2, 6, 30, 58, 9, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true, false},
       {"direct tail 5x5 14-wide, dilated rows", 1, 3, 18, 14, 4, 5, 5, 1, 1, 2, 2, 2, 2, 2, 1, 1, false, true},
       {"direct tail 56-wide, 7x7 stride 2", 1, 3, 61, 111, 8, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, true, true},
+      // flattened padded grid (conv_flat.cc): small stride-1 maps
+      {"flat 7x7 maps, 20 channels, two samples", 2, 16, 7, 7, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"flat 13x11 5x3 dilated asym pads", 1, 5, 13, 11, 9, 5, 3, 1, 1, 2, 1, 3, 0, 1, 2, 1, false, false},
+      {"flat 3x3 1-wide rows, no pads", 3, 4, 6, 3, 5, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, false},
       // depthwise kernel (conv_depthwise.cc): row tails, column phases, taps past the input
       {"depthwise 3x3 odd 37x23, bias", 3, 5, 37, 23, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 5, true, false},
       {"depthwise 5x5 stride 2 odd, relu", 2, 7, 19, 33, 7, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 7, true, true},

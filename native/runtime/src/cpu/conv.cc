@@ -10,6 +10,7 @@
 
 #include "cpu/conv_depthwise.h"
 #include "cpu/conv_direct.h"
+#include "cpu/conv_flat.h"
 #include "cpu/conv_winograd.h"
 #include "cpu/kernel.h"
 
@@ -106,6 +107,7 @@ class ConvKernel final : public Kernel {
   bool padded = false;
   bool direct = false;  // padded and conv_direct_supported: no im2col at all (conv_direct.h)
   bool winograd = false;  // 3x3 stride 1 with conv_winograd_supported (conv_winograd.h)
+  bool flat = false;      // padded, small maps without direct: the flattened grid (conv_flat.h)
   std::vector<float> U;   // winograd: transformed weights [16][M][C]
   int threads = 1;        // winograd: scratch slices, one a thread
   int64_t Hp = 0, Wp = 0, pb = 0, pr = 0;
@@ -139,6 +141,31 @@ class ConvKernel final : public Kernel {
         const int64_t m0 = b0 * 8, m1 = std::min(g.M, b1 * 8);
         conv_direct(c.workspace, g.C, Hp, Wp, w + m0 * K, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, b ? b + m0 : nullptr,
                     yn + m0 * g.P(), m1 - m0, g.OH, g.OW, relu, R ? R + n * out_sz + m0 * g.P() : nullptr);
+      });
+    }
+  }
+
+  // Flattened padded grid: the padded input once a sample, then slices of the output channels
+  // (blocks of 8), one a thread, each with its own grid scratch.
+  void run_flat(const RunCtx& c) const {
+    const float* X = x.at(c);
+    float* Y = y.at(c);
+    const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), K = g.K();
+    const float* R = has_res ? res.at(c) : nullptr;
+    const int64_t padFloats = (conv_direct_floats(g.C, Hp, Wp, 1, g.kw, g.dw) + 15) / 16 * 16;
+    const int64_t scratch = conv_flat_scratch(g.OH, Wp), blocks = (g.M + 7) / 8;
+    const int64_t slots = std::clamp<int64_t>(std::min<int64_t>(threads, c.pool->threads()), 1, blocks);
+    for (int64_t n = 0; n < c.batch; ++n) {
+      conv_direct_fill(X + n * in_sz, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, 1, g.kw, g.dw, c.workspace);
+      float* yn = Y + n * out_sz;
+      const float* rn = R ? R + n * out_sz : nullptr;
+      c.pool->parallel_for(slots, 1, [&](int64_t s0, int64_t s1) {
+        for (int64_t s = s0; s < s1; ++s) {
+          const int64_t m0 = std::min(g.M, blocks * s / slots * 8), m1 = std::min(g.M, blocks * (s + 1) / slots * 8);
+          if (m1 <= m0) continue;
+          conv_flat(c.workspace, g.C, Hp, Wp, w + m0 * K, g.kh, g.kw, g.dh, g.dw, b ? b + m0 : nullptr, yn + m0 * g.P(),
+                    m1 - m0, g.OH, g.OW, relu, rn ? rn + m0 * g.P() : nullptr, c.workspace + padFloats + s * scratch);
+        }
       });
     }
   }
@@ -248,6 +275,9 @@ class ConvKernel final : public Kernel {
       return uint64_t(conv_winograd_samples(g.OH, g.OW) * conv_direct_floats(g.C, Hp, Wp, 2, 3, 1) +
                       threads * conv_winograd_scratch(g.C, g.M));
     if (direct) return uint64_t(conv_direct_floats(g.C, Hp, Wp, g.sw, g.kw, g.dw));
+    if (flat)
+      return uint64_t((conv_direct_floats(g.C, Hp, Wp, 1, g.kw, g.dw) + 15) / 16 * 16 +
+                      threads * conv_flat_scratch(g.OH, Wp));
     if (padded) return padded_ws(g.group == 1 ? padded_chunk(maxBatch) : 1);
     int64_t s = chunk(maxBatch);
     if (g.group == 1 && s > 1) return uint64_t(g.K() + g.M) * g.P() * s;
@@ -277,6 +307,7 @@ class ConvKernel final : public Kernel {
     const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), P = g.P();
     if (winograd) return run_winograd(c);
     if (direct) return run_direct(c);
+    if (flat) return run_flat(c);
     if (padded) return run_padded(c);
     const int64_t K = g.K();
     const int64_t s = g.group == 1 ? chunk(c.batch) : 1;
@@ -376,6 +407,10 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   // MEMLANE_CONV_NO_WINOGRAD=1 keeps such convs on the direct kernel (ctest runs both).
   k->winograd = k->direct && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 &&
                 conv_winograd_supported(g.C, g.M, g.OH, g.OW) && std::getenv("MEMLANE_CONV_NO_WINOGRAD") == nullptr;
+  // MEMLANE_CONV_NO_FLAT=1 keeps small stride-1 maps on the padded-grid sgemm (ctest runs both).
+  k->flat = k->padded && !k->direct && g.group == 1 && g.kh * g.kw > 1 && g.kh * g.kw <= kConvFlatMaxTaps &&
+            conv_flat_available() && std::getenv("MEMLANE_CONV_NO_FLAT") == nullptr;
+  if (k->winograd || k->flat) k->threads = std::max(1, bc.threads);
   if (k->winograd) {
     k->U = conv_winograd_weights(k->w, g.M, g.C);
     k->threads = std::max(1, bc.threads);
@@ -384,7 +419,7 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   // checked that the conv's and the Add's outputs have no other reader and that `output`
   // neither overlaps X nor partly overlaps the residual (an identical region is fine: each
   // element is read before it is written).
-  if (const ConvEpilogue* e = bc.epilogue; e && e->residual >= 0 && (k->direct || k->winograd) && !k->relu &&
+  if (const ConvEpilogue* e = bc.epilogue; e && e->residual >= 0 && (k->direct || k->winograd || k->flat) && !k->relu &&
                                            a.activation == Activation::kNone && fuse) {
     const TensorInfo& R = bc.info(e->residual);
     if (!R.is_weight() && R.shape == Y.shape) {
