@@ -258,7 +258,53 @@ static RunResult pool1(const char* op, Attrs attrs, S out, const V& x, S in = {1
   return run_plan(pb, 1, {x});
 }
 
+// Max pooling on random maps against the one-pass definition: bounds-checked windows, the
+// first pass of max_separable's interior/edge split, ceil mode, dilation, asymmetric pads.
+static void test_maxpool_random() {
+  struct Case { const char* label; int64_t n, C, H, W, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw; bool ceil; };
+  const Case cases[] = {
+      {"maxpool 3x3/2 pad 1 (resnet stem)", 2, 3, 17, 23, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false},
+      {"maxpool 3x3/2 ceil (squeezenet)", 1, 4, 13, 13, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, true},
+      {"maxpool 3x2 s(1,3) dilated asym pads", 2, 2, 11, 19, 3, 2, 1, 3, 2, 1, 0, 1, 2, 1, false},
+      {"maxpool 5x5/1 pad 2, wide", 1, 2, 9, 40, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, false},
+  };
+  Rng rng;
+  for (const auto& c : cases) {
+    auto out = [&](int64_t in, int64_t k, int64_t st, int64_t p0, int64_t p1, int64_t d) {
+      const int64_t span = in + p0 + p1 - (d * (k - 1) + 1);
+      int64_t o = (c.ceil ? (span + st - 1) / st : span / st) + 1;
+      if (c.ceil && (o - 1) * st >= in + p0) --o;
+      return o;
+    };
+    const int64_t OH = out(c.H, c.kh, c.sh, c.pt, c.pb, c.dh), OW = out(c.W, c.kw, c.sw, c.pl, c.pr, c.dw);
+    V x = rng.vec(size_t(c.n * c.C * c.H * c.W)), ref(size_t(c.n * c.C * OH * OW));
+    for (int64_t p = 0; p < c.n * c.C; ++p)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          float m = -FLT_MAX;
+          for (int64_t i = 0; i < c.kh; ++i)
+            for (int64_t j = 0; j < c.kw; ++j) {
+              const int64_t ih = oh * c.sh - c.pt + i * c.dh, iw = ow * c.sw - c.pl + j * c.dw;
+              if (ih >= 0 && ih < c.H && iw >= 0 && iw < c.W) m = std::max(m, x[size_t((p * c.H + ih) * c.W + iw)]);
+            }
+          ref[size_t((p * OH + oh) * OW + ow)] = m;
+        }
+    PlanBuilder pb;
+    int xi = pb.input("x", {c.C, c.H, c.W});
+    int yi = pb.output("y", {c.C, OH, OW});
+    pb.op("MaxPool", {xi}, {yi},
+          {{"kernel", S{c.kh, c.kw}}, {"strides", S{c.sh, c.sw}}, {"pads", S{c.pt, c.pl, c.pb, c.pr}},
+           {"dilations", S{c.dh, c.dw}}, {"ceilMode", c.ceil}});
+    for (int threads : {1, 2}) {
+      RunResult r = run_plan(pb, c.n, {x}, threads);
+      CHECK_MSG(r.status == Status::kOk, std::string(c.label) + ": " + r.message);
+      if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 0.f, c.label);
+    }
+  }
+}
+
 static void test_pools() {
+  test_maxpool_random();
   const V x9 = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   // Hand-computed: 3x3 input, kernel 2, stride 2, ceil mode -> 2x2 with partial windows.
   RunResult r = pool1("MaxPool", {{"kernel", S{2, 2}}, {"strides", S{2, 2}}, {"ceilMode", true}}, {1, 2, 2}, x9);
