@@ -78,6 +78,9 @@ static void test_conv() {
       {"direct tail stride 2, 29-wide", 2, 6, 30, 58, 9, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true, false},
       {"direct tail 5x5 14-wide, dilated rows", 1, 3, 18, 14, 4, 5, 5, 1, 1, 2, 2, 2, 2, 2, 1, 1, false, true},
       {"direct tail 56-wide, 7x7 stride 2", 1, 3, 61, 111, 8, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, true, true},
+      // grouped convs on the direct kernel, group by group (channel blocks crossing groups)
+      {"direct grouped 4x(4->12), 20-wide", 2, 16, 9, 20, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4, true, true},
+      {"direct grouped stride 2, 16 channels a group", 1, 32, 28, 28, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2, true, false},
       // flattened padded grid (conv_flat.cc): small stride-1 maps
       {"flat 7x7 maps, 20 channels, two samples", 2, 16, 7, 7, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
       {"flat 13x11 5x3 dilated asym pads", 1, 5, 13, 11, 9, 5, 3, 1, 1, 2, 1, 3, 0, 1, 2, 1, false, false},

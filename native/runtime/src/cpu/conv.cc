@@ -129,18 +129,25 @@ class ConvKernel final : public Kernel {
   void run_direct(const RunCtx& c, int64_t from = 0) const {
     const float* X = x.at(c);
     float* Y = y.at(c);
-    const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), K = g.K();
-    // Intra-op threads split the output channels (blocks of 8) and share the padded input.
-    const int64_t blocks = (g.M + 7) / 8;
+    const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), K = g.K(), Cg = g.Cg(), Mg = g.Mg();
+    // Intra-op threads split the output channels (blocks of 8 within a group) and share the
+    // padded input; group gi reads its Cg channels' planes and writes its Mg outputs.
+    const int64_t per = (Mg + 7) / 8, blocks = g.group * per;
+    const int64_t chan = g.sw == 2 ? 2 * Hp * ((Wp + 1) / 2) : Hp * Wp;  // floats a padded channel
     const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(8 * K * g.P(), 1));
     const float* R = has_res ? res.at(c) : nullptr;
     for (int64_t n = from; n < c.batch; ++n) {
       conv_direct_fill(X + n * in_sz, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, g.sw, g.kw, g.dw, c.workspace);
       float* yn = Y + n * out_sz;
       c.pool->parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
-        const int64_t m0 = b0 * 8, m1 = std::min(g.M, b1 * 8);
-        conv_direct(c.workspace, g.C, Hp, Wp, w + m0 * K, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, b ? b + m0 : nullptr,
-                    yn + m0 * g.P(), m1 - m0, g.OH, g.OW, relu, R ? R + n * out_sz + m0 * g.P() : nullptr);
+        for (int64_t bi = b0; bi < b1;) {
+          const int64_t gi = bi / per, e = std::min(b1, (gi + 1) * per);  // blocks of this group in range
+          const int64_t m0 = gi * Mg + (bi - gi * per) * 8, m1 = gi * Mg + std::min(Mg, (e - gi * per) * 8);
+          conv_direct(c.workspace + gi * Cg * chan, Cg, Hp, Wp, w + m0 * K, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw,
+                      b ? b + m0 : nullptr, yn + m0 * g.P(), m1 - m0, g.OH, g.OW, relu,
+                      R ? R + n * out_sz + m0 * g.P() : nullptr);
+          bi = e;
+        }
       });
     }
   }
@@ -261,6 +268,19 @@ class ConvKernel final : public Kernel {
     }
   }
 
+  // Columns a pointwise product panel takes: its M x cols output about 256 KiB (L2-resident),
+  // at least 256 columns (OpenBLAS call and packing overhead). MEMLANE_CONV_PANEL overrides
+  // (a tuning aid; 0 = the whole map in one product).
+  int64_t pointwise_panel() const {
+    static const int64_t forced = [] {
+      const char* e = std::getenv("MEMLANE_CONV_PANEL");
+      return e ? std::atoll(e) : int64_t(-1);
+    }();
+    if (forced == 0) return g.P();
+    if (forced > 0) return forced;
+    return std::max<int64_t>(256, (65536 / std::max<int64_t>(g.M, 1)) / 64 * 64);
+  }
+
   // Samples per sgemm in the batched path.
   int64_t chunk(int64_t batch) const {
     const uint64_t per = uint64_t(g.K() + g.M) * g.P();
@@ -289,11 +309,19 @@ class ConvKernel final : public Kernel {
     float* Y = y.at(c);
     const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), P = g.P();
     if (pointwise) {
+      // Column panels of the product whose output (M x cols) fits in L2, each with its bias and
+      // activation applied while it is there, instead of one product then a pass over all of Y.
+      const int64_t cols = pointwise_panel();
+      const bool epi = b || relu || act.kind != ConvAct::kNone;
       for (int64_t n = 0; n < c.batch; ++n) {
         float* yn = Y + n * out_sz;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(g.M), int(P), int(g.C), 1.f, w,
-                    int(g.C), X + n * in_sz, int(P), 0.f, yn, int(P));
-        if (b || relu || act.kind != ConvAct::kNone) bias_act(yn, yn, P, b, g.M, P, relu, act);
+        for (int64_t p0 = 0; p0 < P; p0 += cols) {
+          const int64_t pc = std::min(cols, P - p0);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(g.M), int(pc), int(g.C), 1.f, w,
+                      int(g.C), X + n * in_sz + p0, int(P), 0.f, yn + p0, int(P));
+          if (epi)
+            for (int64_t m = 0; m < g.M; ++m) bias_act(yn + m * P + p0, yn + m * P + p0, P, b ? b + m : nullptr, 1, pc, relu, act);
+        }
       }
       return;
     }
@@ -402,10 +430,12 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   k->Wp = g.W + a.pads[1] + a.pads[3];
   // MEMLANE_CONV_NO_DIRECT=1 keeps the im2col paths (ctest runs the ops that way too).
   // (1x1 convs stay on sgemm: without taps to reuse, the direct kernel is broadcast-bound.)
-  k->direct = !k->pointwise && g.kh * g.kw > 1 && g.group == 1 && conv_direct_supported(g.OH, g.OW, g.sw) &&
+  // Grouped convs (RegNet, ResNeXt: 8-64 channels a group) run group by group on it too.
+  k->direct = !k->pointwise && g.kh * g.kw > 1 && (g.group == 1 || g.Cg() >= 4) &&
+              conv_direct_supported(g.OH, g.OW, g.sw) &&
               std::getenv("MEMLANE_CONV_NO_DIRECT") == nullptr;
   // MEMLANE_CONV_NO_WINOGRAD=1 keeps such convs on the direct kernel (ctest runs both).
-  k->winograd = k->direct && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 &&
+  k->winograd = k->direct && g.group == 1 && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 &&
                 conv_winograd_supported(g.C, g.M, g.OH, g.OW) && std::getenv("MEMLANE_CONV_NO_WINOGRAD") == nullptr;
   // MEMLANE_CONV_NO_FLAT=1 keeps small stride-1 maps on the padded-grid sgemm (ctest runs both).
   k->flat = k->padded && !k->direct && g.group == 1 && g.kh * g.kw > 1 && g.kh * g.kw <= kConvFlatMaxTaps &&
