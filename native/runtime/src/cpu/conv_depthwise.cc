@@ -60,21 +60,21 @@ void fill_phases(const DwGeom& g, const float* x, float* s) {
   }
 }
 
-// Offset of tap (i, j) of output (0, 0) in the phase layout.
-inline int64_t tap_offset(const DwGeom& g, int64_t i, int64_t j) {
+// Offset of tap (i, j) of output (0, 0) in the phase layout (plane = Hp * Wq floats a phase).
+inline int64_t tap_offset(const DwGeom& g, int64_t plane, int64_t Wq, int64_t i, int64_t j) {
   const int64_t col = j * g.dw;
-  return (col % g.sw) * g.Hp() * g.Wq() + i * g.dh * g.Wq() + col / g.sw;
+  return (col % g.sw) * plane + i * g.dh * Wq + col / g.sw;
 }
 
 void channel_portable(const DwGeom& g, const float* s, const float* w, float bias, float* y) {
-  const int64_t Wq = g.Wq();
+  const int64_t Wq = g.Wq(), plane = g.Hp() * Wq;
   for (int64_t oh = 0; oh < g.OH; ++oh) {
     float* __restrict yr = y + oh * g.OW;
     for (int64_t ow = 0; ow < g.OW; ++ow) yr[ow] = bias;
     for (int64_t i = 0; i < g.kh; ++i)
       for (int64_t j = 0; j < g.kw; ++j) {
         const float wv = w[i * g.kw + j];
-        const float* __restrict src = s + tap_offset(g, i, j) + oh * g.sh * Wq;
+        const float* __restrict src = s + tap_offset(g, plane, Wq, i, j) + oh * g.sh * Wq;
         for (int64_t ow = 0; ow < g.OW; ++ow) yr[ow] += wv * src[ow];
       }
   }
@@ -85,7 +85,8 @@ void channel_portable(const DwGeom& g, const float* s, const float* w, float bia
 template <int KH, int KW>
 __attribute__((target("avx512f"))) void channel_avx512(const DwGeom& g, const float* s, const float* w, float bias,
                                                        float* y) {
-  const int64_t kh = KH > 0 ? KH : g.kh, kw = KW > 0 ? KW : g.kw, Wq = g.Wq();
+  // (Hp and Wq once a channel: recomputing them for each tap cost more than the 7x7 maps' FMAs)
+  const int64_t kh = KH > 0 ? KH : g.kh, kw = KW > 0 ? KW : g.kw, Wq = g.Wq(), plane = g.Hp() * Wq;
   constexpr int kMaxTaps = 49;
   int64_t off[kMaxTaps];
   __m512 wv[kMaxTaps];
@@ -93,7 +94,7 @@ __attribute__((target("avx512f"))) void channel_avx512(const DwGeom& g, const fl
   if (cached)
     for (int64_t i = 0; i < kh; ++i)
       for (int64_t j = 0; j < kw; ++j) {
-        off[i * kw + j] = tap_offset(g, i, j);
+        off[i * kw + j] = tap_offset(g, plane, Wq, i, j);
         wv[i * kw + j] = _mm512_set1_ps(w[i * kw + j]);
       }
   const __m512 b = _mm512_set1_ps(bias);
@@ -107,7 +108,7 @@ __attribute__((target("avx512f"))) void channel_avx512(const DwGeom& g, const fl
       } else {
         for (int64_t i = 0; i < kh; ++i)
           for (int64_t j = 0; j < kw; ++j)
-            acc = _mm512_fmadd_ps(_mm512_set1_ps(w[i * kw + j]), _mm512_loadu_ps(row + tap_offset(g, i, j) + ow), acc);
+            acc = _mm512_fmadd_ps(_mm512_set1_ps(w[i * kw + j]), _mm512_loadu_ps(row + tap_offset(g, plane, Wq, i, j) + ow), acc);
       }
       const int64_t n = std::min<int64_t>(16, g.OW - ow);
       if (n == 16) _mm512_storeu_ps(yr + ow, acc);
