@@ -311,7 +311,8 @@ class ConvKernel final : public Kernel {
     if (pointwise) {
       // Column panels of the product whose output (M x cols) fits in L2, each with its bias and
       // activation applied while it is there, instead of one product then a pass over all of Y.
-      const int64_t cols = pointwise_panel();
+      // (With intra-op threads OpenBLAS splits each product; narrow panels would starve them.)
+      const int64_t cols = c.pool->threads() > 1 ? P : pointwise_panel();
       const bool epi = b || relu || act.kind != ConvAct::kNone;
       for (int64_t n = 0; n < c.batch; ++n) {
         float* yn = Y + n * out_sz;
