@@ -1,4 +1,5 @@
 #include "cpu/conv_depthwise.h"
+#include "cpu/cpu_features.h"
 #include "cpu/conv_direct.h"
 
 #include <algorithm>
@@ -28,7 +29,7 @@ namespace {
 
 #ifdef MEMLANE_DW_AVX512
 bool has_avx512f() {
-  static const bool has = __builtin_cpu_supports("avx512f");
+  static const bool has = use_avx512f();
   return has;
 }
 #endif

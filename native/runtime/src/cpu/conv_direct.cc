@@ -1,4 +1,5 @@
 #include "cpu/conv_direct.h"
+#include "cpu/cpu_features.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -108,7 +109,7 @@ __attribute__((target("avx512f"))) void run_all(const Geo& g, const float* w, co
 }
 
 bool cpu_has_avx512f() {
-  static const bool has = __builtin_cpu_supports("avx512f");
+  static const bool has = use_avx512f();
   return has;
 }
 

@@ -1,4 +1,5 @@
 #include "cpu/conv_flat.h"
+#include "cpu/cpu_features.h"
 
 #include <algorithm>
 
@@ -55,7 +56,7 @@ __attribute__((target("avx512f"))) void rows(const Flat& f, const float* w, cons
 }  // namespace
 
 bool conv_flat_available() {
-  static const bool has = __builtin_cpu_supports("avx512f");
+  static const bool has = use_avx512f();
   return has;
 }
 
