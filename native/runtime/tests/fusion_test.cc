@@ -1,7 +1,8 @@
 // Conv -> Add(residual) [-> Relu] chains run as one Conv with a residual epilogue: the same
 // outputs as the unfused ops (MEMLANE_NO_FUSION=1), on the Winograd and direct paths, with the
 // residual on either side of the Add, written in place over the residual, and left unfused
-// where the conv's output has another reader.
+// where the conv's output has another reader. Conv -> Relu/Clip/HardSwish/SiLU pairs likewise
+// (activation_epilogue).
 #include <cstdlib>
 
 #include "harness.h"
@@ -74,6 +75,21 @@ int main() {
     pb.op("Relu", {s}, {y});
     compare("8x8 winograd pairs", pb, 5, rng.vec(5 * 16 * 8 * 8));
   }
+  // 7x7 maps (the flattened-grid kernel), written in place over the residual.
+  {
+    PlanBuilder pb;
+    int x = pb.input("x", {24, 7, 7});
+    int w = pb.weight("w", {24, 24, 3, 3}, rng.vec(24 * 24 * 9));
+    int b = pb.weight("b", {24}, rng.vec(24));
+    int c = pb.act("c", {24, 7, 7});
+    int s = pb.act("s", {24, 7, 7});
+    int y = pb.output("y", {24, 7, 7});
+    pb.tensors[size_t(y)].offset = pb.tensors[size_t(x)].offset;
+    pb.op("Conv", {x, w, b}, {c}, conv_attrs(3, 1, 1, "none"));
+    pb.op("Add", {c, x}, {s});
+    pb.op("Relu", {s}, {y});
+    compare("7x7 flat grid, in place", pb, 3, rng.vec(3 * 24 * 7 * 7));
+  }
   // The conv's output is also a graph output: no fusion, same results.
   {
     PlanBuilder pb;
@@ -84,6 +100,37 @@ int main() {
     pb.op("Conv", {x, w, -1}, {c}, conv_attrs(3, 1, 1, "none"));
     pb.op("Add", {c, x}, {y});
     compare("conv output read elsewhere", pb, 2, rng.vec(2 * 8 * 16 * 16));
+  }
+  // Conv -> activation pairs fold into the Conv on every path: depthwise (stride 1 and 2),
+  // pointwise sgemm, direct / Winograd 3x3 and the im2col fallback (12-wide maps).
+  struct ActCase {
+    const char* label;
+    const char* act;
+    Attrs attrs;
+    int64_t C, M, H, k, s, g;
+  };
+  const ActCase acts[] = {
+      {"depthwise 3x3 -> Clip(0,6)", "Clip", {{"min", 0.0}, {"max", 6.0}}, 8, 8, 19, 3, 1, 8},
+      {"depthwise 5x5 s2 -> SiLU", "SiLU", {}, 6, 6, 23, 5, 2, 6},
+      {"pointwise -> HardSwish", "HardSwish", {}, 8, 12, 9, 1, 1, 1},
+      {"pointwise -> SiLU", "SiLU", {}, 8, 12, 17, 1, 1, 1},
+      {"3x3 direct/winograd -> Clip", "Clip", {{"min", -0.5}, {"max", 0.5}}, 8, 16, 16, 3, 1, 1},
+      {"3x3 im2col 12-wide -> HardSwish", "HardSwish", {}, 4, 6, 12, 3, 1, 1},
+      {"3x3 stride 2 -> Relu", "Relu", {}, 4, 8, 32, 3, 2, 1},
+  };
+  for (const auto& a : acts) {
+    PlanBuilder pb;
+    const int64_t p = a.k / 2, OH = (a.H + 2 * p - a.k) / a.s + 1;
+    int x = pb.input("x", {a.C, a.H, a.H});
+    int w = pb.weight("w", {a.M, a.C / a.g, a.k, a.k}, rng.vec(size_t(a.M * (a.C / a.g) * a.k * a.k)));
+    int b = pb.weight("b", {a.M}, rng.vec(size_t(a.M)));
+    int c = pb.act("c", {a.M, OH, OH});
+    int y = pb.output("y", {a.M, OH, OH});
+    Attrs ca = conv_attrs(a.k, a.s, p, "none");
+    ca.push_back({"group", a.g});
+    pb.op("Conv", {x, w, b}, {c}, ca);
+    pb.op(a.act, {c}, {y}, a.attrs);
+    compare(a.label, pb, 3, rng.vec(size_t(3 * a.C * a.H * a.H)));
   }
   return finish("fusion_test");
 }

@@ -73,6 +73,25 @@ static void test_conv() {
       {"direct stride 2, odd padded width", 2, 3, 31, 32, 9, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 1, true, true},
       {"direct stride 2 dilated, right pad only", 1, 4, 20, 34, 8, 3, 3, 2, 2, 0, 0, 2, 1, 2, 2, 1, false, false},
       {"direct stride 2 pairs, odd padded width", 2, 5, 16, 16, 12, 3, 3, 2, 2, 1, 0, 0, 1, 1, 1, 1, true, true},
+      // direct kernel with a masked last vector a row (OW not a multiple of 16)
+      {"direct tail 21-wide", 2, 5, 13, 21, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"direct tail stride 2, 29-wide", 2, 6, 30, 58, 9, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true, false},
+      {"direct tail 5x5 14-wide, dilated rows", 1, 3, 18, 14, 4, 5, 5, 1, 1, 2, 2, 2, 2, 2, 1, 1, false, true},
+      {"direct tail 56-wide, 7x7 stride 2", 1, 3, 61, 111, 8, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, true, true},
+      // grouped convs on the direct kernel, group by group (channel blocks crossing groups)
+      {"direct grouped 4x(4->12), 20-wide", 2, 16, 9, 20, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4, true, true},
+      {"direct grouped stride 2, 16 channels a group", 1, 32, 28, 28, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2, true, false},
+      // flattened padded grid (conv_flat.cc): small stride-1 maps
+      {"flat 7x7 maps, 20 channels, two samples", 2, 16, 7, 7, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"flat 13x11 5x3 dilated asym pads", 1, 5, 13, 11, 9, 5, 3, 1, 1, 2, 1, 3, 0, 1, 2, 1, false, false},
+      {"flat 3x3 1-wide rows, no pads", 3, 4, 6, 3, 5, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, false},
+      // depthwise kernel (conv_depthwise.cc): row tails, column phases, taps past the input
+      {"depthwise 3x3 odd 37x23, bias", 3, 5, 37, 23, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 5, true, false},
+      {"depthwise 5x5 stride 2 odd, relu", 2, 7, 19, 33, 7, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 7, true, true},
+      {"depthwise 3x3 stride (2,3) dilated asym", 2, 3, 21, 40, 3, 3, 3, 2, 3, 0, 2, 3, 1, 2, 2, 3, false, false},
+      {"depthwise 7x5 no pads, 1-wide output", 1, 4, 9, 5, 4, 7, 5, 1, 1, 0, 0, 0, 0, 1, 1, 4, true, true},
+      {"depthwise channel multiplier 2 (grouped path)", 2, 3, 8, 8, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, true, false},
+      {"depthwise 3x3 stride 2, 112 wide, many channels", 2, 24, 14, 112, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 24, true, true},
   };
   Rng rng;
   for (const auto& c : cases) {
@@ -242,7 +261,53 @@ static RunResult pool1(const char* op, Attrs attrs, S out, const V& x, S in = {1
   return run_plan(pb, 1, {x});
 }
 
+// Max pooling on random maps against the one-pass definition: bounds-checked windows, the
+// first pass of max_separable's interior/edge split, ceil mode, dilation, asymmetric pads.
+static void test_maxpool_random() {
+  struct Case { const char* label; int64_t n, C, H, W, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw; bool ceil; };
+  const Case cases[] = {
+      {"maxpool 3x3/2 pad 1 (resnet stem)", 2, 3, 17, 23, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false},
+      {"maxpool 3x3/2 ceil (squeezenet)", 1, 4, 13, 13, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, true},
+      {"maxpool 3x2 s(1,3) dilated asym pads", 2, 2, 11, 19, 3, 2, 1, 3, 2, 1, 0, 1, 2, 1, false},
+      {"maxpool 5x5/1 pad 2, wide", 1, 2, 9, 40, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, false},
+  };
+  Rng rng;
+  for (const auto& c : cases) {
+    auto out = [&](int64_t in, int64_t k, int64_t st, int64_t p0, int64_t p1, int64_t d) {
+      const int64_t span = in + p0 + p1 - (d * (k - 1) + 1);
+      int64_t o = (c.ceil ? (span + st - 1) / st : span / st) + 1;
+      if (c.ceil && (o - 1) * st >= in + p0) --o;
+      return o;
+    };
+    const int64_t OH = out(c.H, c.kh, c.sh, c.pt, c.pb, c.dh), OW = out(c.W, c.kw, c.sw, c.pl, c.pr, c.dw);
+    V x = rng.vec(size_t(c.n * c.C * c.H * c.W)), ref(size_t(c.n * c.C * OH * OW));
+    for (int64_t p = 0; p < c.n * c.C; ++p)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          float m = -FLT_MAX;
+          for (int64_t i = 0; i < c.kh; ++i)
+            for (int64_t j = 0; j < c.kw; ++j) {
+              const int64_t ih = oh * c.sh - c.pt + i * c.dh, iw = ow * c.sw - c.pl + j * c.dw;
+              if (ih >= 0 && ih < c.H && iw >= 0 && iw < c.W) m = std::max(m, x[size_t((p * c.H + ih) * c.W + iw)]);
+            }
+          ref[size_t((p * OH + oh) * OW + ow)] = m;
+        }
+    PlanBuilder pb;
+    int xi = pb.input("x", {c.C, c.H, c.W});
+    int yi = pb.output("y", {c.C, OH, OW});
+    pb.op("MaxPool", {xi}, {yi},
+          {{"kernel", S{c.kh, c.kw}}, {"strides", S{c.sh, c.sw}}, {"pads", S{c.pt, c.pl, c.pb, c.pr}},
+           {"dilations", S{c.dh, c.dw}}, {"ceilMode", c.ceil}});
+    for (int threads : {1, 2}) {
+      RunResult r = run_plan(pb, c.n, {x}, threads);
+      CHECK_MSG(r.status == Status::kOk, std::string(c.label) + ": " + r.message);
+      if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 0.f, c.label);
+    }
+  }
+}
+
 static void test_pools() {
+  test_maxpool_random();
   const V x9 = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   // Hand-computed: 3x3 input, kernel 2, stride 2, ceil mode -> 2x2 with partial windows.
   RunResult r = pool1("MaxPool", {{"kernel", S{2, 2}}, {"strides", S{2, 2}}, {"ceilMode", true}}, {1, 2, 2}, x9);

@@ -8,7 +8,9 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu/conv_depthwise.h"
 #include "cpu/conv_direct.h"
+#include "cpu/conv_flat.h"
 #include "cpu/conv_winograd.h"
 #include "cpu/kernel.h"
 
@@ -71,8 +73,9 @@ void im2col(const ConvGeom& g, const float* x, float* col, int64_t ld) {
 }
 
 // y[m][p] = act(src[m][p] + b[m]) over Mg rows of P, src row stride lds.
+// act: a folded activation, applied to each row while it is in cache.
 inline void bias_act(float* y, const float* src, int64_t lds, const float* b, int64_t Mg, int64_t P,
-                     bool relu) {
+                     bool relu, const ConvAct& act = {}) {
   for (int64_t m = 0; m < Mg; ++m) {
     const float bm = b ? b[m] : 0.f;
     float* yr = y + m * P;
@@ -81,6 +84,7 @@ inline void bias_act(float* y, const float* src, int64_t lds, const float* b, in
       for (int64_t p = 0; p < P; ++p) { float v = sr[p] + bm; yr[p] = v > 0.f ? v : 0.f; }
     else
       for (int64_t p = 0; p < P; ++p) yr[p] = sr[p] + bm;
+    conv_activate(yr, P, act);
   }
 }
 
@@ -93,6 +97,7 @@ class ConvKernel final : public Kernel {
   const float* w = nullptr;
   const float* b = nullptr;
   bool relu = false;
+  ConvAct act;             // a folded activation other than Relu (applied after the product)
   bool pointwise = false;  // 1x1, stride 1, no pad, group 1: no im2col
   // Stride-1 convs compute on the padded-width grid: the input is copied once into a
   // zero-bordered plane (Hp x Wp) and every im2col row is then ONE contiguous copy of
@@ -102,6 +107,7 @@ class ConvKernel final : public Kernel {
   bool padded = false;
   bool direct = false;  // padded and conv_direct_supported: no im2col at all (conv_direct.h)
   bool winograd = false;  // 3x3 stride 1 with conv_winograd_supported (conv_winograd.h)
+  bool flat = false;      // padded, small maps without direct: the flattened grid (conv_flat.h)
   std::vector<float> U;   // winograd: transformed weights [16][M][C]
   int threads = 1;        // winograd: scratch slices, one a thread
   int64_t Hp = 0, Wp = 0, pb = 0, pr = 0;
@@ -123,18 +129,50 @@ class ConvKernel final : public Kernel {
   void run_direct(const RunCtx& c, int64_t from = 0) const {
     const float* X = x.at(c);
     float* Y = y.at(c);
-    const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), K = g.K();
-    // Intra-op threads split the output channels (blocks of 8) and share the padded input.
-    const int64_t blocks = (g.M + 7) / 8;
+    const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), K = g.K(), Cg = g.Cg(), Mg = g.Mg();
+    // Intra-op threads split the output channels (blocks of 8 within a group) and share the
+    // padded input; group gi reads its Cg channels' planes and writes its Mg outputs.
+    const int64_t per = (Mg + 7) / 8, blocks = g.group * per;
+    const int64_t chan = g.sw == 2 ? 2 * Hp * ((Wp + 1) / 2) : Hp * Wp;  // floats a padded channel
     const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(8 * K * g.P(), 1));
     const float* R = has_res ? res.at(c) : nullptr;
     for (int64_t n = from; n < c.batch; ++n) {
       conv_direct_fill(X + n * in_sz, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, g.sw, g.kw, g.dw, c.workspace);
       float* yn = Y + n * out_sz;
       c.pool->parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
-        const int64_t m0 = b0 * 8, m1 = std::min(g.M, b1 * 8);
-        conv_direct(c.workspace, g.C, Hp, Wp, w + m0 * K, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, b ? b + m0 : nullptr,
-                    yn + m0 * g.P(), m1 - m0, g.OH, g.OW, relu, R ? R + n * out_sz + m0 * g.P() : nullptr);
+        for (int64_t bi = b0; bi < b1;) {
+          const int64_t gi = bi / per, e = std::min(b1, (gi + 1) * per);  // blocks of this group in range
+          const int64_t m0 = gi * Mg + (bi - gi * per) * 8, m1 = gi * Mg + std::min(Mg, (e - gi * per) * 8);
+          conv_direct(c.workspace + gi * Cg * chan, Cg, Hp, Wp, w + m0 * K, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw,
+                      b ? b + m0 : nullptr, yn + m0 * g.P(), m1 - m0, g.OH, g.OW, relu,
+                      R ? R + n * out_sz + m0 * g.P() : nullptr);
+          bi = e;
+        }
+      });
+    }
+  }
+
+  // Flattened padded grid: the padded input once a sample, then slices of the output channels
+  // (blocks of 8), one a thread, each with its own grid scratch.
+  void run_flat(const RunCtx& c) const {
+    const float* X = x.at(c);
+    float* Y = y.at(c);
+    const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), K = g.K();
+    const float* R = has_res ? res.at(c) : nullptr;
+    const int64_t padFloats = (conv_direct_floats(g.C, Hp, Wp, 1, g.kw, g.dw) + 15) / 16 * 16;
+    const int64_t scratch = conv_flat_scratch(g.OH, Wp), blocks = (g.M + 7) / 8;
+    const int64_t slots = std::clamp<int64_t>(std::min<int64_t>(threads, c.pool->threads()), 1, blocks);
+    for (int64_t n = 0; n < c.batch; ++n) {
+      conv_direct_fill(X + n * in_sz, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, 1, g.kw, g.dw, c.workspace);
+      float* yn = Y + n * out_sz;
+      const float* rn = R ? R + n * out_sz : nullptr;
+      c.pool->parallel_for(slots, 1, [&](int64_t s0, int64_t s1) {
+        for (int64_t s = s0; s < s1; ++s) {
+          const int64_t m0 = std::min(g.M, blocks * s / slots * 8), m1 = std::min(g.M, blocks * (s + 1) / slots * 8);
+          if (m1 <= m0) continue;
+          conv_flat(c.workspace, g.C, Hp, Wp, w + m0 * K, g.kh, g.kw, g.dh, g.dw, b ? b + m0 : nullptr, yn + m0 * g.P(),
+                    m1 - m0, g.OH, g.OW, relu, rn ? rn + m0 * g.P() : nullptr, c.workspace + padFloats + s * scratch);
+        }
       });
     }
   }
@@ -230,6 +268,19 @@ class ConvKernel final : public Kernel {
     }
   }
 
+  // Columns a pointwise product panel takes: its M x cols output about 256 KiB (L2-resident),
+  // at least 256 columns (OpenBLAS call and packing overhead). MEMLANE_CONV_PANEL overrides
+  // (a tuning aid; 0 = the whole map in one product).
+  int64_t pointwise_panel() const {
+    static const int64_t forced = [] {
+      const char* e = std::getenv("MEMLANE_CONV_PANEL");
+      return e ? std::atoll(e) : int64_t(-1);
+    }();
+    if (forced == 0) return g.P();
+    if (forced > 0) return forced;
+    return std::max<int64_t>(256, (65536 / std::max<int64_t>(g.M, 1)) / 64 * 64);
+  }
+
   // Samples per sgemm in the batched path.
   int64_t chunk(int64_t batch) const {
     const uint64_t per = uint64_t(g.K() + g.M) * g.P();
@@ -244,6 +295,9 @@ class ConvKernel final : public Kernel {
       return uint64_t(conv_winograd_samples(g.OH, g.OW) * conv_direct_floats(g.C, Hp, Wp, 2, 3, 1) +
                       threads * conv_winograd_scratch(g.C, g.M));
     if (direct) return uint64_t(conv_direct_floats(g.C, Hp, Wp, g.sw, g.kw, g.dw));
+    if (flat)
+      return uint64_t((conv_direct_floats(g.C, Hp, Wp, 1, g.kw, g.dw) + 15) / 16 * 16 +
+                      threads * conv_flat_scratch(g.OH, Wp));
     if (padded) return padded_ws(g.group == 1 ? padded_chunk(maxBatch) : 1);
     int64_t s = chunk(maxBatch);
     if (g.group == 1 && s > 1) return uint64_t(g.K() + g.M) * g.P() * s;
@@ -255,16 +309,34 @@ class ConvKernel final : public Kernel {
     float* Y = y.at(c);
     const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), P = g.P();
     if (pointwise) {
+      // Column panels of the product whose output (M x cols) fits in L2, each with its bias and
+      // activation applied while it is there, instead of one product then a pass over all of Y.
+      // (With intra-op threads OpenBLAS splits each product; narrow panels would starve them.)
+      const int64_t cols = c.pool->threads() > 1 ? P : pointwise_panel();
+      const bool epi = b || relu || act.kind != ConvAct::kNone;
       for (int64_t n = 0; n < c.batch; ++n) {
         float* yn = Y + n * out_sz;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(g.M), int(P), int(g.C), 1.f, w,
-                    int(g.C), X + n * in_sz, int(P), 0.f, yn, int(P));
-        if (b || relu) bias_act(yn, yn, P, b, g.M, P, relu);
+        for (int64_t p0 = 0; p0 < P; p0 += cols) {
+          const int64_t pc = std::min(cols, P - p0);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(g.M), int(pc), int(g.C), 1.f, w,
+                      int(g.C), X + n * in_sz + p0, int(P), 0.f, yn + p0, int(P));
+          if (epi)
+            for (int64_t m = 0; m < g.M; ++m) bias_act(yn + m * P + p0, yn + m * P + p0, P, b ? b + m : nullptr, 1, pc, relu, act);
+        }
       }
       return;
     }
+    run_product(c);
+    if (act.kind != ConvAct::kNone) conv_activate(Y, c.batch * out_sz, act);
+  }
+
+  void run_product(const RunCtx& c) const {
+    const float* X = x.at(c);
+    float* Y = y.at(c);
+    const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), P = g.P();
     if (winograd) return run_winograd(c);
     if (direct) return run_direct(c);
+    if (flat) return run_flat(c);
     if (padded) return run_padded(c);
     const int64_t K = g.K();
     const int64_t s = g.group == 1 ? chunk(c.batch) : 1;
@@ -332,6 +404,23 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
     k->b = B.data;
   }
   k->relu = a.activation == Activation::kRelu;
+  // A folded Relu / Clip / HardSwish / SiLU (the backend's activation_epilogue): every path
+  // takes it; Relu joins the paths' own relu, the others run after the product (conv_act.h).
+  const bool fuse = std::getenv("MEMLANE_NO_FUSION") == nullptr;
+  if (const ConvEpilogue* e = bc.epilogue; e && e->residual < 0 && fuse && a.activation == Activation::kNone) {
+    k->y = bc.ref(e->output);
+    if (e->act.kind == ConvAct::kRelu) k->relu = true;
+    else k->act = e->act;
+    e->taken = true;
+  }
+  // Depthwise (one filter a channel): its own kernel (conv_depthwise.h). MEMLANE_CONV_NO_DEPTHWISE=1
+  // keeps it on the grouped im2col path (ctest runs the ops both ways).
+  if (g.group == g.C && g.M == g.C && g.C > 1 && std::getenv("MEMLANE_CONV_NO_DEPTHWISE") == nullptr) {
+    const DwGeom dg{g.H, g.W, g.OH, g.OW, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw};
+    ConvAct act = k->act;
+    if (k->relu) act.kind = ConvAct::kRelu;
+    return make_depthwise_kernel(dg, g.C, k->x, k->y, k->w, k->b, act, bc.threads);
+  }
   k->pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.group == 1 && a.pads[0] == 0 &&
                  a.pads[1] == 0 && a.pads[2] == 0 && a.pads[3] == 0;
   // MEMLANE_CONV_NO_PADDED=1 forces the bounds-checked im2col (ctest runs the ops both ways).
@@ -342,11 +431,17 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   k->Wp = g.W + a.pads[1] + a.pads[3];
   // MEMLANE_CONV_NO_DIRECT=1 keeps the im2col paths (ctest runs the ops that way too).
   // (1x1 convs stay on sgemm: without taps to reuse, the direct kernel is broadcast-bound.)
-  k->direct = !k->pointwise && g.kh * g.kw > 1 && g.group == 1 && conv_direct_supported(g.OH, g.OW, g.sw) &&
+  // Grouped convs (RegNet, ResNeXt: 8-64 channels a group) run group by group on it too.
+  k->direct = !k->pointwise && g.kh * g.kw > 1 && (g.group == 1 || g.Cg() >= 4) &&
+              conv_direct_supported(g.OH, g.OW, g.sw) &&
               std::getenv("MEMLANE_CONV_NO_DIRECT") == nullptr;
   // MEMLANE_CONV_NO_WINOGRAD=1 keeps such convs on the direct kernel (ctest runs both).
-  k->winograd = k->direct && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 &&
+  k->winograd = k->direct && g.group == 1 && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 &&
                 conv_winograd_supported(g.C, g.M, g.OH, g.OW) && std::getenv("MEMLANE_CONV_NO_WINOGRAD") == nullptr;
+  // MEMLANE_CONV_NO_FLAT=1 keeps small stride-1 maps on the padded-grid sgemm (ctest runs both).
+  k->flat = k->padded && !k->direct && g.group == 1 && g.kh * g.kw > 1 && g.kh * g.kw <= kConvFlatMaxTaps &&
+            conv_flat_available() && std::getenv("MEMLANE_CONV_NO_FLAT") == nullptr;
+  if (k->winograd || k->flat) k->threads = std::max(1, bc.threads);
   if (k->winograd) {
     k->U = conv_winograd_weights(k->w, g.M, g.C);
     k->threads = std::max(1, bc.threads);
@@ -355,8 +450,8 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   // checked that the conv's and the Add's outputs have no other reader and that `output`
   // neither overlaps X nor partly overlaps the residual (an identical region is fine: each
   // element is read before it is written).
-  if (const ConvEpilogue* e = bc.epilogue; e && (k->direct || k->winograd) && !k->relu && a.activation == Activation::kNone &&
-                                           std::getenv("MEMLANE_NO_FUSION") == nullptr) {
+  if (const ConvEpilogue* e = bc.epilogue; e && e->residual >= 0 && (k->direct || k->winograd || k->flat) && !k->relu &&
+                                           a.activation == Activation::kNone && fuse) {
     const TensorInfo& R = bc.info(e->residual);
     if (!R.is_weight() && R.shape == Y.shape) {
       k->res = bc.ref(e->residual);

@@ -1,6 +1,8 @@
 #include "cpu/conv_direct.h"
+#include "cpu/cpu_features.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -12,6 +14,9 @@ namespace memlane::cpu {
 
 #ifdef MEMLANE_CONV_DIRECT
 namespace {
+
+// Narrowest output row the masked tail takes: below it most lanes of a vector would idle.
+constexpr int64_t kDirectTailMinWidth = 12;
 
 // Wp: the row stride of the layout (the padded width; for stride 2 the half width), plane:
 // floats per channel, half: offset of the odd-column plane (stride 2).
@@ -26,7 +31,8 @@ struct Geo {
 // bound by the weight broadcasts. KH/KW > 0 fix the kernel size (3x3 unrolls); 0 reads g.
 template <int MB, int NV, bool kTwoRows, int KH, int KW, int SW>
 __attribute__((target("avx512f"))) inline void block(const Geo& g, const float* w, const float* bias, float* y,
-                                                     const float* res, int64_t oh, int64_t ow0, bool relu) {
+                                                     const float* res, int64_t oh, int64_t ow0, bool relu,
+                                                     __mmask16 mk) {
   const int64_t kh = KH > 0 ? KH : g.kh, kw = KW > 0 ? KW : g.kw;
   constexpr int64_t kRowsPerVec = kTwoRows ? 2 : 1;
   __m512 acc[MB][NV];
@@ -62,39 +68,48 @@ __attribute__((target("avx512f"))) inline void block(const Geo& g, const float* 
   for (int r = 0; r < MB; ++r)
     for (int v = 0; v < NV; ++v) {
       const int64_t at = r * g.OH * g.OW + (oh + v * kRowsPerVec) * g.OW + ow0;
-      const __m512 o = res ? _mm512_add_ps(acc[r][v], _mm512_loadu_ps(res + at)) : acc[r][v];
-      _mm512_storeu_ps(y + at, relu ? _mm512_max_ps(o, z) : o);
+      // mk: the columns of a row's last, partial vector (all 16 elsewhere)
+      const __m512 o = res ? _mm512_add_ps(acc[r][v], _mm512_maskz_loadu_ps(mk, res + at)) : acc[r][v];
+      _mm512_mask_storeu_ps(y + at, mk, relu ? _mm512_max_ps(o, z) : o);
     }
 }
 
 template <int NV, bool kTwoRows, int KH, int KW, int SW>
 __attribute__((target("avx512f"))) inline void channels(const Geo& g, const float* w, const float* bias, float* y,
                                                         const float* res, int64_t M, int64_t oh, int64_t ow,
-                                                        bool relu) {
+                                                        bool relu, __mmask16 mk) {
   int64_t m = 0;
   const int64_t ostride = g.OH * g.OW;
   auto rm = [&](int64_t m_) { return res ? res + m_ * ostride : nullptr; };
   for (; m + 8 <= M; m += 8)
-    block<8, NV, kTwoRows, KH, KW, SW>(g, w + m * g.K, bias ? bias + m : nullptr, y + m * ostride, rm(m), oh, ow, relu);
+    block<8, NV, kTwoRows, KH, KW, SW>(g, w + m * g.K, bias ? bias + m : nullptr, y + m * ostride, rm(m), oh, ow, relu, mk);
   for (; m + 4 <= M; m += 4)
-    block<4, NV, kTwoRows, KH, KW, SW>(g, w + m * g.K, bias ? bias + m : nullptr, y + m * ostride, rm(m), oh, ow, relu);
+    block<4, NV, kTwoRows, KH, KW, SW>(g, w + m * g.K, bias ? bias + m : nullptr, y + m * ostride, rm(m), oh, ow, relu, mk);
   for (; m < M; ++m)
-    block<1, NV, kTwoRows, KH, KW, SW>(g, w + m * g.K, bias ? bias + m : nullptr, y + m * ostride, rm(m), oh, ow, relu);
+    block<1, NV, kTwoRows, KH, KW, SW>(g, w + m * g.K, bias ? bias + m : nullptr, y + m * ostride, rm(m), oh, ow, relu, mk);
 }
 
 template <bool kTwoRows, int KH, int KW, int SW>
 __attribute__((target("avx512f"))) void run_all(const Geo& g, const float* w, const float* bias, float* y,
                                                  const float* res, int64_t M, bool relu) {
   const int64_t rowsPerVec = kTwoRows ? 2 : 1, colStep = kTwoRows ? g.OW : 16;
+  // A row's last vector may be partial (OW not a multiple of 16): its loads run on into the
+  // next row or the slack, and only its valid columns are stored.
+  auto mask = [&](int64_t ow) {
+    const int64_t n = kTwoRows ? 16 : std::min<int64_t>(16, g.OW - ow);
+    return __mmask16(n >= 16 ? 0xFFFF : (1u << n) - 1);
+  };
   int64_t oh = 0;
   for (; oh + 2 * rowsPerVec <= g.OH; oh += 2 * rowsPerVec)
-    for (int64_t ow = 0; ow < g.OW; ow += colStep) channels<2, kTwoRows, KH, KW, SW>(g, w, bias, y, res, M, oh, ow, relu);
+    for (int64_t ow = 0; ow < g.OW; ow += colStep)
+      channels<2, kTwoRows, KH, KW, SW>(g, w, bias, y, res, M, oh, ow, relu, mask(ow));
   for (; oh < g.OH; oh += rowsPerVec)
-    for (int64_t ow = 0; ow < g.OW; ow += colStep) channels<1, kTwoRows, KH, KW, SW>(g, w, bias, y, res, M, oh, ow, relu);
+    for (int64_t ow = 0; ow < g.OW; ow += colStep)
+      channels<1, kTwoRows, KH, KW, SW>(g, w, bias, y, res, M, oh, ow, relu, mask(ow));
 }
 
 bool cpu_has_avx512f() {
-  static const bool has = __builtin_cpu_supports("avx512f");
+  static const bool has = use_avx512f();
   return has;
 }
 
@@ -197,7 +212,15 @@ void conv_direct_fill(const float* x, int64_t C, int64_t H, int64_t W, int64_t p
 }
 
 bool conv_direct_supported(int64_t OH, int64_t OW, int64_t sw) {
-  return cpu_has_avx512f() && OW > 0 && OH > 0 && (sw == 1 || sw == 2) && (OW % 16 == 0 || (OW == 8 && OH % 2 == 0));
+  if (!cpu_has_avx512f() || OW <= 0 || OH <= 0 || (sw != 1 && sw != 2)) return false;
+  if (OW % 16 == 0 || (OW == 8 && OH % 2 == 0)) return true;
+  // Other widths: a partial last vector a row. Measured against the padded-grid sgemm on
+  // 224-px CNN maps (56, 28, 14 wide): see docs/native-cpu.md. MEMLANE_CONV_DIRECT_TAIL=0 turns it off.
+  static const bool tails = [] {
+    const char* e = std::getenv("MEMLANE_CONV_DIRECT_TAIL");
+    return !(e && *e == '0');
+  }();
+  return tails && OW >= kDirectTailMinWidth;
 }
 
 void conv_direct(const float* pad, int64_t C, int64_t Hp, int64_t Wp, const float* w, int64_t kh, int64_t kw,
@@ -206,7 +229,7 @@ void conv_direct(const float* pad, int64_t C, int64_t Hp, int64_t Wp, const floa
   const int64_t Wh = (Wp + 1) / 2;
   const Geo g = sw == 2 ? Geo{pad, C, Hp, Wh, kh, kw, dh, dw, sh, C * kh * kw, OH, OW, 2 * Hp * Wh, Hp * Wh}
                         : Geo{pad, C, Hp, Wp, kh, kw, dh, dw, sh, C * kh * kw, OH, OW, Hp * Wp, 0};
-  const bool k3 = kh == 3 && kw == 3, wide = OW % 16 == 0;
+  const bool k3 = kh == 3 && kw == 3, wide = OW != 8;  // 8-wide maps: pairs of rows a vector
   if (sw == 1) {
     if (wide) k3 ? run_all<false, 3, 3, 1>(g, w, bias, y, res, M, relu) : run_all<false, 0, 0, 1>(g, w, bias, y, res, M, relu);
     else k3 ? run_all<true, 3, 3, 1>(g, w, bias, y, res, M, relu) : run_all<true, 0, 0, 1>(g, w, bias, y, res, M, relu);

@@ -1,7 +1,7 @@
 // Direct 2-D convolution for ungrouped convs with column stride 1 or 2 on AVX-512 machines: reads a
 // zero-bordered copy of the input (Hp x Wp per channel) and writes the output with bias and
 // activation, no im2col and no extra columns. 16 output columns per vector: one output row
-// when OW is a multiple of 16, two rows when OW == 8 (the 8x8 feature maps of small CNNs).
+// (the last one of a row masked when OW is not a multiple of 16), two rows when OW == 8.
 // About twice the throughput of im2col + OpenBLAS on 16-32 channel maps.
 #pragma once
 

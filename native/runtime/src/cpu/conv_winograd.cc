@@ -1,4 +1,5 @@
 #include "cpu/conv_winograd.h"
+#include "cpu/cpu_features.h"
 
 #include <algorithm>
 
@@ -42,7 +43,7 @@ int64_t conv_winograd_scratch(int64_t C, int64_t M) { return 16 * (plane_stride(
 namespace {
 
 bool has_avx512f() {
-  static const bool has = __builtin_cpu_supports("avx512f");
+  static const bool has = use_avx512f();
   return has;
 }
 

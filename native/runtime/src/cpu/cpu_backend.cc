@@ -83,6 +83,36 @@ bool residual_epilogue(const Plan& plan, size_t i, cpu::ConvEpilogue* e) {
   return true;
 }
 
+// Conv (no activation) at ops[i] -> Relu / Clip / HardSwish / SiLU at i+1, the conv's output
+// read nowhere else: the Conv applies the activation itself and writes the activation's
+// output (saves a pass over the tensor; the depthwise kernel applies it per channel while the
+// channel is in cache). Same arena rules as residual_epilogue, with no residual.
+bool activation_epilogue(const Plan& plan, size_t i, cpu::ConvEpilogue* e) {
+  const auto& ops = plan.ops;
+  if (i + 1 >= ops.size() || ops[i].attrs.activation != Activation::kNone || ops[i].outputs.size() != 1) return false;
+  const Op& a = ops[i + 1];
+  const int32_t t1 = ops[i].outputs[0];
+  if (a.inputs.size() != 1 || a.inputs[0] != t1 || a.outputs.size() != 1 || read_elsewhere(plan, t1, i + 1)) return false;
+  cpu::ConvAct act;
+  switch (a.type) {
+    case OpType::kRelu: act.kind = cpu::ConvAct::kRelu; break;
+    case OpType::kClip:
+      if (!(a.attrs.clipMin <= a.attrs.clipMax)) return false;  // the Clip kernel refuses it, naming it
+      act = {cpu::ConvAct::kClip, a.attrs.clipMin, a.attrs.clipMax};
+      break;
+    case OpType::kHardSwish: act.kind = cpu::ConvAct::kHardSwish; break;
+    case OpType::kSiLU: act.kind = cpu::ConvAct::kSiLU; break;
+    default: return false;
+  }
+  const int32_t out = a.outputs[0];
+  const TensorInfo &T = plan.tensors[t1], &O = plan.tensors[out], &X = plan.tensors[ops[i].inputs[0]];
+  if (X.is_weight() || O.is_weight() || O.shape != T.shape || O.dtype != T.dtype || overlaps(O, X)) return false;
+  e->residual = -1;
+  e->output = out;
+  e->act = act;
+  return true;
+}
+
 // The v1-era float kernels assume float32 tensors with the batch first ([batch, ...]); a plan
 // v2 op outside their contract is refused here, naming the tensor, instead of computed wrong.
 // Element-wise float ops (unary, Reshape/Flatten copies) work on any layout.
@@ -182,7 +212,7 @@ class CpuBackend final : public Backend {
       }
       switch (op.type) {
         case OpType::kConv:
-          bc.epilogue = residual_epilogue(plan, oi, &epi) ? &epi : nullptr;
+          bc.epilogue = residual_epilogue(plan, oi, &epi) || activation_epilogue(plan, oi, &epi) ? &epi : nullptr;
           k = cpu::make_conv(bc, op, &st, message);
           bc.epilogue = nullptr;
           if (k && epi.taken) skip = epi.relu ? 2 : 1;

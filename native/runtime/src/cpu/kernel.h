@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/conv_act.h"
 #include "cpu/thread_pool.h"
 #include "plan/plan.h"
 #include "status.h"
@@ -58,11 +59,13 @@ class Kernel {
 };
 
 // A Conv's fused epilogue: y = act(conv + bias + residual) written to `output` (the backend
-// proposes it for Conv -> Add -> Relu chains; make_conv takes it only on its AVX-512 paths).
+// proposes it for Conv -> Add -> Relu chains, taken only on the AVX-512 paths, and for
+// Conv -> Relu/Clip/HardSwish/SiLU pairs, taken on every path).
 struct ConvEpilogue {
-  int32_t residual = -1;  // tensor added to the conv's output (same shape, an activation)
-  int32_t output = -1;    // tensor the result goes to (the Relu's, or the Add's)
+  int32_t residual = -1;  // tensor added to the conv's output (same shape, an activation); -1: none
+  int32_t output = -1;    // tensor the result goes to (the Relu's, or the Add's, or the activation's)
   bool relu = false;
+  ConvAct act;            // without a residual: the activation op folded into the Conv (conv_act.h)
   mutable bool taken = false;  // set by make_conv when it fused
 };
 

@@ -1,0 +1,197 @@
+#include "cpu/conv_depthwise.h"
+#include "cpu/cpu_features.h"
+#include "cpu/conv_direct.h"
+
+#include <algorithm>
+#include <cstring>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define MEMLANE_DW_AVX512 1
+#endif
+
+namespace memlane::cpu {
+
+// Rows and columns the taps reach: ((O-1)*s + (k-1)*d + 1), at least the padded input.
+int64_t DwGeom::Hp() const { return std::max(pt + H, (OH - 1) * sh + (kh - 1) * dh + 1); }
+int64_t DwGeom::Wq() const {
+  const int64_t wp = std::max(pl + W, (OW - 1) * sw + (kw - 1) * dw + 1);
+  return (wp + sw - 1) / sw;
+}
+
+// Slack past the planes: a 16-wide load at the last output column of a row may run past
+// them, and conv_direct_fill zeroes conv_direct_slack floats there.
+int64_t conv_depthwise_scratch(const DwGeom& g) {
+  return g.sw * g.Hp() * g.Wq() + std::max<int64_t>(16, conv_direct_slack(g.kw, g.dw));
+}
+
+namespace {
+
+#ifdef MEMLANE_DW_AVX512
+bool has_avx512f() {
+  static const bool has = use_avx512f();
+  return has;
+}
+#endif
+
+// scratch[p][r][q] = padded(x)[r][q*sw + p], zero outside the input.
+void fill_phases(const DwGeom& g, const float* x, float* s) {
+  const int64_t Hp = g.Hp(), Wq = g.Wq(), plane = Hp * Wq;
+#ifdef MEMLANE_DW_AVX512
+  // Column stride 2 is conv_direct's even/odd layout: its fill splits rows with vector permutes
+  // (a strided scalar copy of each row cost more than the whole depthwise product).
+  if (g.sw == 2 && has_avx512f()) {
+    conv_direct_fill(x, 1, g.H, g.W, g.pt, g.pl, Hp, 2 * Wq, 2, g.kw, g.dw, s);
+    return;
+  }
+#endif
+  std::memset(s, 0, sizeof(float) * size_t(g.sw * plane));
+  for (int64_t h = 0; h < g.H; ++h) {
+    const float* xr = x + h * g.W;
+    const int64_t r = g.pt + h;
+    if (g.sw == 1) {
+      std::memcpy(s + r * Wq + g.pl, xr, sizeof(float) * size_t(g.W));
+      continue;
+    }
+    for (int64_t p = 0; p < g.sw; ++p) {  // input columns w with (pl + w) % sw == p
+      float* dst = s + p * plane + r * Wq;
+      const int64_t w0 = ((p - g.pl) % g.sw + g.sw) % g.sw;
+      for (int64_t w = w0, q = (g.pl + w0) / g.sw; w < g.W; w += g.sw, ++q) dst[q] = xr[w];
+    }
+  }
+}
+
+// Offset of tap (i, j) of output (0, 0) in the phase layout (plane = Hp * Wq floats a phase).
+inline int64_t tap_offset(const DwGeom& g, int64_t plane, int64_t Wq, int64_t i, int64_t j) {
+  const int64_t col = j * g.dw;
+  return (col % g.sw) * plane + i * g.dh * Wq + col / g.sw;
+}
+
+void channel_portable(const DwGeom& g, const float* s, const float* w, float bias, float* y) {
+  const int64_t Wq = g.Wq(), plane = g.Hp() * Wq;
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    float* __restrict yr = y + oh * g.OW;
+    for (int64_t ow = 0; ow < g.OW; ++ow) yr[ow] = bias;
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) {
+        const float wv = w[i * g.kw + j];
+        const float* __restrict src = s + tap_offset(g, plane, Wq, i, j) + oh * g.sh * Wq;
+        for (int64_t ow = 0; ow < g.OW; ++ow) yr[ow] += wv * src[ow];
+      }
+  }
+}
+
+#ifdef MEMLANE_DW_AVX512
+// KH/KW > 0 fix the kernel size (3x3 and 5x5 unroll); 0 reads g.
+template <int KH, int KW>
+__attribute__((target("avx512f"))) void channel_avx512(const DwGeom& g, const float* s, const float* w, float bias,
+                                                       float* y) {
+  // (Hp and Wq once a channel: recomputing them for each tap cost more than the 7x7 maps' FMAs)
+  const int64_t kh = KH > 0 ? KH : g.kh, kw = KW > 0 ? KW : g.kw, Wq = g.Wq(), plane = g.Hp() * Wq;
+  constexpr int kMaxTaps = 49;
+  int64_t off[kMaxTaps];
+  __m512 wv[kMaxTaps];
+  const bool cached = kh * kw <= kMaxTaps;
+  if (cached)
+    for (int64_t i = 0; i < kh; ++i)
+      for (int64_t j = 0; j < kw; ++j) {
+        off[i * kw + j] = tap_offset(g, plane, Wq, i, j);
+        wv[i * kw + j] = _mm512_set1_ps(w[i * kw + j]);
+      }
+  const __m512 b = _mm512_set1_ps(bias);
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    const float* row = s + oh * g.sh * Wq;
+    float* yr = y + oh * g.OW;
+    for (int64_t ow = 0; ow < g.OW; ow += 16) {
+      __m512 acc = b;
+      if (cached) {
+        for (int64_t t = 0; t < kh * kw; ++t) acc = _mm512_fmadd_ps(wv[t], _mm512_loadu_ps(row + off[t] + ow), acc);
+      } else {
+        for (int64_t i = 0; i < kh; ++i)
+          for (int64_t j = 0; j < kw; ++j)
+            acc = _mm512_fmadd_ps(_mm512_set1_ps(w[i * kw + j]), _mm512_loadu_ps(row + tap_offset(g, plane, Wq, i, j) + ow), acc);
+      }
+      const int64_t n = std::min<int64_t>(16, g.OW - ow);
+      if (n == 16) _mm512_storeu_ps(yr + ow, acc);
+      else _mm512_mask_storeu_ps(yr + ow, __mmask16((1u << n) - 1), acc);
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+void conv_depthwise_channel(const DwGeom& g, const float* x, const float* w, float bias, float* y,
+                            const ConvAct& act, float* scratch) {
+  fill_phases(g, x, scratch);
+#ifdef MEMLANE_DW_AVX512
+  if (has_avx512f()) {
+    if (g.kh == 3 && g.kw == 3) channel_avx512<3, 3>(g, scratch, w, bias, y);
+    else if (g.kh == 5 && g.kw == 5) channel_avx512<5, 5>(g, scratch, w, bias, y);
+    else channel_avx512<0, 0>(g, scratch, w, bias, y);
+    conv_activate(y, g.OH * g.OW, act);
+    return;
+  }
+#endif
+  channel_portable(g, scratch, w, bias, y);
+  conv_activate(y, g.OH * g.OW, act);
+}
+
+}  // namespace memlane::cpu
+
+namespace memlane::cpu {
+namespace {
+
+class DepthwiseKernel final : public Kernel {
+ public:
+  DwGeom g{};
+  int64_t C = 0;
+  TensorRef x, y;
+  const float* w = nullptr;
+  const float* b = nullptr;
+  ConvAct act;
+  int threads = 1;
+
+  uint64_t workspace_floats(int64_t) const override {
+    // 16-float aligned slots, one a thread
+    return uint64_t(threads) * uint64_t((conv_depthwise_scratch(g) + 15) / 16 * 16);
+  }
+
+  void run(const RunCtx& c) const override {
+    const float* X = x.at(c);
+    float* Y = y.at(c);
+    const int64_t in_sz = g.H * g.W, out_sz = g.OH * g.OW, K = g.kh * g.kw, items = c.batch * C;
+    const int64_t slot = (conv_depthwise_scratch(g) + 15) / 16 * 16;
+    const int64_t slots = std::clamp<int64_t>(std::min<int64_t>(threads, c.pool->threads()), 1, items);
+    // Tiny planes are not worth waking a thread for: ~20k multiply-adds per slot at least.
+    const int64_t per_slot_min = std::max<int64_t>(1, 20000 / std::max<int64_t>(1, K * out_sz));
+    const int64_t use = std::clamp<int64_t>(items / per_slot_min, 1, slots);
+    c.pool->parallel_for(use, 1, [&](int64_t s0, int64_t s1) {
+      for (int64_t s = s0; s < s1; ++s) {
+        float* scratch = c.workspace + s * slot;
+        for (int64_t it = items * s / use; it < items * (s + 1) / use; ++it) {
+          const int64_t ch = it % C;
+          conv_depthwise_channel(g, X + it * in_sz, w + ch * K, b ? b[ch] : 0.f, Y + it * out_sz, act, scratch);
+        }
+      }
+    });
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_depthwise_kernel(const DwGeom& g, int64_t C, TensorRef x, TensorRef y, const float* w,
+                                              const float* bias, const ConvAct& act, int threads) {
+  auto k = std::make_unique<DepthwiseKernel>();
+  k->g = g;
+  k->C = C;
+  k->x = x;
+  k->y = y;
+  k->w = w;
+  k->b = bias;
+  k->act = act;
+  k->threads = std::max(1, threads);
+  return k;
+}
+
+}  // namespace memlane::cpu
