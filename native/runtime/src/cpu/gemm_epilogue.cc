@@ -1,6 +1,8 @@
 // Which MatMul can write its bias Add (and the Gelu after it) itself: transformers' dense
 // layers are MatMul(x, W) -> Add(bias) [-> Gelu], three passes over the activation where the
 // product's own registers could take the bias and the activation on the way out.
+#include <cstdlib>
+
 #include "cpu/kernel.h"
 
 namespace memlane::cpu {
@@ -33,6 +35,7 @@ bool is_row_weight(const TensorInfo& t, int64_t n) {
 // reads while it writes.
 bool gemm_epilogue(const Plan& plan, size_t i, GemmEpilogue* e) {
   const auto& ops = plan.ops;
+  if (std::getenv("MEMLANE_NO_FUSION")) return false;  // the unfused ops, for tests and A/B timing
   if (i + 1 >= ops.size() || ops[i].type != OpType::kMatMul || ops[i].inputs.size() != 2 ||
       ops[i].outputs.size() != 1)
     return false;
