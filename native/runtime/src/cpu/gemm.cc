@@ -35,10 +35,12 @@ class GemmKernel final : public Kernel {
   void run_simd(const RunCtx& c, int64_t M) const {
     const float* A = a.at(c);
     float* Y = y.at(c);
-    const int64_t blocks = (M + kRowBlock - 1) / kRowBlock;
-    c.pool->parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t blk = b0; blk < b1; ++blk) {
-        const int64_t r0 = blk * kRowBlock, rows = std::min(kRowBlock, M - r0);
+    // Threads split the rows evenly in units of 8 (one register tile), at least a block each.
+    const int64_t units = (M + 7) / 8;
+    c.pool->parallel_for(units, kRowBlock / 8, [&](int64_t u0, int64_t u1) {
+      const int64_t end = std::min(M, u1 * 8);
+      for (int64_t r0 = u0 * 8; r0 < end; r0 += kRowBlock) {
+        const int64_t rows = std::min(kRowBlock, end - r0);
         float* yb = Y + r0 * N;
         simd::sgemm_nn(rows, N, K, A + r0 * K, K, b, N, yb, N, ebias);
         if (egelu) egelu_tanh ? simd::gelu_tanh(yb, yb, rows * N) : simd::gelu(yb, yb, rows * N);
