@@ -31,13 +31,18 @@ class GemmKernel final : public Kernel {
 
   // Rows a block: A's block (64 x K floats) stays in L1 while every column panel reads it.
   static constexpr int64_t kRowBlock = 64;
+  // Multiply-adds a thread must get before a product is split (~18 us on one core): waking a
+  // sleeping pool worker costs several microseconds, more than halving a BERT-base-sized
+  // layer at batch 1 saves, and on a loaded machine a split product waits for a second core.
+  static constexpr int64_t kMinMacsPerThread = int64_t(1) << 20;
 
   void run_simd(const RunCtx& c, int64_t M) const {
     const float* A = a.at(c);
     float* Y = y.at(c);
     // Threads split the rows evenly in units of 8 (one register tile), at least a block each.
     const int64_t units = (M + 7) / 8;
-    c.pool->parallel_for(units, kRowBlock / 8, [&](int64_t u0, int64_t u1) {
+    const int64_t grain = std::max<int64_t>(kRowBlock / 8, kMinMacsPerThread / std::max<int64_t>(1, 8 * N * K));
+    c.pool->parallel_for(units, grain, [&](int64_t u0, int64_t u1) {
       const int64_t end = std::min(M, u1 * 8);
       for (int64_t r0 = u0 * 8; r0 < end; r0 += kRowBlock) {
         const int64_t rows = std::min(kRowBlock, end - r0);
