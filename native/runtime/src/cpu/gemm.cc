@@ -31,10 +31,11 @@ class GemmKernel final : public Kernel {
 
   // Rows a block: A's block (64 x K floats) stays in L1 while every column panel reads it.
   static constexpr int64_t kRowBlock = 64;
-  // Multiply-adds a thread must get before a product is split (~18 us on one core): waking a
-  // sleeping pool worker costs several microseconds, more than halving a BERT-base-sized
-  // layer at batch 1 saves, and on a loaded machine a split product waits for a second core.
-  static constexpr int64_t kMinMacsPerThread = int64_t(1) << 20;
+  // Multiply-adds a thread must get before a product is split (~9 us on one core): waking a
+  // sleeping pool worker costs several microseconds, about what halving the 64-wide
+  // projections of the zoo's BERT and ViT at batch 1 would save; their 128-wide feed-forward
+  // layers do split.
+  static constexpr int64_t kMinMacsPerThread = int64_t(1) << 19;
 
   void run_simd(const RunCtx& c, int64_t M) const {
     const float* A = a.at(c);
