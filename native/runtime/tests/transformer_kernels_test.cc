@@ -1,7 +1,7 @@
 // The transformer kernels as plain functions (attention_slice, layernorm_rows and the AVX-512
 // helpers in cpu/simd) against naive double-precision references, at odd sizes (tails of
 // every vector and register tile), with and without masks. Run once as built (AVX-512 where
-// the CPU has it) and once with MEMLANE_NO_AVX512=1 (the portable paths; see CMakeLists.txt).
+// the CPU has it) and once with MEMLANE_CPU_NO_AVX512=1 (the portable paths; see CMakeLists.txt).
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -92,7 +92,7 @@ void test_attention() {
 
 void test_sgemm() {
   if (!simd::have_avx512()) {
-    std::printf("transformer_kernels_test: simd::sgemm_nn skipped (no AVX-512, or MEMLANE_NO_AVX512 set)\n");
+    std::printf("transformer_kernels_test: simd::sgemm_nn skipped (no AVX-512, or MEMLANE_CPU_NO_AVX512 set)\n");
     return;
   }
   const int64_t sizes[][3] = {{1, 1, 1}, {8, 32, 64}, {9, 33, 5}, {17, 197, 32}, {128, 64, 64}, {3, 15, 200}};

@@ -17,7 +17,7 @@ namespace memlane::cpu::simd {
 
 bool have_avx512() {
 #ifdef MEMLANE_SIMD_X86
-  static const bool has = __builtin_cpu_supports("avx512f") && !std::getenv("MEMLANE_NO_AVX512");
+  static const bool has = __builtin_cpu_supports("avx512f") && !std::getenv("MEMLANE_CPU_NO_AVX512");
   return has;
 #else
   return false;

@@ -7,7 +7,7 @@
 
 namespace memlane::cpu::simd {
 
-// True on an x86-64 CPU with AVX-512F (and MEMLANE_NO_AVX512 unset: a switch for tests and
+// True on an x86-64 CPU with AVX-512F (and MEMLANE_CPU_NO_AVX512 unset: a switch for tests and
 // for timing the portable path).
 bool have_avx512();
 
