@@ -2,9 +2,10 @@
  * One pass in topological order that folds constants, removes Identity/Dropout, infers
  * every activation's shape (batch = -1) and resolves each op's attributes for the plan.
  */
+import { attrInt } from "./attrs.ts";
 import { CompileError } from "./errors.ts";
 import { foldNode } from "./fold.ts";
-import { resolveInputs } from "./graph-inputs.ts";
+import { dtypeOfOnnx, resolveInputs } from "./graph-inputs.ts";
 import { type ConstTensor, type DType, type Graph, type LNode, BATCH, SYM_BATCH, batchAxis, defaultDtype, fmtShape, perSample } from "./ir.ts";
 import { type Lowering, type OpCtx, shapeError } from "./op-ctx.ts";
 import { castConst } from "./fold-math.ts";
@@ -94,7 +95,12 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
   const nodes: LNode[] = [];
   for (const n of g.nodes) {
     const inputs = n.inputs.map(resolve);
-    if (n.opType === "Identity" || n.opType === "Dropout") {
+    // A Cast of a computed tensor to the dtype it already has is an Identity too (transformers'
+    // legacy ViT export casts the attention probabilities float32 -> float32 twice, which
+    // would otherwise keep the attention chain from fusing).
+    const sameTypeCast = n.opType === "Cast" && !!inputs[0] && !consts.has(inputs[0]) &&
+      dtypes.get(inputs[0]) === dtypeOfOnnx(attrInt(n, "to", 1));
+    if (n.opType === "Identity" || n.opType === "Dropout" || sameTypeCast) {
       if (n.outputs[1] && n.opType === "Dropout") throw unsupportedOp(g.file, n, "with a mask output is not supported");
       if (consts.has(inputs[0]!)) consts.set(n.outputs[0]!, consts.get(inputs[0]!)!);
       else alias.set(n.outputs[0]!, inputs[0]!);

@@ -173,4 +173,19 @@ describe("compiler: fusions", () => {
     expect(ops(probsOut.h)).toContain("Softmax");
     expect(ops(probsOut.h)).not.toContain("Attention");
   });
+
+  it("sees through float32 -> float32 Casts between Softmax and the second MatMul (transformers' legacy ViT export)", async () => {
+    const spec = (to: number): ModelSpec => ({
+      inputs: [["q", ["N", 2, 5, 4]], ["kt", ["N", 2, 4, 5]], ["v", ["N", 2, 5, 3]]], outputs: ["y"],
+      inits: [init("c", [], [0.5])],
+      nodes: [
+        node("MatMul", ["q", "kt"], ["s"]), node("Mul", ["s", "c"], ["sc"]), node("Softmax", ["sc"], ["p"], { axis: -1 }),
+        node("Cast", ["p"], ["p1"], { to }), node("Cast", ["p1"], ["p2"], { to }), node("MatMul", ["p2", "v"], ["y"]),
+      ],
+    });
+    const { h } = await compile(spec(1));  // 1 = FLOAT
+    expect(ops(h)).toEqual(["Attention"]);
+    // A Cast that changes the dtype stays (and here keeps the chain apart).
+    expect(await fails(spec(7))).not.toBe("compiled");  // 7 = INT64: MatMul refuses int64 probabilities
+  });
 });

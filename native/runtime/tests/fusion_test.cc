@@ -28,6 +28,31 @@ static void compare(const char* label, const PlanBuilder& pb, int64_t batch, con
   }
 }
 
+// MatMul -> Add(bias) [-> Gelu] as one MatMul with an epilogue (gemm_epilogue.cc), on the
+// AVX-512 and the OpenBLAS product (MEMLANE_GEMM_BLAS=1); N = 40 leaves a masked tail.
+static void test_gemm_epilogue(Rng& rng) {
+  for (int blas = 0; blas < 2; ++blas) {
+    if (blas) setenv("MEMLANE_GEMM_BLAS", "1", 1);
+    for (int variant = 0; variant < 3; ++variant) {  // 0: bias + Gelu, 1: bias + Gelu(tanh), 2: the Add's output is read again
+      PlanBuilder pb;
+      int x = pb.input("x", {5, 24});
+      int w = pb.weight("w", {24, 40}, rng.vec(24 * 40));
+      int b = pb.weight("b", {40}, rng.vec(40));
+      int m = pb.act("m", {5, 40});
+      int s = variant == 2 ? pb.output("s", {5, 40}) : pb.act("s", {5, 40});
+      int y = pb.output("y", {5, 40});
+      pb.op("MatMul", {x, w}, {m});
+      pb.op("Add", {b, m}, {s});
+      Attrs ga;
+      if (variant == 1) ga = {{"approximate", std::string("tanh")}};
+      pb.op("Gelu", {s}, {y}, ga);
+      const std::string label = std::string(blas ? "blas " : "simd ") + "matmul+bias+gelu variant " + std::to_string(variant);
+      compare(label.c_str(), pb, 3, rng.vec(3 * 5 * 24));
+    }
+    unsetenv("MEMLANE_GEMM_BLAS");
+  }
+}
+
 int main() {
   Rng rng;
   // Basic block: conv+relu, conv, add input, relu (Winograd-sized 32x32 maps, 16 channels).
@@ -132,5 +157,6 @@ int main() {
     pb.op(a.act, {c}, {y}, a.attrs);
     compare(a.label, pb, 3, rng.vec(size_t(3 * a.C * a.H * a.H)));
   }
+  test_gemm_epilogue(rng);
   return finish("fusion_test");
 }

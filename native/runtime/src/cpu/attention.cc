@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "cpu/kernel.h"
+#include "cpu/simd/avx512.h"
 #include "cpu/vmath.h"
 
 namespace memlane::cpu {
@@ -34,9 +35,31 @@ void gemm(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_
   }
 }
 
+// The AVX-512 path: the same blocks, with register-tiled products that need no packing
+// (Kt and V of one head fit in L2, a block of scores in L1), and the softmax's division
+// applied to the block's dv outputs instead of its T probabilities.
+void attention_slice_avx512(const AttentionSlice& a, float* scratch) {
+  float inv[kAttentionRows];
+  for (int64_t r0 = 0; r0 < a.S; r0 += kAttentionRows) {
+    const int64_t rows = std::min(kAttentionRows, a.S - r0);
+    simd::sgemm_nn(rows, a.T, a.d, a.q + r0 * a.d, a.d, a.kt, a.T, scratch, a.T);
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* m = a.mask ? a.mask + (r0 + i) * a.mask_row : nullptr;
+      inv[i] = 1.f / simd::softmax_row_unnormalised(scratch + i * a.T, a.T, a.scale, m, a.mask_col);
+    }
+    float* y = a.y + r0 * a.dv;
+    simd::sgemm_nn(rows, a.dv, a.T, scratch, a.T, a.v, a.dv, y, a.dv);
+    for (int64_t i = 0; i < rows; ++i) simd::scale_row(y + i * a.dv, a.dv, inv[i]);
+  }
+}
+
 }  // namespace
 
 void attention_slice(const AttentionSlice& a, float* scratch) {
+  if (simd::have_avx512()) {
+    attention_slice_avx512(a, scratch);
+    return;
+  }
   for (int64_t r0 = 0; r0 < a.S; r0 += kAttentionRows) {
     const int64_t rows = std::min(kAttentionRows, a.S - r0);
     gemm(a.q + r0 * a.d, a.kt, scratch, rows, a.d, a.T);

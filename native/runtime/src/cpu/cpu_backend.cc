@@ -218,7 +218,14 @@ class CpuBackend final : public Backend {
           if (k && epi.taken) skip = epi.relu ? 2 : 1;
           break;
         case OpType::kGemm: k = cpu::make_gemm(bc, op, &st, message); break;
-        case OpType::kMatMul: k = cpu::make_matmul(bc, op, &st, message); break;
+        case OpType::kMatMul: {
+          cpu::GemmEpilogue ge;  // MatMul -> Add bias [-> Gelu] in one kernel (gemm_epilogue.cc)
+          bc.gemm_epilogue = cpu::gemm_epilogue(plan, oi, &ge) ? &ge : nullptr;
+          k = cpu::make_matmul(bc, op, &st, message);
+          bc.gemm_epilogue = nullptr;
+          if (k && ge.taken) skip = size_t(ge.skip);
+          break;
+        }
         case OpType::kAdd: case OpType::kSub: case OpType::kMul: case OpType::kDiv:
           k = cpu::make_binary(bc, op, &st, message); break;
         case OpType::kRelu: case OpType::kLeakyRelu: case OpType::kSigmoid: case OpType::kTanh:

@@ -1,5 +1,6 @@
-// Run-time choice of the conv kernels' AVX-512 paths: the CPU has AVX-512F and
-// MEMLANE_CPU_NO_AVX512 is unset. ctest runs the op suite once with it set, so the portable
+// Run-time choice of every CPU kernel's AVX-512 path (conv, pooling, and the transformer
+// kernels through simd::have_avx512()): the CPU has AVX-512F and MEMLANE_CPU_NO_AVX512 is
+// unset. ctest runs the op suites once with it set, so the portable
 // paths (what CPUs without AVX-512 run) are tested on AVX-512 machines too.
 #pragma once
 

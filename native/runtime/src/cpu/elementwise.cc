@@ -25,6 +25,11 @@ class WhereKernel final : public Kernel {
       const uint8_t* cr = C + off[0];
       const T *xr = X + off[1], *zr = Z + off[2];
       T* yr = Y + row * len;
+      if (sc == 1 && sx == 0 && sz == 0) {  // a mask of two constants (BERT's attention mask): vectorises
+        const T a = xr[0], b = zr[0];
+        for (int64_t i = 0; i < len; ++i) yr[i] = cr[i] ? a : b;
+        return;
+      }
       for (int64_t i = 0; i < len; ++i) yr[i] = cr[i * sc] ? xr[i * sx] : zr[i * sz];
     });
   }

@@ -29,7 +29,8 @@ class GatherKernel final : public Kernel {
     const I* idx = indices.as<I>(c);
     uint8_t* Y = y.as<uint8_t>(c);
     const size_t row = size_t(inner) * esize;
-    c.pool->parallel_for(outer * nidx, std::max<int64_t>(1, 4096 / std::max<int64_t>(inner, 1)), [&](int64_t r0, int64_t r1) {
+    // Rows of at least 32k elements a thread (an embedding lookup of 128 tokens is ~1 us).
+    c.pool->parallel_for(outer * nidx, std::max<int64_t>(1, 32768 / std::max<int64_t>(inner, 1)), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t o = r / nidx, j = r % nidx;
         int64_t k = int64_t(idx[j]);

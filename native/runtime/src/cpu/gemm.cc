@@ -1,11 +1,17 @@
 // Gemm (A activation [..., K], B weight, optional C broadcast to [..., N]) and MatMul
-// (A [..., K] activation, B [K,M] weight): one cblas_sgemm over the whole batch. A's rows
-// are all its leading dims, so the batch may sit on any of them.
+// (A [..., K] activation, B [K,M] weight): A's rows are all its leading dims, so the batch
+// may sit on any of them. One cblas_sgemm over the whole batch, or, for a MatMul on an
+// AVX-512 CPU, the register-tiled simd::sgemm_nn over blocks of rows split between the
+// pool's threads, with a fused epilogue (bias, Gelu; gemm_epilogue.cc).
 #include <cblas.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "cpu/kernel.h"
+#include "cpu/simd/avx512.h"
+#include "cpu/vmath.h"
 
 namespace memlane::cpu {
 namespace {
@@ -20,9 +26,41 @@ class GemmKernel final : public Kernel {
   int64_t rows_per_sample = 1, K = 0, N = 0;
   bool transB = false, relu = false;
   float alpha = 1.f, beta = 0.f;
+  // MatMul only: the fused epilogue (bias on every row, then Gelu) and the kernel choice.
+  const float* ebias = nullptr;
+  bool egelu = false, egelu_tanh = false, simd_path = false;
+
+  // Rows a block: A's block (64 x K floats) stays in L1 while every column panel reads it.
+  static constexpr int64_t kRowBlock = 64;
+  // Multiply-adds a thread must get before a product is split (~9 us on one core): waking a
+  // sleeping pool worker costs several microseconds, about what halving the 64-wide
+  // projections of the zoo's BERT and ViT at batch 1 would save; their 128-wide feed-forward
+  // layers do split.
+  static constexpr int64_t kMinMacsPerThread = int64_t(1) << 19;
+
+  void run_simd(const RunCtx& c, int64_t M) const {
+    const float* A = a.at(c);
+    float* Y = y.at(c);
+    // Threads split the rows evenly in units of 8 (one register tile), at least a block each.
+    const int64_t units = (M + 7) / 8;
+    const int64_t grain = std::max<int64_t>(kRowBlock / 8, kMinMacsPerThread / std::max<int64_t>(1, 8 * N * K));
+    c.pool->parallel_for(units, grain, [&](int64_t u0, int64_t u1) {
+      const int64_t end = std::min(M, u1 * 8);
+      for (int64_t r0 = u0 * 8; r0 < end; r0 += kRowBlock) {
+        const int64_t rows = std::min(kRowBlock, end - r0);
+        float* yb = Y + r0 * N;
+        simd::sgemm_nn(rows, N, K, A + r0 * K, K, b, N, yb, N, ebias);
+        if (egelu) egelu_tanh ? simd::gelu_tanh(yb, yb, rows * N) : simd::gelu(yb, yb, rows * N);
+      }
+    });
+  }
 
   void run(const RunCtx& c) const override {
     const int64_t M = rows_per_sample * c.batch;
+    if (simd_path) {
+      run_simd(c, M);
+      return;
+    }
     float* Y = y.at(c);
     float gemm_beta = 0.f;
     if (cw || c_is_act) {
@@ -41,6 +79,10 @@ class GemmKernel final : public Kernel {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, transB ? CblasTrans : CblasNoTrans, int(M), int(N), int(K), alpha,
                 a.at(c), int(K), b, transB ? int(K) : int(N), gemm_beta, Y, int(N));
     if (relu) relu_inplace(Y, M * N);
+    if (ebias)
+      for (int64_t r = 0; r < M; ++r)
+        for (int64_t j = 0; j < N; ++j) Y[r * N + j] += ebias[j];
+    if (egelu) egelu_tanh ? vmath::gelu_tanh(Y, Y, M * N) : vmath::gelu(Y, Y, M * N);
   }
 };
 
@@ -116,6 +158,15 @@ std::unique_ptr<Kernel> make_matmul(const BuildCtx& bc, const Op& op, Status* st
   k->a = bc.ref(op.inputs[0]);
   k->y = bc.ref(op.outputs[0]);
   k->b = B.data;
+  if (const GemmEpilogue* e = bc.gemm_epilogue) {
+    k->y = bc.ref(e->output);
+    k->ebias = e->bias;
+    k->egelu = e->gelu;
+    k->egelu_tanh = e->gelu_tanh;
+    e->taken = true;
+  }
+  // MEMLANE_GEMM_BLAS=1 keeps OpenBLAS for these too (a tuning aid for A/B timing).
+  k->simd_path = simd::have_avx512() && !std::getenv("MEMLANE_GEMM_BLAS");
   return k;
 }
 

@@ -69,10 +69,24 @@ struct ConvEpilogue {
   mutable bool taken = false;  // set by make_conv when it fused
 };
 
+// A MatMul's fused epilogue (gemm_epilogue.cc proposes it for MatMul -> Add bias -> Gelu
+// chains; make_matmul takes it where its weight is 2-D): y = act(x W + bias) to `output`.
+struct GemmEpilogue {
+  const float* bias = nullptr;  // [N], added to every row
+  int32_t output = -1;          // tensor the result goes to (the Add's, or the Gelu's)
+  bool gelu = false, gelu_tanh = false;
+  int skip = 0;                 // ops after the MatMul that the epilogue replaces
+  mutable bool taken = false;   // set by make_matmul when it fused
+};
+
+// The epilogue MatMul ops[i] can take, if any (false: none).
+bool gemm_epilogue(const Plan& plan, size_t i, GemmEpilogue* e);
+
 struct BuildCtx {
   const Plan* plan = nullptr;
   int threads = 1;  // intra-op threads at run time (kernels with per-thread scratch size it by this)
   const ConvEpilogue* epilogue = nullptr;  // for the Conv being built, when fusable
+  const GemmEpilogue* gemm_epilogue = nullptr;  // for the MatMul being built, when fusable
   TensorRef ref(int32_t id) const {
     const TensorInfo& t = plan->tensors[id];
     TensorRef r;

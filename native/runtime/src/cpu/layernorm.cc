@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "cpu/kernel.h"
+#include "cpu/simd/avx512.h"
 
 namespace memlane::cpu {
 namespace {
@@ -61,6 +62,10 @@ class LayerNormKernel final : public Kernel {
 
 void layernorm_rows(const float* x, float* y, int64_t rows, int64_t n, const float* scale, const float* bias,
                     float eps) {
+  if (simd::have_avx512()) {
+    simd::layernorm_rows(x, y, rows, n, scale, bias, eps);
+    return;
+  }
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * n;
     float* yr = y + r * n;

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "cpu/kernel.h"
+#include "cpu/simd/avx512.h"
 #include "cpu/thread_pool.h"
 
 namespace memlane::cpu {
@@ -20,6 +21,10 @@ namespace {
 constexpr int64_t kSmallGemm = 32 * 32 * 32;
 
 void small_gemm(const float* A, const float* B, float* Y, int64_t M, int64_t K, int64_t N) {
+  if (simd::have_avx512()) {
+    simd::sgemm_nn(M, N, K, A, K, B, N, Y, N);
+    return;
+  }
   for (int64_t i = 0; i < M; ++i) {
     float* y = Y + i * N;
     std::fill(y, y + N, 0.f);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "cpu/kernel.h"
+#include "cpu/simd/avx512.h"
 #include "cpu/vmath.h"
 
 namespace memlane::cpu {
@@ -23,6 +24,11 @@ class SoftmaxKernel final : public Kernel {
         const int64_t o = r / inner, i = r % inner;
         const float* xr = X + o * len * inner + i;
         float* yr = Y + o * len * inner + i;
+        if (inner == 1 && simd::have_avx512()) {  // contiguous row: two 16-lane passes and a scale
+          if (yr != xr) std::copy(xr, xr + len, yr);
+          simd::scale_row(yr, len, 1.f / simd::softmax_row_unnormalised(yr, len, 1.f, nullptr, 0));
+          continue;
+        }
         float m = xr[0];
         for (int64_t j = 1; j < len; ++j) m = std::max(m, xr[j * inner]);
         float s = 0.f;

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "cpu/kernel.h"
+#include "cpu/simd/avx512.h"
 #include "cpu/vmath.h"
 
 namespace memlane::cpu {
@@ -37,7 +38,8 @@ class UnaryKernel final : public Kernel {
       case OpType::kTanh: vmath::tanh(X, Y, n); break;
       case OpType::kErf: vmath::erf(X, Y, n); break;
       case OpType::kGelu:
-        if (gelu_tanh) vmath::gelu_tanh(X, Y, n);
+        if (simd::have_avx512()) gelu_tanh ? simd::gelu_tanh(X, Y, n) : simd::gelu(X, Y, n);
+        else if (gelu_tanh) vmath::gelu_tanh(X, Y, n);
         else vmath::gelu(X, Y, n);
         break;
       default:

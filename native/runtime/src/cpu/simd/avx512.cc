@@ -1,0 +1,240 @@
+// AVX-512 kernels (see avx512.h). Each function carries target("avx512f"): the rest of the
+// library stays x86-64-v3, and callers only come here after have_avx512().
+#include "cpu/simd/avx512.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "cpu/cpu_features.h"
+#include "cpu/vmath.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#define MEMLANE_SIMD_X86 1
+#endif
+
+namespace memlane::cpu::simd {
+
+bool have_avx512() { return use_avx512f(); }  // one switch for every AVX-512 path (cpu_features.h)
+
+#ifdef MEMLANE_SIMD_X86
+#define AVX512 __attribute__((target("avx512f")))
+
+namespace {
+
+namespace c = vmath::c;
+
+// The Cephes exp of vmath.h, 16 lanes (same clamp, same polynomial, same rounding).
+AVX512 inline __m512 exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(c::kExpLo)), _mm512_set1_ps(c::kExpHi));
+  const __m512 fx = _mm512_roundscale_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(c::kLog2e), _mm512_set1_ps(0.5f)),
+                                         _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  __m512 g = _mm512_fnmadd_ps(fx, _mm512_set1_ps(c::kLn2Hi), x);
+  g = _mm512_fnmadd_ps(fx, _mm512_set1_ps(c::kLn2Lo), g);
+  __m512 y = _mm512_set1_ps(c::kP0);
+  y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP1));
+  y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP2));
+  y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP3));
+  y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP4));
+  y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP5));
+  y = _mm512_fmadd_ps(_mm512_mul_ps(y, g), g, _mm512_add_ps(g, _mm512_set1_ps(1.f)));
+  // y * 2^fx in one instruction; fx is in [-126, 128] after the clamp, where this is the same
+  // exact power-of-two product as vmath.h's exponent-bits multiply.
+  return _mm512_scalef_ps(y, fx);
+}
+
+// erf by Abramowitz & Stegun 7.1.26, as vmath::erf8.
+AVX512 inline __m512 erf16(__m512 x) {
+  const __m512i sign_bit = _mm512_set1_epi32(int32_t(0x80000000u));
+  const __m512i xi = _mm512_castps_si512(x);
+  const __m512i sign = _mm512_and_si512(xi, sign_bit);
+  const __m512 ax = _mm512_castsi512_ps(_mm512_andnot_si512(sign_bit, xi));
+  const __m512 one = _mm512_set1_ps(1.f);
+  const __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(_mm512_set1_ps(c::kP), ax, one));
+  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(c::kA5), t, _mm512_set1_ps(c::kA4));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(c::kA3));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(c::kA2));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(c::kA1));
+  p = _mm512_mul_ps(p, t);
+  const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(ax, ax)));
+  const __m512 r = _mm512_fnmadd_ps(p, e, one);
+  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(r), sign));
+}
+
+AVX512 inline __m512 tanh16(__m512 x) {
+  const __m512 one = _mm512_set1_ps(1.f), two = _mm512_set1_ps(2.f);
+  return _mm512_sub_ps(one, _mm512_div_ps(two, _mm512_add_ps(exp16(_mm512_mul_ps(two, x)), one)));
+}
+
+inline __mmask16 tail_mask(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1u); }
+
+// One MR x (16 * NV) tile of C, accumulated over all of K in registers.
+template <int MR, int NV>
+AVX512 inline void tile(int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
+                        const float* bias, __mmask16 m0, __mmask16 m1) {
+  // Accumulators as named registers (an array of them made GCC store every one to the stack
+  // on each k step, 2.7x slower than OpenBLAS); rows past MR are dead code.
+  const __m512 i0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
+  const __m512 i1 = NV > 1 && bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
+  __m512 c00 = i0, c01 = i1, c10 = i0, c11 = i1, c20 = i0, c21 = i1, c30 = i0, c31 = i1;
+  __m512 c40 = i0, c41 = i1, c50 = i0, c51 = i1, c60 = i0, c61 = i1, c70 = i0, c71 = i1;
+  const float* a = A;
+  for (int64_t k = 0; k < K; ++k, ++a) {
+    const float* b = B + k * ldb;
+    const __m512 b0 = _mm512_maskz_loadu_ps(m0, b);
+    const __m512 b1 = NV > 1 ? _mm512_maskz_loadu_ps(m1, b + 16) : _mm512_setzero_ps();
+#define MEMLANE_ROW(r)                                                        \
+    if constexpr (MR > r) {                                                   \
+      const __m512 av = _mm512_set1_ps(a[r * lda]);                           \
+      c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);                             \
+      if constexpr (NV > 1) c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);       \
+    }
+    MEMLANE_ROW(0) MEMLANE_ROW(1) MEMLANE_ROW(2) MEMLANE_ROW(3)
+    MEMLANE_ROW(4) MEMLANE_ROW(5) MEMLANE_ROW(6) MEMLANE_ROW(7)
+#undef MEMLANE_ROW
+  }
+#define MEMLANE_STORE(r)                                                            \
+  if constexpr (MR > r) {                                                           \
+    _mm512_mask_storeu_ps(C + r * ldc, m0, c##r##0);                                \
+    if constexpr (NV > 1) _mm512_mask_storeu_ps(C + r * ldc + 16, m1, c##r##1);     \
+  }
+  MEMLANE_STORE(0) MEMLANE_STORE(1) MEMLANE_STORE(2) MEMLANE_STORE(3)
+  MEMLANE_STORE(4) MEMLANE_STORE(5) MEMLANE_STORE(6) MEMLANE_STORE(7)
+#undef MEMLANE_STORE
+}
+
+constexpr int kMR = 8;
+
+template <int NV>
+AVX512 void row_blocks(int64_t M, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+                       int64_t ldc, const float* bias, __mmask16 m0, __mmask16 m1) {
+  int64_t i = 0;
+  for (; i + kMR <= M; i += kMR) tile<kMR, NV>(K, A + i * lda, lda, B, ldb, C + i * ldc, ldc, bias, m0, m1);
+  const float* a = A + i * lda;
+  float* cc = C + i * ldc;
+  switch (M - i) {
+    case 7: tile<7, NV>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1); break;
+    case 6: tile<6, NV>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1); break;
+    case 5: tile<5, NV>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1); break;
+    case 4: tile<4, NV>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1); break;
+    case 3: tile<3, NV>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1); break;
+    case 2: tile<2, NV>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1); break;
+    case 1: tile<1, NV>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1); break;
+    default: break;
+  }
+}
+
+AVX512 inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+}  // namespace
+
+AVX512 void sgemm_nn(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                     float* C, int64_t ldc, const float* bias) {
+  // Column panels of 32 (B's panel stays in L1 across every row block), rows 8 at a time.
+  for (int64_t j = 0; j < N; j += 32) {
+    const int64_t w = std::min<int64_t>(32, N - j);
+    const float* bj = bias ? bias + j : nullptr;
+    if (w > 16) row_blocks<2>(M, K, A, lda, B + j, ldb, C + j, ldc, bj, 0xFFFF, tail_mask(w - 16));
+    else row_blocks<1>(M, K, A, lda, B + j, ldb, C + j, ldc, bj, tail_mask(w), 0);
+  }
+}
+
+AVX512 float softmax_row_unnormalised(float* s, int64_t n, float scale, const float* mask, int64_t mask_col) {
+  const __m512 vs = _mm512_set1_ps(scale);
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  if (mask && mask_col != 1 && mask_col != 0) {  // a strided mask: scalar, then the common passes
+    for (int64_t j = 0; j < n; ++j) s[j] = s[j] * scale + mask[j * mask_col];
+  }
+  const bool scaled_here = !(mask && mask_col != 1 && mask_col != 0);
+  const __m512 mb = mask && mask_col == 0 ? _mm512_set1_ps(mask[0]) : _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = tail_mask(n - j);
+    __m512 v = _mm512_maskz_loadu_ps(m, s + j);
+    if (scaled_here) {
+      if (mask && mask_col == 1) v = _mm512_fmadd_ps(v, vs, _mm512_maskz_loadu_ps(m, mask + j));
+      else v = _mm512_fmadd_ps(v, vs, mb);
+      _mm512_mask_storeu_ps(s + j, m, v);
+    }
+    vmax = _mm512_mask_max_ps(vmax, m, vmax, v);
+  }
+  const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+  __m512 vsum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = tail_mask(n - j);
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + j), mx));
+    _mm512_mask_storeu_ps(s + j, m, e);
+    vsum = _mm512_mask_add_ps(vsum, m, vsum, e);
+  }
+  return hsum(vsum);
+}
+
+AVX512 void scale_row(float* y, int64_t n, float k) {
+  const __m512 vk = _mm512_set1_ps(k);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = tail_mask(n - j);
+    _mm512_mask_storeu_ps(y + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, y + j), vk));
+  }
+}
+
+AVX512 void gelu(const float* x, float* y, int64_t n) {
+  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.f), rs2 = _mm512_set1_ps(0.7071067811865476f);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = tail_mask(n - j);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + j);
+    const __m512 r = erf16(_mm512_mul_ps(v, rs2));
+    _mm512_mask_storeu_ps(y + j, m, _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, r)));
+  }
+}
+
+AVX512 void gelu_tanh(const float* x, float* y, int64_t n) {
+  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.f);
+  const __m512 k0 = _mm512_set1_ps(0.7978845608028654f), k1 = _mm512_set1_ps(0.044715f);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = tail_mask(n - j);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + j);
+    const __m512 v3 = _mm512_mul_ps(_mm512_mul_ps(v, v), v);
+    const __m512 r = tanh16(_mm512_mul_ps(k0, _mm512_fmadd_ps(k1, v3, v)));
+    _mm512_mask_storeu_ps(y + j, m, _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, r)));
+  }
+}
+
+AVX512 void layernorm_rows(const float* x, float* y, int64_t rows, int64_t n, const float* scale, const float* bias,
+                           float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j += 16) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(tail_mask(n - j), xr + j));
+    const float mean = hsum(acc) / float(n);
+    const __m512 vm = _mm512_set1_ps(mean);
+    acc = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 m = tail_mask(n - j);
+      const __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, xr + j), vm);
+      acc = _mm512_fmadd_ps(d, d, acc);
+    }
+    const __m512 inv = _mm512_set1_ps(1.f / std::sqrt(hsum(acc) / float(n) + eps));
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 m = tail_mask(n - j);
+      const __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, xr + j), vm), inv);
+      const __m512 b = bias ? _mm512_maskz_loadu_ps(m, bias + j) : _mm512_setzero_ps();
+      _mm512_mask_storeu_ps(yr + j, m, _mm512_fmadd_ps(d, _mm512_maskz_loadu_ps(m, scale + j), b));
+    }
+  }
+}
+
+#else  // not x86-64: have_avx512() is false, so these are never called.
+
+void sgemm_nn(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, const float*) {
+  std::abort();
+}
+float softmax_row_unnormalised(float*, int64_t, float, const float*, int64_t) { std::abort(); }
+void scale_row(float*, int64_t, float) { std::abort(); }
+void gelu(const float*, float*, int64_t) { std::abort(); }
+void gelu_tanh(const float*, float*, int64_t) { std::abort(); }
+void layernorm_rows(const float*, float*, int64_t, int64_t, const float*, const float*, float) { std::abort(); }
+
+#endif
+
+}  // namespace memlane::cpu::simd

@@ -1,0 +1,37 @@
+// AVX-512 kernels for the transformer ops, picked at run time (the library is built for
+// x86-64-v3; these functions carry their own target attribute). Callers check have_avx512()
+// and keep their portable path otherwise. Everything here works on raw row-major pointers.
+#pragma once
+
+#include <cstdint>
+
+namespace memlane::cpu::simd {
+
+// True on an x86-64 CPU with AVX-512F (and MEMLANE_CPU_NO_AVX512 unset: a switch for tests and
+// for timing the portable path).
+bool have_avx512();
+
+// C[M x N] = A[M x K] x B[K x N] (+ bias[N] on every row, when not null), row-major with
+// leading dims lda, ldb, ldc, any sizes, no packing: for the small per-head products of
+// attention and batched MatMul, where B fits in L1/L2 and OpenBLAS's per-call setup and
+// packing cost more than the product. Needs have_avx512().
+void sgemm_nn(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+              int64_t ldc, const float* bias = nullptr);
+
+// One attention score row in place: s = s * scale + mask (mask may be null; element j at
+// mask[j * mask_col]), then s = exp(s - max(s)). Returns the sum of the exponentials.
+float softmax_row_unnormalised(float* s, int64_t n, float scale, const float* mask, int64_t mask_col);
+
+// y[i] *= k over n floats.
+void scale_row(float* y, int64_t n, float k);
+
+// y = gelu(x) (erf form) and y = gelu_tanh(x), the same formulas as vmath.h, 16 lanes.
+void gelu(const float* x, float* y, int64_t n);
+void gelu_tanh(const float* x, float* y, int64_t n);
+
+// LayerNorm over `rows` rows of n: two passes for mean and variance (as layernorm.cc), one
+// for scale and shift. bias may be null.
+void layernorm_rows(const float* x, float* y, int64_t rows, int64_t n, const float* scale, const float* bias,
+                    float eps);
+
+}  // namespace memlane::cpu::simd
