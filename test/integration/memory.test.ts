@@ -22,7 +22,8 @@ describe("memory sampler on a process allocating known amounts", () => {
     proc = await AllocProcess.start();
     sampler.track(proc.pid, "alloc");
     sampler.start();
-    await sleep(150);
+    // Wait for samples rather than a fixed time: on a loaded machine the first ticks come late.
+    for (let waited = 0; sampler.samples(proc.pid).length < 8 && waited < 10_000; waited += 25) await sleep(25);
   });
 
   afterAll(async () => {
@@ -32,9 +33,10 @@ describe("memory sampler on a process allocating known amounts", () => {
 
   it("samples at >= 20 Hz with the GPU marked unknown (no probe)", () => {
     const s = sampler.samples(proc.pid);
-    expect(s.length).toBeGreaterThanOrEqual(4);
-    const span = latest(s).tMs - s[0]!.tMs;
-    expect(span / (s.length - 1)).toBeLessThanOrEqual(50);
+    expect(s.length).toBeGreaterThanOrEqual(8);
+    // The median gap, not the mean: one tick delayed by a busy machine is not the sampler's rate.
+    const gaps = s.slice(1).map((x, i) => x.tMs - s[i]!.tMs).sort((a, b) => a - b);
+    expect(gaps[Math.floor(gaps.length / 2)]!).toBeLessThanOrEqual(50);
     expect(s.every((x) => x.gpuKiB === null)).toBe(true);
     expect(sampler.gpuStatus()).toEqual({ ok: false, reason: "no GPU probe configured" });
   });
