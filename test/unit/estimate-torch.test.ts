@@ -93,3 +93,26 @@ describe("concurrentPeak", () => {
     expect(concurrentPeak(stages, 2, 1e9)).toMatchObject({ peakMiB: 100, stages: ["a"], unestimatedBeside: ["py"] });
   });
 });
+
+describe("concurrentPeak on a wide pipeline", () => {
+  const st = (stage: string, peakMiB: number | null, after: string[] = []) => ({ stage, peakMiB, after, exclusive: false });
+  it("finds the exact worst set of 40 independent stages at -j 8 quickly (pruned, not C(40,8) sets)", () => {
+    const stages = Array.from({ length: 40 }, (_, i) => st(`s${i}`, 10 + ((i * 37) % 40)));
+    const t0 = performance.now();
+    const c = concurrentPeak(stages, 8, 1e9);
+    expect(performance.now() - t0).toBeLessThan(2000);
+    const top8 = stages.map((s) => s.peakMiB!).sort((a, b) => b - a).slice(0, 8).reduce((a, b) => a + b, 0);
+    expect(c).toMatchObject({ peakMiB: top8, upperBound: false });
+    expect(c.stages).toHaveLength(8);
+  });
+  it("gives a labelled safe upper bound when the search is too wide to finish", () => {
+    // Equal peaks under a budget that admits only 5 of them: no pruning helps, the search gives up.
+    const stages = Array.from({ length: 40 }, (_, i) => st(`s${i}`, 100));
+    const t0 = performance.now();
+    const c = concurrentPeak(stages, 8, 550);
+    expect(performance.now() - t0).toBeLessThan(2000);
+    expect(c.upperBound).toBe(true);
+    expect(c.peakMiB).toBeGreaterThanOrEqual(500); // the true worst set: 5 stages
+    expect(c.peakMiB).toBeLessThanOrEqual(550); // never more than the budget lets run together
+  });
+});
