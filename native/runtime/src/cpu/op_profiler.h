@@ -4,6 +4,11 @@
 // call is timed with steady_clock and summed per op; the serial path is taken (no batch lanes),
 // so an op's time is its own and not a mix of threads. Kernel slots are plan-op indices; a null
 // slot is an op folded into the kernel before it (a Conv's Add/Relu epilogue).
+//
+// Not synchronised, on purpose: time() is only called from the serial path (profiling never
+// takes the batch lanes, so one thread times every kernel), and start/stop/result are only
+// called between runs, from the thread that calls run() (Runtime::set_profiling is not to be
+// called while a run is in flight). A caller that breaks either rule races on these counters.
 #pragma once
 
 #include <chrono>
