@@ -3,6 +3,10 @@
 // replacing the physics floor), python-torch's phases, and the concurrent peak under the
 // scheduler's rules (exclusive alone, no stage beside its ancestors, -j, the budget).
 import { describe, expect, it } from "vitest";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { writeJsonAtomic } from "../../src/estimate/cache.ts";
 import { concurrentPeak } from "../../src/estimate/concurrent-peak.ts";
 import { inferEstimate, OPTIMIZER_STATES, type TorchFixed, trainEstimate } from "../../src/estimate/torch-estimate.ts";
 import { atBatch, type TorchTerms } from "../../src/estimate/torch-terms.ts";
@@ -114,5 +118,26 @@ describe("concurrentPeak on a wide pipeline", () => {
     expect(c.upperBound).toBe(true);
     expect(c.peakMiB).toBeGreaterThanOrEqual(500); // the true worst set: 5 stages
     expect(c.peakMiB).toBeLessThanOrEqual(550); // never more than the budget lets run together
+  });
+});
+
+describe("writeJsonAtomic", () => {
+  it("writes through a rename and leaves no temp file behind when the write fails", () => {
+    const dir = mkdtempSync(join(tmpdir(), "memlane-atomic-"));
+    try {
+      const path = join(dir, "c.json");
+      writeJsonAtomic(path, { a: 1 });
+      expect(JSON.parse(readFileSync(path, "utf8"))).toEqual({ a: 1 });
+      const cyclic: Record<string, unknown> = {};
+      cyclic.self = cyclic;
+      expect(() => writeJsonAtomic(path, cyclic)).toThrow(/circular/i);
+      // A rename onto a directory fails after the temp file is written.
+      mkdirSync(join(dir, "d.json"));
+      expect(() => writeJsonAtomic(join(dir, "d.json"), { b: 2 })).toThrow();
+      expect(readdirSync(dir).sort()).toEqual(["c.json", "d.json"]);
+      expect(JSON.parse(readFileSync(path, "utf8"))).toEqual({ a: 1 });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
