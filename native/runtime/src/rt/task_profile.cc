@@ -12,8 +12,8 @@ namespace {
 constexpr int64_t kMaxProfileIterations = 100000;
 
 // MEMLANE_PROFILE=1 (cpu_backend.cc) profiles the whole process and dumps at teardown. A task
-// profile restarts the counters; afterwards profiling goes back on for that dump (which then
-// covers the runs after the task profile) instead of off.
+// profile restarts the counters (the dump keeps the earlier ones, cpu/op_profiler.h);
+// afterwards profiling goes back on for that dump instead of off.
 bool process_profiling() {
   const char* p = std::getenv("MEMLANE_PROFILE");
   return p && *p == '1';
