@@ -112,5 +112,7 @@ describe("memlane compare --profile", () => {
     const { pipeline } = await import("../../src/pipeline/builder.ts");
     expect(() => pipeline("p", {}).export({ onnx: model }).benchmark("native", { batchSizes: [1, 8], profile: { batch: 4 } }))
       .toThrow(/profile\.batch: expected one of batchSizes \(1, 8\), received 4/);
+    expect(() => pipeline("p", {}).export({ onnx: model }).benchmark("native", { profile: { iterations: 1e6 } }))
+      .toThrow(/profile\.iterations: expected an integer <= 100000, received 1000000/);
   });
 });
