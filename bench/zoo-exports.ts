@@ -8,9 +8,9 @@
  */
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { cacheDir } from "../src/estimate/cache.ts";
+import { cacheDir, writeJsonAtomic } from "../src/estimate/cache.ts";
 import { REPO_ROOT } from "../src/workers/specs.ts";
 import type { ZooExport } from "../test/zoo/rows.ts";
 
@@ -95,7 +95,7 @@ export async function zooExports(names: string[], exporters: string[], seed: num
         }
         index.set(key(rec), rec);
       }
-      writeFileSync(join(dir, "index.json"), JSON.stringify([...index.values()], null, 1));
+      writeJsonAtomic(join(dir, "index.json"), [...index.values()]); // a killed run leaves the old index, not half a new one
     } finally {
       rmSync(tmp, { recursive: true, force: true });
     }

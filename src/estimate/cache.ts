@@ -5,7 +5,7 @@
  * Directory: $MEMLANE_CACHE_DIR, else $XDG_CACHE_HOME/memlane, else ~/.cache/memlane.
  */
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { cpus, homedir, release } from "node:os";
 import { join } from "node:path";
@@ -83,11 +83,24 @@ export function loadCalibration(key: Record<string, string> = calibrationKey()):
 }
 
 /** Atomic: a reader sees the old calibration or the new one, never half of one. */
+/**
+ * Writes `value` as JSON to `path` through a temp file and a rename, so a reader (or a second
+ * process) never sees half a file; the temp file is removed when the write or rename fails.
+ */
+export function writeJsonAtomic(path: string, value: unknown): void {
+  const tmp = `${path}.${process.pid}.tmp`;
+  try {
+    writeFileSync(tmp, JSON.stringify(value, null, 1));
+    renameSync(tmp, path);
+  } catch (e) {
+    rmSync(tmp, { force: true });
+    throw e;
+  }
+}
+
 export function saveCalibration(c: Calibration): string {
   const path = calibrationPath(c.key);
   mkdirSync(cacheDir(), { recursive: true });
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, JSON.stringify(c, null, 1));
-  renameSync(tmp, path);
+  writeJsonAtomic(path, c);
   return path;
 }

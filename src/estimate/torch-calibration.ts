@@ -7,14 +7,14 @@
  * part of it. Cached beside the ONNX calibration, keyed by the same machine facts plus
  * torch's version.
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
 import type { Report } from "../report/schema.ts";
 import { REPO_ROOT } from "../workers/specs.ts";
-import { cacheDir, calibrationKey, venvDistVersion } from "./cache.ts";
+import { cacheDir, calibrationKey, venvDistVersion, writeJsonAtomic } from "./cache.ts";
 import { evalSamplesOf, type InferFigures, inferEstimate, optimizerOf, TRAIN_BATCH_DEFAULT, type TorchFixed, trainEstimate } from "./torch-estimate.ts";
 import { inferTerms, type TorchTerms, trainTerms } from "./torch-terms.ts";
 
@@ -51,9 +51,7 @@ export function loadTorchCalibration(key = torchCalibrationKey()): TorchCalibrat
 export function saveTorchCalibration(c: TorchCalibration): string {
   const path = pathOf(c.key);
   mkdirSync(cacheDir(), { recursive: true });
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, JSON.stringify(c, null, 1));
-  renameSync(tmp, path);
+  writeJsonAtomic(path, c);
   return path;
 }
 

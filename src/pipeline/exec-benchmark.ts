@@ -19,6 +19,9 @@ import { firstAsFloat32, outputsOf } from "./worker-outputs.ts";
 import { profileFromTask, type RuntimeProfile } from "../report/profile.ts";
 import { resolveProfile } from "./profile-option.ts";
 
+/** What a python-torch row's profile says (docs/profiling.md). */
+export const TORCH_NO_PROFILE = "python-torch has no per-op profiler";
+
 type BenchStage = Extract<StageDef, { kind: "benchmark" }>;
 
 const PHASE_COUNT = 5; // import, runtime-create, model-load, first-inference, steady-inference
@@ -111,9 +114,10 @@ export async function runBenchmark(
   }
   const tensors = io ? s.evalTensors(held) : { inputs: s.evalTensor(held) };
   const ioArgs = io ? { io } : {};
-  // Per-op profile after the timed calls (docs/profiling.md); python-torch has none.
-  const profile = stage.runtime === "python-torch" ? null : resolveProfile(o, common.batchSizes, common.iterations, stage.name);
-  const profileArgs = profile ? { profile: true, profileBatch: profile.batch, profileIterations: profile.iterations } : {};
+  // Per-op profile after the timed calls (docs/profiling.md); python-torch has none, and its
+  // row says so (as the CUDA backend's does) rather than dropping the asked-for profile.
+  const profile = resolveProfile(o, common.batchSizes, common.iterations, stage.name);
+  const profileArgs = profile && stage.runtime !== "python-torch" ? { profile: true, profileBatch: profile.batch, profileIterations: profile.iterations } : {};
   let m: Measured;
   switch (stage.runtime) {
     case "python-torch": {
@@ -188,8 +192,9 @@ export async function runBenchmark(
       break;
     }
   }
-  const opProfile: RuntimeProfile | undefined = profile && m.profile !== undefined
-    ? profileFromTask(m.profile, stage.runtime === "native" ? "memlane-rt" : "onnxruntime", `${stage.name} (${meta.kind})`)
+  const opProfile: RuntimeProfile | undefined = !profile ? undefined
+    : stage.runtime === "python-torch" ? profileFromTask({ batch: profile.batch, unavailable: TORCH_NO_PROFILE }, "pytorch", `${stage.name} (${meta.kind})`)
+    : m.profile !== undefined ? profileFromTask(m.profile, stage.runtime === "native" ? "memlane-rt" : "onnxruntime", `${stage.name} (${meta.kind})`)
     : undefined;
   s.runtimes.push({
     name: stage.runtime,

@@ -2,6 +2,9 @@
 import { checkInt, OptionError } from "./options.ts";
 import type { BenchmarkOptions } from "./stages.ts";
 
+/** Profiled calls a stage may ask for (memlane-rt refuses more: native/runtime/src/rt/task_profile.cc). */
+export const MAX_PROFILE_ITERATIONS = 100_000;
+
 export function checkProfile(stage: string, opts: BenchmarkOptions): void {
   const p = opts.profile;
   if (p === undefined || typeof p === "boolean") return;
@@ -12,7 +15,10 @@ export function checkProfile(stage: string, opts: BenchmarkOptions): void {
     checkInt(`stage "${stage}": profile.batch`, p.batch, 1);
     if (opts.batchSizes && !opts.batchSizes.includes(p.batch)) throw new OptionError(`stage "${stage}": profile.batch`, `one of batchSizes (${opts.batchSizes.join(", ")})`, p.batch);
   }
-  if (p.iterations !== undefined) checkInt(`stage "${stage}": profile.iterations`, p.iterations, 1);
+  if (p.iterations !== undefined) {
+    checkInt(`stage "${stage}": profile.iterations`, p.iterations, 1);
+    if (p.iterations > MAX_PROFILE_ITERATIONS) throw new OptionError(`stage "${stage}": profile.iterations`, `an integer <= ${MAX_PROFILE_ITERATIONS}`, p.iterations);
+  }
 }
 
 /** The batch and call count to profile, or null when the stage does not profile. */

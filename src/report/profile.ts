@@ -41,8 +41,8 @@ export interface ProfileOpType {
 }
 
 export interface RuntimeProfile {
-  /** Who timed the ops: `memlane-rt` (its executor) or `onnxruntime` (its profiler). */
-  source: "memlane-rt" | "onnxruntime";
+  /** Who timed the ops: `memlane-rt` (its executor) or `onnxruntime` (its profiler); `pytorch` only ever says unavailable. */
+  source: "memlane-rt" | "onnxruntime" | "pytorch";
   /** Batch size of the profiled calls. */
   batch: number;
   /** Profiled calls (after one untimed warm-up call); 0 when unavailable. */
@@ -113,7 +113,7 @@ export function validateProfile(p: unknown, path: string): string[] {
   if (p === null || typeof p !== "object" || Array.isArray(p)) return [`${path}: expected an object, received ${p === null ? "null" : typeof p}`];
   const o = p as Record<string, unknown>;
   const want: Record<string, (v: unknown) => boolean> = {
-    source: (v) => v === "memlane-rt" || v === "onnxruntime",
+    source: (v) => v === "memlane-rt" || v === "onnxruntime" || v === "pytorch",
     batch: (v) => Number.isFinite(v), runs: (v) => Number.isFinite(v), opsMsPerRun: (v) => Number.isFinite(v),
     wallMsMean: (v) => v === null || Number.isFinite(v), ops: Array.isArray, byType: Array.isArray,
     unavailable: (v) => v === null || typeof v === "string",

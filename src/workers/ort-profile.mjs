@@ -34,11 +34,15 @@ export function firstRunEnd(events) {
   return runs.length ? runs[0][0] + runs[0][1] : 0;
 }
 
-/** One warm-up call, then `runs` profiled ones of `run(session)` at `batch`. */
+/**
+ * One warm-up call, then `runs` profiled ones of `run(session)` at `batch`. The session is
+ * released in every case (a failing call too), before its profile dir is removed.
+ */
 export async function profileOrt(ort, model, options, run, batch, runs) {
   const dir = mkdtempSync(join(tmpdir(), "memlane-node-ort-profile-"));
+  let session = null;
   try {
-    const session = await ort.InferenceSession.create(model, { ...options, enableProfiling: true, profileFilePrefix: join(dir, "ort") });
+    session = await ort.InferenceSession.create(model, { ...options, enableProfiling: true, profileFilePrefix: join(dir, "ort") });
     await run(session);
     let wall = 0;
     for (let i = 0; i < runs; i++) {
@@ -46,13 +50,24 @@ export async function profileOrt(ort, model, options, run, batch, runs) {
       await run(session);
       wall += performance.now() - t0;
     }
-    session.endProfiling();
-    await session.release?.();
+    const done = session;
+    session = null;
+    done.endProfiling();
+    await done.release?.();
     const files = readdirSync(dir).filter((f) => f.endsWith(".json"));
     if (files.length !== 1) return { batch, unavailable: `onnxruntime-node wrote ${files.length} profile files (expected 1)` };
     const events = JSON.parse(readFileSync(join(dir, files[0]), "utf8"));
     return { batch, runs, wallMsMean: wall / runs, ops: parseOrtProfile(events, firstRunEnd(events)) };
   } finally {
+    if (session) {
+      // A call failed: close the profiler's file and the session; the call's error is the one to report.
+      try {
+        session.endProfiling();
+      } catch {}
+      try {
+        await session.release?.();
+      } catch {}
+    }
     rmSync(dir, { recursive: true, force: true });
   }
 }

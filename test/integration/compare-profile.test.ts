@@ -87,9 +87,32 @@ describe("memlane compare --profile", () => {
     expect(profileLeftovers().filter((f) => !before.has(f))).toEqual([]);
   });
 
+  it("still gives ORT's profile when native cannot run the model, and a clear native row", { timeout: 180_000 }, async () => {
+    const gruOut = mkdtempSync(path.join(os.tmpdir(), "memlane-compare-profile-gru-"));
+    try {
+      const gru = path.join(ensureModels().dir, "gru.onnx"); // GRU: not a memlane-rt op
+      const cli = startCli(["compare", gru, "--runtimes", "python-ort,native", "--batch", "2", "--iterations", "3", "--profile", "--out", gruOut]);
+      const { code } = await cli.exit;
+      expect(code, `stdout:\n${cli.stdout()}\nstderr:\n${cli.stderr()}`).toBe(0);
+      const runDir = path.join(gruOut, readdirSync(gruOut)[0]!);
+      const r = JSON.parse(readFileSync(path.join(runDir, "report.json"), "utf8")) as Report;
+      expect(validateReport(r)).toEqual([]);
+      const ort = r.runtimes.find((x) => x.name === "python-ort")!;
+      expect(ort.profile?.unavailable).toBeNull();
+      expect(ort.profile!.ops.some((o) => o.opType === "GRU")).toBe(true);
+      expect(r.runtimes.find((x) => x.name === "native")).toBeUndefined();
+      expect(cli.stdout()).toMatch(/native: unavailable — gru\.onnx: op GRU \(node "[^"]+"\) is not supported/);
+      expect(readFileSync(path.join(runDir, "report.md"), "utf8")).toMatch(/`native` unavailable: UNSUPPORTED_OP \(10\): gru\.onnx: op GRU/);
+    } finally {
+      rmSync(gruOut, { recursive: true, force: true });
+    }
+  });
+
   it("refuses a profile batch that is not timed", async () => {
     const { pipeline } = await import("../../src/pipeline/builder.ts");
     expect(() => pipeline("p", {}).export({ onnx: model }).benchmark("native", { batchSizes: [1, 8], profile: { batch: 4 } }))
       .toThrow(/profile\.batch: expected one of batchSizes \(1, 8\), received 4/);
+    expect(() => pipeline("p", {}).export({ onnx: model }).benchmark("native", { profile: { iterations: 1e6 } }))
+      .toThrow(/profile\.iterations: expected an integer <= 100000, received 1000000/);
   });
 });

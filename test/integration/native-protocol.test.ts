@@ -218,6 +218,13 @@ describe.skipIf(!BIN)("memlane-rt protocol and bad requests", () => {
     expect(ok.frames[0]!.byteLength).toBe(3 * 10 * 4);
   });
 
+  it("refuses a profileIterations above its cap with INVALID_ARGUMENT naming the field", async () => {
+    const args = { model: plan, batchSizes: [2], iterations: 1, warmup: 0, profile: true, profileIterations: 1e9 };
+    const r = await rig.task("p-cap", "infer.native", args, [{ name: "inputs", dtype: "float32", shape: [2, 64], frame: 0 }], [f32(new Array(128).fill(0.5))]);
+    expect(r.env).toMatchObject({ type: "error", code: ErrorCode.INVALID_ARGUMENT });
+    expect(r.env.message).toMatch(/profileIterations.*\[1, 100000\].*1000000000/);
+  });
+
   it("reads `shm` TensorRefs: the same outputs as frames; a gone segment is SHM_UNAVAILABLE, a bad range MALFORMED", async () => {
     const l = await rig.task("l-shm", "load", { model: plan, maxBatch: 4 });
     expect(l.env.type).toBe("result");

@@ -3,6 +3,10 @@
 // replacing the physics floor), python-torch's phases, and the concurrent peak under the
 // scheduler's rules (exclusive alone, no stage beside its ancestors, -j, the budget).
 import { describe, expect, it } from "vitest";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { writeJsonAtomic } from "../../src/estimate/cache.ts";
 import { concurrentPeak } from "../../src/estimate/concurrent-peak.ts";
 import { inferEstimate, OPTIMIZER_STATES, type TorchFixed, trainEstimate } from "../../src/estimate/torch-estimate.ts";
 import { atBatch, type TorchTerms } from "../../src/estimate/torch-terms.ts";
@@ -91,5 +95,49 @@ describe("concurrentPeak", () => {
   it("names the unestimated stages that may run beside the worst set", () => {
     const stages = [st("a", 100), st("py", null), st("b", 50, ["a"])];
     expect(concurrentPeak(stages, 2, 1e9)).toMatchObject({ peakMiB: 100, stages: ["a"], unestimatedBeside: ["py"] });
+  });
+});
+
+describe("concurrentPeak on a wide pipeline", () => {
+  const st = (stage: string, peakMiB: number | null, after: string[] = []) => ({ stage, peakMiB, after, exclusive: false });
+  it("finds the exact worst set of 40 independent stages at -j 8 quickly (pruned, not C(40,8) sets)", () => {
+    const stages = Array.from({ length: 40 }, (_, i) => st(`s${i}`, 10 + ((i * 37) % 40)));
+    const t0 = performance.now();
+    const c = concurrentPeak(stages, 8, 1e9);
+    expect(performance.now() - t0).toBeLessThan(2000);
+    const top8 = stages.map((s) => s.peakMiB!).sort((a, b) => b - a).slice(0, 8).reduce((a, b) => a + b, 0);
+    expect(c).toMatchObject({ peakMiB: top8, upperBound: false });
+    expect(c.stages).toHaveLength(8);
+  });
+  it("gives a labelled safe upper bound when the search is too wide to finish", () => {
+    // Equal peaks under a budget that admits only 5 of them: no pruning helps, the search gives up.
+    const stages = Array.from({ length: 40 }, (_, i) => st(`s${i}`, 100));
+    const t0 = performance.now();
+    const c = concurrentPeak(stages, 8, 550);
+    expect(performance.now() - t0).toBeLessThan(2000);
+    expect(c.upperBound).toBe(true);
+    expect(c.peakMiB).toBeGreaterThanOrEqual(500); // the true worst set: 5 stages
+    expect(c.peakMiB).toBeLessThanOrEqual(550); // never more than the budget lets run together
+  });
+});
+
+describe("writeJsonAtomic", () => {
+  it("writes through a rename and leaves no temp file behind when the write fails", () => {
+    const dir = mkdtempSync(join(tmpdir(), "memlane-atomic-"));
+    try {
+      const path = join(dir, "c.json");
+      writeJsonAtomic(path, { a: 1 });
+      expect(JSON.parse(readFileSync(path, "utf8"))).toEqual({ a: 1 });
+      const cyclic: Record<string, unknown> = {};
+      cyclic.self = cyclic;
+      expect(() => writeJsonAtomic(path, cyclic)).toThrow(/circular/i);
+      // A rename onto a directory fails after the temp file is written.
+      mkdirSync(join(dir, "d.json"));
+      expect(() => writeJsonAtomic(join(dir, "d.json"), { b: 2 })).toThrow();
+      expect(readdirSync(dir).sort()).toEqual(["c.json", "d.json"]);
+      expect(JSON.parse(readFileSync(path, "utf8"))).toEqual({ a: 1 });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

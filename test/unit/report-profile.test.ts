@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { profileTables } from "../../src/report/html/profile.ts";
 import { profileFromTask, profileMarkdown, profileTerminal, validateProfile } from "../../src/report/profile.ts";
 import type { Report } from "../../src/report/schema.ts";
+import { TORCH_NO_PROFILE } from "../../src/pipeline/exec-benchmark.ts";
 
 const raw = {
   batch: 1, runs: 4, wallMsMean: 3,
@@ -30,6 +31,13 @@ describe("profileFromTask", () => {
     expect(() => profileFromTask({ batch: 1, runs: 0, ops: [] }, "onnxruntime", "bench:python-ort (infer.ort)")).toThrow(/bench:python-ort \(infer.ort\): profile: expected \{batch, runs > 0/);
     expect(() => profileFromTask({ ...raw, ops: [{ name: "x", totalMs: -1 }] }, "onnxruntime", "s")).toThrow(/s: profile.ops\[0\]/);
     expect(validateProfile({ ...profileFromTask(raw, "memlane-rt", "s"), runs: "4" }, "report.runtimes[0].profile")).toEqual([expect.stringMatching(/^report.runtimes\[0\].profile.runs: /)]);
+  });
+
+  it("shows python-torch's asked-for profile as unavailable, a valid report field", () => {
+    const t = profileFromTask({ batch: 4, unavailable: TORCH_NO_PROFILE }, "pytorch", "bench:python-torch (infer.torch)");
+    expect(validateProfile(t, "p")).toEqual([]);
+    expect(profileMarkdown([{ name: "python-torch", profile: t }])).toMatch(/python-torch: profile unavailable: python-torch has no per-op profiler/);
+    expect(validateProfile({ ...t, source: "torch" }, "p")).toEqual([expect.stringMatching(/^p.source: /)]);
   });
 
   it("renders markdown, terminal and the side-by-side html tables", () => {

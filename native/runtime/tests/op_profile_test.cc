@@ -2,10 +2,13 @@
 // and after set_profiling(false) (runs add nothing), on it counts every run and every op with a
 // kernel of its own, names the ops a Conv absorbed (Add+Relu), sums a batch's chunks, and the
 // outputs stay those of the unprofiled path (profiling takes the serial path with 2 threads).
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "harness.h"
 #include "op_runner.h"
+#include "cpu/op_profiler.h"
 
 using namespace mltest;
 using S = std::vector<int64_t>;
@@ -68,5 +71,31 @@ int main() {
   // A fresh profile on each set_profiling(true).
   CHECK(be->set_profiling(true));
   CHECK(be->op_profile().runs == 0);
+
+  // MEMLANE_PROFILE=1's dump (OpProfiler::print) counts every profile since the first start:
+  // 3 runs, a restart (a task's own profile), 2 runs: the dump says 5 runs' calls.
+  {
+    memlane::cpu::OpProfiler prof;
+    const std::vector<bool> all(plan.ops.size(), true);
+    auto runs = [&](int n) {
+      for (int i = 0; i < n; ++i) {
+        for (size_t op = 0; op < plan.ops.size(); ++op) prof.time(op, [] {});
+        prof.end_run();
+      }
+    };
+    prof.start(plan.ops.size());
+    runs(3);
+    prof.start(plan.ops.size());
+    runs(2);
+    CHECK(prof.result(plan, all).runs == 2 && prof.result(plan, all).ops[0].calls == 2);  // the task's own profile
+    std::FILE* f = std::tmpfile();
+    CHECK(f != nullptr);
+    prof.print(plan, all, f);
+    std::rewind(f);
+    char line[512] = {0};
+    CHECK(std::fgets(line, sizeof line, f) != nullptr);
+    std::fclose(f);
+    CHECK_MSG(std::string(line).find("calls 5") != std::string::npos, std::string("dump line: ") + line);
+  }
   return finish("op_profile_test");
 }

@@ -1,8 +1,28 @@
 #include "cpu/op_profiler.h"
 
+#include <algorithm>
+
 namespace memlane::cpu {
 
+void OpProfiler::fold_into_earlier() {
+  for (size_t i = 0; i < calls_.size(); ++i) {
+    if (!calls_[i]) continue;
+    earlierMinUs_[i] = earlierCalls_[i] ? std::min(earlierMinUs_[i], minUs_[i]) : minUs_[i];
+    earlierTotalUs_[i] += totalUs_[i];
+    earlierCalls_[i] += calls_[i];
+  }
+  earlierRuns_ += runs_;
+}
+
 void OpProfiler::start(size_t ops) {
+  if (earlierCalls_.size() == ops && calls_.size() == ops) {
+    fold_into_earlier();
+  } else {  // the first profile (or another plan): nothing earlier to keep
+    earlierTotalUs_.assign(ops, 0.0);
+    earlierMinUs_.assign(ops, 0.0);
+    earlierCalls_.assign(ops, 0);
+    earlierRuns_ = 0;
+  }
   totalUs_.assign(ops, 0.0);
   minUs_.assign(ops, 0.0);
   calls_.assign(ops, 0);
@@ -34,8 +54,14 @@ OpProfile OpProfiler::result(const Plan& plan, const std::vector<bool>& has_kern
 }
 
 void OpProfiler::print(const Plan& plan, const std::vector<bool>& has_kernel, std::FILE* f) const {
-  if (!runs_) return;
-  const OpProfile p = result(plan, has_kernel);
+  OpProfiler all(*this);
+  if (all.earlierCalls_.size() == all.calls_.size()) all.fold_into_earlier();
+  all.totalUs_ = all.earlierTotalUs_;
+  all.minUs_ = all.earlierMinUs_;
+  all.calls_ = all.earlierCalls_;
+  all.runs_ = all.earlierRuns_;
+  if (!all.runs_) return;
+  const OpProfile p = all.result(plan, has_kernel);
   size_t i = 0;
   for (const OpTiming& t : p.ops)
     std::fprintf(f, "[memlane profile] %3zu %-18s %-40s mean %10.2f us  min %10.2f us  calls %llu%s%s\n", i++,

@@ -4,6 +4,11 @@
 // call is timed with steady_clock and summed per op; the serial path is taken (no batch lanes),
 // so an op's time is its own and not a mix of threads. Kernel slots are plan-op indices; a null
 // slot is an op folded into the kernel before it (a Conv's Add/Relu epilogue).
+//
+// Not synchronised, on purpose: time() is only called from the serial path (profiling never
+// takes the batch lanes, so one thread times every kernel), and start/stop/result are only
+// called between runs, from the thread that calls run() (Runtime::set_profiling is not to be
+// called while a run is in flight). A caller that breaks either rule races on these counters.
 #pragma once
 
 #include <chrono>
@@ -19,7 +24,7 @@ namespace memlane::cpu {
 
 class OpProfiler {
  public:
-  // Starts a fresh profile of `ops` plan ops.
+  // Starts a fresh profile of `ops` plan ops; the counts so far are kept for print().
   void start(size_t ops);
   void stop() { on_ = false; }
   bool on() const { return on_; }
@@ -37,14 +42,19 @@ class OpProfiler {
 
   // Ops with a kernel (has_kernel[i]), in plan order, with the ops folded into each.
   OpProfile result(const Plan& plan, const std::vector<bool>& has_kernel) const;
-  // MEMLANE_PROFILE=1's stderr dump: the mean per run of every op.
+  // MEMLANE_PROFILE=1's stderr dump: the mean per run of every op over every profiled run
+  // since the first start(), so a task's own profile (which restarts the counters) does not
+  // take the earlier runs out of the whole-process dump.
   void print(const Plan& plan, const std::vector<bool>& has_kernel, std::FILE* f) const;
 
  private:
+  // Adds the current counts to the earlier ones (same op count).
+  void fold_into_earlier();
+
   bool on_ = false;
-  uint64_t runs_ = 0;
-  std::vector<double> totalUs_, minUs_;
-  std::vector<uint64_t> calls_;
+  uint64_t runs_ = 0, earlierRuns_ = 0;
+  std::vector<double> totalUs_, minUs_, earlierTotalUs_, earlierMinUs_;
+  std::vector<uint64_t> calls_, earlierCalls_;
 };
 
 }  // namespace memlane::cpu

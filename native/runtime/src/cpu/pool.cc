@@ -43,7 +43,11 @@ class PoolKernel final : public Kernel {
 
   // Max pooling in two passes: the max over each window's columns for every input row (the
   // interior columns without bounds checks), then over the window's rows. Max is exact in any
-  // order, so these are the same floats as the one-pass loop, 5-10x faster on 3x3/2 windows.
+  // order, so for finite and infinite inputs these are the same floats as the one-pass loop,
+  // 5-10x faster on 3x3/2 windows. Not with NaN: std::max(a, NaN) is a and std::max(NaN, b) is
+  // NaN, so whether a window holding a NaN gives NaN depends on the order of the taps, and the
+  // two paths may differ there. ORT 1.x's CPU MaxPool skips NaN taps (max of the others:
+  // [1, NaN, 2] and [NaN, 1, 2] both give 2); neither path here matches that on purpose.
   void max_separable(const float* x, float* y, float* hrow) const {
     const int64_t lo = std::min(OW, (pl + sw - 1) / sw);  // first ow whose leftmost tap is inside
     const int64_t last = W - 1 - (kw - 1) * dw + pl;      // ow * sw <= last: rightmost tap inside

@@ -2,8 +2,23 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 namespace memlane::rt {
+
+namespace {
+// Profiled calls a task may ask for: enough for a stable mean, few enough that a typo cannot
+// keep a worker busy for hours.
+constexpr int64_t kMaxProfileIterations = 100000;
+
+// MEMLANE_PROFILE=1 (cpu_backend.cc) profiles the whole process and dumps at teardown. A task
+// profile restarts the counters (the dump keeps the earlier ones, cpu/op_profiler.h);
+// afterwards profiling goes back on for that dump instead of off.
+bool process_profiling() {
+  const char* p = std::getenv("MEMLANE_PROFILE");
+  return p && *p == '1';
+}
+}  // namespace
 
 std::optional<Val> profile_ops(const TaskCtx& c, Runtime& rt, const std::vector<int64_t>& batchSizes, int64_t iterations,
                 const std::function<void(size_t)>& call) {
@@ -12,7 +27,7 @@ std::optional<Val> profile_ops(const TaskCtx& c, Runtime& rt, const std::vector<
   const auto at = std::find(batchSizes.begin(), batchSizes.end(), batch);
   if (at == batchSizes.end()) c.bad_arg("profileBatch", "one of batchSizes", std::to_string(batch));
   const size_t bi = size_t(at - batchSizes.begin());
-  const int64_t runs = c.int_arg("profileIterations", iterations, 1);
+  const int64_t runs = c.int_arg("profileIterations", std::min(iterations, kMaxProfileIterations), 1, kMaxProfileIterations);
   RtError err;
   if (!rt.set_profiling(true, &err)) return Val::map().set("batch", batch).set("unavailable", err.message);
   double wallMs = 0;
@@ -26,11 +41,11 @@ std::optional<Val> profile_ops(const TaskCtx& c, Runtime& rt, const std::vector<
       wallMs += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     }
   } catch (...) {
-    rt.set_profiling(false, &err);
+    rt.set_profiling(process_profiling(), &err);
     throw;
   }
   const OpProfile p = rt.op_profile();
-  rt.set_profiling(false, &err);
+  rt.set_profiling(process_profiling(), &err);
   Val ops = Val::array();
   for (const OpTiming& t : p.ops) {
     Val o = Val::map();
