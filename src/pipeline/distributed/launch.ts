@@ -97,14 +97,15 @@ export function launcherArgs(o: Pick<LaunchOptions, "nproc" | "nnodes" | "rdzvEn
 export function launchRanks(o: LaunchOptions): RankLauncher {
   const python = venvPython();
   const args = launcherArgs(o);
+  // The caller's variables first: the launcher's own settings are not theirs to replace.
   const env = {
+    ...o.env,
     PYTHONPATH: join(REPO_ROOT, "python"),
     // torch 2.13 shares the rendezvous TCPStore with the ranks across restarts, with no
     // per-attempt prefix: after a restart a rank reads the previous attempt's gloo address and
     // fails ("connectFullMesh ... Connection refused"). Opting out gives every attempt a
     // fresh store, hosted by its rank 0.
     TORCH_DISABLE_SHARE_RDZV_TCP_STORE: "1",
-    ...o.env,
   };
   const proc = new WorkerProcess({ name: o.stage, command: python, args, cwd: REPO_ROOT, env }, o.endpoint, {
     stderrTailBytes: STDERR_TAIL_BYTES,

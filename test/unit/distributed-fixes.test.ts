@@ -1,0 +1,86 @@
+/**
+ * The distributed stage's edges: options refused at the builder, the report's choice of which
+ * ranks this host measured, and the joiner pool's waits ending with the pool.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { pipeline } from "../../src/pipeline/builder.ts";
+import { resolveDistributed } from "../../src/pipeline/distributed/options.ts";
+import { distributedReports, type DistributedRecord } from "../../src/report/distributed.ts";
+import type { TrackedProcess } from "../../src/memory/sampler.ts";
+import { Broker } from "../../src/transport/broker.ts";
+import { RemoteNodes } from "../../src/workers/remote-nodes.ts";
+import { brokerPortProblem } from "../../src/workers/join-protocol.ts";
+
+const cleanups: Array<() => Promise<unknown> | unknown> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+const K = 1024;
+const reading = (mib: number) => ({ rssKiB: mib * K, ussKiB: mib * K, pssKiB: mib * K, swapKiB: 0, hwmKiB: mib * K });
+
+describe("distributed options", () => {
+  it("refuses fsdp on several hosts: its sharded checkpoint would be split over their disks", () => {
+    expect(() => resolveDistributed("t", { nproc: 1, strategy: "fsdp", nnodes: 2 })).toThrow(/distributed\.strategy: expected "ddp" with nnodes > 1 \(fsdp saves sharded/);
+    expect(resolveDistributed("t", { nproc: 2, strategy: "fsdp", nnodes: 1 }).strategy).toBe("fsdp");
+  });
+
+  it("refuses a batch size the ranks cannot share evenly, naming the default when none is set", () => {
+    expect(() => pipeline("p").train({ arch: "digits-cnn", batchSize: 30, distributed: { nproc: 4, strategy: "ddp" } }))
+      .toThrow(/stage "train": batchSize: expected a multiple of the 4 ranks \(nproc 4 x nnodes 1\).*received 30/);
+    expect(() => pipeline("p").train({ arch: "digits-cnn", distributed: { nproc: 3, strategy: "ddp" } })).toThrow(/multiple of the 3 ranks.*32 \(the default\)/);
+    expect(() => pipeline("p").train({ arch: "digits-cnn", batchSize: 48, distributed: { nproc: 3, strategy: "ddp" } })).not.toThrow();
+  });
+
+  it("checks given and derived broker ports", () => {
+    expect(brokerPortProblem(0, 29500)?.option).toBe("--broker-port");
+    expect(brokerPortProblem(-3, 29500)?.received).toBe("-3");
+    expect(brokerPortProblem(65536, 29500)).toBeDefined();
+    expect(brokerPortProblem(undefined, 65535)?.expected).toMatch(/would be 65536/);
+    expect(brokerPortProblem(undefined, 29500)).toBeUndefined();
+    expect(brokerPortProblem(65535, 65535)).toBeUndefined();
+  });
+});
+
+describe("distributed report", () => {
+  it("gives a rank the sampler's samples only when this host's launcher started it (a remote pid may equal a local one)", () => {
+    const pid = 4242;
+    const marks = [
+      { name: "train", mark: "start" as const, tMs: 1000, memory: reading(100) },
+      { name: "train", mark: "end" as const, tMs: 2000, memory: reading(100) },
+    ];
+    const tracks: TrackedProcess[] = [{ label: "other", pid, periodMs: 50, exited: true, samples: [{ tMs: 1500, ...reading(900), gpuKiB: null }] }];
+    const rank = (r: number, local: boolean) => ({ rank: r, pid, host: local ? "here" : "there", local, marks, accuracy: 0.9, tensorBytes: null });
+    const record: DistributedRecord = {
+      stage: "t", arch: "digits-cnn", strategy: "ddp", backend: "gloo", nproc: 1, nnodes: 2,
+      launcher: { pid: 1, command: [] }, restarts: 0, note: null, ranks: [rank(0, true), rank(1, false)],
+    };
+    const [d] = distributedReports([record], tracks, false, null);
+    const peak = (r: number) => Math.max(...d!.ranks[r]!.phases.map((p) => p.peakRssMiB));
+    expect(peak(0)).toBe(900); // the local rank: its own sample
+    expect(peak(1)).toBe(100); // the remote rank: its marks only, not the local process of the same pid
+  });
+});
+
+describe("joiner pool", () => {
+  it("fails a stage still waiting for hosts when the pool closes, and refuses new waits after", async () => {
+    const broker = await Broker.bind({ transport: "ipc" });
+    cleanups.push(() => broker.close());
+    const nodes = new RemoteNodes(broker, new Uint8Array(32).fill(1), 1, { log: () => {} });
+    const waiting = nodes.take(1, 60_000);
+    await nodes.close();
+    await expect(waiting).rejects.toThrow(/closed while a stage waited for hosts to join/);
+    await expect(nodes.take(1, 60_000)).rejects.toThrow(/closed/);
+  });
+
+  it("ends a wait when its stage's signal aborts", async () => {
+    const broker = await Broker.bind({ transport: "ipc" });
+    cleanups.push(() => broker.close());
+    const nodes = new RemoteNodes(broker, new Uint8Array(32).fill(1), 1, { log: () => {} });
+    cleanups.push(() => nodes.close());
+    const ac = new AbortController();
+    const waiting = nodes.take(1, 60_000, ac.signal);
+    ac.abort(new Error("stage ended"));
+    await expect(waiting).rejects.toThrow("stage ended");
+  });
+});
