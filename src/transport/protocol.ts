@@ -44,8 +44,9 @@ export const ENV_CURVE_SECRET_KEY = "MEMLANE_CURVE_SECRET_KEY";
 export const HELLO_AUTH_PREFIX = "memlane-hello-v1\n";
 /**
  * A distributed train stage hands its ranks one stage key (ENV_WORKER_KEY); rank r proves
- * HMAC-SHA256(stageKey, RANK_KEY_PREFIX + r) instead, so it can claim only slot r
- * (docs/distributed.md, "Ranks are workers").
+ * HMAC-SHA256(stageKey, RANK_KEY_PREFIX + r) instead, so that a misnumbered or stray process
+ * does not land in another rank's slot. A guard against mix-ups, not against an adversary:
+ * every rank holds the stage key and can derive any rank's key (docs/distributed.md).
  */
 export const RANK_KEY_PREFIX = "memlane-rank-key-v1\n";
 
