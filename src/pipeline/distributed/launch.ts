@@ -14,7 +14,7 @@ import { createServer } from "node:net";
 import { register } from "../../workers/cleanup.ts";
 import { WorkerProcess } from "../../workers/process.ts";
 import { REPO_ROOT, venvPython } from "../../workers/specs.ts";
-import { ENV_MAX_MESSAGE_BYTES, ENV_WORKER_KEY } from "../../transport/protocol.ts";
+import { ENV_MAX_MESSAGE_BYTES, ENV_PARENT_PID, ENV_WORKER_KEY } from "../../transport/protocol.ts";
 import { ChildWatcher } from "./children.ts";
 import { parseRootCause, type RankFailure } from "./failure.ts";
 import { join } from "node:path";
@@ -106,6 +106,8 @@ export function launchRanks(o: LaunchOptions): RankLauncher {
     // fails ("connectFullMesh ... Connection refused"). Opting out gives every attempt a
     // fresh store, hosted by its rank 0.
     TORCH_DISABLE_SHARE_RDZV_TCP_STORE: "1",
+    // The launcher binds itself to this process's death and checks it is still its parent.
+    [ENV_PARENT_PID]: String(process.pid),
   };
   const proc = new WorkerProcess({ name: o.stage, command: python, args, cwd: REPO_ROOT, env }, o.endpoint, {
     stderrTailBytes: STDERR_TAIL_BYTES,
