@@ -10,6 +10,10 @@ import type { TrackedProcess } from "../../src/memory/sampler.ts";
 import { Broker } from "../../src/transport/broker.ts";
 import { RemoteNodes } from "../../src/workers/remote-nodes.ts";
 import { brokerPortProblem } from "../../src/workers/join-protocol.ts";
+import { runPipeline } from "../../src/pipeline/run.ts";
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 const cleanups: Array<() => Promise<unknown> | unknown> = [];
 afterEach(async () => {
@@ -39,6 +43,18 @@ describe("distributed options", () => {
     expect(brokerPortProblem(undefined, 65535)?.expected).toMatch(/would be 65536/);
     expect(brokerPortProblem(undefined, 29500)).toBeUndefined();
     expect(brokerPortProblem(65535, 65535)).toBeUndefined();
+  });
+});
+
+describe("remote run", () => {
+  it("refuses --rdzv-endpoint for a pipeline with no stage on other hosts, before binding or writing anything", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "memlane-rdzv-"));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const outDir = join(dir, "runs");
+    const p = pipeline("p").train({ arch: "digits-cnn", distributed: { nproc: 2, strategy: "ddp" } });
+    await expect(runPipeline(p, { outDir, quiet: true, remote: { rdzvEndpoint: "127.0.0.1:29500" } }))
+      .rejects.toThrow(/remote\.rdzvEndpoint: expected a pipeline with a train stage of distributed\.nnodes > 1/);
+    expect(existsSync(outDir) ? readdirSync(outDir) : []).toEqual([]); // no run directory, no key file
   });
 });
 
