@@ -9,7 +9,11 @@ import { distributedReports, type DistributedRecord } from "../../src/report/dis
 import type { TrackedProcess } from "../../src/memory/sampler.ts";
 import { Broker } from "../../src/transport/broker.ts";
 import { RemoteNodes } from "../../src/workers/remote-nodes.ts";
-import { brokerPortProblem } from "../../src/workers/join-protocol.ts";
+import { brokerPortProblem, JOIN_CAPABILITY } from "../../src/workers/join-protocol.ts";
+import * as zmq from "zeromq";
+import { helloAuth } from "../../src/transport/auth.ts";
+import { decodeRaw, encodeEnvelope } from "../../src/transport/codec.ts";
+import { PROTOCOL_VERSION } from "../../src/transport/protocol.ts";
 import { runPipeline } from "../../src/pipeline/run.ts";
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -98,5 +102,56 @@ describe("joiner pool", () => {
     const waiting = nodes.take(1, 60_000, ac.signal);
     ac.abort(new Error("stage ended"));
     await expect(waiting).rejects.toThrow("stage ended");
+  });
+
+  /** A raw joiner: proves the join secret, with or without the join capability. */
+  async function joiner(endpoint: string, secret: Uint8Array, pid: number, capable: boolean) {
+    const d = new zmq.Dealer({ linger: 0, receiveTimeout: 5000 });
+    d.connect(endpoint);
+    cleanups.push(() => d.close());
+    const id = `hello-${pid}`;
+    await d.send(encodeEnvelope({
+      v: PROTOCOL_VERSION, type: "hello", id, pid, worker: "memlane join", host: `host-${pid}`, versions: {},
+      capabilities: capable ? [JOIN_CAPABILITY] : [], auth: helloAuth(secret, id, pid),
+    }));
+    const next = async (): Promise<{ type: string; id: string }> => {
+      for (;;) {
+        const m = decodeRaw((await d.receive())[0]!) as { type: string; id: string };
+        if (m.type !== "heartbeat") return m;
+      }
+    };
+    return { d, next };
+  }
+
+  it("keeps the slot of a peer that proved the join secret without being a joiner open for a real one", async () => {
+    const broker = await Broker.bind({ transport: "ipc" });
+    cleanups.push(() => broker.close());
+    const secret = new Uint8Array(32).fill(2);
+    const nodes = new RemoteNodes(broker, secret, 1, { log: () => {} });
+    cleanups.push(() => nodes.close());
+    const stray = await joiner(broker.endpoint, secret, 300, false);
+    expect((await stray.next()).type).toBe("error");
+    const real = await joiner(broker.endpoint, secret, 301, true);
+    const [node] = await nodes.take(1, 5000);
+    expect(node!.pid).toBe(301);
+    void real;
+  });
+
+  it("gives up a node whose joiner answers no cancel: it may still run that launcher", async () => {
+    const broker = await Broker.bind({ transport: "ipc" });
+    cleanups.push(() => broker.close());
+    const secret = new Uint8Array(32).fill(3);
+    const nodes = new RemoteNodes(broker, secret, 1, { log: () => {}, stopTimeoutMs: 200 });
+    cleanups.push(() => nodes.close());
+    const silent = await joiner(broker.endpoint, secret, 400, true);
+    const [node] = await nodes.take(1, 5000);
+    const launch = node!.launch({ stage: "t", stageKey: "ab".repeat(32), nproc: 1, nnodes: 2, nodeRank: 1, rdzvId: "r", maxRestarts: 0, maxMessageBytes: 2 ** 20, env: {} });
+    expect((await silent.next()).type).toBe("task");
+    const exit = await launch.stop(); // the joiner never answers the cancel
+    expect(exit.stderrTail).toMatch(/did not report its launcher's end within 200 ms of a cancel/);
+    expect(node!.alive).toBe(false);
+    expect(nodes.connected).toBe(0);
+    expect((await silent.next()).type).toBe("cancel");
+    expect((await silent.next()).type).toBe("shutdown"); // told to exit, never handed out again
   });
 });
