@@ -40,6 +40,15 @@ describe("distributed options", () => {
     expect(() => pipeline("p").train({ arch: "digits-cnn", batchSize: 48, distributed: { nproc: 3, strategy: "ddp" } })).not.toThrow();
   });
 
+  it("memlane join refuses a port or timeout that is none, naming the flag", async () => {
+    const { execute } = await import("../../src/cli/commands/join.ts");
+    const io = { out: () => {}, err: () => {} } as unknown as Parameters<typeof execute>[1];
+    await expect(execute(["--key", "k.json", "--connect-timeout", "0", "10.0.0.1:29500"], io)).rejects.toThrow(/--connect-timeout: expected a positive integer, received "0"/);
+    await expect(execute(["--key", "k.json", "--broker-port", "0", "10.0.0.1:29500"], io)).rejects.toThrow(/--broker-port: expected a positive integer, received "0"/);
+    await expect(execute(["--key", "k.json", "--broker-port", "70000", "10.0.0.1:29500"], io)).rejects.toThrow(/--broker-port: expected a port in 1\.\.65535, received "70000"/);
+    await expect(execute(["--key", "k.json", "10.0.0.1:65535"], io)).rejects.toThrow(/--broker-port: .*would be 65536/);
+  });
+
   it("checks given and derived broker ports", () => {
     expect(brokerPortProblem(0, 29500)?.option).toBe("--broker-port");
     expect(brokerPortProblem(-3, 29500)?.received).toBe("-3");
