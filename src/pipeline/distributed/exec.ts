@@ -115,6 +115,7 @@ export async function runDistributedTrain(
       },
     });
     meta.pid = launcher.pid;
+    if (signal.aborted) throw signal.reason; // cancelled while the port was chosen: onAbort found no launcher to stop
     const localExit = launcher.exited.then((e) => ({ ...e, host: thisHost }));
     if (t.remote) {
       // Waits for the other hosts to have joined; this host's launcher waits in the rendezvous meanwhile.
