@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .parent_death import bind_to_parent
 from .worker import Options, Worker
 
 
@@ -33,7 +34,12 @@ def parse(argv: list[str]) -> Options:
 
 
 def main(argv: list[str] | None = None) -> int:
-    Worker(parse(sys.argv[1:] if argv is None else argv)).serve()
+    options = parse(sys.argv[1:] if argv is None else argv)
+    if options.rank_from_env:
+        # A rank's parent is torch.distributed.run: should it die (even SIGKILLed, which leaves
+        # it no time to stop its ranks), the rank goes too instead of being reparented.
+        bind_to_parent("memlane-worker (rank)")
+    Worker(options).serve()
     return 0
 
 

@@ -22,6 +22,10 @@ ENV_CURVE_SERVER_KEY = "MEMLANE_CURVE_SERVER_KEY"
 ENV_CURVE_PUBLIC_KEY = "MEMLANE_CURVE_PUBLIC_KEY"
 ENV_CURVE_SECRET_KEY = "MEMLANE_CURVE_SECRET_KEY"
 
+# The pid a distributed launcher (and, set by the launcher, each rank) expects as its parent:
+# bound to its death with PR_SET_PDEATHSIG, then compared (parent_death.py).
+ENV_PARENT_PID = "MEMLANE_PARENT_PID"
+
 # hello.auth = hex HMAC-SHA256(key, HELLO_AUTH_PREFIX + id + "\n" + str(pid)).
 HELLO_AUTH_PREFIX = "memlane-hello-v1\n"
 # A distributed train stage's ranks share one stage key; rank r proves

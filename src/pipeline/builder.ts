@@ -7,7 +7,7 @@ import { checkBudget } from "./budgets.ts";
 import { checkProfile } from "./profile-option.ts";
 import { validateDag } from "./scheduler.ts";
 import { resolveRetries } from "./attempts.ts";
-import { resolveDistributed } from "./distributed/options.ts";
+import { checkBatchDivides, resolveDistributed } from "./distributed/options.ts";
 import {
   type BenchmarkOptions,
   CHECKPOINT_METHODS,
@@ -64,7 +64,7 @@ export class Pipeline {
     checkBudget(name, opts.budget);
     // Checked here so a bad `distributed` fails at import; the executor resolves it again.
     if (opts.distributed !== undefined) {
-      resolveDistributed(name, opts.distributed);
+      checkBatchDivides(name, resolveDistributed(name, opts.distributed), opts.batchSize);
       // Budgets are checked on one training process (report.training); per-rank budgets do not exist yet.
       if (opts.budget !== undefined) throw new OptionError(`stage "${name}": budget`, "no budget with distributed (per-rank budgets are not supported)", opts.budget);
     }

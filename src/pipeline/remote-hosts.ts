@@ -77,6 +77,11 @@ export class RemoteHosts {
    */
   async launch(args: Omit<JoinLaunchArgs, "nodeRank">, signal?: AbortSignal): Promise<RemoteLauncher[]> {
     const taken = await this.nodes.take(args.nnodes - 1, this.joinTimeoutMs, signal);
+    if (signal?.aborted) {
+      // The stage ended while the hosts were being handed over: no launch for a dead stage.
+      this.nodes.release(taken);
+      throw signal.reason;
+    }
     // This host is node 0 (rank 0 writes the checkpoint into its run directory); the others follow.
     const launchers = taken.map((n, i) => n.launch({ ...args, nodeRank: i + 1 }));
     void Promise.allSettled(launchers.map((l) => l.exited)).then(() => this.nodes.release(taken));

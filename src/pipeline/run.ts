@@ -183,6 +183,9 @@ export async function runPipeline(p: Pipeline, opts: RunPipelineOptions = {}): P
   if (!looksBuilt) throw new OptionError("pipeline", "a Pipeline built with pipeline()", p);
   const stages = p.stages; // validates the graph before anything starts
   const { outDir, concurrency, device, io, quiet, signal, sharedMemory, memoryBudgetMiB, remote } = resolveRunOptions(p, opts);
+  // A remote broker binds a public port and writes a key file: only for a stage that needs other hosts.
+  if (remote && otherHostsNeeded(stages) === 0)
+    throw new OptionError("remote.rdzvEndpoint", "a pipeline with a train stage of distributed.nnodes > 1 (no stage here needs other hosts)", remote.rdzvEndpoint);
   const progress = createProgress(io, quiet);
   const outExisted = existsSync(outDir);
   const { runId, runDir } = await createRunDir(outDir);
@@ -239,12 +242,6 @@ async function runInDir(
   const s = new RunSession(p.name, runId, runDir, { ...p.options, device }, progress, await gpuProbe(), shm);
   s.tmpDir = tmpDir;
   progress.log(`memlane: pipeline "${p.name}", run ${runId} → ${runDir}`);
-  if (remote) {
-    // Bound before any stage starts, so that the other hosts can join while this one works.
-    s.remote = await RemoteHosts.open(remote, {
-      outDir, capacity: otherHostsNeeded(stages), maxMessageBytes: p.options.maxMessageBytes, log: (line) => io.err(line),
-    });
-  }
   const record = (outcome: "complete" | "failed") =>
     buildReport({
       pipeline: p.name,
@@ -266,6 +263,13 @@ async function runInDir(
       ...(s.transport ? { transport: s.transport } : {}),
     });
   try {
+    if (remote) {
+      // Bound before any stage starts, so that the other hosts can join while this one works.
+      // Inside the try: a failure to bind closes the session (sampler, shm registry) like any other.
+      s.remote = await RemoteHosts.open(remote, {
+        outDir, capacity: otherHostsNeeded(stages), maxMessageBytes: p.options.maxMessageBytes, log: (line) => io.err(line),
+      });
+    }
     await runDag(stages.map((d) => stageNode(s, d)), { concurrency, memory: { budgetMiB: memoryBudgetMiB }, ...(signal ? { signal } : {}) });
   } catch (err) {
     // Stages never started are part of the record too.

@@ -205,7 +205,7 @@ export class RunSession {
       }
     } finally {
       this.shm?.close(); // every segment of the run, also those of a worker that died mid-task
+      await this.sampler.stop(); // also when closing a broker threw
     }
-    await this.sampler.stop();
   }
 }

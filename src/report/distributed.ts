@@ -21,7 +21,8 @@ export interface DistributedRecord {
   launcher: { pid: number; command: string[] };
   restarts: number;
   note: string | null;
-  ranks: Array<{ rank: number; pid: number; host: string; marks: PhaseMarkInput[]; accuracy: number; tensorBytes: TensorBytes | null }>;
+  /** `local`: a child of this host's launcher: the only ranks this host's sampler can have measured (a remote rank's pid may equal a local process's). */
+  ranks: Array<{ rank: number; pid: number; host: string; local: boolean; marks: PhaseMarkInput[]; accuracy: number; tensorBytes: TensorBytes | null }>;
 }
 
 const peakOf = (phases: readonly PhaseReport[]): number => Math.max(0, ...phases.map((p) => p.peakRssMiB));
@@ -37,7 +38,7 @@ export function distributedReports(
     launcher: r.launcher, restarts: r.restarts, note: r.note,
     ranks: r.ranks.map((k) => ({
       rank: k.rank, host: k.host, pid: k.pid, accuracy: k.accuracy, tensorBytes: k.tensorBytes,
-      phases: phasesOf(k.marks, tracks, k.pid, gpuOn),
+      phases: phasesOf(k.marks, k.local ? tracks : [], k.pid, gpuOn),
     })),
     single: single && {
       stage: single.stage ?? null, pid: single.pid, accuracy: single.accuracy,

@@ -16,7 +16,8 @@ export function newWorkerKey(): Buffer {
 
 /**
  * The key rank `rank` of a distributed stage proves: derived from the stage key all ranks get,
- * so one secret crosses to the launcher and each rank still claims only its own slot.
+ * so one secret crosses to the launcher and a rank numbered wrongly cannot take another's slot
+ * by mistake (any rank could derive any rank's key: a mix-up guard, not a security boundary).
  */
 export function rankKey(stageKey: Uint8Array, rank: number): Buffer {
   return createHmac("sha256", stageKey).update(`${RANK_KEY_PREFIX}${rank}`, "utf8").digest();

@@ -12,7 +12,7 @@
  * Whoever holds the file can join a run or act as its orchestrator: treat it like an SSH key.
  */
 import { randomBytes } from "node:crypto";
-import { chmodSync, existsSync, linkSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, closeSync, existsSync, fstatSync, linkSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import * as zmq from "zeromq";
 
 export const JOIN_KEY_FORMAT = "memlane-join-key";
@@ -76,19 +76,33 @@ export function parseJoinKey(text: string, file: string): JoinKey {
   return { server: pair("server"), client: pair("client"), joinSecret: Buffer.from(secret, "hex") };
 }
 
-/** Reads a key file, refusing one that other users can read (the secret would be theirs too). */
+/**
+ * Reads a key file, refusing one that other users can read (the secret would be theirs too)
+ * or that another user owns (they could rewrite it). One descriptor for the checks and the
+ * read, so the file checked is the file read.
+ */
 export function readJoinKey(file: string): JoinKey {
-  let mode: number;
+  let fd: number;
   try {
-    mode = statSync(file).mode;
+    fd = openSync(file, "r");
   } catch (err) {
     throw new Error(`join key file ${file}: cannot read it (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); ` +
       "copy the file the orchestrator wrote (`memlane run ... --rdzv-endpoint`) to this host");
   }
-  if ((mode & 0o077) !== 0) {
-    throw new Error(`join key file ${file}: mode ${(mode & 0o777).toString(8)} lets other users read the secret; chmod 600 it`);
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw new Error(`join key file ${file}: not a regular file`);
+    const uid = process.getuid?.();
+    if (uid !== undefined && st.uid !== uid) {
+      throw new Error(`join key file ${file}: owned by uid ${st.uid}, not by this user (uid ${uid}); copy it and chmod 600 the copy`);
+    }
+    if ((st.mode & 0o077) !== 0) {
+      throw new Error(`join key file ${file}: mode ${(st.mode & 0o777).toString(8)} lets other users read the secret; chmod 600 it`);
+    }
+    return parseJoinKey(readFileSync(fd, "utf8"), file);
+  } finally {
+    closeSync(fd);
   }
-  return parseJoinKey(readFileSync(file, "utf8"), file);
 }
 
 /**

@@ -37,6 +37,13 @@ export const ENV_CURVE_PUBLIC_KEY = "MEMLANE_CURVE_PUBLIC_KEY";
 export const ENV_CURVE_SECRET_KEY = "MEMLANE_CURVE_SECRET_KEY";
 
 /**
+ * The pid a distributed launcher (and, set by the launcher, each of its ranks) expects as its
+ * parent: it binds itself to that parent's death (PR_SET_PDEATHSIG) and then compares, so a
+ * parent that died just before is noticed (python/memlane_worker/parent_death.py).
+ */
+export const ENV_PARENT_PID = "MEMLANE_PARENT_PID";
+
+/**
  * The hello's `auth`: lowercase hex of HMAC-SHA256(key, HELLO_AUTH_PREFIX + id + "\n" + pid),
  * keyed with the 32 bytes the orchestrator generated for this one spawn (64 hex characters in
  * ENV_WORKER_KEY).
@@ -44,8 +51,9 @@ export const ENV_CURVE_SECRET_KEY = "MEMLANE_CURVE_SECRET_KEY";
 export const HELLO_AUTH_PREFIX = "memlane-hello-v1\n";
 /**
  * A distributed train stage hands its ranks one stage key (ENV_WORKER_KEY); rank r proves
- * HMAC-SHA256(stageKey, RANK_KEY_PREFIX + r) instead, so it can claim only slot r
- * (docs/distributed.md, "Ranks are workers").
+ * HMAC-SHA256(stageKey, RANK_KEY_PREFIX + r) instead, so that a misnumbered or stray process
+ * does not land in another rank's slot. A guard against mix-ups, not against an adversary:
+ * every rank holds the stage key and can derive any rank's key (docs/distributed.md).
  */
 export const RANK_KEY_PREFIX = "memlane-rank-key-v1\n";
 

@@ -28,7 +28,7 @@ export interface JoinLaunchArgs {
   rdzvId: string;
   maxRestarts: number;
   maxMessageBytes: number;
-  /** Added to the launcher's environment (thread counts); never keys. */
+  /** Added to the launcher's environment: only the names {@link joinEnvAllowed} accepts; never keys. */
   env: Record<string, string>;
 }
 
@@ -42,6 +42,15 @@ export interface JoinLaunchResult {
 }
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * The variables an orchestrator may set for a joined host's launcher: thread counts and the
+ * collectives' network settings. Anything else (LD_PRELOAD, PATH, PYTHONSTARTUP, ...) would let
+ * the orchestrator run code of its choosing on the joined host beyond the memlane worker.
+ */
+const JOIN_ENV_NAMES = new Set(["OMP_NUM_THREADS", "MKL_NUM_THREADS", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME"]);
+const JOIN_ENV_PREFIXES = ["NCCL_"];
+export const joinEnvAllowed = (name: string): boolean => JOIN_ENV_NAMES.has(name) || JOIN_ENV_PREFIXES.some((p) => name.startsWith(p));
 
 /** Checks the args of a launch task; the error names the field. */
 export function checkJoinLaunchArgs(a: Record<string, unknown>): JoinLaunchArgs {
@@ -60,6 +69,8 @@ export function checkJoinLaunchArgs(a: Record<string, unknown>): JoinLaunchArgs 
   for (const [k, v] of Object.entries(env)) {
     if (!ENV_NAME.test(k) || typeof v !== "string") throw new Error(`${JOIN_LAUNCH_TASK}: \`env.${k}\` must be a string variable`);
     if (k.startsWith("MEMLANE_")) throw new Error(`${JOIN_LAUNCH_TASK}: \`env.${k}\`: the joiner sets MEMLANE_ variables itself`);
+    if (!joinEnvAllowed(k))
+      throw new Error(`${JOIN_LAUNCH_TASK}: \`env.${k}\`: not a variable a joined host accepts (only ${[...JOIN_ENV_NAMES].join(", ")}, ${JOIN_ENV_PREFIXES.map((p) => `${p}*`).join(", ")})`);
   }
   if ((a.nodeRank as number) >= (a.nnodes as number)) throw new Error(`${JOIN_LAUNCH_TASK}: \`nodeRank\` ${String(a.nodeRank)} is not below nnodes ${String(a.nnodes)}`);
   return {
@@ -85,3 +96,14 @@ export function parseHostPort(text: string, option: string): { host: string; por
 
 /** The broker of a multi-host run listens on the rendezvous port + 1 unless told otherwise. */
 export const defaultBrokerPort = (rdzvPort: number): number => rdzvPort + 1;
+
+/**
+ * Why a broker port (given, or derived from the rendezvous port) is no port, naming the
+ * option to change; undefined when it is one.
+ */
+export function brokerPortProblem(given: number | undefined, rdzvPort: number): { option: string; expected: string; received: string } | undefined {
+  if (given !== undefined)
+    return Number.isInteger(given) && given >= 1 && given <= 65535 ? undefined : { option: "--broker-port", expected: "a port in 1..65535", received: String(given) };
+  const derived = defaultBrokerPort(rdzvPort);
+  return derived <= 65535 ? undefined : { option: "--broker-port", expected: `a port in 1..65535 (the default, the rendezvous port + 1, would be ${derived})`, received: "none" };
+}

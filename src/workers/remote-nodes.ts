@@ -88,7 +88,12 @@ export class RemoteNode {
     let stopping: Promise<LauncherExit & { host: string }> | undefined;
     const stop = (): Promise<LauncherExit & { host: string }> => (stopping ??= (async () => {
       if (this.current?.id === id) this.send({ type: "cancel", id });
-      const late = setTimeout(() => finish(this.lostExit(`did not report its launcher's end within ${this.o.stopTimeoutMs} ms of a cancel`)), this.o.stopTimeoutMs);
+      const late = setTimeout(() => {
+        const reason = `did not report its launcher's end within ${this.o.stopTimeoutMs} ms of a cancel`;
+        // Its joiner may still run that launcher: the node is no longer fit for another stage.
+        if (this.current?.id === id) this.abandon(reason);
+        else finish(this.lostExit(reason));
+      }, this.o.stopTimeoutMs);
       const exit = await exited;
       clearTimeout(late);
       return exit;
@@ -114,6 +119,12 @@ export class RemoteNode {
     this.send({ type: "shutdown", id });
     this.lose("shut down by the orchestrator");
     return acked;
+  }
+
+  /** Gives the node up (it answered no cancel): tells its joiner to exit and never hands it out again. */
+  private abandon(reason: string): void {
+    this.send({ type: "shutdown", id: `shutdown-${this.host}-${++this.seq}` });
+    this.lose(reason);
   }
 
   private readonly handlers = new Map<string, (m: Message) => void>();
@@ -156,7 +167,8 @@ export class RemoteNode {
 export class RemoteNodes {
   private readonly idle: RemoteNode[] = [];
   private readonly all = new Set<RemoteNode>();
-  private readonly waiters = new Set<() => void>();
+  /** Pending {@link take}s: their check, and how to fail them when the pool closes. */
+  private readonly waiters = new Map<() => void, (err: Error) => void>();
   private readonly unarm: (() => void)[] = [];
   private readonly o: Required<Omit<RemoteNodesOptions, "log">> & Pick<RemoteNodesOptions, "log">;
   private closed = false;
@@ -189,12 +201,13 @@ export class RemoteNodes {
       // It proved the join secret but is no joiner: nothing it could run.
       peer.send({ v: PROTOCOL_VERSION, type: "error", id: hello.id, code: ErrorCode.INVALID_ARGUMENT, message: `a peer with the join secret must say capability "${JOIN_CAPABILITY}"` }).catch(() => {});
       void node.shutdown();
+      this.arm(); // the slot it took is free again
       return node.handler();
     }
     this.all.add(node);
     this.idle.push(node);
     this.o.log(`memlane: host ${host} joined (memlane join pid ${hello.pid})`);
-    for (const w of [...this.waiters]) w();
+    for (const w of [...this.waiters.keys()]) w();
     return node.handler();
   }
 
@@ -228,12 +241,21 @@ export class RemoteNodes {
         reject(new Error(`${n} other host(s) needed, ${this.idle.length} joined within ${Math.round(timeoutMs / 1000)} s: ` +
           "run `memlane join --key <join key file> <rdzv host:port>` on each other host"));
       }, timeoutMs);
+      timer.unref(); // a wait alone must not keep the process alive
       const onAbort = (): void => {
         done();
         reject(signal!.reason);
       };
       signal?.addEventListener("abort", onAbort, { once: true });
-      this.waiters.add(check);
+      if (this.closed) {
+        done();
+        reject(new Error("the run's remote hosts are closed"));
+        return;
+      }
+      this.waiters.set(check, (err) => {
+        done();
+        reject(err);
+      });
       check();
     });
   }
@@ -241,13 +263,14 @@ export class RemoteNodes {
   /** Gives nodes back for a later stage. */
   release(nodes: readonly RemoteNode[]): void {
     for (const n of nodes) if (n.alive && !this.idle.includes(n)) this.idle.push(n);
-    for (const w of [...this.waiters]) w();
+    for (const w of [...this.waiters.keys()]) w();
   }
 
   /** Tells every joiner to exit (and waits for their acknowledgements) and stops waiting for new ones. */
   async close(): Promise<void> {
     this.closed = true;
     for (const u of this.unarm.splice(0)) u();
+    for (const fail of [...this.waiters.values()]) fail(new Error("the run's remote hosts were closed while a stage waited for hosts to join"));
     await Promise.all([...this.all].map((n) => n.shutdown()));
   }
 }

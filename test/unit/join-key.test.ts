@@ -1,4 +1,4 @@
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -27,6 +27,18 @@ describe("join key file", () => {
     chmodSync(file, 0o644);
     expect(() => readJoinKey(file)).toThrow(`join key file ${file}: mode 644 lets other users read the secret; chmod 600 it`);
     expect(() => readJoinKey(join(dir, "missing.json"))).toThrow(/cannot read it \(ENOENT\); copy the file/);
+  });
+
+  it("is refused when another user owns it, or when it is no regular file", () => {
+    expect(() => readJoinKey(dir)).toThrow(`join key file ${dir}: not a regular file`);
+    const file = join(dir, "owned.json");
+    loadOrCreateJoinKey(file);
+    if (process.getuid?.() !== 0) {
+      console.log("join-key owner check: skipped, only root can give a file to another uid here");
+      return;
+    }
+    chownSync(file, 4321, 4321);
+    expect(() => readJoinKey(file)).toThrow(`join key file ${file}: owned by uid 4321, not by this user (uid 0)`);
   });
 
   it("names the field that is wrong", () => {

@@ -15,6 +15,10 @@ describe("join protocol", () => {
     // The joiner sets its MEMLANE_ variables (keys) itself: the orchestrator cannot override them.
     expect(() => checkJoinLaunchArgs({ ...ARGS, env: { MEMLANE_CURVE_SERVER_KEY: "x" } })).toThrow("`env.MEMLANE_CURVE_SERVER_KEY`: the joiner sets MEMLANE_ variables itself");
     expect(() => checkJoinLaunchArgs({ ...ARGS, env: { "A=B": "x" } })).toThrow("`env.A=B` must be a string variable");
+    // Only thread counts and the collectives' network settings: nothing that runs code of the orchestrator's choosing.
+    for (const name of ["LD_PRELOAD", "PATH", "PYTHONSTARTUP", "PYTHONPATH"])
+      expect(() => checkJoinLaunchArgs({ ...ARGS, env: { [name]: "x" } })).toThrow(`\`env.${name}\`: not a variable a joined host accepts`);
+    expect(checkJoinLaunchArgs({ ...ARGS, env: { NCCL_DEBUG: "INFO", GLOO_SOCKET_IFNAME: "eth0", MKL_NUM_THREADS: "2" } }).env).toEqual({ NCCL_DEBUG: "INFO", GLOO_SOCKET_IFNAME: "eth0", MKL_NUM_THREADS: "2" });
   });
 
   it("parses host:port, naming the option", () => {

@@ -50,7 +50,10 @@ def run(ctx: TaskContext):
         dc.init(backend, device)
     try:
         world, r = dist.get_world_size(), dist.get_rank()
-        local_batch = max(1, batch_size // world)
+        if batch_size % world:
+            # The builder refuses this (distributed/options.ts); a direct task call must too.
+            raise ValueError(f"batchSize {batch_size} is not a multiple of the {world} ranks")
+        local_batch = batch_size // world
         with ctx.phase(Phase.DATA_LOAD):
             if gpt:
                 train_bytes, x_ho, y_ho, _info = tinygpt.load(seed)

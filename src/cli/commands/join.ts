@@ -1,7 +1,7 @@
 /** `memlane join --key FILE <host:port>`: start this host's ranks of a multi-host run (docs/distributed.md). */
 import { type CommandSpec, parseArgs, UsageError, usage } from "../args.ts";
 import type { Io } from "../io.ts";
-import { parseHostPort } from "../../workers/join-protocol.ts";
+import { brokerPortProblem, parseHostPort } from "../../workers/join-protocol.ts";
 
 export const spec: CommandSpec = {
   name: "join",
@@ -29,11 +29,14 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   const keyFile = args.flags.key as string | undefined;
   if (keyFile === undefined) throw new UsageError("--key: the join key file is required (the orchestrator prints where it wrote it)", "--key");
   const port = args.flags["broker-port"] as number | undefined;
-  if (port !== undefined && port > 65535) throw UsageError.bad("--broker-port", "a port in 1..65535", String(port));
+  const bad = brokerPortProblem(port, parseHostPort(endpoint, "<endpoint>").port);
+  if (bad) throw UsageError.bad(bad.option, bad.expected, bad.received);
+  const timeoutS = args.flags["connect-timeout"] as number;
+  if (!(Number.isInteger(timeoutS) && timeoutS >= 1)) throw UsageError.bad("--connect-timeout", "a whole number of seconds >= 1", String(timeoutS));
   const { runJoiner } = await import("../../workers/joiner.ts");
   return runJoiner({
     keyFile, endpoint, log: io.err,
     ...(port !== undefined ? { brokerPort: port } : {}),
-    connectTimeoutMs: (args.flags["connect-timeout"] as number) * 1000,
+    connectTimeoutMs: timeoutS * 1000,
   });
 }

@@ -8,7 +8,7 @@ import { Pipeline } from "../../pipeline/builder.ts";
 import { printOutcome } from "../outcome.ts";
 import { parseSizeMiB } from "../../memory/size.ts";
 import type { RemoteRunOptions } from "../../pipeline/remote-hosts.ts";
-import { parseHostPort } from "../../workers/join-protocol.ts";
+import { brokerPortProblem, parseHostPort } from "../../workers/join-protocol.ts";
 
 export const spec: CommandSpec = {
   name: "run",
@@ -57,7 +57,8 @@ function remoteFlags(flags: Record<string, unknown>): { remote?: RemoteRunOption
   } catch (err) {
     throw new UsageError((err as Error).message, "--rdzv-endpoint");
   }
-  if (port !== undefined && port > 65535) throw UsageError.bad("--broker-port", "a port in 1..65535", String(port));
+  const bad = brokerPortProblem(port, parseHostPort(rdzv, "--rdzv-endpoint").port);
+  if (bad) throw UsageError.bad(bad.option, bad.expected, bad.received);
   return { remote: { rdzvEndpoint: rdzv, ...(keyFile !== undefined ? { joinKeyFile: keyFile } : {}), ...(port !== undefined ? { brokerPort: port } : {}) } };
 }
 

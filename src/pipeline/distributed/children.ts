@@ -103,9 +103,13 @@ export class ChildWatcher {
     return killed;
   }
 
+  /**
+   * Stops watching. No last scan: by now the launcher's pid may name another process, whose
+   * children are none of ours; ranks the scans missed end on their own, bound to the
+   * launcher's death (PR_SET_PDEATHSIG, python/memlane_worker/parent_death.py).
+   */
   close(): void {
     clearInterval(this.#timer);
-    this.scan();
     for (const s of this.#seen.values()) s.end();
   }
 }

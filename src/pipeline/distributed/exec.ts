@@ -11,7 +11,7 @@ import type { DistributedRecord } from "../../report/distributed.ts";
 import type { StageDef } from "../stages.ts";
 import { adoptHeldout, type StageMeta, type TensorBytes, type TrainResult } from "../exec-model.ts";
 import { describeRankFailure, type RankFailure } from "./failure.ts";
-import { freePort, launchRanks, type LauncherExit } from "./launch.ts";
+import { freePort, launchRanks, type LauncherExit, type RankLauncher } from "./launch.ts";
 import { resolveDistributed } from "./options.ts";
 import { RankSlots, type RankRun } from "./ranks.ts";
 import { firstLauncherExit, stageTransport, type HostExit } from "./multi-host.ts";
@@ -30,6 +30,11 @@ export class RankFailedError extends Error {
   }
 }
 
+/** The worker task each rank runs (python/memlane_worker/tasks: train_rank.py). */
+export const TRAIN_RANK_TASK = "train.rank";
+
+const thisHost = hostname();
+
 /** How long the ranks get to exit on their shutdown message before the launcher is stopped. */
 const EXIT_GRACE_MS = 10_000;
 
@@ -41,7 +46,7 @@ export async function runDistributedTrain(
 ): Promise<TrainResult> {
   const o = stage.opts;
   const d = resolveDistributed(stage.name, o.distributed);
-  meta.kind = "train.rank";
+  meta.kind = TRAIN_RANK_TASK;
   meta.worker = "torch.distributed.run";
   const sup = await s.supervisor();
   if (signal.aborted) throw signal.reason;
@@ -57,7 +62,7 @@ export async function runDistributedTrain(
     stage: stage.name,
     stageKey,
     worldSize,
-    task: "train.rank",
+    task: TRAIN_RANK_TASK,
     args: {
       arch: o.arch, outDir: s.runDir, strategy: d.strategy, backend: d.backend, allowCpuFallback: d.allowCpuFallback,
       device: o.device ?? s.options.device,
@@ -67,47 +72,57 @@ export async function runDistributedTrain(
       ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}),
       ...(o.lr !== undefined ? { lr: o.lr } : {}),
     },
-    // A rank on another host is no process of this one's /proc: it has its phase marks only.
-    onAdmit: (rank, pid) => (localPids.has(pid) ? s.sampler.track(pid, `${stage.name}@rank${rank.rank}`) : undefined),
+    // A rank on another host is no process of this one's /proc (and its pid may equal a local
+    // one's): only this host's launcher's children are sampled; the others have their phase marks.
+    onAdmit: (rank, pid) => (localPids.has(pid) && rank.host === thisHost ? s.sampler.track(pid, `${stage.name}@rank${rank.rank}`) : undefined),
     onProgress: (rank, p) => {
       if (rank !== 0) return;
       const acc = p.metrics?.["accuracy"];
       s.progress.update(stage.name, p.current, p.total, `${p.label}${acc !== undefined ? ` held-out acc ${acc.toFixed(3)}` : ""} (rank 0 of ${worldSize})`);
     },
   });
-  const launcher = launchRanks({
-    stage: stage.name,
-    endpoint: t.endpoint,
-    stageKey,
-    nproc: d.nproc,
-    nnodes: d.nnodes,
-    rdzvEndpoint: t.rdzvEndpoint ?? `127.0.0.1:${await freePort()}`,
-    rdzvId,
-    isHost: true,
-    ...(t.nodeRank !== undefined ? { nodeRank: t.nodeRank } : {}),
-    maxRestarts: t.maxRestarts,
-    env: { ...rankEnv, ...(s.tmpDir ? { TMPDIR: s.tmpDir } : {}), ...t.env },
-    maxMessageBytes: t.broker.maxMessageBytes,
-    onProcess: (p) => {
-      localPids.add(p.pid);
-      s.trackProcess(p.pid, p.label, p.exited);
-    },
-  });
-  meta.pid = launcher.pid;
+  // From here on every path goes through the finally: the slots' heartbeat and broker
+  // expectations, the launchers, and a wait for other hosts all end with the stage.
+  let launcher: RankLauncher | undefined;
   const remotes: RemoteLauncher[] = [];
+  // Ends the wait for other hosts when the stage ends first (its own launcher died, or it failed).
+  const stageEnd = new AbortController();
+  let launching: Promise<RemoteLauncher[]> | undefined;
   const onAbort = (): void => {
-    void launcher.stop();
+    stageEnd.abort(signal.reason);
+    void launcher?.stop();
     for (const r of remotes) void r.stop();
   };
   signal.addEventListener("abort", onAbort, { once: true });
-  const localExit = launcher.exited.then((e) => ({ ...e, host: hostname() }));
   try {
+    const rdzvEndpoint = t.rdzvEndpoint ?? `127.0.0.1:${await freePort()}`;
+    launcher = launchRanks({
+      stage: stage.name,
+      endpoint: t.endpoint,
+      stageKey,
+      nproc: d.nproc,
+      nnodes: d.nnodes,
+      rdzvEndpoint,
+      rdzvId,
+      isHost: true,
+      ...(t.nodeRank !== undefined ? { nodeRank: t.nodeRank } : {}),
+      maxRestarts: t.maxRestarts,
+      env: { ...rankEnv, ...(s.tmpDir ? { TMPDIR: s.tmpDir } : {}), ...t.env },
+      maxMessageBytes: t.broker.maxMessageBytes,
+      onProcess: (p) => {
+        localPids.add(p.pid);
+        s.trackProcess(p.pid, p.label, p.exited);
+      },
+    });
+    meta.pid = launcher.pid;
+    if (signal.aborted) throw signal.reason; // cancelled while the port was chosen: onAbort found no launcher to stop
+    const localExit = launcher.exited.then((e) => ({ ...e, host: thisHost }));
     if (t.remote) {
       // Waits for the other hosts to have joined; this host's launcher waits in the rendezvous meanwhile.
-      const launching = t.remote.launch({
+      launching = t.remote.launch({
         stage: stage.name, stageKey: Buffer.from(stageKey).toString("hex"), nproc: d.nproc, nnodes: d.nnodes, rdzvId,
         maxRestarts: t.maxRestarts, maxMessageBytes: t.broker.maxMessageBytes, env: rankEnv,
-      }, signal);
+      }, stageEnd.signal);
       remotes.push(...await Promise.race([launching, localExit.then((e) => Promise.reject(launcherFailed(stage.name, e, slots)))]));
     }
     const launchersEnd = firstLauncherExit(localExit, remotes);
@@ -123,11 +138,15 @@ export async function runDistributedTrain(
     const runs = first.runs;
     slots.close(); // shutdown to every rank: they exit 0 and so does the launcher
     await Promise.race([Promise.all([launcher.exited, ...remotes.map((r) => r.exited)]), new Promise((r) => setTimeout(r, EXIT_GRACE_MS).unref())]);
-    return await finish(s, stage, d, launcher, runs, meta);
+    return await finish(s, stage, d, launcher, runs, meta, (r) => localPids.has(r.pid) && r.host === thisHost);
   } finally {
     signal.removeEventListener("abort", onAbort);
+    stageEnd.abort(new Error(`stage "${stage.name}" ended`));
     slots.close();
-    await Promise.all([launcher.stop(), ...remotes.map((r) => r.stop())]);
+    // Hosts taken just as the stage ended (the race above already lost) are stopped too.
+    const late = launching ? await launching.catch((): RemoteLauncher[] => []) : [];
+    for (const l of late) if (!remotes.includes(l)) remotes.push(l);
+    await Promise.all([launcher?.stop(), ...remotes.map((r) => r.stop())]);
   }
 }
 
@@ -166,13 +185,14 @@ async function finish(
   launcher: { pid: number; command: string[] },
   runs: RankRun[],
   meta: StageMeta,
+  isLocal: (r: RankRun) => boolean,
 ): Promise<TrainResult> {
   const r0 = runs.find((r) => r.rank === 0)!.result as unknown as TrainResult & { backend: string; note: string | null };
   const record: DistributedRecord = {
     stage: stage.name, arch: r0.arch, strategy: d.strategy, backend: r0.backend, nproc: d.nproc, nnodes: d.nnodes,
     launcher, restarts: runs[0]!.restart, note: r0.note ?? null,
     ranks: runs.map((r) => ({
-      rank: r.rank, pid: r.pid, host: r.host, marks: r.phases,
+      rank: r.rank, pid: r.pid, host: r.host, local: isLocal(r), marks: r.phases,
       accuracy: Number(r.result["accuracy"]), tensorBytes: (r.result["tensorBytes"] as TensorBytes | undefined) ?? null,
     })),
   };

@@ -14,7 +14,7 @@ import { createServer } from "node:net";
 import { register } from "../../workers/cleanup.ts";
 import { WorkerProcess } from "../../workers/process.ts";
 import { REPO_ROOT, venvPython } from "../../workers/specs.ts";
-import { ENV_MAX_MESSAGE_BYTES, ENV_WORKER_KEY } from "../../transport/protocol.ts";
+import { ENV_MAX_MESSAGE_BYTES, ENV_PARENT_PID, ENV_WORKER_KEY } from "../../transport/protocol.ts";
 import { ChildWatcher } from "./children.ts";
 import { parseRootCause, type RankFailure } from "./failure.ts";
 import { join } from "node:path";
@@ -97,14 +97,17 @@ export function launcherArgs(o: Pick<LaunchOptions, "nproc" | "nnodes" | "rdzvEn
 export function launchRanks(o: LaunchOptions): RankLauncher {
   const python = venvPython();
   const args = launcherArgs(o);
+  // The caller's variables first: the launcher's own settings are not theirs to replace.
   const env = {
+    ...o.env,
     PYTHONPATH: join(REPO_ROOT, "python"),
     // torch 2.13 shares the rendezvous TCPStore with the ranks across restarts, with no
     // per-attempt prefix: after a restart a rank reads the previous attempt's gloo address and
     // fails ("connectFullMesh ... Connection refused"). Opting out gives every attempt a
     // fresh store, hosted by its rank 0.
     TORCH_DISABLE_SHARE_RDZV_TCP_STORE: "1",
-    ...o.env,
+    // The launcher binds itself to this process's death and checks it is still its parent.
+    [ENV_PARENT_PID]: String(process.pid),
   };
   const proc = new WorkerProcess({ name: o.stage, command: python, args, cwd: REPO_ROOT, env }, o.endpoint, {
     stderrTailBytes: STDERR_TAIL_BYTES,

@@ -36,6 +36,11 @@ export function resolveDistributed(stage: string, d: unknown): ResolvedDistribut
     const m = typeof o.rdzvEndpoint === "string" ? HOST_PORT.exec(o.rdzvEndpoint) : null;
     if (!m || Number(m[2]) < 1 || Number(m[2]) > 65535) throw new OptionError(`${where}.rdzvEndpoint`, "host:port", o.rdzvEndpoint);
   }
+  // FSDP saves sharded (dcp) checkpoints into the run directory, which exists on this host only:
+  // on several hosts each would write its shards to its own disk and rank 0 would publish an
+  // incomplete checkpoint.
+  if (o.strategy === "fsdp" && nnodes > 1)
+    throw new OptionError(`${where}.strategy`, '"ddp" with nnodes > 1 (fsdp saves sharded checkpoints into this host\'s run directory, which the other hosts do not share)', o.strategy);
   // nnodes > 1 without an endpoint here takes `memlane run --rdzv-endpoint`'s (checked when the stage starts: multi-host.ts).
   return {
     nproc: o.nproc as number,
@@ -45,4 +50,18 @@ export function resolveDistributed(stage: string, d: unknown): ResolvedDistribut
     nnodes,
     rdzvEndpoint: o.rdzvEndpoint,
   };
+}
+
+/** The train tasks' batch size when a stage sets none (python/memlane_worker/tasks/train.py, train_gpt.py). */
+export const DEFAULT_TRAIN_BATCH_SIZE = 32;
+
+/**
+ * Each rank trains on batchSize / worldSize samples a step so that a step sees the
+ * single-process batch in total: refuse a batch the ranks cannot share evenly.
+ */
+export function checkBatchDivides(stage: string, d: ResolvedDistributed, batchSize: number | undefined): void {
+  const world = d.nproc * d.nnodes;
+  const batch = batchSize ?? DEFAULT_TRAIN_BATCH_SIZE;
+  if (batch % world !== 0)
+    throw new OptionError(`stage "${stage}": batchSize`, `a multiple of the ${world} ranks (nproc ${d.nproc} x nnodes ${d.nnodes}): each rank trains on batchSize / ranks samples a step`, batchSize ?? `${batch} (the default)`);
 }

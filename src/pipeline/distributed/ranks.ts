@@ -80,6 +80,7 @@ export class RankSlots {
     this.#heartbeat = setInterval(() => {
       for (const s of this.#slots.values()) this.#send(s.peer, { type: "heartbeat" });
     }, o.heartbeatIntervalMs ?? 2000);
+    this.#heartbeat.unref(); // the stage holds the process open, not its heartbeat
   }
 
   /** Ranks admitted so far (latest generation): rank → pid and host. */
@@ -105,10 +106,14 @@ export class RankSlots {
     const identity: RankIdentity = hello.rank ?? { rank: r, localRank: r, worldSize: this.o.worldSize, host: "?", restart: 0 };
     if (identity.rank !== r || identity.worldSize !== this.o.worldSize) {
       this.#reject(new Error(`stage "${this.o.stage}": the process proving rank ${r}'s key says it is rank ${identity.rank} of ${identity.worldSize} (expected ${r} of ${this.o.worldSize})`));
+      return this.#turnAway(peer);
     }
+    // A late hello of a group the launcher has already restarted: it must not take the slot.
+    if (identity.restart < this.#generation) return this.#turnAway(peer);
     if (identity.restart > this.#generation) {
       // The launcher restarted the group: what the older processes sent is void.
       this.#generation = identity.restart;
+      for (const old of this.#slots.values()) this.broker.forget(old.peer.identity);
       this.#slots.clear();
     }
     const slot: Slot = { identity, pid: hello.pid, peer, phases: [] };
@@ -119,6 +124,14 @@ export class RankSlots {
     return {
       onMessage: (m: Message) => this.#onMessage(slot, m),
     };
+  }
+
+  /** A peer given no task: told to exit and forgotten by the broker. */
+  #turnAway(peer: Peer): { onMessage: (m: Message) => void } {
+    this.#send(peer, { type: "shutdown" });
+    // The broker registers the returned handler after onHello: forget the peer once it has.
+    queueMicrotask(() => this.broker.forget(peer.identity));
+    return { onMessage: () => {} };
   }
 
   #onMessage(slot: Slot, m: Message): void {
