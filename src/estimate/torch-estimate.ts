@@ -20,8 +20,8 @@ export type Optimizer = keyof typeof OPTIMIZER_STATES;
 export const optimizerOf = (arch: string): Optimizer => (arch === "tiny-gpt" ? "adamw" : "adam");
 /** The held-out set `train` evaluates at every epoch's end, in one forward. */
 export const evalSamplesOf = (arch: string): number => (arch === "tiny-gpt" ? 512 : 360);
-/** train.py's default batch. */
-export const TRAIN_BATCH_DEFAULT = 32;
+/** train.py's default batch (defined with the train stage's options). */
+export { DEFAULT_TRAIN_BATCH_SIZE as TRAIN_BATCH_DEFAULT } from "../pipeline/stages.ts";
 
 export interface TrainShape {
   batchSize: number;

@@ -236,3 +236,6 @@ export type StageDef =
   | (StageDefCommon & { kind: "benchmark"; runtime: Runtime; opts: Readonly<BenchmarkOptions> })
   | (StageDefCommon & { kind: "checkpoint-load"; opts: Readonly<CheckpointLoadOptions> })
   | (StageDefCommon & { kind: "python"; fn: PythonStageFn });
+
+/** The train tasks' batch size when a stage sets none (python/memlane_worker/tasks/train.py, train_gpt.py). */
+export const DEFAULT_TRAIN_BATCH_SIZE = 32;

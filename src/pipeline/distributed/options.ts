@@ -2,7 +2,7 @@
  * The `distributed` option of a train stage, checked once at the builder (errors name the
  * stage and the field) and resolved with its defaults.
  */
-import { DIST_BACKENDS, DIST_STRATEGIES, type DistributedOptions } from "../stages.ts";
+import { DEFAULT_TRAIN_BATCH_SIZE, DIST_BACKENDS, DIST_STRATEGIES, type DistributedOptions } from "../stages.ts";
 import { checkInt, checkOneOf, OptionError } from "../options.ts";
 
 export interface ResolvedDistributed {
@@ -52,8 +52,6 @@ export function resolveDistributed(stage: string, d: unknown): ResolvedDistribut
   };
 }
 
-/** The train tasks' batch size when a stage sets none (python/memlane_worker/tasks/train.py, train_gpt.py). */
-export const DEFAULT_TRAIN_BATCH_SIZE = 32;
 
 /**
  * Each rank trains on batchSize / worldSize samples a step so that a step sees the
