@@ -73,7 +73,7 @@ describe("distributed train stage (2 gloo ranks)", () => {
     expect(await expectNoneLeft(cli.tag)).toEqual([]);
   }, 600_000);
 
-  it("tiny-gpt with FSDP: sharded tensors per rank, accuracy as one process", async () => {
+  it("tiny-gpt with FSDP and DDP: sharded tensors per FSDP rank, whole ones per DDP rank, accuracy as one process", async () => {
     const cli = startCli(["run", "test/integration/pipeline-fixtures/dist-gpt.ts", "--out", out]);
     const { code } = await cli.exit;
     expect(code, cli.stderr() + cli.stdout()).toBe(0);
@@ -81,8 +81,14 @@ describe("distributed train stage (2 gloo ranks)", () => {
     const report = JSON.parse(readFileSync(path.join(out, runs.at(-1)!, "report.json"), "utf8")) as Report;
     expect(report.pipeline).toBe("dist-gpt");
     const s = report.training!.tensorBytes!;
+    expect(report.distributed!.map((x) => x.strategy)).toEqual(["fsdp", "ddp"]);
     const d = report.distributed![0]!;
     expect(d.arch).toBe("tiny-gpt");
+    const ddp = report.distributed![1]!;
+    for (const k of ddp.ranks) {
+      expect(k.tensorBytes).toEqual(s);  // DDP replicates parameters, gradients and optimizer state
+      expect(Math.abs(k.accuracy - report.training!.accuracy)).toBeLessThanOrEqual(ACCURACY_TOLERANCE);
+    }
     // tiny-gpt's root holds a parameter of its own (pos, [1, 64, 96]: rank 0 has it whole,
     // rank 1 an empty shard): measured after resharding, the shards still add up to the whole.
     expect(d.ranks.reduce((a, k) => a + k.tensorBytes!.params, 0)).toBe(s.params);
