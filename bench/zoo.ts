@@ -62,9 +62,9 @@ const unknown = asked.filter((m) => !all.includes(m));
 if (unknown.length) throw new Error(`--models: unknown ${unknown.join(", ")} (known: ${all.join(", ")})`);
 
 /** One compare pipeline: these runtimes in this order, one at a time; the report. */
-async function compare(onnx: string, runtimes: Array<"native" | "python-ort">, threads: number, outDir: string): Promise<ZooReport> {
+async function compare(onnx: string, runtimes: Array<"native" | "python-ort">, threads: number, outDir: string, seq = SEQ!): Promise<ZooReport> {
   let p = pipeline("bench-zoo", { batchSizes: BATCHES, threads, iterations: ITERS!, warmup: WARMUP, concurrency: 1, device: "cpu" })
-    .export({ name: "model", onnx, seq: SEQ!, evalSamples: Math.max(...BATCHES) });
+    .export({ name: "model", onnx, seq, evalSamples: Math.max(...BATCHES) });
   for (const r of runtimes) p = p.benchmark(r, { optional: true });
   const out = await runPipeline(p, { outDir, quiet: true });
   rmSync(out.runDir, { recursive: true, force: true });
@@ -110,12 +110,24 @@ try {
         log(`bench:zoo: ${id} is listed in test/zoo/native-gaps.ts but runs natively now`);
       }
       const weightMiB = (await modelTerms(exp.onnx)).weightMiB;
+      // An export that bakes its sequence length into Reshapes (torch's legacy exporter on
+      // nn.TransformerEncoder) runs only at that length, on every runtime: bench it there.
+      let seq = SEQ!;
+      if (exp.seq && exp.seq !== SEQ) {
+        const probe = await compare(exp.onnx, ["python-ort"], 1, runs);
+        const why = whyNot(probe, "python-ort");
+        if (why) {
+          seq = exp.seq;
+          row.model = `${id} (seq ${seq}: at ${SEQ} even ORT fails)`;
+          log(`bench:zoo: ${id}: ORT fails at seq ${SEQ} (${why}); measuring at the export's seq ${seq}`);
+        }
+      }
       const nat: number[] = [];
       const ort: number[] = [];
       rounds: for (let round = 0; round < ROUNDS!; round++)
         for (const threads of THREADS) {
           const order: Array<"native" | "python-ort"> = round % 2 === 0 ? ["native", "python-ort"] : ["python-ort", "native"];
-          const rep = await compare(exp.onnx, order, threads, runs);
+          const rep = await compare(exp.onnx, order, threads, runs, seq);
           for (const rt of order) {
             const why = whyNot(rep, rt);
             if (why) {
