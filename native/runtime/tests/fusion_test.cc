@@ -139,6 +139,7 @@ int main() {
       {"depthwise 5x5 s2 -> SiLU", "SiLU", {}, 6, 6, 23, 5, 2, 6},
       {"pointwise -> HardSwish", "HardSwish", {}, 8, 12, 9, 1, 1, 1},
       {"pointwise -> SiLU", "SiLU", {}, 8, 12, 17, 1, 1, 1},
+      {"pointwise simd 13x13 -> Clip", "Clip", {{"min", 0.0}, {"max", 6.0}}, 5, 11, 13, 1, 1, 1},
       {"3x3 direct/winograd -> Clip", "Clip", {{"min", -0.5}, {"max", 0.5}}, 8, 16, 16, 3, 1, 1},
       {"3x3 im2col 12-wide -> HardSwish", "HardSwish", {}, 4, 6, 12, 3, 1, 1},
       {"3x3 stride 2 -> Relu", "Relu", {}, 4, 8, 32, 3, 2, 1},
@@ -156,6 +157,34 @@ int main() {
     pb.op("Conv", {x, w, b}, {c}, ca);
     pb.op(a.act, {c}, {y}, a.attrs);
     compare(a.label, pb, 3, rng.vec(size_t(3 * a.C * a.H * a.H)));
+  }
+  // The planner gives the activation's output the conv input's bytes (the input dies at the
+  // conv): the depthwise kernel folds in place; a pointwise conv (M == C) must not (it reads
+  // every input channel for each output channel), nor a strided depthwise one (smaller output).
+  struct OverCase {
+    const char* label;
+    int64_t C, H, k, s, g;
+  };
+  const OverCase overs[] = {
+      {"depthwise 3x3 in place -> HardSwish", 8, 15, 3, 1, 8},
+      {"pointwise over its input -> HardSwish", 24, 15, 1, 1, 1},
+  };
+  for (const auto& o : overs) {
+    PlanBuilder pb;
+    const int64_t p = o.k / 2, OH = (o.H + 2 * p - o.k) / o.s + 1;
+    int x = pb.input("x", {o.C, o.H, o.H});
+    int a = pb.act("a", {o.C, o.H, o.H});
+    int c = pb.act("c", {o.C, OH, OH});
+    int y = pb.output("y", {o.C, OH, OH});
+    pb.tensors[size_t(y)].offset = pb.tensors[size_t(a)].offset;  // y exactly over a
+    pb.op("Relu", {x}, {a});
+    Attrs ca = conv_attrs(o.k, o.s, p, "none");
+    ca.push_back({"group", o.g});
+    pb.op("Conv", {a, pb.weight("w", {o.C, o.C / o.g, o.k, o.k}, rng.vec(size_t(o.C * (o.C / o.g) * o.k * o.k))),
+                   pb.weight("b", {o.C}, rng.vec(size_t(o.C)))},
+          {c}, ca);
+    pb.op("HardSwish", {c}, {y});
+    compare(o.label, pb, 3, rng.vec(size_t(3 * o.C * o.H * o.H)));
   }
   test_gemm_epilogue(rng);
   return finish("fusion_test");

@@ -13,6 +13,7 @@
 #include "cpu/conv_flat.h"
 #include "cpu/conv_winograd.h"
 #include "cpu/kernel.h"
+#include "cpu/simd/avx512.h"
 
 namespace memlane::cpu {
 namespace {
@@ -88,6 +89,13 @@ inline void bias_act(float* y, const float* src, int64_t lds, const float* b, in
   }
 }
 
+// Pointwise convs on simd::sgemm_nn: columns a block (see run_pointwise_simd), and the
+// smallest map that takes it. Measured per layer against OpenBLAS (1 thread, thread CPU time,
+// mobilenet_v2 / efficientnet_b0 shapes): 0.80-0.99x of OpenBLAS's time from 14x14 maps up,
+// 1.05-1.08x on 7x7 maps (49 columns: one full 32-column step and a 17-wide tail).
+constexpr int64_t kPwCols = 512;
+constexpr int64_t kPwSimdMinP = 128;
+
 class ConvKernel final : public Kernel {
  public:
   ConvGeom g{};
@@ -99,6 +107,7 @@ class ConvKernel final : public Kernel {
   bool relu = false;
   ConvAct act;             // a folded activation other than Relu (applied after the product)
   bool pointwise = false;  // 1x1, stride 1, no pad, group 1: no im2col
+  bool pointwise_simd = false;  // pointwise on simd::sgemm_nn (conv_pointwise_simd's rule)
   // Stride-1 convs compute on the padded-width grid: the input is copied once into a
   // zero-bordered plane (Hp x Wp) and every im2col row is then ONE contiguous copy of
   // OH*Wp floats; the Wp-OW extra columns of the product are dropped when the output is
@@ -308,6 +317,7 @@ class ConvKernel final : public Kernel {
     const float* X = x.at(c);
     float* Y = y.at(c);
     const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), P = g.P();
+    if (pointwise_simd) return run_pointwise_simd(c);
     if (pointwise) {
       // Column panels of the product whose output (M x cols) fits in L2, each with its bias and
       // activation applied while it is there, instead of one product then a pass over all of Y.
@@ -328,6 +338,39 @@ class ConvKernel final : public Kernel {
     }
     run_product(c);
     if (act.kind != ConvAct::kNone) conv_activate(Y, c.batch * out_sz, act);
+  }
+
+  // Pointwise conv as Y[M x P] = W[M x C] X[C x P] on the register-tiled AVX-512 product: units
+  // of 8 output rows x 512 columns (the block's 16 KiB of output stays in L1 for its bias and
+  // activation; W's 8 rows stay in L1 across the block's 32-column steps). Threads split
+  // samples x column panels, and the rows too when there are fewer panels than threads.
+  void run_pointwise_simd(const RunCtx& c) const {
+    const float* X = x.at(c);
+    float* Y = y.at(c);
+    const int64_t P = g.P(), M = g.M, C = g.C, in_sz = C * P, out_sz = M * P;
+    const int64_t panels = (P + kPwCols - 1) / kPwCols, per_sample = panels;
+    const int64_t T = c.pool->threads();
+    const int64_t row_groups = std::clamp<int64_t>(c.batch * panels >= T ? 1 : T, 1, (M + 7) / 8);
+    const int64_t rows_per = ((M + row_groups - 1) / row_groups + 7) / 8 * 8;
+    const int64_t units = c.batch * per_sample * row_groups;
+    const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(rows_per * kPwCols * C, 1));
+    const bool epi = b || relu || act.kind != ConvAct::kNone;
+    c.pool->parallel_for(units, grain, [&](int64_t u0, int64_t u1) {
+      for (int64_t u = u0; u < u1; ++u) {
+        const int64_t n = u / (per_sample * row_groups), rest = u % (per_sample * row_groups);
+        const int64_t p0 = (rest / row_groups) * kPwCols, pc = std::min(kPwCols, P - p0);
+        const int64_t r0 = (rest % row_groups) * rows_per, r1 = std::min(M, r0 + rows_per);
+        const float* xn = X + n * in_sz + p0;
+        float* yn = Y + n * out_sz + p0;
+        for (int64_t m0 = r0; m0 < r1; m0 += 8) {
+          const int64_t mr = std::min<int64_t>(8, r1 - m0);
+          simd::sgemm_nn(mr, pc, C, w + m0 * C, C, xn, P, yn + m0 * P, P);
+          if (epi)
+            for (int64_t m = m0; m < m0 + mr; ++m)
+              bias_act(yn + m * P, yn + m * P, P, b ? b + m : nullptr, 1, pc, relu, act);
+        }
+      }
+    });
   }
 
   void run_product(const RunCtx& c) const {
@@ -407,7 +450,16 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   // A folded Relu / Clip / HardSwish / SiLU (the backend's activation_epilogue): every path
   // takes it; Relu joins the paths' own relu, the others run after the product (conv_act.h).
   const bool fuse = std::getenv("MEMLANE_NO_FUSION") == nullptr;
-  if (const ConvEpilogue* e = bc.epilogue; e && e->residual < 0 && fuse && a.activation == Activation::kNone) {
+  const bool depthwise = g.group == g.C && g.M == g.C && g.C > 1 && std::getenv("MEMLANE_CONV_NO_DEPTHWISE") == nullptr;
+  // Output over the input (same bytes): the depthwise kernel copies each channel into its
+  // scratch plane before writing that channel's output, so in place is safe there when a
+  // channel's output is as large as its input; every other path reads X after writing Y.
+  // (MEMLANE_CONV_NO_IN_PLACE=1 refuses it: A/B timing.)
+  const auto takes_over_input = [&] {
+    return depthwise && g.OH * g.OW == g.H * g.W && std::getenv("MEMLANE_CONV_NO_IN_PLACE") == nullptr;
+  };
+  if (const ConvEpilogue* e = bc.epilogue;
+      e && e->residual < 0 && fuse && a.activation == Activation::kNone && (!e->over_input || takes_over_input())) {
     k->y = bc.ref(e->output);
     if (e->act.kind == ConvAct::kRelu) k->relu = true;
     else k->act = e->act;
@@ -415,7 +467,7 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   }
   // Depthwise (one filter a channel): its own kernel (conv_depthwise.h). MEMLANE_CONV_NO_DEPTHWISE=1
   // keeps it on the grouped im2col path (ctest runs the ops both ways).
-  if (g.group == g.C && g.M == g.C && g.C > 1 && std::getenv("MEMLANE_CONV_NO_DEPTHWISE") == nullptr) {
+  if (depthwise) {
     const DwGeom dg{g.H, g.W, g.OH, g.OW, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw};
     ConvAct act = k->act;
     if (k->relu) act.kind = ConvAct::kRelu;
@@ -423,6 +475,9 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   }
   k->pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.group == 1 && a.pads[0] == 0 &&
                  a.pads[1] == 0 && a.pads[2] == 0 && a.pads[3] == 0;
+  // MEMLANE_CONV_PW_BLAS=1 keeps every pointwise conv on OpenBLAS (A/B timing; ctest runs both).
+  k->pointwise_simd = k->pointwise && g.P() >= kPwSimdMinP && simd::have_avx512() &&
+                      std::getenv("MEMLANE_CONV_PW_BLAS") == nullptr;
   // MEMLANE_CONV_NO_PADDED=1 forces the bounds-checked im2col (ctest runs the ops both ways).
   k->padded = !k->pointwise && g.sh == 1 && g.sw == 1 && std::getenv("MEMLANE_CONV_NO_PADDED") == nullptr;
   k->pb = a.pads[2];

@@ -86,7 +86,8 @@ bool residual_epilogue(const Plan& plan, size_t i, cpu::ConvEpilogue* e) {
 // Conv (no activation) at ops[i] -> Relu / Clip / HardSwish / SiLU at i+1, the conv's output
 // read nowhere else: the Conv applies the activation itself and writes the activation's
 // output (saves a pass over the tensor; the depthwise kernel applies it per channel while the
-// channel is in cache). Same arena rules as residual_epilogue, with no residual.
+// channel is in cache). Same arena rules as residual_epilogue, with no residual, except that
+// the output may be exactly the input's bytes (over_input).
 bool activation_epilogue(const Plan& plan, size_t i, cpu::ConvEpilogue* e) {
   const auto& ops = plan.ops;
   if (i + 1 >= ops.size() || ops[i].attrs.activation != Activation::kNone || ops[i].outputs.size() != 1) return false;
@@ -106,7 +107,13 @@ bool activation_epilogue(const Plan& plan, size_t i, cpu::ConvEpilogue* e) {
   }
   const int32_t out = a.outputs[0];
   const TensorInfo &T = plan.tensors[t1], &O = plan.tensors[out], &X = plan.tensors[ops[i].inputs[0]];
-  if (X.is_weight() || O.is_weight() || O.shape != T.shape || O.dtype != T.dtype || overlaps(O, X)) return false;
+  if (X.is_weight() || O.is_weight() || O.shape != T.shape || O.dtype != T.dtype) return false;
+  // The planner may give the activation's output the conv's input's place (the input dies at
+  // the conv). Exactly the same bytes: only a kernel that reads each input channel whole
+  // before writing the same channel's output can take that (make_conv checks: depthwise).
+  const bool over_input = overlaps(O, X);
+  if (over_input && (O.offset != X.offset || O.bytes != X.bytes)) return false;
+  e->over_input = over_input;
   e->residual = -1;
   e->output = out;
   e->act = act;

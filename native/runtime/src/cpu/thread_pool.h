@@ -22,7 +22,9 @@ class ThreadPool {
   int threads() const { return int(workers_.size()) + 1; }
 
   // Calls body(begin, end) over [0, n) split into at most threads() chunks of at least
-  // `grain` items each. Blocks until every chunk ran.
+  // `grain` items each. Blocks until every chunk ran. Chunks are claimed from one atomic
+  // word, so the caller waits only for chunks a worker actually claimed: a worker that wakes
+  // after the caller ran every chunk itself costs the caller nothing.
   template <typename F>
   void parallel_for(int64_t n, int64_t grain, const F& body) {
     if (n <= 0) return;
@@ -43,19 +45,23 @@ class ThreadPool {
   }
   void run_chunks(int64_t n, int64_t chunks, Fn fn, void* ctx);
   void worker_loop(int index);
+  // Claims and runs chunks of generation `gen` until none is left (or a later generation
+  // began: a late worker must not run the next call's chunks with this call's body).
+  void run_claimed(uint32_t gen, int64_t n, int64_t chunks, Fn fn, void* ctx);
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_work_;
   std::condition_variable cv_done_;
-  uint64_t generation_ = 0;
+  uint32_t generation_ = 0;
   bool stop_ = false;
   Fn fn_ = nullptr;
   void* ctx_ = nullptr;
   int64_t n_ = 0;
   int64_t chunks_ = 0;
-  std::atomic<int64_t> next_{0};
-  int pending_ = 0;
+  // The generation in the high 32 bits, the next chunk to claim in the low 32.
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<int64_t> done_{0};  // chunks of the current call that finished
 };
 
 }  // namespace memlane::cpu

@@ -1,0 +1,48 @@
+// ThreadPool::parallel_for under many short calls: every item of every call runs exactly once
+// and the call returns only after all of them ran, whether a worker woke in time or the caller
+// claimed every chunk itself (chunks are claimed from one atomic word tagged with the call's
+// generation, so a worker that wakes late must not run the next call's chunks).
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "cpu/thread_pool.h"
+#include "harness.h"
+
+using memlane::cpu::ThreadPool;
+using mltest::finish;
+
+static void many_short_calls(int threads, int calls, int64_t n) {
+  ThreadPool pool(threads);
+  std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+  int bad = 0;
+  for (int call = 0; call < calls; ++call) {
+    for (auto& h : hits) h.store(0, std::memory_order_relaxed);
+    const int want = call + 1;  // distinct per call: a stale body would write the wrong value
+    pool.parallel_for(n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[size_t(i)].fetch_add(want, std::memory_order_relaxed);
+    });
+    for (auto& h : hits)
+      if (h.load(std::memory_order_relaxed) != want) ++bad;
+  }
+  CHECK_MSG(bad == 0, std::to_string(bad) + " items not run exactly once (threads " + std::to_string(threads) +
+                          ", n " + std::to_string(n) + ")");
+}
+
+int main() {
+  for (int threads : {2, 3}) {
+    many_short_calls(threads, 100000, 2);  // one chunk a thread, bodies far shorter than a wake-up
+    many_short_calls(threads, 20000, 7);   // uneven chunks
+  }
+  // A body slow enough that the workers do wake and take chunks.
+  ThreadPool pool(2);
+  std::atomic<int64_t> sum{0};
+  for (int call = 0; call < 200; ++call)
+    pool.parallel_for(2, 1, [&](int64_t b, int64_t e) {
+      volatile double acc = 0;
+      for (int k = 0; k < 20000; ++k) acc = acc + k;
+      sum.fetch_add(e - b);
+    });
+  CHECK(sum.load() == 400);
+  return finish("thread_pool_test");
+}
