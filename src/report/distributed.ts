@@ -10,17 +10,8 @@ import { phasesOf } from "./build.ts";
 import { mdTable, num, pct, signed, textTable } from "./format.ts";
 import type { DistributedReport, PhaseReport, Report, TensorBytes, TrainingReport } from "./schema.ts";
 
-/** What a distributed stage collected (pipeline/distributed/exec.ts fills it). */
-export interface DistributedRecord {
-  stage: string;
-  arch: string;
-  strategy: string;
-  backend: string;
-  nproc: number;
-  nnodes: number;
-  launcher: { pid: number; command: string[] };
-  restarts: number;
-  note: string | null;
+/** What a distributed stage collected (pipeline/distributed/exec.ts fills it): the report's stage facts, and each rank's raw marks. */
+export interface DistributedRecord extends Omit<DistributedReport, "ranks" | "single"> {
   /** `local`: a child of this host's launcher: the only ranks this host's sampler can have measured (a remote rank's pid may equal a local process's). */
   ranks: Array<{ rank: number; pid: number; host: string; local: boolean; marks: PhaseMarkInput[]; accuracy: number; tensorBytes: TensorBytes | null }>;
 }

@@ -19,6 +19,7 @@
 
 #include "backend.h"
 #include "cpu/kernel.h"
+#include "cpu/plan_queries.h"
 #include "cpu/op_profiler.h"
 
 namespace memlane {
@@ -36,20 +37,8 @@ void* aligned_bytes(uint64_t bytes) {
   return std::aligned_alloc(64, rounded ? rounded : 64);
 }
 
-// Tensor ids that are graph outputs or read by an op other than `except`.
-bool read_elsewhere(const Plan& plan, int32_t id, size_t except) {
-  for (int32_t o : plan.outputs)
-    if (o == id) return true;
-  for (size_t i = 0; i < plan.ops.size(); ++i)
-    if (i != except)
-      for (int32_t in : plan.ops[i].inputs)
-        if (in == id) return true;
-  return false;
-}
-
-bool overlaps(const TensorInfo& a, const TensorInfo& b) {
-  return a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
-}
+using cpu::overlaps;
+using cpu::read_elsewhere;
 
 // Conv (no activation) at ops[i] -> Add(its output, R) at i+1 -> optionally Relu at i+2, with
 // the intermediate tensors read nowhere else: the Conv can write act(conv + R) straight to the

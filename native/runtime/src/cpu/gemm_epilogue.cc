@@ -4,23 +4,10 @@
 #include <cstdlib>
 
 #include "cpu/kernel.h"
+#include "cpu/plan_queries.h"
 
 namespace memlane::cpu {
 namespace {
-
-bool read_by_other(const Plan& plan, int32_t id, size_t except) {
-  for (int32_t o : plan.outputs)
-    if (o == id) return true;
-  for (size_t i = 0; i < plan.ops.size(); ++i)
-    if (i != except)
-      for (int32_t in : plan.ops[i].inputs)
-        if (in == id) return true;
-  return false;
-}
-
-bool overlap(const TensorInfo& a, const TensorInfo& b) {
-  return a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
-}
 
 // A weight of n floats shaped [n] or [1, ..., 1, n].
 bool is_row_weight(const TensorInfo& t, int64_t n) {
@@ -48,17 +35,17 @@ bool gemm_epilogue(const Plan& plan, size_t i, GemmEpilogue* e) {
   if (add.type != OpType::kAdd || add.inputs.size() != 2 || add.outputs.size() != 1) return false;
   if ((add.inputs[0] == t1) == (add.inputs[1] == t1)) return false;  // exactly one side
   const TensorInfo& B = plan.tensors[size_t(add.inputs[0] == t1 ? add.inputs[1] : add.inputs[0])];
-  if (!is_row_weight(B, N) || read_by_other(plan, t1, i + 1)) return false;
+  if (!is_row_weight(B, N) || read_elsewhere(plan, t1, i + 1)) return false;
   int32_t out = add.outputs[0];
   bool gelu = false, gelu_tanh = false;
   if (i + 2 < ops.size() && ops[i + 2].type == OpType::kGelu && ops[i + 2].inputs.size() == 1 &&
-      ops[i + 2].inputs[0] == out && ops[i + 2].outputs.size() == 1 && !read_by_other(plan, out, i + 2)) {
+      ops[i + 2].inputs[0] == out && ops[i + 2].outputs.size() == 1 && !read_elsewhere(plan, out, i + 2)) {
     out = ops[i + 2].outputs[0];
     gelu = true;
     gelu_tanh = ops[i + 2].attrs.geluTanh;
   }
   const TensorInfo &T = plan.tensors[size_t(t1)], &O = plan.tensors[size_t(out)];
-  if (O.is_weight() || O.dtype != DType::kFloat32 || O.shape != T.shape || overlap(O, A)) return false;
+  if (O.is_weight() || O.dtype != DType::kFloat32 || O.shape != T.shape || overlaps(O, A)) return false;
   e->bias = B.data;
   e->output = out;
   e->gelu = gelu;

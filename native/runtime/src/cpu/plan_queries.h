@@ -1,0 +1,29 @@
+// Questions the load-time fusions ask of a plan before folding one op into another
+// (cpu_backend.cc's conv epilogues, gemm_epilogue.cc's MatMul epilogues).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "plan/plan.h"
+
+namespace memlane::cpu {
+
+// True when tensor `id` is a graph output or read by an op other than `except`: folding its
+// producer away would then lose a value someone needs.
+inline bool read_elsewhere(const Plan& plan, int32_t id, size_t except) {
+  for (int32_t o : plan.outputs)
+    if (o == id) return true;
+  for (size_t i = 0; i < plan.ops.size(); ++i)
+    if (i != except)
+      for (int32_t in : plan.ops[i].inputs)
+        if (in == id) return true;
+  return false;
+}
+
+// True when two tensors share arena bytes (the planner reuses memory between lifetimes).
+inline bool overlaps(const TensorInfo& a, const TensorInfo& b) {
+  return a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+}
+
+}  // namespace memlane::cpu
