@@ -10,6 +10,8 @@ fail=0
 # ctest's cuda_vs_cpu, which checks the compiled fixture plans), removed when the suite ends.
 MEMLANE_TEST_CACHE=$(mktemp -d "${TMPDIR:-/tmp}/memlane-test-cache-XXXXXX")
 export MEMLANE_TEST_CACHE
+# Nor do the user's calibrations (~/.cache/memlane) change what the tests run.
+export MEMLANE_CACHE_DIR="${MEMLANE_CACHE_DIR:-$MEMLANE_TEST_CACHE/memlane-cache}"
 trap 'rm -rf "$MEMLANE_TEST_CACHE"' EXIT
 step() { printf '\n=== %s\n' "$*"; }
 

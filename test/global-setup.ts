@@ -12,5 +12,8 @@ export default function setup(): (() => void) | undefined {
   if (process.env.MEMLANE_TEST_CACHE) return undefined;
   const dir = mkdtempSync(join(tmpdir(), "memlane-test-cache-"));
   process.env.MEMLANE_TEST_CACHE = dir;
+  // The user's calibrations (~/.cache/memlane) must not change what a test run does: with a
+  // PyTorch calibration cached, every run with a train stage starts an estimate probe.
+  process.env.MEMLANE_CACHE_DIR ??= join(dir, "memlane-cache");
   return () => rmSync(dir, { recursive: true, force: true });
 }
