@@ -60,6 +60,20 @@ async function readTyped<T>(file: string, make: (b: ArrayBuffer) => T): Promise<
   return make(buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength) as ArrayBuffer);
 }
 
+/** The train task's arguments from a train stage's options (single process and every rank alike). */
+export function trainArgs(o: Readonly<TrainOptions>, s: RunSession): Record<string, unknown> {
+  return {
+    arch: o.arch,
+    outDir: s.runDir,
+    device: o.device ?? s.options.device,
+    ...(o.epochs !== undefined ? { epochs: o.epochs } : {}),
+    ...(o.stepsPerEpoch !== undefined ? { stepsPerEpoch: o.stepsPerEpoch } : {}),
+    ...(o.seed !== undefined ? { seed: o.seed } : {}),
+    ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}),
+    ...(o.lr !== undefined ? { lr: o.lr } : {}),
+  };
+}
+
 export async function runTrain(
   s: RunSession,
   stage: Extract<StageDef, { kind: "train" }>,
@@ -72,16 +86,7 @@ export async function runTrain(
   const run = await s.runTask(
     pythonWorker(stage.name, o.threads ?? s.options.threads),
     "train",
-    {
-      arch: o.arch,
-      outDir: s.runDir,
-      device: o.device ?? s.options.device,
-      ...(o.epochs !== undefined ? { epochs: o.epochs } : {}),
-      ...(o.stepsPerEpoch !== undefined ? { stepsPerEpoch: o.stepsPerEpoch } : {}),
-      ...(o.seed !== undefined ? { seed: o.seed } : {}),
-      ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}),
-      ...(o.lr !== undefined ? { lr: o.lr } : {}),
-    },
+    trainArgs(o, s),
     {
       signal,
       onWorker: (w) => (meta.pid = w.pid ?? null),

@@ -9,7 +9,7 @@ import { newWorkerKey } from "../../transport/auth.ts";
 import type { RunSession } from "../session.ts";
 import type { DistributedRecord } from "../../report/distributed.ts";
 import type { StageDef } from "../stages.ts";
-import { adoptHeldout, type StageMeta, type TensorBytes, type TrainResult } from "../exec-model.ts";
+import { adoptHeldout, trainArgs, type StageMeta, type TensorBytes, type TrainResult } from "../exec-model.ts";
 import { describeRankFailure, type RankFailure } from "./failure.ts";
 import { freePort, launchRanks, type LauncherExit, type RankLauncher } from "./launch.ts";
 import { resolveDistributed } from "./options.ts";
@@ -64,13 +64,7 @@ export async function runDistributedTrain(
     worldSize,
     task: TRAIN_RANK_TASK,
     args: {
-      arch: o.arch, outDir: s.runDir, strategy: d.strategy, backend: d.backend, allowCpuFallback: d.allowCpuFallback,
-      device: o.device ?? s.options.device,
-      ...(o.epochs !== undefined ? { epochs: o.epochs } : {}),
-      ...(o.stepsPerEpoch !== undefined ? { stepsPerEpoch: o.stepsPerEpoch } : {}),
-      ...(o.seed !== undefined ? { seed: o.seed } : {}),
-      ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}),
-      ...(o.lr !== undefined ? { lr: o.lr } : {}),
+      ...trainArgs(o, s), strategy: d.strategy, backend: d.backend, allowCpuFallback: d.allowCpuFallback,
     },
     // A rank on another host is no process of this one's /proc (and its pid may equal a local
     // one's): only this host's launcher's children are sampled; the others have their phase marks.
