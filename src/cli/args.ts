@@ -17,6 +17,8 @@ export interface FlagSpec {
   description: string;
   placeholder?: string;
   default?: unknown;
+  /** May be given several times: the parsed value is then the list of every occurrence's value. */
+  repeat?: boolean;
 }
 
 export interface CommandSpec {
@@ -124,6 +126,10 @@ export function parseArgs(spec: CommandSpec, argv: readonly string[]): ParsedArg
         throw new UsageError(`${shown}: expected a value (${f.placeholder ?? f.type}), received nothing`, shown);
       i++;
     }
+    if (f.repeat) {
+      flags[name] = [...((flags[name] as unknown[] | undefined) ?? []), convert(shown, f, raw)];
+      continue;
+    }
     if (name in flags) throw new UsageError(`${shown}: given more than once`, shown);
     flags[name] = convert(shown, f, raw);
   }
@@ -158,7 +164,7 @@ export function usage(spec: CommandSpec): string {
   if (spec.positionals.length) lines.push("");
   lines.push("Options:");
   for (const [n, f] of Object.entries(spec.flags)) {
-    const left = `  ${f.short ? `-${f.short}, ` : ""}--${n}${f.type === "boolean" ? "" : ` ${f.placeholder ?? "VALUE"}`}`;
+    const left = `  ${f.short ? `-${f.short}, ` : ""}--${n}${f.type === "boolean" ? "" : ` ${f.placeholder ?? "VALUE"}`}${f.repeat ? " ..." : ""}`;
     const def = f.default !== undefined ? ` (default ${Array.isArray(f.default) ? f.default.join(",") : String(f.default)})` : "";
     lines.push(left.padEnd(28) + f.description + def);
   }

@@ -1,12 +1,12 @@
 /** The compiler pipeline: load -> order -> fold/infer -> rewrite -> arena -> write. */
 import { type Lifetime, checkArena, lifetimes, planArena } from "./arena.ts";
-import { buildPlan } from "./build.ts";
+import { type Built, buildPlan } from "./build.ts";
 import { CompileError } from "./errors.ts";
 import { inferGraph } from "./infer.ts";
 import { DTYPE_BYTES, type Graph } from "./ir.ts";
 import { loadOnnx } from "./load.ts";
 import { topoSort } from "./order.ts";
-import type { PlanHeader } from "./plan-format.ts";
+import { MAX_PROFILES, type PlanHeader } from "./plan-format.ts";
 import { readPlan } from "./read.ts";
 import { fuseAttention } from "./fuse-attention.ts";
 import { fuseGelu } from "./fuse-gelu.ts";
@@ -17,6 +17,7 @@ import { rewriteBatchFirstLstm } from "./lstm-batch-first.ts";
 import { foldBatchNorm, fuseRelu, pruneDead } from "./rewrite.ts";
 import { checkVocabulary } from "./supported.ts";
 import { writePlanFile } from "./write.ts";
+import { mergeProfiles, sharedWeightBytes } from "./merge-profiles.ts";
 
 export const COMPILER_VERSION = "0.1.0";
 
@@ -31,25 +32,41 @@ export interface CompileOptions {
    * fixes the symbolic non-batch dimensions, which the plan records (docs/plan-format.md).
    */
   inputShapes?: Record<string, number[]>;
+  /**
+   * Several shape profiles in one plan (TensorRT's optimization profiles, with exact shapes):
+   * one `inputShapes` map each, e.g. `[{ input_ids: [-1, 16] }, { input_ids: [-1, 128] }]`.
+   * The graph is compiled once per profile; the weights are stored once. Not with `inputShapes`.
+   */
+  profiles?: Record<string, number[]>[];
 }
 
 interface ResolvedOptions {
   verify: boolean;
   producer: string;
   inputShapes: Record<string, number[]>;
+  profiles: Record<string, number[]>[];
 }
 
-const DEFAULTS: Readonly<ResolvedOptions> = Object.freeze({ verify: true, producer: `memlane-compiler ${COMPILER_VERSION}`, inputShapes: {} });
+const DEFAULTS: Readonly<ResolvedOptions> = Object.freeze({ verify: true, producer: `memlane-compiler ${COMPILER_VERSION}`, inputShapes: {}, profiles: [] });
 
 function resolveOptions(opts: CompileOptions | undefined): ResolvedOptions {
   if (opts === undefined) return DEFAULTS;
   if (typeof opts !== "object" || opts === null) throw new CompileError(`options: expected an object, received ${String(opts)}`, "option");
-  const known = new Set(["verify", "producer", "inputShapes"]);
+  const known = new Set(["verify", "producer", "inputShapes", "profiles"]);
   for (const k of Object.keys(opts)) if (!known.has(k)) throw new CompileError(`options.${k}: unknown option (expected one of ${[...known].join(", ")})`, "option");
   if (opts.verify !== undefined && typeof opts.verify !== "boolean") throw new CompileError(`options.verify: expected a boolean, received ${JSON.stringify(opts.verify)}`, "option");
   if (opts.producer !== undefined && typeof opts.producer !== "string") throw new CompileError(`options.producer: expected a string, received ${JSON.stringify(opts.producer)}`, "option");
   if (opts.inputShapes !== undefined && (typeof opts.inputShapes !== "object" || opts.inputShapes === null || Array.isArray(opts.inputShapes))) {
     throw new CompileError(`options.inputShapes: expected an object { inputName: [dims, -1 at the batch axis] }, received ${JSON.stringify(opts.inputShapes)}`, "option");
+  }
+  if (opts.profiles !== undefined) {
+    if (!Array.isArray(opts.profiles) || opts.profiles.length < 1 || opts.profiles.length > MAX_PROFILES)
+      throw new CompileError(`options.profiles: expected a list of 1..${MAX_PROFILES} inputShapes maps, received ${JSON.stringify(opts.profiles)}`, "option");
+    opts.profiles.forEach((p, i) => {
+      if (typeof p !== "object" || p === null || Array.isArray(p))
+        throw new CompileError(`options.profiles[${i}]: expected an object { inputName: [dims, -1 at the batch axis] }, received ${JSON.stringify(p)}`, "option");
+    });
+    if (opts.inputShapes !== undefined) throw new CompileError("options.inputShapes: not with options.profiles (give each profile's shapes there)", "option");
   }
   return { ...DEFAULTS, ...Object.fromEntries(Object.entries(opts).filter(([, v]) => v !== undefined)) };
 }
@@ -69,6 +86,22 @@ export interface CompileSummary {
   inputs: { name: string; shape: number[]; dtype: string; batchAxis: number }[];
   outputs: { name: string; shape: number[]; dtype: string; batchAxis: number }[];
   warnings: string[];
+  /**
+   * Every shape profile of the plan (one unless `profiles` was given), in plan order; the
+   * fields above are profile 0's, except `weightsBytes` (all profiles' weights, shared ones once).
+   */
+  profiles: ProfileSummary[];
+}
+
+/** One shape profile of a compiled plan. */
+export interface ProfileSummary {
+  ops: number;
+  arenaBytesPerSample: number;
+  lowerBoundPerSample: number;
+  /** This profile's weights, shared ones included. */
+  weightsBytes: number;
+  inputs: CompileSummary["inputs"];
+  outputs: CompileSummary["outputs"];
 }
 
 /** Everything but the file write: used by compileOnnx and by tests that inspect the plan. */
@@ -93,7 +126,7 @@ export function compileGraph(g: Graph, producer = DEFAULTS.producer, inputShapes
   return { inf, lives, arena, built };
 }
 
-export function summarise(header: PlanHeader, planPath: string, planBytes: number, warnings: string[]): CompileSummary {
+export function summarise(header: PlanHeader, planPath: string, planBytes: number, warnings: string[], all: PlanHeader[] = [header]): CompileSummary {
   const opCounts: Record<string, number> = {};
   for (const op of header.ops) opCounts[op.op] = (opCounts[op.op] ?? 0) + 1;
   const io = (ids: number[]) => ids.map((id) => {
@@ -107,7 +140,32 @@ export function summarise(header: PlanHeader, planPath: string, planBytes: numbe
     arenaBytesPerSample: bytesPerSample, lowerBoundPerSample,
     ratio: lowerBoundPerSample > 0 ? bytesPerSample / lowerBoundPerSample : 1,
     inputs: io(header.inputs), outputs: io(header.outputs), warnings,
+    profiles: all.map((h) => profileSummary(h)),
+    ...(all.length > 1 ? { weightsBytes: sharedWeightBytes(all) } : {}),
   };
+}
+
+function profileSummary(h: PlanHeader): ProfileSummary {
+  const io = (ids: number[]) => ids.map((id) => {
+    const t = h.tensors[id]!;
+    return { name: t.name, shape: [...t.shape], dtype: t.dtype, batchAxis: t.shape.indexOf(-1) };
+  });
+  return {
+    ops: h.ops.length, arenaBytesPerSample: h.arena.bytesPerSample, lowerBoundPerSample: h.arena.lowerBoundPerSample,
+    weightsBytes: h.tensors.filter((t) => t.kind === "weight").reduce((a, t) => a + t.bytes, 0),
+    inputs: io(h.inputs), outputs: io(h.outputs),
+  };
+}
+
+/** Profiles whose inputs have the same shapes would make a request's profile ambiguous. */
+function checkDistinct(file: string, headers: PlanHeader[]): void {
+  const seen = new Map<string, number>();
+  headers.forEach((h, i) => {
+    const key = JSON.stringify(h.inputs.map((id) => h.tensors[id]!.shape));
+    const j = seen.get(key);
+    if (j !== undefined) throw new CompileError(`${file}: options.profiles[${i}] gives the inputs the same shapes as options.profiles[${j}] (${key}); each profile needs its own`, "option", { profile: i });
+    seen.set(key, i);
+  });
 }
 
 /**
@@ -118,10 +176,19 @@ export function summarise(header: PlanHeader, planPath: string, planBytes: numbe
  */
 export async function compileOnnx(onnxPath: string, planPath: string, opts?: CompileOptions): Promise<CompileSummary> {
   const o = resolveOptions(opts);
-  const g = loadOnnx(onnxPath);
-  const { inf, built } = compileGraph(g, o.producer, o.inputShapes);
-  const planBytes = writePlanFile(planPath, built);
+  const shapeSets = o.profiles.length > 0 ? o.profiles : [o.inputShapes];
+  const builts: Built[] = [];
+  const warnings: string[] = [];
+  for (const [i, shapes] of shapeSets.entries()) {
+    // A fresh graph each: compiling rewrites and folds the graph it is given.
+    const { inf, built } = compileGraph(loadOnnx(onnxPath), o.producer, shapes);
+    builts.push(built);
+    for (const w of inf.warnings) if (!warnings.includes(w)) warnings.push(shapeSets.length > 1 && i > 0 ? `profile ${i}: ${w}` : w);
+  }
+  checkDistinct(onnxPath, builts.map((b) => b.header));
+  const merged = mergeProfiles(builts);
+  const planBytes = writePlanFile(planPath, merged);
   if (o.verify) readPlan(planPath);
-  return summarise(built.header, planPath, planBytes, inf.warnings);
+  return summarise(merged.profiles[0]!, planPath, planBytes, warnings, merged.profiles);
 }
 

@@ -1,13 +1,23 @@
 /** Human-readable plan listing (`memlane inspect`-style output). */
 import { fmtDim } from "./ir.ts";
 import type { PlanFile } from "./read.ts";
+import { sharedWeightBytes } from "./merge-profiles.ts";
 
 function kb(n: number): string {
   return n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(2)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`;
 }
 
+/** Every profile of the plan; a one-profile plan reads as before. */
 export function formatPlan(plan: PlanFile): string {
-  const h = plan.header;
+  if (plan.profiles.length === 1) return formatProfile(plan, plan.header);
+  const shared = sharedWeightBytes(plan.profiles);
+  return [
+    `plan v${plan.version}, ${plan.profiles.length} shape profiles sharing ${kb(shared)} of weights (${kb(plan.blob.length)} blob)`,
+    ...plan.profiles.map((h, i) => `profile ${i}:\n` + formatProfile(plan, h).replace(/^/gm, "  ")),
+  ].join("\n");
+}
+
+function formatProfile(plan: PlanFile, h: PlanFile["header"]): string {
   const t = (id: number) => {
     if (id < 0) return "-";
     const x = h.tensors[id]!;

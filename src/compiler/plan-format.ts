@@ -5,8 +5,18 @@
 
 /** ASCII `MLRTPLAN`, the first 8 bytes of every plan. */
 export const PLAN_MAGIC = "MLRTPLAN";
-/** Bumped on any incompatible change to the layout or the header schema. */
-export const PLAN_VERSION = 2;
+/**
+ * Bumped on any incompatible change to the layout or the header schema. Version 3 holds
+ * several shape profiles (a profile table in the header region); version 2 plans (one
+ * profile, the header region one msgpack map) are still read.
+ */
+export const PLAN_VERSION = 3;
+/** The single-profile layout that readers still accept. */
+export const PLAN_VERSION_SINGLE = 2;
+/** Profile table (v3): u32 count, u32 reserved, then one {u64 offset, u64 length} a profile. */
+export const PROFILE_TABLE = { count: 0, reserved: 4, entries: 8, entryBytes: 16 } as const;
+/** Profiles a plan may hold (a sanity bound for readers of a corrupt count). */
+export const MAX_PROFILES = 64;
 /** Fixed preamble size; the header starts right after it. */
 export const PREAMBLE_BYTES = 64;
 /** Alignment of the blob, of every weight in it and of every arena offset. */

@@ -7,10 +7,16 @@ import { unpack } from "msgpackr";
 import { PlanError } from "./errors.ts";
 import { dataflowProblem } from "./plan-dataflow.ts";
 import { DTYPE_BYTES, type DType, perSample } from "./ir.ts";
-import { Field, PLAN_ALIGNMENT, PLAN_MAGIC, PLAN_VERSION, PREAMBLE_BYTES, type PlanHeader, fnv1a64 } from "./plan-format.ts";
+import { Field, MAX_PROFILES, PLAN_ALIGNMENT, PLAN_MAGIC, PLAN_VERSION, PLAN_VERSION_SINGLE, PREAMBLE_BYTES, PROFILE_TABLE, type PlanHeader, fnv1a64 } from "./plan-format.ts";
+
+type Fail = (field: string, expected: string, found: unknown) => never;
 
 export interface PlanFile {
+  /** Profile 0 (the only one of a version 2 plan). */
   header: PlanHeader;
+  /** Every shape profile, in plan order (docs/plan-format.md, "Profiles"). */
+  profiles: PlanHeader[];
+  version: number;
   /** The weights blob (a view into the file bytes). */
   blob: Uint8Array;
   fileLength: number;
@@ -28,7 +34,8 @@ export function parsePlan(buf: Buffer, file: string): PlanFile {
   const magic = buf.subarray(Field.magic, Field.magic + 8).toString("latin1");
   if (magic !== PLAN_MAGIC) fail("magic", JSON.stringify(PLAN_MAGIC), JSON.stringify(magic));
   const version = buf.readUInt32LE(Field.version);
-  if (version !== PLAN_VERSION) fail("version", `${PLAN_VERSION}${version < PLAN_VERSION ? " (an older plan: recompile it from its ONNX model with this memlane)" : ""}`, version);
+  if (version !== PLAN_VERSION && version !== PLAN_VERSION_SINGLE)
+    fail("version", `${PLAN_VERSION_SINGLE} or ${PLAN_VERSION}${version < PLAN_VERSION_SINGLE ? " (an older plan: recompile it from its ONNX model with this memlane)" : ""}`, version);
   const u64 = (off: number): number => Number(buf.readBigUInt64LE(off));
   const headerOffset = u64(Field.headerOffset), headerLength = u64(Field.headerLength);
   if (headerOffset !== PREAMBLE_BYTES) fail("header offset", String(PREAMBLE_BYTES), headerOffset);
@@ -44,6 +51,65 @@ export function parsePlan(buf: Buffer, file: string): PlanFile {
   if (fileLength !== buf.length) fail("file length", `${buf.length} (the actual size)`, fileLength);
   if (fileLength !== blobOffset + blobLength) fail("file length", `${blobOffset + blobLength} (blob offset + blob length)`, fileLength);
 
+  const regions = version === PLAN_VERSION_SINGLE ? [{ at: headerOffset, bytes: headerBytes }] : profileTable(headerBytes, headerOffset, fail);
+  const profiles = regions.map((r, i) => {
+    // One profile keeps a version 2 plan's field names; several name the profile first.
+    const sub: Fail = regions.length > 1 ? (f, e, x) => fail(`profiles[${i}].${f}`, e, x) : fail;
+    return checkProfile(r.bytes, blobLength, sub);
+  });
+  checkProfilesAgree(profiles, fail);
+  return { header: profiles[0]!, profiles, version, blob: buf.subarray(blobOffset, blobOffset + blobLength), fileLength };
+}
+
+/**
+ * The v3 profile table at the start of the header region: its count, then each entry's
+ * {offset, length} inside the region after the table. Errors name the entry and its byte offset.
+ */
+function profileTable(region: Buffer, regionOffset: number, fail: Fail): { at: number; bytes: Buffer }[] {
+  const at = (k: number) => `(profile table, byte ${regionOffset + k})`;
+  if (region.length < PROFILE_TABLE.entries) fail(`profiles.count ${at(PROFILE_TABLE.count)}`, `a table of >= ${PROFILE_TABLE.entries} bytes`, `a header of ${region.length} bytes`);
+  const count = region.readUInt32LE(PROFILE_TABLE.count);
+  if (count < 1 || count > MAX_PROFILES) fail(`profiles.count ${at(PROFILE_TABLE.count)}`, `1..${MAX_PROFILES}`, count);
+  const reserved = region.readUInt32LE(PROFILE_TABLE.reserved);
+  if (reserved !== 0) fail(`profiles.reserved ${at(PROFILE_TABLE.reserved)}`, "0", reserved);
+  const tableEnd = PROFILE_TABLE.entries + PROFILE_TABLE.entryBytes * count;
+  if (tableEnd > region.length) fail(`profiles.count ${at(PROFILE_TABLE.count)}`, `a table that fits the ${region.length}-byte header (${count} entries need ${tableEnd})`, count);
+  const out: { at: number; bytes: Buffer }[] = [];
+  let prevEnd = regionOffset + tableEnd;
+  for (let i = 0; i < count; i++) {
+    const e = PROFILE_TABLE.entries + PROFILE_TABLE.entryBytes * i;
+    const off = Number(region.readBigUInt64LE(e)), len = Number(region.readBigUInt64LE(e + 8));
+    if (off < prevEnd || off > regionOffset + region.length) fail(`profiles[${i}].offset ${at(e)}`, `${prevEnd}..${regionOffset + region.length} (after the table and the previous profile, inside the header)`, off);
+    if (len < 1 || off + len > regionOffset + region.length) fail(`profiles[${i}].length ${at(e + 8)}`, `1..${regionOffset + region.length - off} (inside the header)`, len);
+    out.push({ at: off, bytes: region.subarray(off - regionOffset, off - regionOffset + len) });
+    prevEnd = off + len;
+  }
+  return out;
+}
+
+/** Profiles differ only in non-batch dimensions: the same inputs and outputs (names, dtypes, ranks, batch axes). */
+function checkProfilesAgree(profiles: PlanHeader[], fail: Fail): void {
+  const sig = (h: PlanHeader, ids: number[]) => ids.map((id) => {
+    const t = h.tensors[id]!;
+    return `${t.name} ${t.dtype} rank ${t.shape.length} batch axis ${t.shape.indexOf(-1)}`;
+  });
+  const first = profiles[0]!;
+  const seen = new Map<string, number>();
+  profiles.forEach((h, i) => {
+    for (const side of ["inputs", "outputs"] as const) {
+      const a = sig(first, first[side]), b = sig(h, h[side]);
+      if (a.length !== b.length) fail(`profiles[${i}].${side}`, `${a.length} tensors (as profiles[0])`, b.length);
+      b.forEach((x, k) => x !== a[k] && fail(`profiles[${i}].${side}[${k}]`, `${a[k]} (as profiles[0])`, x));
+    }
+    const key = JSON.stringify(h.inputs.map((id) => h.tensors[id]!.shape));
+    const j = seen.get(key);
+    if (j !== undefined) fail(`profiles[${i}].inputs`, `shapes no other profile has`, `those of profiles[${j}] ${key}`);
+    seen.set(key, i);
+  });
+}
+
+/** One profile's msgpack header: the checks of a version 2 header. */
+function checkProfile(headerBytes: Buffer, blobLength: number, fail: Fail): PlanHeader {
   let header: PlanHeader;
   try {
     header = unpack(headerBytes) as PlanHeader;
@@ -82,15 +148,15 @@ export function parsePlan(buf: Buffer, file: string): PlanFile {
   });
   const dataflow = dataflowProblem(header);
   if (dataflow) fail(...dataflow);
-  return { header, blob: buf.subarray(blobOffset, blobOffset + blobLength), fileLength };
+  return header;
 }
 
 /**
  * A weight's values in its dtype (copied: blob offsets are 64-aligned only relative to the
  * blob): Float32Array, Float64Array (int64, exact to 2^53), Int32Array, or Uint8Array (bool).
  */
-export function weightData(plan: PlanFile, id: number): Float32Array | Float64Array | Int32Array | Uint8Array {
-  const t = plan.header.tensors[id]!;
+export function weightData(plan: PlanFile, id: number, profile = 0): Float32Array | Float64Array | Int32Array | Uint8Array {
+  const t = plan.profiles[profile]!.tensors[id]!;
   // Uint8Array's slice copies (Buffer's would not), giving a fresh, aligned buffer.
   const bytes = Uint8Array.prototype.slice.call(plan.blob, t.offset, t.offset + t.bytes);
   if (t.dtype === "int64") return Float64Array.from(new BigInt64Array(bytes.buffer, 0, t.bytes / 8), Number);

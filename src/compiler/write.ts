@@ -4,7 +4,8 @@ import { basename, dirname, join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { Packr } from "msgpackr";
 import type { Built } from "./build.ts";
-import { Field, PLAN_ALIGNMENT, PLAN_MAGIC, PLAN_VERSION, PREAMBLE_BYTES, alignUp, fnv1a64 } from "./plan-format.ts";
+import type { BuiltPlan } from "./merge-profiles.ts";
+import { Field, PLAN_ALIGNMENT, PLAN_MAGIC, PLAN_VERSION, PREAMBLE_BYTES, PROFILE_TABLE, alignUp, fnv1a64 } from "./plan-format.ts";
 
 // Plain msgpack maps (no msgpackr record extension) so that any msgpack reader decodes it.
 const packr = new Packr({ useRecords: false, variableMapSize: true });
@@ -13,9 +14,29 @@ export function encodeHeader(header: Built["header"]): Uint8Array {
   return packr.pack(header);
 }
 
-/** The whole file as a list of chunks: preamble, header, pad, weights (with pads). */
-export function serialisePlan(built: Built): { chunks: Uint8Array[]; length: number } {
-  const header = encodeHeader(built.header);
+/**
+ * The header region of a version 3 plan: the profile table (count, reserved, then one
+ * {offset, length} from the file start a profile) followed by each profile's msgpack map.
+ */
+export function encodeProfiles(profiles: readonly Built["header"][]): Uint8Array {
+  const maps = profiles.map(encodeHeader);
+  const table = PROFILE_TABLE.entries + PROFILE_TABLE.entryBytes * maps.length;
+  const out = Buffer.alloc(table + maps.reduce((a, m) => a + m.length, 0));
+  out.writeUInt32LE(maps.length, PROFILE_TABLE.count);
+  let at = table;
+  maps.forEach((m, i) => {
+    const e = PROFILE_TABLE.entries + PROFILE_TABLE.entryBytes * i;
+    out.writeBigUInt64LE(BigInt(PREAMBLE_BYTES + at), e);
+    out.writeBigUInt64LE(BigInt(m.length), e + 8);
+    out.set(m, at);
+    at += m.length;
+  });
+  return out;
+}
+
+/** The whole file as a list of chunks: preamble, header region, pad, weights (with pads). */
+export function serialisePlan(built: Built | BuiltPlan): { chunks: Uint8Array[]; length: number } {
+  const header = encodeProfiles("profiles" in built ? built.profiles : [built.header]);
   const blobOffset = alignUp(PREAMBLE_BYTES + header.length, PLAN_ALIGNMENT);
   const length = blobOffset + built.blobBytes;
   const pre = Buffer.alloc(PREAMBLE_BYTES);
@@ -43,7 +64,7 @@ export function serialisePlan(built: Built): { chunks: Uint8Array[]; length: num
  * Write to a temporary file next to the target, fsync, then rename: a reader (or a crash)
  * never sees a half-written plan, and a failed write leaves no file behind.
  */
-export function writePlanFile(path: string, built: Built): number {
+export function writePlanFile(path: string, built: Built | BuiltPlan): number {
   const { chunks, length } = serialisePlan(built);
   const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`);
   let fd: number | undefined;
