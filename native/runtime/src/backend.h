@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -17,6 +18,42 @@
 #include "status.h"
 
 namespace memlane {
+
+// Host memory that the backends of one Runtime share because they never run at once: one
+// backend per shape profile of a plan (docs/plan-format.md, "Profiles"). Each backend grows a
+// slot to its need in prepare() and takes its address at every run, so a plan of three
+// profiles holds its largest arena, not the sum of the three. Contents are not kept.
+class SharedHostBuffers {
+ public:
+  enum Slot { kArena = 0, kWorkspace = 1 };
+  SharedHostBuffers() = default;
+  SharedHostBuffers(const SharedHostBuffers&) = delete;
+  SharedHostBuffers& operator=(const SharedHostBuffers&) = delete;
+  ~SharedHostBuffers() {
+    for (auto& b : slots_) std::free(b.data);
+  }
+  // At least `bytes` (64-byte aligned) in `slot`; false when the allocation failed.
+  bool reserve(Slot slot, uint64_t bytes) {
+    Buf& b = slots_[slot];
+    if (b.data && b.bytes >= bytes) return true;
+    const uint64_t rounded = bytes ? (bytes + 63) / 64 * 64 : 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) return false;
+    std::free(b.data);
+    b.data = static_cast<uint8_t*>(p);
+    b.bytes = rounded;
+    return true;
+  }
+  uint8_t* data(Slot slot) const { return slots_[slot].data; }
+  uint64_t bytes(Slot slot) const { return slots_[slot].bytes; }
+
+ private:
+  struct Buf {
+    uint8_t* data = nullptr;
+    uint64_t bytes = 0;
+  };
+  Buf slots_[2];
+};
 
 struct BackendOptions {
   // Intra-op threads (BLAS and the backend's own parallel loops); 0 = library default.
@@ -30,6 +67,9 @@ struct BackendOptions {
   // "weights-upload", "arena"; names from include/memlane/protocol.h) with start=true
   // before and start=false after. The runtime turns them into protocol phase marks.
   std::function<void(const char* phase, bool start)> phaseMark;
+  // Set by a Runtime that prepares one backend per shape profile: the CPU backend then takes
+  // its arena and workspace from here instead of allocating its own. nullptr: its own.
+  std::shared_ptr<SharedHostBuffers> sharedHost;
 };
 
 // Completion of an asynchronously submitted request (Backend::submit): its outputs are written.

@@ -170,7 +170,7 @@ class PlanBuilder {
     const uint64_t B = uint64_t(blob_cursor);
     std::vector<uint8_t> f(blob_off + B, 0);
     std::memcpy(f.data(), pf::kMagic, 8);
-    f[8] = uint8_t(pf::kVersion);
+    f[8] = uint8_t(pf::kVersionSingle);  // one profile: the v2 layout (build_profiles writes v3)
     put64(f, pf::kOffHeaderOffset, 64);
     put64(f, pf::kOffHeaderLength, H);
     put64(f, pf::kOffBlobOffset, blob_off);
@@ -186,6 +186,52 @@ class PlanBuilder {
       if (t.kind == "weight" && !t.raw.empty() && uint64_t(t.offset) + t.raw.size() <= B)
         std::memcpy(f.data() + blob_off + t.offset, t.raw.data(), t.raw.size());
     return f;
+  }
+
+  // A v3 plan of several shape profiles (docs/plan-format.md, "Profiles"): the profile table,
+  // then each builder's header. The blob is the first builder's: every profile must lay its
+  // weights out the same way (the same weight() calls in the same order), so they share them.
+  static std::vector<uint8_t> build_profiles(const std::vector<const PlanBuilder*>& ps) {
+    namespace pf = memlane::plan_format;
+    std::vector<std::vector<uint8_t>> hs;
+    for (const PlanBuilder* p : ps) hs.push_back(p->header());
+    uint64_t H = pf::kOffProfileEntries + pf::kProfileEntryBytes * hs.size();
+    const uint64_t table = H;
+    for (const auto& h : hs) H += h.size();
+    std::vector<uint8_t> f = ps[0]->build();  // preamble and blob come from the first
+    const uint64_t old_blob = rd(f, pf::kOffBlobOffset), B = rd(f, pf::kOffBlobLength);
+    std::vector<uint8_t> blob(f.begin() + int64_t(old_blob), f.begin() + int64_t(old_blob + B));
+    const uint64_t blob_off = (64 + H + 63) / 64 * 64;
+    f.assign(blob_off + B, 0);
+    std::memcpy(f.data(), pf::kMagic, 8);
+    f[8] = uint8_t(pf::kVersion);
+    put64(f, pf::kOffHeaderOffset, 64);
+    put64(f, pf::kOffHeaderLength, H);
+    put64(f, pf::kOffBlobOffset, blob_off);
+    put64(f, pf::kOffBlobLength, B);
+    put64(f, pf::kOffFileLength, blob_off + B);
+    f[64 + pf::kOffProfileCount] = uint8_t(hs.size());
+    uint64_t at = 64 + table;
+    for (size_t i = 0; i < hs.size(); ++i) {
+      put64(f, 64 + pf::kOffProfileEntries + pf::kProfileEntryBytes * i, at);
+      put64(f, 64 + pf::kOffProfileEntries + pf::kProfileEntryBytes * i + 8, hs[i].size());
+      std::memcpy(f.data() + at, hs[i].data(), hs[i].size());
+      at += hs[i].size();
+    }
+    rehash(f);
+    std::memcpy(f.data() + blob_off, blob.data(), B);
+    return f;
+  }
+  static uint64_t rd(const std::vector<uint8_t>& f, size_t at) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = (v << 8) | f[at + size_t(i)];
+    return v;
+  }
+  // After a test edits header bytes on purpose: the hash matches again, so the check that
+  // follows the hash is the one that fails.
+  static void rehash(std::vector<uint8_t>& f) {
+    namespace pf = memlane::plan_format;
+    put64(f, pf::kOffHeaderHash, pf::fnv1a64(f.data() + 64, rd(f, pf::kOffHeaderLength)));
   }
 };
 

@@ -92,18 +92,33 @@ class Runtime {
   bool loaded() const;
 
   int64_t max_batch() const;
+  // The active shape profile's inputs and outputs (profile 0 until check_inputs picks another).
   const std::vector<TensorSpec>& inputs() const;
   const std::vector<TensorSpec>& outputs() const;
 
-  // Checks every input: its shape is TensorSpec::wire_shape(batch) (batch first) with one batch
+  // Shape profiles of the loaded plan (docs/plan-format.md, "Profiles"): they differ only in
+  // non-batch dimensions; one backend each, sharing the weights and one host arena.
+  size_t profile_count() const;
+  size_t active_profile() const;
+  const std::vector<TensorSpec>& profile_inputs(size_t profile) const;
+  // "#1 input_ids [N,64], attention_mask [N,64]" (wire shapes, N = the batch), for messages.
+  std::string profile_text(size_t profile) const;
+
+  // Makes the profile whose inputs have exactly these non-batch dims (wire shapes, batch
+  // first) the active one; SHAPE_MISMATCH listing every profile when none has. With one profile
+  // it accepts anything (check_inputs then names the input that differs).
+  bool select_profile(const std::vector<std::vector<int64_t>>& shapes, RtError* err);
+
+  // select_profile, then checks every input against the active profile: its shape is
+  // TensorSpec::wire_shape(batch) (batch first) with one batch
   // for all and 1 <= batch <= maxBatch, its dtype the plan's (SHAPE_MISMATCH naming the input,
   // expected and got), and a float input holds no NaN (NAN_INPUT naming the tensor and the
   // flat index). Sets *batch. data[i] points at the tensor's bytes (any layout).
   bool check_inputs(const std::vector<std::vector<int64_t>>& shapes, const std::vector<std::string>& dtypes,
-                    const float* const* data, int64_t* batch, RtError* err) const;
+                    const float* const* data, int64_t* batch, RtError* err);
   // The same with every dtype float32 (the v1 callers).
   bool check_inputs(const std::vector<std::vector<int64_t>>& shapes, const float* const* data,
-                    int64_t* batch, RtError* err) const;
+                    int64_t* batch, RtError* err);
 
   // check_inputs, then run. Tensors are in the plan's layout and dtype (passed as float* for
   // the v1 signature; cast from the dtype's bytes). outputs[i] must hold
@@ -111,7 +126,7 @@ class Runtime {
   bool run(const std::vector<std::vector<int64_t>>& shapes, const float* const* inputs,
            float* const* outputs, RtError* err);
 
-  // Runs without the checks (the timed loop): the caller guarantees valid inputs.
+  // Runs the active profile without the checks (the timed loop): the caller guarantees valid inputs.
   bool run_unchecked(int64_t batch, const float* const* inputs, float* const* outputs, RtError* err);
 
   // Asynchronous run_unchecked: returns once the inputs are consumed; `outputs` must stay

@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -54,16 +55,21 @@ std::string shape_text(const std::vector<int64_t>& s) {
 
 struct Runtime::Impl {
   RuntimeOptions options;
-  std::unique_ptr<Backend> backend;
+  BackendOptions backendOptions;  // what every backend of this runtime is made with
+  // One backend per shape profile of the plan (docs/plan-format.md, "Profiles"), index =
+  // profile; backends[0] is made at create(), the others at load. They share one host arena.
+  std::vector<std::unique_ptr<Backend>> backends;
   std::unique_ptr<PlanFile> file;
-  std::vector<TensorSpec> inputs, outputs;
+  std::vector<std::vector<TensorSpec>> inputs, outputs;  // per profile
+  size_t active = 0;  // the profile check_inputs matched last
   int64_t maxBatch = 0;
   std::string fallback;  // why `auto` fell back to the CPU backend at load, if it did
+  Backend& backend() const { return *backends[active]; }
 };
 
 Runtime::Runtime() : impl_(std::make_unique<Impl>()) {}
 Runtime::~Runtime() {
-  if (impl_) impl_->backend.reset();  // before the mapping it reads from
+  if (impl_) impl_->backends.clear();  // before the mapping they read from
 }
 
 std::unique_ptr<Runtime> Runtime::create(const RuntimeOptions& options, RtError* err) {
@@ -79,25 +85,29 @@ std::unique_ptr<Runtime> Runtime::create(const RuntimeOptions& options, RtError*
   bo.threads = options.threads;
   bo.switches = options.switches;
   bo.phaseMark = options.phaseMark;
+  bo.sharedHost = std::make_shared<SharedHostBuffers>();
   std::unique_ptr<Runtime> rt(new Runtime());
   rt->impl_->options = options;
+  rt->impl_->backendOptions = bo;
+  rt->impl_->backends.resize(1);
+  std::unique_ptr<Backend>& backend = rt->impl_->backends[0];
   Status st = Status::kOk;
   std::string msg;
   if (options.device != "cpu") {
 #ifdef MEMLANE_HAVE_CUDA
-    rt->impl_->backend = make_cuda_backend(bo, &st, &msg);
+    backend = make_cuda_backend(bo, &st, &msg);
 #else
     st = Status::kBackendUnavailable;
     msg = "memlane-rt was built without CUDA (MEMLANE_WITH_CUDA=OFF or no nvcc at build time)";
 #endif
-    if (!rt->impl_->backend && options.device == "cuda") {
+    if (!backend && options.device == "cuda") {
       set_err(err, code_for(st == Status::kOk ? Status::kBackendUnavailable : st), "device cuda: " + msg);
       return nullptr;
     }
   }
-  if (!rt->impl_->backend) {
-    rt->impl_->backend = make_cpu_backend(bo, &st, &msg);
-    if (!rt->impl_->backend) {
+  if (!backend) {
+    backend = make_cpu_backend(bo, &st, &msg);
+    if (!backend) {
       set_err(err, code_for(st), msg);
       return nullptr;
     }
@@ -105,11 +115,28 @@ std::unique_ptr<Runtime> Runtime::create(const RuntimeOptions& options, RtError*
   return rt;
 }
 
-const char* Runtime::device() const { return impl_->backend->name(); }
+const char* Runtime::device() const { return impl_->backends[0]->name(); }
 bool Runtime::loaded() const { return impl_->file != nullptr; }
 int64_t Runtime::max_batch() const { return impl_->maxBatch; }
-const std::vector<TensorSpec>& Runtime::inputs() const { return impl_->inputs; }
-const std::vector<TensorSpec>& Runtime::outputs() const { return impl_->outputs; }
+// Before load: no profile yet, empty lists.
+static const std::vector<TensorSpec> kNoSpecs;
+const std::vector<TensorSpec>& Runtime::inputs() const { return impl_->inputs.empty() ? kNoSpecs : impl_->inputs[impl_->active]; }
+const std::vector<TensorSpec>& Runtime::outputs() const { return impl_->outputs.empty() ? kNoSpecs : impl_->outputs[impl_->active]; }
+size_t Runtime::profile_count() const { return impl_->inputs.size(); }
+size_t Runtime::active_profile() const { return impl_->active; }
+const std::vector<TensorSpec>& Runtime::profile_inputs(size_t p) const { return impl_->inputs.at(p); }
+
+std::string Runtime::profile_text(size_t p) const {
+  std::string s = "#" + std::to_string(p) + " ";
+  const auto& ins = impl_->inputs.at(p);
+  for (size_t i = 0; i < ins.size(); ++i) {
+    std::vector<int64_t> w = ins[i].wire_shape(-1);
+    std::string d = "[";
+    for (size_t k = 0; k < w.size(); ++k) d += (k ? "," : "") + (k == 0 ? std::string("N") : std::to_string(w[k]));
+    s += (i ? ", " : "") + ins[i].name + " " + d + "]";
+  }
+  return s;
+}
 
 bool Runtime::load(const std::string& planPath, int64_t maxBatch, RtError* err) {
   if (impl_->file) return set_err(err, int(ErrorCode::kInvalidArgument), "a model is already loaded in this runtime");
@@ -122,48 +149,105 @@ bool Runtime::load(const std::string& planPath, int64_t maxBatch, RtError* err) 
     if (err) err->details.push_back({"path", planPath});
     return false;
   }
-  const Plan& plan = file->plan();
+  const std::vector<Plan>& profiles = file->profiles();
+  const Plan& plan = profiles[0];
   if (plan.inputs.empty() || plan.outputs.empty())
     return set_err(err, int(ErrorCode::kPlanInvalid), planPath + ": the plan has no inputs or no outputs");
-  st = impl_->backend->prepare(plan, maxBatch, &msg);
-  if (st == Status::kUnsupportedOp && impl_->options.device == "auto" && std::string(impl_->backend->name()) != "cpu") {
-    // `auto` means "the best backend that runs this plan": the CPU backend when the GPU one
-    // lacks an op or dtype of the plan (plan v2 ops are CPU-first).
-    BackendOptions bo;
-    bo.threads = impl_->options.threads;
-    bo.switches = impl_->options.switches;
-    impl_->backend.reset();
-    std::string why = msg;
-    impl_->backend = make_cpu_backend(bo, &st, &msg);
-    if (!impl_->backend) return set_err(err, code_for(st), msg);
+  auto& backends = impl_->backends;
+  // `auto` means "the best backend that runs this plan": the CPU backend when the GPU one
+  // lacks an op or dtype of the plan (plan v2 ops are CPU-first), or the plan has several
+  // shape profiles (the CUDA backend runs one: it would upload the weights once per profile).
+  auto fall_back_to_cpu = [&](const std::string& why) {
+    BackendOptions bo = impl_->backendOptions;
+    bo.phaseMark = nullptr;
+    backends[0].reset();
+    backends[0] = make_cpu_backend(bo, &st, &msg);
     impl_->fallback = "cuda backend refused the plan (" + why + "); running on cpu";
-    st = impl_->backend->prepare(plan, maxBatch, &msg);
+    return backends[0] != nullptr;
+  };
+  const bool on_cpu = std::string(backends[0]->name()) == "cpu";
+  if (profiles.size() > 1 && !on_cpu) {
+    std::string why = "it holds " + std::to_string(profiles.size()) + " shape profiles; the " + backends[0]->name() +
+                      " backend runs plans of one profile";
+    if (impl_->options.device != "auto")
+      return set_err(err, int(ErrorCode::kUnsupportedOp),
+                     planPath + ": " + why + ": compile one plan per shape for it (memlane compile --shape), or load it on device cpu");
+    if (!fall_back_to_cpu(why)) return set_err(err, code_for(st), msg);
   }
-  if (st != Status::kOk) return set_err(err, code_for(st), planPath + ": " + msg);
-  auto spec = [&](int32_t id) {
-    const TensorInfo& t = plan.tensors[id];
+  st = backends[0]->prepare(plan, maxBatch, &msg);
+  if (st == Status::kUnsupportedOp && impl_->options.device == "auto" && std::string(backends[0]->name()) != "cpu") {
+    if (!fall_back_to_cpu(msg)) return set_err(err, code_for(st), msg);
+    st = backends[0]->prepare(plan, maxBatch, &msg);
+  }
+  if (st != Status::kOk) return set_err(err, code_for(st), planPath + ": " + (profiles.size() > 1 ? "profile 0: " : "") + msg);
+  // The other profiles: CPU backends on the same shared host arena (BackendOptions::sharedHost).
+  for (size_t p = 1; p < profiles.size(); ++p) {
+    BackendOptions bo = impl_->backendOptions;
+    bo.phaseMark = nullptr;
+    backends.push_back(make_cpu_backend(bo, &st, &msg));
+    if (!backends.back()) return set_err(err, code_for(st), msg);
+    st = backends.back()->prepare(profiles[p], maxBatch, &msg);
+    if (st != Status::kOk) {
+      backends.resize(1);
+      return set_err(err, code_for(st), planPath + ": profile " + std::to_string(p) + ": " + msg);
+    }
+  }
+  auto spec = [&](const Plan& plan, int32_t id) {
+    const TensorInfo& t = plan.tensors[size_t(id)];
     TensorSpec s{t.name, t.shape, t.elements()};
     s.dtype = dtype_name(t.dtype);
     s.batchAxis = t.batch_axis();
     s.elementBytes = dtype_size(t.dtype);
     return s;
   };
-  for (int32_t id : plan.inputs) impl_->inputs.push_back(spec(id));
-  for (int32_t id : plan.outputs) impl_->outputs.push_back(spec(id));
+  for (const Plan& p : profiles) {
+    impl_->inputs.emplace_back();
+    impl_->outputs.emplace_back();
+    for (int32_t id : p.inputs) impl_->inputs.back().push_back(spec(p, id));
+    for (int32_t id : p.outputs) impl_->outputs.back().push_back(spec(p, id));
+  }
+  impl_->active = 0;
   impl_->maxBatch = maxBatch;
   impl_->file = std::move(file);
   return true;
 }
 
 bool Runtime::check_inputs(const std::vector<std::vector<int64_t>>& shapes, const float* const* data, int64_t* batch,
-                           RtError* err) const {
+                           RtError* err) {
   return check_inputs(shapes, std::vector<std::string>(shapes.size(), "float32"), data, batch, err);
 }
 
+bool Runtime::select_profile(const std::vector<std::vector<int64_t>>& shapes, RtError* err) {
+  const size_t P = impl_->inputs.size();
+  if (P <= 1) return true;  // one profile: check_inputs names the input that differs
+  for (size_t p = 0; p < P; ++p) {
+    const auto& ins = impl_->inputs[p];
+    bool match = shapes.size() == ins.size();
+    for (size_t i = 0; match && i < ins.size(); ++i) {
+      const std::vector<int64_t> want = ins[i].wire_shape(-1);
+      match = shapes[i].size() == want.size() && std::equal(want.begin() + 1, want.end(), shapes[i].begin() + 1);
+    }
+    if (match) {
+      impl_->active = p;
+      return true;
+    }
+  }
+  std::string got, list;
+  for (size_t i = 0; i < shapes.size(); ++i)
+    got += (i ? ", " : "") + (i < impl_->inputs[0].size() ? impl_->inputs[0][i].name + " " : std::string()) + shape_text(shapes[i]);
+  for (size_t p = 0; p < P; ++p) list += (p ? "; " : "") + profile_text(p);
+  set_err(err, int(ErrorCode::kShapeMismatch),
+          "inputs " + got + " match none of the plan's " + std::to_string(P) + " shape profiles (" + list +
+              "; N = any batch): recompile with a --profile for these shapes");
+  if (err) err->details = {{"got", got}, {"profiles", list}};
+  return false;
+}
+
 bool Runtime::check_inputs(const std::vector<std::vector<int64_t>>& shapes, const std::vector<std::string>& dtypes,
-                           const float* const* data, int64_t* batch, RtError* err) const {
+                           const float* const* data, int64_t* batch, RtError* err) {
   if (!impl_->file) return set_err(err, int(ErrorCode::kInvalidArgument), "no model loaded: send a `load` task first");
-  const auto& ins = impl_->inputs;
+  if (!select_profile(shapes, err)) return false;
+  const auto& ins = impl_->inputs[impl_->active];
   if (shapes.size() != ins.size() || dtypes.size() != shapes.size()) {
     set_err(err, int(ErrorCode::kShapeMismatch), "expected " + std::to_string(ins.size()) + " input tensor(s), got " +
                                                      std::to_string(shapes.size()));
@@ -242,7 +326,7 @@ bool Runtime::run(const std::vector<std::vector<int64_t>>& shapes, const float* 
 bool Runtime::run_unchecked(int64_t batch, const float* const* inputs, float* const* outputs, RtError* err) {
   if (!impl_->file) return set_err(err, int(ErrorCode::kInvalidArgument), "no model loaded: send a `load` task first");
   std::string msg;
-  Status st = impl_->backend->run(batch, inputs, outputs, &msg);
+  Status st = impl_->backend().run(batch, inputs, outputs, &msg);
   if (st != Status::kOk) return set_err(err, code_for(st), msg);
   return true;
 }
@@ -253,43 +337,52 @@ bool Runtime::submit_unchecked(int64_t batch, const float* const* inputs, float*
   std::string msg;
   DoneFn fn;
   if (done) fn = [d = std::move(done)](Status, const std::string&) { d(); };
-  Status st = impl_->backend->submit(batch, inputs, outputs, std::move(fn), &msg);
+  Status st = impl_->backend().submit(batch, inputs, outputs, std::move(fn), &msg);
   if (st != Status::kOk) return set_err(err, code_for(st), msg);
   return true;
 }
 
 bool Runtime::drain(RtError* err) {
   std::string msg;
-  Status st = impl_->backend->drain(&msg);
-  if (st != Status::kOk) return set_err(err, code_for(st), msg);
+  for (const auto& b : impl_->backends) {
+    Status st = b->drain(&msg);
+    if (st != Status::kOk) return set_err(err, code_for(st), msg);
+  }
   return true;
 }
 
-int Runtime::max_in_flight() const { return impl_->backend->max_in_flight(); }
+int Runtime::max_in_flight() const { return impl_->backend().max_in_flight(); }
 std::string Runtime::notes() const {
-  const std::string n = impl_->backend->notes();
+  const std::string n = impl_->backends[0]->notes();
   return impl_->fallback.empty() ? n : n.empty() ? impl_->fallback : impl_->fallback + "; " + n;
 }
 
 bool Runtime::set_profiling(bool on, RtError* err) {
   if (!impl_->file) return set_err(err, int(ErrorCode::kInvalidArgument), "set_profiling: no plan loaded");
-  if (!impl_->backend->set_profiling(on))
-    return set_err(err, int(ErrorCode::kUnsupportedOp), std::string("per-op profiling: the ") + impl_->backend->name() + " backend cannot time its ops");
+  for (const auto& b : impl_->backends)
+    if (!b->set_profiling(on))
+      return set_err(err, int(ErrorCode::kUnsupportedOp), std::string("per-op profiling: the ") + b->name() + " backend cannot time its ops");
   return true;
 }
 
-OpProfile Runtime::op_profile() const { return impl_->backend->op_profile(); }
+OpProfile Runtime::op_profile() const { return impl_->backend().op_profile(); }
 
 RuntimeMemory Runtime::memory() const {
   RuntimeMemory m;
-  MemoryStats s = impl_->backend->memory_stats();
+  MemoryStats s = impl_->backends[0]->memory_stats();
   m.arenaBytes = s.arenaBytes;
   m.weightsBytesHost = s.weightBytesHost;
   m.weightsBytesDevice = s.weightBytesDevice;
   m.workspaceBytes = s.workspaceBytes;
   m.deviceUsedBytes = s.deviceUsedBytes;
+  // Profiles share one host arena and workspace: the largest of them is what is held.
+  for (size_t p = 1; p < impl_->backends.size(); ++p) {
+    const MemoryStats o = impl_->backends[p]->memory_stats();
+    m.arenaBytes = std::max(m.arenaBytes, o.arenaBytes);
+    m.workspaceBytes = std::max(m.workspaceBytes, o.workspaceBytes);
+  }
   if (impl_->file) {
-    m.weightsBytes = impl_->file->plan().weightBytes;
+    m.weightsBytes = distinct_weight_bytes(impl_->file->profiles());
     m.planFileBytes = impl_->file->mapping_bytes();
   }
   return m;

@@ -280,13 +280,20 @@ class CpuBackend final : public Backend {
     const int64_t laneChunk = std::min(chunk, (maxBatch + lanes - 1) / lanes);
     ws = (ws + 15) / 16 * 16;  // lane slices stay 64-byte aligned
     arena_bytes = uint64_t(lanes * laneChunk) * plan.bytesPerSample;
-    arena_.reset(static_cast<uint8_t*>(aligned_bytes(arena_bytes)));
-    workspace_.reset(ws ? static_cast<float*>(aligned_bytes(uint64_t(lanes) * ws * sizeof(float))) : nullptr);
+    bool allocated;
+    if (const auto& sh = opts_.sharedHost) {  // one backend per shape profile: the largest arena serves all
+      allocated = sh->reserve(SharedHostBuffers::kArena, arena_bytes) &&
+                  (!ws || sh->reserve(SharedHostBuffers::kWorkspace, uint64_t(lanes) * ws * sizeof(float)));
+    } else {
+      arena_.reset(static_cast<uint8_t*>(aligned_bytes(arena_bytes)));
+      workspace_.reset(ws ? static_cast<float*>(aligned_bytes(uint64_t(lanes) * ws * sizeof(float))) : nullptr);
+      allocated = arena_ && (!ws || workspace_);
+    }
     lanes_ = lanes;
     laneChunk_ = laneChunk;
     laneWs_ = ws;
     serial_ = std::make_unique<cpu::ThreadPool>(1);
-    if (!arena_ || (ws && !workspace_)) {
+    if (!allocated) {
       *message = "arena of " + std::to_string(arena_bytes) + " bytes and workspace of " +
                  std::to_string(ws * 4) + " bytes could not be allocated";
       return Status::kOutOfMemory;
@@ -331,13 +338,13 @@ class CpuBackend final : public Backend {
   void run_chunks(int64_t batch, const float* const* inputs, float* const* outputs, cpu::KernelError* error) {
     for (int64_t n0 = 0; n0 < batch; n0 += chunk_) {
       const uint64_t cnt = uint64_t(std::min(chunk_, batch - n0));
-      cpu::RunCtx c{int64_t(cnt), arena_.get(), workspace_.get(), pool_.get(), error};
+      cpu::RunCtx c{int64_t(cnt), arena(), workspace(), pool_.get(), error};
       for (size_t i = 0; i < in_.size(); ++i)
-        std::memcpy(arena_.get() + cnt * in_[i]->offset, reinterpret_cast<const uint8_t*>(inputs[i]) + n0 * in_[i]->bytes,
+        std::memcpy(arena() + cnt * in_[i]->offset, reinterpret_cast<const uint8_t*>(inputs[i]) + n0 * in_[i]->bytes,
                     cnt * in_[i]->bytes);
       run_kernels(c);
       for (size_t i = 0; i < out_.size(); ++i)
-        std::memcpy(reinterpret_cast<uint8_t*>(outputs[i]) + n0 * out_[i]->bytes, arena_.get() + cnt * out_[i]->offset,
+        std::memcpy(reinterpret_cast<uint8_t*>(outputs[i]) + n0 * out_[i]->bytes, arena() + cnt * out_[i]->offset,
                     cnt * out_[i]->bytes);
     }
     if (profiler_.on()) profiler_.end_run();
@@ -350,8 +357,8 @@ class CpuBackend final : public Backend {
     const uint64_t laneArena = uint64_t(laneChunk_) * plan_->bytesPerSample;
     pool_->parallel_for(lanes_, 1, [&](int64_t l0, int64_t l1) {
       for (int64_t l = l0; l < l1; ++l) {
-        uint8_t* arena = arena_.get() + uint64_t(l) * laneArena;
-        float* ws = workspace_ ? workspace_.get() + uint64_t(l) * laneWs_ : nullptr;
+        uint8_t* arena = this->arena() + uint64_t(l) * laneArena;
+        float* ws = workspace() ? workspace() + uint64_t(l) * laneWs_ : nullptr;
         for (int64_t ci = l; ci < chunks; ci += lanes_) {
           const int64_t n0 = ci * cs;
           const uint64_t cnt = uint64_t(std::min(cs, batch - n0));
@@ -401,6 +408,15 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // This backend's own arena and workspace, or the Runtime's shared ones (SharedHostBuffers).
+  uint8_t* arena() const {
+    return opts_.sharedHost ? opts_.sharedHost->data(SharedHostBuffers::kArena) : arena_.get();
+  }
+  float* workspace() const {
+    if (!laneWs_) return nullptr;
+    return opts_.sharedHost ? reinterpret_cast<float*>(opts_.sharedHost->data(SharedHostBuffers::kWorkspace)) : workspace_.get();
+  }
+
   BackendOptions opts_;
   int threads_ = 1;
   std::unique_ptr<cpu::ThreadPool> pool_;

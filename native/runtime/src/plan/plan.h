@@ -163,11 +163,13 @@ struct Plan {
   bool allFloat = true;
 };
 
-// Owns the read-only mapping and the parsed Plan (opaque; move-only).
+// Owns the read-only mapping and the parsed Plan of every shape profile (opaque; move-only).
+// A v2 plan has one profile; a v3 plan one or more, whose weights share one blob.
 class PlanFile {
  public:
   virtual ~PlanFile() = default;
-  virtual const Plan& plan() const = 0;
+  virtual const Plan& plan() const = 0;  // profile 0
+  virtual const std::vector<Plan>& profiles() const = 0;
   virtual const uint8_t* mapping() const = 0;  // start of the mapped file
   virtual uint64_t mapping_bytes() const = 0;
 };
@@ -179,6 +181,11 @@ Status read_plan(const std::string& path, std::unique_ptr<PlanFile>* out, std::s
 
 // Same checks over bytes already in memory (tests, or a caller that mapped the file).
 // Weight pointers point into [data, data + size); the caller keeps the bytes alive.
+// parse_plan returns profile 0; parse_plan_profiles every profile.
 Status parse_plan(const uint8_t* data, size_t size, Plan* out, std::string* message);
+Status parse_plan_profiles(const uint8_t* data, size_t size, std::vector<Plan>* out, std::string* message);
+
+// Weight bytes of all profiles, a weight that several profiles share (one blob offset) once.
+uint64_t distinct_weight_bytes(const std::vector<Plan>& profiles);
 
 }  // namespace memlane

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <msgpack.hpp>
 #include <sstream>
 
@@ -409,7 +411,13 @@ Fail check_dataflow(const Plan& plan) {
   return {Status::kOk, ""};
 }
 
-Fail parse(const uint8_t* data, size_t size, Plan* plan) {
+// The preamble's checks (docs/plan-format.md order); on success the header region and blob.
+struct Layout {
+  uint32_t version = 0;
+  uint64_t hoff = 0, hlen = 0, boff = 0, blen = 0;
+};
+
+Fail parse_preamble(const uint8_t* data, size_t size, Layout* out) {
   // 1. size
   if (size < pf::kPreambleBytes) return fail("file length", ">= 64 bytes", std::to_string(size) + " bytes");
   // 2. magic
@@ -423,9 +431,10 @@ Fail parse(const uint8_t* data, size_t size, Plan* plan) {
   }
   // 3. version
   uint32_t version = rd_u32(data + pf::kOffVersion);
-  if (version != pf::kVersion)
+  if (version != pf::kVersion && version != pf::kVersionSingle)
     return fail("version",
-                std::to_string(pf::kVersion) + (version < pf::kVersion ? " (an older plan: recompile it from its ONNX model with this memlane)" : ""),
+                std::to_string(pf::kVersionSingle) + " or " + std::to_string(pf::kVersion) +
+                    (version < pf::kVersionSingle ? " (an older plan: recompile it from its ONNX model with this memlane)" : ""),
                 version);
   // 4. header range
   uint64_t hoff = rd_u64(data + pf::kOffHeaderOffset), hlen = rd_u64(data + pf::kOffHeaderLength);
@@ -452,8 +461,12 @@ Fail parse(const uint8_t* data, size_t size, Plan* plan) {
   uint64_t flen = rd_u64(data + pf::kOffFileLength);
   if (flen != size) return fail("file length", std::to_string(flen) + " (file length field)", std::to_string(size) + " (actual size)");
   if (flen != boff + blen) return fail("file length", "blob offset + blob length = " + std::to_string(boff + blen), flen);
+  *out = Layout{version, hoff, hlen, boff, blen};
+  return {Status::kOk, ""};
+}
 
-  // Header
+// One profile's msgpack header (a whole v2 header region) at [hoff, hoff + hlen).
+Fail parse_header(const uint8_t* data, uint64_t hoff, uint64_t hlen, uint64_t boff, uint64_t blen, Plan* plan) {
   msgpack::object_handle oh;
   try {
     // Limits: no container may claim more entries than the header has bytes (msgpack-c
@@ -608,6 +621,98 @@ Fail parse(const uint8_t* data, size_t size, Plan* plan) {
   return check_dataflow(*plan);
 }
 
+// A v3 profile table field: its name and its absolute byte offset, for every message.
+std::string table_field(const std::string& name, uint64_t at) {
+  return name + " (profile table, byte " + std::to_string(at) + ")";
+}
+
+// The v3 profile table at the start of the header region: each profile's header range,
+// inside the region, after the table and the previous profile.
+Fail parse_profile_table(const uint8_t* data, const Layout& L, std::vector<std::pair<uint64_t, uint64_t>>* out) {
+  const uint64_t end = L.hoff + L.hlen;
+  if (L.hlen < pf::kOffProfileEntries)
+    return fail(table_field("profiles.count", L.hoff), "a table of >= " + std::to_string(pf::kOffProfileEntries) + " bytes",
+                "a header of " + std::to_string(L.hlen) + " bytes");
+  const uint32_t count = rd_u32(data + L.hoff + pf::kOffProfileCount);
+  if (count < 1 || count > pf::kMaxProfiles)
+    return fail(table_field("profiles.count", L.hoff + pf::kOffProfileCount), "1.." + std::to_string(pf::kMaxProfiles), count);
+  const uint32_t reserved = rd_u32(data + L.hoff + pf::kOffProfileReserved);
+  if (reserved != 0) return fail(table_field("profiles.reserved", L.hoff + pf::kOffProfileReserved), 0, reserved);
+  const uint64_t table_end = pf::kOffProfileEntries + pf::kProfileEntryBytes * uint64_t(count);
+  if (table_end > L.hlen)
+    return fail(table_field("profiles.count", L.hoff + pf::kOffProfileCount),
+                "a table that fits the " + std::to_string(L.hlen) + "-byte header (" + std::to_string(count) + " entries need " +
+                    std::to_string(table_end) + ")",
+                count);
+  uint64_t prev_end = L.hoff + table_end;
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint64_t e = L.hoff + pf::kOffProfileEntries + pf::kProfileEntryBytes * i;
+    const uint64_t off = rd_u64(data + e), len = rd_u64(data + e + 8);
+    const std::string p = "profiles[" + std::to_string(i) + "]";
+    if (off < prev_end || off > end)
+      return fail(table_field(p + ".offset", e), std::to_string(prev_end) + ".." + std::to_string(end) +
+                                                    " (after the table and the previous profile, inside the header)", off);
+    if (len < 1 || len > end - off)
+      return fail(table_field(p + ".length", e + 8), "1.." + std::to_string(end - off) + " (inside the header)", len);
+    out->emplace_back(off, len);
+    prev_end = off + len;
+  }
+  return {Status::kOk, ""};
+}
+
+std::string io_signature(const Plan& p, int32_t id) {
+  const TensorInfo& t = p.tensors[size_t(id)];
+  return t.name + " " + dtype_name(t.dtype) + " rank " + std::to_string(t.shape.size()) + " batch axis " +
+         std::to_string(t.batch_axis());
+}
+
+// Profiles differ only in non-batch dimensions: the same inputs and outputs (names, dtypes,
+// ranks, batch axes) as profile 0, and input shapes no other profile has (else which profile
+// a request means would be ambiguous). The same words as src/compiler/read.ts.
+Fail check_profiles_agree(const std::vector<Plan>& ps) {
+  const Plan& first = ps[0];
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const std::string p = "profiles[" + std::to_string(i) + "]";
+    for (int side = 0; side < 2; ++side) {
+      const auto& a = side ? first.outputs : first.inputs;
+      const auto& b = side ? ps[i].outputs : ps[i].inputs;
+      const std::string name = side ? ".outputs" : ".inputs";
+      if (a.size() != b.size()) return fail(p + name, std::to_string(a.size()) + " tensors (as profiles[0])", b.size());
+      for (size_t k = 0; k < a.size(); ++k) {
+        const std::string want = io_signature(first, a[k]), got = io_signature(ps[i], b[k]);
+        if (want != got) return fail(p + name + "[" + std::to_string(k) + "]", want + " (as profiles[0])", got);
+      }
+    }
+    for (size_t j = 0; j < i; ++j) {
+      bool same = true;
+      for (size_t k = 0; k < ps[i].inputs.size() && same; ++k)
+        same = ps[i].tensors[size_t(ps[i].inputs[k])].shape == ps[j].tensors[size_t(ps[j].inputs[k])].shape;
+      if (same) return fail(p + ".inputs", "shapes no other profile has", "those of profiles[" + std::to_string(j) + "]");
+    }
+  }
+  return {Status::kOk, ""};
+}
+
+// The whole file: preamble, then one profile (v2) or the profile table and each profile (v3).
+// With several profiles, a profile's errors name it first ("profiles[1].tensors[3] ...").
+Fail parse(const uint8_t* data, size_t size, std::vector<Plan>* plans) {
+  Layout L;
+  Fail f = parse_preamble(data, size, &L);
+  if (f.status != Status::kOk) return f;
+  std::vector<std::pair<uint64_t, uint64_t>> regions;
+  if (L.version == pf::kVersionSingle) regions.emplace_back(L.hoff, L.hlen);
+  else if (f = parse_profile_table(data, L, &regions); f.status != Status::kOk) return f;
+  plans->resize(regions.size());
+  for (size_t i = 0; i < regions.size(); ++i) {
+    f = parse_header(data, regions[i].first, regions[i].second, L.boff, L.blen, &(*plans)[i]);
+    if (f.status != Status::kOk) {
+      if (regions.size() > 1) f.message = "profiles[" + std::to_string(i) + "]." + f.message;
+      return f;
+    }
+  }
+  return check_profiles_agree(*plans);
+}
+
 class MappedPlanFile : public PlanFile {
  public:
   MappedPlanFile(void* base, size_t size) : base_(base), size_(size) {}
@@ -616,10 +721,11 @@ class MappedPlanFile : public PlanFile {
   }
   MappedPlanFile(const MappedPlanFile&) = delete;
   MappedPlanFile& operator=(const MappedPlanFile&) = delete;
-  const Plan& plan() const override { return plan_; }
+  const Plan& plan() const override { return plans_[0]; }
+  const std::vector<Plan>& profiles() const override { return plans_; }
   const uint8_t* mapping() const override { return static_cast<const uint8_t*>(base_); }
   uint64_t mapping_bytes() const override { return size_; }
-  Plan plan_;
+  std::vector<Plan> plans_;
 
  private:
   void* base_;
@@ -628,15 +734,32 @@ class MappedPlanFile : public PlanFile {
 
 }  // namespace
 
-Status parse_plan(const uint8_t* data, size_t size, Plan* out, std::string* message) {
-  Plan plan;
-  Fail f = parse(data, size, &plan);
+Status parse_plan_profiles(const uint8_t* data, size_t size, std::vector<Plan>* out, std::string* message) {
+  std::vector<Plan> plans;
+  Fail f = parse(data, size, &plans);
   if (f.status != Status::kOk) {
     if (message) *message = f.message;
     return f.status;
   }
-  *out = std::move(plan);
+  *out = std::move(plans);
   return Status::kOk;
+}
+
+Status parse_plan(const uint8_t* data, size_t size, Plan* out, std::string* message) {
+  std::vector<Plan> plans;
+  const Status s = parse_plan_profiles(data, size, &plans, message);
+  if (s == Status::kOk) *out = std::move(plans[0]);
+  return s;
+}
+
+uint64_t distinct_weight_bytes(const std::vector<Plan>& profiles) {
+  std::map<uint64_t, uint64_t> by_offset;  // profiles point at one copy of a shared weight
+  for (const Plan& p : profiles)
+    for (const TensorInfo& t : p.tensors)
+      if (t.is_weight()) by_offset[t.offset] = std::max(by_offset[t.offset], t.bytes);
+  uint64_t n = 0;
+  for (const auto& [off, bytes] : by_offset) n += bytes;
+  return n;
 }
 
 Status read_plan(const std::string& path, std::unique_ptr<PlanFile>* out, std::string* message) {
@@ -665,7 +788,7 @@ Status read_plan(const std::string& path, std::unique_ptr<PlanFile>* out, std::s
   ::close(fd);  // the mapping stays valid
   auto file = std::make_unique<MappedPlanFile>(base, size);
   static const uint8_t kEmpty[1] = {0};
-  Status s = parse_plan(base ? static_cast<const uint8_t*>(base) : kEmpty, size, &file->plan_, message);
+  Status s = parse_plan_profiles(base ? static_cast<const uint8_t*>(base) : kEmpty, size, &file->plans_, message);
   if (s != Status::kOk) {
     *message = path + ": " + *message;
     return s;

@@ -32,21 +32,29 @@ void check_io_arg(const TaskCtx& c, const Runtime& rt) {
     std::vector<int64_t> shape;
     const Obj *n = get(&spec, "name"), *d = get(&spec, "dtype"), *s = get(&spec, "shape");
     if (!n || !as_str(*n, &name)) c.bad_arg("io.inputs[" + std::to_string(i) + "].name", "a string", "nothing");
+    // Names and dtypes are the same in every profile; the shape must be one profile's.
     const TensorSpec* p = nullptr;
-    for (const auto& t : rt.inputs())
-      if (t.name == name) p = &t;
+    std::string shapes;
+    bool shape_known = false;
+    for (size_t k = 0; k < rt.profile_count(); ++k)
+      for (const auto& t : rt.profile_inputs(k))
+        if (t.name == name) {
+          p = &t;
+          shapes += (shapes.empty() ? "" : " or ") + text(t.shape);
+          if (s && as_int_list(*s, &shape) && shape == t.shape) shape_known = true;
+        }
     if (!p) mismatch(c.task() + ": args.io names input '" + name + "', which the plan does not have (compiled for a different model?)", name);
     if (d && as_str(*d, &dtype) && dtype != p->dtype)
       mismatch(c.task() + ": input '" + name + "': the plan takes " + p->dtype + ", args.io says " + dtype, name);
-    if (s && as_int_list(*s, &shape) && shape != p->shape)
-      mismatch(c.task() + ": input '" + name + "': the plan was compiled for shape " + text(p->shape) + ", args.io says " +
+    if (s && as_int_list(*s, &shape) && !shape_known)
+      mismatch(c.task() + ": input '" + name + "': the plan was compiled for shape " + shapes + ", args.io says " +
                    text(shape) + " (recompile with these inputShapes)", name);
   }
 }
 
 }  // namespace
 
-IoBinding bind_inputs(const TaskCtx& c, const Runtime& rt) {
+IoBinding bind_inputs(const TaskCtx& c, Runtime& rt) {
   check_io_arg(c, rt);
   IoBinding b;
   const auto& ins = rt.inputs();

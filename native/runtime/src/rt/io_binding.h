@@ -17,8 +17,9 @@ struct IoBinding {
 };
 
 // Refuses (TaskError) a missing input, one of another dtype or non-batch shape (SHAPE_MISMATCH
-// naming the input, expected and received), args.io that disagrees with the plan, and NaN.
-IoBinding bind_inputs(const TaskCtx& c, const Runtime& rt);
+// naming the input, expected and received, or listing the plan's shape profiles), args.io that
+// disagrees with the plan, and NaN. Makes the profile the inputs match the runtime's active one.
+IoBinding bind_inputs(const TaskCtx& c, Runtime& rt);
 
 // The name an output travels under.
 inline std::string output_name(const IoBinding& b, const TensorSpec& o) { return b.legacy ? "outputs" : "output:" + o.name; }

@@ -48,6 +48,10 @@ void task_load(TaskCtx& c, WorkerState& state) {
       .set("workspaceBytes", m.workspaceBytes)
       .set("inputs", specs(rt->inputs()))
       .set("outputs", specs(rt->outputs()));
+  // Every shape profile's inputs (one entry for a one-profile plan); `inputs` is profile 0's.
+  Val profiles = Val::array();
+  for (size_t p = 0; p < rt->profile_count(); ++p) profiles.push(specs(rt->profile_inputs(p)));
+  v.set("profiles", std::move(profiles));
   state.loaded = std::move(rt);
   c.result(std::move(v), Val(), {});
 }
