@@ -19,6 +19,10 @@
 
 namespace memlane {
 
+namespace cpu {
+class ThreadPool;
+}
+
 // Host memory that the backends of one Runtime share because they never run at once: one
 // backend per shape profile of a plan (docs/plan-format.md, "Profiles"). Each backend grows a
 // slot to its need in prepare() and takes its address at every run, so a plan of three
@@ -46,6 +50,8 @@ class SharedHostBuffers {
   }
   uint8_t* data(Slot slot) const { return slots_[slot].data; }
   uint64_t bytes(Slot slot) const { return slots_[slot].bytes; }
+  // The CPU backends' intra-op thread pool, made by the first one (one set of threads, not one a profile).
+  std::shared_ptr<cpu::ThreadPool> cpuPool;
 
  private:
   struct Buf {

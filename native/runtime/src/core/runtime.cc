@@ -184,13 +184,13 @@ bool Runtime::load(const std::string& planPath, int64_t maxBatch, RtError* err) 
   for (size_t p = 1; p < profiles.size(); ++p) {
     BackendOptions bo = impl_->backendOptions;
     bo.phaseMark = nullptr;
-    backends.push_back(make_cpu_backend(bo, &st, &msg));
-    if (!backends.back()) return set_err(err, code_for(st), msg);
-    st = backends.back()->prepare(profiles[p], maxBatch, &msg);
-    if (st != Status::kOk) {
-      backends.resize(1);
+    std::unique_ptr<Backend> b = make_cpu_backend(bo, &st, &msg);
+    if (b) st = b->prepare(profiles[p], maxBatch, &msg);
+    if (!b || st != Status::kOk) {
+      backends.resize(1);  // the runtime stays as it was before this load
       return set_err(err, code_for(st), planPath + ": profile " + std::to_string(p) + ": " + msg);
     }
+    backends.push_back(std::move(b));
   }
   auto spec = [&](const Plan& plan, int32_t id) {
     const TensorInfo& t = plan.tensors[size_t(id)];

@@ -156,7 +156,9 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(const BackendOptions& o) : opts_(o) {
     int t = o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency());
     threads_ = t < 1 ? 1 : t;
-    pool_ = std::make_unique<cpu::ThreadPool>(threads_);
+    if (o.sharedHost && o.sharedHost->cpuPool && o.sharedHost->cpuPool->threads() == threads_) pool_ = o.sharedHost->cpuPool;
+    else pool_ = std::make_shared<cpu::ThreadPool>(threads_);
+    if (o.sharedHost && !o.sharedHost->cpuPool) o.sharedHost->cpuPool = pool_;
   }
 
   const char* name() const override { return "cpu"; }
@@ -419,7 +421,7 @@ class CpuBackend final : public Backend {
 
   BackendOptions opts_;
   int threads_ = 1;
-  std::unique_ptr<cpu::ThreadPool> pool_;
+  std::shared_ptr<cpu::ThreadPool> pool_;  // shared by a Runtime's profiles (SharedHostBuffers)
   const Plan* plan_ = nullptr;
   int64_t maxBatch_ = 0;
   int64_t chunk_ = 1;  // samples per pass through the network (arena = chunk_ x bytesPerSample)
