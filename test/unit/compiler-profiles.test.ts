@@ -11,6 +11,8 @@ import { Field, PLAN_VERSION, PLAN_VERSION_SINGLE, PROFILE_TABLE, fnv1a64 } from
 import { encodeHeader, serialisePlan } from "../../src/compiler/write.ts";
 import { readOnnxIo } from "../../src/pipeline/inputs/onnx-io.ts";
 import { profileShapes } from "../../src/pipeline/inputs/profiles.ts";
+import { execute } from "../../src/cli/commands/compile.ts";
+import type { Io } from "../../src/cli/io.ts";
 import { init, node, tempDir, writeModel } from "./compiler-onnx-builder.ts";
 
 /** x [N, S, 4] + positions(S) -> MatMul w [4, 8] + b: w and b are the same in every profile, the positions are not. */
@@ -173,6 +175,23 @@ describe("plan v3: shape profiles", () => {
     expect(profileShapes(io, {})).toEqual([]);
     expect(() => profileShapes(io, { profiles: [{ x: ["N", 7, 4] }], shapes: { x: ["N", 7, 4] } })).toThrow(/--shape: not with --profile/);
     expect(() => profileShapes(io, { profiles: [{ x: ["N", 7, 4] }], seqs: [1, 2] })).toThrow(/--seq: one value with --profile/);
-    expect(() => profileShapes(io, { profiles: [{ x: ["N", 7, 5] }] })).toThrow(/^--profile #1: .*dim 2 is fixed at 4/);
+    expect(() => profileShapes(io, { profiles: [{ x: ["N", 7, 5] }] })).toThrow(/^--profile #1: input "x" dim 2 is fixed at 4/);
+  });
+
+  it("memlane compile --profile, given once per profile, writes them all into one plan", async () => {
+    const { onnx, dir } = await threeProfiles();
+    const lines: string[] = [];
+    const io: Io = { out: (l) => lines.push(l), err: (l) => lines.push(l), isTTY: false, redraw: () => {}, columns: 100 };
+    const out = join(dir, "cli.mlplan");
+    expect(await execute([onnx, "-o", out, "--profile", "x=Nx7x4", "--profile", "x=1x9x4"], io)).toBe(0);
+    expect(lines).toContain("profile 0: x [N, 7, 4] → y [N, 7, 8]");
+    expect(lines).toContain("profile 1: x [N, 9, 4] → y [N, 9, 8]");
+    expect(readPlan(out).profiles.map((h) => h.tensors[h.inputs[0]!]!.shape)).toEqual([[-1, 7, 4], [-1, 9, 4]]);
+    // One --shape: a one-profile plan, printed as before.
+    lines.length = 0;
+    expect(await execute([onnx, "-o", out, "--shape", "x=Nx7x4"], io)).toBe(0);
+    expect(lines).toContain("inputs: x [N, 7, 4]");
+    await expect(execute([onnx, "-o", out, "--profile", "x=Nx7x4", "--shape", "x=Nx7x4"], io)).rejects.toThrow(/--shape: not with --profile/);
+    await expect(execute([onnx, "-o", out, "--profile", "x=Nx7"], io)).rejects.toThrow(/^--profile #1: input "x" has rank 3 \[N, S, 4\], received 2 dims \[Nx7\]$/);
   });
 });

@@ -31,7 +31,7 @@ export function profileShapes(io: OnnxIo, req: ProfileRequest): Record<string, n
       return Object.fromEntries(inputs.map((i) => [i.name, i.shape]));
     } catch (e) {
       // resolveModelIo names --shape; say which profile it was.
-      if (e instanceof InputSpecError && option !== "--shape") throw new InputSpecError(`${option}: ${e.message}`, option);
+      if (e instanceof InputSpecError && option !== "--shape") throw new InputSpecError(`${option}: ${e.message.replace(/^--shape: /, "")}`, option);
       throw e;
     }
   };
