@@ -129,19 +129,13 @@ export function compileGraph(g: Graph, producer = DEFAULTS.producer, inputShapes
 export function summarise(header: PlanHeader, planPath: string, planBytes: number, warnings: string[], all: PlanHeader[] = [header]): CompileSummary {
   const opCounts: Record<string, number> = {};
   for (const op of header.ops) opCounts[op.op] = (opCounts[op.op] ?? 0) + 1;
-  const io = (ids: number[]) => ids.map((id) => {
-    const t = header.tensors[id]!;
-    return { name: t.name, shape: [...t.shape], dtype: t.dtype, batchAxis: t.shape.indexOf(-1) };
-  });
-  const weightsBytes = header.tensors.filter((t) => t.kind === "weight").reduce((a, t) => a + t.bytes, 0);
-  const { bytesPerSample, lowerBoundPerSample } = header.arena;
+  const profiles = all.map(profileSummary);
+  const { ops, arenaBytesPerSample, lowerBoundPerSample, inputs, outputs } = profileSummary(header);
   return {
-    planPath, planBytes, ops: header.ops.length, opCounts, weightsBytes,
-    arenaBytesPerSample: bytesPerSample, lowerBoundPerSample,
-    ratio: lowerBoundPerSample > 0 ? bytesPerSample / lowerBoundPerSample : 1,
-    inputs: io(header.inputs), outputs: io(header.outputs), warnings,
-    profiles: all.map((h) => profileSummary(h)),
-    ...(all.length > 1 ? { weightsBytes: sharedWeightBytes(all) } : {}),
+    planPath, planBytes, ops, opCounts, weightsBytes: sharedWeightBytes(all),
+    arenaBytesPerSample, lowerBoundPerSample,
+    ratio: lowerBoundPerSample > 0 ? arenaBytesPerSample / lowerBoundPerSample : 1,
+    inputs, outputs, warnings, profiles,
   };
 }
 
