@@ -49,7 +49,12 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   const profiles = await requestedProfiles(model, args.flags);
   const { compileOnnx } = await import("../../compiler/compile.ts");
   const opts = profiles.length > 1 ? { profiles } : profiles.length === 1 ? { inputShapes: profiles[0]! } : undefined;
-  const c = await compileOnnx(path.resolve(model), path.resolve(out), opts);
+  const c = await compileOnnx(path.resolve(model), path.resolve(out), opts).catch((e: unknown) => {
+    // The compiler speaks of its API's options.inputShapes; on the command line that is --shape or --seq.
+    if (opts === undefined && e instanceof Error && (e as { kind?: string }).kind === "shape")
+      e.message += ` (on the command line: --shape NAME=NxDIM... or --seq N; several profiles: --profile or --seq N,N)`;
+    throw e;
+  });
   io.out(`plan: ${out} (${c.planBytes} bytes, ${c.ops} ops: ${Object.entries(c.opCounts).map(([k, v]) => `${k}×${v}`).join(", ")})`);
   io.out(`weights: ${kib(c.weightsBytes)}${c.profiles.length > 1 ? `, stored once for ${c.profiles.length} profiles` : ""}`);
   if (c.profiles.length === 1) {
