@@ -90,4 +90,4 @@ export { renderHtmlReport, writeHtmlReport } from "./report/html/index.ts";
 // ── Compiler ────────────────────────────────────────────────────────────────────────────
 /** ONNX → memlane-rt plan (docs/plan-format.md). */
 export { compileOnnx, CompileError, PlanError, readPlan } from "./compiler/index.ts";
-export type { CompileOptions, CompileSummary } from "./compiler/index.ts";
+export type { CompileOptions, CompileSummary, ProfileSummary } from "./compiler/index.ts";
