@@ -6,7 +6,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { PlanError, compileOnnx, parsePlan, readPlan, weightData } from "../../src/compiler/index.ts";
+import { PlanError, compileOnnx, formatPlan, parsePlan, readPlan, weightData } from "../../src/compiler/index.ts";
 import { Field, PLAN_VERSION, PLAN_VERSION_SINGLE, PROFILE_TABLE, fnv1a64 } from "../../src/compiler/plan-format.ts";
 import { encodeHeader, serialisePlan } from "../../src/compiler/write.ts";
 import { readOnnxIo } from "../../src/pipeline/inputs/onnx-io.ts";
@@ -82,6 +82,9 @@ describe("plan v3: shape profiles", () => {
     expect(plan.blob.length).toBe(64 + 128 + 64 + 64 + 64);
     expect(s.weightsBytes).toBe(128 + 32 + 8 + 12 + 20);
     expect(s.profiles.map((p) => p.weightsBytes)).toEqual([168, 172, 180]);
+    const listing = formatPlan(plan);
+    expect(listing).toMatch(/^plan v3, 3 shape profiles sharing 200 B of weights/);
+    expect(listing).toMatch(/profile 2:\n {2}plan pos\.onnx .*\n {4}inputs: {2}x\[batch,5,4\]/);
   });
 
   it("writes the documented profile table: count, reserved, {offset, length} from the file start", async () => {
