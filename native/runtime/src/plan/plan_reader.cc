@@ -15,32 +15,18 @@
 #include "core/msgpack_read.h"
 #include "plan/plan.h"
 #include "plan/plan_format.h"
+#include "plan/reader_common.h"
 
 namespace memlane {
 namespace {
 
 namespace pf = plan_format;
 
-uint64_t rd_u64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-uint32_t rd_u32(const uint8_t* p) {
-  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
-}
-
-// Failure with "field: expected X, found Y".
-struct Fail {
-  Status status = Status::kPlanInvalid;
-  std::string message;
-};
-template <typename A, typename B>
-Fail fail(const std::string& field, const A& expected, const B& found) {
-  std::ostringstream s;
-  s << field << ": expected " << expected << ", found " << found;
-  return {Status::kPlanInvalid, s.str()};
-}
+using plan_reader::Fail;
+using plan_reader::Layout;
+using plan_reader::fail;
+using plan_reader::rd_u32;
+using plan_reader::rd_u64;
 
 using Obj = msgpack::object;
 
@@ -412,11 +398,6 @@ Fail check_dataflow(const Plan& plan) {
 }
 
 // The preamble's checks (docs/plan-format.md order); on success the header region and blob.
-struct Layout {
-  uint32_t version = 0;
-  uint64_t hoff = 0, hlen = 0, boff = 0, blen = 0;
-};
-
 Fail parse_preamble(const uint8_t* data, size_t size, Layout* out) {
   // 1. size
   if (size < pf::kPreambleBytes) return fail("file length", ">= 64 bytes", std::to_string(size) + " bytes");
@@ -621,78 +602,6 @@ Fail parse_header(const uint8_t* data, uint64_t hoff, uint64_t hlen, uint64_t bo
   return check_dataflow(*plan);
 }
 
-// A v3 profile table field: its name and its absolute byte offset, for every message.
-std::string table_field(const std::string& name, uint64_t at) {
-  return name + " (profile table, byte " + std::to_string(at) + ")";
-}
-
-// The v3 profile table at the start of the header region: each profile's header range,
-// inside the region, after the table and the previous profile.
-Fail parse_profile_table(const uint8_t* data, const Layout& L, std::vector<std::pair<uint64_t, uint64_t>>* out) {
-  const uint64_t end = L.hoff + L.hlen;
-  if (L.hlen < pf::kOffProfileEntries)
-    return fail(table_field("profiles.count", L.hoff), "a table of >= " + std::to_string(pf::kOffProfileEntries) + " bytes",
-                "a header of " + std::to_string(L.hlen) + " bytes");
-  const uint32_t count = rd_u32(data + L.hoff + pf::kOffProfileCount);
-  if (count < 1 || count > pf::kMaxProfiles)
-    return fail(table_field("profiles.count", L.hoff + pf::kOffProfileCount), "1.." + std::to_string(pf::kMaxProfiles), count);
-  const uint32_t reserved = rd_u32(data + L.hoff + pf::kOffProfileReserved);
-  if (reserved != 0) return fail(table_field("profiles.reserved", L.hoff + pf::kOffProfileReserved), 0, reserved);
-  const uint64_t table_end = pf::kOffProfileEntries + pf::kProfileEntryBytes * uint64_t(count);
-  if (table_end > L.hlen)
-    return fail(table_field("profiles.count", L.hoff + pf::kOffProfileCount),
-                "a table that fits the " + std::to_string(L.hlen) + "-byte header (" + std::to_string(count) + " entries need " +
-                    std::to_string(table_end) + ")",
-                count);
-  uint64_t prev_end = L.hoff + table_end;
-  for (uint32_t i = 0; i < count; ++i) {
-    const uint64_t e = L.hoff + pf::kOffProfileEntries + pf::kProfileEntryBytes * i;
-    const uint64_t off = rd_u64(data + e), len = rd_u64(data + e + 8);
-    const std::string p = "profiles[" + std::to_string(i) + "]";
-    if (off < prev_end || off > end)
-      return fail(table_field(p + ".offset", e), std::to_string(prev_end) + ".." + std::to_string(end) +
-                                                    " (after the table and the previous profile, inside the header)", off);
-    if (len < 1 || len > end - off)
-      return fail(table_field(p + ".length", e + 8), "1.." + std::to_string(end - off) + " (inside the header)", len);
-    out->emplace_back(off, len);
-    prev_end = off + len;
-  }
-  return {Status::kOk, ""};
-}
-
-std::string io_signature(const Plan& p, int32_t id) {
-  const TensorInfo& t = p.tensors[size_t(id)];
-  return t.name + " " + dtype_name(t.dtype) + " rank " + std::to_string(t.shape.size()) + " batch axis " +
-         std::to_string(t.batch_axis());
-}
-
-// Profiles differ only in non-batch dimensions: the same inputs and outputs (names, dtypes,
-// ranks, batch axes) as profile 0, and input shapes no other profile has (else which profile
-// a request means would be ambiguous). The same words as src/compiler/read.ts.
-Fail check_profiles_agree(const std::vector<Plan>& ps) {
-  const Plan& first = ps[0];
-  for (size_t i = 0; i < ps.size(); ++i) {
-    const std::string p = "profiles[" + std::to_string(i) + "]";
-    for (int side = 0; side < 2; ++side) {
-      const auto& a = side ? first.outputs : first.inputs;
-      const auto& b = side ? ps[i].outputs : ps[i].inputs;
-      const std::string name = side ? ".outputs" : ".inputs";
-      if (a.size() != b.size()) return fail(p + name, std::to_string(a.size()) + " tensors (as profiles[0])", b.size());
-      for (size_t k = 0; k < a.size(); ++k) {
-        const std::string want = io_signature(first, a[k]), got = io_signature(ps[i], b[k]);
-        if (want != got) return fail(p + name + "[" + std::to_string(k) + "]", want + " (as profiles[0])", got);
-      }
-    }
-    for (size_t j = 0; j < i; ++j) {
-      bool same = true;
-      for (size_t k = 0; k < ps[i].inputs.size() && same; ++k)
-        same = ps[i].tensors[size_t(ps[i].inputs[k])].shape == ps[j].tensors[size_t(ps[j].inputs[k])].shape;
-      if (same) return fail(p + ".inputs", "shapes no other profile has", "those of profiles[" + std::to_string(j) + "]");
-    }
-  }
-  return {Status::kOk, ""};
-}
-
 // The whole file: preamble, then one profile (v2) or the profile table and each profile (v3).
 // With several profiles, a profile's errors name it first ("profiles[1].tensors[3] ...").
 Fail parse(const uint8_t* data, size_t size, std::vector<Plan>* plans) {
@@ -701,7 +610,7 @@ Fail parse(const uint8_t* data, size_t size, std::vector<Plan>* plans) {
   if (f.status != Status::kOk) return f;
   std::vector<std::pair<uint64_t, uint64_t>> regions;
   if (L.version == pf::kVersionSingle) regions.emplace_back(L.hoff, L.hlen);
-  else if (f = parse_profile_table(data, L, &regions); f.status != Status::kOk) return f;
+  else if (f = plan_reader::parse_profile_table(data, L, &regions); f.status != Status::kOk) return f;
   plans->resize(regions.size());
   for (size_t i = 0; i < regions.size(); ++i) {
     f = parse_header(data, regions[i].first, regions[i].second, L.boff, L.blen, &(*plans)[i]);
@@ -710,7 +619,7 @@ Fail parse(const uint8_t* data, size_t size, std::vector<Plan>* plans) {
       return f;
     }
   }
-  return check_profiles_agree(*plans);
+  return plan_reader::check_profiles_agree(*plans);
 }
 
 class MappedPlanFile : public PlanFile {
