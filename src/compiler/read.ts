@@ -103,7 +103,7 @@ function checkProfilesAgree(profiles: PlanHeader[], fail: Fail): void {
     }
     const key = JSON.stringify(h.inputs.map((id) => h.tensors[id]!.shape));
     const j = seen.get(key);
-    if (j !== undefined) fail(`profiles[${i}].inputs`, `shapes no other profile has`, `those of profiles[${j}] ${key}`);
+    if (j !== undefined) fail(`profiles[${i}].inputs`, "shapes no other profile has", `those of profiles[${j}]`);
     seen.set(key, i);
   });
 }
