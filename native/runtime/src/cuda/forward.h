@@ -24,9 +24,16 @@ struct ForwardEnv {
   int64_t colElems = 0;
   const CublasApi* blas = nullptr;
   cublasHandle_t blasHandle = nullptr;
+  bool halfArena = false;  // arena_halves(plan, prec)
+  int* err = nullptr;      // device word: the first op whose run-time indices were out of range (+1)
 };
 
-// Device pointer of tensor `id` for a batch of `batch`.
+// Per-sample arena offsets are planned in bytes of each tensor's dtype. In the fp16 setting
+// a plan whose activations are all float32 halves them (the arena too); one with int64/int32/
+// bool activations keeps the planned bytes, float tensors using the first half of their place.
+bool arena_halves(const Plan& plan, Prec p);
+
+// Device pointer of tensor `id` for a batch of `batch` (the batch at any axis: n x offset).
 void* tensor_ptr(const ForwardEnv& env, int32_t id, int64_t batch);
 
 // im2col elements one sample needs at most over the plan's convs (0: none needs it).
