@@ -22,7 +22,9 @@ std::vector<float> ramp(size_t n, float scale) {
 // and -1 (integer Div/Mod by them) or a second input [-1, 1, 4].
 NamedPlan binary(const std::string& op, const std::string& dtype, bool weightB, Attrs attrs = {}) {
   const bool pred = op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" || op == "GreaterOrEqual";
-  NamedPlan np{op + " " + dtype + (weightB ? " activation x weight [4]" : " two activations broadcast"), {}};
+  // Float comparisons and Mod jump where an operand crosses a value: half storage may move it.
+  const bool jumps = dtype == "float32" && (pred || op == "Mod");
+  NamedPlan np{op + " " + dtype + (weightB ? " activation x weight [4]" : " two activations broadcast"), {}, !jumps};
   np.intLo = -7;
   np.intHi = 7;
   PlanBuilder& b = np.plan;
