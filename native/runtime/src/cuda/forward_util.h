@@ -35,9 +35,10 @@ inline Elem elem_of(DType t, Prec p) {
   }
 }
 
-// forward_data.cc: the ops that take any dtype and the batch at any axis (the CPU backend's
-// dtype- and layout-aware kernels), checked and run there.
+// forward_data_checks.cc / forward_data.cc: the ops that take any dtype and the batch at any
+// axis (the CPU backend's dtype- and layout-aware kernels), checked and run there.
 bool is_data_op(OpType t);
+bool is_binary_op(OpType t);  // the two-input element-wise ops among them
 // The contract of every other (float) kernel, as cpu_backend.cc's v1_kernel_fits: float32
 // tensors, and the batch first except for the element-wise and row ops.
 Status check_float_layout(const Plan& plan, const Op& op, std::string* message);
