@@ -1,6 +1,7 @@
 // One forward pass of a plan on the device: every op's launcher, in plan order, on one
-// stream. Pointers: activations at arena + batch * (per-sample offset) in the chosen
-// precision, weights from the shared device copy. enqueue() only launches (no allocation,
+// stream. Pointers: activations at arena + batch * (per-sample offset), halved where the
+// fp16 arena is (arena_halves), weights from the shared device copy; float32 tensors are
+// stored in the chosen precision, other dtypes as they are. enqueue() only launches (no allocation,
 // no synchronisation), so it can be captured into a CUDA graph; validate() runs the same
 // code without launching to reject unsupported ops at prepare.
 #pragma once
