@@ -11,7 +11,7 @@
 // request on both backends.
 //
 // Host checks run first and need no GPU: switch parsing, every test plan accepted by the
-// CUDA op validator (and the refused ones refused), madvise release refused on anonymous memory and safe on a file
+// CUDA op validator and run by the CPU backend on the test's inputs (the refused ones refused), madvise release refused on anonymous memory and safe on a file
 // mapping. Then without a GPU: prints why and exits 77 (ctest: skipped). `--host-only`
 // (ctest cuda_host_checks) stops after the host checks and passes.
 #include <dirent.h>
@@ -101,6 +101,9 @@ void host_checks(const std::vector<cudatest::NamedPlan>& plans, const std::strin
     Status cs;
     auto cpu = make_cpu_backend(BackendOptions{}, &cs, &msg);
     CHECK(cpu && cpu->prepare(f->plan(), 3, &msg) == Status::kOk, "cpu prepare %s: %s", np.name.c_str(), msg.c_str());
+    // The reference runs on the inputs cuda_vs_cpu feeds (ids within their tables).
+    Io io = make_io(f->plan(), 3, 5, np.intLo, np.intHi);
+    CHECK(cpu && cpu->run(3, io.inp.data(), io.outp.data(), &msg) == Status::kOk, "cpu run %s: %s", np.name.c_str(), msg.c_str());
   }
   // What the kernels would compute differently from the CPU backend (or write past a tensor's
   // end) must be refused at prepare, as the CPU backend refuses it.
