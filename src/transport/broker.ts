@@ -9,11 +9,10 @@
  * connection can take it) is what ties messages to the slot. Every refusal is counted in a
  * bounded log (refusals.ts).
  */
-import { rm } from "node:fs/promises";
 import * as zmq from "zeromq";
 import { verifyHelloAuth } from "./auth.ts";
 import { decodeMessage, encodeEnvelope, FROM_WORKER } from "./codec.ts";
-import { endpointToBind, resolveBrokerOptions, type BrokerOptions, type ResolvedBrokerOptions } from "./endpoint.ts";
+import { endpointToBind, removeIpcDir, resolveBrokerOptions, type BrokerOptions, type ResolvedBrokerOptions } from "./endpoint.ts";
 import { ErrorCode, PROTOCOL_VERSION, type ErrorMessage, type Hello, type Message } from "./protocol.ts";
 import { RefusalLog, ReplyBudget, type RefusalReason, type RefusalSummary } from "./refusals.ts";
 import { curveServer } from "./zap.ts";
@@ -118,7 +117,7 @@ export class Broker {
     } catch (err) {
       socket.close();
       zap?.close();
-      if (dir) await rm(dir, { recursive: true, force: true });
+      if (dir) await removeIpcDir(dir);
       throw new Error(`broker could not bind ${bind}: ${(err as Error).message}`, { cause: err });
     }
     const broker = new Broker(socket, socket.lastEndpoint ?? bind, o, dir, refusals);
@@ -159,7 +158,7 @@ export class Broker {
     this.socket.close();
     this.zap?.close();
     await this.loop;
-    if (this.dir) await rm(this.dir, { recursive: true, force: true });
+    if (this.dir) await removeIpcDir(this.dir);
   }
 
   private peer(identity: Buffer): Peer {

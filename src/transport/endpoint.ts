@@ -104,11 +104,12 @@ export async function endpointToBind(o: ResolvedBrokerOptions): Promise<{ bind: 
   // mkdtemp creates the directory 0700 already; chmod again in case of an unusual umask
   // handling, since only our own user may reach the socket.
   const dir = await mkdtemp(join(tmpdir(), `${IPC_DIR_PREFIX}${process.pid}-`));
+  trackIpcDir(dir);
   await chmod(dir, 0o700);
   const path = join(dir, "broker.sock");
   if (Buffer.byteLength(path) > MAX_IPC_PATH) {
     // sun_path holds 107 bytes: a long TMPDIR cannot hold the socket; loopback tcp still can.
-    await rm(dir, { recursive: true, force: true });
+    await removeIpcDir(dir);
     o.log(`broker: ${path} is too long for an ipc:// socket (${MAX_IPC_PATH} bytes at most); binding tcp://127.0.0.1 instead`);
     return { bind: "tcp://127.0.0.1:0" };
   }
@@ -117,6 +118,30 @@ export async function endpointToBind(o: ResolvedBrokerOptions): Promise<{ bind: 
 
 const IPC_DIR_PREFIX = "memlane-ipc-";
 const MAX_IPC_PATH = 107;
+
+// The ipc directories this process made and has not removed yet. Broker.close() removes its
+// own; an exit that skips it (a Ctrl-C's shutdown ends in process.exit, maybe before every
+// supervisor has closed its broker) removes the rest in the 'exit' hook, which can only do
+// synchronous work.
+const liveIpcDirs = new Set<string>();
+let ipcExitHookInstalled = false;
+
+function trackIpcDir(dir: string): void {
+  if (!ipcExitHookInstalled) {
+    ipcExitHookInstalled = true;
+    process.on("exit", () => {
+      for (const d of liveIpcDirs) rmSync(d, { recursive: true, force: true });
+      liveIpcDirs.clear();
+    });
+  }
+  liveIpcDirs.add(dir);
+}
+
+/** Removes an ipc directory made by {@link endpointToBind} (the broker closed, or never bound). */
+export async function removeIpcDir(dir: string): Promise<void> {
+  liveIpcDirs.delete(dir);
+  await rm(dir, { recursive: true, force: true });
+}
 
 /**
  * Removes the ipc directories of orchestrators that died before closing their broker

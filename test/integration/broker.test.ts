@@ -68,6 +68,19 @@ describe("endpoints", () => {
     expect(readdirSync(root).sort()).toEqual([`memlane-ipc-${process.pid}-mine`, "memlane-ipc-x-other"]);
   });
 
+  it("an exit that skips close() (a Ctrl-C's process.exit) still removes the ipc directory", () => {
+    const root = mkdtempSync(join(tmpdir(), "memlane-ipc-exit-"));
+    cleanups.push(() => rmSync(root, { recursive: true, force: true }));
+    const script = `import { Broker } from ${JSON.stringify(join(import.meta.dirname, "../../src/transport/broker.ts"))};
+      const b = await Broker.bind({ transport: "ipc" });
+      console.log(b.endpoint);
+      process.exit(0);`;
+    const child = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { env: { ...process.env, TMPDIR: root }, encoding: "utf8" });
+    expect(child.status, child.stderr).toBe(0);
+    expect(child.stdout).toContain(join(root, "memlane-ipc-")); // it did bind in root
+    expect(readdirSync(root).filter((f) => f.startsWith("memlane-ipc-"))).toEqual([]);
+  });
+
   it("refuses a non-loopback endpoint without CURVE keys", async () => {
     await expect(Broker.bind({ endpoint: "tcp://0.0.0.0:0" })).rejects.toThrow(
       /broker endpoint tcp:\/\/0\.0\.0\.0:0 is not loopback: remote endpoints require authentication; pass allowRemote/,

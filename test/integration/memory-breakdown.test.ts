@@ -50,15 +50,18 @@ function checkBreakdowns(r: RuntimeReport): void {
     expect(b.growthFrom, `${r.name} ${p.name}: growth base`).not.toBeNull();
     // The breakdown (smaps) and the phase reading (smaps_rollup) are two reads a few ms apart
     // while the worker's other threads (ZeroMQ's I/O thread, the heartbeat) run: within 1 %
-    // plus 0.5 MiB (one such read caught memlane-rt's import 0.35 MiB apart). The exact check,
-    // kinds summing to their reading, is below, and on a quiescent fixture in memory-smaps.test.ts.
-    expect(Math.abs(b.totalRssMiB - p.rssMiB), `${r.name} ${p.name}: RSS ${b.totalRssMiB} vs rollup ${p.rssMiB}`).toBeLessThanOrEqual(0.01 * p.rssMiB + 0.5);
-    expect(Math.abs(b.totalUssMiB - p.ussMiB), `${r.name} ${p.name}: USS`).toBeLessThanOrEqual(0.01 * p.ussMiB + 0.5);
+    // plus 2 MiB (one such read caught memlane-rt's import 0.35 MiB apart; on a machine at
+    // load 15, the Python worker's import 1.8 MiB apart, its threads faulting in pages between
+    // the reads). The exact check, kinds summing to their reading, is below, and on a
+    // quiescent fixture in memory-smaps.test.ts.
+    const apart = (mib: number) => 0.01 * mib + 2;
+    expect(Math.abs(b.totalRssMiB - p.rssMiB), `${r.name} ${p.name}: RSS ${b.totalRssMiB} vs rollup ${p.rssMiB}`).toBeLessThanOrEqual(apart(p.rssMiB));
+    expect(Math.abs(b.totalUssMiB - p.ussMiB), `${r.name} ${p.name}: USS ${b.totalUssMiB} vs rollup ${p.ussMiB}`).toBeLessThanOrEqual(apart(p.ussMiB));
     const sum = b.kinds.reduce((a, k) => a + k.rssMiB, 0);
     expect(Math.abs(sum - b.totalRssMiB)).toBeLessThanOrEqual(0.01 * b.totalRssMiB);
     // growth of the kinds ≈ the phase's own Δ RSS (both end − start; the base may be the previous end)
     const grew = b.kinds.reduce((a, k) => a + (k.deltaRssMiB ?? 0), 0);
-    expect(Math.abs(grew - p.deltaRssMiB), `${r.name} ${p.name}: Σ Δ kinds ${grew} vs Δ RSS ${p.deltaRssMiB}`).toBeLessThanOrEqual(0.01 * p.rssMiB + 0.5);
+    expect(Math.abs(grew - p.deltaRssMiB), `${r.name} ${p.name}: Σ Δ kinds ${grew} vs Δ RSS ${p.deltaRssMiB}`).toBeLessThanOrEqual(apart(p.rssMiB));
   }
 }
 

@@ -8,10 +8,11 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pack, unpack } from "msgpackr";
+import { pack } from "msgpackr";
 import * as zmq from "zeromq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileOnnx } from "../../src/compiler/index.ts";
+import { decodeRaw } from "../../src/transport/codec.ts";
 import { ErrorCode } from "../../src/transport/protocol.ts";
 import { encodeTensorsShm, ShmRegistry } from "../../src/transport/shm.ts";
 import { memlaneRtBinary } from "../../src/workers/specs.ts";
@@ -47,7 +48,7 @@ class Rig {
     this.exit = new Promise((r) => this.proc.on("exit", (code) => r(code)));
     const [id, env] = await this.recvRaw();
     this.identity = id!;
-    this.hello = unpack(env!) as Env;
+    this.hello = decodeRaw(env!) as Env;
     // The import phase (process start to hello) follows the hello under its id.
     this.importMarks = [(await this.recv()).env, (await this.recv()).env];
   }
@@ -64,7 +65,9 @@ class Rig {
 
   async recv(): Promise<{ env: Env; frames: Buffer[] }> {
     const [, env, ...frames] = await this.recvRaw();
-    return { env: unpack(env!) as Env, frames };
+    // The orchestrator's own decoder: msgpack-c writes an integral double (a process start
+    // time in whole milliseconds) as a uint64, which msgpackr's default unpack makes a bigint.
+    return { env: decodeRaw(env!) as Env, frames };
   }
 
   async send(env: unknown, frames: Uint8Array[] = []): Promise<void> {

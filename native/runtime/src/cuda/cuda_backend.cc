@@ -15,6 +15,7 @@
 #include "cuda_check.h"
 #include "device_memory.h"
 #include "exec_context.h"
+#include "forward_util.h"
 #include "host_release.h"
 
 namespace memlane {
@@ -54,15 +55,14 @@ class CudaBackendImpl final : public CudaBackend {
     CUDA_CHECK(cudaSetDevice(device_));
     model_.plan = &plan;
     model_.maxBatch = maxBatch;
-    const int es = prec_bytes(model_.prec);
-    model_.arenaBytes = align_up(static_cast<uint64_t>(maxBatch) * plan.bytesPerSample / 4 * es, 256);
+    model_.halfArena = arena_halves(plan, model_.prec);
+    model_.arenaBytes = align_up(static_cast<uint64_t>(maxBatch) * plan.bytesPerSample / (model_.halfArena ? 2 : 1), 256);
+    for (const Op& op : plan.ops) model_.indexOps = model_.indexOps || op.type == OpType::kGather || op.type == OpType::kGatherND;
     const int64_t perSample = max_col_elems_per_sample(plan);
     if (perSample > 0) {
       int64_t samples = std::max<int64_t>(1, std::min<int64_t>(maxBatch, kColBudgetElems / perSample));
       model_.colElems = perSample * samples;
     }
-    for (int32_t id : plan.inputs) model_.inElems += plan.tensors[id].elements();
-    for (int32_t id : plan.outputs) model_.outElems += plan.tensors[id].elements();
     {
       PhaseScope phase(bo_, "weights-upload");
       MEMLANE_TRY(upload_weights(plan, message));
@@ -150,23 +150,27 @@ class CudaBackendImpl final : public CudaBackend {
     return Status::kOk;
   }
 
+  // Device bytes of a weight: float32 in the precision, other dtypes as they are.
+  uint64_t device_bytes(const TensorInfo& t) const {
+    return static_cast<uint64_t>(t.elements()) * static_cast<uint64_t>(elem_bytes(elem_of(t.dtype, model_.prec)));
+  }
+
   // One device buffer for every weight (256-byte aligned each), copied straight from the
-  // mapping (fp16: through an fp32 staging buffer and a cast), then the mapping's pages are
-  // released so that steady host RSS holds no weights.
+  // mapping (fp16: float32 weights through an fp32 staging buffer and a cast), then the
+  // mapping's pages are released so that steady host RSS holds no weights.
   Status upload_weights(const Plan& plan, std::string* message) {
-    const int es = prec_bytes(model_.prec);
     model_.weights.assign(plan.tensors.size(), nullptr);
     uint64_t total = 0, largest = 0;
     for (const TensorInfo& t : plan.tensors) {
       if (!t.is_weight()) continue;
-      total += align_up(static_cast<uint64_t>(t.elements()) * es, 256);
-      largest = std::max<uint64_t>(largest, static_cast<uint64_t>(t.elements()) * 4);
+      total += align_up(device_bytes(t), 256);
+      if (t.dtype == DType::kFloat32) largest = std::max<uint64_t>(largest, static_cast<uint64_t>(t.elements()) * 4);
     }
     if (total == 0) return Status::kOk;
     CUDA_CHECK(cudaMalloc(&weights_, total));
     weightBytesDevice_ = total;
     float* staging = nullptr;
-    if (model_.prec == Prec::kF16) CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&staging), largest));
+    if (model_.prec == Prec::kF16 && largest) CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&staging), largest));
     uint64_t off = 0;
     Status st = Status::kOk;
     for (size_t id = 0; id < plan.tensors.size() && st == Status::kOk; ++id) {
@@ -175,8 +179,18 @@ class CudaBackendImpl final : public CudaBackend {
       char* dst = static_cast<char*>(weights_) + off;
       model_.weights[id] = dst;
       const size_t n = static_cast<size_t>(t.elements());
-      off += align_up(static_cast<uint64_t>(n) * es, 256);
-      if (n == 0 || !t.data) continue;
+      off += align_up(device_bytes(t), 256);
+      if (n == 0) continue;
+      if (t.dtype != DType::kFloat32) {
+        if (!t.raw) continue;
+        cudaError_t e = cudaMemcpy(dst, t.raw, n * dtype_size(t.dtype), cudaMemcpyHostToDevice);
+        if (e != cudaSuccess) {
+          *message = cuda_error_text("cudaMemcpy(weight)", e, __FILE__, __LINE__);
+          st = status_of(e);
+        }
+        continue;
+      }
+      if (!t.data) continue;
       st = copy_weight(dst, t.data, n, staging, message);
     }
     if (staging) cudaFree(staging);

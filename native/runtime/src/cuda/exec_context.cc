@@ -3,10 +3,16 @@
 #include <cstring>
 
 #include "cuda_check.h"
+#include "forward_util.h"
 
 namespace memlane::cuda {
 namespace {
 constexpr size_t kBlasWorkspace = 32u << 20;  // set explicitly: cuBLAS must not allocate while capturing
+}
+
+size_t host_bytes(const Plan& plan, int32_t id, int64_t batch) {
+  const TensorInfo& t = plan.tensors[id];
+  return static_cast<size_t>(batch * t.elements()) * dtype_size(t.dtype);
 }
 
 ExecContext::~ExecContext() {
@@ -49,6 +55,14 @@ Status ExecContext::init(std::string* message) {
     MEMLANE_TRY(alloc(reinterpret_cast<void**>(&arena_), m_->arenaBytes, message));
     MEMLANE_TRY(alloc(&col_, static_cast<size_t>(m_->colElems) * es, message));
   }
+  if (m_->indexOps) {
+    MEMLANE_TRY(alloc(reinterpret_cast<void**>(&err_), sizeof(int), message));
+    CUDA_CHECK(cudaMemset(err_, 0, sizeof(int)));
+  }
+  const Plan& plan = *m_->plan;
+  size_t inBytes = 0, outBytes = 0;  // staging for maxBatch
+  for (int32_t id : plan.inputs) inBytes += staged(host_bytes(plan, id, m_->maxBatch));
+  for (int32_t id : plan.outputs) outBytes += staged(host_bytes(plan, id, m_->maxBatch));
   const bool devIn = o.overlap || m_->prec == Prec::kF16;
   const int nslots = (o.overlap || o.asyncOutputs) ? 2 : 1;
   for (int i = 0; i < 2; ++i) {
@@ -59,8 +73,6 @@ Status ExecContext::init(std::string* message) {
     CUDA_CHECK(cudaEventCreateWithFlags(&s.inFree, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
     if (i >= nslots) continue;
-    const size_t inBytes = static_cast<size_t>(m_->maxBatch * m_->inElems) * 4;
-    const size_t outBytes = static_cast<size_t>(m_->maxBatch * m_->outElems) * 4;
     if (devIn) MEMLANE_TRY(alloc(reinterpret_cast<void**>(&s.devIn), inBytes, message));
     if (m_->prec == Prec::kF16) MEMLANE_TRY(alloc(reinterpret_cast<void**>(&s.devOut), outBytes, message));
     if (o.pinned) {
@@ -68,6 +80,11 @@ Status ExecContext::init(std::string* message) {
       ownedHost_.push_back(s.hostIn);
       CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s.hostOut), outBytes));
       ownedHost_.push_back(s.hostOut);
+    }
+    if (err_) {
+      CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s.errHost), sizeof(int)));
+      ownedHost_.push_back(s.errHost);
+      *s.errHost = 0;
     }
   }
   nslots_ = nslots;
@@ -84,6 +101,8 @@ Status ExecContext::forward(int64_t batch, char* arena, void* col, std::string* 
   env.colElems = m_->colElems;
   env.blas = m_->blas;
   env.blasHandle = blas_;
+  env.halfArena = m_->halfArena;
+  env.err = err_;
   return enqueue_forward(env, batch, compute_, message);
 }
 
@@ -123,23 +142,35 @@ Status ExecContext::run_forward(int64_t batch, char* arena, void* col, std::stri
 
 void CUDART_CB ExecContext::on_done(void* p) {
   Slot* s = static_cast<Slot*>(p);
-  s->self->finish(*s);
+  std::string message;
+  s->self->finish(*s, &message);
 }
 
-void ExecContext::finish(Slot& s) {
+Status ExecContext::finish(Slot& s, std::string* message) {
+  const Plan& plan = *m_->plan;
   if (m_->opt.pinned) {
     size_t off = 0;
-    for (size_t o = 0; o < m_->plan->outputs.size(); ++o) {
-      const size_t n = static_cast<size_t>(s.batch * m_->plan->tensors[m_->plan->outputs[o]].elements());
-      std::memcpy(s.userOut[o], s.hostOut + off, n * 4);
-      off += n;
+    for (size_t o = 0; o < plan.outputs.size(); ++o) {
+      const size_t n = host_bytes(plan, plan.outputs[o], s.batch);
+      std::memcpy(s.userOut[o], s.hostOut + off, n);
+      off += staged(n);
     }
+  }
+  Status st = Status::kOk;
+  if (s.errHost && *s.errHost > 0) {  // as the CPU backend's KernelError: the request failed, naming the op
+    const int k = *s.errHost - 1;
+    const Op* op = k < static_cast<int>(plan.ops.size()) ? &plan.ops[size_t(k)] : nullptr;
+    *message = std::string("op ") + (op ? op_name(op->type) : "?") + " '" + (op ? op->name : "?") +
+               "': an index is out of range (cuda backend; the rows it addressed are zeros)";
+    st = Status::kInvalidArgument;
+    *s.errHost = 0;
   }
   if (s.doneFn) {
     DoneFn fn = std::move(s.doneFn);
     s.doneFn = nullptr;
-    fn(Status::kOk, std::string());
+    fn(st, st == Status::kOk ? std::string() : *message);
   }
+  return st;
 }
 
 Status ExecContext::submit(int64_t batch, const float* const* inputs, float* const* outputs,
@@ -179,31 +210,34 @@ Status ExecContext::submit(int64_t batch, const float* const* inputs, float* con
   env.prec = m_->prec;
   env.weights = &m_->weights;
   env.arena = arena;
+  env.halfArena = m_->halfArena;
 
   // 1. Inputs: host -> (pinned) -> device slot on the copy stream -> arena.
   if (s.devIn) CUDA_CHECK(cudaStreamWaitEvent(copy_, s.inFree, 0));
   size_t off = 0;
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
-    const size_t n = static_cast<size_t>(batch * plan.tensors[plan.inputs[i]].elements());
-    const float* src = inputs[i];
+    const size_t n = host_bytes(plan, plan.inputs[i], batch);
+    const char* src = reinterpret_cast<const char*>(inputs[i]);
     if (o.pinned) {
-      std::memcpy(s.hostIn + off, inputs[i], n * 4);
+      std::memcpy(s.hostIn + off, src, n);
       src = s.hostIn + off;
     }
     void* dst = s.devIn ? static_cast<void*>(s.devIn + off) : tensor_ptr(env, plan.inputs[i], batch);
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, n * 4, cudaMemcpyHostToDevice, s.devIn ? copy_ : compute_));
-    off += n;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s.devIn ? copy_ : compute_));
+    off += staged(n);
   }
   if (s.devIn) {
     CUDA_CHECK(cudaEventRecord(s.inReady, copy_));
     CUDA_CHECK(cudaStreamWaitEvent(compute_, s.inReady, 0));
     off = 0;
     for (size_t i = 0; i < plan.inputs.size(); ++i) {
-      const size_t n = static_cast<size_t>(batch * plan.tensors[plan.inputs[i]].elements());
+      const TensorInfo& t = plan.tensors[plan.inputs[i]];
+      const size_t n = host_bytes(plan, plan.inputs[i], batch);
       void* dst = tensor_ptr(env, plan.inputs[i], batch);
-      if (m_->prec == Prec::kF16) CUDA_CHECK(cast_f32_to_f16(s.devIn + off, dst, n, compute_));
-      else CUDA_CHECK(cudaMemcpyAsync(dst, s.devIn + off, n * 4, cudaMemcpyDeviceToDevice, compute_));
-      off += n;
+      if (m_->prec == Prec::kF16 && t.dtype == DType::kFloat32)
+        CUDA_CHECK(cast_f32_to_f16(reinterpret_cast<const float*>(s.devIn + off), dst, batch * t.elements(), compute_));
+      else CUDA_CHECK(cudaMemcpyAsync(dst, s.devIn + off, n, cudaMemcpyDeviceToDevice, compute_));
+      off += staged(n);
     }
     CUDA_CHECK(cudaEventRecord(s.inFree, compute_));
   }
@@ -215,16 +249,21 @@ Status ExecContext::submit(int64_t batch, const float* const* inputs, float* con
   // 3. Outputs: arena -> (fp32 slot) -> host (pinned staging or the caller's buffer).
   off = 0;
   for (size_t i = 0; i < plan.outputs.size(); ++i) {
-    const size_t n = static_cast<size_t>(batch * plan.tensors[plan.outputs[i]].elements());
+    const TensorInfo& t = plan.tensors[plan.outputs[i]];
+    const size_t n = host_bytes(plan, plan.outputs[i], batch);
     const void* src = tensor_ptr(env, plan.outputs[i], batch);
-    if (m_->prec == Prec::kF16) {
-      CUDA_CHECK(cast_f16_to_f32(src, s.devOut + off, n, compute_));
+    if (m_->prec == Prec::kF16 && t.dtype == DType::kFloat32) {
+      CUDA_CHECK(cast_f16_to_f32(src, reinterpret_cast<float*>(s.devOut + off), batch * t.elements(), compute_));
       src = s.devOut + off;
     }
-    float* dst = o.pinned ? s.hostOut + off : outputs[i];
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, n * 4, cudaMemcpyDeviceToHost, compute_));
+    void* dst = o.pinned ? static_cast<void*>(s.hostOut + off) : static_cast<void*>(outputs[i]);
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, compute_));
     s.userOut[i] = outputs[i];
-    off += n;
+    off += staged(n);
+  }
+  if (err_) {  // the index ops' verdict travels with the outputs, then the word is reset
+    CUDA_CHECK(cudaMemcpyAsync(s.errHost, err_, sizeof(int), cudaMemcpyDeviceToHost, compute_));
+    CUDA_CHECK(cudaMemsetAsync(err_, 0, sizeof(int), compute_));
   }
   s.batch = batch;
   s.doneFn = std::move(done);
@@ -237,8 +276,7 @@ Status ExecContext::submit(int64_t batch, const float* const* inputs, float* con
   }
   CUDA_CHECK(cudaEventRecord(s.done, compute_));
   CUDA_CHECK(cudaEventSynchronize(s.done));
-  finish(s);
-  return Status::kOk;
+  return finish(s, message);
 }
 
 Status ExecContext::drain(std::string* message) {

@@ -27,8 +27,14 @@ struct SharedModel {
   int64_t maxBatch = 0;
   uint64_t arenaBytes = 0;  // per context, for maxBatch
   int64_t colElems = 0;     // per context
-  int64_t inElems = 0, outElems = 0;  // per sample, over all inputs / outputs
+  bool halfArena = false;  // arena_halves(plan, prec)
+  bool indexOps = false;   // Gather/GatherND: run-time indices are checked on the device
 };
+
+// Host bytes of tensor `id` for a batch (its dtype; float32 stays fp32 whatever the precision),
+// and the 16-byte aligned part it takes in a staging buffer.
+size_t host_bytes(const Plan& plan, int32_t id, int64_t batch);
+inline size_t staged(size_t bytes) { return (bytes + 15) / 16 * 16; }
 
 class ExecContext {
  public:
@@ -45,10 +51,12 @@ class ExecContext {
 
  private:
   struct Slot {
-    float* devIn = nullptr;   // fp32 device inputs (null when copied straight to the arena)
-    float* devOut = nullptr;  // fp32 device outputs (fp16 mode only)
-    float* hostIn = nullptr;  // pinned staging
-    float* hostOut = nullptr;
+    // Staging, one 16-byte aligned part per tensor in the host dtype (float32 as fp32):
+    char* devIn = nullptr;    // device inputs (null when copied straight to the arena)
+    char* devOut = nullptr;   // device outputs (fp16 mode only)
+    char* hostIn = nullptr;   // pinned staging
+    char* hostOut = nullptr;
+    int* errHost = nullptr;   // pinned copy of the context's error word after this request
     cudaEvent_t inReady = nullptr, inFree = nullptr, done = nullptr;
     // Completion state for the host callback (no allocation per request).
     ExecContext* self = nullptr;
@@ -59,7 +67,7 @@ class ExecContext {
   static void CUDART_CB on_done(void* slot);
   Status forward(int64_t batch, char* arena, void* col, std::string* message);
   Status run_forward(int64_t batch, char* arena, void* col, std::string* message);
-  void finish(Slot& s);
+  Status finish(Slot& s, std::string* message);  // the request's status (an index out of range)
   Status alloc(void** p, size_t bytes, std::string* message);
 
   const SharedModel* m_;
@@ -69,6 +77,7 @@ class ExecContext {
   void* blasWorkspace_ = nullptr;
   char* arena_ = nullptr;
   void* col_ = nullptr;
+  int* err_ = nullptr;  // device error word of the index ops (data_kernels.h), reset after each request
   Slot slots_[2];
   int next_ = 0;
   int nslots_ = 1;

@@ -3,25 +3,14 @@
 #include <algorithm>
 
 #include "cuda_check.h"
+#include "forward_util.h"
 #include "transformer_desc.h"
 
 namespace memlane::cuda {
-namespace {
-
-std::vector<int64_t> dims_of(const TensorInfo& t, int64_t batch) {
-  std::vector<int64_t> d = t.shape;
-  if (!t.is_weight() && !d.empty()) d[0] = batch;
-  return d;
-}
-int64_t prod(const std::vector<int64_t>& d, size_t from = 0, size_t to = SIZE_MAX) {
-  int64_t n = 1;
-  for (size_t i = from; i < d.size() && i < to; ++i) n *= d[i];
-  return n;
-}
 
 // memlane_cuda must not need memlane_core (which links it): its own op names, not
 // op_type_name() from plan/op_names.cc, or a static link would depend on library order.
-const char* name_of(OpType t) {
+const char* op_name(OpType t) {
   static const char* const kNames[] = {"Conv", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div",
                                        "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Erf", "Gelu",
                                        "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten",
@@ -39,9 +28,17 @@ const char* name_of(OpType t) {
 }
 
 Status unsupported(const Op& op, const std::string& why, std::string* message) {
-  *message = std::string("cuda backend: op '") + op.name + "' (" + name_of(op.type) + "): " + why;
+  *message = std::string("cuda backend: op '") + op.name + "' (" + op_name(op.type) + "): " + why;
   return Status::kUnsupportedOp;
 }
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? "," : "") + std::to_string(s[i]);
+  return o + "]";
+}
+
+namespace {
 
 ConvDesc conv_desc(const Plan& plan, const Op& op, int64_t batch) {
   const auto x = dims_of(plan.tensors[op.inputs[0]], batch);
@@ -73,33 +70,7 @@ PoolDesc pool_desc(const Plan& plan, const Op& op, int64_t batch) {
   return d;
 }
 
-bool broadcast_desc(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
-                    const std::vector<int64_t>& y, BroadcastDesc* d) {
-  const int r = static_cast<int>(y.size());
-  if (r > kMaxRank || a.size() > y.size() || b.size() > y.size()) return false;
-  d->rank = r;
-  auto strides = [&](const std::vector<int64_t>& s, int64_t* out) {
-    const int off = r - static_cast<int>(s.size());
-    int64_t st = 1;
-    for (int i = r - 1; i >= 0; --i) {
-      const int64_t dim = i >= off ? s[i - off] : 1;
-      if (dim != 1 && dim != y[i]) return false;
-      out[i] = dim == 1 ? 0 : st;
-      st *= dim;
-    }
-    return true;
-  };
-  for (int i = 0; i < r; ++i) d->out_dims[i] = y[i];
-  return strides(a, d->a_strides) && strides(b, d->b_strides);
-}
-
 bool is_weight(const Plan& p, int32_t id) { return id >= 0 && p.tensors[id].is_weight(); }
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string o = "[";
-  for (size_t i = 0; i < s.size(); ++i) o += (i ? "," : "") + std::to_string(s[i]);
-  return o + "]";
-}
 
 // The plan-level checks the CPU backend's factories make (native/runtime/src/cpu/*.cc), made
 // once at prepare on the plan's per-sample shapes. The launchers trust these shapes (sizes,
@@ -124,6 +95,7 @@ Status check_op(const Plan& plan, const Op& op, std::string* message) {
     return bad("expects " + std::to_string(min) + ".." + std::to_string(max) + " inputs, has " +
                std::to_string(op.inputs.size()));
   };
+  MEMLANE_TRY(check_float_layout(plan, op, message));
   const TensorInfo& X = plan.tensors[op.inputs[0]];
   const TensorInfo& Y = plan.tensors[op.outputs[0]];
   const OpAttrs& a = op.attrs;
@@ -168,7 +140,7 @@ Status check_op(const Plan& plan, const Op& op, std::string* message) {
       const int64_t K = X.shape.empty() ? 0 : X.shape.back(), N = tb ? B.shape[0] : B.shape[1];
       if (K < 1 || (tb ? B.shape[1] : B.shape[0]) != K)
         return bad("A " + shape_str(X.shape) + " and B " + shape_str(B.shape) + " disagree on K");
-      if (gemm ? (X.shape.size() != 2 || Y.shape.size() != 2) : (X.shape.size() < 2 || Y.shape.size() != X.shape.size()))
+      if (X.shape.size() < 2 || Y.shape.size() != X.shape.size())  // Gemm too: rows of any rank (GPT-2's Conv1D)
         return bad("A " + shape_str(X.shape) + " / Y " + shape_str(Y.shape) + " have the wrong rank");
       // The GEMM writes rows x N per sample: Y must hold exactly that.
       if (Y.shape.back() != N || Y.elements() != X.elements() / K * N)
@@ -182,18 +154,6 @@ Status check_op(const Plan& plan, const Op& op, std::string* message) {
       }
       return Status::kOk;
     }
-    case OpType::kAdd: case OpType::kSub: case OpType::kMul: case OpType::kDiv: {
-      if (!need(2, 2) || op.inputs.size() != 2) return in_count(2, 2);
-      for (int32_t id : op.inputs) {
-        const TensorInfo& t = plan.tensors[id];
-        // An activation of lower rank would align its batch with another output dimension.
-        if (!t.is_weight() && t.shape.size() != Y.shape.size())
-          return bad("an activation input must have the output's rank; got " + shape_str(t.shape) + " for " + shape_str(Y.shape));
-        if (t.is_weight() && t.shape.size() == Y.shape.size() && !t.shape.empty() && t.shape[0] != 1)
-          return bad("weight " + shape_str(t.shape) + " spans the batch dimension");
-      }
-      return Status::kOk;
-    }
     case OpType::kRelu: case OpType::kLeakyRelu: case OpType::kSigmoid: case OpType::kTanh:
     case OpType::kErf: case OpType::kGelu:
     case OpType::kSoftmax:
@@ -201,7 +161,8 @@ Status check_op(const Plan& plan, const Op& op, std::string* message) {
       if (X.is_weight()) return bad("input must be an activation");
       if (X.elements() != Y.elements()) return bad("input " + shape_str(X.shape) + " and output " + shape_str(Y.shape) + " differ");
       if (op.type == OpType::kSoftmax) {
-        if (a.axis < 1 || size_t(a.axis) >= X.shape.size()) return bad("axis out of range for " + shape_str(X.shape));
+        if (a.axis < 0 || size_t(a.axis) >= X.shape.size() || a.axis == X.batch_axis())
+          return bad("axis out of range (or the batch's) for " + shape_str(X.shape));
         if (X.shape[a.axis] < 1) return bad("empty softmax axis");
       }
       return Status::kOk;
@@ -234,48 +195,17 @@ Status check_op(const Plan& plan, const Op& op, std::string* message) {
         return bad("expects X [n,C,...] and Y [n,C,1,...]; X " + shape_str(X.shape) + ", Y " + shape_str(Y.shape));
       return Status::kOk;
     case OpType::kFlatten:
-    case OpType::kReshape:
-      if (!need(1, 2)) return in_count(1, 2);  // Reshape may keep its (folded) shape input
+      if (!need(1, 2)) return in_count(1, 2);
       if (X.is_weight()) return bad("input must be an activation");
       if (X.elements() != Y.elements())
         return bad("input " + shape_str(X.shape) + " and output " + shape_str(Y.shape) + " differ in elements per sample");
       return Status::kOk;
-    case OpType::kTranspose: {
-      if (!need(1, 1)) return in_count(1, 1);
-      const auto& perm = a.perm;
-      const size_t r = X.shape.size();
-      // perm[0] = 0: the batch stays first, or the per-sample arena layout would not hold.
-      if (X.is_weight() || r < 2 || r > size_t(kMaxRank) || perm.size() != r || perm[0] != 0 || Y.shape.size() != r)
-        return bad("needs perm of the input's rank (2..6) with perm[0] = 0; X " + shape_str(X.shape));
-      bool seen[kMaxRank] = {};
-      for (size_t i = 1; i < r; ++i) {
-        if (perm[i] < 1 || size_t(perm[i]) >= r || seen[perm[i]]) return bad("perm is not a permutation");
-        seen[perm[i]] = true;
-        if (Y.shape[i] != X.shape[perm[i]]) return bad("output shape " + shape_str(Y.shape) + " does not match perm");
-      }
-      return Status::kOk;
-    }
-    case OpType::kConcat: {
-      const size_t r = Y.shape.size();
-      if (a.axis < 1 || size_t(a.axis) >= r) return bad("axis out of range for " + shape_str(Y.shape));
-      int64_t total = 0;
-      for (int32_t id : op.inputs) {
-        if (id == kAbsentInput) return bad("absent input");
-        const TensorInfo& t = plan.tensors[id];
-        if (t.shape.size() != r || (t.is_weight() && t.shape[0] != 1))
-          return bad("inputs must be activations, or weights [1, ...], of the output's rank; found " + shape_str(t.shape));
-        for (size_t i = 1; i < r; ++i)
-          if (int(i) != a.axis && t.shape[i] != Y.shape[i])
-            return bad("input " + shape_str(t.shape) + " does not fit " + shape_str(Y.shape));
-        total += t.shape[a.axis];
-      }
-      if (total != Y.shape[a.axis]) return bad("inputs do not add up to the output's axis");
-      return Status::kOk;
-    }
     case OpType::kLayerNorm: {
       if (!need(2, 3)) return in_count(2, 3);
-      if (X.is_weight() || a.axis < 1 || size_t(a.axis) >= X.shape.size() || X.elements() != Y.elements())
-        return bad("needs an activation, 1 <= axis < rank and an output of its size; X " + shape_str(X.shape));
+      // The batch must lie before the normalised axes (outside a row).
+      if (X.is_weight() || a.axis < 0 || size_t(a.axis) >= X.shape.size() || X.batch_axis() >= a.axis ||
+          X.elements() != Y.elements())
+        return bad("needs an activation, batch axis < axis < rank and an output of its size; X " + shape_str(X.shape));
       const int64_t n = prod(X.shape, size_t(a.axis));
       for (size_t i = 1; i < op.inputs.size(); ++i)
         if (op.inputs[i] != kAbsentInput && (!plan.tensors[op.inputs[i]].is_weight() || plan.tensors[op.inputs[i]].elements() != n))
@@ -310,13 +240,8 @@ Status check_op(const Plan& plan, const Op& op, std::string* message) {
       if (Y.elements() != out) return bad("output " + shape_str(Y.shape) + " does not hold " + shape_str(X.shape) + " reduced");
       return Status::kOk;
     }
-    case OpType::kGather: case OpType::kCast: case OpType::kWhere: case OpType::kEqual: case OpType::kLess:
-    case OpType::kGreater: case OpType::kNot: case OpType::kAnd: case OpType::kOr: case OpType::kMod:
-    case OpType::kExpand: case OpType::kSlice: case OpType::kRange: case OpType::kConstantOfShape:
-    case OpType::kLessOrEqual: case OpType::kGreaterOrEqual:
-    case OpType::kMax: case OpType::kMin: case OpType::kGatherND:
-      // --device auto falls back to the CPU backend on UNSUPPORTED_OP (core/runtime.cc).
-      return bad("a plan v2 data op; it runs on the CPU backend only");
+    default:  // forward_data.cc's ops, dispatched before this switch
+      break;
     case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish: case OpType::kSiLU:
     case OpType::kPad: case OpType::kSplit: case OpType::kLSTM:
       return check_cnn_op(plan, op, message);
@@ -394,11 +319,15 @@ Status run_op(const ForwardEnv& env, const Op& op, int64_t batch, cudaStream_t s
   const Prec p = env.prec;
   auto ptr = [&](int32_t id) -> void* { return dry ? nullptr : tensor_ptr(env, id, batch); };
   auto in = [&](size_t i) { return op.inputs.size() > i ? op.inputs[i] : kAbsentInput; };
+  for (size_t i = 0; i < op.inputs.size(); ++i)
+    if (op.inputs[i] >= static_cast<int32_t>(plan.tensors.size())) return unsupported(op, "input id out of range", message);
+  if (is_data_op(op.type)) {  // forward_data.cc (Range / ConstantOfShape have no inputs)
+    if (op.outputs.size() != 1) return unsupported(op, "expects one output", message);
+    return run_data_op(env, op, batch, s, dry, message);
+  }
   const bool multi_out = op.type == OpType::kSplit || op.type == OpType::kLSTM;
   if (op.inputs.empty() || op.outputs.empty() || (op.outputs.size() != 1 && !multi_out))
     return unsupported(op, "expects inputs and one output", message);
-  for (size_t i = 0; i < op.inputs.size(); ++i)
-    if (op.inputs[i] >= static_cast<int32_t>(plan.tensors.size())) return unsupported(op, "input id out of range", message);
   if (op.inputs[0] < 0) return unsupported(op, "input 0 is absent", message);
   if (dry) MEMLANE_TRY(check_op(plan, op, message));
   const TensorInfo& xt = plan.tensors[op.inputs[0]];
@@ -470,21 +399,9 @@ Status run_op(const ForwardEnv& env, const Op& op, int64_t batch, cudaStream_t s
       if (e != cudaSuccess) return blas_fail(e, "gemm");
       return Status::kOk;
     }
-    case OpType::kAdd: case OpType::kSub: case OpType::kMul: case OpType::kDiv: {
-      if (op.inputs.size() != 2) return unsupported(op, "expects two inputs", message);
-      BroadcastDesc d;
-      if (!broadcast_desc(dims_of(xt, batch), dims_of(plan.tensors[in(1)], batch), dims_of(yt, batch), &d))
-        return unsupported(op, "shapes do not broadcast (or rank > 6)", message);
-      if (dry) return Status::kOk;
-      const BinaryKind k = op.type == OpType::kAdd ? BinaryKind::kAdd
-                           : op.type == OpType::kSub ? BinaryKind::kSub
-                           : op.type == OpType::kMul ? BinaryKind::kMul : BinaryKind::kDiv;
-      CUDA_CHECK(binary(k, p, ptr(in(0)), ptr(in(1)), ptr(op.outputs[0]), d, s));
-      return Status::kOk;
-    }
     default: break;
   }
-  if (x_weight && op.type != OpType::kConcat) return unsupported(op, "input must be an activation", message);  // Concat: a [1, ...] weight may lead
+  if (x_weight) return unsupported(op, "input must be an activation", message);
   switch (op.type) {
     case OpType::kRelu: case OpType::kLeakyRelu: case OpType::kSigmoid: case OpType::kTanh:
     case OpType::kErf: case OpType::kGelu: {
@@ -513,7 +430,7 @@ Status run_op(const ForwardEnv& env, const Op& op, int64_t batch, cudaStream_t s
       CUDA_CHECK(global_avgpool(p, ptr(in(0)), ptr(op.outputs[0]), xd[0] * xd[1], prod(xd, 2), s));
       return Status::kOk;
     }
-    case OpType::kFlatten: case OpType::kReshape: {
+    case OpType::kFlatten: {
       if (dry) return Status::kOk;
       void* x = ptr(in(0));
       void* y = ptr(op.outputs[0]);
@@ -521,39 +438,10 @@ Status run_op(const ForwardEnv& env, const Op& op, int64_t batch, cudaStream_t s
         CUDA_CHECK(cudaMemcpyAsync(y, x, static_cast<size_t>(n_out) * prec_bytes(p), cudaMemcpyDeviceToDevice, s));
       return Status::kOk;
     }
-    case OpType::kTranspose: {
-      const auto xd = dims_of(xt, batch);
-      if (xd.size() > static_cast<size_t>(kMaxRank) || op.attrs.perm.size() != xd.size())
-        return unsupported(op, "perm rank differs from input rank (or rank > 6)", message);
-      if (dry) return Status::kOk;
-      CUDA_CHECK(transpose(p, ptr(in(0)), ptr(op.outputs[0]), static_cast<int>(xd.size()), xd.data(),
-                           op.attrs.perm.data(), s));
-      return Status::kOk;
-    }
-    case OpType::kConcat: {
-      const auto yd = dims_of(yt, batch);
-      const size_t axis = static_cast<size_t>(op.attrs.axis);
-      if (axis < 1 || axis >= yd.size()) return unsupported(op, "axis out of range", message);
-      for (int32_t id : op.inputs)
-        if (id < 0 || (is_weight(plan, id) && plan.tensors[id].shape[0] != 1))
-          return unsupported(op, "inputs must be activations or weights [1, ...]", message);
-      if (dry) return Status::kOk;
-      const int64_t outer = prod(yd, 0, axis), inner = prod(yd, axis + 1);
-      int64_t at = 0;
-      for (int32_t id : op.inputs) {
-        const int64_t xdim = dims_of(plan.tensors[id], batch)[axis];
-        if (is_weight(plan, id))  // the same rows for every sample
-          CUDA_CHECK(concat_repeat_part(p, ptr(id), ptr(op.outputs[0]), outer, prod(yd, 1, axis), xdim, yd[axis], at, inner, s));
-        else
-          CUDA_CHECK(concat_part(p, ptr(id), ptr(op.outputs[0]), outer, xdim, yd[axis], at, inner, s));
-        at += xdim;
-      }
-      return Status::kOk;
-    }
     case OpType::kSoftmax: {
       const auto xd = dims_of(xt, batch);
-      const size_t axis = static_cast<size_t>(op.attrs.axis);
-      if (axis < 1 || axis >= xd.size()) return unsupported(op, "axis out of range", message);
+      const size_t axis = static_cast<size_t>(op.attrs.axis);  // not the batch's (check_op)
+      if (axis >= xd.size()) return unsupported(op, "axis out of range", message);
       if (dry) return Status::kOk;
       CUDA_CHECK(softmax(p, ptr(in(0)), ptr(op.outputs[0]), prod(xd, 0, axis), xd[axis], prod(xd, axis + 1), s));
       return Status::kOk;
@@ -561,7 +449,7 @@ Status run_op(const ForwardEnv& env, const Op& op, int64_t batch, cudaStream_t s
     case OpType::kLayerNorm: {
       const size_t axis = static_cast<size_t>(op.attrs.axis);
       const auto xd = dims_of(xt, batch);
-      if (axis < 1 || axis >= xd.size()) return unsupported(op, "axis out of range", message);
+      if (axis >= xd.size()) return unsupported(op, "axis out of range", message);
       if (dry) return Status::kOk;
       const int64_t n = prod(xd, axis);
       CUDA_CHECK(layernorm(p, ptr(in(0)), ptr(op.outputs[0]), ptr(in(1)), in(2) == kAbsentInput ? nullptr : ptr(in(2)),
@@ -667,9 +555,15 @@ Status run_op(const ForwardEnv& env, const Op& op, int64_t batch, cudaStream_t s
 void* tensor_ptr(const ForwardEnv& env, int32_t id, int64_t batch) {
   const TensorInfo& t = env.plan->tensors[id];
   if (t.is_weight()) return (*env.weights)[id];
-  // Per-sample offsets are planned for float32; elements scale to the chosen precision.
-  const uint64_t elem_offset = static_cast<uint64_t>(batch) * (t.offset / 4);
-  return env.arena + elem_offset * prec_bytes(env.prec);
+  const uint64_t offset = static_cast<uint64_t>(batch) * t.offset;
+  return env.arena + (env.halfArena ? offset / 2 : offset);
+}
+
+bool arena_halves(const Plan& plan, Prec p) {
+  if (p != Prec::kF16) return false;
+  for (const TensorInfo& t : plan.tensors)
+    if (!t.is_weight() && t.dtype != DType::kFloat32) return false;
+  return true;
 }
 
 int64_t max_col_elems_per_sample(const Plan& plan) {
@@ -684,18 +578,6 @@ int64_t max_col_elems_per_sample(const Plan& plan) {
 }
 
 Status validate_plan(const Plan& plan, std::string* message) {
-  // Plan v2 features the CUDA kernels do not have yet: refused as UNSUPPORTED_OP, on which
-  // `--device auto` falls back to the CPU backend (core/runtime.cc).
-  for (const TensorInfo& t : plan.tensors) {
-    if (t.dtype != DType::kFloat32) {
-      *message = "cuda backend: tensor '" + t.name + "' is not float32; the CUDA backend computes float32 only (plan v2 int64/int32/bool run on the CPU backend)";
-      return Status::kUnsupportedOp;
-    }
-    if (!t.is_weight() && !(t.shape.size() >= 1 && t.shape[0] == -1)) {
-      *message = "cuda backend: tensor '" + t.name + "' does not have the batch first; the CUDA backend needs [batch, ...] (the CPU backend takes the batch at any axis)";
-      return Status::kUnsupportedOp;
-    }
-  }
   ForwardEnv env;
   env.plan = &plan;
   for (const Op& op : plan.ops) {

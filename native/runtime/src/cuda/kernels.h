@@ -26,17 +26,7 @@ enum class UnaryKind : uint8_t { kRelu, kLeakyRelu, kSigmoid, kTanh, kErf, kGelu
 cudaError_t unary(UnaryKind k, float alpha, Prec p, const void* x, void* y, int64_t n,
                   cudaStream_t s);
 
-// ops/binary.cu: y = a (op) b with numpy broadcasting. Shapes are right-aligned to the
-// output rank by the caller; a stride of 0 marks a broadcast dimension.
-enum class BinaryKind : uint8_t { kAdd, kSub, kMul, kDiv };
-struct BroadcastDesc {
-  int rank = 0;
-  int64_t out_dims[kMaxRank] = {};
-  int64_t a_strides[kMaxRank] = {};
-  int64_t b_strides[kMaxRank] = {};
-};
-cudaError_t binary(BinaryKind k, Prec p, const void* a, const void* b, void* y,
-                   const BroadcastDesc& d, cudaStream_t s);
+// Add/Sub/Mul/Div (every dtype, numpy broadcasting): data_kernels.h, data_binary.
 
 // ops/bias_act.cu: y[n, c, i] += bias[c] (bias may be null), then the activation; y is
 // [outer, channels, inner].
@@ -88,10 +78,7 @@ cudaError_t global_avgpool(Prec p, const void* x, void* y, int64_t NC, int64_t H
 cudaError_t softmax(Prec p, const void* x, void* y, int64_t outer, int64_t axis, int64_t inner,
                     cudaStream_t s);
 
-// ops/concat.cu: copy x [outer, xdim * inner] into y [outer, ydim * inner] at column
-// offset `at * inner` (one call per input).
-cudaError_t concat_part(Prec p, const void* x, void* y, int64_t outer, int64_t xdim,
-                        int64_t ydim, int64_t at, int64_t inner, cudaStream_t s);
+// ops/concat.cu (Concat of any dtype): data_kernels.h, concat_part_bytes.
 
 // ops/transpose.cu: y = x.transpose(perm), x of shape in_dims (rank <= kMaxRank).
 cudaError_t transpose(Prec p, const void* x, void* y, int rank, const int64_t* in_dims,
@@ -157,12 +144,10 @@ cudaError_t pad(Prec p, const void* x, void* y, int rank, const int64_t* in_dims
                 int mode, float value, cudaStream_t s);
 
 // ops/split.cu: y [outer, ydim * inner] = the columns [at, at + ydim) * inner of
-// x [outer, xdim * inner] (one call per output); and Concat's weight input w
-// [rows_per_sample, wdim * inner] repeated for every sample into y's columns at `at`.
+// x [outer, xdim * inner] (one call per output). Concat's weight input, repeated for every
+// sample: concat_repeat_part_bytes (data_kernels.h).
 cudaError_t split_part(Prec p, const void* x, void* y, int64_t outer, int64_t xdim, int64_t ydim,
                        int64_t at, int64_t inner, cudaStream_t s);
-cudaError_t concat_repeat_part(Prec p, const void* w, void* y, int64_t outer, int64_t rows_per_sample,
-                               int64_t wdim, int64_t ydim, int64_t at, int64_t inner, cudaStream_t s);
 
 // ops/lstm.cu: batch-first LSTM (X [B, S, I], Y [B, S, D, H], Y_h / Y_c [B, D, H]; any
 // output may be null), W [D, 4H, I], R [D, 4H, H], bias [D, 8H] or null, zero initial

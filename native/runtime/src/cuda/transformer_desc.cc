@@ -14,8 +14,8 @@ std::string shape_str(const std::vector<int64_t>& s) {
 }  // namespace
 
 // MatMul over broadcast leading dims (cpu matmul_batched.cc's rules): both operands rank >= 2,
-// at least one an activation; an activation's dim 0 is the batch, a weight has no batch
-// (it broadcasts there, with fewer dims or a leading 1).
+// at least one an activation; the batch sits in an activation's leading dims (at any of
+// them, or in M), a weight has none (it broadcasts there, with fewer dims or a 1).
 bool batched_desc(const Plan& plan, const Op& op, int64_t batch, BatchedMatMulDesc* d, std::string* why) {
   const TensorInfo& A = plan.tensors[op.inputs[0]];
   const TensorInfo& B = plan.tensors[op.inputs[1]];
@@ -27,35 +27,34 @@ bool batched_desc(const Plan& plan, const Op& op, int64_t batch, BatchedMatMulDe
     return false;
   }
   d->lead = r - 2;
-  d->M = A.shape[A.shape.size() - 2];
-  d->K = A.shape.back();
-  d->N = B.shape.back();
-  if (B.shape[B.shape.size() - 2] != d->K || Y.shape[r - 2] != d->M || Y.shape[r - 1] != d->N) {
+  // Shapes line up on the plan's dims (a batch dim -k only with the same -k); the strides
+  // come from the dims resolved for the batch, wherever it sits outside the [M, K] x [K, N].
+  if (B.shape[B.shape.size() - 2] != A.shape.back() || Y.shape[r - 2] != A.shape[A.shape.size() - 2] ||
+      Y.shape[r - 1] != B.shape.back() || A.shape.back() < 0 || B.shape.back() < 0) {
     *why = "shapes do not line up: A " + shape_str(A.shape) + " x B " + shape_str(B.shape) + " -> Y " + shape_str(Y.shape);
     return false;
   }
-  d->dims[0] = batch;
-  for (int i = 1; i < d->lead; ++i) d->dims[i] = Y.shape[i];
-  auto strides = [&](const TensorInfo& t, int64_t* s) {
+  auto dims = [&](const TensorInfo& t) { return t.is_weight() ? t.shape : t.resolved(batch); };
+  const std::vector<int64_t> as = dims(A), bs = dims(B), ys = dims(Y);
+  d->M = as[as.size() - 2];
+  d->K = as.back();
+  d->N = bs.back();
+  for (int i = 0; i < d->lead; ++i) d->dims[i] = ys[size_t(i)];
+  auto strides = [&](const TensorInfo& t, const std::vector<int64_t>& ts, int64_t* s) {
     const int tr = static_cast<int>(t.shape.size()), tl = tr - 2;
     if (tl > d->lead || (!t.is_weight() && tl != d->lead)) return false;
-    int64_t st = t.shape[tr - 2] * t.shape[tr - 1];
+    int64_t st = ts[size_t(tr - 2)] * ts[size_t(tr - 1)];
     for (int i = d->lead - 1; i >= 0; --i) {
       const int ti = i - (d->lead - tl);
       if (ti < 0) { s[i] = 0; continue; }
-      const int64_t td = t.shape[ti];
-      if (i == 0) {
-        if (t.is_weight() && td != 1) return false;
-        s[i] = t.is_weight() ? 0 : st;
-        continue;
-      }
-      if (td != Y.shape[i] && td != 1) return false;
+      const int64_t td = t.shape[size_t(ti)];
+      if (td != Y.shape[size_t(i)] && td != 1) return false;
       s[i] = td == 1 ? 0 : st;
-      st *= td;
+      st *= ts[size_t(ti)];
     }
     return true;
   };
-  if (!strides(A, d->a_stride) || !strides(B, d->b_stride)) {
+  if (!strides(A, as, d->a_stride) || !strides(B, bs, d->b_stride)) {
     *why = "operands A " + shape_str(A.shape) + " and B " + shape_str(B.shape) + " do not broadcast to " + shape_str(Y.shape);
     return false;
   }

@@ -34,3 +34,17 @@ cudaError_t dispatch(Prec p, F&& f) {
 }
 
 }  // namespace memlane::cuda
+
+namespace memlane::cuda {
+// Calls f(W{}) with an unsigned word of `esize` bytes (element moves of any dtype).
+template <typename F>
+cudaError_t dispatch_size(int esize, F&& f) {
+  switch (esize) {
+    case 8: return f(uint64_t{});
+    case 4: return f(uint32_t{});
+    case 2: return f(uint16_t{});
+    case 1: return f(uint8_t{});
+    default: return cudaErrorInvalidValue;
+  }
+}
+}  // namespace memlane::cuda

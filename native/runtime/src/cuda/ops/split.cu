@@ -1,5 +1,6 @@
 // Split: one output's column range of x [outer, xdim * inner] per call (Concat's inverse),
 // and Concat's [1, ...] weight inputs, repeated for every sample.
+#include "../data_kernels.h"
 #include "common.cuh"
 
 namespace memlane::cuda {
@@ -33,15 +34,14 @@ cudaError_t split_part(Prec p, const void* x, void* y, int64_t outer, int64_t xd
   });
 }
 
-cudaError_t concat_repeat_part(Prec p, const void* w, void* y, int64_t outer, int64_t rows_per_sample,
-                               int64_t wdim, int64_t ydim, int64_t at, int64_t inner, cudaStream_t s) {
+cudaError_t concat_repeat_part_bytes(int esize, const void* w, void* y, int64_t outer, int64_t rows_per_sample,
+                                     int64_t wdim, int64_t ydim, int64_t at, int64_t inner, cudaStream_t s) {
   const int64_t n = outer * wdim * inner;
   if (n <= 0 || rows_per_sample <= 0) return cudaSuccess;
-  return dispatch(p, [&](auto tag) {
-    using T = decltype(tag);
-    k_concat_repeat<T><<<blocks_for(n), kThreads, 0, s>>>(static_cast<const T*>(w), static_cast<T*>(y),
-                                                           wdim * inner, ydim * inner, at * inner,
-                                                           rows_per_sample, n);
+  return dispatch_size(esize, [&](auto tag) {
+    using W = decltype(tag);
+    k_concat_repeat<W><<<blocks_for(n), kThreads, 0, s>>>(static_cast<const W*>(w), static_cast<W*>(y), wdim * inner,
+                                                           ydim * inner, at * inner, rows_per_sample, n);
     return cudaGetLastError();
   });
 }

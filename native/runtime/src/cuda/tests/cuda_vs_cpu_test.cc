@@ -6,8 +6,12 @@
 // Tolerances (max abs diff / max(1, max |cpu|)): fp32 1e-4; fp16 2e-2 (half storage of
 // every activation and weight, fp32 accumulation).
 //
+// The plan v2 plans (test_plans_data.cc) feed int64/int32 inputs values in their plan's range
+// (test_io.h) and compare outputs of every dtype; an out-of-range Gather index must fail the
+// request on both backends.
+//
 // Host checks run first and need no GPU: switch parsing, every test plan accepted by the
-// CUDA op validator, madvise release refused on anonymous memory and safe on a file
+// CUDA op validator and run by the CPU backend on the test's inputs (the refused ones refused), madvise release refused on anonymous memory and safe on a file
 // mapping. Then without a GPU: prints why and exits 77 (ctest: skipped). `--host-only`
 // (ctest cuda_host_checks) stops after the host checks and passes.
 #include <dirent.h>
@@ -31,9 +35,13 @@
 #include "forward.h"
 #include "host_release.h"
 #include "kernels.h"
+#include "test_io.h"
 #include "test_plans.h"
 
 using namespace memlane;
+using cudatest::Io;
+using cudatest::make_io;
+using cudatest::rel_diff;
 
 namespace {
 
@@ -73,45 +81,6 @@ std::unique_ptr<PlanFile> write_and_read(const mltest::PlanBuilder& b, const std
   return f;
 }
 
-std::vector<float> random_vec(size_t n, uint64_t seed) {
-  std::vector<float> v(n);
-  uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 7;
-  for (auto& x : v) {
-    s ^= s << 13; s ^= s >> 7; s ^= s << 17;
-    x = float((s >> 40) & 0xffffff) / float(1 << 23) - 1.f;
-  }
-  return v;
-}
-
-struct Io {
-  std::vector<std::vector<float>> in, out;
-  std::vector<const float*> inp;
-  std::vector<float*> outp;
-};
-Io make_io(const Plan& p, int64_t batch, uint64_t seed) {
-  Io io;
-  for (size_t i = 0; i < p.inputs.size(); ++i)
-    io.in.push_back(random_vec(size_t(batch * p.tensors[p.inputs[i]].elements()), seed + i));
-  for (int32_t id : p.outputs) io.out.emplace_back(size_t(batch * p.tensors[id].elements()), -7777.f);
-  for (auto& v : io.in) io.inp.push_back(v.data());
-  for (auto& v : io.out) io.outp.push_back(v.data());
-  return io;
-}
-
-double rel_diff(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& ref) {
-  double worst = 0;
-  for (size_t o = 0; o < ref.size(); ++o) {
-    double m = 1, d = 0;
-    for (size_t i = 0; i < ref[o].size(); ++i) {
-      m = std::max(m, double(std::fabs(ref[o][i])));
-      double e = std::fabs(double(got[o][i]) - double(ref[o][i]));
-      d = std::isnan(e) ? 1e30 : std::max(d, e);
-    }
-    worst = std::max(worst, d / m);
-  }
-  return worst;
-}
-
 void host_checks(const std::vector<cudatest::NamedPlan>& plans, const std::string& dir) {
   cuda::CudaOptions o;
   std::string msg;
@@ -132,10 +101,15 @@ void host_checks(const std::vector<cudatest::NamedPlan>& plans, const std::strin
     Status cs;
     auto cpu = make_cpu_backend(BackendOptions{}, &cs, &msg);
     CHECK(cpu && cpu->prepare(f->plan(), 3, &msg) == Status::kOk, "cpu prepare %s: %s", np.name.c_str(), msg.c_str());
+    // The reference runs on the inputs cuda_vs_cpu feeds (ids within their tables).
+    Io io = make_io(f->plan(), 3, 5, np.intLo, np.intHi);
+    CHECK(cpu && cpu->run(3, io.inp.data(), io.outp.data(), &msg) == Status::kOk, "cpu run %s: %s", np.name.c_str(), msg.c_str());
   }
   // What the kernels would compute differently from the CPU backend (or write past a tensor's
   // end) must be refused at prepare, as the CPU backend refuses it.
-  for (const auto& np : cudatest::rejected_plans()) {
+  std::vector<cudatest::NamedPlan> rejected = cudatest::rejected_plans();
+  for (auto& np : cudatest::data_rejected_plans()) rejected.push_back(std::move(np));
+  for (const auto& np : rejected) {
     auto f = write_and_read(np.plan, dir + "/reject.mlplan");
     if (!f) continue;
     CHECK(cuda::validate_plan(f->plan(), &msg) == Status::kUnsupportedOp, "validator accepted %s", np.name.c_str());
@@ -176,8 +150,13 @@ std::vector<std::pair<std::string, std::unique_ptr<PlanFile>>> fixture_plans() {
   std::vector<std::pair<std::string, std::unique_ptr<PlanFile>>> files;
   std::string msg;
   std::vector<std::string> dirs;
-  if (const char* extra = std::getenv("MEMLANE_TEST_PLANS")) {
-    dirs.push_back(extra);
+  if (const char* extra = std::getenv("MEMLANE_TEST_PLANS")) {  // one folder or several, ':'-separated
+    std::string list = extra;
+    for (size_t at = 0; at <= list.size();) {
+      const size_t end = std::min(list.find(':', at), list.size());
+      if (end > at) dirs.push_back(list.substr(at, end - at));
+      at = end + 1;
+    }
   } else {
     const char* cache = std::getenv("MEMLANE_TEST_CACHE");
     const char* t = std::getenv("TMPDIR");
@@ -210,7 +189,8 @@ struct Variant {
   double tol;
 };
 
-void compare(const std::string& name, const Plan& plan, const Variant& v, int64_t maxBatch) {
+// int64/int32 inputs get values in [lo, hi] (test_io.h).
+void compare(const std::string& name, const Plan& plan, const Variant& v, int64_t maxBatch, int64_t lo, int64_t hi) {
   Status st;
   std::string msg;
   BackendOptions bo;
@@ -225,11 +205,11 @@ void compare(const std::string& name, const Plan& plan, const Variant& v, int64_
   if (st != Status::kOk) return;
   for (int64_t batch : {int64_t(1), maxBatch}) {
     for (int rep = 0; rep < 3; ++rep) {  // eager, capture, replay
-      Io ref = make_io(plan, batch, 100 + rep), got = make_io(plan, batch, 100 + rep);
+      Io ref = make_io(plan, batch, 100 + rep, lo, hi), got = make_io(plan, batch, 100 + rep, lo, hi);
       CHECK(cpu->run(batch, ref.inp.data(), ref.outp.data(), &msg) == Status::kOk, "cpu run: %s", msg.c_str());
       st = be->run(batch, got.inp.data(), got.outp.data(), &msg);
       CHECK(st == Status::kOk, "cuda run %s [%s] batch %lld: %s", name.c_str(), v.name, (long long)batch, msg.c_str());
-      double d = rel_diff(got.out, ref.out);
+      double d = rel_diff(plan, batch, got, ref);
       CHECK(d <= v.tol, "%s [%s] batch %lld rep %d: diff %.3g > %.3g", name.c_str(), v.name, (long long)batch, rep, d, v.tol);
       if (rep == 2) std::printf("  %-48s %-22s batch %lld diff %.2e\n", name.c_str(), v.name, (long long)batch, d);
     }
@@ -240,8 +220,8 @@ void compare(const std::string& name, const Plan& plan, const Variant& v, int64_
   if (!cb) return;
   std::vector<Io> refs, gots;
   for (int k = 0; k < 4; ++k) {
-    refs.push_back(make_io(plan, maxBatch, 200 + k));
-    gots.push_back(make_io(plan, maxBatch, 200 + k));
+    refs.push_back(make_io(plan, maxBatch, 200 + k, lo, hi));
+    gots.push_back(make_io(plan, maxBatch, 200 + k, lo, hi));
   }
   std::atomic<int> done{0};
   for (int k = 0; k < 4; ++k) {
@@ -254,10 +234,10 @@ void compare(const std::string& name, const Plan& plan, const Variant& v, int64_
   CHECK(cb->drain(&msg) == Status::kOk, "drain: %s", msg.c_str());
   CHECK(done == 4, "%s [%s]: %d of 4 callbacks ran", name.c_str(), v.name, done.load());
   for (int k = 0; k < 4; ++k)
-    CHECK(rel_diff(gots[k].out, refs[k].out) <= v.tol, "%s [%s] submit %d differs", name.c_str(), v.name, k);
+    CHECK(rel_diff(plan, maxBatch, gots[k], refs[k]) <= v.tol, "%s [%s] submit %d differs", name.c_str(), v.name, k);
   // Two threads at once (one context each when contexts >= 2).
-  Io t1 = make_io(plan, maxBatch, 300), t2 = make_io(plan, maxBatch, 301);
-  Io r1 = make_io(plan, maxBatch, 300), r2 = make_io(plan, maxBatch, 301);
+  Io t1 = make_io(plan, maxBatch, 300, lo, hi), t2 = make_io(plan, maxBatch, 301, lo, hi);
+  Io r1 = make_io(plan, maxBatch, 300, lo, hi), r2 = make_io(plan, maxBatch, 301, lo, hi);
   cpu->run(maxBatch, r1.inp.data(), r1.outp.data(), &msg);
   cpu->run(maxBatch, r2.inp.data(), r2.outp.data(), &msg);
   std::string m1, m2;
@@ -265,8 +245,48 @@ void compare(const std::string& name, const Plan& plan, const Variant& v, int64_
   std::thread b([&] { be->run(maxBatch, t2.inp.data(), t2.outp.data(), &m2); });
   a.join();
   b.join();
-  CHECK(rel_diff(t1.out, r1.out) <= v.tol && rel_diff(t2.out, r2.out) <= v.tol, "%s [%s] threads differ", name.c_str(), v.name);
+  CHECK(rel_diff(plan, maxBatch, t1, r1) <= v.tol && rel_diff(plan, maxBatch, t2, r2) <= v.tol, "%s [%s] threads differ", name.c_str(), v.name);
   if (v.switches.empty()) std::printf("    notes: %s\n", cb->notes().c_str());
+}
+
+// An index out of range is the request's INVALID_ARGUMENT on both backends (never a read
+// outside the table), and the next request with valid indices runs clean (the device error
+// word was reset), synchronously and through submit().
+void index_error_check(const std::string& dir) {
+  cudatest::NamedPlan np{"Gather index out of range", {}};
+  int w = np.plan.weight("emb", {4, 3}, std::vector<float>(12, 0.5f));
+  int ids = np.plan.tensor("ids", {-1, 2}, "input", "int64");
+  int y = np.plan.tensor("y", {-1, 2, 3}, "output");
+  np.plan.op("Gather", {w, ids}, {y}, mltest::Attrs{{"axis", int64_t(0)}});
+  auto f = write_and_read(np.plan, dir + "/index.mlplan");
+  if (!f) return;
+  Status st;
+  std::string msg;
+  auto cpu = make_cpu_backend(BackendOptions{}, &st, &msg);
+  auto be = make_cuda_backend(BackendOptions{}, &st, &msg);
+  if (!cpu || !be || be->prepare(f->plan(), 2, &msg) != Status::kOk || cpu->prepare(f->plan(), 2, &msg) != Status::kOk) {
+    CHECK(false, "index check setup: %s", msg.c_str());
+    return;
+  }
+  for (int64_t bad : {int64_t(9), int64_t(-5)}) {
+    Io a = make_io(f->plan(), 1, 1, 0, 3), b = make_io(f->plan(), 1, 1, 0, 3);
+    reinterpret_cast<int64_t*>(a.in[0].data())[1] = bad;
+    reinterpret_cast<int64_t*>(b.in[0].data())[1] = bad;
+    CHECK(cpu->run(1, a.inp.data(), a.outp.data(), &msg) == Status::kInvalidArgument, "cpu accepted index %lld", (long long)bad);
+    st = be->run(1, b.inp.data(), b.outp.data(), &msg);
+    CHECK(st == Status::kInvalidArgument && msg.find("Gather") != std::string::npos, "cuda index %lld: %s (%s)",
+          (long long)bad, status_name(st), msg.c_str());
+    Io c = make_io(f->plan(), 2, 2, 0, 3), d = make_io(f->plan(), 2, 2, 0, 3);
+    CHECK(cpu->run(2, c.inp.data(), c.outp.data(), &msg) == Status::kOk, "cpu run: %s", msg.c_str());
+    CHECK(be->run(2, d.inp.data(), d.outp.data(), &msg) == Status::kOk, "cuda run after an index error: %s", msg.c_str());
+    CHECK(rel_diff(f->plan(), 2, d, c) == 0, "cuda differs after an index error");
+  }
+  Io e = make_io(f->plan(), 1, 3, 0, 3);
+  reinterpret_cast<int64_t*>(e.in[0].data())[0] = 4;
+  std::atomic<int> failed{0};
+  st = be->submit(1, e.inp.data(), e.outp.data(), [&](Status s, const std::string&) { if (s == Status::kInvalidArgument) ++failed; }, &msg);
+  CHECK(st == Status::kOk && be->drain(&msg) == Status::kOk && failed == 1, "submit with a bad index: done saw %d failure(s)", failed.load());
+  std::printf("  index out of range: INVALID_ARGUMENT on both backends, clean run after (%d failure(s) so far)\n", failures);
 }
 
 }  // namespace
@@ -281,6 +301,7 @@ int main(int argc, char** argv) {
   const std::string& dir = scratch.path;
   std::vector<cudatest::NamedPlan> plans = cudatest::op_plans();
   plans.push_back(cudatest::model_plan());
+  for (auto& np : cudatest::data_op_plans()) plans.push_back(std::move(np));
   host_checks(plans, dir);
   {  // every compiled fixture model must be accepted by the CUDA op validator
     std::string m;
@@ -306,15 +327,19 @@ int main(int argc, char** argv) {
   };
   std::vector<std::pair<std::string, std::unique_ptr<PlanFile>>> files = fixture_plans();
   std::set<std::string> fp32Only;
+  std::map<std::string, std::pair<int64_t, int64_t>> intRange;  // fixture models: ids, masks in [0, 1]
   for (size_t i = 0; i < plans.size(); ++i) {
     files.emplace_back(plans[i].name, write_and_read(plans[i].plan, dir + "/p" + std::to_string(i) + ".mlplan"));
     if (!plans[i].fp16) fp32Only.insert(plans[i].name);
+    intRange[plans[i].name] = {plans[i].intLo, plans[i].intHi};
   }
   for (const auto& [name, f] : files) {
     if (!f) continue;
+    const auto range = intRange.count(name) ? intRange[name] : std::pair<int64_t, int64_t>(0, 1);
     for (const Variant& v : variants)
-      if (!(fp32Only.count(name) && v.switches.count("fp16"))) compare(name, f->plan(), v, 3);
+      if (!(fp32Only.count(name) && v.switches.count("fp16"))) compare(name, f->plan(), v, 3, range.first, range.second);
   }
+  index_error_check(dir);
   std::printf("cuda_vs_cpu: %zu plans x %zu variants, %d failure(s)\n", files.size(), variants.size(), failures);
   return failures ? 1 : 0;
 }
