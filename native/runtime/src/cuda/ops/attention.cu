@@ -52,7 +52,9 @@ __global__ void k_attention(const T* q, const T* kt, const T* v, const T* mask, 
       float acc = 0.f;
       for (int64_t c = 0; c < d.d; ++c) acc += to_f(qr[c]) * to_f(k[c * d.T + j]);
       acc *= d.scale;
-      if (m) acc += to_f(m[j * d.mask_col]);
+      // A -inf mask term (fp32 masks; fp16 ones saturate at -65504) is clamped to -FLT_MAX:
+      // a fully masked row then stays finite and comes out uniform, as on the CPU, not NaN.
+      if (m) acc += fmaxf(to_f(m[j * d.mask_col]), -FLT_MAX);
       scores[j] = acc;
       mx = fmaxf(mx, acc);
     }
