@@ -143,10 +143,10 @@ Status ExecContext::run_forward(int64_t batch, char* arena, void* col, std::stri
 void CUDART_CB ExecContext::on_done(void* p) {
   Slot* s = static_cast<Slot*>(p);
   std::string message;
-  s->self->finish(*s, &message);
+  s->self->finish(*s, true, &message);
 }
 
-Status ExecContext::finish(Slot& s, std::string* message) {
+Status ExecContext::finish(Slot& s, bool async, std::string* message) {
   const Plan& plan = *m_->plan;
   if (m_->opt.pinned) {
     size_t off = 0;
@@ -165,10 +165,28 @@ Status ExecContext::finish(Slot& s, std::string* message) {
     st = Status::kInvalidArgument;
     *s.errHost = 0;
   }
+  if (async && st != Status::kOk) {  // keep the first: later ones are usually its repeats
+    std::lock_guard<std::mutex> lock(pendingMu_);
+    if (pending_ == Status::kOk) {
+      pending_ = st;
+      pendingMessage_ = *message;
+    }
+  }
   if (s.doneFn) {
     DoneFn fn = std::move(s.doneFn);
     s.doneFn = nullptr;
     fn(st, st == Status::kOk ? std::string() : *message);
+  }
+  return st;
+}
+
+Status ExecContext::take_pending(std::string* message) {
+  std::lock_guard<std::mutex> lock(pendingMu_);
+  const Status st = pending_;
+  if (st != Status::kOk) {
+    *message = std::move(pendingMessage_);
+    pendingMessage_.clear();
+    pending_ = Status::kOk;
   }
   return st;
 }
@@ -180,8 +198,10 @@ Status ExecContext::submit(int64_t batch, const float* const* inputs, float* con
   Slot& s = slots_[next_];
   next_ = (next_ + 1) % nslots_;
   // The slot's previous request (its copies and its host callback) must be complete;
-  // an asynchronous failure of that request surfaces here.
+  // an asynchronous failure of that request (or an earlier one) is returned here, and
+  // this request is not run (its `done` is not called: backend.h).
   CUDA_CHECK(cudaEventSynchronize(s.done));
+  MEMLANE_TRY(take_pending(message));
 
   char* arena = arena_;
   void* col = col_;
@@ -276,13 +296,13 @@ Status ExecContext::submit(int64_t batch, const float* const* inputs, float* con
   }
   CUDA_CHECK(cudaEventRecord(s.done, compute_));
   CUDA_CHECK(cudaEventSynchronize(s.done));
-  return finish(s, message);
+  return finish(s, false, message);
 }
 
 Status ExecContext::drain(std::string* message) {
   if (copy_ != compute_) CUDA_CHECK(cudaStreamSynchronize(copy_));
   CUDA_CHECK(cudaStreamSynchronize(compute_));
-  return Status::kOk;
+  return take_pending(message);
 }
 
 std::string ExecContext::notes() const {
