@@ -172,11 +172,12 @@ Status ExecContext::finish(Slot& s, bool async, std::string* message) {
       pendingMessage_ = *message;
     }
   }
-  if (s.doneFn) {
-    DoneFn fn = std::move(s.doneFn);
-    s.doneFn = nullptr;
-    fn(st, st == Status::kOk ? std::string() : *message);
-  }
+  // Completed exactly once (backend.h): an asynchronous request's submit returned kOk, so
+  // its `done` runs whatever the outcome; a synchronous one's failure is returned by
+  // submit instead, and `done` does not run.
+  DoneFn fn = std::move(s.doneFn);
+  s.doneFn = nullptr;
+  if (fn && (async || st == Status::kOk)) fn(st, st == Status::kOk ? std::string() : *message);
   return st;
 }
 
@@ -286,16 +287,24 @@ Status ExecContext::submit(int64_t batch, const float* const* inputs, float* con
     CUDA_CHECK(cudaMemsetAsync(err_, 0, sizeof(int), compute_));
   }
   s.batch = batch;
-  s.doneFn = std::move(done);
 
-  // 4. Completion: a host callback after the copies (asyncOutputs), or wait here.
+  // 4. Completion: a host callback after the copies (asyncOutputs), or wait here. The slot
+  // holds `done` only once nothing can fail before its callback (a failed launch leaves it
+  // empty: that request's submit returns the error and `done` never runs).
   if (!sync && o.asyncOutputs) {
-    CUDA_CHECK(cudaLaunchHostFunc(compute_, &ExecContext::on_done, &s));
+    s.doneFn = std::move(done);
+    const cudaError_t e = cudaLaunchHostFunc(compute_, &ExecContext::on_done, &s);
+    if (e != cudaSuccess) {
+      s.doneFn = nullptr;
+      *message = cuda_error_text("cudaLaunchHostFunc(on_done)", e, __FILE__, __LINE__);
+      return status_of(e);
+    }
     CUDA_CHECK(cudaEventRecord(s.done, compute_));
     return Status::kOk;
   }
   CUDA_CHECK(cudaEventRecord(s.done, compute_));
   CUDA_CHECK(cudaEventSynchronize(s.done));
+  s.doneFn = std::move(done);
   return finish(s, false, message);
 }
 
