@@ -233,6 +233,11 @@ Status ExecContext::submit(int64_t batch, const float* const* inputs, float* con
   env.arena = arena;
   env.halfArena = m_->halfArena;
 
+  // 0. A clean error word for this request, whatever an earlier one left (a failed forward
+  // or copy returns before the word is read). Stream-ordered after the previous request's
+  // read of it; enqueue-only, outside the captured forward.
+  if (err_) CUDA_CHECK(cudaMemsetAsync(err_, 0, sizeof(int), compute_));
+
   // 1. Inputs: host -> (pinned) -> device slot on the copy stream -> arena.
   if (s.devIn) CUDA_CHECK(cudaStreamWaitEvent(copy_, s.inFree, 0));
   size_t off = 0;
@@ -282,10 +287,8 @@ Status ExecContext::submit(int64_t batch, const float* const* inputs, float* con
     s.userOut[i] = outputs[i];
     off += staged(n);
   }
-  if (err_) {  // the index ops' verdict travels with the outputs, then the word is reset
+  if (err_)  // the index ops' verdict travels with the outputs (the word is reset at step 0)
     CUDA_CHECK(cudaMemcpyAsync(s.errHost, err_, sizeof(int), cudaMemcpyDeviceToHost, compute_));
-    CUDA_CHECK(cudaMemsetAsync(err_, 0, sizeof(int), compute_));
-  }
   s.batch = batch;
 
   // 4. Completion: a host callback after the copies (asyncOutputs), or wait here. The slot

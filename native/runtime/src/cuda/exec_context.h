@@ -89,7 +89,7 @@ class ExecContext {
   void* blasWorkspace_ = nullptr;
   char* arena_ = nullptr;
   void* col_ = nullptr;
-  int* err_ = nullptr;  // device error word of the index ops (data_kernels.h), reset after each request
+  int* err_ = nullptr;  // device error word of the index ops (data_kernels.h), reset as each submit starts
   Slot slots_[2];
   int next_ = 0;
   int nslots_ = 1;
