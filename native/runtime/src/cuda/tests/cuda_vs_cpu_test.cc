@@ -3,8 +3,9 @@
 // the memlane-onnx-*/ folders that test/fixtures/onnx/make_plans.ts fills, found in
 // $MEMLANE_TEST_CACHE or else $TMPDIR), under several technique settings, batch 1 and 3, each
 // run three times (eager, graph capture, graph replay), plus async submit and two threads.
-// Tolerances (max abs diff / max(1, max |cpu|)): fp32 1e-4; fp16 2e-2 (half storage of
-// every activation and weight, fp32 accumulation).
+// Tolerances for float outputs (max abs diff / max(1, max |cpu|)): fp32 1e-4; fp16 2e-2 (half
+// storage of every activation and weight, fp32 accumulation). Integer and bool outputs must
+// match exactly in every setting (test_io.h).
 //
 // The plan v2 plans (test_plans_data.cc) feed int64/int32 inputs values in their plan's range
 // (test_io.h) and compare outputs of every dtype; an out-of-range Gather index must fail the
