@@ -52,6 +52,7 @@ class CudaBackendImpl final : public CudaBackend {
     if (model_.plan) return *message = "cuda backend: prepare called twice", Status::kInvalidArgument;
     if (maxBatch < 1) return *message = "maxBatch: expected >= 1, received " + std::to_string(maxBatch), Status::kInvalidArgument;
     MEMLANE_TRY(validate_plan(plan, message));
+    if (model_.prec == Prec::kF16) MEMLANE_TRY(check_fp16_integers(plan, message));
     CUDA_CHECK(cudaSetDevice(device_));
     model_.plan = &plan;
     model_.maxBatch = maxBatch;

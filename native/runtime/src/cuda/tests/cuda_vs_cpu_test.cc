@@ -324,6 +324,34 @@ void index_cases_host(const std::string& dir) {
   }
 }
 
+// fp16 refuses integers carried through float32 and cast back (fp16_checks.cc), not an
+// integer mask that stays float; fp32 takes both.
+void fp16_integer_checks(const std::string& dir) {
+  for (bool back : {true, false}) {
+    mltest::PlanBuilder b;
+    int ids = b.tensor("ids", {-1, 4}, "input", "int64");
+    int f = b.tensor("f", {-1, 4}, "activation");
+    b.op("Cast", {ids}, {f}, mltest::Attrs{{"to", std::string("float32")}});
+    int k = b.weight("k", {1}, {3.f});
+    int g = b.tensor("g", {-1, 4}, back ? "activation" : "output");
+    b.op("Mul", {f, k}, {g});
+    if (back) {
+      int y = b.tensor("y", {-1, 4}, "output", "int64");
+      b.op("Cast", {g}, {y}, mltest::Attrs{{"to", std::string("int64")}});
+    }
+    auto pf = write_and_read(b, dir + "/fp16int.mlplan");
+    if (!pf) continue;
+    std::string msg;
+    CHECK(cuda::validate_plan(pf->plan(), &msg) == Status::kOk, "fp32 refused a Cast round trip: %s", msg.c_str());
+    const Status st = cuda::check_fp16_integers(pf->plan(), &msg);
+    if (back)
+      CHECK(st == Status::kUnsupportedOp && msg.find("2048") != std::string::npos, "fp16 took int -> float32 -> int: %s (%s)",
+            status_name(st), msg.c_str());
+    else
+      CHECK(st == Status::kOk, "fp16 refused an integer cast that stays float: %s", msg.c_str());
+  }
+}
+
 // Requests completed through submit(): how many `done` calls, how many with a failure.
 struct DoneCount {
   std::atomic<int> calls{0}, failed{0};
@@ -436,6 +464,7 @@ int main(int argc, char** argv) {
     std::printf("validated %zu compiled fixture plan(s)\n", fixtures.size());
   }
   index_cases_host(dir);
+  fp16_integer_checks(dir);
   if (host_only) return failures ? 1 : 0;
 
   Status st;
