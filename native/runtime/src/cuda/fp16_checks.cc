@@ -1,6 +1,6 @@
 // fp16 setting: float32 activations are stored as half, which holds integers exactly only up
 // to 2048. A plan that carries integers in a float32 tensor (Cast int -> float32, some
-// math, Cast back to an integer type: exported size and index arithmetic) would get other
+// math, Cast back to int64/int32: exported size and index arithmetic) would get other
 // integers than the CPU backend once a value passes 2048, silently. Such a plan is refused
 // at prepare, naming both Casts, rather than kept in float32 per tensor (the arena has one
 // float element size; a mixed arena is a larger change than this case is worth). Integers
@@ -31,7 +31,8 @@ Status check_fp16_integers(const Plan& plan, std::string* message) {
         from[size_t(op.outputs[0])] = int(k);
         continue;
       }
-      if (origin >= 0 && to != DType::kFloat32) {
+      // To bool is safe: no integer rounds to zero in half (large ones saturate at 65504).
+      if (origin >= 0 && (to == DType::kInt64 || to == DType::kInt32)) {
         const Op& src = plan.ops[size_t(origin)];
         *message = "fp16: op Cast '" + op.name + "' turns float32 '" + plan.tensors[size_t(op.inputs[0])].name +
                    "' back into " + dtype_name(to) + ", and that tensor carries integers from op Cast '" + src.name +
