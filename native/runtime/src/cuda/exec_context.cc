@@ -199,10 +199,11 @@ Status ExecContext::submit(int64_t batch, const float* const* inputs, float* con
   Slot& s = slots_[next_];
   next_ = (next_ + 1) % nslots_;
   // The slot's previous request (its copies and its host callback) must be complete;
-  // an asynchronous failure of that request (or an earlier one) is returned here, and
-  // this request is not run (its `done` is not called: backend.h).
+  // for a submit (not run(): sync on entry), an asynchronous failure of that request or
+  // an earlier one is returned here, and this request is not run (no `done`: backend.h).
+  const bool fromRun = sync;
   CUDA_CHECK(cudaEventSynchronize(s.done));
-  MEMLANE_TRY(take_pending(message));
+  if (!fromRun) MEMLANE_TRY(take_pending(message));
 
   char* arena = arena_;
   void* col = col_;

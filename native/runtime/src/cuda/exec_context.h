@@ -41,6 +41,8 @@ class ExecContext {
   explicit ExecContext(const SharedModel* m) : m_(m) {}
   ~ExecContext();
   Status init(std::string* message);  // allocates everything once (arena unless per-request)
+  // `sync`: Backend::run (waits, returns its own failure only); false: Backend::submit,
+  // which also returns an earlier asynchronous failure (take_pending) instead of running.
   Status submit(int64_t batch, const float* const* inputs, float* const* outputs, DoneFn done,
                 bool sync, std::string* message);
   // Waits for this context's requests, then returns (and clears) the first failure of an
