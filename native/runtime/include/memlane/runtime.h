@@ -133,8 +133,11 @@ class Runtime {
   // valid until `done` runs (the CUDA backend: on a driver callback thread, and only with
   // its asyncOutputs switch; the CPU backend: before submit returns). At most
   // max_in_flight() requests are in flight, so that many output buffers used in rotation
-  // are never written by two requests at once. A failure of an in-flight request is
-  // returned by a later submit_unchecked or by drain(), which waits for all of them.
+  // are never written by two requests at once. A failure found before the request is in
+  // flight is returned by this call (`done` then never runs; the CPU backend's every
+  // failure). A failure of an in-flight request (the CUDA backend's index out of range,
+  // found on the device) is returned once, by the next submit_unchecked (which then does
+  // not run its own request) or by drain(), which waits for all of them; `done` still runs.
   bool submit_unchecked(int64_t batch, const float* const* inputs, float* const* outputs,
                         std::function<void()> done, RtError* err);
   bool drain(RtError* err);

@@ -52,6 +52,7 @@ class CudaBackendImpl final : public CudaBackend {
     if (model_.plan) return *message = "cuda backend: prepare called twice", Status::kInvalidArgument;
     if (maxBatch < 1) return *message = "maxBatch: expected >= 1, received " + std::to_string(maxBatch), Status::kInvalidArgument;
     MEMLANE_TRY(validate_plan(plan, message));
+    if (model_.prec == Prec::kF16) MEMLANE_TRY(check_fp16_integers(plan, message));
     CUDA_CHECK(cudaSetDevice(device_));
     model_.plan = &plan;
     model_.maxBatch = maxBatch;
@@ -96,17 +97,27 @@ class CudaBackendImpl final : public CudaBackend {
   Status submit(int64_t batch, const float* const* inputs, float* const* outputs, DoneFn done,
                 std::string* message) override {
     MEMLANE_TRY(check_batch(batch, message));
+    // A failed in-flight request of any context is returned by the next submit, whichever
+    // context that one would use (runtime.h); this request then does not run.
+    for (auto& c : contexts_) MEMLANE_TRY(c->take_pending(message));
     ExecContext& c = *contexts_[rr_.fetch_add(1) % contexts_.size()];
     std::lock_guard<std::mutex> lock(c.mutex());
     return c.submit(batch, inputs, outputs, std::move(done), false, message);
   }
 
+  // Waits for every context, even after one reported a failure; returns the first.
   Status drain(std::string* message) override {
+    Status first = Status::kOk;
     for (auto& c : contexts_) {
       std::lock_guard<std::mutex> lock(c->mutex());
-      MEMLANE_TRY(c->drain(message));
+      std::string why;
+      const Status st = c->drain(&why);
+      if (st != Status::kOk && first == Status::kOk) {
+        first = st;
+        *message = why;
+      }
     }
-    return Status::kOk;
+    return first;
   }
 
   int max_in_flight() const override {

@@ -143,10 +143,10 @@ Status ExecContext::run_forward(int64_t batch, char* arena, void* col, std::stri
 void CUDART_CB ExecContext::on_done(void* p) {
   Slot* s = static_cast<Slot*>(p);
   std::string message;
-  s->self->finish(*s, &message);
+  s->self->finish(*s, true, &message);
 }
 
-Status ExecContext::finish(Slot& s, std::string* message) {
+Status ExecContext::finish(Slot& s, bool async, std::string* message) {
   const Plan& plan = *m_->plan;
   if (m_->opt.pinned) {
     size_t off = 0;
@@ -165,10 +165,29 @@ Status ExecContext::finish(Slot& s, std::string* message) {
     st = Status::kInvalidArgument;
     *s.errHost = 0;
   }
-  if (s.doneFn) {
-    DoneFn fn = std::move(s.doneFn);
-    s.doneFn = nullptr;
-    fn(st, st == Status::kOk ? std::string() : *message);
+  if (async && st != Status::kOk) {  // keep the first: later ones are usually its repeats
+    std::lock_guard<std::mutex> lock(pendingMu_);
+    if (pending_ == Status::kOk) {
+      pending_ = st;
+      pendingMessage_ = *message;
+    }
+  }
+  // Completed exactly once (backend.h): an asynchronous request's submit returned kOk, so
+  // its `done` runs whatever the outcome; a synchronous one's failure is returned by
+  // submit instead, and `done` does not run.
+  DoneFn fn = std::move(s.doneFn);
+  s.doneFn = nullptr;
+  if (fn && (async || st == Status::kOk)) fn(st, st == Status::kOk ? std::string() : *message);
+  return st;
+}
+
+Status ExecContext::take_pending(std::string* message) {
+  std::lock_guard<std::mutex> lock(pendingMu_);
+  const Status st = pending_;
+  if (st != Status::kOk) {
+    *message = std::move(pendingMessage_);
+    pendingMessage_.clear();
+    pending_ = Status::kOk;
   }
   return st;
 }
@@ -180,8 +199,11 @@ Status ExecContext::submit(int64_t batch, const float* const* inputs, float* con
   Slot& s = slots_[next_];
   next_ = (next_ + 1) % nslots_;
   // The slot's previous request (its copies and its host callback) must be complete;
-  // an asynchronous failure of that request surfaces here.
+  // for a submit (not run(): sync on entry), an asynchronous failure of that request or
+  // an earlier one is returned here, and this request is not run (no `done`: backend.h).
+  const bool fromRun = sync;
   CUDA_CHECK(cudaEventSynchronize(s.done));
+  if (!fromRun) MEMLANE_TRY(take_pending(message));
 
   char* arena = arena_;
   void* col = col_;
@@ -211,6 +233,11 @@ Status ExecContext::submit(int64_t batch, const float* const* inputs, float* con
   env.weights = &m_->weights;
   env.arena = arena;
   env.halfArena = m_->halfArena;
+
+  // 0. A clean error word for this request, whatever an earlier one left (a failed forward
+  // or copy returns before the word is read). Stream-ordered after the previous request's
+  // read of it; enqueue-only, outside the captured forward.
+  if (err_) CUDA_CHECK(cudaMemsetAsync(err_, 0, sizeof(int), compute_));
 
   // 1. Inputs: host -> (pinned) -> device slot on the copy stream -> arena.
   if (s.devIn) CUDA_CHECK(cudaStreamWaitEvent(copy_, s.inFree, 0));
@@ -261,28 +288,34 @@ Status ExecContext::submit(int64_t batch, const float* const* inputs, float* con
     s.userOut[i] = outputs[i];
     off += staged(n);
   }
-  if (err_) {  // the index ops' verdict travels with the outputs, then the word is reset
+  if (err_)  // the index ops' verdict travels with the outputs (the word is reset at step 0)
     CUDA_CHECK(cudaMemcpyAsync(s.errHost, err_, sizeof(int), cudaMemcpyDeviceToHost, compute_));
-    CUDA_CHECK(cudaMemsetAsync(err_, 0, sizeof(int), compute_));
-  }
   s.batch = batch;
-  s.doneFn = std::move(done);
 
-  // 4. Completion: a host callback after the copies (asyncOutputs), or wait here.
+  // 4. Completion: a host callback after the copies (asyncOutputs), or wait here. The slot
+  // holds `done` only once nothing can fail before its callback (a failed launch leaves it
+  // empty: that request's submit returns the error and `done` never runs).
   if (!sync && o.asyncOutputs) {
-    CUDA_CHECK(cudaLaunchHostFunc(compute_, &ExecContext::on_done, &s));
+    s.doneFn = std::move(done);
+    const cudaError_t e = cudaLaunchHostFunc(compute_, &ExecContext::on_done, &s);
+    if (e != cudaSuccess) {
+      s.doneFn = nullptr;
+      *message = cuda_error_text("cudaLaunchHostFunc(on_done)", e, __FILE__, __LINE__);
+      return status_of(e);
+    }
     CUDA_CHECK(cudaEventRecord(s.done, compute_));
     return Status::kOk;
   }
   CUDA_CHECK(cudaEventRecord(s.done, compute_));
   CUDA_CHECK(cudaEventSynchronize(s.done));
-  return finish(s, message);
+  s.doneFn = std::move(done);
+  return finish(s, false, message);
 }
 
 Status ExecContext::drain(std::string* message) {
   if (copy_ != compute_) CUDA_CHECK(cudaStreamSynchronize(copy_));
   CUDA_CHECK(cudaStreamSynchronize(compute_));
-  return Status::kOk;
+  return take_pending(message);
 }
 
 std::string ExecContext::notes() const {

@@ -41,9 +41,16 @@ class ExecContext {
   explicit ExecContext(const SharedModel* m) : m_(m) {}
   ~ExecContext();
   Status init(std::string* message);  // allocates everything once (arena unless per-request)
+  // `sync`: Backend::run (waits, returns its own failure only); false: Backend::submit,
+  // which also returns an earlier asynchronous failure (take_pending) instead of running.
   Status submit(int64_t batch, const float* const* inputs, float* const* outputs, DoneFn done,
                 bool sync, std::string* message);
+  // Waits for this context's requests, then returns (and clears) the first failure of an
+  // asynchronous one, as take_pending.
   Status drain(std::string* message);
+  // The first failure of an asynchronous request (its DoneFn got it too, but the caller of
+  // Runtime::submit_unchecked only learns of it here: runtime.h), cleared once returned.
+  Status take_pending(std::string* message);
   std::mutex& mutex() { return mu_; }
   uint64_t device_bytes() const { return device_bytes_; }
   int slots() const { return nslots_; }  // requests this context can hold in flight
@@ -67,17 +74,24 @@ class ExecContext {
   static void CUDART_CB on_done(void* slot);
   Status forward(int64_t batch, char* arena, void* col, std::string* message);
   Status run_forward(int64_t batch, char* arena, void* col, std::string* message);
-  Status finish(Slot& s, std::string* message);  // the request's status (an index out of range)
+  // The request's status (an index out of range); records a failure of an asynchronous
+  // request (`async`: from on_done, which has nobody to return it to) as pending.
+  Status finish(Slot& s, bool async, std::string* message);
   Status alloc(void** p, size_t bytes, std::string* message);
 
   const SharedModel* m_;
   std::mutex mu_;
+  // Guards the pending failure: set by on_done on a driver thread while a submit holding
+  // mu_ may be waiting for that very callback, so it cannot be mu_.
+  std::mutex pendingMu_;
+  Status pending_ = Status::kOk;
+  std::string pendingMessage_;
   cudaStream_t compute_ = nullptr, copy_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   void* blasWorkspace_ = nullptr;
   char* arena_ = nullptr;
   void* col_ = nullptr;
-  int* err_ = nullptr;  // device error word of the index ops (data_kernels.h), reset after each request
+  int* err_ = nullptr;  // device error word of the index ops (data_kernels.h), reset as each submit starts
   Slot slots_[2];
   int next_ = 0;
   int nslots_ = 1;

@@ -41,6 +41,9 @@ void* tensor_ptr(const ForwardEnv& env, int32_t id, int64_t batch);
 int64_t max_col_elems_per_sample(const Plan& plan);
 
 Status validate_plan(const Plan& plan, std::string* message);
+// The fp16 setting's own refusal (fp16_checks.cc): integers carried through float32 tensors
+// and cast back to an integer type (half is exact only up to 2048).
+Status check_fp16_integers(const Plan& plan, std::string* message);
 Status enqueue_forward(const ForwardEnv& env, int64_t batch, cudaStream_t s, std::string* message);
 
 }  // namespace memlane::cuda

@@ -28,6 +28,16 @@ __device__ float block_reduce(float v, float* red, bool is_max) {
   return r;
 }
 
+// The mask term, clamped at -FLT_MAX: a fully masked row stays finite and comes out uniform,
+// as on the CPU (score + -FLT_MAX == -FLT_MAX there), not NaN. In half, -65504 is what any
+// mask at or below it saturated to (common.cuh: -1e9, finfo.min, -inf), so it stands for
+// -FLT_MAX: added as -65504 in float the row would give the softmax of the raw scores.
+__device__ __forceinline__ float mask_term(float v) { return fmaxf(v, -FLT_MAX); }
+__device__ __forceinline__ float mask_term(__half v) {
+  const float f = __half2float(v);
+  return f <= -65504.f ? -FLT_MAX : f;
+}
+
 template <typename T>
 __global__ void k_attention(const T* q, const T* kt, const T* v, const T* mask, T* y, AttentionDesc d,
                             int64_t rows) {
@@ -52,7 +62,7 @@ __global__ void k_attention(const T* q, const T* kt, const T* v, const T* mask, 
       float acc = 0.f;
       for (int64_t c = 0; c < d.d; ++c) acc += to_f(qr[c]) * to_f(k[c * d.T + j]);
       acc *= d.scale;
-      if (m) acc += to_f(m[j * d.mask_col]);
+      if (m) acc += mask_term(m[j * d.mask_col]);
       scores[j] = acc;
       mx = fmaxf(mx, acc);
     }

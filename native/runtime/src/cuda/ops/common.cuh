@@ -14,7 +14,15 @@ __device__ __forceinline__ float to_f(float v) { return v; }
 __device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
 template <typename T> __device__ __forceinline__ T from_f(float v);
 template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+// float -> fp16 saturates at the largest finite half (65504) instead of rounding to
+// infinity: a -FLT_MAX attention mask (cpu: finite) must stay finite, or a fully masked
+// row becomes 0 * inf = NaN where the CPU gives a uniform row. NaN stays NaN (the
+// comparisons are false for it).
+__device__ __forceinline__ __half half_sat(float v) {
+  constexpr float kHalfMax = 65504.f;
+  return __float2half_rn(v > kHalfMax ? kHalfMax : v < -kHalfMax ? -kHalfMax : v);
+}
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return half_sat(v); }
 
 inline constexpr int kThreads = 256;
 inline unsigned blocks_for(int64_t n) {

@@ -14,7 +14,7 @@ template <> struct Compute<__half> { using type = float; };
 template <typename S> __device__ __forceinline__ typename Compute<S>::type load(const S* p, int64_t i) { return p[i]; }
 template <> __device__ __forceinline__ float load<__half>(const __half* p, int64_t i) { return __half2float(p[i]); }
 template <typename S> __device__ __forceinline__ void store(S* p, int64_t i, typename Compute<S>::type v) { p[i] = v; }
-template <> __device__ __forceinline__ void store<__half>(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
+template <> __device__ __forceinline__ void store<__half>(__half* p, int64_t i, float v) { p[i] = half_sat(v); }
 
 template <typename T> __device__ __forceinline__ T div_of(T a, T b) {
   if constexpr (std::is_floating_point<T>::value) return a / b;

@@ -46,7 +46,7 @@ int64_t count(const DataBroadcast& d) {
 template <typename S> __device__ __forceinline__ double to_d(S v) { return double(v); }
 template <> __device__ __forceinline__ double to_d<__half>(__half v) { return double(__half2float(v)); }
 template <typename S> __device__ __forceinline__ S from_d(double v) { return S(v); }
-template <> __device__ __forceinline__ __half from_d<__half>(double v) { return __float2half_rn(float(v)); }
+template <> __device__ __forceinline__ __half from_d<__half>(double v) { return half_sat(float(v)); }
 template <> __device__ __forceinline__ uint8_t from_d<uint8_t>(double v) { return v != 0.0 ? 1 : 0; }
 
 template <typename From, typename To>
@@ -55,7 +55,7 @@ __global__ void k_cast(const From* x, To* y, int64_t n) {
     if constexpr (std::is_same<To, uint8_t>::value) y[i] = to_d(x[i]) != 0.0 ? 1 : 0;
     else if constexpr (std::is_integral<From>::value && std::is_integral<To>::value) y[i] = To(x[i]);
     else if constexpr (std::is_same<From, __half>::value) y[i] = from_d<To>(double(__half2float(x[i])));
-    else if constexpr (std::is_same<To, __half>::value) y[i] = __float2half_rn(float(x[i]));
+    else if constexpr (std::is_same<To, __half>::value) y[i] = half_sat(float(x[i]));
     else y[i] = To(x[i]);
   }
 }

@@ -12,12 +12,15 @@ __global__ void k_softmax(const T* x, T* y, int64_t outer, int64_t axis, int64_t
     int64_t o = r / inner, in = r % inner;
     const T* xp = x + o * axis * inner + in;
     T* yp = y + o * axis * inner + in;
+    // Inputs are clamped at -FLT_MAX: a row of -inf (a masked row) stays finite and comes
+    // out uniform instead of NaN (-inf - -inf), and a -inf among finite values gives 0.
+    auto at = [&](int64_t a) { return fmaxf(to_f(xp[a * inner]), -FLT_MAX); };
     float m = -FLT_MAX;
-    for (int64_t a = 0; a < axis; ++a) m = fmaxf(m, to_f(xp[a * inner]));
+    for (int64_t a = 0; a < axis; ++a) m = fmaxf(m, at(a));
     float s = 0.f;
-    for (int64_t a = 0; a < axis; ++a) s += expf(to_f(xp[a * inner]) - m);
+    for (int64_t a = 0; a < axis; ++a) s += expf(at(a) - m);
     float inv = 1.f / s;
-    for (int64_t a = 0; a < axis; ++a) yp[a * inner] = from_f<T>(expf(to_f(xp[a * inner]) - m) * inv);
+    for (int64_t a = 0; a < axis; ++a) yp[a * inner] = from_f<T>(expf(at(a) - m) * inv);
   }
 }
 }  // namespace

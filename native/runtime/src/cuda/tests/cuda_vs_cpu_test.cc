@@ -3,12 +3,14 @@
 // the memlane-onnx-*/ folders that test/fixtures/onnx/make_plans.ts fills, found in
 // $MEMLANE_TEST_CACHE or else $TMPDIR), under several technique settings, batch 1 and 3, each
 // run three times (eager, graph capture, graph replay), plus async submit and two threads.
-// Tolerances (max abs diff / max(1, max |cpu|)): fp32 1e-4; fp16 2e-2 (half storage of
-// every activation and weight, fp32 accumulation).
+// Tolerances for float outputs (max abs diff / max(1, max |cpu|)): fp32 1e-4; fp16 2e-2 (half
+// storage of every activation and weight, fp32 accumulation). Integer and bool outputs must
+// match exactly in every setting (test_io.h).
 //
 // The plan v2 plans (test_plans_data.cc) feed int64/int32 inputs values in their plan's range
-// (test_io.h) and compare outputs of every dtype; an out-of-range Gather index must fail the
-// request on both backends.
+// (test_io.h) and compare outputs of every dtype; an out-of-range Gather (int64) or GatherND
+// (int32 tuple) index must fail the request on both backends, under every setting and through
+// run, synchronous and asynchronous submit, and drain (index_error_check).
 //
 // Host checks run first and need no GPU: switch parsing, every test plan accepted by the
 // CUDA op validator and run by the CPU backend on the test's inputs (the refused ones refused), madvise release refused on anonymous memory and safe on a file
@@ -21,6 +23,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -249,44 +252,194 @@ void compare(const std::string& name, const Plan& plan, const Variant& v, int64_
   if (v.switches.empty()) std::printf("    notes: %s\n", cb->notes().c_str());
 }
 
+// The settings every plan is compared under.
+std::vector<Variant> variants() {
+  return {
+      {"fp32 all techniques", {}, 1e-4},
+      {"fp32 all off", {{"arena", "per-request"}, {"pinned", "false"}, {"overlap", "false"}, {"asyncOutputs", "false"}, {"cudaGraph", "false"}}, 1e-4},
+      {"fp32 contexts=2", {{"contexts", "2"}}, 1e-4},
+      {"fp16", {{"fp16", "true"}}, 2e-2},
+  };
+}
+
+// A plan whose first input holds indices, the values that are out of range at element
+// `at` of one sample, and the op the error must name.
+struct IndexCase {
+  const char* name;
+  const char* op;
+  mltest::PlanBuilder plan;
+  int64_t lo, hi;  // valid index values
+  size_t at;
+  std::vector<int64_t> bad;
+};
+
+std::vector<IndexCase> index_cases() {
+  std::vector<IndexCase> v;
+  {  // table [4, 3]: valid ids -4..3
+    IndexCase c{"Gather int64", "Gather", {}, 0, 3, 1, {9, -5}};
+    int w = c.plan.weight("emb", {4, 3}, std::vector<float>(12, 0.5f));
+    int ids = c.plan.tensor("ids", {-1, 2}, "input", "int64");
+    int y = c.plan.tensor("y", {-1, 2, 3}, "output");
+    c.plan.op("Gather", {w, ids}, {y}, mltest::Attrs{{"axis", int64_t(0)}});
+    v.push_back(std::move(c));
+  }
+  {  // data [3, 5, 2], one (i0, i1) tuple a sample: i1 = 7 or -6 is out of range (dim 5)
+    IndexCase c{"GatherND int32 tuple", "GatherND", {}, 0, 2, 1, {7, -6}};
+    std::vector<float> w(30);
+    for (size_t k = 0; k < w.size(); ++k) w[k] = 0.25f * float(k);
+    int d = c.plan.weight("w", {3, 5, 2}, w);
+    int idx = c.plan.tensor("idx", {-1, 2}, "input", "int32");
+    int y = c.plan.tensor("y", {-1, 2}, "output");
+    c.plan.op("GatherND", {d, idx}, {y});
+    v.push_back(std::move(c));
+  }
+  return v;
+}
+
+void set_index(Io& io, const Plan& plan, size_t k, int64_t value) {
+  if (plan.tensors[plan.inputs[0]].dtype == DType::kInt32) reinterpret_cast<int32_t*>(io.in[0].data())[k] = int32_t(value);
+  else reinterpret_cast<int64_t*>(io.in[0].data())[k] = value;
+}
+
+// Host half of the index checks (no GPU): each case's plan is one the CUDA validator
+// accepts, and its bad values are out of range for the CPU backend too.
+void index_cases_host(const std::string& dir) {
+  for (const IndexCase& c : index_cases()) {
+    auto f = write_and_read(c.plan, dir + "/index.mlplan");
+    if (!f) continue;
+    Status st;
+    std::string msg;
+    CHECK(cuda::validate_plan(f->plan(), &msg) == Status::kOk, "validate %s: %s", c.name, msg.c_str());
+    auto cpu = make_cpu_backend(BackendOptions{}, &st, &msg);
+    CHECK(cpu && cpu->prepare(f->plan(), 2, &msg) == Status::kOk, "cpu prepare %s: %s", c.name, msg.c_str());
+    if (!cpu) continue;
+    Io good = make_io(f->plan(), 2, 1, c.lo, c.hi);
+    CHECK(cpu->run(2, good.inp.data(), good.outp.data(), &msg) == Status::kOk, "cpu %s valid: %s", c.name, msg.c_str());
+    for (int64_t bad : c.bad) {
+      Io a = make_io(f->plan(), 1, 1, c.lo, c.hi);
+      set_index(a, f->plan(), c.at, bad);
+      CHECK(cpu->run(1, a.inp.data(), a.outp.data(), &msg) == Status::kInvalidArgument, "cpu %s accepted index %lld",
+            c.name, (long long)bad);
+    }
+  }
+}
+
+// fp16 refuses integers carried through float32 and cast back (fp16_checks.cc), not an
+// integer mask that stays float; fp32 takes both.
+void fp16_integer_checks(const std::string& dir) {
+  for (bool back : {true, false}) {
+    mltest::PlanBuilder b;
+    int ids = b.tensor("ids", {-1, 4}, "input", "int64");
+    int f = b.tensor("f", {-1, 4}, "activation");
+    b.op("Cast", {ids}, {f}, mltest::Attrs{{"to", std::string("float32")}});
+    int k = b.weight("k", {1}, {3.f});
+    int g = b.tensor("g", {-1, 4}, back ? "activation" : "output");
+    b.op("Mul", {f, k}, {g});
+    if (back) {
+      int y = b.tensor("y", {-1, 4}, "output", "int64");
+      b.op("Cast", {g}, {y}, mltest::Attrs{{"to", std::string("int64")}});
+    }
+    auto pf = write_and_read(b, dir + "/fp16int.mlplan");
+    if (!pf) continue;
+    std::string msg;
+    CHECK(cuda::validate_plan(pf->plan(), &msg) == Status::kOk, "fp32 refused a Cast round trip: %s", msg.c_str());
+    const Status st = cuda::check_fp16_integers(pf->plan(), &msg);
+    if (back)
+      CHECK(st == Status::kUnsupportedOp && msg.find("2048") != std::string::npos, "fp16 took int -> float32 -> int: %s (%s)",
+            status_name(st), msg.c_str());
+    else
+      CHECK(st == Status::kOk, "fp16 refused an integer cast that stays float: %s", msg.c_str());
+  }
+}
+
+// Requests completed through submit(): how many `done` calls, how many with a failure.
+struct DoneCount {
+  std::atomic<int> calls{0}, failed{0};
+  DoneFn fn() {
+    return [this](Status s, const std::string&) {
+      if (s != Status::kOk) ++failed;
+      ++calls;
+    };
+  }
+  bool wait(int n) const {  // the driver's callback thread runs `done` after the request
+    for (int i = 0; i < 1000 && calls < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return calls >= n;
+  }
+};
+
 // An index out of range is the request's INVALID_ARGUMENT on both backends (never a read
 // outside the table), and the next request with valid indices runs clean (the device error
-// word was reset), synchronously and through submit().
-void index_error_check(const std::string& dir) {
-  cudatest::NamedPlan np{"Gather index out of range", {}};
-  int w = np.plan.weight("emb", {4, 3}, std::vector<float>(12, 0.5f));
-  int ids = np.plan.tensor("ids", {-1, 2}, "input", "int64");
-  int y = np.plan.tensor("y", {-1, 2, 3}, "output");
-  np.plan.op("Gather", {w, ids}, {y}, mltest::Attrs{{"axis", int64_t(0)}});
-  auto f = write_and_read(np.plan, dir + "/index.mlplan");
+// word is reset), under every setting: run(); a synchronous submit (asyncOutputs=0 or
+// arena=per-request) returns the failure and does not call `done`; an asynchronous one
+// calls `done` with it, and the failure is returned once more, by the next submit (which
+// does not run) or by drain().
+void index_error_check(const std::string& dir, const IndexCase& c, const Variant& v) {
+  auto f = write_and_read(c.plan, dir + "/index.mlplan");
   if (!f) return;
+  const Plan& plan = f->plan();
+  const std::string tag = std::string(c.name) + " [" + v.name + "]";
   Status st;
   std::string msg;
-  auto cpu = make_cpu_backend(BackendOptions{}, &st, &msg);
-  auto be = make_cuda_backend(BackendOptions{}, &st, &msg);
-  if (!cpu || !be || be->prepare(f->plan(), 2, &msg) != Status::kOk || cpu->prepare(f->plan(), 2, &msg) != Status::kOk) {
-    CHECK(false, "index check setup: %s", msg.c_str());
+  BackendOptions bo;
+  bo.switches = v.switches;
+  auto cpu = make_cpu_backend(bo, &st, &msg);
+  auto be = make_cuda_backend(bo, &st, &msg);
+  if (!cpu || !be || be->prepare(plan, 2, &msg) != Status::kOk || cpu->prepare(plan, 2, &msg) != Status::kOk) {
+    CHECK(false, "index check setup %s: %s", tag.c_str(), msg.c_str());
     return;
   }
-  for (int64_t bad : {int64_t(9), int64_t(-5)}) {
-    Io a = make_io(f->plan(), 1, 1, 0, 3), b = make_io(f->plan(), 1, 1, 0, 3);
-    reinterpret_cast<int64_t*>(a.in[0].data())[1] = bad;
-    reinterpret_cast<int64_t*>(b.in[0].data())[1] = bad;
-    CHECK(cpu->run(1, a.inp.data(), a.outp.data(), &msg) == Status::kInvalidArgument, "cpu accepted index %lld", (long long)bad);
+  auto names_op = [&](const std::string& m) { return m.find(std::string("op ") + c.op + " ") != std::string::npos; };
+  auto clean_run = [&](const char* after) {
+    Io ref = make_io(plan, 2, 2, c.lo, c.hi), got = make_io(plan, 2, 2, c.lo, c.hi);
+    CHECK(cpu->run(2, ref.inp.data(), ref.outp.data(), &msg) == Status::kOk, "cpu run: %s", msg.c_str());
+    st = be->run(2, got.inp.data(), got.outp.data(), &msg);
+    CHECK(st == Status::kOk, "%s: cuda run after %s: %s", tag.c_str(), after, msg.c_str());
+    CHECK(rel_diff(plan, 2, got, ref) == 0, "%s: cuda differs after %s", tag.c_str(), after);
+  };
+  for (int64_t bad : c.bad) {
+    Io a = make_io(plan, 1, 1, c.lo, c.hi), b = make_io(plan, 1, 1, c.lo, c.hi);
+    set_index(a, plan, c.at, bad);
+    set_index(b, plan, c.at, bad);
+    CHECK(cpu->run(1, a.inp.data(), a.outp.data(), &msg) == Status::kInvalidArgument, "%s: cpu accepted index %lld",
+          tag.c_str(), (long long)bad);
     st = be->run(1, b.inp.data(), b.outp.data(), &msg);
-    CHECK(st == Status::kInvalidArgument && msg.find("Gather") != std::string::npos, "cuda index %lld: %s (%s)",
-          (long long)bad, status_name(st), msg.c_str());
-    Io c = make_io(f->plan(), 2, 2, 0, 3), d = make_io(f->plan(), 2, 2, 0, 3);
-    CHECK(cpu->run(2, c.inp.data(), c.outp.data(), &msg) == Status::kOk, "cpu run: %s", msg.c_str());
-    CHECK(be->run(2, d.inp.data(), d.outp.data(), &msg) == Status::kOk, "cuda run after an index error: %s", msg.c_str());
-    CHECK(rel_diff(f->plan(), 2, d, c) == 0, "cuda differs after an index error");
+    CHECK(st == Status::kInvalidArgument && names_op(msg), "%s: cuda index %lld: %s (%s)", tag.c_str(), (long long)bad,
+          status_name(st), msg.c_str());
+    clean_run("an index error");
   }
-  Io e = make_io(f->plan(), 1, 3, 0, 3);
-  reinterpret_cast<int64_t*>(e.in[0].data())[0] = 4;
-  std::atomic<int> failed{0};
-  st = be->submit(1, e.inp.data(), e.outp.data(), [&](Status s, const std::string&) { if (s == Status::kInvalidArgument) ++failed; }, &msg);
-  CHECK(st == Status::kOk && be->drain(&msg) == Status::kOk && failed == 1, "submit with a bad index: done saw %d failure(s)", failed.load());
-  std::printf("  index out of range: INVALID_ARGUMENT on both backends, clean run after (%d failure(s) so far)\n", failures);
+  const bool async = !(v.switches.count("asyncOutputs") && v.switches.at("asyncOutputs") == "false") &&
+                     !(v.switches.count("arena") && v.switches.at("arena") == "per-request");
+  Io e = make_io(plan, 1, 3, c.lo, c.hi), ok = make_io(plan, 1, 4, c.lo, c.hi);
+  set_index(e, plan, c.at, c.bad[0]);
+  DoneCount bad1;
+  st = be->submit(1, e.inp.data(), e.outp.data(), bad1.fn(), &msg);
+  if (!async) {
+    CHECK(st == Status::kInvalidArgument && names_op(msg), "%s: sync submit of a bad index: %s (%s)", tag.c_str(),
+          status_name(st), msg.c_str());
+    CHECK(bad1.calls == 0, "%s: a failed sync submit also called done (%d)", tag.c_str(), bad1.calls.load());
+  } else {
+    CHECK(st == Status::kOk, "%s: async submit: %s (%s)", tag.c_str(), status_name(st), msg.c_str());
+    CHECK(bad1.wait(1) && bad1.failed == 1, "%s: done saw %d failure(s) of %d call(s)", tag.c_str(), bad1.failed.load(),
+          bad1.calls.load());
+    DoneCount next;  // the failure comes back from the next submit, which does not run
+    st = be->submit(1, ok.inp.data(), ok.outp.data(), next.fn(), &msg);
+    CHECK(st == Status::kInvalidArgument && names_op(msg), "%s: next submit after a failed async request: %s (%s)",
+          tag.c_str(), status_name(st), msg.c_str());
+    CHECK(be->drain(&msg) == Status::kOk && next.calls == 0, "%s: the refused submit ran (%d) or drain failed: %s",
+          tag.c_str(), next.calls.load(), msg.c_str());
+    DoneCount bad2;  // or from drain, once
+    st = be->submit(1, e.inp.data(), e.outp.data(), bad2.fn(), &msg);
+    CHECK(st == Status::kOk, "%s: async submit: %s", tag.c_str(), msg.c_str());
+    st = be->drain(&msg);
+    CHECK(st == Status::kInvalidArgument && names_op(msg), "%s: drain after a failed async request: %s (%s)", tag.c_str(),
+          status_name(st), msg.c_str());
+    CHECK(be->drain(&msg) == Status::kOk, "%s: a second drain repeated the failure: %s", tag.c_str(), msg.c_str());
+  }
+  DoneCount good;  // and then a valid request through submit completes normally
+  st = be->submit(1, ok.inp.data(), ok.outp.data(), good.fn(), &msg);
+  CHECK(st == Status::kOk && be->drain(&msg) == Status::kOk && good.wait(1) && good.failed == 0,
+        "%s: valid submit after the failures: %s (%d done)", tag.c_str(), msg.c_str(), good.calls.load());
+  clean_run("a failed submit");
 }
 
 }  // namespace
@@ -306,10 +459,15 @@ int main(int argc, char** argv) {
   {  // every compiled fixture model must be accepted by the CUDA op validator
     std::string m;
     auto fixtures = fixture_plans();
-    for (const auto& [name, f] : fixtures)
+    for (const auto& [name, f] : fixtures) {
       CHECK(cuda::validate_plan(f->plan(), &m) == Status::kOk, "validate %s: %s", name.c_str(), m.c_str());
+      if (cuda::check_fp16_integers(f->plan(), &m) != Status::kOk)  // a fact to know, not a failure
+        std::printf("  fp16 refuses %s: %s\n", name.c_str(), m.c_str());
+    }
     std::printf("validated %zu compiled fixture plan(s)\n", fixtures.size());
   }
+  index_cases_host(dir);
+  fp16_integer_checks(dir);
   if (host_only) return failures ? 1 : 0;
 
   Status st;
@@ -319,12 +477,7 @@ int main(int argc, char** argv) {
     std::printf("SKIP cuda_vs_cpu: CUDA backend unavailable (%s: %s)\n", status_name(st), msg.c_str());
     return failures ? 1 : 77;
   }
-  const std::vector<Variant> variants = {
-      {"fp32 all techniques", {}, 1e-4},
-      {"fp32 all off", {{"arena", "per-request"}, {"pinned", "false"}, {"overlap", "false"}, {"asyncOutputs", "false"}, {"cudaGraph", "false"}}, 1e-4},
-      {"fp32 contexts=2", {{"contexts", "2"}}, 1e-4},
-      {"fp16", {{"fp16", "true"}}, 2e-2},
-  };
+  const std::vector<Variant> settings = variants();
   std::vector<std::pair<std::string, std::unique_ptr<PlanFile>>> files = fixture_plans();
   std::set<std::string> fp32Only;
   std::map<std::string, std::pair<int64_t, int64_t>> intRange;  // fixture models: ids, masks in [0, 1]
@@ -336,10 +489,18 @@ int main(int argc, char** argv) {
   for (const auto& [name, f] : files) {
     if (!f) continue;
     const auto range = intRange.count(name) ? intRange[name] : std::pair<int64_t, int64_t>(0, 1);
-    for (const Variant& v : variants)
+    for (const Variant& v : settings)
       if (!(fp32Only.count(name) && v.switches.count("fp16"))) compare(name, f->plan(), v, 3, range.first, range.second);
   }
-  index_error_check(dir);
-  std::printf("cuda_vs_cpu: %zu plans x %zu variants, %d failure(s)\n", files.size(), variants.size(), failures);
+  // The index checks also run with only the switches that change how a request completes.
+  std::vector<Variant> indexSettings = settings;
+  indexSettings.push_back({"asyncOutputs=0", {{"asyncOutputs", "false"}}, 0});
+  indexSettings.push_back({"arena=per-request", {{"arena", "per-request"}}, 0});
+  const int before = failures;
+  for (const IndexCase& c : index_cases())
+    for (const Variant& v : indexSettings) index_error_check(dir, c, v);
+  std::printf("  index out of range (Gather int64, GatherND int32) x %zu settings: %d failure(s)\n",
+              indexSettings.size(), failures - before);
+  std::printf("cuda_vs_cpu: %zu plans x %zu variants, %d failure(s)\n", files.size(), settings.size(), failures);
   return failures ? 1 : 0;
 }

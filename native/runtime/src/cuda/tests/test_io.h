@@ -1,5 +1,6 @@
 // Request buffers for the CUDA-vs-CPU comparison in every plan dtype: inputs generated per
-// dtype (floats in [-1, 1), integers in [lo, hi], bools 0/1), outputs compared as numbers.
+// dtype (floats in [-1, 1), integers in [lo, hi], bools 0/1); float outputs compared within a
+// tolerance, integer and bool outputs exactly.
 #pragma once
 
 #include <algorithm>
@@ -52,28 +53,40 @@ inline Io make_io(const memlane::Plan& p, int64_t batch, uint64_t seed, int64_t 
   return io;
 }
 
-inline double element(const std::vector<uint64_t>& buf, memlane::DType t, size_t k) {
+// An integer or bool element as an integer (exact for every int64).
+inline int64_t int_element(const std::vector<uint64_t>& buf, memlane::DType t, size_t k) {
   using memlane::DType;
   switch (t) {
-    case DType::kFloat32: return reinterpret_cast<const float*>(buf.data())[k];
-    case DType::kInt64: return double(reinterpret_cast<const int64_t*>(buf.data())[k]);
+    case DType::kInt64: return reinterpret_cast<const int64_t*>(buf.data())[k];
     case DType::kInt32: return reinterpret_cast<const int32_t*>(buf.data())[k];
     default: return reinterpret_cast<const uint8_t*>(buf.data())[k];
   }
 }
 
+inline constexpr double kMismatch = 1e30;  // worse than any tolerance
+
 // Worst over the outputs of max |got - ref| / max(1, max |ref|); NaN counts as 1e30.
+// Integer and bool outputs must match exactly (an index or a count off by one is wrong at
+// any tolerance, and the relative scale would hide it behind a large |ref|): any
+// difference counts as 1e30.
 inline double rel_diff(const memlane::Plan& p, int64_t batch, const Io& got, const Io& ref) {
   double worst = 0;
   for (size_t o = 0; o < p.outputs.size(); ++o) {
     const memlane::TensorInfo& t = p.tensors[p.outputs[o]];
     const size_t n = size_t(batch * t.elements());
+    if (t.dtype != memlane::DType::kFloat32) {
+      for (size_t k = 0; k < n; ++k)
+        if (int_element(got.out[o], t.dtype, k) != int_element(ref.out[o], t.dtype, k)) return kMismatch;
+      continue;
+    }
     double m = 1, d = 0;
     for (size_t k = 0; k < n; ++k) {
-      const double r = element(ref.out[o], t.dtype, k), g = element(got.out[o], t.dtype, k);
+      const double r = reinterpret_cast<const float*>(ref.out[o].data())[k];
+      const double g = reinterpret_cast<const float*>(got.out[o].data())[k];
       m = std::max(m, std::fabs(r));
       const double e = std::fabs(g - r);
-      d = std::isnan(e) ? 1e30 : std::max(d, e);
+      if (std::isnan(e)) return kMismatch;  // not scaled down by a large |ref|
+      d = std::max(d, e);
     }
     worst = std::max(worst, d / m);
   }

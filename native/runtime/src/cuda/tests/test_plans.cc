@@ -1,5 +1,6 @@
 #include "test_plans.h"
 
+#include <cfloat>
 #include <cstdint>
 
 namespace cudatest {
@@ -456,6 +457,34 @@ std::vector<NamedPlan> op_plans() {
     int m = np.plan.weight("mask", {1, 1, S, S}, mask);
     int y = np.plan.output("y", {3, S, 6});
     np.plan.op("Attention", {q, kt, vv, m}, {y}, Attrs{{"scale", 0.35}});
+    v.push_back(std::move(np));
+  }
+  {  // -FLT_MAX masks with whole rows masked: both backends give those rows uniform weights
+    // (fp16 used to turn the mask into -inf and the rows into NaN).
+    NamedPlan np{"Attention, fully masked rows, -FLT_MAX weight mask", {}};
+    const int64_t S = 6;
+    std::vector<float> mask(size_t(S * S));
+    for (int64_t i = 0; i < S; ++i)
+      for (int64_t j = 0; j < S; ++j) mask[size_t(i * S + j)] = (i % 2 == 0 || j > i) ? -FLT_MAX : 0.f;
+    int q = np.plan.input("q", {2, S, 4});
+    int kt = np.plan.input("kt", {2, 4, S});
+    int vv = np.plan.input("v", {2, S, 3});
+    int m = np.plan.weight("mask", {1, 1, S, S}, mask);
+    int y = np.plan.output("y", {2, S, 3});
+    np.plan.op("Attention", {q, kt, vv, m}, {y}, Attrs{{"scale", 0.5}});
+    v.push_back(std::move(np));
+  }
+  {  // the unfused form: Softmax over scores + a -FLT_MAX mask, a whole row masked
+    NamedPlan np{"Softmax of x + fully masking -FLT_MAX row", {}};
+    std::vector<float> mask(24, 0.f);
+    for (int k = 0; k < 6; ++k) mask[size_t(k)] = -FLT_MAX;  // row 0 fully masked
+    mask[10] = -FLT_MAX;
+    int x = np.plan.input("x", {4, 6});
+    int mw = np.plan.weight("mask", {4, 6}, mask);
+    int s = np.plan.act("s", {4, 6});
+    int y = np.plan.output("y", {4, 6});
+    np.plan.op("Add", {x, mw}, {s});
+    np.plan.op("Softmax", {s}, {y}, Attrs{{"axis", int64_t(1)}});
     v.push_back(std::move(np));
   }
   {
