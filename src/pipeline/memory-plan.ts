@@ -10,7 +10,7 @@ import { readFileSync } from "node:fs";
 import { loadCalibration } from "../estimate/cache.ts";
 import { features, modelTerms } from "../estimate/model-terms.ts";
 import { predictedPeak } from "../estimate/predict.ts";
-import { type EstimateReport, estimatesForReport } from "../estimate/report-estimates.ts";
+import { type DistributedEstimateCheck, type EstimateReport, estimatesForReport } from "../estimate/report-estimates.ts";
 import { type TorchRunFacts, torchEstimatesForReport } from "../estimate/report-torch.ts";
 import { localBatch, distributedEstimate } from "../estimate/torch-distributed.ts";
 import { describeTrain, evalSamplesOf, inferEstimate, optimizerOf, TRAIN_BATCH_DEFAULT, trainEstimate } from "../estimate/torch-estimate.ts";
@@ -113,10 +113,33 @@ export async function reportEstimates(report: Report, stages: readonly StageDef[
     if (torch.pythonTorch) out.runtimes.unshift(torch.pythonTorch);
     out.training = torch.training;
     out.trainingReason = torch.trainingReason;
-    if (out.status === "unavailable" && (torch.pythonTorch || torch.training)) out.status = "ok"; // `reason` still says why the ONNX rows are missing
+    const distributed = await distributedChecks(report, stages, s);
+    if (distributed.length > 0) out.distributed = distributed;
+    if (out.status === "unavailable" && (torch.pythonTorch || torch.training || distributed.length > 0)) out.status = "ok"; // `reason` still says why the ONNX rows are missing
   } catch (err) {
     out.training = null;
     out.trainingReason = `the PyTorch estimate failed: ${(err as Error).message.split("\n")[0]}`;
+  }
+  return out;
+}
+
+/** Each distributed train stage that ran: its predicted rank beside its ranks' highest peak. */
+async function distributedChecks(report: Report, stages: readonly StageDef[], s: RunSession): Promise<DistributedEstimateCheck[]> {
+  const cal = loadTorchCalibration();
+  if (!cal) return [];
+  const out: DistributedEstimateCheck[] = [];
+  for (const d of stages) {
+    const measured = report.distributed?.find((x) => x.stage === d.name);
+    if (d.kind !== "train" || !d.opts.distributed || !measured || measured.ranks.length === 0) continue;
+    const { arch } = d.opts;
+    const dist = d.opts.distributed;
+    const shape = { batchSize: localBatch(d.opts.batchSize ?? TRAIN_BATCH_DEFAULT, dist), evalSamples: evalSamplesOf(arch), optimizer: optimizerOf(arch) };
+    const e = distributedEstimate(cal, await runTerms(s).rank(arch, shape, d.opts.threads ?? s.options.threads, dist.strategy), shape, dist);
+    const worst = Math.max(...measured.ranks.map((r) => Math.max(...r.phases.map((p) => p.peakRssMiB))));
+    out.push({
+      stage: d.name, arch, strategy: dist.strategy, ranks: e.ranks, perRankEstimateMiB: e.perRankMiB, perRankMeasuredMiB: worst,
+      errorPct: worst > 0 ? ((e.perRankMiB - worst) / worst) * 100 : 0, launcherEstimateMiB: e.launcherMiB, parts: e.parts,
+    });
   }
   return out;
 }

@@ -12,6 +12,7 @@ import { evalSamplesOf, optimizerOf, TRAIN_BATCH_DEFAULT, trainEstimate } from "
 import { torchCalibration } from "../../src/estimate/torch-calibration.ts";
 import { trainTerms } from "../../src/estimate/torch-terms.ts";
 import type { Report } from "../../src/report/schema.ts";
+import { validateReport } from "../../src/report/validate.ts";
 import { expectNoneLeft, startCli } from "./pipeline-helpers.ts";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "memlane-budget-train-"));
@@ -81,5 +82,21 @@ describe("memlane run --memory-budget with train stages (real PyTorch calibratio
     const roomy = await run("roomy", body, ["-j", "2", "--memory-budget", `${Math.ceil((mlp + cnn) * 1.3)}MiB`]);
     expect(roomy.code, roomy.stderr).toBe(0);
     expect(overlap(roomy.report!), JSON.stringify(roomy.report!.stages)).toBeGreaterThan(0);
+  }, 900_000);
+
+  it("a distributed train stage that ran carries its rank estimate beside the ranks' measured peak in the report", async () => {
+    await torchCalibration(() => {});
+    const body = `.train({ arch: "digits-cnn", ${common}, name: "ddp", distributed: { nproc: 2, strategy: "ddp" } })`;
+    const r = await run("ddp-report", body, ["--memory-budget", "8GiB"]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(validateReport(r.report!)).toEqual([]);
+    const d = r.report!.estimates?.distributed?.[0];
+    expect(d, JSON.stringify(r.report!.estimates)).toBeTruthy();
+    const ranks = r.report!.distributed![0]!.ranks;
+    expect(d!.perRankMeasuredMiB).toBe(Math.max(...ranks.map((k) => Math.max(...k.phases.map((p) => p.peakRssMiB)))));
+    expect(Math.abs(d!.errorPct), `rank: ${d!.perRankEstimateMiB.toFixed(1)} estimated, ${d!.perRankMeasuredMiB.toFixed(1)} measured; ${d!.parts}`).toBeLessThan(10);
+    expect(d!.ranks).toBe(2);
+    const runs = path.join(dir, "runs-ddp-report");
+    expect(readFileSync(path.join(runs, readdirSync(runs)[0]!, "report.md"), "utf8")).toMatch(/Distributed \(ddp, digits-cnn, ddp, 2 ranks here\): peak RSS a rank/);
   }, 900_000);
 });
