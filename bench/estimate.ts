@@ -10,13 +10,14 @@
  * reports carry the estimate beside the measurement (train peak, python-torch and the ONNX
  * runtimes), which this reads back.
  *
- *   npm run bench:estimate     (env: BENCH_MODELS=digits-cnn,mlp,resnet-mini,resnet18,
+ *   npm run bench:estimate     (env: BENCH_MODELS=digits-cnn,mlp,resnet-mini,resnet18 (zoo
+ *                               archs, or paths of .onnx files: the transformer zoo's exports),
  *                               BENCH_BATCH=1,8, BENCH_EVAL=256, BENCH_CALIBRATE=1 to redo it,
  *                               BENCH_PIPELINES=digits,tiny-gpt ("" for none), BENCH_EPOCHS=2)
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { writeFileSync } from "node:fs";
 import { calibrate, compareInFreshProcess } from "../src/estimate/calibration.ts";
 import { runPipelineInFreshProcess, torchCalibration } from "../src/estimate/torch-calibration.ts";
@@ -66,6 +67,10 @@ try {
   const files = new Map<string, string>();
   try {
     for (const arch of MODELS) {
+      if (arch.endsWith(".onnx")) {
+        files.set(arch, arch);
+        continue;
+      }
       const onnx = join(dir, `${arch}.onnx`);
       await exporter.run("zoo.export", { arch, out: onnx, seed: 0 }, { timeoutMs: 300_000 });
       files.set(arch, onnx);
@@ -77,7 +82,7 @@ try {
   for (const arch of MODELS) {
     const onnx = files.get(arch)!;
     const started = Date.now();
-    const report = await compareInFreshProcess(onnx, EVAL, join(dir, `runs-${arch}`), { batchSizes: BATCHES, iterations: 10, threads: 1 });
+    const report = await compareInFreshProcess(onnx, EVAL, join(dir, `runs-${basename(arch)}`), { batchSizes: BATCHES, iterations: 10, threads: 1 });
     const terms = await modelTerms(onnx);
     const run = { maxBatch: Math.max(...BATCHES), evalSamples: EVAL };
     const naive = naiveMiB(terms, run);
@@ -95,7 +100,7 @@ try {
       errs.peak.push(peakErr);
       const naiveErr = ((naive - last.rss.measuredMiB) / last.rss.measuredMiB) * 100;
       naiveErrors.push(naiveErr);
-      rows.push([arch, r.name, last.rss.estimateMiB.toFixed(1), last.rss.measuredMiB.toFixed(1), pct(last.rss.errorPct),
+      rows.push([basename(arch), r.name, last.rss.estimateMiB.toFixed(1), last.rss.measuredMiB.toFixed(1), pct(last.rss.errorPct),
         peakEst.toFixed(1), peakMeas.toFixed(1), pct(peakErr), last.uss.estimateMiB.toFixed(1), last.uss.measuredMiB.toFixed(1), pct(last.uss.errorPct), naive.toFixed(1), pct(naiveErr)]);
     }
     log(`bench:estimate: ${arch} measured in ${((Date.now() - started) / 1000).toFixed(0)} s`);

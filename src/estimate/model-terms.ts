@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { compileOnnx } from "../compiler/compile.ts";
 import { loadOnnx } from "../compiler/load.ts";
+import { ortPatternBytesPerSample } from "./ort-pattern.ts";
 
 const MIB = 2 ** 20;
 /** memlane-rt's CPU backend runs a batch in chunks whose arena fits this (cpu_backend.cc kChunkArenaBytes). */
@@ -23,6 +24,11 @@ export interface ModelTerms {
   convWeightMiB: number;
   /** Planned arena for one sample (inputs, outputs and activations); null when the compiler refused the model. */
   arenaPerSampleMiB: number | null;
+  /**
+   * ONNX Runtime's memory pattern for one sample (ort-pattern.ts): the block its planner asks
+   * the arena for, with ORT's own reuse rules; null when the graph's shapes cannot be followed.
+   */
+  ortPatternPerSampleMiB: number | null;
   /** Sum of input and output bytes of one sample; null when a dim is unknown. */
   ioPerSampleMiB: number | null;
   /** Why the compiler-derived figures are missing, if they are. */
@@ -67,6 +73,12 @@ export async function modelTerms(onnxPath: string): Promise<ModelTerms> {
       convBytes += t.dims.reduce((a, b) => a * b, 1) * elemBytes(t.isFloat);
     }
   }
+  let ortPatternPerSampleMiB: number | null = null;
+  try {
+    ortPatternPerSampleMiB = ortPatternBytesPerSample(g) / MIB;
+  } catch {
+    // A graph shape inference cannot follow: the compiler's arena stands in (features()).
+  }
   const dir = mkdtempSync(join(tmpdir(), "memlane-estimate-"));
   try {
     const s = await compileOnnx(onnxPath, join(dir, "m.mlplan"), { verify: false });
@@ -74,23 +86,27 @@ export async function modelTerms(onnxPath: string): Promise<ModelTerms> {
       shapes.reduce((a, t) => a + t.shape.slice(1).reduce((x, y) => x * y, 1) * dtypeBytes(t.dtype), 0);
     return {
       file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB,
-      arenaPerSampleMiB: s.arenaBytesPerSample / MIB,
+      arenaPerSampleMiB: s.arenaBytesPerSample / MIB, ortPatternPerSampleMiB,
       ioPerSampleMiB: (perSample(s.inputs) + perSample(s.outputs)) / MIB,
       compileError: null,
     };
   } catch (err) {
-    return { file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, arenaPerSampleMiB: null, ioPerSampleMiB: null, compileError: (err as Error).message.split("\n")[0]! };
+    return { file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, arenaPerSampleMiB: null, ortPatternPerSampleMiB, ioPerSampleMiB: null, compileError: (err as Error).message.split("\n")[0]! };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
+const ORT_RUNTIMES = new Set(["python-ort", "node-ort"]);
+
 /**
  * A runtime's features for a run: ORT plans the whole batch (its arena grows to the largest
- * request), memlane-rt's CPU backend only a chunk of it, torch allocates per op.
+ * request) with its own reuse rules (its pattern, where known), memlane-rt's CPU backend only
+ * a chunk of it, torch allocates per op.
  */
 export function features(runtime: string, t: ModelTerms, run: RunShape): Features {
-  const perSample = (t.arenaPerSampleMiB ?? 0) * MIB;
+  const ortPattern = ORT_RUNTIMES.has(runtime) ? t.ortPatternPerSampleMiB : null;
+  const perSample = (ortPattern ?? t.arenaPerSampleMiB ?? 0) * MIB;
   let samples = run.maxBatch;
   if (runtime === "native" && perSample > 0) samples = Math.max(1, Math.min(run.maxBatch, Math.floor(NATIVE_CHUNK_ARENA_BYTES / perSample)));
   return {

@@ -19,7 +19,8 @@ import { features, modelTerms, type ModelTerms } from "./model-terms.ts";
 import { estimateRuntime } from "./predict.ts";
 import { describeTrain, evalSamplesOf, inferEstimate, optimizerOf, TRAIN_BATCH_DEFAULT, trainEstimate } from "./torch-estimate.ts";
 import type { TorchCalibration } from "./torch-calibration.ts";
-import { inferTerms, type TorchTerms, trainTerms } from "./torch-terms.ts";
+import { inferTerms, rankTerms, type TorchTerms, trainTerms } from "./torch-terms.ts";
+import { distributedEstimate, localBatch } from "./torch-distributed.ts";
 import { concurrentPeak, type ConcurrentPeak } from "./concurrent-peak.ts";
 
 export interface StagePhaseEstimate {
@@ -107,8 +108,16 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
   const s = stages[i]!;
   const base = { stage: s.name, kind: s.kind, after: s.after, exclusive: s.exclusive };
   if (s.kind === "train" && s.opts.distributed) {
-    const { nproc, strategy } = s.opts.distributed;
-    return notEstimated(s, `a distributed train stage (${nproc} ranks, ${strategy}): not estimated; each rank pays a whole torch process, and the sharded bytes are measured per rank (docs/distributed.md)`);
+    const d = s.opts.distributed;
+    const arch = s.opts.arch;
+    const shape = { batchSize: localBatch(s.opts.batchSize ?? TRAIN_BATCH_DEFAULT, d), evalSamples: evalSamplesOf(arch), optimizer: optimizerOf(arch) };
+    const threads = s.opts.threads ?? p.options.threads;
+    const t = await cachedTerms(c, `rank ${d.strategy} ${arch} ${JSON.stringify(shape)} ${threads}`, () => rankTerms(arch, shape, threads, d.strategy));
+    const e = distributedEstimate(c.torch, t, shape, d);
+    return {
+      ...base, runtime: "python-torch", model: arch, peakMiB: e.peakMiB,
+      phases: [{ phase: "epoch-N (launcher + ranks)", rss: e.peakMiB, peak: e.peakMiB }], parts: e.parts, why: null, naiveMiB: e.naiveMiB,
+    };
   }
   if (s.kind === "train") {
     const arch = s.opts.arch;

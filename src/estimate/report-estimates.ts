@@ -35,6 +35,23 @@ export interface EstimateReport {
   training?: TrainEstimateCheck | null;
   /** Why `training` is null. */
   trainingReason?: string | null;
+  /** Each distributed train stage's predicted rank peak beside its ranks' highest (torch-distributed.ts); absent in older reports. */
+  distributed?: DistributedEstimateCheck[];
+}
+
+export interface DistributedEstimateCheck {
+  stage: string;
+  arch: string;
+  strategy: string;
+  /** Ranks on this host. */
+  ranks: number;
+  /** Predicted peak RSS of one rank, and the highest any rank measured. */
+  perRankEstimateMiB: number;
+  perRankMeasuredMiB: number;
+  errorPct: number;
+  /** The launcher's predicted RSS (not measured: the launcher is not sampled). */
+  launcherEstimateMiB: number;
+  parts: string;
 }
 
 /** What a benchmark ran: its model and run shape, by report row name. */

@@ -9,7 +9,7 @@ import { compareWithMeasured } from "./predict.ts";
 import type { RuntimeEstimateCheck } from "./report-estimates.ts";
 import { describeTrain, evalSamplesOf, inferEstimate, optimizerOf, trainEstimate } from "./torch-estimate.ts";
 import { loadTorchCalibration, trainPeakOf } from "./torch-calibration.ts";
-import { inferTerms, trainTerms } from "./torch-terms.ts";
+import { probeTerms, type TermsSource } from "./torch-terms.ts";
 
 export interface TrainEstimateCheck {
   stage: string;
@@ -39,7 +39,7 @@ export interface TorchRunFacts {
 
 const pct = (est: number, meas: number) => (meas > 0 ? ((est - meas) / meas) * 100 : 0);
 
-export async function torchEstimatesForReport(report: Report, facts: TorchRunFacts): Promise<TorchEstimates> {
+export async function torchEstimatesForReport(report: Report, facts: TorchRunFacts, terms: TermsSource = probeTerms): Promise<TorchEstimates> {
   // A run without a train stage has no training row and nothing to explain (compare runs).
   const none = (why: string): TorchEstimates => ({ training: null, trainingReason: facts.train ? why : null, pythonTorch: null });
   const torchRow = report.runtimes.find((r) => r.name === "python-torch");
@@ -51,7 +51,7 @@ export async function torchEstimatesForReport(report: Report, facts: TorchRunFac
   if (facts.train && measured !== null) {
     const { arch } = facts.train;
     const shape = { batchSize: facts.train.batchSize, evalSamples: evalSamplesOf(arch), optimizer: optimizerOf(arch) };
-    const e = trainEstimate(cal, await trainTerms(arch, shape, facts.train.threads), shape);
+    const e = trainEstimate(cal, await terms.train(arch, shape, facts.train.threads), shape);
     training = {
       stage: facts.train.stage, arch, estimateMiB: e.peakMiB, measuredMiB: measured, errorPct: pct(e.peakMiB, measured), parts: describeTrain(e),
       naiveMiB: e.naiveMiB, naiveErrorPct: pct(e.naiveMiB, measured),
@@ -59,7 +59,7 @@ export async function torchEstimatesForReport(report: Report, facts: TorchRunFac
   }
   let pythonTorch: RuntimeEstimateCheck | null = null;
   if (facts.infer && torchRow) {
-    const phases = inferEstimate(cal, await inferTerms(facts.infer.arch, facts.infer.batchSizes, facts.infer.threads), facts.infer);
+    const phases = inferEstimate(cal, await terms.infer(facts.infer.arch, facts.infer.batchSizes, facts.infer.threads), facts.infer);
     const checks = compareWithMeasured({ runtime: "python-torch", features: { weightMiB: 0, convWeightMiB: 0, activationMiB: 0, evalMiB: 0 }, phases }, torchRow as RuntimeReport);
     pythonTorch = { runtime: "python-torch", model: facts.infer.arch, phases: checks, steadyRssErrorPct: checks.at(-1)?.rss.errorPct ?? null };
   }

@@ -66,10 +66,13 @@ export default pipeline("estimate-calibration-torch", { batchSizes: [${PROBE_BAT
 export async function runPipelineInFreshProcess(file: string, outDir: string): Promise<Report> {
   mkdirSync(outDir, { recursive: true });
   const child = await execa(process.execPath, ["--import", "tsx", join(REPO_ROOT, "src/cli/main.ts"), "run", file, "-o", outDir, "-q"], { cwd: REPO_ROOT, reject: false, all: true });
-  const runs = readdirSync(outDir);
-  if (child.exitCode !== 0 || runs.length !== 1)
-    throw new Error(`memlane run ${file} failed (exit ${child.exitCode}): ${String(child.all ?? "").split("\n").slice(-8).join("\n")}`);
-  return JSON.parse(readFileSync(join(outDir, runs[0]!, "report.json"), "utf8")) as Report;
+  // The newest run directory holding a report (run ids sort by time): the out dir may hold
+  // others (bench:estimate's tiny-gpt pipeline once left two run directories with reports).
+  const all = readdirSync(outDir);
+  const runs = all.filter((d) => existsSync(join(outDir, d, "report.json"))).sort();
+  if (child.exitCode !== 0 || runs.length === 0)
+    throw new Error(`memlane run ${file} failed (exit ${child.exitCode}; ${outDir} holds ${JSON.stringify(all)}): ${String(child.all ?? "").split("\n").slice(-8).join("\n")}`);
+  return JSON.parse(readFileSync(join(outDir, runs.at(-1)!, "report.json"), "utf8")) as Report;
 }
 
 /** The train stage's peak: the highest phase peak of the training process. */

@@ -10,6 +10,8 @@ import type { Optimizer } from "./torch-estimate.ts";
 
 const MIB = 2 ** 20;
 
+export type DistStrategy = "ddp" | "fsdp";
+
 export type DataSource = "none" | "digits" | "tinygpt";
 
 export interface TorchTerms {
@@ -30,11 +32,13 @@ export interface TorchTerms {
   runMiB: number | null;
   /** `infer` runs: the growth after the first batch size's forwards alone (python-torch's first-inference); null otherwise. */
   runFirstMiB: number | null;
+  /** A distributed rank's imports beyond `train`'s (torch.distributed, DDP or FSDP, the distributed checkpoint), measured; null unless asked. */
+  distImportMiB: number | null;
 }
 
 /** A short run the probe measures: training steps and an eval forward, or inference forwards. */
 export type ProbeRun =
-  | { mode: "train"; batchSize: number; evalSamples: number; optimizer: Optimizer; threads: number; steps?: number }
+  | { mode: "train"; batchSize: number; evalSamples: number; optimizer: Optimizer; threads: number; steps?: number; distributed?: DistStrategy }
   | { mode: "infer"; batchSizes: readonly number[]; threads: number };
 
 /** The data a trainable arch is fitted on (python/memlane_worker/tasks/train.py). */
@@ -54,7 +58,7 @@ export function atBatch(pair: readonly [number, number], batches: readonly [numb
 
 interface RawTerms {
   arch: string; params: number; paramBytes: number; bufferBytes: number; probeBatches: [number, number];
-  probes: TorchTerms["probes"]; dataMiB: number; runMiB: number | null; runFirstMiB: number | null; inputElements: number; inputBytesPerElement: number;
+  probes: TorchTerms["probes"]; dataMiB: number; runMiB: number | null; runFirstMiB: number | null; distImportMiB?: number | null; inputElements: number; inputBytesPerElement: number;
 }
 
 /**
@@ -72,7 +76,7 @@ export async function torchTerms(arch: string, data: DataSource = "none", run?: 
       const r = (await w.run("estimate.torch", args, { timeoutMs: 300_000 })).value as unknown as RawTerms;
       return {
         arch: r.arch, params: r.params, paramMiB: r.paramBytes / MIB, bufferMiB: r.bufferBytes / MIB,
-        probeBatches: r.probeBatches, probes: r.probes, dataMiB: r.dataMiB, runMiB: r.runMiB, runFirstMiB: r.runFirstMiB,
+        probeBatches: r.probeBatches, probes: r.probes, dataMiB: r.dataMiB, runMiB: r.runMiB, runFirstMiB: r.runFirstMiB, distImportMiB: r.distImportMiB ?? null,
         inputElements: r.inputElements, inputBytesPerElement: r.inputBytesPerElement,
       };
     } finally {
@@ -87,6 +91,19 @@ export async function torchTerms(arch: string, data: DataSource = "none", run?: 
 export const trainTerms = (arch: string, s: { batchSize: number; evalSamples: number; optimizer: Optimizer }, threads: number) =>
   torchTerms(arch, dataSourceOf(arch), { mode: "train", ...s, threads });
 
+/** The terms of one rank of a distributed train stage: its local batch, and the imports a rank adds. */
+export const rankTerms = (arch: string, s: { batchSize: number; evalSamples: number; optimizer: Optimizer }, threads: number, strategy: DistStrategy) =>
+  torchTerms(arch, dataSourceOf(arch), { mode: "train", ...s, threads, distributed: strategy });
+
 /** The terms of a python-torch benchmark: forwards at its batch sizes, no data set loaded. */
 export const inferTerms = (arch: string, batchSizes: readonly number[], threads: number) =>
   torchTerms(arch, "none", { mode: "infer", batchSizes, threads });
+
+/** Where an estimate gets its terms: the probes above, or a run's memo of them (src/pipeline/memory-plan.ts). */
+export interface TermsSource {
+  train: typeof trainTerms;
+  infer: typeof inferTerms;
+  rank: typeof rankTerms;
+}
+
+export const probeTerms: TermsSource = { train: trainTerms, infer: inferTerms, rank: rankTerms };

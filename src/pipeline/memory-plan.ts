@@ -1,15 +1,21 @@
 /**
- * What a run predicts about memory (src/estimate/): each benchmark's peak before it starts,
- * for the scheduler's memory budget, and the estimate-vs-measured section of the report.
- * Neither ever fails a run by itself: no calibration means no prediction, said so.
+ * What a run predicts about memory (src/estimate/): each stage's peak before it starts, for
+ * the scheduler's memory budget (benchmarks from the ONNX calibration, train stages and
+ * python-torch from the PyTorch one, a distributed train stage as launcher + ranks × rank),
+ * and the estimate-vs-measured section of the report. Neither ever fails a run by itself: no
+ * calibration means no prediction, said so. The PyTorch probe's terms are asked once per run
+ * (the budget and the report share them): each is a short-lived worker importing torch.
  */
 import { readFileSync } from "node:fs";
 import { loadCalibration } from "../estimate/cache.ts";
 import { features, modelTerms } from "../estimate/model-terms.ts";
 import { predictedPeak } from "../estimate/predict.ts";
-import { type EstimateReport, estimatesForReport } from "../estimate/report-estimates.ts";
+import { type DistributedEstimateCheck, type EstimateReport, estimatesForReport } from "../estimate/report-estimates.ts";
 import { type TorchRunFacts, torchEstimatesForReport } from "../estimate/report-torch.ts";
-import { TRAIN_BATCH_DEFAULT } from "../estimate/torch-estimate.ts";
+import { localBatch, distributedEstimate } from "../estimate/torch-distributed.ts";
+import { describeTrain, evalSamplesOf, inferEstimate, optimizerOf, TRAIN_BATCH_DEFAULT, trainEstimate } from "../estimate/torch-estimate.ts";
+import { loadTorchCalibration } from "../estimate/torch-calibration.ts";
+import { inferTerms, rankTerms, type TermsSource, type TorchTerms, trainTerms } from "../estimate/torch-terms.ts";
 import type { Report } from "../report/schema.ts";
 import type { PeakPrediction } from "./scheduler.ts";
 import type { RunSession } from "./session.ts";
@@ -21,14 +27,70 @@ export function availableMiB(): number {
   return m ? Number(m[1]) / 1024 : Number.POSITIVE_INFINITY;
 }
 
-/** A benchmark's predicted peak from the calibration, once its model exists; null otherwise. */
-export async function predictStagePeak(s: RunSession, def: StageDef): Promise<PeakPrediction | null> {
+/** The probe's terms of this run, each asked once (a failed probe is asked again). */
+const termsOfRun = new WeakMap<RunSession, Map<string, Promise<TorchTerms>>>();
+function runTerms(s: RunSession): TermsSource {
+  if (!termsOfRun.has(s)) termsOfRun.set(s, new Map());
+  const memo = termsOfRun.get(s)!;
+  const once = (key: string, make: () => Promise<TorchTerms>): Promise<TorchTerms> => {
+    if (!memo.has(key)) memo.set(key, make().catch((err: unknown) => { memo.delete(key); throw err; }));
+    return memo.get(key)!;
+  };
+  return {
+    train: (arch, shape, threads) => once(`train ${arch} ${JSON.stringify(shape)} ${threads}`, () => trainTerms(arch, shape, threads)),
+    infer: (arch, batchSizes, threads) => once(`infer ${arch} ${batchSizes.join(",")} ${threads}`, () => inferTerms(arch, batchSizes, threads)),
+    rank: (arch, shape, threads, strategy) => once(`rank ${strategy} ${arch} ${JSON.stringify(shape)} ${threads}`, () => rankTerms(arch, shape, threads, strategy)),
+  };
+}
+
+/** The zoo arch a python-torch benchmark runs: its train stage's, or its zoo export's. */
+function torchArchOf(s: RunSession, def: Extract<StageDef, { kind: "benchmark" }>, stages: readonly StageDef[]): string | null {
+  const before = stages.slice(0, Math.max(0, stages.indexOf(def)));
+  const from = def.opts.from ? stages.find((d) => d.name === def.opts.from) : [...before].reverse().find((d) => d.kind === "train");
+  return from?.kind === "train" ? from.opts.arch : from?.kind === "export" ? (from.opts.zoo ?? null) : null;
+}
+
+/**
+ * A stage's predicted peak once its inputs exist; null when nothing predicts it (no
+ * calibration, an export or python stage, a benchmark whose model is not there).
+ */
+export async function predictStagePeak(s: RunSession, def: StageDef, stages: readonly StageDef[] = []): Promise<PeakPrediction | null> {
+  if (def.kind === "train") return predictTrainPeak(s, def);
   if (def.kind !== "benchmark") return null;
+  const maxBatch = Math.max(...(def.opts.batchSizes ?? s.options.batchSizes));
+  if (def.runtime === "python-torch") {
+    const cal = loadTorchCalibration();
+    const arch = torchArchOf(s, def, stages);
+    if (!cal || !arch || !s.heldout) return null;
+    const batchSizes = def.opts.batchSizes ?? s.options.batchSizes;
+    const t = await runTerms(s).infer(arch, batchSizes, def.opts.threads ?? s.options.threads);
+    const phases = inferEstimate(cal, t, { maxBatch, evalSamples: s.heldout.shape[0]! });
+    const worst = phases.reduce((a, b) => (b.peak > a.peak ? b : a));
+    return { peakMiB: worst.peak, parts: `python-torch ${arch}: calibrated fixed cost + weights + eval set + activations, highest at ${worst.phase}` };
+  }
   const onnx = (s.results.get(def.opts.from ?? "") as { onnx?: string } | undefined)?.onnx;
   const cal = onnx && s.heldout ? loadCalibration() : null;
   if (!cal || !onnx || !s.heldout) return null;
-  const run = { maxBatch: Math.max(...(def.opts.batchSizes ?? s.options.batchSizes)), evalSamples: s.heldout.shape[0]! };
+  const run = { maxBatch, evalSamples: s.heldout.shape[0]! };
   return predictedPeak(cal, def.runtime, features(def.runtime, await modelTerms(onnx), run));
+}
+
+/** A train stage's peak from the PyTorch calibration and the probe; a distributed one: launcher + local ranks. */
+async function predictTrainPeak(s: RunSession, def: Extract<StageDef, { kind: "train" }>): Promise<PeakPrediction | null> {
+  const cal = loadTorchCalibration();
+  if (!cal) return null;
+  const { arch } = def.opts;
+  const threads = def.opts.threads ?? s.options.threads;
+  const batchSize = def.opts.batchSize ?? TRAIN_BATCH_DEFAULT;
+  const d = def.opts.distributed;
+  if (d) {
+    const shape = { batchSize: localBatch(batchSize, d), evalSamples: evalSamplesOf(arch), optimizer: optimizerOf(arch) };
+    const e = distributedEstimate(cal, await runTerms(s).rank(arch, shape, threads, d.strategy), shape, d);
+    return { peakMiB: e.peakMiB, parts: `${d.strategy} ${arch}: ${e.parts}` };
+  }
+  const shape = { batchSize, evalSamples: evalSamplesOf(arch), optimizer: optimizerOf(arch) };
+  const e = trainEstimate(cal, await runTerms(s).train(arch, shape, threads), shape);
+  return { peakMiB: e.peakMiB, parts: `train ${arch}: ${describeTrain(e)}` };
 }
 
 /** Estimate vs measured for the ONNX runtimes; a failure of the estimate never fails the run. */
@@ -47,14 +109,37 @@ export async function reportEstimates(report: Report, stages: readonly StageDef[
     out = { status: "unavailable", reason: `the estimate failed: ${(err as Error).message.split("\n")[0]}`, calibratedAt: null, naiveMiB: null, runtimes: [] };
   }
   try {
-    const torch = await torchEstimatesForReport(report, torchFacts(stages, s));
+    const torch = await torchEstimatesForReport(report, torchFacts(stages, s), runTerms(s));
     if (torch.pythonTorch) out.runtimes.unshift(torch.pythonTorch);
     out.training = torch.training;
     out.trainingReason = torch.trainingReason;
-    if (out.status === "unavailable" && (torch.pythonTorch || torch.training)) out.status = "ok"; // `reason` still says why the ONNX rows are missing
+    const distributed = await distributedChecks(report, stages, s);
+    if (distributed.length > 0) out.distributed = distributed;
+    if (out.status === "unavailable" && (torch.pythonTorch || torch.training || distributed.length > 0)) out.status = "ok"; // `reason` still says why the ONNX rows are missing
   } catch (err) {
     out.training = null;
     out.trainingReason = `the PyTorch estimate failed: ${(err as Error).message.split("\n")[0]}`;
+  }
+  return out;
+}
+
+/** Each distributed train stage that ran: its predicted rank beside its ranks' highest peak. */
+async function distributedChecks(report: Report, stages: readonly StageDef[], s: RunSession): Promise<DistributedEstimateCheck[]> {
+  const cal = loadTorchCalibration();
+  if (!cal) return [];
+  const out: DistributedEstimateCheck[] = [];
+  for (const d of stages) {
+    const measured = report.distributed?.find((x) => x.stage === d.name);
+    if (d.kind !== "train" || !d.opts.distributed || !measured || measured.ranks.length === 0) continue;
+    const { arch } = d.opts;
+    const dist = d.opts.distributed;
+    const shape = { batchSize: localBatch(d.opts.batchSize ?? TRAIN_BATCH_DEFAULT, dist), evalSamples: evalSamplesOf(arch), optimizer: optimizerOf(arch) };
+    const e = distributedEstimate(cal, await runTerms(s).rank(arch, shape, d.opts.threads ?? s.options.threads, dist.strategy), shape, dist);
+    const worst = Math.max(...measured.ranks.map((r) => Math.max(...r.phases.map((p) => p.peakRssMiB))));
+    out.push({
+      stage: d.name, arch, strategy: dist.strategy, ranks: e.ranks, perRankEstimateMiB: e.perRankMiB, perRankMeasuredMiB: worst,
+      errorPct: worst > 0 ? ((e.perRankMiB - worst) / worst) * 100 : 0, launcherEstimateMiB: e.launcherMiB, parts: e.parts,
+    });
   }
   return out;
 }

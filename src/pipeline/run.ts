@@ -270,7 +270,7 @@ async function runInDir(
         outDir, capacity: otherHostsNeeded(stages), maxMessageBytes: p.options.maxMessageBytes, log: (line) => io.err(line),
       });
     }
-    await runDag(stages.map((d) => stageNode(s, d)), { concurrency, memory: { budgetMiB: memoryBudgetMiB }, ...(signal ? { signal } : {}) });
+    await runDag(stages.map((d) => stageNode(s, d, stages)), { concurrency, memory: { budgetMiB: memoryBudgetMiB }, ...(signal ? { signal } : {}) });
   } catch (err) {
     // Stages never started are part of the record too.
     for (const d of stages)

@@ -30,12 +30,13 @@ async function runOnce(s: RunSession, def: StageDef, signal: AbortSignal, meta: 
   }
 }
 
-export function stageNode(s: RunSession, def: StageDef): DagNode<unknown> {
+/** `stages`: the whole pipeline, for a prediction that needs the stage a benchmark takes its model from. */
+export function stageNode(s: RunSession, def: StageDef, stages: readonly StageDef[]): DagNode<unknown> {
   return {
     name: def.name,
     after: def.after,
     exclusive: def.exclusive,
-    predictPeak: () => predictStagePeak(s, def),
+    predictPeak: () => predictStagePeak(s, def, stages),
     run: async (signal) => {
       const meta: StageMeta = { kind: def.kind === "python" ? "inline" : def.kind, worker: "python", pid: null };
       const startMs = Date.now();

@@ -25,6 +25,10 @@ export function estimatesMarkdown(report: Report): string | null {
     ? ["", `Training (${t.stage}, ${t.arch}): peak RSS ${num(t.estimateMiB)} MiB estimated, ${num(t.measuredMiB)} measured (${pctText(t.errorPct)}); ` +
       `naive formula ${num(t.naiveMiB)} MiB (${pctText(t.naiveErrorPct)}). Parts: ${t.parts}.`]
     : e.trainingReason ? ["", `Training estimate: unavailable — ${e.trainingReason}.`] : [];
+  const distributed = (e.distributed ?? []).map((d) =>
+    `Distributed (${d.stage}, ${d.arch}, ${d.strategy}, ${d.ranks} ranks here): peak RSS a rank ${num(d.perRankEstimateMiB)} MiB estimated, ` +
+    `${num(d.perRankMeasuredMiB)} measured (highest rank, ${pctText(d.errorPct)}); launcher ${num(d.launcherEstimateMiB)} MiB estimated (not sampled). Parts: ${d.parts}.`);
+  if (distributed.length > 0) training.push("", ...distributed);
   if (e.runtimes.length === 0) return [`ONNX runtimes: ${e.reason ?? "none ran"}.`, ...training].join("\n");
   return [
     `Calibrated on this machine at ${e.calibratedAt}; predicted from the ONNX graph before the run (\`memlane estimate\`), error = (estimate − measured) / measured.`,
@@ -48,5 +52,6 @@ export function estimatesSummary(report: Report): string[] {
     }),
     ...(e.naiveMiB !== null ? [`  naive formula: ${num(e.naiveMiB)} MiB for every runtime`] : []),
     ...(e.training ? [`  training peak ${num(e.training.estimateMiB)} MiB estimated, ${num(e.training.measuredMiB)} measured (${pctText(e.training.errorPct)}); naive ${num(e.training.naiveMiB)} MiB`] : []),
+    ...(e.distributed ?? []).map((d) => `  ${d.stage} (${d.strategy}) rank peak ${num(d.perRankEstimateMiB)} MiB estimated, ${num(d.perRankMeasuredMiB)} measured (${pctText(d.errorPct)})`),
   ];
 }

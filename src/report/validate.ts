@@ -57,6 +57,11 @@ const BUDGET: Shape = { runtime: "string", figure: "string", limitMiB: "number",
 const ESTIMATES: Shape = { status: "string", reason: "string|null", calibratedAt: "string|null", naiveMiB: "number|null", runtimes: "array" };
 /** The train stage's estimate (report.estimates.training, added with the PyTorch estimate; absent or null otherwise). */
 const ESTIMATE_TRAINING: Shape = { stage: "string", arch: "string", estimateMiB: "number", measuredMiB: "number", errorPct: "number", parts: "string", naiveMiB: "number", naiveErrorPct: "number" };
+/** Distributed train stages' estimates (report.estimates.distributed, absent in older reports). */
+const ESTIMATE_DISTRIBUTED: Shape = {
+  stage: "string", arch: "string", strategy: "string", ranks: "number", perRankEstimateMiB: "number", perRankMeasuredMiB: "number",
+  errorPct: "number", launcherEstimateMiB: "number", parts: "string",
+};
 const LATENCY: Shape = { p50: "number", p99: "number", mean: "number" };
 /** Present only where the runtime timed requests pipelined (memlane-rt, python-torch on CUDA). */
 const LATENCY_OPTIONAL: Shape = { pipelinedMean: "number" };
@@ -155,6 +160,7 @@ export function validateReport(report: unknown): string[] {
     if (e["status"] !== "ok" && e["status"] !== "unavailable") errors.push(`report.estimates.status: expected "ok" or "unavailable", received ${JSON.stringify(e["status"])}`);
     each(e["runtimes"], { runtime: "string", model: "string", phases: "array", steadyRssErrorPct: "number|null" }, "report.estimates.runtimes", errors);
     if (e["training"] !== undefined && e["training"] !== null) check(e["training"], ESTIMATE_TRAINING, "report.estimates.training", errors);
+    if (e["distributed"] !== undefined) each(e["distributed"], ESTIMATE_DISTRIBUTED, "report.estimates.distributed", errors);
   }
   if ("budgets" in report) {
     if (!Array.isArray(report["budgets"])) errors.push(`report.budgets: expected array, received ${kindOf(report["budgets"])}`);

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { writeJsonAtomic } from "../../src/estimate/cache.ts";
 import { concurrentPeak } from "../../src/estimate/concurrent-peak.ts";
 import { inferEstimate, OPTIMIZER_STATES, type TorchFixed, trainEstimate } from "../../src/estimate/torch-estimate.ts";
+import { distributedEstimate, localBatch } from "../../src/estimate/torch-distributed.ts";
 import { atBatch, type TorchTerms } from "../../src/estimate/torch-terms.ts";
 
 const MIB = 2 ** 20;
@@ -16,7 +17,7 @@ const terms = (over: Partial<TorchTerms> = {}): TorchTerms => ({
   arch: "t", params: 1_000_000, paramMiB: 4_000_000 / MIB, bufferMiB: 0, probeBatches: [2, 8],
   // forward: 1 MiB fixed + 1 MiB a sample; backward: 2 + 1.5 a sample; inference: 0.25 a sample
   probes: { trainForward: [3 * MIB, 9 * MIB], trainBackward: [5 * MIB, 14 * MIB], inference: [0.5 * MIB, 2 * MIB] },
-  dataMiB: 10, runMiB: null, runFirstMiB: null, inputElements: 64, inputBytesPerElement: 4, ...over,
+  dataMiB: 10, runMiB: null, runFirstMiB: null, distImportMiB: null, inputElements: 64, inputBytesPerElement: 4, ...over,
 });
 const fixed: TorchFixed = {
   trainFixedMiB: 300,
@@ -30,6 +31,30 @@ describe("atBatch", () => {
   });
   it("never takes a negative slope or figure (a probe that shrank is noise, not a model)", () => {
     expect(atBatch([9 * MIB, 3 * MIB], [2, 8], 100)).toBeCloseTo(9, 6);
+  });
+});
+
+describe("distributedEstimate", () => {
+  const P = 4_000_000 / MIB;
+  const local = { batchSize: 16, evalSamples: 10, optimizer: "adam" as const };
+  it("is the launcher plus nproc ranks, each a train process at its local batch with the rank's imports", () => {
+    expect(localBatch(32, { nproc: 2, strategy: "ddp" })).toBe(16);
+    expect(localBatch(32, { nproc: 2, strategy: "ddp", nnodes: 2 })).toBe(8);
+    const one = trainEstimate(fixed, terms(), local).peakMiB;
+    const ddp = distributedEstimate(fixed, terms({ distImportMiB: 70 }), local, { nproc: 2, strategy: "ddp" });
+    // DDP: every rank a full replica plus the reducer's buckets (one more copy of the gradients)
+    expect(ddp.perRankMiB).toBeCloseTo(one + 70 + P, 6);
+    expect(ddp.launcherMiB).toBe(200); // the calibrated import phase: a process with torch imported
+    expect(ddp.peakMiB).toBeCloseTo(200 + 2 * ddp.perRankMiB, 6);
+    expect(ddp.parts).toMatch(/launcher 200\.0 MiB \+ 2 ranks × .* distributed imports 70\.0 MiB \+ DDP gradient buckets/);
+  });
+  it("takes FSDP's shards held by the other ranks off each rank, counting only this host's ranks", () => {
+    const one = trainEstimate(fixed, terms(), local).peakMiB;
+    const states = P + P + 2 * P; // parameters, gradients, Adam's two states
+    const fsdp = distributedEstimate(fixed, terms({ distImportMiB: 70 }), local, { nproc: 2, strategy: "fsdp", nnodes: 2 });
+    expect(fsdp.perRankMiB).toBeCloseTo(one + 70 - 0.75 * states, 6); // world 4: a rank keeps a quarter
+    expect(fsdp.ranks).toBe(2);
+    expect(fsdp.peakMiB).toBeCloseTo(200 + 2 * fsdp.perRankMiB, 6);
   });
 });
 

@@ -11,6 +11,9 @@ forward (and backward) at two small batches, never the full run (docs/memory.md)
 - `dataMiB`: what loading the training data costs, measured: this process's RSS before and
   after loading it the way `train` does (sklearn's import for digits, the int64 copy of the
   corpus for tiny-gpt), since a loader's libraries are no graph term;
+- `distImportMiB` (with `distributed` "ddp" or "fsdp"): the RSS growth of importing what a
+  distributed rank imports beyond `train` (torch.distributed, the strategy's wrapper, the
+  distributed checkpoint), measured first, before anything else could have pulled it in;
 - `run`: the measured RSS growth of a short run at the real sizes, with this machine's
   allocator: `train` = `steps` optimizer steps at `batchSize` then one eval forward over
   `evalSamples` (the peak of a training epoch), `infer` = a forward at each of `batchSizes`
@@ -99,6 +102,20 @@ def _probe(arch: str, batch: int, train: bool) -> tuple[int, int]:
     return forward, backward
 
 
+def _dist_import_mib(strategy: str) -> float:
+    """RSS growth of the imports of a distributed rank (tasks/dist_common.py), MiB."""
+    before = memory.read()["rssKiB"]
+    import torch.distributed  # noqa: F401
+    import torch.distributed.checkpoint  # noqa: F401
+    import torch.distributed.checkpoint.state_dict  # noqa: F401
+    if strategy == "ddp":
+        import torch.nn.parallel  # noqa: F401
+    else:
+        import torch.distributed.device_mesh  # noqa: F401
+        import torch.distributed.fsdp  # noqa: F401
+    return (memory.read()["rssKiB"] - before) / 1024
+
+
 def _data_mib(source: str, seed: int) -> float:
     """RSS growth of loading `source` as `train` does, MiB."""
     import torch
@@ -172,7 +189,9 @@ def run(ctx: TaskContext):
     data = a.choice("data", ("none", "digits", "tinygpt"), "none")
     mode = a.choice("run", ("none", "train", "infer"), "none")
     opt_name = a.choice("optimizer", ("adam", "adamw", "sgd", "sgd-momentum"), "adam")
+    strategy = a.choice("distributed", ("none", "ddp", "fsdp"), "none")
     torch.set_num_threads(a.int("threads", 1, minimum=1))
+    dist_import_mib = None if strategy == "none" else _dist_import_mib(strategy)
     # First: the probes below free memory that a later load would reuse without growing RSS.
     data_mib = _data_mib(data, a.int("seed", 0, minimum=0))
     run_mib, run_first_mib = (None, None) if mode == "none" else _run_growth(arch, mode, a, opt_name)
@@ -201,4 +220,5 @@ def run(ctx: TaskContext):
         "dataMiB": data_mib,
         "runMiB": run_mib,
         "runFirstMiB": run_first_mib,
+        "distImportMiB": dist_import_mib,
     }

@@ -59,7 +59,8 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     return 0;
   }
   io.out(`memlane estimate ${model}: ${terms.params} parameters, weights ${num(terms.weightMiB)} MiB, ` +
-    `arena ${terms.arenaPerSampleMiB === null ? "unknown" : `${num(terms.arenaPerSampleMiB, 3)} MiB`} a sample; batch up to ${run.maxBatch}, ${run.evalSamples} eval samples`);
+    `arena ${terms.arenaPerSampleMiB === null ? "unknown" : `${num(terms.arenaPerSampleMiB, 3)} MiB`} a sample ` +
+    `(ORT's memory pattern ${terms.ortPatternPerSampleMiB === null ? "unknown" : `${num(terms.ortPatternPerSampleMiB, 3)} MiB`}); batch up to ${run.maxBatch}, ${run.evalSamples} eval samples`);
   if (terms.compileError) io.out(`  activations unknown (memlane's compiler refused the model: ${terms.compileError}); the activation and eval-set terms are left out`);
   for (const e of estimates) {
     if (!e) continue;

@@ -1,0 +1,205 @@
+/**
+ * The size of ONNX Runtime's CPU memory pattern for a model, per sample, simulated from the
+ * graph (docs/memory.md, "ORT's activations"). Measured on tiny-gpt at batch 64: the block
+ * ORT's arena is asked for on the second request of a shape is 38.0 MiB, while the tensors
+ * alive at once never exceed 19.5 MiB and memlane's compiler packs them into 13.4. Turning
+ * off ORT's buffer reuse (`enable_mem_reuse = false`) brings the block down to 21.0 MiB. So
+ * the excess is the planner's reuse rule, replayed here:
+ *
+ * 1. The allocation plan, in execution order: an output of a view op (Reshape, Flatten,
+ *    Squeeze, Unsqueeze) shares its input's buffer; an output of an op that may run in place
+ *    (unary activations, Softmax) takes its first input's buffer when this node is that
+ *    buffer's last user and the sizes match; otherwise it takes the most recently freed
+ *    buffer of exactly its size; otherwise a new buffer. A buffer is freed after the node
+ *    that used it last (all the values sharing it counted).
+ * 2. The pattern: the run's allocations of new buffers and their frees, each placed at the
+ *    best-fitting gap between the blocks alive then, else after the last of them
+ *    (onnxruntime/core/framework/mem_pattern_planner.h). A reused buffer keeps its place for
+ *    the union of its values' lives, which pins it and fragments the block.
+ *
+ * Graph inputs, weights and graph outputs are not part of the pattern. Sizes are per sample
+ * (a tensor without the batch counts 0): the pattern of these graphs scales with the batch.
+ */
+import { inferGraph } from "../compiler/infer.ts";
+import { DTYPE_BYTES, type LNode, perSample } from "../compiler/ir.ts";
+import type { Graph } from "../compiler/ir.ts";
+import { topoSort } from "../compiler/order.ts";
+
+/** Ops whose ORT CPU kernels alias their first input (no new buffer). */
+const VIEW_OPS = new Set(["Reshape", "Flatten", "Squeeze", "Unsqueeze"]);
+/** Ops whose ORT CPU kernels declare MayInplace(0, 0). */
+const INPLACE_OPS = new Set([
+  "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Selu", "HardSigmoid", "Softplus", "Softsign", "ThresholdedRelu", "Clip", "Softmax",
+]);
+/**
+ * ORT's extended optimizations (python-ort's and node-ort's default level, "all") fuse a Conv
+ * whose only reader is an Add (a residual) into one node that sums into the Add's other input
+ * in place when that input dies there. Measured on resnet-mini: its pattern is 12.0 MiB at
+ * batch 64 with basic optimizations only, 8.0 with them, as this rule predicts.
+ */
+const CONV_SUM = "ort:ConvSum";
+
+function fuseConvSum(nodes: readonly LNode[]): LNode[] {
+  const readers = new Map<string, LNode[]>();
+  for (const n of nodes) for (const i of n.inputs) if (i) readers.set(i, [...(readers.get(i) ?? []), n]);
+  const fusedConvs = new Set<LNode>();
+  /** The Add a Conv is fused into → the fused node, which runs in the Add's place. */
+  const atAdd = new Map<LNode, LNode>();
+  for (const n of nodes) {
+    if (n.op !== "Conv" || !n.outputs[0]) continue;
+    const r = readers.get(n.outputs[0]) ?? [];
+    const add = r[0];
+    if (r.length !== 1 || add!.op !== "Add" || atAdd.has(add!) || add!.inputs.length !== 2) continue;
+    const other = add!.inputs.find((x) => x !== n.outputs[0]);
+    if (!other) continue;
+    atAdd.set(add!, { ...n, op: CONV_SUM, inputs: [...n.inputs, other], outputs: [add!.outputs[0]!] });
+    fusedConvs.add(n);
+  }
+  // The fused node runs where the Add ran: the other input may be computed after the Conv.
+  return nodes.filter((n) => !fusedConvs.has(n)).map((n) => atAdd.get(n) ?? n);
+}
+
+/** ORT's allocations are 64-byte aligned. */
+const ALIGN = 64;
+
+interface Buffer {
+  id: number;
+  size: number;
+  /** The shape of the value it was made for (ORT reuses a freed buffer for a value of the same shape only); null: not known before the run. */
+  shape: string | null;
+  /** Uses left (node inputs over every value sharing it). */
+  uses: number;
+  /** Steps of its first allocation and of the free that ends the last value placed in it. */
+  first: number;
+  last: number;
+}
+
+/** One step of the run's trace: a new buffer allocated, or a buffer freed. */
+export type TraceEvent = { kind: "alloc"; id: number; size: number } | { kind: "free"; id: number };
+
+/**
+ * The planner's pass: which buffer each value gets. A buffer on the freelist is free for the
+ * plan; at run time it is freed once, after the last value placed in it.
+ */
+function planBuffers(nodes: readonly LNode[], inputs: readonly string[], outputs: readonly string[], bytesOf: (name: string) => number, shapeOf: (name: string) => string | null): Buffer[] {
+  const uses = new Map<string, number>();
+  for (const n of nodes) for (const i of n.inputs) if (i) uses.set(i, (uses.get(i) ?? 0) + 1);
+  const external = new Set([...inputs, ...outputs]);
+  const bufferOf = new Map<string, Buffer>();
+  const buffers: Buffer[] = [];
+  let freelist: Buffer[] = []; // most recently freed first
+  nodes.forEach((n, step) => {
+    for (const o of n.outputs) {
+      if (!o || external.has(o)) continue;
+      const size = Math.ceil(bytesOf(o) / ALIGN) * ALIGN;
+      const myUses = uses.get(o) ?? 0;
+      const inplaceOn = n.op === CONV_SUM ? n.inputs.at(-1) : n.inputs[0];
+      const src = inplaceOn ? bufferOf.get(inplaceOn) : undefined;
+      const shape = shapeOf(o);
+      if (src && (VIEW_OPS.has(n.op) || ((INPLACE_OPS.has(n.op) || n.op === CONV_SUM) && shape !== null && src.shape !== null && src.uses === 1 && src.size === size))) {
+        src.uses += myUses;
+        bufferOf.set(o, src);
+        continue;
+      }
+      const at = shape === null ? -1 : freelist.findIndex((b) => b.size === size && b.shape === shape);
+      const b = at >= 0 ? freelist.splice(at, 1)[0]! : { id: buffers.length, size, shape, uses: 0, first: step, last: step };
+      if (at < 0) buffers.push(b);
+      b.uses = myUses;
+      bufferOf.set(o, b);
+    }
+    const done = new Set<Buffer>();
+    for (const i of n.inputs) {
+      const b = i ? bufferOf.get(i) : undefined;
+      if (b) { b.uses--; done.add(b); }
+    }
+    for (const o of n.outputs) if (o && bufferOf.has(o)) done.add(bufferOf.get(o)!);
+    for (const b of done) {
+      if (b.uses > 0) continue;
+      b.last = step;
+      freelist = [b, ...freelist.filter((x) => x !== b)];
+    }
+  });
+  return buffers;
+}
+
+/** The run's trace: at each step, the buffers it allocates (in plan order), then those it frees. */
+function runTrace(buffers: readonly Buffer[], steps: number): TraceEvent[] {
+  const trace: TraceEvent[] = [];
+  for (let s = 0; s < steps; s++) {
+    for (const b of buffers) if (b.first === s) trace.push({ kind: "alloc", id: b.id, size: b.size });
+    for (const b of buffers) if (b.last === s) trace.push({ kind: "free", id: b.id });
+  }
+  return trace;
+}
+
+/** The pattern's size: best fit among the gaps between live blocks, else after the last one. */
+export function patternBytes(trace: readonly TraceEvent[]): number {
+  let blocks: Array<{ id: number; offset: number; size: number }> = []; // sorted by offset
+  let peak = 0;
+  for (const e of trace) {
+    if (e.kind === "free") {
+      blocks = blocks.filter((b) => b.id !== e.id);
+      continue;
+    }
+    let current = 0;
+    let waste = Number.POSITIVE_INFINITY;
+    const last = blocks.at(-1);
+    let offset = last ? last.offset + last.size : 0;
+    let at = blocks.length;
+    blocks.forEach((b, i) => {
+      if (b.offset >= current) {
+        const gap = b.offset - current;
+        if (gap >= e.size && gap - e.size < waste) {
+          waste = gap - e.size;
+          offset = current;
+          at = i;
+        }
+      }
+      current = b.offset + b.size;
+    });
+    peak = Math.max(peak, offset + e.size);
+    blocks.splice(at, 0, { id: e.id, offset, size: e.size });
+  }
+  return peak;
+}
+
+/**
+ * Values whose shape ONNX shape inference (ORT's, before the run) cannot give: the output of
+ * an op that takes a shape computed at run time (Reshape, Expand, ... fed by Shape → Gather →
+ * Concat), and everything computed from such a value. ORT neither reuses a freed buffer for
+ * them nor theirs for another value (its size check needs both shapes). Measured on the
+ * legacy ViT exports, whose attention reshapes are computed this way: without this rule the
+ * simulated pattern was 1.7 times the one ORT asks its arena for.
+ */
+function shapesOrtCannotInfer(g: Graph): Set<string> {
+  const fromShape = new Set<string>(); // values computed from a run-time shape alone
+  const unknown = new Set<string>();
+  const constant = (x: string) => g.consts.has(x);
+  for (const n of g.nodes) {
+    const ins = n.inputs.filter(Boolean);
+    if (n.opType === "Shape" || n.opType === "Size") {
+      for (const o of n.outputs) fromShape.add(o);
+      continue;
+    }
+    const dataIns = ins.filter((x) => !constant(x) && !fromShape.has(x));
+    if (dataIns.length === 0) {
+      if (ins.some((x) => fromShape.has(x))) for (const o of n.outputs) fromShape.add(o);
+      continue;
+    }
+    if (ins.some((x) => fromShape.has(x) || unknown.has(x))) for (const o of n.outputs) unknown.add(o);
+  }
+  return unknown;
+}
+
+/** ORT's memory pattern for one sample, bytes; throws what shape inference throws for a graph it cannot follow. */
+export function ortPatternBytesPerSample(g: Graph): number {
+  const sorted = topoSort(g);
+  const unknown = shapesOrtCannotInfer({ ...g, nodes: sorted });
+  const inf = inferGraph({ ...g, nodes: sorted });
+  const bytesOf = (name: string) => {
+    const s = inf.shapes.get(name);
+    return s && s.some((d) => d < 0) ? perSample(s) * DTYPE_BYTES[inf.dtypes.get(name) ?? "float32"] : 0;
+  };
+  const nodes = fuseConvSum(inf.nodes);
+  return patternBytes(runTrace(planBuffers(nodes, inf.inputs, inf.outputs, bytesOf, (n) => (unknown.has(n) ? null : `${inf.dtypes.get(n) ?? "float32"} ${JSON.stringify(inf.shapes.get(n) ?? [])}`)), nodes.length));
+}

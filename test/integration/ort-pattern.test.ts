@@ -1,0 +1,62 @@
+// The ORT activation term of the estimate (src/estimate/ort-pattern.ts) against ONNX Runtime
+// itself: real zoo exports (a transformer, a residual CNN, a small CNN), the block ORT's
+// arena is asked for on the second request of a shape read from its verbose log
+// (test/fixtures/ort_pattern_size.py), and the simulated pattern at the same batch.
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadOnnx } from "../../src/compiler/load.ts";
+import { features, modelTerms } from "../../src/estimate/model-terms.ts";
+import { ortPatternBytesPerSample } from "../../src/estimate/ort-pattern.ts";
+import { Supervisor } from "../../src/workers/index.ts";
+import { workerSpecs } from "../../src/workers/specs.ts";
+import { pythonPath, REPO_ROOT } from "../fixtures/onnx/models.ts";
+
+const dir = mkdtempSync(path.join(os.tmpdir(), "memlane-ort-pattern-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const ARCHS = ["tiny-gpt", "resnet-mini", "digits-cnn"] as const;
+
+beforeAll(async () => {
+  const sup = await Supervisor.start();
+  try {
+    const w = await sup.spawn(workerSpecs.python({ name: "ort-pattern-export" }));
+    try {
+      for (const arch of ARCHS) await w.run("zoo.export", { arch, out: path.join(dir, `${arch}.onnx`), seed: 0 }, { timeoutMs: 300_000 });
+    } finally {
+      await w.stop();
+    }
+  } finally {
+    await sup.close();
+  }
+}, 600_000);
+
+async function ortPatternBytes(onnx: string, batch: number): Promise<number> {
+  const { stderr } = await promisify(execFile)(pythonPath(), [path.join(REPO_ROOT, "test/fixtures/ort_pattern_size.py"), onnx, String(batch)], { maxBuffer: 64 << 20 });
+  const after = stderr.slice(stderr.indexOf("=== second request"));
+  const m = /\(requested\) num_bytes: (\d+)/.exec(after);
+  if (!m) throw new Error(`ORT asked its arena for no block on the second request of batch ${batch} (${onnx})`);
+  return Number(m[1]);
+}
+
+describe("ORT's memory pattern, simulated from the graph", () => {
+  // tiny-gpt: 38.0 MiB at batch 64 where 19.5 are alive at once (the planner's exact-shape reuse);
+  // resnet-mini: the Conv + residual Add fusion of ORT's extended level; digits-cnn: a plain chain.
+  it.each([["tiny-gpt", 8], ["tiny-gpt", 64], ["resnet-mini", 64], ["digits-cnn", 256]] as const)("%s at batch %i: the block ORT asks for", async (arch, batch) => {
+    const onnx = path.join(dir, `${arch}.onnx`);
+    const simulated = ortPatternBytesPerSample(loadOnnx(onnx)) * batch;
+    const measured = await ortPatternBytes(onnx, batch);
+    expect(Math.abs(simulated - measured) / measured, `simulated ${simulated} B, ORT ${measured} B`).toBeLessThan(0.01);
+  }, 120_000);
+
+  it("is the activation term of python-ort and node-ort; memlane-rt keeps its compiler's arena", async () => {
+    const t = await modelTerms(path.join(dir, "tiny-gpt.onnx"));
+    const run = { maxBatch: 64, evalSamples: 16 };
+    expect(t.ortPatternPerSampleMiB).toBeGreaterThan(2 * t.arenaPerSampleMiB!);
+    expect(features("python-ort", t, run).activationMiB).toBeCloseTo(64 * t.ortPatternPerSampleMiB!, 9);
+    expect(features("node-ort", t, run).activationMiB).toBeCloseTo(64 * t.ortPatternPerSampleMiB!, 9);
+    expect(features("native", t, run).activationMiB).toBeLessThan(features("python-ort", t, run).activationMiB);
+  }, 120_000);
+});
