@@ -19,7 +19,7 @@ class SliceKernel final : public Kernel {
   size_t esize = 4;
   void run(const RunCtx& c) const override {
     auto res = [&](int64_t v) { return v < 0 ? -v * c.batch : v; };
-    int64_t istride[kMaxRank], od[kMaxRank];
+    int64_t istride[kMaxRank] = {}, od[kMaxRank] = {};  // rank >= 1: make_slice refuses rank 0
     int64_t acc = 1;
     for (int i = rank - 1; i >= 0; --i) {
       istride[i] = acc;
