@@ -81,16 +81,7 @@ Status check_cnn_op(const Plan& plan, const Op& op, std::string* message);
 
 Status check_op(const Plan& plan, const Op& op, std::string* message) {
   const auto bad = [&](const std::string& why) { return unsupported(op, why, message); };
-  // Present inputs in [min, max], the first `min` of them present (cpu need_inputs()).
-  const auto need = [&](size_t min, size_t max) {
-    size_t present = 0;
-    for (size_t i = 0; i < op.inputs.size(); ++i)
-      if (op.inputs[i] != kAbsentInput) present = i + 1;
-    if (op.inputs.size() < min || present < min || present > max) return false;
-    for (size_t i = 0; i < min; ++i)
-      if (op.inputs[i] == kAbsentInput) return false;
-    return true;
-  };
+  const auto need = [&](size_t min, size_t max) { return has_inputs(op, min, max); };
   const auto in_count = [&](size_t min, size_t max) {
     return bad("expects " + std::to_string(min) + ".." + std::to_string(max) + " inputs, has " +
                std::to_string(op.inputs.size()));

@@ -9,21 +9,6 @@
 #include "forward_util.h"
 
 namespace memlane::cuda {
-namespace {
-
-
-// Present inputs in [min, max], the first `min` of them present (cpu need_inputs()).
-bool need(const Op& op, size_t min, size_t max) {
-  size_t present = 0;
-  for (size_t i = 0; i < op.inputs.size(); ++i)
-    if (op.inputs[i] != kAbsentInput) present = i + 1;
-  if (op.inputs.size() < min || present < min || present > max) return false;
-  for (size_t i = 0; i < min; ++i)
-    if (op.inputs[i] == kAbsentInput) return false;
-  return true;
-}
-
-}  // namespace
 
 bool is_binary_op(OpType t) {
   switch (t) {
@@ -55,7 +40,7 @@ bool broadcasts(const TensorInfo& y, const std::vector<const TensorInfo*>& xs, s
 
 Status check_binary(const Plan& plan, const Op& op, std::string* message) {
   const auto bad = [&](const std::string& why) { return unsupported(op, why, message); };
-  if (!need(op, 2, 2)) return bad("expects 2 inputs");
+  if (!has_inputs(op, 2, 2)) return bad("expects 2 inputs");
   const TensorInfo &A = plan.tensors[op.inputs[0]], &B = plan.tensors[op.inputs[1]], &Y = plan.tensors[op.outputs[0]];
   const DType t = A.dtype;
   if (B.dtype != t) return bad(std::string("inputs differ in dtype: ") + dtype_name(t) + " and " + dtype_name(B.dtype));
@@ -74,7 +59,7 @@ Status check_binary(const Plan& plan, const Op& op, std::string* message) {
 
 Status check_gather(const Plan& plan, const Op& op, std::string* message) {
   const auto bad = [&](const std::string& why) { return unsupported(op, why, message); };
-  if (!need(op, 2, 2)) return bad("expects 2 inputs");
+  if (!has_inputs(op, 2, 2)) return bad("expects 2 inputs");
   const TensorInfo &D = plan.tensors[op.inputs[0]], &I = plan.tensors[op.inputs[1]], &Y = plan.tensors[op.outputs[0]];
   if (I.dtype != DType::kInt64 && I.dtype != DType::kInt32) return bad(std::string("indices are ") + dtype_name(I.dtype));
   if (op.type == OpType::kGatherND) {
@@ -101,7 +86,7 @@ Status check_gather(const Plan& plan, const Op& op, std::string* message) {
 
 Status check_slice(const Plan& plan, const Op& op, std::string* message) {
   const auto bad = [&](const std::string& why) { return unsupported(op, why, message); };
-  if (!need(op, 1, 1)) return bad("expects 1 input");
+  if (!has_inputs(op, 1, 1)) return bad("expects 1 input");
   const TensorInfo &X = plan.tensors[op.inputs[0]], &Y = plan.tensors[op.outputs[0]];
   const int r = int(X.shape.size());
   if (r < 1 || r > kMaxDataRank || Y.shape.size() != X.shape.size() || X.dtype != Y.dtype)
@@ -204,7 +189,7 @@ Status check_data_op(const Plan& plan, const Op& op, std::string* message) {
   const TensorInfo& X = plan.tensors[op.inputs[0]];
   switch (op.type) {
     case OpType::kWhere: {
-      if (!need(op, 3, 3)) return bad("expects 3 inputs");
+      if (!has_inputs(op, 3, 3)) return bad("expects 3 inputs");
       const TensorInfo &T = plan.tensors[op.inputs[1]], &F = plan.tensors[op.inputs[2]];
       if (X.dtype != DType::kBool || F.dtype != T.dtype || Y.dtype != T.dtype)
         return bad("needs a bool condition and x, y, output of one dtype");
@@ -212,24 +197,24 @@ Status check_data_op(const Plan& plan, const Op& op, std::string* message) {
       return Status::kOk;
     }
     case OpType::kExpand:
-      if (!need(op, 1, 1)) return bad("expects 1 input");
+      if (!has_inputs(op, 1, 1)) return bad("expects 1 input");
       if (X.dtype != Y.dtype) return bad("input and output differ in dtype");
       if (!broadcasts(Y, {&X}, &why)) return bad(why);
       return Status::kOk;
     case OpType::kCast: case OpType::kNot:
-      if (!need(op, 1, 1)) return bad("expects 1 input");
+      if (!has_inputs(op, 1, 1)) return bad("expects 1 input");
       if (X.is_weight() || X.elements() != Y.elements()) return bad("needs an activation of the output's size");
       if (op.type == OpType::kNot && (X.dtype != DType::kBool || Y.dtype != DType::kBool)) return bad("Not takes and gives bool");
       if (op.type == OpType::kCast && Y.dtype != op.attrs.to) return bad("output dtype differs from `to`");
       return Status::kOk;
     case OpType::kReshape:  // Squeeze / Unsqueeze too: the same bytes, any dtype and layout
-      if (!need(op, 1, 2)) return bad("expects 1..2 inputs");
+      if (!has_inputs(op, 1, 2)) return bad("expects 1..2 inputs");
       if (X.is_weight()) return bad("input must be an activation");
       if (X.elements() != Y.elements() || X.dtype != Y.dtype)
         return bad("input " + shape_str(X.shape) + " and output " + shape_str(Y.shape) + " differ in elements per sample or dtype");
       return Status::kOk;
     case OpType::kTranspose: {  // any permutation over the resolved dims (cpu transpose_any.cc), float32
-      if (!need(op, 1, 1)) return bad("expects 1 input");
+      if (!has_inputs(op, 1, 1)) return bad("expects 1 input");
       const auto& perm = op.attrs.perm;
       const size_t r = X.shape.size();
       if (X.is_weight() || X.dtype != DType::kFloat32 || Y.dtype != DType::kFloat32 || r < 1 || r > size_t(kMaxRank) ||

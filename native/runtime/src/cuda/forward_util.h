@@ -25,6 +25,17 @@ inline int64_t prod(const std::vector<int64_t>& d, size_t from = 0, size_t to = 
   return n;
 }
 
+// Present inputs in [min, max], the first `min` of them present (the CPU's need_inputs()).
+inline bool has_inputs(const Op& op, size_t min, size_t max) {
+  size_t present = 0;
+  for (size_t i = 0; i < op.inputs.size(); ++i)
+    if (op.inputs[i] != kAbsentInput) present = i + 1;
+  if (op.inputs.size() < min || present < min || present > max) return false;
+  for (size_t i = 0; i < min; ++i)
+    if (op.inputs[i] == kAbsentInput) return false;
+  return true;
+}
+
 // How a tensor of dtype t is stored on the device: float32 in the precision, others as is.
 inline Elem elem_of(DType t, Prec p) {
   switch (t) {

@@ -29,17 +29,25 @@ template <typename T> __device__ __forceinline__ T mod_of(T a, T b, bool fmod_si
   }
 }
 
+// The element of each operand that output element i reads (broadcast strides are 0).
+__device__ inline void operand_offsets(const DataBroadcast& d, int64_t i, int64_t* ia, int64_t* ib) {
+  int64_t rem = i;
+  *ia = 0;
+  *ib = 0;
+  for (int r = d.rank - 1; r >= 0; --r) {
+    const int64_t c = rem % d.out_dims[r];
+    rem /= d.out_dims[r];
+    *ia += c * d.strides[0][r];
+    *ib += c * d.strides[1][r];
+  }
+}
+
 template <typename S>
 __global__ void k_arith(DataBinaryKind k, const S* a, const S* b, S* y, DataBroadcast d, int64_t n) {
   using C = typename Compute<S>::type;
   MEMLANE_GRID_STRIDE(i, n) {
-    int64_t rem = i, ia = 0, ib = 0;
-    for (int r = d.rank - 1; r >= 0; --r) {
-      const int64_t c = rem % d.out_dims[r];
-      rem /= d.out_dims[r];
-      ia += c * d.strides[0][r];
-      ib += c * d.strides[1][r];
-    }
+    int64_t ia, ib;
+    operand_offsets(d, i, &ia, &ib);
     const C va = load(a, ia), vb = load(b, ib);
     C v;
     switch (k) {
@@ -61,13 +69,8 @@ template <typename S>
 __global__ void k_predicate(DataBinaryKind k, const S* a, const S* b, uint8_t* y, DataBroadcast d, int64_t n) {
   using C = typename Compute<S>::type;
   MEMLANE_GRID_STRIDE(i, n) {
-    int64_t rem = i, ia = 0, ib = 0;
-    for (int r = d.rank - 1; r >= 0; --r) {
-      const int64_t c = rem % d.out_dims[r];
-      rem /= d.out_dims[r];
-      ia += c * d.strides[0][r];
-      ib += c * d.strides[1][r];
-    }
+    int64_t ia, ib;
+    operand_offsets(d, i, &ia, &ib);
     const C va = load(a, ia), vb = load(b, ib);
     bool v;
     switch (k) {
