@@ -4,26 +4,17 @@
 // above the budget fails before it starts with the prediction and its parts; two independent
 // train stages whose predictions do not fit together run one after the other, and side by
 // side when the budget holds both.
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { evalSamplesOf, optimizerOf, TRAIN_BATCH_DEFAULT, trainEstimate } from "../../src/estimate/torch-estimate.ts";
 import { torchCalibration } from "../../src/estimate/torch-calibration.ts";
 import { trainTerms } from "../../src/estimate/torch-terms.ts";
 import type { Report } from "../../src/report/schema.ts";
 import { validateReport } from "../../src/report/validate.ts";
-import { expectNoneLeft, startCli } from "./pipeline-helpers.ts";
+import { expectNoneLeft, startCli, tempDirWithCache } from "./pipeline-helpers.ts";
 
-const dir = mkdtempSync(path.join(os.tmpdir(), "memlane-budget-train-"));
-const cache = path.join(dir, "cache");
-const saved = process.env.MEMLANE_CACHE_DIR;
-beforeAll(() => void (process.env.MEMLANE_CACHE_DIR = cache));
-afterAll(() => {
-  if (saved === undefined) delete process.env.MEMLANE_CACHE_DIR;
-  else process.env.MEMLANE_CACHE_DIR = saved;
-  rmSync(dir, { recursive: true, force: true });
-});
+const { dir, cache } = tempDirWithCache("memlane-budget-train-");
 
 const HEAD = `import { pipeline } from "memlane";\nexport default pipeline("budget-train", { threads: 1 })`;
 const common = `epochs: 1, seed: 0, retries: 0`;

@@ -4,10 +4,9 @@
 // train stage's estimate beside its measured peak, within the 10 % target; and
 // `memlane estimate pipelines/digits.ts` printing every stage of the demo pipeline without
 // running any (ONNX calibration from two probes, as estimate.test.ts does, to keep it short).
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import digits from "../../pipelines/digits.ts";
 import { calibrationKey, saveCalibration } from "../../src/estimate/cache.ts";
 import { calibrate } from "../../src/estimate/calibration.ts";
@@ -15,17 +14,9 @@ import { PROBES } from "../../src/estimate/probe-models.ts";
 import { loadTorchCalibration, torchCalibration } from "../../src/estimate/torch-calibration.ts";
 import type { Report } from "../../src/report/schema.ts";
 import { validateReport } from "../../src/report/validate.ts";
-import { expectNoneLeft, startCli } from "./pipeline-helpers.ts";
+import { expectNoneLeft, startCli, tempDirWithCache } from "./pipeline-helpers.ts";
 
-const dir = mkdtempSync(path.join(os.tmpdir(), "memlane-estimate-torch-"));
-const cache = path.join(dir, "cache");
-const saved = process.env.MEMLANE_CACHE_DIR;
-beforeAll(() => void (process.env.MEMLANE_CACHE_DIR = cache));
-afterAll(() => {
-  if (saved === undefined) delete process.env.MEMLANE_CACHE_DIR;
-  else process.env.MEMLANE_CACHE_DIR = saved;
-  rmSync(dir, { recursive: true, force: true });
-});
+const { dir, cache } = tempDirWithCache("memlane-estimate-torch-");
 
 describe("PyTorch estimates (calibrated on this machine)", () => {
   it("predicts a tiny digits run's training peak within 10 % of the measured one, the naive formula beside it", async () => {

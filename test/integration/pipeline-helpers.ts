@@ -1,10 +1,30 @@
 /** Helpers of the CLI/pipeline integration tests: run the CLI, watch its processes. */
 import { spawn, type ChildProcess } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll } from "vitest";
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+
+/**
+ * A temp dir for a test file, with a memlane cache dir inside it that this process uses while
+ * the file's tests run (the CLIs it starts get it through their env): calibrations made there
+ * are the test's own. Both go when the file ends.
+ */
+export function tempDirWithCache(prefix: string): { dir: string; cache: string } {
+  const dir = mkdtempSync(path.join(os.tmpdir(), prefix));
+  const cache = path.join(dir, "cache");
+  const saved = process.env.MEMLANE_CACHE_DIR;
+  beforeAll(() => void (process.env.MEMLANE_CACHE_DIR = cache));
+  afterAll(() => {
+    if (saved === undefined) delete process.env.MEMLANE_CACHE_DIR;
+    else process.env.MEMLANE_CACHE_DIR = saved;
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return { dir, cache };
+}
 
 export interface Cli {
   child: ChildProcess;
