@@ -97,6 +97,8 @@ static void test_conv() {
       {"depthwise 7x5 no pads, 1-wide output", 1, 4, 9, 5, 4, 7, 5, 1, 1, 0, 0, 0, 0, 1, 1, 4, true, true},
       {"depthwise channel multiplier 2 (grouped path)", 2, 3, 8, 8, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, true, false},
       {"depthwise 3x3 stride 2, 112 wide, many channels", 2, 24, 14, 112, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 24, true, true},
+      {"depthwise 5x5 stride 1, 20-wide rows (shifted taps)", 2, 6, 20, 20, 6, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 6, true, false},
+      {"depthwise 3x3 stride (2,1) 33-wide, row dilation 2", 1, 3, 17, 33, 3, 3, 3, 2, 1, 2, 1, 2, 1, 2, 1, 3, false, true},
       // products large enough for the pool to split at 2 threads: the im2col path's output
       // rows (grouped, 3 channels a group: not direct), a 7x7 pointwise product's rows
       {"im2col grouped 7x7 stride 2, rows split over threads", 1, 6, 64, 64, 32, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 2, true, false},
