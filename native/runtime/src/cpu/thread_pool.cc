@@ -15,14 +15,16 @@ namespace memlane::cpu {
 namespace {
 
 // How long a worker keeps polling for the next parallel_for after one ends, and the caller for
-// a worker's last chunk, before sleeping on the condition variable. A network's kernels come
-// microseconds apart, and a futex sleep + wake costs tens of microseconds on a busy machine
-// (the caller would have run the worker's chunks itself by then: no speed-up at all).
-// MEMLANE_POOL_SPIN_US overrides (an A/B aid; 0: sleep at once).
+// a worker's last chunk, before sleeping on the condition variable: MEMLANE_POOL_SPIN_US,
+// default 0. Polling saves the futex sleep + wake between a network's kernels on a machine
+// of its own, but on a shared one it measured slower in proportion to the spin (a polling
+// worker holds a core that the calling thread, waiting behind other processes, then lacks):
+// mobilenet_v3_small at batch 1, 2 threads, load average 3.3 on 2 cores, 3.3 / 3.6 / 4.0 /
+// 4.5 ms p50 at 0 / 10 / 30 / 100 us.
 std::chrono::microseconds spin_time() {
   static const std::chrono::microseconds t{[] {
     const char* e = std::getenv("MEMLANE_POOL_SPIN_US");
-    return e ? std::max(0L, std::atol(e)) : 100L;
+    return e ? std::max(0L, std::atol(e)) : 0L;
   }()};
   return t;
 }
@@ -30,6 +32,7 @@ std::chrono::microseconds spin_time() {
 // Polls done() until it holds or the spin time passed; true if it held.
 template <typename Pred>
 bool spin_until(const Pred& done) {
+  if (spin_time().count() == 0) return done();
   const auto until = std::chrono::steady_clock::now() + spin_time();
   for (;;) {
     for (int i = 0; i < 64; ++i) {
