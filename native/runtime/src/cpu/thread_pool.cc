@@ -16,15 +16,17 @@ namespace {
 
 // How long a worker keeps polling for the next parallel_for after one ends, and the caller for
 // a worker's last chunk, before sleeping on the condition variable: MEMLANE_POOL_SPIN_US,
-// default 0. Polling saves the futex sleep + wake between a network's kernels on a machine
-// of its own, but on a shared one it measured slower in proportion to the spin (a polling
-// worker holds a core that the calling thread, waiting behind other processes, then lacks):
-// mobilenet_v3_small at batch 1, 2 threads, load average 3.3 on 2 cores, 3.3 / 3.6 / 4.0 /
-// 4.5 ms p50 at 0 / 10 / 30 / 100 us.
+// default 100. A network's kernels come microseconds apart, and a futex sleep + wake costs
+// tens of microseconds, by which time the caller has run the worker's chunks itself (ONNX
+// Runtime's pool spins likewise). Batch 1, 2 threads, p50 at 0 / 30 / 100 / 300 us, load
+// average 1.45 on 2 cores: mobilenet_v2 10.2 / 7.5 / 7.5 / 5.7 ms, regnet_x_400mf 14.0 /
+// 11.7 / 10.5 / 10.0 ms. The price: on a machine whose cores are all taken by other jobs a
+// polling worker holds a core the calling thread then lacks (load average 3.3:
+// mobilenet_v3_small 3.3 / 3.6 / 4.0 / 4.5 ms at 0 / 10 / 30 / 100 us).
 std::chrono::microseconds spin_time() {
   static const std::chrono::microseconds t{[] {
     const char* e = std::getenv("MEMLANE_POOL_SPIN_US");
-    return e ? std::max(0L, std::atol(e)) : 0L;
+    return e ? std::max(0L, std::atol(e)) : 100L;
   }()};
   return t;
 }
