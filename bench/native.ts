@@ -96,8 +96,7 @@ async function main(): Promise<void> {
       const ort = measured(await runOnce(sup, workerSpecs.python({ name: "python-ort" }), "infer.ort", { model: onnx, ...common, device: "cpu" }, tensors));
       let nat: Measured | undefined;
       if (!rtMissing) {
-        // As the pipeline's benchmark stage spawns it: OpenBLAS sized to the task's threads.
-        const spec = workerSpecs.memlaneRt({ args: ["--threads", String(THREADS)], env: { OPENBLAS_NUM_THREADS: String(THREADS) } });
+        const spec = workerSpecs.memlaneRt({ args: ["--threads", String(THREADS)] });  // as the pipeline's benchmark stage spawns it
         nat = measured(await runOnce(sup, spec, "infer.native", { model: plan, ...common, device: "cpu" }, tensors));
       }
       const diff = maxAbsDiff(nat?.outputs, ort.outputs);

@@ -185,7 +185,7 @@ export async function runBenchmark(
         throw err;
       }
       const plan = { path: planPath, arenaBytesPerSample: c.arenaBytesPerSample, lowerBoundPerSample: c.lowerBoundPerSample };
-      const spec = workerSpecs.memlaneRt({ name: stage.runtime, args: ["--threads", String(common.threads)], env: common.threads > 0 ? { OPENBLAS_NUM_THREADS: String(common.threads) } : {} });  // no idle OpenBLAS threads (their stacks count in USS)
+      const spec = workerSpecs.memlaneRt({ name: stage.runtime, args: ["--threads", String(common.threads)] });
       const device = o.device ?? s.options.device;
       const run = await s.runTask(spec, "infer.native", { model: planPath, ...common, ...(nativeIo ? { io: nativeIo } : {}), ...profileArgs, device }, { signal, onWorker, onPhase, tensors });
       m = fromWorker(run, "memlane-rt", nativeIo, legacyName, plan);

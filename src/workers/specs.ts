@@ -54,14 +54,18 @@ export const workerSpecs = Object.freeze({
       cwd: root,
     };
   },
-  /** The memlane-rt binary, e.g. with `args: ["--device", "cuda"]`. */
+  /**
+   * The memlane-rt binary, e.g. with `args: ["--device", "cuda"]`. OpenBLAS is told one
+   * thread before it loads: memlane-rt runs it single-threaded (its own pool splits the
+   * products), and threads OpenBLAS started at load would sit idle with stacks counted in USS.
+   */
   memlaneRt(options: WorkerSpecOptions = {}): WorkerSpec {
     const root = options.root ?? REPO_ROOT;
     return {
       name: options.name ?? "memlane-rt",
       command: memlaneRtBinary(root),
       args: [...(options.args ?? [])],
-      env: { ...(options.env ?? {}) },
+      env: { OPENBLAS_NUM_THREADS: "1", ...(options.env ?? {}) },
       cwd: root,
     };
   },

@@ -3,6 +3,7 @@
 // residual on either side of the Add, written in place over the residual, and left unfused
 // where the conv's output has another reader. Conv -> Relu/Clip/HardSwish/SiLU pairs likewise
 // (activation_epilogue).
+#include <algorithm>
 #include <cstdlib>
 
 #include "harness.h"
@@ -15,9 +16,10 @@ static Attrs conv_attrs(int64_t k, int64_t s, int64_t p, const char* act) {
   return {{"kernel", S{k, k}}, {"strides", S{s, s}}, {"pads", S{p, p, p, p}}, {"activation", std::string(act)}};
 }
 
-static void compare(const char* label, const PlanBuilder& pb, int64_t batch, const std::vector<float>& x) {
+static void compare(const char* label, const PlanBuilder& pb, int64_t batch, const std::vector<float>& x,
+                    int threads = 1) {
   unsetenv("MEMLANE_NO_FUSION");
-  RunResult fused = run_plan(pb, batch, {x});
+  RunResult fused = run_plan(pb, batch, {x}, threads);
   setenv("MEMLANE_NO_FUSION", "1", 1);
   RunResult plain = run_plan(pb, batch, {x});
   unsetenv("MEMLANE_NO_FUSION");
@@ -185,6 +187,36 @@ int main() {
           {c}, ca);
     pb.op("HardSwish", {c}, {y});
     compare(o.label, pb, 3, rng.vec(size_t(3 * o.C * o.H * o.H)));
+  }
+  // The activation's output over part of the conv's input and beyond (an expansion conv whose
+  // input dies at the conv): every non-depthwise path copies the input first (copy_input).
+  struct PartCase {
+    const char* label;
+    int64_t C, M, H, k, s, shift;  // shift: floats from the input's start to the output's
+  };
+  const PartCase parts[] = {
+      {"pointwise simd expand, output over the input's tail -> Clip", 8, 24, 15, 1, 1, 16},
+      {"pointwise 7x7 expand, output over the input's tail -> Clip", 8, 32, 7, 1, 1, 32},
+      {"3x3 stride 2 (im2col), output from the input's start -> Clip", 3, 16, 20, 3, 2, 0},
+      {"3x3 stride 2 (im2col) 16 -> 64, output over the input's tail -> Clip", 16, 64, 20, 3, 2, 16},
+      {"3x3 stride 1 (direct), output over the input's tail -> Clip", 8, 16, 16, 3, 1, 48},
+  };
+  for (const auto& o : parts) {
+    PlanBuilder pb;
+    const int64_t p = o.k / 2, OH = (o.H + 2 * p - o.k) / o.s + 1;
+    int x = pb.input("x", {o.C, o.H, o.H});
+    int c = pb.act("c", {o.M, OH, OH});
+    int a = pb.act("a", {o.C, o.H, o.H});
+    int y = pb.output("y", {o.M, OH, OH});
+    auto& Y = pb.tensors[size_t(y)];
+    Y.offset = pb.tensors[size_t(a)].offset + o.shift * 4;
+    pb.arena_cursor = std::max(pb.arena_cursor, (Y.offset + Y.bytes + 63) / 64 * 64);
+    pb.op("Relu", {x}, {a});
+    pb.op("Conv", {a, pb.weight("w", {o.M, o.C, o.k, o.k}, rng.vec(size_t(o.M * o.C * o.k * o.k))),
+                   pb.weight("b", {o.M}, rng.vec(size_t(o.M)))},
+          {c}, conv_attrs(o.k, o.s, p, "none"));
+    pb.op("Clip", {c}, {y}, {{"min", 0.0}, {"max", 6.0}});
+    for (int threads : {1, 2}) compare(o.label, pb, 3, rng.vec(size_t(3 * o.C * o.H * o.H)), threads);
   }
   test_gemm_epilogue(rng);
   return finish("fusion_test");

@@ -97,6 +97,12 @@ static void test_conv() {
       {"depthwise 7x5 no pads, 1-wide output", 1, 4, 9, 5, 4, 7, 5, 1, 1, 0, 0, 0, 0, 1, 1, 4, true, true},
       {"depthwise channel multiplier 2 (grouped path)", 2, 3, 8, 8, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, true, false},
       {"depthwise 3x3 stride 2, 112 wide, many channels", 2, 24, 14, 112, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 24, true, true},
+      {"depthwise 5x5 stride 1, 20-wide rows (shifted taps)", 2, 6, 20, 20, 6, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 6, true, false},
+      {"depthwise 3x3 stride (2,1) 33-wide, row dilation 2", 1, 3, 17, 33, 3, 3, 3, 2, 1, 2, 1, 2, 1, 2, 1, 3, false, true},
+      // products large enough for the pool to split at 2 threads: the im2col path's output
+      // rows (grouped, 3 channels a group: not direct), a 7x7 pointwise product's rows
+      {"im2col grouped 7x7 stride 2, rows split over threads", 1, 6, 64, 64, 32, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 2, true, false},
+      {"pointwise 7x7 map, product split over threads", 1, 192, 7, 7, 1152, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
   };
   Rng rng;
   for (const auto& c : cases) {
@@ -130,8 +136,16 @@ static void test_conv() {
 
 static void test_gemm_matmul() {
   Rng rng;
+  // Small products (one sgemm), one row (sgemv), and products the pool splits between two
+  // threads (sgemm_pool: columns, and the one-row sgemv by columns too).
+  struct GemmCase {
+    int64_t n, K, N;
+    int threads;
+  };
+  const GemmCase gcases[] = {{5, 7, 3, 1}, {1, 7, 3, 1}, {1, 1024, 2048, 2}, {3, 512, 2048, 2}};
+  for (const GemmCase& gc : gcases)
   for (bool transB : {false, true}) {
-    const int64_t n = 5, K = 7, N = 3;
+    const int64_t n = gc.n, K = gc.K, N = gc.N;
     V a = rng.vec(n * K), w = rng.vec(K * N), c = rng.vec(N);
     PlanBuilder pb;
     int ai = pb.input("a", {K});
@@ -147,9 +161,11 @@ static void test_gemm_matmul() {
         for (int64_t k = 0; k < K; ++k) s += a[i * K + k] * (transB ? w[j * K + k] : w[k * N + j]);
         ref[i * N + j] = std::max(0.f, float(0.5 * s + 2.0 * c[j]));
       }
-    RunResult r = run_plan(pb, n, {a});
+    RunResult r = run_plan(pb, n, {a}, gc.threads);
     CHECK_MSG(r.status == Status::kOk, r.message);
-    if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 1e-5f, transB ? "gemm transB" : "gemm");
+    const std::string label = std::string(transB ? "gemm transB" : "gemm") + " n=" + std::to_string(n) +
+                              " K=" + std::to_string(K) + " N=" + std::to_string(N);
+    if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, K > 100 ? 1e-3f : 1e-5f, label);
   }
   {
     const int64_t n = 3, T = 2, K = 4, M = 5;

@@ -7,6 +7,8 @@
 
 namespace memlane::cpu {
 
+class ThreadPool;  // lstm() splits its input projection on it (sgemm_pool.h)
+
 // clip_hard.cc: elementwise over n floats (x and y do not alias).
 void clip(const float* x, float* y, int64_t n, float lo, float hi);
 void hard_sigmoid(const float* x, float* y, int64_t n, float alpha, float beta);  // clamp(a*x+b, 0, 1)
@@ -39,7 +41,8 @@ struct LstmDims {
 int64_t lstm_workspace_floats(const LstmDims& d);
 // W [D, 4H, I], R [D, 4H, H], bias [D, 8H] (Wb then Rb; null = zeros).
 void lstm(const LstmDims& d, const float* x, const float* W, const float* R, const float* bias,
-          float* y, float* yh, float* yc, float* workspace);
+          float* y, float* yh, float* yc, float* workspace,
+          ThreadPool* pool = nullptr);
 
 // transpose_nd.cc: y = x.transpose(perm) over `rank` (<= 6) dims, the batch included and free
 // to move (plan v1's factory still refuses perm[0] != 0: its per-sample layout needs the batch first).

@@ -1,8 +1,6 @@
-// Conv (2-D, NCHW): im2col + cblas_sgemm; 1x1/stride-1/no-pad convs multiply the input
+// Conv (2-D, NCHW): im2col + sgemm (sgemm_pool.h); 1x1/stride-1/no-pad convs multiply the input
 // directly. Small images are batched: the columns of several samples go into one sgemm
 // (one call per chunk instead of per sample, which is what dominates at 8x8 inputs).
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +11,7 @@
 #include "cpu/conv_flat.h"
 #include "cpu/conv_winograd.h"
 #include "cpu/kernel.h"
+#include "cpu/sgemm_pool.h"
 #include "cpu/simd/avx512.h"
 
 namespace memlane::cpu {
@@ -27,6 +26,8 @@ inline int64_t small_product_samples(int64_t M, int64_t K, int64_t cols) {
   const int64_t per = std::max<int64_t>(1, M * K * cols);
   return std::max<int64_t>(1, kSmallProductMNK / per);
 }
+// Multiply-adds a thread must get before the im2col path splits a conv's output rows.
+constexpr int64_t kMinConvMacsPerThread = int64_t(1) << 20;
 constexpr uint64_t kBatchedWorkspaceFloats = uint64_t(512) << 10;  // 2 MiB: stays in L2/L3
 
 struct ConvGeom {
@@ -37,11 +38,12 @@ struct ConvGeom {
   int64_t P() const { return OH * OW; }
 };
 
-// Columns of one sample and one group: col[(c*kh+i)*kw+j][p], row stride ld. The valid
-// output-column range of each kernel tap is computed once, so the inner loops are plain
-// (vectorisable) copies; memcpy calls cost more than the copy on 4- to 16-wide rows.
-void im2col(const ConvGeom& g, const float* x, float* col, int64_t ld) {
-  const int64_t OH = g.OH, OW = g.OW, H = g.H, W = g.W, sw = g.sw;
+// Columns of one sample and one group: col[(c*kh+i)*kw+j][p], row stride ld, for the output
+// rows [oh0, oh1) (p = oh * OW + ow). The valid output-column range of each kernel tap is
+// computed once, so the inner loops are plain (vectorisable) copies; memcpy calls cost more
+// than the copy on 4- to 16-wide rows.
+void im2col(const ConvGeom& g, const float* x, float* col, int64_t ld, int64_t oh0, int64_t oh1) {
+  const int64_t OW = g.OW, H = g.H, W = g.W, sw = g.sw;
   for (int64_t c = 0; c < g.Cg(); ++c) {
     const float* xc = x + c * H * W;
     for (int64_t i = 0; i < g.kh; ++i) {
@@ -53,7 +55,7 @@ void im2col(const ConvGeom& g, const float* x, float* col, int64_t ld) {
         int64_t hi = W - woff > 0 ? (W - woff + sw - 1) / sw : 0;
         lo = std::min(lo, OW);
         hi = std::clamp(hi, lo, OW);
-        for (int64_t oh = 0; oh < OH; ++oh) {
+        for (int64_t oh = oh0; oh < oh1; ++oh) {
           float* __restrict r = row + oh * OW;
           const int64_t ih = oh * g.sh - g.pt + i * g.dh;
           if (ih < 0 || ih >= H) {
@@ -120,6 +122,13 @@ class ConvKernel final : public Kernel {
   std::vector<float> U;   // winograd: transformed weights [16][M][C]
   int threads = 1;        // winograd: scratch slices, one a thread
   int64_t Hp = 0, Wp = 0, pb = 0, pr = 0;
+  // The folded activation's output overlaps X (the planner gave it X's place, X dying here):
+  // run() first copies the chunk's X to the front of the workspace, the paths then read that
+  // copy (input()) and get the workspace after it. Costs one copy of X, saves the activation's
+  // pass over the (larger) output.
+  bool copy_input = false;
+  uint64_t input_copy_floats(int64_t batch) const { return copy_input ? uint64_t(batch * g.C * g.H * g.W + 15) / 16 * 16 : 0; }
+  const float* input(const RunCtx& c) const { return copy_input ? c.workspace - input_copy_floats(c.batch) : x.at(c); }
   int64_t plane() const { return Hp * Wp; }
   int64_t slack() const { return conv_direct_slack(g.kw, g.dw); }
   int64_t Pp() const { return g.OH * Wp; }  // columns per sample on the padded grid
@@ -136,7 +145,7 @@ class ConvKernel final : public Kernel {
   }
 
   void run_direct(const RunCtx& c, int64_t from = 0) const {
-    const float* X = x.at(c);
+    const float* X = input(c);
     float* Y = y.at(c);
     const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), K = g.K(), Cg = g.Cg(), Mg = g.Mg();
     // Intra-op threads split the output channels (blocks of 8 within a group) and share the
@@ -164,7 +173,7 @@ class ConvKernel final : public Kernel {
   // Flattened padded grid: the padded input once a sample, then slices of the output channels
   // (blocks of 8), one a thread, each with its own grid scratch.
   void run_flat(const RunCtx& c) const {
-    const float* X = x.at(c);
+    const float* X = input(c);
     float* Y = y.at(c);
     const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), K = g.K();
     const float* R = has_res ? res.at(c) : nullptr;
@@ -189,7 +198,7 @@ class ConvKernel final : public Kernel {
   // Winograd: the input in the even/odd column layout, then slices of the 32-tile blocks, one
   // a thread, each with its own scratch.
   void run_winograd(const RunCtx& c) const {
-    const float* X = x.at(c);
+    const float* X = input(c);
     float* Y = y.at(c);
     const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P();
     const float* R = has_res ? res.at(c) : nullptr;
@@ -220,7 +229,7 @@ class ConvKernel final : public Kernel {
   }
 
   void run_padded(const RunCtx& c) const {
-    const float* X = x.at(c);
+    const float* X = input(c);
     float* Y = y.at(c);
     const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), K = g.K(), Cg = g.Cg(), Mg = g.Mg();
     const int64_t pl = plane(), P = Pp();
@@ -256,8 +265,7 @@ class ConvKernel final : public Kernel {
                 std::memcpy(row + k * P, pad + (k * Cg + ch) * pl + off, sizeof(float) * P);
             }
         // 3. product on the padded grid
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(Mg), int(ld), int(K), 1.f, w + gi * Mg * K,
-                    int(K), col, int(ld), 0.f, prod, int(ld));
+        sgemm_pool(c.pool, false, Mg, ld, K, 1.f, w + gi * Mg * K, K, col, ld, 0.f, prod, ld);
         // 4. drop the extra columns, add the bias, activate
         for (int64_t k = 0; k < cnt; ++k)
           for (int64_t m = 0; m < Mg; ++m) {
@@ -298,7 +306,9 @@ class ConvKernel final : public Kernel {
     return std::clamp<int64_t>(s, 1, batch);
   }
 
-  uint64_t workspace_floats(int64_t maxBatch) const override {
+  uint64_t workspace_floats(int64_t maxBatch) const override { return input_copy_floats(maxBatch) + path_floats(maxBatch); }
+
+  uint64_t path_floats(int64_t maxBatch) const {
     if (pointwise) return 0;
     if (winograd)
       return uint64_t(conv_winograd_samples(g.OH, g.OW) * conv_direct_floats(g.C, Hp, Wp, 2, 3, 1) +
@@ -314,30 +324,36 @@ class ConvKernel final : public Kernel {
   }
 
   void run(const RunCtx& c) const override {
-    const float* X = x.at(c);
+    if (!copy_input) return run_paths(c);
+    std::memcpy(c.workspace, x.at(c), sizeof(float) * uint64_t(c.batch * g.C * g.H * g.W));
+    RunCtx after = c;
+    after.workspace = c.workspace + input_copy_floats(c.batch);
+    run_paths(after);
+  }
+
+  void run_paths(const RunCtx& c) const {
+    const float* X = input(c);
     float* Y = y.at(c);
     const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), P = g.P();
     if (pointwise_simd) return run_pointwise_simd(c);
     if (pointwise) {
       // Column panels of the product whose output (M x cols) fits in L2, each with its bias and
       // activation applied while it is there, instead of one product then a pass over all of Y.
-      // (With intra-op threads OpenBLAS splits each product; narrow panels would starve them.)
+      // (With intra-op threads the pool splits each product; narrow panels would starve it.)
       const int64_t cols = c.pool->threads() > 1 ? P : pointwise_panel();
       const bool epi = b || relu || act.kind != ConvAct::kNone;
       for (int64_t n = 0; n < c.batch; ++n) {
         float* yn = Y + n * out_sz;
         for (int64_t p0 = 0; p0 < P; p0 += cols) {
           const int64_t pc = std::min(cols, P - p0);
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(g.M), int(pc), int(g.C), 1.f, w,
-                      int(g.C), X + n * in_sz + p0, int(P), 0.f, yn + p0, int(P));
+          sgemm_pool(c.pool, false, g.M, pc, g.C, 1.f, w, g.C, X + n * in_sz + p0, P, 0.f, yn + p0, P);
           if (epi)
             for (int64_t m = 0; m < g.M; ++m) bias_act(yn + m * P + p0, yn + m * P + p0, P, b ? b + m : nullptr, 1, pc, relu, act);
         }
       }
       return;
     }
-    run_product(c);
-    if (act.kind != ConvAct::kNone) conv_activate(Y, c.batch * out_sz, act);
+    if (!run_product(c) && act.kind != ConvAct::kNone) conv_activate(Y, c.batch * out_sz, act);
   }
 
   // Pointwise conv as Y[M x P] = W[M x C] X[C x P] on the register-tiled AVX-512 product: units
@@ -345,7 +361,7 @@ class ConvKernel final : public Kernel {
   // activation; W's 8 rows stay in L1 across the block's 32-column steps). Threads split
   // samples x column panels, and the rows too when there are fewer panels than threads.
   void run_pointwise_simd(const RunCtx& c) const {
-    const float* X = x.at(c);
+    const float* X = input(c);
     float* Y = y.at(c);
     const int64_t P = g.P(), M = g.M, C = g.C, in_sz = C * P, out_sz = M * P;
     const int64_t panels = (P + kPwCols - 1) / kPwCols, per_sample = panels;
@@ -373,14 +389,15 @@ class ConvKernel final : public Kernel {
     });
   }
 
-  void run_product(const RunCtx& c) const {
-    const float* X = x.at(c);
+  // True when the folded activation (act) was applied too.
+  bool run_product(const RunCtx& c) const {
+    const float* X = input(c);
     float* Y = y.at(c);
     const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), P = g.P();
-    if (winograd) return run_winograd(c);
-    if (direct) return run_direct(c);
-    if (flat) return run_flat(c);
-    if (padded) return run_padded(c);
+    if (winograd) return run_winograd(c), false;
+    if (direct) return run_direct(c), false;
+    if (flat) return run_flat(c), false;
+    if (padded) return run_padded(c), false;
     const int64_t K = g.K();
     const int64_t s = g.group == 1 ? chunk(c.batch) : 1;
     if (s > 1) {
@@ -388,23 +405,32 @@ class ConvKernel final : public Kernel {
       float* prod = c.workspace + K * P * s;
       for (int64_t n0 = 0; n0 < c.batch; n0 += s) {
         const int64_t cnt = std::min(s, c.batch - n0), ld = cnt * P;
-        for (int64_t k = 0; k < cnt; ++k) im2col(g, X + (n0 + k) * in_sz, col + k * P, ld);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(g.M), int(ld), int(K), 1.f, w,
-                    int(K), col, int(ld), 0.f, prod, int(ld));
+        for (int64_t k = 0; k < cnt; ++k) im2col(g, X + (n0 + k) * in_sz, col + k * P, ld, 0, g.OH);
+        sgemm_pool(c.pool, false, g.M, ld, K, 1.f, w, K, col, ld, 0.f, prod, ld);
         for (int64_t k = 0; k < cnt; ++k) bias_act(Y + (n0 + k) * out_sz, prod + k * P, ld, b, g.M, P, relu);
       }
-      return;
+      return false;
     }
     const int64_t Mg = g.Mg(), Cg = g.Cg();
+    // Threads split each group's output rows: each builds its rows' columns, multiplies them
+    // (single-threaded sgemm) and applies bias and activation, with no serial pass between.
+    const int64_t grain = std::max<int64_t>(1, kMinConvMacsPerThread / std::max<int64_t>(1, Mg * K * g.OW));
     for (int64_t n = 0; n < c.batch; ++n) {
       for (int64_t gi = 0; gi < g.group; ++gi) {
-        im2col(g, X + n * in_sz + gi * Cg * g.H * g.W, c.workspace, P);
+        const float* xg = X + n * in_sz + gi * Cg * g.H * g.W;
         float* yg = Y + n * out_sz + gi * Mg * P;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(Mg), int(P), int(K), 1.f,
-                    w + gi * Mg * K, int(K), c.workspace, int(P), 0.f, yg, int(P));
-        if (b || relu) bias_act(yg, yg, P, b ? b + gi * Mg : nullptr, Mg, P, relu);
+        const float* bg = b ? b + gi * Mg : nullptr;
+        c.pool->parallel_for(g.OH, grain, [&](int64_t oh0, int64_t oh1) {
+          const int64_t p0 = oh0 * g.OW, pc = (oh1 - oh0) * g.OW;
+          im2col(g, xg, c.workspace, P, oh0, oh1);
+          sgemm_pool(nullptr, false, Mg, pc, K, 1.f, w + gi * Mg * K, K, c.workspace + p0, P, 0.f, yg + p0, P);
+          if (bg || relu || act.kind != ConvAct::kNone)
+            for (int64_t m = 0; m < Mg; ++m)
+              bias_act(yg + m * P + p0, yg + m * P + p0, P, bg ? bg + m : nullptr, 1, pc, relu, act);
+        });
       }
     }
+    return true;
   }
 };
 
@@ -451,15 +477,21 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   // takes it; Relu joins the paths' own relu, the others run after the product (conv_act.h).
   const bool fuse = std::getenv("MEMLANE_NO_FUSION") == nullptr;
   const bool depthwise = g.group == g.C && g.M == g.C && g.C > 1 && std::getenv("MEMLANE_CONV_NO_DEPTHWISE") == nullptr;
-  // Output over the input (same bytes): the depthwise kernel copies each channel into its
-  // scratch plane before writing that channel's output, so in place is safe there when a
-  // channel's output is as large as its input; every other path reads X after writing Y.
-  // (MEMLANE_CONV_NO_IN_PLACE=1 refuses it: A/B timing.)
-  const auto takes_over_input = [&] {
-    return depthwise && g.OH * g.OW == g.H * g.W && std::getenv("MEMLANE_CONV_NO_IN_PLACE") == nullptr;
+  // Output over the input: the depthwise kernel copies each channel into its scratch plane
+  // before writing that channel's output, so in place is safe there when the output is
+  // exactly the input's bytes and a channel's output as large as its input. Every other path
+  // reads X after writing Y: it takes a copy of X first (copy_input), where the output is at
+  // least as large as X (else the copy would cost more than the activation's own pass).
+  // (MEMLANE_CONV_NO_IN_PLACE=1 refuses both: A/B timing.)
+  const bool in_place_ok = std::getenv("MEMLANE_CONV_NO_IN_PLACE") == nullptr;
+  const auto dw_over_input = [&](const ConvEpilogue* e) {
+    return depthwise && e->over_input_exact && g.OH * g.OW == g.H * g.W && in_place_ok;
   };
+  const auto copy_over_input = [&] { return !depthwise && g.M * g.OH * g.OW >= g.C * g.H * g.W && in_place_ok; };
   if (const ConvEpilogue* e = bc.epilogue;
-      e && e->residual < 0 && fuse && a.activation == Activation::kNone && (!e->over_input || takes_over_input())) {
+      e && e->residual < 0 && fuse && a.activation == Activation::kNone &&
+      (!e->over_input || dw_over_input(e) || copy_over_input())) {
+    k->copy_input = e->over_input && !depthwise;
     k->y = bc.ref(e->output);
     if (e->act.kind == ConvAct::kRelu) k->relu = true;
     else k->act = e->act;

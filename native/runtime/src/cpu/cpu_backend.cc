@@ -21,6 +21,7 @@
 #include "cpu/kernel.h"
 #include "cpu/plan_queries.h"
 #include "cpu/op_profiler.h"
+#include "cpu/sgemm_pool.h"
 
 namespace memlane {
 namespace {
@@ -76,7 +77,7 @@ bool residual_epilogue(const Plan& plan, size_t i, cpu::ConvEpilogue* e) {
 // read nowhere else: the Conv applies the activation itself and writes the activation's
 // output (saves a pass over the tensor; the depthwise kernel applies it per channel while the
 // channel is in cache). Same arena rules as residual_epilogue, with no residual, except that
-// the output may be exactly the input's bytes (over_input).
+// the output may overlap the input (over_input; make_conv decides whether a path can take it).
 bool activation_epilogue(const Plan& plan, size_t i, cpu::ConvEpilogue* e) {
   const auto& ops = plan.ops;
   if (i + 1 >= ops.size() || ops[i].attrs.activation != Activation::kNone || ops[i].outputs.size() != 1) return false;
@@ -98,11 +99,11 @@ bool activation_epilogue(const Plan& plan, size_t i, cpu::ConvEpilogue* e) {
   const TensorInfo &T = plan.tensors[t1], &O = plan.tensors[out], &X = plan.tensors[ops[i].inputs[0]];
   if (X.is_weight() || O.is_weight() || O.shape != T.shape || O.dtype != T.dtype) return false;
   // The planner may give the activation's output the conv's input's place (the input dies at
-  // the conv). Exactly the same bytes: only a kernel that reads each input channel whole
-  // before writing the same channel's output can take that (make_conv checks: depthwise).
-  const bool over_input = overlaps(O, X);
-  if (over_input && (O.offset != X.offset || O.bytes != X.bytes)) return false;
-  e->over_input = over_input;
+  // the conv). make_conv decides: the depthwise kernel takes exactly the same bytes (it reads
+  // each input channel whole before writing the same channel's output), the other paths copy
+  // X first.
+  e->over_input = overlaps(O, X);
+  e->over_input_exact = e->over_input && O.offset == X.offset && O.bytes == X.bytes;
   e->residual = -1;
   e->output = out;
   e->act = act;
@@ -309,7 +310,10 @@ class CpuBackend final : public Backend {
     maxBatch_ = maxBatch;
     chunk_ = laneChunk;  // the serial path (batch 1, profiling) uses lane 0
     plan_ = &plan;
-    openblas_set_num_threads(threads_);
+    // OpenBLAS stays single-threaded: the kernels split their products on pool_ themselves
+    // (sgemm_pool.h). Its own pthread workers spin after every call, taking the cores from the
+    // pool's next kernels, and each batch lane's call would start threads of its own.
+    openblas_set_num_threads(cpu::blas_threads());
     // MEMLANE_PROFILE=1: time every op and print the mean per op at destruction (tuning aid).
     if (const char* p = std::getenv("MEMLANE_PROFILE"); p && *p == '1') {
       profiler_.start(kernels_.size());

@@ -1,15 +1,14 @@
 // Gemm (A activation [..., K], B weight, optional C broadcast to [..., N]) and MatMul
 // (A [..., K] activation, B [K,M] weight): A's rows are all its leading dims, so the batch
-// may sit on any of them. One cblas_sgemm over the whole batch, or, for a MatMul on an
+// may sit on any of them. One sgemm over the whole batch (split by sgemm_pool), or, for a MatMul on an
 // AVX-512 CPU, the register-tiled simd::sgemm_nn over blocks of rows split between the
 // pool's threads, with a fused epilogue (bias, Gelu; gemm_epilogue.cc).
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "cpu/kernel.h"
+#include "cpu/sgemm_pool.h"
 #include "cpu/simd/avx512.h"
 #include "cpu/vmath.h"
 
@@ -76,8 +75,7 @@ class GemmKernel final : public Kernel {
         for (int64_t i = 0; i < M * N; ++i) Y[i] = v;
       }
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, transB ? CblasTrans : CblasNoTrans, int(M), int(N), int(K), alpha,
-                a.at(c), int(K), b, transB ? int(K) : int(N), gemm_beta, Y, int(N));
+    sgemm_pool(c.pool, transB, M, N, K, alpha, a.at(c), K, b, transB ? K : N, gemm_beta, Y, N);
     if (relu) relu_inplace(Y, M * N);
     if (ebias)
       for (int64_t r = 0; r < M; ++r)

@@ -66,7 +66,8 @@ struct ConvEpilogue {
   int32_t output = -1;    // tensor the result goes to (the Relu's, or the Add's, or the activation's)
   bool relu = false;
   ConvAct act;            // without a residual: the activation op folded into the Conv (conv_act.h)
-  bool over_input = false;  // `output` is exactly the conv input's bytes (only depthwise takes it)
+  bool over_input = false;        // `output` overlaps the conv's input (it dies at the conv)
+  bool over_input_exact = false;  // ... and is exactly its bytes (the depthwise kernel takes that)
   mutable bool taken = false;  // set by make_conv when it fused
 };
 

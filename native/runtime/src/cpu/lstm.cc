@@ -10,6 +10,7 @@
 
 #include "cpu/cnn_ops.h"
 #include "cpu/kernel.h"
+#include "cpu/sgemm_pool.h"
 #include "cpu/vmath.h"
 
 namespace memlane::cpu {
@@ -19,7 +20,7 @@ int64_t lstm_workspace_floats(const LstmDims& d) {
 }
 
 void lstm(const LstmDims& d, const float* x, const float* W, const float* R, const float* bias,
-          float* y, float* yh, float* yc, float* workspace) {
+          float* y, float* yh, float* yc, float* workspace, ThreadPool* pool) {
   const int64_t S = d.S, B = d.B, I = d.I, H = d.H, G4 = 4 * H;
   float* proj = workspace;        // [S * B, 4H] in x's row order
   float* gates = proj + S * B * G4;  // [B, 4H]
@@ -31,8 +32,7 @@ void lstm(const LstmDims& d, const float* x, const float* W, const float* R, con
     const float* Wd = W + dir * G4 * I;
     const float* Rd = R + dir * G4 * H;
     if (S * B > 0)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(S * B), int(G4), int(I), 1.f, x, int(I), Wd, int(I), 0.f,
-                  proj, int(G4));
+      sgemm_pool(pool, true, S * B, G4, I, 1.f, x, I, Wd, I, 0.f, proj, G4);
     if (bias) {
       const float* wb = bias + dir * 2 * G4;
       const float* rb = wb + G4;
@@ -87,7 +87,7 @@ class LstmKernel final : public Kernel {
     d.s_d = d.H;
     d.s_b = d.D * d.H;
     lstm(d, x.at(c), w.at(c), r.at(c), has_bias ? bias.at(c) : nullptr, has_y ? y.at(c) : nullptr,
-         has_yh ? yh.at(c) : nullptr, has_yc ? yc.at(c) : nullptr, c.workspace);
+         has_yh ? yh.at(c) : nullptr, has_yc ? yc.at(c) : nullptr, c.workspace, c.pool);
   }
   uint64_t workspace_floats(int64_t maxBatch) const override {
     LstmDims d = dims;

@@ -4,14 +4,13 @@
 // (vectorised over N) for the small per-head slices of short sequences.
 #include "cpu/matmul_batched.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstring>
 #include <memory>
 
 #include "cpu/kernel.h"
 #include "cpu/simd/avx512.h"
+#include "cpu/sgemm_pool.h"
 #include "cpu/thread_pool.h"
 
 namespace memlane::cpu {
@@ -55,13 +54,18 @@ void matmul_batched(const float* A, const float* B, float* Y, const BatchedMatMu
   for (int i = 0; i < d.lead; ++i) slices *= d.dims[i];
   const int64_t MN = d.M * d.N;
   if (d.M * d.K * d.N > kSmallGemm) {
-    // OpenBLAS threads inside each call.
-    for (int64_t s = 0; s < slices; ++s) {
-      int64_t oa, ob;
-      slice_offsets(d, s, &oa, &ob);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(d.M), int(d.N), int(d.K), 1.f, A + oa, int(d.K),
-                  B + ob, int(d.N), 0.f, Y + s * MN, int(d.N));
-    }
+    // Slices side by side on the pool's threads when there are enough of them, else each
+    // product split by sgemm_pool.
+    const int64_t T = pool ? pool->threads() : 1;
+    auto big = [&](int64_t s0, int64_t s1, ThreadPool* inner) {
+      for (int64_t s = s0; s < s1; ++s) {
+        int64_t oa, ob;
+        slice_offsets(d, s, &oa, &ob);
+        sgemm_pool(inner, false, d.M, d.N, d.K, 1.f, A + oa, d.K, B + ob, d.N, 0.f, Y + s * MN, d.N);
+      }
+    };
+    if (T > 1 && slices >= T) pool->parallel_for(slices, 1, [&](int64_t s0, int64_t s1) { big(s0, s1, nullptr); });
+    else big(0, slices, pool);
     return;
   }
   auto body = [&](int64_t s0, int64_t s1) {
