@@ -161,7 +161,11 @@ export async function estimatePipeline(p: Pipeline, onnx: Calibration, torch: To
   try {
     await exportModels(stages, c);
     const out: StageEstimate[] = [];
-    for (let i = 0; i < stages.length; i++) out.push(await estimateStage(p, stages, i, c));
+    for (let i = 0; i < stages.length; i++) {
+      // A probe that fails (a train stage's torch run, a rank's torch.distributed imports) leaves
+      // that stage unestimated, with the reason; the others still are.
+      out.push(await estimateStage(p, stages, i, c).catch((err: Error) => notEstimated(stages[i]!, `its probe failed: ${err.message.split("\n")[0]}`)));
+    }
     return { pipeline: p.name, stages: out, concurrent: concurrentPeak(out, p.options.concurrency, memoryBudgetMiB) };
   } finally {
     rmSync(dir, { recursive: true, force: true });

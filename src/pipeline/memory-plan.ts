@@ -113,12 +113,16 @@ export async function reportEstimates(report: Report, stages: readonly StageDef[
     if (torch.pythonTorch) out.runtimes.unshift(torch.pythonTorch);
     out.training = torch.training;
     out.trainingReason = torch.trainingReason;
-    const distributed = await distributedChecks(report, stages, s);
-    if (distributed.length > 0) out.distributed = distributed;
-    if (out.status === "unavailable" && (torch.pythonTorch || torch.training || distributed.length > 0)) out.status = "ok"; // `reason` still says why the ONNX rows are missing
+    if (out.status === "unavailable" && (torch.pythonTorch || torch.training)) out.status = "ok"; // `reason` still says why the ONNX rows are missing
   } catch (err) {
     out.training = null;
     out.trainingReason = `the PyTorch estimate failed: ${(err as Error).message.split("\n")[0]}`;
+  }
+  // Its own step: a distributed stage whose rank probe fails loses only its own row.
+  const distributed = await distributedChecks(report, stages, s);
+  if (distributed.length > 0) {
+    out.distributed = distributed;
+    if (out.status === "unavailable") out.status = "ok";
   }
   return out;
 }
@@ -133,9 +137,18 @@ async function distributedChecks(report: Report, stages: readonly StageDef[], s:
     if (d.kind !== "train" || !d.opts.distributed || !measured || measured.ranks.length === 0) continue;
     const { arch } = d.opts;
     const dist = d.opts.distributed;
+    // A rank that reported no phase (it died first) has no peak to compare with.
+    const peaks = measured.ranks.flatMap((r) => r.phases.map((p) => p.peakRssMiB)).filter(Number.isFinite);
+    if (peaks.length === 0) continue;
+    const worst = Math.max(...peaks);
     const shape = { batchSize: localBatch(d.opts.batchSize ?? TRAIN_BATCH_DEFAULT, dist), evalSamples: evalSamplesOf(arch), optimizer: optimizerOf(arch) };
-    const e = distributedEstimate(cal, await runTerms(s).rank(arch, shape, d.opts.threads ?? s.options.threads, dist.strategy), shape, dist);
-    const worst = Math.max(...measured.ranks.map((r) => Math.max(...r.phases.map((p) => p.peakRssMiB))));
+    let e: ReturnType<typeof distributedEstimate>;
+    try {
+      e = distributedEstimate(cal, await runTerms(s).rank(arch, shape, d.opts.threads ?? s.options.threads, dist.strategy), shape, dist);
+    } catch (err) {
+      (report.notes ??= []).push(`estimate of distributed stage ${d.name}: its rank probe failed (${(err as Error).message.split("\n")[0]})`);
+      continue;
+    }
     out.push({
       stage: d.name, arch, strategy: dist.strategy, ranks: e.ranks, perRankEstimateMiB: e.perRankMiB, perRankMeasuredMiB: worst,
       errorPct: worst > 0 ? ((e.perRankMiB - worst) / worst) * 100 : 0, launcherEstimateMiB: e.launcherMiB, parts: e.parts,

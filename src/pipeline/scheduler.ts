@@ -126,7 +126,9 @@ export async function runDag<T>(nodes: readonly DagNode<T>[], opts: DagOptions):
     if (!opts.memory) return;
     for (const n of pending.values()) {
       if (!ready(n) || predicted.has(n.name)) continue;
-      const p = n.predictPeak ? await n.predictPeak().catch(() => null) : null;
+      const got = n.predictPeak ? await n.predictPeak().catch(() => null) : null;
+      // A prediction that is not a finite number is no prediction (NaN would never fit).
+      const p = got && Number.isFinite(got.peakMiB) ? got : null;
       predicted.set(n.name, p);
       if (p && p.peakMiB > opts.memory.budgetMiB && !failure) {
         pending.delete(n.name);

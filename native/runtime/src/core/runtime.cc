@@ -187,8 +187,15 @@ bool Runtime::load(const std::string& planPath, int64_t maxBatch, RtError* err) 
     std::unique_ptr<Backend> b = make_cpu_backend(bo, &st, &msg);
     if (b) st = b->prepare(profiles[p], maxBatch, &msg);
     if (!b || st != Status::kOk) {
-      backends.resize(1);  // the runtime stays as it was before this load
-      return set_err(err, code_for(st), planPath + ": profile " + std::to_string(p) + ": " + msg);
+      const int code = code_for(st);
+      const std::string why = planPath + ": profile " + std::to_string(p) + ": " + msg;
+      // backends[0] was prepared for this plan, which goes away with `file`: a fresh, unprepared
+      // CPU backend instead (several profiles run only there), so a later load() can prepare it.
+      backends.resize(1);
+      BackendOptions fresh = impl_->backendOptions;
+      fresh.phaseMark = nullptr;
+      backends[0] = make_cpu_backend(fresh, &st, &msg);
+      return set_err(err, code, why);
     }
     backends.push_back(std::move(b));
   }

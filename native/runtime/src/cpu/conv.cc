@@ -10,6 +10,7 @@
 #include "cpu/conv_direct.h"
 #include "cpu/conv_flat.h"
 #include "cpu/conv_winograd.h"
+#include "cpu/env_count.h"
 #include "cpu/kernel.h"
 #include "cpu/sgemm_pool.h"
 #include "cpu/simd/avx512.h"
@@ -289,10 +290,7 @@ class ConvKernel final : public Kernel {
   // at least 256 columns (OpenBLAS call and packing overhead). MEMLANE_CONV_PANEL overrides
   // (a tuning aid; 0 = the whole map in one product).
   int64_t pointwise_panel() const {
-    static const int64_t forced = [] {
-      const char* e = std::getenv("MEMLANE_CONV_PANEL");
-      return e ? std::atoll(e) : int64_t(-1);
-    }();
+    static const int64_t forced = env_count("MEMLANE_CONV_PANEL", -1);
     if (forced == 0) return g.P();
     if (forced > 0) return forced;
     return std::max<int64_t>(256, (65536 / std::max<int64_t>(g.M, 1)) / 64 * 64);

@@ -45,8 +45,7 @@ void lstm(const LstmDims& d, const float* x, const float* W, const float* R, con
       const int64_t t = back ? S - 1 - step : step;
       if (step == 0) std::fill(gates, gates + B * G4, 0.f);  // h = 0: no recurrent term yet
       else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(B), int(G4), int(H), 1.f, h, int(H), Rd, int(H), 0.f,
-                    gates, int(G4));
+        sgemm_pool(pool, true, B, G4, H, 1.f, h, H, Rd, H, 0.f, gates, G4);  // OpenBLAS runs 1 thread
       for (int64_t b = 0; b < B; ++b) {
         float* g = gates + b * G4;
         const float* p = proj + (t * d.x_t + b * d.x_b) * G4;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "cpu/env_count.h"
 #include "cpu/thread_pool.h"
 
 namespace memlane::cpu {
@@ -32,10 +33,7 @@ void one(bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float*
 }  // namespace
 
 int blas_threads() {
-  static const int n = [] {
-    const char* e = std::getenv("MEMLANE_BLAS_THREADS");
-    return e && std::atoi(e) > 1 ? std::atoi(e) : 1;
-  }();
+  static const int n = int(std::max(1L, std::min(env_count("MEMLANE_BLAS_THREADS", 1), 1024L)));
   return n;
 }
 

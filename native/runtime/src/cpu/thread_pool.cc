@@ -1,5 +1,7 @@
 #include "cpu/thread_pool.h"
 
+#include "cpu/env_count.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -24,10 +26,7 @@ namespace {
 // polling worker holds a core the calling thread then lacks (load average 3.3:
 // mobilenet_v3_small 3.3 / 3.6 / 4.0 / 4.5 ms at 0 / 10 / 30 / 100 us).
 std::chrono::microseconds spin_time() {
-  static const std::chrono::microseconds t{[] {
-    const char* e = std::getenv("MEMLANE_POOL_SPIN_US");
-    return e ? std::max(0L, std::atol(e)) : 100L;
-  }()};
+  static const std::chrono::microseconds t{env_count("MEMLANE_POOL_SPIN_US", 100)};
   return t;
 }
 
