@@ -16,12 +16,12 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function setup(worldSize: number) {
+async function setup(worldSize: number, restarts: { maxRestarts?: number; restartWaitMs?: number } = {}) {
   const broker = await Broker.bind({ transport: "ipc" });
   cleanups.push(() => broker.close());
   const stageKey = newWorkerKey();
   const admitted: number[] = [];
-  const slots = new RankSlots(broker, { stage: "t", stageKey, worldSize, task: "train.rank", args: {}, onAdmit: (_r, pid) => admitted.push(pid) });
+  const slots = new RankSlots(broker, { stage: "t", stageKey, worldSize, task: "train.rank", args: {}, onAdmit: (_r, pid) => admitted.push(pid), ...restarts });
   cleanups.push(() => slots.close());
   return { broker, stageKey, slots, admitted };
 }
@@ -60,6 +60,32 @@ describe("rank slots", () => {
     await current.d.send(encodeEnvelope({ v: PROTOCOL_VERSION, type: "result", id: current.first.id, value: { accuracy: 1 } }));
     const runs = await slots.done;
     expect(runs.map((r) => r.pid)).toEqual([101]);
+  });
+
+  it("with a restart left, a rank's task error waits: the restarted group's hello voids it", async () => {
+    const { broker, stageKey, slots } = await setup(1, { maxRestarts: 1, restartWaitMs: 60_000 });
+    const first = await rank(broker.endpoint, stageKey, 0, 300, who(0));
+    // The echo of a killed peer: gloo's collective broke under this rank.
+    await first.d.send(encodeEnvelope({ v: PROTOCOL_VERSION, type: "error", id: first.first.id, code: 1, message: "Connection closed by peer" }));
+    let settled = false;
+    void slots.done.then(() => (settled = true), () => (settled = true));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(settled).toBe(false);
+    const restarted = await rank(broker.endpoint, stageKey, 0, 301, who(1));
+    expect(restarted.first.type).toBe("task");
+    await restarted.d.send(encodeEnvelope({ v: PROTOCOL_VERSION, type: "result", id: restarted.first.id, value: { accuracy: 1 } }));
+    expect((await slots.done).map((r) => r.pid)).toEqual([301]);
+  });
+
+  it("a held task error fails the stage when no restarted group comes in time, and at once when no restart is left", async () => {
+    const held = await setup(1, { maxRestarts: 1, restartWaitMs: 200 });
+    const a = await rank(held.broker.endpoint, held.stageKey, 0, 400, who(0));
+    await a.d.send(encodeEnvelope({ v: PROTOCOL_VERSION, type: "error", id: a.first.id, code: 1, message: "boom" }));
+    await expect(held.slots.done).rejects.toThrow(/rank 0 .*pid 400\) failed: .*boom/);
+    const last = await setup(1, { maxRestarts: 1, restartWaitMs: 60_000 });
+    const b = await rank(last.broker.endpoint, last.stageKey, 0, 401, who(1)); // generation 1 = the last restart
+    await b.d.send(encodeEnvelope({ v: PROTOCOL_VERSION, type: "error", id: b.first.id, code: 1, message: "again" }));
+    await expect(last.slots.done).rejects.toThrow(/again/);
   });
 
   it("fails the stage and gives no task to a process that proves rank 0's key but claims another rank", async () => {

@@ -66,6 +66,7 @@ export async function runDistributedTrain(
     args: {
       ...trainArgs(o, s), strategy: d.strategy, backend: d.backend, allowCpuFallback: d.allowCpuFallback,
     },
+    maxRestarts: t.maxRestarts,
     // A rank on another host is no process of this one's /proc (and its pid may equal a local
     // one's): only this host's launcher's children are sampled; the others have their phase marks.
     onAdmit: (rank, pid) => (localPids.has(pid) && rank.host === thisHost ? s.sampler.track(pid, `${stage.name}@rank${rank.rank}`) : undefined),

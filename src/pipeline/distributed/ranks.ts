@@ -30,7 +30,19 @@ export interface RankSlotsOptions {
   onAdmit?(rank: RankIdentity, pid: number): void;
   onProgress?(rank: number, p: Progress): void;
   heartbeatIntervalMs?: number;
+  /** The launcher's `--max-restarts`: while a restart is left, a rank's task error may be void. */
+  maxRestarts?: number;
+  /** How long such an error waits for the restarted group's hello before it fails the stage. */
+  restartWaitMs?: number;
 }
+
+/**
+ * A rank killed by a signal breaks the gloo collective its peers are in: they report that as a
+ * task error, which can reach us before the launcher has stopped them and restarted the group
+ * (it did on a loaded machine). While a restart is left, such an error waits this long for the
+ * next generation's hello, which voids it; a launcher that gives up ends the stage anyway.
+ */
+const RESTART_WAIT_MS = 30_000;
 
 /** A task error a rank reported (a Python exception, nccl without CUDA...). */
 export class RankTaskError extends Error {
@@ -63,6 +75,8 @@ export class RankSlots {
   readonly #unexpect: Array<() => void> = [];
   #generation = 0;
   #closed = false;
+  /** A task error held while the launcher may still restart the group (RESTART_WAIT_MS). */
+  #heldError: NodeJS.Timeout | undefined;
   readonly #heartbeat: NodeJS.Timeout;
   #seq = 0;
 
@@ -111,8 +125,10 @@ export class RankSlots {
     // A late hello of a group the launcher has already restarted: it must not take the slot.
     if (identity.restart < this.#generation) return this.#turnAway(peer);
     if (identity.restart > this.#generation) {
-      // The launcher restarted the group: what the older processes sent is void.
+      // The launcher restarted the group: what the older processes sent is void, errors too.
       this.#generation = identity.restart;
+      clearTimeout(this.#heldError);
+      this.#heldError = undefined;
       for (const old of this.#slots.values()) this.broker.forget(old.peer.identity);
       this.#slots.clear();
     }
@@ -143,7 +159,11 @@ export class RankSlots {
       this.#maybeDone();
     } else if (m.type === "error") {
       const who = `rank ${slot.identity.rank} (${this.o.stage}@rank${slot.identity.rank}, host ${slot.identity.host}, pid ${slot.pid})`;
-      this.#reject(new RankTaskError(`${who} failed: ${errorCodeName(m.code)}: ${m.message}`, slot.identity.rank, slot.pid, slot.identity.host, m.code, m.traceback));
+      const err = new RankTaskError(`${who} failed: ${errorCodeName(m.code)}: ${m.message}`, slot.identity.rank, slot.pid, slot.identity.host, m.code, m.traceback);
+      if (slot.identity.restart < (this.o.maxRestarts ?? 0)) {
+        this.#heldError ??= setTimeout(() => this.#reject(err), this.o.restartWaitMs ?? RESTART_WAIT_MS);
+        this.#heldError.unref();
+      } else this.#reject(err);
     }
   }
 
@@ -164,6 +184,7 @@ export class RankSlots {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#heartbeat);
+    clearTimeout(this.#heldError);
     for (const u of this.#unexpect) u();
     for (const s of this.#slots.values()) {
       this.#send(s.peer, { type: "shutdown" });
