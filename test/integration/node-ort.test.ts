@@ -1,9 +1,10 @@
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runNodeOrt } from "../../src/workers/node-ort.ts";
+import { withProcessTmpdir } from "../../src/workers/process-tmpdir.ts";
 import { ROOT } from "./pipeline-helpers.ts";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "memlane-node-ort-"));
@@ -25,16 +26,22 @@ onnx.save(m, ${JSON.stringify(model)})
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+// onnxruntime-node's telemetry writes mat-debug-<pid>.log into TMPDIR at the process's first
+// session: the runs go through the test's own dir, as a pipeline's go through its run's.
+const ortTelemetryLog = path.join(os.tmpdir(), `mat-debug-${process.pid}.log`);
+const nodeOrt = (...args: Parameters<typeof runNodeOrt>) => withProcessTmpdir(dir, () => runNodeOrt(...args));
+
 describe("node-ort on a worker_thread", () => {
   it("marks the five phases with the orchestrator's own /proc readings and returns every output", async () => {
     const n = 10;
     const inputs = Float32Array.from({ length: n * 16 }, (_, k) => (k % 7) - 3);
     const phases: Array<{ name: string; mark: string; rss: number }> = [];
-    const r = await runNodeOrt(
+    const r = await nodeOrt(
       { model, inputs, shape: [n, 1, 4, 4], batchSizes: [1, 4], iterations: 5, warmup: 1, threads: 1 },
       { onPhase: (p) => phases.push({ name: p.name, mark: p.mark, rss: p.memory.rssKiB }) },
     );
     expect(r.pid).toBe(process.pid);
+    expect(existsSync(ortTelemetryLog), `${ortTelemetryLog} left in TMPDIR`).toBe(false);
     expect(phases.filter((p) => p.mark === "end").map((p) => p.name)).toEqual([
       "import", "runtime-create", "model-load", "first-inference", "steady-inference",
     ]);
@@ -54,9 +61,9 @@ describe("node-ort on a worker_thread", () => {
 
   it("rejects with the runtime's error for a missing model, and stops on abort", async () => {
     const base = { inputs: new Float32Array(16), shape: [1, 1, 4, 4], batchSizes: [1], iterations: 1, warmup: 0, threads: 1 };
-    await expect(runNodeOrt({ ...base, model: path.join(dir, "missing.onnx") })).rejects.toThrow(/node-ort: /);
+    await expect(nodeOrt({ ...base, model: path.join(dir, "missing.onnx") })).rejects.toThrow(/node-ort: /);
     const ac = new AbortController();
     ac.abort(new Error("stop"));
-    await expect(runNodeOrt({ ...base, model }, { signal: ac.signal })).rejects.toThrow("stop");
+    await expect(nodeOrt({ ...base, model }, { signal: ac.signal })).rejects.toThrow("stop");
   });
 });
