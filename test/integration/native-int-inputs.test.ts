@@ -15,6 +15,7 @@ import { Supervisor } from "../../src/workers/supervisor.ts";
 import { memlaneRtBinary, workerSpecs } from "../../src/workers/specs.ts";
 import type { WorkerHandle } from "../../src/workers/handle.ts";
 import { pythonPath } from "../fixtures/onnx/models.ts";
+import { relDiff } from "../fixtures/rel-diff.ts";
 
 let BUILT = true;
 try {
@@ -55,18 +56,6 @@ const ioArg = (model: string) => ({
   inputs: Object.entries(manifest[model]!.inputs).map(([name, s]) => ({ name, dtype: s.dtype, shape: s.shape, batchAxis: s.axis })),
   outputs: Object.keys(manifest[model]!.outputs).map((name) => ({ name })),
 });
-
-/** Worst |got - want| relative to the output's scale (its largest |want|). */
-function relDiff(got: Float32Array, want: Float32Array): number {
-  expect(got.length).toBe(want.length);
-  let scale = 0, worst = 0;
-  for (let i = 0; i < want.length; i++) scale = Math.max(scale, Math.abs(want[i]!));
-  for (let i = 0; i < want.length; i++) {
-    const d = Math.abs(got[i]! - want[i]!);
-    if (!(d <= worst)) worst = d;
-  }
-  return worst / Math.max(scale, 1e-12);
-}
 
 /** Both exporters (legacy opset 17, dynamo opset 18); inputShapes for the legacy ones. */
 const SHAPES: Record<string, Record<string, number[]> | undefined> = {

@@ -19,6 +19,7 @@ import { Supervisor } from "../../src/workers/supervisor.ts";
 import { memlaneRtBinary, workerSpecs } from "../../src/workers/specs.ts";
 import type { WorkerHandle } from "../../src/workers/handle.ts";
 import { pythonPath } from "../fixtures/onnx/models.ts";
+import { relDiff } from "../fixtures/rel-diff.ts";
 
 let BUILT = true;
 try {
@@ -46,18 +47,6 @@ const tensors = (seq: number) => ({
   "input:ids": { dtype: "int64" as const, shape: [manifest.batch, seq], data: new BigInt64Array(bytes(`seq${seq}.ids.bin`)) },
   "input:mask": { dtype: "int64" as const, shape: [manifest.batch, seq], data: new BigInt64Array(bytes(`seq${seq}.mask.bin`)) },
 });
-
-/** Worst |got - want| relative to the output's scale (its largest |want|). */
-function relDiff(got: Float32Array, want: Float32Array): number {
-  expect(got.length).toBe(want.length);
-  let scale = 0, worst = 0;
-  for (let i = 0; i < want.length; i++) scale = Math.max(scale, Math.abs(want[i]!));
-  for (let i = 0; i < want.length; i++) {
-    const d = Math.abs(got[i]! - want[i]!);
-    if (!(d <= worst)) worst = d;
-  }
-  return worst / Math.max(scale, 1e-12);
-}
 
 describe.skipIf(!BUILT)("shape profiles: one plan, three sequence lengths, the real memlane-rt worker", () => {
   const printed: string[] = [];

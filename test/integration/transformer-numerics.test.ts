@@ -21,6 +21,7 @@ import type { WorkerHandle } from "../../src/workers/handle.ts";
 import { REPO_ROOT, pythonPath } from "../fixtures/onnx/models.ts";
 import { planToOnnx } from "./compiler-plan-to-onnx.ts";
 import { ortSession } from "../fixtures/ort-session.ts";
+import { relDiff } from "../fixtures/rel-diff.ts";
 
 const TOL = 1e-4;
 const SCRIPT = join(REPO_ROOT, "test/fixtures/onnx/make_transformer_models.py");
@@ -83,18 +84,6 @@ function axisFirst(x: Float32Array, shape: number[], axis: number): Float32Array
   return y;
 }
 
-/** max |got - want| / max |want|: the error relative to the output's scale. */
-function relDiff(got: Float32Array, want: Float32Array): number {
-  expect(got.length).toBe(want.length);
-  let d = 0, scale = 0;
-  for (let i = 0; i < want.length; i++) {
-    const e = Math.abs(got[i]! - want[i]!);
-    if (!(e <= d)) d = e;  // NaN propagates as a failure
-    scale = Math.max(scale, Math.abs(want[i]!));
-  }
-  return d / Math.max(scale, 1e-6);
-}
-
 /** Compile, or undefined (with the reason logged) for the models plan v1 cannot hold yet. */
 async function compiled(name: string): Promise<string | undefined> {
   const e = manifest[name]!;
@@ -147,7 +136,7 @@ describe("transformer blocks: compiler", () => {
       if (!plan) continue;
       const shape = shapeFor(name, 3);
       const x = inputs(shape.reduce((a, b) => a * b, 1), name.length);
-      const d = relDiff(await ortRun(planToOnnx(readPlan(plan)), x, shape), await ortRun(join(dir, manifest[name]!.onnx!), x, shape));
+      const d = relDiff(await ortRun(planToOnnx(readPlan(plan)), x, shape), await ortRun(join(dir, manifest[name]!.onnx!), x, shape), 1e-6);
       expect(d, `${name}: relative diff ${d}`).toBeLessThanOrEqual(TOL);
     }
   });
@@ -181,7 +170,7 @@ describe.skipIf(!BUILT)("transformer blocks: memlane-rt vs ONNX Runtime", () => 
         const got = Object.values(r.tensors)[0]!;
         expect(got.shape).toEqual(wire);
         const want = axisFirst(await ortRun(join(dir, manifest[name]!.onnx!), x, shape), shape, axis);
-        worst = Math.max(worst, relDiff(got.data as Float32Array, want));
+        worst = Math.max(worst, relDiff(got.data as Float32Array, want, 1e-6));
       }
       diffs[name] = worst;
     }
