@@ -17,10 +17,11 @@ import { workerSpecs } from "../workers/specs.ts";
 import type { Calibration } from "./calibration.ts";
 import { features, modelTerms, type ModelTerms } from "./model-terms.ts";
 import { estimateRuntime } from "./predict.ts";
-import { describeTrain, evalSamplesOf, inferEstimate, optimizerOf, TRAIN_BATCH_DEFAULT, trainEstimate } from "./torch-estimate.ts";
+import { describeTrain, evalSamplesOf, inferEstimate, trainEstimate } from "./torch-estimate.ts";
 import type { TorchCalibration } from "./torch-calibration.ts";
 import { inferTerms, rankTerms, type TorchTerms, trainTerms } from "./torch-terms.ts";
-import { distributedEstimate, localBatch } from "./torch-distributed.ts";
+import { trainShapeOf, zooArchOf } from "./stage-facts.ts";
+import { distributedEstimate } from "./torch-distributed.ts";
 import { concurrentPeak, type ConcurrentPeak } from "./concurrent-peak.ts";
 
 export interface StagePhaseEstimate {
@@ -110,7 +111,7 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
   if (s.kind === "train" && s.opts.distributed) {
     const d = s.opts.distributed;
     const arch = s.opts.arch;
-    const shape = { batchSize: localBatch(s.opts.batchSize ?? TRAIN_BATCH_DEFAULT, d), evalSamples: evalSamplesOf(arch), optimizer: optimizerOf(arch) };
+    const shape = trainShapeOf(s.opts);
     const threads = s.opts.threads ?? p.options.threads;
     const t = await cachedTerms(c, `rank ${d.strategy} ${arch} ${JSON.stringify(shape)} ${threads}`, () => rankTerms(arch, shape, threads, d.strategy));
     const e = distributedEstimate(c.torch, t, shape, d);
@@ -121,7 +122,7 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
   }
   if (s.kind === "train") {
     const arch = s.opts.arch;
-    const shape = { batchSize: s.opts.batchSize ?? TRAIN_BATCH_DEFAULT, evalSamples: evalSamplesOf(arch), optimizer: optimizerOf(arch) };
+    const shape = trainShapeOf(s.opts);
     const threads = s.opts.threads ?? p.options.threads;
     const t = await cachedTerms(c, `train ${arch} ${JSON.stringify(shape)} ${threads}`, () => trainTerms(arch, shape, threads));
     const e = trainEstimate(c.torch, t, shape);
@@ -131,7 +132,7 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
   const maxBatch = Math.max(...(s.opts.batchSizes ?? p.options.batchSizes));
   const from = s.opts.from ? stages.find((x) => x.name === s.opts.from) : lastOf(stages, s.runtime === "python-torch" ? "train" : "export", i) ?? lastOf(stages, "export", i);
   if (s.runtime === "python-torch") {
-    const arch = from?.kind === "train" ? from.opts.arch : from?.kind === "export" ? (from.opts.zoo ?? null) : null;
+    const arch = zooArchOf(from);
     if (!arch) return notEstimated(s, "python-torch runs a zoo module; this benchmark's model is an ONNX file");
     const batchSizes = s.opts.batchSizes ?? p.options.batchSizes;
     const threads = s.opts.threads ?? p.options.threads;

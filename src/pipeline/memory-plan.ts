@@ -12,8 +12,9 @@ import { features, modelTerms } from "../estimate/model-terms.ts";
 import { predictedPeak } from "../estimate/predict.ts";
 import { type DistributedEstimateCheck, type EstimateReport, estimatesForReport } from "../estimate/report-estimates.ts";
 import { type TorchRunFacts, torchEstimatesForReport } from "../estimate/report-torch.ts";
-import { localBatch, distributedEstimate } from "../estimate/torch-distributed.ts";
-import { describeTrain, evalSamplesOf, inferEstimate, optimizerOf, TRAIN_BATCH_DEFAULT, trainEstimate } from "../estimate/torch-estimate.ts";
+import { trainShapeOf, zooArchOf } from "../estimate/stage-facts.ts";
+import { distributedEstimate } from "../estimate/torch-distributed.ts";
+import { describeTrain, inferEstimate, TRAIN_BATCH_DEFAULT, trainEstimate } from "../estimate/torch-estimate.ts";
 import { loadTorchCalibration } from "../estimate/torch-calibration.ts";
 import { inferTerms, rankTerms, type TermsSource, type TorchTerms, trainTerms } from "../estimate/torch-terms.ts";
 import type { Report } from "../report/schema.ts";
@@ -47,7 +48,7 @@ function runTerms(s: RunSession): TermsSource {
 function torchArchOf(s: RunSession, def: Extract<StageDef, { kind: "benchmark" }>, stages: readonly StageDef[]): string | null {
   const before = stages.slice(0, Math.max(0, stages.indexOf(def)));
   const from = def.opts.from ? stages.find((d) => d.name === def.opts.from) : [...before].reverse().find((d) => d.kind === "train");
-  return from?.kind === "train" ? from.opts.arch : from?.kind === "export" ? (from.opts.zoo ?? null) : null;
+  return zooArchOf(from);
 }
 
 /**
@@ -81,14 +82,12 @@ async function predictTrainPeak(s: RunSession, def: Extract<StageDef, { kind: "t
   if (!cal) return null;
   const { arch } = def.opts;
   const threads = def.opts.threads ?? s.options.threads;
-  const batchSize = def.opts.batchSize ?? TRAIN_BATCH_DEFAULT;
   const d = def.opts.distributed;
+  const shape = trainShapeOf(def.opts);
   if (d) {
-    const shape = { batchSize: localBatch(batchSize, d), evalSamples: evalSamplesOf(arch), optimizer: optimizerOf(arch) };
     const e = distributedEstimate(cal, await runTerms(s).rank(arch, shape, threads, d.strategy), shape, d);
     return { peakMiB: e.peakMiB, parts: `${d.strategy} ${arch}: ${e.parts}` };
   }
-  const shape = { batchSize, evalSamples: evalSamplesOf(arch), optimizer: optimizerOf(arch) };
   const e = trainEstimate(cal, await runTerms(s).train(arch, shape, threads), shape);
   return { peakMiB: e.peakMiB, parts: `train ${arch}: ${describeTrain(e)}` };
 }
@@ -141,7 +140,7 @@ async function distributedChecks(report: Report, stages: readonly StageDef[], s:
     const peaks = measured.ranks.flatMap((r) => r.phases.map((p) => p.peakRssMiB)).filter(Number.isFinite);
     if (peaks.length === 0) continue;
     const worst = Math.max(...peaks);
-    const shape = { batchSize: localBatch(d.opts.batchSize ?? TRAIN_BATCH_DEFAULT, dist), evalSamples: evalSamplesOf(arch), optimizer: optimizerOf(arch) };
+    const shape = trainShapeOf(d.opts);
     let e: ReturnType<typeof distributedEstimate>;
     try {
       e = distributedEstimate(cal, await runTerms(s).rank(arch, shape, d.opts.threads ?? s.options.threads, dist.strategy), shape, dist);
@@ -165,7 +164,7 @@ function torchFacts(stages: readonly StageDef[], s: RunSession): TorchRunFacts {
   let infer: TorchRunFacts["infer"] = null;
   if (bench?.kind === "benchmark" && s.heldout) {
     const from = bench.opts.from ? stages.find((d) => d.name === bench.opts.from) : train;
-    const arch = from?.kind === "train" ? from.opts.arch : from?.kind === "export" ? from.opts.zoo : undefined;
+    const arch = zooArchOf(from);
     const batchSizes = [...(bench.opts.batchSizes ?? s.options.batchSizes)];
     if (arch) infer = { arch, batchSizes, maxBatch: Math.max(...batchSizes), evalSamples: s.heldout.shape[0]!, threads: bench.opts.threads ?? s.options.threads };
   }

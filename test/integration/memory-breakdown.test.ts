@@ -104,7 +104,7 @@ describe("per-mapping breakdown from real workers", () => {
   it.skipIf(nativeMissing !== undefined)("native: every phase has a breakdown; the mmap'd plan under model & plan files, memlane's own code", async () => {
     const plan = join(out, "digits-cnn.mlplan");
     await compileOnnx(onnx, plan);
-    const w = await sup.spawn(workerSpecs.memlaneRt({ args: ["--threads", "1"], env: { OPENBLAS_NUM_THREADS: "1" } }));
+    const w = await sup.spawn(workerSpecs.memlaneRt({ args: ["--threads", "1"] }));
     try {
       const res = await w.run("infer.native", { model: plan, ...common }, { tensors: { inputs: evalSet(32) } });
       const report = buildReport({ pipeline: "t", runId: "t", training: null, runtimes: [record("native", "memlane-rt", w.pid!, res.phases)], tracks: [], stages: [], gpu: { status: "unavailable", reason: "test", devices: [] } });
