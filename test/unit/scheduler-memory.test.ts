@@ -47,6 +47,12 @@ describe("runDag with a memory budget", () => {
     expect(live.started).toEqual([]);
   });
 
+  it("takes a non-finite prediction for none: the stage runs, not 'can never start'", async () => {
+    const live = { now: 0, max: 0, started: [] as string[] };
+    await runDag([stage("nan", Number.NaN, live), stage("inf", Number.POSITIVE_INFINITY, live)], { concurrency: 2, memory: { budgetMiB: 100 } });
+    expect(live.started.sort()).toEqual(["inf", "nan"]);
+  });
+
   it("ignores predictions without a budget", async () => {
     const live = { now: 0, max: 0, started: [] as string[] };
     await runDag([stage("big", 1e9, live)], { concurrency: 1 });

@@ -3,9 +3,11 @@
 // claimed every chunk itself (chunks are claimed from one atomic word tagged with the call's
 // generation, so a worker that wakes late must not run the next call's chunks).
 #include <atomic>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "cpu/env_count.h"
 #include "cpu/thread_pool.h"
 #include "harness.h"
 
@@ -29,7 +31,25 @@ static void many_short_calls(int threads, int calls, int64_t n) {
                           ", n " + std::to_string(n) + ")");
 }
 
+// The tuning variables' reading rule (env_count.h): whole numbers >= 0, anything else the default.
+static void env_counts() {
+  using memlane::cpu::env_count;
+  const char* kVar = "MEMLANE_TEST_ENV_COUNT";
+  unsetenv(kVar);
+  CHECK(env_count(kVar, 7) == 7);
+  for (const char* bad : {"abc", "-3", "1e3", "4x", "", " 5", "+2", "99999999999999999999999"}) {
+    setenv(kVar, bad, 1);
+    CHECK_MSG(env_count(kVar, 7) == 7, std::string("\"") + bad + "\" read as a number");
+  }
+  setenv(kVar, "0", 1);
+  CHECK(env_count(kVar, 7) == 0);
+  setenv(kVar, "250", 1);
+  CHECK(env_count(kVar, 7) == 250);
+  unsetenv(kVar);
+}
+
 int main() {
+  env_counts();
   for (int threads : {2, 3}) {
     many_short_calls(threads, 100000, 2);  // one chunk a thread, bodies far shorter than a wake-up
     many_short_calls(threads, 20000, 7);   // uneven chunks
