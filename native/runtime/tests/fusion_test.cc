@@ -145,6 +145,16 @@ int main() {
       {"3x3 direct/winograd -> Clip", "Clip", {{"min", -0.5}, {"max", 0.5}}, 8, 16, 16, 3, 1, 1},
       {"3x3 im2col 12-wide -> HardSwish", "HardSwish", {}, 4, 6, 12, 3, 1, 1},
       {"3x3 stride 2 -> Relu", "Relu", {}, 4, 8, 32, 3, 2, 1},
+      // the activation in registers: channels-in-lanes pointwise (maps up to 64 pixels; odd
+      // channel counts leave partial panels and 8-channel groups, odd maps partial pixel
+      // tiles) and the direct kernel's store (stems: 3 channels, stride 2)
+      {"pointwise lanes 7x7 -> SiLU", "SiLU", {}, 20, 40, 7, 1, 1, 1},
+      {"pointwise lanes 5x5, 13 channels -> HardSwish", "HardSwish", {}, 9, 13, 5, 1, 1, 1},
+      {"pointwise lanes 3x3, 5 channels -> Clip", "Clip", {{"min", -0.3}, {"max", 0.4}}, 7, 5, 3, 1, 1, 1},
+      {"pointwise lanes 6x6 -> Relu", "Relu", {}, 33, 64, 6, 1, 1, 1},
+      {"3x3 stride 2 stem -> SiLU", "SiLU", {}, 3, 32, 32, 3, 2, 1},
+      {"3x3 stride 2 stem -> Clip(0,6)", "Clip", {{"min", 0.0}, {"max", 6.0}}, 3, 16, 30, 3, 2, 1},
+      {"3x3 direct stride 1 -> HardSwish", "HardSwish", {}, 5, 12, 20, 3, 1, 1},
   };
   for (const auto& a : acts) {
     PlanBuilder pb;
@@ -158,7 +168,8 @@ int main() {
     ca.push_back({"group", a.g});
     pb.op("Conv", {x, w, b}, {c}, ca);
     pb.op(a.act, {c}, {y}, a.attrs);
-    compare(a.label, pb, 3, rng.vec(size_t(3 * a.C * a.H * a.H)));
+    const std::vector<float> x_in = rng.vec(size_t(3 * a.C * a.H * a.H));
+    for (int threads : {1, 2}) compare(a.label, pb, 3, x_in, threads);
   }
   // The planner gives the activation's output the conv input's bytes (the input dies at the
   // conv): the depthwise kernel folds in place; a pointwise conv (M == C) must not (it reads

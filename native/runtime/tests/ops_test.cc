@@ -103,6 +103,12 @@ static void test_conv() {
       // rows (grouped, 3 channels a group: not direct), a 7x7 pointwise product's rows
       {"im2col grouped 7x7 stride 2, rows split over threads", 1, 6, 64, 64, 32, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 2, true, false},
       {"pointwise 7x7 map, product split over threads", 1, 192, 7, 7, 1152, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
+      // channels-in-lanes pointwise (maps up to 64 pixels, simd/pw_lanes.h): partial 32-channel
+      // panels and 8-channel groups, partial 8-pixel tiles, fewer channels than one group
+      {"pointwise lanes 5x7, 37 channels, 3 samples", 3, 11, 5, 7, 37, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
+      {"pointwise lanes 8x8 no bias, 64 channels", 2, 17, 8, 8, 64, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false, false},
+      {"pointwise lanes 1x3, 5 channels", 2, 3, 1, 3, 5, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, false},
+      {"pointwise lanes 7x7 320->1280 (efficientnet head)", 1, 320, 7, 7, 1280, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
   };
   Rng rng;
   for (const auto& c : cases) {

@@ -14,6 +14,7 @@
 #include "cpu/kernel.h"
 #include "cpu/sgemm_pool.h"
 #include "cpu/simd/avx512.h"
+#include "cpu/simd/pw_lanes.h"
 
 namespace memlane::cpu {
 namespace {
@@ -98,6 +99,9 @@ inline void bias_act(float* y, const float* src, int64_t lds, const float* b, in
 // 1.05-1.08x on 7x7 maps (49 columns: one full 32-column step and a 17-wide tail).
 constexpr int64_t kPwCols = 512;
 constexpr int64_t kPwSimdMinP = 128;
+// Pointwise convs with the output channels in the lanes (simd/pw_lanes.h): maps up to this
+// many pixels (MEMLANE_CONV_PW_LANES_MAXP overrides: a tuning aid).
+constexpr int64_t kPwLanesMaxP = 64;
 
 class ConvKernel final : public Kernel {
  public:
@@ -111,6 +115,8 @@ class ConvKernel final : public Kernel {
   ConvAct act;             // a folded activation other than Relu (applied after the product)
   bool pointwise = false;  // 1x1, stride 1, no pad, group 1: no im2col
   bool pointwise_simd = false;  // pointwise on simd::sgemm_nn (conv_pointwise_simd's rule)
+  bool pointwise_lanes = false;  // pointwise with the channels in the lanes (small maps)
+  simd::PwLanesWeights pwl;      // pointwise_lanes: W packed at load
   // Stride-1 convs compute on the padded-width grid: the input is copied once into a
   // zero-bordered plane (Hp x Wp) and every im2col row is then ONE contiguous copy of
   // OH*Wp floats; the Wp-OW extra columns of the product are dropped when the output is
@@ -145,7 +151,21 @@ class ConvKernel final : public Kernel {
     return uint64_t(s * g.Cg() * plane() + slack() + (g.K() + g.Mg()) * Pp() * s);
   }
 
-  void run_direct(const RunCtx& c, int64_t from = 0) const {
+  // The activation the kernels apply in registers: the folded one (act) or the plan's Relu.
+  ConvAct folded_act() const {
+    ConvAct a = act;
+    if (relu) a.kind = ConvAct::kRelu;
+    return a;
+  }
+  ConvAct relu_act() const {
+    ConvAct a;
+    if (relu) a.kind = ConvAct::kRelu;
+    return a;
+  }
+
+  // a: the activation conv_direct applies (the direct path: all of it; Winograd's lone-sample
+  // fallback: only Relu, its caller applies the rest).
+  void run_direct(const RunCtx& c, const ConvAct& a, int64_t from = 0) const {
     const float* X = input(c);
     float* Y = y.at(c);
     const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), K = g.K(), Cg = g.Cg(), Mg = g.Mg();
@@ -163,7 +183,7 @@ class ConvKernel final : public Kernel {
           const int64_t gi = bi / per, e = std::min(b1, (gi + 1) * per);  // blocks of this group in range
           const int64_t m0 = gi * Mg + (bi - gi * per) * 8, m1 = gi * Mg + std::min(Mg, (e - gi * per) * 8);
           conv_direct(c.workspace + gi * Cg * chan, Cg, Hp, Wp, w + m0 * K, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw,
-                      b ? b + m0 : nullptr, yn + m0 * g.P(), m1 - m0, g.OH, g.OW, relu,
+                      b ? b + m0 : nullptr, yn + m0 * g.P(), m1 - m0, g.OH, g.OW, a,
                       R ? R + n * out_sz + m0 * g.P() : nullptr);
           bi = e;
         }
@@ -210,7 +230,7 @@ class ConvKernel final : public Kernel {
     for (int64_t n = 0; n < c.batch; n += spb) {
       const int64_t cnt = std::min(spb, c.batch - n);
       if (cnt < spb) {  // a lone sample of a two-sample block: half the products would be wasted
-        run_direct(c, n);
+        run_direct(c, relu_act(), n);
         continue;
       }
       for (int64_t s = 0; s < cnt; ++s)
@@ -333,6 +353,7 @@ class ConvKernel final : public Kernel {
     const float* X = input(c);
     float* Y = y.at(c);
     const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), P = g.P();
+    if (pointwise_lanes) return run_pointwise_lanes(c);
     if (pointwise_simd) return run_pointwise_simd(c);
     if (pointwise) {
       // Column panels of the product whose output (M x cols) fits in L2, each with its bias and
@@ -387,13 +408,33 @@ class ConvKernel final : public Kernel {
     });
   }
 
+  // Pointwise conv on simd::pw_lanes: units of (sample, pixel chunk, 32-channel panel), the
+  // chunk's X ([C][chunk], ~128 KiB) staying in L2 across its panels, a panel's W ([C][32])
+  // in L1/L2 across the chunk's 8-pixel tiles. Threads split the units.
+  void run_pointwise_lanes(const RunCtx& c) const {
+    const float* X = input(c);
+    float* Y = y.at(c);
+    const int64_t P = g.P(), in_sz = g.C * P, out_sz = g.M * P, panels = pwl.panels();
+    const int64_t pc = std::max<int64_t>(8, 32768 / std::max<int64_t>(g.C, 1) / 8 * 8);
+    const int64_t chunks = (P + pc - 1) / pc, per_sample = chunks * panels;
+    const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(simd::kPwLanesPanel * std::min(pc, P) * g.C, 1));
+    const ConvAct a = folded_act();
+    c.pool->parallel_for(c.batch * per_sample, grain, [&](int64_t u0, int64_t u1) {
+      for (int64_t u = u0; u < u1; ++u) {
+        const int64_t n = u / per_sample, ch = u % per_sample / panels, pn = u % panels;
+        const int64_t p0 = ch * pc, p1 = std::min(P, p0 + pc);
+        simd::pw_lanes(pwl, pn, X + n * in_sz, Y + n * out_sz, P, p0, p1, a);
+      }
+    });
+  }
+
   // True when the folded activation (act) was applied too.
   bool run_product(const RunCtx& c) const {
     const float* X = input(c);
     float* Y = y.at(c);
     const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), P = g.P();
     if (winograd) return run_winograd(c), false;
-    if (direct) return run_direct(c), false;
+    if (direct) return run_direct(c, folded_act()), true;
     if (flat) return run_flat(c), false;
     if (padded) return run_padded(c), false;
     const int64_t K = g.K();
@@ -508,6 +549,11 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   // MEMLANE_CONV_PW_BLAS=1 keeps every pointwise conv on OpenBLAS (A/B timing; ctest runs both).
   k->pointwise_simd = k->pointwise && g.P() >= kPwSimdMinP && simd::have_avx512() &&
                       std::getenv("MEMLANE_CONV_PW_BLAS") == nullptr;
+  // MEMLANE_CONV_NO_PW_LANES=1 keeps small maps on the pixels-in-lanes paths (ctest runs both).
+  static const int64_t lanes_max_p = env_count("MEMLANE_CONV_PW_LANES_MAXP", kPwLanesMaxP);
+  k->pointwise_lanes = k->pointwise && g.P() <= lanes_max_p && simd::have_avx512() &&
+                       std::getenv("MEMLANE_CONV_PW_BLAS") == nullptr && std::getenv("MEMLANE_CONV_NO_PW_LANES") == nullptr;
+  if (k->pointwise_lanes) k->pwl = simd::pw_lanes_pack(k->w, k->b, g.M, g.C);
   // MEMLANE_CONV_NO_PADDED=1 forces the bounds-checked im2col (ctest runs the ops both ways).
   k->padded = !k->pointwise && g.sh == 1 && g.sw == 1 && std::getenv("MEMLANE_CONV_NO_PADDED") == nullptr;
   k->pb = a.pads[2];

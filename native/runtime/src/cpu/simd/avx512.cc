@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "cpu/cpu_features.h"
+#include "cpu/simd/avx512_math.h"
 #include "cpu/vmath.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -24,25 +25,7 @@ bool have_avx512() { return use_avx512f(); }  // one switch for every AVX-512 pa
 namespace {
 
 namespace c = vmath::c;
-
-// The Cephes exp of vmath.h, 16 lanes (same clamp, same polynomial, same rounding).
-AVX512 inline __m512 exp16(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(c::kExpLo)), _mm512_set1_ps(c::kExpHi));
-  const __m512 fx = _mm512_roundscale_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(c::kLog2e), _mm512_set1_ps(0.5f)),
-                                         _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  __m512 g = _mm512_fnmadd_ps(fx, _mm512_set1_ps(c::kLn2Hi), x);
-  g = _mm512_fnmadd_ps(fx, _mm512_set1_ps(c::kLn2Lo), g);
-  __m512 y = _mm512_set1_ps(c::kP0);
-  y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP1));
-  y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP2));
-  y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP3));
-  y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP4));
-  y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP5));
-  y = _mm512_fmadd_ps(_mm512_mul_ps(y, g), g, _mm512_add_ps(g, _mm512_set1_ps(1.f)));
-  // y * 2^fx in one instruction; fx is in [-126, 128] after the clamp, where this is the same
-  // exact power-of-two product as vmath.h's exponent-bits multiply.
-  return _mm512_scalef_ps(y, fx);
-}
+using detail::exp16;
 
 // erf by Abramowitz & Stegun 7.1.26, as vmath::erf8.
 AVX512 inline __m512 erf16(__m512 x) {
@@ -224,6 +207,20 @@ AVX512 void layernorm_rows(const float* x, float* y, int64_t rows, int64_t n, co
   }
 }
 
+AVX512 void max3_stride2(const float* b, float* out, int64_t n) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const float* p = b + 2 * i;  // taps 0 and 1 from p[0..31], tap 2 from p[2..32]
+    const __m512 lo = _mm512_loadu_ps(p), hi = _mm512_loadu_ps(p + 16);
+    const __m512 lo2 = _mm512_loadu_ps(p + 2), hi2 = _mm512_maskz_loadu_ps(0x7FFF, p + 18);
+    const __m512 m = _mm512_max_ps(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi));
+    _mm512_storeu_ps(out + i, _mm512_max_ps(m, _mm512_permutex2var_ps(lo2, even, hi2)));
+  }
+  for (; i < n; ++i) out[i] = std::max(std::max(b[2 * i], b[2 * i + 1]), b[2 * i + 2]);
+}
+
 #else  // not x86-64: have_avx512() is false, so these are never called.
 
 void sgemm_nn(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, const float*) {
@@ -234,6 +231,7 @@ void scale_row(float*, int64_t, float) { std::abort(); }
 void gelu(const float*, float*, int64_t) { std::abort(); }
 void gelu_tanh(const float*, float*, int64_t) { std::abort(); }
 void layernorm_rows(const float*, float*, int64_t, int64_t, const float*, const float*, float) { std::abort(); }
+void max3_stride2(const float*, float*, int64_t) { std::abort(); }
 
 #endif
 

@@ -34,4 +34,8 @@ void gelu_tanh(const float* x, float* y, int64_t n);
 void layernorm_rows(const float* x, float* y, int64_t rows, int64_t n, const float* scale, const float* bias,
                     float eps);
 
+// out[i] = max(b[2i], b[2i+1], b[2i+2]) for i < n (a 3-wide, stride-2 max pool row); reads
+// b[0 .. 2n] only.
+void max3_stride2(const float* b, float* out, int64_t n);
+
 }  // namespace memlane::cpu::simd
