@@ -106,8 +106,9 @@ static void test_conv() {
       // channels-in-lanes pointwise (maps up to 64 pixels, simd/pw_lanes.h): partial 32-channel
       // panels and 8-channel groups, partial 8-pixel tiles, fewer channels than one group
       {"pointwise lanes 5x7, 37 channels, 3 samples", 3, 11, 5, 7, 37, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
-      {"pointwise lanes 8x8 no bias, 64 channels", 2, 17, 8, 8, 64, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false, false},
+      {"pointwise lanes 8x8 no bias, 48 channels (a 16-channel panel)", 2, 17, 8, 8, 48, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false, false},
       {"pointwise lanes 1x3, 5 channels", 2, 3, 1, 3, 5, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, false},
+      {"pointwise lanes 28x28 64->40, two pixel chunks", 2, 64, 28, 28, 40, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, false},
       {"pointwise lanes 7x7 320->1280 (efficientnet head)", 1, 320, 7, 7, 1280, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
   };
   Rng rng;

@@ -207,6 +207,36 @@ AVX512 void layernorm_rows(const float* x, float* y, int64_t rows, int64_t n, co
   }
 }
 
+AVX512 void gemv_t(int64_t N, int64_t K, const float* a, const float* B, float* y, float alpha, float beta,
+                   const float* c) {
+  int64_t j = 0;
+  auto finish = [&](int64_t jj, float d) { y[jj] = alpha * d + (c ? beta * c[jj] : 0.f); };
+  for (; j + 4 <= N; j += 4) {
+    const float* b0 = B + j * K;
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (int64_t k = 0; k < K; k += 16) {
+      const __mmask16 m = tail_mask(K - k);
+      const __m512 av = _mm512_maskz_loadu_ps(m, a + k);
+      s0 = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, b0 + k), s0);
+      s1 = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, b0 + K + k), s1);
+      s2 = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, b0 + 2 * K + k), s2);
+      s3 = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, b0 + 3 * K + k), s3);
+    }
+    finish(j, hsum(s0));
+    finish(j + 1, hsum(s1));
+    finish(j + 2, hsum(s2));
+    finish(j + 3, hsum(s3));
+  }
+  for (; j < N; ++j) {
+    __m512 s0 = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k += 16) {
+      const __mmask16 m = tail_mask(K - k);
+      s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + k), _mm512_maskz_loadu_ps(m, B + j * K + k), s0);
+    }
+    finish(j, hsum(s0));
+  }
+}
+
 AVX512 void max3_stride2(const float* b, float* out, int64_t n) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
@@ -232,6 +262,7 @@ void gelu(const float*, float*, int64_t) { std::abort(); }
 void gelu_tanh(const float*, float*, int64_t) { std::abort(); }
 void layernorm_rows(const float*, float*, int64_t, int64_t, const float*, const float*, float) { std::abort(); }
 void max3_stride2(const float*, float*, int64_t) { std::abort(); }
+void gemv_t(int64_t, int64_t, const float*, const float*, float*, float, float, const float*) { std::abort(); }
 
 #endif
 

@@ -65,22 +65,24 @@ MEMLANE_AVX512 inline void transpose_store(__m256 r0, __m256 r1, __m256 r2, __m2
   for (int64_t j = 0; j < n; ++j) _mm256_maskstore_ps(y + j * P, mask, o[j]);
 }
 
-// MR pixels (x = X + p0, pixel r at x[r], channel c at x + c * P) x 32 channels of the panel
-// (wp: [C][32], bp: 32), stored at y = Y + m0 * P + p0 for the first mc channels.
-template <int MR>
+// MR pixels (x = X + p0, pixel r at x[r], channel c at x + c * P) x 16 * NV channels of the
+// panel (wp: [C][32], bp: 32), stored at y = Y + m0 * P + p0 for the first mc channels. NV = 1
+// for a last panel of at most 16 channels (half the multiply-adds of a zero-padded 32).
+template <int MR, int NV>
 MEMLANE_AVX512 void tile(int64_t C, const float* x, int64_t P, const float* wp, const float* bp, float* y, int64_t mc,
                          const ConvAct& act) {
   // Named accumulators (an array of them is kept on the stack by GCC); rows past MR stay zero.
   __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
   __m512 c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
   for (int64_t c = 0; c < C; ++c) {
-    const __m512 b0 = _mm512_loadu_ps(wp + c * kPwLanesPanel), b1 = _mm512_loadu_ps(wp + c * kPwLanesPanel + 16);
+    const __m512 b0 = _mm512_loadu_ps(wp + c * kPwLanesPanel);
+    const __m512 b1 = NV > 1 ? _mm512_loadu_ps(wp + c * kPwLanesPanel + 16) : b0;
     const float* xc = x + c * P;
 #define MEMLANE_ROW(r)                                 \
     if constexpr (MR > r) {                            \
       const __m512 av = _mm512_set1_ps(xc[r]);         \
       c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);      \
-      c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);      \
+      if constexpr (NV > 1) c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1); \
     }
     MEMLANE_ROW(0) MEMLANE_ROW(1) MEMLANE_ROW(2) MEMLANE_ROW(3)
     MEMLANE_ROW(4) MEMLANE_ROW(5) MEMLANE_ROW(6) MEMLANE_ROW(7)
@@ -91,7 +93,7 @@ MEMLANE_AVX512 void tile(int64_t C, const float* x, int64_t P, const float* wp, 
 #define MEMLANE_FIN(r)                                                    \
   if constexpr (MR > r) {                                                 \
     c##r##0 = activate16(_mm512_add_ps(c##r##0, bv0), act);                 \
-    c##r##1 = activate16(_mm512_add_ps(c##r##1, bv1), act);                 \
+    if constexpr (NV > 1) c##r##1 = activate16(_mm512_add_ps(c##r##1, bv1), act); \
   }
   MEMLANE_FIN(0) MEMLANE_FIN(1) MEMLANE_FIN(2) MEMLANE_FIN(3)
   MEMLANE_FIN(4) MEMLANE_FIN(5) MEMLANE_FIN(6) MEMLANE_FIN(7)
@@ -103,10 +105,29 @@ MEMLANE_AVX512 void tile(int64_t C, const float* x, int64_t P, const float* wp, 
     upper8(c6##h), upper8(c7##h)
   transpose_store(MEMLANE_LO(0), y, P, mc, MR);
   if (mc > 8) transpose_store(MEMLANE_HI(0), y + 8 * P, P, mc - 8, MR);
-  if (mc > 16) transpose_store(MEMLANE_LO(1), y + 16 * P, P, mc - 16, MR);
-  if (mc > 24) transpose_store(MEMLANE_HI(1), y + 24 * P, P, mc - 24, MR);
+  if constexpr (NV > 1) {
+    if (mc > 16) transpose_store(MEMLANE_LO(1), y + 16 * P, P, mc - 16, MR);
+    if (mc > 24) transpose_store(MEMLANE_HI(1), y + 24 * P, P, mc - 24, MR);
+  }
 #undef MEMLANE_LO
 #undef MEMLANE_HI
+}
+
+template <int NV>
+MEMLANE_AVX512 void pixels(int64_t C, const float* X, int64_t P, const float* wp, const float* bp, float* y, int64_t mc,
+                           const ConvAct& act, int64_t p0, int64_t p1) {
+  int64_t p = p0;
+  for (; p + 8 <= p1; p += 8) tile<8, NV>(C, X + p, P, wp, bp, y + p, mc, act);
+  switch (p1 - p) {
+    case 7: tile<7, NV>(C, X + p, P, wp, bp, y + p, mc, act); break;
+    case 6: tile<6, NV>(C, X + p, P, wp, bp, y + p, mc, act); break;
+    case 5: tile<5, NV>(C, X + p, P, wp, bp, y + p, mc, act); break;
+    case 4: tile<4, NV>(C, X + p, P, wp, bp, y + p, mc, act); break;
+    case 3: tile<3, NV>(C, X + p, P, wp, bp, y + p, mc, act); break;
+    case 2: tile<2, NV>(C, X + p, P, wp, bp, y + p, mc, act); break;
+    case 1: tile<1, NV>(C, X + p, P, wp, bp, y + p, mc, act); break;
+    default: break;
+  }
 }
 
 }  // namespace
@@ -117,18 +138,8 @@ MEMLANE_AVX512 void pw_lanes(const PwLanesWeights& pw, int64_t panel, const floa
   const float* wp = pw.w.data() + panel * C * kPwLanesPanel;
   const float* bp = pw.b.data() + m0;
   float* y = Y + m0 * P;
-  int64_t p = p0;
-  for (; p + 8 <= p1; p += 8) tile<8>(C, X + p, P, wp, bp, y + p, mc, act);
-  switch (p1 - p) {
-    case 7: tile<7>(C, X + p, P, wp, bp, y + p, mc, act); break;
-    case 6: tile<6>(C, X + p, P, wp, bp, y + p, mc, act); break;
-    case 5: tile<5>(C, X + p, P, wp, bp, y + p, mc, act); break;
-    case 4: tile<4>(C, X + p, P, wp, bp, y + p, mc, act); break;
-    case 3: tile<3>(C, X + p, P, wp, bp, y + p, mc, act); break;
-    case 2: tile<2>(C, X + p, P, wp, bp, y + p, mc, act); break;
-    case 1: tile<1>(C, X + p, P, wp, bp, y + p, mc, act); break;
-    default: break;
-  }
+  if (mc > 16) pixels<2>(C, X, P, wp, bp, y, mc, act, p0, p1);
+  else pixels<1>(C, X, P, wp, bp, y, mc, act, p0, p1);
 }
 
 #else  // not x86-64: have_avx512() is false, so this is never called.
