@@ -53,9 +53,10 @@ AVX512 inline __m512 tanh16(__m512 x) {
 inline __mmask16 tail_mask(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1u); }
 
 // One MR x (16 * NV) tile of C, accumulated over all of K in registers.
-template <int MR, int NV>
+template <int MR, int NV, bool kRows = false>
 AVX512 inline void tile(int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
-                        const float* bias, __mmask16 m0, __mmask16 m1) {
+                        const float* bias, __mmask16 m0, __mmask16 m1, const float* rbias = nullptr,
+                        const ConvAct* act = nullptr) {
   // Accumulators as named registers (an array of them made GCC store every one to the stack
   // on each k step, 2.7x slower than OpenBLAS); rows past MR are dead code.
   const __m512 i0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
@@ -77,6 +78,17 @@ AVX512 inline void tile(int64_t K, const float* A, int64_t lda, const float* B, 
     MEMLANE_ROW(4) MEMLANE_ROW(5) MEMLANE_ROW(6) MEMLANE_ROW(7)
 #undef MEMLANE_ROW
   }
+  if constexpr (kRows) {  // sgemm_nn_rows: row bias and activation before the store
+#define MEMLANE_FINISH(r)                                                           \
+    if constexpr (MR > r) {                                                         \
+      const __m512 rb = _mm512_set1_ps(rbias ? rbias[r] : 0.f);                      \
+      c##r##0 = detail::activate16(_mm512_add_ps(c##r##0, rb), *act);               \
+      if constexpr (NV > 1) c##r##1 = detail::activate16(_mm512_add_ps(c##r##1, rb), *act); \
+    }
+    MEMLANE_FINISH(0) MEMLANE_FINISH(1) MEMLANE_FINISH(2) MEMLANE_FINISH(3)
+    MEMLANE_FINISH(4) MEMLANE_FINISH(5) MEMLANE_FINISH(6) MEMLANE_FINISH(7)
+#undef MEMLANE_FINISH
+  }
 #define MEMLANE_STORE(r)                                                            \
   if constexpr (MR > r) {                                                           \
     _mm512_mask_storeu_ps(C + r * ldc, m0, c##r##0);                                \
@@ -89,21 +101,24 @@ AVX512 inline void tile(int64_t K, const float* A, int64_t lda, const float* B, 
 
 constexpr int kMR = 8;
 
-template <int NV>
+template <int NV, bool kRows = false>
 AVX512 void row_blocks(int64_t M, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
-                       int64_t ldc, const float* bias, __mmask16 m0, __mmask16 m1) {
+                       int64_t ldc, const float* bias, __mmask16 m0, __mmask16 m1, const float* rbias = nullptr,
+                       const ConvAct* act = nullptr) {
   int64_t i = 0;
-  for (; i + kMR <= M; i += kMR) tile<kMR, NV>(K, A + i * lda, lda, B, ldb, C + i * ldc, ldc, bias, m0, m1);
+  for (; i + kMR <= M; i += kMR)
+    tile<kMR, NV, kRows>(K, A + i * lda, lda, B, ldb, C + i * ldc, ldc, bias, m0, m1, rbias ? rbias + i : nullptr, act);
+  const float* rb = rbias ? rbias + i : nullptr;
   const float* a = A + i * lda;
   float* cc = C + i * ldc;
   switch (M - i) {
-    case 7: tile<7, NV>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1); break;
-    case 6: tile<6, NV>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1); break;
-    case 5: tile<5, NV>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1); break;
-    case 4: tile<4, NV>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1); break;
-    case 3: tile<3, NV>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1); break;
-    case 2: tile<2, NV>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1); break;
-    case 1: tile<1, NV>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1); break;
+    case 7: tile<7, NV, kRows>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1, rb, act); break;
+    case 6: tile<6, NV, kRows>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1, rb, act); break;
+    case 5: tile<5, NV, kRows>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1, rb, act); break;
+    case 4: tile<4, NV, kRows>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1, rb, act); break;
+    case 3: tile<3, NV, kRows>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1, rb, act); break;
+    case 2: tile<2, NV, kRows>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1, rb, act); break;
+    case 1: tile<1, NV, kRows>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1, rb, act); break;
     default: break;
   }
 }
@@ -120,6 +135,15 @@ AVX512 void sgemm_nn(int64_t M, int64_t N, int64_t K, const float* A, int64_t ld
     const float* bj = bias ? bias + j : nullptr;
     if (w > 16) row_blocks<2>(M, K, A, lda, B + j, ldb, C + j, ldc, bj, 0xFFFF, tail_mask(w - 16));
     else row_blocks<1>(M, K, A, lda, B + j, ldb, C + j, ldc, bj, tail_mask(w), 0);
+  }
+}
+
+AVX512 void sgemm_nn_rows(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                          float* C, int64_t ldc, const float* row_bias, const ConvAct& act) {
+  for (int64_t j = 0; j < N; j += 32) {
+    const int64_t w = std::min<int64_t>(32, N - j);
+    if (w > 16) row_blocks<2, true>(M, K, A, lda, B + j, ldb, C + j, ldc, nullptr, 0xFFFF, tail_mask(w - 16), row_bias, &act);
+    else row_blocks<1, true>(M, K, A, lda, B + j, ldb, C + j, ldc, nullptr, tail_mask(w), 0, row_bias, &act);
   }
 }
 
@@ -262,6 +286,10 @@ void gelu(const float*, float*, int64_t) { std::abort(); }
 void gelu_tanh(const float*, float*, int64_t) { std::abort(); }
 void layernorm_rows(const float*, float*, int64_t, int64_t, const float*, const float*, float) { std::abort(); }
 void max3_stride2(const float*, float*, int64_t) { std::abort(); }
+void sgemm_nn_rows(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, const float*,
+                   const ConvAct&) {
+  std::abort();
+}
 void gemv_t(int64_t, int64_t, const float*, const float*, float*, float, float, const float*) { std::abort(); }
 
 #endif
