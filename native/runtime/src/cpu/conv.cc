@@ -425,14 +425,21 @@ class ConvKernel final : public Kernel {
   }
 
   // Pointwise conv on simd::pw_lanes: units of (sample, pixel chunk, 32-channel panel), the
-  // chunk's X ([C][chunk], ~128 KiB) staying in L2 across its panels, a panel's W ([C][32])
+  // chunk's X ([C][chunk]) staying in L2 across its panels, a panel's W ([C][32])
   // in L1/L2 across the chunk's 8-pixel tiles. Threads split the units.
   void run_pointwise_lanes(const RunCtx& c) const {
     const float* X = input(c);
     float* Y = y.at(c);
     const int64_t P = g.P(), in_sz = g.C * P, out_sz = g.M * P, panels = pwl.panels();
-    const int64_t pc = std::max<int64_t>(8, 32768 / std::max<int64_t>(g.C, 1) / 8 * 8);
-    const int64_t chunks = (P + pc - 1) / pc, per_sample = chunks * panels;
+    // Pixel chunks: X's chunk at most ~256 KiB, at least two units a thread, chunks of equal
+    // size in whole 8-pixel tiles (a 32 + 17 split of a 49-pixel map measured 1.35x slower).
+    const int64_t T = c.pool->threads();
+    const int64_t most = std::max<int64_t>(8, 65536 / std::max<int64_t>(g.C, 1) / 8 * 8);
+    int64_t chunks = (P + most - 1) / most;
+    if (T > 1) chunks = std::max(chunks, std::min((P + 7) / 8, (2 * T + c.batch * panels - 1) / (c.batch * panels)));
+    const int64_t pc = ((P + chunks - 1) / chunks + 7) / 8 * 8;
+    chunks = (P + pc - 1) / pc;
+    const int64_t per_sample = chunks * panels;
     const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(simd::kPwLanesPanel * std::min(pc, P) * g.C, 1));
     const ConvAct a = folded_act();
     c.pool->parallel_for(c.batch * per_sample, grain, [&](int64_t u0, int64_t u1) {
