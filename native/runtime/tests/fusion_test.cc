@@ -57,24 +57,28 @@ static void test_gemm_epilogue(Rng& rng) {
 
 int main() {
   Rng rng;
-  // Basic block: conv+relu, conv, add input, relu (Winograd-sized 32x32 maps, 16 channels).
-  for (int inPlace = 0; inPlace < 2; ++inPlace) {
-    PlanBuilder pb;
-    int x = pb.input("x", {16, 32, 32});
-    int w1 = pb.weight("w1", {16, 16, 3, 3}, rng.vec(16 * 16 * 9));
-    int w2 = pb.weight("w2", {16, 16, 3, 3}, rng.vec(16 * 16 * 9));
-    int b2 = pb.weight("b2", {16}, rng.vec(16));
-    int a = pb.act("a", {16, 32, 32});
-    int c = pb.act("c", {16, 32, 32});
-    int s = pb.act("s", {16, 32, 32});
-    int y = pb.output("y", {16, 32, 32});
-    if (inPlace) pb.tensors[size_t(y)].offset = pb.tensors[size_t(x)].offset;  // y over the residual
-    pb.op("Conv", {x, w1, -1}, {a}, conv_attrs(3, 1, 1, "relu"));
-    pb.op("Conv", {a, w2, b2}, {c}, conv_attrs(3, 1, 1, "none"));
-    pb.op("Add", {c, x}, {s});
-    pb.op("Relu", {s}, {y});
-    compare(inPlace ? "winograd block, in place" : "winograd block", pb, 3, rng.vec(3 * 16 * 32 * 32));
-  }
+  // Basic block: conv+relu, conv, add input, relu (Winograd-sized maps, 16 channels: 32x32
+  // in whole 16-tile rows, 28x28 and 56x56 in masked segments of 14 and 16 + 12 tiles).
+  for (int64_t S : {32, 28, 56})
+    for (int inPlace = 0; inPlace < 2; ++inPlace) {
+      PlanBuilder pb;
+      int x = pb.input("x", {16, S, S});
+      int w1 = pb.weight("w1", {16, 16, 3, 3}, rng.vec(16 * 16 * 9));
+      int w2 = pb.weight("w2", {16, 16, 3, 3}, rng.vec(16 * 16 * 9));
+      int b2 = pb.weight("b2", {16}, rng.vec(16));
+      int a = pb.act("a", {16, S, S});
+      int c = pb.act("c", {16, S, S});
+      int s = pb.act("s", {16, S, S});
+      int y = pb.output("y", {16, S, S});
+      if (inPlace) pb.tensors[size_t(y)].offset = pb.tensors[size_t(x)].offset;  // y over the residual
+      pb.op("Conv", {x, w1, -1}, {a}, conv_attrs(3, 1, 1, "relu"));
+      pb.op("Conv", {a, w2, b2}, {c}, conv_attrs(3, 1, 1, "none"));
+      pb.op("Add", {c, x}, {s});
+      pb.op("Relu", {s}, {y});
+      const std::string label = std::string(inPlace ? "winograd block, in place, " : "winograd block, ") +
+                                std::to_string(S) + "x" + std::to_string(S);
+      for (int threads : {1, 2}) compare(label.c_str(), pb, 3, rng.vec(size_t(3 * 16 * S * S)), threads);
+    }
   // Downsampling block: stride-2 direct conv, 1x1 projection on the Add's left, no Relu.
   {
     PlanBuilder pb;

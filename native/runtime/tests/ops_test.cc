@@ -75,6 +75,11 @@ static void test_conv() {
       {"winograd 32x32, channel remainders 4 and 1", 2, 9, 32, 32, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
       {"winograd 16x16 asym pads, no bias", 1, 8, 15, 17, 8, 3, 3, 1, 1, 2, 0, 1, 1, 1, 1, 1, false, false},
       {"winograd 16x32 no pads", 2, 12, 18, 34, 16, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, false},
+      // Winograd in masked segments (tile rows of 12-31 tiles but 16)
+      {"winograd segments 56-wide, 16 + 12 tiles a row", 2, 8, 10, 56, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"winograd segments 28x28 asym pads, three samples", 3, 9, 28, 27, 8, 3, 3, 1, 1, 1, 0, 1, 3, 1, 1, 1, false, false},
+      {"winograd segments 2x24 maps, a pair and a lone sample", 3, 8, 2, 24, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"winograd segments 62-wide, 31 tiles a row", 1, 10, 4, 62, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false, true},
       {"direct stride 2, odd padded width", 2, 3, 31, 32, 9, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 1, true, true},
       {"direct stride 2 dilated, right pad only", 1, 4, 20, 34, 8, 3, 3, 2, 2, 0, 0, 2, 1, 2, 2, 1, false, false},
       {"direct stride 2 pairs, odd padded width", 2, 5, 16, 16, 12, 3, 3, 2, 2, 1, 0, 0, 1, 1, 1, 1, true, true},
