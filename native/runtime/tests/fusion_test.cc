@@ -58,8 +58,9 @@ static void test_gemm_epilogue(Rng& rng) {
 int main() {
   Rng rng;
   // Basic block: conv+relu, conv, add input, relu (Winograd-sized maps, 16 channels: 32x32
-  // in whole 16-tile rows, 28x28 and 56x56 in masked segments of 14 and 16 + 12 tiles).
-  for (int64_t S : {32, 28, 56})
+  // in whole 16-tile rows, 28x28 and 56x56 in masked segments of 14 and 16 + 12 tiles, 14x14
+  // two 7-tile rows a segment).
+  for (int64_t S : {32, 28, 56, 14})
     for (int inPlace = 0; inPlace < 2; ++inPlace) {
       PlanBuilder pb;
       int x = pb.input("x", {16, S, S});

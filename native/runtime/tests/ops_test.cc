@@ -80,6 +80,8 @@ static void test_conv() {
       {"winograd segments 28x28 asym pads, three samples", 3, 9, 28, 27, 8, 3, 3, 1, 1, 1, 0, 1, 3, 1, 1, 1, false, false},
       {"winograd segments 2x24 maps, a pair and a lone sample", 3, 8, 2, 24, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
       {"winograd segments 62-wide, 31 tiles a row", 1, 10, 4, 62, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false, true},
+      {"winograd segments 14x14, two tile rows a segment, odd row count", 2, 12, 14, 14, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"winograd segments 12x14 asym pads, no bias", 3, 8, 13, 12, 9, 3, 3, 1, 1, 0, 1, 1, 1, 1, 1, 1, false, false},
       {"direct stride 2, odd padded width", 2, 3, 31, 32, 9, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 1, true, true},
       {"direct stride 2 dilated, right pad only", 1, 4, 20, 34, 8, 3, 3, 2, 2, 0, 0, 2, 1, 2, 2, 1, false, false},
       {"direct stride 2 pairs, odd padded width", 2, 5, 16, 16, 12, 3, 3, 2, 2, 1, 0, 0, 1, 1, 1, 1, true, true},

@@ -16,7 +16,7 @@ namespace memlane::cpu {
 namespace {
 constexpr int64_t kBlock = 32;  // tiles per block: two 16-lane vectors
 // Tile-row widths the segmented blocks take (conv_winograd's other branch).
-inline bool winograd_segmented(int64_t tw) { return tw >= 12 && tw <= 31 && tw != 16; }
+inline bool winograd_segmented(int64_t tw) { return (tw >= 12 && tw <= 31 && tw != 16) || (tw >= 5 && tw <= 7); }
 // Floats between the 16 xi planes of V ([xi][C][32]) and P ([xi][M][32]): one cache line more
 // than the plane, so that the 16 planes do not fall in one L1 set (a 2 or 4 KiB stride did,
 // and the transforms, which touch all 16 at once, ran at a third of their speed).
@@ -214,18 +214,21 @@ __attribute__((target("avx512f"))) void output_block(const float* P, const float
   }
 }
 
-// Maps of other even widths (tw = OW / 2 tiles a row, 9-31 but 16): a block is two segments
-// of up to 16 tiles of one tile row (a row of 28 tiles: 16 + 12), each with its own masks,
-// so no lane reads across a row. Segment g of the call: sample g / (th * ns), tile row
-// g / ns % th, first tile 16 * (g % ns), ns = ceil(tw / 16) segments a row.
+// Maps of other even widths (tw = OW / 2 tiles a row: 12-31 but 16, or 5-7): a block is two
+// segments of 16 lanes, each with its own masks so that no lane reads across a row. With
+// 12-31 tiles a row a segment is up to 16 tiles of one tile row (28 tiles: 16 + 12); with
+// 5-7, two tile rows of one sample (lanes [0, tw) row a, [tw, 2 tw) row a + 1).
 struct Seg {
   int64_t smp, a, b0, n;  // n = 0: no segment (past the last)
+  int64_t n2;             // tiles of row a + 1 in lanes [n, n + n2) (5-7 tiles a row)
 };
+inline int64_t segments_per_sample(int64_t th, int64_t tw) { return tw <= 8 ? (th + 1) / 2 : th * ((tw + 15) / 16); }
 inline Seg segment(int64_t g, int64_t segs, int64_t th, int64_t tw) {
-  const int64_t ns = (tw + 15) / 16;
-  if (g >= segs) return {0, 0, 0, 0};
-  const int64_t b0 = 16 * (g % ns);
-  return {g / (th * ns), g / ns % th, b0, std::min<int64_t>(16, tw - b0)};
+  if (g >= segs) return {0, 0, 0, 0, 0};
+  const int64_t per = segments_per_sample(th, tw), smp = g / per, k = g % per;
+  if (tw <= 8) return {smp, 2 * k, 0, tw, 2 * k + 1 < th ? tw : 0};
+  const int64_t ns = (tw + 15) / 16, b0 = 16 * (k % ns);
+  return {smp, k / ns, b0, std::min<int64_t>(16, tw - b0), 0};
 }
 inline __mmask16 lanes(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
 
@@ -239,12 +242,21 @@ __attribute__((target("avx512f"))) void input_segments(const float* pad, int64_t
       const float* E = pad + sg[r].smp * padStride + c * 2 * half + sg[r].b0;
       const float* O = E + half;
       __m512 d[4][4];
+      // row a + 1's tiles in lanes [n, n + n2): loaded from 2 padded rows further on, n back
+      const __mmask16 mk2 = __mmask16(lanes(sg[r].n + sg[r].n2) & ~mk);
+      const int64_t next = 2 * Wh - sg[r].n;
       for (int k = 0; k < 4; ++k) {
         const int64_t off = (2 * sg[r].a + k) * Wh;
         d[k][0] = _mm512_maskz_loadu_ps(mk, E + off);
         d[k][1] = _mm512_maskz_loadu_ps(mk, O + off);
         d[k][2] = _mm512_maskz_loadu_ps(mk, E + off + 1);
         d[k][3] = _mm512_maskz_loadu_ps(mk, O + off + 1);
+        if (mk2) {  // (only the masked-in lanes are dereferenced)
+          d[k][0] = _mm512_mask_loadu_ps(d[k][0], mk2, E + off + next);
+          d[k][1] = _mm512_mask_loadu_ps(d[k][1], mk2, O + off + next);
+          d[k][2] = _mm512_mask_loadu_ps(d[k][2], mk2, E + off + next + 1);
+          d[k][3] = _mm512_mask_loadu_ps(d[k][3], mk2, O + off + next + 1);
+        }
       }
       __m512 t[4][4];
       for (int q = 0; q < 4; ++q) {
@@ -299,6 +311,15 @@ __attribute__((target("avx512f"))) void output_segments(const float* P, const fl
           if (relu) v = _mm512_max_ps(v, z);
           _mm512_mask_storeu_ps(y + at + 16 * hh, mk[hh], v);
         }
+        if (sg[r].n2) {  // row a + 1's tiles: lanes n.. interleaved into output row 2a + 2 + i
+          const __mmask16 m2 = lanes(2 * sg[r].n2);
+          const __m512i sh = _mm512_set1_epi32(int(n));
+          __m512 v = _mm512_permutex2var_ps(o[i][0], _mm512_add_epi32(lo, sh), o[i][1]);
+          const int64_t at2 = at + 2 * OW;
+          if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m2, res + at2));
+          if (relu) v = _mm512_max_ps(v, z);
+          _mm512_mask_storeu_ps(y + at2, m2, v);
+        }
       }
     }
   }
@@ -312,7 +333,7 @@ bool conv_winograd_supported(int64_t C, int64_t M, int64_t OH, int64_t OW) {
   // 8x8 maps: measured faster than the direct kernel with 16 input channels (digits-cnn),
   // slower with 64 (resnet-mini's last block), where the 128-bit transforms dominate.
   if ((tw == 4 && th * tw == 16 && C <= 32) || ((tw == 8 || tw == 16) && (th * tw) % kBlock == 0)) return true;
-  // Other widths in segments (conv_winograd_segments): 12-31 tiles a row (24- to 62-wide maps).
+  // Other widths in segments: 12-31 tiles a row (24- to 62-wide maps) or 5-7 (10- to 14-wide).
   static const bool segments = std::getenv("MEMLANE_CONV_WINOGRAD_NO_SEGMENTS") == nullptr;
   return segments && winograd_segmented(tw);
 }
@@ -328,7 +349,7 @@ __attribute__((target("avx512f"))) void conv_winograd(const float* pad, int64_t 
                                                       int64_t slots, const float* res) {
   const int64_t tw = OW / 2, th = OH / 2, T = th * tw, Hp = OH + 2, Wh = (OW + 3) / 2;
   if (winograd_segmented(tw)) {
-    const int64_t segs = samples * th * ((tw + 15) / 16), blocks = (segs + 1) / 2;
+    const int64_t segs = samples * segments_per_sample(th, tw), blocks = (segs + 1) / 2;
     const int64_t k0 = slots > 0 ? blocks * slot / slots : 0, k1 = slots > 0 ? blocks * (slot + 1) / slots : blocks;
     float* V = scratch;
     float* P = scratch + 16 * plane_stride(C);
