@@ -303,6 +303,9 @@ static void test_maxpool_random() {
   const Case cases[] = {
       {"maxpool 3x3/2 pad 1 (resnet stem)", 2, 3, 17, 23, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false},
       {"maxpool 3x3/2 ceil (squeezenet)", 1, 4, 13, 13, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, true},
+      // rows wide enough for simd::max3_stride2's 16-lane steps and a scalar tail
+      {"maxpool 3x3/2 pad 1, 70 wide", 2, 3, 9, 70, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false},
+      {"maxpool 3x3/2 ceil, 111 wide", 1, 2, 7, 111, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, true},
       {"maxpool 3x2 s(1,3) dilated asym pads", 2, 2, 11, 19, 3, 2, 1, 3, 2, 1, 0, 1, 2, 1, false},
       {"maxpool 5x5/1 pad 2, wide", 1, 2, 9, 40, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, false},
   };
