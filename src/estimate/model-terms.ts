@@ -9,6 +9,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { compileOnnx } from "../compiler/compile.ts";
 import { loadOnnx } from "../compiler/load.ts";
+import { readOnnxIo } from "../pipeline/inputs/onnx-io.ts";
+import { resolveModelIo, type ShapeOverrides } from "../pipeline/inputs/shapes.ts";
 import { ortPatternBytesPerSample } from "./ort-pattern.ts";
 
 const MIB = 2 ** 20;
@@ -54,8 +56,37 @@ const elemBytes = (isFloat: boolean) => (isFloat ? 4 : 8);
 /** Bytes of one element of a graph input or output (int64 ids and masks are 8, not 4). */
 const dtypeBytes = (dtype: string) => (/64/.test(dtype) ? 8 : /16/.test(dtype) ? 2 : /8|bool/.test(dtype) ? 1 : 4);
 
-export async function modelTerms(onnxPath: string): Promise<ModelTerms> {
+/**
+ * What a benchmark feeds a model whose inputs have symbolic dims besides the batch (a
+ * transformer exported with a dynamic sequence): `--shape` overrides, else every such dim at
+ * `seq` (the benchmark's default, 128), exactly as the benchmark resolves them
+ * (src/pipeline/inputs/shapes.ts).
+ */
+export interface InputFeed {
+  seq?: number;
+  shapes?: ShapeOverrides;
+}
+
+/**
+ * The compiler's `inputShapes` (-1 at the batch) for what the benchmark will feed; undefined
+ * when every input is static but for its batch (the graph's own shapes are what runs).
+ */
+export function fedInputShapes(onnxPath: string, feed: InputFeed = {}): Record<string, number[]> | undefined {
+  const io = readOnnxIo(onnxPath);
+  const open = io.inputs.some((i) => i.dims === null || i.dims.filter((d) => typeof d !== "number").length > 1);
+  if (!open && !feed.shapes) return undefined;
+  const { inputs } = resolveModelIo(io, feed);
+  return Object.fromEntries(inputs.map((i) => [i.name, i.shape]));
+}
+
+export async function modelTerms(onnxPath: string, feed: InputFeed = {}): Promise<ModelTerms> {
   const g = loadOnnx(onnxPath);
+  let inputShapes: Record<string, number[]> | undefined;
+  try {
+    inputShapes = fedInputShapes(onnxPath, feed);
+  } catch {
+    // An input the benchmark could not feed either: the graph's own shapes (and their errors) stand.
+  }
   let params = 0;
   let weightBytes = 0;
   for (const t of g.consts.values()) {
@@ -75,13 +106,13 @@ export async function modelTerms(onnxPath: string): Promise<ModelTerms> {
   }
   let ortPatternPerSampleMiB: number | null = null;
   try {
-    ortPatternPerSampleMiB = ortPatternBytesPerSample(g) / MIB;
+    ortPatternPerSampleMiB = ortPatternBytesPerSample(g, inputShapes) / MIB;
   } catch {
     // A graph shape inference cannot follow: the compiler's arena stands in (features()).
   }
   const dir = mkdtempSync(join(tmpdir(), "memlane-estimate-"));
   try {
-    const s = await compileOnnx(onnxPath, join(dir, "m.mlplan"), { verify: false });
+    const s = await compileOnnx(onnxPath, join(dir, "m.mlplan"), { verify: false, ...(inputShapes ? { inputShapes } : {}) });
     const perSample = (shapes: Array<{ shape: number[]; dtype: string }>) =>
       shapes.reduce((a, t) => a + t.shape.slice(1).reduce((x, y) => x * y, 1) * dtypeBytes(t.dtype), 0);
     return {
