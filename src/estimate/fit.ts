@@ -48,11 +48,16 @@ function leastSquares(x: number[][], y: number[], active: boolean[]): number[] {
   return out;
 }
 
-export function fitLinear(samples: ReadonlyArray<{ features: Features; value: number }>): Fit {
+/**
+ * `fixed`: slopes known from elsewhere (node-ort's activation slope is python-ort's: the same
+ * ORT arena, calibration.ts); they are taken as given and the rest fitted to what they leave.
+ */
+export function fitLinear(samples: ReadonlyArray<{ features: Features; value: number }>, fixed: Partial<Record<(typeof FEATURE_NAMES)[number], number>> = {}): Fit {
   if (samples.length === 0) throw new Error("fitLinear: no samples");
   const x = samples.map((s) => [1, ...FEATURE_NAMES.map((f) => s.features[f])]);
-  const y = samples.map((s) => s.value);
-  const active = [true, ...FEATURE_NAMES.map(() => true)];
+  const given = [0, ...FEATURE_NAMES.map((f) => fixed[f] ?? 0)];
+  const y = samples.map((s, i) => s.value - x[i]!.reduce((a, v, j) => a + v * given[j]!, 0));
+  const active = [true, ...FEATURE_NAMES.map((f) => fixed[f] === undefined)];
   let coef = leastSquares(x, y, active);
   for (let guard = 0; guard < 3 && coef.slice(1).some((c) => c < 0); guard++) {
     coef.forEach((c, j) => {
@@ -60,7 +65,8 @@ export function fitLinear(samples: ReadonlyArray<{ features: Features; value: nu
     });
     coef = leastSquares(x, y, active);
   }
-  const rms = Math.sqrt(x.reduce((s, row, i) => s + (predictWith(coef as Coefficients, row) - y[i]!) ** 2, 0) / x.length);
+  coef = coef.map((c, j) => c + given[j]!);
+  const rms = Math.sqrt(x.reduce((s, row, i) => s + (predictWith(coef as Coefficients, row) - samples[i]!.value) ** 2, 0) / x.length);
   return { coef: coef as Coefficients, rmsMiB: rms };
 }
 
