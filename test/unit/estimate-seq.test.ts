@@ -4,6 +4,8 @@
 // and the ORT replay refuse a symbolic non-batch dim).
 import { describe, expect, it } from "vitest";
 import { features, fedInputShapes, modelTerms } from "../../src/estimate/model-terms.ts";
+import { exportFeedOf } from "../../src/estimate/stage-facts.ts";
+import type { StageDef } from "../../src/pipeline/stages.ts";
 import { DYNAMIC_SEQ } from "../fixtures/ort-dynamic-seq.ts";
 import { writeModel } from "./compiler-onnx-builder.ts";
 
@@ -34,5 +36,15 @@ describe("model terms of a model with a symbolic sequence", () => {
     const fixed = writeModel({ ...DYNAMIC_SEQ, inputs: [["x", ["batch", 10, 32]]] }, "fixed-seq");
     expect(fedInputShapes(fixed)).toBeUndefined();
     expect((await modelTerms(fixed)).ortPatternPerSampleMiB! * MIB).toBe(10 * (128 + 32) * 4);
+  });
+});
+
+describe("what a pipeline's benchmark feeds", () => {
+  it("is its export stage's seq and shapes; nothing for other stages", () => {
+    const exp = { kind: "export", name: "e", opts: { onnx: "m.onnx", seq: 32, shapes: { x: ["N", 32, 32] } } } as unknown as StageDef;
+    expect(exportFeedOf(exp)).toEqual({ seq: 32, shapes: { x: ["N", 32, 32] } });
+    expect(exportFeedOf({ kind: "export", name: "z", opts: { zoo: "tiny-gpt" } } as unknown as StageDef)).toEqual({});
+    expect(exportFeedOf({ kind: "train", name: "t", opts: { arch: "mlp" } } as unknown as StageDef)).toEqual({});
+    expect(exportFeedOf(undefined)).toEqual({});
   });
 });
