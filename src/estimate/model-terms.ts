@@ -33,6 +33,8 @@ export interface ModelTerms {
   ortPatternPerSampleMiB: number | null;
   /** Sum of input and output bytes of one sample; null when a dim is unknown. */
   ioPerSampleMiB: number | null;
+  /** The output part of ioPerSampleMiB; null when a dim is unknown. */
+  outputPerSampleMiB: number | null;
   /** Why the compiler-derived figures are missing, if they are. */
   compileError: string | null;
 }
@@ -50,6 +52,13 @@ export interface Features {
   convWeightMiB: number;
   activationMiB: number;
   evalMiB: number;
+  /**
+   * The outputs' part of evalMiB: a worker holds the outputs it returns over the eval set as
+   * chunks and then joined (python-ort: both at the end of steady-inference), so an output
+   * byte costs more than an input byte. GPT-2's logits made python-ort's estimate −39 % with
+   * one eval-set term.
+   */
+  evalOutputMiB: number;
 }
 
 const elemBytes = (isFloat: boolean) => (isFloat ? 4 : 8);
@@ -119,10 +128,11 @@ export async function modelTerms(onnxPath: string, feed: InputFeed = {}): Promis
       file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB,
       arenaPerSampleMiB: s.arenaBytesPerSample / MIB, ortPatternPerSampleMiB,
       ioPerSampleMiB: (perSample(s.inputs) + perSample(s.outputs)) / MIB,
+      outputPerSampleMiB: perSample(s.outputs) / MIB,
       compileError: null,
     };
   } catch (err) {
-    return { file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, arenaPerSampleMiB: null, ortPatternPerSampleMiB, ioPerSampleMiB: null, compileError: (err as Error).message.split("\n")[0]! };
+    return { file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, arenaPerSampleMiB: null, ortPatternPerSampleMiB, ioPerSampleMiB: null, outputPerSampleMiB: null, compileError: (err as Error).message.split("\n")[0]! };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -145,5 +155,6 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
     convWeightMiB: t.convWeightMiB,
     activationMiB: (perSample * samples) / MIB,
     evalMiB: (t.ioPerSampleMiB ?? 0) * run.evalSamples,
+    evalOutputMiB: (t.outputPerSampleMiB ?? 0) * run.evalSamples,
   };
 }
