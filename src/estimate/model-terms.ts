@@ -33,7 +33,7 @@ export interface ModelTerms {
   ortPatternPerSampleMiB: number | null;
   /** Sum of input and output bytes of one sample; null when a dim is unknown. */
   ioPerSampleMiB: number | null;
-  /** The output part of ioPerSampleMiB; null when a dim is unknown. */
+  /** The outputs' part of ioPerSampleMiB; null when a dim is unknown. */
   outputPerSampleMiB: number | null;
   /** Why the compiler-derived figures are missing, if they are. */
   compileError: string | null;
@@ -51,12 +51,15 @@ export interface Features {
   weightMiB: number;
   convWeightMiB: number;
   activationMiB: number;
+  /** The eval set's inputs. */
   evalMiB: number;
   /**
-   * The outputs' part of evalMiB: a worker holds the outputs it returns over the eval set as
-   * chunks and then joined (python-ort: both at the end of steady-inference), so an output
-   * byte costs more than an input byte. GPT-2's logits made python-ort's estimate −39 % with
-   * one eval-set term.
+   * The outputs every eval sample gives, apart from the inputs: they cost a worker another
+   * amount, at other phases. python-ort holds the output chunks and their concatenation (2
+   * copies) from steady-inference on, memlane-rt none before its first inference, node-ort's
+   * orchestrator the other runtimes' outputs from the start. With one term for both, GPT-2's
+   * logits (0.49 MiB a sample) left python-ort at −39 % and memlane-rt's first-inference at
+   * seven times its measurement.
    */
   evalOutputMiB: number;
 }
@@ -154,7 +157,7 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
     weightMiB: t.weightMiB,
     convWeightMiB: t.convWeightMiB,
     activationMiB: (perSample * samples) / MIB,
-    evalMiB: (t.ioPerSampleMiB ?? 0) * run.evalSamples,
+    evalMiB: ((t.ioPerSampleMiB ?? 0) - (t.outputPerSampleMiB ?? 0)) * run.evalSamples,
     evalOutputMiB: (t.outputPerSampleMiB ?? 0) * run.evalSamples,
   };
 }

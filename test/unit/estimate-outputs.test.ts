@@ -1,6 +1,7 @@
-// The eval set's outputs are a term of their own (Features.evalOutputMiB): a worker holds what
-// it returns as chunks and then joined, so an output byte costs more than an input byte, and
-// a model with large outputs (an LM's logits) needs its own probe to say how much.
+// The eval set's outputs are a term of their own (Features.evalOutputMiB), apart from its
+// inputs (evalMiB): a worker holds what it returns as chunks and then joined, from another
+// phase than its inputs, and a model with large outputs (an LM's logits) needs its own probe
+// to say how much.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -19,7 +20,7 @@ describe("the eval set's outputs", () => {
     expect(t.ioPerSampleMiB! * 2 ** 20).toBe((65536 + 16) * 4);
     const f = features("python-ort", t, { maxBatch: 8, evalSamples: probe.evalSamples });
     expect(f.evalOutputMiB).toBe(64);
-    expect(f.evalMiB).toBeCloseTo(64 + (256 * 16 * 4) / 2 ** 20, 9);
+    expect(f.evalMiB).toBeCloseTo((256 * 16 * 4) / 2 ** 20, 9);
     // The other probes hold the outputs small next to it.
     const rest = writeProbes(dir, PROBES.filter((p) => p.name !== "eval-outputs" && p.name !== "mixed"));
     for (const [name, file] of rest) {
