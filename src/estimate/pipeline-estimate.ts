@@ -152,7 +152,7 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
   return {
     ...base, runtime: s.runtime, model: model.arch ?? model.onnx, peakMiB: Math.max(...e.phases.map((x) => x.peak)),
     phases: e.phases.map((x) => ({ phase: x.phase, rss: x.rss, peak: x.peak })),
-    parts: `weights ${e.features.weightMiB.toFixed(1)} MiB, activations ${e.features.activationMiB.toFixed(1)} MiB, eval set ${e.features.evalMiB.toFixed(1)} MiB`,
+    parts: `weights ${e.features.weightMiB.toFixed(1)} MiB, activations ${e.features.activationMiB.toFixed(1)} MiB, eval set ${e.features.evalMiB.toFixed(1)} MiB in + ${e.features.evalOutputMiB.toFixed(1)} MiB out`,
     why: terms.compileError ? `activations unknown: ${terms.compileError}` : null,
     naiveMiB: (terms.params * 4) / 2 ** 20 + (terms.ioPerSampleMiB ?? 0) * maxBatch,
   };

@@ -76,7 +76,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   for (const e of estimates) {
     if (!e) continue;
     io.out("");
-    io.out(`${e.runtime} (features: weights ${num(e.features.weightMiB)} MiB, activations ${num(e.features.activationMiB)} MiB, eval set ${num(e.features.evalMiB)} MiB):`);
+    io.out(`${e.runtime} (features: weights ${num(e.features.weightMiB)} MiB, activations ${num(e.features.activationMiB)} MiB, eval set ${num(e.features.evalMiB)} MiB in + ${num(e.features.evalOutputMiB)} MiB out):`);
     io.out(textTable(["phase", "end RSS MiB", "end USS MiB", "end PSS MiB", "peak RSS MiB"], e.phases.map((p) => [p.phase, num(p.rss), num(p.uss), num(p.pss), num(p.peak)])));
   }
   io.out("");
