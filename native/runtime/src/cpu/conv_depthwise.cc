@@ -1,4 +1,5 @@
 #include "cpu/conv_depthwise.h"
+#include "cpu/conv_depthwise_blocked.h"
 #include "cpu/cpu_features.h"
 #include "cpu/conv_direct.h"
 
@@ -182,6 +183,8 @@ class DepthwiseKernel final : public Kernel {
 
 std::unique_ptr<Kernel> make_depthwise_kernel(const DwGeom& g, int64_t C, TensorRef x, TensorRef y, const float* w,
                                               const float* bias, const ConvAct& act, int threads) {
+  // AVX-512: 16 channels a vector (conv_depthwise_blocked.h); elsewhere one channel at a time.
+  if (auto blocked = make_depthwise_blocked_kernel(g, C, x, y, w, bias, act, threads)) return blocked;
   auto k = std::make_unique<DepthwiseKernel>();
   k->g = g;
   k->C = C;
