@@ -202,12 +202,19 @@ int64_t inplace_safe_band(const DwGeom& g, int64_t band) {
   return g.OH;
 }
 
+// Measured per op, batch 1, 1 thread (docs/native-cpu.md): blocked ran 0.26-0.8x the
+// per-channel kernel's time on every 5x5 conv and on maps up to 14 wide, but 1.0-1.3x on 3x3
+// convs with 28+ output columns, where the per-channel kernel's vectors are full and its plane
+// copy is cheaper than the two 16x16 transposes an output costs here.
+bool blocked_pays(const DwGeom& g) { return g.kh * g.kw > 9 || g.OW < 24; }
+
 }  // namespace
 
 std::unique_ptr<Kernel> make_depthwise_blocked_kernel(const DwGeom& g, int64_t C, TensorRef x, TensorRef y,
                                                       const float* w, const float* bias, const ConvAct& act,
                                                       int threads) {
   if (!use_avx512f() || std::getenv("MEMLANE_DW_PER_CHANNEL") != nullptr) return nullptr;
+  if (!blocked_pays(g) && std::getenv("MEMLANE_DW_BLOCKED") == nullptr) return nullptr;
   auto k = std::make_unique<BlockedDepthwiseKernel>();
   k->g = g;
   k->C = C;
