@@ -1,5 +1,6 @@
 #include "cpu/conv_depthwise.h"
 #include "cpu/conv_depthwise_blocked.h"
+#include "cpu/conv_act_avx512.h"
 #include "cpu/cpu_features.h"
 #include "cpu/conv_direct.h"
 
@@ -35,8 +36,9 @@ bool has_avx512f() {
 }
 #endif
 
-// scratch[p][r][q] = padded(x)[r][q*sw + p], zero outside the input.
-void fill_phases(const DwGeom& g, const float* x, float* s) {
+// scratch[p][r][q] = padded(x)[r][q*sw + p], zero outside the input. bordered: s holds a
+// previous channel's fill of the same geometry (its zero border is still there).
+void fill_phases(const DwGeom& g, const float* x, float* s, bool bordered) {
   const int64_t Hp = g.Hp(), Wq = g.Wq(), plane = Hp * Wq;
 #ifdef MEMLANE_DW_AVX512
   // Column stride 2 is conv_direct's even/odd layout: its fill splits rows with vector permutes
@@ -46,14 +48,12 @@ void fill_phases(const DwGeom& g, const float* x, float* s) {
     return;
   }
 #endif
-  std::memset(s, 0, sizeof(float) * size_t(g.sw * plane));
+  // The copies below never write the border: zeroing the plane again for each channel cost
+  // a third of a 112x112 channel's FMAs.
+  if (!bordered) std::memset(s, 0, sizeof(float) * size_t(g.sw * plane));
   for (int64_t h = 0; h < g.H; ++h) {
     const float* xr = x + h * g.W;
     const int64_t r = g.pt + h;
-    if (g.sw == 1) {
-      std::memcpy(s + r * Wq + g.pl, xr, sizeof(float) * size_t(g.W));
-      continue;
-    }
     for (int64_t p = 0; p < g.sw; ++p) {  // input columns w with (pl + w) % sw == p
       float* dst = s + p * plane + r * Wq;
       const int64_t w0 = ((p - g.pl) % g.sw + g.sw) % g.sw;
@@ -86,7 +86,7 @@ void channel_portable(const DwGeom& g, const float* s, const float* w, float bia
 // KH/KW > 0 fix the kernel size (3x3 and 5x5 unroll); 0 reads g.
 template <int KH, int KW>
 __attribute__((target("avx512f"))) void channel_avx512(const DwGeom& g, const float* s, const float* w, float bias,
-                                                       float* y) {
+                                                       float* y, const ConvAct& act) {
   // (Hp and Wq once a channel: recomputing them for each tap cost more than the 7x7 maps' FMAs)
   const int64_t kh = KH > 0 ? KH : g.kh, kw = KW > 0 ? KW : g.kw, Wq = g.Wq(), plane = g.Hp() * Wq;
   constexpr int kMaxTaps = 49;
@@ -112,6 +112,7 @@ __attribute__((target("avx512f"))) void channel_avx512(const DwGeom& g, const fl
           for (int64_t j = 0; j < kw; ++j)
             acc = _mm512_fmadd_ps(_mm512_set1_ps(w[i * kw + j]), _mm512_loadu_ps(row + tap_offset(g, plane, Wq, i, j) + ow), acc);
       }
+      acc = act_vec16(acc, act);
       const int64_t n = std::min<int64_t>(16, g.OW - ow);
       if (n == 16) _mm512_storeu_ps(yr + ow, acc);
       else _mm512_mask_storeu_ps(yr + ow, __mmask16((1u << n) - 1), acc);
@@ -123,14 +124,14 @@ __attribute__((target("avx512f"))) void channel_avx512(const DwGeom& g, const fl
 }  // namespace
 
 void conv_depthwise_channel(const DwGeom& g, const float* x, const float* w, float bias, float* y,
-                            const ConvAct& act, float* scratch) {
-  fill_phases(g, x, scratch);
+                            const ConvAct& act, float* scratch, bool scratch_bordered) {
+  fill_phases(g, x, scratch, scratch_bordered);
 #ifdef MEMLANE_DW_AVX512
   if (has_avx512f()) {
-    if (g.kh == 3 && g.kw == 3) channel_avx512<3, 3>(g, scratch, w, bias, y);
-    else if (g.kh == 5 && g.kw == 5) channel_avx512<5, 5>(g, scratch, w, bias, y);
-    else channel_avx512<0, 0>(g, scratch, w, bias, y);
-    conv_activate(y, g.OH * g.OW, act);
+    if (g.kh == 3 && g.kw == 3) channel_avx512<3, 3>(g, scratch, w, bias, y, act);
+    else if (g.kh == 5 && g.kw == 5) channel_avx512<5, 5>(g, scratch, w, bias, y, act);
+    else channel_avx512<0, 0>(g, scratch, w, bias, y, act);
+    if (!act_in_registers(act)) conv_activate(y, g.OH * g.OW, act);
     return;
   }
 #endif
@@ -172,7 +173,8 @@ class DepthwiseKernel final : public Kernel {
         float* scratch = c.workspace + s * slot;
         for (int64_t it = items * s / use; it < items * (s + 1) / use; ++it) {
           const int64_t ch = it % C;
-          conv_depthwise_channel(g, X + it * in_sz, w + ch * K, b ? b[ch] : 0.f, Y + it * out_sz, act, scratch);
+          conv_depthwise_channel(g, X + it * in_sz, w + ch * K, b ? b[ch] : 0.f, Y + it * out_sz, act, scratch,
+                                 it > items * s / use);
         }
       }
     });

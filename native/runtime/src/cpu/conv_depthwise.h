@@ -24,9 +24,10 @@ struct DwGeom {
 // Scratch floats one call of conv_depthwise_channel needs (one padded plane + load slack).
 int64_t conv_depthwise_scratch(const DwGeom& g);
 
-// One channel: x [H][W] -> y [OH][OW] = act(conv(x, w[kh][kw]) + bias).
+// One channel: x [H][W] -> y [OH][OW] = act(conv(x, w[kh][kw]) + bias). scratch_bordered:
+// scratch holds the previous channel's plane (same g), whose zero border is reused.
 void conv_depthwise_channel(const DwGeom& g, const float* x, const float* w, float bias, float* y,
-                            const ConvAct& act, float* scratch);
+                            const ConvAct& act, float* scratch, bool scratch_bordered);
 
 }  // namespace memlane::cpu
 

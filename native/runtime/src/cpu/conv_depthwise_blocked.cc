@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu/conv_act_avx512.h"
 #include "cpu/cpu_features.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -96,7 +97,7 @@ class BlockedDepthwiseKernel final : public Kernel {
     for (int64_t oh0 = 0; oh0 < g.OH; oh0 += band) {
       const int64_t oh1 = std::min(g.OH, oh0 + band);
       compute(in, wpack.data() + cb * K * kLanes, bpack.data() + cb * kLanes, oh1 - oh0, out);
-      conv_activate(out, (oh1 - oh0) * g.OW * kLanes, act);
+      if (!act_in_registers(act)) conv_activate(out, (oh1 - oh0) * g.OW * kLanes, act);
       if (oh1 < g.OH) pack(xb, nc, oh1, std::min(g.OH, oh1 + band), in);
       unpack(out, nc, oh0, oh1, yb);
     }
@@ -145,7 +146,7 @@ class BlockedDepthwiseKernel final : public Kernel {
       const float* s = src + tap_off[size_t(t)];
       for (int u = 0; u < N; ++u) acc[u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s + u * step), acc[u]);
     }
-    for (int u = 0; u < N; ++u) _mm512_storeu_ps(dst + u * kLanes, acc[u]);
+    for (int u = 0; u < N; ++u) _mm512_storeu_ps(dst + u * kLanes, act_vec16(acc[u], act));
   }
 
   MEMLANE_DWB_TARGET void compute(const float* in, const float* wp, const float* bp, int64_t rows, float* out) const {
