@@ -5,6 +5,7 @@
 #include "cpu/conv_direct.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -119,6 +120,40 @@ __attribute__((target("avx512f"))) void channel_avx512(const DwGeom& g, const fl
     }
   }
 }
+
+// 3x3, row dilation 1: two output rows at once. Their accumulators are independent (one
+// 9-FMA chain a vector was latency-bound), and with row stride 1 they share two input rows,
+// so each load of those feeds two FMAs (12 loads for two vectors instead of 18).
+template <int SH>
+__attribute__((target("avx512f"))) void channel_avx512_rows2(const DwGeom& g, const float* s, const float* w,
+                                                             float bias, float* y, const ConvAct& act) {
+  const int64_t Wq = g.Wq(), plane = g.Hp() * Wq;
+  int64_t off[3];
+  __m512 wv[9];
+  for (int j = 0; j < 3; ++j) off[j] = tap_offset(g, plane, Wq, 0, j);
+  for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(w[t]);
+  const __m512 b = _mm512_set1_ps(bias);
+  constexpr int kRows = SH + 3;  // input rows two output rows read
+  for (int64_t oh = 0; oh < g.OH; oh += 2) {
+    const float* row = s + oh * SH * Wq;
+    float* y0 = y + oh * g.OW;
+    float* y1 = y0 + g.OW;
+    const bool pair = oh + 1 < g.OH;  // the last row alone: its partner's loads stay in the plane
+    for (int64_t ow = 0; ow < g.OW; ow += 16) {
+      __m512 a0 = b, a1 = b;
+      for (int r = 0; r < (pair ? kRows : 3); ++r)
+        for (int j = 0; j < 3; ++j) {
+          const __m512 v = _mm512_loadu_ps(row + r * Wq + off[j] + ow);
+          if (r < 3) a0 = _mm512_fmadd_ps(wv[r * 3 + j], v, a0);
+          if (r >= SH && r - SH < 3) a1 = _mm512_fmadd_ps(wv[(r - SH) * 3 + j], v, a1);
+        }
+      const int64_t n = std::min<int64_t>(16, g.OW - ow);
+      const __mmask16 m = n == 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+      _mm512_mask_storeu_ps(y0 + ow, m, act_vec16(a0, act));
+      if (pair) _mm512_mask_storeu_ps(y1 + ow, m, act_vec16(a1, act));
+    }
+  }
+}
 #endif
 
 }  // namespace
@@ -128,7 +163,10 @@ void conv_depthwise_channel(const DwGeom& g, const float* x, const float* w, flo
   fill_phases(g, x, scratch, scratch_bordered);
 #ifdef MEMLANE_DW_AVX512
   if (has_avx512f()) {
-    if (g.kh == 3 && g.kw == 3) channel_avx512<3, 3>(g, scratch, w, bias, y, act);
+    static const bool rows2 = std::getenv("MEMLANE_DW_NO_ROWS2") == nullptr;  // A/B timing
+    if (g.kh == 3 && g.kw == 3 && g.dh == 1 && g.sh == 1 && rows2) channel_avx512_rows2<1>(g, scratch, w, bias, y, act);
+    else if (g.kh == 3 && g.kw == 3 && g.dh == 1 && g.sh == 2 && rows2) channel_avx512_rows2<2>(g, scratch, w, bias, y, act);
+    else if (g.kh == 3 && g.kw == 3) channel_avx512<3, 3>(g, scratch, w, bias, y, act);
     else if (g.kh == 5 && g.kw == 5) channel_avx512<5, 5>(g, scratch, w, bias, y, act);
     else channel_avx512<0, 0>(g, scratch, w, bias, y, act);
     if (!act_in_registers(act)) conv_activate(y, g.OH * g.OW, act);
