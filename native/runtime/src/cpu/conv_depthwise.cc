@@ -23,7 +23,7 @@ int64_t DwGeom::Wq() const {
 }
 
 // Slack past the planes: a 16-wide load at the last output column of a row may run past
-// them, and conv_direct_fill zeroes conv_direct_slack floats there.
+// them (its extra lanes are dropped; conv_direct_slack is conv_direct's bound for the same).
 int64_t conv_depthwise_scratch(const DwGeom& g) {
   return g.sw * g.Hp() * g.Wq() + std::max<int64_t>(16, conv_direct_slack(g.kw, g.dw));
 }
@@ -35,6 +35,35 @@ bool has_avx512f() {
   static const bool has = use_avx512f();
   return has;
 }
+
+// Column stride 2: each input row's even and odd elements to their phase rows, 32 floats a
+// step with two permutes; only the input's own positions are written (the border is the
+// caller's). conv_direct_fill, used before, wrote whole padded rows with a scalar loop on
+// widths like 56, and cost more than the taps' FMAs.
+__attribute__((target("avx512f"))) void fill_phases_s2(const DwGeom& g, const float* x, float* s) {
+  const int64_t Wq = g.Wq(), plane = g.Hp() * Wq;
+  // x[2i] lands on padded column pl + 2i: phase pl % 2, index pl / 2 + i; x[2i+1] likewise.
+  float* even_base = s + (g.pl % 2) * plane + g.pl / 2;
+  float* odd_base = s + ((g.pl + 1) % 2) * plane + (g.pl + 1) / 2;
+  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  for (int64_t h = 0; h < g.H; ++h) {
+    const float* xr = x + h * g.W;
+    float* er = even_base + (g.pt + h) * Wq;
+    float* orow = odd_base + (g.pt + h) * Wq;
+    for (int64_t w = 0; w < g.W; w += 32) {
+      const int64_t n = std::min<int64_t>(32, g.W - w);
+      const __mmask16 m0 = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+      const __mmask16 m1 = n <= 16 ? __mmask16(0) : n == 32 ? __mmask16(0xFFFF) : __mmask16((1u << (n - 16)) - 1);
+      const __m512 a = _mm512_maskz_loadu_ps(m0, xr + w), b = _mm512_maskz_loadu_ps(m1, xr + w + 16);
+      const int64_t ne = (n + 1) / 2, no = n / 2;
+      const __mmask16 me = ne == 16 ? __mmask16(0xFFFF) : __mmask16((1u << ne) - 1);
+      const __mmask16 mo = no == 16 ? __mmask16(0xFFFF) : __mmask16((1u << no) - 1);
+      _mm512_mask_storeu_ps(er + w / 2, me, _mm512_permutex2var_ps(a, ie, b));
+      _mm512_mask_storeu_ps(orow + w / 2, mo, _mm512_permutex2var_ps(a, io, b));
+    }
+  }
+}
 #endif
 
 // scratch[p][r][q] = padded(x)[r][q*sw + p], zero outside the input. bordered: s holds a
@@ -42,16 +71,17 @@ bool has_avx512f() {
 void fill_phases(const DwGeom& g, const float* x, float* s, bool bordered) {
   const int64_t Hp = g.Hp(), Wq = g.Wq(), plane = Hp * Wq;
 #ifdef MEMLANE_DW_AVX512
-  // Column stride 2 is conv_direct's even/odd layout: its fill splits rows with vector permutes
-  // (a strided scalar copy of each row cost more than the whole depthwise product).
-  if (g.sw == 2 && has_avx512f()) {
-    conv_direct_fill(x, 1, g.H, g.W, g.pt, g.pl, Hp, 2 * Wq, 2, g.kw, g.dw, s);
-    return;
-  }
 #endif
   // The copies below never write the border: zeroing the plane again for each channel cost
   // a third of a 112x112 channel's FMAs.
   if (!bordered) std::memset(s, 0, sizeof(float) * size_t(g.sw * plane));
+#ifdef MEMLANE_DW_AVX512
+  // (a strided scalar copy of each row cost more than the whole depthwise product)
+  if (g.sw == 2 && has_avx512f()) {
+    fill_phases_s2(g, x, s);
+    return;
+  }
+#endif
   for (int64_t h = 0; h < g.H; ++h) {
     const float* xr = x + h * g.W;
     const int64_t r = g.pt + h;
