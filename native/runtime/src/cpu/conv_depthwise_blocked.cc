@@ -76,7 +76,10 @@ class BlockedDepthwiseKernel final : public Kernel {
     const float* X = x.at(c);
     float* Y = y.at(c);
     const int64_t items = c.batch * blocks, slot = slot_floats();
-    const int64_t use = std::clamp<int64_t>(std::min<int64_t>(threads, c.pool->threads()), 1, items);
+    const int64_t slots = std::clamp<int64_t>(std::min<int64_t>(threads, c.pool->threads()), 1, items);
+    // As the per-channel kernel: a thread is not woken for less than ~20k multiply-adds.
+    const int64_t per_slot_min = std::max<int64_t>(1, 20000 / std::max<int64_t>(1, K * g.OH * g.OW * kLanes));
+    const int64_t use = std::clamp<int64_t>(items / per_slot_min, 1, slots);
     c.pool->parallel_for(use, 1, [&](int64_t s0, int64_t s1) {
       for (int64_t s = s0; s < s1; ++s)
         for (int64_t it = items * s / use; it < items * (s + 1) / use; ++it)
