@@ -57,6 +57,27 @@ MEMLANE_DWB_TARGET inline void transpose16(__m512 r[16]) {
   }
 }
 
+// Stores one input position's 16 channels at d and moves d on to the next position, over the
+// right and left border (skip floats) at the end of a row of W.
+MEMLANE_DWB_TARGET inline void put_position(__m512 t, int64_t W, int64_t skip, float*& d, int64_t& w) {
+  _mm512_storeu_ps(d, t);
+  d += kLanes;
+  if (++w == W) w = 0, d += skip;
+}
+
+// 16 positions of 16 channels (planes HW floats apart) to 16 positions of the band. A
+// function of its own, fully unrolled, so that v stays in registers (indexed by a run-time
+// count it went through the stack, which cost more than the transpose).
+MEMLANE_DWB_TARGET void pack_full_chunk(const float* src, int64_t HW, int64_t W, int64_t skip, float*& d,
+                                        int64_t& w) {
+  __m512 v[16];
+#pragma GCC unroll 16
+  for (int k = 0; k < 16; ++k) v[k] = _mm512_loadu_ps(src + k * HW);
+  transpose16(v);
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) put_position(v[j], W, skip, d, w);
+}
+
 class BlockedDepthwiseKernel final : public Kernel {
  public:
   DwGeom g{};
@@ -122,19 +143,21 @@ class BlockedDepthwiseKernel final : public Kernel {
       std::memset(dst + (g.pl + g.W) * kLanes, 0, sizeof(float) * size_t((Wp - g.pl - g.W) * kLanes));
     }
     // Rows h0..h1 are contiguous in every channel plane: transpose them 16 positions at a time.
-    const int64_t p0 = h0 * g.W, p1 = h1 * g.W;
-    int64_t h = h0, w = 0;
+    const int64_t W = g.W, skip = (Wp - W) * kLanes, p0 = h0 * W, p1 = h1 * W;
+    float* d = in + ((h0 + g.pt - pr0) * Wp + g.pl) * kLanes;
+    int64_t w = 0;
     for (int64_t p = p0; p < p1; p += kLanes) {
       const int64_t m = std::min(kLanes, p1 - p);
-      const __mmask16 mask = __mmask16((1u << m) - 1);
+      if (m == kLanes && nc == kLanes) {
+        pack_full_chunk(xb + p, HW, W, skip, d, w);
+        continue;
+      }
       __m512 v[16];
+      const __mmask16 mask = __mmask16((1u << m) - 1);
       for (int64_t k = 0; k < 16; ++k)
         v[k] = k < nc ? _mm512_maskz_loadu_ps(mask, xb + k * HW + p) : _mm512_setzero_ps();
       transpose16(v);
-      for (int64_t j = 0; j < m; ++j) {
-        _mm512_storeu_ps(in + ((h + g.pt - pr0) * Wp + g.pl + w) * kLanes, v[j]);
-        if (++w == g.W) w = 0, ++h;
-      }
+      for (int64_t j = 0; j < m; ++j) put_position(v[j], W, skip, d, w);
     }
   }
 
@@ -185,10 +208,20 @@ class BlockedDepthwiseKernel final : public Kernel {
     for (int64_t q = 0; q < count; q += kLanes) {
       const int64_t m = std::min(kLanes, count - q);
       __m512 v[16];
-      for (int64_t j = 0; j < 16; ++j) v[j] = j < m ? _mm512_loadu_ps(out + (q + j) * kLanes) : _mm512_setzero_ps();
+      if (m == kLanes) {
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j) v[j] = _mm512_loadu_ps(out + (q + j) * kLanes);
+      } else {
+        for (int64_t j = 0; j < 16; ++j) v[j] = j < m ? _mm512_loadu_ps(out + (q + j) * kLanes) : _mm512_setzero_ps();
+      }
       transpose16(v);
       const __mmask16 mask = __mmask16((1u << m) - 1);
-      for (int64_t k = 0; k < nc; ++k) _mm512_mask_storeu_ps(base + k * OHW + q, mask, v[k]);
+      if (nc == kLanes) {
+#pragma GCC unroll 16
+        for (int k = 0; k < 16; ++k) _mm512_mask_storeu_ps(base + k * OHW + q, mask, v[k]);
+      } else {
+        for (int64_t k = 0; k < nc; ++k) _mm512_mask_storeu_ps(base + k * OHW + q, mask, v[k]);
+      }
     }
   }
 };
