@@ -69,14 +69,13 @@ __attribute__((target("avx512f"))) void fill_phases_s2(const DwGeom& g, const fl
 // scratch[p][r][q] = padded(x)[r][q*sw + p], zero outside the input. bordered: s holds a
 // previous channel's fill of the same geometry (its zero border is still there).
 void fill_phases(const DwGeom& g, const float* x, float* s, bool bordered) {
-  const int64_t Hp = g.Hp(), Wq = g.Wq(), plane = Hp * Wq;
-#ifdef MEMLANE_DW_AVX512
-#endif
+  const int64_t Wq = g.Wq(), plane = g.Hp() * Wq;
   // The copies below never write the border: zeroing the plane again for each channel cost
   // a third of a 112x112 channel's FMAs.
   if (!bordered) std::memset(s, 0, sizeof(float) * size_t(g.sw * plane));
 #ifdef MEMLANE_DW_AVX512
-  // (a strided scalar copy of each row cost more than the whole depthwise product)
+  // Column stride 2 with permutes (a strided scalar copy of each row cost more than the whole
+  // depthwise product).
   if (g.sw == 2 && has_avx512f()) {
     fill_phases_s2(g, x, s);
     return;
@@ -153,7 +152,7 @@ __attribute__((target("avx512f"))) void channel_avx512(const DwGeom& g, const fl
 
 // 3x3, row dilation 1: two output rows at once. Their accumulators are independent (one
 // 9-FMA chain a vector was latency-bound), and with row stride 1 they share two input rows,
-// so each load of those feeds two FMAs (12 loads for two vectors instead of 18).
+// so each load of those feeds two FMAs (12 loads for two vectors instead of 18; 15 at stride 2).
 template <int SH>
 __attribute__((target("avx512f"))) void channel_avx512_rows2(const DwGeom& g, const float* s, const float* w,
                                                              float bias, float* y, const ConvAct& act) {
