@@ -1,16 +1,16 @@
 /**
  * Least squares for the calibrated estimate: a figure (end RSS of a phase, say) as
- * intercept + a·weights + b·conv weights + c·activations + d·eval set, fitted over the probes' measurements.
+ * intercept + a·weights + b·conv weights + c·activations + d·eval inputs + e·eval outputs, fitted over the probes' measurements.
  * Memory never shrinks as a model grows, so a negative slope is clamped to 0 and the rest
  * refitted (an active-set fit for non-negative slopes), and a small ridge keeps a term
  * the probes barely moved from taking a wild value.
  */
 import type { Features } from "./model-terms.ts";
 
-export const FEATURE_NAMES = ["weightMiB", "convWeightMiB", "activationMiB", "evalMiB"] as const satisfies ReadonlyArray<keyof Features>;
+export const FEATURE_NAMES = ["weightMiB", "convWeightMiB", "activationMiB", "evalMiB", "evalOutputMiB"] as const satisfies ReadonlyArray<keyof Features>;
 
-/** [intercept, weights, conv weights, activations, eval set] in MiB per MiB (the intercept in MiB). */
-export type Coefficients = [number, number, number, number, number];
+/** [intercept, weights, conv weights, activations, eval inputs, eval outputs] in MiB per MiB (the intercept in MiB). */
+export type Coefficients = [number, number, number, number, number, number];
 
 export interface Fit {
   coef: Coefficients;
@@ -48,11 +48,16 @@ function leastSquares(x: number[][], y: number[], active: boolean[]): number[] {
   return out;
 }
 
-export function fitLinear(samples: ReadonlyArray<{ features: Features; value: number }>): Fit {
+/**
+ * `fixed`: slopes known from elsewhere (node-ort's activation slope is python-ort's: the same
+ * ORT arena, calibration.ts); they are taken as given and the rest fitted to what they leave.
+ */
+export function fitLinear(samples: ReadonlyArray<{ features: Features; value: number }>, fixed: Partial<Record<(typeof FEATURE_NAMES)[number], number>> = {}): Fit {
   if (samples.length === 0) throw new Error("fitLinear: no samples");
   const x = samples.map((s) => [1, ...FEATURE_NAMES.map((f) => s.features[f])]);
-  const y = samples.map((s) => s.value);
-  const active = [true, ...FEATURE_NAMES.map(() => true)];
+  const given = [0, ...FEATURE_NAMES.map((f) => fixed[f] ?? 0)];
+  const y = samples.map((s, i) => s.value - x[i]!.reduce((a, v, j) => a + v * given[j]!, 0));
+  const active = [true, ...FEATURE_NAMES.map((f) => fixed[f] === undefined)];
   let coef = leastSquares(x, y, active);
   for (let guard = 0; guard < 3 && coef.slice(1).some((c) => c < 0); guard++) {
     coef.forEach((c, j) => {
@@ -60,7 +65,8 @@ export function fitLinear(samples: ReadonlyArray<{ features: Features; value: nu
     });
     coef = leastSquares(x, y, active);
   }
-  const rms = Math.sqrt(x.reduce((s, row, i) => s + (predictWith(coef as Coefficients, row) - y[i]!) ** 2, 0) / x.length);
+  coef = coef.map((c, j) => c + given[j]!);
+  const rms = Math.sqrt(x.reduce((s, row, i) => s + (predictWith(coef as Coefficients, row) - samples[i]!.value) ** 2, 0) / x.length);
   return { coef: coef as Coefficients, rmsMiB: rms };
 }
 

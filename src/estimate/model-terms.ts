@@ -9,6 +9,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { compileOnnx } from "../compiler/compile.ts";
 import { loadOnnx } from "../compiler/load.ts";
+import { readOnnxIo } from "../pipeline/inputs/onnx-io.ts";
+import { resolveModelIo, type ShapeOverrides } from "../pipeline/inputs/shapes.ts";
 import { ortPatternBytesPerSample } from "./ort-pattern.ts";
 
 const MIB = 2 ** 20;
@@ -31,6 +33,8 @@ export interface ModelTerms {
   ortPatternPerSampleMiB: number | null;
   /** Sum of input and output bytes of one sample; null when a dim is unknown. */
   ioPerSampleMiB: number | null;
+  /** The outputs' part of ioPerSampleMiB; null when a dim is unknown. */
+  outputPerSampleMiB: number | null;
   /** Why the compiler-derived figures are missing, if they are. */
   compileError: string | null;
 }
@@ -47,15 +51,54 @@ export interface Features {
   weightMiB: number;
   convWeightMiB: number;
   activationMiB: number;
+  /** The eval set's inputs. */
   evalMiB: number;
+  /**
+   * The outputs every eval sample gives, apart from the inputs: they cost a worker another
+   * amount, at other phases. python-ort holds the output chunks and their concatenation (2
+   * copies) from steady-inference on, memlane-rt none before its first inference, node-ort's
+   * orchestrator the other runtimes' outputs from the start. With one term for both, GPT-2's
+   * logits (0.49 MiB a sample) left python-ort at −39 % and memlane-rt's first-inference at
+   * seven times its measurement.
+   */
+  evalOutputMiB: number;
 }
 
 const elemBytes = (isFloat: boolean) => (isFloat ? 4 : 8);
 /** Bytes of one element of a graph input or output (int64 ids and masks are 8, not 4). */
 const dtypeBytes = (dtype: string) => (/64/.test(dtype) ? 8 : /16/.test(dtype) ? 2 : /8|bool/.test(dtype) ? 1 : 4);
 
-export async function modelTerms(onnxPath: string): Promise<ModelTerms> {
+/**
+ * What a benchmark feeds a model whose inputs have symbolic dims besides the batch (a
+ * transformer exported with a dynamic sequence): `--shape` overrides, else every such dim at
+ * `seq` (the benchmark's default, 128), exactly as the benchmark resolves them
+ * (src/pipeline/inputs/shapes.ts).
+ */
+export interface InputFeed {
+  seq?: number;
+  shapes?: ShapeOverrides;
+}
+
+/**
+ * The compiler's `inputShapes` (-1 at the batch) for what the benchmark will feed; undefined
+ * when every input is static but for its batch (the graph's own shapes are what runs).
+ */
+export function fedInputShapes(onnxPath: string, feed: InputFeed = {}): Record<string, number[]> | undefined {
+  const io = readOnnxIo(onnxPath);
+  const open = io.inputs.some((i) => i.dims === null || i.dims.filter((d) => typeof d !== "number").length > 1);
+  if (!open && !feed.shapes) return undefined;
+  const { inputs } = resolveModelIo(io, feed);
+  return Object.fromEntries(inputs.map((i) => [i.name, i.shape]));
+}
+
+export async function modelTerms(onnxPath: string, feed: InputFeed = {}): Promise<ModelTerms> {
   const g = loadOnnx(onnxPath);
+  let inputShapes: Record<string, number[]> | undefined;
+  try {
+    inputShapes = fedInputShapes(onnxPath, feed);
+  } catch {
+    // An input the benchmark could not feed either: the graph's own shapes (and their errors) stand.
+  }
   let params = 0;
   let weightBytes = 0;
   for (const t of g.consts.values()) {
@@ -75,23 +118,24 @@ export async function modelTerms(onnxPath: string): Promise<ModelTerms> {
   }
   let ortPatternPerSampleMiB: number | null = null;
   try {
-    ortPatternPerSampleMiB = ortPatternBytesPerSample(g) / MIB;
+    ortPatternPerSampleMiB = ortPatternBytesPerSample(g, inputShapes) / MIB;
   } catch {
     // A graph shape inference cannot follow: the compiler's arena stands in (features()).
   }
   const dir = mkdtempSync(join(tmpdir(), "memlane-estimate-"));
   try {
-    const s = await compileOnnx(onnxPath, join(dir, "m.mlplan"), { verify: false });
+    const s = await compileOnnx(onnxPath, join(dir, "m.mlplan"), { verify: false, ...(inputShapes ? { inputShapes } : {}) });
     const perSample = (shapes: Array<{ shape: number[]; dtype: string }>) =>
       shapes.reduce((a, t) => a + t.shape.slice(1).reduce((x, y) => x * y, 1) * dtypeBytes(t.dtype), 0);
     return {
       file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB,
       arenaPerSampleMiB: s.arenaBytesPerSample / MIB, ortPatternPerSampleMiB,
       ioPerSampleMiB: (perSample(s.inputs) + perSample(s.outputs)) / MIB,
+      outputPerSampleMiB: perSample(s.outputs) / MIB,
       compileError: null,
     };
   } catch (err) {
-    return { file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, arenaPerSampleMiB: null, ortPatternPerSampleMiB, ioPerSampleMiB: null, compileError: (err as Error).message.split("\n")[0]! };
+    return { file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, arenaPerSampleMiB: null, ortPatternPerSampleMiB, ioPerSampleMiB: null, outputPerSampleMiB: null, compileError: (err as Error).message.split("\n")[0]! };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -113,6 +157,7 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
     weightMiB: t.weightMiB,
     convWeightMiB: t.convWeightMiB,
     activationMiB: (perSample * samples) / MIB,
-    evalMiB: (t.ioPerSampleMiB ?? 0) * run.evalSamples,
+    evalMiB: ((t.ioPerSampleMiB ?? 0) - (t.outputPerSampleMiB ?? 0)) * run.evalSamples,
+    evalOutputMiB: (t.outputPerSampleMiB ?? 0) * run.evalSamples,
   };
 }

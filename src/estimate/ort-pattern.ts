@@ -24,6 +24,7 @@ import { inferGraph } from "../compiler/infer.ts";
 import { DTYPE_BYTES, type LNode, perSample } from "../compiler/ir.ts";
 import type { Graph } from "../compiler/ir.ts";
 import { topoSort } from "../compiler/order.ts";
+import { inOrtOrder } from "./ort-order.ts";
 
 /** Ops whose ORT CPU kernels alias their first input (no new buffer). */
 const VIEW_OPS = new Set(["Reshape", "Flatten", "Squeeze", "Unsqueeze"]);
@@ -191,15 +192,19 @@ function shapesOrtCannotInfer(g: Graph): Set<string> {
   return unknown;
 }
 
-/** ORT's memory pattern for one sample, bytes; throws what shape inference throws for a graph it cannot follow. */
-export function ortPatternBytesPerSample(g: Graph): number {
+/**
+ * ORT's memory pattern for one sample, bytes, at `inputShapes` (-1 at the batch; needed where
+ * an input has a symbolic dim besides the batch: the sequence a benchmark feeds); throws what
+ * shape inference throws for a graph it cannot follow.
+ */
+export function ortPatternBytesPerSample(g: Graph, inputShapes?: Record<string, number[]>): number {
   const sorted = topoSort(g);
   const unknown = shapesOrtCannotInfer({ ...g, nodes: sorted });
-  const inf = inferGraph({ ...g, nodes: sorted });
+  const inf = inferGraph({ ...g, nodes: sorted }, inputShapes ? { inputShapes } : {});
   const bytesOf = (name: string) => {
     const s = inf.shapes.get(name);
     return s && s.some((d) => d < 0) ? perSample(s) * DTYPE_BYTES[inf.dtypes.get(name) ?? "float32"] : 0;
   };
-  const nodes = fuseConvSum(inf.nodes);
+  const nodes = fuseConvSum(inOrtOrder(inf.nodes, g.nodes));
   return patternBytes(runTrace(planBuffers(nodes, inf.inputs, inf.outputs, bytesOf, (n) => (unknown.has(n) ? null : `${inf.dtypes.get(n) ?? "float32"} ${JSON.stringify(inf.shapes.get(n) ?? [])}`)), nodes.length));
 }

@@ -20,7 +20,7 @@ import { estimateRuntime } from "./predict.ts";
 import { describeTrain, evalSamplesOf, inferEstimate, trainEstimate } from "./torch-estimate.ts";
 import type { TorchCalibration } from "./torch-calibration.ts";
 import { inferTerms, rankTerms, type TorchTerms, trainTerms } from "./torch-terms.ts";
-import { trainShapeOf, zooArchOf } from "./stage-facts.ts";
+import { exportFeedOf, trainShapeOf, zooArchOf } from "./stage-facts.ts";
 import { distributedEstimate } from "./torch-distributed.ts";
 import { concurrentPeak, type ConcurrentPeak } from "./concurrent-peak.ts";
 
@@ -60,6 +60,7 @@ interface Ctx {
   /** export stage → its ONNX file, arch and eval samples. */
   models: Map<string, { onnx: string; arch: string | null; evalSamples: number }>;
   torchTerms: Map<string, TorchTerms>;
+  /** By ONNX file and what the benchmark feeds it. */
   onnxTerms: Map<string, ModelTerms>;
 }
 
@@ -142,14 +143,16 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
   }
   const model = from ? c.models.get(from.name) : undefined;
   if (!model) return notEstimated(s, "no export stage gives this benchmark its model");
-  if (!c.onnxTerms.has(model.onnx)) c.onnxTerms.set(model.onnx, await modelTerms(model.onnx));
-  const terms = c.onnxTerms.get(model.onnx)!;
+  const feed = exportFeedOf(from);
+  const termsKey = `${model.onnx} ${JSON.stringify(feed)}`;
+  if (!c.onnxTerms.has(termsKey)) c.onnxTerms.set(termsKey, await modelTerms(model.onnx, feed));
+  const terms = c.onnxTerms.get(termsKey)!;
   const e = estimateRuntime(c.onnx, s.runtime, features(s.runtime, terms, { maxBatch, evalSamples: model.evalSamples }));
   if (!e) return notEstimated(s, `the calibration has no ${s.runtime} model`);
   return {
     ...base, runtime: s.runtime, model: model.arch ?? model.onnx, peakMiB: Math.max(...e.phases.map((x) => x.peak)),
     phases: e.phases.map((x) => ({ phase: x.phase, rss: x.rss, peak: x.peak })),
-    parts: `weights ${e.features.weightMiB.toFixed(1)} MiB, activations ${e.features.activationMiB.toFixed(1)} MiB, eval set ${e.features.evalMiB.toFixed(1)} MiB`,
+    parts: `weights ${e.features.weightMiB.toFixed(1)} MiB, activations ${e.features.activationMiB.toFixed(1)} MiB, eval set ${e.features.evalMiB.toFixed(1)} MiB in + ${e.features.evalOutputMiB.toFixed(1)} MiB out`,
     why: terms.compileError ? `activations unknown: ${terms.compileError}` : null,
     naiveMiB: (terms.params * 4) / 2 ** 20 + (terms.ioPerSampleMiB ?? 0) * maxBatch,
   };

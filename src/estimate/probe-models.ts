@@ -84,6 +84,8 @@ export const PROBES: readonly Probe[] = Object.freeze([
   { name: "conv-weights", evalSamples: 32, moves: "convolution weights (36 MiB, which ORT pre-packs)", build: () => model("conv-weights", [512, 4, 4], [conv(512, 512), relu, conv(512, 512), relu, conv(512, 512), relu, conv(512, 512), gap, flatten]) },
   { name: "activations", evalSamples: 16, moves: "activations (2 x 2 MiB a sample)", build: () => model("activations", [3, 128, 128], [conv(3, 32), relu, conv(32, 32), relu, gap, flatten]) },
   { name: "eval-set", evalSamples: 128, moves: "eval set (1 MiB a sample)", build: () => model("eval-set", [4, 256, 256], [gap, flatten]) },
+  // Large outputs from small inputs (an LM's logits): 256 KiB out a sample, 64 MiB over the set.
+  { name: "eval-outputs", evalSamples: 256, moves: "eval-set outputs (256 KiB a sample)", build: () => model("eval-outputs", [16], [matmul(16, 65536)]) },
   { name: "mixed", evalSamples: 32, moves: "weights 16 MiB + activations", build: () => model("mixed", [3, 64, 64], [conv(3, 64), relu, gap, flatten, matmul(64, 65536)]) },
 ]);
 

@@ -9,7 +9,7 @@ import type { PhaseCheck } from "./predict.ts";
 import { compareWithMeasured, estimateRuntime, naiveMiB } from "./predict.ts";
 import { CALIBRATED_RUNTIMES } from "./calibration.ts";
 import { loadCalibration } from "./cache.ts";
-import { features, modelTerms, type RunShape } from "./model-terms.ts";
+import { features, type InputFeed, modelTerms, type RunShape } from "./model-terms.ts";
 import type { Report } from "../report/schema.ts";
 import type { TrainEstimateCheck } from "./report-torch.ts";
 
@@ -54,8 +54,8 @@ export interface DistributedEstimateCheck {
   parts: string;
 }
 
-/** What a benchmark ran: its model and run shape, by report row name. */
-export type EstimatedRuns = ReadonlyMap<string, { onnx: string; run: RunShape }>;
+/** What a benchmark ran: its model, run shape and (a model with a symbolic sequence) what it fed, by report row name. */
+export type EstimatedRuns = ReadonlyMap<string, { onnx: string; run: RunShape; feed?: InputFeed }>;
 
 export async function estimatesForReport(report: Report, runs: EstimatedRuns): Promise<EstimateReport> {
   const none = (reason: string): EstimateReport => ({ status: "unavailable", reason, calibratedAt: null, naiveMiB: null, runtimes: [] });
@@ -65,11 +65,12 @@ export async function estimatesForReport(report: Report, runs: EstimatedRuns): P
   if (!cal) return none("no calibration cached for this machine and these library versions: run `memlane estimate --calibrate`");
   const out: RuntimeEstimateCheck[] = [];
   let naive: number | null = null;
-  const termsOf = new Map<string, Awaited<ReturnType<typeof modelTerms>>>(); // one compile per model, not per runtime
+  const termsOf = new Map<string, Awaited<ReturnType<typeof modelTerms>>>(); // one compile per model and feed, not per runtime
   for (const r of rows) {
-    const { onnx, run } = runs.get(r.name)!;
-    if (!termsOf.has(onnx)) termsOf.set(onnx, await modelTerms(onnx));
-    const terms = termsOf.get(onnx)!;
+    const { onnx, run, feed = {} } = runs.get(r.name)!;
+    const key = `${onnx} ${JSON.stringify(feed)}`;
+    if (!termsOf.has(key)) termsOf.set(key, await modelTerms(onnx, feed));
+    const terms = termsOf.get(key)!;
     naive ??= naiveMiB(terms, run);
     const e = estimateRuntime(cal, r.name, features(r.name, terms, run));
     if (!e) continue;

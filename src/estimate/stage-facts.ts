@@ -1,9 +1,10 @@
 /**
- * What the PyTorch estimates read off a pipeline's stage definitions, in one place for the
+ * What the estimates read off a pipeline's stage definitions, in one place for the
  * run's budget and report (src/pipeline/memory-plan.ts) and `memlane estimate pipeline.ts`
  * (pipeline-estimate.ts).
  */
 import type { StageDef, TrainOptions } from "../pipeline/stages.ts";
+import type { InputFeed } from "./model-terms.ts";
 import { localBatch } from "./torch-distributed.ts";
 import { evalSamplesOf, optimizerOf, TRAIN_BATCH_DEFAULT, type TrainShape } from "./torch-estimate.ts";
 
@@ -16,4 +17,13 @@ export function trainShapeOf(o: Pick<TrainOptions, "arch" | "batchSize" | "distr
 /** The zoo arch a python-torch benchmark runs, from the stage it reads: a train stage's, or a zoo export's. */
 export function zooArchOf(from: StageDef | undefined): string | null {
   return from?.kind === "train" ? from.opts.arch : from?.kind === "export" ? (from.opts.zoo ?? null) : null;
+}
+
+/**
+ * What a benchmark feeds the model of an export stage: its `seq` and `shapes` (an existing
+ * ONNX file with symbolic dims besides the batch); empty for anything else (the default seq).
+ */
+export function exportFeedOf(from: StageDef | undefined): InputFeed {
+  if (from?.kind !== "export") return {};
+  return { ...(from.opts.seq !== undefined ? { seq: from.opts.seq } : {}), ...(from.opts.shapes ? { shapes: from.opts.shapes } : {}) };
 }

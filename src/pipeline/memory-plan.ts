@@ -8,11 +8,11 @@
  */
 import { readFileSync } from "node:fs";
 import { loadCalibration } from "../estimate/cache.ts";
-import { features, modelTerms } from "../estimate/model-terms.ts";
+import { features, type InputFeed, modelTerms } from "../estimate/model-terms.ts";
 import { predictedPeak } from "../estimate/predict.ts";
 import { type DistributedEstimateCheck, type EstimateReport, estimatesForReport } from "../estimate/report-estimates.ts";
 import { type TorchRunFacts, torchEstimatesForReport } from "../estimate/report-torch.ts";
-import { trainShapeOf, zooArchOf } from "../estimate/stage-facts.ts";
+import { exportFeedOf, trainShapeOf, zooArchOf } from "../estimate/stage-facts.ts";
 import { distributedEstimate } from "../estimate/torch-distributed.ts";
 import { describeTrain, inferEstimate, TRAIN_BATCH_DEFAULT, trainEstimate } from "../estimate/torch-estimate.ts";
 import { loadTorchCalibration } from "../estimate/torch-calibration.ts";
@@ -73,7 +73,8 @@ export async function predictStagePeak(s: RunSession, def: StageDef, stages: rea
   const cal = onnx && s.heldout ? loadCalibration() : null;
   if (!cal || !onnx || !s.heldout) return null;
   const run = { maxBatch, evalSamples: s.heldout.shape[0]! };
-  return predictedPeak(cal, def.runtime, features(def.runtime, await modelTerms(onnx), run));
+  const feed = exportFeedOf(stages.find((x) => x.name === def.opts.from));
+  return predictedPeak(cal, def.runtime, features(def.runtime, await modelTerms(onnx, feed), run));
 }
 
 /** A train stage's peak from the PyTorch calibration and the probe; a distributed one: launcher + local ranks. */
@@ -94,12 +95,13 @@ async function predictTrainPeak(s: RunSession, def: Extract<StageDef, { kind: "t
 
 /** Estimate vs measured for the ONNX runtimes; a failure of the estimate never fails the run. */
 export async function reportEstimates(report: Report, stages: readonly StageDef[], s: RunSession): Promise<EstimateReport> {
-  const runs = new Map<string, { onnx: string; run: { maxBatch: number; evalSamples: number } }>();
+  const runs = new Map<string, { onnx: string; run: { maxBatch: number; evalSamples: number }; feed: InputFeed }>();
   for (const d of stages) {
     if (d.kind !== "benchmark") continue;
     const onnx = (s.results.get(d.opts.from ?? "") as { onnx?: string } | undefined)?.onnx;
     if (!onnx || !s.heldout) continue;
-    runs.set(d.runtime, { onnx, run: { maxBatch: Math.max(...(d.opts.batchSizes ?? s.options.batchSizes)), evalSamples: s.heldout.shape[0]! } });
+    const feed = exportFeedOf(stages.find((x) => x.name === d.opts.from));
+    runs.set(d.runtime, { onnx, feed, run: { maxBatch: Math.max(...(d.opts.batchSizes ?? s.options.batchSizes)), evalSamples: s.heldout.shape[0]! } });
   }
   let out: EstimateReport;
   try {

@@ -9,11 +9,14 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadOnnx } from "../../src/compiler/load.ts";
-import { features, modelTerms } from "../../src/estimate/model-terms.ts";
+import { features, fedInputShapes, modelTerms } from "../../src/estimate/model-terms.ts";
 import { ortPatternBytesPerSample } from "../../src/estimate/ort-pattern.ts";
 import { Supervisor } from "../../src/workers/index.ts";
 import { workerSpecs } from "../../src/workers/specs.ts";
 import { pythonPath, REPO_ROOT } from "../fixtures/onnx/models.ts";
+import { DYNAMIC_SEQ } from "../fixtures/ort-dynamic-seq.ts";
+import { TWO_BRANCHES } from "../fixtures/ort-two-branches.ts";
+import { writeModel } from "../unit/compiler-onnx-builder.ts";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "memlane-ort-pattern-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -33,8 +36,8 @@ beforeAll(async () => {
   }
 }, 600_000);
 
-async function ortPatternBytes(onnx: string, batch: number): Promise<number> {
-  const { stderr } = await promisify(execFile)(pythonPath(), [path.join(REPO_ROOT, "test/fixtures/ort_pattern_size.py"), onnx, String(batch)], { maxBuffer: 64 << 20 });
+async function ortPatternBytes(onnx: string, batch: number, seq = 1): Promise<number> {
+  const { stderr } = await promisify(execFile)(pythonPath(), [path.join(REPO_ROOT, "test/fixtures/ort_pattern_size.py"), onnx, String(batch), String(seq)], { maxBuffer: 64 << 20 });
   const after = stderr.slice(stderr.indexOf("=== second request"));
   const m = /\(requested\) num_bytes: (\d+)/.exec(after);
   if (!m) throw new Error(`ORT asked its arena for no block on the second request of batch ${batch} (${onnx})`);
@@ -49,6 +52,19 @@ describe("ORT's memory pattern, simulated from the graph", () => {
     const simulated = ortPatternBytesPerSample(loadOnnx(onnx)) * batch;
     const measured = await ortPatternBytes(onnx, batch);
     expect(Math.abs(simulated - measured) / measured, `simulated ${simulated} B, ORT ${measured} B`).toBeLessThan(0.01);
+  }, 120_000);
+
+  // Two branches the file lists interleaved: ORT runs one, then the other (ort-order.ts).
+  it("runs the nodes in ORT's order: one branch's wide middle at a time", async () => {
+    const onnx = writeModel(TWO_BRANCHES, "two-branches", dir);
+    expect(ortPatternBytesPerSample(loadOnnx(onnx)) * 64).toBe(await ortPatternBytes(onnx, 64));
+  }, 120_000);
+
+  // A dynamic sequence: replayed at the seq the benchmark feeds.
+  it.each([16, 128])("replays a model with a symbolic sequence at seq %i", async (seq) => {
+    const onnx = writeModel(DYNAMIC_SEQ, "dynamic-seq", dir);
+    const simulated = ortPatternBytesPerSample(loadOnnx(onnx), fedInputShapes(onnx, { seq })) * 8;
+    expect(simulated).toBe(await ortPatternBytes(onnx, 8, seq));
   }, 120_000);
 
   it("is the activation term of python-ort and node-ort; memlane-rt keeps its compiler's arena", async () => {

@@ -21,15 +21,15 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const f = (w: number, cw: number, a: number, e: number) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e });
+const f = (w: number, cw: number, a: number, e: number, o = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o });
 // Probe-like features that move one term at a time (so the fit has one answer).
 
 describe("fitLinear", () => {
   it("recovers intercept and slopes from noiseless probes", () => {
-    const truth = (x: ReturnType<typeof f>) => 50 + 1.0 * x.weightMiB + 2.0 * x.convWeightMiB + 1.5 * x.activationMiB + 0.8 * x.evalMiB;
-    const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), f(36, 36, 0, 1), f(0, 0, 32, 3), f(0, 0, 8, 128), f(16, 1, 8, 9)];
+    const truth = (x: ReturnType<typeof f>) => 50 + 1.0 * x.weightMiB + 2.0 * x.convWeightMiB + 1.5 * x.activationMiB + 0.8 * x.evalMiB + 1.2 * x.evalOutputMiB;
+    const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), f(36, 36, 0, 1), f(0, 0, 32, 3), f(0, 0, 8, 128), f(16, 1, 8, 1, 8), f(4, 0, 0, 1, 64)];
     const fit = fitLinear(xs.map((x) => ({ features: x, value: truth(x) })));
-    expect(fit.coef.map((c) => Number(c.toFixed(3)))).toEqual([50, 1, 2, 1.5, 0.8]);
+    expect(fit.coef.map((c) => Number(c.toFixed(3)))).toEqual([50, 1, 2, 1.5, 0.8, 1.2]);
     expect(fit.rmsMiB).toBeLessThan(1e-6);
     expect(predict(fit, f(100, 50, 10, 10))).toBeCloseTo(truth(f(100, 50, 10, 10)), 4);
   });
@@ -64,7 +64,7 @@ describe("model terms from the probes' ONNX files", () => {
     const run = { maxBatch: 8, evalSamples: 16 };
     expect(features("python-ort", t, run).activationMiB).toBeCloseTo(8 * (t.ortPatternPerSampleMiB ?? t.arenaPerSampleMiB!), 9);
     expect(features("native", t, run).activationMiB).toBeCloseTo(t.arenaPerSampleMiB!, 9);
-    expect(features("native", t, run).evalMiB).toBeCloseTo(16 * t.ioPerSampleMiB!, 9);
+    expect(features("native", t, run).evalMiB + features("native", t, run).evalOutputMiB).toBeCloseTo(16 * t.ioPerSampleMiB!, 9);
     // seeds/003's formula: parameters x 4 B + one batch of inputs x 4 B.
     expect(naiveMiB(t, run)).toBeCloseTo((t.params * 4) / 2 ** 20 + 8 * t.ioPerSampleMiB!, 9);
   });

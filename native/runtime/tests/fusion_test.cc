@@ -144,6 +144,10 @@ int main() {
   const ActCase acts[] = {
       {"depthwise 3x3 -> Clip(0,6)", "Clip", {{"min", 0.0}, {"max", 6.0}}, 8, 8, 19, 3, 1, 8},
       {"depthwise 5x5 s2 -> SiLU", "SiLU", {}, 6, 6, 23, 5, 2, 6},
+      {"depthwise blocked 3x3 20 ch -> SiLU", "SiLU", {}, 20, 20, 30, 3, 1, 20},
+      {"depthwise blocked 5x5 s2 37 ch -> HardSwish", "HardSwish", {}, 37, 37, 29, 5, 2, 37},
+      {"depthwise blocked 3x3 s2 17 ch -> Clip", "Clip", {{"min", -0.5}, {"max", 0.5}}, 17, 17, 57, 3, 2, 17},
+      {"depthwise blocked 3x3 7x7 maps 40 ch -> Relu", "Relu", {}, 40, 40, 7, 3, 1, 40},
       {"pointwise -> HardSwish", "HardSwish", {}, 8, 12, 9, 1, 1, 1},
       {"pointwise -> SiLU", "SiLU", {}, 8, 12, 17, 1, 1, 1},
       {"pointwise simd 13x13 -> Clip", "Clip", {{"min", 0.0}, {"max", 6.0}}, 5, 11, 13, 1, 1, 1},
@@ -173,8 +177,7 @@ int main() {
     ca.push_back({"group", a.g});
     pb.op("Conv", {x, w, b}, {c}, ca);
     pb.op(a.act, {c}, {y}, a.attrs);
-    const std::vector<float> x_in = rng.vec(size_t(3 * a.C * a.H * a.H));
-    for (int threads : {1, 2}) compare(a.label, pb, 3, x_in, threads);
+    for (int threads : {1, 2}) compare(a.label, pb, 3, rng.vec(size_t(3 * a.C * a.H * a.H)), threads);
   }
   // The planner gives the activation's output the conv input's bytes (the input dies at the
   // conv): the depthwise kernel folds in place; a pointwise conv (M == C) must not (it reads
@@ -185,6 +188,9 @@ int main() {
   };
   const OverCase overs[] = {
       {"depthwise 3x3 in place -> HardSwish", 8, 15, 3, 1, 8},
+      // the blocked kernel's bands (next band packed before this one is unpacked), 2 blocks
+      {"depthwise 5x5 in place, 60x60 in bands -> HardSwish", 20, 60, 5, 1, 20},
+      {"depthwise 3x3 in place, 7x7 maps -> HardSwish", 33, 7, 3, 1, 33},
       {"pointwise over its input -> HardSwish", 24, 15, 1, 1, 1},
   };
   for (const auto& o : overs) {
@@ -202,7 +208,7 @@ int main() {
                    pb.weight("b", {o.C}, rng.vec(size_t(o.C)))},
           {c}, ca);
     pb.op("HardSwish", {c}, {y});
-    compare(o.label, pb, 3, rng.vec(size_t(3 * o.C * o.H * o.H)));
+    for (int threads : {1, 2}) compare(o.label, pb, 3, rng.vec(size_t(3 * o.C * o.H * o.H)), threads);
   }
   // The activation's output over part of the conv's input and beyond (an expansion conv whose
   // input dies at the conv): every non-depthwise path copies the input first (copy_input).

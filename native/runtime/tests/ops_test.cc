@@ -106,6 +106,17 @@ static void test_conv() {
       {"depthwise 3x3 stride 2, 112 wide, many channels", 2, 24, 14, 112, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 24, true, true},
       {"depthwise 5x5 stride 1, 20-wide rows (shifted taps)", 2, 6, 20, 20, 6, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 6, true, false},
       {"depthwise 3x3 stride (2,1) 33-wide, row dilation 2", 1, 3, 17, 33, 3, 3, 3, 2, 1, 2, 1, 2, 1, 2, 1, 3, false, true},
+      // channel-blocked depthwise (conv_depthwise_blocked.cc, AVX-512): 16 channels a vector with
+      // a partial last block, runs of output columns (7+7, 8+7+...), bands of output rows on
+      // maps too large for one (60x50, 61x47), stride 2, dilation, asymmetric pads
+      {"dw blocked 5x5 7x7 maps, 37 channels", 2, 37, 7, 7, 37, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 37, true, true},
+      {"dw blocked 3x3 stride 2, 14->7, 20 channels", 3, 20, 14, 14, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 20, true, false},
+      {"dw blocked 3x3 60x50 in bands, 17 channels", 1, 17, 60, 50, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 17, false, true},
+      {"dw blocked 5x5 stride 2 dilated 61x47 bands", 2, 18, 61, 47, 18, 5, 5, 2, 2, 3, 1, 4, 2, 2, 1, 18, true, false},
+      {"dw blocked 3x5 stride (1,2) asym pads, 9 channels", 2, 9, 23, 29, 9, 3, 5, 1, 2, 0, 2, 2, 1, 1, 1, 9, true, true},
+      {"dw blocked 3x3 one block of 16, 112x112 stride 2", 1, 16, 112, 112, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 16, true, true},
+      {"dw 1x1 stride 2, 19 channels", 2, 19, 9, 11, 19, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 19, true, false},
+      {"dw 3x3 28-wide (per-channel, two rows a pass), odd rows", 2, 21, 27, 28, 21, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 21, true, true},
       // products large enough for the pool to split at 2 threads: the im2col path's output
       // rows (grouped, 3 channels a group: not direct), a 7x7 pointwise product's rows
       {"im2col grouped 7x7 stride 2, rows split over threads", 1, 6, 64, 64, 32, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 2, true, false},

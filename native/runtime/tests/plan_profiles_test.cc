@@ -160,5 +160,46 @@ int main() {
     CHECK_CONTAINS(err.message, "inputs x [2,4,4] match none of the plan's 3 shape profiles (#0 x [N,2,4]; #1 x [N,3,4]; #2 x [N,5,4]");
     CHECK(rt->active_profile() == 2);  // a refused request leaves the last profile active
   }
+  // A profile the reader accepts and the CPU backend refuses (a rank-3 Conv) fails load() naming
+  // the profile, and leaves the Runtime able to load a good plan afterwards (the first profile's
+  // backend had been prepared for the plan that went away with the failed load).
+  {
+    auto a = profile(2), b = profile(3);
+    b.ops[0].op = "Conv";
+    b.ops[0].attrs = {{"kernel", std::vector<int64_t>{1, 1}}};
+    const std::vector<uint8_t> refused = mltest::PlanBuilder::build_profiles({&a, &b});
+    std::vector<Plan> ps;
+    std::string msg;
+    CHECK_MSG(parse_plan_profiles(refused.data(), refused.size(), &ps, &msg) == Status::kOk, msg);
+    auto write_plan = [](const std::vector<uint8_t>& bytes) {
+      char path[] = "/tmp/memlane-profiles-XXXXXX";
+      const int fd = mkstemp(path);
+      CHECK(fd >= 0);
+      CHECK(write(fd, bytes.data(), bytes.size()) == ssize_t(bytes.size()));
+      close(fd);
+      return std::string(path);
+    };
+    const std::string bad = write_plan(refused), ok = write_plan(good);
+    RuntimeOptions o;
+    o.device = "cpu";
+    o.threads = 1;
+    RtError err;
+    auto rt = Runtime::create(o, &err);
+    CHECK_MSG(rt != nullptr, err.message);
+    CHECK(!rt->load(bad, 4, &err));
+    CHECK_CONTAINS(err.message, "profile 1: ");
+    CHECK_CONTAINS(err.message, "Conv");
+    CHECK(rt->profile_count() == 0);
+    CHECK_MSG(rt->load(ok, 4, &err), err.message);
+    unlink(bad.c_str());
+    unlink(ok.c_str());
+    CHECK(rt->profile_count() == 3);
+    std::vector<float> x(2 * 5 * 4, 1.f), y(2 * 5 * 3, -1.f);
+    const float* in[] = {x.data()};
+    float* out[] = {y.data()};
+    CHECK_MSG(rt->run({{2, 5, 4}}, in, out, &err), err.message);
+    const std::vector<float> want = reference(x, 10);
+    for (size_t k = 0; k < y.size(); ++k) CHECK(std::fabs(y[k] - want[k]) < 1e-5f);
+  }
   return mltest::finish("plan_profiles_test");
 }

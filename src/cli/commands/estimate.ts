@@ -11,7 +11,8 @@ import { type CommandSpec, parseArgs, UsageError, usage } from "../args.ts";
 import type { Io } from "../io.ts";
 import { calibrate, CALIBRATED_RUNTIMES } from "../../estimate/calibration.ts";
 import { calibrationKey, loadCalibration, saveCalibration } from "../../estimate/cache.ts";
-import { features, modelTerms } from "../../estimate/model-terms.ts";
+import { features, fedInputShapes, type InputFeed, modelTerms } from "../../estimate/model-terms.ts";
+import { DEFAULT_SEQ, InputSpecError, parseShapeFlag } from "../../pipeline/inputs/shapes.ts";
 import { estimateRuntime, naiveMiB } from "../../estimate/predict.ts";
 import { num, textTable } from "../../report/format.ts";
 import { shown } from "../outcome.ts";
@@ -25,6 +26,8 @@ export const spec: CommandSpec = {
     runtimes: { type: "list", choices: CALIBRATED_RUNTIMES, placeholder: "LIST", description: "runtimes to estimate (an ONNX file; a pipeline estimates its own stages)", default: [...CALIBRATED_RUNTIMES] },
     batch: { type: "intList", placeholder: "LIST", description: "batch sizes the benchmark will run (the largest counts; an ONNX file only: a pipeline says its own)", default: [1, 64] },
     "eval-samples": { type: "int", placeholder: "N", description: "eval samples every runtime holds (compare's default; an ONNX file only)", default: 256 },
+    shape: { type: "string", placeholder: "SHAPES", description: "shapes of inputs with symbolic dims the benchmark will feed, name=1x128,... (as compare's --shape; an ONNX file only)" },
+    seq: { type: "int", placeholder: "N", description: "the value of every other symbolic dim the benchmark will feed, e.g. the sequence length (as compare's --seq; an ONNX file only)", default: DEFAULT_SEQ },
     device: { type: "string", choices: ["cpu", "cuda"], placeholder: "cpu|cuda", description: "device the runtimes will use", default: "cpu" },
     calibrate: { type: "boolean", description: "redo this machine's calibration first (about a minute of probe runs)" },
     json: { type: "boolean", description: "print the estimate as JSON" },
@@ -49,7 +52,15 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     io.err(`memlane estimate: calibration cached in ${shown(saveCalibration(cal))}`);
   }
   if (PIPELINE_FILE.test(model)) return estimatePipelineCommand(model, cal, args.flags, io);
-  const terms = await modelTerms(model);
+  let feed: InputFeed;
+  try {
+    feed = { seq: args.flags.seq as number, ...(args.flags.shape !== undefined ? { shapes: parseShapeFlag(args.flags.shape as string) } : {}) };
+    fedInputShapes(model, feed); // a bad --shape is a usage error naming the input, before any compile
+  } catch (err) {
+    if (err instanceof InputSpecError) throw new UsageError(err.message, err.option);
+    throw err;
+  }
+  const terms = await modelTerms(model, feed);
   const run = { maxBatch: Math.max(...(args.flags.batch as number[])), evalSamples: args.flags["eval-samples"] as number };
   const estimates = (args.flags.runtimes as string[]).map((r) => estimateRuntime(cal!, r, features(r, terms, run)));
   const naive = naiveMiB(terms, run);
@@ -65,7 +76,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   for (const e of estimates) {
     if (!e) continue;
     io.out("");
-    io.out(`${e.runtime} (features: weights ${num(e.features.weightMiB)} MiB, activations ${num(e.features.activationMiB)} MiB, eval set ${num(e.features.evalMiB)} MiB):`);
+    io.out(`${e.runtime} (features: weights ${num(e.features.weightMiB)} MiB, activations ${num(e.features.activationMiB)} MiB, eval set ${num(e.features.evalMiB)} MiB in + ${num(e.features.evalOutputMiB)} MiB out):`);
     io.out(textTable(["phase", "end RSS MiB", "end USS MiB", "end PSS MiB", "peak RSS MiB"], e.phases.map((p) => [p.phase, num(p.rss), num(p.uss), num(p.pss), num(p.peak)])));
   }
   io.out("");

@@ -24,9 +24,10 @@ struct DwGeom {
 // Scratch floats one call of conv_depthwise_channel needs (one padded plane + load slack).
 int64_t conv_depthwise_scratch(const DwGeom& g);
 
-// One channel: x [H][W] -> y [OH][OW] = act(conv(x, w[kh][kw]) + bias).
+// One channel: x [H][W] -> y [OH][OW] = act(conv(x, w[kh][kw]) + bias). scratch_bordered:
+// scratch holds the previous channel's plane (same g), whose zero border is reused.
 void conv_depthwise_channel(const DwGeom& g, const float* x, const float* w, float bias, float* y,
-                            const ConvAct& act, float* scratch);
+                            const ConvAct& act, float* scratch, bool scratch_bordered);
 
 }  // namespace memlane::cpu
 
@@ -36,8 +37,9 @@ void conv_depthwise_channel(const DwGeom& g, const float* x, const float* w, flo
 
 namespace memlane::cpu {
 
-// The Kernel over a batch: samples x channels split among the pool's threads, each with its
-// own scratch plane. x/y: [batch][C][H][W] / [batch][C][OH][OW]; w: [C][kh][kw].
+// The Kernel over a batch: the channel-blocked one where it pays (conv_depthwise_blocked.h,
+// AVX-512), else this per-channel one: samples x channels split among the pool's threads,
+// each with its own scratch plane. x/y: [batch][C][H][W] / [batch][C][OH][OW]; w: [C][kh][kw].
 std::unique_ptr<Kernel> make_depthwise_kernel(const DwGeom& g, int64_t C, TensorRef x, TensorRef y, const float* w,
                                               const float* bias, const ConvAct& act, int threads);
 

@@ -1,6 +1,6 @@
 #include "cpu/conv_direct.h"
 #include "cpu/cpu_features.h"
-#include "cpu/simd/avx512_math.h"
+#include "cpu/conv_act_avx512.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -70,7 +70,7 @@ __attribute__((target("avx512f"))) inline void block(const Geo& g, const float* 
       const int64_t at = r * g.OH * g.OW + (oh + v * kRowsPerVec) * g.OW + ow0;
       // mk: the columns of a row's last, partial vector (all 16 elsewhere)
       const __m512 o = res ? _mm512_add_ps(acc[r][v], _mm512_maskz_loadu_ps(mk, res + at)) : acc[r][v];
-      _mm512_mask_storeu_ps(y + at, mk, simd::detail::activate16(o, act));
+      _mm512_mask_storeu_ps(y + at, mk, act_vec16(o, act));
     }
 }
 

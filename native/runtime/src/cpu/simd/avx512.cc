@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "cpu/cpu_features.h"
+#include "cpu/conv_act_avx512.h"
 #include "cpu/simd/avx512_math.h"
 #include "cpu/vmath.h"
 
@@ -82,8 +83,8 @@ AVX512 inline void tile(int64_t K, const float* A, int64_t lda, const float* B, 
 #define MEMLANE_FINISH(r)                                                           \
     if constexpr (MR > r) {                                                         \
       const __m512 rb = _mm512_set1_ps(rbias ? rbias[r] : 0.f);                      \
-      c##r##0 = detail::activate16(_mm512_add_ps(c##r##0, rb), *act);               \
-      if constexpr (NV > 1) c##r##1 = detail::activate16(_mm512_add_ps(c##r##1, rb), *act); \
+      c##r##0 = act_vec16(_mm512_add_ps(c##r##0, rb), *act);               \
+      if constexpr (NV > 1) c##r##1 = act_vec16(_mm512_add_ps(c##r##1, rb), *act); \
     }
     MEMLANE_FINISH(0) MEMLANE_FINISH(1) MEMLANE_FINISH(2) MEMLANE_FINISH(3)
     MEMLANE_FINISH(4) MEMLANE_FINISH(5) MEMLANE_FINISH(6) MEMLANE_FINISH(7)

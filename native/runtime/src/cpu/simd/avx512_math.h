@@ -1,12 +1,12 @@
-// 16-lane math shared by the AVX-512 kernels (avx512.cc, pw_lanes.cc): the same formulas as
-// vmath.h's 8-lane ones, so an AVX-512 path computes the floats its AVX2 counterpart does.
+// 16-lane math shared by the AVX-512 kernels (avx512.cc): the same formulas as vmath.h's
+// 8-lane ones, so an AVX-512 path computes the floats its AVX2 counterpart does. (A conv's
+// folded activation on 16 lanes: act_vec16, conv_act_avx512.h.)
 // Include only from files whose functions carry target("avx512f").
 #pragma once
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
 
-#include "cpu/conv_act.h"
 #include "cpu/vmath.h"
 
 #define MEMLANE_AVX512 __attribute__((target("avx512f")))
@@ -31,27 +31,6 @@ MEMLANE_AVX512 inline __m512 exp16(__m512 x) {
   // y * 2^fx in one instruction; fx is in [-126, 128] after the clamp, where this is the same
   // exact power-of-two product as vmath.h's exponent-bits multiply.
   return _mm512_scalef_ps(y, fx);
-}
-
-// x * sigmoid(x) with vmath::sigmoid8's formula, 1 / (1 + exp(-x)).
-MEMLANE_AVX512 inline __m512 silu16(__m512 x) {
-  const __m512 one = _mm512_set1_ps(1.f);
-  return _mm512_mul_ps(x, _mm512_div_ps(one, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), x)))));
-}
-
-// A conv's folded activation (conv_act.h) on 16 lanes, the formulas of conv_activate's.
-MEMLANE_AVX512 inline __m512 activate16(__m512 v, const ConvAct& a) {
-  switch (a.kind) {
-    case ConvAct::kNone: return v;
-    case ConvAct::kRelu: return _mm512_max_ps(v, _mm512_setzero_ps());
-    case ConvAct::kClip: return _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(a.lo)), _mm512_set1_ps(a.hi));
-    case ConvAct::kHardSwish: {  // clip_hard.cc's formula
-      const __m512 h = _mm512_fmadd_ps(v, _mm512_set1_ps(1.f / 6.f), _mm512_set1_ps(0.5f));
-      return _mm512_mul_ps(v, _mm512_min_ps(_mm512_max_ps(h, _mm512_setzero_ps()), _mm512_set1_ps(1.f)));
-    }
-    case ConvAct::kSiLU: return silu16(v);
-  }
-  return v;
 }
 
 }  // namespace memlane::cpu::simd::detail

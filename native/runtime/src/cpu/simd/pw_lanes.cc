@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "cpu/simd/avx512_math.h"
+#include "cpu/conv_act_avx512.h"
 
 namespace memlane::cpu::simd {
 
@@ -23,20 +23,19 @@ PwLanesWeights pw_lanes_pack(const float* w, const float* b, int64_t M, int64_t 
   return pw;
 }
 
-#if defined(__x86_64__) || defined(_M_X64)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define AVX512 __attribute__((target("avx512f")))
 
 namespace {
 
-using detail::activate16;
-
 // The upper 8 lanes (AVX512F has no extractf32x8; the 64-bit form moves the same bits).
-MEMLANE_AVX512 inline __m256 upper8(__m512 v) {
+AVX512 inline __m256 upper8(__m512 v) {
   return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
 
 // Rows r0..r7 (pixel r, 8 channels each) to channel rows of 8 pixels, stored at y + j * P for
 // the channels j < mc, the first `pix` pixels of each.
-MEMLANE_AVX512 inline void transpose_store(__m256 r0, __m256 r1, __m256 r2, __m256 r3, __m256 r4, __m256 r5,
+AVX512 inline void transpose_store(__m256 r0, __m256 r1, __m256 r2, __m256 r3, __m256 r4, __m256 r5,
                                            __m256 r6, __m256 r7, float* y, int64_t P, int64_t mc, int pix) {
   const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
   const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
@@ -69,7 +68,7 @@ MEMLANE_AVX512 inline void transpose_store(__m256 r0, __m256 r1, __m256 r2, __m2
 // panel (wp: [C][32], bp: 32), stored at y = Y + m0 * P + p0 for the first mc channels. NV = 1
 // for a last panel of at most 16 channels (half the multiply-adds of a zero-padded 32).
 template <int MR, int NV>
-MEMLANE_AVX512 void tile(int64_t C, const float* x, int64_t P, const float* wp, const float* bp, float* y, int64_t mc,
+AVX512 void tile(int64_t C, const float* x, int64_t P, const float* wp, const float* bp, float* y, int64_t mc,
                          const ConvAct& act) {
   // Named accumulators (an array of them is kept on the stack by GCC); rows past MR stay zero.
   __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
@@ -92,8 +91,8 @@ MEMLANE_AVX512 void tile(int64_t C, const float* x, int64_t P, const float* wp, 
   const __m512 bv0 = _mm512_loadu_ps(bp), bv1 = _mm512_loadu_ps(bp + 16);
 #define MEMLANE_FIN(r)                                                    \
   if constexpr (MR > r) {                                                 \
-    c##r##0 = activate16(_mm512_add_ps(c##r##0, bv0), act);                 \
-    if constexpr (NV > 1) c##r##1 = activate16(_mm512_add_ps(c##r##1, bv1), act); \
+    c##r##0 = act_vec16(_mm512_add_ps(c##r##0, bv0), act);                 \
+    if constexpr (NV > 1) c##r##1 = act_vec16(_mm512_add_ps(c##r##1, bv1), act); \
   }
   MEMLANE_FIN(0) MEMLANE_FIN(1) MEMLANE_FIN(2) MEMLANE_FIN(3)
   MEMLANE_FIN(4) MEMLANE_FIN(5) MEMLANE_FIN(6) MEMLANE_FIN(7)
@@ -114,7 +113,7 @@ MEMLANE_AVX512 void tile(int64_t C, const float* x, int64_t P, const float* wp, 
 }
 
 template <int NV>
-MEMLANE_AVX512 void pixels(int64_t C, const float* X, int64_t P, const float* wp, const float* bp, float* y, int64_t mc,
+AVX512 void pixels(int64_t C, const float* X, int64_t P, const float* wp, const float* bp, float* y, int64_t mc,
                            const ConvAct& act, int64_t p0, int64_t p1) {
   int64_t p = p0;
   for (; p + 8 <= p1; p += 8) tile<8, NV>(C, X + p, P, wp, bp, y + p, mc, act);
@@ -132,7 +131,7 @@ MEMLANE_AVX512 void pixels(int64_t C, const float* X, int64_t P, const float* wp
 
 }  // namespace
 
-MEMLANE_AVX512 void pw_lanes(const PwLanesWeights& pw, int64_t panel, const float* X, float* Y, int64_t P, int64_t p0,
+AVX512 void pw_lanes(const PwLanesWeights& pw, int64_t panel, const float* X, float* Y, int64_t P, int64_t p0,
                              int64_t p1, const ConvAct& act) {
   const int64_t C = pw.C, m0 = panel * kPwLanesPanel, mc = std::min(kPwLanesPanel, pw.M - m0);
   const float* wp = pw.w.data() + panel * C * kPwLanesPanel;

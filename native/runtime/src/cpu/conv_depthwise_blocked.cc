@@ -1,0 +1,260 @@
+#include "cpu/conv_depthwise_blocked.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "cpu/conv_act_avx512.h"
+#include "cpu/cpu_features.h"
+#include "cpu/transpose16_avx512.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define MEMLANE_DWB_AVX512 1
+#endif
+
+namespace memlane::cpu {
+
+#ifndef MEMLANE_DWB_AVX512
+std::unique_ptr<Kernel> make_depthwise_blocked_kernel(const DwGeom&, int64_t, TensorRef, TensorRef, const float*,
+                                                      const float*, const ConvAct&, int) {
+  return nullptr;
+}
+#else
+
+namespace {
+
+constexpr int64_t kLanes = 16;
+// Floats of scratch (input band + output band) a thread aims for: within L2 with room to spare.
+constexpr int64_t kBandBudgetFloats = 24 * 1024;
+
+#define MEMLANE_DWB_TARGET __attribute__((target("avx512f")))
+
+// Stores one input position's 16 channels at d and moves d on to the next position, over the
+// right and left border (skip floats) at the end of a row of W.
+MEMLANE_DWB_TARGET inline void put_position(__m512 t, int64_t W, int64_t skip, float*& d, int64_t& w) {
+  _mm512_storeu_ps(d, t);
+  d += kLanes;
+  if (++w == W) w = 0, d += skip;
+}
+
+// 16 positions of 16 channels (planes HW floats apart) to 16 positions of the band. A
+// function of its own, fully unrolled, so that v stays in registers (indexed by a run-time
+// count it went through the stack, which cost more than the transpose).
+MEMLANE_DWB_TARGET void pack_full_chunk(const float* src, int64_t HW, int64_t W, int64_t skip, float*& d,
+                                        int64_t& w) {
+  __m512 v[16];
+#pragma GCC unroll 16
+  for (int k = 0; k < 16; ++k) v[k] = _mm512_loadu_ps(src + k * HW);
+  transpose16(v);
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) put_position(v[j], W, skip, d, w);
+}
+
+class BlockedDepthwiseKernel final : public Kernel {
+ public:
+  DwGeom g{};
+  int64_t C = 0, blocks = 0, K = 0, Wp = 0, band = 1, band_in_rows = 0;
+  TensorRef x, y;
+  std::vector<float> wpack, bpack;  // [block][tap][16], [block][16]; zero past C
+  std::vector<int64_t> tap_off;     // floats from an output's first tap to tap t in the band
+  ConvAct act;
+  int threads = 1;
+
+  int64_t in_rows(int64_t b) const { return (b - 1) * g.sh + (g.kh - 1) * g.dh + 1; }
+  int64_t slot_floats() const { return (band_in_rows * Wp + band * g.OW) * kLanes; }
+
+  uint64_t workspace_floats(int64_t) const override { return uint64_t(threads) * uint64_t(slot_floats()); }
+
+  void run(const RunCtx& c) const override {
+    const float* X = x.at(c);
+    float* Y = y.at(c);
+    const int64_t items = c.batch * blocks, slot = slot_floats();
+    const int64_t slots = std::clamp<int64_t>(std::min<int64_t>(threads, c.pool->threads()), 1, items);
+    // As the per-channel kernel: a thread is not woken for less than ~20k multiply-adds.
+    const int64_t per_slot_min = std::max<int64_t>(1, 20000 / std::max<int64_t>(1, K * g.OH * g.OW * kLanes));
+    const int64_t use = std::clamp<int64_t>(items / per_slot_min, 1, slots);
+    c.pool->parallel_for(use, 1, [&](int64_t s0, int64_t s1) {
+      for (int64_t s = s0; s < s1; ++s)
+        for (int64_t it = items * s / use; it < items * (s + 1) / use; ++it)
+          run_block(X, Y, it / blocks, it % blocks, c.workspace + s * slot);
+    });
+  }
+
+ private:
+  // Channel block cb of sample n, band by band (see the header for why the next band is
+  // packed before this one is unpacked).
+  MEMLANE_DWB_TARGET void run_block(const float* X, float* Y, int64_t n, int64_t cb, float* scratch) const {
+    const int64_t c0 = cb * kLanes, nc = std::min(kLanes, C - c0);
+    const float* xb = X + (n * C + c0) * g.H * g.W;
+    float* yb = Y + (n * C + c0) * g.OH * g.OW;
+    float* in = scratch;
+    float* out = scratch + band_in_rows * Wp * kLanes;
+    pack(xb, nc, 0, std::min(band, g.OH), in);
+    for (int64_t oh0 = 0; oh0 < g.OH; oh0 += band) {
+      const int64_t oh1 = std::min(g.OH, oh0 + band);
+      compute(in, wpack.data() + cb * K * kLanes, bpack.data() + cb * kLanes, oh1 - oh0, out);
+      if (!act_in_registers(act)) conv_activate(out, (oh1 - oh0) * g.OW * kLanes, act);
+      if (oh1 < g.OH) pack(xb, nc, oh1, std::min(g.OH, oh1 + band), in);
+      unpack(out, nc, oh0, oh1, yb);
+    }
+  }
+
+  // in[r][q][lane] = padded x[c0 + lane][oh0 * sh + r][q]: zero outside the input.
+  MEMLANE_DWB_TARGET void pack(const float* xb, int64_t nc, int64_t oh0, int64_t oh1, float* in) const {
+    const int64_t pr0 = oh0 * g.sh, rows = in_rows(oh1 - oh0), HW = g.H * g.W;
+    const int64_t h0 = std::clamp<int64_t>(pr0 - g.pt, 0, g.H), h1 = std::clamp<int64_t>(pr0 + rows - g.pt, 0, g.H);
+    const int64_t row_floats = Wp * kLanes;
+    for (int64_t r = 0; r < rows; ++r) {
+      float* dst = in + r * row_floats;
+      const int64_t h = pr0 + r - g.pt;
+      if (h < 0 || h >= g.H) {
+        std::memset(dst, 0, sizeof(float) * size_t(row_floats));
+        continue;
+      }
+      std::memset(dst, 0, sizeof(float) * size_t(g.pl * kLanes));
+      std::memset(dst + (g.pl + g.W) * kLanes, 0, sizeof(float) * size_t((Wp - g.pl - g.W) * kLanes));
+    }
+    // Rows h0..h1 are contiguous in every channel plane: transpose them 16 positions at a time.
+    const int64_t W = g.W, skip = (Wp - W) * kLanes, p0 = h0 * W, p1 = h1 * W;
+    float* d = in + ((h0 + g.pt - pr0) * Wp + g.pl) * kLanes;
+    int64_t w = 0;
+    for (int64_t p = p0; p < p1; p += kLanes) {
+      const int64_t m = std::min(kLanes, p1 - p);
+      if (m == kLanes && nc == kLanes) {
+        pack_full_chunk(xb + p, HW, W, skip, d, w);
+        continue;
+      }
+      __m512 v[16];
+      const __mmask16 mask = __mmask16((1u << m) - 1);
+      for (int64_t k = 0; k < 16; ++k)
+        v[k] = k < nc ? _mm512_maskz_loadu_ps(mask, xb + k * HW + p) : _mm512_setzero_ps();
+      transpose16(v);
+      for (int64_t j = 0; j < m; ++j) put_position(v[j], W, skip, d, w);
+    }
+  }
+
+  // out[r][ow][lane] = bias + sum over taps, for output rows oh0 + r (r < rows).
+  template <int N>
+  MEMLANE_DWB_TARGET void row_block(const float* src, const float* wp, __m512 b, float* dst) const {
+    __m512 acc[N];
+    for (int u = 0; u < N; ++u) acc[u] = b;
+    const int64_t step = g.sw * kLanes;
+    for (int64_t t = 0; t < K; ++t) {
+      const __m512 wv = _mm512_loadu_ps(wp + t * kLanes);
+      const float* s = src + tap_off[size_t(t)];
+      for (int u = 0; u < N; ++u) acc[u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s + u * step), acc[u]);
+    }
+    for (int u = 0; u < N; ++u) _mm512_storeu_ps(dst + u * kLanes, act_vec16(acc[u], act));
+  }
+
+  MEMLANE_DWB_TARGET void compute(const float* in, const float* wp, const float* bp, int64_t rows, float* out) const {
+    const __m512 b = _mm512_loadu_ps(bp);
+    // Output columns in runs of at most 8 accumulators, the runs as even as they can be
+    // (14 -> 7 + 7, not 8 + 6).
+    const int64_t runs = (g.OW + 7) / 8;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = in + r * g.sh * Wp * kLanes;
+      float* orow = out + r * g.OW * kLanes;
+      for (int64_t k = 0; k < runs; ++k) {
+        const int64_t a = g.OW * k / runs, e = g.OW * (k + 1) / runs;
+        const float* src = row + a * g.sw * kLanes;
+        float* dst = orow + a * kLanes;
+        switch (e - a) {
+          case 8: row_block<8>(src, wp, b, dst); break;
+          case 7: row_block<7>(src, wp, b, dst); break;
+          case 6: row_block<6>(src, wp, b, dst); break;
+          case 5: row_block<5>(src, wp, b, dst); break;
+          case 4: row_block<4>(src, wp, b, dst); break;
+          case 3: row_block<3>(src, wp, b, dst); break;
+          case 2: row_block<2>(src, wp, b, dst); break;
+          default: row_block<1>(src, wp, b, dst); break;
+        }
+      }
+    }
+  }
+
+  // y[c0 + k][oh0 * OW + q] = out[q][k] for k < nc.
+  MEMLANE_DWB_TARGET void unpack(const float* out, int64_t nc, int64_t oh0, int64_t oh1, float* yb) const {
+    const int64_t count = (oh1 - oh0) * g.OW, OHW = g.OH * g.OW;
+    float* base = yb + oh0 * g.OW;
+    for (int64_t q = 0; q < count; q += kLanes) {
+      const int64_t m = std::min(kLanes, count - q);
+      __m512 v[16];
+      if (m == kLanes) {
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j) v[j] = _mm512_loadu_ps(out + (q + j) * kLanes);
+      } else {
+        for (int64_t j = 0; j < 16; ++j) v[j] = j < m ? _mm512_loadu_ps(out + (q + j) * kLanes) : _mm512_setzero_ps();
+      }
+      transpose16(v);
+      const __mmask16 mask = __mmask16((1u << m) - 1);
+      if (nc == kLanes) {
+#pragma GCC unroll 16
+        for (int k = 0; k < 16; ++k) _mm512_mask_storeu_ps(base + k * OHW + q, mask, v[k]);
+      } else {
+        for (int64_t k = 0; k < nc; ++k) _mm512_mask_storeu_ps(base + k * OHW + q, mask, v[k]);
+      }
+    }
+  }
+};
+
+// Band height for an output written over its input (y == x, same plane size): unpacking band
+// b writes plane positions [0, oh1(b) * OW); every band packed after that (b + 2 on) reads
+// from input row oh0(b + 2) * sh - pt on. The smallest band height that keeps those apart.
+int64_t inplace_safe_band(const DwGeom& g, int64_t band) {
+  for (; band < g.OH; ++band) {
+    bool ok = true;
+    for (int64_t oh1 = band; oh1 + band < g.OH && ok; oh1 += band)
+      ok = oh1 * g.OW <= std::max<int64_t>(0, (oh1 + band) * g.sh - g.pt) * g.W;
+    if (ok) return band;
+  }
+  return g.OH;
+}
+
+// Measured per op, batch 1, 1 thread (docs/native-cpu.md): blocked ran 0.26-0.8x the
+// per-channel kernel's time on every 5x5 conv and on maps up to 14 wide, but 1.0-1.3x on 3x3
+// convs with 28+ output columns, where the per-channel kernel's vectors are full and its plane
+// copy is cheaper than the two 16x16 transposes an output costs here.
+bool blocked_pays(const DwGeom& g) { return g.kh * g.kw > 9 || g.OW < 24; }
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_depthwise_blocked_kernel(const DwGeom& g, int64_t C, TensorRef x, TensorRef y,
+                                                      const float* w, const float* bias, const ConvAct& act,
+                                                      int threads) {
+  if (!use_avx512f() || std::getenv("MEMLANE_DW_PER_CHANNEL") != nullptr) return nullptr;
+  if (!blocked_pays(g) && std::getenv("MEMLANE_DW_BLOCKED") == nullptr) return nullptr;
+  auto k = std::make_unique<BlockedDepthwiseKernel>();
+  k->g = g;
+  k->C = C;
+  k->blocks = (C + kLanes - 1) / kLanes;
+  k->K = g.kh * g.kw;
+  k->Wp = std::max(g.pl + g.W, (g.OW - 1) * g.sw + (g.kw - 1) * g.dw + 1);
+  k->x = x;
+  k->y = y;
+  k->act = act;
+  k->threads = std::max(1, threads);
+  k->wpack.assign(size_t(k->blocks * k->K * kLanes), 0.f);
+  k->bpack.assign(size_t(k->blocks * kLanes), 0.f);
+  for (int64_t c = 0; c < C; ++c) {
+    for (int64_t t = 0; t < k->K; ++t) k->wpack[size_t(((c / kLanes) * k->K + t) * kLanes + c % kLanes)] = w[c * k->K + t];
+    if (bias) k->bpack[size_t(c)] = bias[c];
+  }
+  for (int64_t i = 0; i < g.kh; ++i)
+    for (int64_t j = 0; j < g.kw; ++j) k->tap_off.push_back((i * g.dh * k->Wp + j * g.dw) * kLanes);
+  // Band: as many output rows as keep the input and output bands within the budget.
+  int64_t band = g.OH;
+  while (band > 1 && (k->in_rows(band) * k->Wp + band * g.OW) * kLanes > kBandBudgetFloats) --band;
+  // x and y are the same bytes when the planner put the fused activation's output over the
+  // input (conv.cc's dw_over_input: then the planes are the same size).
+  const bool over_input = x.weight == nullptr && y.weight == nullptr && x.offset == y.offset;
+  k->band = over_input ? inplace_safe_band(g, band) : band;
+  k->band_in_rows = k->in_rows(k->band);
+  return k;
+}
+
+#endif
+
+}  // namespace memlane::cpu

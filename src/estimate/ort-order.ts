@@ -1,0 +1,83 @@
+/**
+ * The order ONNX Runtime runs a graph's nodes in (its default execution order), which decides
+ * which tensors are alive together and so the memory pattern (ort-pattern.ts). ORT does not run
+ * the file's order: its GraphViewer walks the graph backwards from the nodes no other node
+ * reads (last of them first), visiting a node's producers highest node index first, and emits
+ * each node once all its producers are emitted (a post-order reverse DFS, ties broken by node
+ * index: onnxruntime/core/graph/graph_viewer.cc). A torchvision ViT's attention computes the
+ * scale of q from q's shape, so its k path waits for q's: the file's order keeps the qkv block
+ * alive past the k and v branches it does not reach in ORT.
+ */
+import type { Node } from "../compiler/ir.ts";
+
+/** The nodes in ORT's default execution order; the node index is the position in `nodes` (the file's order). */
+export function ortExecutionOrder<N extends Pick<Node, "inputs" | "outputs">>(nodes: readonly N[]): N[] {
+  const producer = new Map<string, number>();
+  nodes.forEach((n, i) => {
+    for (const o of n.outputs) if (o) producer.set(o, i);
+  });
+  const producers = nodes.map((n) => [...new Set(n.inputs.flatMap((x) => (x && producer.has(x) ? [producer.get(x)!] : [])))].sort((a, b) => a - b));
+  const hasReader = new Array<boolean>(nodes.length).fill(false);
+  for (const ps of producers) for (const p of ps) hasReader[p] = true;
+  const stack: Array<[number, boolean]> = [];
+  nodes.forEach((_, i) => !hasReader[i] && stack.push([i, false]));
+  const visited = new Array<boolean>(nodes.length).fill(false);
+  const out: N[] = [];
+  while (stack.length > 0) {
+    const [i, leave] = stack.pop()!;
+    if (leave) {
+      out.push(nodes[i]!);
+      continue;
+    }
+    if (visited[i]) continue;
+    visited[i] = true;
+    stack.push([i, true]);
+    for (const p of producers[i]!) stack.push([p, false]);
+  }
+  return out;
+}
+
+/**
+ * `lowered` (memlane's inferred nodes: shape-only nodes folded away, a few ops split in two)
+ * in the order ORT runs the ONNX nodes they came from, `onnx`. The order is taken from the
+ * ONNX graph because its shape computations are edges ORT's walk follows. A lowered node is
+ * matched to the ONNX node by an output they share; one that shares none (the first half of a
+ * split op) runs just before its first reader, else right after the node before it. A
+ * topological pass (lowest rank ready first) keeps every producer before its readers.
+ */
+export function inOrtOrder<L extends Pick<Node, "inputs" | "outputs">>(lowered: readonly L[], onnx: readonly Pick<Node, "inputs" | "outputs">[]): L[] {
+  const rankOf = new Map<string, number>();
+  ortExecutionOrder(onnx).forEach((n, i) => {
+    for (const o of n.outputs) if (o) rankOf.set(o, i);
+  });
+  const producer = new Map<string, number>();
+  lowered.forEach((n, i) => {
+    for (const o of n.outputs) if (o) producer.set(o, i);
+  });
+  const rank: Array<number | undefined> = lowered.map((n) => {
+    const own = n.outputs.flatMap((o) => (rankOf.has(o) ? [rankOf.get(o)!] : []));
+    return own.length > 0 ? Math.min(...own) : undefined;
+  });
+  for (let i = lowered.length - 1; i >= 0; i--) {
+    if (rank[i] !== undefined) continue;
+    const outs = new Set(lowered[i]!.outputs);
+    const readers = lowered.flatMap((n, j) => (rank[j] !== undefined && n.inputs.some((x) => outs.has(x)) ? [rank[j]!] : []));
+    if (readers.length > 0) rank[i] = Math.min(...readers) - 1e-6;
+  }
+  for (let i = 0; i < lowered.length; i++) rank[i] ??= (i > 0 ? rank[i - 1]! : -1) + 1e-6;
+  const readers: number[][] = lowered.map(() => []);
+  const waiting = lowered.map((n, i) => {
+    const ps = new Set(n.inputs.flatMap((x) => (x && producer.has(x) && producer.get(x) !== i ? [producer.get(x)!] : [])));
+    for (const p of ps) readers[p]!.push(i);
+    return ps.size;
+  });
+  const ready = lowered.flatMap((_, i) => (waiting[i] === 0 ? [i] : []));
+  const out: L[] = [];
+  while (ready.length > 0) {
+    ready.sort((a, b) => rank[a]! - rank[b]! || a - b);
+    const i = ready.shift()!;
+    out.push(lowered[i]!);
+    for (const r of readers[i]!) if (--waiting[r]! === 0) ready.push(r);
+  }
+  return out;
+}

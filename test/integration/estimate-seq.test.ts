@@ -1,0 +1,67 @@
+// `memlane estimate --seq / --shape` on a model with a symbolic sequence (a transformer
+// exported with a dynamic seq), in a real CLI process: the model terms follow the sequence the
+// benchmark will feed. The calibration is fitted from made-up probe figures and saved in a temp
+// cache, so the command estimates at once (calibration itself: estimate.test.ts).
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { calibrationKey, saveCalibration } from "../../src/estimate/cache.ts";
+import { CALIBRATION_FORMAT, type Calibration, fitModels } from "../../src/estimate/calibration.ts";
+import { DYNAMIC_SEQ } from "../fixtures/ort-dynamic-seq.ts";
+import { modelBytes } from "../unit/compiler-onnx-builder.ts";
+import { startCli } from "./pipeline-helpers.ts";
+
+const dir = mkdtempSync(path.join(os.tmpdir(), "memlane-estimate-seq-"));
+const cache = path.join(dir, "cache");
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function madeUpCalibration(): Calibration {
+  const f = (w: number, cw: number, a: number, e: number, o = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o });
+  const probes = [f(0, 0, 0, 0), f(48, 0, 0, 1), f(36, 36, 0, 1), f(0, 0, 32, 3), f(0, 0, 8, 128), f(16, 1, 8, 9)].map((x, i) => {
+    const v = 60 + x.weightMiB + x.convWeightMiB + 2 * x.activationMiB + x.evalMiB;
+    const phases = { "steady-inference": { rss: v, uss: v, pss: v, peak: v } };
+    return { name: `p${i}`, features: { "python-ort": x }, phases: { "python-ort": phases } };
+  });
+  const prev = process.env.MEMLANE_CACHE_DIR;
+  process.env.MEMLANE_CACHE_DIR = cache;
+  try {
+    const cal: Calibration = { format: CALIBRATION_FORMAT, key: calibrationKey(), createdAt: new Date().toISOString(), models: fitModels(probes), probes };
+    saveCalibration(cal);
+    return cal;
+  } finally {
+    if (prev === undefined) delete process.env.MEMLANE_CACHE_DIR;
+    else process.env.MEMLANE_CACHE_DIR = prev;
+  }
+}
+
+type Out = { terms: { ortPatternPerSampleMiB: number | null; ioPerSampleMiB: number | null }; runtimes: Array<{ runtime: string; features: { activationMiB: number } }> };
+
+async function estimate(...flags: string[]): Promise<{ code: number | null; out: Out | null; stderr: string }> {
+  const cli = startCli(["estimate", path.join(dir, "dyn.onnx"), "--runtimes", "python-ort", "--batch", "1,8", "--eval-samples", "16", "--json", ...flags], { MEMLANE_CACHE_DIR: cache });
+  const { code } = await cli.exit;
+  return { code, out: code === 0 ? (JSON.parse(cli.stdout()) as Out) : null, stderr: cli.stderr() };
+}
+
+describe("memlane estimate on a model with a symbolic sequence", () => {
+  it("predicts at --seq (default 128) and --shape, and refuses a --shape that does not fit", async () => {
+    writeFileSync(path.join(dir, "dyn.onnx"), modelBytes(DYNAMIC_SEQ));
+    madeUpCalibration();
+    const MIB = 2 ** 20;
+    // The replay: h (128 wide, Relu in place) and d (32 wide) a position.
+    const perPosition = (128 + 32) * 4;
+    const byDefault = await estimate();
+    expect(byDefault.code, byDefault.stderr).toBe(0);
+    expect(byDefault.stderr).not.toMatch(/calibrating/);
+    expect(byDefault.out!.terms.ortPatternPerSampleMiB! * MIB).toBe(128 * perPosition);
+    const seq16 = await estimate("--seq", "16");
+    expect(seq16.out!.terms.ortPatternPerSampleMiB! * MIB).toBe(16 * perPosition);
+    expect(seq16.out!.terms.ioPerSampleMiB! * MIB).toBe(2 * 16 * 32 * 4);
+    expect(seq16.out!.runtimes[0]!.features.activationMiB * MIB).toBe(8 * 16 * perPosition);
+    const shaped = await estimate("--shape", "x=Nx40x32");
+    expect(shaped.out!.terms.ortPatternPerSampleMiB! * MIB).toBe(40 * perPosition);
+    const bad = await estimate("--shape", "x=Nx40x31");
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--shape: input "x" dim 2 is fixed at 32/);
+  }, 120_000);
+});
