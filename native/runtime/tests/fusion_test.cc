@@ -57,24 +57,29 @@ static void test_gemm_epilogue(Rng& rng) {
 
 int main() {
   Rng rng;
-  // Basic block: conv+relu, conv, add input, relu (Winograd-sized 32x32 maps, 16 channels).
-  for (int inPlace = 0; inPlace < 2; ++inPlace) {
-    PlanBuilder pb;
-    int x = pb.input("x", {16, 32, 32});
-    int w1 = pb.weight("w1", {16, 16, 3, 3}, rng.vec(16 * 16 * 9));
-    int w2 = pb.weight("w2", {16, 16, 3, 3}, rng.vec(16 * 16 * 9));
-    int b2 = pb.weight("b2", {16}, rng.vec(16));
-    int a = pb.act("a", {16, 32, 32});
-    int c = pb.act("c", {16, 32, 32});
-    int s = pb.act("s", {16, 32, 32});
-    int y = pb.output("y", {16, 32, 32});
-    if (inPlace) pb.tensors[size_t(y)].offset = pb.tensors[size_t(x)].offset;  // y over the residual
-    pb.op("Conv", {x, w1, -1}, {a}, conv_attrs(3, 1, 1, "relu"));
-    pb.op("Conv", {a, w2, b2}, {c}, conv_attrs(3, 1, 1, "none"));
-    pb.op("Add", {c, x}, {s});
-    pb.op("Relu", {s}, {y});
-    compare(inPlace ? "winograd block, in place" : "winograd block", pb, 3, rng.vec(3 * 16 * 32 * 32));
-  }
+  // Basic block: conv+relu, conv, add input, relu (Winograd-sized maps, 16 channels: 32x32
+  // in whole 16-tile rows, 28x28 and 56x56 in masked segments of 14 and 16 + 12 tiles, 14x14
+  // two 7-tile rows a segment).
+  for (int64_t S : {32, 28, 56, 14})
+    for (int inPlace = 0; inPlace < 2; ++inPlace) {
+      PlanBuilder pb;
+      int x = pb.input("x", {16, S, S});
+      int w1 = pb.weight("w1", {16, 16, 3, 3}, rng.vec(16 * 16 * 9));
+      int w2 = pb.weight("w2", {16, 16, 3, 3}, rng.vec(16 * 16 * 9));
+      int b2 = pb.weight("b2", {16}, rng.vec(16));
+      int a = pb.act("a", {16, S, S});
+      int c = pb.act("c", {16, S, S});
+      int s = pb.act("s", {16, S, S});
+      int y = pb.output("y", {16, S, S});
+      if (inPlace) pb.tensors[size_t(y)].offset = pb.tensors[size_t(x)].offset;  // y over the residual
+      pb.op("Conv", {x, w1, -1}, {a}, conv_attrs(3, 1, 1, "relu"));
+      pb.op("Conv", {a, w2, b2}, {c}, conv_attrs(3, 1, 1, "none"));
+      pb.op("Add", {c, x}, {s});
+      pb.op("Relu", {s}, {y});
+      const std::string label = std::string(inPlace ? "winograd block, in place, " : "winograd block, ") +
+                                std::to_string(S) + "x" + std::to_string(S);
+      for (int threads : {1, 2}) compare(label.c_str(), pb, 3, rng.vec(size_t(3 * 16 * S * S)), threads);
+    }
   // Downsampling block: stride-2 direct conv, 1x1 projection on the Add's left, no Relu.
   {
     PlanBuilder pb;
@@ -149,6 +154,16 @@ int main() {
       {"3x3 direct/winograd -> Clip", "Clip", {{"min", -0.5}, {"max", 0.5}}, 8, 16, 16, 3, 1, 1},
       {"3x3 im2col 12-wide -> HardSwish", "HardSwish", {}, 4, 6, 12, 3, 1, 1},
       {"3x3 stride 2 -> Relu", "Relu", {}, 4, 8, 32, 3, 2, 1},
+      // the activation in registers: channels-in-lanes pointwise (maps up to 64 pixels; odd
+      // channel counts leave partial panels and 8-channel groups, odd maps partial pixel
+      // tiles) and the direct kernel's store (stems: 3 channels, stride 2)
+      {"pointwise lanes 7x7 -> SiLU", "SiLU", {}, 20, 40, 7, 1, 1, 1},
+      {"pointwise lanes 5x5, 13 channels -> HardSwish", "HardSwish", {}, 9, 13, 5, 1, 1, 1},
+      {"pointwise lanes 3x3, 5 channels -> Clip", "Clip", {{"min", -0.3}, {"max", 0.4}}, 7, 5, 3, 1, 1, 1},
+      {"pointwise lanes 6x6 -> Relu", "Relu", {}, 33, 64, 6, 1, 1, 1},
+      {"3x3 stride 2 stem -> SiLU", "SiLU", {}, 3, 32, 32, 3, 2, 1},
+      {"3x3 stride 2 stem -> Clip(0,6)", "Clip", {{"min", 0.0}, {"max", 6.0}}, 3, 16, 30, 3, 2, 1},
+      {"3x3 direct stride 1 -> HardSwish", "HardSwish", {}, 5, 12, 20, 3, 1, 1},
   };
   for (const auto& a : acts) {
     PlanBuilder pb;

@@ -75,6 +75,13 @@ static void test_conv() {
       {"winograd 32x32, channel remainders 4 and 1", 2, 9, 32, 32, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
       {"winograd 16x16 asym pads, no bias", 1, 8, 15, 17, 8, 3, 3, 1, 1, 2, 0, 1, 1, 1, 1, 1, false, false},
       {"winograd 16x32 no pads", 2, 12, 18, 34, 16, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, false},
+      // Winograd in masked segments (tile rows of 12-31 tiles but 16)
+      {"winograd segments 56-wide, 16 + 12 tiles a row", 2, 8, 10, 56, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"winograd segments 28x28 asym pads, three samples", 3, 9, 28, 27, 8, 3, 3, 1, 1, 1, 0, 1, 3, 1, 1, 1, false, false},
+      {"winograd segments 2x24 maps, a pair and a lone sample", 3, 8, 2, 24, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"winograd segments 62-wide, 31 tiles a row", 1, 10, 4, 62, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false, true},
+      {"winograd segments 14x14, two tile rows a segment, odd row count", 2, 12, 14, 14, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"winograd segments 12x14 asym pads, no bias", 3, 8, 13, 12, 9, 3, 3, 1, 1, 0, 1, 1, 1, 1, 1, 1, false, false},
       {"direct stride 2, odd padded width", 2, 3, 31, 32, 9, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 1, true, true},
       {"direct stride 2 dilated, right pad only", 1, 4, 20, 34, 8, 3, 3, 2, 2, 0, 0, 2, 1, 2, 2, 1, false, false},
       {"direct stride 2 pairs, odd padded width", 2, 5, 16, 16, 12, 3, 3, 2, 2, 1, 0, 0, 1, 1, 1, 1, true, true},
@@ -114,6 +121,13 @@ static void test_conv() {
       // rows (grouped, 3 channels a group: not direct), a 7x7 pointwise product's rows
       {"im2col grouped 7x7 stride 2, rows split over threads", 1, 6, 64, 64, 32, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 2, true, false},
       {"pointwise 7x7 map, product split over threads", 1, 192, 7, 7, 1152, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
+      // channels-in-lanes pointwise (maps up to 64 pixels, simd/pw_lanes.h): partial 32-channel
+      // panels and 8-channel groups, partial 8-pixel tiles, fewer channels than one group
+      {"pointwise lanes 5x7, 37 channels, 3 samples", 3, 11, 5, 7, 37, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
+      {"pointwise lanes 8x8 no bias, 48 channels (a 16-channel panel)", 2, 17, 8, 8, 48, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false, false},
+      {"pointwise lanes 1x3, 5 channels", 2, 3, 1, 3, 5, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, false},
+      {"pointwise lanes 28x28 64->40, two pixel chunks", 2, 64, 28, 28, 40, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, false},
+      {"pointwise lanes 7x7 320->1280 (efficientnet head)", 1, 320, 7, 7, 1280, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
   };
   Rng rng;
   for (const auto& c : cases) {
@@ -300,6 +314,9 @@ static void test_maxpool_random() {
   const Case cases[] = {
       {"maxpool 3x3/2 pad 1 (resnet stem)", 2, 3, 17, 23, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false},
       {"maxpool 3x3/2 ceil (squeezenet)", 1, 4, 13, 13, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, true},
+      // rows wide enough for simd::max3_stride2's 16-lane steps and a scalar tail
+      {"maxpool 3x3/2 pad 1, 70 wide", 2, 3, 9, 70, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false},
+      {"maxpool 3x3/2 ceil, 111 wide", 1, 2, 7, 111, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, true},
       {"maxpool 3x2 s(1,3) dilated asym pads", 2, 2, 11, 19, 3, 2, 1, 3, 2, 1, 0, 1, 2, 1, false},
       {"maxpool 5x5/1 pad 2, wide", 1, 2, 9, 40, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, false},
   };

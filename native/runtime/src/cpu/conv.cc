@@ -14,6 +14,7 @@
 #include "cpu/kernel.h"
 #include "cpu/sgemm_pool.h"
 #include "cpu/simd/avx512.h"
+#include "cpu/simd/pw_lanes.h"
 
 namespace memlane::cpu {
 namespace {
@@ -98,6 +99,18 @@ inline void bias_act(float* y, const float* src, int64_t lds, const float* b, in
 // 1.05-1.08x on 7x7 maps (49 columns: one full 32-column step and a 17-wide tail).
 constexpr int64_t kPwCols = 512;
 constexpr int64_t kPwSimdMinP = 128;
+// Pointwise convs with the output channels in the lanes (simd/pw_lanes.h): maps up to 32x32
+// (MEMLANE_CONV_PW_LANES_MAXP overrides: a tuning aid), where the channels fill their 16-lane
+// vectors at least as well as the pixels fill those of the pixels-in-lanes paths. Measured per
+// layer against sgemm_nn / OpenBLAS (1 thread, min of 45 runs, mobilenet_v2 and
+// efficientnet_b0): 0.68-0.83 on 7x7 maps, 0.77-0.88 on 14x14, 0.77-0.96 on 28x28; 1.12 on a
+// 28x28 map with 40 output channels (48 lanes for 40) against 784 pixels in 49 full vectors,
+// and 1.2-1.7 on 56x56 and 112x112 maps (the transposing store and 16/24-channel projections).
+constexpr int64_t kPwLanesMaxP = 1024;
+inline bool pw_lanes_fit(int64_t M, int64_t P) {
+  const auto ceil16 = [](int64_t v) { return (v + 15) / 16 * 16; };
+  return M * ceil16(P) >= P * ceil16(M);  // M / ceil16(M) >= P / ceil16(P)
+}
 
 class ConvKernel final : public Kernel {
  public:
@@ -111,6 +124,8 @@ class ConvKernel final : public Kernel {
   ConvAct act;             // a folded activation other than Relu (applied after the product)
   bool pointwise = false;  // 1x1, stride 1, no pad, group 1: no im2col
   bool pointwise_simd = false;  // pointwise on simd::sgemm_nn (conv_pointwise_simd's rule)
+  bool pointwise_lanes = false;  // pointwise with the channels in the lanes (small maps)
+  simd::PwLanesWeights pwl;      // pointwise_lanes: W packed at load
   // Stride-1 convs compute on the padded-width grid: the input is copied once into a
   // zero-bordered plane (Hp x Wp) and every im2col row is then ONE contiguous copy of
   // OH*Wp floats; the Wp-OW extra columns of the product are dropped when the output is
@@ -145,7 +160,21 @@ class ConvKernel final : public Kernel {
     return uint64_t(s * g.Cg() * plane() + slack() + (g.K() + g.Mg()) * Pp() * s);
   }
 
-  void run_direct(const RunCtx& c, int64_t from = 0) const {
+  // The activation the kernels apply in registers: the folded one (act) or the plan's Relu.
+  ConvAct folded_act() const {
+    ConvAct a = act;
+    if (relu) a.kind = ConvAct::kRelu;
+    return a;
+  }
+  ConvAct relu_act() const {
+    ConvAct a;
+    if (relu) a.kind = ConvAct::kRelu;
+    return a;
+  }
+
+  // a: the activation conv_direct applies (the direct path: all of it; Winograd's lone-sample
+  // fallback: only Relu, its caller applies the rest).
+  void run_direct(const RunCtx& c, const ConvAct& a, int64_t from = 0) const {
     const float* X = input(c);
     float* Y = y.at(c);
     const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), K = g.K(), Cg = g.Cg(), Mg = g.Mg();
@@ -163,7 +192,7 @@ class ConvKernel final : public Kernel {
           const int64_t gi = bi / per, e = std::min(b1, (gi + 1) * per);  // blocks of this group in range
           const int64_t m0 = gi * Mg + (bi - gi * per) * 8, m1 = gi * Mg + std::min(Mg, (e - gi * per) * 8);
           conv_direct(c.workspace + gi * Cg * chan, Cg, Hp, Wp, w + m0 * K, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw,
-                      b ? b + m0 : nullptr, yn + m0 * g.P(), m1 - m0, g.OH, g.OW, relu,
+                      b ? b + m0 : nullptr, yn + m0 * g.P(), m1 - m0, g.OH, g.OW, a,
                       R ? R + n * out_sz + m0 * g.P() : nullptr);
           bi = e;
         }
@@ -210,7 +239,7 @@ class ConvKernel final : public Kernel {
     for (int64_t n = 0; n < c.batch; n += spb) {
       const int64_t cnt = std::min(spb, c.batch - n);
       if (cnt < spb) {  // a lone sample of a two-sample block: half the products would be wasted
-        run_direct(c, n);
+        run_direct(c, relu_act(), n);
         continue;
       }
       for (int64_t s = 0; s < cnt; ++s)
@@ -333,6 +362,7 @@ class ConvKernel final : public Kernel {
     const float* X = input(c);
     float* Y = y.at(c);
     const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), P = g.P();
+    if (pointwise_lanes) return run_pointwise_lanes(c);
     if (pointwise_simd) return run_pointwise_simd(c);
     if (pointwise) {
       // Column panels of the product whose output (M x cols) fits in L2, each with its bias and
@@ -355,8 +385,11 @@ class ConvKernel final : public Kernel {
   }
 
   // Pointwise conv as Y[M x P] = W[M x C] X[C x P] on the register-tiled AVX-512 product: units
-  // of 8 output rows x 512 columns (the block's 16 KiB of output stays in L1 for its bias and
-  // activation; W's 8 rows stay in L1 across the block's 32-column steps). Threads split
+  // of 8 output rows x 512 columns (W's 8 rows stay in L1 across the 32-column steps). A folded
+  // SiLU is applied in registers with the bias (sgemm_nn_rows: 0.90-0.94 of the pass after on
+  // efficientnet_b0's expansions); bias, Relu and Clip in a pass over the block while it is in
+  // L1 (in registers measured 1.14-1.27x slower on efficientnet's bias-only 16/24-channel
+  // projections and 1.11-1.16x on mobilenet_v2's Clip expansions, not understood yet). Threads split
   // samples x column panels, and the rows too when there are fewer panels than threads.
   void run_pointwise_simd(const RunCtx& c) const {
     const float* X = input(c);
@@ -368,7 +401,7 @@ class ConvKernel final : public Kernel {
     const int64_t rows_per = ((M + row_groups - 1) / row_groups + 7) / 8 * 8;
     const int64_t units = c.batch * per_sample * row_groups;
     const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(rows_per * kPwCols * C, 1));
-    const bool epi = b || relu || act.kind != ConvAct::kNone;
+    const ConvAct a = folded_act();
     c.pool->parallel_for(units, grain, [&](int64_t u0, int64_t u1) {
       for (int64_t u = u0; u < u1; ++u) {
         const int64_t n = u / (per_sample * row_groups), rest = u % (per_sample * row_groups);
@@ -378,11 +411,42 @@ class ConvKernel final : public Kernel {
         float* yn = Y + n * out_sz + p0;
         for (int64_t m0 = r0; m0 < r1; m0 += 8) {
           const int64_t mr = std::min<int64_t>(8, r1 - m0);
+          if (a.kind == ConvAct::kSiLU) {
+            simd::sgemm_nn_rows(mr, pc, C, w + m0 * C, C, xn, P, yn + m0 * P, P, b ? b + m0 : nullptr, a);
+            continue;
+          }
           simd::sgemm_nn(mr, pc, C, w + m0 * C, C, xn, P, yn + m0 * P, P);
-          if (epi)
+          if (b || relu || act.kind != ConvAct::kNone)
             for (int64_t m = m0; m < m0 + mr; ++m)
               bias_act(yn + m * P, yn + m * P, P, b ? b + m : nullptr, 1, pc, relu, act);
         }
+      }
+    });
+  }
+
+  // Pointwise conv on simd::pw_lanes: units of (sample, pixel chunk, 32-channel panel), the
+  // chunk's X ([C][chunk]) staying in L2 across its panels, a panel's W ([C][32])
+  // in L1/L2 across the chunk's 8-pixel tiles. Threads split the units.
+  void run_pointwise_lanes(const RunCtx& c) const {
+    const float* X = input(c);
+    float* Y = y.at(c);
+    const int64_t P = g.P(), in_sz = g.C * P, out_sz = g.M * P, panels = pwl.panels();
+    // Pixel chunks: X's chunk at most ~256 KiB, at least two units a thread, chunks of equal
+    // size in whole 8-pixel tiles (a 32 + 17 split of a 49-pixel map measured 1.35x slower).
+    const int64_t T = c.pool->threads();
+    const int64_t most = std::max<int64_t>(8, 65536 / std::max<int64_t>(g.C, 1) / 8 * 8);
+    int64_t chunks = (P + most - 1) / most;
+    if (T > 1) chunks = std::max(chunks, std::min((P + 7) / 8, (2 * T + c.batch * panels - 1) / (c.batch * panels)));
+    const int64_t pc = ((P + chunks - 1) / chunks + 7) / 8 * 8;
+    chunks = (P + pc - 1) / pc;
+    const int64_t per_sample = chunks * panels;
+    const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(simd::kPwLanesPanel * std::min(pc, P) * g.C, 1));
+    const ConvAct a = folded_act();
+    c.pool->parallel_for(c.batch * per_sample, grain, [&](int64_t u0, int64_t u1) {
+      for (int64_t u = u0; u < u1; ++u) {
+        const int64_t n = u / per_sample, ch = u % per_sample / panels, pn = u % panels;
+        const int64_t p0 = ch * pc, p1 = std::min(P, p0 + pc);
+        simd::pw_lanes(pwl, pn, X + n * in_sz, Y + n * out_sz, P, p0, p1, a);
       }
     });
   }
@@ -393,7 +457,7 @@ class ConvKernel final : public Kernel {
     float* Y = y.at(c);
     const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), P = g.P();
     if (winograd) return run_winograd(c), false;
-    if (direct) return run_direct(c), false;
+    if (direct) return run_direct(c, folded_act()), true;
     if (flat) return run_flat(c), false;
     if (padded) return run_padded(c), false;
     const int64_t K = g.K();
@@ -508,6 +572,11 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   // MEMLANE_CONV_PW_BLAS=1 keeps every pointwise conv on OpenBLAS (A/B timing; ctest runs both).
   k->pointwise_simd = k->pointwise && g.P() >= kPwSimdMinP && simd::have_avx512() &&
                       std::getenv("MEMLANE_CONV_PW_BLAS") == nullptr;
+  // MEMLANE_CONV_NO_PW_LANES=1 keeps small maps on the pixels-in-lanes paths (ctest runs both).
+  static const int64_t lanes_max_p = env_count("MEMLANE_CONV_PW_LANES_MAXP", kPwLanesMaxP);
+  k->pointwise_lanes = k->pointwise && g.P() <= lanes_max_p && pw_lanes_fit(g.M, g.P()) && simd::have_avx512() &&
+                       std::getenv("MEMLANE_CONV_PW_BLAS") == nullptr && std::getenv("MEMLANE_CONV_NO_PW_LANES") == nullptr;
+  if (k->pointwise_lanes) k->pwl = simd::pw_lanes_pack(k->w, k->b, g.M, g.C);
   // MEMLANE_CONV_NO_PADDED=1 forces the bounds-checked im2col (ctest runs the ops both ways).
   k->padded = !k->pointwise && g.sh == 1 && g.sw == 1 && std::getenv("MEMLANE_CONV_NO_PADDED") == nullptr;
   k->pb = a.pads[2];

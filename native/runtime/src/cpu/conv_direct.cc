@@ -1,5 +1,6 @@
 #include "cpu/conv_direct.h"
 #include "cpu/cpu_features.h"
+#include "cpu/conv_act_avx512.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -31,7 +32,7 @@ struct Geo {
 // bound by the weight broadcasts. KH/KW > 0 fix the kernel size (3x3 unrolls); 0 reads g.
 template <int MB, int NV, bool kTwoRows, int KH, int KW, int SW>
 __attribute__((target("avx512f"))) inline void block(const Geo& g, const float* w, const float* bias, float* y,
-                                                     const float* res, int64_t oh, int64_t ow0, bool relu,
+                                                     const float* res, int64_t oh, int64_t ow0, const ConvAct& act,
                                                      __mmask16 mk) {
   const int64_t kh = KH > 0 ? KH : g.kh, kw = KW > 0 ? KW : g.kw;
   constexpr int64_t kRowsPerVec = kTwoRows ? 2 : 1;
@@ -64,34 +65,33 @@ __attribute__((target("avx512f"))) inline void block(const Geo& g, const float* 
         }
       }
   }
-  const __m512 z = _mm512_setzero_ps();
   for (int r = 0; r < MB; ++r)
     for (int v = 0; v < NV; ++v) {
       const int64_t at = r * g.OH * g.OW + (oh + v * kRowsPerVec) * g.OW + ow0;
       // mk: the columns of a row's last, partial vector (all 16 elsewhere)
       const __m512 o = res ? _mm512_add_ps(acc[r][v], _mm512_maskz_loadu_ps(mk, res + at)) : acc[r][v];
-      _mm512_mask_storeu_ps(y + at, mk, relu ? _mm512_max_ps(o, z) : o);
+      _mm512_mask_storeu_ps(y + at, mk, act_vec16(o, act));
     }
 }
 
 template <int NV, bool kTwoRows, int KH, int KW, int SW>
 __attribute__((target("avx512f"))) inline void channels(const Geo& g, const float* w, const float* bias, float* y,
                                                         const float* res, int64_t M, int64_t oh, int64_t ow,
-                                                        bool relu, __mmask16 mk) {
+                                                        const ConvAct& act, __mmask16 mk) {
   int64_t m = 0;
   const int64_t ostride = g.OH * g.OW;
   auto rm = [&](int64_t m_) { return res ? res + m_ * ostride : nullptr; };
   for (; m + 8 <= M; m += 8)
-    block<8, NV, kTwoRows, KH, KW, SW>(g, w + m * g.K, bias ? bias + m : nullptr, y + m * ostride, rm(m), oh, ow, relu, mk);
+    block<8, NV, kTwoRows, KH, KW, SW>(g, w + m * g.K, bias ? bias + m : nullptr, y + m * ostride, rm(m), oh, ow, act, mk);
   for (; m + 4 <= M; m += 4)
-    block<4, NV, kTwoRows, KH, KW, SW>(g, w + m * g.K, bias ? bias + m : nullptr, y + m * ostride, rm(m), oh, ow, relu, mk);
+    block<4, NV, kTwoRows, KH, KW, SW>(g, w + m * g.K, bias ? bias + m : nullptr, y + m * ostride, rm(m), oh, ow, act, mk);
   for (; m < M; ++m)
-    block<1, NV, kTwoRows, KH, KW, SW>(g, w + m * g.K, bias ? bias + m : nullptr, y + m * ostride, rm(m), oh, ow, relu, mk);
+    block<1, NV, kTwoRows, KH, KW, SW>(g, w + m * g.K, bias ? bias + m : nullptr, y + m * ostride, rm(m), oh, ow, act, mk);
 }
 
 template <bool kTwoRows, int KH, int KW, int SW>
 __attribute__((target("avx512f"))) void run_all(const Geo& g, const float* w, const float* bias, float* y,
-                                                 const float* res, int64_t M, bool relu) {
+                                                 const float* res, int64_t M, const ConvAct& act) {
   const int64_t rowsPerVec = kTwoRows ? 2 : 1, colStep = kTwoRows ? g.OW : 16;
   // A row's last vector may be partial (OW not a multiple of 16): its loads run on into the
   // next row or the slack, and only its valid columns are stored.
@@ -102,10 +102,10 @@ __attribute__((target("avx512f"))) void run_all(const Geo& g, const float* w, co
   int64_t oh = 0;
   for (; oh + 2 * rowsPerVec <= g.OH; oh += 2 * rowsPerVec)
     for (int64_t ow = 0; ow < g.OW; ow += colStep)
-      channels<2, kTwoRows, KH, KW, SW>(g, w, bias, y, res, M, oh, ow, relu, mask(ow));
+      channels<2, kTwoRows, KH, KW, SW>(g, w, bias, y, res, M, oh, ow, act, mask(ow));
   for (; oh < g.OH; oh += rowsPerVec)
     for (int64_t ow = 0; ow < g.OW; ow += colStep)
-      channels<1, kTwoRows, KH, KW, SW>(g, w, bias, y, res, M, oh, ow, relu, mask(ow));
+      channels<1, kTwoRows, KH, KW, SW>(g, w, bias, y, res, M, oh, ow, act, mask(ow));
 }
 
 bool cpu_has_avx512f() {
@@ -225,17 +225,19 @@ bool conv_direct_supported(int64_t OH, int64_t OW, int64_t sw) {
 
 void conv_direct(const float* pad, int64_t C, int64_t Hp, int64_t Wp, const float* w, int64_t kh, int64_t kw,
                  int64_t sh, int64_t sw, int64_t dh, int64_t dw, const float* bias, float* y, int64_t M, int64_t OH,
-                 int64_t OW, bool relu, const float* res) {
+                 int64_t OW, const ConvAct& act, const float* res) {
   const int64_t Wh = (Wp + 1) / 2;
   const Geo g = sw == 2 ? Geo{pad, C, Hp, Wh, kh, kw, dh, dw, sh, C * kh * kw, OH, OW, 2 * Hp * Wh, Hp * Wh}
                         : Geo{pad, C, Hp, Wp, kh, kw, dh, dw, sh, C * kh * kw, OH, OW, Hp * Wp, 0};
   const bool k3 = kh == 3 && kw == 3, wide = OW != 8;  // 8-wide maps: pairs of rows a vector
   if (sw == 1) {
-    if (wide) k3 ? run_all<false, 3, 3, 1>(g, w, bias, y, res, M, relu) : run_all<false, 0, 0, 1>(g, w, bias, y, res, M, relu);
-    else k3 ? run_all<true, 3, 3, 1>(g, w, bias, y, res, M, relu) : run_all<true, 0, 0, 1>(g, w, bias, y, res, M, relu);
+    if (wide) k3 ? run_all<false, 3, 3, 1>(g, w, bias, y, res, M, act) : run_all<false, 0, 0, 1>(g, w, bias, y, res, M, act);
+    else k3 ? run_all<true, 3, 3, 1>(g, w, bias, y, res, M, act) : run_all<true, 0, 0, 1>(g, w, bias, y, res, M, act);
   } else {
-    if (wide) k3 ? run_all<false, 3, 3, 2>(g, w, bias, y, res, M, relu) : run_all<false, 0, 0, 2>(g, w, bias, y, res, M, relu);
-    else k3 ? run_all<true, 3, 3, 2>(g, w, bias, y, res, M, relu) : run_all<true, 0, 0, 2>(g, w, bias, y, res, M, relu);
+    // 7x7 stride 2 (ResNet's stem): taps unrolled as for 3x3
+    if (wide && kh == 7 && kw == 7) run_all<false, 7, 7, 2>(g, w, bias, y, res, M, act);
+    else if (wide) k3 ? run_all<false, 3, 3, 2>(g, w, bias, y, res, M, act) : run_all<false, 0, 0, 2>(g, w, bias, y, res, M, act);
+    else k3 ? run_all<true, 3, 3, 2>(g, w, bias, y, res, M, act) : run_all<true, 0, 0, 2>(g, w, bias, y, res, M, act);
   }
 }
 
@@ -246,7 +248,7 @@ int64_t conv_direct_floats(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t)
 void conv_direct_fill(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                       int64_t, float*) {}
 void conv_direct(const float*, int64_t, int64_t, int64_t, const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
-                 int64_t, const float*, float*, int64_t, int64_t, int64_t, bool, const float*) {}
+                 int64_t, const float*, float*, int64_t, int64_t, int64_t, const ConvAct&, const float*) {}
 
 #endif
 

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "cpu/conv_act.h"
+
 namespace memlane::cpu {
 
 // True when the CPU has AVX-512F (checked once) and the output width fits the kernel.
@@ -24,9 +26,10 @@ void conv_direct_fill(const float* x, int64_t C, int64_t H, int64_t W, int64_t p
                       int64_t Wp, int64_t sw, int64_t kw, int64_t dw, float* pad);
 
 // pad: conv_direct_fill's layout; w: [M][C][kh][kw]; y: [M][OH][OW] = act(conv + bias + res),
-// res (nullable): a residual laid out as y (a fused Add; it may be y itself).
+// res (nullable): a residual laid out as y (a fused Add; it may be y itself). act: the folded
+// activation (Relu, Clip, HardSwish, SiLU), applied in registers before the store.
 void conv_direct(const float* pad, int64_t C, int64_t Hp, int64_t Wp, const float* w, int64_t kh, int64_t kw,
                  int64_t sh, int64_t sw, int64_t dh, int64_t dw, const float* bias, float* y, int64_t M, int64_t OH,
-                 int64_t OW, bool relu, const float* res = nullptr);
+                 int64_t OW, const ConvAct& act, const float* res = nullptr);
 
 }  // namespace memlane::cpu

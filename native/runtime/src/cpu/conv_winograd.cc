@@ -2,6 +2,7 @@
 #include "cpu/cpu_features.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "cpu/conv_direct.h"
 
@@ -14,6 +15,8 @@ namespace memlane::cpu {
 
 namespace {
 constexpr int64_t kBlock = 32;  // tiles per block: two 16-lane vectors
+// Tile-row widths the segmented blocks take (conv_winograd's other branch).
+inline bool winograd_segmented(int64_t tw) { return (tw >= 12 && tw <= 31 && tw != 16) || (tw >= 5 && tw <= 7); }
 // Floats between the 16 xi planes of V ([xi][C][32]) and P ([xi][M][32]): one cache line more
 // than the plane, so that the 16 planes do not fall in one L1 set (a 2 or 4 KiB stride did,
 // and the transforms, which touch all 16 at once, ran at a third of their speed).
@@ -211,6 +214,117 @@ __attribute__((target("avx512f"))) void output_block(const float* P, const float
   }
 }
 
+// Maps of other even widths (tw = OW / 2 tiles a row: 12-31 but 16, or 5-7): a block is two
+// segments of 16 lanes, each with its own masks so that no lane reads across a row. With
+// 12-31 tiles a row a segment is up to 16 tiles of one tile row (28 tiles: 16 + 12); with
+// 5-7, two tile rows of one sample (lanes [0, tw) row a, [tw, 2 tw) row a + 1).
+struct Seg {
+  int64_t smp, a, b0, n;  // n = 0: no segment (past the last)
+  int64_t n2;             // tiles of row a + 1 in lanes [n, n + n2) (5-7 tiles a row)
+};
+inline int64_t segments_per_sample(int64_t th, int64_t tw) { return tw <= 8 ? (th + 1) / 2 : th * ((tw + 15) / 16); }
+inline Seg segment(int64_t g, int64_t segs, int64_t th, int64_t tw) {
+  if (g >= segs) return {0, 0, 0, 0, 0};
+  const int64_t per = segments_per_sample(th, tw), smp = g / per, k = g % per;
+  if (tw <= 8) return {smp, 2 * k, 0, tw, 2 * k + 1 < th ? tw : 0};
+  const int64_t ns = (tw + 15) / 16, b0 = 16 * (k % ns);
+  return {smp, k / ns, b0, std::min<int64_t>(16, tw - b0), 0};
+}
+inline __mmask16 lanes(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
+
+__attribute__((target("avx512f"))) void input_segments(const float* pad, int64_t padStride, int64_t C, int64_t Hp,
+                                                       int64_t Wh, const Seg* sg, float* V) {
+  const int64_t half = Hp * Wh, xs = plane_stride(C);
+  for (int64_t c = 0; c < C; ++c)
+    for (int r = 0; r < 2; ++r) {
+      float* dst = V + c * kBlock + r * 16;
+      const __mmask16 mk = lanes(sg[r].n);
+      const float* E = pad + sg[r].smp * padStride + c * 2 * half + sg[r].b0;
+      const float* O = E + half;
+      __m512 d[4][4];
+      // row a + 1's tiles in lanes [n, n + n2): loaded from 2 padded rows further on, n back
+      const __mmask16 mk2 = __mmask16(lanes(sg[r].n + sg[r].n2) & ~mk);
+      const int64_t next = 2 * Wh - sg[r].n;
+      for (int k = 0; k < 4; ++k) {
+        const int64_t off = (2 * sg[r].a + k) * Wh;
+        d[k][0] = _mm512_maskz_loadu_ps(mk, E + off);
+        d[k][1] = _mm512_maskz_loadu_ps(mk, O + off);
+        d[k][2] = _mm512_maskz_loadu_ps(mk, E + off + 1);
+        d[k][3] = _mm512_maskz_loadu_ps(mk, O + off + 1);
+        if (mk2) {  // (only the masked-in lanes are dereferenced)
+          d[k][0] = _mm512_mask_loadu_ps(d[k][0], mk2, E + off + next);
+          d[k][1] = _mm512_mask_loadu_ps(d[k][1], mk2, O + off + next);
+          d[k][2] = _mm512_mask_loadu_ps(d[k][2], mk2, E + off + next + 1);
+          d[k][3] = _mm512_mask_loadu_ps(d[k][3], mk2, O + off + next + 1);
+        }
+      }
+      __m512 t[4][4];
+      for (int q = 0; q < 4; ++q) {
+        t[0][q] = _mm512_sub_ps(d[0][q], d[2][q]);
+        t[1][q] = _mm512_add_ps(d[1][q], d[2][q]);
+        t[2][q] = _mm512_sub_ps(d[2][q], d[1][q]);
+        t[3][q] = _mm512_sub_ps(d[1][q], d[3][q]);
+      }
+      for (int i = 0; i < 4; ++i) {
+        _mm512_storeu_ps(dst + (4 * i + 0) * xs, _mm512_sub_ps(t[i][0], t[i][2]));
+        _mm512_storeu_ps(dst + (4 * i + 1) * xs, _mm512_add_ps(t[i][1], t[i][2]));
+        _mm512_storeu_ps(dst + (4 * i + 2) * xs, _mm512_sub_ps(t[i][2], t[i][1]));
+        _mm512_storeu_ps(dst + (4 * i + 3) * xs, _mm512_sub_ps(t[i][1], t[i][3]));
+      }
+    }
+}
+
+// output_block for two segments: each segment's 2x2 outputs interleave into two output rows
+// of 2n floats (masked stores, 16 floats for tiles 0-7 and 16 for 8-15).
+__attribute__((target("avx512f"))) void output_segments(const float* P, const float* bias, float* y, const float* res,
+                                                        int64_t M, int64_t OH, int64_t OW, const Seg* sg, bool relu) {
+  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const __m512 z = _mm512_setzero_ps();
+  const int64_t xs = plane_stride(M), ys = M * OH * OW;
+  for (int64_t m = 0; m < M; ++m) {
+    const __m512 bv = _mm512_set1_ps(bias ? bias[m] : 0.f);
+    for (int r = 0; r < 2; ++r) {
+      const int64_t n = sg[r].n;
+      if (n == 0) continue;
+      const __mmask16 mk[2] = {lanes(2 * std::min<int64_t>(n, 8)), lanes(2 * std::max<int64_t>(n - 8, 0))};
+      const float* p = P + m * kBlock + 16 * r;
+      __m512 s4[4], d4[4];
+      for (int j = 0; j < 4; ++j) {
+        const __m512 p0 = _mm512_loadu_ps(p + (0 + j) * xs), p1 = _mm512_loadu_ps(p + (4 + j) * xs);
+        const __m512 p2 = _mm512_loadu_ps(p + (8 + j) * xs), p3 = _mm512_loadu_ps(p + (12 + j) * xs);
+        s4[j] = _mm512_add_ps(_mm512_add_ps(p0, p1), p2);
+        d4[j] = _mm512_sub_ps(_mm512_sub_ps(p1, p2), p3);
+      }
+      __m512 o[2][2];
+      o[0][0] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s4[0], s4[1]), s4[2]), bv);
+      o[0][1] = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(s4[1], s4[2]), s4[3]), bv);
+      o[1][0] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(d4[0], d4[1]), d4[2]), bv);
+      o[1][1] = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(d4[1], d4[2]), d4[3]), bv);
+      for (int i = 0; i < 2; ++i) {
+        const int64_t at = sg[r].smp * ys + m * OH * OW + (2 * sg[r].a + i) * OW + 2 * sg[r].b0;
+        const __m512 v2[2] = {_mm512_permutex2var_ps(o[i][0], lo, o[i][1]), _mm512_permutex2var_ps(o[i][0], hi, o[i][1])};
+        for (int hh = 0; hh < 2; ++hh) {
+          if (!mk[hh]) continue;
+          __m512 v = v2[hh];
+          if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk[hh], res + at + 16 * hh));
+          if (relu) v = _mm512_max_ps(v, z);
+          _mm512_mask_storeu_ps(y + at + 16 * hh, mk[hh], v);
+        }
+        if (sg[r].n2) {  // row a + 1's tiles: lanes n.. interleaved into output row 2a + 2 + i
+          const __mmask16 m2 = lanes(2 * sg[r].n2);
+          const __m512i sh = _mm512_set1_epi32(int(n));
+          __m512 v = _mm512_permutex2var_ps(o[i][0], _mm512_add_epi32(lo, sh), o[i][1]);
+          const int64_t at2 = at + 2 * OW;
+          if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m2, res + at2));
+          if (relu) v = _mm512_max_ps(v, z);
+          _mm512_mask_storeu_ps(y + at2, m2, v);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool conv_winograd_supported(int64_t C, int64_t M, int64_t OH, int64_t OW) {
@@ -218,7 +332,10 @@ bool conv_winograd_supported(int64_t C, int64_t M, int64_t OH, int64_t OW) {
   const int64_t tw = OW / 2, th = OH / 2;
   // 8x8 maps: measured faster than the direct kernel with 16 input channels (digits-cnn),
   // slower with 64 (resnet-mini's last block), where the 128-bit transforms dominate.
-  return (tw == 4 && th * tw == 16 && C <= 32) || ((tw == 8 || tw == 16) && (th * tw) % kBlock == 0);
+  if ((tw == 4 && th * tw == 16 && C <= 32) || ((tw == 8 || tw == 16) && (th * tw) % kBlock == 0)) return true;
+  // Other widths in segments: 12-31 tiles a row (24- to 62-wide maps) or 5-7 (10- to 14-wide).
+  static const bool segments = std::getenv("MEMLANE_CONV_WINOGRAD_NO_SEGMENTS") == nullptr;
+  return segments && winograd_segmented(tw);
 }
 
 int64_t conv_winograd_samples(int64_t OH, int64_t OW) {
@@ -231,6 +348,22 @@ __attribute__((target("avx512f"))) void conv_winograd(const float* pad, int64_t 
                                                       int64_t OH, int64_t OW, bool relu, float* scratch, int64_t slot,
                                                       int64_t slots, const float* res) {
   const int64_t tw = OW / 2, th = OH / 2, T = th * tw, Hp = OH + 2, Wh = (OW + 3) / 2;
+  if (winograd_segmented(tw)) {
+    const int64_t segs = samples * segments_per_sample(th, tw), blocks = (segs + 1) / 2;
+    const int64_t k0 = slots > 0 ? blocks * slot / slots : 0, k1 = slots > 0 ? blocks * (slot + 1) / slots : blocks;
+    float* V = scratch;
+    float* P = scratch + 16 * plane_stride(C);
+    for (int64_t k = k0; k < k1; ++k) {
+      const Seg sg[2] = {segment(2 * k, segs, th, tw), segment(2 * k + 1, segs, th, tw)};
+      input_segments(pad, padStride, C, Hp, Wh, sg, V);
+      int64_t m = 0;
+      for (; m + 8 <= M; m += 8) product<8>(U, V, P, C, M, m);
+      for (; m + 4 <= M; m += 4) product<4>(U, V, P, C, M, m);
+      for (; m < M; ++m) product<1>(U, V, P, C, M, m);
+      output_segments(P, bias, y, res, M, OH, OW, sg, relu);
+    }
+    return;
+  }
   const int64_t valid = samples * T, blocks = (valid + kBlock - 1) / kBlock;
   const int64_t b0 = slots > 0 ? blocks * slot / slots : 0, b1 = slots > 0 ? blocks * (slot + 1) / slots : blocks;
   float* V = scratch;

@@ -28,6 +28,7 @@ class GemmKernel final : public Kernel {
   // MatMul only: the fused epilogue (bias on every row, then Gelu) and the kernel choice.
   const float* ebias = nullptr;
   bool egelu = false, egelu_tanh = false, simd_path = false;
+  bool gemv_path = false;  // Gemm with transB on AVX-512: one row of A takes simd::gemv_t
 
   // Rows a block: A's block (64 x K floats) stays in L1 while every column panel reads it.
   static constexpr int64_t kRowBlock = 64;
@@ -54,8 +55,28 @@ class GemmKernel final : public Kernel {
     });
   }
 
+  // One row of A against B^T (a classifier at batch 1): simd::gemv_t, threads splitting the
+  // columns in blocks of 64 (each reads its rows of B once).
+  void run_gemv(const RunCtx& c) const {
+    const float* A = a.at(c);
+    float* Y = y.at(c);
+    const float* C = c_is_act ? cact.at(c) : nullptr;
+    const int64_t blocks = (N + 63) / 64;
+    // (memory-bound: each thread streams its own rows of B, so split at a quarter of the usual work)
+    const int64_t grain = std::max<int64_t>(1, kMinMacsPerThread / 4 / std::max<int64_t>(1, 64 * K));
+    c.pool->parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
+      const int64_t j0 = b0 * 64, j1 = std::min(N, b1 * 64);
+      const float* cj = C ? C + j0 : (cw && cw_cols == N ? cw + j0 : nullptr);
+      simd::gemv_t(j1 - j0, K, A, b + j0 * K, Y + j0, alpha, beta, cj);
+      if (cw && cw_cols != N)
+        for (int64_t j = j0; j < j1; ++j) Y[j] += beta * cw[0];
+      if (relu) relu_inplace(Y + j0, j1 - j0);
+    });
+  }
+
   void run(const RunCtx& c) const override {
     const int64_t M = rows_per_sample * c.batch;
+    if (gemv_path && M == 1) return run_gemv(c);
     if (simd_path) {
       run_simd(c, M);
       return;
@@ -114,6 +135,8 @@ std::unique_ptr<Kernel> make_gemm(const BuildCtx& bc, const Op& op, Status* st, 
   k->alpha = at.alpha;
   k->beta = at.beta;
   k->relu = at.activation == Activation::kRelu;
+  // MEMLANE_GEMM_NO_GEMV=1 keeps one-row products on OpenBLAS (A/B timing; ctest runs both).
+  k->gemv_path = at.transB && simd::have_avx512() && std::getenv("MEMLANE_GEMM_NO_GEMV") == nullptr;
   if (op.inputs.size() > 2 && op.inputs[2] != kAbsentInput && at.beta != 0.f) {
     const TensorInfo& C = bc.info(op.inputs[2]);
     if (C.is_weight()) {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "cpu/kernel.h"
+#include "cpu/simd/avx512.h"
 
 namespace memlane::cpu {
 namespace {
@@ -18,6 +19,7 @@ class PoolKernel final : public Kernel {
           dh = 1, dw = 1;
 
   bool separable = false;  // max pooling in two passes (max_separable), scratch H x OW a thread
+  bool avx512 = false;     // separable 3-wide stride-2 rows on simd::max3_stride2
   int threads = 1;
 
   uint64_t workspace_floats(int64_t) const override { return separable ? uint64_t(threads * H * OW) : 0; }
@@ -64,7 +66,9 @@ class PoolKernel final : public Kernel {
       const float* xr = x + h * W;
       float* __restrict hr = hrow + h * OW;
       for (int64_t ow = 0; ow < lo; ++ow) hr[ow] = checked(xr, ow);
-      if (kw == 3 && dw == 1) {
+      if (kw == 3 && dw == 1 && sw == 2 && avx512) {
+        simd::max3_stride2(xr - pl + lo * 2, hr + lo, hi - lo);
+      } else if (kw == 3 && dw == 1) {
         const float* __restrict b = xr - pl;
         for (int64_t ow = lo; ow < hi; ++ow)
           hr[ow] = std::max(std::max(b[ow * sw], b[ow * sw + 1]), b[ow * sw + 2]);
@@ -218,6 +222,7 @@ std::unique_ptr<Kernel> make_pool(const BuildCtx& bc, const Op& op, Status* st, 
   k->separable = k->is_max && !(k->inside && k->kh == 2 && k->kw == 2 && k->sh == 2 && k->sw == 2 && k->dh == 1 &&
                                 k->dw == 1) &&
                  std::getenv("MEMLANE_POOL_NO_SEPARABLE") == nullptr;
+  k->avx512 = simd::have_avx512();
   k->threads = std::max(1, bc.threads);
   k->x = bc.ref(op.inputs[0]);
   k->y = bc.ref(op.outputs[0]);

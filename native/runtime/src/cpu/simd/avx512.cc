@@ -7,6 +7,8 @@
 #include <cstdlib>
 
 #include "cpu/cpu_features.h"
+#include "cpu/conv_act_avx512.h"
+#include "cpu/simd/avx512_math.h"
 #include "cpu/vmath.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -24,25 +26,7 @@ bool have_avx512() { return use_avx512f(); }  // one switch for every AVX-512 pa
 namespace {
 
 namespace c = vmath::c;
-
-// The Cephes exp of vmath.h, 16 lanes (same clamp, same polynomial, same rounding).
-AVX512 inline __m512 exp16(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(c::kExpLo)), _mm512_set1_ps(c::kExpHi));
-  const __m512 fx = _mm512_roundscale_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(c::kLog2e), _mm512_set1_ps(0.5f)),
-                                         _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  __m512 g = _mm512_fnmadd_ps(fx, _mm512_set1_ps(c::kLn2Hi), x);
-  g = _mm512_fnmadd_ps(fx, _mm512_set1_ps(c::kLn2Lo), g);
-  __m512 y = _mm512_set1_ps(c::kP0);
-  y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP1));
-  y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP2));
-  y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP3));
-  y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP4));
-  y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP5));
-  y = _mm512_fmadd_ps(_mm512_mul_ps(y, g), g, _mm512_add_ps(g, _mm512_set1_ps(1.f)));
-  // y * 2^fx in one instruction; fx is in [-126, 128] after the clamp, where this is the same
-  // exact power-of-two product as vmath.h's exponent-bits multiply.
-  return _mm512_scalef_ps(y, fx);
-}
+using detail::exp16;
 
 // erf by Abramowitz & Stegun 7.1.26, as vmath::erf8.
 AVX512 inline __m512 erf16(__m512 x) {
@@ -70,9 +54,10 @@ AVX512 inline __m512 tanh16(__m512 x) {
 inline __mmask16 tail_mask(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1u); }
 
 // One MR x (16 * NV) tile of C, accumulated over all of K in registers.
-template <int MR, int NV>
+template <int MR, int NV, bool kRows = false>
 AVX512 inline void tile(int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
-                        const float* bias, __mmask16 m0, __mmask16 m1) {
+                        const float* bias, __mmask16 m0, __mmask16 m1, const float* rbias = nullptr,
+                        const ConvAct* act = nullptr) {
   // Accumulators as named registers (an array of them made GCC store every one to the stack
   // on each k step, 2.7x slower than OpenBLAS); rows past MR are dead code.
   const __m512 i0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
@@ -94,6 +79,17 @@ AVX512 inline void tile(int64_t K, const float* A, int64_t lda, const float* B, 
     MEMLANE_ROW(4) MEMLANE_ROW(5) MEMLANE_ROW(6) MEMLANE_ROW(7)
 #undef MEMLANE_ROW
   }
+  if constexpr (kRows) {  // sgemm_nn_rows: row bias and activation before the store
+#define MEMLANE_FINISH(r)                                                           \
+    if constexpr (MR > r) {                                                         \
+      const __m512 rb = _mm512_set1_ps(rbias ? rbias[r] : 0.f);                      \
+      c##r##0 = act_vec16(_mm512_add_ps(c##r##0, rb), *act);               \
+      if constexpr (NV > 1) c##r##1 = act_vec16(_mm512_add_ps(c##r##1, rb), *act); \
+    }
+    MEMLANE_FINISH(0) MEMLANE_FINISH(1) MEMLANE_FINISH(2) MEMLANE_FINISH(3)
+    MEMLANE_FINISH(4) MEMLANE_FINISH(5) MEMLANE_FINISH(6) MEMLANE_FINISH(7)
+#undef MEMLANE_FINISH
+  }
 #define MEMLANE_STORE(r)                                                            \
   if constexpr (MR > r) {                                                           \
     _mm512_mask_storeu_ps(C + r * ldc, m0, c##r##0);                                \
@@ -106,21 +102,24 @@ AVX512 inline void tile(int64_t K, const float* A, int64_t lda, const float* B, 
 
 constexpr int kMR = 8;
 
-template <int NV>
+template <int NV, bool kRows = false>
 AVX512 void row_blocks(int64_t M, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
-                       int64_t ldc, const float* bias, __mmask16 m0, __mmask16 m1) {
+                       int64_t ldc, const float* bias, __mmask16 m0, __mmask16 m1, const float* rbias = nullptr,
+                       const ConvAct* act = nullptr) {
   int64_t i = 0;
-  for (; i + kMR <= M; i += kMR) tile<kMR, NV>(K, A + i * lda, lda, B, ldb, C + i * ldc, ldc, bias, m0, m1);
+  for (; i + kMR <= M; i += kMR)
+    tile<kMR, NV, kRows>(K, A + i * lda, lda, B, ldb, C + i * ldc, ldc, bias, m0, m1, rbias ? rbias + i : nullptr, act);
+  const float* rb = rbias ? rbias + i : nullptr;
   const float* a = A + i * lda;
   float* cc = C + i * ldc;
   switch (M - i) {
-    case 7: tile<7, NV>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1); break;
-    case 6: tile<6, NV>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1); break;
-    case 5: tile<5, NV>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1); break;
-    case 4: tile<4, NV>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1); break;
-    case 3: tile<3, NV>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1); break;
-    case 2: tile<2, NV>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1); break;
-    case 1: tile<1, NV>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1); break;
+    case 7: tile<7, NV, kRows>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1, rb, act); break;
+    case 6: tile<6, NV, kRows>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1, rb, act); break;
+    case 5: tile<5, NV, kRows>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1, rb, act); break;
+    case 4: tile<4, NV, kRows>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1, rb, act); break;
+    case 3: tile<3, NV, kRows>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1, rb, act); break;
+    case 2: tile<2, NV, kRows>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1, rb, act); break;
+    case 1: tile<1, NV, kRows>(K, a, lda, B, ldb, cc, ldc, bias, m0, m1, rb, act); break;
     default: break;
   }
 }
@@ -137,6 +136,15 @@ AVX512 void sgemm_nn(int64_t M, int64_t N, int64_t K, const float* A, int64_t ld
     const float* bj = bias ? bias + j : nullptr;
     if (w > 16) row_blocks<2>(M, K, A, lda, B + j, ldb, C + j, ldc, bj, 0xFFFF, tail_mask(w - 16));
     else row_blocks<1>(M, K, A, lda, B + j, ldb, C + j, ldc, bj, tail_mask(w), 0);
+  }
+}
+
+AVX512 void sgemm_nn_rows(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                          float* C, int64_t ldc, const float* row_bias, const ConvAct& act) {
+  for (int64_t j = 0; j < N; j += 32) {
+    const int64_t w = std::min<int64_t>(32, N - j);
+    if (w > 16) row_blocks<2, true>(M, K, A, lda, B + j, ldb, C + j, ldc, nullptr, 0xFFFF, tail_mask(w - 16), row_bias, &act);
+    else row_blocks<1, true>(M, K, A, lda, B + j, ldb, C + j, ldc, nullptr, tail_mask(w), 0, row_bias, &act);
   }
 }
 
@@ -224,6 +232,50 @@ AVX512 void layernorm_rows(const float* x, float* y, int64_t rows, int64_t n, co
   }
 }
 
+AVX512 void gemv_t(int64_t N, int64_t K, const float* a, const float* B, float* y, float alpha, float beta,
+                   const float* c) {
+  int64_t j = 0;
+  auto finish = [&](int64_t jj, float d) { y[jj] = alpha * d + (c ? beta * c[jj] : 0.f); };
+  for (; j + 4 <= N; j += 4) {
+    const float* b0 = B + j * K;
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (int64_t k = 0; k < K; k += 16) {
+      const __mmask16 m = tail_mask(K - k);
+      const __m512 av = _mm512_maskz_loadu_ps(m, a + k);
+      s0 = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, b0 + k), s0);
+      s1 = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, b0 + K + k), s1);
+      s2 = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, b0 + 2 * K + k), s2);
+      s3 = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, b0 + 3 * K + k), s3);
+    }
+    finish(j, hsum(s0));
+    finish(j + 1, hsum(s1));
+    finish(j + 2, hsum(s2));
+    finish(j + 3, hsum(s3));
+  }
+  for (; j < N; ++j) {
+    __m512 s0 = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k += 16) {
+      const __mmask16 m = tail_mask(K - k);
+      s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + k), _mm512_maskz_loadu_ps(m, B + j * K + k), s0);
+    }
+    finish(j, hsum(s0));
+  }
+}
+
+AVX512 void max3_stride2(const float* b, float* out, int64_t n) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const float* p = b + 2 * i;  // taps 0 and 1 from p[0..31], tap 2 from p[2..32]
+    const __m512 lo = _mm512_loadu_ps(p), hi = _mm512_loadu_ps(p + 16);
+    const __m512 lo2 = _mm512_loadu_ps(p + 2), hi2 = _mm512_maskz_loadu_ps(0x7FFF, p + 18);
+    const __m512 m = _mm512_max_ps(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi));
+    _mm512_storeu_ps(out + i, _mm512_max_ps(m, _mm512_permutex2var_ps(lo2, even, hi2)));
+  }
+  for (; i < n; ++i) out[i] = std::max(std::max(b[2 * i], b[2 * i + 1]), b[2 * i + 2]);
+}
+
 #else  // not x86-64: have_avx512() is false, so these are never called.
 
 void sgemm_nn(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, const float*) {
@@ -234,6 +286,12 @@ void scale_row(float*, int64_t, float) { std::abort(); }
 void gelu(const float*, float*, int64_t) { std::abort(); }
 void gelu_tanh(const float*, float*, int64_t) { std::abort(); }
 void layernorm_rows(const float*, float*, int64_t, int64_t, const float*, const float*, float) { std::abort(); }
+void max3_stride2(const float*, float*, int64_t) { std::abort(); }
+void sgemm_nn_rows(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, const float*,
+                   const ConvAct&) {
+  std::abort();
+}
+void gemv_t(int64_t, int64_t, const float*, const float*, float*, float, float, const float*) { std::abort(); }
 
 #endif
 

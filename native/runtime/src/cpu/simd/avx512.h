@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "cpu/conv_act.h"
+
 namespace memlane::cpu::simd {
 
 // True on an x86-64 CPU with AVX-512F (and MEMLANE_CPU_NO_AVX512 unset: a switch for tests and
@@ -17,6 +19,12 @@ bool have_avx512();
 // packing cost more than the product. Needs have_avx512().
 void sgemm_nn(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
               int64_t ldc, const float* bias = nullptr);
+
+// sgemm_nn (no column bias) with each row of C finished in registers before its store:
+// + row_bias[i] (when not null), then the activation: a pointwise conv's product (rows =
+// output channels, columns = pixels) with its bias and folded activation, no pass after.
+void sgemm_nn_rows(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+                   int64_t ldc, const float* row_bias, const ConvAct& act);
 
 // One attention score row in place: s = s * scale + mask (mask may be null; element j at
 // mask[j * mask_col]), then s = exp(s - max(s)). Returns the sum of the exponentials.
@@ -33,5 +41,14 @@ void gelu_tanh(const float* x, float* y, int64_t n);
 // for scale and shift. bias may be null.
 void layernorm_rows(const float* x, float* y, int64_t rows, int64_t n, const float* scale, const float* bias,
                     float eps);
+
+// y[j] = alpha * dot(a, B[j]) (+ beta * c[j] when c is not null) for j < N, B row-major [N][K]
+// (a Gemm with transB and one row of A: a classifier at batch 1). Reads each row of B once,
+// four at a time; OpenBLAS's sgemm packs B for a single row.
+void gemv_t(int64_t N, int64_t K, const float* a, const float* B, float* y, float alpha, float beta, const float* c);
+
+// out[i] = max(b[2i], b[2i+1], b[2i+2]) for i < n (a 3-wide, stride-2 max pool row); reads
+// b[0 .. 2n] only.
+void max3_stride2(const float* b, float* out, int64_t n);
 
 }  // namespace memlane::cpu::simd

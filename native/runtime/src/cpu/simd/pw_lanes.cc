@@ -1,0 +1,152 @@
+// Pointwise conv with the output channels in the lanes (see pw_lanes.h).
+#include "cpu/simd/pw_lanes.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "cpu/conv_act_avx512.h"
+
+namespace memlane::cpu::simd {
+
+PwLanesWeights pw_lanes_pack(const float* w, const float* b, int64_t M, int64_t C) {
+  PwLanesWeights pw;
+  pw.M = M;
+  pw.C = C;
+  const int64_t L = kPwLanesPanel;
+  pw.w.assign(uint64_t(pw.panels() * C * L), 0.f);
+  pw.b.assign(uint64_t(pw.panels() * L), 0.f);
+  for (int64_t m = 0; m < M; ++m) {
+    float* dst = pw.w.data() + (m / L) * C * L + m % L;
+    for (int64_t c = 0; c < C; ++c) dst[c * L] = w[m * C + c];
+    if (b) pw.b[uint64_t(m)] = b[m];
+  }
+  return pw;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define AVX512 __attribute__((target("avx512f")))
+
+namespace {
+
+// The upper 8 lanes (AVX512F has no extractf32x8; the 64-bit form moves the same bits).
+AVX512 inline __m256 upper8(__m512 v) {
+  return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+
+// Rows r0..r7 (pixel r, 8 channels each) to channel rows of 8 pixels, stored at y + j * P for
+// the channels j < mc, the first `pix` pixels of each.
+AVX512 inline void transpose_store(__m256 r0, __m256 r1, __m256 r2, __m256 r3, __m256 r4, __m256 r5,
+                                           __m256 r6, __m256 r7, float* y, int64_t P, int64_t mc, int pix) {
+  const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+  const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+  const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+  const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  __m256 o[8];
+  o[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+  o[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  o[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+  o[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  o[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+  o[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  o[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+  o[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+  const int64_t n = std::min<int64_t>(8, mc);
+  if (pix == 8) {
+    for (int64_t j = 0; j < n; ++j) _mm256_storeu_ps(y + j * P, o[j]);
+    return;
+  }
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(pix), lane);
+  for (int64_t j = 0; j < n; ++j) _mm256_maskstore_ps(y + j * P, mask, o[j]);
+}
+
+// MR pixels (x = X + p0, pixel r at x[r], channel c at x + c * P) x 16 * NV channels of the
+// panel (wp: [C][32], bp: 32), stored at y = Y + m0 * P + p0 for the first mc channels. NV = 1
+// for a last panel of at most 16 channels (half the multiply-adds of a zero-padded 32).
+template <int MR, int NV>
+AVX512 void tile(int64_t C, const float* x, int64_t P, const float* wp, const float* bp, float* y, int64_t mc,
+                         const ConvAct& act) {
+  // Named accumulators (an array of them is kept on the stack by GCC); rows past MR stay zero.
+  __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+  __m512 c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
+  for (int64_t c = 0; c < C; ++c) {
+    const __m512 b0 = _mm512_loadu_ps(wp + c * kPwLanesPanel);
+    const __m512 b1 = NV > 1 ? _mm512_loadu_ps(wp + c * kPwLanesPanel + 16) : b0;
+    const float* xc = x + c * P;
+#define MEMLANE_ROW(r)                                 \
+    if constexpr (MR > r) {                            \
+      const __m512 av = _mm512_set1_ps(xc[r]);         \
+      c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);      \
+      if constexpr (NV > 1) c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1); \
+    }
+    MEMLANE_ROW(0) MEMLANE_ROW(1) MEMLANE_ROW(2) MEMLANE_ROW(3)
+    MEMLANE_ROW(4) MEMLANE_ROW(5) MEMLANE_ROW(6) MEMLANE_ROW(7)
+#undef MEMLANE_ROW
+  }
+  // Bias after the sum (the order of the other paths), then the activation, in registers.
+  const __m512 bv0 = _mm512_loadu_ps(bp), bv1 = _mm512_loadu_ps(bp + 16);
+#define MEMLANE_FIN(r)                                                    \
+  if constexpr (MR > r) {                                                 \
+    c##r##0 = act_vec16(_mm512_add_ps(c##r##0, bv0), act);                 \
+    if constexpr (NV > 1) c##r##1 = act_vec16(_mm512_add_ps(c##r##1, bv1), act); \
+  }
+  MEMLANE_FIN(0) MEMLANE_FIN(1) MEMLANE_FIN(2) MEMLANE_FIN(3)
+  MEMLANE_FIN(4) MEMLANE_FIN(5) MEMLANE_FIN(6) MEMLANE_FIN(7)
+#undef MEMLANE_FIN
+#define MEMLANE_LO(h) _mm512_castps512_ps256(c0##h), _mm512_castps512_ps256(c1##h), _mm512_castps512_ps256(c2##h), \
+    _mm512_castps512_ps256(c3##h), _mm512_castps512_ps256(c4##h), _mm512_castps512_ps256(c5##h),                  \
+    _mm512_castps512_ps256(c6##h), _mm512_castps512_ps256(c7##h)
+#define MEMLANE_HI(h) upper8(c0##h), upper8(c1##h), upper8(c2##h), upper8(c3##h), upper8(c4##h), upper8(c5##h), \
+    upper8(c6##h), upper8(c7##h)
+  transpose_store(MEMLANE_LO(0), y, P, mc, MR);
+  if (mc > 8) transpose_store(MEMLANE_HI(0), y + 8 * P, P, mc - 8, MR);
+  if constexpr (NV > 1) {
+    if (mc > 16) transpose_store(MEMLANE_LO(1), y + 16 * P, P, mc - 16, MR);
+    if (mc > 24) transpose_store(MEMLANE_HI(1), y + 24 * P, P, mc - 24, MR);
+  }
+#undef MEMLANE_LO
+#undef MEMLANE_HI
+}
+
+template <int NV>
+AVX512 void pixels(int64_t C, const float* X, int64_t P, const float* wp, const float* bp, float* y, int64_t mc,
+                           const ConvAct& act, int64_t p0, int64_t p1) {
+  int64_t p = p0;
+  for (; p + 8 <= p1; p += 8) tile<8, NV>(C, X + p, P, wp, bp, y + p, mc, act);
+  switch (p1 - p) {
+    case 7: tile<7, NV>(C, X + p, P, wp, bp, y + p, mc, act); break;
+    case 6: tile<6, NV>(C, X + p, P, wp, bp, y + p, mc, act); break;
+    case 5: tile<5, NV>(C, X + p, P, wp, bp, y + p, mc, act); break;
+    case 4: tile<4, NV>(C, X + p, P, wp, bp, y + p, mc, act); break;
+    case 3: tile<3, NV>(C, X + p, P, wp, bp, y + p, mc, act); break;
+    case 2: tile<2, NV>(C, X + p, P, wp, bp, y + p, mc, act); break;
+    case 1: tile<1, NV>(C, X + p, P, wp, bp, y + p, mc, act); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+AVX512 void pw_lanes(const PwLanesWeights& pw, int64_t panel, const float* X, float* Y, int64_t P, int64_t p0,
+                             int64_t p1, const ConvAct& act) {
+  const int64_t C = pw.C, m0 = panel * kPwLanesPanel, mc = std::min(kPwLanesPanel, pw.M - m0);
+  const float* wp = pw.w.data() + panel * C * kPwLanesPanel;
+  const float* bp = pw.b.data() + m0;
+  float* y = Y + m0 * P;
+  if (mc > 16) pixels<2>(C, X, P, wp, bp, y, mc, act, p0, p1);
+  else pixels<1>(C, X, P, wp, bp, y, mc, act, p0, p1);
+}
+
+#else  // not x86-64: have_avx512() is false, so this is never called.
+
+void pw_lanes(const PwLanesWeights&, int64_t, const float*, float*, int64_t, int64_t, int64_t, const ConvAct&) {
+  std::abort();
+}
+
+#endif
+
+}  // namespace memlane::cpu::simd

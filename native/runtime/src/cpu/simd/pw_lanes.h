@@ -1,0 +1,33 @@
+// Pointwise (1x1) conv with the output channels in the vector lanes: Y^T = X^T W^T, W packed
+// at load into panels of 32 output channels ([C][32] each, zero-padded), the product tile
+// (8 pixels x 32 channels) finished in registers (bias, activation) and transposed into NCHW
+// on the store. For small maps (7x7 = 49 pixels) the pixels-in-lanes product (simd::sgemm_nn,
+// OpenBLAS) wastes a quarter of its lanes on the column tail; the channel count is a
+// multiple of 16 in every CNN we run. Needs have_avx512().
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "cpu/conv_act.h"
+
+namespace memlane::cpu::simd {
+
+inline constexpr int64_t kPwLanesPanel = 32;  // output channels a panel
+
+struct PwLanesWeights {
+  std::vector<float> w;  // [panels][C][32]
+  std::vector<float> b;  // [panels * 32], zeros where the conv has no bias
+  int64_t M = 0, C = 0;
+  int64_t panels() const { return (M + kPwLanesPanel - 1) / kPwLanesPanel; }
+};
+
+// Packs W [M][C] (row-major) and the bias (may be null).
+PwLanesWeights pw_lanes_pack(const float* w, const float* b, int64_t M, int64_t C);
+
+// One panel of one sample: Y[m][p] = act(sum_c W[m][c] X[c][p] + b[m]) for the panel's
+// channels m (below M) and pixels p in [p0, p1). X is [C][P], Y [M][P].
+void pw_lanes(const PwLanesWeights& pw, int64_t panel, const float* X, float* Y, int64_t P, int64_t p0, int64_t p1,
+              const ConvAct& act);
+
+}  // namespace memlane::cpu::simd
