@@ -58,6 +58,7 @@ class BlockedDepthwiseKernel final : public Kernel {
   int64_t C = 0, blocks = 0, K = 0, Wp = 0, band = 1, band_in_rows = 0;
   TensorRef x, y;
   std::vector<float> wpack, bpack;  // [block][tap][16], [block][16]; zero past C
+  const float *w = nullptr, *bias = nullptr;  // the plan's originals (not read at run time)
   std::vector<int64_t> tap_off;     // floats from an output's first tap to tap t in the band
   ConvAct act;
   int threads = 1;
@@ -66,15 +67,14 @@ class BlockedDepthwiseKernel final : public Kernel {
   int64_t slot_floats() const { return (band_in_rows * Wp + band * g.OW) * kLanes; }
 
   uint64_t workspace_floats(int64_t) const override { return uint64_t(threads) * uint64_t(slot_floats()); }
+  std::vector<const float*> repacked_weights() const override { return {w, bias}; }
+  const char* path() const override { return "depthwise_blocked"; }
 
   void run(const RunCtx& c) const override {
     const float* X = x.at(c);
     float* Y = y.at(c);
     const int64_t items = c.batch * blocks, slot = slot_floats();
-    const int64_t slots = std::clamp<int64_t>(std::min<int64_t>(threads, c.pool->threads()), 1, items);
-    // As the per-channel kernel: a thread is not woken for less than ~20k multiply-adds.
-    const int64_t per_slot_min = std::max<int64_t>(1, 20000 / std::max<int64_t>(1, K * g.OH * g.OW * kLanes));
-    const int64_t use = std::clamp<int64_t>(items / per_slot_min, 1, slots);
+    const int64_t use = depthwise_threads(items, K * g.OH * g.OW * kLanes, threads, c.pool->threads());
     c.pool->parallel_for(use, 1, [&](int64_t s0, int64_t s1) {
       for (int64_t s = s0; s < s1; ++s)
         for (int64_t it = items * s / use; it < items * (s + 1) / use; ++it)
@@ -95,7 +95,6 @@ class BlockedDepthwiseKernel final : public Kernel {
     for (int64_t oh0 = 0; oh0 < g.OH; oh0 += band) {
       const int64_t oh1 = std::min(g.OH, oh0 + band);
       compute(in, wpack.data() + cb * K * kLanes, bpack.data() + cb * kLanes, oh1 - oh0, out);
-      if (!act_in_registers(act)) conv_activate(out, (oh1 - oh0) * g.OW * kLanes, act);
       if (oh1 < g.OH) pack(xb, nc, oh1, std::min(g.OH, oh1 + band), in);
       unpack(out, nc, oh0, oh1, yb);
     }
@@ -236,6 +235,8 @@ std::unique_ptr<Kernel> make_depthwise_blocked_kernel(const DwGeom& g, int64_t C
   k->y = y;
   k->act = act;
   k->threads = std::max(1, threads);
+  k->w = w;
+  k->bias = bias;
   k->wpack.assign(size_t(k->blocks * k->K * kLanes), 0.f);
   k->bpack.assign(size_t(k->blocks * kLanes), 0.f);
   for (int64_t c = 0; c < C; ++c) {
