@@ -25,7 +25,7 @@ class RepackedWeightRelease {
   // After ops[i]'s kernel is built (k == nullptr: the op folded into another's epilogue, whose
   // kernel reads its weights).
   void op_built(size_t i, const Kernel* k);
-  // What was given back, for Backend::notes().
+  // What was given back (or kept, and why), for Backend::notes(); "" where no weight qualified.
   std::string note() const;
 
  private:
@@ -35,9 +35,9 @@ class RepackedWeightRelease {
     bool only_repacked = true;
   };
   const Plan& plan_;
-  std::string off_;  // why nothing is released (empty: releasing)
+  std::string off_;  // why nothing may be released (empty: releasing)
   std::map<const float*, Weight> weights_;
-  int released_ = 0;
+  int released_ = 0, kept_ = 0;  // weights given back; weights that qualified but were kept
   uint64_t releasedBytes_ = 0;
 };
 
