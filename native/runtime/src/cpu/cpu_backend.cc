@@ -77,8 +77,8 @@ bool residual_epilogue(const Plan& plan, size_t i, cpu::ConvEpilogue* e) {
 
 // Conv (no activation) at ops[i] -> Relu / Clip / HardSwish / SiLU at i+1, the conv's output
 // read nowhere else: the Conv applies the activation itself and writes the activation's
-// output (saves a pass over the tensor; the depthwise kernel applies it per channel while the
-// channel is in cache). Same arena rules as residual_epilogue, with no residual, except that
+// output (saves a pass over the tensor; most paths apply it in registers before the store).
+// Same arena rules as residual_epilogue, with no residual, except that
 // the output may overlap the input (over_input; make_conv decides whether a path can take it).
 bool activation_epilogue(const Plan& plan, size_t i, cpu::ConvEpilogue* e) {
   const auto& ops = plan.ops;
