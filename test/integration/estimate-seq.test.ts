@@ -35,7 +35,7 @@ function madeUpCalibration(): Calibration {
   }
 }
 
-type Out = { terms: { ortPatternPerSampleMiB: number | null; ioPerSampleMiB: number | null }; runtimes: Array<{ runtime: string; features: { activationMiB: number } }> };
+type Out = { run: { evalSamples: number }; terms: { ortPatternPerSampleMiB: number | null; ioPerSampleMiB: number | null }; runtimes: Array<{ runtime: string; features: { activationMiB: number } }> };
 
 async function estimate(...flags: string[]): Promise<{ code: number | null; out: Out | null; stderr: string }> {
   const cli = startCli(["estimate", path.join(dir, "dyn.onnx"), "--runtimes", "python-ort", "--batch", "1,8", "--eval-samples", "16", "--json", ...flags], { MEMLANE_CACHE_DIR: cache });
@@ -63,5 +63,36 @@ describe("memlane estimate on a model with a symbolic sequence", () => {
     const bad = await estimate("--shape", "x=Nx40x31");
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/--shape: input "x" dim 2 is fixed at 32/);
+  }, 120_000);
+
+  it("predicts at an --inputs file's shapes and rows", async () => {
+    writeFileSync(path.join(dir, "dyn.onnx"), modelBytes(DYNAMIC_SEQ));
+    madeUpCalibration();
+    const MIB = 2 ** 20;
+    // A .safetensors file (as safetensors' save_file writes it) of x [3, 384, 32] zeros.
+    const header = Buffer.from(JSON.stringify({ x: { dtype: "F32", shape: [3, 384, 32], data_offsets: [0, 3 * 384 * 32 * 4] } }));
+    const len = Buffer.alloc(8);
+    len.writeBigUInt64LE(BigInt(header.length));
+    const arrays = path.join(dir, "x384.safetensors");
+    writeFileSync(arrays, Buffer.concat([len, header, Buffer.alloc(3 * 384 * 32 * 4)]));
+    const fed = await estimate("--inputs", arrays);
+    expect(fed.code, fed.stderr).toBe(0);
+    expect(fed.out!.terms.ortPatternPerSampleMiB! * MIB).toBe(384 * (128 + 32) * 4);
+    expect(fed.out!.run.evalSamples).toBe(3);
+    const missing = await estimate("--inputs", path.join(dir, "none.npz"));
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/--inputs/);
+  }, 120_000);
+
+  it("refuses --seq, --shape and --inputs for a pipeline (its export stages say what they feed)", async () => {
+    madeUpCalibration();
+    const arrays = path.join(dir, "x384.safetensors");
+    const pipe = path.join(dir, "p.ts");
+    writeFileSync(pipe, "export default null;\n"); // refused before it is loaded
+    for (const flag of [["--seq", "64"], ["--shape", "x=Nx64x32"], ["--inputs", arrays]]) {
+      const cli = startCli(["estimate", pipe, ...flag], { MEMLANE_CACHE_DIR: cache });
+      expect((await cli.exit).code, flag[0]).toBe(2);
+      expect(cli.stderr()).toMatch(new RegExp(`${flag[0]}: for an ONNX file only; .*p\\.ts is a pipeline`));
+    }
   }, 120_000);
 });
