@@ -11,7 +11,7 @@ import { compileOnnx } from "../compiler/compile.ts";
 import { perSample } from "../compiler/ir.ts";
 import { loadOnnx } from "../compiler/load.ts";
 import { readOnnxIo } from "../pipeline/inputs/onnx-io.ts";
-import { inputFileShapes } from "../pipeline/inputs/eval-set.ts";
+import { inputFileShapes, prepareEvalSet } from "../pipeline/inputs/eval-set.ts";
 import { InputSpecError, resolveModelIo, type ShapeOverrides } from "../pipeline/inputs/shapes.ts";
 import { ortPatternBytesPerSample } from "./ort-pattern.ts";
 
@@ -98,6 +98,14 @@ export function fedInputShapes(onnxPath: string, feed: InputFeed = {}): Record<s
   const offBatch = io.inputs.some((i, k) => i.dims === null || i.dims.some((d, a) => typeof d !== "number" && a !== inputs[k]!.batchAxis));
   if (!offBatch) return undefined;
   return Object.fromEntries(inputs.filter((i) => i.batchAxis >= 0).map((i) => [i.name, i.shape]));
+}
+
+/**
+ * The eval samples a benchmark fed from an inputs file holds: the arrays' rows on their batch
+ * axis (checked as the run checks them); null without a file (the stage's evalSamples count).
+ */
+export function inputFileRows(onnxPath: string, feed: InputFeed): number | null {
+  return feed.inputsFile === undefined ? null : prepareEvalSet(onnxPath, { ...feed, nEval: 1 }).nEval;
 }
 
 /** Bytes of one sample of these tensors, the batch wherever it sits (-1 counts as 1). */

@@ -8,6 +8,9 @@ import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { calibrationKey, saveCalibration } from "../../src/estimate/cache.ts";
 import { CALIBRATION_FORMAT, type Calibration, fitModels } from "../../src/estimate/calibration.ts";
+import { estimatePipeline } from "../../src/estimate/pipeline-estimate.ts";
+import type { TorchCalibration } from "../../src/estimate/torch-calibration.ts";
+import { pipeline } from "../../src/pipeline/builder.ts";
 import { DYNAMIC_SEQ } from "../fixtures/ort-dynamic-seq.ts";
 import { modelBytes } from "../unit/compiler-onnx-builder.ts";
 import { startCli } from "./pipeline-helpers.ts";
@@ -43,6 +46,16 @@ async function estimate(...flags: string[]): Promise<{ code: number | null; out:
   return { code, out: code === 0 ? (JSON.parse(cli.stdout()) as Out) : null, stderr: cli.stderr() };
 }
 
+/** A .safetensors file (as safetensors' save_file writes it) of x [3, 384, 32] zeros. */
+function writeX384(): string {
+  const header = Buffer.from(JSON.stringify({ x: { dtype: "F32", shape: [3, 384, 32], data_offsets: [0, 3 * 384 * 32 * 4] } }));
+  const len = Buffer.alloc(8);
+  len.writeBigUInt64LE(BigInt(header.length));
+  const file = path.join(dir, "x384.safetensors");
+  writeFileSync(file, Buffer.concat([len, header, Buffer.alloc(3 * 384 * 32 * 4)]));
+  return file;
+}
+
 describe("memlane estimate on a model with a symbolic sequence", () => {
   it("predicts at --seq (default 128) and --shape, and refuses a --shape that does not fit", async () => {
     writeFileSync(path.join(dir, "dyn.onnx"), modelBytes(DYNAMIC_SEQ));
@@ -69,12 +82,7 @@ describe("memlane estimate on a model with a symbolic sequence", () => {
     writeFileSync(path.join(dir, "dyn.onnx"), modelBytes(DYNAMIC_SEQ));
     madeUpCalibration();
     const MIB = 2 ** 20;
-    // A .safetensors file (as safetensors' save_file writes it) of x [3, 384, 32] zeros.
-    const header = Buffer.from(JSON.stringify({ x: { dtype: "F32", shape: [3, 384, 32], data_offsets: [0, 3 * 384 * 32 * 4] } }));
-    const len = Buffer.alloc(8);
-    len.writeBigUInt64LE(BigInt(header.length));
-    const arrays = path.join(dir, "x384.safetensors");
-    writeFileSync(arrays, Buffer.concat([len, header, Buffer.alloc(3 * 384 * 32 * 4)]));
+    const arrays = writeX384();
     const fed = await estimate("--inputs", arrays);
     expect(fed.code, fed.stderr).toBe(0);
     expect(fed.out!.terms.ortPatternPerSampleMiB! * MIB).toBe(384 * (128 + 32) * 4);
@@ -82,6 +90,17 @@ describe("memlane estimate on a model with a symbolic sequence", () => {
     const missing = await estimate("--inputs", path.join(dir, "none.npz"));
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/--inputs/);
+  }, 120_000);
+
+  it("takes a pipeline's export stage inputs file: its shapes and its rows", async () => {
+    writeFileSync(path.join(dir, "dyn.onnx"), modelBytes(DYNAMIC_SEQ));
+    const cal = madeUpCalibration();
+    const p = pipeline("fed", { batchSizes: [1, 8] }).export({ name: "e", onnx: path.join(dir, "dyn.onnx"), inputs: writeX384() }).benchmark("python-ort");
+    // No stage here is python-torch's: its calibration is never read.
+    const e = await estimatePipeline(p, cal, {} as TorchCalibration, 1e6);
+    const bench = e.stages.find((x) => x.runtime === "python-ort")!;
+    // 8 × 384 × (128 + 32) × 4 B of activations; 3 rows of 384 × 32 floats in and out (not 256 at seq 128).
+    expect(bench.parts).toMatch(/activations 1\.9 MiB, eval set 0\.1 MiB in \+ 0\.1 MiB out/);
   }, 120_000);
 
   it("refuses --seq, --shape and --inputs for a pipeline (its export stages say what they feed)", async () => {

@@ -11,8 +11,7 @@ import { type CommandSpec, parseArgs, UsageError, usage } from "../args.ts";
 import type { Io } from "../io.ts";
 import { calibrate, CALIBRATED_RUNTIMES } from "../../estimate/calibration.ts";
 import { calibrationKey, loadCalibration, saveCalibration } from "../../estimate/cache.ts";
-import { features, fedInputShapes, type InputFeed, modelTerms } from "../../estimate/model-terms.ts";
-import { prepareEvalSet } from "../../pipeline/inputs/eval-set.ts";
+import { features, fedInputShapes, type InputFeed, inputFileRows, modelTerms } from "../../estimate/model-terms.ts";
 import { DEFAULT_SEQ, InputSpecError, parseShapeFlag } from "../../pipeline/inputs/shapes.ts";
 import { estimateRuntime, naiveMiB } from "../../estimate/predict.ts";
 import { num, textTable } from "../../report/format.ts";
@@ -74,8 +73,8 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     };
     // A bad --shape or --inputs is a usage error naming the input, before any compile; a file's
     // rows are the eval set the benchmark holds (compare's --eval-samples counts generated rows only).
-    if (inputsFile !== undefined) fileRows = prepareEvalSet(model, { ...feed, nEval: 1 }).nEval;
-    else fedInputShapes(model, feed);
+    fedInputShapes(model, feed);
+    fileRows = inputFileRows(model, feed);
   } catch (err) {
     if (err instanceof InputSpecError) throw new UsageError(err.message, err.option);
     throw err;
