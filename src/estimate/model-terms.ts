@@ -8,9 +8,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { compileOnnx } from "../compiler/compile.ts";
+import { perSample } from "../compiler/ir.ts";
 import { loadOnnx } from "../compiler/load.ts";
 import { readOnnxIo } from "../pipeline/inputs/onnx-io.ts";
-import { resolveModelIo, type ShapeOverrides } from "../pipeline/inputs/shapes.ts";
+import { inputFileShapes, prepareEvalSet } from "../pipeline/inputs/eval-set.ts";
+import { InputSpecError, resolveModelIo, type ShapeOverrides } from "../pipeline/inputs/shapes.ts";
 import { ortPatternBytesPerSample } from "./ort-pattern.ts";
 
 const MIB = 2 ** 20;
@@ -70,34 +72,56 @@ const dtypeBytes = (dtype: string) => (/64/.test(dtype) ? 8 : /16/.test(dtype) ?
 
 /**
  * What a benchmark feeds a model whose inputs have symbolic dims besides the batch (a
- * transformer exported with a dynamic sequence): `--shape` overrides, else every such dim at
- * `seq` (the benchmark's default, 128), exactly as the benchmark resolves them
- * (src/pipeline/inputs/shapes.ts).
+ * transformer exported with a dynamic sequence): the shapes of an `--inputs` file's arrays,
+ * `--shape` overrides, else every such dim at `seq` (the benchmark's default, 128), exactly as
+ * the benchmark resolves them (src/pipeline/inputs/shapes.ts).
  */
 export interface InputFeed {
   seq?: number;
   shapes?: ShapeOverrides;
+  /** An .npz or .safetensors file the benchmark feeds (an export stage's `inputs`, `--inputs`). */
+  inputsFile?: string;
 }
 
 /**
  * The compiler's `inputShapes` (-1 at the batch) for what the benchmark will feed; undefined
- * when every input is static but for its batch (the graph's own shapes are what runs).
+ * when no input has a symbolic dim off its batch axis (the graph's own shapes are what runs).
+ * The batch is the axis the benchmark takes (resolveModelIo), not the compiler's guess (the
+ * first symbolic dim): x [1, "seq", 32] runs [N, 128, 32], x ["seq", "batch", 32] [128, N, 32].
+ * A fully static side input (no batch axis) is left out: the compiler plans it as the graph has it.
+ * Throws InputSpecError for what the benchmark could not feed either.
  */
 export function fedInputShapes(onnxPath: string, feed: InputFeed = {}): Record<string, number[]> | undefined {
   const io = readOnnxIo(onnxPath);
-  const open = io.inputs.some((i) => i.dims === null || i.dims.filter((d) => typeof d !== "number").length > 1);
-  if (!open && !feed.shapes) return undefined;
-  const { inputs } = resolveModelIo(io, feed);
-  return Object.fromEntries(inputs.map((i) => [i.name, i.shape]));
+  const fromFile = feed.inputsFile !== undefined ? inputFileShapes(feed.inputsFile, io) : undefined;
+  const { inputs } = resolveModelIo(io, { ...(feed.seq !== undefined ? { seq: feed.seq } : {}), ...(feed.shapes ? { shapes: feed.shapes } : {}), ...(fromFile ? { fromFile } : {}) });
+  const offBatch = io.inputs.some((i, k) => i.dims === null || i.dims.some((d, a) => typeof d !== "number" && a !== inputs[k]!.batchAxis));
+  if (!offBatch) return undefined;
+  return Object.fromEntries(inputs.filter((i) => i.batchAxis >= 0).map((i) => [i.name, i.shape]));
 }
+
+/**
+ * The eval samples a benchmark fed from an inputs file holds: the arrays' rows on their batch
+ * axis (checked as the run checks them); null without a file (the stage's evalSamples count).
+ */
+export function inputFileRows(onnxPath: string, feed: InputFeed): number | null {
+  return feed.inputsFile === undefined ? null : prepareEvalSet(onnxPath, { ...feed, nEval: 1 }).nEval;
+}
+
+/** Bytes of one sample of these tensors, the batch wherever it sits (-1 counts as 1). */
+const bytesPerSample = (tensors: ReadonlyArray<{ shape: readonly number[]; dtype: string }>) =>
+  tensors.reduce((a, t) => a + perSample(t.shape) * dtypeBytes(t.dtype), 0);
 
 export async function modelTerms(onnxPath: string, feed: InputFeed = {}): Promise<ModelTerms> {
   const g = loadOnnx(onnxPath);
   let inputShapes: Record<string, number[]> | undefined;
+  let feedError: string | null = null;
   try {
     inputShapes = fedInputShapes(onnxPath, feed);
-  } catch {
-    // An input the benchmark could not feed either: the graph's own shapes (and their errors) stand.
+  } catch (err) {
+    if (!(err instanceof InputSpecError)) throw err;
+    // An input the benchmark could not feed either: no plan at shapes it would not run.
+    feedError = err.message.split("\n")[0]!;
   }
   let params = 0;
   let weightBytes = 0;
@@ -116,6 +140,9 @@ export async function modelTerms(onnxPath: string, feed: InputFeed = {}): Promis
       convBytes += t.dims.reduce((a, b) => a * b, 1) * elemBytes(t.isFloat);
     }
   }
+  const weights = { file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB };
+  const unplanned = { arenaPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null };
+  if (feedError !== null) return { ...weights, ...unplanned, ortPatternPerSampleMiB: null, compileError: feedError };
   let ortPatternPerSampleMiB: number | null = null;
   try {
     ortPatternPerSampleMiB = ortPatternBytesPerSample(g, inputShapes) / MIB;
@@ -125,17 +152,14 @@ export async function modelTerms(onnxPath: string, feed: InputFeed = {}): Promis
   const dir = mkdtempSync(join(tmpdir(), "memlane-estimate-"));
   try {
     const s = await compileOnnx(onnxPath, join(dir, "m.mlplan"), { verify: false, ...(inputShapes ? { inputShapes } : {}) });
-    const perSample = (shapes: Array<{ shape: number[]; dtype: string }>) =>
-      shapes.reduce((a, t) => a + t.shape.slice(1).reduce((x, y) => x * y, 1) * dtypeBytes(t.dtype), 0);
     return {
-      file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB,
-      arenaPerSampleMiB: s.arenaBytesPerSample / MIB, ortPatternPerSampleMiB,
-      ioPerSampleMiB: (perSample(s.inputs) + perSample(s.outputs)) / MIB,
-      outputPerSampleMiB: perSample(s.outputs) / MIB,
+      ...weights, arenaPerSampleMiB: s.arenaBytesPerSample / MIB, ortPatternPerSampleMiB,
+      ioPerSampleMiB: (bytesPerSample(s.inputs) + bytesPerSample(s.outputs)) / MIB,
+      outputPerSampleMiB: bytesPerSample(s.outputs) / MIB,
       compileError: null,
     };
   } catch (err) {
-    return { file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, arenaPerSampleMiB: null, ortPatternPerSampleMiB, ioPerSampleMiB: null, outputPerSampleMiB: null, compileError: (err as Error).message.split("\n")[0]! };
+    return { ...weights, ...unplanned, ortPatternPerSampleMiB, compileError: (err as Error).message.split("\n")[0]! };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -150,13 +174,13 @@ const ORT_RUNTIMES = new Set(["python-ort", "node-ort"]);
  */
 export function features(runtime: string, t: ModelTerms, run: RunShape): Features {
   const ortPattern = ORT_RUNTIMES.has(runtime) ? t.ortPatternPerSampleMiB : null;
-  const perSample = (ortPattern ?? t.arenaPerSampleMiB ?? 0) * MIB;
+  const sampleBytes = (ortPattern ?? t.arenaPerSampleMiB ?? 0) * MIB;
   let samples = run.maxBatch;
-  if (runtime === "native" && perSample > 0) samples = Math.max(1, Math.min(run.maxBatch, Math.floor(NATIVE_CHUNK_ARENA_BYTES / perSample)));
+  if (runtime === "native" && sampleBytes > 0) samples = Math.max(1, Math.min(run.maxBatch, Math.floor(NATIVE_CHUNK_ARENA_BYTES / sampleBytes)));
   return {
     weightMiB: t.weightMiB,
     convWeightMiB: t.convWeightMiB,
-    activationMiB: (perSample * samples) / MIB,
+    activationMiB: (sampleBytes * samples) / MIB,
     evalMiB: ((t.ioPerSampleMiB ?? 0) - (t.outputPerSampleMiB ?? 0)) * run.evalSamples,
     evalOutputMiB: (t.outputPerSampleMiB ?? 0) * run.evalSamples,
   };

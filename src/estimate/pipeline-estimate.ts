@@ -15,7 +15,7 @@ import type { StageDef } from "../pipeline/stages.ts";
 import { Supervisor } from "../workers/index.ts";
 import { workerSpecs } from "../workers/specs.ts";
 import type { Calibration } from "./calibration.ts";
-import { features, modelTerms, type ModelTerms } from "./model-terms.ts";
+import { features, inputFileRows, modelTerms, type ModelTerms } from "./model-terms.ts";
 import { estimateRuntime } from "./predict.ts";
 import { describeTrain, evalSamplesOf, inferEstimate, trainEstimate } from "./torch-estimate.ts";
 import type { TorchCalibration } from "./torch-calibration.ts";
@@ -147,7 +147,8 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
   const termsKey = `${model.onnx} ${JSON.stringify(feed)}`;
   if (!c.onnxTerms.has(termsKey)) c.onnxTerms.set(termsKey, await modelTerms(model.onnx, feed));
   const terms = c.onnxTerms.get(termsKey)!;
-  const e = estimateRuntime(c.onnx, s.runtime, features(s.runtime, terms, { maxBatch, evalSamples: model.evalSamples }));
+  const evalSamples = inputFileRows(model.onnx, feed) ?? model.evalSamples; // a stage's inputs file holds its own rows
+  const e = estimateRuntime(c.onnx, s.runtime, features(s.runtime, terms, { maxBatch, evalSamples }));
   if (!e) return notEstimated(s, `the calibration has no ${s.runtime} model`);
   return {
     ...base, runtime: s.runtime, model: model.arch ?? model.onnx, peakMiB: Math.max(...e.phases.map((x) => x.peak)),

@@ -20,10 +20,12 @@ export function zooArchOf(from: StageDef | undefined): string | null {
 }
 
 /**
- * What a benchmark feeds the model of an export stage: its `seq` and `shapes` (an existing
- * ONNX file with symbolic dims besides the batch); empty for anything else (the default seq).
+ * What a benchmark feeds the model of an export stage: its `seq`, `shapes` and `inputs` file
+ * (an existing ONNX file with symbolic dims besides the batch: the file's arrays fix them, as
+ * they do for the run); empty for anything else (the default seq).
  */
 export function exportFeedOf(from: StageDef | undefined): InputFeed {
   if (from?.kind !== "export") return {};
-  return { ...(from.opts.seq !== undefined ? { seq: from.opts.seq } : {}), ...(from.opts.shapes ? { shapes: from.opts.shapes } : {}) };
+  const o = from.opts;
+  return { ...(o.seq !== undefined ? { seq: o.seq } : {}), ...(o.shapes ? { shapes: o.shapes } : {}), ...(o.inputs !== undefined ? { inputsFile: o.inputs } : {}) };
 }

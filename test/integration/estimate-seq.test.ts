@@ -8,6 +8,9 @@ import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { calibrationKey, saveCalibration } from "../../src/estimate/cache.ts";
 import { CALIBRATION_FORMAT, type Calibration, fitModels } from "../../src/estimate/calibration.ts";
+import { estimatePipeline } from "../../src/estimate/pipeline-estimate.ts";
+import type { TorchCalibration } from "../../src/estimate/torch-calibration.ts";
+import { pipeline } from "../../src/pipeline/builder.ts";
 import { DYNAMIC_SEQ } from "../fixtures/ort-dynamic-seq.ts";
 import { modelBytes } from "../unit/compiler-onnx-builder.ts";
 import { startCli } from "./pipeline-helpers.ts";
@@ -35,12 +38,22 @@ function madeUpCalibration(): Calibration {
   }
 }
 
-type Out = { terms: { ortPatternPerSampleMiB: number | null; ioPerSampleMiB: number | null }; runtimes: Array<{ runtime: string; features: { activationMiB: number } }> };
+type Out = { run: { evalSamples: number }; terms: { ortPatternPerSampleMiB: number | null; ioPerSampleMiB: number | null }; runtimes: Array<{ runtime: string; features: { activationMiB: number } }> };
 
 async function estimate(...flags: string[]): Promise<{ code: number | null; out: Out | null; stderr: string }> {
   const cli = startCli(["estimate", path.join(dir, "dyn.onnx"), "--runtimes", "python-ort", "--batch", "1,8", "--eval-samples", "16", "--json", ...flags], { MEMLANE_CACHE_DIR: cache });
   const { code } = await cli.exit;
   return { code, out: code === 0 ? (JSON.parse(cli.stdout()) as Out) : null, stderr: cli.stderr() };
+}
+
+/** A .safetensors file (as safetensors' save_file writes it) of x [3, 384, 32] zeros. */
+function writeX384(): string {
+  const header = Buffer.from(JSON.stringify({ x: { dtype: "F32", shape: [3, 384, 32], data_offsets: [0, 3 * 384 * 32 * 4] } }));
+  const len = Buffer.alloc(8);
+  len.writeBigUInt64LE(BigInt(header.length));
+  const file = path.join(dir, "x384.safetensors");
+  writeFileSync(file, Buffer.concat([len, header, Buffer.alloc(3 * 384 * 32 * 4)]));
+  return file;
 }
 
 describe("memlane estimate on a model with a symbolic sequence", () => {
@@ -63,5 +76,42 @@ describe("memlane estimate on a model with a symbolic sequence", () => {
     const bad = await estimate("--shape", "x=Nx40x31");
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/--shape: input "x" dim 2 is fixed at 32/);
+  }, 120_000);
+
+  it("predicts at an --inputs file's shapes and rows", async () => {
+    writeFileSync(path.join(dir, "dyn.onnx"), modelBytes(DYNAMIC_SEQ));
+    madeUpCalibration();
+    const MIB = 2 ** 20;
+    const arrays = writeX384();
+    const fed = await estimate("--inputs", arrays);
+    expect(fed.code, fed.stderr).toBe(0);
+    expect(fed.out!.terms.ortPatternPerSampleMiB! * MIB).toBe(384 * (128 + 32) * 4);
+    expect(fed.out!.run.evalSamples).toBe(3);
+    const missing = await estimate("--inputs", path.join(dir, "none.npz"));
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/--inputs/);
+  }, 120_000);
+
+  it("takes a pipeline's export stage inputs file: its shapes and its rows", async () => {
+    writeFileSync(path.join(dir, "dyn.onnx"), modelBytes(DYNAMIC_SEQ));
+    const cal = madeUpCalibration();
+    const p = pipeline("fed", { batchSizes: [1, 8] }).export({ name: "e", onnx: path.join(dir, "dyn.onnx"), inputs: writeX384() }).benchmark("python-ort");
+    // No stage here is python-torch's: its calibration is never read.
+    const e = await estimatePipeline(p, cal, {} as TorchCalibration, 1e6);
+    const bench = e.stages.find((x) => x.runtime === "python-ort")!;
+    // 8 × 384 × (128 + 32) × 4 B of activations; 3 rows of 384 × 32 floats in and out (not 256 at seq 128).
+    expect(bench.parts).toMatch(/activations 1\.9 MiB, eval set 0\.1 MiB in \+ 0\.1 MiB out/);
+  }, 120_000);
+
+  it("refuses --seq, --shape and --inputs for a pipeline (its export stages say what they feed)", async () => {
+    madeUpCalibration();
+    const arrays = path.join(dir, "x384.safetensors");
+    const pipe = path.join(dir, "p.ts");
+    writeFileSync(pipe, "export default null;\n"); // refused before it is loaded
+    for (const flag of [["--seq", "64"], ["--shape", "x=Nx64x32"], ["--inputs", arrays]]) {
+      const cli = startCli(["estimate", pipe, ...flag], { MEMLANE_CACHE_DIR: cache });
+      expect((await cli.exit).code, flag[0]).toBe(2);
+      expect(cli.stderr()).toMatch(new RegExp(`${flag[0]}: for an ONNX file only; .*p\\.ts is a pipeline`));
+    }
   }, 120_000);
 });

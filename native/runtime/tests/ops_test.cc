@@ -82,7 +82,7 @@ static void test_conv() {
       {"winograd segments 2x24 maps, a pair and a lone sample", 3, 8, 2, 24, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
       {"winograd segments 62-wide, 31 tiles a row", 1, 10, 4, 62, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false, true},
       {"winograd segments 14x14, two tile rows a segment, odd row count", 2, 12, 14, 14, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
-      {"winograd segments 12x14 asym pads, no bias", 3, 8, 13, 12, 9, 3, 3, 1, 1, 0, 1, 1, 1, 1, 1, 1, false, false},
+      {"winograd segments 12x14 asym pads, no bias", 3, 8, 13, 14, 9, 3, 3, 1, 1, 0, 1, 1, 1, 1, 1, 1, false, false},
       {"direct stride 2, odd padded width", 2, 3, 31, 32, 9, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 1, true, true},
       {"direct stride 2 dilated, right pad only", 1, 4, 20, 34, 8, 3, 3, 2, 2, 0, 0, 2, 1, 2, 2, 1, false, false},
       {"direct stride 2 pairs, odd padded width", 2, 5, 16, 16, 12, 3, 3, 2, 2, 1, 0, 0, 1, 1, 1, 1, true, true},
@@ -128,7 +128,9 @@ static void test_conv() {
       {"pointwise lanes 5x7, 37 channels, 3 samples", 3, 11, 5, 7, 37, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
       {"pointwise lanes 8x8 no bias, 48 channels (a 16-channel panel)", 2, 17, 8, 8, 48, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false, false},
       {"pointwise lanes 1x3, 5 channels", 2, 3, 1, 3, 5, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, false},
-      {"pointwise lanes 28x28 64->40, two pixel chunks", 2, 64, 28, 28, 40, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, false},
+      // (28x28 64->40: the lanes would fill worse than the pixels', so this one takes sgemm_nn)
+      {"pointwise 28x28 64->40 (sgemm_nn, not lanes)", 2, 64, 28, 28, 40, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, false},
+      {"pointwise lanes 8x8 1100->16, two pixel chunks (56 + 8)", 1, 1100, 8, 8, 16, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
       {"pointwise lanes 7x7 320->1280 (efficientnet head)", 1, 320, 7, 7, 1280, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
   };
   Rng rng;
@@ -237,6 +239,51 @@ static V bcast_ref(char op, const V& a, S as, const V& b, S bs, S ys) {
     y[idx] = op == '+' ? x + z : op == '-' ? x - z : op == '*' ? x * z : x / z;
   }
   return y;
+}
+
+// Gemm at one row takes the AVX-512 GEMV (simd::gemv_t, transB): every form of C (a [N]
+// weight, a scalar weight, an activation, none), alpha/beta, a K tail past the 4-row loop, N not
+// a multiple of the 64-column blocks the threads split, with and without the folded Relu.
+static void test_gemv_variants() {
+  Rng rng;
+  enum CKind { kRowC, kScalarC, kActC, kNoC };
+  struct Case {
+    int64_t K, N;
+    CKind c;
+    bool relu;
+    int threads;
+  };
+  const Case cases[] = {{37, 13, kScalarC, true, 1}, {37, 13, kActC, false, 1}, {38, 130, kNoC, true, 2},
+                        {129, 130, kRowC, false, 2},  {5, 200, kActC, true, 2},   {64, 70, kScalarC, false, 2}};
+  for (const Case& gc : cases) {
+    const int64_t K = gc.K, N = gc.N;
+    V a = rng.vec(K), w = rng.vec(N * K), c = rng.vec(gc.c == kScalarC ? 1 : N);
+    PlanBuilder pb;
+    int ai = pb.input("a", {K});
+    int ci = gc.c == kActC ? pb.input("c", {N}) : -1;
+    int wi = pb.weight("w", {N, K}, w);
+    if (gc.c == kRowC) ci = pb.weight("c", {N}, c);
+    if (gc.c == kScalarC) ci = pb.weight("c", {1}, c);
+    int yi = pb.output("y", {N});
+    std::vector<int64_t> ins = {ai, wi};
+    if (gc.c != kNoC) ins.push_back(ci);
+    pb.op("Gemm", ins, {yi},
+          {{"alpha", 0.5}, {"beta", 2.0}, {"transA", int64_t(0)}, {"transB", int64_t(1)},
+           {"activation", std::string(gc.relu ? "relu" : "none")}});
+    V ref(N);
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) s += double(a[k]) * w[j * K + k];
+      const double cj = gc.c == kNoC ? 0 : gc.c == kScalarC ? c[0] : c[j];
+      const float v = float(0.5 * s + 2.0 * cj);
+      ref[j] = gc.relu ? std::max(0.f, v) : v;
+    }
+    RunResult r = gc.c == kActC ? run_plan(pb, 1, {a, c}, gc.threads) : run_plan(pb, 1, {a}, gc.threads);
+    const std::string label = "gemv K=" + std::to_string(K) + " N=" + std::to_string(N) + " C kind " +
+                              std::to_string(int(gc.c)) + (gc.relu ? " relu" : "") + " threads " + std::to_string(gc.threads);
+    CHECK_MSG(r.status == Status::kOk, label + ": " + r.message);
+    if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 1e-4f, label);
+  }
 }
 
 static void test_binary() {
@@ -486,6 +533,7 @@ int main() {
   check_depthwise_path();
   test_conv();
   test_gemm_matmul();
+  test_gemv_variants();
   test_binary();
   test_unary();
   test_pools();

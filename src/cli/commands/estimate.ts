@@ -11,7 +11,7 @@ import { type CommandSpec, parseArgs, UsageError, usage } from "../args.ts";
 import type { Io } from "../io.ts";
 import { calibrate, CALIBRATED_RUNTIMES } from "../../estimate/calibration.ts";
 import { calibrationKey, loadCalibration, saveCalibration } from "../../estimate/cache.ts";
-import { features, fedInputShapes, type InputFeed, modelTerms } from "../../estimate/model-terms.ts";
+import { features, fedInputShapes, type InputFeed, inputFileRows, modelTerms } from "../../estimate/model-terms.ts";
 import { DEFAULT_SEQ, InputSpecError, parseShapeFlag } from "../../pipeline/inputs/shapes.ts";
 import { estimateRuntime, naiveMiB } from "../../estimate/predict.ts";
 import { num, textTable } from "../../report/format.ts";
@@ -27,13 +27,17 @@ export const spec: CommandSpec = {
     batch: { type: "intList", placeholder: "LIST", description: "batch sizes the benchmark will run (the largest counts; an ONNX file only: a pipeline says its own)", default: [1, 64] },
     "eval-samples": { type: "int", placeholder: "N", description: "eval samples every runtime holds (compare's default; an ONNX file only)", default: 256 },
     shape: { type: "string", placeholder: "SHAPES", description: "shapes of inputs with symbolic dims the benchmark will feed, name=1x128,... (as compare's --shape; an ONNX file only)" },
-    seq: { type: "int", placeholder: "N", description: "the value of every other symbolic dim the benchmark will feed, e.g. the sequence length (as compare's --seq; an ONNX file only)", default: DEFAULT_SEQ },
+    seq: { type: "int", placeholder: "N", description: `the value of every other symbolic dim the benchmark will feed, e.g. the sequence length (as compare's --seq, default ${DEFAULT_SEQ}; an ONNX file only)` },
+    inputs: { type: "string", placeholder: "FILE", description: "the arrays the benchmark will feed (.npz or .safetensors, as compare's --inputs): their shapes, and their rows as the eval set; an ONNX file only" },
     device: { type: "string", choices: ["cpu", "cuda"], placeholder: "cpu|cuda", description: "device the runtimes will use", default: "cpu" },
     calibrate: { type: "boolean", description: "redo this machine's calibration first (about a minute of probe runs)" },
     json: { type: "boolean", description: "print the estimate as JSON" },
     "memory-budget": { type: "string", placeholder: "SIZE", description: "pipeline: the budget `memlane run` would get (default: available memory), for the concurrent peak" },
   },
 };
+
+/** Flags of an ONNX file that a pipeline's export stages set for themselves. */
+const PIPELINE_FED = ["shape", "seq", "inputs"] as const;
 
 export async function execute(argv: readonly string[], io: Io): Promise<number> {
   const args = parseArgs(spec, argv);
@@ -44,6 +48,13 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   const model = args.positionals["model"]!;
   if (!existsSync(model)) throw UsageError.bad("<model>", "an existing ONNX file or pipeline module", model);
   if (!statSync(model).isFile()) throw UsageError.bad("<model>", "a file (not a directory)", model);
+  if (PIPELINE_FILE.test(model)) {
+    // A pipeline's export stages say what their benchmarks feed (seq, shapes, inputs): a flag here would be ignored.
+    const feedFlag = PIPELINE_FED.find((f) => args.flags[f] !== undefined);
+    if (feedFlag) throw new UsageError(`--${feedFlag}: for an ONNX file only; ${model} is a pipeline, whose export stages give what their benchmarks feed (seq, shapes, inputs)`, `--${feedFlag}`);
+  }
+  const inputsFile = args.flags.inputs as string | undefined;
+  if (inputsFile !== undefined && !existsSync(inputsFile)) throw UsageError.bad("--inputs", "an existing .npz or .safetensors file", inputsFile);
   const key = calibrationKey();
   let cal = args.flags.calibrate ? null : loadCalibration(key);
   if (!cal) {
@@ -53,15 +64,23 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   }
   if (PIPELINE_FILE.test(model)) return estimatePipelineCommand(model, cal, args.flags, io);
   let feed: InputFeed;
+  let fileRows: number | null = null;
   try {
-    feed = { seq: args.flags.seq as number, ...(args.flags.shape !== undefined ? { shapes: parseShapeFlag(args.flags.shape as string) } : {}) };
-    fedInputShapes(model, feed); // a bad --shape is a usage error naming the input, before any compile
+    feed = {
+      seq: (args.flags.seq as number | undefined) ?? DEFAULT_SEQ,
+      ...(args.flags.shape !== undefined ? { shapes: parseShapeFlag(args.flags.shape as string) } : {}),
+      ...(inputsFile !== undefined ? { inputsFile } : {}),
+    };
+    // A bad --shape or --inputs is a usage error naming the input, before any compile; a file's
+    // rows are the eval set the benchmark holds (compare's --eval-samples counts generated rows only).
+    fedInputShapes(model, feed);
+    fileRows = inputFileRows(model, feed);
   } catch (err) {
     if (err instanceof InputSpecError) throw new UsageError(err.message, err.option);
     throw err;
   }
   const terms = await modelTerms(model, feed);
-  const run = { maxBatch: Math.max(...(args.flags.batch as number[])), evalSamples: args.flags["eval-samples"] as number };
+  const run = { maxBatch: Math.max(...(args.flags.batch as number[])), evalSamples: fileRows ?? (args.flags["eval-samples"] as number) };
   const estimates = (args.flags.runtimes as string[]).map((r) => estimateRuntime(cal!, r, features(r, terms, run)));
   const naive = naiveMiB(terms, run);
   const device = args.flags.device as string;

@@ -5,9 +5,9 @@
  */
 import type { Tensor } from "../../transport/codec.ts";
 import { generateInput } from "./generate.ts";
-import { readInputFile } from "./files.ts";
+import { type InputArray, readInputFile } from "./files.ts";
 import { indexBounds } from "./index-bounds.ts";
-import { readOnnxIo } from "./onnx-io.ts";
+import { type OnnxIo, readOnnxIo } from "./onnx-io.ts";
 import { InputSpecError, type IoSpec, type ModelIo, resolveModelIo, type ShapeOverrides } from "./shapes.ts";
 import { moveAxisToFront } from "./tensor-data.ts";
 
@@ -39,8 +39,12 @@ export interface EvalSetOptions {
 
 const fmt = (s: readonly number[]) => `[${s.map((d) => (d < 0 ? "N" : String(d))).join(", ")}]`;
 
-function fromFile(file: string, io: ReturnType<typeof readOnnxIo>, opts: EvalSetOptions): EvalSet {
-  const arrays = readInputFile(file);
+/**
+ * The shape of every input's array in an `--inputs` file (resolveModelIo's `fromFile`), each
+ * checked to exist with the input's dtype: what the eval set reads, and what the estimate
+ * plans at (src/estimate/model-terms.ts).
+ */
+export function inputFileShapes(file: string, io: OnnxIo, arrays: Map<string, InputArray> = readInputFile(file)): Record<string, number[]> {
   const shapes: Record<string, number[]> = {};
   for (const i of io.inputs) {
     const a = arrays.get(i.name);
@@ -49,7 +53,12 @@ function fromFile(file: string, io: ReturnType<typeof readOnnxIo>, opts: EvalSet
       throw new InputSpecError(`--inputs: array "${i.name}" in ${file} is ${"foreign" in a ? a.foreign : a.dtype}, input "${i.name}" takes ${i.dtype ?? i.elemTypeName}`, "--inputs");
     shapes[i.name] = a.shape;
   }
-  const r = resolveModelIo(io, { ...opts, fromFile: shapes });
+  return shapes;
+}
+
+function fromFile(file: string, io: OnnxIo, opts: EvalSetOptions): EvalSet {
+  const arrays = readInputFile(file);
+  const r = resolveModelIo(io, { ...opts, fromFile: inputFileShapes(file, io, arrays) });
   let nEval: number | null = null;
   const inputs = r.inputs.map((spec): EvalInput => {
     const a = arrays.get(spec.name) as Tensor;

@@ -16,7 +16,8 @@ namespace memlane::cpu {
 namespace {
 constexpr int64_t kBlock = 32;  // tiles per block: two 16-lane vectors
 // Tile-row widths the segmented blocks take (conv_winograd's other branch).
-inline bool winograd_segmented(int64_t tw) { return (tw >= 12 && tw <= 31 && tw != 16) || (tw >= 5 && tw <= 7); }
+// (6-7, not 5: a 10-wide map never gets here, the direct kernel Winograd needs wants OW >= 12.)
+inline bool winograd_segmented(int64_t tw) { return (tw >= 12 && tw <= 31 && tw != 16) || (tw >= 6 && tw <= 7); }
 // Floats between the 16 xi planes of V ([xi][C][32]) and P ([xi][M][32]): one cache line more
 // than the plane, so that the 16 planes do not fall in one L1 set (a 2 or 4 KiB stride did,
 // and the transforms, which touch all 16 at once, ran at a third of their speed).
@@ -333,7 +334,7 @@ bool conv_winograd_supported(int64_t C, int64_t M, int64_t OH, int64_t OW) {
   // 8x8 maps: measured faster than the direct kernel with 16 input channels (digits-cnn),
   // slower with 64 (resnet-mini's last block), where the 128-bit transforms dominate.
   if ((tw == 4 && th * tw == 16 && C <= 32) || ((tw == 8 || tw == 16) && (th * tw) % kBlock == 0)) return true;
-  // Other widths in segments: 12-31 tiles a row (24- to 62-wide maps) or 5-7 (10- to 14-wide).
+  // Other widths in segments: 12-31 tiles a row (24- to 62-wide maps) or 6-7 (12- and 14-wide).
   static const bool segments = std::getenv("MEMLANE_CONV_WINOGRAD_NO_SEGMENTS") == nullptr;
   return segments && winograd_segmented(tw);
 }

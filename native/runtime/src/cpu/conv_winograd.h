@@ -11,9 +11,11 @@
 
 namespace memlane::cpu {
 
-// True when the CPU has AVX-512F and the shape fits: 3x3, stride 1, no dilation, OW/2 of 8
-// or 16 tiles a row and a tile count that is a multiple of 32, or 8x8 maps (16 tiles: two
-// samples share a block), and enough channels to pay for the transforms.
+// True when the CPU has AVX-512F and the shape fits: 3x3, stride 1, no dilation, even OH and OW,
+// and enough channels to pay for the transforms; then OW/2 of 8 or 16 tiles a row with a tile
+// count that is a multiple of 32, or 8x8 maps (16 tiles: two samples share a block), or, in
+// masked segments of one tile row (two rows for 6-7 tiles), 12-31 tiles a row (24- to 62-wide
+// maps) or 6-7 (12- and 14-wide).
 bool conv_winograd_supported(int64_t C, int64_t M, int64_t OH, int64_t OW);
 
 // U = G w G^T for every (m, c), laid out [16][M][C] (done once, at prepare).

@@ -2,8 +2,9 @@
 // at load into panels of 32 output channels ([C][32] each, zero-padded), the product tile
 // (8 pixels x 32 channels) finished in registers (bias, activation) and transposed into NCHW
 // on the store. For small maps (7x7 = 49 pixels) the pixels-in-lanes product (simd::sgemm_nn,
-// OpenBLAS) wastes a quarter of its lanes on the column tail; the channel count is a
-// multiple of 16 in every CNN we run. Needs have_avx512().
+// OpenBLAS) wastes a quarter of its lanes on the column tail. Output channel counts that are not
+// a multiple of 32 (mobilenet_v2's 24, efficientnet_b0's 40) end in a zero-padded last panel.
+// Needs have_avx512().
 #pragma once
 
 #include <cstdint>
