@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "depthwise_path.h"
 #include "harness.h"
 #include "op_runner.h"
 
@@ -191,6 +192,9 @@ int main() {
       // the blocked kernel's bands (next band packed before this one is unpacked), 2 blocks
       {"depthwise 5x5 in place, 60x60 in bands -> HardSwish", 20, 60, 5, 1, 20},
       {"depthwise 3x3 in place, 7x7 maps -> HardSwish", 33, 7, 3, 1, 33},
+      // 7x7 pad 3 on a 160-wide map: the scratch budget allows one output row a band, but band
+      // 1's unpack would overwrite rows that band 3 has yet to pack: inplace_safe_band raises it
+      {"depthwise 7x7 in place, 160-wide, band raised -> HardSwish", 16, 160, 7, 1, 16},
       {"pointwise over its input -> HardSwish", 24, 15, 1, 1, 1},
   };
   for (const auto& o : overs) {
@@ -241,5 +245,6 @@ int main() {
     for (int threads : {1, 2}) compare(o.label, pb, 3, rng.vec(size_t(3 * o.C * o.H * o.H)), threads);
   }
   test_gemm_epilogue(rng);
+  check_depthwise_path();
   return finish("fusion_test");
 }

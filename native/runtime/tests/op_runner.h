@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "cpu/kernel.h"
 #include "plan_builder.h"
 
 namespace mltest {
@@ -55,6 +56,20 @@ inline RunResult run_plan(const PlanBuilder& b, int64_t batch, const std::vector
   }
   r.status = be->run(batch, in.data(), out.data(), &r.message);
   return r;
+}
+
+// Kernel::path() of the kernel the CPU backend's factory builds for op `oi` of b's plan (a Conv,
+// on its own: no epilogue), or why none was built.
+inline std::string conv_kernel_path(const PlanBuilder& b, size_t oi) {
+  using namespace memlane;
+  std::vector<uint8_t> bytes = b.build();
+  Plan plan;
+  std::string msg;
+  if (parse_plan(bytes.data(), bytes.size(), &plan, &msg) != Status::kOk) return "plan refused: " + msg;
+  cpu::BuildCtx bc{&plan, 1};
+  Status st = Status::kOk;
+  auto k = cpu::make_conv(bc, plan.ops[oi], &st, &msg);
+  return k ? std::string(k->path()) : "no kernel: " + msg;
 }
 
 // Runs with typed inputs and outputs (plan v2 dtypes): each vector holds the tensor's bytes.

@@ -3,6 +3,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "depthwise_path.h"
 #include "harness.h"
 #include "op_runner.h"
 
@@ -117,6 +118,7 @@ static void test_conv() {
       {"dw blocked 3x3 one block of 16, 112x112 stride 2", 1, 16, 112, 112, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 16, true, true},
       {"dw 1x1 stride 2, 19 channels", 2, 19, 9, 11, 19, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 19, true, false},
       {"dw 3x3 28-wide (per-channel, two rows a pass), odd rows", 2, 21, 27, 28, 21, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 21, true, true},
+      {"dw 3x3 two rows a pass, column dilation 2, 30-wide", 2, 5, 13, 30, 5, 3, 3, 1, 1, 1, 2, 1, 2, 1, 2, 5, true, false},
       // products large enough for the pool to split at 2 threads: the im2col path's output
       // rows (grouped, 3 channels a group: not direct), a 7x7 pointwise product's rows
       {"im2col grouped 7x7 stride 2, rows split over threads", 1, 6, 64, 64, 32, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 2, true, false},
@@ -528,6 +530,7 @@ static void test_shape_ops() {
 }
 
 int main() {
+  check_depthwise_path();
   test_conv();
   test_gemm_matmul();
   test_gemv_variants();

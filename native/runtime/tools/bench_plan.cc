@@ -5,6 +5,7 @@
 #include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -71,5 +72,16 @@ int main(int argc, char** argv) {
   std::sort(t.begin(), t.end());
   std::printf("%s batch %lld: p50 %.2f us, mean %.2f us, thread cpu p50 %.2f us min %.2f us, process cpu p50 %.2f us\n",
               argv[1], (long long)batch, t[t.size() / 2], mean, tc[tc.size() / 2], tc[0], tp[tp.size() / 2]);
+  // Resident memory after the runs (steady) and its peak since the start (load included).
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    long rss = -1, hwm = -1;
+    while (std::fgets(line, sizeof line, f)) {
+      if (!std::strncmp(line, "VmRSS:", 6)) rss = std::atol(line + 6);
+      if (!std::strncmp(line, "VmHWM:", 6)) hwm = std::atol(line + 6);
+    }
+    std::fclose(f);
+    std::printf("rss %.1f MiB, peak rss %.1f MiB\n", double(rss) / 1024, double(hwm) / 1024);
+  }
   return 0;
 }

@@ -335,6 +335,15 @@ class ConvKernel final : public Kernel {
 
   uint64_t workspace_floats(int64_t maxBatch) const override { return input_copy_floats(maxBatch) + path_floats(maxBatch); }
 
+  // The channels-in-lanes path reads only its panels (W and the bias); Winograd reads U, except
+  // on maps it takes two samples at a time (8x8), where a lone sample (every batch-1 run) goes
+  // to the direct kernel on W.
+  std::vector<const float*> repacked_weights() const override {
+    if (pointwise_lanes) return {w, b};
+    if (winograd && conv_winograd_samples(g.OH, g.OW) == 1) return {w};
+    return {};
+  }
+
   uint64_t path_floats(int64_t maxBatch) const {
     if (pointwise) return 0;
     if (winograd)

@@ -1,7 +1,12 @@
 // A conv's folded activation applied to a 16-float vector in registers before its store (the
-// depthwise kernels): no second pass over the output. Same floats as conv_activate's vector
-// loops, NaN included: Relu (y > 0 ? y : 0) maps NaN to 0, clip() (std::min(std::max(y, lo),
-// hi)) keeps it; x86 max/min return their second operand when either is NaN, hence the order.
+// depthwise, direct, pointwise-lanes and sgemm_nn_rows paths): no second pass over the output.
+// The formulas are conv_activate's (conv_act.h): Relu, Clip and HardSwish give the same floats
+// as its loops, NaN included: Relu (y > 0 ? y : 0) maps NaN to 0, clip() (std::min(std::max(y,
+// lo), hi)) keeps it; x86 max/min return their second operand when either is NaN, hence the
+// order. SiLU's sigmoid is built on simd::detail::exp16 (vmath's Cephes exp on 16 lanes): the
+// same floats as the standalone op's 8-lane vector loop, but not always as its scalar tail
+// (exp1's products may round differently, ~1 ulp), and at x <= -88.38, where exp clamps,
+// ~4e-39 instead of 0 (exp16 scales by 2^128 exactly, exp8's exponent bits give inf).
 #pragma once
 
 #include "cpu/conv_act.h"
@@ -9,32 +14,21 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
+#include <cstdlib>
+
+#include "cpu/simd/avx512_math.h"
+
 namespace memlane::cpu {
 
-// True when act_vec16 applies `a` (the caller then skips conv_activate).
-inline bool act_in_registers(const ConvAct& a) { return a.kind != ConvAct::kNone; }
-
-// vmath::exp8 / sigmoid8 on 16 lanes: the same operations in the same order, so the same
-// floats as the standalone Sigmoid / SiLU ops' vector loop.
 __attribute__((target("avx512f"))) inline __m512 sigmoid16(__m512 x) {
-  namespace c = vmath::c;
-  __m512 v = _mm512_sub_ps(_mm512_setzero_ps(), x);
-  v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(c::kExpLo)), _mm512_set1_ps(c::kExpHi));
-  const __m512 fx = _mm512_floor_ps(_mm512_fmadd_ps(v, _mm512_set1_ps(c::kLog2e), _mm512_set1_ps(0.5f)));
-  __m512 g = _mm512_fnmadd_ps(fx, _mm512_set1_ps(c::kLn2Hi), v);
-  g = _mm512_fnmadd_ps(fx, _mm512_set1_ps(c::kLn2Lo), g);
-  __m512 y = _mm512_set1_ps(c::kP0);
-  y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP1));
-  y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP2));
-  y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP3));
-  y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP4));
-  y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP5));
-  y = _mm512_fmadd_ps(_mm512_mul_ps(y, g), g, _mm512_add_ps(g, _mm512_set1_ps(1.f)));
-  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
   const __m512 one = _mm512_set1_ps(1.f);
-  return _mm512_div_ps(one, _mm512_add_ps(one, _mm512_mul_ps(y, _mm512_castsi512_ps(e))));
+  return _mm512_div_ps(one, _mm512_add_ps(one, simd::detail::exp16(_mm512_sub_ps(_mm512_setzero_ps(), x))));
 }
 
+// Every ConvAct kind must be handled here: a kind added without a case is a compile error
+// (-Werror=switch below), never an activation silently dropped.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wswitch"
 __attribute__((target("avx512f"))) inline __m512 act_vec16(__m512 v, const ConvAct& a) {
   switch (a.kind) {
     case ConvAct::kNone: return v;
@@ -46,8 +40,9 @@ __attribute__((target("avx512f"))) inline __m512 act_vec16(__m512 v, const ConvA
     }
     case ConvAct::kSiLU: return _mm512_mul_ps(v, sigmoid16(v));  // conv_activate: y * sigmoid(y)
   }
-  return v;
+  std::abort();  // a ConvAct whose kind is none of the above (corrupt): fail, do not guess
 }
+#pragma GCC diagnostic pop
 
 }  // namespace memlane::cpu
 

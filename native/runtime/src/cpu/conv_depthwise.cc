@@ -28,6 +28,12 @@ int64_t conv_depthwise_scratch(const DwGeom& g) {
   return g.sw * g.Hp() * g.Wq() + std::max<int64_t>(16, conv_direct_slack(g.kw, g.dw));
 }
 
+int64_t depthwise_threads(int64_t items, int64_t madds, int64_t threads, int64_t pool_threads) {
+  const int64_t slots = std::clamp<int64_t>(std::min(threads, pool_threads), 1, std::max<int64_t>(1, items));
+  const int64_t per_slot_min = std::max<int64_t>(1, 20000 / std::max<int64_t>(1, madds));
+  return std::clamp<int64_t>(items / per_slot_min, 1, slots);
+}
+
 namespace {
 
 #ifdef MEMLANE_DW_AVX512
@@ -198,8 +204,7 @@ void conv_depthwise_channel(const DwGeom& g, const float* x, const float* w, flo
     else if (g.kh == 3 && g.kw == 3) channel_avx512<3, 3>(g, scratch, w, bias, y, act);
     else if (g.kh == 5 && g.kw == 5) channel_avx512<5, 5>(g, scratch, w, bias, y, act);
     else channel_avx512<0, 0>(g, scratch, w, bias, y, act);
-    if (!act_in_registers(act)) conv_activate(y, g.OH * g.OW, act);
-    return;
+    return;  // the activation went in registers (act_vec16)
   }
 #endif
   channel_portable(g, scratch, w, bias, y);
@@ -221,6 +226,8 @@ class DepthwiseKernel final : public Kernel {
   ConvAct act;
   int threads = 1;
 
+  const char* path() const override { return "depthwise_per_channel"; }
+
   uint64_t workspace_floats(int64_t) const override {
     // 16-float aligned slots, one a thread
     return uint64_t(threads) * uint64_t((conv_depthwise_scratch(g) + 15) / 16 * 16);
@@ -231,10 +238,7 @@ class DepthwiseKernel final : public Kernel {
     float* Y = y.at(c);
     const int64_t in_sz = g.H * g.W, out_sz = g.OH * g.OW, K = g.kh * g.kw, items = c.batch * C;
     const int64_t slot = (conv_depthwise_scratch(g) + 15) / 16 * 16;
-    const int64_t slots = std::clamp<int64_t>(std::min<int64_t>(threads, c.pool->threads()), 1, items);
-    // Tiny planes are not worth waking a thread for: ~20k multiply-adds per slot at least.
-    const int64_t per_slot_min = std::max<int64_t>(1, 20000 / std::max<int64_t>(1, K * out_sz));
-    const int64_t use = std::clamp<int64_t>(items / per_slot_min, 1, slots);
+    const int64_t use = depthwise_threads(items, K * out_sz, threads, c.pool->threads());
     c.pool->parallel_for(use, 1, [&](int64_t s0, int64_t s1) {
       for (int64_t s = s0; s < s1; ++s) {
         float* scratch = c.workspace + s * slot;

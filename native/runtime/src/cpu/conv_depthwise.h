@@ -21,6 +21,11 @@ struct DwGeom {
   int64_t Wq() const;
 };
 
+// Threads a depthwise run wakes (at most min(threads, pool_threads, items)) for `items` work
+// items of `madds` multiply-adds each: none for less than ~20k multiply-adds (tiny planes are
+// not worth the wake-up). Both kernels split their items by this rule.
+int64_t depthwise_threads(int64_t items, int64_t madds, int64_t threads, int64_t pool_threads);
+
 // Scratch floats one call of conv_depthwise_channel needs (one padded plane + load slack).
 int64_t conv_depthwise_scratch(const DwGeom& g);
 

@@ -58,45 +58,60 @@ class BlockedDepthwiseKernel final : public Kernel {
   int64_t C = 0, blocks = 0, K = 0, Wp = 0, band = 1, band_in_rows = 0;
   TensorRef x, y;
   std::vector<float> wpack, bpack;  // [block][tap][16], [block][16]; zero past C
+  const float *w = nullptr, *bias = nullptr;  // the plan's originals (not read at run time)
   std::vector<int64_t> tap_off;     // floats from an output's first tap to tap t in the band
   ConvAct act;
   int threads = 1;
+  bool in_place = false;  // y over x: a block's bands must run in order (inplace_safe_band)
 
   int64_t in_rows(int64_t b) const { return (b - 1) * g.sh + (g.kh - 1) * g.dh + 1; }
   int64_t slot_floats() const { return (band_in_rows * Wp + band * g.OW) * kLanes; }
 
   uint64_t workspace_floats(int64_t) const override { return uint64_t(threads) * uint64_t(slot_floats()); }
+  std::vector<const float*> repacked_weights() const override { return {w, bias}; }
+  const char* path() const override { return "depthwise_blocked"; }
 
   void run(const RunCtx& c) const override {
     const float* X = x.at(c);
     float* Y = y.at(c);
     const int64_t items = c.batch * blocks, slot = slot_floats();
-    const int64_t slots = std::clamp<int64_t>(std::min<int64_t>(threads, c.pool->threads()), 1, items);
-    // As the per-channel kernel: a thread is not woken for less than ~20k multiply-adds.
-    const int64_t per_slot_min = std::max<int64_t>(1, 20000 / std::max<int64_t>(1, K * g.OH * g.OW * kLanes));
-    const int64_t use = std::clamp<int64_t>(items / per_slot_min, 1, slots);
+    // Fewer blocks than two a thread (a 96-channel map at batch 1 is 6 blocks): the blocks'
+    // output rows are split into pieces too, each packing its own first band (a halo of
+    // kh - 1 input rows more). Not in place, where a block's bands must run in order.
+    const int64_t T = std::min<int64_t>(threads, c.pool->threads());
+    const int64_t pieces = in_place || T < 2 || items >= 2 * T || split_off() ? 1
+                                                                              : std::min(g.OH, (2 * T + items - 1) / items);
+    const int64_t rows = (g.OH + pieces - 1) / pieces, units = items * pieces;
+    const int64_t use = depthwise_threads(units, K * rows * g.OW * kLanes, threads, c.pool->threads());
     c.pool->parallel_for(use, 1, [&](int64_t s0, int64_t s1) {
       for (int64_t s = s0; s < s1; ++s)
-        for (int64_t it = items * s / use; it < items * (s + 1) / use; ++it)
-          run_block(X, Y, it / blocks, it % blocks, c.workspace + s * slot);
+        for (int64_t u = units * s / use; u < units * (s + 1) / use; ++u) {
+          const int64_t it = u / pieces, r0 = u % pieces * rows;
+          if (r0 < g.OH) run_block(X, Y, it / blocks, it % blocks, r0, std::min(g.OH, r0 + rows), c.workspace + s * slot);
+        }
     });
   }
 
  private:
-  // Channel block cb of sample n, band by band (see the header for why the next band is
-  // packed before this one is unpacked).
-  MEMLANE_DWB_TARGET void run_block(const float* X, float* Y, int64_t n, int64_t cb, float* scratch) const {
+  static bool split_off() {  // MEMLANE_DW_NO_ROW_SPLIT=1: blocks only (A/B timing)
+    static const bool off = std::getenv("MEMLANE_DW_NO_ROW_SPLIT") != nullptr;
+    return off;
+  }
+
+  // Output rows [r0, r1) of channel block cb of sample n, band by band (see the header for why
+  // the next band is packed before this one is unpacked).
+  MEMLANE_DWB_TARGET void run_block(const float* X, float* Y, int64_t n, int64_t cb, int64_t r0, int64_t r1,
+                                    float* scratch) const {
     const int64_t c0 = cb * kLanes, nc = std::min(kLanes, C - c0);
     const float* xb = X + (n * C + c0) * g.H * g.W;
     float* yb = Y + (n * C + c0) * g.OH * g.OW;
     float* in = scratch;
     float* out = scratch + band_in_rows * Wp * kLanes;
-    pack(xb, nc, 0, std::min(band, g.OH), in);
-    for (int64_t oh0 = 0; oh0 < g.OH; oh0 += band) {
-      const int64_t oh1 = std::min(g.OH, oh0 + band);
+    pack(xb, nc, r0, std::min(r1, r0 + band), in);
+    for (int64_t oh0 = r0; oh0 < r1; oh0 += band) {
+      const int64_t oh1 = std::min(r1, oh0 + band);
       compute(in, wpack.data() + cb * K * kLanes, bpack.data() + cb * kLanes, oh1 - oh0, out);
-      if (!act_in_registers(act)) conv_activate(out, (oh1 - oh0) * g.OW * kLanes, act);
-      if (oh1 < g.OH) pack(xb, nc, oh1, std::min(g.OH, oh1 + band), in);
+      if (oh1 < r1) pack(xb, nc, oh1, std::min(r1, oh1 + band), in);
       unpack(out, nc, oh0, oh1, yb);
     }
   }
@@ -236,6 +251,8 @@ std::unique_ptr<Kernel> make_depthwise_blocked_kernel(const DwGeom& g, int64_t C
   k->y = y;
   k->act = act;
   k->threads = std::max(1, threads);
+  k->w = w;
+  k->bias = bias;
   k->wpack.assign(size_t(k->blocks * k->K * kLanes), 0.f);
   k->bpack.assign(size_t(k->blocks * kLanes), 0.f);
   for (int64_t c = 0; c < C; ++c) {
@@ -251,6 +268,7 @@ std::unique_ptr<Kernel> make_depthwise_blocked_kernel(const DwGeom& g, int64_t C
   // input (conv.cc's dw_over_input: then the planes are the same size).
   const bool over_input = x.weight == nullptr && y.weight == nullptr && x.offset == y.offset;
   k->band = over_input ? inplace_safe_band(g, band) : band;
+  k->in_place = over_input;
   k->band_in_rows = k->in_rows(k->band);
   return k;
 }

@@ -8,9 +8,9 @@
 // A block of 16 channels goes through three steps, one band of output rows at a time (so the
 // scratch stays in L2 on 112x112 maps):
 //   pack:    16 channel planes -> zero-bordered [rows][Wp][16] (16x16 register transposes),
-//   compute: bias + taps with the prepacked [tap][16] weights into [rows][OW][16] (a folded
-//            Relu / Clip applied in registers, conv_act_avx512.h),
-//   unpack:  a folded HardSwish / SiLU on that band, then transposed back to the 16 planes.
+//   compute: bias + taps with the prepacked [tap][16] weights into [rows][OW][16] (the folded
+//            activation, any kind, applied in registers: act_vec16, conv_act_avx512.h),
+//   unpack:  transposed back to the 16 planes.
 // The next band is packed before this band is unpacked, which keeps an output written over its
 // own input (the planner's in-place activation) correct: see inplace_safe_band().
 #pragma once

@@ -1,6 +1,7 @@
 // The CPU backend: compiles the plan's ops into kernels once, allocates one 64-byte
 // aligned arena plus one shared scratch buffer, then runs with no allocation. Weights are
-// read in place from the plan's read-only mapping.
+// read in place from the plan's read-only mapping, except those a kernel repacks at prepare:
+// their plan pages are given back (weight_release.h).
 //
 // A batch runs in chunks of at most `chunk_` samples through the whole network (the plan's
 // batch scaling holds for any batch, so a chunk is just a smaller batch): the arena holds
@@ -22,6 +23,7 @@
 #include "cpu/plan_queries.h"
 #include "cpu/op_profiler.h"
 #include "cpu/sgemm_pool.h"
+#include "cpu/weight_release.h"
 
 namespace memlane {
 namespace {
@@ -75,8 +77,8 @@ bool residual_epilogue(const Plan& plan, size_t i, cpu::ConvEpilogue* e) {
 
 // Conv (no activation) at ops[i] -> Relu / Clip / HardSwish / SiLU at i+1, the conv's output
 // read nowhere else: the Conv applies the activation itself and writes the activation's
-// output (saves a pass over the tensor; the depthwise kernel applies it per channel while the
-// channel is in cache). Same arena rules as residual_epilogue, with no residual, except that
+// output (saves a pass over the tensor; most paths apply it in registers before the store).
+// Same arena rules as residual_epilogue, with no residual, except that
 // the output may overlap the input (over_input; make_conv decides whether a path can take it).
 bool activation_epilogue(const Plan& plan, size_t i, cpu::ConvEpilogue* e) {
   const auto& ops = plan.ops;
@@ -195,11 +197,14 @@ class CpuBackend final : public Backend {
     std::vector<std::unique_ptr<cpu::Kernel>> kernels;
     uint64_t ws = 0;
     size_t skip = 0;  // ops folded into the previous Conv's epilogue (no kernel)
+    // Weights that only a kernel's repacked copy reads: their plan pages go back to the file.
+    cpu::RepackedWeightRelease release(plan);
     for (size_t oi = 0; oi < plan.ops.size(); ++oi) {
       const Op& op = plan.ops[oi];
       if (skip) {
         --skip;
         kernels.push_back(nullptr);
+        release.op_built(oi, nullptr);
         continue;
       }
       Status st = Status::kOk;
@@ -261,6 +266,7 @@ class CpuBackend final : public Backend {
       }
       if (!k) return st == Status::kOk ? Status::kUnsupportedOp : st;
       ws = std::max(ws, k->workspace_floats(chunk));
+      release.op_built(oi, k.get());
       kernels.push_back(std::move(k));
     }
     // Refuse an arena the machine cannot hold (or whose size overflows) up front, instead of
@@ -303,6 +309,7 @@ class CpuBackend final : public Backend {
     }
     for (uint32_t id : plan.inputs) in_.push_back(&plan.tensors[id]);
     for (uint32_t id : plan.outputs) out_.push_back(&plan.tensors[id]);
+    releaseNote_ = release.note();
     kernels_ = std::move(kernels);
     stats_.arenaBytes = arena_bytes;
     stats_.workspaceBytes = uint64_t(lanes) * ws * sizeof(float);
@@ -409,6 +416,8 @@ class CpuBackend final : public Backend {
 
   MemoryStats memory_stats() const override { return stats_; }
 
+  std::string notes() const override { return releaseNote_; }
+
   ~CpuBackend() override {
     if (dumpProfile_ && plan_) profiler_.print(*plan_, has_kernel(), stderr);
   }
@@ -439,6 +448,7 @@ class CpuBackend final : public Backend {
   MemoryStats stats_;
   cpu::OpProfiler profiler_;  // per-op time while on (set_profiling, MEMLANE_PROFILE=1)
   bool dumpProfile_ = false;  // MEMLANE_PROFILE=1: print the profile at destruction
+  std::string releaseNote_;   // the plan pages of repacked weights given back (notes())
 };
 
 }  // namespace

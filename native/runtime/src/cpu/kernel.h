@@ -56,6 +56,13 @@ class Kernel {
   virtual void run(const RunCtx& ctx) const = 0;
   // Scratch floats this kernel needs for a batch of `maxBatch` (shared, not per kernel).
   virtual uint64_t workspace_floats(int64_t /*maxBatch*/) const { return 0; }
+  // Plan weights (their pointers into the mapping) that run() never reads because the kernel
+  // computes from its own repacked copy, made at build: the backend may give their pages back
+  // (weight_release.h) when no other reader needs them.
+  virtual std::vector<const float*> repacked_weights() const { return {}; }
+  // Which of an op's implementations this is, where it has several chosen at build (the
+  // tests assert the one an environment switch asks for); "" where there is one.
+  virtual const char* path() const { return ""; }
 };
 
 // A Conv's fused epilogue: y = act(conv + bias + residual) written to `output` (the backend

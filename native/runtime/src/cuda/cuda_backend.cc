@@ -16,7 +16,7 @@
 #include "device_memory.h"
 #include "exec_context.h"
 #include "forward_util.h"
-#include "host_release.h"
+#include "core/host_pages.h"
 
 namespace memlane {
 namespace cuda {

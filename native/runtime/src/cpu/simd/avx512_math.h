@@ -28,8 +28,9 @@ MEMLANE_AVX512 inline __m512 exp16(__m512 x) {
   y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP4));
   y = _mm512_fmadd_ps(y, g, _mm512_set1_ps(c::kP5));
   y = _mm512_fmadd_ps(_mm512_mul_ps(y, g), g, _mm512_add_ps(g, _mm512_set1_ps(1.f)));
-  // y * 2^fx in one instruction; fx is in [-126, 128] after the clamp, where this is the same
-  // exact power-of-two product as vmath.h's exponent-bits multiply.
+  // y * 2^fx in one instruction; fx is in [-126, 128] after the clamp. Up to 127 this is the
+  // same exact power-of-two product as vmath.h's exponent-bits multiply; at 128 (x at the upper
+  // clamp) those bits are +inf, while scalef gives y * 2^128 (finite for y < 1).
   return _mm512_scalef_ps(y, fx);
 }
 

@@ -36,7 +36,7 @@
 
 #include "cuda_backend.h"
 #include "forward.h"
-#include "host_release.h"
+#include "core/host_pages.h"
 #include "kernels.h"
 #include "test_io.h"
 #include "test_plans.h"
@@ -131,7 +131,7 @@ void host_checks(const std::vector<cudatest::NamedPlan>& plans, const std::strin
   }
   // madvise(DONTNEED) must refuse anonymous memory (it would zero it) ...
   std::vector<float> anon(1 << 16, 3.f);
-  cuda::ReleaseResult r = cuda::release_host_pages(anon.data(), anon.size() * 4);
+  ReleaseResult r = release_host_pages(anon.data(), anon.size() * 4);
   CHECK(!r.released && anon[12345] == 3.f, "anonymous memory released: %s", r.reason.c_str());
   // ... and on a read-only file mapping drop the pages while the data reads back intact.
   auto f = write_and_read(cudatest::model_plan().plan, dir + "/release.mlplan");
@@ -139,7 +139,7 @@ void host_checks(const std::vector<cudatest::NamedPlan>& plans, const std::strin
     const Plan& p = f->plan();
     std::vector<float> before(p.blob ? reinterpret_cast<const float*>(p.blob) : nullptr,
                               p.blob ? reinterpret_cast<const float*>(p.blob) + p.blobBytes / 4 : nullptr);
-    r = cuda::release_host_pages(p.blob, p.blobBytes);
+    r = release_host_pages(p.blob, p.blobBytes);
     CHECK(r.released, "file mapping not released: %s", r.reason.c_str());
     CHECK(std::equal(before.begin(), before.end(), reinterpret_cast<const float*>(p.blob)), "weights changed after release");
   }

@@ -1,0 +1,46 @@
+// Asserts which depthwise kernel the CPU backend builds (ops_test and fusion_test, which ctest
+// runs with MEMLANE_DW_BLOCKED / MEMLANE_DW_PER_CHANNEL set).
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cpu/cpu_features.h"
+#include "harness.h"
+#include "op_runner.h"
+
+namespace mltest {
+
+// Which depthwise kernel a conv gets: by the measured rule (blocked on 5x5 and on maps under 24
+// columns, per-channel on 3x3 with 24+), or the one MEMLANE_DW_BLOCKED / MEMLANE_DW_PER_CHANNEL
+// asks for: the *_dw_blocked / *_dw_per_channel ctest runs must really run that kernel.
+inline void check_depthwise_path() {
+  auto dw_plan = [](int64_t k, int64_t W) {
+    PlanBuilder pb;
+    const int64_t C = 20;
+    int x = pb.input("x", {C, 9, W});
+    int w = pb.weight("w", {C, 1, k, k}, std::vector<float>(size_t(C * k * k), 0.5f));
+    int y = pb.output("y", {C, 9, W});
+    pb.op("Conv", {x, w, -1}, {y},
+          {{"kernel", std::vector<int64_t>{k, k}}, {"pads", std::vector<int64_t>{k / 2, k / 2, k / 2, k / 2}}, {"group", C}});
+    return pb;
+  };
+  const std::string small = conv_kernel_path(dw_plan(5, 7), 0), wide = conv_kernel_path(dw_plan(3, 56), 0);
+  const std::string blocked = "depthwise_blocked", per_channel = "depthwise_per_channel";
+  if (std::getenv("MEMLANE_CONV_NO_DEPTHWISE")) {
+    std::printf("depthwise path: MEMLANE_CONV_NO_DEPTHWISE set, the grouped conv path runs\n");
+    CHECK_MSG(small.empty() && wide.empty(), small + " / " + wide);
+  } else if (std::getenv("MEMLANE_DW_PER_CHANNEL") || !memlane::cpu::use_avx512f()) {
+    if (!memlane::cpu::use_avx512f())
+      std::printf("depthwise path: blocked kernel skipped (no AVX-512F, or MEMLANE_CPU_NO_AVX512 set)\n");
+    CHECK_MSG(small == per_channel && wide == per_channel, small + " / " + wide);
+  } else if (std::getenv("MEMLANE_DW_BLOCKED")) {
+    CHECK_MSG(small == blocked && wide == blocked, small + " / " + wide);
+  } else {
+    CHECK_MSG(small == blocked && wide == per_channel, small + " / " + wide);
+  }
+}
+
+}  // namespace mltest
