@@ -56,6 +56,27 @@ static std::vector<float> reference(const std::vector<float>& x, int64_t rows) {
   return y;
 }
 
+// The plan bytes in a fresh temp file (the caller unlinks it).
+static std::string write_temp_plan(const std::vector<uint8_t>& bytes) {
+  char path[] = "/tmp/memlane-profiles-XXXXXX";
+  const int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  CHECK(write(fd, bytes.data(), bytes.size()) == ssize_t(bytes.size()));
+  close(fd);
+  return path;
+}
+
+// A CPU Runtime with one thread.
+static std::unique_ptr<Runtime> cpu_runtime() {
+  RuntimeOptions o;
+  o.device = "cpu";
+  o.threads = 1;
+  RtError err;
+  auto rt = Runtime::create(o, &err);
+  CHECK_MSG(rt != nullptr, err.message);
+  return rt;
+}
+
 int main() {
   namespace pf = plan_format;
   const std::vector<uint8_t> good = three_profiles();
@@ -118,19 +139,11 @@ int main() {
   // The Runtime: every profile runs through its own backend, on one shared arena; other shapes
   // are refused with the list of profiles.
   {
-    char path[] = "/tmp/memlane-profiles-XXXXXX";
-    const int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    CHECK(write(fd, good.data(), good.size()) == ssize_t(good.size()));
-    close(fd);
-    RuntimeOptions o;
-    o.device = "cpu";
-    o.threads = 1;
+    const std::string path = write_temp_plan(good);
+    auto rt = cpu_runtime();
     RtError err;
-    auto rt = Runtime::create(o, &err);
-    CHECK_MSG(rt != nullptr, err.message);
     CHECK_MSG(rt->load(path, 4, &err), err.message);
-    unlink(path);
+    unlink(path.c_str());
     CHECK(rt->profile_count() == 3);
     CHECK(rt->profile_text(1) == "#1 x [N,3,4]");
     for (size_t i = 0; i < 3; ++i) {
@@ -171,21 +184,9 @@ int main() {
     std::vector<Plan> ps;
     std::string msg;
     CHECK_MSG(parse_plan_profiles(refused.data(), refused.size(), &ps, &msg) == Status::kOk, msg);
-    auto write_plan = [](const std::vector<uint8_t>& bytes) {
-      char path[] = "/tmp/memlane-profiles-XXXXXX";
-      const int fd = mkstemp(path);
-      CHECK(fd >= 0);
-      CHECK(write(fd, bytes.data(), bytes.size()) == ssize_t(bytes.size()));
-      close(fd);
-      return std::string(path);
-    };
-    const std::string bad = write_plan(refused), ok = write_plan(good);
-    RuntimeOptions o;
-    o.device = "cpu";
-    o.threads = 1;
+    const std::string bad = write_temp_plan(refused), ok = write_temp_plan(good);
+    auto rt = cpu_runtime();
     RtError err;
-    auto rt = Runtime::create(o, &err);
-    CHECK_MSG(rt != nullptr, err.message);
     CHECK(!rt->load(bad, 4, &err));
     CHECK_CONTAINS(err.message, "profile 1: ");
     CHECK_CONTAINS(err.message, "Conv");
