@@ -1,0 +1,166 @@
+// The Conv kernel (2-D, NCHW) and what its paths share: the geometry, the sizing constants and
+// the ConvKernel class. Its members are defined by concern, one file each:
+//   conv.cc               make_conv (which path a conv takes), run / run_paths (the dispatch,
+//                         the OpenBLAS pointwise path), workspace sizing, repacked weights
+//   conv_pointwise.cc     the AVX-512 1x1 paths: run_pointwise_simd, run_pointwise_lanes
+//   conv_avx512_paths.cc  the runners of the direct, flat and Winograd kernels (conv_direct.h,
+//                         conv_flat.h, conv_winograd.h): run_direct, run_flat, run_winograd
+//   conv_im2col.cc        the sgemm-on-columns paths: im2col, run_padded, run_product
+// Depthwise convs have their own kernel (conv_depthwise.h).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "cpu/conv_direct.h"
+#include "cpu/kernel.h"
+#include "cpu/simd/pw_lanes.h"
+
+namespace memlane::cpu::conv_detail {
+
+// Upper bound for the batched columns + product (floats); beyond it chunks shrink to one sample.
+// Samples whose columns go into one sgemm: batch small images only while M*N*K stays
+// under ~1e6, where OpenBLAS uses its unpacked small-matrix kernel; bigger products go
+// through its packing path, which measured slower per flop on these convs.
+constexpr int64_t kSmallProductMNK = 1000000;
+inline int64_t small_product_samples(int64_t M, int64_t K, int64_t cols) {
+  const int64_t per = std::max<int64_t>(1, M * K * cols);
+  return std::max<int64_t>(1, kSmallProductMNK / per);
+}
+// Multiply-adds a thread must get before the im2col path splits a conv's output rows.
+constexpr int64_t kMinConvMacsPerThread = int64_t(1) << 20;
+constexpr uint64_t kBatchedWorkspaceFloats = uint64_t(512) << 10;  // 2 MiB: stays in L2/L3
+
+struct ConvGeom {
+  int64_t C, H, W, M, OH, OW, kh, kw, sh, sw, pt, pl, dh, dw, group;
+  int64_t Cg() const { return C / group; }
+  int64_t Mg() const { return M / group; }
+  int64_t K() const { return Cg() * kh * kw; }
+  int64_t P() const { return OH * OW; }
+};
+
+// y[m][p] = act(src[m][p] + b[m]) over Mg rows of P, src row stride lds.
+// act: a folded activation, applied to each row while it is in cache.
+inline void bias_act(float* y, const float* src, int64_t lds, const float* b, int64_t Mg, int64_t P,
+                     bool relu, const ConvAct& act = {}) {
+  for (int64_t m = 0; m < Mg; ++m) {
+    const float bm = b ? b[m] : 0.f;
+    float* yr = y + m * P;
+    const float* sr = src + m * lds;
+    if (relu)
+      for (int64_t p = 0; p < P; ++p) { float v = sr[p] + bm; yr[p] = v > 0.f ? v : 0.f; }
+    else
+      for (int64_t p = 0; p < P; ++p) yr[p] = sr[p] + bm;
+    conv_activate(yr, P, act);
+  }
+}
+
+// Pointwise convs on simd::sgemm_nn: columns a block (see run_pointwise_simd), and the
+// smallest map that takes it. Measured per layer against OpenBLAS (1 thread, thread CPU time,
+// mobilenet_v2 / efficientnet_b0 shapes): 0.80-0.99x of OpenBLAS's time from 14x14 maps up,
+// 1.05-1.08x on 7x7 maps (49 columns: one full 32-column step and a 17-wide tail).
+constexpr int64_t kPwCols = 512;
+constexpr int64_t kPwSimdMinP = 128;
+// Pointwise convs with the output channels in the lanes (simd/pw_lanes.h): maps up to 32x32
+// (MEMLANE_CONV_PW_LANES_MAXP overrides: a tuning aid), where the channels fill their 16-lane
+// vectors at least as well as the pixels fill those of the pixels-in-lanes paths. Measured per
+// layer against sgemm_nn / OpenBLAS (1 thread, min of 45 runs, mobilenet_v2 and
+// efficientnet_b0): 0.68-0.83 on 7x7 maps, 0.77-0.88 on 14x14, 0.77-0.96 on 28x28; 1.12 on a
+// 28x28 map with 40 output channels (48 lanes for 40) against 784 pixels in 49 full vectors,
+// and 1.2-1.7 on 56x56 and 112x112 maps (the transposing store and 16/24-channel projections).
+constexpr int64_t kPwLanesMaxP = 1024;
+inline bool pw_lanes_fit(int64_t M, int64_t P) {
+  const auto ceil16 = [](int64_t v) { return (v + 15) / 16 * 16; };
+  return M * ceil16(P) >= P * ceil16(M);  // M / ceil16(M) >= P / ceil16(P)
+}
+
+class ConvKernel final : public Kernel {
+ public:
+  ConvGeom g{};
+  TensorRef x, y;
+  TensorRef res;          // fused residual Add (has_res)
+  bool has_res = false;
+  const float* w = nullptr;
+  const float* b = nullptr;
+  bool relu = false;
+  ConvAct act;             // a folded activation other than Relu (applied after the product)
+  bool pointwise = false;  // 1x1, stride 1, no pad, group 1: no im2col
+  bool pointwise_simd = false;  // pointwise on simd::sgemm_nn (conv_pointwise_simd's rule)
+  bool pointwise_lanes = false;  // pointwise with the channels in the lanes (small maps)
+  simd::PwLanesWeights pwl;      // pointwise_lanes: W packed at load
+  // Stride-1 convs compute on the padded-width grid: the input is copied once into a
+  // zero-bordered plane (Hp x Wp) and every im2col row is then ONE contiguous copy of
+  // OH*Wp floats; the Wp-OW extra columns of the product are dropped when the output is
+  // written. Cheaper than a bounds-checked im2col of OW-wide segments (which cost as much
+  // as the sgemm on 16x16 images).
+  bool padded = false;
+  bool direct = false;  // padded and conv_direct_supported: no im2col at all (conv_direct.h)
+  bool winograd = false;  // 3x3 stride 1 with conv_winograd_supported (conv_winograd.h)
+  bool flat = false;      // padded, small maps without direct: the flattened grid (conv_flat.h)
+  std::vector<float> U;   // winograd: transformed weights [16][M][C]
+  int threads = 1;        // winograd: scratch slices, one a thread
+  int64_t Hp = 0, Wp = 0, pb = 0, pr = 0;
+  // The folded activation's output overlaps X (the planner gave it X's place, X dying here):
+  // run() first copies the chunk's X to the front of the workspace, the paths then read that
+  // copy (input()) and get the workspace after it. Costs one copy of X, saves the activation's
+  // pass over the (larger) output.
+  bool copy_input = false;
+  uint64_t input_copy_floats(int64_t batch) const { return copy_input ? uint64_t(batch * g.C * g.H * g.W + 15) / 16 * 16 : 0; }
+  const float* input(const RunCtx& c) const { return copy_input ? c.workspace - input_copy_floats(c.batch) : x.at(c); }
+  int64_t plane() const { return Hp * Wp; }
+  int64_t slack() const { return conv_direct_slack(g.kw, g.dw); }
+  int64_t Pp() const { return g.OH * Wp; }  // columns per sample on the padded grid
+
+  // Samples per chunk for the padded path.
+  int64_t padded_chunk(int64_t batch) const {
+    const uint64_t per = uint64_t(g.Cg() * plane() + (g.K() + g.Mg()) * Pp());
+    int64_t s = per ? int64_t(kBatchedWorkspaceFloats / per) : batch;
+    s = std::min(s, small_product_samples(g.Mg(), g.K(), Pp()));
+    return std::clamp<int64_t>(s, 1, batch);
+  }
+  uint64_t padded_ws(int64_t s) const {
+    return uint64_t(s * g.Cg() * plane() + slack() + (g.K() + g.Mg()) * Pp() * s);
+  }
+
+  // The activation the kernels apply in registers: the folded one (act) or the plan's Relu.
+  ConvAct folded_act() const {
+    ConvAct a = act;
+    if (relu) a.kind = ConvAct::kRelu;
+    return a;
+  }
+  ConvAct relu_act() const {
+    ConvAct a;
+    if (relu) a.kind = ConvAct::kRelu;
+    return a;
+  }
+
+  // Samples per sgemm in the batched path.
+  int64_t chunk(int64_t batch) const {
+    const uint64_t per = uint64_t(g.K() + g.M) * g.P();
+    int64_t s = per ? int64_t(kBatchedWorkspaceFloats / per) : batch;
+    s = std::min(s, small_product_samples(g.M, g.K(), g.P()));
+    return std::clamp<int64_t>(s, 1, batch);
+  }
+
+  uint64_t workspace_floats(int64_t maxBatch) const override { return input_copy_floats(maxBatch) + path_floats(maxBatch); }
+
+  // conv.cc
+  int64_t pointwise_panel() const;
+  std::vector<const float*> repacked_weights() const override;
+  uint64_t path_floats(int64_t maxBatch) const;
+  void run(const RunCtx& c) const override;
+  void run_paths(const RunCtx& c) const;
+  // conv_pointwise.cc
+  void run_pointwise_simd(const RunCtx& c) const;
+  void run_pointwise_lanes(const RunCtx& c) const;
+  // conv_avx512_paths.cc
+  void run_direct(const RunCtx& c, const ConvAct& a, int64_t from = 0) const;
+  void run_flat(const RunCtx& c) const;
+  void run_winograd(const RunCtx& c) const;
+  // conv_im2col.cc
+  void run_padded(const RunCtx& c) const;
+  bool run_product(const RunCtx& c) const;  // true when the folded activation (act) was applied too
+};
+
+}  // namespace memlane::cpu::conv_detail

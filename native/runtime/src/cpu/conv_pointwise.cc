@@ -1,0 +1,81 @@
+// The AVX-512 pointwise (1x1) conv paths of ConvKernel (conv_kernel.h): the pixels in the
+// lanes (simd::sgemm_nn) and the output channels in the lanes (simd::pw_lanes). make_conv
+// (conv.cc) picks between them and OpenBLAS.
+#include <algorithm>
+
+#include "cpu/conv_kernel.h"
+#include "cpu/simd/avx512.h"
+#include "cpu/simd/pw_lanes.h"
+
+namespace memlane::cpu::conv_detail {
+
+// Pointwise conv as Y[M x P] = W[M x C] X[C x P] on the register-tiled AVX-512 product: units
+// of 8 output rows x 512 columns (W's 8 rows stay in L1 across the 32-column steps). A folded
+// SiLU is applied in registers with the bias (sgemm_nn_rows: 0.90-0.94 of the pass after on
+// efficientnet_b0's expansions); bias, Relu and Clip in a pass over the block while it is in
+// L1 (in registers measured 1.14-1.27x slower on efficientnet's bias-only 16/24-channel
+// projections and 1.11-1.16x on mobilenet_v2's Clip expansions, not understood yet). Threads split
+// samples x column panels, and the rows too when there are fewer panels than threads.
+void ConvKernel::run_pointwise_simd(const RunCtx& c) const {
+  const float* X = input(c);
+  float* Y = y.at(c);
+  const int64_t P = g.P(), M = g.M, C = g.C, in_sz = C * P, out_sz = M * P;
+  const int64_t panels = (P + kPwCols - 1) / kPwCols, per_sample = panels;
+  const int64_t T = c.pool->threads();
+  const int64_t row_groups = std::clamp<int64_t>(c.batch * panels >= T ? 1 : T, 1, (M + 7) / 8);
+  const int64_t rows_per = ((M + row_groups - 1) / row_groups + 7) / 8 * 8;
+  const int64_t units = c.batch * per_sample * row_groups;
+  const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(rows_per * kPwCols * C, 1));
+  const ConvAct a = folded_act();
+  c.pool->parallel_for(units, grain, [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t n = u / (per_sample * row_groups), rest = u % (per_sample * row_groups);
+      const int64_t p0 = (rest / row_groups) * kPwCols, pc = std::min(kPwCols, P - p0);
+      const int64_t r0 = (rest % row_groups) * rows_per, r1 = std::min(M, r0 + rows_per);
+      const float* xn = X + n * in_sz + p0;
+      float* yn = Y + n * out_sz + p0;
+      for (int64_t m0 = r0; m0 < r1; m0 += 8) {
+        const int64_t mr = std::min<int64_t>(8, r1 - m0);
+        if (a.kind == ConvAct::kSiLU) {
+          simd::sgemm_nn_rows(mr, pc, C, w + m0 * C, C, xn, P, yn + m0 * P, P, b ? b + m0 : nullptr, a);
+          continue;
+        }
+        simd::sgemm_nn(mr, pc, C, w + m0 * C, C, xn, P, yn + m0 * P, P);
+        if (b || relu || act.kind != ConvAct::kNone)
+          for (int64_t m = m0; m < m0 + mr; ++m)
+            bias_act(yn + m * P, yn + m * P, P, b ? b + m : nullptr, 1, pc, relu, act);
+      }
+    }
+  });
+}
+
+// Pointwise conv on simd::pw_lanes: units of (sample, pixel chunk, 32-channel panel), the
+// chunk's X ([C][chunk]) staying in L2 across its panels, a panel's W ([C][32])
+// in L1/L2 across the chunk's 8-pixel tiles. Threads split the units.
+void ConvKernel::run_pointwise_lanes(const RunCtx& c) const {
+  const float* X = input(c);
+  float* Y = y.at(c);
+  const int64_t P = g.P(), in_sz = g.C * P, out_sz = g.M * P, panels = pwl.panels();
+  // Pixel chunks: X's chunk at most ~256 KiB, at least two units a thread where the map has
+  // the tiles, each chunk the same whole number of 8-pixel tiles but the last, which takes the
+  // rest (49 pixels, one panel, 2 threads: 16 + 16 + 16 + 1; an earlier 32 + 17 split of that
+  // map measured 1.35x slower).
+  const int64_t T = c.pool->threads();
+  const int64_t most = std::max<int64_t>(8, 65536 / std::max<int64_t>(g.C, 1) / 8 * 8);
+  int64_t chunks = (P + most - 1) / most;
+  if (T > 1) chunks = std::max(chunks, std::min((P + 7) / 8, (2 * T + c.batch * panels - 1) / (c.batch * panels)));
+  const int64_t pc = ((P + chunks - 1) / chunks + 7) / 8 * 8;
+  chunks = (P + pc - 1) / pc;
+  const int64_t per_sample = chunks * panels;
+  const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(simd::kPwLanesPanel * std::min(pc, P) * g.C, 1));
+  const ConvAct a = folded_act();
+  c.pool->parallel_for(c.batch * per_sample, grain, [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t n = u / per_sample, ch = u % per_sample / panels, pn = u % panels;
+      const int64_t p0 = ch * pc, p1 = std::min(P, p0 + pc);
+      simd::pw_lanes(pwl, pn, X + n * in_sz, Y + n * out_sz, P, p0, p1, a);
+    }
+  });
+}
+
+}  // namespace memlane::cpu::conv_detail
