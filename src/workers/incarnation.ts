@@ -172,9 +172,15 @@ export class Incarnation {
       }
       const envelope = { v: PROTOCOL_VERSION, type: "task", id, task, args, ...(refs.length ? { tensors: refs } : {}) };
       peer.send(envelope, frames).catch((err: Error) => {
-        this.tasks.get(id)?.reject(new WorkerError(`could not send task ${task} to ${describeWorker(this.identity)}: ${err.message}`, {
+        // A send fails when the worker's connection is gone ("Host unreachable"), nearly always
+        // because the process is exiting: its exit (a signal, a code) says more than the
+        // socket's error, and the exit handler rejects the task with it. The send error stands
+        // only if the process is still there after the grace.
+        const sendFailed = (): void => void this.tasks.get(id)?.reject(new WorkerError(`could not send task ${task} to ${describeWorker(this.identity)}: ${err.message}`, {
           code: ErrorCode.WORKER_DIED, worker: this.identity, task, taskId: id, cause: err, stderrTail: this.proc.stderrTail(),
         }));
+        const timer = setTimeout(sendFailed, LOST_GRACE_MS);
+        void this.proc.exited.then(() => (clearTimeout(timer), sendFailed()));
       });
     });
   }

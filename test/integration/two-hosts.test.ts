@@ -73,8 +73,9 @@ describe.skipIf(unavailable !== undefined)("ranks on two hosts (two network name
       expect(r.pid).toBeGreaterThan(0);
       expect(r.phases.map((p) => p.name)).toEqual(expect.arrayContaining(["init-process-group", "epoch-1", "epoch-2", "checkpoint-save"]));
     }
-    // The stranger's handshakes were refused at the remote broker, and counted in the report.
-    expect(report.notes?.find((n) => n.startsWith("remote broker"))).toMatch(/message\(s\) refused \(\d+ curve\)/);
+    // The stranger's handshakes were refused at the remote broker, and counted in the report
+    // (other kinds may be counted beside them, e.g. unknown-peer, as far as its connection got).
+    expect(report.notes?.find((n) => n.startsWith("remote broker"))).toMatch(/message\(s\) refused \((?:[^)]*, )?\d+ curve[,)]/);
     expect(await expectNoneLeft(orchestrator.tag)).toEqual([]);
     expect(await expectNoneLeft(joiner.tag)).toEqual([]);
     expect(pair.pids()).toEqual([]);
