@@ -126,9 +126,10 @@ export async function runDistributedTrain(
       launchersEnd.then((exit) => ({ exit })),
     ]);
     if (signal.aborted) throw signal.reason;
-    // On one host the launcher sees a killed rank at once and stops the others before their
-    // errors arrive; across hosts the killed rank's launcher reports through its joiner, later.
-    if ("err" in first) throw t.remote ? await causeOf(first.err, launchersEnd, stage.name, slots) : first.err;
+    // A survivor's error (its gloo collective broken) can arrive before the launcher has
+    // reported the killed rank: on one host usually not, but CI saw it; across hosts the killed
+    // rank's launcher reports through its joiner, later. Either way the death is the cause.
+    if ("err" in first) throw await causeOf(first.err, launchersEnd, stage.name, slots, t.remote ? CAUSE_WAIT_MS : LOCAL_CAUSE_WAIT_MS);
     if ("exit" in first) throw launcherFailed(stage.name, first.exit, slots);
     const runs = first.runs;
     slots.close(); // shutdown to every rank: they exit 0 and so does the launcher
@@ -150,13 +151,15 @@ export async function runDistributedTrain(
  * killed peer fails on the survivors (on another host its launcher reports the death only
  * later). Give the launchers a moment; a rank they saw killed by a signal is the cause.
  */
-async function causeOf(err: unknown, launchersEnd: Promise<HostExit>, stage: string, slots: RankSlots): Promise<unknown> {
-  const exit = await Promise.race([launchersEnd, new Promise<undefined>((r) => setTimeout(() => r(undefined), CAUSE_WAIT_MS).unref())]);
+async function causeOf(err: unknown, launchersEnd: Promise<HostExit>, stage: string, slots: RankSlots, waitMs: number): Promise<unknown> {
+  const exit = await Promise.race([launchersEnd, new Promise<undefined>((r) => setTimeout(() => r(undefined), waitMs).unref())]);
   return exit?.failure?.signal ? launcherFailed(stage, exit, slots) : err;
 }
 
 /** How long a rank's task error waits for a launcher to name a killed rank instead (its launcher's end, then the settling of multi-host.ts). */
 const CAUSE_WAIT_MS = 20_000;
+/** The same on one host, where the launcher sees its rank die itself (a real Python error in a rank costs this much more before the stage fails). */
+const LOCAL_CAUSE_WAIT_MS = 5_000;
 
 function launcherFailed(stage: string, exit: HostExit, slots: RankSlots): Error {
   // The launcher names the host by its FQDN; the rank's own hello names it as the rank saw
