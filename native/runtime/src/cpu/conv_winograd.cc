@@ -150,6 +150,22 @@ __attribute__((target("avx512f"))) inline void product(const float* U, const flo
 
 // y = A^T P A per tile, A^T = [[1,1,1,0],[0,1,-1,-1]], plus bias, activation; the 2x2 outputs
 // of 8 tiles interleave into 16 contiguous floats of each output row.
+// A^T P A of one 16-lane column of the 16 products (p[xi * xs], xi = 4 * row + col of the 4x4
+// tile) plus the bias: o[i][j] is output (i, j) of each lane's 2x2 tile.
+__attribute__((target("avx512f"))) inline void output_transform(const float* p, int64_t xs, __m512 bv, __m512 o[2][2]) {
+  __m512 s[4], d[4];
+  for (int j = 0; j < 4; ++j) {
+    const __m512 p0 = _mm512_loadu_ps(p + (0 + j) * xs), p1 = _mm512_loadu_ps(p + (4 + j) * xs);
+    const __m512 p2 = _mm512_loadu_ps(p + (8 + j) * xs), p3 = _mm512_loadu_ps(p + (12 + j) * xs);
+    s[j] = _mm512_add_ps(_mm512_add_ps(p0, p1), p2);
+    d[j] = _mm512_sub_ps(_mm512_sub_ps(p1, p2), p3);
+  }
+  o[0][0] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[1]), s[2]), bv);
+  o[0][1] = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(s[1], s[2]), s[3]), bv);
+  o[1][0] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(d[0], d[1]), d[2]), bv);
+  o[1][1] = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(d[1], d[2]), d[3]), bv);
+}
+
 __attribute__((target("avx512f"))) void output_block(const float* P, const float* bias, float* y, const float* res,
                                                      int64_t M, int64_t OH, int64_t OW, int64_t tw, int64_t t0,
                                                      int64_t validTiles, bool relu) {
@@ -173,19 +189,8 @@ __attribute__((target("avx512f"))) void output_block(const float* P, const float
   for (int64_t m = 0; m < M; ++m) {
     const __m512 bv = _mm512_set1_ps(bias ? bias[m] : 0.f);
     for (int64_t h = 0; h < kBlock; h += 16) {
-      const float* p = P + m * kBlock + h;
-      __m512 s[4], d[4];
-      for (int j = 0; j < 4; ++j) {
-        const __m512 p0 = _mm512_loadu_ps(p + (0 + j) * xs), p1 = _mm512_loadu_ps(p + (4 + j) * xs);
-        const __m512 p2 = _mm512_loadu_ps(p + (8 + j) * xs), p3 = _mm512_loadu_ps(p + (12 + j) * xs);
-        s[j] = _mm512_add_ps(_mm512_add_ps(p0, p1), p2);
-        d[j] = _mm512_sub_ps(_mm512_sub_ps(p1, p2), p3);
-      }
       __m512 o[2][2];
-      o[0][0] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[1]), s[2]), bv);
-      o[0][1] = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(s[1], s[2]), s[3]), bv);
-      o[1][0] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(d[0], d[1]), d[2]), bv);
-      o[1][1] = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(d[1], d[2]), d[3]), bv);
+      output_transform(P + m * kBlock + h, xs, bv, o);
       for (int i = 0; i < 2; ++i) {
         const __m512 a = _mm512_permutex2var_ps(o[i][0], lo, o[i][1]), b = _mm512_permutex2var_ps(o[i][0], hi, o[i][1]);
         // lanes 0..7 / 8..15 are 8 consecutive tiles: of one tile row (tw >= 8), or of two
@@ -289,19 +294,8 @@ __attribute__((target("avx512f"))) void output_segments(const float* P, const fl
       const int64_t n = sg[r].n;
       if (n == 0) continue;
       const __mmask16 mk[2] = {lanes(2 * std::min<int64_t>(n, 8)), lanes(2 * std::max<int64_t>(n - 8, 0))};
-      const float* p = P + m * kBlock + 16 * r;
-      __m512 s4[4], d4[4];
-      for (int j = 0; j < 4; ++j) {
-        const __m512 p0 = _mm512_loadu_ps(p + (0 + j) * xs), p1 = _mm512_loadu_ps(p + (4 + j) * xs);
-        const __m512 p2 = _mm512_loadu_ps(p + (8 + j) * xs), p3 = _mm512_loadu_ps(p + (12 + j) * xs);
-        s4[j] = _mm512_add_ps(_mm512_add_ps(p0, p1), p2);
-        d4[j] = _mm512_sub_ps(_mm512_sub_ps(p1, p2), p3);
-      }
       __m512 o[2][2];
-      o[0][0] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s4[0], s4[1]), s4[2]), bv);
-      o[0][1] = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(s4[1], s4[2]), s4[3]), bv);
-      o[1][0] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(d4[0], d4[1]), d4[2]), bv);
-      o[1][1] = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(d4[1], d4[2]), d4[3]), bv);
+      output_transform(P + m * kBlock + 16 * r, xs, bv, o);
       for (int i = 0; i < 2; ++i) {
         const int64_t at = sg[r].smp * ys + m * OH * OW + (2 * sg[r].a + i) * OW + 2 * sg[r].b0;
         const __m512 v2[2] = {_mm512_permutex2var_ps(o[i][0], lo, o[i][1]), _mm512_permutex2var_ps(o[i][0], hi, o[i][1])};
