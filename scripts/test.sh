@@ -44,6 +44,16 @@ if [ "$fail" -ne 0 ]; then
   printf '\n=== FAILED steps: %s (their output is above)\n' "$(IFS=,; echo "${failed_steps[*]}")"
   # vitest's "FAIL file > test" and "×" lines, pytest's "FAILED", ctest's "(Failed)", tsc's "error TS".
   sed 's/\x1b\[[0-9;]*m//g' "$STEP_LOG" | grep -E '^ *(FAIL |×)|^FAILED |\((Failed|Timeout|SEGFAULT)\)|error TS[0-9]+' | sort -u | head -40
+  # Then why, compactly (CI keeps only the tail): the fault suite's seeds, and for each vitest
+  # failure its error's first line, the diff's lines and the "expected ..." line.
+  printf '\n=== why\n'
+  sed 's/\x1b\[[0-9;]*m//g' "$STEP_LOG" | grep -E '^\[fault\] .*: seed ' | sort -u | cut -c1-160
+  sed 's/\x1b\[[0-9;]*m//g' "$STEP_LOG" | awk '
+    /^ FAIL  / { if (seen[$0]++) { n = 0; next } print; n = 14; first = 1; next }
+    n > 0 && first && NF { print "  " $0; first = 0; n--; next }
+    n > 0 && (/^ *[-+] / || /expected .* to / || /(Error|Timeout|timed out)/) { print "  " $0; n-- }
+    /^ *(❯|⎯)/ { n = 0 }
+  ' | cut -c1-240 | head -40
 else
   printf '\n=== every step passed\n'
 fi

@@ -16,6 +16,12 @@ let signalHandlersInstalled = false;
 let shuttingDown: Promise<void> | undefined;
 let signalled: NodeJS.Signals | undefined;
 
+/**
+ * Whether {@link installShutdownHandlers} owns SIGINT/SIGTERM in this process: then other
+ * child processes (chromium) are closed through {@link onShutdown}, not by their own handlers.
+ */
+export const shutdownHandlersInstalled = (): boolean => signalHandlersInstalled;
+
 /** Whether a SIGINT/SIGTERM started the process's shutdown: nothing new may start (no stage retry). */
 export const shutdownStarted = (): boolean => signalled !== undefined;
 

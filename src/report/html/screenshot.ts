@@ -2,18 +2,21 @@
  * report.png: a full-page screenshot of report.html in Debian's chromium through
  * playwright-core (no downloaded browser), for a look at the charts without a browser.
  *
- * Chromium always ends with the call: closed in a finally block; on Ctrl-C / SIGTERM /
- * SIGHUP playwright closes it before the process exits (handleSIGINT & co.), and on any
- * other exit its 'exit' hook SIGKILLs chromium's process group. The profile and chromium's
- * own TMPDIR live in one fresh temporary directory (inside the run's scratch directory for
- * `memlane run`, when its path is short enough for chromium's socket), removed afterwards,
- * on exit too.
+ * Chromium always ends with the call: closed in a finally block. On Ctrl-C / SIGTERM it is
+ * closed by the orchestrator's own shutdown (onShutdown, awaited before the exit) where
+ * memlane's signal handlers are installed, else by playwright's handlers (handleSIGINT &
+ * co.); on any other exit an 'exit' hook SIGKILLs chromium's processes and waits for them
+ * before removing the profile. The profile and chromium's own TMPDIR live in one fresh
+ * temporary directory (inside the run's scratch directory for `memlane run`, when its path
+ * is short enough for chromium's socket), removed afterwards, on exit too.
  */
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { BrowserContext, Page } from "playwright-core";
+import { onShutdown, shutdownHandlersInstalled } from "../../workers/cleanup.ts";
+import { killChromiumSync } from "./chromium-procs.ts";
 
 export const CHROMIUM = "/usr/bin/chromium";
 export const CHROMIUM_ARGS = Object.freeze([
@@ -62,12 +65,11 @@ export async function openBrowser(options: BrowserOptions | string = {}): Promis
   const { executablePath = CHROMIUM, tmpDir = tmpdir() } = typeof options === "string" ? { executablePath: options } : options;
   const { chromium } = await import("playwright-core");
   // The removal is registered before the directory exists: a Ctrl-C while chromium starts
-  // (the await below) once left $TMPDIR/memlane-chromium-* behind in 7 runs of 8. Ctrl-C ends
-  // the process (exit 130) before close() runs; playwright's own 'exit' hook, installed
-  // before this one, has SIGKILLed chromium by then.
+  // (the await below) once left $TMPDIR/memlane-chromium-* behind in 7 runs of 8.
   // One directory holds the profile and is chromium's TMPDIR (its .org.chromium.* folder
-  // and socket), so removing it removes everything chromium left, after a Ctrl-C too.
+  // and socket), so removing it removes everything chromium left.
   let scratch: string | undefined;
+  let profile: string | undefined;
   const removeProfile = (): void => {
     if (scratch === undefined) return;
     try {
@@ -76,35 +78,48 @@ export async function openBrowser(options: BrowserOptions | string = {}): Promis
       // a leftover temporary directory is not worth failing an exit for
     }
   };
-  process.once("exit", removeProfile);
+  // On exit chromium may still be running (playwright's own exit hook only sends SIGKILL),
+  // and a dying chromium writes its profile again after a removal: stop it first.
+  const onExit = (): void => {
+    if (profile !== undefined) killChromiumSync(profile);
+    removeProfile();
+  };
+  process.once("exit", onExit);
   scratch = mkdtempSync(join(chromiumTmpBase(tmpDir), "memlane-chromium-"));
-  const profile = join(scratch, "profile");
+  profile = join(scratch, "profile");
+  // Where memlane's shutdown handlers own SIGINT/SIGTERM, playwright's must not race them to
+  // process.exit (CI saw the exit win over chromium's close, and the profile stay): the
+  // shutdown closes chromium itself, and waits for it, before it exits.
+  const ownSignals = !shutdownHandlersInstalled();
+  const launching = chromium.launchPersistentContext(profile, {
+    executablePath,
+    headless: true,
+    args: [...CHROMIUM_ARGS],
+    viewport: { ...VIEWPORT },
+    env: { ...process.env, TMPDIR: scratch },
+    handleSIGINT: ownSignals,
+    handleSIGTERM: ownSignals,
+    handleSIGHUP: true,
+  });
+  let closing: Promise<void> | undefined;
+  const close = (): Promise<void> =>
+    (closing ??= launching
+      .then((context) => context.close())
+      .catch(() => {})
+      .finally(() => {
+        forgetShutdown();
+        process.removeListener("exit", onExit);
+        removeProfile();
+      }));
+  const forgetShutdown = onShutdown(close);
   let context: BrowserContext;
   try {
-    context = await chromium.launchPersistentContext(profile, {
-      executablePath,
-      headless: true,
-      args: [...CHROMIUM_ARGS],
-      viewport: { ...VIEWPORT },
-      env: { ...process.env, TMPDIR: scratch },
-      handleSIGINT: true,
-      handleSIGTERM: true,
-      handleSIGHUP: true,
-    });
+    context = await launching;
   } catch (err) {
-    process.removeListener("exit", removeProfile);
-    removeProfile();
+    await close();
     throw err;
   }
-  let closing: Promise<void> | undefined;
-  return {
-    context,
-    close: () =>
-      (closing ??= context.close().catch(() => {}).finally(() => {
-        process.removeListener("exit", removeProfile);
-        removeProfile();
-      })),
-  };
+  return { context, close };
 }
 
 /** Waits until the report's page script says every chart is drawn (window.__memlane). */
