@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "cpu/sgemm_pool.h"
+#include "cpu/simd/avx512.h"
 #include "cpu/simd/avx512_math.h"
 #include "cpu/thread_pool.h"
 
@@ -18,7 +19,7 @@ LstmPacked lstm_pack(const float* W, const float* R, const float* bias, int D, i
   p.I = I;
   p.Hp = (H + 15) / 16 * 16;
   const int64_t G = 4 * p.Hp, nb = p.Hp / 16;
-  p.w.assign(size_t(D * G * I), 0.f);
+  p.w.assign(size_t(I * D * G), 0.f);
   p.r.assign(size_t(D * nb * H * 64), 0.f);
   p.bias.assign(size_t(D * G), 0.f);
   for (int d = 0; d < D; ++d)
@@ -29,7 +30,7 @@ LstmPacked lstm_pack(const float* W, const float* R, const float* bias, int D, i
           if (u >= H) continue;           // padding: zero weights and bias
           const int64_t src = d * 4 * H + g * H + u;  // row of W / R, column of the bias
           const int64_t col = jb * 64 + g * 16 + l;
-          std::memcpy(&p.w[size_t((d * G + col) * I)], W + src * I, sizeof(float) * size_t(I));
+          for (int64_t i = 0; i < I; ++i) p.w[size_t(i * D * G + d * G + col)] = W[src * I + i];
           float* rb = &p.r[size_t((d * nb + jb) * H * 64 + g * 16 + l)];
           for (int64_t k = 0; k < H; ++k) rb[k * 64] = R[src * H + k];
           if (bias) p.bias[size_t(d * G + col)] = bias[d * 8 * H + g * H + u] + bias[d * 8 * H + 4 * H + g * H + u];
@@ -52,7 +53,6 @@ struct Step {
   const float* proj = nullptr;  // row 0's gate-interleaved projection at this t
   int64_t ld_proj = 0;
   const float* r = nullptr;     // the direction's packed R
-  const float* bias = nullptr;  // the direction's packed bias
   const float* h_prev = nullptr;
   float* h_next = nullptr;
   float* c = nullptr;           // updated in place
@@ -75,7 +75,7 @@ MEMLANE_AVX512 void cell_tile(const Step& s, int r0, int64_t jb) {
     for (int n = 0; n < NB; ++n)
       for (int g = 0; g < 4; ++g) {
         const int64_t col = (jb + n) * 64 + g * 16;
-        acc[r][n][g] = _mm512_add_ps(_mm512_loadu_ps(s.proj + (r0 + r) * s.ld_proj + col), _mm512_loadu_ps(s.bias + col));
+        acc[r][n][g] = _mm512_loadu_ps(s.proj + (r0 + r) * s.ld_proj + col);
       }
   const float* rp = s.r + jb * s.H * 64;
   const float* hp = s.h_prev + r0 * s.ld_h;
@@ -156,6 +156,31 @@ constexpr int64_t kMinStepMacsToSplit = int64_t(1) << 17;
 // where splitting the step's blocks streams each half once.
 constexpr int64_t kMaxTaskRBytes = int64_t(1) << 19;
 
+// The input projection of every step and direction, both biases added: proj = x W^T + b,
+// [M, D * 4Hp]. A W^T of up to kMaxNnWeightBytes: simd::sgemm_nn (as MatMul: no packing;
+// OpenBLAS packs W every call, which at I = 32..64 costs about what the product does; the
+// zoo lstm's layers 5% faster) in 64-row blocks, threads splitting the rows in units of 8,
+// the bias in its epilogue. A larger one (I = 128 and 512 x 2048 columns: sgemm_nn 6-16%
+// slower): OpenBLAS through sgemm_pool over rows holding the bias.
+constexpr int64_t kMaxNnWeightBytes = int64_t(256) << 10;
+
+void project(int64_t M, const LstmPacked& p, const float* x, float* proj, ThreadPool* pool) {
+  const int64_t N = p.D * 4 * p.Hp, K = p.I, kRowBlock = 64, kMinMacsPerThread = int64_t(1) << 19;
+  if (M == 0) return;
+  if (K * N * 4 > kMaxNnWeightBytes) {
+    for (int64_t r = 0; r < M; ++r) std::memcpy(proj + r * N, p.bias.data(), sizeof(float) * size_t(N));
+    return sgemm_pool(pool, false, M, N, K, 1.f, x, K, p.w.data(), N, 1.f, proj, N);
+  }
+  auto rows = [&](int64_t u0, int64_t u1) {
+    const int64_t end = std::min(M, u1 * 8);
+    for (int64_t r0 = u0 * 8; r0 < end; r0 += kRowBlock)
+      simd::sgemm_nn(std::min(kRowBlock, end - r0), N, K, x + r0 * K, K, p.w.data(), N, proj + r0 * N, N, p.bias.data());
+  };
+  const int64_t units = (M + 7) / 8;
+  if (!pool) return rows(0, units);
+  pool->parallel_for(units, std::max<int64_t>(kRowBlock / 8, kMinMacsPerThread / std::max<int64_t>(1, 8 * N * K)), rows);
+}
+
 }  // namespace
 
 void lstm_packed(const LstmDims& d, const LstmPacked& p, const float* x, float* y, float* yh, float* yc,
@@ -163,7 +188,7 @@ void lstm_packed(const LstmDims& d, const LstmPacked& p, const float* x, float* 
   const int64_t S = d.S, B = d.B, H = p.H, Hp = p.Hp, G = 4 * Hp, ld_proj = d.D * G, nb = Hp / 16;
   float* proj = workspace;  // [S * B, D * 4Hp] in x's row order
   float* state = proj + S * B * ld_proj;
-  if (S * B > 0) sgemm_pool(pool, true, S * B, ld_proj, p.I, 1.f, x, p.I, p.w.data(), p.I, 0.f, proj, ld_proj);
+  project(S * B, p, x, proj, pool);
 
   // One direction's rows [b0, b1) over the whole sequence; `cols`: each step's blocks split
   // across the pool.
@@ -178,7 +203,6 @@ void lstm_packed(const LstmDims& d, const LstmPacked& p, const float* x, float* 
     s.H = H;
     s.ld_proj = d.x_b * ld_proj;
     s.r = p.r.data() + dir * nb * H * 64;
-    s.bias = p.bias.data() + dir * G;
     s.c = c;
     s.ld_h = Hp;
     s.ld_y = d.y_b;
