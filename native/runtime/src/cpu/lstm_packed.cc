@@ -240,8 +240,9 @@ void lstm_packed(const LstmDims& d, const LstmPacked& p, const float* x, float* 
   const int64_t step_macs = B * 4 * H * H;
   Split split = forced_split();
   if (split == Split::kAuto) {
+    // Two directions are two tasks that stream their own R each, however large.
     if (threads < 2 || (d.D == 1 && B == 1 && step_macs < kMinStepMacsToSplit)) split = Split::kNone;
-    else if (d.D >= threads || (B >= 2 && 16 * H * H <= kMaxTaskRBytes)) split = Split::kTasks;
+    else if (d.D == 2 || (B >= 2 && 16 * H * H <= kMaxTaskRBytes)) split = Split::kTasks;
     else split = step_macs >= kMinStepMacsToSplit ? Split::kCols : Split::kNone;
   }
   if (split == Split::kTasks && threads >= 2) {
