@@ -148,9 +148,13 @@ Split forced_split() {
   return s;
 }
 
-// A per-step barrier (the pool's workers spin between steps) pays from about this many
-// multiply-adds a step; below it one thread runs the whole recurrence.
-constexpr int64_t kMinStepMacsToSplit = int64_t(1) << 17;
+// A per-step barrier (the pool's workers spin between steps) is taken only from this many
+// multiply-adds a step; below it one thread runs the whole recurrence. Unsettled: on the
+// shared 2-core machine at load average 10 the split lost at every size tried, a worker
+// descheduled in mid-step holding up each step (H = 1024 batch 1: 64-74 ms against 41-51 ms
+// on one thread; H = 256 batch 8: 10.1-10.9 against 4.8-9.3 ms); on idle cores it halves the
+// R each core streams a step, which is what a step of this size waits on. Not timed idle.
+constexpr int64_t kMinStepMacsToSplit = int64_t(1) << 20;
 // R of one direction above this (bytes) does not stay in one core's L2 (1 MiB on Zen 4, with the
 // projection and state beside it): batch-row tasks would each stream all of it every step,
 // where splitting the step's blocks streams each half once.
