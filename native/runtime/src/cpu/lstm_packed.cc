@@ -150,10 +150,12 @@ Split forced_split() {
 
 // A per-step barrier (the pool's workers spin between steps) is taken only from this many
 // multiply-adds a step; below it one thread runs the whole recurrence. Unsettled: on the
-// shared 2-core machine at load average 10 the split lost at every size tried, a worker
-// descheduled in mid-step holding up each step (H = 1024 batch 1: 64-74 ms against 41-51 ms
-// on one thread; H = 256 batch 8: 10.1-10.9 against 4.8-9.3 ms); on idle cores it halves the
-// R each core streams a step, which is what a step of this size waits on. Not timed idle.
+// shared 2-core machine at load average 10 the split lost to one thread at batch 1 even at
+// H = 1024 (64-74 ms against 41-51 ms), a worker descheduled in mid-step holding up each
+// step; on idle cores it halves the R each core streams a step, which is what a step of this
+// size waits on. Not timed idle. (At batch > 1 with 2+ threads the backend runs the batch in
+// lanes, one a thread, and this kernel sees a one-thread pool: the splits here serve batch 1,
+// profiling runs and plans that cannot be cut into lanes.)
 constexpr int64_t kMinStepMacsToSplit = int64_t(1) << 20;
 // R of one direction above this (bytes) does not stay in one core's L2 (1 MiB on Zen 4, with the
 // projection and state beside it): batch-row tasks would each stream all of it every step,
