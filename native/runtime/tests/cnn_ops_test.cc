@@ -1,5 +1,5 @@
-// The CNN / data-movement ops and LSTM of the CPU backend (Clip, HardSigmoid, HardSwish,
-// SiLU, Pad, Split, Concat with weights, LSTM) against straightforward references.
+// The CNN / data-movement ops of the CPU backend (Clip, HardSigmoid, HardSwish, SiLU, Pad,
+// Split, Concat with weights) against straightforward references (LSTM: lstm_test.cc).
 #include <algorithm>
 #include <cmath>
 
@@ -195,100 +195,6 @@ static void test_split_concat() {
   }
 }
 
-// The ONNX LSTM equations in double precision, batch-first, zero initial state.
-struct LstmRef { V y, yh, yc; };
-static LstmRef lstm_ref(const V& x, const V& W, const V& R, const V& B, int64_t N, int64_t S, int64_t I, int64_t H,
-                        int D, bool reverse) {
-  LstmRef o{V(size_t(N * S * D * H)), V(size_t(N * D * H)), V(size_t(N * D * H))};
-  auto sg = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
-  for (int d = 0; d < D; ++d)
-    for (int64_t b = 0; b < N; ++b) {
-      std::vector<double> h(size_t(H), 0.0), c(size_t(H), 0.0);
-      for (int64_t st = 0; st < S; ++st) {
-        const int64_t t = (d == 1 || reverse) ? S - 1 - st : st;
-        std::vector<double> g(size_t(4 * H));
-        for (int64_t j = 0; j < 4 * H; ++j) {
-          double a = B.empty() ? 0.0 : double(B[size_t(d * 8 * H + j)]) + B[size_t(d * 8 * H + 4 * H + j)];
-          for (int64_t i = 0; i < I; ++i) a += double(W[size_t((d * 4 * H + j) * I + i)]) * x[size_t((b * S + t) * I + i)];
-          for (int64_t k = 0; k < H; ++k) a += double(R[size_t((d * 4 * H + j) * H + k)]) * h[size_t(k)];
-          g[size_t(j)] = a;
-        }
-        for (int64_t j = 0; j < H; ++j) {
-          const double ig = sg(g[size_t(j)]), og = sg(g[size_t(H + j)]), fg = sg(g[size_t(2 * H + j)]);
-          c[size_t(j)] = fg * c[size_t(j)] + ig * std::tanh(g[size_t(3 * H + j)]);
-          h[size_t(j)] = og * std::tanh(c[size_t(j)]);
-          o.y[size_t(((b * S + t) * D + d) * H + j)] = float(h[size_t(j)]);
-        }
-      }
-      for (int64_t j = 0; j < H; ++j) {
-        o.yh[size_t((b * D + d) * H + j)] = float(h[size_t(j)]);
-        o.yc[size_t((b * D + d) * H + j)] = float(c[size_t(j)]);
-      }
-    }
-  return o;
-}
-
-static void test_lstm() {
-  Rng rng;
-  const int64_t N = 3, S = 5, I = 4, H = 6;
-  struct Case { const char* dir; int D; bool rev; bool bias; };
-  const Case cases[] = {{"forward", 1, false, true}, {"reverse", 1, true, true}, {"bidirectional", 2, false, true},
-                        {"forward", 1, false, false}};
-  for (const auto& c : cases) {
-    V x = rng.vec(size_t(N * S * I)), W = rng.vec(size_t(c.D * 4 * H * I)), R = rng.vec(size_t(c.D * 4 * H * H));
-    V B = c.bias ? rng.vec(size_t(c.D * 8 * H)) : V();
-    PlanBuilder pb;
-    int xi = pb.input("x", {S, I});
-    int wi = pb.weight("W", {c.D, 4 * H, I}, W);
-    int ri = pb.weight("R", {c.D, 4 * H, H}, R);
-    int bi = c.bias ? pb.weight("B", {c.D, 8 * H}, B) : -1;
-    int yi = pb.output("y", {S, c.D, H}), hi = pb.output("yh", {c.D, H}), ci = pb.output("yc", {c.D, H});
-    pb.op("LSTM", {xi, wi, ri, bi}, {yi, hi, ci},
-          {{"hiddenSize", H}, {"direction", std::string(c.dir)}, {"layout", int64_t(1)}});
-    const LstmRef ref = lstm_ref(x, W, R, B, N, S, I, H, c.D, c.rev);
-    const std::string label = std::string("lstm ") + c.dir + (c.bias ? "" : " no bias");
-    for (int threads : {1, 2}) {
-      RunResult r = run_plan(pb, N, {x}, threads);
-      CHECK_MSG(r.status == Status::kOk, label + ": " + r.message);
-      if (r.status != Status::kOk) continue;
-      CHECK_CLOSE(r.outputs[0], ref.y, 2e-5f, label + " Y");
-      CHECK_CLOSE(r.outputs[1], ref.yh, 2e-5f, label + " Y_h");
-      CHECK_CLOSE(r.outputs[2], ref.yc, 2e-5f, label + " Y_c");
-    }
-    if (c.D == 2) {
-      // The raw kernel with layout 0 strides (X [S, N, I], Y [S, D, N, H], Y_h [D, N, H]).
-      V xs(x.size());
-      for (int64_t b = 0; b < N; ++b)
-        for (int64_t t = 0; t < S; ++t) std::copy_n(&x[size_t((b * S + t) * I)], I, &xs[size_t((t * N + b) * I)]);
-      memlane::cpu::LstmDims d;
-      d.S = S; d.B = N; d.I = I; d.H = H; d.D = 2;
-      d.x_t = N; d.x_b = 1;
-      d.y_t = 2 * N * H; d.y_d = N * H; d.y_b = H;
-      d.s_d = N * H; d.s_b = H;
-      V ws(size_t(memlane::cpu::lstm_workspace_floats(d))), y(ref.y.size()), yh(ref.yh.size()), yc(ref.yc.size());
-      memlane::cpu::lstm(d, xs.data(), W.data(), R.data(), B.data(), y.data(), yh.data(), yc.data(), ws.data());
-      V ry(y.size()), rh(yh.size());
-      for (int64_t b = 0; b < N; ++b)
-        for (int dd = 0; dd < 2; ++dd) {
-          for (int64_t t = 0; t < S; ++t)
-            std::copy_n(&ref.y[size_t(((b * S + t) * 2 + dd) * H)], H, &ry[size_t(((t * 2 + dd) * N + b) * H)]);
-          std::copy_n(&ref.yh[size_t((b * 2 + dd) * H)], H, &rh[size_t((dd * N + b) * H)]);
-        }
-      CHECK_CLOSE(y, ry, 2e-5f, "lstm layout 0 Y");
-      CHECK_CLOSE(yh, rh, 2e-5f, "lstm layout 0 Y_h");
-    }
-  }
-  PlanBuilder pb;  // a layout 0 plan cannot say where its batch is in v1
-  int xi = pb.input("x", {S, I});
-  int wi = pb.weight("W", {1, 4 * H, I}, V());
-  int ri = pb.weight("R", {1, 4 * H, H}, V());
-  int yi = pb.output("y", {S, 1, H});
-  pb.op("LSTM", {xi, wi, ri}, {yi}, {{"hiddenSize", H}, {"layout", int64_t(0)}});
-  RunResult r = run_plan(pb, 1, {V(size_t(S * I))});
-  CHECK(r.status == Status::kUnsupportedOp);
-  CHECK_CONTAINS(r.message, "layout 0");
-}
-
 // transpose_nd against index arithmetic, perms that move the batch included.
 static void test_transpose_nd() {
   Rng rng;
@@ -322,6 +228,5 @@ int main() {
   test_activations();
   test_pad();
   test_split_concat();
-  test_lstm();
   return finish("cnn_ops_test");
 }

@@ -2,7 +2,8 @@
 // projection of every step is one sgemm up front, then each step is one [B, H] x [H, 4H]
 // sgemm and the gate arithmetic. Plan v1 keeps the batch first, so its plans use layout 1
 // (X [N, S, I], Y [N, S, D, H], Y_h / Y_c [N, D, H]); lstm() itself takes strides, so the
-// seq-first layout 0 is only a different set of strides.
+// seq-first layout 0 is only a different set of strides. This is the portable path: with
+// AVX-512 the kernel runs lstm_packed.cc on weights repacked at build.
 #include <cblas.h>
 
 #include <algorithm>
@@ -10,7 +11,9 @@
 
 #include "cpu/cnn_ops.h"
 #include "cpu/kernel.h"
+#include "cpu/lstm_packed.h"
 #include "cpu/sgemm_pool.h"
+#include "cpu/simd/avx512.h"
 #include "cpu/vmath.h"
 
 namespace memlane::cpu {
@@ -74,10 +77,12 @@ class LstmKernel final : public Kernel {
   LstmDims dims;  // B set per run
   TensorRef x, w, r, bias, y, yh, yc;
   bool has_bias = false, has_y = false, has_yh = false, has_yc = false;
-  void run(const RunCtx& c) const override {
+  std::unique_ptr<LstmPacked> packed;  // the AVX-512 path's weights; null: portable lstm()
+
+  // Batch-first layout: row (t, b) of X is b * S + t; Y [B, S, D, H]; Y_h [B, D, H].
+  LstmDims batch_first(int64_t B) const {
     LstmDims d = dims;
-    d.B = c.batch;
-    // Batch-first layout: row (t, b) of X is b * S + t; Y [B, S, D, H]; Y_h [B, D, H].
+    d.B = B;
     d.x_t = 1;
     d.x_b = d.S;
     d.y_t = d.D * d.H;
@@ -85,14 +90,27 @@ class LstmKernel final : public Kernel {
     d.y_b = d.S * d.D * d.H;
     d.s_d = d.H;
     d.s_b = d.D * d.H;
-    lstm(d, x.at(c), w.at(c), r.at(c), has_bias ? bias.at(c) : nullptr, has_y ? y.at(c) : nullptr,
-         has_yh ? yh.at(c) : nullptr, has_yc ? yc.at(c) : nullptr, c.workspace, c.pool);
+    return d;
+  }
+  void run(const RunCtx& c) const override {
+    const LstmDims d = batch_first(c.batch);
+    float* yp = has_y ? y.at(c) : nullptr;
+    float* yhp = has_yh ? yh.at(c) : nullptr;
+    float* ycp = has_yc ? yc.at(c) : nullptr;
+    if (packed) return lstm_packed(d, *packed, x.at(c), yp, yhp, ycp, c.workspace, c.pool);
+    lstm(d, x.at(c), w.at(c), r.at(c), has_bias ? bias.at(c) : nullptr, yp, yhp, ycp, c.workspace, c.pool);
   }
   uint64_t workspace_floats(int64_t maxBatch) const override {
-    LstmDims d = dims;
-    d.B = maxBatch;
-    return uint64_t(lstm_workspace_floats(d));
+    const LstmDims d = batch_first(maxBatch);
+    return uint64_t(packed ? lstm_packed_workspace_floats(d, *packed) : lstm_workspace_floats(d));
   }
+  std::vector<const float*> repacked_weights() const override {
+    if (!packed) return {};
+    std::vector<const float*> v{w.weight, r.weight};
+    if (has_bias) v.push_back(bias.weight);
+    return v;
+  }
+  const char* path() const override { return packed ? "avx512" : "portable"; }
 };
 
 }  // namespace
@@ -143,6 +161,8 @@ std::unique_ptr<Kernel> make_lstm(const BuildCtx& bc, const Op& op, Status* st, 
   k->x = bc.ref(op.inputs[0]);
   k->w = bc.ref(op.inputs[1]);
   k->r = bc.ref(op.inputs[2]);
+  if (simd::have_avx512())
+    k->packed = std::make_unique<LstmPacked>(lstm_pack(W.data, R.data, k->has_bias ? k->bias.weight : nullptr, D, H, I));
   return k;
 }
 

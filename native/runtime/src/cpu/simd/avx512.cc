@@ -27,6 +27,7 @@ namespace {
 
 namespace c = vmath::c;
 using detail::exp16;
+using detail::tanh16;
 
 // erf by Abramowitz & Stegun 7.1.26, as vmath::erf8.
 AVX512 inline __m512 erf16(__m512 x) {
@@ -44,11 +45,6 @@ AVX512 inline __m512 erf16(__m512 x) {
   const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(ax, ax)));
   const __m512 r = _mm512_fnmadd_ps(p, e, one);
   return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(r), sign));
-}
-
-AVX512 inline __m512 tanh16(__m512 x) {
-  const __m512 one = _mm512_set1_ps(1.f), two = _mm512_set1_ps(2.f);
-  return _mm512_sub_ps(one, _mm512_div_ps(two, _mm512_add_ps(exp16(_mm512_mul_ps(two, x)), one)));
 }
 
 inline __mmask16 tail_mask(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1u); }

@@ -34,6 +34,16 @@ MEMLANE_AVX512 inline __m512 exp16(__m512 x) {
   return _mm512_scalef_ps(y, fx);
 }
 
+// vmath.h's sigmoid8 and tanh8 on 16 lanes (same formulas, exact division).
+MEMLANE_AVX512 inline __m512 sigmoid16(__m512 x) {
+  const __m512 one = _mm512_set1_ps(1.f);
+  return _mm512_div_ps(one, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+}
+MEMLANE_AVX512 inline __m512 tanh16(__m512 x) {
+  const __m512 one = _mm512_set1_ps(1.f), two = _mm512_set1_ps(2.f);
+  return _mm512_sub_ps(one, _mm512_div_ps(two, _mm512_add_ps(exp16(_mm512_mul_ps(two, x)), one)));
+}
+
 }  // namespace memlane::cpu::simd::detail
 
 #endif
