@@ -155,8 +155,6 @@ void test_fused_activations() {
 }  // namespace
 
 int main() {
-  // Every case on the blocked kernel, whatever conv.cc's measured rule would pick for its shape.
-  setenv("MEMLANE_CONV_GROUPED", "1", 0);
   if (!expect_blocked())
     std::printf("grouped_conv_test: blocked kernel off (no AVX-512F, MEMLANE_CPU_NO_AVX512 or MEMLANE_CONV_NO_GROUPED): "
                 "the other paths run the cases\n");

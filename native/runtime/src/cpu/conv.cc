@@ -167,11 +167,11 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
     if (k->relu) act.kind = ConvAct::kRelu;
     return make_depthwise_kernel(dg, g.C, k->x, k->y, k->w, k->b, act, bc.threads);
   }
-  // Grouped convs with 2+ channels a group: the channel-blocked kernel where it pays
-  // (conv_grouped_blocked.h), else the paths below (direct group by group, or im2col).
+  // Grouped convs with 2+ channels a group: the channel-blocked kernel (conv_grouped_blocked.h)
+  // where it exists, else the paths below (direct group by group, or im2col).
   if (g.group > 1 && g.Cg() > 1) {
     const GroupedGeom gg{g.C, g.H, g.W, g.M, g.OH, g.OW, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw, g.group};
-    if (grouped_blocked_pays(gg)) k->grouped = make_grouped_blocked(gg, k->w, k->b, k->folded_act(), bc.threads);
+    k->grouped = make_grouped_blocked(gg, k->w, k->b, k->folded_act(), bc.threads);
     if (k->grouped) return k;
   }
   k->pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.group == 1 && a.pads[0] == 0 &&

@@ -19,13 +19,6 @@
 
 namespace memlane::cpu {
 
-bool grouped_blocked_pays(const GroupedGeom& g) {
-  static const bool forced = std::getenv("MEMLANE_CONV_GROUPED") != nullptr;
-  if (forced) return true;
-  (void)g;
-  return true;
-}
-
 #ifndef MEMLANE_GRP_AVX512
 void GroupedBlockedConv::run(const RunCtx&, const float*, float*) const {}
 std::shared_ptr<const GroupedBlockedConv> make_grouped_blocked(const GroupedGeom&, const float*, const float*,

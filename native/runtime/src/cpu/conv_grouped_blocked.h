@@ -14,8 +14,10 @@
 //   compute: bias + taps x Cg broadcast-FMAs into [rows][OW][NV * 16], the folded activation
 //            (any kind) applied in registers (act_vec16),
 //   unpack:  16x16 transposes back to the channel planes.
-// The conv's own path choice (conv.cc) decides when it runs; MEMLANE_CONV_NO_GROUPED=1 turns
-// it off, MEMLANE_CONV_GROUPED=1 takes it for every grouped conv it supports (ctest runs both).
+// conv.cc takes it for every grouped conv with 2+ input channels a group: measured per op
+// against the direct kernel group by group (regnet_x/y_400mf, resnext50_32x4d, 1 thread) it ran
+// 0.37-0.97x the time, and within 3% (0.99-1.03x) on the rest: 28- and 56-wide maps with 4 or 8
+// channels a group (docs/native-cpu.md). MEMLANE_CONV_NO_GROUPED=1 turns it off (ctest runs both).
 #pragma once
 
 #include <cstdint>
@@ -49,10 +51,6 @@ class GroupedBlockedConv {
   // X: [batch][C][H][W] (may be a copy of the plan's input), Y: [batch][M][OH][OW].
   void run(const RunCtx& c, const float* X, float* Y) const;
 };
-
-// Whether the measured rule (conv.cc) should take this kernel over the direct / im2col paths
-// for a conv of this shape (MEMLANE_CONV_GROUPED=1: whenever it is available).
-bool grouped_blocked_pays(const GroupedGeom& g);
 
 // The kernel, or nullptr where it does not apply: no AVX-512 (or MEMLANE_CPU_NO_AVX512),
 // MEMLANE_CONV_NO_GROUPED set, group == 1, or a block too wide for the registers.
