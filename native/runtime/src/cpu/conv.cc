@@ -10,6 +10,7 @@
 #include "cpu/conv_depthwise.h"
 #include "cpu/conv_direct.h"
 #include "cpu/conv_flat.h"
+#include "cpu/conv_grouped_blocked.h"
 #include "cpu/conv_kernel.h"
 #include "cpu/conv_winograd.h"
 #include "cpu/env_count.h"
@@ -35,12 +36,16 @@ int64_t ConvKernel::pointwise_panel() const {
 // on maps it takes two samples at a time (8x8), where a lone sample (every batch-1 run) goes
 // to the direct kernel on W.
 std::vector<const float*> ConvKernel::repacked_weights() const {
+  if (grouped) return {w, b};
   if (pointwise_lanes) return {w, b};
   if (winograd && conv_winograd_samples(g.OH, g.OW) == 1) return {w};
   return {};
 }
 
+const char* ConvKernel::path() const { return grouped ? "grouped_blocked" : ""; }
+
 uint64_t ConvKernel::path_floats(int64_t maxBatch) const {
+  if (grouped) return grouped->workspace_floats();
   if (pointwise) return 0;
   if (winograd)
     return uint64_t(conv_winograd_samples(g.OH, g.OW) * conv_direct_floats(g.C, Hp, Wp, 2, 3, 1) +
@@ -67,6 +72,7 @@ void ConvKernel::run_paths(const RunCtx& c) const {
   const float* X = input(c);
   float* Y = y.at(c);
   const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), P = g.P();
+  if (grouped) return grouped->run(c, X, Y);
   if (pointwise_lanes) return run_pointwise_lanes(c);
   if (pointwise_simd) return run_pointwise_simd(c);
   if (pointwise) {
@@ -160,6 +166,13 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
     ConvAct act = k->act;
     if (k->relu) act.kind = ConvAct::kRelu;
     return make_depthwise_kernel(dg, g.C, k->x, k->y, k->w, k->b, act, bc.threads);
+  }
+  // Grouped convs with 2+ channels a group: the channel-blocked kernel (conv_grouped_blocked.h)
+  // where it exists, else the paths below (direct group by group, or im2col).
+  if (g.group > 1 && g.Cg() > 1) {
+    const GroupedGeom gg{g.C, g.H, g.W, g.M, g.OH, g.OW, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw, g.group};
+    k->grouped = make_grouped_blocked(gg, k->w, k->b, k->folded_act(), bc.threads);
+    if (k->grouped) return k;
   }
   k->pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.group == 1 && a.pads[0] == 0 &&
                  a.pads[1] == 0 && a.pads[2] == 0 && a.pads[3] == 0;

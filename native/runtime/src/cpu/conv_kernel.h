@@ -11,11 +11,16 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "cpu/conv_direct.h"
 #include "cpu/kernel.h"
 #include "cpu/simd/pw_lanes.h"
+
+namespace memlane::cpu {
+class GroupedBlockedConv;  // conv_grouped_blocked.h
+}
 
 namespace memlane::cpu::conv_detail {
 
@@ -98,6 +103,9 @@ class ConvKernel final : public Kernel {
   bool direct = false;  // padded and conv_direct_supported: no im2col at all (conv_direct.h)
   bool winograd = false;  // 3x3 stride 1 with conv_winograd_supported (conv_winograd.h)
   bool flat = false;      // padded, small maps without direct: the flattened grid (conv_flat.h)
+  // Grouped convs (1 < channels a group) on the channel-blocked kernel (conv_grouped_blocked.h):
+  // run_paths hands the whole conv to it.
+  std::shared_ptr<const GroupedBlockedConv> grouped;
   std::vector<float> U;   // winograd: transformed weights [16][M][C]
   int threads = 1;        // winograd: scratch slices, one a thread
   int64_t Hp = 0, Wp = 0, pb = 0, pr = 0;
@@ -146,6 +154,7 @@ class ConvKernel final : public Kernel {
   uint64_t workspace_floats(int64_t maxBatch) const override { return input_copy_floats(maxBatch) + path_floats(maxBatch); }
 
   // conv.cc
+  const char* path() const override;
   int64_t pointwise_panel() const;
   std::vector<const float*> repacked_weights() const override;
   uint64_t path_floats(int64_t maxBatch) const;

@@ -1,0 +1,164 @@
+// Grouped convs (1 < channels a group) against a naive reference: the channel-blocked kernel
+// (conv_grouped_blocked.h) over the group widths it blocks differently (2, 3, 4, 6, 8, 16, 24,
+// 32, 128 output channels a group: 8, 16, 4, 8, 2, 1, 2, 1, 1 groups a block), input and
+// output widths that differ, 1x1 / 3x3 / 5x5 taps, strides 1 and 2, asymmetric pads,
+// dilation 2, odd maps, banded 112-wide maps, batch > 1, 1 and 2 threads; then each fused
+// activation against the unfused ops on the other paths. ctest runs it with
+// MEMLANE_CONV_NO_GROUPED=1 too (the direct / im2col paths against the same reference).
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "cpu/cpu_features.h"
+#include "harness.h"
+#include "op_runner.h"
+
+using namespace mltest;
+using memlane::Status;
+using V = std::vector<float>;
+using S = std::vector<int64_t>;
+
+namespace {
+
+struct Case {
+  const char* label;
+  int64_t n, C, H, W, M, k, s, pt, pl, pb, pr, d, g;
+  bool bias, relu;
+  int64_t OH() const { return (H + pt + pb - (d * (k - 1) + 1)) / s + 1; }
+  int64_t OW() const { return (W + pl + pr - (d * (k - 1) + 1)) / s + 1; }
+};
+
+V reference(const Case& c, const V& x, const V& w, const V& b) {
+  const int64_t OH = c.OH(), OW = c.OW(), Cg = c.C / c.g, Mg = c.M / c.g;
+  V y(size_t(c.n * c.M * OH * OW));
+  for (int64_t n = 0; n < c.n; ++n)
+    for (int64_t m = 0; m < c.M; ++m)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double s = c.bias ? b[size_t(m)] : 0.0;
+          const int64_t gi = m / Mg;
+          for (int64_t j = 0; j < Cg; ++j)
+            for (int64_t i = 0; i < c.k; ++i)
+              for (int64_t q = 0; q < c.k; ++q) {
+                const int64_t ih = oh * c.s - c.pt + i * c.d, iw = ow * c.s - c.pl + q * c.d;
+                if (ih < 0 || ih >= c.H || iw < 0 || iw >= c.W) continue;
+                s += double(x[size_t(((n * c.C + gi * Cg + j) * c.H + ih) * c.W + iw)]) *
+                     w[size_t(((m * Cg + j) * c.k + i) * c.k + q)];
+              }
+          const float v = float(s);
+          y[size_t(((n * c.M + m) * OH + oh) * OW + ow)] = c.relu ? std::max(v, 0.f) : v;
+        }
+  return y;
+}
+
+Attrs conv_attrs(const Case& c, const char* act) {
+  return {{"kernel", S{c.k, c.k}},       {"strides", S{c.s, c.s}}, {"pads", S{c.pt, c.pl, c.pb, c.pr}},
+          {"dilations", S{c.d, c.d}},    {"group", c.g},           {"activation", std::string(act)}};
+}
+
+// The path the kernel should take: the blocked one wherever it exists and is not turned off.
+bool expect_blocked() {
+  return memlane::cpu::use_avx512f() && std::getenv("MEMLANE_CONV_NO_GROUPED") == nullptr;
+}
+
+void test_against_reference() {
+  const Case cases[] = {
+      {"2 ch a group (8 groups a block), 9x11, batch 2", 2, 16, 9, 11, 16, 3, 1, 1, 1, 1, 1, 1, 8, true, true},
+      {"4 ch a group, stride 2, 15x15 (2 blocks)", 1, 32, 15, 15, 32, 3, 2, 1, 1, 1, 1, 1, 8, true, false},
+      {"8 ch a group, 14x14 (3 blocks of 2 groups)", 2, 48, 14, 14, 48, 3, 1, 1, 1, 1, 1, 1, 6, true, true},
+      {"16 ch a group (regnet_x), stride 2, 28x28", 1, 48, 28, 28, 48, 3, 2, 1, 1, 1, 1, 1, 3, true, true},
+      {"24 ch a group, 7x7, 3 groups (a padded group), batch 3", 3, 72, 7, 7, 72, 3, 1, 1, 1, 1, 1, 1, 3, true, false},
+      {"32 ch a group (two vectors), 13x13", 2, 64, 13, 13, 64, 3, 1, 1, 1, 1, 1, 1, 2, false, true},
+      {"128 ch a group (two passes of 4 vectors), 7x7", 1, 256, 7, 7, 256, 3, 1, 1, 1, 1, 1, 1, 2, true, true},
+      {"8 in -> 16 out a group", 2, 24, 10, 10, 48, 3, 1, 1, 1, 1, 1, 1, 3, true, false},
+      {"8 in -> 4 out a group (4 groups a block)", 1, 32, 9, 9, 16, 3, 1, 1, 1, 1, 1, 1, 4, true, true},
+      {"4 in -> 3 out a group (16 groups a block, 6 groups)", 2, 24, 8, 8, 18, 3, 1, 1, 1, 1, 1, 1, 6, true, false},
+      {"6 ch a group (8 groups a block, 3 vectors)", 1, 48, 11, 11, 48, 3, 2, 1, 1, 1, 1, 1, 8, true, true},
+      {"grouped 1x1 (shufflenet), 10x10", 2, 32, 10, 10, 64, 1, 1, 0, 0, 0, 0, 1, 4, true, true},
+      {"grouped 1x1 stride 2", 1, 32, 11, 11, 32, 1, 2, 0, 0, 0, 0, 1, 4, false, false},
+      {"grouped 5x5 pad 2, 12x12", 2, 32, 12, 12, 32, 5, 1, 2, 2, 2, 2, 1, 4, true, true},
+      {"grouped 5x5 stride 2, 17x17", 1, 32, 17, 17, 32, 5, 2, 2, 2, 2, 2, 1, 2, true, false},
+      {"dilation 2, 17x17", 2, 32, 17, 17, 32, 3, 1, 2, 2, 2, 2, 2, 2, true, true},
+      {"asymmetric pads (0, 1, 2, 1)", 2, 32, 9, 12, 32, 3, 1, 0, 1, 2, 1, 1, 2, true, false},
+      {"no pads, stride 2, odd 13x13", 1, 32, 13, 13, 32, 3, 2, 0, 0, 0, 0, 1, 2, true, false},
+      {"112x112 stride 2 in bands, 16 ch a group", 1, 32, 112, 112, 32, 3, 2, 1, 1, 1, 1, 1, 2, true, true},
+      {"56x56 stride 1 in bands, 8 ch a group, batch 2", 2, 16, 56, 56, 16, 3, 1, 1, 1, 1, 1, 1, 2, true, true},
+  };
+  Rng rng;
+  for (const Case& c : cases) {
+    const int64_t Cg = c.C / c.g;
+    V x = rng.vec(size_t(c.n * c.C * c.H * c.W)), w = rng.vec(size_t(c.M * Cg * c.k * c.k)), b = rng.vec(size_t(c.M));
+    PlanBuilder pb;
+    int xi = pb.input("x", {c.C, c.H, c.W});
+    int wi = pb.weight("w", {c.M, Cg, c.k, c.k}, w);
+    int bi = c.bias ? pb.weight("b", {c.M}, b) : -1;
+    int yi = pb.output("y", {c.M, c.OH(), c.OW()});
+    pb.op("Conv", {xi, wi, bi}, {yi}, conv_attrs(c, c.relu ? "relu" : "none"));
+    const std::string path = conv_kernel_path(pb, 0);
+    CHECK_MSG(path == (expect_blocked() ? "grouped_blocked" : ""), std::string(c.label) + ": path '" + path + "'");
+    const V want = reference(c, x, w, b);
+    for (int threads : {1, 2}) {
+      RunResult r = run_plan(pb, c.n, {x}, threads);
+      const std::string label = std::string(c.label) + ", " + std::to_string(threads) + " thread(s)";
+      CHECK_MSG(r.status == Status::kOk, label + ": " + r.message);
+      if (r.status != Status::kOk) continue;
+      const float d = max_abs_diff(r.outputs[0], want);
+      CHECK_MSG(d <= 2e-4f, label + ": max abs diff " + std::to_string(d));
+    }
+  }
+}
+
+// Conv -> activation folded into the grouped conv (applied in registers) against the two ops
+// unfused on the other paths.
+void test_fused_activations() {
+  struct ActCase {
+    const char* act;
+    Attrs attrs;
+    Case c;
+  };
+  const ActCase acts[] = {
+      {"Relu", {}, {"8 ch a group -> Relu", 2, 32, 9, 9, 32, 3, 1, 1, 1, 1, 1, 1, 4, true, false}},
+      {"Clip", {{"min", 0.0}, {"max", 6.0}}, {"16 ch a group s2 -> Clip", 2, 48, 14, 14, 48, 3, 2, 1, 1, 1, 1, 1, 3, true, false}},
+      {"HardSwish", {}, {"24 ch a group -> HardSwish", 1, 48, 7, 7, 48, 3, 1, 1, 1, 1, 1, 1, 2, true, false}},
+      {"SiLU", {}, {"4 ch a group 5x5 -> SiLU", 2, 16, 11, 11, 16, 5, 1, 2, 2, 2, 2, 1, 4, true, false}},
+  };
+  Rng rng;
+  for (const ActCase& a : acts) {
+    const Case& c = a.c;
+    const int64_t Cg = c.C / c.g;
+    PlanBuilder pb;
+    int xi = pb.input("x", {c.C, c.H, c.W});
+    int wi = pb.weight("w", {c.M, Cg, c.k, c.k}, rng.vec(size_t(c.M * Cg * c.k * c.k)));
+    int bi = pb.weight("b", {c.M}, rng.vec(size_t(c.M)));
+    int ci = pb.act("c", {c.M, c.OH(), c.OW()});
+    int yi = pb.output("y", {c.M, c.OH(), c.OW()});
+    pb.op("Conv", {xi, wi, bi}, {ci}, conv_attrs(c, "none"));
+    pb.op(a.act, {ci}, {yi}, a.attrs);
+    const V x = rng.vec(size_t(c.n * c.C * c.H * c.W));
+    setenv("MEMLANE_NO_FUSION", "1", 1);
+    const char* was = std::getenv("MEMLANE_CONV_NO_GROUPED");
+    setenv("MEMLANE_CONV_NO_GROUPED", "1", 1);  // read at each build: the plain ops on the other paths
+    RunResult plain = run_plan(pb, c.n, {x});
+    if (!was) unsetenv("MEMLANE_CONV_NO_GROUPED");
+    unsetenv("MEMLANE_NO_FUSION");
+    for (int threads : {1, 2}) {
+      RunResult fused = run_plan(pb, c.n, {x}, threads);
+      const std::string label = std::string(c.label) + ", " + std::to_string(threads) + " thread(s)";
+      CHECK_MSG(fused.status == Status::kOk && plain.status == Status::kOk, label + ": " + fused.message + plain.message);
+      if (fused.status != Status::kOk || plain.status != Status::kOk) continue;
+      const float d = max_abs_diff(fused.outputs[0], plain.outputs[0]);
+      CHECK_MSG(d <= 2e-4f, label + ": max abs diff " + std::to_string(d));
+    }
+  }
+}
+
+}  // namespace
+
+int main() {
+  if (!expect_blocked())
+    std::printf("grouped_conv_test: blocked kernel off (no AVX-512F, MEMLANE_CPU_NO_AVX512 or MEMLANE_CONV_NO_GROUPED): "
+                "the other paths run the cases\n");
+  test_against_reference();
+  test_fused_activations();
+  return finish("grouped_conv_test");
+}
