@@ -3,7 +3,7 @@
 // The formulas are conv_activate's (conv_act.h): Relu, Clip and HardSwish give the same floats
 // as its loops, NaN included: Relu (y > 0 ? y : 0) maps NaN to 0, clip() (std::min(std::max(y,
 // lo), hi)) keeps it; x86 max/min return their second operand when either is NaN, hence the
-// order. SiLU's sigmoid is built on simd::detail::exp16 (vmath's Cephes exp on 16 lanes): the
+// order. SiLU's sigmoid is simd::detail::sigmoid16, built on exp16 (vmath's Cephes exp on 16 lanes): the
 // same floats as the standalone op's 8-lane vector loop, but not always as its scalar tail
 // (exp1's products may round differently, ~1 ulp), and at x <= -88.38, where exp clamps,
 // ~4e-39 instead of 0 (exp16 scales by 2^128 exactly, exp8's exponent bits give inf).
@@ -20,11 +20,6 @@
 
 namespace memlane::cpu {
 
-__attribute__((target("avx512f"))) inline __m512 sigmoid16(__m512 x) {
-  const __m512 one = _mm512_set1_ps(1.f);
-  return _mm512_div_ps(one, _mm512_add_ps(one, simd::detail::exp16(_mm512_sub_ps(_mm512_setzero_ps(), x))));
-}
-
 // Every ConvAct kind must be handled here: a kind added without a case is a compile error
 // (-Werror=switch below), never an activation silently dropped.
 #pragma GCC diagnostic push
@@ -38,7 +33,7 @@ __attribute__((target("avx512f"))) inline __m512 act_vec16(__m512 v, const ConvA
       const __m512 t = _mm512_fmadd_ps(v, _mm512_set1_ps(1.f / 6.f), _mm512_set1_ps(0.5f));
       return _mm512_mul_ps(v, _mm512_min_ps(_mm512_max_ps(t, _mm512_setzero_ps()), _mm512_set1_ps(1.f)));
     }
-    case ConvAct::kSiLU: return _mm512_mul_ps(v, sigmoid16(v));  // conv_activate: y * sigmoid(y)
+    case ConvAct::kSiLU: return _mm512_mul_ps(v, simd::detail::sigmoid16(v));  // conv_activate: y * sigmoid(y)
   }
   std::abort();  // a ConvAct whose kind is none of the above (corrupt): fail, do not guess
 }
