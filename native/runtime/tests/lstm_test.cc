@@ -67,9 +67,9 @@ static V scaled(Rng& rng, size_t n, float scale) {
 
 struct Case { const char* dir; int D; bool rev; bool bias; int64_t H; };
 
-static void check_case(const Case& c, int64_t N, size_t n_out, int64_t I = 5) {
+static void check_case(const Case& c, int64_t N, size_t n_out, int64_t I = 5, int64_t S = 7) {
   Rng rng;
-  const int64_t S = 7, H = c.H;
+  const int64_t H = c.H;
   const V x = rng.vec(size_t(N * S * I));
   const V W = scaled(rng, size_t(c.D * 4 * H * I), 1.f / std::sqrt(float(I)));
   const V R = scaled(rng, size_t(c.D * 4 * H * H), 2.f / std::sqrt(float(H)));
@@ -88,7 +88,7 @@ static void check_case(const Case& c, int64_t N, size_t n_out, int64_t I = 5) {
   const V* want[3] = {&ref.y, &ref.yh, &ref.yc};
   const char* names[3] = {" Y", " Y_h", " Y_c"};
   for (int threads : {1, 2}) {
-    const std::string label = std::string("lstm ") + c.dir + (c.bias ? "" : " no bias") + " I " + std::to_string(I) + " H " + std::to_string(H) +
+    const std::string label = std::string("lstm ") + c.dir + (c.bias ? "" : " no bias") + " S " + std::to_string(S) + " I " + std::to_string(I) + " H " + std::to_string(H) +
                               " N " + std::to_string(N) + " outputs " + std::to_string(n_out) + " threads " +
                               std::to_string(threads);
     RunResult r = run_plan(pb, N, {x}, threads);
@@ -107,6 +107,12 @@ static void test_lstm_matrix() {
   // A W^T over 256 KiB (176 x 384): the AVX-512 path's projection on OpenBLAS, the bias in C.
   check_case({"bidirectional", 2, false, true, 37}, 3, 3, 176);
   check_case({"forward", 1, false, false, 37}, 8, 3, 400);
+  // One step, and an even count: the packed kernel's last h is in one of two ping-pong buffers
+  // by the parity of S.
+  for (int64_t S : {1, 2, 8}) {
+    check_case({"bidirectional", 2, false, true, 20}, 3, 3, 5, S);
+    check_case({"reverse", 1, true, true, 37}, 8, 3, 5, S);
+  }
   for (size_t n_out : {size_t(1), size_t(2)}) {  // Y alone; Y and Y_h
     check_case({"forward", 1, false, true, 20}, 3, n_out);
     check_case({"bidirectional", 2, false, true, 33}, 8, n_out);

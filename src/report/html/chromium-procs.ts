@@ -9,11 +9,12 @@ import { readdirSync, readFileSync } from "node:fs";
 interface ProcInfo {
   pid: number;
   pgid: number;
+  zombie: boolean;
   cmdline: string[];
 }
 
-/** Every live (not zombie) process this user can read: pid, process group, command line. */
-function liveProcesses(): ProcInfo[] {
+/** Every process this user can read: pid, process group, command line, zombie or not. */
+function processes(): ProcInfo[] {
   let entries: string[];
   try {
     entries = readdirSync("/proc");
@@ -27,8 +28,7 @@ function liveProcesses(): ProcInfo[] {
       const stat = readFileSync(`/proc/${d}/stat`, "latin1");
       // After the command's closing parenthesis: state, ppid, pgrp, ...
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      if (fields[0] === "Z") continue;
-      out.push({ pid: Number(d), pgid: Number(fields[2]), cmdline: readFileSync(`/proc/${d}/cmdline`, "latin1").split("\0") });
+      out.push({ pid: Number(d), pgid: Number(fields[2]), zombie: fields[0] === "Z", cmdline: readFileSync(`/proc/${d}/cmdline`, "latin1").split("\0") });
     } catch {
       // gone meanwhile, or not ours to read
     }
@@ -46,7 +46,9 @@ export function chromiumTargets(profile: string): { groups: Set<number>; pids: S
   const flag = `--user-data-dir=${profile}`;
   const groups = new Set<number>();
   const pids = new Set<number>();
-  for (const p of liveProcesses()) {
+  // Zombies count: a zombie leader's cmdline reads empty, but its zygote and renderers carry
+  // the flag too (chromium passes --user-data-dir on), so their group is still found.
+  for (const p of processes()) {
     if (!p.cmdline.includes(flag)) continue;
     if (p.pgid === p.pid) groups.add(p.pgid);
     else pids.add(p.pid);
@@ -71,7 +73,7 @@ export function killChromiumSync(profile: string, withinMs = 2000): number {
   if (groups.size + pids.size === 0) return 0;
   const until = Date.now() + withinMs;
   const tick = new Int32Array(new SharedArrayBuffer(4));
-  const running = (): boolean => liveProcesses().some((p) => groups.has(p.pgid) || pids.has(p.pid));
+  const running = (): boolean => processes().some((p) => !p.zombie && (groups.has(p.pgid) || pids.has(p.pid)));
   // A blocking wait, the only kind an 'exit' hook has; SIGKILL takes effect in milliseconds.
   while (running() && Date.now() < until) Atomics.wait(tick, 0, 0, 10);
   return groups.size + pids.size;

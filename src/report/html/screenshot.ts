@@ -12,7 +12,7 @@
  */
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { BrowserContext, Page } from "playwright-core";
 import { onShutdown, shutdownHandlersInstalled } from "../../workers/cleanup.ts";
@@ -85,7 +85,8 @@ export async function openBrowser(options: BrowserOptions | string = {}): Promis
     removeProfile();
   };
   process.once("exit", onExit);
-  scratch = mkdtempSync(join(chromiumTmpBase(tmpDir), "memlane-chromium-"));
+  // Absolute, as playwright passes it to chromium: the exit hook finds chromium by this path.
+  scratch = mkdtempSync(join(resolve(chromiumTmpBase(tmpDir)), "memlane-chromium-"));
   profile = join(scratch, "profile");
   // Where memlane's shutdown handlers own SIGINT/SIGTERM, playwright's must not race them to
   // process.exit (CI saw the exit win over chromium's close, and the profile stay): the

@@ -53,7 +53,8 @@ class GroupedBlockedConv {
 };
 
 // The kernel, or nullptr where it does not apply: no AVX-512 (or MEMLANE_CPU_NO_AVX512),
-// MEMLANE_CONV_NO_GROUPED set, group == 1, or a block too wide for the registers.
+// MEMLANE_CONV_NO_GROUPED set, or group == 1. Blocks wider than the registers hold run in
+// passes of at most 4 vectors (run_block), so no width is refused.
 std::shared_ptr<const GroupedBlockedConv> make_grouped_blocked(const GroupedGeom& g, const float* w,
                                                               const float* bias, const ConvAct& act, int threads);
 
