@@ -18,6 +18,7 @@ import { execa } from "execa";
 import type { Io } from "../cli/io.ts";
 import type { Runtime } from "../pipeline/stages.ts";
 import type { PhaseReport, Report } from "../report/schema.ts";
+import { Phase } from "../transport/protocol.ts";
 import { REPO_ROOT } from "../workers/specs.ts";
 import { type Fit, fitLinear } from "./fit.ts";
 import { type Features, features, modelTerms, type RunShape } from "./model-terms.ts";
@@ -35,7 +36,7 @@ export const COUNTERS = Object.freeze({
 });
 export type Counter = keyof typeof COUNTERS;
 
-export const CALIBRATION_FORMAT = 6; // 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
+export const CALIBRATION_FORMAT = 7; // 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
 /** The run shape of every probe run: small, so calibration takes about a minute. */
 export const PROBE_RUN: Readonly<{ batchSizes: number[]; iterations: number; threads: number }> = Object.freeze({
   batchSizes: [1, 8], iterations: 5, threads: 1,
@@ -61,7 +62,7 @@ export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">
       const file = files.get(probe.name)!;
       const started = Date.now();
       const report = await compareInFreshProcess(file, probe.evalSamples, join(dir, `runs-${probe.name}`));
-      const terms = await modelTerms(file);
+      const terms = await modelTerms(file, {}, { ortLoad: true });
       const run: RunShape = { maxBatch: Math.max(...PROBE_RUN.batchSizes), evalSamples: probe.evalSamples };
       const entry: Calibration["probes"][number] = { name: probe.name, features: {}, phases: {} };
       for (const row of report.runtimes) {
@@ -109,6 +110,17 @@ export async function compareInFreshProcess(
  */
 const SHARED_ACTIVATION_SLOPE: Readonly<Record<string, string>> = Object.freeze({ "node-ort": "python-ort" });
 
+/**
+ * The slope on heldMiB (what malloc keeps of ORT's load, ort-load.ts): 1 from model-load on, 0
+ * before. It is measured bytes that stay resident (private, anonymous: RSS, USS, PSS and the
+ * peak alike), so it is given, not fitted: fitted, it would share the conv-weights probe with
+ * Wconv (the one probe that moves either much), and each would take the other's part. Given,
+ * the probes' own held memory (36 MiB of conv kernels keep ~90 MiB) leaves Wconv's slope, and
+ * resnet18 (45 MiB of weights, 76 held) no longer inherits the probe's ratio.
+ */
+const BEFORE_LOAD: ReadonlySet<string> = new Set([Phase.IMPORT, Phase.RUNTIME_CREATE]);
+const heldSlope = (phase: string) => (BEFORE_LOAD.has(phase) ? 0 : 1);
+
 /** One fit per runtime, phase and counter over the probes that measured that phase. */
 export function fitModels(probes: Calibration["probes"]): Calibration["models"] {
   const models: Calibration["models"] = {};
@@ -125,7 +137,8 @@ export function fitModels(probes: Calibration["probes"]): Calibration["models"] 
       fits[ph] = Object.fromEntries(
         (Object.keys(COUNTERS) as Counter[]).map((c) => {
           const lent = lender?.fits[ph]?.[c];
-          return [c, fitLinear(rows.map((p) => ({ features: p.features[rt]!, value: p.phases[rt]![ph]![c] })), lent ? { activationMiB: lent.coef[3] } : {})];
+          const given = { heldMiB: heldSlope(ph), ...(lent ? { activationMiB: lent.coef[3] } : {}) };
+          return [c, fitLinear(rows.map((p) => ({ features: p.features[rt]!, value: p.phases[rt]![ph]![c] })), given)];
         }),
       ) as Record<Counter, Fit>;
     }

@@ -13,6 +13,7 @@ import { loadOnnx } from "../compiler/load.ts";
 import { readOnnxIo } from "../pipeline/inputs/onnx-io.ts";
 import { inputFileShapes, prepareEvalSet } from "../pipeline/inputs/eval-set.ts";
 import { InputSpecError, resolveModelIo, type ShapeOverrides } from "../pipeline/inputs/shapes.ts";
+import { probeOrtLoad } from "./ort-load.ts";
 import { ortPatternBytesPerSample } from "./ort-pattern.ts";
 
 const MIB = 2 ** 20;
@@ -39,6 +40,12 @@ export interface ModelTerms {
   outputPerSampleMiB: number | null;
   /** Why the compiler-derived figures are missing, if they are. */
   compileError: string | null;
+  /**
+   * Freed memory glibc's malloc keeps after ORT loads the model (ort-load.ts), MiB: measured by
+   * a load probe when asked (`{ ortLoad: true }`), else null, and null where the probe cannot
+   * read mallinfo2.
+   */
+  ortLoadHeldMiB: number | null;
 }
 
 export interface RunShape {
@@ -55,6 +62,12 @@ export interface Features {
   activationMiB: number;
   /** The eval set's inputs. */
   evalMiB: number;
+  /**
+   * What malloc keeps of what ORT freed while loading (ModelTerms.ortLoadHeldMiB), for the ORT
+   * runtimes; 0 for memlane-rt (it maps its plan) and where it was not measured. Its slope is
+   * 1 from model-load on, never fitted (calibration.ts): it is measured bytes.
+   */
+  heldMiB: number;
   /**
    * The outputs every eval sample gives, apart from the inputs: they cost a worker another
    * amount, at other phases. python-ort holds the output chunks and their concatenation (2
@@ -112,7 +125,16 @@ export function inputFileRows(onnxPath: string, feed: InputFeed): number | null 
 const bytesPerSample = (tensors: ReadonlyArray<{ shape: readonly number[]; dtype: string }>) =>
   tensors.reduce((a, t) => a + perSample(t.shape) * dtypeBytes(t.dtype), 0);
 
-export async function modelTerms(onnxPath: string, feed: InputFeed = {}): Promise<ModelTerms> {
+/**
+ * `ortLoad`: run the load probe (ort-load.ts: a Python worker, about a second) for
+ * ortLoadHeldMiB; what an estimate of the ORT runtimes needs, not the graph's own terms.
+ */
+export async function modelTerms(onnxPath: string, feed: InputFeed = {}, opts: { ortLoad?: boolean } = {}): Promise<ModelTerms> {
+  const terms = await graphTerms(onnxPath, feed);
+  return opts.ortLoad ? { ...terms, ortLoadHeldMiB: (await probeOrtLoad(onnxPath)).heldMiB } : terms;
+}
+
+async function graphTerms(onnxPath: string, feed: InputFeed): Promise<ModelTerms> {
   const g = loadOnnx(onnxPath);
   let inputShapes: Record<string, number[]> | undefined;
   let feedError: string | null = null;
@@ -140,7 +162,7 @@ export async function modelTerms(onnxPath: string, feed: InputFeed = {}): Promis
       convBytes += t.dims.reduce((a, b) => a * b, 1) * elemBytes(t.isFloat);
     }
   }
-  const weights = { file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB };
+  const weights = { file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, ortLoadHeldMiB: null };
   const unplanned = { arenaPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null };
   if (feedError !== null) return { ...weights, ...unplanned, ortPatternPerSampleMiB: null, compileError: feedError };
   let ortPatternPerSampleMiB: number | null = null;
@@ -166,6 +188,8 @@ export async function modelTerms(onnxPath: string, feed: InputFeed = {}): Promis
 }
 
 const ORT_RUNTIMES = new Set(["python-ort", "node-ort"]);
+/** Whether a runtime's estimate needs the load probe (`modelTerms(..., { ortLoad: true })`). */
+export const needsOrtLoad = (runtimes: Iterable<string>): boolean => [...runtimes].some((r) => ORT_RUNTIMES.has(r));
 
 /**
  * A runtime's features for a run: ORT plans the whole batch (its arena grows to the largest
@@ -183,5 +207,6 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
     activationMiB: (sampleBytes * samples) / MIB,
     evalMiB: ((t.ioPerSampleMiB ?? 0) - (t.outputPerSampleMiB ?? 0)) * run.evalSamples,
     evalOutputMiB: (t.outputPerSampleMiB ?? 0) * run.evalSamples,
+    heldMiB: ORT_RUNTIMES.has(runtime) ? (t.ortLoadHeldMiB ?? 0) : 0,
   };
 }

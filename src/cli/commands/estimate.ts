@@ -11,7 +11,7 @@ import { type CommandSpec, parseArgs, UsageError, usage } from "../args.ts";
 import type { Io } from "../io.ts";
 import { calibrate, CALIBRATED_RUNTIMES } from "../../estimate/calibration.ts";
 import { calibrationKey, loadCalibration, saveCalibration } from "../../estimate/cache.ts";
-import { features, fedInputShapes, type InputFeed, inputFileRows, modelTerms } from "../../estimate/model-terms.ts";
+import { features, fedInputShapes, type InputFeed, inputFileRows, modelTerms, needsOrtLoad } from "../../estimate/model-terms.ts";
 import { DEFAULT_SEQ, InputSpecError, parseShapeFlag } from "../../pipeline/inputs/shapes.ts";
 import { estimateRuntime, naiveMiB } from "../../estimate/predict.ts";
 import { num, textTable } from "../../report/format.ts";
@@ -79,7 +79,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     if (err instanceof InputSpecError) throw new UsageError(err.message, err.option);
     throw err;
   }
-  const terms = await modelTerms(model, feed);
+  const terms = await modelTerms(model, feed, { ortLoad: needsOrtLoad(args.flags.runtimes as string[]) });
   const run = { maxBatch: Math.max(...(args.flags.batch as number[])), evalSamples: fileRows ?? (args.flags["eval-samples"] as number) };
   const estimates = (args.flags.runtimes as string[]).map((r) => estimateRuntime(cal!, r, features(r, terms, run)));
   const naive = naiveMiB(terms, run);
