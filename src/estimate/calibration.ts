@@ -21,7 +21,8 @@ import type { PhaseReport, Report } from "../report/schema.ts";
 import { Phase } from "../transport/protocol.ts";
 import { REPO_ROOT } from "../workers/specs.ts";
 import { type Fit, fitLinear } from "./fit.ts";
-import { type Features, features, modelTerms, type RunShape } from "./model-terms.ts";
+import { type Features, features, type ModelTerms, modelTerms, type RunShape } from "./model-terms.ts";
+import { probeOrtLoad } from "./ort-load.ts";
 import { PROBES, type Probe, writeProbes } from "./probe-models.ts";
 
 /** The ONNX runtimes calibration measures (python-torch runs a module, not an ONNX file). */
@@ -62,7 +63,7 @@ export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">
       const file = files.get(probe.name)!;
       const started = Date.now();
       const report = await compareInFreshProcess(file, probe.evalSamples, join(dir, `runs-${probe.name}`));
-      const terms = await modelTerms(file, {}, { ortLoad: true });
+      const terms = await withHeldOf(report, await modelTerms(file));
       const run: RunShape = { maxBatch: Math.max(...PROBE_RUN.batchSizes), evalSamples: probe.evalSamples };
       const entry: Calibration["probes"][number] = { name: probe.name, features: {}, phases: {} };
       for (const row of report.runtimes) {
@@ -78,6 +79,23 @@ export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">
     rmSync(dir, { recursive: true, force: true });
   }
   return { format: CALIBRATION_FORMAT, key, createdAt: new Date().toISOString(), models: fitModels(measured), probes: measured };
+}
+
+/**
+ * The probe's held memory as its own run measured it: python-ort's malloc-free growth over
+ * model-load (docs/memory.md, "Held by malloc"), for both ORT runtimes (node-ort cannot read
+ * mallinfo2; its load holds about as much). Not the load probe's: the same load holds
+ * 72, 81 or 90 MiB of the conv probe's 36 MiB in three fresh processes, and a fit against
+ * another process's figure would take that scatter as a slope. Without the figure, the probe.
+ */
+export function measuredHeldMiB(report: Pick<Report, "runtimes">): number | null {
+  const load = report.runtimes.find((r) => r.name === "python-ort")?.phases.find((p) => p.name === Phase.MODEL_LOAD);
+  const held = load?.deltaMallocFreeMiB;
+  return typeof held === "number" ? Math.max(0, held) : null;
+}
+
+async function withHeldOf(report: Report, terms: ModelTerms): Promise<ModelTerms> {
+  return { ...terms, ortLoadHeldMiB: measuredHeldMiB(report) ?? (await probeOrtLoad(terms.file)).heldMiB };
 }
 
 /**

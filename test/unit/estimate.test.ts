@@ -6,7 +6,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { calibrationKey, calibrationPath, loadCalibration, saveCalibration } from "../../src/estimate/cache.ts";
-import { CALIBRATION_FORMAT, type Calibration, fitModels } from "../../src/estimate/calibration.ts";
+import { CALIBRATION_FORMAT, type Calibration, fitModels, measuredHeldMiB } from "../../src/estimate/calibration.ts";
+import { medianOrNull } from "../../src/estimate/ort-load.ts";
 import { fitLinear, predict } from "../../src/estimate/fit.ts";
 import { features, modelTerms, NATIVE_CHUNK_ARENA_BYTES } from "../../src/estimate/model-terms.ts";
 import { compareWithMeasured, estimateRuntime, naiveMiB } from "../../src/estimate/predict.ts";
@@ -101,6 +102,18 @@ describe("malloc-held memory after ORT's load (heldMiB)", () => {
     const e = estimateRuntime(cal, "python-ort", resnet)!;
     expect(e.phases.find((p) => p.phase === "model-load")!.rss).toBeCloseTo(load(resnet), 3);
     expect(e.phases.find((p) => p.phase === "import")!.rss).toBeCloseTo(50, 3);
+  });
+
+  it("calibration takes each probe's held memory from its own python-ort model-load (the load's scatter is no slope)", () => {
+    const report = (delta: number | null | undefined) => ({
+      runtimes: [{ name: "python-ort", phases: [{ name: "import", deltaMallocFreeMiB: 9 }, { name: "model-load", deltaMallocFreeMiB: delta }] }],
+    }) as never;
+    expect(measuredHeldMiB(report(80.65))).toBe(80.65);
+    expect(measuredHeldMiB(report(-1.5))).toBe(0);
+    expect(measuredHeldMiB(report(null))).toBeNull(); // a worker that cannot read mallinfo2: the load probe stands in
+    expect(measuredHeldMiB(report(undefined))).toBeNull(); // an older report
+    expect(medianOrNull([81, 72, 90])).toBe(81);
+    expect(medianOrNull([81, null, 90])).toBeNull();
   });
 
   it("features() gives the probe's figure to the ORT runtimes only, and 0 where it was not measured", () => {
