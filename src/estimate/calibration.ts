@@ -37,7 +37,7 @@ export const COUNTERS = Object.freeze({
 });
 export type Counter = keyof typeof COUNTERS;
 
-export const CALIBRATION_FORMAT = 7; // 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
+export const CALIBRATION_FORMAT = 8; // 8: memlane-rt's unchunked arena (wholeBatchArenaMiB, native-chunk.ts); 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
 /** The run shape of every probe run: small, so calibration takes about a minute. */
 export const PROBE_RUN: Readonly<{ batchSizes: number[]; iterations: number; threads: number }> = Object.freeze({
   batchSizes: [1, 8], iterations: 5, threads: 1,
@@ -138,6 +138,13 @@ const SHARED_ACTIVATION_SLOPE: Readonly<Record<string, string>> = Object.freeze(
  */
 const BEFORE_LOAD: ReadonlySet<string> = new Set([Phase.IMPORT, Phase.RUNTIME_CREATE]);
 const heldSlope = (phase: string) => (BEFORE_LOAD.has(phase) ? 0 : 1);
+/**
+ * The slope on wholeBatchArenaMiB (memlane-rt, a plan its CPU backend runs whole, native-chunk.ts):
+ * 1 at steady-inference, where the largest batch first runs and touches its arena, 0 before. No
+ * probe is unchunkable, so it cannot be fitted; distilbert's steady RSS grew 1.5 MiB more at
+ * batches 1,8 than at 1 alone (eval set 64 or 256 samples), its arena beyond a sample 1.53 MiB.
+ */
+const wholeBatchSlope = (phase: string) => (phase === Phase.STEADY_INFERENCE ? 1 : 0);
 
 /** One fit per runtime, phase and counter over the probes that measured that phase. */
 export function fitModels(probes: Calibration["probes"]): Calibration["models"] {
@@ -155,7 +162,7 @@ export function fitModels(probes: Calibration["probes"]): Calibration["models"] 
       fits[ph] = Object.fromEntries(
         (Object.keys(COUNTERS) as Counter[]).map((c) => {
           const lent = lender?.fits[ph]?.[c];
-          const given = { heldMiB: heldSlope(ph), ...(lent ? { activationMiB: lent.coef[3] } : {}) };
+          const given = { heldMiB: heldSlope(ph), wholeBatchArenaMiB: wholeBatchSlope(ph), ...(lent ? { activationMiB: lent.coef[3] } : {}) };
           return [c, fitLinear(rows.map((p) => ({ features: p.features[rt]!, value: p.phases[rt]![ph]![c] })), given)];
         }),
       ) as Record<Counter, Fit>;

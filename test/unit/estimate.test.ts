@@ -22,7 +22,7 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const f = (w: number, cw: number, a: number, e: number, o = 0, h = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: h });
+const f = (w: number, cw: number, a: number, e: number, o = 0, h = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: h, wholeBatchArenaMiB: 0 });
 // Probe-like features that move one term at a time (so the fit has one answer).
 
 describe("fitLinear", () => {
@@ -30,7 +30,7 @@ describe("fitLinear", () => {
     const truth = (x: ReturnType<typeof f>) => 50 + 1.0 * x.weightMiB + 2.0 * x.convWeightMiB + 1.5 * x.activationMiB + 0.8 * x.evalMiB + 1.2 * x.evalOutputMiB;
     const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), f(36, 36, 0, 1), f(0, 0, 32, 3), f(0, 0, 8, 128), f(16, 1, 8, 1, 8), f(4, 0, 0, 1, 64)];
     const fit = fitLinear(xs.map((x) => ({ features: x, value: truth(x) })));
-    expect(fit.coef.map((c) => Number(c.toFixed(3)))).toEqual([50, 1, 2, 1.5, 0.8, 1.2, 0]);
+    expect(fit.coef.map((c) => Number(c.toFixed(3)))).toEqual([50, 1, 2, 1.5, 0.8, 1.2, 0, 0]);
     expect(fit.rmsMiB).toBeLessThan(1e-6);
     expect(predict(fit, f(100, 50, 10, 10))).toBeCloseTo(truth(f(100, 50, 10, 10)), 4);
   });
@@ -123,6 +123,24 @@ describe("malloc-held memory after ORT's load (heldMiB)", () => {
     expect(features("node-ort", t, run).heldMiB).toBe(12.5);
     expect(features("native", t, run).heldMiB).toBe(0);
     expect(features("python-ort", { ...(t as object), ortLoadHeldMiB: null } as never, run).heldMiB).toBe(0);
+  });
+});
+
+describe("memlane-rt's unchunked arena (wholeBatchArenaMiB)", () => {
+  it("takes its slope as 1 at steady-inference and 0 before: no probe is unchunkable, so it is given", () => {
+    const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), f(0, 0, 4, 3), f(0, 0, 8, 128)];
+    const row = (v: number) => ({ rss: v, uss: v, pss: v, peak: v });
+    const probes: Calibration["probes"] = xs.map((x, i) => ({
+      name: `p${i}`, features: { native: x },
+      phases: { native: { "first-inference": row(8 + x.weightMiB + x.activationMiB), "steady-inference": row(8 + x.weightMiB + x.activationMiB + x.evalMiB) } },
+    }));
+    const fits = fitModels(probes).native!.fits;
+    expect(fits["steady-inference"]!.rss.coef[7]).toBe(1);
+    expect(fits["first-inference"]!.rss.coef[7]).toBe(0);
+    const cal: Calibration = { format: CALIBRATION_FORMAT, key: {}, createdAt: "", models: fitModels(probes), probes };
+    const distilbertLike = { ...f(0.5, 0, 0.22, 0.5), wholeBatchArenaMiB: 1.53 };
+    const e = estimateRuntime(cal, "native", distilbertLike)!;
+    expect(e.phases[1]!.rss - e.phases[0]!.rss).toBeCloseTo(0.5 + 1.53, 3);
   });
 });
 
