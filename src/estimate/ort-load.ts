@@ -17,6 +17,7 @@
  * the probe runs `runs` times (3), each in a fresh worker, and gives the median. Each run costs a
  * Python start, onnxruntime's import and one session creation (about half a second unloaded).
  */
+import { statSync } from "node:fs";
 import { Supervisor } from "../workers/index.ts";
 import { workerSpecs } from "../workers/specs.ts";
 
@@ -50,7 +51,23 @@ export function medianOrNull(xs: ReadonlyArray<number | null>): number | null {
  * be reused and hide what this one keeps); the median of `runs` (default 3). `env` is passed to
  * the workers (MALLOC_* settings: the run's own).
  */
-export async function probeOrtLoad(onnxPath: string, opts: { threads?: number; env?: Record<string, string>; runs?: number } = {}): Promise<OrtLoadProbe> {
+export function probeOrtLoad(onnxPath: string, opts: { threads?: number; env?: Record<string, string>; runs?: number } = {}): Promise<OrtLoadProbe> {
+  // One probe per file version and settings in a process: a run's memory budget (before a
+  // benchmark starts) and its report's estimate (at the end) ask for the same model.
+  const st = statSync(onnxPath);
+  const key = JSON.stringify([onnxPath, st.size, st.mtimeMs, opts]);
+  let p = memo.get(key);
+  if (!p) {
+    p = runProbes(onnxPath, opts);
+    memo.set(key, p);
+    p.catch(() => memo.delete(key));
+  }
+  return p;
+}
+
+const memo = new Map<string, Promise<OrtLoadProbe>>();
+
+async function runProbes(onnxPath: string, opts: { threads?: number; env?: Record<string, string>; runs?: number }): Promise<OrtLoadProbe> {
   const runs: OrtLoadProbe[] = [];
   const sup = await Supervisor.start();
   try {
