@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from . import malloc_stats
+
 _ROLLUP = "/proc/self/smaps_rollup"
 _STATUS = "/proc/self/status"
 _SMAPS = "/proc/self/smaps"
@@ -26,7 +28,8 @@ def _kib_fields(path: str, wanted: set[str]) -> dict[str, int]:
 
 
 def read() -> dict[str, Any]:
-    """{rssKiB, pssKiB, ussKiB, swapKiB, hwmKiB} plus GPU figures where CUDA is live."""
+    """{rssKiB, pssKiB, ussKiB, swapKiB, hwmKiB}, glibc malloc's free and in-use bytes where
+    mallinfo2 exists (malloc_stats), plus GPU figures where CUDA is live."""
     r = _kib_fields(_ROLLUP, {"Rss", "Pss", "Private_Clean", "Private_Dirty", "Swap"})
     s = _kib_fields(_STATUS, {"VmHWM"})
     reading: dict[str, Any] = {
@@ -36,6 +39,7 @@ def read() -> dict[str, Any]:
         "swapKiB": r.get("Swap", 0),
         "hwmKiB": s["VmHWM"],
     }
+    reading.update(malloc_stats.read())
     reading.update(gpu_fields())
     return reading
 

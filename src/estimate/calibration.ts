@@ -18,9 +18,11 @@ import { execa } from "execa";
 import type { Io } from "../cli/io.ts";
 import type { Runtime } from "../pipeline/stages.ts";
 import type { PhaseReport, Report } from "../report/schema.ts";
+import { Phase } from "../transport/protocol.ts";
 import { REPO_ROOT } from "../workers/specs.ts";
 import { type Fit, fitLinear } from "./fit.ts";
-import { type Features, features, modelTerms, type RunShape } from "./model-terms.ts";
+import { type Features, features, type ModelTerms, modelTerms, type RunShape } from "./model-terms.ts";
+import { probeOrtLoad } from "./ort-load.ts";
 import { PROBES, type Probe, writeProbes } from "./probe-models.ts";
 
 /** The ONNX runtimes calibration measures (python-torch runs a module, not an ONNX file). */
@@ -35,7 +37,7 @@ export const COUNTERS = Object.freeze({
 });
 export type Counter = keyof typeof COUNTERS;
 
-export const CALIBRATION_FORMAT = 6; // 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
+export const CALIBRATION_FORMAT = 8; // 8: memlane-rt's unchunked arena (wholeBatchArenaMiB, native-chunk.ts); 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
 /** The run shape of every probe run: small, so calibration takes about a minute. */
 export const PROBE_RUN: Readonly<{ batchSizes: number[]; iterations: number; threads: number }> = Object.freeze({
   batchSizes: [1, 8], iterations: 5, threads: 1,
@@ -61,7 +63,7 @@ export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">
       const file = files.get(probe.name)!;
       const started = Date.now();
       const report = await compareInFreshProcess(file, probe.evalSamples, join(dir, `runs-${probe.name}`));
-      const terms = await modelTerms(file);
+      const terms = await withHeldOf(report, await modelTerms(file));
       const run: RunShape = { maxBatch: Math.max(...PROBE_RUN.batchSizes), evalSamples: probe.evalSamples };
       const entry: Calibration["probes"][number] = { name: probe.name, features: {}, phases: {} };
       for (const row of report.runtimes) {
@@ -77,6 +79,23 @@ export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">
     rmSync(dir, { recursive: true, force: true });
   }
   return { format: CALIBRATION_FORMAT, key, createdAt: new Date().toISOString(), models: fitModels(measured), probes: measured };
+}
+
+/**
+ * The probe's held memory as its own run measured it: python-ort's malloc-free growth over
+ * model-load (docs/memory.md, "Held by malloc"), for both ORT runtimes (node-ort cannot read
+ * mallinfo2; its load holds about as much). Not the load probe's: the same load holds
+ * 72, 81 or 90 MiB of the conv probe's 36 MiB in three fresh processes, and a fit against
+ * another process's figure would take that scatter as a slope. Without the figure, the probe.
+ */
+export function measuredHeldMiB(report: Pick<Report, "runtimes">): number | null {
+  const load = report.runtimes.find((r) => r.name === "python-ort")?.phases.find((p) => p.name === Phase.MODEL_LOAD);
+  const held = load?.deltaMallocFreeMiB;
+  return typeof held === "number" ? Math.max(0, held) : null;
+}
+
+async function withHeldOf(report: Report, terms: ModelTerms): Promise<ModelTerms> {
+  return { ...terms, ortLoadHeldMiB: measuredHeldMiB(report) ?? (await probeOrtLoad(terms.file)).heldMiB };
 }
 
 /**
@@ -109,6 +128,24 @@ export async function compareInFreshProcess(
  */
 const SHARED_ACTIVATION_SLOPE: Readonly<Record<string, string>> = Object.freeze({ "node-ort": "python-ort" });
 
+/**
+ * The slope on heldMiB (what malloc keeps of ORT's load, ort-load.ts): 1 from model-load on, 0
+ * before. It is measured bytes that stay resident (private, anonymous: RSS, USS, PSS and the
+ * peak alike), so it is given, not fitted: fitted, it would share the conv-weights probe with
+ * Wconv (the one probe that moves either much), and each would take the other's part. Given,
+ * the probes' own held memory (36 MiB of conv kernels keep ~90 MiB) leaves Wconv's slope, and
+ * resnet18 (45 MiB of weights, 76 held) no longer inherits the probe's ratio.
+ */
+const BEFORE_LOAD: ReadonlySet<string> = new Set([Phase.IMPORT, Phase.RUNTIME_CREATE]);
+const heldSlope = (phase: string) => (BEFORE_LOAD.has(phase) ? 0 : 1);
+/**
+ * The slope on wholeBatchArenaMiB (memlane-rt, a plan its CPU backend runs whole, native-chunk.ts):
+ * 1 at steady-inference, where the largest batch first runs and touches its arena, 0 before. No
+ * probe is unchunkable, so it cannot be fitted; distilbert's steady RSS grew 1.5 MiB more at
+ * batches 1,8 than at 1 alone (eval set 64 or 256 samples), its arena beyond a sample 1.53 MiB.
+ */
+const wholeBatchSlope = (phase: string) => (phase === Phase.STEADY_INFERENCE ? 1 : 0);
+
 /** One fit per runtime, phase and counter over the probes that measured that phase. */
 export function fitModels(probes: Calibration["probes"]): Calibration["models"] {
   const models: Calibration["models"] = {};
@@ -125,7 +162,8 @@ export function fitModels(probes: Calibration["probes"]): Calibration["models"] 
       fits[ph] = Object.fromEntries(
         (Object.keys(COUNTERS) as Counter[]).map((c) => {
           const lent = lender?.fits[ph]?.[c];
-          return [c, fitLinear(rows.map((p) => ({ features: p.features[rt]!, value: p.phases[rt]![ph]![c] })), lent ? { activationMiB: lent.coef[3] } : {})];
+          const given = { heldMiB: heldSlope(ph), wholeBatchArenaMiB: wholeBatchSlope(ph), ...(lent ? { activationMiB: lent.coef[3] } : {}) };
+          return [c, fitLinear(rows.map((p) => ({ features: p.features[rt]!, value: p.phases[rt]![ph]![c] })), given)];
         }),
       ) as Record<Counter, Fit>;
     }

@@ -1,16 +1,21 @@
 /**
  * Least squares for the calibrated estimate: a figure (end RSS of a phase, say) as
- * intercept + a·weights + b·conv weights + c·activations + d·eval inputs + e·eval outputs, fitted over the probes' measurements.
+ * intercept + a·weights + b·conv weights + c·activations + d·eval inputs + e·eval outputs
+ * + h·malloc-held at load + u·unchunked arena (h and u given, never fitted: calibration.ts), fitted
+ * over the probes' measurements.
  * Memory never shrinks as a model grows, so a negative slope is clamped to 0 and the rest
  * refitted (an active-set fit for non-negative slopes), and a small ridge keeps a term
  * the probes barely moved from taking a wild value.
  */
 import type { Features } from "./model-terms.ts";
 
-export const FEATURE_NAMES = ["weightMiB", "convWeightMiB", "activationMiB", "evalMiB", "evalOutputMiB"] as const satisfies ReadonlyArray<keyof Features>;
+export const FEATURE_NAMES = ["weightMiB", "convWeightMiB", "activationMiB", "evalMiB", "evalOutputMiB", "heldMiB", "wholeBatchArenaMiB"] as const satisfies ReadonlyArray<keyof Features>;
 
-/** [intercept, weights, conv weights, activations, eval inputs, eval outputs] in MiB per MiB (the intercept in MiB). */
-export type Coefficients = [number, number, number, number, number, number];
+/**
+ * [intercept, weights, conv weights, activations, eval inputs, eval outputs, malloc-held at load,
+ * memlane-rt's unchunked arena] in MiB per MiB (the intercept in MiB).
+ */
+export type Coefficients = [number, number, number, number, number, number, number, number];
 
 export interface Fit {
   coef: Coefficients;

@@ -13,11 +13,13 @@ import { loadOnnx } from "../compiler/load.ts";
 import { readOnnxIo } from "../pipeline/inputs/onnx-io.ts";
 import { inputFileShapes, prepareEvalSet } from "../pipeline/inputs/eval-set.ts";
 import { InputSpecError, resolveModelIo, type ShapeOverrides } from "../pipeline/inputs/shapes.ts";
+import { readPlan } from "../compiler/read.ts";
+import { nativeChunkable, nativeChunkSamples } from "./native-chunk.ts";
+import { probeOrtLoad } from "./ort-load.ts";
 import { ortPatternBytesPerSample } from "./ort-pattern.ts";
 
 const MIB = 2 ** 20;
-/** memlane-rt's CPU backend runs a batch in chunks whose arena fits this (cpu_backend.cc kChunkArenaBytes). */
-export const NATIVE_CHUNK_ARENA_BYTES = 256 * 1024;
+export { NATIVE_CHUNK_ARENA_BYTES } from "./native-chunk.ts";
 
 export interface ModelTerms {
   file: string;
@@ -39,6 +41,17 @@ export interface ModelTerms {
   outputPerSampleMiB: number | null;
   /** Why the compiler-derived figures are missing, if they are. */
   compileError: string | null;
+  /**
+   * Whether memlane-rt's CPU backend runs this plan in chunks of samples (native-chunk.ts);
+   * false: it runs the whole batch at once. null when the compiler refused the model.
+   */
+  nativeChunkable: boolean | null;
+  /**
+   * Freed memory glibc's malloc keeps after ORT loads the model (ort-load.ts), MiB: measured by
+   * a load probe when asked (`{ ortLoad: true }`), else null, and null where the probe cannot
+   * read mallinfo2.
+   */
+  ortLoadHeldMiB: number | null;
 }
 
 export interface RunShape {
@@ -55,6 +68,19 @@ export interface Features {
   activationMiB: number;
   /** The eval set's inputs. */
   evalMiB: number;
+  /**
+   * What malloc keeps of what ORT freed while loading (ModelTerms.ortLoadHeldMiB), for the ORT
+   * runtimes; 0 for memlane-rt (it maps its plan) and where it was not measured. Its slope is
+   * 1 from model-load on, never fitted (calibration.ts): it is measured bytes.
+   */
+  heldMiB: number;
+  /**
+   * memlane-rt, a plan its CPU backend cannot chunk (native-chunk.ts): the arena beyond one
+   * sample, which only the largest batch touches, MiB; 0 otherwise. Its slope is 1 at
+   * steady-inference (where every batch size runs) and 0 before, never fitted: no probe is
+   * unchunkable.
+   */
+  wholeBatchArenaMiB: number;
   /**
    * The outputs every eval sample gives, apart from the inputs: they cost a worker another
    * amount, at other phases. python-ort holds the output chunks and their concatenation (2
@@ -112,7 +138,16 @@ export function inputFileRows(onnxPath: string, feed: InputFeed): number | null 
 const bytesPerSample = (tensors: ReadonlyArray<{ shape: readonly number[]; dtype: string }>) =>
   tensors.reduce((a, t) => a + perSample(t.shape) * dtypeBytes(t.dtype), 0);
 
-export async function modelTerms(onnxPath: string, feed: InputFeed = {}): Promise<ModelTerms> {
+/**
+ * `ortLoad`: run the load probe (ort-load.ts: a Python worker, about a second) for
+ * ortLoadHeldMiB; what an estimate of the ORT runtimes needs, not the graph's own terms.
+ */
+export async function modelTerms(onnxPath: string, feed: InputFeed = {}, opts: { ortLoad?: boolean } = {}): Promise<ModelTerms> {
+  const terms = await graphTerms(onnxPath, feed);
+  return opts.ortLoad ? { ...terms, ortLoadHeldMiB: (await probeOrtLoad(onnxPath)).heldMiB } : terms;
+}
+
+async function graphTerms(onnxPath: string, feed: InputFeed): Promise<ModelTerms> {
   const g = loadOnnx(onnxPath);
   let inputShapes: Record<string, number[]> | undefined;
   let feedError: string | null = null;
@@ -140,8 +175,8 @@ export async function modelTerms(onnxPath: string, feed: InputFeed = {}): Promis
       convBytes += t.dims.reduce((a, b) => a * b, 1) * elemBytes(t.isFloat);
     }
   }
-  const weights = { file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB };
-  const unplanned = { arenaPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null };
+  const weights = { file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, ortLoadHeldMiB: null };
+  const unplanned = { arenaPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null, nativeChunkable: null };
   if (feedError !== null) return { ...weights, ...unplanned, ortPatternPerSampleMiB: null, compileError: feedError };
   let ortPatternPerSampleMiB: number | null = null;
   try {
@@ -152,7 +187,9 @@ export async function modelTerms(onnxPath: string, feed: InputFeed = {}): Promis
   const dir = mkdtempSync(join(tmpdir(), "memlane-estimate-"));
   try {
     const s = await compileOnnx(onnxPath, join(dir, "m.mlplan"), { verify: false, ...(inputShapes ? { inputShapes } : {}) });
+    const chunkable = nativeChunkable(readPlan(s.planPath).header);
     return {
+      nativeChunkable: chunkable,
       ...weights, arenaPerSampleMiB: s.arenaBytesPerSample / MIB, ortPatternPerSampleMiB,
       ioPerSampleMiB: (bytesPerSample(s.inputs) + bytesPerSample(s.outputs)) / MIB,
       outputPerSampleMiB: bytesPerSample(s.outputs) / MIB,
@@ -166,6 +203,8 @@ export async function modelTerms(onnxPath: string, feed: InputFeed = {}): Promis
 }
 
 const ORT_RUNTIMES = new Set(["python-ort", "node-ort"]);
+/** Whether a runtime's estimate needs the load probe (`modelTerms(..., { ortLoad: true })`). */
+export const needsOrtLoad = (runtimes: Iterable<string>): boolean => [...runtimes].some((r) => ORT_RUNTIMES.has(r));
 
 /**
  * A runtime's features for a run: ORT plans the whole batch (its arena grows to the largest
@@ -176,12 +215,21 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
   const ortPattern = ORT_RUNTIMES.has(runtime) ? t.ortPatternPerSampleMiB : null;
   const sampleBytes = (ortPattern ?? t.arenaPerSampleMiB ?? 0) * MIB;
   let samples = run.maxBatch;
-  if (runtime === "native" && sampleBytes > 0) samples = Math.max(1, Math.min(run.maxBatch, Math.floor(NATIVE_CHUNK_ARENA_BYTES / sampleBytes)));
+  let wholeBatchArenaMiB = 0;
+  if (runtime === "native" && sampleBytes > 0) {
+    // Unchunked, a batch of one (compare's and the pipelines' first request) touches one sample
+    // of arena, and the largest batch, at steady-inference, the rest.
+    const unchunked = t.nativeChunkable === false;
+    samples = unchunked ? 1 : nativeChunkSamples(true, sampleBytes, run.maxBatch);
+    if (unchunked) wholeBatchArenaMiB = (sampleBytes * (run.maxBatch - 1)) / MIB;
+  }
   return {
     weightMiB: t.weightMiB,
     convWeightMiB: t.convWeightMiB,
     activationMiB: (sampleBytes * samples) / MIB,
     evalMiB: ((t.ioPerSampleMiB ?? 0) - (t.outputPerSampleMiB ?? 0)) * run.evalSamples,
     evalOutputMiB: (t.outputPerSampleMiB ?? 0) * run.evalSamples,
+    heldMiB: ORT_RUNTIMES.has(runtime) ? (t.ortLoadHeldMiB ?? 0) : 0,
+    wholeBatchArenaMiB,
   };
 }

@@ -15,7 +15,7 @@ import type { StageDef } from "../pipeline/stages.ts";
 import { Supervisor } from "../workers/index.ts";
 import { workerSpecs } from "../workers/specs.ts";
 import type { Calibration } from "./calibration.ts";
-import { features, inputFileRows, modelTerms, type ModelTerms } from "./model-terms.ts";
+import { features, inputFileRows, modelTerms, type ModelTerms, needsOrtLoad } from "./model-terms.ts";
 import { estimateRuntime } from "./predict.ts";
 import { describeTrain, evalSamplesOf, inferEstimate, trainEstimate } from "./torch-estimate.ts";
 import type { TorchCalibration } from "./torch-calibration.ts";
@@ -144,8 +144,9 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
   const model = from ? c.models.get(from.name) : undefined;
   if (!model) return notEstimated(s, "no export stage gives this benchmark its model");
   const feed = exportFeedOf(from);
-  const termsKey = `${model.onnx} ${JSON.stringify(feed)}`;
-  if (!c.onnxTerms.has(termsKey)) c.onnxTerms.set(termsKey, await modelTerms(model.onnx, feed));
+  const ortLoad = needsOrtLoad([s.runtime]);
+  const termsKey = `${model.onnx} ${JSON.stringify(feed)} ${ortLoad}`;
+  if (!c.onnxTerms.has(termsKey)) c.onnxTerms.set(termsKey, await modelTerms(model.onnx, feed, { ortLoad }));
   const terms = c.onnxTerms.get(termsKey)!;
   const evalSamples = inputFileRows(model.onnx, feed) ?? model.evalSamples; // a stage's inputs file holds its own rows
   const e = estimateRuntime(c.onnx, s.runtime, features(s.runtime, terms, { maxBatch, evalSamples }));

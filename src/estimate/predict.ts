@@ -10,7 +10,13 @@ import { COUNTERS } from "./calibration.ts";
 import { predict } from "./fit.ts";
 import type { Features, ModelTerms, RunShape } from "./model-terms.ts";
 
-export type PhaseEstimate = { phase: string } & Record<Counter, number>;
+/**
+ * `spreadMiB`: the end-RSS fit's rms residual over the calibration probes: how far this
+ * runtime's measurements scatter around any line through them. node-ort's is its orchestrator's
+ * heap (V8 collects when it collects: ~6 to 17 MiB); python-ort's and memlane-rt's are a few MiB
+ * or less. An estimate is no closer than that. Absent where no probes were fitted (python-torch).
+ */
+export type PhaseEstimate = { phase: string; spreadMiB?: number } & Record<Counter, number>;
 
 export interface RuntimeEstimate {
   runtime: string;
@@ -24,7 +30,7 @@ export function estimateRuntime(c: Calibration, runtime: string, f: Features): R
   if (!m) return null;
   const phases = m.phases.map((phase) => {
     const fits = m.fits[phase]!;
-    const row = { phase } as PhaseEstimate;
+    const row = { phase, spreadMiB: fits.rss.rmsMiB } as PhaseEstimate;
     for (const k of Object.keys(COUNTERS) as Counter[]) row[k] = Math.max(0, predict(fits[k], f));
     // Separate fits can put a phase's peak a hair under its end RSS; a peak never is.
     row.peak = Math.max(row.peak, row.rss);
@@ -78,8 +84,9 @@ export function predictedPeak(c: Calibration, runtime: string, f: Features): { p
     const v = predict(m.fits[phase]!.peak, f);
     if (!best || v > best.v) best = { phase, v };
   }
-  const [c0, cw, ccw, ca, ce, co] = m.fits[best!.phase]!.peak.coef;
+  const [c0, cw, ccw, ca, ce, co, ch] = m.fits[best!.phase]!.peak.coef;
   const mib = (x: number) => `${x.toFixed(1)} MiB`;
-  const parts = `${runtime} ${best!.phase}: fixed ${mib(c0)} + weights ${mib(cw * f.weightMiB + ccw * f.convWeightMiB)} + activations ${mib(ca * f.activationMiB)} + eval set ${mib(ce * f.evalMiB + co * f.evalOutputMiB)}`;
+  const parts = `${runtime} ${best!.phase}: fixed ${mib(c0)} + weights ${mib(cw * f.weightMiB + ccw * f.convWeightMiB)} + activations ${mib(ca * f.activationMiB)} + eval set ${mib(ce * f.evalMiB + co * f.evalOutputMiB)}` +
+    (ch * f.heldMiB > 0 ? ` + held by malloc after the load ${mib(ch * f.heldMiB)}` : "");
   return { peakMiB: Math.max(0, best!.v), parts };
 }

@@ -13,7 +13,7 @@ import { readFile, writeFile } from "node:fs/promises";
 import type { MemoryReading } from "../transport/protocol.ts";
 
 /** The host part of a MemoryReading (no GPU): what /proc tells about one process. */
-export type HostReading = Required<Omit<MemoryReading, "gpuKiB">>;
+export type HostReading = Required<Omit<MemoryReading, "gpuKiB" | "mallocFreeKiB" | "mallocInUseKiB">>;
 
 export interface SmapsRollup {
   rssKiB: number;

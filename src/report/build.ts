@@ -122,6 +122,18 @@ function samplesOf(tracks: readonly TrackedProcess[], pid: number) {
   return tracks.filter((t) => t.pid === pid).flatMap((t) => t.samples);
 }
 
+/** The worker's mallinfo2 figures at the marks; null where it sent none (it cannot read them). */
+function mallocFigures(f: PhaseFigures): Pick<PhaseReport, "mallocFreeMiB" | "deltaMallocFreeMiB" | "mallocInUseMiB"> {
+  const endFree = finiteOrNull(f.end.mallocFreeKiB);
+  const startFree = finiteOrNull(f.start.mallocFreeKiB);
+  const inUse = finiteOrNull(f.end.mallocInUseKiB);
+  return {
+    mallocFreeMiB: toMiBOrNull(endFree),
+    deltaMallocFreeMiB: endFree !== null && startFree !== null ? toMiB(endFree - startFree) : null,
+    mallocInUseMiB: toMiBOrNull(inUse),
+  };
+}
+
 function phaseReport(f: PhaseFigures, gpuAvailable: boolean): PhaseReport {
   const gpuKnown = gpuAvailable && f.gpuEndKiB !== null;
   return {
@@ -142,6 +154,7 @@ function phaseReport(f: PhaseFigures, gpuAvailable: boolean): PhaseReport {
     gpuMiB: gpuKnown ? toMiBOrNull(f.gpuEndKiB) : null,
     deltaGpuMiB: gpuKnown && f.gpuStartKiB !== null && f.gpuEndKiB !== null ? toMiB(f.gpuEndKiB - f.gpuStartKiB) : null,
     peakGpuMiB: gpuKnown ? toMiBOrNull(f.gpuPeakKiB) : null,
+    ...mallocFigures(f),
     breakdown: breakdownReport(f.smaps),
     ...(f.smaps.problem ? { breakdownProblem: f.smaps.problem } : {}),
   };

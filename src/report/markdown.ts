@@ -13,13 +13,14 @@ import type { PhaseReport, Report, RuntimeReport } from "./schema.ts";
 
 const PHASE_HEADER = [
   "phase", "RSS MiB", "Δ RSS MiB", "peak RSS MiB", "peak from", "USS MiB", "Δ USS MiB", "PSS MiB", "swap MiB", "ms",
-  "GPU MiB", "Δ GPU MiB", "peak GPU MiB",
+  "GPU MiB", "Δ GPU MiB", "peak GPU MiB", "malloc free MiB",
 ] as const;
 
 function phaseRows(phases: readonly PhaseReport[]): string[][] {
   return phases.map((p) => [
     p.name, num(p.rssMiB), signed(p.deltaRssMiB), num(p.peakRssMiB), p.peakSource, num(p.ussMiB), signed(p.deltaUssMiB),
     num(p.pssMiB), num(p.swapMiB), num(p.ms, 0), num(p.gpuMiB), signed(p.deltaGpuMiB), num(p.peakGpuMiB),
+    num(p.mallocFreeMiB),
   ]);
 }
 

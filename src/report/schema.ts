@@ -52,6 +52,16 @@ export interface PhaseReport {
   /** Highest sampled GPU usage inside the phase; null when unavailable. */
   peakGpuMiB: number | null;
   /**
+   * Freed memory glibc's malloc keeps at the phase end (mallinfo2 fordblks, every arena): part
+   * of RSS that the process freed but malloc did not give back. null where the process cannot
+   * read it (node-ort, memlane-rt, a C library without mallinfo2). Absent from older reports.
+   */
+  mallocFreeMiB?: number | null;
+  /** mallocFreeMiB at the end minus at the start; null when either is unknown. Absent from older reports. */
+  deltaMallocFreeMiB?: number | null;
+  /** Bytes malloc has handed out at the phase end (mallinfo2 uordblks + hblkhd); null likewise. Absent from older reports. */
+  mallocInUseMiB?: number | null;
+  /**
    * Where the RAM is at the phase end, by kind of mapping (from the process's own
    * /proc/self/smaps at the mark), and what each kind grew over the phase. null when the
    * process sent no per-mapping summary (older workers). Absent from older reports.

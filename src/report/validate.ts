@@ -20,7 +20,10 @@ const PHASE: Shape = {
   samples: "number", gpu: "string", gpuMiB: "number|null", deltaGpuMiB: "number|null", peakGpuMiB: "number|null",
 };
 /** Added since v1 reports were first written (docs/memory.md, "Where the RAM goes"). */
-const PHASE_ADDED: Shape = { breakdown: "object|null", breakdownProblem: "string" };
+const PHASE_ADDED: Shape = {
+  breakdown: "object|null", breakdownProblem: "string",
+  mallocFreeMiB: "number|null", deltaMallocFreeMiB: "number|null", mallocInUseMiB: "number|null",
+};
 const BREAKDOWN: Shape = { kinds: "array", totalRssMiB: "number", totalPssMiB: "number", totalUssMiB: "number", growthFrom: "string|null" };
 const KIND: Shape = {
   kind: "string", label: "string", rssMiB: "number", pssMiB: "number", ussMiB: "number", privateDirtyMiB: "number", swapMiB: "number",

@@ -153,6 +153,13 @@ export interface MemoryReading {
   hwmKiB: number;
   /** GPU memory used by this process in KiB; absent where unknown. */
   gpuKiB?: number;
+  /**
+   * glibc malloc's bytes in free chunks, every arena (mallinfo2 `fordblks`), in KiB: freed
+   * memory malloc keeps mapped. Absent where the process cannot read it (docs/memory.md).
+   */
+  mallocFreeKiB?: number;
+  /** glibc malloc's bytes handed out (mallinfo2 `uordblks + hblkhd`), in KiB; absent likewise. */
+  mallocInUseKiB?: number;
 }
 
 /**

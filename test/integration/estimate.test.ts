@@ -39,10 +39,11 @@ describe("memlane estimate (calibrated on this machine)", () => {
     const model = writeProbes(dir, probes).get("weights")!;
     const est = startCli(["estimate", model, "--batch", "1,8", "--eval-samples", "64", "--json"], { MEMLANE_CACHE_DIR: cache });
     expect((await est.exit).code, est.stderr()).toBe(0);
-    const out = JSON.parse(est.stdout()) as { runtimes: Array<{ runtime: string; phases: Array<{ phase: string; rss: number; peak: number }> }>; naiveMiB: number; terms: { weightMiB: number } };
+    const out = JSON.parse(est.stdout()) as { runtimes: Array<{ runtime: string; phases: Array<{ phase: string; rss: number; peak: number; spreadMiB: number }> }>; naiveMiB: number; terms: { weightMiB: number } };
     expect(out.terms.weightMiB).toBeCloseTo(48, 6);
     const native = out.runtimes.find((r) => r.runtime === "native")!;
     expect(native.phases.map((p) => p.phase)).toContain("steady-inference");
+    for (const p of native.phases) expect(p.spreadMiB, `${p.phase}: the fit's rms over the probes`).toBeGreaterThanOrEqual(0);
     // memlane-rt maps the plan: its weights are resident once the first inference touched them.
     expect(native.phases.at(-1)!.rss).toBeGreaterThan(48);
     expect(out.naiveMiB).toBeCloseTo(48 + (8 * (1024 + 2048) * 4) / 2 ** 20, 3);

@@ -6,7 +6,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { calibrationKey, calibrationPath, loadCalibration, saveCalibration } from "../../src/estimate/cache.ts";
-import { CALIBRATION_FORMAT, type Calibration, fitModels } from "../../src/estimate/calibration.ts";
+import { CALIBRATION_FORMAT, type Calibration, fitModels, measuredHeldMiB } from "../../src/estimate/calibration.ts";
+import { medianOrNull } from "../../src/estimate/ort-load.ts";
 import { fitLinear, predict } from "../../src/estimate/fit.ts";
 import { features, modelTerms, NATIVE_CHUNK_ARENA_BYTES } from "../../src/estimate/model-terms.ts";
 import { compareWithMeasured, estimateRuntime, naiveMiB } from "../../src/estimate/predict.ts";
@@ -21,7 +22,7 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const f = (w: number, cw: number, a: number, e: number, o = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o });
+const f = (w: number, cw: number, a: number, e: number, o = 0, h = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: h, wholeBatchArenaMiB: 0 });
 // Probe-like features that move one term at a time (so the fit has one answer).
 
 describe("fitLinear", () => {
@@ -29,7 +30,7 @@ describe("fitLinear", () => {
     const truth = (x: ReturnType<typeof f>) => 50 + 1.0 * x.weightMiB + 2.0 * x.convWeightMiB + 1.5 * x.activationMiB + 0.8 * x.evalMiB + 1.2 * x.evalOutputMiB;
     const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), f(36, 36, 0, 1), f(0, 0, 32, 3), f(0, 0, 8, 128), f(16, 1, 8, 1, 8), f(4, 0, 0, 1, 64)];
     const fit = fitLinear(xs.map((x) => ({ features: x, value: truth(x) })));
-    expect(fit.coef.map((c) => Number(c.toFixed(3)))).toEqual([50, 1, 2, 1.5, 0.8, 1.2]);
+    expect(fit.coef.map((c) => Number(c.toFixed(3)))).toEqual([50, 1, 2, 1.5, 0.8, 1.2, 0, 0]);
     expect(fit.rmsMiB).toBeLessThan(1e-6);
     expect(predict(fit, f(100, 50, 10, 10))).toBeCloseTo(truth(f(100, 50, 10, 10)), 4);
   });
@@ -73,6 +74,73 @@ describe("model terms from the probes' ONNX files", () => {
     const bad = join(dir, "bad.onnx");
     writeFileSync(bad, "not an onnx file");
     await expect(modelTerms(bad)).rejects.toThrow(/not a valid ONNX model/);
+  });
+});
+
+describe("malloc-held memory after ORT's load (heldMiB)", () => {
+  // Probes like the real ones: the conv-weights probe's 36 MiB of kernels keep 90 MiB in malloc
+  // after the load, the others next to nothing; what a phase measures is that plus the rest.
+  const xs = [f(0, 0, 0, 0, 0, 0.3), f(48, 0, 0, 1, 0, 1), f(36, 36, 0, 1, 0, 90), f(0, 0, 32, 3, 0, 0.2), f(0, 0, 8, 128, 0, 0.2), f(16, 1, 8, 9, 0, 4)];
+  const load = (x: ReturnType<typeof f>) => 60 + x.weightMiB + 1.2 * x.convWeightMiB + x.heldMiB;
+  const probes: Calibration["probes"] = xs.map((x, i) => ({
+    name: `p${i}`, features: { "python-ort": x, native: { ...x, heldMiB: 0 } },
+    phases: {
+      "python-ort": { import: { rss: 50, uss: 40, pss: 45, peak: 51 }, "model-load": { rss: load(x), uss: load(x), pss: load(x), peak: load(x) } },
+    },
+  }));
+  const cal: Calibration = { format: CALIBRATION_FORMAT, key: {}, createdAt: "", models: fitModels(probes), probes };
+
+  it("takes its slope as 1 from model-load on and 0 before, never fitted, so Wconv keeps its own slope", () => {
+    const fits = cal.models["python-ort"]!.fits;
+    expect(fits["model-load"]!.rss.coef[6]).toBe(1);
+    expect(fits["model-load"]!.rss.coef[2]).toBeCloseTo(1.2, 3);
+    expect(fits.import!.rss.coef[6]).toBe(0);
+  });
+
+  it("predicts a model's load from its own held memory, not the conv probe's ratio (resnet18's shape)", () => {
+    const resnet = f(44.6, 42.7, 0, 0, 0, 76.3);
+    const e = estimateRuntime(cal, "python-ort", resnet)!;
+    expect(e.phases.find((p) => p.phase === "model-load")!.rss).toBeCloseTo(load(resnet), 3);
+    expect(e.phases.find((p) => p.phase === "import")!.rss).toBeCloseTo(50, 3);
+  });
+
+  it("calibration takes each probe's held memory from its own python-ort model-load (the load's scatter is no slope)", () => {
+    const report = (delta: number | null | undefined) => ({
+      runtimes: [{ name: "python-ort", phases: [{ name: "import", deltaMallocFreeMiB: 9 }, { name: "model-load", deltaMallocFreeMiB: delta }] }],
+    }) as never;
+    expect(measuredHeldMiB(report(80.65))).toBe(80.65);
+    expect(measuredHeldMiB(report(-1.5))).toBe(0);
+    expect(measuredHeldMiB(report(null))).toBeNull(); // a worker that cannot read mallinfo2: the load probe stands in
+    expect(measuredHeldMiB(report(undefined))).toBeNull(); // an older report
+    expect(medianOrNull([81, 72, 90])).toBe(81);
+    expect(medianOrNull([81, null, 90])).toBeNull();
+  });
+
+  it("features() gives the probe's figure to the ORT runtimes only, and 0 where it was not measured", () => {
+    const t = { ortLoadHeldMiB: 12.5, weightMiB: 1, convWeightMiB: 0, ortPatternPerSampleMiB: 0, arenaPerSampleMiB: 0, ioPerSampleMiB: 0, outputPerSampleMiB: 0 } as never;
+    const run = { maxBatch: 8, evalSamples: 16 };
+    expect(features("python-ort", t, run).heldMiB).toBe(12.5);
+    expect(features("node-ort", t, run).heldMiB).toBe(12.5);
+    expect(features("native", t, run).heldMiB).toBe(0);
+    expect(features("python-ort", { ...(t as object), ortLoadHeldMiB: null } as never, run).heldMiB).toBe(0);
+  });
+});
+
+describe("memlane-rt's unchunked arena (wholeBatchArenaMiB)", () => {
+  it("takes its slope as 1 at steady-inference and 0 before: no probe is unchunkable, so it is given", () => {
+    const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), f(0, 0, 4, 3), f(0, 0, 8, 128)];
+    const row = (v: number) => ({ rss: v, uss: v, pss: v, peak: v });
+    const probes: Calibration["probes"] = xs.map((x, i) => ({
+      name: `p${i}`, features: { native: x },
+      phases: { native: { "first-inference": row(8 + x.weightMiB + x.activationMiB), "steady-inference": row(8 + x.weightMiB + x.activationMiB + x.evalMiB) } },
+    }));
+    const fits = fitModels(probes).native!.fits;
+    expect(fits["steady-inference"]!.rss.coef[7]).toBe(1);
+    expect(fits["first-inference"]!.rss.coef[7]).toBe(0);
+    const cal: Calibration = { format: CALIBRATION_FORMAT, key: {}, createdAt: "", models: fitModels(probes), probes };
+    const distilbertLike = { ...f(0.5, 0, 0.22, 0.5), wholeBatchArenaMiB: 1.53 };
+    const e = estimateRuntime(cal, "native", distilbertLike)!;
+    expect(e.phases[1]!.rss - e.phases[0]!.rss).toBeCloseTo(0.5 + 1.53, 3);
   });
 });
 

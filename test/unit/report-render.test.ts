@@ -28,9 +28,9 @@ function termRow(heading: string, first: string): string[] {
 describe("renderMarkdown", () => {
   it("gives each runtime a per-phase table naming process, phase and counter", () => {
     expect(md).toContain("### python-ort: process pid 4102 (python), device cpu");
-    expect(md).toContain("| phase | RSS MiB | Δ RSS MiB | peak RSS MiB | peak from | USS MiB | Δ USS MiB | PSS MiB | swap MiB | ms | GPU MiB | Δ GPU MiB | peak GPU MiB |");
+    expect(md).toContain("| phase | RSS MiB | Δ RSS MiB | peak RSS MiB | peak from | USS MiB | Δ USS MiB | PSS MiB | swap MiB | ms | GPU MiB | Δ GPU MiB | peak GPU MiB | malloc free MiB |");
     expect(mdRow("### python-ort:", "model-load")).toEqual([
-      "model-load", "65.00", "+2.00", "68.50", "hwm", "47.00", "+2.00", "51.50", "0.00", "8", "unavailable", "unavailable", "unavailable",
+      "model-load", "65.00", "+2.00", "68.50", "hwm", "47.00", "+2.00", "51.50", "0.00", "8", "unavailable", "unavailable", "unavailable", "unavailable",
     ]);
     expect(mdRow("### python-ort:", "first-inference").slice(0, 5)).toEqual(["first-inference", "74.00", "+9.00", "80.00", "sample"]);
     expect(mdRow("### native:", "first-inference").slice(0, 7)).toEqual(["first-inference", "4.00", "+0.25", "4.00", "end", "2.50", "+0.75"]);

@@ -43,6 +43,22 @@ describe("buildReport", () => {
     expect(report.gpu).toEqual({ status: "unavailable", reason: "no NVIDIA driver (libnvidia-ml.so.1 not found)", devices: [] });
   });
 
+  it("reports malloc's free bytes where the worker sent mallinfo2 figures, null (never 0) where it did not", () => {
+    const run = realisticRun();
+    const ort = run.runtimes.find((r) => r.name === "python-ort")!;
+    for (const m of ort.marks) {
+      const load = m.name === "model-load" && m.mark === "end";
+      Object.assign(m.memory, { mallocFreeKiB: load ? 100 * 1024 : 2 * 1024, mallocInUseKiB: 30 * 1024 });
+    }
+    const built = buildReport(run);
+    const p = (name: string) => built.runtimes.find((r) => r.name === "python-ort")!.phases.find((x) => x.name === name)!;
+    expect(p("model-load")).toMatchObject({ mallocFreeMiB: 100, deltaMallocFreeMiB: 98, mallocInUseMiB: 30 });
+    expect(p("first-inference")).toMatchObject({ mallocFreeMiB: 2, deltaMallocFreeMiB: 0 });
+    for (const ph of built.runtimes.find((r) => r.name === "native")!.phases)
+      expect([ph.mallocFreeMiB, ph.deltaMallocFreeMiB, ph.mallocInUseMiB]).toEqual([null, null, null]);
+    expect(validateReport(JSON.parse(stringifyReport(built)))).toEqual([]);
+  });
+
   it("takes steady memory from the end of steady-inference", () => {
     expect(rt("python-ort").steady).toEqual({ rssMiB: 75, ussMiB: 50, pssMiB: 56.25, gpuMiB: null });
     expect(rt("native").steady).toEqual({ rssMiB: 4, ussMiB: 2.5, pssMiB: 2.88, gpuMiB: null });

@@ -20,6 +20,7 @@ _MODULES = {
     "checkpoint.load": "checkpoint_load",
     "worker.info": "worker_info",
     "estimate.torch": "estimate_torch",
+    "estimate.ortLoad": "estimate_ort",
 }
 
 TASK_NAMES = tuple(_MODULES)

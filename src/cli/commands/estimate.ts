@@ -11,7 +11,7 @@ import { type CommandSpec, parseArgs, UsageError, usage } from "../args.ts";
 import type { Io } from "../io.ts";
 import { calibrate, CALIBRATED_RUNTIMES } from "../../estimate/calibration.ts";
 import { calibrationKey, loadCalibration, saveCalibration } from "../../estimate/cache.ts";
-import { features, fedInputShapes, type InputFeed, inputFileRows, modelTerms } from "../../estimate/model-terms.ts";
+import { features, fedInputShapes, type InputFeed, inputFileRows, modelTerms, needsOrtLoad } from "../../estimate/model-terms.ts";
 import { DEFAULT_SEQ, InputSpecError, parseShapeFlag } from "../../pipeline/inputs/shapes.ts";
 import { estimateRuntime, naiveMiB } from "../../estimate/predict.ts";
 import { num, textTable } from "../../report/format.ts";
@@ -79,7 +79,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     if (err instanceof InputSpecError) throw new UsageError(err.message, err.option);
     throw err;
   }
-  const terms = await modelTerms(model, feed);
+  const terms = await modelTerms(model, feed, { ortLoad: needsOrtLoad(args.flags.runtimes as string[]) });
   const run = { maxBatch: Math.max(...(args.flags.batch as number[])), evalSamples: fileRows ?? (args.flags["eval-samples"] as number) };
   const estimates = (args.flags.runtimes as string[]).map((r) => estimateRuntime(cal!, r, features(r, terms, run)));
   const naive = naiveMiB(terms, run);
@@ -95,8 +95,11 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   for (const e of estimates) {
     if (!e) continue;
     io.out("");
-    io.out(`${e.runtime} (features: weights ${num(e.features.weightMiB)} MiB, activations ${num(e.features.activationMiB)} MiB, eval set ${num(e.features.evalMiB)} MiB in + ${num(e.features.evalOutputMiB)} MiB out):`);
-    io.out(textTable(["phase", "end RSS MiB", "end USS MiB", "end PSS MiB", "peak RSS MiB"], e.phases.map((p) => [p.phase, num(p.rss), num(p.uss), num(p.pss), num(p.peak)])));
+    const held = e.features.heldMiB > 0 ? `, held by malloc after the load ${num(e.features.heldMiB)} MiB` : "";
+    const whole = e.features.wholeBatchArenaMiB > 0 ? `, arena of the whole batch (unchunked) +${num(e.features.wholeBatchArenaMiB)} MiB` : "";
+    io.out(`${e.runtime} (features: weights ${num(e.features.weightMiB)} MiB, activations ${num(e.features.activationMiB)} MiB${whole}, eval set ${num(e.features.evalMiB)} MiB in + ${num(e.features.evalOutputMiB)} MiB out${held}):`);
+    io.out(textTable(["phase", "end RSS MiB", "± MiB (probes' rms)", "end USS MiB", "end PSS MiB", "peak RSS MiB"],
+      e.phases.map((p) => [p.phase, num(p.rss), num(p.spreadMiB), num(p.uss), num(p.pss), num(p.peak)])));
   }
   io.out("");
   io.out(`naive formula (seeds/003: parameters x 4 B + one batch of inputs x 4 B): ${num(naive)} MiB for any runtime`);

@@ -1,0 +1,41 @@
+"""`estimate.ortLoad`: what glibc's malloc keeps of what ONNX Runtime frees while it loads a
+model (docs/memory.md, "Held by malloc"), measured the way `infer.ort` loads it.
+
+ORT's CPU session creation parses the model (every initializer's raw bytes), copies each
+initializer into an aligned tensor, frees the parsed bytes, pre-packs conv and gemm weights
+and frees the copies it replaced. Freeing the first large mmapped block raises glibc's dynamic
+mmap threshold to that block's size (up to 32 MiB), so every later block below it comes from
+the heap, and what is freed there stays mapped: resnet18 keeps 76 MiB of 45 MiB of weights,
+mobilenet_v2 17 of 13, vit_small 1 of 0.8. How much depends on the order and sizes of every
+allocation, the small ones between the big ones included (a replay of the large blocks alone
+gives 82 MiB for resnet18, with the small ones 76.5, measured 76.4), so this measures it
+instead of modelling it: a fresh worker (nothing freed earlier to reuse), the session created
+on the task's thread with `infer.ort`'s options, mallinfo2 read around it.
+"""
+from __future__ import annotations
+
+from .. import malloc_stats, memory
+from ..context import TaskContext
+
+
+def run(ctx: TaskContext):
+    import numpy  # noqa: F401  (infer.ort's import phase: the same arena state before the load)
+    import onnxruntime as ort
+
+    a = ctx.args
+    model_path = a.path("model", must_exist=True)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = a.int("threads", 1, minimum=1)
+    so.inter_op_num_threads = 1
+    if not malloc_stats.available():
+        return {"available": False, "heldKiB": None, "inUseKiB": None, "rssKiB": None}
+    before = memory.read()
+    sess = ort.InferenceSession(model_path, sess_options=so, providers=["CPUExecutionProvider"])
+    after = memory.read()
+    del sess
+    return {
+        "available": True,
+        "heldKiB": max(0, after["mallocFreeKiB"] - before["mallocFreeKiB"]),
+        "inUseKiB": after["mallocInUseKiB"] - before["mallocInUseKiB"],
+        "rssKiB": after["rssKiB"] - before["rssKiB"],
+    }

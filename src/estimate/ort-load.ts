@@ -1,0 +1,92 @@
+/**
+ * What glibc's malloc keeps of what ONNX Runtime frees while it loads a model (docs/memory.md,
+ * "Held by malloc"), measured by a probe: a fresh Python worker creates the CPU session the
+ * way `infer.ort` does and reads mallinfo2 around it (python/memlane_worker/tasks/estimate_ort.py).
+ *
+ * Why measured, not derived from the graph: ORT frees its load-time copies of the weights, the
+ * first large free raises glibc's dynamic mmap threshold (up to 32 MiB), and later blocks
+ * below it come from the heap and stay there once freed. How much stays depends on the sizes
+ * and order of every allocation, the small ones between the big ones too: replaying
+ * resnet18's blocks of 64 KiB and more through glibc gives 82 MiB held, replaying all of them
+ * 76.5, the worker measures 76.4. The same probe in an `infer.ort` worker and a bare thread
+ * agree (76.3), and onnxruntime-node in a worker_thread holds about as much (73.5 MiB), so
+ * the figure stands for both ORT runtimes.
+ *
+ * The same load does not always hold the same: the conv probe's 36 MiB of kernels (four 9 MiB
+ * blocks) left 72, 81 and 90 MiB in three fresh processes, resnet18 76.4 in each of four. So
+ * the probe runs `runs` times (3), each in a fresh worker, and gives the median. Each run costs a
+ * Python start, onnxruntime's import and one session creation (about half a second unloaded).
+ */
+import { statSync } from "node:fs";
+import { Supervisor } from "../workers/index.ts";
+import { workerSpecs } from "../workers/specs.ts";
+
+const MIB = 2 ** 20;
+
+interface Raw {
+  available: boolean;
+  heldKiB: number | null;
+  inUseKiB: number | null;
+  rssKiB: number | null;
+}
+
+export interface OrtLoadProbe {
+  /** Freed memory malloc still holds after the session is created, MiB; null where mallinfo2 cannot be read. */
+  heldMiB: number | null;
+  /** What the load left allocated (the session's weights and its graph), MiB; null likewise. */
+  inUseMiB: number | null;
+  /** The probe's RSS growth over the session creation, MiB; null likewise. */
+  rssMiB: number | null;
+}
+
+/** The middle value (the upper one of an even count); null when any run could not measure. */
+export function medianOrNull(xs: ReadonlyArray<number | null>): number | null {
+  if (xs.length === 0 || xs.some((x) => x === null)) return null;
+  const s = (xs as number[]).slice().sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+/**
+ * Runs the probe on `onnxPath`, each run in a fresh worker (memory an earlier load freed would
+ * be reused and hide what this one keeps); the median of `runs` (default 3). `env` is passed to
+ * the workers (MALLOC_* settings: the run's own).
+ */
+export function probeOrtLoad(onnxPath: string, opts: { threads?: number; env?: Record<string, string>; runs?: number } = {}): Promise<OrtLoadProbe> {
+  // One probe per file version and settings in a process: a run's memory budget (before a
+  // benchmark starts) and its report's estimate (at the end) ask for the same model.
+  const st = statSync(onnxPath);
+  const key = JSON.stringify([onnxPath, st.size, st.mtimeMs, opts]);
+  let p = memo.get(key);
+  if (!p) {
+    p = runProbes(onnxPath, opts);
+    memo.set(key, p);
+    p.catch(() => memo.delete(key));
+  }
+  return p;
+}
+
+const memo = new Map<string, Promise<OrtLoadProbe>>();
+
+async function runProbes(onnxPath: string, opts: { threads?: number; env?: Record<string, string>; runs?: number }): Promise<OrtLoadProbe> {
+  const runs: OrtLoadProbe[] = [];
+  const sup = await Supervisor.start();
+  try {
+    for (let i = 0; i < (opts.runs ?? 3); i++) {
+      const w = await sup.spawn(workerSpecs.python({ name: "estimate-ort-load", ...(opts.env ? { env: opts.env } : {}) }));
+      try {
+        const r = (await w.run("estimate.ortLoad", { model: onnxPath, threads: opts.threads ?? 1 }, { timeoutMs: 300_000 })).value as unknown as Raw;
+        const mib = (kib: number | null) => (r.available && typeof kib === "number" ? (kib * 1024) / MIB : null);
+        runs.push({ heldMiB: mib(r.heldKiB), inUseMiB: mib(r.inUseKiB), rssMiB: mib(r.rssKiB) });
+      } finally {
+        await w.stop();
+      }
+    }
+  } finally {
+    await sup.close();
+  }
+  return {
+    heldMiB: medianOrNull(runs.map((r) => r.heldMiB)),
+    inUseMiB: medianOrNull(runs.map((r) => r.inUseMiB)),
+    rssMiB: medianOrNull(runs.map((r) => r.rssMiB)),
+  };
+}
