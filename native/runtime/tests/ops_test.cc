@@ -132,6 +132,10 @@ static void test_conv() {
       {"pointwise 28x28 64->40 (sgemm_nn, not lanes)", 2, 64, 28, 28, 40, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, false},
       {"pointwise lanes 8x8 1100->16, two pixel chunks (56 + 8)", 1, 1100, 8, 8, 16, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
       {"pointwise lanes 7x7 320->1280 (efficientnet head)", 1, 320, 7, 7, 1280, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
+      // the first 8-pixel tile of a panel prefetches the next panel: odd panel counts, a map
+      // with no whole tile (no prefetch), a batch of 8 (each sample prefetches its panels again)
+      {"pointwise lanes 7x7 45->83, 8 samples (next-panel prefetch)", 8, 45, 7, 7, 83, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
+      {"pointwise lanes 2x3 33->70, no whole 8-pixel tile", 3, 33, 2, 3, 70, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false, false},
   };
   Rng rng;
   for (const auto& c : cases) {
