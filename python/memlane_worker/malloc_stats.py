@@ -7,7 +7,8 @@ threshold has risen past their size, so they came from the heap, not from their 
 
 mallinfo2() (glibc >= 2.33) sums every arena: `fordblks` is the bytes in free chunks, the top
 chunk included; `uordblks` + `hblkhd` the bytes handed out (heap chunks, mmapped blocks). Where
-the C library has no mallinfo2 (musl, an older glibc) the figures are absent, never 0.
+the C library has no mallinfo2 (musl, an older glibc), or the process's malloc is not glibc's
+(a preloaded jemalloc or tcmalloc), the figures are absent, never 0.
 """
 from __future__ import annotations
 
@@ -22,10 +23,19 @@ class _Mallinfo2(ctypes.Structure):
         "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
 
 
+def _address(fn) -> Optional[int]:
+    return ctypes.cast(fn, ctypes.c_void_p).value
+
+
 def _load() -> Optional[ctypes._CFuncPtr]:
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         fn = libc.mallinfo2
+        # The process's malloc must be glibc's: under a preloaded jemalloc, tcmalloc or mimalloc
+        # (LD_PRELOAD, a common choice under ORT and PyTorch) mallinfo2 reads glibc's idle
+        # arenas and returns zeros that look measured.
+        if _address(ctypes.CDLL(None).malloc) != _address(libc.malloc):
+            return None
     except (OSError, AttributeError):
         return None
     fn.restype = _Mallinfo2

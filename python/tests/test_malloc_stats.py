@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import ctypes
+import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -42,3 +46,30 @@ def test_freed_heap_blocks_are_held_by_malloc_and_stay_resident():
         assert before["rssKiB"] - after["rssKiB"] < 0.1 * want  # freed, but still resident
     finally:
         _libc.free(pin)
+
+
+_BUMP_C = r"""
+#include <stddef.h>
+static char pool[1 << 26];
+static size_t used;
+void *malloc(size_t n) { size_t at = (used + 15) & ~(size_t)15; used = at + n; return used <= sizeof pool ? pool + at : 0; }
+void free(void *p) { (void)p; }
+void *calloc(size_t a, size_t b) { return malloc(a * b); }
+void *realloc(void *p, size_t n) { char *q = malloc(n); if (p && q) { for (size_t i = 0; i < n; i++) q[i] = ((char *)p)[i]; } return q; }
+"""
+
+
+def test_another_malloc_preloaded_makes_the_figures_absent_not_zero(tmp_path):
+    """A process whose malloc is not glibc's (LD_PRELOAD) has no mallinfo2 figures at all."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the stand-in allocator")
+    src = tmp_path / "bump.c"
+    src.write_text(_BUMP_C)
+    lib = tmp_path / "libbump.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(lib), str(src)], check=True)
+    code = "from memlane_worker import malloc_stats, memory; print(malloc_stats.available(), sorted(k for k in memory.read() if k.startswith('malloc')))"
+    env = {**os.environ, "LD_PRELOAD": str(lib)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False []"

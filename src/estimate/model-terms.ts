@@ -52,6 +52,11 @@ export interface ModelTerms {
    * read mallinfo2.
    */
   ortLoadHeldMiB: number | null;
+  /**
+   * Why ortLoadHeldMiB is null although the probe was asked for (it failed, or the worker's
+   * malloc is not glibc's); the estimate then leaves that term out (0) and says so.
+   */
+  ortLoadUnavailable?: string;
 }
 
 export interface RunShape {
@@ -142,9 +147,20 @@ const bytesPerSample = (tensors: ReadonlyArray<{ shape: readonly number[]; dtype
  * `ortLoad`: run the load probe (ort-load.ts: a Python worker, about a second) for
  * ortLoadHeldMiB; what an estimate of the ORT runtimes needs, not the graph's own terms.
  */
-export async function modelTerms(onnxPath: string, feed: InputFeed = {}, opts: { ortLoad?: boolean } = {}): Promise<ModelTerms> {
+export async function modelTerms(onnxPath: string, feed: InputFeed = {}, opts: { ortLoad?: boolean; tmpDir?: string } = {}): Promise<ModelTerms> {
   const terms = await graphTerms(onnxPath, feed);
-  return opts.ortLoad ? { ...terms, ortLoadHeldMiB: (await probeOrtLoad(onnxPath)).heldMiB } : terms;
+  if (!opts.ortLoad) return terms;
+  // The probe's workers write where ORT writes (its `.ses` and logs in TMPDIR): a run's scratch.
+  const env = opts.tmpDir !== undefined ? { env: { TMPDIR: opts.tmpDir } } : {};
+  try {
+    const { heldMiB } = await probeOrtLoad(onnxPath, env);
+    return heldMiB === null
+      ? { ...terms, ortLoadHeldMiB: null, ortLoadUnavailable: "mallinfo2 cannot be read in the probe (no glibc malloc)" }
+      : { ...terms, ortLoadHeldMiB: heldMiB };
+  } catch (err) {
+    // The load probe refines the estimate; its failure must not take the graph's terms with it.
+    return { ...terms, ortLoadHeldMiB: null, ortLoadUnavailable: `the load probe failed: ${err instanceof Error ? err.message : String(err)}` };
+  }
 }
 
 async function graphTerms(onnxPath: string, feed: InputFeed): Promise<ModelTerms> {

@@ -67,6 +67,27 @@ export function probeOrtLoad(onnxPath: string, opts: { threads?: number; env?: R
 
 const memo = new Map<string, Promise<OrtLoadProbe>>();
 
+/**
+ * The worker's answer, checked: a worker is trusted no more than its messages (a NaN or a
+ * negative held figure would be subtracted from every ORT estimate, its slope being 1).
+ */
+export function checkedRaw(value: unknown): Raw {
+  const bad = (why: string): never => {
+    throw new Error(`estimate.ortLoad: the worker's result ${why}: ${JSON.stringify(value)?.slice(0, 200)}`);
+  };
+  if (typeof value !== "object" || value === null) bad("is not an object");
+  const v = value as Record<string, unknown>;
+  if (typeof v.available !== "boolean") bad("has no boolean `available`");
+  const field = (name: "heldKiB" | "inUseKiB" | "rssKiB", min: number): number | null => {
+    const x = v[name];
+    if (!v.available) return null;
+    if (typeof x !== "number" || !Number.isFinite(x) || x < min) bad(`has \`${name}\` ${JSON.stringify(x)}, not a finite number >= ${min}`);
+    return x as number;
+  };
+  // Held memory cannot be negative; what the load left allocated and RSS growth may (a trim).
+  return { available: v.available as boolean, heldKiB: field("heldKiB", 0), inUseKiB: field("inUseKiB", -Infinity), rssKiB: field("rssKiB", -Infinity) };
+}
+
 async function runProbes(onnxPath: string, opts: { threads?: number; env?: Record<string, string>; runs?: number }): Promise<OrtLoadProbe> {
   const runs: OrtLoadProbe[] = [];
   const sup = await Supervisor.start();
@@ -74,8 +95,8 @@ async function runProbes(onnxPath: string, opts: { threads?: number; env?: Recor
     for (let i = 0; i < (opts.runs ?? 3); i++) {
       const w = await sup.spawn(workerSpecs.python({ name: "estimate-ort-load", ...(opts.env ? { env: opts.env } : {}) }));
       try {
-        const r = (await w.run("estimate.ortLoad", { model: onnxPath, threads: opts.threads ?? 1 }, { timeoutMs: 300_000 })).value as unknown as Raw;
-        const mib = (kib: number | null) => (r.available && typeof kib === "number" ? (kib * 1024) / MIB : null);
+        const r = checkedRaw((await w.run("estimate.ortLoad", { model: onnxPath, threads: opts.threads ?? 1 }, { timeoutMs: 300_000 })).value);
+        const mib = (kib: number | null) => (r.available && kib !== null ? (kib * 1024) / MIB : null);
         runs.push({ heldMiB: mib(r.heldKiB), inUseMiB: mib(r.inUseKiB), rssMiB: mib(r.rssKiB) });
       } finally {
         await w.stop();

@@ -146,7 +146,7 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
   const feed = exportFeedOf(from);
   const ortLoad = needsOrtLoad([s.runtime]);
   const termsKey = `${model.onnx} ${JSON.stringify(feed)} ${ortLoad}`;
-  if (!c.onnxTerms.has(termsKey)) c.onnxTerms.set(termsKey, await modelTerms(model.onnx, feed, { ortLoad }));
+  if (!c.onnxTerms.has(termsKey)) c.onnxTerms.set(termsKey, await modelTerms(model.onnx, feed, { ortLoad, tmpDir: c.dir }));
   const terms = c.onnxTerms.get(termsKey)!;
   const evalSamples = inputFileRows(model.onnx, feed) ?? model.evalSamples; // a stage's inputs file holds its own rows
   const e = estimateRuntime(c.onnx, s.runtime, features(s.runtime, terms, { maxBatch, evalSamples }));
@@ -155,7 +155,7 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
     ...base, runtime: s.runtime, model: model.arch ?? model.onnx, peakMiB: Math.max(...e.phases.map((x) => x.peak)),
     phases: e.phases.map((x) => ({ phase: x.phase, rss: x.rss, peak: x.peak })),
     parts: `weights ${e.features.weightMiB.toFixed(1)} MiB, activations ${e.features.activationMiB.toFixed(1)} MiB, eval set ${e.features.evalMiB.toFixed(1)} MiB in + ${e.features.evalOutputMiB.toFixed(1)} MiB out`,
-    why: terms.compileError ? `activations unknown: ${terms.compileError}` : null,
+    why: terms.compileError ? `activations unknown: ${terms.compileError}` : terms.ortLoadUnavailable ? `held by malloc after ORT's load left out: ${terms.ortLoadUnavailable}` : null,
     naiveMiB: (terms.params * 4) / 2 ** 20 + (terms.ioPerSampleMiB ?? 0) * maxBatch,
   };
 }

@@ -57,7 +57,7 @@ export interface DistributedEstimateCheck {
 /** What a benchmark ran: its model, run shape and (a model with a symbolic sequence) what it fed, by report row name. */
 export type EstimatedRuns = ReadonlyMap<string, { onnx: string; run: RunShape; feed?: InputFeed }>;
 
-export async function estimatesForReport(report: Report, runs: EstimatedRuns): Promise<EstimateReport> {
+export async function estimatesForReport(report: Report, runs: EstimatedRuns, tmpDir?: string): Promise<EstimateReport> {
   const none = (reason: string): EstimateReport => ({ status: "unavailable", reason, calibratedAt: null, naiveMiB: null, runtimes: [] });
   const rows = report.runtimes.filter((r) => (CALIBRATED_RUNTIMES as readonly string[]).includes(r.name) && runs.has(r.name));
   if (rows.length === 0) return none("no ONNX runtime (python-ort, node-ort, native) ran an ONNX model in this run");
@@ -69,7 +69,7 @@ export async function estimatesForReport(report: Report, runs: EstimatedRuns): P
   for (const r of rows) {
     const { onnx, run, feed = {} } = runs.get(r.name)!;
     const key = `${onnx} ${JSON.stringify(feed)}`;
-    if (!termsOf.has(key)) termsOf.set(key, await modelTerms(onnx, feed, { ortLoad: needsOrtLoad(rows.map((x) => x.name)) }));
+    if (!termsOf.has(key)) termsOf.set(key, await modelTerms(onnx, feed, { ortLoad: needsOrtLoad(rows.map((x) => x.name)), ...(tmpDir !== undefined ? { tmpDir } : {}) }));
     const terms = termsOf.get(key)!;
     naive ??= naiveMiB(terms, run);
     const e = estimateRuntime(cal, r.name, features(r.name, terms, run));

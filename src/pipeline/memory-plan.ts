@@ -74,7 +74,7 @@ export async function predictStagePeak(s: RunSession, def: StageDef, stages: rea
   if (!cal || !onnx || !s.heldout) return null;
   const run = { maxBatch, evalSamples: s.heldout.shape[0]! };
   const feed = exportFeedOf(stages.find((x) => x.name === def.opts.from));
-  return predictedPeak(cal, def.runtime, features(def.runtime, await modelTerms(onnx, feed, { ortLoad: needsOrtLoad([def.runtime]) }), run));
+  return predictedPeak(cal, def.runtime, features(def.runtime, await modelTerms(onnx, feed, { ortLoad: needsOrtLoad([def.runtime]), tmpDir: s.tmpDir }), run));
 }
 
 /** A train stage's peak from the PyTorch calibration and the probe; a distributed one: launcher + local ranks. */
@@ -105,7 +105,7 @@ export async function reportEstimates(report: Report, stages: readonly StageDef[
   }
   let out: EstimateReport;
   try {
-    out = await estimatesForReport(report, runs);
+    out = await estimatesForReport(report, runs, s.tmpDir);
   } catch (err) {
     out = { status: "unavailable", reason: `the estimate failed: ${(err as Error).message.split("\n")[0]}`, calibratedAt: null, naiveMiB: null, runtimes: [] };
   }

@@ -1,22 +1,26 @@
 // The load probe (src/estimate/ort-load.ts) in real Python workers on real ONNX files: what
 // glibc's malloc keeps of what ORT frees while it loads, and that it is glibc's dynamic mmap
 // threshold (a fixed threshold takes it away).
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { features, modelTerms } from "../../src/estimate/model-terms.ts";
-import { probeOrtLoad } from "../../src/estimate/ort-load.ts";
+import { checkedRaw, probeOrtLoad } from "../../src/estimate/ort-load.ts";
 import { PROBES, writeProbes } from "../../src/estimate/probe-models.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "memlane-ort-load-"));
 const files = writeProbes(dir, PROBES.filter((p) => p.name === "tiny" || p.name === "conv-weights"));
+// The probes' TMPDIR (ORT's Python import writes `.ses` there): inside this test's folder.
+const scratch = join(dir, "tmp");
+mkdirSync(scratch);
+const env = { TMPDIR: scratch };
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("ORT load probe", () => {
   it("measures the freed memory malloc keeps after ORT loads 36 MiB of conv kernels, and next to none for a tiny model", async () => {
-    const conv = await probeOrtLoad(files.get("conv-weights")!);
-    const tiny = await probeOrtLoad(files.get("tiny")!);
+    const conv = await probeOrtLoad(files.get("conv-weights")!, { env });
+    const tiny = await probeOrtLoad(files.get("tiny")!, { env });
     // glibc 2.36, onnxruntime 1.32: ~90 MiB held after the conv probe's load, < 1 MiB after tiny's.
     expect(conv.heldMiB).toBeGreaterThan(30);
     expect(conv.inUseMiB).toBeGreaterThan(30); // the session's own weights
@@ -25,15 +29,29 @@ describe("ORT load probe", () => {
   }, 120_000);
 
   it("finds nothing held when the mmap threshold is fixed (MALLOC_MMAP_THRESHOLD_): the cause is glibc's dynamic threshold", async () => {
-    const fixed = await probeOrtLoad(files.get("conv-weights")!, { env: { MALLOC_MMAP_THRESHOLD_: "131072" }, runs: 1 });
+    const fixed = await probeOrtLoad(files.get("conv-weights")!, { env: { ...env, MALLOC_MMAP_THRESHOLD_: "131072" }, runs: 1 });
     expect(fixed.heldMiB).toBeLessThan(5);
   }, 120_000);
 
   it("modelTerms runs it only when asked, and the ORT runtimes' features carry it", async () => {
     const file = files.get("conv-weights")!;
     expect((await modelTerms(file)).ortLoadHeldMiB).toBeNull();
-    const t = await modelTerms(file, {}, { ortLoad: true });
+    const t = await modelTerms(file, {}, { ortLoad: true, tmpDir: scratch });
     expect(t.ortLoadHeldMiB).toBeGreaterThan(30);
     expect(features("python-ort", t, { maxBatch: 8, evalSamples: 16 }).heldMiB).toBe(t.ortLoadHeldMiB);
   }, 120_000);
+});
+
+describe("the load probe's answer is checked", () => {
+  it("takes a sound answer, and an unavailable one as nulls", () => {
+    expect(checkedRaw({ available: true, heldKiB: 1024, inUseKiB: -3, rssKiB: -10 })).toEqual({ available: true, heldKiB: 1024, inUseKiB: -3, rssKiB: -10 });
+    expect(checkedRaw({ available: false, heldKiB: null, inUseKiB: null, rssKiB: null })).toEqual({ available: false, heldKiB: null, inUseKiB: null, rssKiB: null });
+  });
+  it("refuses NaN, a negative held figure, a string, and a missing `available`, naming the field", () => {
+    expect(() => checkedRaw({ available: true, heldKiB: Number.NaN, inUseKiB: 1, rssKiB: 1 })).toThrow(/`heldKiB` .*not a finite number >= 0/);
+    expect(() => checkedRaw({ available: true, heldKiB: -50000, inUseKiB: 1, rssKiB: 1 })).toThrow(/`heldKiB` -50000/);
+    expect(() => checkedRaw({ available: true, heldKiB: 1, inUseKiB: "12", rssKiB: 1 })).toThrow(/`inUseKiB` "12"/);
+    expect(() => checkedRaw({ heldKiB: 1, inUseKiB: 1, rssKiB: 1 })).toThrow(/no boolean `available`/);
+    expect(() => checkedRaw(null)).toThrow(/not an object/);
+  });
 });

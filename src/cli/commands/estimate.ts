@@ -6,7 +6,9 @@
  * A pipeline module is loaded, never run: every stage's estimate, and the concurrent peak
  * the scheduler's rules allow (src/cli/estimate-pipeline.ts).
  */
-import { existsSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { type CommandSpec, parseArgs, UsageError, usage } from "../args.ts";
 import type { Io } from "../io.ts";
 import { calibrate, CALIBRATED_RUNTIMES } from "../../estimate/calibration.ts";
@@ -79,7 +81,14 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     if (err instanceof InputSpecError) throw new UsageError(err.message, err.option);
     throw err;
   }
-  const terms = await modelTerms(model, feed, { ortLoad: needsOrtLoad(args.flags.runtimes as string[]) });
+  // The load probe's workers get a TMPDIR of their own, removed here (ORT writes `.ses` there).
+  const probeTmp = mkdtempSync(join(tmpdir(), "memlane-estimate-"));
+  let terms: Awaited<ReturnType<typeof modelTerms>>;
+  try {
+    terms = await modelTerms(model, feed, { ortLoad: needsOrtLoad(args.flags.runtimes as string[]), tmpDir: probeTmp });
+  } finally {
+    rmSync(probeTmp, { recursive: true, force: true });
+  }
   const run = { maxBatch: Math.max(...(args.flags.batch as number[])), evalSamples: fileRows ?? (args.flags["eval-samples"] as number) };
   const estimates = (args.flags.runtimes as string[]).map((r) => estimateRuntime(cal!, r, features(r, terms, run)));
   const naive = naiveMiB(terms, run);
@@ -91,6 +100,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   io.out(`memlane estimate ${model}: ${terms.params} parameters, weights ${num(terms.weightMiB)} MiB, ` +
     `arena ${terms.arenaPerSampleMiB === null ? "unknown" : `${num(terms.arenaPerSampleMiB, 3)} MiB`} a sample ` +
     `(ORT's memory pattern ${terms.ortPatternPerSampleMiB === null ? "unknown" : `${num(terms.ortPatternPerSampleMiB, 3)} MiB`}); batch up to ${run.maxBatch}, ${run.evalSamples} eval samples`);
+  if (terms.ortLoadUnavailable) io.out(`  held by malloc after ORT's load: unavailable (${terms.ortLoadUnavailable}); python-ort and node-ort leave that term out`);
   if (terms.compileError) io.out(`  activations unknown (memlane's compiler refused the model: ${terms.compileError}); the activation and eval-set terms are left out`);
   for (const e of estimates) {
     if (!e) continue;
