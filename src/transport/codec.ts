@@ -4,6 +4,7 @@
  * throwing, so that the broker can reply with an `error` and keep serving.
  */
 import { Packr } from "msgpackr";
+import { checkPhaseMark } from "./check-phase.ts";
 import {
   DTYPE_BYTES,
   ErrorCode,
@@ -134,6 +135,10 @@ export function decodeMessage(parts: readonly Buffer[]): DecodeResult {
   }
   if (env.tensors !== undefined) {
     const problem = checkTensorRefs(env.tensors, frames);
+    if (problem) return malformed(problem, id);
+  }
+  if (env.type === "phase") {
+    const problem = checkPhaseMark(env);
     if (problem) return malformed(problem, id);
   }
   return { ok: true, value: { message: env as unknown as Message, frames } };

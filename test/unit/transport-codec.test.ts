@@ -90,6 +90,27 @@ describe("validation", () => {
   it("ignores unknown fields", () => {
     expect(decodeMessage([env({ ...base, type: "heartbeat", future: { x: 1 } })]).ok).toBe(true);
   });
+
+  it("checks a phase mark's memory reading: finite counts >= 0, optional ones absent or counts", () => {
+    const memory = { rssKiB: 1024, pssKiB: 900, ussKiB: 800, swapKiB: 0, hwmKiB: 1100 };
+    const mark = (o: object): Buffer => env({ ...base, type: "phase", name: "import", mark: "end", tMs: 1_732_000_000_123, memory, ...o });
+    expect(decodeMessage([mark({})]).ok).toBe(true);
+    expect(decodeMessage([mark({ memory: { ...memory, gpuKiB: 0, mallocFreeKiB: 12, mallocInUseKiB: 34 } })]).ok).toBe(true);
+    expect(refusal([mark({ memory: { ...memory, rssKiB: Number.NaN } })])).toEqual({
+      code: ErrorCode.MALFORMED_MESSAGE, id: "x-1", message: 'phase mark "import": memory.rssKiB must be a finite number >= 0, got NaN',
+    });
+    expect(refusal([mark({ memory: { ...memory, ussKiB: -5 } })]).message).toBe('phase mark "import": memory.ussKiB must be a finite number >= 0, got -5');
+    expect(refusal([mark({ memory: { ...memory, hwmKiB: "1100" } })]).message).toMatch(/memory\.hwmKiB must be a finite number >= 0, got "1100"/);
+    const { swapKiB: _, ...noSwap } = memory;
+    expect(refusal([mark({ memory: noSwap })]).message).toMatch(/memory\.swapKiB must be a finite number >= 0, got nothing/);
+    expect(refusal([mark({ memory: { ...memory, mallocFreeKiB: -1 } })]).message).toMatch(/memory\.mallocFreeKiB must be absent or a finite number >= 0, got -1/);
+    expect(refusal([mark({ memory: { ...memory, gpuKiB: null } })]).message).toMatch(/memory\.gpuKiB must be absent/);
+    expect(refusal([mark({ memory: [1, 2] })]).message).toBe('phase mark "import": `memory` must be a map');
+    expect(refusal([mark({ mark: "middle" })]).message).toBe('phase mark "import": `mark` must be "start" or "end"');
+    expect(refusal([mark({ name: "" })]).message).toMatch(/`name` must be a string of 1 to 128 characters/);
+    expect(refusal([mark({ name: "x".repeat(129) })]).message).toMatch(/`name` must be a string/);
+    expect(refusal([mark({ tMs: "now" })]).message).toBe('phase mark "import": `tMs` must be a finite number');
+  });
 });
 
 describe("tensors", () => {
