@@ -12,7 +12,7 @@ import pytest
 from memlane_worker import malloc_stats, memory
 
 if not malloc_stats.available():
-    pytest.skip("this C library has no mallinfo2 (glibc < 2.33 or not glibc): the figures are absent", allow_module_level=True)
+    pytest.skip("mallinfo2 cannot be read here (a C library without it: glibc < 2.33 or not glibc; or a malloc that is not glibc's): the figures are absent", allow_module_level=True)
 
 _libc = ctypes.CDLL("libc.so.6")
 _libc.malloc.restype = ctypes.c_void_p

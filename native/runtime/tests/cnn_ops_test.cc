@@ -12,12 +12,6 @@ using memlane::Status;
 using V = std::vector<float>;
 using S = std::vector<int64_t>;
 
-#define CHECK_CLOSE(got, want, tol, label)                                                \
-  do {                                                                                     \
-    float d_ = max_abs_diff(got, want);                                                    \
-    CHECK_MSG(d_ <= (tol), std::string(label) + ": max abs diff " + std::to_string(d_));  \
-  } while (0)
-
 static void test_activations() {
   Rng rng;
   const int64_t n = 3, E = 45;

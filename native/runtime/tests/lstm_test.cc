@@ -18,12 +18,6 @@ using namespace mltest;
 using memlane::Status;
 using V = std::vector<float>;
 
-#define CHECK_CLOSE(got, want, tol, label)                                                \
-  do {                                                                                     \
-    float d_ = max_abs_diff(got, want);                                                    \
-    CHECK_MSG(d_ <= (tol), std::string(label) + ": max abs diff " + std::to_string(d_));  \
-  } while (0)
-
 // The ONNX LSTM equations in double precision, batch-first, zero initial state.
 struct LstmRef { V y, yh, yc; };
 static LstmRef lstm_ref(const V& x, const V& W, const V& R, const V& B, int64_t N, int64_t S, int64_t I, int64_t H,

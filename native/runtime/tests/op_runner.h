@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "harness.h"
 #include "cpu/kernel.h"
 #include "plan_builder.h"
 
@@ -138,3 +139,10 @@ inline float max_abs_diff(const std::vector<float>& a, const std::vector<float>&
 }
 
 }  // namespace mltest
+
+// Fails the test (harness.h CHECK_MSG) when got and want differ by more than tol anywhere.
+#define CHECK_CLOSE(got, want, tol, label)                                                          \
+  do {                                                                                             \
+    float d_ = ::mltest::max_abs_diff(got, want);                                                  \
+    CHECK_MSG(d_ <= (tol), std::string(label) + ": max abs diff " + std::to_string(d_));          \
+  } while (0)

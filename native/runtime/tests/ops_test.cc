@@ -12,12 +12,6 @@ using memlane::Status;
 using V = std::vector<float>;
 using S = std::vector<int64_t>;
 
-#define CHECK_CLOSE(got, want, tol, label)                                                          \
-  do {                                                                                               \
-    float d_ = max_abs_diff(got, want);                                                              \
-    CHECK_MSG(d_ <= (tol), std::string(label) + ": max abs diff " + std::to_string(d_));            \
-  } while (0)
-
 struct ConvCase {
   const char* label;
   int64_t n, C, H, W, M, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, g;
