@@ -122,17 +122,14 @@ function samplesOf(tracks: readonly TrackedProcess[], pid: number) {
   return tracks.filter((t) => t.pid === pid).flatMap((t) => t.samples);
 }
 
-/** A byte count as a worker sent it: a finite number >= 0, else null (unavailable, not made up). */
-const countOrNull = (x: number | null | undefined): number | null => {
-  const v = finiteOrNull(x);
-  return v !== null && v >= 0 ? v : null;
-};
-
-/** The worker's mallinfo2 figures at the marks; null where it sent none (it cannot read them) or nonsense. */
+/**
+ * The worker's mallinfo2 figures at the marks; null where it sent none (it cannot read them).
+ * A mark with an unsound count never gets here: the codec refuses it (check-phase.ts).
+ */
 function mallocFigures(f: PhaseFigures): Pick<PhaseReport, "mallocFreeMiB" | "deltaMallocFreeMiB" | "mallocInUseMiB"> {
-  const endFree = countOrNull(f.end.mallocFreeKiB);
-  const startFree = countOrNull(f.start.mallocFreeKiB);
-  const inUse = countOrNull(f.end.mallocInUseKiB);
+  const endFree = finiteOrNull(f.end.mallocFreeKiB);
+  const startFree = finiteOrNull(f.start.mallocFreeKiB);
+  const inUse = finiteOrNull(f.end.mallocInUseKiB);
   return {
     mallocFreeMiB: toMiBOrNull(endFree),
     deltaMallocFreeMiB: endFree !== null && startFree !== null ? toMiB(endFree - startFree) : null,
