@@ -64,7 +64,7 @@ export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">
       const started = Date.now();
       const report = await compareInFreshProcess(file, probe.evalSamples, join(dir, `runs-${probe.name}`));
       const terms = await withHeldOf(report, await modelTerms(file));
-      const run: RunShape = { maxBatch: Math.max(...PROBE_RUN.batchSizes), evalSamples: probe.evalSamples };
+      const run: RunShape = { maxBatch: Math.max(...PROBE_RUN.batchSizes), batchSizes: PROBE_RUN.batchSizes, evalSamples: probe.evalSamples };
       const entry: Calibration["probes"][number] = { name: probe.name, features: {}, phases: {} };
       for (const row of report.runtimes) {
         entry.features[row.name] = features(row.name, terms, run);

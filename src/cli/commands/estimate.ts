@@ -89,7 +89,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   } finally {
     rmSync(probeTmp, { recursive: true, force: true });
   }
-  const run = { maxBatch: Math.max(...(args.flags.batch as number[])), evalSamples: fileRows ?? (args.flags["eval-samples"] as number) };
+  const run = { maxBatch: Math.max(...(args.flags.batch as number[])), batchSizes: args.flags.batch as number[], evalSamples: fileRows ?? (args.flags["eval-samples"] as number) };
   const estimates = (args.flags.runtimes as string[]).map((r) => estimateRuntime(cal!, r, features(r, terms, run)));
   const naive = naiveMiB(terms, run);
   const device = args.flags.device as string;
