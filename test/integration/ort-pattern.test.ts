@@ -15,6 +15,7 @@ import { Supervisor } from "../../src/workers/index.ts";
 import { workerSpecs } from "../../src/workers/specs.ts";
 import { pythonPath, REPO_ROOT } from "../fixtures/onnx/models.ts";
 import { DYNAMIC_SEQ } from "../fixtures/ort-dynamic-seq.ts";
+import { CONV_HARDSWISH, SILU_CHAIN } from "../fixtures/ort-fusions.ts";
 import { TWO_BRANCHES } from "../fixtures/ort-two-branches.ts";
 import { writeModel } from "../unit/compiler-onnx-builder.ts";
 
@@ -58,6 +59,14 @@ describe("ORT's memory pattern, simulated from the graph", () => {
   it("runs the nodes in ORT's order: one branch's wide middle at a time", async () => {
     const onnx = writeModel(TWO_BRANCHES, "two-branches", dir);
     expect(ortPatternBytesPerSample(loadOnnx(onnx)) * 64).toBe(await ortPatternBytes(onnx, 64));
+  }, 120_000);
+
+  // ORT's level "all" fusions that change which tensors exist: SiLU → QuickGelu, Conv + HardSwish.
+  it.each([["silu-chain", SILU_CHAIN], ["conv-hardswish", CONV_HARDSWISH]] as const)("%s: the fused nodes' block", async (name, spec) => {
+    const onnx = writeModel(spec, name, dir);
+    const simulated = ortPatternBytesPerSample(loadOnnx(onnx)) * 64;
+    const measured = await ortPatternBytes(onnx, 64);
+    expect(Math.abs(simulated - measured) / measured, `simulated ${simulated} B, ORT ${measured} B`).toBeLessThan(0.01);
   }, 120_000);
 
   // A dynamic sequence: replayed at the seq the benchmark feeds.
