@@ -24,14 +24,15 @@ export const BFC_INITIAL_REGION = 1 << 20;
 export const BFC_MAX_DEAD_BYTES = 128 << 20;
 const PAGE = 4096;
 
-interface Chunk {
+/** A piece of a region, free or handed out; what alloc returns and release takes. */
+export interface ArenaChunk {
   region: Region;
   /** Offset in its region. */
   offset: number;
   size: number;
   inUse: boolean;
-  prev: Chunk | null;
-  next: Chunk | null;
+  prev: ArenaChunk | null;
+  next: ArenaChunk | null;
 }
 
 interface Region {
@@ -53,18 +54,15 @@ export interface RegionReport {
 
 export class BfcArenaReplay {
   private readonly regions: Region[] = [];
-  private readonly free = new Set<Chunk>();
+  private readonly free = new Set<ArenaChunk>();
   private nextRegionBytes: number;
 
   constructor(private readonly opts: { initialRegionBytes?: number; maxDeadBytesPerChunk?: number } = {}) {
     this.nextRegionBytes = roundUp(opts.initialRegionBytes ?? BFC_INITIAL_REGION);
   }
 
-  /**
-   * Takes `bytes` from the arena; `touchBytes` of it (default all) from its start are written.
-   * Returns the chunk, to free.
-   */
-  alloc(bytes: number, touchBytes = bytes): Chunk {
+  /** Takes `bytes` from the arena, all of them written to (a kernel writes its whole output); the chunk, to release. */
+  alloc(bytes: number): ArenaChunk {
     if (!(bytes > 0) || !Number.isFinite(bytes)) throw new Error(`BfcArenaReplay.alloc: bytes must be a positive number, got ${bytes}`);
     const rounded = roundUp(bytes);
     const chunk = this.bestFit(rounded) ?? (this.extend(rounded), this.bestFit(rounded)!);
@@ -72,11 +70,11 @@ export class BfcArenaReplay {
     const maxDead = this.opts.maxDeadBytesPerChunk ?? BFC_MAX_DEAD_BYTES;
     if (chunk.size >= rounded * 2 || chunk.size - rounded >= maxDead) this.split(chunk, rounded);
     chunk.inUse = true;
-    touch(chunk.region, chunk.offset, Math.min(touchBytes, bytes));
+    touch(chunk.region, chunk.offset, bytes);
     return chunk;
   }
 
-  release(chunk: Chunk): void {
+  release(chunk: ArenaChunk): void {
     if (!chunk.inUse) throw new Error("BfcArenaReplay.release: chunk is not in use (freed twice?)");
     chunk.inUse = false;
     let c = chunk;
@@ -94,8 +92,8 @@ export class BfcArenaReplay {
   }
 
   /** The smallest free chunk that holds `rounded` bytes, the lowest address among equals. */
-  private bestFit(rounded: number): Chunk | null {
-    let best: Chunk | null = null;
+  private bestFit(rounded: number): ArenaChunk | null {
+    let best: ArenaChunk | null = null;
     for (const c of this.free) {
       if (c.size < rounded) continue;
       if (!best || c.size < best.size || (c.size === best.size && address(c) < address(best))) best = c;
@@ -116,8 +114,8 @@ export class BfcArenaReplay {
     this.free.add({ region, offset: 0, size, inUse: false, prev: null, next: null });
   }
 
-  private split(c: Chunk, bytes: number): void {
-    const rest: Chunk = { region: c.region, offset: c.offset + bytes, size: c.size - bytes, inUse: false, prev: c, next: c.next };
+  private split(c: ArenaChunk, bytes: number): void {
+    const rest: ArenaChunk = { region: c.region, offset: c.offset + bytes, size: c.size - bytes, inUse: false, prev: c, next: c.next };
     if (c.next) c.next.prev = rest;
     c.next = rest;
     c.size = bytes;
@@ -125,7 +123,7 @@ export class BfcArenaReplay {
   }
 
   /** Merges b (free, right after a) into a. */
-  private merge(a: Chunk, b: Chunk): void {
+  private merge(a: ArenaChunk, b: ArenaChunk): void {
     this.free.delete(a);
     this.free.delete(b);
     a.size += b.size;
@@ -136,7 +134,7 @@ export class BfcArenaReplay {
 
 const roundUp = (bytes: number) => Math.ceil(bytes / BFC_MIN_ALLOCATION) * BFC_MIN_ALLOCATION;
 /** Regions sort by their address (a later one lower), chunks by their offset within. */
-const address = (c: Chunk) => c.region.address * 2 ** 40 + c.offset;
+const address = (c: ArenaChunk) => c.region.address * 2 ** 40 + c.offset;
 
 function touch(r: Region, offset: number, bytes: number): void {
   const end = Math.ceil((offset + bytes) / PAGE);

@@ -12,7 +12,7 @@
  * first-inference, then every batch size in order at steady-inference, then the eval set in
  * chunks of the largest batch: a last, shorter chunk is one more shape.
  */
-import { BfcArenaReplay } from "./bfc-arena.ts";
+import { type ArenaChunk, BfcArenaReplay } from "./bfc-arena.ts";
 import { patternBytesAtBatch, type TraceEvent } from "./ort-pattern.ts";
 
 export interface ArenaReplay {
@@ -38,7 +38,7 @@ export function replayOrtArena(tracePerSample: readonly TraceEvent[], batches: r
   const resident = () => arena.report().reduce((s, r) => s + r.residentBytes, 0);
   let firstRequestBytes = 0;
   batches.forEach((batch, i) => {
-    const live = new Map<number, ReturnType<BfcArenaReplay["alloc"]>>();
+    const live = new Map<number, ArenaChunk>();
     for (const e of tracePerSample) {
       if (e.kind === "alloc") {
         // A tensor without the batch (0 a sample) is not the batch's: too small to matter here.
