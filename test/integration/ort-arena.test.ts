@@ -15,8 +15,8 @@ import { Supervisor } from "../../src/workers/index.ts";
 import { workerSpecs } from "../../src/workers/specs.ts";
 import { pythonPath, REPO_ROOT } from "../fixtures/onnx/models.ts";
 
-const dir = process.env.KEEP_DIR ?? mkdtempSync(path.join(os.tmpdir(), "memlane-ort-arena-"));
-afterAll(() => { if (!process.env.KEEP_DIR) rmSync(dir, { recursive: true, force: true }); });
+const dir = mkdtempSync(path.join(os.tmpdir(), "memlane-ort-arena-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const ARCHS = ["resnet-mini", "digits-cnn"] as const;
 
 beforeAll(async () => {
