@@ -84,7 +84,7 @@ try {
     const started = Date.now();
     const report = await compareInFreshProcess(onnx, EVAL, join(dir, `runs-${basename(arch)}`), { batchSizes: BATCHES, iterations: 10, threads: 1 });
     const terms = await modelTerms(onnx, {}, { ortLoad: true });
-    const run = { maxBatch: Math.max(...BATCHES), evalSamples: EVAL };
+    const run = { maxBatch: Math.max(...BATCHES), batchSizes: BATCHES, evalSamples: EVAL };
     const naive = naiveMiB(terms, run);
     for (const r of report.runtimes) {
       const e = estimateRuntime(cal, r.name, features(r.name, terms, run));

@@ -37,7 +37,7 @@ export const COUNTERS = Object.freeze({
 });
 export type Counter = keyof typeof COUNTERS;
 
-export const CALIBRATION_FORMAT = 8; // 8: memlane-rt's unchunked arena (wholeBatchArenaMiB, native-chunk.ts); 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
+export const CALIBRATION_FORMAT = 9; // 9: ORT's activations are its arena replayed (ort-arena.ts: resident bytes, not the pattern times a fitted slope), slope 1 at steady-inference; 8: memlane-rt's unchunked arena (wholeBatchArenaMiB, native-chunk.ts); 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
 /** The run shape of every probe run: small, so calibration takes about a minute. */
 export const PROBE_RUN: Readonly<{ batchSizes: number[]; iterations: number; threads: number }> = Object.freeze({
   batchSizes: [1, 8], iterations: 5, threads: 1,
@@ -64,7 +64,7 @@ export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">
       const started = Date.now();
       const report = await compareInFreshProcess(file, probe.evalSamples, join(dir, `runs-${probe.name}`));
       const terms = await withHeldOf(report, await modelTerms(file));
-      const run: RunShape = { maxBatch: Math.max(...PROBE_RUN.batchSizes), evalSamples: probe.evalSamples };
+      const run: RunShape = { maxBatch: Math.max(...PROBE_RUN.batchSizes), batchSizes: PROBE_RUN.batchSizes, evalSamples: probe.evalSamples };
       const entry: Calibration["probes"][number] = { name: probe.name, features: {}, phases: {} };
       for (const row of report.runtimes) {
         entry.features[row.name] = features(row.name, terms, run);
@@ -145,6 +145,16 @@ const heldSlope = (phase: string) => (BEFORE_LOAD.has(phase) ? 0 : 1);
  * batches 1,8 than at 1 alone (eval set 64 or 256 samples), its arena beyond a sample 1.53 MiB.
  */
 const wholeBatchSlope = (phase: string) => (phase === Phase.STEADY_INFERENCE ? 1 : 0);
+/**
+ * The slope on the ORT runtimes' activationMiB, the bytes their arena replay leaves resident
+ * after every request of the run (ort-arena.ts): 1 at steady-inference, where every request has
+ * run: they are bytes, as heldMiB's are. Fitted freely on the probes it came out 1.02 (the
+ * pattern's slope it replaces was 2.31 there, and between 1.5 and 2.6 on the zoo's CNNs in bare
+ * ORT). Before, fitted: first-inference runs one request of the first batch size only.
+ */
+const ORT_ARENA_RUNTIMES: ReadonlySet<string> = new Set(["python-ort", "node-ort"]);
+const arenaSlope = (runtime: string, phase: string): { activationMiB: number } | Record<string, never> =>
+  ORT_ARENA_RUNTIMES.has(runtime) && phase === Phase.STEADY_INFERENCE ? { activationMiB: 1 } : {};
 
 /** One fit per runtime, phase and counter over the probes that measured that phase. */
 export function fitModels(probes: Calibration["probes"]): Calibration["models"] {
@@ -162,7 +172,7 @@ export function fitModels(probes: Calibration["probes"]): Calibration["models"] 
       fits[ph] = Object.fromEntries(
         (Object.keys(COUNTERS) as Counter[]).map((c) => {
           const lent = lender?.fits[ph]?.[c];
-          const given = { heldMiB: heldSlope(ph), wholeBatchArenaMiB: wholeBatchSlope(ph), ...(lent ? { activationMiB: lent.coef[3] } : {}) };
+          const given = { heldMiB: heldSlope(ph), wholeBatchArenaMiB: wholeBatchSlope(ph), ...(lent ? { activationMiB: lent.coef[3] } : {}), ...arenaSlope(rt, ph) };
           return [c, fitLinear(rows.map((p) => ({ features: p.features[rt]!, value: p.phases[rt]![ph]![c] })), given)];
         }),
       ) as Record<Counter, Fit>;

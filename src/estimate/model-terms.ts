@@ -16,7 +16,8 @@ import { InputSpecError, resolveModelIo, type ShapeOverrides } from "../pipeline
 import { readPlan } from "../compiler/read.ts";
 import { nativeChunkable, nativeChunkSamples } from "./native-chunk.ts";
 import { probeOrtLoad } from "./ort-load.ts";
-import { ortPatternBytesPerSample } from "./ort-pattern.ts";
+import { replayOrtArena, shapesInRunOrder } from "./ort-arena.ts";
+import { ortPatternBytesPerSample, ortRunTracePerSample, type TraceEvent } from "./ort-pattern.ts";
 
 const MIB = 2 ** 20;
 export { NATIVE_CHUNK_ARENA_BYTES } from "./native-chunk.ts";
@@ -35,6 +36,11 @@ export interface ModelTerms {
    * the arena for, with ORT's own reuse rules; null when the graph's shapes cannot be followed.
    */
   ortPatternPerSampleMiB: number | null;
+  /**
+   * ORT's run, tensor by tensor, for one sample (ortRunTracePerSample): what its arena replay
+   * (ort-arena.ts) is fed; null when the graph's shapes cannot be followed.
+   */
+  ortTracePerSample: TraceEvent[] | null;
   /** Sum of input and output bytes of one sample; null when a dim is unknown. */
   ioPerSampleMiB: number | null;
   /** The outputs' part of ioPerSampleMiB; null when a dim is unknown. */
@@ -62,6 +68,11 @@ export interface ModelTerms {
 export interface RunShape {
   /** Largest batch a benchmark runs. */
   maxBatch: number;
+  /**
+   * The batch sizes it runs, in its order (ORT's arena replay depends on it); absent: batch 1
+   * then maxBatch, the benchmarks' default shape.
+   */
+  batchSizes?: readonly number[];
   /** Samples in the eval set every benchmark worker receives. */
   evalSamples: number;
 }
@@ -193,10 +204,12 @@ async function graphTerms(onnxPath: string, feed: InputFeed): Promise<ModelTerms
   }
   const weights = { file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, ortLoadHeldMiB: null };
   const unplanned = { arenaPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null, nativeChunkable: null };
-  if (feedError !== null) return { ...weights, ...unplanned, ortPatternPerSampleMiB: null, compileError: feedError };
+  if (feedError !== null) return { ...weights, ...unplanned, ortPatternPerSampleMiB: null, ortTracePerSample: null, compileError: feedError };
   let ortPatternPerSampleMiB: number | null = null;
+  let ortTracePerSample: TraceEvent[] | null = null;
   try {
     ortPatternPerSampleMiB = ortPatternBytesPerSample(g, inputShapes) / MIB;
+    ortTracePerSample = ortRunTracePerSample(g, inputShapes);
   } catch {
     // A graph shape inference cannot follow: the compiler's arena stands in (features()).
   }
@@ -206,13 +219,13 @@ async function graphTerms(onnxPath: string, feed: InputFeed): Promise<ModelTerms
     const chunkable = nativeChunkable(readPlan(s.planPath).header);
     return {
       nativeChunkable: chunkable,
-      ...weights, arenaPerSampleMiB: s.arenaBytesPerSample / MIB, ortPatternPerSampleMiB,
+      ...weights, arenaPerSampleMiB: s.arenaBytesPerSample / MIB, ortPatternPerSampleMiB, ortTracePerSample,
       ioPerSampleMiB: (bytesPerSample(s.inputs) + bytesPerSample(s.outputs)) / MIB,
       outputPerSampleMiB: bytesPerSample(s.outputs) / MIB,
       compileError: null,
     };
   } catch (err) {
-    return { ...weights, ...unplanned, ortPatternPerSampleMiB, compileError: (err as Error).message.split("\n")[0]! };
+    return { ...weights, ...unplanned, ortPatternPerSampleMiB, ortTracePerSample, compileError: (err as Error).message.split("\n")[0]! };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -228,6 +241,7 @@ export const needsOrtLoad = (runtimes: Iterable<string>): boolean => [...runtime
  * a chunk of it, torch allocates per op.
  */
 export function features(runtime: string, t: ModelTerms, run: RunShape): Features {
+  const ortArena = ORT_RUNTIMES.has(runtime) ? ortArenaMiB(t, run) : null;
   const ortPattern = ORT_RUNTIMES.has(runtime) ? t.ortPatternPerSampleMiB : null;
   const sampleBytes = (ortPattern ?? t.arenaPerSampleMiB ?? 0) * MIB;
   let samples = run.maxBatch;
@@ -242,10 +256,20 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
   return {
     weightMiB: t.weightMiB,
     convWeightMiB: t.convWeightMiB,
-    activationMiB: (sampleBytes * samples) / MIB,
+    activationMiB: ortArena ?? (sampleBytes * samples) / MIB,
     evalMiB: ((t.ioPerSampleMiB ?? 0) - (t.outputPerSampleMiB ?? 0)) * run.evalSamples,
     evalOutputMiB: (t.outputPerSampleMiB ?? 0) * run.evalSamples,
     heldMiB: ORT_RUNTIMES.has(runtime) ? (t.ortLoadHeldMiB ?? 0) : 0,
     wholeBatchArenaMiB,
   };
+}
+
+/**
+ * What ORT's CPU arena leaves resident after the run's requests (ort-arena.ts), MiB; null
+ * without a trace (the pattern times the largest batch stands in).
+ */
+function ortArenaMiB(t: ModelTerms, run: RunShape): number | null {
+  if (!t.ortTracePerSample) return null;
+  const batches = run.batchSizes ?? [...new Set([1, run.maxBatch])];
+  return replayOrtArena(t.ortTracePerSample, shapesInRunOrder(batches, run.evalSamples)).residentBytes / MIB;
 }

@@ -60,6 +60,56 @@ function fuseConvSum(nodes: readonly LNode[]): LNode[] {
   return nodes.filter((n) => !fusedConvs.has(n)).map((n) => atAdd.get(n) ?? n);
 }
 
+/**
+ * ORT's level "all" fuses x * Sigmoid(x) (SiLU, as torchvision's EfficientNets export it) into
+ * one QuickGelu node: the sigmoid's output is never a tensor. Seen in ORT's profile of
+ * efficientnet_b0 (49 QuickGelu, no Sigmoid left); without this rule its simulated pattern at
+ * batch 8 was 116.4 MiB against the 98.0 ORT asks for.
+ */
+const QUICK_GELU = "ort:QuickGelu";
+
+function fuseQuickGelu(nodes: readonly LNode[]): LNode[] {
+  const readers = new Map<string, LNode[]>();
+  for (const n of nodes) for (const i of n.inputs) if (i) readers.set(i, [...(readers.get(i) ?? []), n]);
+  const fusedSigmoids = new Set<LNode>();
+  const atMul = new Map<LNode, LNode>();
+  for (const n of nodes) {
+    const x = n.inputs[0];
+    if (n.op !== "Sigmoid" || !x || !n.outputs[0]) continue;
+    const r = readers.get(n.outputs[0]) ?? [];
+    const mul = r[0];
+    if (r.length !== 1 || mul!.op !== "Mul" || mul!.inputs.length !== 2 || !mul!.inputs.includes(x) || atMul.has(mul!)) continue;
+    atMul.set(mul!, { ...mul!, op: QUICK_GELU, inputs: [x], outputs: [mul!.outputs[0]!] });
+    fusedSigmoids.add(n);
+  }
+  return nodes.filter((n) => !fusedSigmoids.has(n)).map((n) => atMul.get(n) ?? n);
+}
+
+/**
+ * Activations ORT's level "all" folds into the Conv before them (FusedConv, and its NCHWc
+ * convolution): the Conv writes the activation's output, no tensor between. For those that run
+ * in place anyway (Relu, Clip) it changes nothing; HardSwish runs out of place, so it matters
+ * for the MobileNetV3s: ORT's profile of mobilenet_v3_large shows no HardSwish left (21 in the
+ * file), and its pattern at batch 8 is 30.6 MiB, where the unfused replay said 36.8.
+ */
+const CONV_ACTIVATIONS = new Set(["Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish"]);
+
+function fuseConvActivation(nodes: readonly LNode[]): LNode[] {
+  const readers = new Map<string, LNode[]>();
+  for (const n of nodes) for (const i of n.inputs) if (i) readers.set(i, [...(readers.get(i) ?? []), n]);
+  const fusedActs = new Set<LNode>();
+  const fused = new Map<LNode, LNode>();
+  for (const n of nodes) {
+    if ((n.op !== "Conv" && n.op !== CONV_SUM) || !n.outputs[0]) continue;
+    const r = readers.get(n.outputs[0]) ?? [];
+    const act = r[0];
+    if (r.length !== 1 || !CONV_ACTIVATIONS.has(act!.op) || act!.inputs[0] !== n.outputs[0] || !act!.outputs[0]) continue;
+    fused.set(n, { ...n, outputs: [act!.outputs[0]] });
+    fusedActs.add(act!);
+  }
+  return nodes.filter((n) => !fusedActs.has(n)).map((n) => fused.get(n) ?? n);
+}
+
 /** ORT's allocations are 64-byte aligned. */
 const ALIGN = 64;
 
@@ -76,13 +126,18 @@ interface Buffer {
 }
 
 /** One step of the run's trace: a new buffer allocated, or a buffer freed. */
-export type TraceEvent = { kind: "alloc"; id: number; size: number } | { kind: "free"; id: number };
+/**
+ * One step of the run's trace: a new buffer allocated, or a buffer freed. `output`: a graph
+ * output, which ORT takes from its arena apart from the pattern and frees when the caller lets
+ * go of it (after the request here); the pattern leaves them out.
+ */
+export type TraceEvent = { kind: "alloc"; id: number; size: number; output?: true } | { kind: "free"; id: number };
 
 /**
  * The planner's pass: which buffer each value gets. A buffer on the freelist is free for the
  * plan; at run time it is freed once, after the last value placed in it.
  */
-function planBuffers(nodes: readonly LNode[], inputs: readonly string[], outputs: readonly string[], bytesOf: (name: string) => number, shapeOf: (name: string) => string | null): Buffer[] {
+function planBuffers(nodes: readonly LNode[], inputs: readonly string[], outputs: readonly string[], bytesOf: (name: string) => number, shapeOf: (name: string) => string | null, align = ALIGN): Buffer[] {
   const uses = new Map<string, number>();
   for (const n of nodes) for (const i of n.inputs) if (i) uses.set(i, (uses.get(i) ?? 0) + 1);
   const external = new Set([...inputs, ...outputs]);
@@ -92,7 +147,7 @@ function planBuffers(nodes: readonly LNode[], inputs: readonly string[], outputs
   nodes.forEach((n, step) => {
     for (const o of n.outputs) {
       if (!o || external.has(o)) continue;
-      const size = Math.ceil(bytesOf(o) / ALIGN) * ALIGN;
+      const size = Math.ceil(bytesOf(o) / align) * align;
       const myUses = uses.get(o) ?? 0;
       const inplaceOn = n.op === CONV_SUM ? n.inputs.at(-1) : n.inputs[0];
       const src = inplaceOn ? bufferOf.get(inplaceOn) : undefined;
@@ -123,13 +178,18 @@ function planBuffers(nodes: readonly LNode[], inputs: readonly string[], outputs
   return buffers;
 }
 
-/** The run's trace: at each step, the buffers it allocates (in plan order), then those it frees. */
-function runTrace(buffers: readonly Buffer[], steps: number): TraceEvent[] {
+/**
+ * The run's trace: at each step, the buffers it allocates (in plan order) and the graph
+ * outputs it computes, then the buffers it frees; the outputs are freed after the last step.
+ */
+function runTrace(buffers: readonly Buffer[], steps: number, outputs: ReadonlyArray<{ id: number; size: number; step: number }> = []): TraceEvent[] {
   const trace: TraceEvent[] = [];
   for (let s = 0; s < steps; s++) {
     for (const b of buffers) if (b.first === s) trace.push({ kind: "alloc", id: b.id, size: b.size });
+    for (const o of outputs) if (o.step === s) trace.push({ kind: "alloc", id: o.id, size: o.size, output: true });
     for (const b of buffers) if (b.last === s) trace.push({ kind: "free", id: b.id });
   }
+  for (const o of outputs) trace.push({ kind: "free", id: o.id });
   return trace;
 }
 
@@ -137,7 +197,9 @@ function runTrace(buffers: readonly Buffer[], steps: number): TraceEvent[] {
 export function patternBytes(trace: readonly TraceEvent[]): number {
   let blocks: Array<{ id: number; offset: number; size: number }> = []; // sorted by offset
   let peak = 0;
+  const outputs = new Set(trace.flatMap((e) => (e.kind === "alloc" && e.output ? [e.id] : [])));
   for (const e of trace) {
+    if (outputs.has(e.id)) continue;
     if (e.kind === "free") {
       blocks = blocks.filter((b) => b.id !== e.id);
       continue;
@@ -198,6 +260,25 @@ function shapesOrtCannotInfer(g: Graph): Set<string> {
  * shape inference throws for a graph it cannot follow.
  */
 export function ortPatternBytesPerSample(g: Graph, inputShapes?: Record<string, number[]>): number {
+  return patternBytes(ortRunTrace(g, inputShapes, ALIGN));
+}
+
+/**
+ * The run's trace for one sample: each new buffer (its bytes, unaligned: ORT asks its arena
+ * for a tensor's exact bytes) and each free, in ORT's order, the graph's outputs with them
+ * (allocated where they are computed, freed after the request); what a first request of a
+ * shape asks the arena for, tensor by tensor (ort-arena.ts). Throws as ortPatternBytesPerSample does.
+ */
+export function ortRunTracePerSample(g: Graph, inputShapes?: Record<string, number[]>): TraceEvent[] {
+  return ortRunTrace(g, inputShapes, 1, true);
+}
+
+/** The pattern block at `batch` samples from a per-sample, unaligned trace: each tensor aligned at its real size. */
+export function patternBytesAtBatch(tracePerSample: readonly TraceEvent[], batch: number): number {
+  return patternBytes(tracePerSample.map((e) => (e.kind === "alloc" ? { ...e, size: Math.ceil((e.size * batch) / ALIGN) * ALIGN } : e)));
+}
+
+function ortRunTrace(g: Graph, inputShapes: Record<string, number[]> | undefined, align: number, withOutputs = false): TraceEvent[] {
   const sorted = topoSort(g);
   const unknown = shapesOrtCannotInfer({ ...g, nodes: sorted });
   const inf = inferGraph({ ...g, nodes: sorted }, inputShapes ? { inputShapes } : {});
@@ -205,6 +286,11 @@ export function ortPatternBytesPerSample(g: Graph, inputShapes?: Record<string, 
     const s = inf.shapes.get(name);
     return s && s.some((d) => d < 0) ? perSample(s) * DTYPE_BYTES[inf.dtypes.get(name) ?? "float32"] : 0;
   };
-  const nodes = fuseConvSum(inOrtOrder(inf.nodes, g.nodes));
-  return patternBytes(runTrace(planBuffers(nodes, inf.inputs, inf.outputs, bytesOf, (n) => (unknown.has(n) ? null : `${inf.dtypes.get(n) ?? "float32"} ${JSON.stringify(inf.shapes.get(n) ?? [])}`)), nodes.length));
+  const nodes = fuseQuickGelu(fuseConvActivation(fuseConvSum(inOrtOrder(inf.nodes, g.nodes))));
+  const shapeOf = (n: string) => (unknown.has(n) ? null : `${inf.dtypes.get(n) ?? "float32"} ${JSON.stringify(inf.shapes.get(n) ?? [])}`);
+  const buffers = planBuffers(nodes, inf.inputs, inf.outputs, bytesOf, shapeOf, align);
+  const outputs = withOutputs
+    ? inf.outputs.map((name, k) => ({ id: buffers.length + k, size: bytesOf(name), step: nodes.findIndex((n) => n.outputs.includes(name)) })).filter((o) => o.step >= 0)
+    : [];
+  return runTrace(buffers, nodes.length, outputs);
 }

@@ -130,7 +130,8 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
     return { ...base, runtime: "python-torch", model: arch, peakMiB: e.peakMiB, phases: [{ phase: "epoch-N", rss: e.peakMiB, peak: e.peakMiB }], parts: describeTrain(e), why: null, naiveMiB: e.naiveMiB };
   }
   if (s.kind !== "benchmark") return notEstimated(s, s.kind === "export" ? "an export worker (torch.onnx): not estimated" : `a ${s.kind} stage: not estimated`);
-  const maxBatch = Math.max(...(s.opts.batchSizes ?? p.options.batchSizes));
+  const batchSizes = s.opts.batchSizes ?? p.options.batchSizes;
+  const maxBatch = Math.max(...batchSizes);
   const from = s.opts.from ? stages.find((x) => x.name === s.opts.from) : lastOf(stages, s.runtime === "python-torch" ? "train" : "export", i) ?? lastOf(stages, "export", i);
   if (s.runtime === "python-torch") {
     const arch = zooArchOf(from);
@@ -149,7 +150,7 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
   if (!c.onnxTerms.has(termsKey)) c.onnxTerms.set(termsKey, await modelTerms(model.onnx, feed, { ortLoad, tmpDir: c.dir }));
   const terms = c.onnxTerms.get(termsKey)!;
   const evalSamples = inputFileRows(model.onnx, feed) ?? model.evalSamples; // a stage's inputs file holds its own rows
-  const e = estimateRuntime(c.onnx, s.runtime, features(s.runtime, terms, { maxBatch, evalSamples }));
+  const e = estimateRuntime(c.onnx, s.runtime, features(s.runtime, terms, { maxBatch, batchSizes, evalSamples }));
   if (!e) return notEstimated(s, `the calibration has no ${s.runtime} model`);
   return {
     ...base, runtime: s.runtime, model: model.arch ?? model.onnx, peakMiB: Math.max(...e.phases.map((x) => x.peak)),

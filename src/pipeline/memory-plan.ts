@@ -72,7 +72,7 @@ export async function predictStagePeak(s: RunSession, def: StageDef, stages: rea
   const onnx = (s.results.get(def.opts.from ?? "") as { onnx?: string } | undefined)?.onnx;
   const cal = onnx && s.heldout ? loadCalibration() : null;
   if (!cal || !onnx || !s.heldout) return null;
-  const run = { maxBatch, evalSamples: s.heldout.shape[0]! };
+  const run = { maxBatch, batchSizes: def.opts.batchSizes ?? s.options.batchSizes, evalSamples: s.heldout.shape[0]! };
   const feed = exportFeedOf(stages.find((x) => x.name === def.opts.from));
   return predictedPeak(cal, def.runtime, features(def.runtime, await modelTerms(onnx, feed, { ortLoad: needsOrtLoad([def.runtime]), tmpDir: s.tmpDir }), run));
 }
@@ -95,13 +95,13 @@ async function predictTrainPeak(s: RunSession, def: Extract<StageDef, { kind: "t
 
 /** Estimate vs measured for the ONNX runtimes; a failure of the estimate never fails the run. */
 export async function reportEstimates(report: Report, stages: readonly StageDef[], s: RunSession): Promise<EstimateReport> {
-  const runs = new Map<string, { onnx: string; run: { maxBatch: number; evalSamples: number }; feed: InputFeed }>();
+  const runs = new Map<string, { onnx: string; run: { maxBatch: number; batchSizes: readonly number[]; evalSamples: number }; feed: InputFeed }>();
   for (const d of stages) {
     if (d.kind !== "benchmark") continue;
     const onnx = (s.results.get(d.opts.from ?? "") as { onnx?: string } | undefined)?.onnx;
     if (!onnx || !s.heldout) continue;
     const feed = exportFeedOf(stages.find((x) => x.name === d.opts.from));
-    runs.set(d.runtime, { onnx, feed, run: { maxBatch: Math.max(...(d.opts.batchSizes ?? s.options.batchSizes)), evalSamples: s.heldout.shape[0]! } });
+    runs.set(d.runtime, { onnx, feed, run: { maxBatch: Math.max(...(d.opts.batchSizes ?? s.options.batchSizes)), batchSizes: d.opts.batchSizes ?? s.options.batchSizes, evalSamples: s.heldout.shape[0]! } });
   }
   let out: EstimateReport;
   try {

@@ -6,8 +6,11 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { loadOnnx } from "../../src/compiler/load.ts";
 import { calibrationKey, saveCalibration } from "../../src/estimate/cache.ts";
 import { CALIBRATION_FORMAT, type Calibration, fitModels } from "../../src/estimate/calibration.ts";
+import { replayOrtArena } from "../../src/estimate/ort-arena.ts";
+import { ortRunTracePerSample } from "../../src/estimate/ort-pattern.ts";
 import { estimatePipeline } from "../../src/estimate/pipeline-estimate.ts";
 import type { TorchCalibration } from "../../src/estimate/torch-calibration.ts";
 import { pipeline } from "../../src/pipeline/builder.ts";
@@ -70,7 +73,10 @@ describe("memlane estimate on a model with a symbolic sequence", () => {
     const seq16 = await estimate("--seq", "16");
     expect(seq16.out!.terms.ortPatternPerSampleMiB! * MIB).toBe(16 * perPosition);
     expect(seq16.out!.terms.ioPerSampleMiB! * MIB).toBe(2 * 16 * 32 * 4);
-    expect(seq16.out!.runtimes[0]!.features.activationMiB * MIB).toBe(8 * 16 * perPosition);
+    // python-ort's activations: ORT's arena replayed at seq 16 over batch 1 then 8 (ort-arena.ts).
+    const trace = ortRunTracePerSample(loadOnnx(path.join(dir, "dyn.onnx")), { x: [-1, 16, 32] });
+    expect(seq16.out!.runtimes[0]!.features.activationMiB * MIB).toBe(replayOrtArena(trace, [1, 8]).residentBytes);
+    expect(seq16.out!.terms).not.toHaveProperty("ortTracePerSample");
     const shaped = await estimate("--shape", "x=Nx40x32");
     expect(shaped.out!.terms.ortPatternPerSampleMiB! * MIB).toBe(40 * perPosition);
     const bad = await estimate("--shape", "x=Nx40x31");
@@ -99,8 +105,11 @@ describe("memlane estimate on a model with a symbolic sequence", () => {
     // No stage here is python-torch's: its calibration is never read.
     const e = await estimatePipeline(p, cal, {} as TorchCalibration, 1e6);
     const bench = e.stages.find((x) => x.runtime === "python-ort")!;
-    // 8 × 384 × (128 + 32) × 4 B of activations; 3 rows of 384 × 32 floats in and out (not 256 at seq 128).
-    expect(bench.parts).toMatch(/activations 1\.9 MiB, eval set 0\.1 MiB in \+ 0\.1 MiB out/);
+    // ORT's arena at seq 384 replayed over batches 1, 8 and the eval set's 3 rows (ort-arena.ts);
+    // 3 rows of 384 × 32 floats in and out (not 256 at seq 128).
+    const trace = ortRunTracePerSample(loadOnnx(path.join(dir, "dyn.onnx")), { x: [-1, 384, 32] });
+    const arena = replayOrtArena(trace, [1, 8, 3]).residentBytes / 2 ** 20;
+    expect(bench.parts).toContain(`activations ${arena.toFixed(1)} MiB, eval set 0.1 MiB in + 0.1 MiB out`);
   }, 120_000);
 
   it("refuses --seq, --shape and --inputs for a pipeline (its export stages say what they feed)", async () => {

@@ -1,6 +1,7 @@
 // node-ort's activation slope is python-ort's (src/estimate/calibration.ts fitModels): the same
 // ORT arena grows as much for the same memory pattern in both, and a free fit of node-ort's
-// noisy figures (the orchestrator's heap) put its slope at 2.6 against python-ort's 2.3.
+// noisy figures (the orchestrator's heap) put its slope at 2.6 against python-ort's 2.3. At
+// steady-inference both take 1: the activation term is then the arena replay's resident bytes.
 import { describe, expect, it } from "vitest";
 import { type Calibration, fitModels } from "../../src/estimate/calibration.ts";
 import { fitLinear, predict } from "../../src/estimate/fit.ts";
@@ -14,7 +15,8 @@ function probes(): Calibration["probes"] {
     const py = 60 + x.weightMiB + 2 * x.convWeightMiB + 2.3 * x.activationMiB + x.evalMiB;
     const noise = [0, 4, -3, 2, 9, -2, 1][i]!;
     const node = 160 + x.weightMiB + 2 * x.convWeightMiB + 2.3 * x.activationMiB + 3 * x.evalMiB + noise;
-    const row = (v: number) => ({ "steady-inference": { rss: v, uss: v, pss: v, peak: v } });
+    const at = { rss: 0, uss: 0, pss: 0, peak: 0 };
+    const row = (v: number) => ({ "first-inference": { rss: v, uss: v, pss: v, peak: v }, "steady-inference": { ...at, rss: v, uss: v, pss: v, peak: v } });
     return { name: `p${i}`, features: { "python-ort": x, "node-ort": x }, phases: { "node-ort": row(node), "python-ort": row(py) } };
   });
 }
@@ -22,22 +24,27 @@ function probes(): Calibration["probes"] {
 describe("node-ort's activation slope", () => {
   it("is python-ort's, whatever node-ort's own noise would make it", () => {
     const m = fitModels(probes());
-    const py = m["python-ort"]!.fits["steady-inference"]!;
-    const node = m["node-ort"]!.fits["steady-inference"]!;
+    const py = m["python-ort"]!.fits["first-inference"]!;
+    const node = m["node-ort"]!.fits["first-inference"]!;
     expect(py.rss.coef[3]).toBeCloseTo(2.3, 6);
     expect(node.rss.coef[3]).toBe(py.rss.coef[3]);
     expect(node.peak.coef[3]).toBe(py.peak.coef[3]);
     // A free fit of the same figures leans on the noisy activation probe.
-    const free = fitLinear(probes().map((p) => ({ features: p.features["node-ort"]!, value: p.phases["node-ort"]!["steady-inference"]!.rss })));
+    const free = fitLinear(probes().map((p) => ({ features: p.features["node-ort"]!, value: p.phases["node-ort"]!["first-inference"]!.rss })));
     expect(free.coef[3]).toBeGreaterThan(2.5);
   });
 
   it("leaves the other terms fitted to what the shared slope leaves", () => {
-    const node = fitModels(probes())["node-ort"]!.fits["steady-inference"]!.rss;
+    const node = fitModels(probes())["node-ort"]!.fits["first-inference"]!.rss;
     expect(node.coef[0]).toBeGreaterThan(155);
     expect(node.coef[4]).toBeCloseTo(3, 1);
     // The reported residual is of the whole prediction, shared term included.
-    const rows = probes().map((p) => predict(node, p.features["node-ort"]!) - p.phases["node-ort"]!["steady-inference"]!.rss);
+    const rows = probes().map((p) => predict(node, p.features["node-ort"]!) - p.phases["node-ort"]!["first-inference"]!.rss);
     expect(node.rmsMiB).toBeCloseTo(Math.sqrt(rows.reduce((a, r) => a + r * r, 0) / rows.length), 9);
+  });
+
+  it("is 1 at steady-inference for both: the arena replay's bytes are resident bytes, not a slope to fit", () => {
+    const m = fitModels(probes());
+    for (const rt of ["python-ort", "node-ort"]) for (const c of ["rss", "uss", "pss", "peak"] as const) expect(m[rt]!.fits["steady-inference"]![c].coef[3]).toBe(1);
   });
 });

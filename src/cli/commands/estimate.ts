@@ -89,12 +89,13 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   } finally {
     rmSync(probeTmp, { recursive: true, force: true });
   }
-  const run = { maxBatch: Math.max(...(args.flags.batch as number[])), evalSamples: fileRows ?? (args.flags["eval-samples"] as number) };
+  const run = { maxBatch: Math.max(...(args.flags.batch as number[])), batchSizes: args.flags.batch as number[], evalSamples: fileRows ?? (args.flags["eval-samples"] as number) };
   const estimates = (args.flags.runtimes as string[]).map((r) => estimateRuntime(cal!, r, features(r, terms, run)));
   const naive = naiveMiB(terms, run);
   const device = args.flags.device as string;
   if (args.flags.json) {
-    io.out(JSON.stringify({ model, run, device, terms, naiveMiB: naive, calibration: { createdAt: cal.createdAt, key: cal.key }, runtimes: estimates }, null, 1));
+    // The trace the ORT arena replay is fed (hundreds of events) is an input, not a term to print.
+    io.out(JSON.stringify({ model, run, device, terms: { ...terms, ortTracePerSample: undefined }, naiveMiB: naive, calibration: { createdAt: cal.createdAt, key: cal.key }, runtimes: estimates }, null, 1));
     return 0;
   }
   io.out(`memlane estimate ${model}: ${terms.params} parameters, weights ${num(terms.weightMiB)} MiB, ` +

@@ -1,0 +1,49 @@
+// ORT's CPU arena replayed (src/estimate/bfc-arena.ts, ort-arena.ts) against ONNX Runtime
+// itself: real zoo exports run as the python-ort worker runs them (test/fixtures/ort_arena_run.py:
+// each batch size's first request without a pattern, then with it), the regions ORT's arena
+// takes read from its verbose log, beside the regions the replay of the simulated trace takes.
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadOnnx } from "../../src/compiler/load.ts";
+import { replayOrtArena } from "../../src/estimate/ort-arena.ts";
+import { ortRunTracePerSample } from "../../src/estimate/ort-pattern.ts";
+import { Supervisor } from "../../src/workers/index.ts";
+import { workerSpecs } from "../../src/workers/specs.ts";
+import { pythonPath, REPO_ROOT } from "../fixtures/onnx/models.ts";
+
+const dir = mkdtempSync(path.join(os.tmpdir(), "memlane-ort-arena-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const ARCHS = ["resnet-mini", "digits-cnn"] as const;
+
+beforeAll(async () => {
+  const sup = await Supervisor.start();
+  try {
+    const w = await sup.spawn(workerSpecs.python({ name: "ort-arena-export" }));
+    try {
+      for (const arch of ARCHS) await w.run("zoo.export", { arch, out: path.join(dir, `${arch}.onnx`), seed: 0 }, { timeoutMs: 300_000 });
+    } finally {
+      await w.stop();
+    }
+  } finally {
+    await sup.close();
+  }
+}, 600_000);
+
+/** The sizes of the regions ORT's arena took, in order. */
+async function ortRegions(onnx: string, batches: readonly number[]): Promise<number[]> {
+  const { stderr } = await promisify(execFile)(pythonPath(), [path.join(REPO_ROOT, "test/fixtures/ort_arena_run.py"), onnx, batches.join(",")], { maxBuffer: 64 << 20 });
+  return [...stderr.matchAll(/Extended allocation by (\d+) bytes/g)].map((m) => Number(m[1]));
+}
+
+describe("ORT's CPU arena, replayed from the simulated trace", () => {
+  it.each([["resnet-mini", [1, 64]], ["resnet-mini", [1, 8, 256]], ["digits-cnn", [1, 256]]] as const)("%s at batches %j: the regions ORT takes", async (arch, batches) => {
+    const onnx = path.join(dir, `${arch}.onnx`);
+    const replay = replayOrtArena(ortRunTracePerSample(loadOnnx(onnx)), batches);
+    expect(replay.regions).toEqual(await ortRegions(onnx, batches));
+    expect(replay.residentBytes).toBeLessThanOrEqual(replay.regions.reduce((a, b) => a + b, 0));
+  }, 120_000);
+});

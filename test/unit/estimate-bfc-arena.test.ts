@@ -1,0 +1,84 @@
+// ORT's CPU arena replayed (src/estimate/bfc-arena.ts): the rules of onnxruntime's BFCArena that
+// decide which regions it takes and which of their pages are written to. Checked against ORT
+// itself on real models in test/integration/ort-arena.test.ts.
+import { describe, expect, it } from "vitest";
+import { BfcArenaReplay } from "../../src/estimate/bfc-arena.ts";
+import { replayOrtArena, shapesInRunOrder } from "../../src/estimate/ort-arena.ts";
+import type { TraceEvent } from "../../src/estimate/ort-pattern.ts";
+
+const MIB = 2 ** 20;
+const regions = (a: BfcArenaReplay) => a.report().map((r) => r.bytes / MIB);
+const resident = (a: BfcArenaReplay) => a.report().map((r) => r.residentBytes / MIB);
+
+describe("the arena's regions (kNextPowerOfTwo from 1 MiB)", () => {
+  it("doubles the region size until it holds the request; a region that needed no doubling doubles the next", () => {
+    const a = new BfcArenaReplay();
+    a.alloc(3 * MIB); // 1 → 2 → 4 MiB
+    a.alloc(3 * MIB); // the first region's last MiB cannot hold it: 4 MiB again, the next will be 8
+    a.alloc(5 * MIB);
+    expect(regions(a)).toEqual([4, 4, 8]);
+  });
+
+  it("gives the whole free chunk when splitting it would leave less than the request (resnet18's 4 MiB regions)", () => {
+    const a = new BfcArenaReplay();
+    a.release(a.alloc(3 * MIB)); // a free 4 MiB chunk
+    a.alloc(2.5 * MIB); // 4 < 2 × 2.5: not split, the chunk is taken whole
+    a.alloc(0.5 * MIB); // so this one needs a region of its own (4 MiB: no doubling needed)
+    expect(regions(a)).toEqual([4, 4]);
+    const b = new BfcArenaReplay();
+    b.release(b.alloc(3 * MIB));
+    b.alloc(2 * MIB); // 4 ≥ 2 × 2: split, the other half stays free
+    b.alloc(0.5 * MIB);
+    expect(regions(b)).toEqual([4]);
+  });
+
+  it("takes the smallest free chunk that holds the request, and merges freed neighbours", () => {
+    const a = new BfcArenaReplay({ initialRegionBytes: 8 * MIB });
+    const x = a.alloc(1 * MIB);
+    const y = a.alloc(1 * MIB);
+    a.alloc(1 * MIB);
+    a.release(x);
+    a.release(y); // x and y merge into one free 2 MiB chunk
+    a.alloc(2 * MIB); // fits there, not in the 5 MiB tail
+    a.alloc(5 * MIB); // the tail, whole
+    expect(regions(a)).toEqual([8]);
+  });
+
+  it("rounds every request up to 256 bytes", () => {
+    const a = new BfcArenaReplay({ initialRegionBytes: 1024 });
+    for (let i = 0; i < 4; i++) a.alloc(129);
+    expect(a.report().map((r) => r.bytes)).toEqual([1024]);
+    a.alloc(1);
+    expect(a.report()).toHaveLength(2);
+  });
+});
+
+describe("what becomes resident", () => {
+  it("is the pages ever written to, not the region: a 64 MiB region for 36 MiB holds 36", () => {
+    const a = new BfcArenaReplay({ initialRegionBytes: 64 * MIB });
+    a.release(a.alloc(36 * MIB));
+    a.release(a.alloc(10 * MIB)); // the same first pages again
+    expect(regions(a)).toEqual([64]);
+    expect(resident(a)).toEqual([36]);
+  });
+
+  it("after a batch's first request and its pattern: each in regions of their own when neither fits the other's", () => {
+    // Three 1 MiB tensors a sample, two alive at once: at batch 8 the first request takes two
+    // 8 MiB regions (the third tensor reuses the first's chunk) and writes both; the pattern
+    // (two tensors: 16 MiB) is one block that neither region holds, so a third region.
+    const trace: TraceEvent[] = [
+      { kind: "alloc", id: 0, size: MIB }, { kind: "alloc", id: 1, size: MIB }, { kind: "free", id: 0 },
+      { kind: "alloc", id: 2, size: MIB }, { kind: "free", id: 1 }, { kind: "free", id: 2 },
+    ];
+    const r = replayOrtArena(trace, [8]);
+    expect(r.regions.map((b) => b / MIB)).toEqual([8, 8, 16]);
+    expect(r.firstRequestBytes / MIB).toBe(16);
+    expect(r.residentBytes / MIB).toBe(16 + 16);
+  });
+
+  it("runs the batch sizes in order, then the eval set's last short chunk as one more shape", () => {
+    expect(shapesInRunOrder([1, 8], 256)).toEqual([1, 8]);
+    expect(shapesInRunOrder([1, 64], 100)).toEqual([1, 64, 36]);
+    expect(() => shapesInRunOrder([0], 10)).toThrow(/positive integers/);
+  });
+});
