@@ -51,7 +51,9 @@ void ConvKernel::run_pointwise_simd(const RunCtx& c) const {
 
 // Pointwise conv on simd::pw_lanes: units of (sample, pixel chunk, 32-channel panel), the
 // chunk's X ([C][chunk]) staying in L2 across its panels, a panel's W ([C][32])
-// in L1/L2 across the chunk's 8-pixel tiles. Threads split the units.
+// in L1/L2 across the chunk's 8-pixel tiles. Threads split the units. A fused residual Add
+// (+ Relu: folded_act) is added by the tile's store (a unit writes only its own panel x
+// chunk of Y, and reads the residual there first, so R may be Y).
 void ConvKernel::run_pointwise_lanes(const RunCtx& c) const {
   const float* X = input(c);
   float* Y = y.at(c);
@@ -69,11 +71,12 @@ void ConvKernel::run_pointwise_lanes(const RunCtx& c) const {
   const int64_t per_sample = chunks * panels;
   const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(simd::kPwLanesPanel * std::min(pc, P) * g.C, 1));
   const ConvAct a = folded_act();
+  const float* R = has_res ? res.at(c) : nullptr;
   c.pool->parallel_for(c.batch * per_sample, grain, [&](int64_t u0, int64_t u1) {
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t n = u / per_sample, ch = u % per_sample / panels, pn = u % panels;
       const int64_t p0 = ch * pc, p1 = std::min(P, p0 + pc);
-      simd::pw_lanes(pwl, pn, X + n * in_sz, Y + n * out_sz, P, p0, p1, a);
+      simd::pw_lanes(pwl, pn, X + n * in_sz, Y + n * out_sz, P, p0, p1, a, R ? R + n * out_sz : nullptr);
     }
   });
 }
