@@ -273,6 +273,23 @@ AVX512 void gemv_t(int64_t N, int64_t K, const float* a, const float* B, float* 
   }
 }
 
+AVX512 void row_means(const float* x, int64_t rows, int64_t n, float scale, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* p = x + r * n;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+      a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
+      a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
+      a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));
+      a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
+    }
+    for (; i + 16 <= n; i += 16) a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
+    if (i < n) a1 = _mm512_add_ps(a1, _mm512_maskz_loadu_ps(tail_mask(n - i), p + i));
+    out[r] = scale * hsum(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  }
+}
+
 AVX512 void max3_stride2(const float* b, float* out, int64_t n) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
@@ -298,6 +315,7 @@ void gelu(const float*, float*, int64_t) { std::abort(); }
 void gelu_tanh(const float*, float*, int64_t) { std::abort(); }
 void layernorm_rows(const float*, float*, int64_t, int64_t, const float*, const float*, float) { std::abort(); }
 void max3_stride2(const float*, float*, int64_t) { std::abort(); }
+void row_means(const float*, int64_t, int64_t, float, float*) { std::abort(); }
 void sgemm_nn_rows(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, const float*,
                    const ConvAct&) {
   std::abort();
