@@ -1,11 +1,13 @@
 // A residual block's last 1x1 conv (RegNet's f/c, ResNet-50's bottleneck end, MobileNet's
-// projection) on the channels-in-lanes pointwise kernel with the Add (+ Relu) fused into its
-// store (simd::pw_lanes' R): x -> Conv1x1 + Relu (M -> C2) -> Conv1x1 + bias (C2 -> M) ->
-// Add x [-> Relu]. Checks that the Add and Relu are folded (the op profile has two kernels)
-// where the kernel runs, and that the outputs equal the unfused ops' (MEMLANE_NO_FUSION=1):
-// odd channel counts (partial 32-channel panels, a last panel of <= 16 and of 1 channel, partial
-// 8-channel groups), odd maps (partial 8-pixel tiles), the residual on either side of the Add,
-// the output written in place over the residual, batch 1/3/8, 1 and 2 threads.
+// projection) on the AVX-512 pointwise kernels with the Add (+ Relu) fused into their store
+// (channels in lanes: simd::pw_lanes' R; pixels in lanes, maps over 32x32: run_pointwise_simd's
+// scratch): x -> Conv1x1 + Relu (M -> C2) -> Conv1x1 + bias (C2 -> M) -> Add x [-> Relu].
+// Checks that the Add and Relu are folded (the op profile has two kernels) where a kernel with
+// the epilogue runs, and that the outputs equal the unfused ops' (MEMLANE_NO_FUSION=1): odd
+// channel counts (partial 32-channel panels, a last panel of <= 16 and of 1 channel, partial
+// 8-channel groups), odd maps (partial 8-pixel tiles, partial 512-column blocks), the residual
+// on either side of the Add, the output written in place over the residual, batch 1/3/8, 1
+// and 2 threads.
 #include <cstdlib>
 #include <string>
 
@@ -57,11 +59,17 @@ int main() {
       {96, 64, 5},   // 25 pixels: 3 tiles + 1; three full panels
       {33, 24, 3},   // 9 pixels; a last panel of 1 channel
       {64, 40, 14},  // 196 pixels: 24 tiles + 4
+      // maps over 32x32: the pixels-in-lanes kernel (512-column blocks: 1600 = 3 x 512 + 64,
+      // 1089 = 2 x 512 + 65)
+      {24, 16, 40},
+      {13, 20, 33},
   };
-  const bool lanes = memlane::cpu::simd::have_avx512() && !std::getenv("MEMLANE_CONV_NO_PW_LANES") &&
-                     !std::getenv("MEMLANE_CONV_PW_BLAS") && !std::getenv("MEMLANE_NO_FUSION");
+  const bool avx512 = memlane::cpu::simd::have_avx512() && !std::getenv("MEMLANE_CONV_PW_BLAS") &&
+                      !std::getenv("MEMLANE_NO_FUSION");
+  const bool lanes = avx512 && !std::getenv("MEMLANE_CONV_NO_PW_LANES");
   if (!lanes)
-    std::printf("pw_residual_test: fusion count not checked (no AVX-512F, or the lanes kernel or fusion switched off)\n");
+    std::printf("pw_residual_test: fusion count not checked on maps under 128 pixels (no AVX-512F, or the lanes "
+                "kernel or fusion switched off)%s\n", avx512 ? "" : " nor on larger ones (no AVX-512 pointwise kernel)");
   for (const Case& k : cases)
     for (int variant = 0; variant < 8; ++variant) {
       const bool relu = variant & 1, resFirst = variant & 2, inPlace = variant & 4;
@@ -84,7 +92,7 @@ int main() {
                                 (inPlace ? " in place" : "");
       for (int64_t batch : {1, 3, 8}) {
         const std::vector<float> in = rng.vec(size_t(batch * k.M * k.S * k.S));
-        if (lanes && batch == 3)
+        if ((k.S * k.S >= 128 ? avx512 : lanes) && batch == 3)
           CHECK_MSG(kernels(pb, batch, in) == 2, label + ": the Add" + (relu ? " and Relu were" : " was") + " not fused");
         for (int threads : {1, 2}) {
           unsetenv("MEMLANE_NO_FUSION");
