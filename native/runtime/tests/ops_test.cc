@@ -404,6 +404,7 @@ static void test_maxpool_random() {
 
 static void test_pools() {
   test_maxpool_random();
+  Rng rng;
   const V x9 = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   // Hand-computed: 3x3 input, kernel 2, stride 2, ceil mode -> 2x2 with partial windows.
   RunResult r = pool1("MaxPool", {{"kernel", S{2, 2}}, {"strides", S{2, 2}}, {"ceilMode", true}}, {1, 2, 2}, x9);
@@ -446,6 +447,29 @@ static void test_pools() {
     RunResult g = run_plan(pb, 2, {V{1, 2, 3, 4, 0, 0, 0, 8, 1, 1, 1, 1, -4, 0, 0, 0}});
     CHECK_MSG(g.status == Status::kOk, g.message);
     if (g.status == Status::kOk) CHECK_CLOSE(g.outputs[0], (V{2.5f, 2, 1, -1}), 1e-6f, "global avg");
+  }
+  // GlobalAveragePool on SE-block-sized planes (simd::row_means on AVX-512): 64-float steps, 16-float
+  // steps and a masked tail (49 = 3 x 16 + 1, 169 = 2 x 64 + 2 x 16 + 9, 196 = 3 x 64 + 4), a plane
+  // shorter than a vector, whole vectors only, one pixel; odd channel counts, batch 3, 1 and 2 threads.
+  for (int64_t side : {7, 13, 14, 2, 8, 1}) {
+    const int64_t C = 37, n = 3, HW = side * side;
+    PlanBuilder pb;
+    int xi = pb.input("x", {C, side, side});
+    int yi = pb.output("y", {C, 1, 1});
+    pb.op("GlobalAveragePool", {xi}, {yi});
+    V x = rng.vec(size_t(n * C * HW)), ref(size_t(n * C));
+    for (int64_t p = 0; p < n * C; ++p) {
+      double s = 0;
+      for (int64_t i = 0; i < HW; ++i) s += x[size_t(p * HW + i)];
+      ref[size_t(p)] = float(s / double(HW));
+    }
+    for (int threads : {1, 2}) {
+      RunResult g = run_plan(pb, n, {x}, threads);
+      const std::string label = "global avg " + std::to_string(side) + "x" + std::to_string(side) + " threads " +
+                                std::to_string(threads);
+      CHECK_MSG(g.status == Status::kOk, label + ": " + g.message);
+      if (g.status == Status::kOk) CHECK_CLOSE(g.outputs[0], ref, 1e-5f, label);
+    }
   }
 }
 

@@ -207,11 +207,13 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
     k->U = conv_winograd_weights(k->w, g.M, g.C);
     k->threads = std::max(1, bc.threads);
   }
-  // Fused residual Add (+ Relu): only the AVX-512 paths have the epilogue. The backend has
+  // Fused residual Add (+ Relu): only the AVX-512 spatial paths and the AVX-512 pointwise ones
+  // (RegNet's and ResNet-50's block ends, MobileNet's projections) have the epilogue. The backend has
   // checked that the conv's and the Add's outputs have no other reader and that `output`
   // neither overlaps X nor partly overlaps the residual (an identical region is fine: each
   // element is read before it is written).
-  if (const ConvEpilogue* e = bc.epilogue; e && e->residual >= 0 && (k->direct || k->winograd || k->flat) && !k->relu &&
+  if (const ConvEpilogue* e = bc.epilogue; e && e->residual >= 0 &&
+                                           (k->direct || k->winograd || k->flat || k->pointwise_lanes || k->pointwise_simd) && !k->relu &&
                                            a.activation == Activation::kNone && fuse) {
     const TensorInfo& R = bc.info(e->residual);
     if (!R.is_weight() && R.shape == Y.shape) {

@@ -9,13 +9,28 @@
 
 namespace memlane::cpu::conv_detail {
 
+namespace {
+
+// y[i] = t[i] + bias + r[i], then max(., 0) when relu; r may be y (each r[i] read before y[i]
+// is written).
+void residual_act(const float* t, const float* r, float* y, int64_t n, float bias, bool relu) {
+  if (relu)
+    for (int64_t i = 0; i < n; ++i) y[i] = std::max(t[i] + bias + r[i], 0.f);
+  else
+    for (int64_t i = 0; i < n; ++i) y[i] = t[i] + bias + r[i];
+}
+
+}  // namespace
+
 // Pointwise conv as Y[M x P] = W[M x C] X[C x P] on the register-tiled AVX-512 product: units
 // of 8 output rows x 512 columns (W's 8 rows stay in L1 across the 32-column steps). A folded
 // SiLU is applied in registers with the bias (sgemm_nn_rows: 0.90-0.94 of the pass after on
 // efficientnet_b0's expansions); bias, Relu and Clip in a pass over the block while it is in
 // L1 (in registers measured 1.14-1.27x slower on efficientnet's bias-only 16/24-channel
 // projections and 1.11-1.16x on mobilenet_v2's Clip expansions, not understood yet). Threads split
-// samples x column panels, and the rows too when there are fewer panels than threads.
+// samples x column panels, and the rows too when there are fewer panels than threads. A fused
+// residual Add (+ Relu): the block's product goes to a scratch in L1 first, since the residual
+// may share Y's bytes (the Add in place), then Y = act(scratch + bias + residual).
 void ConvKernel::run_pointwise_simd(const RunCtx& c) const {
   const float* X = input(c);
   float* Y = y.at(c);
@@ -27,6 +42,7 @@ void ConvKernel::run_pointwise_simd(const RunCtx& c) const {
   const int64_t units = c.batch * per_sample * row_groups;
   const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(rows_per * kPwCols * C, 1));
   const ConvAct a = folded_act();
+  const float* R = has_res ? res.at(c) : nullptr;
   c.pool->parallel_for(units, grain, [&](int64_t u0, int64_t u1) {
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t n = u / (per_sample * row_groups), rest = u % (per_sample * row_groups);
@@ -36,6 +52,14 @@ void ConvKernel::run_pointwise_simd(const RunCtx& c) const {
       float* yn = Y + n * out_sz + p0;
       for (int64_t m0 = r0; m0 < r1; m0 += 8) {
         const int64_t mr = std::min<int64_t>(8, r1 - m0);
+        if (R) {
+          alignas(64) float t[8 * kPwCols];
+          simd::sgemm_nn(mr, pc, C, w + m0 * C, C, xn, P, t, pc);
+          for (int64_t m = m0; m < m0 + mr; ++m)
+            residual_act(t + (m - m0) * pc, R + n * out_sz + m * P + p0, yn + m * P, pc, b ? b[m] : 0.f,
+                         a.kind == ConvAct::kRelu);
+          continue;
+        }
         if (a.kind == ConvAct::kSiLU) {
           simd::sgemm_nn_rows(mr, pc, C, w + m0 * C, C, xn, P, yn + m0 * P, P, b ? b + m0 : nullptr, a);
           continue;
@@ -51,7 +75,9 @@ void ConvKernel::run_pointwise_simd(const RunCtx& c) const {
 
 // Pointwise conv on simd::pw_lanes: units of (sample, pixel chunk, 32-channel panel), the
 // chunk's X ([C][chunk]) staying in L2 across its panels, a panel's W ([C][32])
-// in L1/L2 across the chunk's 8-pixel tiles. Threads split the units.
+// in L1/L2 across the chunk's 8-pixel tiles. Threads split the units. A fused residual Add
+// (+ Relu: folded_act) is added by the tile's store (a unit writes only its own panel x
+// chunk of Y, and reads the residual there first, so R may be Y).
 void ConvKernel::run_pointwise_lanes(const RunCtx& c) const {
   const float* X = input(c);
   float* Y = y.at(c);
@@ -69,11 +95,12 @@ void ConvKernel::run_pointwise_lanes(const RunCtx& c) const {
   const int64_t per_sample = chunks * panels;
   const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(simd::kPwLanesPanel * std::min(pc, P) * g.C, 1));
   const ConvAct a = folded_act();
+  const float* R = has_res ? res.at(c) : nullptr;
   c.pool->parallel_for(c.batch * per_sample, grain, [&](int64_t u0, int64_t u1) {
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t n = u / per_sample, ch = u % per_sample / panels, pn = u % panels;
       const int64_t p0 = ch * pc, p1 = std::min(P, p0 + pc);
-      simd::pw_lanes(pwl, pn, X + n * in_sz, Y + n * out_sz, P, p0, p1, a);
+      simd::pw_lanes(pwl, pn, X + n * in_sz, Y + n * out_sz, P, p0, p1, a, R ? R + n * out_sz : nullptr);
     }
   });
 }

@@ -47,6 +47,11 @@ void layernorm_rows(const float* x, float* y, int64_t rows, int64_t n, const flo
 // four at a time; OpenBLAS's sgemm packs B for a single row.
 void gemv_t(int64_t N, int64_t K, const float* a, const float* B, float* y, float alpha, float beta, const float* c);
 
+// out[r] = scale * (the sum of x[r * n .. r * n + n)) for r < rows: GlobalAveragePool over
+// NCHW planes (SE blocks' 7x7-28x28 maps), four independent 16-lane sums a plane, a masked
+// tail and one tree reduction.
+void row_means(const float* x, int64_t rows, int64_t n, float scale, float* out);
+
 // out[i] = max(b[2i], b[2i+1], b[2i+2]) for i < n (a 3-wide, stride-2 max pool row); reads
 // b[0 .. 2n] only.
 void max3_stride2(const float* b, float* out, int64_t n);

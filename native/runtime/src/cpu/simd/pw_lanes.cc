@@ -33,10 +33,19 @@ AVX512 inline __m256 upper8(__m512 v) {
   return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
 
+// The fused residual of a tile (pw_lanes' R): its rows laid out as y's, and the Relu that
+// follows the Add. Null `r`: none.
+struct Residual {
+  const float* r;
+  bool relu;
+};
+
 // Rows r0..r7 (pixel r, 8 channels each) to channel rows of 8 pixels, stored at y + j * P for
-// the channels j < mc, the first `pix` pixels of each.
+// the channels j < mc, the first `pix` pixels of each; with a residual, its row (same place as
+// y's, so it may be y: read before the store) added and the Relu applied first.
 AVX512 inline void transpose_store(__m256 r0, __m256 r1, __m256 r2, __m256 r3, __m256 r4, __m256 r5,
-                                           __m256 r6, __m256 r7, float* y, int64_t P, int64_t mc, int pix) {
+                                           __m256 r6, __m256 r7, float* y, int64_t P, int64_t mc, int pix,
+                                           Residual res) {
   const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
   const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
   const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
@@ -56,21 +65,32 @@ AVX512 inline void transpose_store(__m256 r0, __m256 r1, __m256 r2, __m256 r3, _
   o[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
   const int64_t n = std::min<int64_t>(8, mc);
   if (pix == 8) {
+    if (res.r)
+      for (int64_t j = 0; j < n; ++j) {
+        o[j] = _mm256_add_ps(o[j], _mm256_loadu_ps(res.r + j * P));
+        if (res.relu) o[j] = _mm256_max_ps(o[j], _mm256_setzero_ps());
+      }
     for (int64_t j = 0; j < n; ++j) _mm256_storeu_ps(y + j * P, o[j]);
     return;
   }
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(pix), lane);
+  if (res.r)
+    for (int64_t j = 0; j < n; ++j) {
+      o[j] = _mm256_add_ps(o[j], _mm256_maskload_ps(res.r + j * P, mask));
+      if (res.relu) o[j] = _mm256_max_ps(o[j], _mm256_setzero_ps());
+    }
   for (int64_t j = 0; j < n; ++j) _mm256_maskstore_ps(y + j * P, mask, o[j]);
 }
 
 // MR pixels (x = X + p0, pixel r at x[r], channel c at x + c * P) x 16 * NV channels of the
 // panel (wp: [C][32], bp: 32), stored at y = Y + m0 * P + p0 for the first mc channels. NV = 1
 // for a last panel of at most 16 channels (half the multiply-adds of a zero-padded 32). PF:
-// also prefetch the panel at pf (the next one, [C][32]) into L2, a row each step.
+// also prefetch the panel at pf (the next one, [C][32]) into L2, a row each step. res: the
+// residual at y's place (act is then kNone: res.relu comes after the Add).
 template <int MR, int NV, bool PF>
 AVX512 void tile(int64_t C, const float* x, int64_t P, const float* wp, const float* bp, float* y, int64_t mc,
-                         const ConvAct& act, const float* pf) {
+                         const ConvAct& act, const float* pf, Residual res) {
   // Named accumulators (an array of them is kept on the stack by GCC); rows past MR stay zero.
   __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
   __m512 c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
@@ -107,11 +127,13 @@ AVX512 void tile(int64_t C, const float* x, int64_t P, const float* wp, const fl
     _mm512_castps512_ps256(c6##h), _mm512_castps512_ps256(c7##h)
 #define MEMLANE_HI(h) upper8(c0##h), upper8(c1##h), upper8(c2##h), upper8(c3##h), upper8(c4##h), upper8(c5##h), \
     upper8(c6##h), upper8(c7##h)
-  transpose_store(MEMLANE_LO(0), y, P, mc, MR);
-  if (mc > 8) transpose_store(MEMLANE_HI(0), y + 8 * P, P, mc - 8, MR);
+  // the residual's rows for channels 8k.. of the tile
+  auto at = [&](int64_t k) { return Residual{res.r ? res.r + k * 8 * P : nullptr, res.relu}; };
+  transpose_store(MEMLANE_LO(0), y, P, mc, MR, at(0));
+  if (mc > 8) transpose_store(MEMLANE_HI(0), y + 8 * P, P, mc - 8, MR, at(1));
   if constexpr (NV > 1) {
-    if (mc > 16) transpose_store(MEMLANE_LO(1), y + 16 * P, P, mc - 16, MR);
-    if (mc > 24) transpose_store(MEMLANE_HI(1), y + 24 * P, P, mc - 24, MR);
+    if (mc > 16) transpose_store(MEMLANE_LO(1), y + 16 * P, P, mc - 16, MR, at(2));
+    if (mc > 24) transpose_store(MEMLANE_HI(1), y + 24 * P, P, mc - 24, MR, at(3));
   }
 #undef MEMLANE_LO
 #undef MEMLANE_HI
@@ -124,21 +146,22 @@ AVX512 void tile(int64_t C, const float* x, int64_t P, const float* wp, const fl
 // 400 -> 400 on 7x7: 144 us warm, 183-208 us with W evicted; 163-175 us with this prefetch).
 template <int NV>
 AVX512 void pixels(int64_t C, const float* X, int64_t P, const float* wp, const float* bp, float* y, int64_t mc,
-                           const ConvAct& act, int64_t p0, int64_t p1, const float* pf) {
+                           const ConvAct& act, int64_t p0, int64_t p1, const float* pf, Residual res) {
   int64_t p = p0;
+  auto rp = [&] { return Residual{res.r ? res.r + p : nullptr, res.relu}; };
   if (pf && p + 8 <= p1) {
-    tile<8, NV, true>(C, X + p, P, wp, bp, y + p, mc, act, pf);
+    tile<8, NV, true>(C, X + p, P, wp, bp, y + p, mc, act, pf, rp());
     p += 8;
   }
-  for (; p + 8 <= p1; p += 8) tile<8, NV, false>(C, X + p, P, wp, bp, y + p, mc, act, nullptr);
+  for (; p + 8 <= p1; p += 8) tile<8, NV, false>(C, X + p, P, wp, bp, y + p, mc, act, nullptr, rp());
   switch (p1 - p) {
-    case 7: tile<7, NV, false>(C, X + p, P, wp, bp, y + p, mc, act, nullptr); break;
-    case 6: tile<6, NV, false>(C, X + p, P, wp, bp, y + p, mc, act, nullptr); break;
-    case 5: tile<5, NV, false>(C, X + p, P, wp, bp, y + p, mc, act, nullptr); break;
-    case 4: tile<4, NV, false>(C, X + p, P, wp, bp, y + p, mc, act, nullptr); break;
-    case 3: tile<3, NV, false>(C, X + p, P, wp, bp, y + p, mc, act, nullptr); break;
-    case 2: tile<2, NV, false>(C, X + p, P, wp, bp, y + p, mc, act, nullptr); break;
-    case 1: tile<1, NV, false>(C, X + p, P, wp, bp, y + p, mc, act, nullptr); break;
+    case 7: tile<7, NV, false>(C, X + p, P, wp, bp, y + p, mc, act, nullptr, rp()); break;
+    case 6: tile<6, NV, false>(C, X + p, P, wp, bp, y + p, mc, act, nullptr, rp()); break;
+    case 5: tile<5, NV, false>(C, X + p, P, wp, bp, y + p, mc, act, nullptr, rp()); break;
+    case 4: tile<4, NV, false>(C, X + p, P, wp, bp, y + p, mc, act, nullptr, rp()); break;
+    case 3: tile<3, NV, false>(C, X + p, P, wp, bp, y + p, mc, act, nullptr, rp()); break;
+    case 2: tile<2, NV, false>(C, X + p, P, wp, bp, y + p, mc, act, nullptr, rp()); break;
+    case 1: tile<1, NV, false>(C, X + p, P, wp, bp, y + p, mc, act, nullptr, rp()); break;
     default: break;
   }
 }
@@ -146,19 +169,24 @@ AVX512 void pixels(int64_t C, const float* X, int64_t P, const float* wp, const 
 }  // namespace
 
 AVX512 void pw_lanes(const PwLanesWeights& pw, int64_t panel, const float* X, float* Y, int64_t P, int64_t p0,
-                             int64_t p1, const ConvAct& act) {
+                             int64_t p1, const ConvAct& act, const float* R) {
   const int64_t C = pw.C, m0 = panel * kPwLanesPanel, mc = std::min(kPwLanesPanel, pw.M - m0);
   const float* wp = pw.w.data() + panel * C * kPwLanesPanel;
   const float* bp = pw.b.data() + m0;
   float* y = Y + m0 * P;
   const float* pf = panel + 1 < pw.panels() ? wp + C * kPwLanesPanel : nullptr;
-  if (mc > 16) pixels<2>(C, X, P, wp, bp, y, mc, act, p0, p1, pf);
-  else pixels<1>(C, X, P, wp, bp, y, mc, act, p0, p1, pf);
+  // With a residual the tile adds only the bias in its 16-lane registers; the Add and its
+  // Relu follow on the transposed rows (they are laid out as Y).
+  const Residual res{R ? R + m0 * P : nullptr, R && act.kind == ConvAct::kRelu};
+  const ConvAct in_regs = R ? ConvAct{} : act;
+  if (mc > 16) pixels<2>(C, X, P, wp, bp, y, mc, in_regs, p0, p1, pf, res);
+  else pixels<1>(C, X, P, wp, bp, y, mc, in_regs, p0, p1, pf, res);
 }
 
 #else  // not x86-64: have_avx512() is false, so this is never called.
 
-void pw_lanes(const PwLanesWeights&, int64_t, const float*, float*, int64_t, int64_t, int64_t, const ConvAct&) {
+void pw_lanes(const PwLanesWeights&, int64_t, const float*, float*, int64_t, int64_t, int64_t, const ConvAct&,
+              const float*) {
   std::abort();
 }
 

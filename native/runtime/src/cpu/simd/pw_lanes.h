@@ -26,9 +26,12 @@ struct PwLanesWeights {
 // Packs W [M][C] (row-major) and the bias (may be null).
 PwLanesWeights pw_lanes_pack(const float* w, const float* b, int64_t M, int64_t C);
 
-// One panel of one sample: Y[m][p] = act(sum_c W[m][c] X[c][p] + b[m]) for the panel's
-// channels m (below M) and pixels p in [p0, p1). X is [C][P], Y [M][P].
+// One panel of one sample: Y[m][p] = act(sum_c W[m][c] X[c][p] + b[m] (+ R[m][p])) for the
+// panel's channels m (below M) and pixels p in [p0, p1). X is [C][P], Y and R [M][P].
+// R (nullable): a fused residual Add, read just before the same element of Y is written, so it
+// may be Y itself; with it the activation (then kNone or kRelu only: the Add's Relu) comes
+// after the sum.
 void pw_lanes(const PwLanesWeights& pw, int64_t panel, const float* X, float* Y, int64_t P, int64_t p0, int64_t p1,
-              const ConvAct& act);
+              const ConvAct& act, const float* R = nullptr);
 
 }  // namespace memlane::cpu::simd

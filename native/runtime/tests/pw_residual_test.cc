@@ -1,0 +1,112 @@
+// A residual block's last 1x1 conv (RegNet's f/c, ResNet-50's bottleneck end, MobileNet's
+// projection) on the AVX-512 pointwise kernels with the Add (+ Relu) fused into their store
+// (channels in lanes: simd::pw_lanes' R; pixels in lanes, maps over 32x32: run_pointwise_simd's
+// scratch): x -> Conv1x1 + Relu (M -> C2) -> Conv1x1 + bias (C2 -> M) -> Add x [-> Relu].
+// Checks that the Add and Relu are folded (the op profile has two kernels) where a kernel with
+// the epilogue runs, and that the outputs equal the unfused ops' (MEMLANE_NO_FUSION=1): odd
+// channel counts (partial 32-channel panels, a last panel of <= 16 and of 1 channel, partial
+// 8-channel groups), odd maps (partial 8-pixel tiles, partial 512-column blocks), the residual
+// on either side of the Add, the output written in place over the residual, batch 1/3/8, 1
+// and 2 threads.
+#include <cstdlib>
+#include <string>
+
+#include "cpu/simd/avx512.h"
+#include "harness.h"
+#include "op_runner.h"
+
+using namespace mltest;
+using S = std::vector<int64_t>;
+
+namespace {
+
+Attrs pw_attrs(const char* act) {
+  return {{"kernel", S{1, 1}}, {"strides", S{1, 1}}, {"pads", S{0, 0, 0, 0}}, {"activation", std::string(act)}};
+}
+
+// Ops with a kernel of their own after the backend's fusions (the op profile lists only those).
+size_t kernels(const PlanBuilder& pb, int64_t batch, const std::vector<float>& x) {
+  std::vector<uint8_t> bytes = pb.build();
+  memlane::Plan plan;
+  std::string msg;
+  memlane::Status st = memlane::parse_plan(bytes.data(), bytes.size(), &plan, &msg);
+  CHECK_MSG(st == memlane::Status::kOk, msg);
+  memlane::BackendOptions o;
+  auto be = memlane::make_cpu_backend(o, &st, &msg);
+  if (!be || be->prepare(plan, batch, &msg) != memlane::Status::kOk) {
+    CHECK_MSG(false, "prepare: " + msg);
+    return 0;
+  }
+  std::vector<float> out(x.size(), 0.f);
+  const float* ins[] = {x.data()};
+  float* outs[] = {out.data()};
+  CHECK(be->set_profiling(true));
+  CHECK(be->run(batch, ins, outs, &msg) == memlane::Status::kOk);
+  return be->op_profile().ops.size();
+}
+
+struct Case {
+  int64_t M, C2, S;  // block channels, bottleneck channels, map side
+};
+
+}  // namespace
+
+int main() {
+  Rng rng;
+  // Every case's second conv fits the lanes rule (M / ceil16(M) >= P / ceil16(P)).
+  const Case cases[] = {
+      {40, 37, 7},   // 49 pixels: 6 tiles + 1; panels 32 + 8
+      {96, 64, 5},   // 25 pixels: 3 tiles + 1; three full panels
+      {33, 24, 3},   // 9 pixels; a last panel of 1 channel
+      {64, 40, 14},  // 196 pixels: 24 tiles + 4
+      // maps over 32x32: the pixels-in-lanes kernel (512-column blocks: 1600 = 3 x 512 + 64,
+      // 1089 = 2 x 512 + 65)
+      {24, 16, 40},
+      {13, 20, 33},
+  };
+  const bool avx512 = memlane::cpu::simd::have_avx512() && !std::getenv("MEMLANE_CONV_PW_BLAS") &&
+                      !std::getenv("MEMLANE_NO_FUSION");
+  const bool lanes = avx512 && !std::getenv("MEMLANE_CONV_NO_PW_LANES");
+  if (!lanes)
+    std::printf("pw_residual_test: fusion count not checked on maps under 128 pixels (no AVX-512F, or the lanes "
+                "kernel or fusion switched off)%s\n", avx512 ? "" : " nor on larger ones (no AVX-512 pointwise kernel)");
+  for (const Case& k : cases)
+    for (int variant = 0; variant < 8; ++variant) {
+      const bool relu = variant & 1, resFirst = variant & 2, inPlace = variant & 4;
+      PlanBuilder pb;
+      int x = pb.input("x", {k.M, k.S, k.S});
+      int w1 = pb.weight("w1", {k.C2, k.M, 1, 1}, rng.vec(size_t(k.C2 * k.M)));
+      int w2 = pb.weight("w2", {k.M, k.C2, 1, 1}, rng.vec(size_t(k.M * k.C2)));
+      int b2 = pb.weight("b2", {k.M}, rng.vec(size_t(k.M)));
+      int a = pb.act("a", {k.C2, k.S, k.S});
+      int c = pb.act("c", {k.M, k.S, k.S});
+      int s = relu ? pb.act("s", {k.M, k.S, k.S}) : pb.output("s", {k.M, k.S, k.S});
+      int y = relu ? pb.output("y", {k.M, k.S, k.S}) : s;
+      if (inPlace) pb.tensors[size_t(y)].offset = pb.tensors[size_t(x)].offset;  // y over the residual
+      pb.op("Conv", {x, w1, -1}, {a}, pw_attrs("relu"));
+      pb.op("Conv", {a, w2, b2}, {c}, pw_attrs("none"));
+      pb.op("Add", resFirst ? std::vector<int64_t>{x, c} : std::vector<int64_t>{c, x}, {s});
+      if (relu) pb.op("Relu", {s}, {y});
+      const std::string label = "M" + std::to_string(k.M) + " C2 " + std::to_string(k.C2) + " " + std::to_string(k.S) +
+                                "x" + std::to_string(k.S) + (relu ? " relu" : "") + (resFirst ? " res-first" : "") +
+                                (inPlace ? " in place" : "");
+      for (int64_t batch : {1, 3, 8}) {
+        const std::vector<float> in = rng.vec(size_t(batch * k.M * k.S * k.S));
+        if ((k.S * k.S >= 128 ? avx512 : lanes) && batch == 3)
+          CHECK_MSG(kernels(pb, batch, in) == 2, label + ": the Add" + (relu ? " and Relu were" : " was") + " not fused");
+        for (int threads : {1, 2}) {
+          unsetenv("MEMLANE_NO_FUSION");
+          RunResult fused = run_plan(pb, batch, {in}, threads);
+          setenv("MEMLANE_NO_FUSION", "1", 1);
+          RunResult plain = run_plan(pb, batch, {in}, threads);
+          unsetenv("MEMLANE_NO_FUSION");
+          CHECK_MSG(fused.status == memlane::Status::kOk && plain.status == memlane::Status::kOk,
+                    fused.message + plain.message);
+          const float d = max_abs_diff(fused.outputs.at(0), plain.outputs.at(0));
+          CHECK_MSG(d <= 1e-5f, label + " batch " + std::to_string(batch) + " threads " + std::to_string(threads) +
+                                    ": max abs diff " + std::to_string(d));
+        }
+      }
+    }
+  return finish("pw_residual_test");
+}
