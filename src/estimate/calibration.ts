@@ -37,7 +37,7 @@ export const COUNTERS = Object.freeze({
 });
 export type Counter = keyof typeof COUNTERS;
 
-export const CALIBRATION_FORMAT = 9; // 9: ORT's activations are its arena replayed (ort-arena.ts: resident bytes, not the pattern times a fitted slope), slope 1 at steady-inference; 8: memlane-rt's unchunked arena (wholeBatchArenaMiB, native-chunk.ts); 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
+export const CALIBRATION_FORMAT = 10; // 10: node-ort starts from a collected and trimmed orchestrator (collect-garbage.ts); 9: ORT's activations are its arena replayed (ort-arena.ts: resident bytes, not the pattern times a fitted slope), slope 1 at steady-inference; 8: memlane-rt's unchunked arena (wholeBatchArenaMiB, native-chunk.ts); 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
 /** The run shape of every probe run: small, so calibration takes about a minute. */
 export const PROBE_RUN: Readonly<{ batchSizes: number[]; iterations: number; threads: number }> = Object.freeze({
   batchSizes: [1, 8], iterations: 5, threads: 1,

@@ -6,6 +6,7 @@
 import { Worker } from "node:worker_threads";
 import type { MemoryReading, SmapsSummary } from "../transport/protocol.ts";
 import { parseSmaps } from "../memory/smaps.ts";
+import { collectGarbage } from "./collect-garbage.ts";
 import type { LatencyTable } from "../report/schema.ts";
 import type { ModelIo } from "../pipeline/inputs/shapes.ts";
 import type { OutputTensor } from "../pipeline/stages.ts";
@@ -70,6 +71,8 @@ export function runNodeOrt(
 ): Promise<NodeOrtResult> {
   return new Promise((resolve, reject) => {
     if (opts.signal?.aborted) return reject(opts.signal.reason ?? new Error("aborted"));
+    // The orchestrator's own garbage is not onnxruntime-node's (collect-garbage.ts).
+    collectGarbage();
     // execArgv: [] — the thread body is plain JavaScript; no loader flags needed in it.
     const worker = new Worker(THREAD, { workerData: task, execArgv: [] });
     let settled = false;
