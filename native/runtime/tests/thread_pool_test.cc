@@ -2,9 +2,12 @@
 // and the call returns only after all of them ran, whether a worker woke in time or the caller
 // claimed every chunk itself (chunks are claimed from one atomic word tagged with the call's
 // generation, so a worker that wakes late must not run the next call's chunks).
+#include <sched.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cpu/env_count.h"
@@ -48,6 +51,34 @@ static void env_counts() {
   unsetenv(kVar);
 }
 
+// A worker that runs on its caller's CPU takes no chunk (thread_pool.cc, worker_loop): with
+// this thread and the pool's worker (which inherits the mask) allowed one CPU only, every chunk
+// of every call runs on the caller. Without the rule the worker, woken on that CPU, takes
+// chunks whenever the scheduler lets it in before the caller claimed them (run with
+// MEMLANE_POOL_SKIP_STACKED=0 it fails).
+static void stacked_worker_leaves_the_call() {
+  cpu_set_t old, one;
+  if (sched_getaffinity(0, sizeof old, &old) != 0) return;
+  CPU_ZERO(&one);
+  CPU_SET(sched_getcpu(), &one);
+  CHECK(sched_setaffinity(0, sizeof one, &one) == 0);
+  int on_worker = 0;
+  {
+    ThreadPool pool(2);
+    const auto caller = std::this_thread::get_id();
+    std::atomic<int> other{0};
+    for (int call = 0; call < 300; ++call)
+      pool.parallel_for(2, 1, [&](int64_t, int64_t) {
+        volatile double acc = 0;
+        for (int k = 0; k < 20000; ++k) acc = acc + k;
+        if (std::this_thread::get_id() != caller) other.fetch_add(1);
+      });
+    on_worker = other.load();
+  }
+  sched_setaffinity(0, sizeof old, &old);
+  CHECK_MSG(on_worker == 0, std::to_string(on_worker) + " chunks ran on a worker sharing the caller's CPU");
+}
+
 int main() {
   env_counts();
   for (int threads : {2, 3}) {
@@ -64,5 +95,6 @@ int main() {
       sum.fetch_add(e - b);
     });
   CHECK(sum.load() == 400);
+  stacked_worker_leaves_the_call();
   return finish("thread_pool_test");
 }

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+
+#include <sched.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -44,9 +47,32 @@ bool spin_until(const Pred& done) {
   }
 }
 
+// MEMLANE_POOL_SKIP_STACKED (default 1; 0: an A/B aid): a worker that wakes on the CPU its
+// caller is running on takes no chunk of that call (see worker_loop).
+bool skip_stacked() {
+  static const bool on = env_count("MEMLANE_POOL_SKIP_STACKED", 1) != 0;
+  return on;
+}
+
 }  // namespace
 
+int chunks_per_thread() {
+  static const int k = int(std::clamp(env_count("MEMLANE_POOL_CHUNKS", 1), 1L, 64L));
+  return k;
+}
+
+// MEMLANE_POOL_STATS=1 (a tuning aid): what the split cost, printed when the pool ends. Where
+// a multi-threaded run loses time against the sum of its ops' best times: calls the caller
+// ran alone (no worker came in time), time the caller waited for workers' chunks after its
+// own, and how often a thread gave up polling and slept on the condition variable.
+struct PoolStats {
+  std::atomic<uint64_t> calls{0}, chunks{0}, caller_chunks{0}, caller_alone{0}, caller_wait_ns{0}, caller_sleeps{0},
+      worker_sleeps{0}, worker_skips{0};
+};
+
 ThreadPool::ThreadPool(int threads) {
+  if (threads > 1) max_chunks_ = int64_t(threads) * chunks_per_thread();
+  if (threads > 1 && env_count("MEMLANE_POOL_STATS", 0) == 1) stats_ = new PoolStats;
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -57,16 +83,32 @@ ThreadPool::~ThreadPool() {
   }
   cv_work_.notify_all();
   for (auto& t : workers_) t.join();
+  if (PoolStats* s = stats_) {
+    const double calls = double(std::max<uint64_t>(1, s->calls));
+    std::fprintf(stderr,
+                 "[memlane pool] threads %d: %llu calls, %.2f chunks a call, caller ran %.1f%% of chunks, alone in "
+                 "%.1f%% of calls, waited %.2f us a call; sleeps: caller %llu, workers %llu; calls a worker skipped "
+                 "(on the caller's CPU) %llu\n",
+                 threads(), (unsigned long long)s->calls.load(), double(s->chunks) / calls,
+                 100.0 * double(s->caller_chunks) / double(std::max<uint64_t>(1, s->chunks)),
+                 100.0 * double(s->caller_alone) / calls, double(s->caller_wait_ns) / 1e3 / calls,
+                 (unsigned long long)s->caller_sleeps.load(), (unsigned long long)s->worker_sleeps.load(),
+                 (unsigned long long)s->worker_skips.load());
+    delete s;
+  }
 }
 
-void ThreadPool::run_claimed(uint32_t gen, int64_t n, int64_t chunks, Fn fn, void* ctx) {
+int64_t ThreadPool::run_claimed(uint32_t gen, int64_t n, int64_t chunks, Fn fn, void* ctx) {
   const uint64_t tag = uint64_t(gen) << 32;
   uint64_t v = claim_.load(std::memory_order_acquire);
-  for (;;) {
-    if ((v & ~uint64_t(0xFFFFFFFF)) != tag) return;  // a later call: not ours to run
+  for (int64_t ran = 0;; ++ran) {
+    if ((v & ~uint64_t(0xFFFFFFFF)) != tag) return ran;  // a later call: not ours to run
     const int64_t c = int64_t(v & 0xFFFFFFFF);
-    if (c >= chunks) return;
-    if (!claim_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel)) continue;
+    if (c >= chunks) return ran;
+    if (!claim_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel)) {
+      --ran;
+      continue;
+    }
     fn(ctx, n * c / chunks, n * (c + 1) / chunks);
     if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
       // Taking the lock orders this notify after the caller's predicate check.
@@ -85,26 +127,43 @@ void ThreadPool::run_chunks(int64_t n, int64_t chunks, Fn fn, void* ctx) {
     ctx_ = ctx;
     n_ = n;
     chunks_ = chunks;
+    caller_cpu_ = skip_stacked() ? sched_getcpu() : -1;
     gen = ++generation_;
     done_.store(0, std::memory_order_relaxed);
     claim_.store(uint64_t(gen) << 32, std::memory_order_release);
   }
   cv_work_.notify_all();
   // The caller takes chunks too; then it waits only for chunks that workers claimed.
-  run_claimed(gen, n, chunks, fn, ctx);
-  if (spin_until([&] { return done_.load(std::memory_order_acquire) == chunks; })) return;
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_done_.wait(lk, [&] { return done_.load(std::memory_order_acquire) == chunks; });
+  const int64_t ran = run_claimed(gen, n, chunks, fn, ctx);
+  const auto t0 = stats_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  const auto done = [&] { return done_.load(std::memory_order_acquire) == chunks; };
+  const bool spun = spin_until(done);
+  if (!spun) {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_done_.wait(lk, done);
+  }
+  if (PoolStats* s = stats_) {
+    s->calls += 1;
+    s->chunks += uint64_t(chunks);
+    s->caller_chunks += uint64_t(ran);
+    s->caller_alone += ran == chunks;
+    s->caller_sleeps += !spun;
+    s->caller_wait_ns += uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  }
 }
 
 void ThreadPool::worker_loop(int) {
   uint32_t seen = 0;
+  bool stacked = false;  // skipped the last call: sleep at once instead of polling
   for (;;) {
     Fn fn;
     void* ctx;
     int64_t n, chunks;
+    int caller_cpu;
     // The next call's generation shows in claim_'s high word; stop_ only under the lock.
-    spin_until([&] { return uint32_t(claim_.load(std::memory_order_acquire) >> 32) != seen; });
+    const auto next = [&] { return uint32_t(claim_.load(std::memory_order_acquire) >> 32) != seen; };
+    const bool spun = stacked ? next() : spin_until(next);
+    if (!spun && stats_) stats_->worker_sleeps += 1;
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_work_.wait(lk, [&] { return stop_ || generation_ != seen; });
@@ -114,6 +173,20 @@ void ThreadPool::worker_loop(int) {
       ctx = ctx_;
       n = n_;
       chunks = chunks_;
+      caller_cpu = caller_cpu_;
+    }
+    // On a machine whose cores other jobs share, Linux often wakes a sleeping worker on its
+    // waker's CPU: both pool threads then take turns on one core (squeezenet1_1, batch 1, 2
+    // threads, 2 cores shared with other jobs: both runnable on the same CPU in 2214 of 2216
+    // samples, p50 10.0 ms, 5.9 ms in a run where they stayed apart). A worker there can run
+    // only while the caller does not: a chunk it claims keeps the caller polling, then asleep,
+    // until the scheduler switches (tens to hundreds of microseconds a call), and its polling
+    // takes the caller's time. So it leaves the call to the caller, which then runs as fast
+    // as one thread, and sleeps until the next; a later wake-up may place it elsewhere.
+    stacked = caller_cpu >= 0 && sched_getcpu() == caller_cpu;
+    if (stacked) {
+      if (stats_) stats_->worker_skips += 1;
+      continue;
     }
     run_claimed(seen, n, chunks, fn, ctx);
   }

@@ -12,6 +12,14 @@
 
 namespace memlane::cpu {
 
+struct PoolStats;  // thread_pool.cc
+
+// Chunks a parallel_for may make per pool thread: MEMLANE_POOL_CHUNKS, default 1 (an A/B
+// aid: more, smaller chunks let the caller take over more of the work of a worker that is
+// late or preempted; squeezenet1_1 at batch 1 measured no clear difference at 4). Read once
+// per process.
+int chunks_per_thread();
+
 class ThreadPool {
  public:
   explicit ThreadPool(int threads);  // threads <= 1: everything runs on the caller
@@ -21,15 +29,17 @@ class ThreadPool {
 
   int threads() const { return int(workers_.size()) + 1; }
 
-  // Calls body(begin, end) over [0, n) split into at most threads() chunks of at least
-  // `grain` items each. Blocks until every chunk ran. Chunks are claimed from one atomic
-  // word, so the caller waits only for chunks a worker actually claimed: a worker that wakes
-  // after the caller ran every chunk itself costs the caller nothing.
+  // Calls body(begin, end) over [0, n) split into at most threads() x chunks_per_thread()
+  // chunks of at least `grain` items each (n <= threads(): at most one item a chunk, so a
+  // caller that passes one item a thread may give chunk k scratch slot k). Blocks until every
+  // chunk ran. Chunks are claimed from one atomic word, so the caller waits only for chunks a
+  // worker actually claimed: a worker that wakes after the caller ran every chunk itself costs
+  // the caller nothing, and one that wakes late or is preempted holds up at most one chunk.
   template <typename F>
   void parallel_for(int64_t n, int64_t grain, const F& body) {
     if (n <= 0) return;
     int64_t chunks = grain > 0 ? (n + grain - 1) / grain : n;
-    if (chunks > threads()) chunks = threads();
+    if (chunks > max_chunks_) chunks = max_chunks_;
     if (chunks <= 1) {
       body(int64_t(0), n);
       return;
@@ -47,9 +57,11 @@ class ThreadPool {
   void worker_loop(int index);
   // Claims and runs chunks of generation `gen` until none is left (or a later generation
   // began: a late worker must not run the next call's chunks with this call's body).
-  void run_claimed(uint32_t gen, int64_t n, int64_t chunks, Fn fn, void* ctx);
+  // Returns how many it ran.
+  int64_t run_claimed(uint32_t gen, int64_t n, int64_t chunks, Fn fn, void* ctx);
 
   std::vector<std::thread> workers_;
+  int64_t max_chunks_ = 1;  // threads() x chunks_per_thread(); 1 with one thread
   std::mutex mu_;
   std::condition_variable cv_work_;
   std::condition_variable cv_done_;
@@ -62,6 +74,8 @@ class ThreadPool {
   // The generation in the high 32 bits, the next chunk to claim in the low 32.
   std::atomic<uint64_t> claim_{0};
   std::atomic<int64_t> done_{0};  // chunks of the current call that finished
+  int caller_cpu_ = -1;           // the CPU the current call's caller ran on (under mu_; worker_loop)
+  PoolStats* stats_ = nullptr;    // MEMLANE_POOL_STATS=1: counts printed at destruction
 };
 
 }  // namespace memlane::cpu
