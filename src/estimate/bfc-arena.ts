@@ -12,7 +12,8 @@
  *   address), split when that chunk is at least twice the request or wastes at least
  *   `maxDeadBytesPerChunk` (128 MiB); the rest stays a free chunk;
  * - no free chunk holds it: a new region (kNextPowerOfTwo): the region size starts at 1 MiB and
- *   doubles until it holds the request; a region that needed no doubling doubles the next one;
+ *   doubles until it holds the request; a region that needed no doubling doubles the next one,
+ *   up to `max_power_of_two_extend_bytes` (1 GiB), where the next one is held;
  * - a freed chunk merges with free neighbours in its region.
  */
 
@@ -20,6 +21,8 @@
 export const BFC_MIN_ALLOCATION = 256;
 /** ORT's default initial_chunk_size_bytes (OrtArenaCfg -1). */
 export const BFC_INITIAL_REGION = 1 << 20;
+/** ORT's default max_power_of_two_extend_bytes: the next region stops doubling there. */
+export const BFC_MAX_POWER_OF_TWO_EXTEND = 1 << 30;
 /** ORT's default max_dead_bytes_per_chunk. */
 export const BFC_MAX_DEAD_BYTES = 128 << 20;
 const PAGE = 4096;
@@ -108,7 +111,7 @@ export class BfcArenaReplay {
       grew = true;
     }
     const size = this.nextRegionBytes;
-    if (!grew) this.nextRegionBytes *= 2;
+    if (!grew) this.nextRegionBytes = this.nextRegionBytes < BFC_MAX_POWER_OF_TWO_EXTEND / 2 ? this.nextRegionBytes * 2 : BFC_MAX_POWER_OF_TWO_EXTEND;
     const region: Region = { address: -this.regions.length, size, touched: new Uint8Array(Math.ceil(size / PAGE)) };
     this.regions.push(region);
     this.free.add({ region, offset: 0, size, inUse: false, prev: null, next: null });

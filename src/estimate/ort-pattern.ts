@@ -24,6 +24,7 @@ import { inferGraph } from "../compiler/infer.ts";
 import { DTYPE_BYTES, type LNode, perSample } from "../compiler/ir.ts";
 import type { Graph } from "../compiler/ir.ts";
 import { topoSort } from "../compiler/order.ts";
+import { CONV_SUM, ortFusions } from "./ort-fusions.ts";
 import { inOrtOrder } from "./ort-order.ts";
 
 /** Ops whose ORT CPU kernels alias their first input (no new buffer). */
@@ -32,84 +33,6 @@ const VIEW_OPS = new Set(["Reshape", "Flatten", "Squeeze", "Unsqueeze"]);
 const INPLACE_OPS = new Set([
   "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Selu", "HardSigmoid", "Softplus", "Softsign", "ThresholdedRelu", "Clip", "Softmax",
 ]);
-/**
- * ORT's extended optimizations (python-ort's and node-ort's default level, "all") fuse a Conv
- * whose only reader is an Add (a residual) into one node that sums into the Add's other input
- * in place when that input dies there. Measured on resnet-mini: its pattern is 12.0 MiB at
- * batch 64 with basic optimizations only, 8.0 with them, as this rule predicts.
- */
-const CONV_SUM = "ort:ConvSum";
-
-function fuseConvSum(nodes: readonly LNode[]): LNode[] {
-  const readers = new Map<string, LNode[]>();
-  for (const n of nodes) for (const i of n.inputs) if (i) readers.set(i, [...(readers.get(i) ?? []), n]);
-  const fusedConvs = new Set<LNode>();
-  /** The Add a Conv is fused into → the fused node, which runs in the Add's place. */
-  const atAdd = new Map<LNode, LNode>();
-  for (const n of nodes) {
-    if (n.op !== "Conv" || !n.outputs[0]) continue;
-    const r = readers.get(n.outputs[0]) ?? [];
-    const add = r[0];
-    if (r.length !== 1 || add!.op !== "Add" || atAdd.has(add!) || add!.inputs.length !== 2) continue;
-    const other = add!.inputs.find((x) => x !== n.outputs[0]);
-    if (!other) continue;
-    atAdd.set(add!, { ...n, op: CONV_SUM, inputs: [...n.inputs, other], outputs: [add!.outputs[0]!] });
-    fusedConvs.add(n);
-  }
-  // The fused node runs where the Add ran: the other input may be computed after the Conv.
-  return nodes.filter((n) => !fusedConvs.has(n)).map((n) => atAdd.get(n) ?? n);
-}
-
-/**
- * ORT's level "all" fuses x * Sigmoid(x) (SiLU, as torchvision's EfficientNets export it) into
- * one QuickGelu node: the sigmoid's output is never a tensor. Seen in ORT's profile of
- * efficientnet_b0 (49 QuickGelu, no Sigmoid left); without this rule its simulated pattern at
- * batch 8 was 116.4 MiB against the 98.0 ORT asks for.
- */
-const QUICK_GELU = "ort:QuickGelu";
-
-function fuseQuickGelu(nodes: readonly LNode[]): LNode[] {
-  const readers = new Map<string, LNode[]>();
-  for (const n of nodes) for (const i of n.inputs) if (i) readers.set(i, [...(readers.get(i) ?? []), n]);
-  const fusedSigmoids = new Set<LNode>();
-  const atMul = new Map<LNode, LNode>();
-  for (const n of nodes) {
-    const x = n.inputs[0];
-    if (n.op !== "Sigmoid" || !x || !n.outputs[0]) continue;
-    const r = readers.get(n.outputs[0]) ?? [];
-    const mul = r[0];
-    if (r.length !== 1 || mul!.op !== "Mul" || mul!.inputs.length !== 2 || !mul!.inputs.includes(x) || atMul.has(mul!)) continue;
-    atMul.set(mul!, { ...mul!, op: QUICK_GELU, inputs: [x], outputs: [mul!.outputs[0]!] });
-    fusedSigmoids.add(n);
-  }
-  return nodes.filter((n) => !fusedSigmoids.has(n)).map((n) => atMul.get(n) ?? n);
-}
-
-/**
- * Activations ORT's level "all" folds into the Conv before them (FusedConv, and its NCHWc
- * convolution): the Conv writes the activation's output, no tensor between. For those that run
- * in place anyway (Relu, Clip) it changes nothing; HardSwish runs out of place, so it matters
- * for the MobileNetV3s: ORT's profile of mobilenet_v3_large shows no HardSwish left (21 in the
- * file), and its pattern at batch 8 is 30.6 MiB, where the unfused replay said 36.8.
- */
-const CONV_ACTIVATIONS = new Set(["Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish"]);
-
-function fuseConvActivation(nodes: readonly LNode[]): LNode[] {
-  const readers = new Map<string, LNode[]>();
-  for (const n of nodes) for (const i of n.inputs) if (i) readers.set(i, [...(readers.get(i) ?? []), n]);
-  const fusedActs = new Set<LNode>();
-  const fused = new Map<LNode, LNode>();
-  for (const n of nodes) {
-    if ((n.op !== "Conv" && n.op !== CONV_SUM) || !n.outputs[0]) continue;
-    const r = readers.get(n.outputs[0]) ?? [];
-    const act = r[0];
-    if (r.length !== 1 || !CONV_ACTIVATIONS.has(act!.op) || act!.inputs[0] !== n.outputs[0] || !act!.outputs[0]) continue;
-    fused.set(n, { ...n, outputs: [act!.outputs[0]] });
-    fusedActs.add(act!);
-  }
-  return nodes.filter((n) => !fusedActs.has(n)).map((n) => fused.get(n) ?? n);
-}
-
 /** ORT's allocations are 64-byte aligned. */
 const ALIGN = 64;
 
@@ -286,7 +209,7 @@ function ortRunTrace(g: Graph, inputShapes: Record<string, number[]> | undefined
     const s = inf.shapes.get(name);
     return s && s.some((d) => d < 0) ? perSample(s) * DTYPE_BYTES[inf.dtypes.get(name) ?? "float32"] : 0;
   };
-  const nodes = fuseQuickGelu(fuseConvActivation(fuseConvSum(inOrtOrder(inf.nodes, g.nodes))));
+  const nodes = ortFusions(inOrtOrder(inf.nodes, g.nodes), inf.outputs);
   const shapeOf = (n: string) => (unknown.has(n) ? null : `${inf.dtypes.get(n) ?? "float32"} ${JSON.stringify(inf.shapes.get(n) ?? [])}`);
   const buffers = planBuffers(nodes, inf.inputs, inf.outputs, bytesOf, shapeOf, align);
   const outputs = withOutputs

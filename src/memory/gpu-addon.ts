@@ -47,6 +47,8 @@ export interface NativeGpuProbe {
 export interface MemlaneAddon {
   classes: string[];
   GpuProbe: new (options?: { library?: string }) => NativeGpuProbe;
+  /** malloc_trim(0): free pages of glibc malloc's heap back to the kernel (src/workers/collect-garbage.ts); absent in an older build. */
+  mallocTrim?: () => boolean;
   [other: string]: unknown;
 }
 

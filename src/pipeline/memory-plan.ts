@@ -101,7 +101,8 @@ export async function reportEstimates(report: Report, stages: readonly StageDef[
     const onnx = (s.results.get(d.opts.from ?? "") as { onnx?: string } | undefined)?.onnx;
     if (!onnx || !s.heldout) continue;
     const feed = exportFeedOf(stages.find((x) => x.name === d.opts.from));
-    runs.set(d.runtime, { onnx, feed, run: { maxBatch: Math.max(...(d.opts.batchSizes ?? s.options.batchSizes)), batchSizes: d.opts.batchSizes ?? s.options.batchSizes, evalSamples: s.heldout.shape[0]! } });
+    const batchSizes = d.opts.batchSizes ?? s.options.batchSizes;
+    runs.set(d.runtime, { onnx, feed, run: { maxBatch: Math.max(...batchSizes), batchSizes, evalSamples: s.heldout.shape[0]! } });
   }
   let out: EstimateReport;
   try {

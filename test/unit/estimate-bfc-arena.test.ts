@@ -19,6 +19,15 @@ describe("the arena's regions (kNextPowerOfTwo from 1 MiB)", () => {
     expect(regions(a)).toEqual([4, 4, 8]);
   });
 
+  it("stops doubling the next region at max_power_of_two_extend_bytes (1 GiB)", () => {
+    const a = new BfcArenaReplay();
+    a.alloc(300 * MIB); // 512 MiB (doubled to hold it: the next stays 512)
+    a.alloc(300 * MIB); // 512 again (no doubling needed: the next would be 1024)
+    a.alloc(800 * MIB); // 1024, no doubling needed: the next would be 2048, but 1 GiB is the cap
+    a.alloc(800 * MIB);
+    expect(regions(a)).toEqual([512, 512, 1024, 1024]);
+  });
+
   it("gives the whole free chunk when splitting it would leave less than the request (resnet18's 4 MiB regions)", () => {
     const a = new BfcArenaReplay();
     a.release(a.alloc(3 * MIB)); // a free 4 MiB chunk

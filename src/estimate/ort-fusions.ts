@@ -1,0 +1,100 @@
+/**
+ * The graph rewrites of ONNX Runtime's optimization levels that change which tensors exist, as
+ * the memory-pattern replay (ort-pattern.ts) needs them: a fused node writes one output where
+ * the file has two tensors. Each rule was found by comparing ORT's profile and the block it
+ * asks for with the replay's (docs/memory.md, "ORT's activations").
+ *
+ * ORT fuses nothing whose intermediate tensor is a graph output (the caller must get it): a
+ * graph output counts as one more reader here, so no rule takes it.
+ */
+import type { LNode } from "../compiler/ir.ts";
+
+/** Every node reading each tensor; a graph output gets a reader that no rule matches. */
+function readersOf(nodes: readonly LNode[], graphOutputs: ReadonlySet<string>): Map<string, LNode[]> {
+  const readers = new Map<string, LNode[]>();
+  for (const n of nodes) for (const i of n.inputs) if (i) readers.set(i, [...(readers.get(i) ?? []), n]);
+  const caller = { op: "(graph output)", inputs: [], outputs: [] } as unknown as LNode;
+  for (const o of graphOutputs) readers.set(o, [...(readers.get(o) ?? []), caller]);
+  return readers;
+}
+
+/**
+ * ORT's extended optimizations (python-ort's and node-ort's default level, "all") fuse a Conv
+ * whose only reader is an Add (a residual) into one node that sums into the Add's other input
+ * in place when that input dies there. Measured on resnet-mini: its pattern is 12.0 MiB at
+ * batch 64 with basic optimizations only, 8.0 with them, as this rule predicts.
+ */
+export const CONV_SUM = "ort:ConvSum";
+
+function fuseConvSum(nodes: readonly LNode[], graphOutputs: ReadonlySet<string>): LNode[] {
+  const readers = readersOf(nodes, graphOutputs);
+  const fusedConvs = new Set<LNode>();
+  /** The Add a Conv is fused into → the fused node, which runs in the Add's place. */
+  const atAdd = new Map<LNode, LNode>();
+  for (const n of nodes) {
+    if (n.op !== "Conv" || !n.outputs[0]) continue;
+    const r = readers.get(n.outputs[0]) ?? [];
+    const add = r[0];
+    if (r.length !== 1 || add!.op !== "Add" || atAdd.has(add!) || add!.inputs.length !== 2) continue;
+    const other = add!.inputs.find((x) => x !== n.outputs[0]);
+    if (!other) continue;
+    atAdd.set(add!, { ...n, op: CONV_SUM, inputs: [...n.inputs, other], outputs: [add!.outputs[0]!] });
+    fusedConvs.add(n);
+  }
+  // The fused node runs where the Add ran: the other input may be computed after the Conv.
+  return nodes.filter((n) => !fusedConvs.has(n)).map((n) => atAdd.get(n) ?? n);
+}
+
+/**
+ * ORT's level "all" fuses x * Sigmoid(x) (SiLU, as torchvision's EfficientNets export it) into
+ * one QuickGelu node: the sigmoid's output is never a tensor. Seen in ORT's profile of
+ * efficientnet_b0 (49 QuickGelu, no Sigmoid left); without this rule its simulated pattern at
+ * batch 8 was 116.4 MiB against the 98.0 ORT asks for.
+ */
+const QUICK_GELU = "ort:QuickGelu";
+
+function fuseQuickGelu(nodes: readonly LNode[], graphOutputs: ReadonlySet<string>): LNode[] {
+  const readers = readersOf(nodes, graphOutputs);
+  const fusedSigmoids = new Set<LNode>();
+  const atMul = new Map<LNode, LNode>();
+  for (const n of nodes) {
+    const x = n.inputs[0];
+    if (n.op !== "Sigmoid" || !x || !n.outputs[0]) continue;
+    const r = readers.get(n.outputs[0]) ?? [];
+    const mul = r[0];
+    if (r.length !== 1 || mul!.op !== "Mul" || mul!.inputs.length !== 2 || !mul!.inputs.includes(x) || atMul.has(mul!)) continue;
+    atMul.set(mul!, { ...mul!, op: QUICK_GELU, inputs: [x], outputs: [mul!.outputs[0]!] });
+    fusedSigmoids.add(n);
+  }
+  return nodes.filter((n) => !fusedSigmoids.has(n)).map((n) => atMul.get(n) ?? n);
+}
+
+/**
+ * Activations ORT's level "all" folds into the Conv before them (FusedConv, and its NCHWc
+ * convolution): the Conv writes the activation's output, no tensor between. For those that run
+ * in place anyway (Relu, Clip) it changes nothing; HardSwish runs out of place, so it matters
+ * for the MobileNetV3s: ORT's profile of mobilenet_v3_large shows no HardSwish left (21 in the
+ * file), and its pattern at batch 8 is 30.6 MiB, where the unfused replay said 36.8.
+ */
+const CONV_ACTIVATIONS = new Set(["Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish"]);
+
+function fuseConvActivation(nodes: readonly LNode[], graphOutputs: ReadonlySet<string>): LNode[] {
+  const readers = readersOf(nodes, graphOutputs);
+  const fusedActs = new Set<LNode>();
+  const fused = new Map<LNode, LNode>();
+  for (const n of nodes) {
+    if ((n.op !== "Conv" && n.op !== CONV_SUM) || !n.outputs[0]) continue;
+    const r = readers.get(n.outputs[0]) ?? [];
+    const act = r[0];
+    if (r.length !== 1 || !CONV_ACTIVATIONS.has(act!.op) || act!.inputs[0] !== n.outputs[0] || !act!.outputs[0]) continue;
+    fused.set(n, { ...n, outputs: [act!.outputs[0]] });
+    fusedActs.add(act!);
+  }
+  return nodes.filter((n) => !fusedActs.has(n)).map((n) => fused.get(n) ?? n);
+}
+
+/** The rewrites in ORT's order: residual sums into Convs, activations into Convs, then SiLU. */
+export function ortFusions(nodes: readonly LNode[], graphOutputs: readonly string[]): LNode[] {
+  const outs = new Set(graphOutputs);
+  return fuseQuickGelu(fuseConvActivation(fuseConvSum(nodes, outs), outs), outs);
+}
