@@ -47,10 +47,13 @@ bool spin_until(const Pred& done) {
   }
 }
 
-// MEMLANE_POOL_SKIP_STACKED (default 1; 0: an A/B aid): a worker that wakes on the CPU its
-// caller is running on takes no chunk of that call (see worker_loop).
+// MEMLANE_POOL_SKIP_STACKED=1 (off by default; a tuning aid): a worker that wakes on the CPU
+// its caller is running on takes no chunk of that call (see worker_loop). Off because a call
+// can be a whole batch: memlane-rt's batch lanes are one parallel_for of two lanes, so a skip
+// there ran the batch on one thread (resnet18, batch 8, 2 threads, in a memlane-rt worker
+// under `memlane compare`: 258 ms p50 with it, 153 without; 1 thread 254).
 bool skip_stacked() {
-  static const bool on = env_count("MEMLANE_POOL_SKIP_STACKED", 1) != 0;
+  static const bool on = env_count("MEMLANE_POOL_SKIP_STACKED", 0) != 0;
   return on;
 }
 
