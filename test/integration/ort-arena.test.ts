@@ -11,27 +11,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadOnnx } from "../../src/compiler/load.ts";
 import { replayOrtArena } from "../../src/estimate/ort-arena.ts";
 import { ortRunTracePerSample } from "../../src/estimate/ort-pattern.ts";
-import { Supervisor } from "../../src/workers/index.ts";
-import { workerSpecs } from "../../src/workers/specs.ts";
 import { pythonPath, REPO_ROOT } from "../fixtures/onnx/models.ts";
+import { exportZooArchs } from "../fixtures/zoo-export.ts";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "memlane-ort-arena-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const ARCHS = ["resnet-mini", "digits-cnn"] as const;
 
-beforeAll(async () => {
-  const sup = await Supervisor.start();
-  try {
-    const w = await sup.spawn(workerSpecs.python({ name: "ort-arena-export" }));
-    try {
-      for (const arch of ARCHS) await w.run("zoo.export", { arch, out: path.join(dir, `${arch}.onnx`), seed: 0 }, { timeoutMs: 300_000 });
-    } finally {
-      await w.stop();
-    }
-  } finally {
-    await sup.close();
-  }
-}, 600_000);
+beforeAll(() => exportZooArchs(dir, ARCHS, "ort-arena-export"), 600_000);
 
 /** The sizes of the regions ORT's arena took, in order. */
 async function ortRegions(onnx: string, batches: readonly number[]): Promise<number[]> {

@@ -12,9 +12,8 @@ import { loadOnnx } from "../../src/compiler/load.ts";
 import { features, fedInputShapes, modelTerms } from "../../src/estimate/model-terms.ts";
 import { replayOrtArena } from "../../src/estimate/ort-arena.ts";
 import { ortPatternBytesPerSample } from "../../src/estimate/ort-pattern.ts";
-import { Supervisor } from "../../src/workers/index.ts";
-import { workerSpecs } from "../../src/workers/specs.ts";
 import { pythonPath, REPO_ROOT } from "../fixtures/onnx/models.ts";
+import { exportZooArchs } from "../fixtures/zoo-export.ts";
 import { DYNAMIC_SEQ } from "../fixtures/ort-dynamic-seq.ts";
 import { CONV_HARDSWISH, SILU_CHAIN } from "../fixtures/ort-fusions.ts";
 import { TWO_BRANCHES } from "../fixtures/ort-two-branches.ts";
@@ -24,19 +23,7 @@ const dir = mkdtempSync(path.join(os.tmpdir(), "memlane-ort-pattern-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const ARCHS = ["tiny-gpt", "resnet-mini", "digits-cnn"] as const;
 
-beforeAll(async () => {
-  const sup = await Supervisor.start();
-  try {
-    const w = await sup.spawn(workerSpecs.python({ name: "ort-pattern-export" }));
-    try {
-      for (const arch of ARCHS) await w.run("zoo.export", { arch, out: path.join(dir, `${arch}.onnx`), seed: 0 }, { timeoutMs: 300_000 });
-    } finally {
-      await w.stop();
-    }
-  } finally {
-    await sup.close();
-  }
-}, 600_000);
+beforeAll(() => exportZooArchs(dir, ARCHS, "ort-pattern-export"), 600_000);
 
 async function ortPatternBytes(onnx: string, batch: number, seq = 1): Promise<number> {
   const { stderr } = await promisify(execFile)(pythonPath(), [path.join(REPO_ROOT, "test/fixtures/ort_pattern_size.py"), onnx, String(batch), String(seq)], { maxBuffer: 64 << 20 });
