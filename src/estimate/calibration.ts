@@ -21,7 +21,7 @@ import type { PhaseReport, Report } from "../report/schema.ts";
 import { Phase } from "../transport/protocol.ts";
 import { REPO_ROOT } from "../workers/specs.ts";
 import { type Fit, fitLinear } from "./fit.ts";
-import { type Features, features, type ModelTerms, modelTerms, type RunShape } from "./model-terms.ts";
+import { type Features, features, type ModelTerms, modelTerms, needsOrtLoad, type RunShape } from "./model-terms.ts";
 import { probeOrtLoad } from "./ort-load.ts";
 import { PROBES, type Probe, writeProbes } from "./probe-models.ts";
 
@@ -37,7 +37,7 @@ export const COUNTERS = Object.freeze({
 });
 export type Counter = keyof typeof COUNTERS;
 
-export const CALIBRATION_FORMAT = 10; // 10: node-ort starts from a collected and trimmed orchestrator (collect-garbage.ts); 9: ORT's activations are its arena replayed (ort-arena.ts: resident bytes, not the pattern times a fitted slope), slope 1 at steady-inference; 8: memlane-rt's unchunked arena (wholeBatchArenaMiB, native-chunk.ts); 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
+export const CALIBRATION_FORMAT = 11; // 11: node-ort's held memory is its own (the addon's mallocInfo), not python-ort's; 10: node-ort starts from a collected and trimmed orchestrator (collect-garbage.ts); 9: ORT's activations are its arena replayed (ort-arena.ts: resident bytes, not the pattern times a fitted slope), slope 1 at steady-inference; 8: memlane-rt's unchunked arena (wholeBatchArenaMiB, native-chunk.ts); 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
 /** The run shape of every probe run: small, so calibration takes about a minute. */
 export const PROBE_RUN: Readonly<{ batchSizes: number[]; iterations: number; threads: number }> = Object.freeze({
   batchSizes: [1, 8], iterations: 5, threads: 1,
@@ -63,11 +63,11 @@ export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">
       const file = files.get(probe.name)!;
       const started = Date.now();
       const report = await compareInFreshProcess(file, probe.evalSamples, join(dir, `runs-${probe.name}`));
-      const terms = await withHeldOf(report, await modelTerms(file));
+      const termsOf = await termsByRuntime(report, await modelTerms(file));
       const run: RunShape = { maxBatch: Math.max(...PROBE_RUN.batchSizes), batchSizes: PROBE_RUN.batchSizes, evalSamples: probe.evalSamples };
       const entry: Calibration["probes"][number] = { name: probe.name, features: {}, phases: {} };
       for (const row of report.runtimes) {
-        entry.features[row.name] = features(row.name, terms, run);
+        entry.features[row.name] = features(row.name, termsOf(row.name), run);
         entry.phases[row.name] = Object.fromEntries(
           row.phases.map((ph) => [ph.name, Object.fromEntries(Object.entries(COUNTERS).map(([c, read]) => [c, read(ph)])) as Record<Counter, number>]),
         );
@@ -82,20 +82,34 @@ export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">
 }
 
 /**
- * The probe's held memory as its own run measured it: python-ort's malloc-free growth over
- * model-load (docs/memory.md, "Held by malloc"), for both ORT runtimes (node-ort cannot read
- * mallinfo2; its load holds about as much). Not the load probe's: the same load holds
+ * The probe's held memory as its own run measured it, for `runtime`: its malloc-free growth
+ * over model-load (docs/memory.md, "Held by malloc"). Not the load probe's: the same load holds
  * 72, 81 or 90 MiB of the conv probe's 36 MiB in three fresh processes, and a fit against
- * another process's figure would take that scatter as a slope. Without the figure, the probe.
+ * another process's figure would take that scatter as a slope. node-ort reads its own since
+ * the addon's mallocInfo: its load holds what python-ort's does in a fresh process, but
+ * the orchestrator's malloc history can make it more (the mixed probe: +35 MiB in node-ort,
+ * 0 in python-ort), and with python-ort's figure that went into node-ort's intercept (a fit
+ * rms of 14.9 MiB at model-load, mlp then +8 % at steady state). Without node-ort's own figure
+ * (an addon without mallocInfo) python-ort's stands in; without either, null.
  */
-export function measuredHeldMiB(report: Pick<Report, "runtimes">): number | null {
-  const load = report.runtimes.find((r) => r.name === "python-ort")?.phases.find((p) => p.name === Phase.MODEL_LOAD);
-  const held = load?.deltaMallocFreeMiB;
-  return typeof held === "number" ? Math.max(0, held) : null;
+export function measuredHeldMiB(report: Pick<Report, "runtimes">, runtime = "python-ort"): number | null {
+  const held = (name: string) => report.runtimes.find((r) => r.name === name)?.phases.find((p) => p.name === Phase.MODEL_LOAD)?.deltaMallocFreeMiB;
+  const own = held(runtime);
+  const v = typeof own === "number" ? own : held("python-ort");
+  return typeof v === "number" ? Math.max(0, v) : null;
 }
 
-async function withHeldOf(report: Report, terms: ModelTerms): Promise<ModelTerms> {
-  return { ...terms, ortLoadHeldMiB: measuredHeldMiB(report) ?? (await probeOrtLoad(terms.file)).heldMiB };
+/** Each ORT runtime's terms with its own measured held memory (measuredHeldMiB), else the load probe's. */
+async function termsByRuntime(report: Report, terms: ModelTerms): Promise<(runtime: string) => ModelTerms> {
+  let probed: number | null | undefined;
+  const byRuntime = new Map<string, ModelTerms>();
+  for (const r of report.runtimes) {
+    if (!needsOrtLoad([r.name])) continue;  // held memory is an ORT runtime's term only
+    let held = measuredHeldMiB(report, r.name);
+    if (held === null) held = probed !== undefined ? probed : (probed = (await probeOrtLoad(terms.file)).heldMiB);
+    byRuntime.set(r.name, { ...terms, ortLoadHeldMiB: held });
+  }
+  return (runtime) => byRuntime.get(runtime) ?? terms;
 }
 
 /**

@@ -49,13 +49,18 @@ export interface MemlaneAddon {
   GpuProbe: new (options?: { library?: string }) => NativeGpuProbe;
   /** malloc_trim(0): free pages of glibc malloc's heap back to the kernel (src/workers/collect-garbage.ts); absent in an older build. */
   mallocTrim?: () => boolean;
+  /** mallinfo2's totals in KiB (node-ort's phase readings, src/workers/node-ort-thread.mjs); null off glibc; absent in an older build. */
+  mallocInfo?: () => { freeKiB: number; inUseKiB: number } | null;
   [other: string]: unknown;
 }
 
 const cache = new Map<string, MemlaneAddon>();
 
+/** The addon this process loads: $MEMLANE_ADDON, else the build's. */
+export const addonPathInUse = (): string => path.resolve(process.env.MEMLANE_ADDON ?? DEFAULT_ADDON_PATH);
+
 /** Loads the addon once per path; throws an Error naming the path and the fix when missing. */
-export function loadAddon(addonPath: string = process.env.MEMLANE_ADDON ?? DEFAULT_ADDON_PATH): MemlaneAddon {
+export function loadAddon(addonPath: string = addonPathInUse()): MemlaneAddon {
   const resolved = path.resolve(addonPath);
   const hit = cache.get(resolved);
   if (hit) return hit;

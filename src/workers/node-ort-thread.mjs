@@ -4,6 +4,7 @@
 // of /proc/self — which here is the orchestrator process, since a thread shares it.
 import { parentPort, workerData } from "node:worker_threads";
 import { readFileSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { performance } from "node:perf_hooks";
 import { checkFeeds, feedsAt, gatherOutputs } from "./node-ort-io.mjs";
 import { profileOrt } from "./ort-profile.mjs";
@@ -13,15 +14,30 @@ function kib(text, key) {
   return m ? Number(m[1]) : 0;
 }
 
+// mallinfo2 through the native addon (node-ort.ts passes its path where it can read it), as the
+// Python worker reads it: what ORT's load leaves in malloc's free lists is held RSS, and how
+// much depends on this process's malloc history (docs/memory.md, "node-ort's held memory").
+const mallocInfo = (() => {
+  if (!workerData.mallocInfoAddon) return () => null;
+  try {
+    const fn = createRequire(import.meta.url)(workerData.mallocInfoAddon).mallocInfo;
+    return typeof fn === "function" ? fn : () => null;
+  } catch {
+    return () => null;  // the figures are then absent, never made up
+  }
+})();
+
 function readMemory() {
   const roll = readFileSync("/proc/self/smaps_rollup", "utf8");
   const status = readFileSync("/proc/self/status", "utf8");
+  const m = mallocInfo();
   return {
     rssKiB: kib(roll, "Rss"),
     pssKiB: kib(roll, "Pss"),
     ussKiB: kib(roll, "Private_Clean") + kib(roll, "Private_Dirty"),
     swapKiB: kib(roll, "Swap"),
     hwmKiB: kib(status, "VmHWM"),
+    ...(m ? { mallocFreeKiB: m.freeKiB, mallocInUseKiB: m.inUseKiB } : {}),
   };
 }
 

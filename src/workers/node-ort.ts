@@ -6,6 +6,7 @@
 import { Worker } from "node:worker_threads";
 import type { MemoryReading, SmapsSummary } from "../transport/protocol.ts";
 import { parseSmaps } from "../memory/smaps.ts";
+import { addonPathInUse, loadAddon } from "../memory/gpu-addon.ts";
 import { collectGarbage } from "./collect-garbage.ts";
 import type { LatencyTable } from "../report/schema.ts";
 import type { ModelIo } from "../pipeline/inputs/shapes.ts";
@@ -64,6 +65,19 @@ export interface NodeOrtResult {
 
 const THREAD = new URL("./node-ort-thread.mjs", import.meta.url);
 
+/**
+ * The addon's path where it can read mallinfo2, for the thread's readings (it loads the addon
+ * itself: an addon's functions do not cross threads); undefined without it, and node-ort's
+ * malloc figures are then absent, as a process's that cannot read them.
+ */
+function mallocInfoAddon(): string | undefined {
+  try {
+    return typeof loadAddon().mallocInfo === "function" ? addonPathInUse() : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Runs one node-ort benchmark; `signal` terminates the thread. */
 export function runNodeOrt(
   task: NodeOrtTask,
@@ -74,7 +88,7 @@ export function runNodeOrt(
     // The orchestrator's own garbage is not onnxruntime-node's (collect-garbage.ts).
     collectGarbage();
     // execArgv: [] — the thread body is plain JavaScript; no loader flags needed in it.
-    const worker = new Worker(THREAD, { workerData: task, execArgv: [] });
+    const worker = new Worker(THREAD, { workerData: { ...task, mallocInfoAddon: mallocInfoAddon() }, execArgv: [] });
     let settled = false;
     const finish = (fn: () => void): void => {
       if (settled) return;

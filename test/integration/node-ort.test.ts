@@ -9,6 +9,8 @@ import { ROOT } from "./pipeline-helpers.ts";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "memlane-node-ort-"));
 const model = path.join(dir, "linear.onnx");
+// 4 MiB of MatMul weights: what ORT holds after the load shows in malloc's in-use figure.
+const wide = path.join(dir, "wide.onnx");
 // y = flatten(x) @ W with W[i, j] = (i + 2j) / 100: outputs checkable by hand.
 const W = (i: number, j: number): number => (i + 2 * j) / 100;
 
@@ -22,6 +24,12 @@ y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])
 g = helper.make_graph([helper.make_node("Flatten", ["x"], ["f"]), helper.make_node("MatMul", ["f", "W"], ["y"])], "g", [x], [y], [numpy_helper.from_array(W, "W")])
 m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]); m.ir_version = 8
 onnx.save(m, ${JSON.stringify(model)})
+W2 = np.full((1024, 1024), 0.001, np.float32)
+x2 = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1024])
+y2 = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1024])
+g2 = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"])], "g2", [x2], [y2], [numpy_helper.from_array(W2, "W")])
+m2 = helper.make_model(g2, opset_imports=[helper.make_opsetid("", 17)]); m2.ir_version = 8
+onnx.save(m2, ${JSON.stringify(wide)})
 `]);
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -74,6 +82,24 @@ describe("node-ort on a worker_thread", () => {
     );
     expect(importStart, `import started at ${importStart.toFixed(1)} MiB, ${withGarbage.toFixed(1)} MiB with the garbage`)
       .toBeLessThan(withGarbage - 100);
+  });
+
+  it("reads glibc malloc's totals at every mark through the addon, as the Python worker does", async () => {
+    // What ORT's load leaves in malloc's free lists depends on this process's history
+    // (docs/memory.md, "node-ort's held memory"): calibration needs node-ort's own figure.
+    const marks: Array<{ name: string; mark: string; free?: number; inUse?: number }> = [];
+    await nodeOrt(
+      { model: wide, inputs: new Float32Array(2 * 1024), shape: [2, 1024], batchSizes: [1], iterations: 1, warmup: 0, threads: 1 },
+      { onPhase: (p) => marks.push({ name: p.name, mark: p.mark, free: p.memory.mallocFreeKiB, inUse: p.memory.mallocInUseKiB }) },
+    );
+    expect(marks).toHaveLength(10);
+    for (const m of marks) {
+      expect(m.free, `${m.name} ${m.mark}`).toBeGreaterThanOrEqual(0);
+      expect(m.inUse, `${m.name} ${m.mark}`).toBeGreaterThan(0);
+    }
+    const at = (name: string, mark: string) => marks.find((m) => m.name === name && m.mark === mark)!.inUse!;
+    // The session holds the 4 MiB initializer (packed or not) after model-load.
+    expect(at("model-load", "end") - at("model-load", "start")).toBeGreaterThan(4000);
   });
 
   it("rejects with the runtime's error for a missing model, and stops on abort", async () => {

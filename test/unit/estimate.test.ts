@@ -110,7 +110,7 @@ describe("malloc-held memory after ORT's load (heldMiB)", () => {
     expect(e.phases.find((p) => p.phase === "import")!.rss).toBeCloseTo(50, 3);
   });
 
-  it("calibration takes each probe's held memory from its own python-ort model-load (the load's scatter is no slope)", () => {
+  it("calibration takes each probe's held memory from its own run's model-load, per ORT runtime (the load's scatter is no slope)", () => {
     const report = (delta: number | null | undefined) => ({
       runtimes: [{ name: "python-ort", phases: [{ name: "import", deltaMallocFreeMiB: 9 }, { name: "model-load", deltaMallocFreeMiB: delta }] }],
     }) as never;
@@ -118,6 +118,16 @@ describe("malloc-held memory after ORT's load (heldMiB)", () => {
     expect(measuredHeldMiB(report(-1.5))).toBe(0);
     expect(measuredHeldMiB(report(null))).toBeNull(); // a worker that cannot read mallinfo2: the load probe stands in
     expect(measuredHeldMiB(report(undefined))).toBeNull(); // an older report
+    // node-ort's own figure where it read one (the orchestrator's malloc history is its own), else python-ort's.
+    const both = (node: number | null) => ({
+      runtimes: [
+        { name: "python-ort", phases: [{ name: "model-load", deltaMallocFreeMiB: 0.2 }] },
+        { name: "node-ort", phases: [{ name: "model-load", deltaMallocFreeMiB: node }] },
+      ],
+    }) as never;
+    expect(measuredHeldMiB(both(35), "node-ort")).toBe(35);
+    expect(measuredHeldMiB(both(35), "python-ort")).toBe(0.2);
+    expect(measuredHeldMiB(both(null), "node-ort")).toBe(0.2);
     expect(medianOrNull([81, 72, 90])).toBe(81);
     expect(medianOrNull([81, null, 90])).toBeNull();
   });
