@@ -83,7 +83,7 @@ try {
     const onnx = files.get(arch)!;
     const started = Date.now();
     const report = await compareInFreshProcess(onnx, EVAL, join(dir, `runs-${basename(arch)}`), { batchSizes: BATCHES, iterations: 10, threads: 1 });
-    const terms = await modelTerms(onnx, {}, { ortLoad: true });
+    const terms = await modelTerms(onnx, {}, { ortLoad: true, nativeLoad: true });
     const run = { maxBatch: Math.max(...BATCHES), batchSizes: BATCHES, evalSamples: EVAL };
     const naive = naiveMiB(terms, run);
     for (const r of report.runtimes) {

@@ -37,7 +37,7 @@ export const COUNTERS = Object.freeze({
 });
 export type Counter = keyof typeof COUNTERS;
 
-export const CALIBRATION_FORMAT = 11; // 11: node-ort's held memory is its own (the addon's mallocInfo), not python-ort's; 10: node-ort starts from a collected and trimmed orchestrator (collect-garbage.ts); 9: ORT's activations are its arena replayed (ort-arena.ts: resident bytes, not the pattern times a fitted slope), slope 1 at steady-inference; 8: memlane-rt's unchunked arena (wholeBatchArenaMiB, native-chunk.ts); 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
+export const CALIBRATION_FORMAT = 11; // 11: node-ort's held memory is its own (the addon's mallocInfo), not python-ort's, and memlane-rt's load is measured (native-load.ts: nativeLoadMiB, nativeReleasedMiB); 10: node-ort starts from a collected and trimmed orchestrator (collect-garbage.ts); 9: ORT's activations are its arena replayed (ort-arena.ts: resident bytes, not the pattern times a fitted slope), slope 1 at steady-inference; 8: memlane-rt's unchunked arena (wholeBatchArenaMiB, native-chunk.ts); 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
 /** The run shape of every probe run: small, so calibration takes about a minute. */
 export const PROBE_RUN: Readonly<{ batchSizes: number[]; iterations: number; threads: number }> = Object.freeze({
   batchSizes: [1, 8], iterations: 5, threads: 1,
@@ -63,7 +63,7 @@ export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">
       const file = files.get(probe.name)!;
       const started = Date.now();
       const report = await compareInFreshProcess(file, probe.evalSamples, join(dir, `runs-${probe.name}`));
-      const termsOf = await termsByRuntime(report, await modelTerms(file));
+      const termsOf = await termsByRuntime(report, await modelTerms(file, {}, { nativeLoad: true }));
       const run: RunShape = { maxBatch: Math.max(...PROBE_RUN.batchSizes), batchSizes: PROBE_RUN.batchSizes, evalSamples: probe.evalSamples };
       const entry: Calibration["probes"][number] = { name: probe.name, features: {}, phases: {} };
       for (const row of report.runtimes) {
@@ -160,6 +160,17 @@ const heldSlope = (phase: string) => (BEFORE_LOAD.has(phase) ? 0 : 1);
  */
 const wholeBatchSlope = (phase: string) => (phase === Phase.STEADY_INFERENCE ? 1 : 0);
 /**
+ * The slopes on memlane-rt's load terms (native-load.ts), given, never fitted: no probe
+ * repacks a weight (their convs take paths that read the plan), so the probes cannot tell
+ * these bytes from W. nativeLoadMiB is resident from model-load on (1; 0 before), like heldMiB;
+ * nativeReleasedMiB, the originals of the repacked weights, are out of RSS once inference pages
+ * the others in, where W's slope counts them all (-1 from first-inference on, 0 before).
+ * resnet18's load: +16.8 MiB (its model-load measured 24.3 MiB, estimated 8.2 without the
+ * term), 9.0 MiB of its plan given back.
+ */
+const nativeLoadSlope = (phase: string) => (BEFORE_LOAD.has(phase) ? 0 : 1);
+const nativeReleasedSlope = (phase: string) => (BEFORE_LOAD.has(phase) || phase === Phase.MODEL_LOAD ? 0 : -1);
+/**
  * The slope on the ORT runtimes' activationMiB, the bytes their arena replay leaves resident
  * after every request of the run (ort-arena.ts): 1 at steady-inference, where every request has
  * run: they are bytes, as heldMiB's are. Fitted freely on the probes it came out 1.02 (the
@@ -186,7 +197,7 @@ export function fitModels(probes: Calibration["probes"]): Calibration["models"] 
       fits[ph] = Object.fromEntries(
         (Object.keys(COUNTERS) as Counter[]).map((c) => {
           const lent = lender?.fits[ph]?.[c];
-          const given = { heldMiB: heldSlope(ph), wholeBatchArenaMiB: wholeBatchSlope(ph), ...(lent ? { activationMiB: lent.coef[3] } : {}), ...arenaSlope(rt, ph) };
+          const given = { heldMiB: heldSlope(ph), wholeBatchArenaMiB: wholeBatchSlope(ph), nativeLoadMiB: nativeLoadSlope(ph), nativeReleasedMiB: nativeReleasedSlope(ph), ...(lent ? { activationMiB: lent.coef[3] } : {}), ...arenaSlope(rt, ph) };
           return [c, fitLinear(rows.map((p) => ({ features: p.features[rt]!, value: p.phases[rt]![ph]![c] })), given)];
         }),
       ) as Record<Counter, Fit>;

@@ -15,6 +15,7 @@ import { inputFileShapes, prepareEvalSet } from "../pipeline/inputs/eval-set.ts"
 import { InputSpecError, resolveModelIo, type ShapeOverrides } from "../pipeline/inputs/shapes.ts";
 import { readPlan } from "../compiler/read.ts";
 import { nativeChunkable, nativeChunkSamples } from "./native-chunk.ts";
+import { probeNativeLoad } from "./native-load.ts";
 import { probeOrtLoad } from "./ort-load.ts";
 import { replayOrtArena, shapesInRunOrder } from "./ort-arena.ts";
 import { ortPatternBytesPerSample, ortRunTracePerSample, type TraceEvent } from "./ort-pattern.ts";
@@ -63,6 +64,15 @@ export interface ModelTerms {
    * malloc is not glibc's); the estimate then leaves that term out (0) and says so.
    */
   ortLoadUnavailable?: string;
+  /**
+   * memlane-rt's model-load RSS growth (its repacked weights and kernels' state) and the plan
+   * weight bytes it gave back after repacking, MiB (native-load.ts): measured by the native
+   * load probe when asked (`{ nativeLoad: true }`), else null.
+   */
+  nativeLoadMiB: number | null;
+  nativeReleasedMiB: number | null;
+  /** Why the native load figures are null although asked for; the estimate leaves them out (0) and says so. */
+  nativeLoadUnavailable?: string;
 }
 
 export interface RunShape {
@@ -97,6 +107,17 @@ export interface Features {
    * unchunkable.
    */
   wholeBatchArenaMiB: number;
+  /**
+   * memlane-rt: what its model-load leaves resident (ModelTerms.nativeLoadMiB), slope 1 from
+   * model-load on, never fitted (measured bytes, as heldMiB is); 0 for the ORT runtimes.
+   */
+  nativeLoadMiB: number;
+  /**
+   * memlane-rt: plan weight bytes given back after repacking (ModelTerms.nativeReleasedMiB):
+   * their copies are in nativeLoadMiB, and inference pages in only the rest of the weights, so
+   * its slope is -1 from first-inference on (where W's slope counts every weight), 0 before.
+   */
+  nativeReleasedMiB: number;
   /**
    * The outputs every eval sample gives, apart from the inputs: they cost a worker another
    * amount, at other phases. python-ort holds the output chunks and their concatenation (2
@@ -158,8 +179,8 @@ const bytesPerSample = (tensors: ReadonlyArray<{ shape: readonly number[]; dtype
  * `ortLoad`: run the load probe (ort-load.ts: a Python worker, about a second) for
  * ortLoadHeldMiB; what an estimate of the ORT runtimes needs, not the graph's own terms.
  */
-export async function modelTerms(onnxPath: string, feed: InputFeed = {}, opts: { ortLoad?: boolean; tmpDir?: string } = {}): Promise<ModelTerms> {
-  const terms = await graphTerms(onnxPath, feed);
+export async function modelTerms(onnxPath: string, feed: InputFeed = {}, opts: { ortLoad?: boolean; nativeLoad?: boolean; tmpDir?: string } = {}): Promise<ModelTerms> {
+  const terms = await graphTerms(onnxPath, feed, opts.nativeLoad === true);
   if (!opts.ortLoad) return terms;
   // The probe's workers write where ORT writes (its `.ses` and logs in TMPDIR): a run's scratch.
   const env = opts.tmpDir !== undefined ? { env: { TMPDIR: opts.tmpDir } } : {};
@@ -174,7 +195,7 @@ export async function modelTerms(onnxPath: string, feed: InputFeed = {}, opts: {
   }
 }
 
-async function graphTerms(onnxPath: string, feed: InputFeed): Promise<ModelTerms> {
+async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean): Promise<ModelTerms> {
   const g = loadOnnx(onnxPath);
   let inputShapes: Record<string, number[]> | undefined;
   let feedError: string | null = null;
@@ -202,7 +223,8 @@ async function graphTerms(onnxPath: string, feed: InputFeed): Promise<ModelTerms
       convBytes += t.dims.reduce((a, b) => a * b, 1) * elemBytes(t.isFloat);
     }
   }
-  const weights = { file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, ortLoadHeldMiB: null };
+  const noNativeLoad = { nativeLoadMiB: null, nativeReleasedMiB: null, ...(nativeLoad ? { nativeLoadUnavailable: "the compiler refused the model" } : {}) };
+  const weights = { file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, ortLoadHeldMiB: null, ...noNativeLoad };
   const unplanned = { arenaPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null, nativeChunkable: null };
   if (feedError !== null) return { ...weights, ...unplanned, ortPatternPerSampleMiB: null, ortTracePerSample: null, compileError: feedError };
   let ortPatternPerSampleMiB: number | null = null;
@@ -219,7 +241,9 @@ async function graphTerms(onnxPath: string, feed: InputFeed): Promise<ModelTerms
     const chunkable = nativeChunkable(readPlan(s.planPath).header);
     return {
       nativeChunkable: chunkable,
-      ...weights, arenaPerSampleMiB: s.arenaBytesPerSample / MIB, ortPatternPerSampleMiB, ortTracePerSample,
+      ...weights,
+      ...(nativeLoad ? await nativeLoadTerms(s.planPath) : {}),
+      arenaPerSampleMiB: s.arenaBytesPerSample / MIB, ortPatternPerSampleMiB, ortTracePerSample,
       ioPerSampleMiB: (bytesPerSample(s.inputs) + bytesPerSample(s.outputs)) / MIB,
       outputPerSampleMiB: bytesPerSample(s.outputs) / MIB,
       compileError: null,
@@ -231,9 +255,24 @@ async function graphTerms(onnxPath: string, feed: InputFeed): Promise<ModelTerms
   }
 }
 
+/** The native load probe's figures, or why there are none (its failure must not take the graph's terms with it). */
+async function nativeLoadTerms(planPath: string): Promise<Pick<ModelTerms, "nativeLoadMiB" | "nativeReleasedMiB" | "nativeLoadUnavailable">> {
+  try {
+    const p = await probeNativeLoad(planPath);
+    return { nativeLoadMiB: p.loadMiB, nativeReleasedMiB: p.releasedMiB, nativeLoadUnavailable: undefined };
+  } catch (err) {
+    return { nativeLoadMiB: null, nativeReleasedMiB: null, nativeLoadUnavailable: `the native load probe failed: ${err instanceof Error ? err.message : String(err)}` };
+  }
+}
+
 const ORT_RUNTIMES = new Set(["python-ort", "node-ort"]);
-/** Whether a runtime's estimate needs the load probe (`modelTerms(..., { ortLoad: true })`). */
+/** Whether a runtime's estimate needs the ORT load probe (`modelTerms(..., { ortLoad: true })`). */
 export const needsOrtLoad = (runtimes: Iterable<string>): boolean => [...runtimes].some((r) => ORT_RUNTIMES.has(r));
+/** The load probes an estimate of these runtimes needs, as modelTerms' options. */
+export const loadProbesFor = (runtimes: Iterable<string>): { ortLoad: boolean; nativeLoad: boolean } => {
+  const rs = [...runtimes];
+  return { ortLoad: needsOrtLoad(rs), nativeLoad: rs.includes("native") };
+};
 
 /**
  * A runtime's features for a run: ORT plans the whole batch (its arena grows to the largest
@@ -261,6 +300,8 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
     evalOutputMiB: (t.outputPerSampleMiB ?? 0) * run.evalSamples,
     heldMiB: ORT_RUNTIMES.has(runtime) ? (t.ortLoadHeldMiB ?? 0) : 0,
     wholeBatchArenaMiB,
+    nativeLoadMiB: runtime === "native" ? (t.nativeLoadMiB ?? 0) : 0,
+    nativeReleasedMiB: runtime === "native" ? (t.nativeReleasedMiB ?? 0) : 0,
   };
 }
 

@@ -15,7 +15,7 @@ import type { StageDef } from "../pipeline/stages.ts";
 import { Supervisor } from "../workers/index.ts";
 import { workerSpecs } from "../workers/specs.ts";
 import type { Calibration } from "./calibration.ts";
-import { features, inputFileRows, modelTerms, type ModelTerms, needsOrtLoad } from "./model-terms.ts";
+import { features, inputFileRows, loadProbesFor, modelTerms, type ModelTerms } from "./model-terms.ts";
 import { estimateRuntime } from "./predict.ts";
 import { describeTrain, evalSamplesOf, inferEstimate, trainEstimate } from "./torch-estimate.ts";
 import type { TorchCalibration } from "./torch-calibration.ts";
@@ -145,9 +145,9 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
   const model = from ? c.models.get(from.name) : undefined;
   if (!model) return notEstimated(s, "no export stage gives this benchmark its model");
   const feed = exportFeedOf(from);
-  const ortLoad = needsOrtLoad([s.runtime]);
-  const termsKey = `${model.onnx} ${JSON.stringify(feed)} ${ortLoad}`;
-  if (!c.onnxTerms.has(termsKey)) c.onnxTerms.set(termsKey, await modelTerms(model.onnx, feed, { ortLoad, tmpDir: c.dir }));
+  const probes = loadProbesFor([s.runtime]);
+  const termsKey = `${model.onnx} ${JSON.stringify(feed)} ${JSON.stringify(probes)}`;
+  if (!c.onnxTerms.has(termsKey)) c.onnxTerms.set(termsKey, await modelTerms(model.onnx, feed, { ...probes, tmpDir: c.dir }));
   const terms = c.onnxTerms.get(termsKey)!;
   const evalSamples = inputFileRows(model.onnx, feed) ?? model.evalSamples; // a stage's inputs file holds its own rows
   const e = estimateRuntime(c.onnx, s.runtime, features(s.runtime, terms, { maxBatch, batchSizes, evalSamples }));
@@ -156,7 +156,9 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
     ...base, runtime: s.runtime, model: model.arch ?? model.onnx, peakMiB: Math.max(...e.phases.map((x) => x.peak)),
     phases: e.phases.map((x) => ({ phase: x.phase, rss: x.rss, peak: x.peak })),
     parts: `weights ${e.features.weightMiB.toFixed(1)} MiB, activations ${e.features.activationMiB.toFixed(1)} MiB, eval set ${e.features.evalMiB.toFixed(1)} MiB in + ${e.features.evalOutputMiB.toFixed(1)} MiB out`,
-    why: terms.compileError ? `activations unknown: ${terms.compileError}` : terms.ortLoadUnavailable ? `held by malloc after ORT's load left out: ${terms.ortLoadUnavailable}` : null,
+    why: terms.compileError ? `activations unknown: ${terms.compileError}`
+      : terms.ortLoadUnavailable ? `held by malloc after ORT's load left out: ${terms.ortLoadUnavailable}`
+      : terms.nativeLoadUnavailable ? `memlane-rt's repacked weights left out: ${terms.nativeLoadUnavailable}` : null,
     naiveMiB: (terms.params * 4) / 2 ** 20 + (terms.ioPerSampleMiB ?? 0) * maxBatch,
   };
 }

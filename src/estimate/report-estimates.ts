@@ -9,7 +9,7 @@ import type { PhaseCheck } from "./predict.ts";
 import { compareWithMeasured, estimateRuntime, naiveMiB } from "./predict.ts";
 import { CALIBRATED_RUNTIMES } from "./calibration.ts";
 import { loadCalibration } from "./cache.ts";
-import { features, type InputFeed, modelTerms, needsOrtLoad, type RunShape } from "./model-terms.ts";
+import { features, type InputFeed, loadProbesFor, modelTerms, type RunShape } from "./model-terms.ts";
 import type { Report } from "../report/schema.ts";
 import type { TrainEstimateCheck } from "./report-torch.ts";
 
@@ -69,7 +69,7 @@ export async function estimatesForReport(report: Report, runs: EstimatedRuns, tm
   for (const r of rows) {
     const { onnx, run, feed = {} } = runs.get(r.name)!;
     const key = `${onnx} ${JSON.stringify(feed)}`;
-    if (!termsOf.has(key)) termsOf.set(key, await modelTerms(onnx, feed, { ortLoad: needsOrtLoad(rows.map((x) => x.name)), ...(tmpDir !== undefined ? { tmpDir } : {}) }));
+    if (!termsOf.has(key)) termsOf.set(key, await modelTerms(onnx, feed, { ...loadProbesFor(rows.map((x) => x.name)), ...(tmpDir !== undefined ? { tmpDir } : {}) }));
     const terms = termsOf.get(key)!;
     naive ??= naiveMiB(terms, run);
     const e = estimateRuntime(cal, r.name, features(r.name, terms, run));

@@ -60,7 +60,7 @@ export async function torchEstimatesForReport(report: Report, facts: TorchRunFac
   let pythonTorch: RuntimeEstimateCheck | null = null;
   if (facts.infer && torchRow) {
     const phases = inferEstimate(cal, await terms.infer(facts.infer.arch, facts.infer.batchSizes, facts.infer.threads), facts.infer);
-    const checks = compareWithMeasured({ runtime: "python-torch", features: { weightMiB: 0, convWeightMiB: 0, activationMiB: 0, evalMiB: 0, evalOutputMiB: 0, heldMiB: 0, wholeBatchArenaMiB: 0 }, phases }, torchRow as RuntimeReport);
+    const checks = compareWithMeasured({ runtime: "python-torch", features: { weightMiB: 0, convWeightMiB: 0, activationMiB: 0, evalMiB: 0, evalOutputMiB: 0, heldMiB: 0, wholeBatchArenaMiB: 0, nativeLoadMiB: 0, nativeReleasedMiB: 0 }, phases }, torchRow as RuntimeReport);
     pythonTorch = { runtime: "python-torch", model: facts.infer.arch, phases: checks, steadyRssErrorPct: checks.at(-1)?.rss.errorPct ?? null };
   }
   return { training, trainingReason: training || !facts.train ? null : "the train stage has no measured phases", pythonTorch };

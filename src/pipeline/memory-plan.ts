@@ -8,7 +8,7 @@
  */
 import { readFileSync } from "node:fs";
 import { loadCalibration } from "../estimate/cache.ts";
-import { features, type InputFeed, modelTerms, needsOrtLoad } from "../estimate/model-terms.ts";
+import { features, type InputFeed, loadProbesFor, modelTerms } from "../estimate/model-terms.ts";
 import { predictedPeak } from "../estimate/predict.ts";
 import { type DistributedEstimateCheck, type EstimateReport, estimatesForReport } from "../estimate/report-estimates.ts";
 import { type TorchRunFacts, torchEstimatesForReport } from "../estimate/report-torch.ts";
@@ -74,7 +74,7 @@ export async function predictStagePeak(s: RunSession, def: StageDef, stages: rea
   if (!cal || !onnx || !s.heldout) return null;
   const run = { maxBatch, batchSizes: def.opts.batchSizes ?? s.options.batchSizes, evalSamples: s.heldout.shape[0]! };
   const feed = exportFeedOf(stages.find((x) => x.name === def.opts.from));
-  return predictedPeak(cal, def.runtime, features(def.runtime, await modelTerms(onnx, feed, { ortLoad: needsOrtLoad([def.runtime]), tmpDir: s.tmpDir }), run));
+  return predictedPeak(cal, def.runtime, features(def.runtime, await modelTerms(onnx, feed, { ...loadProbesFor([def.runtime]), tmpDir: s.tmpDir }), run));
 }
 
 /** A train stage's peak from the PyTorch calibration and the probe; a distributed one: launcher + local ranks. */

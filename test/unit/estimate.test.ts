@@ -23,7 +23,7 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const f = (w: number, cw: number, a: number, e: number, o = 0, h = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: h, wholeBatchArenaMiB: 0 });
+const f = (w: number, cw: number, a: number, e: number, o = 0, h = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: h, wholeBatchArenaMiB: 0, nativeLoadMiB: 0, nativeReleasedMiB: 0 });
 // Probe-like features that move one term at a time (so the fit has one answer).
 
 describe("fitLinear", () => {
@@ -31,7 +31,7 @@ describe("fitLinear", () => {
     const truth = (x: ReturnType<typeof f>) => 50 + 1.0 * x.weightMiB + 2.0 * x.convWeightMiB + 1.5 * x.activationMiB + 0.8 * x.evalMiB + 1.2 * x.evalOutputMiB;
     const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), f(36, 36, 0, 1), f(0, 0, 32, 3), f(0, 0, 8, 128), f(16, 1, 8, 1, 8), f(4, 0, 0, 1, 64)];
     const fit = fitLinear(xs.map((x) => ({ features: x, value: truth(x) })));
-    expect(fit.coef.map((c) => Number(c.toFixed(3)))).toEqual([50, 1, 2, 1.5, 0.8, 1.2, 0, 0]);
+    expect(fit.coef.map((c) => Number(c.toFixed(3)))).toEqual([50, 1, 2, 1.5, 0.8, 1.2, 0, 0, 0, 0]);
     expect(fit.rmsMiB).toBeLessThan(1e-6);
     expect(predict(fit, f(100, 50, 10, 10))).toBeCloseTo(truth(f(100, 50, 10, 10)), 4);
   });
@@ -139,6 +139,31 @@ describe("malloc-held memory after ORT's load (heldMiB)", () => {
     expect(features("node-ort", t, run).heldMiB).toBe(12.5);
     expect(features("native", t, run).heldMiB).toBe(0);
     expect(features("python-ort", { ...(t as object), ortLoadHeldMiB: null } as never, run).heldMiB).toBe(0);
+  });
+});
+
+describe("memlane-rt's load (nativeLoadMiB, nativeReleasedMiB)", () => {
+  // Probes that repack nothing (L ~0.4 MiB of kernel state, R = 0): the slopes are given, so a
+  // model that repacks gets its measured copies from model-load on, and its given-back plan
+  // pages off W's count from first-inference on.
+  const native = (w: number, l: number, r: number) => ({ ...f(w, 0, 0, 0), nativeLoadMiB: l, nativeReleasedMiB: r });
+  const phases = { "runtime-create": 7.4, "model-load": 7.9, "first-inference": 8.0 };
+  const probes = [0, 16, 48].map((w, i) => ({
+    name: `p${i}`,
+    features: { native: native(w, 0.4 + i * 0.05, 0) },
+    phases: { native: Object.fromEntries(Object.entries(phases).map(([ph, base]) => {
+      const v = base + (ph === "model-load" ? 0.4 + i * 0.05 : 0) + (ph === "first-inference" ? 0.4 + i * 0.05 + w : 0);
+      return [ph, { rss: v, uss: v, pss: v, peak: v }];
+    })) },
+  }));
+  const cal: Calibration = { format: CALIBRATION_FORMAT, key: {}, createdAt: "", models: fitModels(probes), probes };
+  it("adds the measured load from model-load on and takes the given-back pages off from first-inference on", () => {
+    const resnetLike = native(44.6, 16.8, 9.0);
+    const e = estimateRuntime(cal, "native", resnetLike)!;
+    const at = (ph: string) => e.phases.find((p) => p.phase === ph)!.rss;
+    expect(at("runtime-create")).toBeCloseTo(7.4, 3);
+    expect(at("model-load")).toBeCloseTo(7.9 + 16.8, 3);
+    expect(at("first-inference")).toBeCloseTo(8.0 + 44.6 + 16.8 - 9.0, 3);
   });
 });
 

@@ -86,6 +86,8 @@ struct MemoryStats {
   uint64_t weightBytesHost = 0;    // weight bytes the backend holds in host memory it owns
                                    // (0 for cpu: it reads the read-only mapping)
   uint64_t weightBytesMapped = 0;  // weight bytes read from the file mapping
+  uint64_t weightBytesReleased = 0;  // of those, bytes whose plan pages were given back after the
+                                     // kernels repacked them (cpu: weight_release.h)
   uint64_t weightBytesDevice = 0;  // weight bytes held on the device
   uint64_t workspaceBytes = 0;     // scratch besides the arena (im2col, cuBLAS workspace)
   int64_t deviceUsedBytes = -1;    // this process's device memory, -1 = unknown/unavailable

@@ -13,7 +13,7 @@ import { type CommandSpec, parseArgs, UsageError, usage } from "../args.ts";
 import type { Io } from "../io.ts";
 import { calibrate, CALIBRATED_RUNTIMES } from "../../estimate/calibration.ts";
 import { calibrationKey, loadCalibration, saveCalibration } from "../../estimate/cache.ts";
-import { features, fedInputShapes, type InputFeed, inputFileRows, modelTerms, needsOrtLoad } from "../../estimate/model-terms.ts";
+import { features, fedInputShapes, type InputFeed, inputFileRows, loadProbesFor, modelTerms } from "../../estimate/model-terms.ts";
 import { DEFAULT_SEQ, InputSpecError, parseShapeFlag } from "../../pipeline/inputs/shapes.ts";
 import { estimateRuntime, naiveMiB } from "../../estimate/predict.ts";
 import { num, textTable } from "../../report/format.ts";
@@ -85,7 +85,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   const probeTmp = mkdtempSync(join(tmpdir(), "memlane-estimate-"));
   let terms: Awaited<ReturnType<typeof modelTerms>>;
   try {
-    terms = await modelTerms(model, feed, { ortLoad: needsOrtLoad(args.flags.runtimes as string[]), tmpDir: probeTmp });
+    terms = await modelTerms(model, feed, { ...loadProbesFor(args.flags.runtimes as string[]), tmpDir: probeTmp });
   } finally {
     rmSync(probeTmp, { recursive: true, force: true });
   }
@@ -102,13 +102,15 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     `arena ${terms.arenaPerSampleMiB === null ? "unknown" : `${num(terms.arenaPerSampleMiB, 3)} MiB`} a sample ` +
     `(ORT's memory pattern ${terms.ortPatternPerSampleMiB === null ? "unknown" : `${num(terms.ortPatternPerSampleMiB, 3)} MiB`}); batch up to ${run.maxBatch}, ${run.evalSamples} eval samples`);
   if (terms.ortLoadUnavailable) io.out(`  held by malloc after ORT's load: unavailable (${terms.ortLoadUnavailable}); python-ort and node-ort leave that term out`);
+  if (terms.nativeLoadUnavailable) io.out(`  memlane-rt's load: unavailable (${terms.nativeLoadUnavailable}); native leaves its repacked weights out`);
   if (terms.compileError) io.out(`  activations unknown (memlane's compiler refused the model: ${terms.compileError}); the activation and eval-set terms are left out`);
   for (const e of estimates) {
     if (!e) continue;
     io.out("");
     const held = e.features.heldMiB > 0 ? `, held by malloc after the load ${num(e.features.heldMiB)} MiB` : "";
     const whole = e.features.wholeBatchArenaMiB > 0 ? `, arena of the whole batch (unchunked) +${num(e.features.wholeBatchArenaMiB)} MiB` : "";
-    io.out(`${e.runtime} (features: weights ${num(e.features.weightMiB)} MiB, activations ${num(e.features.activationMiB)} MiB${whole}, eval set ${num(e.features.evalMiB)} MiB in + ${num(e.features.evalOutputMiB)} MiB out${held}):`);
+    const repacked = e.features.nativeLoadMiB > 0 ? `, repacked at load ${num(e.features.nativeLoadMiB)} MiB (plan pages given back ${num(e.features.nativeReleasedMiB)} MiB)` : "";
+    io.out(`${e.runtime} (features: weights ${num(e.features.weightMiB)} MiB, activations ${num(e.features.activationMiB)} MiB${whole}, eval set ${num(e.features.evalMiB)} MiB in + ${num(e.features.evalOutputMiB)} MiB out${held}${repacked}):`);
     io.out(textTable(["phase", "end RSS MiB", "± MiB (probes' rms)", "end USS MiB", "end PSS MiB", "peak RSS MiB"],
       e.phases.map((p) => [p.phase, num(p.rss), num(p.spreadMiB), num(p.uss), num(p.pss), num(p.peak)])));
   }

@@ -54,6 +54,8 @@ struct RuntimeMemory {
   uint64_t weightsBytesDevice = 0;  // weight bytes on the device
   uint64_t workspaceBytes = 0;
   uint64_t planFileBytes = 0;       // size of the mapping
+  uint64_t weightsBytesReleased = 0;  // plan weight bytes given back after repacking (the cpu
+                                      // backend's copies replace them; docs/memory.md)
   int64_t deviceUsedBytes = -1;     // -1 = unknown
 };
 

@@ -314,6 +314,7 @@ class CpuBackend final : public Backend {
     stats_.arenaBytes = arena_bytes;
     stats_.workspaceBytes = uint64_t(lanes) * ws * sizeof(float);
     stats_.weightBytesMapped = plan.weightBytes;
+    stats_.weightBytesReleased = release.released_bytes();
     maxBatch_ = maxBatch;
     chunk_ = laneChunk;  // the serial path (batch 1, profiling) uses lane 0
     plan_ = &plan;

@@ -27,6 +27,9 @@ class RepackedWeightRelease {
   void op_built(size_t i, const Kernel* k);
   // What was given back (or kept, and why), for Backend::notes(); "" where no weight qualified.
   std::string note() const;
+  // Bytes of plan pages given back: not resident once inference pages the other weights in
+  // (memlane estimate's native load probe, src/estimate/native-load.ts).
+  uint64_t released_bytes() const { return releasedBytes_; }
 
  private:
   struct Weight {

@@ -46,6 +46,7 @@ void task_load(TaskCtx& c, WorkerState& state) {
       .set("device", rt->device())
       .set("maxBatch", maxBatch)
       .set("workspaceBytes", m.workspaceBytes)
+      .set("weightsBytesReleased", m.weightsBytesReleased)
       .set("inputs", specs(rt->inputs()))
       .set("outputs", specs(rt->outputs()));
   // Every shape profile's inputs (one entry for a one-profile plan); `inputs` is profile 0's.

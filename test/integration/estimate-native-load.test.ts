@@ -1,0 +1,83 @@
+// The native load probe (src/estimate/native-load.ts) in a real memlane-rt worker on a real
+// plan: what the CPU backend's model-load leaves resident (its repacked copies of the conv
+// weights) and the plan weight bytes it gives back, and modelTerms carrying both to memlane-rt's
+// features only.
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { compileOnnx } from "../../src/compiler/compile.ts";
+import { features, modelTerms } from "../../src/estimate/model-terms.ts";
+import { checkedNativeLoad, probeNativeLoad } from "../../src/estimate/native-load.ts";
+import { ROOT } from "./pipeline-helpers.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "memlane-native-load-"));
+const onnx = join(dir, "convs.onnx");
+const plan = join(dir, "convs.mlplan");
+// A 3x3 conv (64 -> 64, 144 KiB of weights) and a 1x1 conv (64 -> 256, 64 KiB): the CPU backend
+// repacks both at load (Winograd's U, the pointwise panels) and gives their plan pages back.
+const WEIGHT_MIB = (64 * 64 * 9 + 256 * 64) * 4 / 2 ** 20;
+
+beforeAll(async () => {
+  execFileSync(join(ROOT, ".venv/bin/python"), ["-c", `
+import numpy as np, onnx
+from onnx import helper, TensorProto, numpy_helper
+rng = np.random.default_rng(0)
+W1 = (rng.standard_normal((64, 64, 3, 3)) * 0.05).astype(np.float32)
+W2 = (rng.standard_normal((256, 64, 1, 1)) * 0.05).astype(np.float32)
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 64, 28, 28])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 256, 28, 28])
+nodes = [helper.make_node("Conv", ["x", "W1"], ["h"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["h"], ["r"]), helper.make_node("Conv", ["r", "W2"], ["y"])]
+g = helper.make_graph(nodes, "g", [x], [y], [numpy_helper.from_array(W1, "W1"), numpy_helper.from_array(W2, "W2")])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]); m.ir_version = 8
+onnx.save(m, ${JSON.stringify(onnx)})
+`]);
+  await compileOnnx(onnx, plan, { verify: false });
+}, 60_000);
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe("native load probe", () => {
+  it("measures the repacked copies the load leaves and the plan pages it gives back", async () => {
+    const p = await probeNativeLoad(plan);
+    // Winograd's U alone is larger than the 3x3 kernel it comes from.
+    expect(p.loadMiB).toBeGreaterThan(WEIGHT_MIB);
+    // Every whole page inside the two weights: all but at most a page at each end of each.
+    expect(p.releasedMiB).toBeGreaterThan(WEIGHT_MIB - (4 * 4096) / 2 ** 20);
+    expect(p.releasedMiB).toBeLessThanOrEqual(WEIGHT_MIB);
+  }, 60_000);
+
+  it("gives back nothing where the backend keeps the originals (MEMLANE_CPU_KEEP_WEIGHTS=1), and then holds them", async () => {
+    const released = await probeNativeLoad(plan);
+    process.env.MEMLANE_CPU_KEEP_WEIGHTS = "1";
+    try {
+      const kept = await probeNativeLoad(plan);
+      expect(kept.releasedMiB).toBe(0);
+      // The originals the kernels read while repacking stay resident.
+      expect(kept.loadMiB).toBeGreaterThan(released.loadMiB + WEIGHT_MIB / 2);
+    } finally {
+      delete process.env.MEMLANE_CPU_KEEP_WEIGHTS;
+    }
+  }, 60_000);
+
+  it("modelTerms runs it only when asked, and only memlane-rt's features carry it", async () => {
+    const without = await modelTerms(onnx);
+    expect(without.nativeLoadMiB).toBeNull();
+    const t = await modelTerms(onnx, {}, { nativeLoad: true });
+    expect(t.nativeLoadMiB).toBeGreaterThan(WEIGHT_MIB);
+    const run = { maxBatch: 8, evalSamples: 16 };
+    expect(features("native", t, run).nativeLoadMiB).toBe(t.nativeLoadMiB);
+    expect(features("native", t, run).nativeReleasedMiB).toBe(t.nativeReleasedMiB);
+    expect(features("python-ort", t, run).nativeLoadMiB).toBe(0);
+    expect(features("native", without, run).nativeLoadMiB).toBe(0);
+  }, 120_000);
+
+  it("refuses a worker's answer it cannot use, naming what was wrong", () => {
+    const mark = (m: "start" | "end", rssKiB: number) => ({ name: "model-load", mark: m, memory: { rssKiB } }) as never;
+    expect(checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { weightsBytesReleased: 2 ** 20 })).toEqual({ loadMiB: 2, releasedMiB: 1 });
+    expect(() => checkedNativeLoad([mark("end", 3048)], { weightsBytesReleased: 0 })).toThrow(/no model-load start and end/);
+    expect(() => checkedNativeLoad([mark("start", Number.NaN), mark("end", 3048)], { weightsBytesReleased: 0 })).toThrow(/RSS readings/);
+    expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { weightsBytesReleased: -1 })).toThrow(/weightsBytesReleased is -1/);
+    expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], {})).toThrow(/weightsBytesReleased is undefined/);
+  });
+});
