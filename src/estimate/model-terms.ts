@@ -176,8 +176,10 @@ const bytesPerSample = (tensors: ReadonlyArray<{ shape: readonly number[]; dtype
   tensors.reduce((a, t) => a + perSample(t.shape) * dtypeBytes(t.dtype), 0);
 
 /**
- * `ortLoad`: run the load probe (ort-load.ts: a Python worker, about a second) for
- * ortLoadHeldMiB; what an estimate of the ORT runtimes needs, not the graph's own terms.
+ * `ortLoad`: run the ORT load probe (ort-load.ts: a Python worker, about a second) for
+ * ortLoadHeldMiB; `nativeLoad`: the native one (native-load.ts: a memlane-rt worker loads the
+ * compiled plan) for nativeLoadMiB and nativeReleasedMiB. What an estimate of those runtimes
+ * needs (loadProbesFor), not the graph's own terms.
  */
 export async function modelTerms(onnxPath: string, feed: InputFeed = {}, opts: { ortLoad?: boolean; nativeLoad?: boolean; tmpDir?: string } = {}): Promise<ModelTerms> {
   const terms = await graphTerms(onnxPath, feed, opts.nativeLoad === true);
