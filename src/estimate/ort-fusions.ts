@@ -51,7 +51,7 @@ function fuseConvSum(nodes: readonly LNode[], graphOutputs: ReadonlySet<string>)
  * efficientnet_b0 (49 QuickGelu, no Sigmoid left); without this rule its simulated pattern at
  * batch 8 was 116.4 MiB against the 98.0 ORT asks for.
  */
-const QUICK_GELU = "ort:QuickGelu";
+export const QUICK_GELU = "ort:QuickGelu";
 
 function fuseQuickGelu(nodes: readonly LNode[], graphOutputs: ReadonlySet<string>): LNode[] {
   const readers = readersOf(nodes, graphOutputs);

@@ -25,6 +25,7 @@ import { DTYPE_BYTES, type LNode, perSample } from "../compiler/ir.ts";
 import type { Graph } from "../compiler/ir.ts";
 import { topoSort } from "../compiler/order.ts";
 import { CONV_SUM, ortFusions } from "./ort-fusions.ts";
+import { ortNchwc } from "./ort-nchwc.ts";
 import { inOrtOrder } from "./ort-order.ts";
 
 /** Ops whose ORT CPU kernels alias their first input (no new buffer). */
@@ -205,12 +206,24 @@ function ortRunTrace(g: Graph, inputShapes: Record<string, number[]> | undefined
   const sorted = topoSort(g);
   const unknown = shapesOrtCannotInfer({ ...g, nodes: sorted });
   const inf = inferGraph({ ...g, nodes: sorted }, inputShapes ? { inputShapes } : {});
-  const bytesOf = (name: string) => {
+  const plainBytes = (name: string) => {
     const s = inf.shapes.get(name);
     return s && s.some((d) => d < 0) ? perSample(s) * DTYPE_BYTES[inf.dtypes.get(name) ?? "float32"] : 0;
   };
-  const nodes = ortFusions(inOrtOrder(inf.nodes, g.nodes), inf.outputs);
-  const shapeOf = (n: string) => (unknown.has(n) ? null : `${inf.dtypes.get(n) ?? "float32"} ${JSON.stringify(inf.shapes.get(n) ?? [])}`);
+  const plainShape = (n: string) => (unknown.has(n) ? null : `${inf.dtypes.get(n) ?? "float32"} ${JSON.stringify(inf.shapes.get(n) ?? [])}`);
+  const fused = ortFusions(inOrtOrder(inf.nodes, g.nodes), inf.outputs);
+  const { nodes, blocked } = ortNchwc(fused, inf.outputs, { constDims: (n) => inf.consts.get(n)?.dims, shapeOf: (n) => inf.shapes.get(n) });
+  // A blocked tensor (ort-nchwc.ts): its plain tensor's bytes with the channels padded.
+  const bytesOf = (n: string) => {
+    const b = blocked.get(n);
+    return b ? Math.round(plainBytes(b.of) * b.scale) : plainBytes(n);
+  };
+  const shapeOf = (n: string) => {
+    const b = blocked.get(n);
+    if (!b) return plainShape(n);
+    const s = plainShape(b.of);
+    return s === null ? null : `${s} nchwc x${b.scale}`;
+  };
   const buffers = planBuffers(nodes, inf.inputs, inf.outputs, bytesOf, shapeOf, align);
   const outputs = withOutputs
     ? inf.outputs.map((name, k) => ({ id: buffers.length + k, size: bytesOf(name), step: nodes.findIndex((n) => n.outputs.includes(name)) })).filter((o) => o.step >= 0)

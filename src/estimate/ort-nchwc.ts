@@ -1,0 +1,173 @@
+/**
+ * ONNX Runtime's NCHWc layout transformer (level "all", on CPUs where MLAS has an NCHWc block:
+ * 16 channels with AVX-512, 8 with AVX2), as the memory-pattern replay (ort-pattern.ts) needs
+ * it: which tensors it pads to a whole number of channel blocks, and the reorder copies it adds
+ * where a blocked tensor meets an op that reads the plain layout (or the reverse). The rules
+ * are ORT's (onnxruntime/core/optimizer/nchwc_transformer.cc), restated for the lowered graph:
+ *
+ * - Conv (with its fused activation or residual sum): weights static and 4-D. Not grouped:
+ *   input channels below the block read the plain input as it is (the first layer), any others
+ *   are blocked (a ReorderInput pads a plain input). Grouped: depthwise (one input channel a group) with any
+ *   channel count, or output, input and per-group output channels all multiples of the block.
+ *   The output is blocked with its channels padded up to the block.
+ * - MaxPool / AveragePool: channels a multiple of the block. GlobalMaxPool / GlobalAveragePool
+ *   likewise, and only on a blocked input.
+ * - On blocked inputs only: Add, Sum, Mul (every input blocked with the same channels and the
+ *   same shape: an SE block's Mul of a map by per-channel scales stays plain), Concat along the
+ *   channels (every input's channels a multiple of the block), Relu, Sigmoid, Tanh (and
+ *   QuickGelu, fused later from a blocked Sigmoid and Mul), BatchNormalization. Transpose NCHW -> NHWC becomes the reorder itself.
+ * - A plain consumer of a blocked tensor (or a graph output) gets a ReorderOutput copy, once per
+ *   tensor; a Conv or pool that needs a blocked input it does not have gets a ReorderInput.
+ *
+ * Why it matters: shufflenet_v2_x0_5's first conv (3 -> 24 channels) writes 32 padded channels
+ * and a ReorderOutput copies them back to 24 for the MaxPool, which cannot take 24 blocked
+ * channels: ORT's pattern block at batch 1 is those two together (2809856 bytes at 224 px), and
+ * its channel shuffles copy every block out and back again.
+ */
+import { readFileSync } from "node:fs";
+import type { LNode } from "../compiler/ir.ts";
+import { CONV_SUM, QUICK_GELU } from "./ort-fusions.ts";
+
+/** MLAS's NCHWc block on this CPU (MlasNchwcGetBlockSize): 16 with AVX-512F, 8 with AVX2, else 1 (no transform). */
+export function nchwcBlockSize(cpuinfo: string = readCpuinfo()): number {
+  const flags = new Set((/^flags\s*:\s*(.*)$/m.exec(cpuinfo)?.[1] ?? "").split(/\s+/));
+  return flags.has("avx512f") ? 16 : flags.has("avx2") ? 8 : 1;
+}
+
+function readCpuinfo(): string {
+  try {
+    return readFileSync("/proc/cpuinfo", "utf8");
+  } catch {
+    return "";
+  }
+}
+
+export interface NchwcGraph {
+  /** Dims of a constant (weights), undefined for a computed tensor. */
+  constDims(name: string): readonly number[] | undefined;
+  /** A tensor's inferred shape (-1 at the batch), undefined when unknown. */
+  shapeOf(name: string): readonly number[] | undefined;
+}
+
+export interface NchwcRewrite {
+  nodes: LNode[];
+  /**
+   * Blocked tensors (new names) → the plain tensor they stand for and the factor their bytes
+   * grow by (padded channels / channels); ReorderInput outputs included.
+   */
+  blocked: Map<string, { of: string; scale: number }>;
+}
+
+const REORDER_IN = "ort:ReorderInput";
+const REORDER_OUT = "ort:ReorderOutput";
+/**
+ * Elementwise ops that run on a blocked tensor. QuickGelu is among them because ORT fuses SiLU
+ * after the NCHWc rewrite, out of a Sigmoid and a Mul that were both blocked by then (its
+ * optimized efficientnet_b0: 49 QuickGelu, each between two NCHWc nodes, no reorder).
+ */
+const ELEMENTWISE = new Set(["Relu", "Sigmoid", "Tanh", QUICK_GELU]);
+const BINARY = new Set(["Add", "Sum", "Mul"]);
+
+const roundUp = (c: number, b: number) => Math.ceil(c / b) * b;
+const blockedName = (t: string) => `${t}#nchwc`;
+
+/**
+ * The node list (in ORT's order, after its fusions) with ORT's NCHWc rewrite applied: blocked
+ * outputs renamed (`t#nchwc`), reorders inserted before their first reader. Identity where the
+ * block is 1.
+ */
+export function ortNchwc(nodes: readonly LNode[], graphOutputs: readonly string[], g: NchwcGraph, block = nchwcBlockSize()): NchwcRewrite {
+  const blocked = new Map<string, { of: string; scale: number }>();
+  if (block <= 1) return { nodes: [...nodes], blocked };
+  /** Plain tensor → its blocked form and logical channels. */
+  const asBlocked = new Map<string, { name: string; channels: number }>();
+  const reorderedIn = new Map<string, string>();
+  const channelsOf = (t: string) => g.shapeOf(t)?.[1];
+  const out: LNode[] = [];
+  const markBlocked = (t: string, channels: number) => {
+    const name = blockedName(t);
+    asBlocked.set(t, { name, channels });
+    blocked.set(name, { of: t, scale: roundUp(channels, block) / channels });
+    return name;
+  };
+  /** A blocked input for a node that needs one: its own, else a ReorderInput (once per tensor). */
+  const blockedInput = (x: string): string => {
+    const b = asBlocked.get(x);
+    if (b) return b.name;
+    let r = reorderedIn.get(x);
+    if (!r) {
+      r = `${x}#reorder-in`;
+      reorderedIn.set(x, r);
+      const c = channelsOf(x) ?? block;
+      blocked.set(r, { of: x, scale: roundUp(c, block) / c });
+      out.push({ op: REORDER_IN, name: `${x}:reorder-in`, inputs: [x], outputs: [r], attrs: {} });
+    }
+    return r;
+  };
+  /** Plain tensors read by some node: their ReorderOutput runs before the first of them. */
+  const reorderedOut = new Set<string>();
+  const plainInput = (x: string): string => {
+    const b = asBlocked.get(x);
+    if (b && !reorderedOut.has(x)) {
+      reorderedOut.add(x);
+      out.push({ op: REORDER_OUT, name: `${x}:reorder-out`, inputs: [b.name], outputs: [x], attrs: {} });
+    }
+    return x;
+  };
+  for (const n of nodes) {
+    const o = n.outputs[0];
+    const x = n.inputs[0];
+    const inBlocked = (t: string | undefined) => (t ? asBlocked.get(t) : undefined);
+    let converted: LNode | null = null;
+    if ((n.op === "Conv" || n.op === CONV_SUM) && o && x) {
+      const w = g.constDims(n.inputs[1] ?? "");
+      const group = typeof n.attrs.group === "number" ? n.attrs.group : 1;
+      if (w && w.length === 4) {
+        const [oc, ic] = [w[0]!, w[1]!];
+        let ok = true;
+        let plainIn = false;
+        // Depthwise: any channel count, padded (ORT 1.32's optimized mobilenet_v3_small runs its
+        // 72-channel depthwise conv as an NCHWc conv of 80 groups).
+        if (group > 1) ok = (ic === 1 && oc === group) || (oc % block === 0 && ic % block === 0 && oc % group === 0 && (oc / group) % block === 0);
+        // Else any input channels, padded (ORT 1.32 runs mobilenet_v3_small's 72 -> 24 projection
+        // on the 80 channels its depthwise conv wrote, and reorders a plain 24-channel map in).
+        else if (ic < block) plainIn = true;
+        // The residual sum is another blocked tensor of the same channels (else ORT leaves a plain Add).
+        const sum = n.op === CONV_SUM ? n.inputs.at(-1) : undefined;
+        if (ok && sum !== undefined && inBlocked(sum)?.channels !== oc) ok = false;
+        if (ok) {
+          const inputs = [plainIn ? plainInput(x) : blockedInput(x), ...n.inputs.slice(1)];
+          if (sum !== undefined) inputs[inputs.length - 1] = asBlocked.get(sum)!.name;
+          converted = { ...n, inputs, outputs: [markBlocked(o, oc), ...n.outputs.slice(1)] };
+        }
+      }
+    } else if ((n.op === "MaxPool" || n.op === "AveragePool") && o && x && n.outputs.length === 1) {
+      const c = channelsOf(x);
+      if (c !== undefined && c % block === 0) converted = { ...n, inputs: [blockedInput(x), ...n.inputs.slice(1)], outputs: [markBlocked(o, c)] };
+    } else if ((n.op === "GlobalMaxPool" || n.op === "GlobalAveragePool") && o && inBlocked(x) && inBlocked(x)!.channels % block === 0) {
+      converted = { ...n, inputs: [inBlocked(x)!.name], outputs: [markBlocked(o, inBlocked(x)!.channels)] };
+    } else if (BINARY.has(n.op) && o && n.inputs.length >= 2 && n.inputs.every((t) => inBlocked(t))) {
+      const c = inBlocked(x)!.channels;
+      const shape = JSON.stringify(g.shapeOf(x!) ?? null);
+      if (n.inputs.every((t) => inBlocked(t)!.channels === c && JSON.stringify(g.shapeOf(t) ?? null) === shape) && shape !== "null")
+        converted = { ...n, inputs: n.inputs.map((t) => inBlocked(t)!.name), outputs: [markBlocked(o, c)] };
+    } else if (n.op === "Concat" && o && n.attrs.axis === 1 && n.inputs.every((t) => inBlocked(t) && inBlocked(t)!.channels % block === 0)) {
+      const c = n.inputs.reduce((a, t) => a + inBlocked(t)!.channels, 0);
+      converted = { ...n, inputs: n.inputs.map((t) => inBlocked(t)!.name), outputs: [markBlocked(o, c)] };
+    } else if ((ELEMENTWISE.has(n.op) || n.op === "BatchNormalization") && o && inBlocked(x) && n.outputs.length === 1) {
+      converted = { ...n, inputs: [inBlocked(x)!.name, ...n.inputs.slice(1)], outputs: [markBlocked(o, inBlocked(x)!.channels)] };
+    } else if (n.op === "Transpose" && o && inBlocked(x) && JSON.stringify(n.attrs.perm) === "[0,2,3,1]") {
+      // The NHWC transpose of a blocked tensor is ORT's ReorderOutput (channels last) itself.
+      converted = { ...n, op: REORDER_OUT, inputs: [inBlocked(x)!.name] };
+    }
+    if (converted) {
+      out.push(converted);
+      // A blocked graph output is copied back as soon as it is computed (ORT runs the
+      // ReorderOutput, a node nothing reads, right after its producer).
+      if (o && graphOutputs.includes(o) && converted.op !== REORDER_OUT) plainInput(o);
+      continue;
+    }
+    out.push({ ...n, inputs: n.inputs.map((t) => (t ? plainInput(t) : t)) });
+  }
+  return { nodes: out, blocked };
+}

@@ -1,0 +1,83 @@
+// ORT's NCHWc layout rewrite as the memory-pattern replay models it (src/estimate/ort-nchwc.ts):
+// which tensors are blocked and padded, and where the reorder copies go.
+import { describe, expect, it } from "vitest";
+import type { LNode } from "../../src/compiler/ir.ts";
+import { nchwcBlockSize, ortNchwc } from "../../src/estimate/ort-nchwc.ts";
+
+const node = (op: string, inputs: string[], outputs: string[], attrs: LNode["attrs"] = {}): LNode => ({ op, name: outputs[0]!, inputs, outputs, attrs });
+/** Weights [oc, ic/group, 3, 3]; every activation [N, C, H, W] from `channels`. */
+function graph(weights: Record<string, number[]>, channels: Record<string, number>, spatial: Record<string, number[]> = {}) {
+  return {
+    constDims: (n: string) => weights[n],
+    shapeOf: (n: string) => (channels[n] === undefined ? undefined : [-1, channels[n]!, ...(spatial[n] ?? [8, 8])]),
+  };
+}
+const ops = (nodes: LNode[]) => nodes.map((n) => `${n.op}(${n.inputs.filter((i) => !i.startsWith("w")).join(",")})->${n.outputs.join(",")}`);
+
+describe("ORT's NCHWc rewrite", () => {
+  it("blocks a first conv's 24 channels as 32 and copies them back for a MaxPool that cannot take them", () => {
+    const g = graph({ w1: [24, 3, 3, 3] }, { x: 3, c1: 24, p1: 24 });
+    const r = ortNchwc([node("Conv", ["x", "w1"], ["c1"]), node("MaxPool", ["c1"], ["p1"])], ["p1"], g, 16);
+    expect(ops(r.nodes)).toEqual(["Conv(x)->c1#nchwc", "ort:ReorderOutput(c1#nchwc)->c1", "MaxPool(c1)->p1"]);
+    expect(r.blocked.get("c1#nchwc")).toEqual({ of: "c1", scale: 32 / 24 });
+  });
+
+  it("reorders a plain input in once for every conv that reads it, padded to the block", () => {
+    const g = graph({ w1: [32, 24, 1, 1], w2: [16, 24, 1, 1] }, { p: 24, a: 32, b: 16 });
+    const r = ortNchwc([node("Conv", ["p", "w1"], ["a"]), node("Conv", ["p", "w2"], ["b"])], ["a", "b"], g, 16);
+    expect(ops(r.nodes)).toEqual([
+      "ort:ReorderInput(p)->p#reorder-in", "Conv(p#reorder-in)->a#nchwc", "ort:ReorderOutput(a#nchwc)->a",
+      "Conv(p#reorder-in)->b#nchwc", "ort:ReorderOutput(b#nchwc)->b",
+    ]);
+    expect(r.blocked.get("p#reorder-in")!.scale).toBe(32 / 24);
+  });
+
+  it("keeps a squeeze-excite Mul of a map by per-channel scales plain, a pool of 72 channels too, and the padded depthwise conv and QuickGelu blocked", () => {
+    const g = graph({ wd: [72, 1, 3, 3], wr: [8, 72, 1, 1], we: [72, 8, 1, 1], wp: [24, 72, 1, 1] },
+      { x: 72, d: 72, q: 72, gp: 72, r: 8, s: 72, m: 72, y: 24 }, { gp: [1, 1], r: [1, 1], s: [1, 1] });
+    const nodes = [
+      node("Conv", ["x", "wd"], ["d"], { group: 72 }),
+      node("ort:QuickGelu", ["d"], ["q"]),
+      node("GlobalAveragePool", ["q"], ["gp"]),
+      node("Conv", ["gp", "wr"], ["r"]),
+      node("Conv", ["r", "we"], ["s"]),
+      node("Mul", ["q", "s"], ["m"]),
+      node("Conv", ["m", "wp"], ["y"]),
+    ];
+    const r = ortNchwc(nodes, ["y"], g, 16);
+    expect(ops(r.nodes)).toEqual([
+      "ort:ReorderInput(x)->x#reorder-in",
+      "Conv(x#reorder-in)->d#nchwc",
+      "ort:QuickGelu(d#nchwc)->q#nchwc",
+      "ort:ReorderOutput(q#nchwc)->q", // a pool takes 72 channels plain (not a whole number of blocks)
+      "GlobalAveragePool(q)->gp",
+      "ort:ReorderInput(gp)->gp#reorder-in",
+      "Conv(gp#reorder-in)->r#nchwc",
+      "ort:ReorderOutput(r#nchwc)->r", // 8 channels in: the next conv reads the plain tensor
+      "Conv(r)->s#nchwc",
+      "ort:ReorderOutput(s#nchwc)->s",
+      "Mul(q,s)->m",
+      "ort:ReorderInput(m)->m#reorder-in",
+      "Conv(m#reorder-in)->y#nchwc",
+      "ort:ReorderOutput(y#nchwc)->y", // a graph output, copied back where it is computed
+    ]);
+    expect(r.blocked.get("d#nchwc")!.scale).toBe(80 / 72);
+  });
+
+  it("adds a residual into a blocked conv only when the sum is blocked with the conv's channels", () => {
+    const g = graph({ w: [32, 32, 3, 3] }, { a: 32, b: 32, c: 32 });
+    const blockedSum = ortNchwc([node("Conv", ["a", "w"], ["b"]), node("ort:ConvSum", ["b", "w", "b"], ["c"])], ["c"], g, 16);
+    expect(ops(blockedSum.nodes).slice(1, 3)).toEqual(["Conv(a#reorder-in)->b#nchwc", "ort:ConvSum(b#nchwc,b#nchwc)->c#nchwc"]);
+    const plainSum = ortNchwc([node("ort:ConvSum", ["a", "w", "b"], ["c"])], ["c"], g, 16);
+    expect(ops(plainSum.nodes)).toEqual(["ort:ConvSum(a,b)->c"]);
+  });
+
+  it("changes nothing where MLAS has no NCHWc block, and reads the block from the CPU's flags", () => {
+    const g = graph({ w1: [24, 3, 3, 3] }, { x: 3, c1: 24 });
+    const nodes = [node("Conv", ["x", "w1"], ["c1"])];
+    expect(ortNchwc(nodes, ["c1"], g, 1)).toEqual({ nodes, blocked: new Map() });
+    expect(nchwcBlockSize("flags\t: fpu sse2 avx avx2 avx512f avx512bw\n")).toBe(16);
+    expect(nchwcBlockSize("flags\t: fpu sse2 avx avx2 fma\n")).toBe(8);
+    expect(nchwcBlockSize("flags\t: fp asimd\n")).toBe(1);
+  });
+});
