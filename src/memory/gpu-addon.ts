@@ -51,6 +51,8 @@ export interface MemlaneAddon {
   mallocTrim?: () => boolean;
   /** mallinfo2's totals in KiB (node-ort's phase readings, src/workers/node-ort-thread.mjs); null off glibc; absent in an older build. */
   mallocInfo?: () => { freeKiB: number; inUseKiB: number } | null;
+  /** V8's low-memory notification: a full collection that also shrinks the young generation (collect-garbage.ts); false where the build had no v8.h; absent in an older build. */
+  v8LowMemory?: () => boolean;
   [other: string]: unknown;
 }
 

@@ -98,8 +98,10 @@ describe("node-ort on a worker_thread", () => {
       expect(m.inUse, `${m.name} ${m.mark}`).toBeGreaterThan(0);
     }
     const at = (name: string, mark: string) => marks.find((m) => m.name === name && m.mark === mark)!.inUse!;
-    // The session holds the 4 MiB initializer (packed or not) after model-load.
-    expect(at("model-load", "end") - at("model-load", "start")).toBeGreaterThan(4000);
+    // The session holds the 4 MiB initializer (packed or not) after model-load; the figure is the
+    // whole process's, and the orchestrator's other threads free a little meanwhile (3987 KiB
+    // once in 10 runs), so the bound leaves them 1 MiB.
+    expect(at("model-load", "end") - at("model-load", "start")).toBeGreaterThan(3072);
   });
 
   it("rejects with the runtime's error for a missing model, and stops on abort", async () => {
