@@ -60,8 +60,8 @@ int main() {
   Rng rng;
   // Basic block: conv+relu, conv, add input, relu (Winograd-sized maps, 16 channels: 32x32
   // in whole 16-tile rows, 28x28 and 56x56 in masked segments of 14 and 16 + 12 tiles, 14x14
-  // two 7-tile rows a segment).
-  for (int64_t S : {32, 28, 56, 14})
+  // two 7-tile rows a segment; odd maps 55, 27 and 13 in segments of ceil(S / 2) tiles).
+  for (int64_t S : {32, 28, 56, 14, 55, 27, 13})
     for (int inPlace = 0; inPlace < 2; ++inPlace) {
       PlanBuilder pb;
       int x = pb.input("x", {16, S, S});

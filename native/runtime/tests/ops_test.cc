@@ -77,6 +77,15 @@ static void test_conv() {
       {"winograd segments 62-wide, 31 tiles a row", 1, 10, 4, 62, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false, true},
       {"winograd segments 14x14, two tile rows a segment, odd row count", 2, 12, 14, 14, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
       {"winograd segments 12x14 asym pads, no bias", 3, 8, 13, 14, 9, 3, 3, 1, 1, 0, 1, 1, 1, 1, 1, 1, false, false},
+      // Winograd on odd maps (squeezenet's 55-, 27- and 13-wide Fire maps): ceil(OW / 2) tiles a
+      // row, the last tile's second column / the last tile row's second row not stored
+      {"winograd odd 55x55, 28 tiles a row (16 + 12)", 1, 16, 55, 55, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"winograd odd 27x27, two samples", 2, 8, 27, 27, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, false},
+      {"winograd odd 13x13, two 7-tile rows a segment, three samples", 3, 9, 13, 13, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false, true},
+      {"winograd odd 9x11 asym pads (6 tiles a row)", 2, 8, 10, 12, 9, 3, 3, 1, 1, 0, 1, 1, 0, 1, 1, 1, true, true},
+      {"winograd odd width, even height 8x25, no pads", 2, 10, 10, 27, 8, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, false, false},
+      {"winograd odd height, even width 7x30", 1, 12, 7, 30, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"winograd odd 1x13 map, one tile row", 2, 8, 1, 13, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, false},
       {"direct stride 2, odd padded width", 2, 3, 31, 32, 9, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 1, true, true},
       {"direct stride 2 dilated, right pad only", 1, 4, 20, 34, 8, 3, 3, 2, 2, 0, 0, 2, 1, 2, 2, 1, false, false},
       {"direct stride 2 pairs, odd padded width", 2, 5, 16, 16, 12, 3, 3, 2, 2, 1, 0, 0, 1, 1, 1, 1, true, true},
@@ -366,6 +375,14 @@ static void test_maxpool_random() {
       {"maxpool 3x3/2 ceil, 111 wide", 1, 2, 7, 111, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, true},
       {"maxpool 3x2 s(1,3) dilated asym pads", 2, 2, 11, 19, 3, 2, 1, 3, 2, 1, 0, 1, 2, 1, false},
       {"maxpool 5x5/1 pad 2, wide", 1, 2, 9, 40, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, false},
+      // 3-wide stride-2 windows take max_rows_first (AVX-512): squeezenet's 55- and 27-wide
+      // ceil-mode rows (masked tails of 11 and 13 outputs, no full vector for 27), a window
+      // of 5 dilated rows at row stride 3, a map wider than its windows reach (floor mode)
+      {"maxpool 3x3/2 ceil, 55 wide (squeezenet)", 2, 3, 55, 55, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, true},
+      {"maxpool 3x3/2 ceil, 27 wide (squeezenet)", 1, 5, 27, 27, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, true},
+      {"maxpool 5x3 s(3,2) row dilation 2, asym pads", 2, 2, 17, 37, 5, 3, 3, 2, 2, 1, 3, 0, 2, 1, false},
+      {"maxpool 3x3/2 floor, 36 wide (last column unread)", 1, 2, 9, 36, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, false},
+      {"maxpool 3x3/2 pad 1 right only, 5 wide", 3, 2, 6, 5, 3, 3, 2, 2, 0, 0, 1, 1, 1, 1, true},
   };
   Rng rng;
   for (const auto& c : cases) {

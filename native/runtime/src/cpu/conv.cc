@@ -204,6 +204,10 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
             conv_flat_available() && std::getenv("MEMLANE_CONV_NO_FLAT") == nullptr;
   if (k->winograd || k->flat) k->threads = std::max(1, bc.threads);
   if (k->winograd) {
+    // (odd maps: whole tiles read one more zero row / column than the pads give; the direct
+    // fallback of a lone sample reads the same layout's first OH + 2 rows)
+    k->Hp = conv_winograd_pad(g.OH);
+    k->Wp = conv_winograd_pad(g.OW);
     k->U = conv_winograd_weights(k->w, g.M, g.C);
     k->threads = std::max(1, bc.threads);
   }

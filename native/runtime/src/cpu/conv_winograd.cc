@@ -293,10 +293,13 @@ __attribute__((target("avx512f"))) void output_segments(const float* P, const fl
     for (int r = 0; r < 2; ++r) {
       const int64_t n = sg[r].n;
       if (n == 0) continue;
-      const __mmask16 mk[2] = {lanes(2 * std::min<int64_t>(n, 8)), lanes(2 * std::max<int64_t>(n - 8, 0))};
+      // (an odd OW: the last tile's second column lies outside the map and is not stored)
+      const int64_t cols = std::min<int64_t>(2 * n, OW - 2 * sg[r].b0);
+      const __mmask16 mk[2] = {lanes(std::min<int64_t>(cols, 16)), lanes(std::max<int64_t>(cols - 16, 0))};
       __m512 o[2][2];
       output_transform(P + m * kBlock + 16 * r, xs, bv, o);
       for (int i = 0; i < 2; ++i) {
+        if (2 * sg[r].a + i >= OH) break;  // an odd OH: the last tile row's second output row
         const int64_t at = sg[r].smp * ys + m * OH * OW + (2 * sg[r].a + i) * OW + 2 * sg[r].b0;
         const __m512 v2[2] = {_mm512_permutex2var_ps(o[i][0], lo, o[i][1]), _mm512_permutex2var_ps(o[i][0], hi, o[i][1])};
         for (int hh = 0; hh < 2; ++hh) {
@@ -306,8 +309,8 @@ __attribute__((target("avx512f"))) void output_segments(const float* P, const fl
           if (relu) v = _mm512_max_ps(v, z);
           _mm512_mask_storeu_ps(y + at + 16 * hh, mk[hh], v);
         }
-        if (sg[r].n2) {  // row a + 1's tiles: lanes n.. interleaved into output row 2a + 2 + i
-          const __mmask16 m2 = lanes(2 * sg[r].n2);
+        if (sg[r].n2 && 2 * sg[r].a + 2 + i < OH) {  // row a + 1's tiles: lanes n.. into output row 2a + 2 + i
+          const __mmask16 m2 = lanes(std::min<int64_t>(2 * sg[r].n2, OW));
           const __m512i sh = _mm512_set1_epi32(int(n));
           __m512 v = _mm512_permutex2var_ps(o[i][0], _mm512_add_epi32(lo, sh), o[i][1]);
           const int64_t at2 = at + 2 * OW;
@@ -323,18 +326,24 @@ __attribute__((target("avx512f"))) void output_segments(const float* P, const fl
 }  // namespace
 
 bool conv_winograd_supported(int64_t C, int64_t M, int64_t OH, int64_t OW) {
-  if (!has_avx512f() || C < 8 || M < 1 || OH % 2 || OW % 2) return false;
+  if (!has_avx512f() || C < 8 || M < 1 || OH < 1 || OW < 1) return false;
+  // Odd sizes (squeezenet's 55-, 27- and 13-wide Fire maps): the segments cover ceil(OW / 2)
+  // tiles a row and ceil(OH / 2) tile rows, read one more zero row and column of the padded
+  // input (Hp = 2 th + 2, Wp = 2 tw + 2) and store only the outputs inside the map.
+  // MEMLANE_CONV_WINOGRAD_NO_ODD=1: odd maps stay on the direct kernel (A/B timing).
+  static const bool odd = std::getenv("MEMLANE_CONV_WINOGRAD_NO_ODD") == nullptr;
+  static const bool segments = std::getenv("MEMLANE_CONV_WINOGRAD_NO_SEGMENTS") == nullptr;
+  if (OH % 2 || OW % 2) return odd && segments && winograd_segmented((OW + 1) / 2);
   const int64_t tw = OW / 2, th = OH / 2;
   // 8x8 maps: measured faster than the direct kernel with 16 input channels (digits-cnn),
   // slower with 64 (resnet-mini's last block), where the 128-bit transforms dominate.
   if ((tw == 4 && th * tw == 16 && C <= 32) || ((tw == 8 || tw == 16) && (th * tw) % kBlock == 0)) return true;
   // Other widths in segments: 12-31 tiles a row (24- to 62-wide maps) or 6-7 (12- and 14-wide).
-  static const bool segments = std::getenv("MEMLANE_CONV_WINOGRAD_NO_SEGMENTS") == nullptr;
   return segments && winograd_segmented(tw);
 }
 
 int64_t conv_winograd_samples(int64_t OH, int64_t OW) {
-  const int64_t T = (OH / 2) * (OW / 2);
+  const int64_t T = std::max<int64_t>(1, ((OH + 1) / 2) * ((OW + 1) / 2));
   return T < kBlock ? kBlock / T : 1;
 }
 
@@ -342,7 +351,8 @@ __attribute__((target("avx512f"))) void conv_winograd(const float* pad, int64_t 
                                                       const float* U, const float* bias, float* y, int64_t M,
                                                       int64_t OH, int64_t OW, bool relu, float* scratch, int64_t slot,
                                                       int64_t slots, const float* res) {
-  const int64_t tw = OW / 2, th = OH / 2, T = th * tw, Hp = OH + 2, Wh = (OW + 3) / 2;
+  // (odd OH / OW: the last tile row / column half outside the map; conv_winograd_pad)
+  const int64_t tw = (OW + 1) / 2, th = (OH + 1) / 2, T = th * tw, Hp = 2 * th + 2, Wh = tw + 1;
   if (winograd_segmented(tw)) {
     const int64_t segs = samples * segments_per_sample(th, tw), blocks = (segs + 1) / 2;
     const int64_t k0 = slots > 0 ? blocks * slot / slots : 0, k1 = slots > 0 ? blocks * (slot + 1) / slots : blocks;

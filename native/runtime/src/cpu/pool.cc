@@ -20,9 +20,11 @@ class PoolKernel final : public Kernel {
 
   bool separable = false;  // max pooling in two passes (max_separable), scratch H x OW a thread
   bool avx512 = false;     // separable 3-wide stride-2 rows on simd::max3_stride2
+  // AVX-512, 3-wide stride-2 windows (squeezenet's and resnet's 3x3/2 pools): max_rows_first
+  bool rows_first = false;
   int threads = 1;
 
-  uint64_t workspace_floats(int64_t) const override { return separable ? uint64_t(threads * H * OW) : 0; }
+  uint64_t workspace_floats(int64_t) const override { return separable && !rows_first ? uint64_t(threads * H * OW) : 0; }
 
   void run(const RunCtx& c) const override {
     const float* X = x.at(c);
@@ -34,7 +36,8 @@ class PoolKernel final : public Kernel {
       c.pool->parallel_for(slots, 1, [&](int64_t s0, int64_t s1) {
         for (int64_t s = s0; s < s1; ++s)
           for (int64_t p = planes * s / slots; p < planes * (s + 1) / slots; ++p)
-            max_separable(X + p * H * W, Y + p * OH * OW, c.workspace + s * H * OW);
+            if (rows_first) max_rows_first(X + p * H * W, Y + p * OH * OW);
+            else max_separable(X + p * H * W, Y + p * OH * OW, c.workspace + s * H * OW);
       });
       return;
     }
@@ -92,6 +95,16 @@ class PoolKernel final : public Kernel {
         for (int64_t ow = 0; ow < OW; ++ow) yr[ow] = std::max(yr[ow], hr[ow]);
       }
     }
+  }
+
+  // 3-wide stride-2 windows, the rows first: for each output row, the max over its window's
+  // input rows (inside the map) then over the columns, in registers
+  // (simd::max3_stride2_pool), one pass over the input with no scratch, where max_separable
+  // wrote and re-read an H x OW plane. squeezenet1_1's three 3x3/2 pools (64 x 111², 128 x 55²,
+  // 256 x 27²): docs/native-cpu.md. The same floats as the other paths but for NaN (the order
+  // of the taps).
+  void max_rows_first(const float* x, float* y) const {
+    simd::max3_stride2_pool(x, H, W, OH, OW, kh, sh, dh, pt, pl, y);
   }
 
   void plane(const float* x, float* y) const {
@@ -227,6 +240,9 @@ std::unique_ptr<Kernel> make_pool(const BuildCtx& bc, const Op& op, Status* st, 
                                 k->dw == 1) &&
                  std::getenv("MEMLANE_POOL_NO_SEPARABLE") == nullptr;
   k->avx512 = simd::have_avx512();
+  // MEMLANE_POOL_NO_ROWS_FIRST=1 keeps them on max_separable (A/B timing; ctest runs both).
+  k->rows_first = k->separable && k->avx512 && k->kw == 3 && k->dw == 1 && k->sw == 2 &&
+                  std::getenv("MEMLANE_POOL_NO_ROWS_FIRST") == nullptr;
   k->threads = std::max(1, bc.threads);
   k->x = bc.ref(op.inputs[0]);
   k->y = bc.ref(op.outputs[0]);

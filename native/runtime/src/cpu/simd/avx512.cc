@@ -3,6 +3,8 @@
 #include "cpu/simd/avx512.h"
 
 #include <algorithm>
+#include <cfloat>
+#include <vector>
 #include <cmath>
 #include <cstdlib>
 
@@ -301,7 +303,73 @@ AVX512 void max3_stride2(const float* b, float* out, int64_t n) {
     const __m512 m = _mm512_max_ps(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi));
     _mm512_storeu_ps(out + i, _mm512_max_ps(m, _mm512_permutex2var_ps(lo2, even, hi2)));
   }
-  for (; i < n; ++i) out[i] = std::max(std::max(b[2 * i], b[2 * i + 1]), b[2 * i + 2]);
+  if (i < n) {  // the last r < 16 outputs: masked loads of the 2r + 1 floats they read
+    // (a scalar loop here was most of the work on 27-wide rows, 13 outputs and no full vector)
+    const int64_t r = n - i, avail = 2 * r + 1;
+    const float* p = b + 2 * i;
+    const auto mk = [&](int64_t from) { return tail_mask(std::clamp<int64_t>(avail - from, 0, 16)); };
+    const __m512 lo = _mm512_maskz_loadu_ps(mk(0), p), hi = _mm512_maskz_loadu_ps(mk(16), p + 16);
+    const __m512 lo2 = _mm512_maskz_loadu_ps(mk(2), p + 2), hi2 = _mm512_maskz_loadu_ps(mk(18), p + 18);
+    const __m512 m = _mm512_max_ps(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi));
+    _mm512_mask_storeu_ps(out + i, tail_mask(r), _mm512_max_ps(m, _mm512_permutex2var_ps(lo2, even, hi2)));
+  }
+}
+
+// Lanes [s, s + 16) of the max over the rows (K of them, or `count` where K = 0) of W floats,
+// -FLT_MAX outside [0, W) (masked loads at the edges: only the lanes inside are dereferenced,
+// so the base may lie before or past a row).
+template <int K>
+AVX512 inline __m512 bordered_max(const float* const* rows, int64_t count, int64_t W, int64_t s, __m512 lowest) {
+  const int64_t n = K > 0 ? K : count;
+  if (s >= 0 && s + 16 <= W) {  // (plain loads where the vector is inside: masked ones measured slower)
+    __m512 v = _mm512_loadu_ps(rows[0] + s);
+    for (int64_t k = 1; k < n; ++k) v = _mm512_max_ps(v, _mm512_loadu_ps(rows[k] + s));
+    return v;
+  }
+  const int64_t lo = std::clamp<int64_t>(-s, 0, 16), hi = std::clamp<int64_t>(W - s, lo, 16);
+  const __mmask16 m = __mmask16(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+  __m512 v = _mm512_mask_loadu_ps(lowest, m, rows[0] + s);
+  for (int64_t k = 1; k < n; ++k) v = _mm512_max_ps(v, _mm512_mask_loadu_ps(lowest, m, rows[k] + s));
+  return v;
+}
+
+template <int K>
+AVX512 inline void max3_stride2_row(const float* const* rows, int64_t count, int64_t W, int64_t pl, float* out,
+                                    int64_t n) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  const __m512 lowest = _mm512_set1_ps(-FLT_MAX);
+  __m512 a = bordered_max<K>(rows, count, W, -pl, lowest);
+  for (int64_t i = 0; i < n; i += 16) {
+    // a, b, c: b[2i ..], b[2i + 16 ..], b[2i + 32 ..] of the bordered row
+    const __m512 b = bordered_max<K>(rows, count, W, 2 * i + 16 - pl, lowest);
+    const __m512 c = bordered_max<K>(rows, count, W, 2 * i + 32 - pl, lowest);
+    const __m512 e = _mm512_permutex2var_ps(a, even, b), o = _mm512_permutex2var_ps(a, odd, b);
+    // taps 2: b[2i + 2 .. 2i + 32] by even lanes of the row shifted by two
+    const __m512 t1 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(b), _mm512_castps_si512(a), 2));
+    const __m512 t2 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(c), _mm512_castps_si512(b), 2));
+    const __m512 m = _mm512_max_ps(_mm512_max_ps(e, o), _mm512_permutex2var_ps(t1, even, t2));
+    _mm512_mask_storeu_ps(out + i, tail_mask(n - i), m);
+    a = c;
+  }
+}
+
+AVX512 void max3_stride2_pool(const float* x, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t kh, int64_t sh,
+                              int64_t dh, int64_t pt, int64_t pl, float* y) {
+  const float* rows[16];
+  std::vector<const float*> many;  // (windows of more than 16 rows)
+  const float** rp = kh <= 16 ? rows : (many.resize(size_t(kh)), many.data());
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < kh; ++i) {
+      const int64_t ih = oh * sh - pt + i * dh;
+      if (ih >= 0 && ih < H) rp[n++] = x + ih * W;
+    }
+    float* yr = y + oh * OW;
+    if (n == 3) max3_stride2_row<3>(rp, 3, W, pl, yr, OW);
+    else if (n > 0) max3_stride2_row<0>(rp, n, W, pl, yr, OW);
+    else std::fill(yr, yr + OW, -FLT_MAX);  // (a window of pad rows only)
+  }
 }
 
 #else  // not x86-64: have_avx512() is false, so these are never called.
@@ -315,6 +383,9 @@ void gelu(const float*, float*, int64_t) { std::abort(); }
 void gelu_tanh(const float*, float*, int64_t) { std::abort(); }
 void layernorm_rows(const float*, float*, int64_t, int64_t, const float*, const float*, float) { std::abort(); }
 void max3_stride2(const float*, float*, int64_t) { std::abort(); }
+void max3_stride2_pool(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float*) {
+  std::abort();
+}
 void row_means(const float*, int64_t, int64_t, float, float*) { std::abort(); }
 void sgemm_nn_rows(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, const float*,
                    const ConvAct&) {

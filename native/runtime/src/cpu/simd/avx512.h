@@ -53,7 +53,15 @@ void gemv_t(int64_t N, int64_t K, const float* a, const float* B, float* y, floa
 void row_means(const float* x, int64_t rows, int64_t n, float scale, float* out);
 
 // out[i] = max(b[2i], b[2i+1], b[2i+2]) for i < n (a 3-wide, stride-2 max pool row); reads
-// b[0 .. 2n] only.
+// b[0 .. 2n] only (the last n % 16 outputs by masked loads).
 void max3_stride2(const float* b, float* out, int64_t n);
+
+// A 3-wide, stride-2 max pool of one H x W plane into OH x OW (kh rows a window, row stride
+// sh, row dilation dh, pads pt / pl; ceil mode's last windows by OH / OW): each output row is
+// the max over its window's rows (inside the map) then over its columns, where columns
+// outside [0, W) count as -FLT_MAX, all in registers (a scratch row between the two maxima
+// cost a failed store-to-load forward a vector: the taps' odd-offset loads span two stores).
+void max3_stride2_pool(const float* x, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t kh, int64_t sh,
+                       int64_t dh, int64_t pt, int64_t pl, float* y);
 
 }  // namespace memlane::cpu::simd
