@@ -21,7 +21,7 @@ import type { PhaseReport, Report } from "../report/schema.ts";
 import { Phase } from "../transport/protocol.ts";
 import { REPO_ROOT } from "../workers/specs.ts";
 import { type Fit, fitLinear } from "./fit.ts";
-import { type Features, features, type ModelTerms, modelTerms, needsOrtLoad, type RunShape } from "./model-terms.ts";
+import { type Features, features, isOrtRuntime, type ModelTerms, modelTerms, type RunShape } from "./model-terms.ts";
 import { probeOrtLoad } from "./ort-load.ts";
 import { PROBES, type Probe, writeProbes } from "./probe-models.ts";
 
@@ -104,7 +104,7 @@ async function termsByRuntime(report: Report, terms: ModelTerms): Promise<(runti
   let probed: number | null | undefined;
   const byRuntime = new Map<string, ModelTerms>();
   for (const r of report.runtimes) {
-    if (!needsOrtLoad([r.name])) continue;  // held memory is an ORT runtime's term only
+    if (!isOrtRuntime(r.name)) continue;  // held memory is an ORT runtime's term only
     let held = measuredHeldMiB(report, r.name);
     if (held === null) held = probed !== undefined ? probed : (probed = (await probeOrtLoad(terms.file)).heldMiB);
     byRuntime.set(r.name, { ...terms, ortLoadHeldMiB: held });

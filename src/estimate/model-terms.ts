@@ -225,10 +225,11 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
       convBytes += t.dims.reduce((a, b) => a * b, 1) * elemBytes(t.isFloat);
     }
   }
-  const noNativeLoad = { nativeLoadMiB: null, nativeReleasedMiB: null, ...(nativeLoad ? { nativeLoadUnavailable: "the compiler refused the model" } : {}) };
-  const weights = { file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, ortLoadHeldMiB: null, ...noNativeLoad };
+  // Without a plan there is nothing for the native load probe to load; why is the compile error.
+  const noPlan = nativeLoad ? { nativeLoadUnavailable: "no plan to load (the compile error above)" } : {};
+  const weights = { file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, ortLoadHeldMiB: null, nativeLoadMiB: null, nativeReleasedMiB: null };
   const unplanned = { arenaPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null, nativeChunkable: null };
-  if (feedError !== null) return { ...weights, ...unplanned, ortPatternPerSampleMiB: null, ortTracePerSample: null, compileError: feedError };
+  if (feedError !== null) return { ...weights, ...noPlan, ...unplanned, ortPatternPerSampleMiB: null, ortTracePerSample: null, compileError: feedError };
   let ortPatternPerSampleMiB: number | null = null;
   let ortTracePerSample: TraceEvent[] | null = null;
   try {
@@ -251,7 +252,7 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
       compileError: null,
     };
   } catch (err) {
-    return { ...weights, ...unplanned, ortPatternPerSampleMiB, ortTracePerSample, compileError: (err as Error).message.split("\n")[0]! };
+    return { ...weights, ...noPlan, ...unplanned, ortPatternPerSampleMiB, ortTracePerSample, compileError: (err as Error).message.split("\n")[0]! };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -268,8 +269,10 @@ async function nativeLoadTerms(planPath: string): Promise<Pick<ModelTerms, "nati
 }
 
 const ORT_RUNTIMES = new Set(["python-ort", "node-ort"]);
+/** Whether a runtime is one of the ONNX Runtime bindings (held memory, the arena replay). */
+export const isOrtRuntime = (runtime: string): boolean => ORT_RUNTIMES.has(runtime);
 /** Whether a runtime's estimate needs the ORT load probe (`modelTerms(..., { ortLoad: true })`). */
-export const needsOrtLoad = (runtimes: Iterable<string>): boolean => [...runtimes].some((r) => ORT_RUNTIMES.has(r));
+export const needsOrtLoad = (runtimes: Iterable<string>): boolean => [...runtimes].some(isOrtRuntime);
 /** The load probes an estimate of these runtimes needs, as modelTerms' options. */
 export const loadProbesFor = (runtimes: Iterable<string>): { ortLoad: boolean; nativeLoad: boolean } => {
   const rs = [...runtimes];

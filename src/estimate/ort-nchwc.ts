@@ -1,6 +1,6 @@
 /**
  * ONNX Runtime's NCHWc layout transformer (level "all", on CPUs where MLAS has an NCHWc block:
- * 16 channels with AVX-512, 8 with AVX2), as the memory-pattern replay (ort-pattern.ts) needs
+ * 16 channels with AVX-512, 8 on other x86-64), as the memory-pattern replay (ort-pattern.ts) needs
  * it: which tensors it pads to a whole number of channel blocks, and the reorder copies it adds
  * where a blocked tensor meets an op that reads the plain layout (or the reverse). The rules
  * are ORT's (onnxruntime/core/optimizer/nchwc_transformer.cc), restated for the lowered graph:
@@ -28,11 +28,17 @@ import { readFileSync } from "node:fs";
 import type { LNode } from "../compiler/ir.ts";
 import { CONV_SUM, QUICK_GELU } from "./ort-fusions.ts";
 
-/** MLAS's NCHWc block on this CPU (MlasNchwcGetBlockSize): 16 with AVX-512F, 8 with AVX2, else 1 (no transform). */
-export function nchwcBlockSize(cpuinfo: string = readCpuinfo()): number {
+/**
+ * MLAS's NCHWc block on this CPU (MlasNchwcGetBlockSize): on x86-64 8 (its SSE2 baseline
+ * already has NCHWc kernels) or 16 with AVX-512F; elsewhere 1 (no transform). Read once.
+ */
+export function nchwcBlockSize(cpuinfo?: string, arch: string = process.arch): number {
+  if (cpuinfo === undefined) return (cachedBlock ??= nchwcBlockSize(readCpuinfo(), arch));
+  if (arch !== "x64") return 1;
   const flags = new Set((/^flags\s*:\s*(.*)$/m.exec(cpuinfo)?.[1] ?? "").split(/\s+/));
-  return flags.has("avx512f") ? 16 : flags.has("avx2") ? 8 : 1;
+  return flags.has("avx512f") ? 16 : 8;
 }
+let cachedBlock: number | undefined;
 
 function readCpuinfo(): string {
   try {
@@ -132,9 +138,20 @@ export function ortNchwc(nodes: readonly LNode[], graphOutputs: readonly string[
         // Else any input channels, padded (ORT 1.32 runs mobilenet_v3_small's 72 -> 24 projection
         // on the 80 channels its depthwise conv wrote, and reorders a plain 24-channel map in).
         else if (ic < block) plainIn = true;
-        // The residual sum is another blocked tensor of the same channels (else ORT leaves a plain Add).
+        // ORT fuses the residual Add into the blocked conv only when the sum is blocked with the
+        // conv's channels (TransformBinary); else the conv runs blocked, is copied back, and a
+        // plain Add follows.
         const sum = n.op === CONV_SUM ? n.inputs.at(-1) : undefined;
-        if (ok && sum !== undefined && inBlocked(sum)?.channels !== oc) ok = false;
+        if (ok && sum !== undefined && inBlocked(sum)?.channels !== oc) {
+          const conv = `${o}:conv`;
+          blocked.set(`${conv}#nchwc`, { of: o, scale: roundUp(oc, block) / oc });
+          blocked.set(conv, { of: o, scale: 1 }); // the plain copy: the Add's shape
+          const input = plainIn ? plainInput(x) : blockedInput(x);
+          out.push({ ...n, op: "Conv", inputs: [input, ...n.inputs.slice(1, -1)], outputs: [`${conv}#nchwc`] });
+          out.push({ op: REORDER_OUT, name: `${conv}:reorder-out`, inputs: [`${conv}#nchwc`], outputs: [conv], attrs: {} });
+          out.push({ op: "Add", name: o, inputs: [conv, plainInput(sum)], outputs: [o], attrs: {} });
+          continue;
+        }
         if (ok) {
           const inputs = [plainIn ? plainInput(x) : blockedInput(x), ...n.inputs.slice(1)];
           if (sum !== undefined) inputs[inputs.length - 1] = asBlocked.get(sum)!.name;

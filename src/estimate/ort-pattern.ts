@@ -17,6 +17,10 @@
  *    (onnxruntime/core/framework/mem_pattern_planner.h). A reused buffer keeps its place for
  *    the union of its values' lives, which pins it and fragments the block.
  *
+ * Before both, ORT's graph rewrites: its fusions (ort-fusions.ts) and, on x86-64, its NCHWc
+ * layout (ort-nchwc.ts): blocked tensors, renamed `t#nchwc`, take their plain tensor's bytes
+ * with the channels padded, and the reorder copies it adds are buffers of their own.
+ *
  * Graph inputs, weights and graph outputs are not part of the pattern. Sizes are per sample
  * (a tensor without the batch counts 0): the pattern of these graphs scales with the batch.
  */

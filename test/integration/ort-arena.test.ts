@@ -10,7 +10,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadOnnx } from "../../src/compiler/load.ts";
 import { replayOrtArena } from "../../src/estimate/ort-arena.ts";
-import { nchwcBlockSize } from "../../src/estimate/ort-nchwc.ts";
+import { HAS_AVX512F } from "../fixtures/cpu-flags.ts";
 import { ortRunTracePerSample } from "../../src/estimate/ort-pattern.ts";
 import { pythonPath, REPO_ROOT } from "../fixtures/onnx/models.ts";
 import { exportZooArchs } from "../fixtures/zoo-export.ts";
@@ -40,7 +40,7 @@ describe("ORT's CPU arena, replayed from the simulated trace", () => {
 
   // ORT's NCHWc layout pads 24 channels to 32 and copies between layouts (ort-nchwc.ts); without
   // the rewrite the replay took regions of 1, 32 and 32 MiB where ORT takes 1, 2, 32, 32 and 64.
-  it.skipIf(nchwcBlockSize() !== 16)("a CNN whose tensors ORT pads and reorders (NCHWc, AVX-512): the regions ORT takes", async () => {
+  it.skipIf(!HAS_AVX512F)("a CNN whose tensors ORT pads and reorders (NCHWc, AVX-512): the regions ORT takes", async () => {
     const onnx = path.join(dir, "nchwc.onnx");
     const batches = [1, 64];
     expect(replayOrtArena(ortRunTracePerSample(loadOnnx(onnx)), batches).regions).toEqual(await ortRegions(onnx, batches));

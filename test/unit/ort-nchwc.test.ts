@@ -64,20 +64,24 @@ describe("ORT's NCHWc rewrite", () => {
     expect(r.blocked.get("d#nchwc")!.scale).toBe(80 / 72);
   });
 
-  it("adds a residual into a blocked conv only when the sum is blocked with the conv's channels", () => {
+  it("adds a residual into a blocked conv only when the sum is blocked with the conv's channels, else a plain Add follows", () => {
     const g = graph({ w: [32, 32, 3, 3] }, { a: 32, b: 32, c: 32 });
     const blockedSum = ortNchwc([node("Conv", ["a", "w"], ["b"]), node("ort:ConvSum", ["b", "w", "b"], ["c"])], ["c"], g, 16);
     expect(ops(blockedSum.nodes).slice(1, 3)).toEqual(["Conv(a#reorder-in)->b#nchwc", "ort:ConvSum(b#nchwc,b#nchwc)->c#nchwc"]);
     const plainSum = ortNchwc([node("ort:ConvSum", ["a", "w", "b"], ["c"])], ["c"], g, 16);
-    expect(ops(plainSum.nodes)).toEqual(["ort:ConvSum(a,b)->c"]);
+    expect(ops(plainSum.nodes)).toEqual([
+      "ort:ReorderInput(a)->a#reorder-in", "Conv(a#reorder-in)->c:conv#nchwc", "ort:ReorderOutput(c:conv#nchwc)->c:conv", "Add(c:conv,b)->c",
+    ]);
+    expect(plainSum.blocked.get("c:conv#nchwc")).toEqual({ of: "c", scale: 1 });
   });
 
   it("changes nothing where MLAS has no NCHWc block, and reads the block from the CPU's flags", () => {
     const g = graph({ w1: [24, 3, 3, 3] }, { x: 3, c1: 24 });
     const nodes = [node("Conv", ["x", "w1"], ["c1"])];
     expect(ortNchwc(nodes, ["c1"], g, 1)).toEqual({ nodes, blocked: new Map() });
-    expect(nchwcBlockSize("flags\t: fpu sse2 avx avx2 avx512f avx512bw\n")).toBe(16);
-    expect(nchwcBlockSize("flags\t: fpu sse2 avx avx2 fma\n")).toBe(8);
-    expect(nchwcBlockSize("flags\t: fp asimd\n")).toBe(1);
+    expect(nchwcBlockSize("flags\t: fpu sse2 avx avx2 avx512f avx512bw\n", "x64")).toBe(16);
+    expect(nchwcBlockSize("flags\t: fpu sse2 avx avx2 fma\n", "x64")).toBe(8);
+    expect(nchwcBlockSize("flags\t: fpu sse2\n", "x64")).toBe(8); // MLAS's SSE2 baseline has NCHWc kernels too
+    expect(nchwcBlockSize("Features\t: fp asimd\n", "arm64")).toBe(1);
   });
 });

@@ -12,9 +12,15 @@
 // Node-API equivalent. It builds against the running node's own headers (/usr/include/node);
 // where they lack v8.h it does nothing and says so (false).
 #include <napi.h>
-#if __has_include(<v8.h>)
+// V8's headers from Node 23 on need C++20, and the addon builds as C++17: there, and where the
+// headers lack v8.h, the function is built without V8 and does nothing (false), so one file
+// never stops the rest of the addon from building.
+#if __has_include(<v8.h>) && __has_include(<node_version.h>)
+#include <node_version.h>
+#if NODE_MAJOR_VERSION < 23 || __cplusplus >= 202002L
 #include <v8.h>
 #define MEMLANE_HAVE_V8_H 1
+#endif
 #endif
 
 #include "class_registry.h"

@@ -102,7 +102,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     `arena ${terms.arenaPerSampleMiB === null ? "unknown" : `${num(terms.arenaPerSampleMiB, 3)} MiB`} a sample ` +
     `(ORT's memory pattern ${terms.ortPatternPerSampleMiB === null ? "unknown" : `${num(terms.ortPatternPerSampleMiB, 3)} MiB`}); batch up to ${run.maxBatch}, ${run.evalSamples} eval samples`);
   if (terms.ortLoadUnavailable) io.out(`  held by malloc after ORT's load: unavailable (${terms.ortLoadUnavailable}); python-ort and node-ort leave that term out`);
-  if (terms.nativeLoadUnavailable) io.out(`  memlane-rt's load: unavailable (${terms.nativeLoadUnavailable}); native leaves its repacked weights out`);
+  if (terms.nativeLoadUnavailable && !terms.compileError) io.out(`  memlane-rt's load: unavailable (${terms.nativeLoadUnavailable}); native leaves its repacked weights out`);
   if (terms.compileError) io.out(`  activations unknown (memlane's compiler refused the model: ${terms.compileError}); the activation and eval-set terms are left out`);
   for (const e of estimates) {
     if (!e) continue;
