@@ -36,6 +36,13 @@ describe.skipIf(unavailable !== undefined)("ranks on two hosts (two network name
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
+  /**
+   * torch.distributed.run's log folders a host's launcher made in TMPDIR since `before`: a
+   * joiner has no run scratch, so memlane gives the launcher a folder of its own and removes it.
+   */
+  const launcherLogsLeft = (before: ReadonlySet<string>) =>
+    readdirSync(os.tmpdir()).filter((n) => /^(torchelastic_|memlane-rank-logs-)/.test(n) && !before.has(n));
+
   /** `memlane run` in namespace A and the join command line for B; GLOO_SOCKET_IFNAME: the veth, not the hostname's address. */
   function start(name: string, env: Record<string, string> = {}) {
     const rdzv = `${pair.a.addr}:29500`;
@@ -48,6 +55,7 @@ describe.skipIf(unavailable !== undefined)("ranks on two hosts (two network name
   }
 
   it("2 nodes x 1 gloo DDP rank: one report with each rank's host; a joiner with another key is refused", async () => {
+    const tmpBefore = new Set(readdirSync(os.tmpdir()));
     const { orchestrator, join, out } = start("ok");
     await orchestrator.waitFor(/on each other host run: memlane join/, 60_000);
     const strangerKey = path.join(dir, "stranger.json");
@@ -76,12 +84,14 @@ describe.skipIf(unavailable !== undefined)("ranks on two hosts (two network name
     // The stranger's handshakes were refused at the remote broker, and counted in the report
     // (other kinds may be counted beside them, e.g. unknown-peer, as far as its connection got).
     expect(report.notes?.find((n) => n.startsWith("remote broker"))).toMatch(/message\(s\) refused \((?:[^)]*, )?\d+ curve[,)]/);
+    expect(launcherLogsLeft(tmpBefore)).toEqual([]);
     expect(await expectNoneLeft(orchestrator.tag)).toEqual([]);
     expect(await expectNoneLeft(joiner.tag)).toEqual([]);
     expect(pair.pids()).toEqual([]);
   }, 300_000);
 
   it("a rank killed on the other host fails the stage naming rank, host, pid and signal; the joiner exits, nothing is left", async () => {
+    const tmpBefore = new Set(readdirSync(os.tmpdir()));
     const { orchestrator, join } = start("kill", { MEMLANE_TEST_EPOCHS: "40" });
     await orchestrator.waitFor(/on each other host run: memlane join/, 60_000);
     const joiner = join();
@@ -95,6 +105,7 @@ describe.skipIf(unavailable !== undefined)("ranks on two hosts (two network name
     expect(o.code, orchestrator.stderr()).toBe(1);
     expect(orchestrator.stderr(), `joiner:\n${joiner.stderr()}`).toContain(`rank 1 (local rank 0) on host ${HOST_B}, pid ${rank}, killed by SIGKILL`);
     expect(j.code, joiner.stderr()).toBe(0);
+    expect(launcherLogsLeft(tmpBefore)).toEqual([]);
     expect(await expectNoneLeft(orchestrator.tag)).toEqual([]);
     expect(await expectNoneLeft(joiner.tag)).toEqual([]);
     expect(pair.pids()).toEqual([]);

@@ -49,6 +49,9 @@ describe("distributed stage pieces", () => {
     expect(args.slice(0, 3)).toEqual(["-u", "-m", "memlane_worker.launcher"]); // torch.distributed.run's main
     expect([opt("--rdzv-backend"), opt("--max-restarts"), opt("--nproc-per-node"), opt("--rdzv-conf")]).toEqual(["c10d", "3", "2", "is_host=1"]);
     expect(args.slice(-3)).toEqual(["-m", "memlane_worker", "--rank-from-env"]);
+    // A log folder memlane removes, else torch makes torchelastic_* in TMPDIR and leaves it.
+    expect(launcherArgs({ nproc: 1, nnodes: 1, rdzvEndpoint: "127.0.0.1:1", rdzvId: "r", isHost: true, maxRestarts: 0 }, "/x/logs")).toContain("--log-dir");
+    expect(args).not.toContain("--log-dir");
     // Several hosts: the static rendezvous with this host's node rank (rank 0 stays on node 0).
     const multi = launcherArgs({ nproc: 1, nnodes: 2, rdzvEndpoint: "10.0.0.1:29500", rdzvId: "r", isHost: false, maxRestarts: 0, nodeRank: 1 });
     const mopt = (k: string) => multi[multi.indexOf(k) + 1];

@@ -17,6 +17,8 @@ import { REPO_ROOT, venvPython } from "../../workers/specs.ts";
 import { ENV_MAX_MESSAGE_BYTES, ENV_PARENT_PID, ENV_WORKER_KEY } from "../../transport/protocol.ts";
 import { ChildWatcher } from "./children.ts";
 import { parseRootCause, type RankFailure } from "./failure.ts";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 export interface LaunchOptions {
@@ -76,7 +78,7 @@ const LAUNCHER_STOP_GRACE_MS = 5000;
 const STDERR_TAIL_BYTES = 256 * 1024;
 
 /** The launcher's argv after the interpreter: torch.distributed.run's options, then the worker's. */
-export function launcherArgs(o: Pick<LaunchOptions, "nproc" | "nnodes" | "rdzvEndpoint" | "rdzvId" | "isHost" | "maxRestarts" | "nodeRank">): string[] {
+export function launcherArgs(o: Pick<LaunchOptions, "nproc" | "nnodes" | "rdzvEndpoint" | "rdzvId" | "isHost" | "maxRestarts" | "nodeRank">, logDir?: string): string[] {
   const rendezvous = o.nodeRank === undefined
     ? ["--rdzv-backend", "c10d", "--rdzv-endpoint", o.rdzvEndpoint, "--rdzv-id", o.rdzvId, "--rdzv-conf", `is_host=${o.isHost ? 1 : 0}`]
     : ["--rdzv-backend", "static", "--rdzv-endpoint", o.rdzvEndpoint, "--rdzv-id", o.rdzvId, "--node-rank", String(o.nodeRank)];
@@ -89,6 +91,9 @@ export function launcherArgs(o: Pick<LaunchOptions, "nproc" | "nnodes" | "rdzvEn
     "--max-restarts", String(o.maxRestarts),
     // Notice a dead rank within 0.1 s (the default in torch 2.13, said out loud).
     "--monitor-interval", "0.1",
+    // Its per-attempt log folders: without one it makes torchelastic_* in TMPDIR and never
+    // removes it (a `memlane join` host has no run scratch to hold it).
+    ...(logDir !== undefined ? ["--log-dir", logDir] : []),
     "-m", "memlane_worker", "--rank-from-env",
     // WorkerProcess appends `--connect <endpoint> --name <stage>`: the worker's own options.
   ];
@@ -96,7 +101,10 @@ export function launcherArgs(o: Pick<LaunchOptions, "nproc" | "nnodes" | "rdzvEn
 
 export function launchRanks(o: LaunchOptions): RankLauncher {
   const python = venvPython();
-  const args = launcherArgs(o);
+  // Removed once the launcher is gone (or at exit, with killNow).
+  const logDir = mkdtempSync(join(o.env.TMPDIR ?? tmpdir(), "memlane-rank-logs-"));
+  const removeLogDir = (): void => rmSync(logDir, { recursive: true, force: true });
+  const args = launcherArgs(o, logDir);
   // The caller's variables first: the launcher's own settings are not theirs to replace.
   const env = {
     ...o.env,
@@ -115,7 +123,10 @@ export function launchRanks(o: LaunchOptions): RankLauncher {
     env: { [ENV_WORKER_KEY]: Buffer.from(o.stageKey).toString("hex"), [ENV_MAX_MESSAGE_BYTES]: String(o.maxMessageBytes) },
   });
   const pid = proc.pid;
-  if (pid === undefined) throw new Error(`could not start torch.distributed.run for stage "${o.stage}" (${python})`);
+  if (pid === undefined) {
+    removeLogDir();
+    throw new Error(`could not start torch.distributed.run for stage "${o.stage}" (${python})`);
+  }
   o.onProcess?.({ pid, label: `${o.stage}:launcher`, exited: proc.exited });
   let seq = 0;
   // Every 250 ms: a rank spends longer than that starting Python before it allocates anything,
@@ -124,11 +135,13 @@ export function launchRanks(o: LaunchOptions): RankLauncher {
   const killNow = (): void => {
     proc.killNow();
     watcher.killAll();
+    removeLogDir();
   };
   const exited = proc.exited.then((info) => {
     // The launcher is gone: whatever it left running (it was SIGKILLed) goes now.
     watcher.killAll();
     watcher.close();
+    removeLogDir();
     const stderrTail = proc.stderrTail();
     return { exitCode: info.exitCode, signal: info.signal, failure: parseRootCause(stderrTail), stderrTail };
   });
