@@ -30,7 +30,9 @@ step "fault suite (seeded: MEMLANE_FAULT_SEED replays, MEMLANE_FAULT_SCALE multi
 npx vitest run --config vitest.fault.config.ts 2>&1 | tee -a "$STEP_LOG" || failed "fault suite"
 
 step "pytest"
-.venv/bin/python -m pytest python/tests -q 2>&1 | tee -a "$STEP_LOG" || failed "pytest"
+# pytest's tmp_path folders go inside the suite's cache (removed at exit), not into pytest-of-$USER
+# in TMPDIR, which pytest keeps after the run.
+.venv/bin/python -m pytest python/tests -q --basetemp "$MEMLANE_TEST_CACHE/pytest" 2>&1 | tee -a "$STEP_LOG" || failed "pytest"
 
 if [ -f native/build/CTestTestfile.cmake ]; then
   step "ctest"
