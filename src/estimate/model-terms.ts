@@ -4,7 +4,7 @@
  * own arena rule, and the per-sample figure ORT's planner approaches with exact-size reuse),
  * and the eval set a benchmark holds (inputs and outputs of every eval sample). All in MiB.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { compileOnnx } from "../compiler/compile.ts";
@@ -245,7 +245,7 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
     return {
       nativeChunkable: chunkable,
       ...weights,
-      ...(nativeLoad ? await nativeLoadTerms(s.planPath) : {}),
+      ...(nativeLoad ? await nativeLoadTerms(onnxPath, inputShapes, s.planPath) : {}),
       arenaPerSampleMiB: s.arenaBytesPerSample / MIB, ortPatternPerSampleMiB, ortTracePerSample,
       ioPerSampleMiB: (bytesPerSample(s.inputs) + bytesPerSample(s.outputs)) / MIB,
       outputPerSampleMiB: bytesPerSample(s.outputs) / MIB,
@@ -259,7 +259,21 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
 }
 
 /** The native load probe's figures, or why there are none (its failure must not take the graph's terms with it). */
-async function nativeLoadTerms(planPath: string): Promise<Pick<ModelTerms, "nativeLoadMiB" | "nativeReleasedMiB" | "nativeLoadUnavailable">> {
+async function nativeLoadTerms(onnxPath: string, inputShapes: Record<string, number[]> | undefined, planPath: string): Promise<NativeLoadTerms> {
+  // One probe per model file version and fed shapes in a process: a run's memory plan (before
+  // its stages) and its report's estimate (after) ask for the same; a failure is asked again.
+  const st = statSync(onnxPath);
+  const key = JSON.stringify([onnxPath, st.size, st.mtimeMs, inputShapes ?? null]);
+  const known = nativeLoadMemo.get(key);
+  if (known) return known;
+  const terms = await probedNativeLoadTerms(planPath);
+  if (terms.nativeLoadMiB !== null) nativeLoadMemo.set(key, terms);
+  return terms;
+}
+type NativeLoadTerms = Pick<ModelTerms, "nativeLoadMiB" | "nativeReleasedMiB" | "nativeLoadUnavailable">;
+const nativeLoadMemo = new Map<string, NativeLoadTerms>();
+
+async function probedNativeLoadTerms(planPath: string): Promise<NativeLoadTerms> {
   try {
     const p = await probeNativeLoad(planPath);
     return { nativeLoadMiB: p.loadMiB, nativeReleasedMiB: p.releasedMiB, nativeLoadUnavailable: undefined };

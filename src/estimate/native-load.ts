@@ -12,7 +12,7 @@
  * plus a worker start. The same load gives the same figure (resnet18: +16.78 MiB at max batch
  * 1, 8 and 64: the arena is reserved, not touched, at load).
  */
-import { Supervisor } from "../workers/index.ts";
+import { inFreshWorker } from "../workers/fresh-worker.ts";
 import type { PhaseMark } from "../transport/protocol.ts";
 import { workerSpecs } from "../workers/specs.ts";
 
@@ -43,18 +43,10 @@ export function checkedNativeLoad(marks: readonly PhaseMark[], value: unknown): 
 }
 
 /** Loads `planPath` in a fresh memlane-rt worker (CPU, `threads`) and reads what the load left. */
-export async function probeNativeLoad(planPath: string, opts: { threads?: number } = {}): Promise<NativeLoadProbe> {
-  const sup = await Supervisor.start();
-  try {
-    const w = await sup.spawn(workerSpecs.memlaneRt({ name: "estimate-native-load" }));
-    try {
-      const marks: PhaseMark[] = [];
-      const r = await w.run("load", { model: planPath, maxBatch: 1, threads: opts.threads ?? 1, device: "cpu" }, { timeoutMs: 120_000, onPhase: (m) => marks.push(m) });
-      return checkedNativeLoad(marks, r.value);
-    } finally {
-      await w.stop();
-    }
-  } finally {
-    await sup.close();
-  }
+export function probeNativeLoad(planPath: string, opts: { threads?: number } = {}): Promise<NativeLoadProbe> {
+  return inFreshWorker(workerSpecs.memlaneRt({ name: "estimate-native-load" }), async (w) => {
+    const marks: PhaseMark[] = [];
+    const r = await w.run("load", { model: planPath, maxBatch: 1, threads: opts.threads ?? 1, device: "cpu" }, { timeoutMs: 120_000, onPhase: (m) => marks.push(m) });
+    return checkedNativeLoad(marks, r.value);
+  });
 }

@@ -24,28 +24,17 @@
  * channels: ORT's pattern block at batch 1 is those two together (2809856 bytes at 224 px), and
  * its channel shuffles copy every block out and back again.
  */
-import { readFileSync } from "node:fs";
 import type { LNode } from "../compiler/ir.ts";
+import { cpuFlags } from "./cpu-flags.ts";
 import { CONV_SUM, QUICK_GELU } from "./ort-fusions.ts";
 
 /**
  * MLAS's NCHWc block on this CPU (MlasNchwcGetBlockSize): on x86-64 8 (its SSE2 baseline
- * already has NCHWc kernels) or 16 with AVX-512F; elsewhere 1 (no transform). Read once.
+ * already has NCHWc kernels) or 16 with AVX-512F; elsewhere 1 (no transform).
  */
-export function nchwcBlockSize(cpuinfo?: string, arch: string = process.arch): number {
-  if (cpuinfo === undefined) return (cachedBlock ??= nchwcBlockSize(readCpuinfo(), arch));
+export function nchwcBlockSize(flags: ReadonlySet<string> = cpuFlags(), arch: string = process.arch): number {
   if (arch !== "x64") return 1;
-  const flags = new Set((/^flags\s*:\s*(.*)$/m.exec(cpuinfo)?.[1] ?? "").split(/\s+/));
   return flags.has("avx512f") ? 16 : 8;
-}
-let cachedBlock: number | undefined;
-
-function readCpuinfo(): string {
-  try {
-    return readFileSync("/proc/cpuinfo", "utf8");
-  } catch {
-    return "";
-  }
 }
 
 export interface NchwcGraph {

@@ -4,7 +4,7 @@
  * to the run's batch (python/memlane_worker/tasks/estimate_torch.py). torch runs a module,
  * not an ONNX file, so these come from a short-lived Python worker rather than the graph.
  */
-import { Supervisor } from "../workers/index.ts";
+import { inFreshWorker } from "../workers/fresh-worker.ts";
 import { workerSpecs } from "../workers/specs.ts";
 import type { Optimizer } from "./torch-estimate.ts";
 
@@ -66,25 +66,17 @@ interface RawTerms {
  * pool of the run it stands for: per-thread allocations are part of what the short run measures.
  */
 export async function torchTerms(arch: string, data: DataSource = "none", run?: ProbeRun): Promise<TorchTerms> {
-  const sup = await Supervisor.start();
   const threads = String(run?.threads ?? 1);
-  try {
-    const w = await sup.spawn(workerSpecs.python({ name: "estimate-probe", env: { OMP_NUM_THREADS: threads, MKL_NUM_THREADS: threads } }));
-    try {
-      const { mode, ...shape } = run ?? { mode: "none" };
-      const args = { arch, data, threads: Number(threads), run: mode, ...shape };
-      const r = (await w.run("estimate.torch", args, { timeoutMs: 300_000 })).value as unknown as RawTerms;
-      return {
-        arch: r.arch, params: r.params, paramMiB: r.paramBytes / MIB, bufferMiB: r.bufferBytes / MIB,
-        probeBatches: r.probeBatches, probes: r.probes, dataMiB: r.dataMiB, runMiB: r.runMiB, runFirstMiB: r.runFirstMiB, distImportMiB: r.distImportMiB ?? null,
-        inputElements: r.inputElements, inputBytesPerElement: r.inputBytesPerElement,
-      };
-    } finally {
-      await w.stop();
-    }
-  } finally {
-    await sup.close();
-  }
+  return inFreshWorker(workerSpecs.python({ name: "estimate-probe", env: { OMP_NUM_THREADS: threads, MKL_NUM_THREADS: threads } }), async (w) => {
+    const { mode, ...shape } = run ?? { mode: "none" };
+    const args = { arch, data, threads: Number(threads), run: mode, ...shape };
+    const r = (await w.run("estimate.torch", args, { timeoutMs: 300_000 })).value as unknown as RawTerms;
+    return {
+      arch: r.arch, params: r.params, paramMiB: r.paramBytes / MIB, bufferMiB: r.bufferBytes / MIB,
+      probeBatches: r.probeBatches, probes: r.probes, dataMiB: r.dataMiB, runMiB: r.runMiB, runFirstMiB: r.runFirstMiB, distImportMiB: r.distImportMiB ?? null,
+      inputElements: r.inputElements, inputBytesPerElement: r.inputBytesPerElement,
+    };
+  });
 }
 
 /** The terms of a train stage: its data, and a short run of its steps and eval forward. */

@@ -2,6 +2,7 @@
 // which tensors are blocked and padded, and where the reorder copies go.
 import { describe, expect, it } from "vitest";
 import type { LNode } from "../../src/compiler/ir.ts";
+import { parseCpuFlags } from "../../src/estimate/cpu-flags.ts";
 import { nchwcBlockSize, ortNchwc } from "../../src/estimate/ort-nchwc.ts";
 
 const node = (op: string, inputs: string[], outputs: string[], attrs: LNode["attrs"] = {}): LNode => ({ op, name: outputs[0]!, inputs, outputs, attrs });
@@ -79,9 +80,9 @@ describe("ORT's NCHWc rewrite", () => {
     const g = graph({ w1: [24, 3, 3, 3] }, { x: 3, c1: 24 });
     const nodes = [node("Conv", ["x", "w1"], ["c1"])];
     expect(ortNchwc(nodes, ["c1"], g, 1)).toEqual({ nodes, blocked: new Map() });
-    expect(nchwcBlockSize("flags\t: fpu sse2 avx avx2 avx512f avx512bw\n", "x64")).toBe(16);
-    expect(nchwcBlockSize("flags\t: fpu sse2 avx avx2 fma\n", "x64")).toBe(8);
-    expect(nchwcBlockSize("flags\t: fpu sse2\n", "x64")).toBe(8); // MLAS's SSE2 baseline has NCHWc kernels too
-    expect(nchwcBlockSize("Features\t: fp asimd\n", "arm64")).toBe(1);
+    expect(nchwcBlockSize(parseCpuFlags("flags\t: fpu sse2 avx avx2 avx512f avx512bw\n"), "x64")).toBe(16);
+    expect(nchwcBlockSize(parseCpuFlags("flags\t: fpu sse2 avx avx2 fma\n"), "x64")).toBe(8);
+    expect(nchwcBlockSize(parseCpuFlags("flags\t: fpu sse2\n"), "x64")).toBe(8); // MLAS's SSE2 baseline has NCHWc kernels too
+    expect(nchwcBlockSize(parseCpuFlags("Features\t: fp asimd\n"), "arm64")).toBe(1);
   });
 });
