@@ -10,6 +10,7 @@
 #include "cpu/kernel.h"
 #include "cpu/sgemm_pool.h"
 #include "cpu/simd/avx512.h"
+#include "cpu/simd/gemm_t_rows.h"
 #include "cpu/vmath.h"
 
 namespace memlane::cpu {
@@ -28,7 +29,7 @@ class GemmKernel final : public Kernel {
   // MatMul only: the fused epilogue (bias on every row, then Gelu) and the kernel choice.
   const float* ebias = nullptr;
   bool egelu = false, egelu_tanh = false, simd_path = false;
-  bool gemv_path = false;  // Gemm with transB on AVX-512: one row of A takes simd::gemv_t
+  bool gemv_path = false;  // Gemm with transB on AVX-512: one row of A takes simd::gemv_t, a few simd::gemm_t_rows
 
   // Rows a block: A's block (64 x K floats) stays in L1 while every column panel reads it.
   static constexpr int64_t kRowBlock = 64;
@@ -74,9 +75,33 @@ class GemmKernel final : public Kernel {
     });
   }
 
+  // A few rows of A against B^T (a classifier over a whole batch: cpu_backend's batch tail):
+  // simd::gemm_t_rows reads each row of B once for all of them, threads splitting the columns
+  // in blocks of 64 as run_gemv.
+  void run_rows(const RunCtx& c, int64_t M) const {
+    const float* A = a.at(c);
+    float* Y = y.at(c);
+    const float* C = c_is_act ? cact.at(c) : nullptr;
+    const int64_t blocks = (N + 63) / 64;
+    const int64_t grain = std::max<int64_t>(1, kMinMacsPerThread / 4 / std::max<int64_t>(1, 64 * K * M));
+    c.pool->parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
+      const int64_t j0 = b0 * 64, j1 = std::min(N, b1 * 64);
+      simd::gemm_t_rows(M, j0, j1, K, A, b, Y, N, alpha, beta, cw && cw_cols == N ? cw : nullptr);
+      for (int64_t r = 0; r < M; ++r) {
+        float* yr = Y + r * N;
+        if (C)
+          for (int64_t j = j0; j < j1; ++j) yr[j] += beta * C[r * N + j];
+        if (cw && cw_cols != N)
+          for (int64_t j = j0; j < j1; ++j) yr[j] += beta * cw[0];
+        if (relu) relu_inplace(yr + j0, j1 - j0);
+      }
+    });
+  }
+
   void run(const RunCtx& c) const override {
     const int64_t M = rows_per_sample * c.batch;
     if (gemv_path && M == 1) return run_gemv(c);
+    if (gemv_path && M <= simd::kGemmTRowsMax) return run_rows(c, M);
     if (simd_path) {
       run_simd(c, M);
       return;
