@@ -71,6 +71,11 @@ export interface ModelTerms {
    */
   nativeLoadMiB: number | null;
   nativeReleasedMiB: number | null;
+  /**
+   * memlane-rt's arena per sample for the last ops, which its CPU backend runs over the whole
+   * batch where it splits a batch into chunks (native-load.ts), MiB: from the same probe, else null.
+   */
+  nativeBatchTailPerSampleMiB: number | null;
   /** Why the native load figures are null although asked for; the estimate leaves them out (0) and says so. */
   nativeLoadUnavailable?: string;
 }
@@ -102,9 +107,10 @@ export interface Features {
   heldMiB: number;
   /**
    * memlane-rt, a plan its CPU backend cannot chunk (native-chunk.ts): the arena beyond one
-   * sample, which only the largest batch touches, MiB; 0 otherwise. Its slope is 1 at
-   * steady-inference (where every batch size runs) and 0 before, never fitted: no probe is
-   * unchunkable.
+   * sample, which only the largest batch touches, MiB; for a chunked plan whose largest batch is
+   * split, the same of its batch tail's arena (ModelTerms.nativeBatchTailPerSampleMiB); 0
+   * otherwise. Its slope is 1 at steady-inference (where every batch size runs) and 0 before,
+   * never fitted: no probe is unchunkable.
    */
   wholeBatchArenaMiB: number;
   /**
@@ -227,7 +233,7 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
   }
   // Without a plan there is nothing for the native load probe to load; why is the compile error.
   const noPlan = nativeLoad ? { nativeLoadUnavailable: "no plan to load (the compile error above)" } : {};
-  const weights = { file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, ortLoadHeldMiB: null, nativeLoadMiB: null, nativeReleasedMiB: null };
+  const weights = { file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, ortLoadHeldMiB: null, nativeLoadMiB: null, nativeReleasedMiB: null, nativeBatchTailPerSampleMiB: null };
   const unplanned = { arenaPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null, nativeChunkable: null };
   if (feedError !== null) return { ...weights, ...noPlan, ...unplanned, ortPatternPerSampleMiB: null, ortTracePerSample: null, compileError: feedError };
   let ortPatternPerSampleMiB: number | null = null;
@@ -270,15 +276,15 @@ async function nativeLoadTerms(onnxPath: string, inputShapes: Record<string, num
   if (terms.nativeLoadMiB !== null) nativeLoadMemo.set(key, terms);
   return terms;
 }
-type NativeLoadTerms = Pick<ModelTerms, "nativeLoadMiB" | "nativeReleasedMiB" | "nativeLoadUnavailable">;
+type NativeLoadTerms = Pick<ModelTerms, "nativeLoadMiB" | "nativeReleasedMiB" | "nativeBatchTailPerSampleMiB" | "nativeLoadUnavailable">;
 const nativeLoadMemo = new Map<string, NativeLoadTerms>();
 
 async function probedNativeLoadTerms(planPath: string): Promise<NativeLoadTerms> {
   try {
     const p = await probeNativeLoad(planPath);
-    return { nativeLoadMiB: p.loadMiB, nativeReleasedMiB: p.releasedMiB, nativeLoadUnavailable: undefined };
+    return { nativeLoadMiB: p.loadMiB, nativeReleasedMiB: p.releasedMiB, nativeBatchTailPerSampleMiB: p.batchTailPerSampleMiB, nativeLoadUnavailable: undefined };
   } catch (err) {
-    return { nativeLoadMiB: null, nativeReleasedMiB: null, nativeLoadUnavailable: `the native load probe failed: ${err instanceof Error ? err.message : String(err)}` };
+    return { nativeLoadMiB: null, nativeReleasedMiB: null, nativeBatchTailPerSampleMiB: null, nativeLoadUnavailable: `the native load probe failed: ${err instanceof Error ? err.message : String(err)}` };
   }
 }
 
@@ -304,17 +310,24 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
   const sampleBytes = (ortPattern ?? t.arenaPerSampleMiB ?? 0) * MIB;
   let samples = run.maxBatch;
   let wholeBatchArenaMiB = 0;
+  let tailMiB = 0;
   if (runtime === "native" && sampleBytes > 0) {
     // Unchunked, a batch of one (compare's and the pipelines' first request) touches one sample
     // of arena, and the largest batch, at steady-inference, the rest.
     const unchunked = t.nativeChunkable === false;
     samples = unchunked ? 1 : nativeChunkSamples(true, sampleBytes, run.maxBatch);
     if (unchunked) wholeBatchArenaMiB = (sampleBytes * (run.maxBatch - 1)) / MIB;
+    // A split batch's last ops run over all of it, in an arena of their own laid out like the
+    // plan's: a batch of one touches one sample of it, the largest batch the rest.
+    else if (samples < run.maxBatch) {
+      tailMiB = t.nativeBatchTailPerSampleMiB ?? 0;
+      wholeBatchArenaMiB = tailMiB * (run.maxBatch - 1);
+    }
   }
   return {
     weightMiB: t.weightMiB,
     convWeightMiB: t.convWeightMiB,
-    activationMiB: ortArena ?? (sampleBytes * samples) / MIB,
+    activationMiB: ortArena ?? (sampleBytes * samples) / MIB + tailMiB,
     evalMiB: ((t.ioPerSampleMiB ?? 0) - (t.outputPerSampleMiB ?? 0)) * run.evalSamples,
     evalOutputMiB: (t.outputPerSampleMiB ?? 0) * run.evalSamples,
     heldMiB: ORT_RUNTIMES.has(runtime) ? (t.ortLoadHeldMiB ?? 0) : 0,

@@ -23,6 +23,11 @@ export interface NativeLoadProbe {
   loadMiB: number;
   /** Plan weight bytes the backend gave back after repacking, MiB: not resident once inference pages the rest in. */
   releasedMiB: number;
+  /**
+   * The arena per sample of the last ops, which the CPU backend runs over the whole batch where
+   * it splits a batch into chunks (cpu/batch_tail.h), MiB; 0: no such ops.
+   */
+  batchTailPerSampleMiB: number;
 }
 
 /** The worker's answer, checked: a bogus figure has slope ±1 in every native estimate. */
@@ -36,10 +41,16 @@ export function checkedNativeLoad(marks: readonly PhaseMark[], value: unknown): 
   if (!s || !e) bad("the worker sent no model-load start and end marks");
   const rss = [s!.rssKiB, e!.rssKiB];
   if (rss.some((x) => typeof x !== "number" || !Number.isFinite(x) || x <= 0)) bad(`model-load RSS readings ${JSON.stringify(rss)} are not positive numbers`);
-  const released = (value as Record<string, unknown> | null)?.weightsBytesReleased;
-  if (typeof released !== "number" || !Number.isFinite(released) || released < 0)
-    bad(`the load result's weightsBytesReleased is ${JSON.stringify(released)}, not a number >= 0`);
-  return { loadMiB: Math.max(0, (e!.rssKiB - s!.rssKiB) / 1024), releasedMiB: (released as number) / MIB };
+  const bytes = (field: string): number => {
+    const v = (value as Record<string, unknown> | null)?.[field];
+    if (typeof v !== "number" || !Number.isFinite(v) || v < 0) bad(`the load result's ${field} is ${JSON.stringify(v)}, not a number >= 0`);
+    return v as number;
+  };
+  return {
+    loadMiB: Math.max(0, (e!.rssKiB - s!.rssKiB) / 1024),
+    releasedMiB: bytes("weightsBytesReleased") / MIB,
+    batchTailPerSampleMiB: bytes("batchTailBytesPerSample") / MIB,
+  };
 }
 
 /** Loads `planPath` in a fresh memlane-rt worker (CPU, `threads`) and reads what the load left. */

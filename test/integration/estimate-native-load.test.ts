@@ -16,6 +16,10 @@ import { ROOT } from "./pipeline-helpers.ts";
 const dir = mkdtempSync(join(tmpdir(), "memlane-native-load-"));
 const onnx = join(dir, "convs.onnx");
 const plan = join(dir, "convs.mlplan");
+// The same convs, then a classifier (GlobalAveragePool, Gemm 256 -> 1024: 1 MiB of weights):
+// the CPU backend runs the Gemm over the whole of a split batch (cpu/batch_tail.h).
+const classifier = join(dir, "classifier.onnx");
+const classifierPlan = join(dir, "classifier.mlplan");
 // A 3x3 conv (64 -> 64, 144 KiB of weights) and a 1x1 conv (64 -> 256, 64 KiB): the CPU backend
 // repacks both at load (Winograd's U, the pointwise panels) and gives their plan pages back.
 const WEIGHT_MIB = (64 * 64 * 9 + 256 * 64) * 4 / 2 ** 20;
@@ -33,8 +37,16 @@ nodes = [helper.make_node("Conv", ["x", "W1"], ["h"], pads=[1, 1, 1, 1]), helper
 g = helper.make_graph(nodes, "g", [x], [y], [numpy_helper.from_array(W1, "W1"), numpy_helper.from_array(W2, "W2")])
 m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]); m.ir_version = 8
 onnx.save(m, ${JSON.stringify(onnx)})
+Wf = (rng.standard_normal((1024, 256)) * 0.05).astype(np.float32)
+z = helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 1024])
+nodes += [helper.make_node("GlobalAveragePool", ["y"], ["p"]), helper.make_node("Flatten", ["p"], ["f"]),
+          helper.make_node("Gemm", ["f", "Wf"], ["z"], transB=1)]
+g = helper.make_graph(nodes, "g", [x], [z], [numpy_helper.from_array(W, n) for W, n in ((W1, "W1"), (W2, "W2"), (Wf, "Wf"))])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]); m.ir_version = 8
+onnx.save(m, ${JSON.stringify(classifier)})
 `]);
   await compileOnnx(onnx, plan, { verify: false });
+  await compileOnnx(classifier, classifierPlan, { verify: false });
 }, 60_000);
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -76,12 +88,30 @@ describe("native load probe", () => {
     expect(features("native", without, run).nativeLoadMiB).toBe(0);
   }, 120_000);
 
+  it("gives the batch tail's arena a sample, which a split batch's estimate adds for the whole batch", async () => {
+    const convs = await probeNativeLoad(plan);
+    expect(convs.batchTailPerSampleMiB).toBe(0);  // no op whose weights outweigh its activations
+    const p = await probeNativeLoad(classifierPlan);
+    // The Gemm's input and output: (256 + 1024) floats a sample, 64-byte aligned.
+    expect(p.batchTailPerSampleMiB * 2 ** 20).toBe((256 + 1024) * 4);
+    const t = await modelTerms(classifier, {}, { nativeLoad: true });
+    expect(t.nativeBatchTailPerSampleMiB).toBe(p.batchTailPerSampleMiB);
+    const whole = features("native", { ...t, nativeBatchTailPerSampleMiB: 0 }, { maxBatch: 8, evalSamples: 16 });
+    const split = features("native", t, { maxBatch: 8, evalSamples: 16 });
+    expect(split.wholeBatchArenaMiB).toBeCloseTo(7 * p.batchTailPerSampleMiB, 12);
+    expect(split.activationMiB - whole.activationMiB).toBeCloseTo(p.batchTailPerSampleMiB, 12);
+    // A batch of one is never split: no tail.
+    expect(features("native", t, { maxBatch: 1, evalSamples: 16 }).wholeBatchArenaMiB).toBe(0);
+  }, 120_000);
+
   it("refuses a worker's answer it cannot use, naming what was wrong", () => {
     const mark = (m: "start" | "end", rssKiB: number) => ({ name: "model-load", mark: m, memory: { rssKiB } }) as never;
-    expect(checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { weightsBytesReleased: 2 ** 20 })).toEqual({ loadMiB: 2, releasedMiB: 1 });
-    expect(() => checkedNativeLoad([mark("end", 3048)], { weightsBytesReleased: 0 })).toThrow(/no model-load start and end/);
-    expect(() => checkedNativeLoad([mark("start", Number.NaN), mark("end", 3048)], { weightsBytesReleased: 0 })).toThrow(/RSS readings/);
-    expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { weightsBytesReleased: -1 })).toThrow(/weightsBytesReleased is -1/);
+    const ok = { weightsBytesReleased: 2 ** 20, batchTailBytesPerSample: 2 ** 19 };
+    expect(checkedNativeLoad([mark("start", 1000), mark("end", 3048)], ok)).toEqual({ loadMiB: 2, releasedMiB: 1, batchTailPerSampleMiB: 0.5 });
+    expect(() => checkedNativeLoad([mark("end", 3048)], ok)).toThrow(/no model-load start and end/);
+    expect(() => checkedNativeLoad([mark("start", Number.NaN), mark("end", 3048)], ok)).toThrow(/RSS readings/);
+    expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { ...ok, weightsBytesReleased: -1 })).toThrow(/weightsBytesReleased is -1/);
     expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], {})).toThrow(/weightsBytesReleased is undefined/);
+    expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { weightsBytesReleased: 0 })).toThrow(/batchTailBytesPerSample is undefined/);
   });
 });

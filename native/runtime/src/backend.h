@@ -90,6 +90,9 @@ struct MemoryStats {
                                      // kernels repacked them (cpu: weight_release.h)
   uint64_t weightBytesDevice = 0;  // weight bytes held on the device
   uint64_t workspaceBytes = 0;     // scratch besides the arena (im2col, cuBLAS workspace)
+  uint64_t batchTailBytesPerSample = 0;  // cpu: arena per sample of the ops run over the whole
+                                         // batch where one is split into chunks (cpu/batch_tail.h;
+                                         // in arenaBytes x maxBatch only then); 0: none
   int64_t deviceUsedBytes = -1;    // this process's device memory, -1 = unknown/unavailable
 };
 

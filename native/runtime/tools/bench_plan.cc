@@ -83,5 +83,6 @@ int main(int argc, char** argv) {
     std::fclose(f);
     std::printf("rss %.1f MiB, peak rss %.1f MiB\n", double(rss) / 1024, double(hwm) / 1024);
   }
+  if (const std::string n = rt->notes(); !n.empty()) std::printf("notes: %s\n", n.c_str());
   return 0;
 }

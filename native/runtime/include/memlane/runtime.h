@@ -56,6 +56,8 @@ struct RuntimeMemory {
   uint64_t planFileBytes = 0;       // size of the mapping
   uint64_t weightsBytesReleased = 0;  // plan weight bytes given back after repacking (the cpu
                                       // backend's copies replace them; docs/memory.md)
+  uint64_t batchTailBytesPerSample = 0;  // cpu: arena per sample of the last ops, run over the
+                                         // whole batch where a batch is split into chunks
   int64_t deviceUsedBytes = -1;     // -1 = unknown
 };
 

@@ -383,6 +383,7 @@ RuntimeMemory Runtime::memory() const {
   m.workspaceBytes = s.workspaceBytes;
   m.deviceUsedBytes = s.deviceUsedBytes;
   m.weightsBytesReleased = s.weightBytesReleased;
+  m.batchTailBytesPerSample = s.batchTailBytesPerSample;
   // Profiles share one host arena and workspace: the largest of them is what is held.
   for (size_t p = 1; p < impl_->backends.size(); ++p) {
     const MemoryStats o = impl_->backends[p]->memory_stats();
@@ -390,6 +391,7 @@ RuntimeMemory Runtime::memory() const {
     m.workspaceBytes = std::max(m.workspaceBytes, o.workspaceBytes);
     // Each profile's backend repacks and releases the same plan weights.
     m.weightsBytesReleased = std::max(m.weightsBytesReleased, o.weightBytesReleased);
+    m.batchTailBytesPerSample = std::max(m.batchTailBytesPerSample, o.batchTailBytesPerSample);
   }
   if (impl_->file) {
     m.weightsBytes = distinct_weight_bytes(impl_->file->profiles());

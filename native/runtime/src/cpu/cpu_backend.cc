@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "backend.h"
+#include "cpu/batch_tail.h"
 #include "cpu/kernel.h"
 #include "cpu/plan_queries.h"
 #include "cpu/op_profiler.h"
@@ -154,6 +155,73 @@ bool v1_kernel_fits(const Plan& plan, const Op& op, std::string* why) {
   return true;
 }
 
+// ops[oi]'s kernel, built against `plan` (a Conv or MatMul may fold the ops after it into its
+// epilogue: *skip is then how many). nullptr + *st / *message where unsupported.
+std::unique_ptr<cpu::Kernel> make_kernel(cpu::BuildCtx& bc, const Plan& plan, size_t oi, size_t* skip, Status* st_out,
+                                         std::string* message) {
+  const Op& op = plan.ops[oi];
+  Status st = Status::kOk;
+  std::unique_ptr<cpu::Kernel> k;
+  cpu::ConvEpilogue epi;
+  if (std::string why; !v1_kernel_fits(plan, op, &why)) {
+    *message = std::string("op ") + op_type_name(op.type) + " '" + op.name + "': " + why;
+    *st_out = Status::kUnsupportedOp;
+    return nullptr;
+  }
+      switch (op.type) {
+        case OpType::kConv:
+          bc.epilogue = residual_epilogue(plan, oi, &epi) || activation_epilogue(plan, oi, &epi) ? &epi : nullptr;
+          k = cpu::make_conv(bc, op, &st, message);
+          bc.epilogue = nullptr;
+          if (k && epi.taken) *skip = epi.relu ? 2 : 1;
+          break;
+        case OpType::kGemm: k = cpu::make_gemm(bc, op, &st, message); break;
+        case OpType::kMatMul: {
+          cpu::GemmEpilogue ge;  // MatMul -> Add bias [-> Gelu] in one kernel (gemm_epilogue.cc)
+          bc.gemm_epilogue = cpu::gemm_epilogue(plan, oi, &ge) ? &ge : nullptr;
+          k = cpu::make_matmul(bc, op, &st, message);
+          bc.gemm_epilogue = nullptr;
+          if (k && ge.taken) *skip = size_t(ge.skip);
+          break;
+        }
+        case OpType::kAdd: case OpType::kSub: case OpType::kMul: case OpType::kDiv:
+          k = cpu::make_binary(bc, op, &st, message); break;
+        case OpType::kRelu: case OpType::kLeakyRelu: case OpType::kSigmoid: case OpType::kTanh:
+        case OpType::kErf: case OpType::kGelu:
+          k = cpu::make_unary(bc, op, &st, message); break;
+        case OpType::kMaxPool: case OpType::kAveragePool: k = cpu::make_pool(bc, op, &st, message); break;
+        case OpType::kGlobalAveragePool: k = cpu::make_global_avg_pool(bc, op, &st, message); break;
+        case OpType::kFlatten: case OpType::kReshape: k = cpu::make_copy(bc, op, &st, message); break;
+        case OpType::kTranspose: k = cpu::make_transpose(bc, op, &st, message); break;
+        case OpType::kConcat: k = cpu::make_concat(bc, op, &st, message); break;
+        case OpType::kSoftmax: k = cpu::make_softmax(bc, op, &st, message); break;
+        case OpType::kLayerNorm: k = cpu::make_layernorm(bc, op, &st, message); break;
+        case OpType::kPow: case OpType::kSqrt: case OpType::kReciprocal: case OpType::kExp:
+        case OpType::kNeg: case OpType::kLog: case OpType::kAbs:
+          k = cpu::make_math(bc, op, &st, message); break;
+        case OpType::kReduceMean: case OpType::kReduceSum: case OpType::kReduceMax:
+          k = cpu::make_reduce(bc, op, &st, message); break;
+        case OpType::kAttention: k = cpu::make_attention(bc, op, &st, message); break;
+        case OpType::kMod: case OpType::kEqual: case OpType::kLess: case OpType::kGreater:
+        case OpType::kAnd: case OpType::kOr: case OpType::kLessOrEqual: case OpType::kGreaterOrEqual:
+          k = cpu::make_binary(bc, op, &st, message); break;
+        case OpType::kWhere: case OpType::kNot: case OpType::kCast: case OpType::kExpand:
+          k = cpu::make_elementwise(bc, op, &st, message); break;
+        case OpType::kGather: k = cpu::make_gather(bc, op, &st, message); break;
+        case OpType::kSlice: k = cpu::make_slice(bc, op, &st, message); break;
+        case OpType::kRange: case OpType::kConstantOfShape: k = cpu::make_generator(bc, op, &st, message); break;
+        case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish: case OpType::kSiLU:
+          k = cpu::make_clip_hard(bc, op, &st, message); break;
+        case OpType::kPad: k = cpu::make_pad(bc, op, &st, message); break;
+        case OpType::kSplit: k = cpu::make_split(bc, op, &st, message); break;
+        case OpType::kLSTM: k = cpu::make_lstm(bc, op, &st, message); break;
+        case OpType::kMax: case OpType::kMin: k = cpu::make_binary(bc, op, &st, message); break;
+        case OpType::kGatherND: k = cpu::make_gather_nd(bc, op, &st, message); break;
+      }
+  *st_out = k ? Status::kOk : (st == Status::kOk ? Status::kUnsupportedOp : st);
+  return k;
+}
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const BackendOptions& o) : opts_(o) {
@@ -193,82 +261,45 @@ class CpuBackend final : public Backend {
     const int64_t chunk = !chunkable ? maxBatch
                                      : std::clamp<int64_t>(plan.bytesPerSample ? int64_t(budget / plan.bytesPerSample) : maxBatch,
                                                            1, maxBatch);
-    cpu::BuildCtx bc{&plan, threads_};
+    // With several threads a batch's chunks run side by side, one lane a thread, each with its
+    // own slice of the arena and of the workspace (the kernels then run single-threaded):
+    // samples are independent, so this scales where splitting one small op does not.
+    const int64_t lanes = chunkable && threads_ > 1 && maxBatch > 1 ? threads_ : 1;
+    const int64_t laneChunk = std::min(chunk, (maxBatch + lanes - 1) / lanes);
+    // Where a batch is split, the weight-heavy last ops run once over the whole of it
+    // (batch_tail.h). Its arena per sample is reported either way: memlane estimate's native
+    // load probe loads at maxBatch 1 and applies it to the batches a run will split.
+    cpu::BatchTail tail = chunkable ? cpu::plan_batch_tail(plan) : cpu::BatchTail{};
+    const uint64_t tailBytesPerSample = tail.empty() ? 0 : tail.tail.bytesPerSample;
+    if (laneChunk < maxBatch) tail_ = std::move(tail);
     std::vector<std::unique_ptr<cpu::Kernel>> kernels;
-    uint64_t ws = 0;
-    size_t skip = 0;  // ops folded into the previous Conv's epilogue (no kernel)
     // Weights that only a kernel's repacked copy reads: their plan pages go back to the file.
     cpu::RepackedWeightRelease release(plan);
-    for (size_t oi = 0; oi < plan.ops.size(); ++oi) {
-      const Op& op = plan.ops[oi];
-      if (skip) {
-        --skip;
-        kernels.push_back(nullptr);
-        release.op_built(oi, nullptr);
-        continue;
-      }
-      Status st = Status::kOk;
-      std::unique_ptr<cpu::Kernel> k;
-      cpu::ConvEpilogue epi;
-      if (std::string why; !v1_kernel_fits(plan, op, &why)) {
-        *message = std::string("op ") + op_type_name(op.type) + " '" + op.name + "': " + why;
-        return Status::kUnsupportedOp;
-      }
-      switch (op.type) {
-        case OpType::kConv:
-          bc.epilogue = residual_epilogue(plan, oi, &epi) || activation_epilogue(plan, oi, &epi) ? &epi : nullptr;
-          k = cpu::make_conv(bc, op, &st, message);
-          bc.epilogue = nullptr;
-          if (k && epi.taken) skip = epi.relu ? 2 : 1;
-          break;
-        case OpType::kGemm: k = cpu::make_gemm(bc, op, &st, message); break;
-        case OpType::kMatMul: {
-          cpu::GemmEpilogue ge;  // MatMul -> Add bias [-> Gelu] in one kernel (gemm_epilogue.cc)
-          bc.gemm_epilogue = cpu::gemm_epilogue(plan, oi, &ge) ? &ge : nullptr;
-          k = cpu::make_matmul(bc, op, &st, message);
-          bc.gemm_epilogue = nullptr;
-          if (k && ge.taken) skip = size_t(ge.skip);
-          break;
+    // Builds the ops of `p` (the plan, or the prefix's or the tail's view of it: ops
+    // [base, base + p.ops.size()) of the plan), sizing their workspace for `batch` samples.
+    auto build = [&](const Plan& p, size_t base, int64_t batch, uint64_t* ws) {
+      cpu::BuildCtx bc{&p, threads_};
+      size_t skip = 0;  // ops folded into the previous kernel's epilogue (no kernel)
+      for (size_t i = 0; i < p.ops.size(); ++i) {
+        if (skip) {
+          --skip;
+          kernels.push_back(nullptr);
+          release.op_built(base + i, nullptr);
+          continue;
         }
-        case OpType::kAdd: case OpType::kSub: case OpType::kMul: case OpType::kDiv:
-          k = cpu::make_binary(bc, op, &st, message); break;
-        case OpType::kRelu: case OpType::kLeakyRelu: case OpType::kSigmoid: case OpType::kTanh:
-        case OpType::kErf: case OpType::kGelu:
-          k = cpu::make_unary(bc, op, &st, message); break;
-        case OpType::kMaxPool: case OpType::kAveragePool: k = cpu::make_pool(bc, op, &st, message); break;
-        case OpType::kGlobalAveragePool: k = cpu::make_global_avg_pool(bc, op, &st, message); break;
-        case OpType::kFlatten: case OpType::kReshape: k = cpu::make_copy(bc, op, &st, message); break;
-        case OpType::kTranspose: k = cpu::make_transpose(bc, op, &st, message); break;
-        case OpType::kConcat: k = cpu::make_concat(bc, op, &st, message); break;
-        case OpType::kSoftmax: k = cpu::make_softmax(bc, op, &st, message); break;
-        case OpType::kLayerNorm: k = cpu::make_layernorm(bc, op, &st, message); break;
-        case OpType::kPow: case OpType::kSqrt: case OpType::kReciprocal: case OpType::kExp:
-        case OpType::kNeg: case OpType::kLog: case OpType::kAbs:
-          k = cpu::make_math(bc, op, &st, message); break;
-        case OpType::kReduceMean: case OpType::kReduceSum: case OpType::kReduceMax:
-          k = cpu::make_reduce(bc, op, &st, message); break;
-        case OpType::kAttention: k = cpu::make_attention(bc, op, &st, message); break;
-        case OpType::kMod: case OpType::kEqual: case OpType::kLess: case OpType::kGreater:
-        case OpType::kAnd: case OpType::kOr: case OpType::kLessOrEqual: case OpType::kGreaterOrEqual:
-          k = cpu::make_binary(bc, op, &st, message); break;
-        case OpType::kWhere: case OpType::kNot: case OpType::kCast: case OpType::kExpand:
-          k = cpu::make_elementwise(bc, op, &st, message); break;
-        case OpType::kGather: k = cpu::make_gather(bc, op, &st, message); break;
-        case OpType::kSlice: k = cpu::make_slice(bc, op, &st, message); break;
-        case OpType::kRange: case OpType::kConstantOfShape: k = cpu::make_generator(bc, op, &st, message); break;
-        case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish: case OpType::kSiLU:
-          k = cpu::make_clip_hard(bc, op, &st, message); break;
-        case OpType::kPad: k = cpu::make_pad(bc, op, &st, message); break;
-        case OpType::kSplit: k = cpu::make_split(bc, op, &st, message); break;
-        case OpType::kLSTM: k = cpu::make_lstm(bc, op, &st, message); break;
-        case OpType::kMax: case OpType::kMin: k = cpu::make_binary(bc, op, &st, message); break;
-        case OpType::kGatherND: k = cpu::make_gather_nd(bc, op, &st, message); break;
+        Status st = Status::kOk;
+        auto k = make_kernel(bc, p, i, &skip, &st, message);
+        if (!k) return st;
+        *ws = std::max(*ws, k->workspace_floats(batch));
+        release.op_built(base + i, k.get());
+        kernels.push_back(std::move(k));
       }
-      if (!k) return st == Status::kOk ? Status::kUnsupportedOp : st;
-      ws = std::max(ws, k->workspace_floats(chunk));
-      release.op_built(oi, k.get());
-      kernels.push_back(std::move(k));
-    }
+      return Status::kOk;
+    };
+    uint64_t ws = 0, tailWs = 0;
+    if (Status st = build(tail_.empty() ? plan : tail_.prefix, 0, chunk, &ws); st != Status::kOk) return st;
+    if (!tail_.empty())
+      if (Status st = build(tail_.tail, tail_.start, maxBatch, &tailWs); st != Status::kOk) return st;
     // Refuse an arena the machine cannot hold (or whose size overflows) up front, instead of
     // an overcommitted allocation that the first run would fault in until the OOM killer.
     uint64_t arena_bytes = 0;
@@ -282,37 +313,45 @@ class CpuBackend final : public Backend {
                  std::to_string(phys) + " bytes)";
       return Status::kOutOfMemory;
     }
-    // With several threads a batch's chunks run side by side, one lane a thread, each with its
-    // own slice of the arena and of the workspace (the kernels then run single-threaded):
-    // samples are independent, so this scales where splitting one small op does not.
-    const int64_t lanes = chunkable && threads_ > 1 && maxBatch > 1 ? threads_ : 1;
-    const int64_t laneChunk = std::min(chunk, (maxBatch + lanes - 1) / lanes);
     ws = (ws + 15) / 16 * 16;  // lane slices stay 64-byte aligned
-    arena_bytes = uint64_t(lanes * laneChunk) * plan.bytesPerSample;
+    // The lanes' arenas, then the tail's (its batch of maxBatch); the tail's kernels run after
+    // the lanes, on the whole workspace.
+    laneArena_ = uint64_t(laneChunk) * plan.bytesPerSample;
+    tailArenaOffset_ = (uint64_t(lanes) * laneArena_ + 63) / 64 * 64;
+    arena_bytes = tailArenaOffset_ + uint64_t(maxBatch) * (tail_.empty() ? 0 : tail_.tail.bytesPerSample);
+    const uint64_t ws_total = std::max(uint64_t(lanes) * ws, tailWs);
     bool allocated;
     if (const auto& sh = opts_.sharedHost) {  // one backend per shape profile: the largest arena serves all
       allocated = sh->reserve(SharedHostBuffers::kArena, arena_bytes) &&
-                  (!ws || sh->reserve(SharedHostBuffers::kWorkspace, uint64_t(lanes) * ws * sizeof(float)));
+                  (!ws_total || sh->reserve(SharedHostBuffers::kWorkspace, ws_total * sizeof(float)));
     } else {
       arena_.reset(static_cast<uint8_t*>(aligned_bytes(arena_bytes)));
-      workspace_.reset(ws ? static_cast<float*>(aligned_bytes(uint64_t(lanes) * ws * sizeof(float))) : nullptr);
-      allocated = arena_ && (!ws || workspace_);
+      workspace_.reset(ws_total ? static_cast<float*>(aligned_bytes(ws_total * sizeof(float))) : nullptr);
+      allocated = arena_ && (!ws_total || workspace_);
     }
     lanes_ = lanes;
     laneChunk_ = laneChunk;
     laneWs_ = ws;
+    wsTotal_ = ws_total;
     serial_ = std::make_unique<cpu::ThreadPool>(1);
     if (!allocated) {
       *message = "arena of " + std::to_string(arena_bytes) + " bytes and workspace of " +
-                 std::to_string(ws * 4) + " bytes could not be allocated";
+                 std::to_string(ws_total * 4) + " bytes could not be allocated";
       return Status::kOutOfMemory;
     }
     for (uint32_t id : plan.inputs) in_.push_back(&plan.tensors[id]);
     for (uint32_t id : plan.outputs) out_.push_back(&plan.tensors[id]);
-    releaseNote_ = release.note();
+    notes_ = release.note();
+    if (!tail_.empty()) {
+      const std::string t = "batch tail: ops " + std::to_string(tail_.start) + ".." + std::to_string(plan.ops.size() - 1) +
+                            " ('" + plan.ops[tail_.start].name + "' on) run over the whole batch, " +
+                            std::to_string(tail_.tail.bytesPerSample) + " B of arena a sample";
+      notes_ = notes_.empty() ? t : notes_ + "; " + t;
+    }
     kernels_ = std::move(kernels);
     stats_.arenaBytes = arena_bytes;
-    stats_.workspaceBytes = uint64_t(lanes) * ws * sizeof(float);
+    stats_.workspaceBytes = ws_total * sizeof(float);
+    stats_.batchTailBytesPerSample = tailBytesPerSample;
     stats_.weightBytesMapped = plan.weightBytes;
     stats_.weightBytesReleased = release.released_bytes();
     maxBatch_ = maxBatch;
@@ -342,6 +381,8 @@ class CpuBackend final : public Backend {
     cpu::KernelError error;
     if (lanes_ > 1 && batch > 1 && !profiler_.on()) run_lanes(batch, inputs, outputs, &error);
     else run_chunks(batch, inputs, outputs, &error);
+    if (!tail_.empty()) run_tail(batch, inputs, outputs, &error);
+    if (profiler_.on()) profiler_.end_run();
     if (error.set) {
       *message = error.message;
       return Status::kInvalidArgument;
@@ -349,56 +390,73 @@ class CpuBackend final : public Backend {
     return Status::kOk;
   }
 
-  void run_chunks(int64_t batch, const float* const* inputs, float* const* outputs, cpu::KernelError* error) {
-    for (int64_t n0 = 0; n0 < batch; n0 += chunk_) {
-      const uint64_t cnt = uint64_t(std::min(chunk_, batch - n0));
-      cpu::RunCtx c{int64_t(cnt), arena(), workspace(), pool_.get(), error};
-      for (size_t i = 0; i < in_.size(); ++i)
-        std::memcpy(arena() + cnt * in_[i]->offset, reinterpret_cast<const uint8_t*>(inputs[i]) + n0 * in_[i]->bytes,
-                    cnt * in_[i]->bytes);
-      run_kernels(c);
-      for (size_t i = 0; i < out_.size(); ++i)
-        std::memcpy(reinterpret_cast<uint8_t*>(outputs[i]) + n0 * out_[i]->bytes, arena() + cnt * out_[i]->offset,
-                    cnt * out_[i]->bytes);
+  // Samples [n0, n0 + cnt) through the ops before the tail (all of them where there is none),
+  // in `arena` (a lane's, laid out for cnt samples): inputs in, the prefix's outputs out, and
+  // what the tail reads from the prefix into the tail's arena at those samples' rows.
+  void run_chunk(int64_t n0, int64_t cnt, int64_t batch, uint8_t* arena, float* ws, cpu::ThreadPool* pool,
+                 const float* const* inputs, float* const* outputs, cpu::KernelError* error) {
+    const uint64_t n = uint64_t(cnt);
+    cpu::RunCtx c{cnt, arena, ws, pool, error};
+    for (size_t i = 0; i < in_.size(); ++i)
+      std::memcpy(arena + n * in_[i]->offset, reinterpret_cast<const uint8_t*>(inputs[i]) + n0 * in_[i]->bytes,
+                  n * in_[i]->bytes);
+    run_kernels(c, 0, prefixKernels());
+    for (size_t i = 0; i < out_.size(); ++i)
+      if (tail_.empty() || !tail_.outputFromTail[i])
+        std::memcpy(reinterpret_cast<uint8_t*>(outputs[i]) + n0 * out_[i]->bytes, arena + n * out_[i]->offset,
+                    n * out_[i]->bytes);
+    for (int32_t id : tail_.carried) {
+      const uint64_t bytes = plan_->tensors[size_t(id)].bytes;
+      std::memcpy(tailArena() + uint64_t(batch) * tail_.tail.tensors[size_t(id)].offset + uint64_t(n0) * bytes,
+                  arena + n * plan_->tensors[size_t(id)].offset, n * bytes);
     }
-    if (profiler_.on()) profiler_.end_run();
+  }
+
+  void run_chunks(int64_t batch, const float* const* inputs, float* const* outputs, cpu::KernelError* error) {
+    for (int64_t n0 = 0; n0 < batch; n0 += chunk_)
+      run_chunk(n0, std::min(chunk_, batch - n0), batch, arena(), workspace(), pool_.get(), inputs, outputs, error);
   }
 
   // Chunks of about batch / lanes samples (at most laneChunk_), lane l taking chunks l,
   // l + lanes, ...: every lane has work and the batch's chunks stay balanced.
   void run_lanes(int64_t batch, const float* const* inputs, float* const* outputs, cpu::KernelError* error) {
     const int64_t cs = std::min(laneChunk_, (batch + lanes_ - 1) / lanes_), chunks = (batch + cs - 1) / cs;
-    const uint64_t laneArena = uint64_t(laneChunk_) * plan_->bytesPerSample;
     pool_->parallel_for(lanes_, 1, [&](int64_t l0, int64_t l1) {
       for (int64_t l = l0; l < l1; ++l) {
-        uint8_t* arena = this->arena() + uint64_t(l) * laneArena;
+        uint8_t* arena = this->arena() + uint64_t(l) * laneArena_;
         float* ws = workspace() ? workspace() + uint64_t(l) * laneWs_ : nullptr;
-        for (int64_t ci = l; ci < chunks; ci += lanes_) {
-          const int64_t n0 = ci * cs;
-          const uint64_t cnt = uint64_t(std::min(cs, batch - n0));
-          cpu::RunCtx c{int64_t(cnt), arena, ws, serial_.get(), error};
-          for (size_t i = 0; i < in_.size(); ++i)
-            std::memcpy(arena + cnt * in_[i]->offset, reinterpret_cast<const uint8_t*>(inputs[i]) + n0 * in_[i]->bytes,
-                        cnt * in_[i]->bytes);
-          for (const auto& k : kernels_)
-            if (k) k->run(c);
-          for (size_t i = 0; i < out_.size(); ++i)
-            std::memcpy(reinterpret_cast<uint8_t*>(outputs[i]) + n0 * out_[i]->bytes, arena + cnt * out_[i]->offset,
-                        cnt * out_[i]->bytes);
-        }
+        for (int64_t ci = l; ci < chunks; ci += lanes_)
+          run_chunk(ci * cs, std::min(cs, batch - ci * cs), batch, arena, ws, serial_.get(), inputs, outputs, error);
       }
     });
   }
 
-  void run_kernels(const cpu::RunCtx& c) {
-    if (!profiler_.on()) {
-      for (const auto& k : kernels_)
-        if (k) k->run(c);
-      return;
-    }
-    for (size_t i = 0; i < kernels_.size(); ++i)
-      if (kernels_[i]) profiler_.time(i, [&] { kernels_[i]->run(c); });  // summed over a run's chunks
+  // The tail's ops over the whole batch, on the pool's threads (batch_tail.h): the graph inputs
+  // it reads in, its outputs out; what it reads from the prefix is already in its arena.
+  void run_tail(int64_t batch, const float* const* inputs, float* const* outputs, cpu::KernelError* error) {
+    const uint64_t n = uint64_t(batch);
+    uint8_t* arena = tailArena();
+    for (size_t i = 0; i < in_.size(); ++i)
+      if (std::find(tail_.inputs.begin(), tail_.inputs.end(), plan_->inputs[i]) != tail_.inputs.end())
+        std::memcpy(arena + n * tail_.tail.tensors[plan_->inputs[i]].offset, inputs[i], n * in_[i]->bytes);
+    cpu::RunCtx c{batch, arena, workspace(), pool_.get(), error};
+    run_kernels(c, tail_.start, kernels_.size());
+    for (size_t i = 0; i < out_.size(); ++i)
+      if (tail_.outputFromTail[i])
+        std::memcpy(outputs[i], arena + n * tail_.tail.tensors[plan_->outputs[i]].offset, n * out_[i]->bytes);
   }
+
+  // Kernels [first, last) (plan op indices), timed one by one while profiling (summed over a
+  // run's chunks).
+  void run_kernels(const cpu::RunCtx& c, size_t first, size_t last) {
+    for (size_t i = first; i < last; ++i) {
+      if (!kernels_[i]) continue;
+      if (profiler_.on()) profiler_.time(i, [&] { kernels_[i]->run(c); });
+      else kernels_[i]->run(c);
+    }
+  }
+
+  size_t prefixKernels() const { return tail_.empty() ? kernels_.size() : tail_.start; }
 
   bool set_profiling(bool on) override {
     if (!plan_) return false;  // nothing prepared: no ops to time
@@ -417,7 +475,7 @@ class CpuBackend final : public Backend {
 
   MemoryStats memory_stats() const override { return stats_; }
 
-  std::string notes() const override { return releaseNote_; }
+  std::string notes() const override { return notes_; }
 
   ~CpuBackend() override {
     if (dumpProfile_ && plan_) profiler_.print(*plan_, has_kernel(), stderr);
@@ -428,8 +486,9 @@ class CpuBackend final : public Backend {
   uint8_t* arena() const {
     return opts_.sharedHost ? opts_.sharedHost->data(SharedHostBuffers::kArena) : arena_.get();
   }
+  uint8_t* tailArena() const { return arena() + tailArenaOffset_; }
   float* workspace() const {
-    if (!laneWs_) return nullptr;
+    if (!wsTotal_) return nullptr;
     return opts_.sharedHost ? reinterpret_cast<float*>(opts_.sharedHost->data(SharedHostBuffers::kWorkspace)) : workspace_.get();
   }
 
@@ -441,6 +500,10 @@ class CpuBackend final : public Backend {
   int64_t chunk_ = 1;  // samples per pass through the network (arena = chunk_ x bytesPerSample)
   int64_t lanes_ = 1, laneChunk_ = 1;  // batch lanes run side by side (threads > 1), samples each
   uint64_t laneWs_ = 0;                // workspace floats a lane
+  uint64_t wsTotal_ = 0;               // workspace floats in all (the lanes', or the tail's if more)
+  uint64_t laneArena_ = 0;             // arena bytes a lane
+  uint64_t tailArenaOffset_ = 0;       // where the tail's arena starts (after the lanes')
+  cpu::BatchTail tail_;                // the ops run over the whole batch (batch_tail.h); empty: none
   std::unique_ptr<cpu::ThreadPool> serial_;  // the kernels' pool inside a lane (runs inline)
   std::vector<std::unique_ptr<cpu::Kernel>> kernels_;
   std::vector<const TensorInfo*> in_, out_;
@@ -449,7 +512,7 @@ class CpuBackend final : public Backend {
   MemoryStats stats_;
   cpu::OpProfiler profiler_;  // per-op time while on (set_profiling, MEMLANE_PROFILE=1)
   bool dumpProfile_ = false;  // MEMLANE_PROFILE=1: print the profile at destruction
-  std::string releaseNote_;   // the plan pages of repacked weights given back (notes())
+  std::string notes_;  // the plan pages of repacked weights given back, the batch tail (notes())
 };
 
 }  // namespace
