@@ -173,12 +173,14 @@ static void test_conv() {
 static void test_gemm_matmul() {
   Rng rng;
   // Small products (one sgemm), one row (sgemv), and products the pool splits between two
-  // threads (sgemm_pool: columns, and the one-row sgemv by columns too).
+  // threads (sgemm_pool: columns, and the one-row sgemv by columns too). With transB on
+  // AVX-512, 2-16 rows take simd::gemm_t_rows: more than 8 rows (two row groups), K past its
+  // 2048-column blocks, an odd N (the last column alone).
   struct GemmCase {
     int64_t n, K, N;
     int threads;
   };
-  const GemmCase gcases[] = {{5, 7, 3, 1}, {1, 7, 3, 1}, {1, 1024, 2048, 2}, {3, 512, 2048, 2}};
+  const GemmCase gcases[] = {{5, 7, 3, 1}, {1, 7, 3, 1}, {1, 1024, 2048, 2}, {3, 512, 2048, 2}, {12, 4100, 37, 1}, {9, 2500, 33, 2}};
   for (const GemmCase& gc : gcases)
   for (bool transB : {false, true}) {
     const int64_t n = gc.n, K = gc.K, N = gc.N;
