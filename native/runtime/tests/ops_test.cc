@@ -172,15 +172,14 @@ static void test_conv() {
 
 static void test_gemm_matmul() {
   Rng rng;
-  // Small products (one sgemm), one row (sgemv), and products the pool splits between two
-  // threads (sgemm_pool: columns, and the one-row sgemv by columns too). With transB on
-  // AVX-512, 2-16 rows take simd::gemm_t_rows: more than 8 rows (two row groups), K past its
-  // 2048-column blocks, an odd N (the last column alone).
+  // Small products, one row, and products the pool splits between two threads (the panels'
+  // rows or columns; sgemm_pool without AVX-512); more than one 64-row block and K past the
+  // panels' 256-step blocks (partial sums through C).
   struct GemmCase {
     int64_t n, K, N;
     int threads;
   };
-  const GemmCase gcases[] = {{5, 7, 3, 1}, {1, 7, 3, 1}, {1, 1024, 2048, 2}, {3, 512, 2048, 2}, {12, 4100, 37, 1}, {9, 2500, 33, 2}};
+  const GemmCase gcases[] = {{5, 7, 3, 1}, {1, 7, 3, 1}, {1, 1024, 2048, 2}, {3, 512, 2048, 2}, {12, 4100, 37, 1}, {9, 2500, 33, 2}, {150, 700, 70, 2}};
   for (const GemmCase& gc : gcases)
   for (bool transB : {false, true}) {
     const int64_t n = gc.n, K = gc.K, N = gc.N;
@@ -250,10 +249,11 @@ static V bcast_ref(char op, const V& a, S as, const V& b, S bs, S ys) {
   return y;
 }
 
-// Gemm at one row takes the AVX-512 GEMV (simd::gemv_t, transB): every form of C (a [N]
-// weight, a scalar weight, an activation, none), alpha/beta, a K tail past the 4-row loop, N not
-// a multiple of the 64-column blocks the threads split, with and without the folded Relu.
-static void test_gemv_variants() {
+// Gemm on the packed panels (AVX-512; OpenBLAS elsewhere) at 1, 3 and 11 rows (one row tile,
+// a partial one, more than one), transB or not: every form of C (a [N] weight, a scalar weight,
+// an activation, none), alpha/beta, K not a multiple of the unrolled steps, N not a multiple
+// of the 32-column panels, with and without the folded Relu, panels split between threads.
+static void test_gemm_variants() {
   Rng rng;
   enum CKind { kRowC, kScalarC, kActC, kNoC };
   struct Case {
@@ -263,33 +263,38 @@ static void test_gemv_variants() {
     int threads;
   };
   const Case cases[] = {{37, 13, kScalarC, true, 1}, {37, 13, kActC, false, 1}, {38, 130, kNoC, true, 2},
-                        {129, 130, kRowC, false, 2},  {5, 200, kActC, true, 2},   {64, 70, kScalarC, false, 2}};
-  for (const Case& gc : cases) {
+                        {129, 130, kRowC, false, 2},  {5, 200, kActC, true, 2},   {64, 70, kScalarC, false, 2},
+                        {300, 33, kRowC, true, 1}};
+  for (const Case& gc : cases)
+  for (int64_t n : {1, 3, 11})
+  for (bool transB : {true, false}) {
     const int64_t K = gc.K, N = gc.N;
-    V a = rng.vec(K), w = rng.vec(N * K), c = rng.vec(gc.c == kScalarC ? 1 : N);
+    V a = rng.vec(n * K), w = rng.vec(N * K), c = rng.vec(gc.c == kScalarC ? 1 : gc.c == kActC ? n * N : N);
     PlanBuilder pb;
     int ai = pb.input("a", {K});
     int ci = gc.c == kActC ? pb.input("c", {N}) : -1;
-    int wi = pb.weight("w", {N, K}, w);
+    int wi = pb.weight("w", transB ? S{N, K} : S{K, N}, w);
     if (gc.c == kRowC) ci = pb.weight("c", {N}, c);
     if (gc.c == kScalarC) ci = pb.weight("c", {1}, c);
     int yi = pb.output("y", {N});
     std::vector<int64_t> ins = {ai, wi};
     if (gc.c != kNoC) ins.push_back(ci);
     pb.op("Gemm", ins, {yi},
-          {{"alpha", 0.5}, {"beta", 2.0}, {"transA", int64_t(0)}, {"transB", int64_t(1)},
+          {{"alpha", 0.5}, {"beta", 2.0}, {"transA", int64_t(0)}, {"transB", int64_t(transB)},
            {"activation", std::string(gc.relu ? "relu" : "none")}});
-    V ref(N);
-    for (int64_t j = 0; j < N; ++j) {
-      double s = 0;
-      for (int64_t k = 0; k < K; ++k) s += double(a[k]) * w[j * K + k];
-      const double cj = gc.c == kNoC ? 0 : gc.c == kScalarC ? c[0] : c[j];
-      const float v = float(0.5 * s + 2.0 * cj);
-      ref[j] = gc.relu ? std::max(0.f, v) : v;
-    }
-    RunResult r = gc.c == kActC ? run_plan(pb, 1, {a, c}, gc.threads) : run_plan(pb, 1, {a}, gc.threads);
-    const std::string label = "gemv K=" + std::to_string(K) + " N=" + std::to_string(N) + " C kind " +
-                              std::to_string(int(gc.c)) + (gc.relu ? " relu" : "") + " threads " + std::to_string(gc.threads);
+    V ref(n * N);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) s += double(a[i * K + k]) * (transB ? w[j * K + k] : w[k * N + j]);
+        const double cj = gc.c == kNoC ? 0 : gc.c == kScalarC ? c[0] : gc.c == kActC ? c[i * N + j] : c[j];
+        const float v = float(0.5 * s + 2.0 * cj);
+        ref[i * N + j] = gc.relu ? std::max(0.f, v) : v;
+      }
+    RunResult r = gc.c == kActC ? run_plan(pb, n, {a, c}, gc.threads) : run_plan(pb, n, {a}, gc.threads);
+    const std::string label = "gemm rows=" + std::to_string(n) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
+                              (transB ? " transB" : "") + " C kind " + std::to_string(int(gc.c)) +
+                              (gc.relu ? " relu" : "") + " threads " + std::to_string(gc.threads);
     CHECK_MSG(r.status == Status::kOk, label + ": " + r.message);
     if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 1e-4f, label);
   }
@@ -574,7 +579,7 @@ int main() {
   check_depthwise_path();
   test_conv();
   test_gemm_matmul();
-  test_gemv_variants();
+  test_gemm_variants();
   test_binary();
   test_unary();
   test_pools();

@@ -1,8 +1,9 @@
 // Gemm (A activation [..., K], B weight, optional C broadcast to [..., N]) and MatMul
 // (A [..., K] activation, B [K,M] weight): A's rows are all its leading dims, so the batch
-// may sit on any of them. One sgemm over the whole batch (split by sgemm_pool), or, for a MatMul on an
-// AVX-512 CPU, the register-tiled simd::sgemm_nn over blocks of rows split between the
-// pool's threads, with a fused epilogue (bias, Gelu; gemm_epilogue.cc).
+// may sit on any of them. On an AVX-512 CPU, B packed at build into 32-column panels and
+// every row count on simd::gemm_panels (the rows, or for a few rows the panels, split between
+// the pool's threads), with a fused epilogue (bias, Relu, Gelu; gemm_epilogue.cc); elsewhere
+// one sgemm over the whole batch (split by sgemm_pool).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -10,7 +11,7 @@
 #include "cpu/kernel.h"
 #include "cpu/sgemm_pool.h"
 #include "cpu/simd/avx512.h"
-#include "cpu/simd/gemm_t_rows.h"
+#include "cpu/simd/gemm_panels.h"
 #include "cpu/vmath.h"
 
 namespace memlane::cpu {
@@ -26,86 +27,63 @@ class GemmKernel final : public Kernel {
   int64_t rows_per_sample = 1, K = 0, N = 0;
   bool transB = false, relu = false;
   float alpha = 1.f, beta = 0.f;
-  // MatMul only: the fused epilogue (bias on every row, then Gelu) and the kernel choice.
+  // MatMul only: the fused epilogue (bias on every row, then Gelu).
   const float* ebias = nullptr;
-  bool egelu = false, egelu_tanh = false, simd_path = false;
-  bool gemv_path = false;  // Gemm with transB on AVX-512: one row of A takes simd::gemv_t, a few simd::gemm_t_rows
+  bool egelu = false, egelu_tanh = false;
+  // AVX-512: B packed at build into 32-column panels (simd::gemm_panels) for every row count;
+  // the plan's pages of B are then given back (weight_release.h).
+  simd::PackedPanels panels;
+  std::vector<float> cbias;  // Gemm: beta * C where C is a weight per column (the panels' bias)
+  bool panel_path = false;
 
-  // Rows a block: A's block (64 x K floats) stays in L1 while every column panel reads it.
-  static constexpr int64_t kRowBlock = 64;
+  std::vector<const float*> repacked_weights() const override {
+    return panel_path ? std::vector<const float*>{b} : std::vector<const float*>{};
+  }
+  const char* path() const override { return panel_path ? "panels" : "blas"; }
+
   // Multiply-adds a thread must get before a product is split (~9 us on one core): waking a
   // sleeping pool worker costs several microseconds, about what halving the 64-wide
   // projections of the zoo's BERT and ViT at batch 1 would save; their 128-wide feed-forward
   // layers do split.
   static constexpr int64_t kMinMacsPerThread = int64_t(1) << 19;
 
-  void run_simd(const RunCtx& c, int64_t M) const {
-    const float* A = a.at(c);
-    float* Y = y.at(c);
-    // Threads split the rows evenly in units of 8 (one register tile), at least a block each.
-    const int64_t units = (M + 7) / 8;
-    const int64_t grain = std::max<int64_t>(kRowBlock / 8, kMinMacsPerThread / std::max<int64_t>(1, 8 * N * K));
-    c.pool->parallel_for(units, grain, [&](int64_t u0, int64_t u1) {
-      const int64_t end = std::min(M, u1 * 8);
-      for (int64_t r0 = u0 * 8; r0 < end; r0 += kRowBlock) {
-        const int64_t rows = std::min(kRowBlock, end - r0);
-        float* yb = Y + r0 * N;
-        simd::sgemm_nn(rows, N, K, A + r0 * K, K, b, N, yb, N, ebias);
-        if (egelu) egelu_tanh ? simd::gelu_tanh(yb, yb, rows * N) : simd::gelu(yb, yb, rows * N);
-      }
-    });
-  }
-
-  // One row of A against B^T (a classifier at batch 1): simd::gemv_t, threads splitting the
-  // columns in blocks of 64 (each reads its rows of B once).
-  void run_gemv(const RunCtx& c) const {
+  // Every row count on the packed panels: units of 64 rows x a group of panels, the rows split
+  // between threads first, the panels where there are too few rows (a classifier, a batch
+  // tail). Bias and Relu in the tiles' registers; what C adds besides a bias per column, and
+  // Gelu, over the unit's block after.
+  void run_panels(const RunCtx& c, int64_t M) const {
     const float* A = a.at(c);
     float* Y = y.at(c);
     const float* C = c_is_act ? cact.at(c) : nullptr;
-    const int64_t blocks = (N + 63) / 64;
-    // (memory-bound: each thread streams its own rows of B, so split at a quarter of the usual work)
-    const int64_t grain = std::max<int64_t>(1, kMinMacsPerThread / 4 / std::max<int64_t>(1, 64 * K));
-    c.pool->parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
-      const int64_t j0 = b0 * 64, j1 = std::min(N, b1 * 64);
-      const float* cj = C ? C + j0 : (cw && cw_cols == N ? cw + j0 : nullptr);
-      simd::gemv_t(j1 - j0, K, A, b + j0 * K, Y + j0, alpha, beta, cj);
-      if (cw && cw_cols != N)
-        for (int64_t j = j0; j < j1; ++j) Y[j] += beta * cw[0];
-      if (relu) relu_inplace(Y + j0, j1 - j0);
-    });
-  }
-
-  // A few rows of A against B^T (a classifier over a whole batch: cpu_backend's batch tail):
-  // simd::gemm_t_rows reads each row of B once for all of them, threads splitting the columns
-  // in blocks of 64 as run_gemv.
-  void run_rows(const RunCtx& c, int64_t M) const {
-    const float* A = a.at(c);
-    float* Y = y.at(c);
-    const float* C = c_is_act ? cact.at(c) : nullptr;
-    const int64_t blocks = (N + 63) / 64;
-    const int64_t grain = std::max<int64_t>(1, kMinMacsPerThread / 4 / std::max<int64_t>(1, 64 * K * M));
-    c.pool->parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
-      const int64_t j0 = b0 * 64, j1 = std::min(N, b1 * 64);
-      simd::gemm_t_rows(M, j0, j1, K, A, b, Y, N, alpha, beta, cw && cw_cols == N ? cw : nullptr);
-      for (int64_t r = 0; r < M; ++r) {
-        float* yr = Y + r * N;
-        if (C)
-          for (int64_t j = j0; j < j1; ++j) yr[j] += beta * C[r * N + j];
-        if (cw && cw_cols != N)
-          for (int64_t j = j0; j < j1; ++j) yr[j] += beta * cw[0];
-        if (relu) relu_inplace(yr + j0, j1 - j0);
+    const bool after = C || (cw && cw_cols != N);  // C beyond a bias: added (then Relu) after the product
+    const simd::PanelEpilogue e{alpha, cbias.empty() ? ebias : cbias.data(), relu && !after};
+    const int64_t P = panels.panels(), T = c.pool->threads(), row_blocks = (M + 63) / 64;
+    const int64_t groups = row_blocks >= T ? 1 : std::min(P, (2 * T + row_blocks - 1) / row_blocks);
+    const int64_t pg = (P + groups - 1) / groups, per_block = (P + pg - 1) / pg;
+    const int64_t unit_macs = std::min<int64_t>(64, M) * K * pg * simd::kPanelCols;
+    const int64_t grain = std::max<int64_t>(1, kMinMacsPerThread / std::max<int64_t>(1, unit_macs));
+    c.pool->parallel_for(row_blocks * per_block, grain, [&](int64_t u0, int64_t u1) {
+      for (int64_t u = u0; u < u1; ++u) {
+        const int64_t r0 = u / per_block * 64, r1 = std::min(M, r0 + 64);
+        const int64_t p0 = u % per_block * pg, p1 = std::min(P, p0 + pg);
+        const int64_t j0 = p0 * simd::kPanelCols, j1 = std::min(N, p1 * simd::kPanelCols);
+        simd::gemm_panels(r1 - r0, p0, p1, A + r0 * K, K, panels, Y + r0 * N, N, e);
+        for (int64_t r = r0; r < r1 && (after || egelu); ++r) {
+          float* yr = Y + r * N;
+          if (C)
+            for (int64_t j = j0; j < j1; ++j) yr[j] += beta * C[r * N + j];
+          if (cw && cw_cols != N)
+            for (int64_t j = j0; j < j1; ++j) yr[j] += beta * cw[0];
+          if (after && relu) relu_inplace(yr + j0, j1 - j0);
+          if (egelu) egelu_tanh ? simd::gelu_tanh(yr + j0, yr + j0, j1 - j0) : simd::gelu(yr + j0, yr + j0, j1 - j0);
+        }
       }
     });
   }
 
   void run(const RunCtx& c) const override {
     const int64_t M = rows_per_sample * c.batch;
-    if (gemv_path && M == 1) return run_gemv(c);
-    if (gemv_path && M <= simd::kGemmTRowsMax) return run_rows(c, M);
-    if (simd_path) {
-      run_simd(c, M);
-      return;
-    }
+    if (panel_path) return run_panels(c, M);
     float* Y = y.at(c);
     float gemm_beta = 0.f;
     if (cw || c_is_act) {
@@ -129,6 +107,12 @@ class GemmKernel final : public Kernel {
     if (egelu) egelu_tanh ? vmath::gelu_tanh(Y, Y, M * N) : vmath::gelu(Y, Y, M * N);
   }
 };
+
+// The panel path where the CPU has AVX-512 (MEMLANE_GEMM_BLAS=1: OpenBLAS, an A/B aid).
+void pack_panels(GemmKernel& k, const float* B, bool transB) {
+  k.panel_path = simd::have_avx512() && !std::getenv("MEMLANE_GEMM_BLAS");
+  if (k.panel_path) k.panels = simd::pack_panels(B, k.K, k.N, transB);
+}
 
 }  // namespace
 
@@ -160,8 +144,6 @@ std::unique_ptr<Kernel> make_gemm(const BuildCtx& bc, const Op& op, Status* st, 
   k->alpha = at.alpha;
   k->beta = at.beta;
   k->relu = at.activation == Activation::kRelu;
-  // MEMLANE_GEMM_NO_GEMV=1 keeps one-row products on OpenBLAS (A/B timing; ctest runs both).
-  k->gemv_path = at.transB && simd::have_avx512() && std::getenv("MEMLANE_GEMM_NO_GEMV") == nullptr;
   if (op.inputs.size() > 2 && op.inputs[2] != kAbsentInput && at.beta != 0.f) {
     const TensorInfo& C = bc.info(op.inputs[2]);
     if (C.is_weight()) {
@@ -177,6 +159,11 @@ std::unique_ptr<Kernel> make_gemm(const BuildCtx& bc, const Op& op, Status* st, 
       k->c_is_act = true;
       k->cact = bc.ref(op.inputs[2]);
     }
+  }
+  pack_panels(*k, B.data, at.transB);
+  if (k->panel_path && k->cw && k->cw_cols == k->N) {
+    k->cbias.resize(size_t(k->N));
+    for (int64_t j = 0; j < k->N; ++j) k->cbias[size_t(j)] = k->beta * k->cw[j];
   }
   return k;
 }
@@ -211,8 +198,7 @@ std::unique_ptr<Kernel> make_matmul(const BuildCtx& bc, const Op& op, Status* st
     k->egelu_tanh = e->gelu_tanh;
     e->taken = true;
   }
-  // MEMLANE_GEMM_BLAS=1 keeps OpenBLAS for these too (a tuning aid for A/B timing).
-  k->simd_path = simd::have_avx512() && !std::getenv("MEMLANE_GEMM_BLAS");
+  pack_panels(*k, B.data, false);
   return k;
 }
 

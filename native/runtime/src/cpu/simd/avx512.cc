@@ -230,51 +230,6 @@ AVX512 void layernorm_rows(const float* x, float* y, int64_t rows, int64_t n, co
   }
 }
 
-AVX512 void gemv_t(int64_t N, int64_t K, const float* a, const float* B, float* y, float alpha, float beta,
-                   const float* c) {
-  int64_t j = 0;
-  auto finish = [&](int64_t jj, float d) { y[jj] = alpha * d + (c ? beta * c[jj] : 0.f); };
-  // B streams from memory once a call (a classifier's weights: a batch runs one sample at a
-  // time, so a layer's B is out of cache again at every sample), and 4 rows a step are too few
-  // streams for the hardware prefetcher to keep the memory busy: each step also prefetches the
-  // next 4 rows (contiguous, 4K floats) at 64 floats a step, so they arrive while these are
-  // summed. 8 x 1280x1280 at batch 1, 1 thread: 2.9 -> 2.3 ms (1 block ahead; 2 or 4 ahead no
-  // better). MEMLANE_GEMV_NO_PF=1: off (A/B aid).
-  static const bool pf_off = std::getenv("MEMLANE_GEMV_NO_PF") != nullptr;
-  for (; j + 4 <= N; j += 4) {
-    const float* b0 = B + j * K;
-    const float* next = j + 8 <= N && !pf_off ? b0 + 4 * K : nullptr;
-    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    for (int64_t k = 0; k < K; k += 16) {
-      if (next) {
-        const char* q = reinterpret_cast<const char*>(next + 4 * k);
-        _mm_prefetch(q, _MM_HINT_T0);
-        _mm_prefetch(q + 64, _MM_HINT_T0);
-        _mm_prefetch(q + 128, _MM_HINT_T0);
-        _mm_prefetch(q + 192, _MM_HINT_T0);
-      }
-      const __mmask16 m = tail_mask(K - k);
-      const __m512 av = _mm512_maskz_loadu_ps(m, a + k);
-      s0 = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, b0 + k), s0);
-      s1 = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, b0 + K + k), s1);
-      s2 = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, b0 + 2 * K + k), s2);
-      s3 = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, b0 + 3 * K + k), s3);
-    }
-    finish(j, hsum(s0));
-    finish(j + 1, hsum(s1));
-    finish(j + 2, hsum(s2));
-    finish(j + 3, hsum(s3));
-  }
-  for (; j < N; ++j) {
-    __m512 s0 = _mm512_setzero_ps();
-    for (int64_t k = 0; k < K; k += 16) {
-      const __mmask16 m = tail_mask(K - k);
-      s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + k), _mm512_maskz_loadu_ps(m, B + j * K + k), s0);
-    }
-    finish(j, hsum(s0));
-  }
-}
-
 AVX512 void row_means(const float* x, int64_t rows, int64_t n, float scale, float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* p = x + r * n;
@@ -391,7 +346,6 @@ void sgemm_nn_rows(int64_t, int64_t, int64_t, const float*, int64_t, const float
                    const ConvAct&) {
   std::abort();
 }
-void gemv_t(int64_t, int64_t, const float*, const float*, float*, float, float, const float*) { std::abort(); }
 
 #endif
 

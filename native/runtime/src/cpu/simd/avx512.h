@@ -42,11 +42,6 @@ void gelu_tanh(const float* x, float* y, int64_t n);
 void layernorm_rows(const float* x, float* y, int64_t rows, int64_t n, const float* scale, const float* bias,
                     float eps);
 
-// y[j] = alpha * dot(a, B[j]) (+ beta * c[j] when c is not null) for j < N, B row-major [N][K]
-// (a Gemm with transB and one row of A: a classifier at batch 1). Reads each row of B once,
-// four at a time; OpenBLAS's sgemm packs B for a single row.
-void gemv_t(int64_t N, int64_t K, const float* a, const float* B, float* y, float alpha, float beta, const float* c);
-
 // out[r] = scale * (the sum of x[r * n .. r * n + n)) for r < rows: GlobalAveragePool over
 // NCHW planes (SE blocks' 7x7-28x28 maps), four independent 16-lane sums a plane, a masked
 // tail and one tree reduction.

@@ -1,0 +1,43 @@
+// A dense layer's weights packed at load into 32-column panels, and the product of any number
+// of rows of activations with them (Gemm and MatMul with a weight B: transformers' projections
+// and feed-forward layers, classifiers).
+//
+// B as the plan stores it is [K][N] (MatMul, Gemm) or [N][K] (Gemm transB): a 32-column panel
+// of [K][N] is K rows of 128 bytes N floats apart, a new page every few rows where N is in the
+// thousands; [N][K] needs a dot product a column and a horizontal sum an output. Packed, each
+// panel is K x 32 floats in one run ([panel][K][32], zero columns past N), read front to back:
+// the register tile (8 rows x 32 columns, A broadcast) streams it, K in blocks whose A rows
+// stay in L2 and whose panel block stays in L1 across the row tiles. ONNX Runtime's MLAS packs
+// its B the same way at session creation. Needs have_avx512().
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace memlane::cpu::simd {
+
+inline constexpr int64_t kPanelCols = 32;
+
+struct PackedPanels {
+  std::vector<float> w;  // [panels][K][32]
+  int64_t K = 0, N = 0;
+  int64_t panels() const { return (N + kPanelCols - 1) / kPanelCols; }
+};
+
+// B [K][N] (transB false) or [N][K] (transB true), row-major.
+PackedPanels pack_panels(const float* B, int64_t K, int64_t N, bool transB);
+
+// What a tile does before its store: C = alpha * (A x B) + bias[j] (bias may be null), then
+// Relu where asked.
+struct PanelEpilogue {
+  float alpha = 1.f;
+  const float* bias = nullptr;  // [N]
+  bool relu = false;
+};
+
+// C[r][j] for rows r < M and the columns of panels [p0, p1): A [M][K] with leading dim lda, C
+// with leading dim ldc (only columns below N are written).
+void gemm_panels(int64_t M, int64_t p0, int64_t p1, const float* A, int64_t lda, const PackedPanels& B, float* C,
+                 int64_t ldc, const PanelEpilogue& e);
+
+}  // namespace memlane::cpu::simd
