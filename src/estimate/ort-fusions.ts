@@ -8,6 +8,7 @@
  * graph output counts as one more reader here, so no rule takes it.
  */
 import type { LNode } from "../compiler/ir.ts";
+import { ortTransformerFusions } from "./ort-fusions-transformer.ts";
 
 /** Every node reading each tensor; a graph output gets a reader that no rule matches. */
 function readersOf(nodes: readonly LNode[], graphOutputs: ReadonlySet<string>): Map<string, LNode[]> {
@@ -93,8 +94,12 @@ function fuseConvActivation(nodes: readonly LNode[], graphOutputs: ReadonlySet<s
   return nodes.filter((n) => !fusedActs.has(n)).map((n) => fused.get(n) ?? n);
 }
 
-/** The rewrites in ORT's order: residual sums into Convs, activations into Convs, then SiLU. */
-export function ortFusions(nodes: readonly LNode[], graphOutputs: readonly string[]): LNode[] {
+/**
+ * The rewrites in ORT's order: the transformer chains (Gelu, FastGelu, their bias, scaled
+ * MatMuls: ort-fusions-transformer.ts), residual sums into Convs, activations into Convs, then
+ * SiLU. `isConst`: whether a tensor is a constant (an initializer or a folded value).
+ */
+export function ortFusions(nodes: readonly LNode[], graphOutputs: readonly string[], isConst: (name: string) => boolean = () => false): LNode[] {
   const outs = new Set(graphOutputs);
-  return fuseQuickGelu(fuseConvActivation(fuseConvSum(nodes, outs), outs), outs);
+  return fuseQuickGelu(fuseConvActivation(fuseConvSum(ortTransformerFusions(nodes, outs, isConst), outs), outs), outs);
 }

@@ -215,7 +215,7 @@ function ortRunTrace(g: Graph, inputShapes: Record<string, number[]> | undefined
     return s && s.some((d) => d < 0) ? perSample(s) * DTYPE_BYTES[inf.dtypes.get(name) ?? "float32"] : 0;
   };
   const plainShape = (n: string) => (unknown.has(n) ? null : `${inf.dtypes.get(n) ?? "float32"} ${JSON.stringify(inf.shapes.get(n) ?? [])}`);
-  const fused = ortFusions(inOrtOrder(inf.nodes, g.nodes), inf.outputs);
+  const fused = ortFusions(inOrtOrder(inf.nodes, g.nodes), inf.outputs, (n) => inf.consts.has(n));
   const { nodes, blocked } = ortNchwc(fused, inf.outputs, { constDims: (n) => inf.consts.get(n)?.dims, shapeOf: (n) => inf.shapes.get(n) });
   // A blocked tensor (ort-nchwc.ts): its plain tensor's bytes with the channels padded.
   const bytesOf = (n: string) => {

@@ -3,6 +3,7 @@
 import { describe, expect, it } from "vitest";
 import type { LNode } from "../../src/compiler/ir.ts";
 import { CONV_SUM, ortFusions } from "../../src/estimate/ort-fusions.ts";
+import { BIAS_GELU, FAST_GELU, FUSED_MATMUL, GELU } from "../../src/estimate/ort-fusions-transformer.ts";
 
 const node = (op: string, inputs: string[], outputs: string[]): LNode => ({ op, name: outputs[0]!, inputs, outputs, attrs: {} });
 const ops = (ns: LNode[]) => ns.map((n) => `${n.op}->${n.outputs.join(",")}`);
@@ -18,5 +19,37 @@ describe("ORT's fusions in the pattern replay", () => {
     expect(ops(ortFusions([node("Conv", ["x", "w"], ["c"]), node("HardSwish", ["c"], ["y"])], ["c", "y"]))).toEqual(["Conv->c", "HardSwish->y"]);
     expect(ops(ortFusions([node("Conv", ["x", "w"], ["c"]), node("Add", ["c", "r"], ["y"])], ["y", "c"]))).toEqual(["Conv->c", "Add->y"]);
     expect(ops(ortFusions([node("Sigmoid", ["x"], ["s"]), node("Mul", ["x", "s"], ["y"])], ["s", "y"]))).toEqual(["Sigmoid->s", "Mul->y"]);
+  });
+
+  // The chains as torch's legacy exporter writes them (bert, gpt2, convnext; names shortened).
+  const isConst = (n: string) => n.startsWith("c");
+  const erfGelu = (x: string, y: string) => [
+    node("Div", [x, "c_sqrt2"], ["d"]), node("Erf", ["d"], ["e"]), node("Add", ["e", "c_one"], ["a"]),
+    node("Mul", [x, "a"], ["m"]), node("Mul", ["m", "c_half"], [y]),
+  ];
+  const tanhGelu = [
+    node("Mul", ["x", "c_half"], ["h"]), node("Pow", ["x", "c_three"], ["p"]), node("Mul", ["p", "c_k"], ["pk"]),
+    node("Add", ["x", "pk"], ["u"]), node("Mul", ["u", "c_s"], ["us"]), node("Tanh", ["us"], ["t"]),
+    node("Add", ["t", "c_one"], ["t1"]), node("Mul", ["h", "t1"], ["y"]),
+  ];
+
+  it("fuses transformers' Gelu chains (erf and tanh forms), a bias Add before a Gelu, and a MatMul's constant scale, as ORT does", () => {
+    expect(ops(ortFusions(erfGelu("x", "y"), ["y"], isConst))).toEqual([`${GELU}->y`]);
+    const biased = [node("MatMul", ["in", "cw"], ["mm"]), node("Add", ["c_bias", "mm"], ["x"]), ...erfGelu("x", "y")];
+    const fused = ortFusions(biased, ["y"], isConst);
+    expect(ops(fused)).toEqual(["MatMul->mm", `${BIAS_GELU}->y`]);
+    expect(fused[1]!.inputs).toEqual(["mm", "c_bias"]);
+    expect(ops(ortFusions(tanhGelu, ["y"], isConst))).toEqual([`${FAST_GELU}->y`]);
+    expect(ortFusions(tanhGelu, ["y"], isConst)[0]!.inputs).toEqual(["x"]);
+    expect(ops(ortFusions([node("MatMul", ["q", "k"], ["s"]), node("Div", ["s", "c_d"], ["z"]), node("Softmax", ["z"], ["y"])], ["y"], isConst)))
+      .toEqual([`${FUSED_MATMUL}->z`, "Softmax->y"]);
+  });
+
+  it("leaves a chain whole where an intermediate is read elsewhere, or its operands are not constants", () => {
+    expect(ops(ortFusions(erfGelu("x", "y"), ["y", "e"], isConst))).toHaveLength(5);
+    expect(ops(ortFusions([...erfGelu("x", "y"), node("Relu", ["a"], ["r"])], ["y", "r"], isConst))).toHaveLength(6);
+    expect(ops(ortFusions([node("MatMul", ["q", "k"], ["s"]), node("Div", ["s", "v"], ["z"])], ["z"], isConst))).toEqual(["MatMul->s", "Div->z"]);
+    // Without knowing the constants (the default) nothing transformer-shaped is fused.
+    expect(ops(ortFusions(erfGelu("x", "y"), ["y"]))).toHaveLength(5);
   });
 });
