@@ -112,7 +112,10 @@ function checkProfilesAgree(profiles: PlanHeader[], fail: Fail): void {
 function checkProfile(headerBytes: Buffer, blobLength: number, fail: Fail): PlanHeader {
   let header: PlanHeader;
   try {
-    header = unpack(headerBytes) as PlanHeader;
+    // A copy: msgpackr keeps the buffer it last decoded, and a view of the header would keep
+    // the whole plan file it was read from (resnet50's 100 MB, in the orchestrator that then
+    // runs node-ort: its import read 136 MiB over the estimate).
+    header = unpack(Buffer.from(headerBytes)) as PlanHeader;
   } catch (e) {
     return fail("header", "one msgpack map", (e as Error).message);
   }
