@@ -21,6 +21,9 @@ namespace memlane {
 
 namespace cpu {
 class ThreadPool;
+namespace simd {
+class PanelCache;
+}
 }
 
 // Host memory that the backends of one Runtime share because they never run at once: one
@@ -52,6 +55,8 @@ class SharedHostBuffers {
   uint64_t bytes(Slot slot) const { return slots_[slot].bytes; }
   // The CPU backends' intra-op thread pool, made by the first one (one set of threads, not one a profile).
   std::shared_ptr<cpu::ThreadPool> cpuPool;
+  // The CPU backends' packed dense-layer weights (cpu/simd/gemm_panels.h), likewise one set.
+  std::shared_ptr<cpu::simd::PanelCache> cpuPanels;
 
  private:
   struct Buf {

@@ -202,5 +202,39 @@ int main() {
     const std::vector<float> want = reference(x, 10);
     for (size_t k = 0; k < y.size(); ++k) CHECK(std::fabs(y[k] - want[k]) < 1e-5f);
   }
+  // The CPU backends' packed dense-layer weights (gemm_panels.h) are packed once for the three
+  // profiles: an 8 MiB MatMul weight adds about 8 MiB of resident memory at load, not 24.
+  {
+    const int64_t K = 1024, N = 2048;
+    std::vector<mltest::PlanBuilder> ps;
+    for (int64_t seq : kSeqs) {
+      mltest::PlanBuilder b;
+      int x = b.tensor("x", {-1, seq, K}, "input");
+      int w = b.weight("w", {K, N}, std::vector<float>(size_t(K * N), 0.25f));
+      int y = b.tensor("y", {-1, seq, N}, "output");
+      b.op("MatMul", {x, w}, {y});
+      ps.push_back(std::move(b));
+    }
+    const std::string path = write_temp_plan(mltest::PlanBuilder::build_profiles({&ps[0], &ps[1], &ps[2]}));
+    auto rss_kib = [] {
+      std::ifstream f("/proc/self/status");
+      std::string line;
+      while (std::getline(f, line))
+        if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+      return -1L;
+    };
+    auto rt = cpu_runtime();
+    RtError err;
+    const long before = rss_kib();
+    CHECK_MSG(rt->load(path, 2, &err), err.message);
+    const double grew_mib = double(rss_kib() - before) / 1024;
+    unlink(path.c_str());
+    CHECK_MSG(grew_mib < 14, "load grew RSS by " + std::to_string(grew_mib) + " MiB for an 8 MiB weight and 3 profiles");
+    std::vector<float> x(size_t(2 * 5 * K), 1.f), y(size_t(2 * 5 * N), -1.f);
+    const float* in[] = {x.data()};
+    float* out[] = {y.data()};
+    CHECK_MSG(rt->run({{2, 5, K}}, in, out, &err), err.message);
+    for (float v : y) CHECK(std::fabs(v - 0.25f * float(K)) < 1e-2f);
+  }
   return mltest::finish("plan_profiles_test");
 }

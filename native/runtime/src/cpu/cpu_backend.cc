@@ -24,6 +24,7 @@
 #include "cpu/plan_queries.h"
 #include "cpu/op_profiler.h"
 #include "cpu/sgemm_pool.h"
+#include "cpu/simd/gemm_panels.h"
 #include "cpu/weight_release.h"
 
 namespace memlane {
@@ -230,6 +231,8 @@ class CpuBackend final : public Backend {
     if (o.sharedHost && o.sharedHost->cpuPool && o.sharedHost->cpuPool->threads() == threads_) pool_ = o.sharedHost->cpuPool;
     else pool_ = std::make_shared<cpu::ThreadPool>(threads_);
     if (o.sharedHost && !o.sharedHost->cpuPool) o.sharedHost->cpuPool = pool_;
+    if (o.sharedHost && !o.sharedHost->cpuPanels) o.sharedHost->cpuPanels = std::make_shared<cpu::simd::PanelCache>();
+    panels_ = o.sharedHost ? o.sharedHost->cpuPanels : std::make_shared<cpu::simd::PanelCache>();
   }
 
   const char* name() const override { return "cpu"; }
@@ -279,6 +282,7 @@ class CpuBackend final : public Backend {
     // [base, base + p.ops.size()) of the plan), sizing their workspace for `batch` samples.
     auto build = [&](const Plan& p, size_t base, int64_t batch, uint64_t* ws) {
       cpu::BuildCtx bc{&p, threads_};
+      bc.panels = panels_.get();
       size_t skip = 0;  // ops folded into the previous kernel's epilogue (no kernel)
       for (size_t i = 0; i < p.ops.size(); ++i) {
         if (skip) {
@@ -400,7 +404,7 @@ class CpuBackend final : public Backend {
     for (size_t i = 0; i < in_.size(); ++i)
       std::memcpy(arena + n * in_[i]->offset, reinterpret_cast<const uint8_t*>(inputs[i]) + n0 * in_[i]->bytes,
                   n * in_[i]->bytes);
-    run_kernels(c, 0, prefixKernels());
+    run_kernels(c, 0, prefix_kernels());
     for (size_t i = 0; i < out_.size(); ++i)
       if (tail_.empty() || !tail_.outputFromTail[i])
         std::memcpy(reinterpret_cast<uint8_t*>(outputs[i]) + n0 * out_[i]->bytes, arena + n * out_[i]->offset,
@@ -456,7 +460,7 @@ class CpuBackend final : public Backend {
     }
   }
 
-  size_t prefixKernels() const { return tail_.empty() ? kernels_.size() : tail_.start; }
+  size_t prefix_kernels() const { return tail_.empty() ? kernels_.size() : tail_.start; }
 
   bool set_profiling(bool on) override {
     if (!plan_) return false;  // nothing prepared: no ops to time
@@ -495,6 +499,7 @@ class CpuBackend final : public Backend {
   BackendOptions opts_;
   int threads_ = 1;
   std::shared_ptr<cpu::ThreadPool> pool_;  // shared by a Runtime's profiles (SharedHostBuffers)
+  std::shared_ptr<cpu::simd::PanelCache> panels_;  // likewise
   const Plan* plan_ = nullptr;
   int64_t maxBatch_ = 0;
   int64_t chunk_ = 1;  // samples per pass through the network (arena = chunk_ x bytesPerSample)

@@ -32,7 +32,7 @@ class GemmKernel final : public Kernel {
   bool egelu = false, egelu_tanh = false;
   // AVX-512: B packed at build into 32-column panels (simd::gemm_panels) for every row count;
   // the plan's pages of B are then given back (weight_release.h).
-  simd::PackedPanels panels;
+  std::shared_ptr<const simd::PackedPanels> panels;  // shared with the other profiles' kernels
   std::vector<float> cbias;  // Gemm: beta * C where C is a weight per column (the panels' bias)
   bool panel_path = false;
 
@@ -57,7 +57,7 @@ class GemmKernel final : public Kernel {
     const float* C = c_is_act ? cact.at(c) : nullptr;
     const bool after = C || (cw && cw_cols != N);  // C beyond a bias: added (then Relu) after the product
     const simd::PanelEpilogue e{alpha, cbias.empty() ? ebias : cbias.data(), relu && !after};
-    const int64_t P = panels.panels(), T = c.pool->threads(), row_blocks = (M + 63) / 64;
+    const int64_t P = panels->panels(), T = c.pool->threads(), row_blocks = (M + 63) / 64;
     const int64_t groups = row_blocks >= T ? 1 : std::min(P, (2 * T + row_blocks - 1) / row_blocks);
     const int64_t pg = (P + groups - 1) / groups, per_block = (P + pg - 1) / pg;
     const int64_t unit_macs = std::min<int64_t>(64, M) * K * pg * simd::kPanelCols;
@@ -67,7 +67,7 @@ class GemmKernel final : public Kernel {
         const int64_t r0 = u / per_block * 64, r1 = std::min(M, r0 + 64);
         const int64_t p0 = u % per_block * pg, p1 = std::min(P, p0 + pg);
         const int64_t j0 = p0 * simd::kPanelCols, j1 = std::min(N, p1 * simd::kPanelCols);
-        simd::gemm_panels(r1 - r0, p0, p1, A + r0 * K, K, panels, Y + r0 * N, N, e);
+        simd::gemm_panels(r1 - r0, p0, p1, A + r0 * K, K, *panels, Y + r0 * N, N, e);
         for (int64_t r = r0; r < r1 && (after || egelu); ++r) {
           float* yr = Y + r * N;
           if (C)
@@ -108,10 +108,14 @@ class GemmKernel final : public Kernel {
   }
 };
 
-// The panel path where the CPU has AVX-512 (MEMLANE_GEMM_BLAS=1: OpenBLAS, an A/B aid).
-void pack_panels(GemmKernel& k, const float* B, bool transB) {
+// The panel path where the CPU has AVX-512 (MEMLANE_GEMM_BLAS=1: OpenBLAS, an A/B aid), B
+// packed once for every profile of the plan (the build's cache; a kernel built without one
+// packs its own).
+void pack_panels(const BuildCtx& bc, GemmKernel& k, const float* B, bool transB) {
   k.panel_path = simd::have_avx512() && !std::getenv("MEMLANE_GEMM_BLAS");
-  if (k.panel_path) k.panels = simd::pack_panels(B, k.K, k.N, transB);
+  if (!k.panel_path) return;
+  k.panels = bc.panels ? bc.panels->get(B, k.K, k.N, transB)
+                       : std::make_shared<const simd::PackedPanels>(simd::pack_panels(B, k.K, k.N, transB));
 }
 
 }  // namespace
@@ -160,7 +164,7 @@ std::unique_ptr<Kernel> make_gemm(const BuildCtx& bc, const Op& op, Status* st, 
       k->cact = bc.ref(op.inputs[2]);
     }
   }
-  pack_panels(*k, B.data, at.transB);
+  pack_panels(bc, *k, B.data, at.transB);
   if (k->panel_path && k->cw && k->cw_cols == k->N) {
     k->cbias.resize(size_t(k->N));
     for (int64_t j = 0; j < k->N; ++j) k->cbias[size_t(j)] = k->beta * k->cw[j];
@@ -198,7 +202,7 @@ std::unique_ptr<Kernel> make_matmul(const BuildCtx& bc, const Op& op, Status* st
     k->egelu_tanh = e->gelu_tanh;
     e->taken = true;
   }
-  pack_panels(*k, B.data, false);
+  pack_panels(bc, *k, B.data, false);
   return k;
 }
 

@@ -17,6 +17,10 @@
 
 namespace memlane::cpu {
 
+namespace simd {
+class PanelCache;
+}
+
 // A run-time data error found by a kernel (an index out of range): the first one is kept,
 // the kernel writes a neutral value and the run goes on; the backend then fails the request.
 struct KernelError {
@@ -96,6 +100,7 @@ struct BuildCtx {
   int threads = 1;  // intra-op threads at run time (kernels with per-thread scratch size it by this)
   const ConvEpilogue* epilogue = nullptr;  // for the Conv being built, when fusable
   const GemmEpilogue* gemm_epilogue = nullptr;  // for the MatMul being built, when fusable
+  simd::PanelCache* panels = nullptr;  // packed dense-layer weights, shared by a Runtime's profiles
   TensorRef ref(int32_t id) const {
     const TensorInfo& t = plan->tensors[id];
     TensorRef r;

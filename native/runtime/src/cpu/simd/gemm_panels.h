@@ -12,6 +12,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
 #include <vector>
 
 namespace memlane::cpu::simd {
@@ -26,6 +30,24 @@ struct PackedPanels {
 
 // B [K][N] (transB false) or [N][K] (transB true), row-major.
 PackedPanels pack_panels(const float* B, int64_t K, int64_t N, bool transB);
+
+// Packed weights by the plan weight they come from: a plan of several shape profiles builds one
+// CPU backend a profile, and each packing the same weights would hold a copy a profile (a BERT
+// plan compiled for three sequence lengths: three copies of every dense layer, where reading
+// the mapping in place held none). The Runtime's profiles share one cache (SharedHostBuffers).
+class PanelCache {
+ public:
+  std::shared_ptr<const PackedPanels> get(const float* B, int64_t K, int64_t N, bool transB) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& p = packs_[{B, K, N, transB}];
+    if (!p) p = std::make_shared<const PackedPanels>(pack_panels(B, K, N, transB));
+    return p;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::tuple<const float*, int64_t, int64_t, bool>, std::shared_ptr<const PackedPanels>> packs_;
+};
 
 // What a tile does before its store: C = alpha * (A x B) + bias[j] (bias may be null), then
 // Relu where asked.
