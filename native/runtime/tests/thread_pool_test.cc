@@ -5,7 +5,9 @@
 #include <sched.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -79,6 +81,25 @@ static void stacked_worker_leaves_the_call() {
   CHECK_MSG(on_worker == 0, std::to_string(on_worker) + " chunks ran on a worker sharing the caller's CPU");
 }
 
+// While a Hot guard lives the worker polls through a serial stretch far longer than the spin
+// time instead of sleeping (and being woken, perhaps on the caller's CPU); without one it sleeps.
+static void hot_worker_stays_awake() {
+  setenv("MEMLANE_POOL_STATS", "1", 1);  // read by each pool's constructor
+  for (bool hot : {true, false}) {
+    ThreadPool pool(2);
+    std::unique_ptr<ThreadPool::Hot> guard(hot ? new ThreadPool::Hot(pool) : nullptr);
+    pool.parallel_for(2, 1, [](int64_t, int64_t) {});  // the worker may have slept before this
+    const int64_t before = pool.worker_sleeps();
+    for (int call = 0; call < 5; ++call) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // 50x the default spin time
+      pool.parallel_for(2, 1, [](int64_t, int64_t) {});
+    }
+    const int64_t slept = pool.worker_sleeps() - before;
+    CHECK_MSG(hot ? slept == 0 : slept >= 1, std::string(hot ? "hot" : "not hot") + ": the worker slept " + std::to_string(slept) + " times");
+  }
+  unsetenv("MEMLANE_POOL_STATS");
+}
+
 int main() {
   setenv("MEMLANE_POOL_SKIP_STACKED", "1", 1);  // read once, at the first call of any pool
   env_counts();
@@ -97,5 +118,6 @@ int main() {
     });
   CHECK(sum.load() == 400);
   stacked_worker_leaves_the_call();
+  hot_worker_stays_awake();
   return finish("thread_pool_test");
 }

@@ -383,6 +383,7 @@ class CpuBackend final : public Backend {
       return Status::kInvalidArgument;
     }
     cpu::KernelError error;
+    const cpu::ThreadPool::Hot hot(*pool_);  // the workers stay awake through the run
     if (lanes_ > 1 && batch > 1 && !profiler_.on()) run_lanes(batch, inputs, outputs, &error);
     else run_chunks(batch, inputs, outputs, &error);
     if (!tail_.empty()) run_tail(batch, inputs, outputs, &error);

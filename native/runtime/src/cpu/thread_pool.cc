@@ -33,18 +33,27 @@ std::chrono::microseconds spin_time() {
   return t;
 }
 
-// Polls done() until it holds or the spin time passed; true if it held.
+// Polls done() until it holds or the spin time passed (and, with a hot flag, for as long as it
+// is set); true if it held.
 template <typename Pred>
-bool spin_until(const Pred& done) {
-  if (spin_time().count() == 0) return done();
-  const auto until = std::chrono::steady_clock::now() + spin_time();
+bool spin_until(const Pred& done, const std::atomic<int>* hot = nullptr) {
+  const auto keep = [&] { return hot && hot->load(std::memory_order_relaxed) > 0; };
+  if (spin_time().count() == 0 && !keep()) return done();
+  auto until = std::chrono::steady_clock::now() + spin_time();
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       if (done()) return true;
       MEMLANE_CPU_RELAX();
     }
-    if (std::chrono::steady_clock::now() >= until) return done();
+    const auto now = std::chrono::steady_clock::now();
+    if (keep()) until = now + spin_time();  // the spin time counts from the end of the run
+    else if (now >= until) return done();
   }
+}
+
+bool hot_enabled() {
+  static const bool on = env_count("MEMLANE_POOL_HOT", 1) != 0;
+  return on;
 }
 
 // MEMLANE_POOL_SKIP_STACKED=1 (off by default; a tuning aid): a worker that wakes on the CPU
@@ -78,6 +87,8 @@ ThreadPool::ThreadPool(int threads) {
   if (threads > 1 && env_count("MEMLANE_POOL_STATS", 0) == 1) stats_ = new PoolStats;
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
+
+int64_t ThreadPool::worker_sleeps() const { return stats_ ? int64_t(stats_->worker_sleeps.load()) : -1; }
 
 ThreadPool::~ThreadPool() {
   {
@@ -120,6 +131,14 @@ int64_t ThreadPool::run_claimed(uint32_t gen, int64_t n, int64_t chunks, Fn fn, 
     }
     v = claim_.load(std::memory_order_acquire);
   }
+}
+
+ThreadPool::Hot::Hot(ThreadPool& p) : p_(p) {
+  if (hot_enabled()) p_.hot_.fetch_add(1, std::memory_order_relaxed);
+}
+
+ThreadPool::Hot::~Hot() {
+  if (hot_enabled()) p_.hot_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void ThreadPool::run_chunks(int64_t n, int64_t chunks, Fn fn, void* ctx) {
@@ -165,7 +184,7 @@ void ThreadPool::worker_loop(int) {
     int caller_cpu;
     // The next call's generation shows in claim_'s high word; stop_ only under the lock.
     const auto next = [&] { return uint32_t(claim_.load(std::memory_order_acquire) >> 32) != seen; };
-    const bool spun = stacked ? next() : spin_until(next);
+    const bool spun = stacked ? next() : spin_until(next, &hot_);
     if (!spun && stats_) stats_->worker_sleeps += 1;
     {
       std::unique_lock<std::mutex> lk(mu_);

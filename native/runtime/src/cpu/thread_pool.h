@@ -28,6 +28,25 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int threads() const { return int(workers_.size()) + 1; }
+  // Times a worker went to sleep waiting for a call (-1 unless MEMLANE_POOL_STATS=1 was set
+  // when the pool was made).
+  int64_t worker_sleeps() const;
+
+  // While one is alive, the workers poll for the next parallel_for without time limit instead
+  // of sleeping after the spin time (MEMLANE_POOL_HOT=0: never; an A/B aid). The CPU backend
+  // holds one for each run: inside an inference, a worker that slept through a serial stretch
+  // longer than the spin time was woken for the next parallel op, and Linux often wakes a
+  // sleeping thread on its waker's CPU, where the two pool threads then take turns on one core.
+  class Hot {
+   public:
+    explicit Hot(ThreadPool& p);
+    ~Hot();
+    Hot(const Hot&) = delete;
+    Hot& operator=(const Hot&) = delete;
+
+   private:
+    ThreadPool& p_;
+  };
 
   // Calls body(begin, end) over [0, n) split into at most threads() x chunks_per_thread()
   // chunks of at least `grain` items each (n <= threads(): at most one item a chunk, so a
@@ -74,6 +93,7 @@ class ThreadPool {
   // The generation in the high 32 bits, the next chunk to claim in the low 32.
   std::atomic<uint64_t> claim_{0};
   std::atomic<int64_t> done_{0};  // chunks of the current call that finished
+  std::atomic<int> hot_{0};       // Hot guards alive: workers poll without sleeping
   int caller_cpu_ = -1;           // the CPU the current call's caller ran on (under mu_; worker_loop)
   PoolStats* stats_ = nullptr;    // MEMLANE_POOL_STATS=1: counts printed at destruction
 };
