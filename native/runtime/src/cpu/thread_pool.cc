@@ -89,6 +89,7 @@ ThreadPool::ThreadPool(int threads) {
 }
 
 int64_t ThreadPool::worker_sleeps() const { return stats_ ? int64_t(stats_->worker_sleeps.load()) : -1; }
+int64_t ThreadPool::worker_skips() const { return stats_ ? int64_t(stats_->worker_skips.load()) : -1; }
 
 ThreadPool::~ThreadPool() {
   {

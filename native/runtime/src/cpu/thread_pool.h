@@ -28,9 +28,11 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int threads() const { return int(workers_.size()) + 1; }
-  // Times a worker went to sleep waiting for a call (-1 unless MEMLANE_POOL_STATS=1 was set
-  // when the pool was made).
+  // Times a worker went to sleep waiting for a call, and calls a worker left to the caller for
+  // running on its CPU (MEMLANE_POOL_SKIP_STACKED=1; it then sleeps at once): -1 unless
+  // MEMLANE_POOL_STATS=1 was set when the pool was made.
   int64_t worker_sleeps() const;
+  int64_t worker_skips() const;
 
   // While one is alive, the workers poll for the next parallel_for without time limit instead
   // of sleeping after the spin time (MEMLANE_POOL_HOT=0: never; an A/B aid). The CPU backend
