@@ -6,7 +6,7 @@
  * BERT-base and DistilBERT keep 2 BiasGelu and 2 FusedMatMul for 2 layers and no Erf, GPT-2
  * 2 FastGelu and no Tanh, ConvNeXt-tiny 18 BiasGelu. Without them the replay held every Gelu's
  * four intermediates (each as large as the feed-forward layer's 4x-wide output): ConvNeXt-tiny's
- * python-ort steady RSS was estimated +28 % at batch 8, BERT-base's +12 %.
+ * python-ort steady RSS was estimated +21 % at batches 1, 8 (bench:estimate), BERT-base's +12 %.
  *
  * A chain is fused only where each intermediate has no reader outside it (a graph output counts
  * as one), as ORT requires.
@@ -41,7 +41,7 @@ const soleReader = (g: Graphish, t: string | undefined, op: string): LNode | und
   const r = t ? g.readers.get(t) : undefined;
   return r?.length === 1 && r[0]!.op === op ? r[0] : undefined;
 };
-/** A binary node's input that is not `known` (and whether the other one is a constant). */
+/** A binary node's other input than `known` (`known` itself where it is both), if `known` is one of its two. */
 const other = (n: LNode, known: string): string | undefined => (n.inputs.length === 2 && n.inputs.includes(known) ? n.inputs.find((i) => i !== known) ?? known : undefined);
 const constOperand = (g: Graphish, n: LNode | undefined, x: string): boolean => !!n && n.inputs.length === 2 && n.inputs.includes(x) && g.isConst(other(n, x)!);
 
