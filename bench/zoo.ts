@@ -5,7 +5,7 @@
  * model's weight bytes (native against ORT). Prints markdown to paste into a note.
  *
  *   npm run bench:zoo [-- --models resnet18,bert --batch 1,8 --threads 1,2 --iterations 30
- *                        --rounds 2 --exporter legacy|dynamo|both]
+ *                        --rounds 3 --exporter legacy|dynamo|both]
  *
  * Each measurement is one `memlane compare` pipeline (the same export and benchmark stages,
  * each runtime in a fresh process, one stage at a time); a round runs native and ORT back to
@@ -35,7 +35,9 @@ const { values: a } = parseArgs({
     threads: { type: "string", default: "1,2" },
     iterations: { type: "string", default: "30" },
     warmup: { type: "string", default: "5" },
-    rounds: { type: "string", default: "2" },
+    // Three: a whole round may land on a bad placement (both of a runtime's pool threads on one
+    // core for the process's life), and the median of two is their mean.
+    rounds: { type: "string", default: "3" },
     seq: { type: "string", default: "128" },
     seed: { type: "string", default: "0" },
   },
