@@ -123,6 +123,25 @@ int main() {
     pb.op("Relu", {s}, {y});
     compare("7x7 flat grid, in place", pb, 3, rng.vec(3 * 24 * 7 * 7));
   }
+  // 64 channels, 5x5 (the pixel-rows path): conv + relu, conv, the residual and Relu in the
+  // second conv's transposing store, written in place over the residual.
+  {
+    PlanBuilder pb;
+    int x = pb.input("x", {64, 9, 11});
+    int w1 = pb.weight("w1", {64, 64, 5, 5}, rng.vec(64 * 64 * 25));
+    int w = pb.weight("w", {64, 64, 5, 5}, rng.vec(64 * 64 * 25));
+    int b = pb.weight("b", {64}, rng.vec(64));
+    int a = pb.act("a", {64, 9, 11});
+    int c = pb.act("c", {64, 9, 11});
+    int s = pb.act("s", {64, 9, 11});
+    int y = pb.output("y", {64, 9, 11});
+    pb.tensors[size_t(y)].offset = pb.tensors[size_t(x)].offset;
+    pb.op("Conv", {x, w1, -1}, {a}, conv_attrs(5, 1, 2, "relu"));
+    pb.op("Conv", {a, w, b}, {c}, conv_attrs(5, 1, 2, "none"));
+    pb.op("Add", {c, x}, {s});
+    pb.op("Relu", {s}, {y});
+    for (int threads : {1, 2}) compare("5x5 pixel rows, in place", pb, 3, rng.vec(3 * 64 * 9 * 11), threads);
+  }
   // The conv's output is also a graph output: no fusion, same results.
   {
     PlanBuilder pb;
@@ -165,6 +184,8 @@ int main() {
       {"3x3 stride 2 stem -> SiLU", "SiLU", {}, 3, 32, 32, 3, 2, 1},
       {"3x3 stride 2 stem -> Clip(0,6)", "Clip", {{"min", 0.0}, {"max", 6.0}}, 3, 16, 30, 3, 2, 1},
       {"3x3 direct stride 1 -> HardSwish", "HardSwish", {}, 5, 12, 20, 3, 1, 1},
+      {"pixel rows 3x3 stride 2, 72 channels -> SiLU", "SiLU", {}, 6, 72, 19, 3, 2, 1},
+      {"pixel rows 5x5, 64 channels -> Relu", "Relu", {}, 4, 64, 12, 5, 1, 1},
   };
   for (const auto& a : acts) {
     PlanBuilder pb;

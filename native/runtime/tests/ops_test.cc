@@ -126,6 +126,16 @@ static void test_conv() {
       // rows (grouped, 3 channels a group: not direct), a 7x7 pointwise product's rows
       {"im2col grouped 7x7 stride 2, rows split over threads", 1, 6, 64, 64, 32, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 2, true, false},
       {"pointwise 7x7 map, product split over threads", 1, 192, 7, 7, 1152, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
+      // pixel rows (conv_pixel_rows.cc): strides the direct kernel lacks (4, 3), patchify (k ==
+      // stride), 64+ channels on any taps but Winograd's; partial 32-channel panels and 16-channel
+      // store blocks (40, 70), tiles of 256 pixels with a tail (1 760 pixels), padding on every side
+      {"pixel rows 11x11 stride 4 pad 2, 64 channels", 2, 3, 35, 35, 64, 11, 11, 4, 4, 2, 2, 2, 2, 1, 1, 1, true, true},
+      {"pixel rows 4x4 patchify stride 4, 40 channels", 3, 3, 16, 20, 40, 4, 4, 4, 4, 0, 0, 0, 0, 1, 1, 1, true, false},
+      {"pixel rows 3x2 stride 3 dilated asym pads, 70 channels", 2, 5, 17, 19, 70, 3, 2, 3, 3, 1, 0, 2, 1, 2, 1, 1, false, true},
+      {"pixel rows 5x5 stride 1, 96 channels, 3 samples", 3, 6, 13, 15, 96, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1, true, true},
+      {"pixel rows 1x7, 64 channels, 17-wide", 2, 8, 5, 17, 64, 1, 7, 1, 1, 0, 3, 0, 3, 1, 1, 1, true, false},
+      {"pixel rows 7x7 stride 2, 80x88 map in 256-pixel tiles", 1, 3, 80, 88, 64, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, true, true},
+      {"pixel rows 3x3 stride 2, 128 channels", 2, 9, 14, 14, 128, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true, true},
       // channels-in-lanes pointwise (maps up to 64 pixels, simd/pw_lanes.h): partial 32-channel
       // panels and 8-channel groups, partial 8-pixel tiles, fewer channels than one group
       {"pointwise lanes 5x7, 37 channels, 3 samples", 3, 11, 5, 7, 37, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},

@@ -38,6 +38,7 @@ int64_t ConvKernel::pointwise_panel() const {
 std::vector<const float*> ConvKernel::repacked_weights() const {
   if (grouped) return {w, b};
   if (pointwise_lanes) return {w, b};
+  if (pixel_rows) return {w};
   if (winograd && conv_winograd_samples(g.OH, g.OW) == 1) return {w};
   return {};
 }
@@ -47,6 +48,7 @@ const char* ConvKernel::path() const { return grouped ? "grouped_blocked" : ""; 
 uint64_t ConvKernel::path_floats(int64_t maxBatch) const {
   if (grouped) return grouped->workspace_floats();
   if (pointwise) return 0;
+  if (pixel_rows) return pixel_rows_floats();
   if (winograd)
     return uint64_t(conv_winograd_samples(g.OH, g.OW) * conv_direct_floats(g.C, Hp, Wp, 2, 3, 1) +
                     threads * conv_winograd_scratch(g.C, g.M));
@@ -193,8 +195,14 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   // MEMLANE_CONV_NO_DIRECT=1 keeps the im2col paths (ctest runs the ops that way too).
   // (1x1 convs stay on sgemm: without taps to reuse, the direct kernel is broadcast-bound.)
   // Grouped convs (RegNet, ResNeXt: 8-64 channels a group) run group by group on it too.
+  // Ungrouped convs take it only with the taps it unrolls (3x3, 7x7 stride 2): with taps read
+  // from a loop it ran at 1.3-2.1x ORT's time on single 5x5 and 7x7 stride-1 convs and at 1.9x
+  // on a 2x2 stride-2 one, where the flat grid (stride 1) and the pixel rows (strided) run at
+  // 1.0-1.2x (docs/native-cpu.md). MEMLANE_CONV_DIRECT_ANY_TAPS=1: the old rule (A/B timing).
+  static const bool any_taps = std::getenv("MEMLANE_CONV_DIRECT_ANY_TAPS") != nullptr;
+  const bool unrolled = (g.kh == 3 && g.kw == 3) || (g.kh == 7 && g.kw == 7 && g.sw == 2);
   k->direct = !k->pointwise && g.kh * g.kw > 1 && (g.group == 1 || g.Cg() >= 4) &&
-              conv_direct_supported(g.OH, g.OW, g.sw) &&
+              (g.group > 1 || unrolled || any_taps) && conv_direct_supported(g.OH, g.OW, g.sw) &&
               std::getenv("MEMLANE_CONV_NO_DIRECT") == nullptr;
   // MEMLANE_CONV_NO_WINOGRAD=1 keeps such convs on the direct kernel (ctest runs both).
   k->winograd = k->direct && g.group == 1 && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 &&
@@ -202,7 +210,23 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   // MEMLANE_CONV_NO_FLAT=1 keeps small stride-1 maps on the padded-grid sgemm (ctest runs both).
   k->flat = k->padded && !k->direct && g.group == 1 && g.kh * g.kw > 1 && g.kh * g.kw <= kConvFlatMaxTaps &&
             conv_flat_available() && std::getenv("MEMLANE_CONV_NO_FLAT") == nullptr;
-  if (k->winograd || k->flat) k->threads = std::max(1, bc.threads);
+  // Pixel rows (conv_pixel_rows.cc): the strided convs no direct kernel unrolls, and every other
+  // ungrouped conv with 64+ output channels but Winograd's and the direct kernel's 3x3 stride 1
+  // (at 32 or fewer channels the 32-channel panels are half idle or the pixels-in-lanes direct
+  // kernel fills its vectors better). Measured on single convs and per op in whole models
+  // against the other paths and ORT, 1 thread: see docs/native-cpu.md.
+  // MEMLANE_CONV_NO_PIXEL_ROWS=1 keeps the paths above (A/B timing; ctest runs both).
+  const bool direct_3x3_s1 = k->direct && g.sh == 1 && g.sw == 1 && g.kh == 3 && g.kw == 3;
+  k->pixel_rows = !k->pointwise && g.group == 1 && !k->winograd && !direct_3x3_s1 && simd::have_avx512() &&
+                  (g.M >= kPixelRowsMinChannels || (!k->padded && !k->direct)) &&
+                  std::getenv("MEMLANE_CONV_NO_PIXEL_ROWS") == nullptr;
+  if (k->pixel_rows) {
+    k->padded = k->direct = k->flat = false;
+    k->taps = pixel_rows_taps(g, k->Hp, k->Wp);
+    k->panels = bc.panels ? bc.panels->get(k->w, g.K(), g.M, true)
+                          : std::make_shared<const simd::PackedPanels>(simd::pack_panels(k->w, g.K(), g.M, true));
+  }
+  if (k->winograd || k->flat || k->pixel_rows) k->threads = std::max(1, bc.threads);
   if (k->winograd) {
     // (odd maps: whole tiles read one more zero row / column than the pads give; the direct
     // fallback of a lone sample reads the same layout's first OH + 2 rows)
@@ -217,7 +241,7 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   // neither overlaps X nor partly overlaps the residual (an identical region is fine: each
   // element is read before it is written).
   if (const ConvEpilogue* e = bc.epilogue; e && e->residual >= 0 &&
-                                           (k->direct || k->winograd || k->flat || k->pointwise_lanes || k->pointwise_simd) && !k->relu &&
+                                           (k->direct || k->winograd || k->flat || k->pixel_rows || k->pointwise_lanes || k->pointwise_simd) && !k->relu &&
                                            a.activation == Activation::kNone && fuse) {
     const TensorInfo& R = bc.info(e->residual);
     if (!R.is_weight() && R.shape == Y.shape) {

@@ -115,6 +115,7 @@ bool ConvKernel::run_product(const RunCtx& c) const {
   if (winograd) return run_winograd(c), false;
   if (direct) return run_direct(c, folded_act()), true;
   if (flat) return run_flat(c), false;
+  if (pixel_rows) return run_pixel_rows(c), true;
   if (padded) return run_padded(c), false;
   const int64_t K = g.K();
   const int64_t s = g.group == 1 ? chunk(c.batch) : 1;

@@ -6,6 +6,8 @@
 //   conv_avx512_paths.cc  the runners of the direct, flat and Winograd kernels (conv_direct.h,
 //                         conv_flat.h, conv_winograd.h): run_direct, run_flat, run_winograd
 //   conv_im2col.cc        the sgemm-on-columns paths: im2col, run_padded, run_product
+//   conv_pixel_rows.cc    strided convs the direct kernel does not unroll: a tile of pixels'
+//                         receptive fields on the packed panels (run_pixel_rows)
 // Depthwise convs have their own kernel (conv_depthwise.h).
 #pragma once
 
@@ -16,6 +18,7 @@
 
 #include "cpu/conv_direct.h"
 #include "cpu/kernel.h"
+#include "cpu/simd/gemm_panels.h"
 #include "cpu/simd/pw_lanes.h"
 
 namespace memlane::cpu {
@@ -35,6 +38,10 @@ inline int64_t small_product_samples(int64_t M, int64_t K, int64_t cols) {
 }
 // Multiply-adds a thread must get before the im2col path splits a conv's output rows.
 constexpr int64_t kMinConvMacsPerThread = int64_t(1) << 20;
+// Most output pixels a pixel-rows tile takes (conv_pixel_rows.cc).
+constexpr int64_t kPixelRowsMaxTile = 256;
+// Output channels from which the pixel-rows path takes convs that have another kernel too.
+constexpr int64_t kPixelRowsMinChannels = 64;
 constexpr uint64_t kBatchedWorkspaceFloats = uint64_t(512) << 10;  // 2 MiB: stays in L2/L3
 
 struct ConvGeom {
@@ -44,6 +51,10 @@ struct ConvGeom {
   int64_t K() const { return Cg() * kh * kw; }
   int64_t P() const { return OH * OW; }
 };
+
+// Tap k's offset (k = (c*kh + i)*kw + j, the weights' order) from an output pixel's receptive-
+// field origin in the zero-bordered [C][Hp][Wp] input: the pixel-rows path's implicit im2col.
+std::vector<int32_t> pixel_rows_taps(const ConvGeom& g, int64_t Hp, int64_t Wp);
 
 // y[m][p] = act(src[m][p] + b[m]) over Mg rows of P, src row stride lds.
 // act: a folded activation, applied to each row while it is in cache.
@@ -103,11 +114,16 @@ class ConvKernel final : public Kernel {
   bool direct = false;  // padded and conv_direct_supported: no im2col at all (conv_direct.h)
   bool winograd = false;  // 3x3 stride 1 with conv_winograd_supported (conv_winograd.h)
   bool flat = false;      // padded, small maps without direct: the flattened grid (conv_flat.h)
+  // Strided, ungrouped, without an unrolled direct kernel: pixels' receptive fields as the rows
+  // of a product with W packed into panels (conv_pixel_rows.cc).
+  bool pixel_rows = false;
+  std::shared_ptr<const simd::PackedPanels> panels;  // pixel_rows: W [M][K] as [K][M] panels
+  std::vector<int32_t> taps;  // pixel_rows: tap k's offset in the zero-bordered input (pixel_rows_taps)
   // Grouped convs (1 < channels a group) on the channel-blocked kernel (conv_grouped_blocked.h):
   // run_paths hands the whole conv to it.
   std::shared_ptr<const GroupedBlockedConv> grouped;
   std::vector<float> U;   // winograd: transformed weights [16][M][C]
-  int threads = 1;        // winograd: scratch slices, one a thread
+  int threads = 1;        // winograd, flat, pixel_rows: scratch slices, one a thread
   int64_t Hp = 0, Wp = 0, pb = 0, pr = 0;
   // The folded activation's output overlaps X (the planner gave it X's place, X dying here):
   // run() first copies the chunk's X to the front of the workspace, the paths then read that
@@ -170,6 +186,11 @@ class ConvKernel final : public Kernel {
   // conv_im2col.cc
   void run_padded(const RunCtx& c) const;
   bool run_product(const RunCtx& c) const;  // true when the folded activation (act) was applied too
+  // conv_pixel_rows.cc
+  int64_t pixel_rows_tile() const;
+  int64_t pixel_rows_pad_floats() const;
+  uint64_t pixel_rows_floats() const;
+  void run_pixel_rows(const RunCtx& c) const;
 };
 
 }  // namespace memlane::cpu::conv_detail

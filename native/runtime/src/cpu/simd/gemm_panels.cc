@@ -97,6 +97,52 @@ AVX512 void tile(int64_t kn, const float* A, int64_t lda, const float* b, float*
   }
 }
 
+// tile() on the implicit A of gemm_panels_gather: row r's element k at rows[r][cols[k]].
+template <int MR>
+AVX512 void gather_tile(int64_t kn, const float* const* rows, const int32_t* cols, const float* b, float* C,
+                        int64_t ldc, bool first, bool last, const PanelEpilogue& e, const float* bias, __mmask16 m0,
+                        __mmask16 m1) {
+  __m512 c0[MR], c1[MR];
+  const float* a[MR];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    a[r] = rows[r];
+    c0[r] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, C + r * ldc);
+    c1[r] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, C + r * ldc + 16);
+  }
+  for (int64_t k = 0; k < kn; ++k, b += kPanelCols) {
+    const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+    const int64_t o = cols[k];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const __m512 v = _mm512_set1_ps(a[r][o]);
+      c0[r] = _mm512_fmadd_ps(v, b0, c0[r]);
+      c1[r] = _mm512_fmadd_ps(v, b1, c1[r]);
+    }
+  }
+  if (last) {
+    const __m512 va = _mm512_set1_ps(e.alpha), zero = _mm512_setzero_ps();
+    const __m512 bv0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : zero;
+    const __m512 bv1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : zero;
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      c0[r] = _mm512_fmadd_ps(c0[r], va, bv0);
+      c1[r] = _mm512_fmadd_ps(c1[r], va, bv1);
+      if (e.relu) c0[r] = _mm512_max_ps(c0[r], zero), c1[r] = _mm512_max_ps(c1[r], zero);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    _mm512_mask_storeu_ps(C + r * ldc, m0, c0[r]);
+    _mm512_mask_storeu_ps(C + r * ldc + 16, m1, c1[r]);
+  }
+}
+
+using GatherTile = void (*)(int64_t, const float* const*, const int32_t*, const float*, float*, int64_t, bool, bool,
+                            const PanelEpilogue&, const float*, __mmask16, __mmask16);
+constexpr GatherTile kGatherTiles[8] = {gather_tile<1>, gather_tile<2>, gather_tile<3>, gather_tile<4>,
+                                        gather_tile<5>, gather_tile<6>, gather_tile<7>, gather_tile<8>};
+
 using Tile = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, bool, bool, const PanelEpilogue&,
                       const float*, __mmask16, __mmask16);
 constexpr Tile kTiles[8] = {tile<1>, tile<2>, tile<3>, tile<4>, tile<5>, tile<6>, tile<7>, tile<8>};
@@ -127,7 +173,34 @@ AVX512 void gemm_panels(int64_t M, int64_t p0, int64_t p1, const float* A, int64
   }
 }
 
+AVX512 void gemm_panels_gather(int64_t M, const float* const* rows, const int32_t* cols, const PackedPanels& B, float* C,
+                               int64_t ldc, const PanelEpilogue& e) {
+  const int64_t K = B.K;
+  for (int64_t r0 = 0; r0 < M; r0 += kRowBlock) {
+    const int64_t r1 = std::min(M, r0 + kRowBlock);
+    for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kKBlock) {
+      const int64_t kn = std::min(kKBlock, K - k0);
+      const bool first = k0 == 0, last = k0 + kKBlock >= K;
+      for (int64_t p = 0; p < B.panels(); ++p) {
+        const int64_t j = p * kPanelCols, w = std::min(kPanelCols, B.N - j);
+        const float* b = B.w.data() + (p * K + k0) * kPanelCols;
+        const float* bias = e.bias ? e.bias + j : nullptr;
+        for (int64_t r = r0; r < r1; r += 8) {
+          const int64_t mr = std::min<int64_t>(8, r1 - r);
+          kGatherTiles[mr - 1](kn, rows + r, cols + k0, b, C + r * ldc + j, ldc, first, last, e, bias, tail_mask(w),
+                               tail_mask(w - 16));
+        }
+      }
+    }
+  }
+}
+
 #else
+
+void gemm_panels_gather(int64_t, const float* const*, const int32_t*, const PackedPanels&, float*, int64_t,
+                        const PanelEpilogue&) {
+  std::abort();
+}
 
 void gemm_panels(int64_t, int64_t, int64_t, const float*, int64_t, const PackedPanels&, float*, int64_t,
                  const PanelEpilogue&) {

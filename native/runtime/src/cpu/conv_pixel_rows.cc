@@ -1,0 +1,122 @@
+// ConvKernel's pixel-rows path (conv_kernel.h): for strided convs the direct kernel does not
+// unroll (AlexNet's 11x11 stride-4 stem, the 4x4 / 2x2 patchify and downsampling convs of
+// ConvNeXt and Swin, ViT's 16x16 patch embedding, 5x5 stride 2). A tile of output pixels
+// becomes a [pixels][C*kh*kw] matrix (each row one pixel's receptive field: for k == stride,
+// kw contiguous floats a channel and kernel row), multiplied on the weights packed at load into
+// simd::gemm_panels' 32-column panels; the [pixels][M] product is written to NCHW with the
+// bias and activation. The pixels are the long dimension of these products (3 025 to 12 544
+// a sample against 64 to 768 output channels), so the register tile (8 pixels x 32 channels)
+// is always full, where im2col + OpenBLAS multiplied [M][K] by [K][pixels] columns it had
+// first to copy out with a stride.
+#include <algorithm>
+#include <cstring>
+
+#include "cpu/conv_kernel.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#include "cpu/transpose16_avx512.h"
+#define MEMLANE_PIXEL_ROWS_AVX512 1
+#endif
+
+namespace memlane::cpu::conv_detail {
+namespace {
+
+// y[m][r] = prod[r][m] (+ res[m][r], then Relu where relu) for r < cnt, m < M; y and res rows
+// P apart (res may be y itself: each element is read before it is written). 16x16 blocks
+// transposed in registers where the CPU has AVX-512 (a strided scalar store cost as much as
+// the product on 3-channel stems), the edges element by element.
+inline float finish(float v, const float* res, int64_t at, bool relu) {
+  if (res) v += res[at];
+  return relu && v < 0.f ? 0.f : v;
+}
+
+#ifdef MEMLANE_PIXEL_ROWS_AVX512
+__attribute__((target("avx512f"))) void store_transposed(const float* prod, int64_t cnt, int64_t M, float* y,
+                                                         int64_t P, const float* res, bool relu) {
+  const int64_t r16 = cnt / 16 * 16, m16 = M / 16 * 16;
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t m0 = 0; m0 < m16; m0 += 16)
+    for (int64_t r0 = 0; r0 < r16; r0 += 16) {
+      __m512 v[16];
+      for (int k = 0; k < 16; ++k) v[k] = _mm512_loadu_ps(prod + (r0 + k) * M + m0);
+      transpose16(v);
+      for (int j = 0; j < 16; ++j) {
+        const int64_t at = (m0 + j) * P + r0;
+        if (res) v[j] = _mm512_add_ps(v[j], _mm512_loadu_ps(res + at));
+        if (relu) v[j] = _mm512_max_ps(v[j], zero);
+        _mm512_storeu_ps(y + at, v[j]);
+      }
+    }
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t r = m < m16 ? r16 : 0; r < cnt; ++r) y[m * P + r] = finish(prod[r * M + m], res, m * P + r, relu);
+}
+#else
+void store_transposed(const float* prod, int64_t cnt, int64_t M, float* y, int64_t P, const float* res, bool relu) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t r = 0; r < cnt; ++r) y[m * P + r] = finish(prod[r * M + m], res, m * P + r, relu);
+}
+#endif
+
+}  // namespace
+
+std::vector<int32_t> pixel_rows_taps(const ConvGeom& g, int64_t Hp, int64_t Wp) {
+  std::vector<int32_t> t(uint64_t(g.K()));
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) t[(c * g.kh + i) * g.kw + j] = int32_t(c * Hp * Wp + i * g.dh * Wp + j * g.dw);
+  return t;
+}
+
+int64_t ConvKernel::pixel_rows_tile() const {
+  // The tile's product (rows x M floats) about 64 KiB, in L2 for the transposing store; a
+  // multiple of the store's 16-row blocks.
+  return std::clamp<int64_t>((16384 / std::max<int64_t>(g.M, 1)) / 16 * 16, 16, kPixelRowsMaxTile);
+}
+
+int64_t ConvKernel::pixel_rows_pad_floats() const { return (conv_direct_floats(g.C, Hp, Wp, 1, g.kw, g.dw) + 15) / 16 * 16; }
+
+uint64_t ConvKernel::pixel_rows_floats() const {
+  return uint64_t(pixel_rows_pad_floats()) + uint64_t(threads) * uint64_t(pixel_rows_tile() * g.M);
+}
+
+void ConvKernel::run_pixel_rows(const RunCtx& c) const {
+  const float* X = input(c);
+  float* Y = y.at(c);
+  const int64_t P = g.P(), M = g.M, in_sz = g.C * g.H * g.W, out_sz = M * P;
+  const int64_t R = pixel_rows_tile(), tiles = (P + R - 1) / R;
+  // Relu rides in the panels' epilogue, or with a fused residual Add in the transposing store
+  // (Relu(conv + bias + res)); the other folded activations after the store.
+  const float* Rs = has_res ? res.at(c) : nullptr;
+  const simd::PanelEpilogue e{1.f, b, relu && !Rs};
+  const ConvAct after = relu ? ConvAct{} : act;
+  const float* pad = c.workspace;
+  float* prods = c.workspace + pixel_rows_pad_floats();
+  // One product slot a thread (the pool runs slot s's tiles on one thread).
+  const int64_t slots = std::clamp<int64_t>(std::min<int64_t>(threads, c.pool->threads()), 1, tiles);
+  for (int64_t n = 0; n < c.batch; ++n) {
+    conv_direct_fill(X + n * in_sz, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, 1, g.kw, g.dw, c.workspace);
+    float* yn = Y + n * out_sz;
+    c.pool->parallel_for(slots, 1, [&](int64_t s0, int64_t s1) {
+      for (int64_t s = s0; s < s1; ++s) {
+        float* prod = prods + s * R * M;  // [rows][M]
+        const float* rows[kPixelRowsMaxTile];
+        for (int64_t t = tiles * s / slots; t < tiles * (s + 1) / slots; ++t) {
+          const int64_t p0 = t * R, cnt = std::min(R, P - p0);
+          int64_t oh = p0 / g.OW, ow = p0 % g.OW;
+          for (int64_t r = 0; r < cnt; ++r) {
+            rows[r] = pad + oh * g.sh * Wp + ow * g.sw;
+            if (++ow == g.OW) ow = 0, ++oh;
+          }
+          simd::gemm_panels_gather(cnt, rows, taps.data(), *panels, prod, M, e);
+          store_transposed(prod, cnt, M, yn + p0, P, Rs ? Rs + n * out_sz + p0 : nullptr, relu && Rs);
+          if (after.kind != ConvAct::kNone)
+            for (int64_t m = 0; m < M; ++m) conv_activate(yn + m * P + p0, cnt, after);
+        }
+      }
+    });
+  }
+}
+
+}  // namespace memlane::cpu::conv_detail
