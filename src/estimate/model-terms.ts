@@ -17,7 +17,7 @@ import { readPlan } from "../compiler/read.ts";
 import { nativeChunkable, nativeChunkSamples } from "./native-chunk.ts";
 import { probeNativeLoad } from "./native-load.ts";
 import { probeOrtLoad } from "./ort-load.ts";
-import { replayOrtArena, shapesInRunOrder } from "./ort-arena.ts";
+import { ortPatternKey, replayOrtArena, shapesInRunOrder } from "./ort-arena.ts";
 import { ortPatternBytesPerSample, ortRunTracePerSample, type TraceEvent } from "./ort-pattern.ts";
 
 const MIB = 2 ** 20;
@@ -42,6 +42,12 @@ export interface ModelTerms {
    * (ort-arena.ts) is fed; null when the graph's shapes cannot be followed.
    */
   ortTracePerSample: TraceEvent[] | null;
+  /**
+   * Every input's shape as fed, -1 at the batch: ORT caches a memory pattern per XOR of the input
+   * dims (ortPatternKey), so which shapes share one decides how it allocates (ort-arena.ts).
+   * null when the benchmark could not feed the model.
+   */
+  ortInputDims: number[][] | null;
   /** Sum of input and output bytes of one sample; null when a dim is unknown. */
   ioPerSampleMiB: number | null;
   /** The outputs' part of ioPerSampleMiB; null when a dim is unknown. */
@@ -161,12 +167,22 @@ export interface InputFeed {
  * Throws InputSpecError for what the benchmark could not feed either.
  */
 export function fedInputShapes(onnxPath: string, feed: InputFeed = {}): Record<string, number[]> | undefined {
-  const io = readOnnxIo(onnxPath);
-  const fromFile = feed.inputsFile !== undefined ? inputFileShapes(feed.inputsFile, io) : undefined;
-  const { inputs } = resolveModelIo(io, { ...(feed.seq !== undefined ? { seq: feed.seq } : {}), ...(feed.shapes ? { shapes: feed.shapes } : {}), ...(fromFile ? { fromFile } : {}) });
+  const { io, inputs } = fedInputs(onnxPath, feed);
   const offBatch = io.inputs.some((i, k) => i.dims === null || i.dims.some((d, a) => typeof d !== "number" && a !== inputs[k]!.batchAxis));
   if (!offBatch) return undefined;
   return Object.fromEntries(inputs.filter((i) => i.batchAxis >= 0).map((i) => [i.name, i.shape]));
+}
+
+/** Every input's shape as the benchmark feeds it, -1 at the batch (what ORT keys its memory patterns on). */
+export function fedInputDims(onnxPath: string, feed: InputFeed = {}): number[][] {
+  return fedInputs(onnxPath, feed).inputs.map((i) => [...i.shape]);
+}
+
+function fedInputs(onnxPath: string, feed: InputFeed) {
+  const io = readOnnxIo(onnxPath);
+  const fromFile = feed.inputsFile !== undefined ? inputFileShapes(feed.inputsFile, io) : undefined;
+  const { inputs } = resolveModelIo(io, { ...(feed.seq !== undefined ? { seq: feed.seq } : {}), ...(feed.shapes ? { shapes: feed.shapes } : {}), ...(fromFile ? { fromFile } : {}) });
+  return { io, inputs };
 }
 
 /**
@@ -206,9 +222,11 @@ export async function modelTerms(onnxPath: string, feed: InputFeed = {}, opts: {
 async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean): Promise<ModelTerms> {
   const g = loadOnnx(onnxPath);
   let inputShapes: Record<string, number[]> | undefined;
+  let ortInputDims: number[][] | null = null;
   let feedError: string | null = null;
   try {
     inputShapes = fedInputShapes(onnxPath, feed);
+    ortInputDims = fedInputDims(onnxPath, feed);
   } catch (err) {
     if (!(err instanceof InputSpecError)) throw err;
     // An input the benchmark could not feed either: no plan at shapes it would not run.
@@ -233,7 +251,7 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
   }
   // Without a plan there is nothing for the native load probe to load; why is the compile error.
   const noPlan = nativeLoad ? { nativeLoadUnavailable: "no plan to load (the compile error above)" } : {};
-  const weights = { file: onnxPath, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, ortLoadHeldMiB: null, nativeLoadMiB: null, nativeReleasedMiB: null, nativeBatchTailPerSampleMiB: null };
+  const weights = { file: onnxPath, ortInputDims, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, ortLoadHeldMiB: null, nativeLoadMiB: null, nativeReleasedMiB: null, nativeBatchTailPerSampleMiB: null };
   const unplanned = { arenaPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null, nativeChunkable: null };
   if (feedError !== null) return { ...weights, ...noPlan, ...unplanned, ortPatternPerSampleMiB: null, ortTracePerSample: null, compileError: feedError };
   let ortPatternPerSampleMiB: number | null = null;
@@ -344,5 +362,7 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
 function ortArenaMiB(t: ModelTerms, run: RunShape): number | null {
   if (!t.ortTracePerSample) return null;
   const batches = run.batchSizes ?? [...new Set([1, run.maxBatch])];
-  return replayOrtArena(t.ortTracePerSample, shapesInRunOrder(batches, run.evalSamples)).residentBytes / MIB;
+  const dims = t.ortInputDims;
+  const key = dims ? (batch: number) => ortPatternKey(dims, batch) : undefined;
+  return replayOrtArena(t.ortTracePerSample, shapesInRunOrder(batches, run.evalSamples), key).residentBytes / MIB;
 }

@@ -11,6 +11,14 @@
  * worker (python/memlane_worker/tasks/infer_ort.py) runs the first batch size at
  * first-inference, then every batch size in order at steady-inference, then the eval set in
  * chunks of the largest batch: a last, shorter chunk is one more shape.
+ *
+ * ORT caches a pattern under the XOR of every input dim (CalculateMemoryPatternsKey in
+ * onnxruntime/core/framework/session_state.cc), not under the shapes themselves. With an even
+ * number of inputs carrying the batch (a language model's input_ids and attention_mask, both
+ * [N, seq]) the batch cancels out: every batch size finds the first one's pattern. ORT then
+ * allocates that pattern's block, takes from the arena one by one every tensor whose size
+ * differs from its block (all those with the batch), in every request, and never records a
+ * pattern of the new shape (execution_frame.cc).
  */
 import { type ArenaChunk, BfcArenaReplay } from "./bfc-arena.ts";
 import { patternBytesAtBatch, type TraceEvent } from "./ort-pattern.ts";
@@ -32,12 +40,23 @@ export function shapesInRunOrder(batchSizes: readonly number[], evalSamples: num
   return [...new Set([...batchSizes, ...(last > 0 ? [last] : [])])];
 }
 
-/** The arena after the worker's requests, from a trace per sample (ortRunTracePerSample). */
-export function replayOrtArena(tracePerSample: readonly TraceEvent[], batches: readonly number[]): ArenaReplay {
+/** ORT's memory-pattern key for inputs fed at these shapes (-1: the batch): the XOR of every dim. */
+export function ortPatternKey(inputDims: readonly (readonly number[])[], batch: number): number {
+  let key = 0;
+  for (const dims of inputDims) for (const d of dims) key ^= d < 0 ? batch : d;
+  return key;
+}
+
+/**
+ * The arena after the worker's requests, from a trace per sample (ortRunTracePerSample).
+ * `patternKey`: ORT's cache key of a batch size (ortPatternKey); without it every batch size
+ * has a pattern of its own.
+ */
+export function replayOrtArena(tracePerSample: readonly TraceEvent[], batches: readonly number[], patternKey?: (batch: number) => number): ArenaReplay {
   const arena = new BfcArenaReplay();
   const resident = () => arena.report().reduce((s, r) => s + r.residentBytes, 0);
-  let firstRequestBytes = 0;
-  batches.forEach((batch, i) => {
+  // A request without a pattern for its sizes: every tensor from the arena, in the trace's order.
+  const tensorByTensor = (batch: number) => {
     const live = new Map<number, ArenaChunk>();
     for (const e of tracePerSample) {
       if (e.kind === "alloc") {
@@ -50,6 +69,23 @@ export function replayOrtArena(tracePerSample: readonly TraceEvent[], batches: r
       }
     }
     for (const c of live.values()) arena.release(c);
+  };
+  const patternFrom = new Map<number, number>(); // key -> the batch size whose pattern ORT cached under it
+  let firstRequestBytes = 0;
+  batches.forEach((batch, i) => {
+    const key = patternKey ? patternKey(batch) : batch;
+    const cached = patternFrom.get(key);
+    if (cached !== undefined) {
+      // Another shape's pattern: its block, and this shape's tensors one by one, every request.
+      const stale = patternBytesAtBatch(tracePerSample, cached);
+      const block = stale > 0 ? arena.alloc(stale) : null;
+      tensorByTensor(batch);
+      if (block) arena.release(block);
+      if (i === 0) firstRequestBytes = resident();
+      return;
+    }
+    patternFrom.set(key, batch);
+    tensorByTensor(batch);
     if (i === 0) firstRequestBytes = resident();
     // Later requests: the pattern's block, the outputs apart from it; the block goes back at
     // the end of the run, the outputs when the caller lets go of them.

@@ -3,7 +3,7 @@
 // itself on real models in test/integration/ort-arena.test.ts.
 import { describe, expect, it } from "vitest";
 import { BfcArenaReplay } from "../../src/estimate/bfc-arena.ts";
-import { replayOrtArena, shapesInRunOrder } from "../../src/estimate/ort-arena.ts";
+import { ortPatternKey, replayOrtArena, shapesInRunOrder } from "../../src/estimate/ort-arena.ts";
 import type { TraceEvent } from "../../src/estimate/ort-pattern.ts";
 
 const MIB = 2 ** 20;
@@ -83,6 +83,31 @@ describe("what becomes resident", () => {
     expect(r.regions.map((b) => b / MIB)).toEqual([8, 8, 16]);
     expect(r.firstRequestBytes / MIB).toBe(16);
     expect(r.residentBytes / MIB).toBe(16 + 16);
+  });
+
+  it("keys ORT's patterns on the XOR of the input dims: one input's batch sizes apart, two inputs of one shape never", () => {
+    const cnn = [[-1, 3, 224, 224]];
+    expect(new Set([1, 8, 64].map((b) => ortPatternKey(cnn, b))).size).toBe(3);
+    const lm = [[-1, 128], [-1, 128]];
+    expect([1, 8, 64].map((b) => ortPatternKey(lm, b))).toEqual([0, 0, 0]);
+    const bert = [[-1, 128], [-1, 128], [-1, 128]];
+    expect(new Set([1, 8].map((b) => ortPatternKey(bert, b))).size).toBe(2);
+  });
+
+  it("a batch size that finds another's pattern runs tensor by tensor beside that pattern's block, at every request", () => {
+    // The trace above at batch 1 then 8 under one key: batch 8 never gets a pattern of its own,
+    // so no 16 MiB block; it allocates batch 1's 2 MiB block, then its tensors one by one.
+    const trace: TraceEvent[] = [
+      { kind: "alloc", id: 0, size: MIB }, { kind: "alloc", id: 1, size: MIB }, { kind: "free", id: 0 },
+      { kind: "alloc", id: 2, size: MIB }, { kind: "free", id: 1 }, { kind: "free", id: 2 },
+    ];
+    const byShape = replayOrtArena(trace, [1, 8]);
+    const keyed = replayOrtArena(trace, [1, 8], () => 0);
+    expect(byShape.regions.map((b) => b / MIB)).toContain(16);
+    expect(keyed.regions.map((b) => b / MIB)).not.toContain(16);
+    expect(keyed.residentBytes).toBeLessThan(byShape.residentBytes);
+    // batch 8's tensors (two 8 MiB at once) and batch 1's 2 MiB block are all written
+    expect(keyed.residentBytes / MIB).toBeGreaterThanOrEqual(16 + 2);
   });
 
   it("runs the batch sizes in order, then the eval set's last short chunk as one more shape", () => {
