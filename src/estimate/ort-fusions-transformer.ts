@@ -131,11 +131,16 @@ function tanhGelus(nodes: readonly LNode[], g: Graphish): Array<{ nodes: LNode[]
   return out;
 }
 
-/** Gelu after Add(a, 1-D constant bias), the sum read by the Gelu alone: BiasGelu(a, bias). */
+/**
+ * Gelu after Add(a, 1-D constant bias), the sum read by the Gelu alone: BiasGelu(a, bias). The
+ * Gelu: one fused from erf (above), or ONNX's own (opset 20, exact: what torch exports nn.GELU
+ * as from that opset on).
+ */
 function biasGelus(nodes: readonly LNode[], g: Graphish): Array<{ nodes: LNode[]; fused: LNode }> {
   const out: Array<{ nodes: LNode[]; fused: LNode }> = [];
   for (const n of nodes) {
-    if (n.op !== GELU || !n.inputs[0]) continue;
+    const exactOnnxGelu = n.op === "Gelu" && (n.attrs.approximate ?? "none") === "none";
+    if ((n.op !== GELU && !exactOnnxGelu) || !n.inputs[0]) continue;
     const add = g.producer.get(n.inputs[0]);
     if (!add || add.op !== "Add" || add.inputs.length !== 2 || g.readers.get(n.inputs[0])?.length !== 1) continue;
     const a = add.inputs.find((i) => !g.isConst(i));

@@ -17,9 +17,10 @@
  *    (onnxruntime/core/framework/mem_pattern_planner.h). A reused buffer keeps its place for
  *    the union of its values' lives, which pins it and fragments the block.
  *
- * Before both, ORT's graph rewrites: its fusions (ort-fusions.ts) and, on x86-64, its NCHWc
- * layout (ort-nchwc.ts): blocked tensors, renamed `t#nchwc`, take their plain tensor's bytes
- * with the channels padded, and the reorder copies it adds are buffers of their own.
+ * Before both, ORT's graph rewrites: its fusions (ort-fusions.ts), on x86-64 its NCHWc layout
+ * (ort-nchwc.ts: blocked tensors, renamed `t#nchwc`, take their plain tensor's bytes with the
+ * channels padded, and the reorder copies it adds are buffers of their own) and its transpose
+ * optimizer (ort-transposes.ts: Transposes moved down through elementwise ops and cancelled).
  *
  * Graph inputs, weights and graph outputs are not part of the pattern. Sizes are per sample
  * (a tensor without the batch counts 0): the pattern of these graphs scales with the batch.
@@ -31,6 +32,7 @@ import { topoSort } from "../compiler/order.ts";
 import { CONV_SUM, ortFusions } from "./ort-fusions.ts";
 import { ortNchwc } from "./ort-nchwc.ts";
 import { inOrtOrder } from "./ort-order.ts";
+import { ortPushTransposes } from "./ort-transposes.ts";
 
 /** Ops whose ORT CPU kernels alias their first input (no new buffer). */
 const VIEW_OPS = new Set(["Reshape", "Flatten", "Squeeze", "Unsqueeze"]);
@@ -216,13 +218,26 @@ function ortRunTrace(g: Graph, inputShapes: Record<string, number[]> | undefined
   };
   const plainShape = (n: string) => (unknown.has(n) ? null : `${inf.dtypes.get(n) ?? "float32"} ${JSON.stringify(inf.shapes.get(n) ?? [])}`);
   const fused = ortFusions(inOrtOrder(inf.nodes, g.nodes), inf.outputs, (n) => inf.consts.has(n));
-  const { nodes, blocked } = ortNchwc(fused, inf.outputs, { constDims: (n) => inf.consts.get(n)?.dims, shapeOf: (n) => inf.shapes.get(n) });
-  // A blocked tensor (ort-nchwc.ts): its plain tensor's bytes with the channels padded.
+  const nchwc = ortNchwc(fused, inf.outputs, { constDims: (n) => inf.consts.get(n)?.dims, shapeOf: (n) => inf.shapes.get(n) });
+  const { blocked } = nchwc;
+  const { nodes, transposed } = ortPushTransposes(nchwc.nodes, inf.outputs, (n) => inf.consts.has(n));
+  // A blocked tensor (ort-nchwc.ts): its plain tensor's bytes with the channels padded. A value
+  // computed before a Transpose ORT moved (ort-transposes.ts): its tensor's bytes and, for the
+  // reuse rule, its shape in that layout.
   const bytesOf = (n: string) => {
     const b = blocked.get(n);
-    return b ? Math.round(plainBytes(b.of) * b.scale) : plainBytes(n);
+    return b ? Math.round(plainBytes(b.of) * b.scale) : plainBytes(transposed.get(n)?.of ?? n);
   };
   const shapeOf = (n: string) => {
+    const t = transposed.get(n);
+    if (t) {
+      const s = plainShape(t.of);
+      const dims = inf.shapes.get(t.of);
+      if (s === null || !dims || dims.length !== t.perm.length) return s === null ? null : `${s} before ${JSON.stringify(t.perm)}`;
+      const before: number[] = new Array(dims.length);
+      t.perm.forEach((axis, i) => (before[axis] = dims[i]!));
+      return `${inf.dtypes.get(t.of) ?? "float32"} ${JSON.stringify(before)}`;
+    }
     const b = blocked.get(n);
     if (!b) return plainShape(n);
     const s = plainShape(b.of);

@@ -1,0 +1,143 @@
+/**
+ * ONNX Runtime's transpose optimizer (onnxruntime/core/optimizer/transpose_optimization), as far
+ * as the memory-pattern replay (ort-pattern.ts) needs it: a Transpose moves down through the
+ * elementwise ops after it wherever that adds no Transpose (their other inputs are constants,
+ * which ORT transposes once at load, or values transposed the same way), an inverse Transpose
+ * cancels it, and a ReorderInput absorbs it (it reads the channels-last layout itself). Where
+ * the push stops, the Transpose is materialized there, after the ops it moved past.
+ *
+ * Why it matters: a ConvNeXt block runs its MLP channels-last between two Transposes and adds
+ * the residual in NCHW. In its first stage the residual comes from a channels-last LayerNorm
+ * through a Transpose as well, so ORT pushes every block's closing Transpose through the layer
+ * scale and the residual Add and cancels it: the stage runs channels-last with one tensor a block
+ * fewer, and its tensors take each other's freed buffers (ORT reuses a buffer only for the same
+ * shape). In the later stages the residual is a conv's NCHW output: the push stops at the Add.
+ * Without this, convnext_tiny's simulated pattern was 18.06 MB a sample against ORT's 15.65
+ * (ORT's graph and order through the same planner give 15.65 exactly), and its 8-sample block
+ * needed a 256 MiB arena region ORT never takes.
+ *
+ * Runs on the lowered graph after the fusions and the NCHWc rewrite (ort-fusions.ts,
+ * ort-nchwc.ts); ORT runs it first, but the rewrites it meets here (ReorderInput, BiasGelu)
+ * are ones it makes room for: a Transpose before a Conv becomes its ReorderInput's
+ * channels_last, and BiasGelu is left alone (its bias follows the last axis).
+ */
+import type { LNode } from "../compiler/ir.ts";
+
+/** Elementwise ops a Transpose moves through (constants broadcast against the moved layout). */
+const ELEMENTWISE = new Set(["Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf", "Abs", "Neg", "Sqrt", "Exp", "Log"]);
+const REORDER_IN = "ort:ReorderInput";
+/** The NHWC -> NCHW permutation a ReorderInput takes as its channels_last layout. */
+const TO_NCHW = [0, 3, 1, 2];
+
+export interface TransposedValue {
+  /** The value of the original graph it holds, in the layout before `perm`. */
+  of: string;
+  /** The permutation that turns it into `of` (`of` = Transpose(this, perm)). */
+  perm: number[];
+}
+
+export interface TransposeRewrite {
+  nodes: LNode[];
+  /** Values the push created (an op run before the Transpose it moved past): what they hold. */
+  transposed: Map<string, TransposedValue>;
+}
+
+const isPerm = (p: unknown): p is number[] => Array.isArray(p) && p.every((x) => typeof x === "number");
+const sameArray = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((x, i) => x === b[i]);
+/** Transpose(Transpose(x, p), q) is x. */
+const cancels = (p: readonly number[], q: readonly number[]) => p.length === q.length && q.every((x, i) => p[x] === i);
+
+/**
+ * `nodes` with ORT's Transposes moved, cancelled and absorbed (above). A Transpose that moves
+ * nowhere (its first reader is not one it moves through) keeps its place: a first pass finds
+ * them, a second runs them as they are (moving them to their reader would change what is
+ * alive when, which is what the pattern is made of).
+ */
+export function ortPushTransposes(nodes: readonly LNode[], outputs: readonly string[], isConst: (name: string) => boolean): TransposeRewrite {
+  let stay = new Set<string>();
+  for (let pass = 0; pass < 4; pass++) {
+    const r = pushPass(nodes, outputs, isConst, stay);
+    if (r.unmoved.size === 0) return r;
+    stay = new Set([...stay, ...r.unmoved]);
+  }
+  return pushPass(nodes, outputs, isConst, stay);
+}
+
+function pushPass(nodes: readonly LNode[], outputs: readonly string[], isConst: (name: string) => boolean, stay: ReadonlySet<string>): TransposeRewrite & { unmoved: Set<string> } {
+  const graphOutputs = new Set(outputs);
+  const leadsToTranspose = valuesLeadingToTranspose(nodes);
+  // A value held only transposed: `src` (in the layout before `perm`) is what is computed;
+  // `original`: it is an original Transpose's output, not yet moved past any op.
+  const pending = new Map<string, { src: string; perm: number[]; original: boolean }>();
+  const alias = new Map<string, string>(); // a value cancelled away -> the value it equals
+  const transposed = new Map<string, TransposedValue>();
+  const unmoved = new Set<string>();
+  const out: LNode[] = [];
+  const materialize = (v: string) => {
+    const p = pending.get(v);
+    if (!p) return;
+    pending.delete(v);
+    if (p.original) unmoved.add(v);
+    out.push({ op: "Transpose", name: `${v}#transpose`, inputs: [p.src], outputs: [v], attrs: { perm: p.perm } });
+  };
+  for (const n0 of nodes) {
+    const n: LNode = { ...n0, inputs: n0.inputs.map((i) => alias.get(i) ?? i) };
+    const input = n.inputs[0] ?? "";
+    const out0 = n.outputs[0] ?? "";
+    if (n.op === "Transpose" && isPerm(n.attrs.perm) && n.outputs.length === 1 && !graphOutputs.has(out0) && !stay.has(out0)) {
+      const p = pending.get(input);
+      if (p && cancels(p.perm, n.attrs.perm)) {
+        alias.set(out0, p.src);
+        continue;
+      }
+      materialize(input);
+      pending.set(out0, { src: input, perm: n.attrs.perm, original: true });
+      continue;
+    }
+    if (n.op === REORDER_IN) {
+      const p = pending.get(input);
+      if (p && sameArray(p.perm, TO_NCHW)) {
+        out.push({ ...n, inputs: [p.src, ...n.inputs.slice(1)] });
+        continue;
+      }
+    }
+    const moved = n.inputs.filter((i) => pending.has(i));
+    const perm = moved.length > 0 ? pending.get(moved[0]!)!.perm : null;
+    if (perm && ELEMENTWISE.has(n.op) && n.outputs.length === 1 &&
+        n.inputs.every((i) => !i || isConst(i) || (pending.has(i) && sameArray(pending.get(i)!.perm, perm))) &&
+        (moved.length > 1 || leadsToTranspose.has(out0))) {
+      const src = `${out0}#before-transpose`;
+      out.push({ ...n, inputs: n.inputs.map((i) => pending.get(i)?.src ?? i), outputs: [src] });
+      transposed.set(src, { of: out0, perm });
+      for (const i of moved) if (pending.get(i)!.original) pending.set(i, { ...pending.get(i)!, original: false });
+      pending.set(out0, { src, perm, original: false });
+      if (graphOutputs.has(out0)) materialize(out0);
+      continue;
+    }
+    for (const i of moved) materialize(i);
+    out.push(n);
+  }
+  for (const v of [...pending.keys()]) if (graphOutputs.has(v)) materialize(v);
+  return { nodes: out, transposed, unmoved };
+}
+
+/**
+ * Values from which a Transpose is reached through elementwise ops alone. ORT moves a Transpose
+ * past an op whose other inputs are constants (its cost estimate: 0) only when the op's output
+ * leads to another Transpose it may cancel; past an op whose other input is transposed the same
+ * way (that one cancels: below 0) always; past one with a plain input (a Transpose to add) never.
+ * So a ConvNeXt stage's blocks move theirs through the layer scale when a LayerNorm2d's Transpose
+ * follows the stage, and the last stage's blocks (a pooling follows it) keep them in place.
+ */
+function valuesLeadingToTranspose(nodes: readonly LNode[]): Set<string> {
+  const readers = new Map<string, LNode[]>();
+  for (const n of nodes) for (const i of n.inputs) if (i) readers.set(i, [...(readers.get(i) ?? []), n]);
+  const leads = new Set<string>();
+  for (let k = nodes.length - 1; k >= 0; k--) {
+    for (const o of nodes[k]!.outputs) {
+      const rs = readers.get(o) ?? [];
+      if (rs.some((r) => r.op === "Transpose" || (ELEMENTWISE.has(r.op) && r.outputs.some((x) => leads.has(x))))) leads.add(o);
+    }
+  }
+  return leads;
+}

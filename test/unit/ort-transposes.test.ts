@@ -1,0 +1,74 @@
+// ORT's transpose optimizer as the memory-pattern replay models it (src/estimate/ort-transposes.ts):
+// which Transposes move, cancel, are absorbed by a ReorderInput, or stay where they are.
+import { describe, expect, it } from "vitest";
+import type { LNode } from "../../src/compiler/ir.ts";
+import { ortPushTransposes } from "../../src/estimate/ort-transposes.ts";
+
+const node = (op: string, inputs: string[], output: string, attrs: LNode["attrs"] = {}): LNode => ({ op, name: output, inputs, outputs: [output], attrs });
+const toNchw = (x: string, y: string) => node("Transpose", [x], y, { perm: [0, 3, 1, 2] });
+const toNhwc = (x: string, y: string) => node("Transpose", [x], y, { perm: [0, 2, 3, 1] });
+const isConst = (n: string) => n.startsWith("w");
+const ops = (ns: readonly LNode[]) => ns.map((n) => `${n.op}(${n.inputs.join(",")})`);
+
+describe("ORT's transposes, moved for the memory pattern", () => {
+  it("moves a block's closing Transpose through the layer scale and a residual transposed alike, and cancels it at the next LayerNorm's", () => {
+    // stem LN (channels-last) -> to NCHW = r; block: mlp(r') -> to NCHW -> * scale -> + r -> to NHWC -> LN
+    const nodes = [
+      toNchw("ln0", "r"),
+      node("ort:ReorderInput", ["r"], "r#in"),
+      node("Relu", ["r#in"], "mlp"),
+      toNchw("mlp", "t"),
+      node("Mul", ["wscale", "t"], "m"),
+      node("Add", ["m", "r"], "a"),
+      toNhwc("a", "a_nhwc"),
+      node("LayerNormalization", ["a_nhwc", "wg", "wb"], "y"),
+    ];
+    const r = ortPushTransposes(nodes, ["y"], isConst);
+    expect(ops(r.nodes)).toEqual([
+      "ort:ReorderInput(ln0)", // absorbed: it reads channels-last itself
+      "Relu(r#in)",
+      "Mul(wscale,mlp)",
+      "Add(m#before-transpose,ln0)",
+      "LayerNormalization(a#before-transpose,wg,wb)", // the two Transposes cancelled
+    ]);
+    expect(r.transposed.get("a#before-transpose")).toEqual({ of: "a", perm: [0, 3, 1, 2] });
+  });
+
+  it("stops at an Add whose other input is plain, materializing the Transpose after the ops it moved past", () => {
+    const nodes = [
+      node("Relu", ["x"], "mlp"),
+      toNchw("mlp", "t"),
+      node("Mul", ["wscale", "t"], "m"),
+      node("Add", ["m", "plain"], "a"),
+      toNhwc("a", "a_nhwc"),
+      node("LayerNormalization", ["a_nhwc"], "y"),
+    ];
+    expect(ops(ortPushTransposes(nodes, ["y"], isConst).nodes)).toEqual([
+      "Relu(x)", "Mul(wscale,mlp)", "Transpose(m#before-transpose)", "Add(m,plain)", "Transpose(a)", "LayerNormalization(a_nhwc)",
+    ]);
+  });
+
+  it("leaves a Transpose in place where no other Transpose follows its elementwise readers (the last stage)", () => {
+    const nodes = [
+      node("Relu", ["x"], "mlp"),
+      toNchw("mlp", "t"),
+      node("Relu", ["q"], "other"), // runs between the Transpose and its reader: the Transpose stays before it
+      node("Mul", ["wscale", "t"], "m"),
+      node("Add", ["m", "other"], "a"),
+      node("GlobalAveragePool", ["a"], "y"),
+    ];
+    const r = ortPushTransposes(nodes, ["y"], isConst);
+    expect(ops(r.nodes)).toEqual(["Relu(x)", "Transpose(mlp)", "Relu(q)", "Mul(wscale,t)", "Add(m,other)", "GlobalAveragePool(a)"]);
+    expect(r.transposed.size).toBe(0);
+  });
+
+  it("changes nothing in a graph without 4-D layout transposes to move (attention's head transposes feed MatMuls)", () => {
+    const nodes = [
+      node("Transpose", ["q"], "qt", { perm: [0, 2, 1, 3] }),
+      node("Transpose", ["k"], "kt", { perm: [0, 2, 3, 1] }),
+      node("MatMul", ["qt", "kt"], "s"),
+      node("Softmax", ["s"], "y"),
+    ];
+    expect(ortPushTransposes(nodes, ["y"], isConst).nodes).toEqual(nodes);
+  });
+});
