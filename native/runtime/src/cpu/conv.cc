@@ -211,13 +211,17 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   k->flat = k->padded && !k->direct && g.group == 1 && g.kh * g.kw > 1 && g.kh * g.kw <= kConvFlatMaxTaps &&
             conv_flat_available() && std::getenv("MEMLANE_CONV_NO_FLAT") == nullptr;
   // Pixel rows (conv_pixel_rows.cc): the strided convs no direct kernel unrolls, and every other
-  // ungrouped conv with 64+ output channels but Winograd's and the direct kernel's 3x3 stride 1
-  // (at 32 or fewer channels the 32-channel panels are half idle or the pixels-in-lanes direct
-  // kernel fills its vectors better). Measured on single convs and per op in whole models
-  // against the other paths and ORT, 1 thread: see docs/native-cpu.md.
-  // MEMLANE_CONV_NO_PIXEL_ROWS=1 keeps the paths above (A/B timing; ctest runs both).
-  const bool direct_3x3_s1 = k->direct && g.sh == 1 && g.sw == 1 && g.kh == 3 && g.kw == 3;
-  k->pixel_rows = !k->pointwise && g.group == 1 && !k->winograd && !direct_3x3_s1 && simd::have_avx512() &&
+  // ungrouped conv with 64+ output channels, but Winograd's and those the direct kernel keeps:
+  // 3x3 stride 1, and few taps (C x kh x kw < 64: 3-channel 3x3 stems, where a tile's store
+  // costs as much as its 27 multiply-adds a channel: squeezenet1_1's 3 -> 64 stride-2 stem 1.26x
+  // ORT on direct, 1.48x on pixel rows). At 32 or fewer output channels the 32-channel panels are
+  // half idle or the pixels-in-lanes direct kernel fills its vectors better. Measured on single
+  // convs and per op in whole models against the other paths and ORT, 1 thread: see
+  // docs/native-cpu.md. MEMLANE_CONV_NO_PIXEL_ROWS=1 keeps the paths above (A/B; ctest runs both).
+  const bool keep_direct = k->direct && ((g.sh == 1 && g.sw == 1 && g.kh == 3 && g.kw == 3) || g.K() < kPixelRowsMinTaps);
+  // (taps are int32 offsets into one sample's padded input: far beyond any real conv's size)
+  const bool taps_fit = g.C * k->Hp * k->Wp < int64_t(1) << 31;
+  k->pixel_rows = !k->pointwise && g.group == 1 && !k->winograd && !keep_direct && taps_fit && simd::have_avx512() &&
                   (g.M >= kPixelRowsMinChannels || (!k->padded && !k->direct)) &&
                   std::getenv("MEMLANE_CONV_NO_PIXEL_ROWS") == nullptr;
   if (k->pixel_rows) {

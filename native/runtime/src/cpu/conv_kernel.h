@@ -42,6 +42,8 @@ constexpr int64_t kMinConvMacsPerThread = int64_t(1) << 20;
 constexpr int64_t kPixelRowsMaxTile = 256;
 // Output channels from which the pixel-rows path takes convs that have another kernel too.
 constexpr int64_t kPixelRowsMinChannels = 64;
+// Taps (C x kh x kw) below which a conv the direct kernel takes stays on it.
+constexpr int64_t kPixelRowsMinTaps = 64;
 constexpr uint64_t kBatchedWorkspaceFloats = uint64_t(512) << 10;  // 2 MiB: stays in L2/L3
 
 struct ConvGeom {

@@ -1,13 +1,15 @@
-// ConvKernel's pixel-rows path (conv_kernel.h): for strided convs the direct kernel does not
-// unroll (AlexNet's 11x11 stride-4 stem, the 4x4 / 2x2 patchify and downsampling convs of
-// ConvNeXt and Swin, ViT's 16x16 patch embedding, 5x5 stride 2). A tile of output pixels
-// becomes a [pixels][C*kh*kw] matrix (each row one pixel's receptive field: for k == stride,
-// kw contiguous floats a channel and kernel row), multiplied on the weights packed at load into
-// simd::gemm_panels' 32-column panels; the [pixels][M] product is written to NCHW with the
-// bias and activation. The pixels are the long dimension of these products (3 025 to 12 544
-// a sample against 64 to 768 output channels), so the register tile (8 pixels x 32 channels)
-// is always full, where im2col + OpenBLAS multiplied [M][K] by [K][pixels] columns it had
-// first to copy out with a stride.
+// ConvKernel's pixel-rows path (conv_kernel.h): an implicit GEMM, Y^T = A W^T, where row r of A
+// is output pixel r's receptive field (C x kh x kw floats) and W is packed at load into
+// simd::gemm_panels' 32-channel panels. A is never built: rows[r] points at the pixel's field
+// origin in the zero-bordered input ([C][Hp][Wp], the direct kernel's stride-1 layout) and
+// taps[k] is tap k's offset from it, so simd::gemm_panels_gather broadcasts rows[r][taps[k]]
+// into the 8-pixel x 32-channel register tile straight from the input (a first version copied
+// the fields out: the copy, runs of 2 to 11 floats, cost up to 1.4x ORT's whole conv). The
+// [pixels][M] product of a tile is then written to NCHW by 16x16 transposes, with a fused
+// residual and Relu. Takes the strided convs the direct kernel does not unroll (AlexNet's 11x11
+// stride-4 stem, the patchify and downsampling convs of ConvNeXt, Swin and ViT, 5x5 stride 2)
+// and the wide ones (64+ output channels) other than Winograd's and the direct 3x3 stride 1:
+// the pixels are the long side of these products, so the register tile is always full.
 #include <algorithm>
 #include <cstring>
 

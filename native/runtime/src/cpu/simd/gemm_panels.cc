@@ -39,6 +39,29 @@ inline __mmask16 tail_mask(int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1u);
 }
 
+// A tile's end: on the last K block the epilogue (alpha, bias, Relu), then the store of the
+// panel's columns below N (m0, m1) of its MR rows.
+template <int MR>
+AVX512 inline void store_tile(__m512 (&c0)[MR], __m512 (&c1)[MR], float* C, int64_t ldc, bool last,
+                              const PanelEpilogue& e, const float* bias, __mmask16 m0, __mmask16 m1) {
+  if (last) {
+    const __m512 va = _mm512_set1_ps(e.alpha), zero = _mm512_setzero_ps();
+    const __m512 bv0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : zero;
+    const __m512 bv1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : zero;
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      c0[r] = _mm512_fmadd_ps(c0[r], va, bv0);
+      c1[r] = _mm512_fmadd_ps(c1[r], va, bv1);
+      if (e.relu) c0[r] = _mm512_max_ps(c0[r], zero), c1[r] = _mm512_max_ps(c1[r], zero);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    _mm512_mask_storeu_ps(C + r * ldc, m0, c0[r]);
+    _mm512_mask_storeu_ps(C + r * ldc + 16, m1, c1[r]);
+  }
+}
+
 // MR rows (1-8) x one panel over kn columns of K. first: the accumulators start at 0 (else
 // from C's partial sums); last: the epilogue, and only the panel's columns below N are stored.
 template <int MR>
@@ -79,22 +102,7 @@ AVX512 void tile(int64_t kn, const float* A, int64_t lda, const float* b, float*
       c1[r] = _mm512_fmadd_ps(a, b1, c1[r]);
     }
   }
-  if (last) {
-    const __m512 va = _mm512_set1_ps(e.alpha), zero = _mm512_setzero_ps();
-    const __m512 bv0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : zero;
-    const __m512 bv1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : zero;
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) {
-      c0[r] = _mm512_fmadd_ps(c0[r], va, bv0);
-      c1[r] = _mm512_fmadd_ps(c1[r], va, bv1);
-      if (e.relu) c0[r] = _mm512_max_ps(c0[r], zero), c1[r] = _mm512_max_ps(c1[r], zero);
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r) {
-    _mm512_mask_storeu_ps(C + r * ldc, m0, c0[r]);
-    _mm512_mask_storeu_ps(C + r * ldc + 16, m1, c1[r]);
-  }
+  store_tile<MR>(c0, c1, C, ldc, last, e, bias, m0, m1);
 }
 
 // tile() on the implicit A of gemm_panels_gather: row r's element k at rows[r][cols[k]].
@@ -120,22 +128,7 @@ AVX512 void gather_tile(int64_t kn, const float* const* rows, const int32_t* col
       c1[r] = _mm512_fmadd_ps(v, b1, c1[r]);
     }
   }
-  if (last) {
-    const __m512 va = _mm512_set1_ps(e.alpha), zero = _mm512_setzero_ps();
-    const __m512 bv0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : zero;
-    const __m512 bv1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : zero;
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) {
-      c0[r] = _mm512_fmadd_ps(c0[r], va, bv0);
-      c1[r] = _mm512_fmadd_ps(c1[r], va, bv1);
-      if (e.relu) c0[r] = _mm512_max_ps(c0[r], zero), c1[r] = _mm512_max_ps(c1[r], zero);
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r) {
-    _mm512_mask_storeu_ps(C + r * ldc, m0, c0[r]);
-    _mm512_mask_storeu_ps(C + r * ldc + 16, m1, c1[r]);
-  }
+  store_tile<MR>(c0, c1, C, ldc, last, e, bias, m0, m1);
 }
 
 using GatherTile = void (*)(int64_t, const float* const*, const int32_t*, const float*, float*, int64_t, bool, bool,
