@@ -25,8 +25,8 @@
 namespace memlane::cpu::conv_detail {
 namespace {
 
-// y[m][r] = prod[r][m] (+ res[m][r], then Relu where relu) for r < cnt, m < M; y and res rows
-// P apart (res may be y itself: each element is read before it is written). 16x16 blocks
+// y[m][r] = prod[r][m] (+ res[m][r], then Relu where relu) for r < cnt, m < M; prod's rows ldp
+// apart, y's and res's P apart (res may be y itself: each element is read before it is written). 16x16 blocks
 // transposed in registers where the CPU has AVX-512 (a strided scalar store cost as much as
 // the product on 3-channel stems), the edges element by element.
 inline float finish(float v, const float* res, int64_t at, bool relu) {
@@ -35,14 +35,14 @@ inline float finish(float v, const float* res, int64_t at, bool relu) {
 }
 
 #ifdef MEMLANE_PIXEL_ROWS_AVX512
-__attribute__((target("avx512f"))) void store_transposed(const float* prod, int64_t cnt, int64_t M, float* y,
-                                                         int64_t P, const float* res, bool relu) {
+__attribute__((target("avx512f"))) void store_transposed(const float* prod, int64_t ldp, int64_t cnt, int64_t M,
+                                                         float* y, int64_t P, const float* res, bool relu) {
   const int64_t r16 = cnt / 16 * 16, m16 = M / 16 * 16;
   const __m512 zero = _mm512_setzero_ps();
   for (int64_t m0 = 0; m0 < m16; m0 += 16)
     for (int64_t r0 = 0; r0 < r16; r0 += 16) {
       __m512 v[16];
-      for (int k = 0; k < 16; ++k) v[k] = _mm512_loadu_ps(prod + (r0 + k) * M + m0);
+      for (int k = 0; k < 16; ++k) v[k] = _mm512_loadu_ps(prod + (r0 + k) * ldp + m0);
       transpose16(v);
       for (int j = 0; j < 16; ++j) {
         const int64_t at = (m0 + j) * P + r0;
@@ -52,12 +52,13 @@ __attribute__((target("avx512f"))) void store_transposed(const float* prod, int6
       }
     }
   for (int64_t m = 0; m < M; ++m)
-    for (int64_t r = m < m16 ? r16 : 0; r < cnt; ++r) y[m * P + r] = finish(prod[r * M + m], res, m * P + r, relu);
+    for (int64_t r = m < m16 ? r16 : 0; r < cnt; ++r) y[m * P + r] = finish(prod[r * ldp + m], res, m * P + r, relu);
 }
 #else
-void store_transposed(const float* prod, int64_t cnt, int64_t M, float* y, int64_t P, const float* res, bool relu) {
+void store_transposed(const float* prod, int64_t ldp, int64_t cnt, int64_t M, float* y, int64_t P, const float* res,
+                      bool relu) {
   for (int64_t m = 0; m < M; ++m)
-    for (int64_t r = 0; r < cnt; ++r) y[m * P + r] = finish(prod[r * M + m], res, m * P + r, relu);
+    for (int64_t r = 0; r < cnt; ++r) y[m * P + r] = finish(prod[r * ldp + m], res, m * P + r, relu);
 }
 #endif
 
@@ -95,26 +96,36 @@ void ConvKernel::run_pixel_rows(const RunCtx& c) const {
   const ConvAct after = relu ? ConvAct{} : act;
   const float* pad = c.workspace;
   float* prods = c.workspace + pixel_rows_pad_floats();
-  // One product slot a thread (the pool runs slot s's tiles on one thread).
-  const int64_t slots = std::clamp<int64_t>(std::min<int64_t>(threads, c.pool->threads()), 1, tiles);
+  // Units of (tile, panel group), one product slot a thread (the pool runs slot s's units on one
+  // thread). The panels are split too where there are fewer than two tiles a thread: a deep layer
+  // at batch 1 (49 pixels, 512 channels) would otherwise have every thread stream all of W.
+  const int64_t panel_count = panels->panels();
+  const int64_t want = std::max<int64_t>(1, 2 * std::min<int64_t>(threads, c.pool->threads()));
+  const int64_t groups = tiles >= want ? 1 : std::min(panel_count, (want + tiles - 1) / tiles);
+  const int64_t units = tiles * groups;
+  const int64_t slots = std::clamp<int64_t>(std::min<int64_t>(threads, c.pool->threads()), 1, units);
   for (int64_t n = 0; n < c.batch; ++n) {
     conv_direct_fill(X + n * in_sz, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, 1, g.kw, g.dw, c.workspace);
     float* yn = Y + n * out_sz;
+    const float* rn = Rs ? Rs + n * out_sz : nullptr;
     c.pool->parallel_for(slots, 1, [&](int64_t s0, int64_t s1) {
       for (int64_t s = s0; s < s1; ++s) {
         float* prod = prods + s * R * M;  // [rows][M]
         const float* rows[kPixelRowsMaxTile];
-        for (int64_t t = tiles * s / slots; t < tiles * (s + 1) / slots; ++t) {
+        for (int64_t u = units * s / slots; u < units * (s + 1) / slots; ++u) {
+          const int64_t t = u / groups, pg = u % groups;
           const int64_t p0 = t * R, cnt = std::min(R, P - p0);
+          const int64_t q0 = panel_count * pg / groups, q1 = panel_count * (pg + 1) / groups;
+          const int64_t j0 = q0 * simd::kPanelCols, j1 = std::min(M, q1 * simd::kPanelCols);
           int64_t oh = p0 / g.OW, ow = p0 % g.OW;
           for (int64_t r = 0; r < cnt; ++r) {
             rows[r] = pad + oh * g.sh * Wp + ow * g.sw;
             if (++ow == g.OW) ow = 0, ++oh;
           }
-          simd::gemm_panels_gather(cnt, rows, taps.data(), *panels, prod, M, e);
-          store_transposed(prod, cnt, M, yn + p0, P, Rs ? Rs + n * out_sz + p0 : nullptr, relu && Rs);
+          simd::gemm_panels_gather(cnt, q0, q1, rows, taps.data(), *panels, prod, M, e);
+          store_transposed(prod + j0, M, cnt, j1 - j0, yn + j0 * P + p0, P, rn ? rn + j0 * P + p0 : nullptr, relu && Rs);
           if (after.kind != ConvAct::kNone)
-            for (int64_t m = 0; m < M; ++m) conv_activate(yn + m * P + p0, cnt, after);
+            for (int64_t m = j0; m < j1; ++m) conv_activate(yn + m * P + p0, cnt, after);
         }
       }
     });

@@ -166,15 +166,15 @@ AVX512 void gemm_panels(int64_t M, int64_t p0, int64_t p1, const float* A, int64
   }
 }
 
-AVX512 void gemm_panels_gather(int64_t M, const float* const* rows, const int32_t* cols, const PackedPanels& B, float* C,
-                               int64_t ldc, const PanelEpilogue& e) {
+AVX512 void gemm_panels_gather(int64_t M, int64_t p0, int64_t p1, const float* const* rows, const int32_t* cols,
+                               const PackedPanels& B, float* C, int64_t ldc, const PanelEpilogue& e) {
   const int64_t K = B.K;
   for (int64_t r0 = 0; r0 < M; r0 += kRowBlock) {
     const int64_t r1 = std::min(M, r0 + kRowBlock);
     for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kKBlock) {
       const int64_t kn = std::min(kKBlock, K - k0);
       const bool first = k0 == 0, last = k0 + kKBlock >= K;
-      for (int64_t p = 0; p < B.panels(); ++p) {
+      for (int64_t p = p0; p < p1; ++p) {
         const int64_t j = p * kPanelCols, w = std::min(kPanelCols, B.N - j);
         const float* b = B.w.data() + (p * K + k0) * kPanelCols;
         const float* bias = e.bias ? e.bias + j : nullptr;
@@ -190,8 +190,8 @@ AVX512 void gemm_panels_gather(int64_t M, const float* const* rows, const int32_
 
 #else
 
-void gemm_panels_gather(int64_t, const float* const*, const int32_t*, const PackedPanels&, float*, int64_t,
-                        const PanelEpilogue&) {
+void gemm_panels_gather(int64_t, int64_t, int64_t, const float* const*, const int32_t*, const PackedPanels&, float*,
+                        int64_t, const PanelEpilogue&) {
   std::abort();
 }
 

@@ -62,10 +62,10 @@ struct PanelEpilogue {
 void gemm_panels(int64_t M, int64_t p0, int64_t p1, const float* A, int64_t lda, const PackedPanels& B, float* C,
                  int64_t ldc, const PanelEpilogue& e);
 
-// The same product on an implicit A: element (r, k) is rows[r][cols[k]], K = B.K, every panel.
-// A convolution's im2col without the copy (conv_pixel_rows.cc): rows[r] points at output pixel
-// r's receptive-field origin in a zero-bordered input, cols[k] is tap k's offset from it.
-void gemm_panels_gather(int64_t M, const float* const* rows, const int32_t* cols, const PackedPanels& B, float* C,
-                        int64_t ldc, const PanelEpilogue& e);
+// The same product on an implicit A: element (r, k) is rows[r][cols[k]], K = B.K, panels
+// [p0, p1). A convolution's im2col without the copy (conv_pixel_rows.cc): rows[r] points at
+// output pixel r's receptive-field origin in a zero-bordered input, cols[k] is tap k's offset.
+void gemm_panels_gather(int64_t M, int64_t p0, int64_t p1, const float* const* rows, const int32_t* cols,
+                        const PackedPanels& B, float* C, int64_t ldc, const PanelEpilogue& e);
 
 }  // namespace memlane::cpu::simd
