@@ -108,17 +108,21 @@ int main() {
     pb.op("Relu", {s}, {y});
     compare("8x8 winograd pairs", pb, 5, rng.vec(5 * 16 * 8 * 8));
   }
-  // 7x7 maps (the flattened-grid kernel), written in place over the residual.
+  // 7x7 maps (the flattened-grid kernel), written in place over the residual. (The fused conv
+  // reads a, not x: a conv whose input is the residual its output overwrites is not fused.)
   {
     PlanBuilder pb;
     int x = pb.input("x", {24, 7, 7});
+    int w1 = pb.weight("w1", {24, 24, 3, 3}, rng.vec(24 * 24 * 9));
     int w = pb.weight("w", {24, 24, 3, 3}, rng.vec(24 * 24 * 9));
     int b = pb.weight("b", {24}, rng.vec(24));
+    int a = pb.act("a", {24, 7, 7});
     int c = pb.act("c", {24, 7, 7});
     int s = pb.act("s", {24, 7, 7});
     int y = pb.output("y", {24, 7, 7});
     pb.tensors[size_t(y)].offset = pb.tensors[size_t(x)].offset;
-    pb.op("Conv", {x, w, b}, {c}, conv_attrs(3, 1, 1, "none"));
+    pb.op("Conv", {x, w1, -1}, {a}, conv_attrs(3, 1, 1, "relu"));
+    pb.op("Conv", {a, w, b}, {c}, conv_attrs(3, 1, 1, "none"));
     pb.op("Add", {c, x}, {s});
     pb.op("Relu", {s}, {y});
     compare("7x7 flat grid, in place", pb, 3, rng.vec(3 * 24 * 7 * 7));
