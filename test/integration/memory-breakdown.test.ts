@@ -54,9 +54,15 @@ function checkBreakdowns(r: RuntimeReport): void {
     // load 15, the Python worker's import 1.8 MiB apart, its threads faulting in pages between
     // the reads). The exact check, kinds summing to their reading, is below, and on a
     // quiescent fixture in memory-smaps.test.ts.
+    // USS moves more between the two reads: a page the worker shares with another process
+    // (a library another test's Python worker maps) turns private when that process exits, so
+    // the two USS readings may differ by up to the pages shared at either read (CI, tests in
+    // parallel: the Python worker's import 50.28 against 46.39 MiB).
     const apart = (mib: number) => 0.01 * mib + 2;
+    const shared = Math.max(b.totalRssMiB - b.totalUssMiB, p.rssMiB - p.ussMiB);
     expect(Math.abs(b.totalRssMiB - p.rssMiB), `${r.name} ${p.name}: RSS ${b.totalRssMiB} vs rollup ${p.rssMiB}`).toBeLessThanOrEqual(apart(p.rssMiB));
-    expect(Math.abs(b.totalUssMiB - p.ussMiB), `${r.name} ${p.name}: USS ${b.totalUssMiB} vs rollup ${p.ussMiB}`).toBeLessThanOrEqual(apart(p.ussMiB));
+    expect(Math.abs(b.totalUssMiB - p.ussMiB), `${r.name} ${p.name}: USS ${b.totalUssMiB} vs rollup ${p.ussMiB}`).toBeLessThanOrEqual(apart(p.ussMiB) + shared);
+    expect(b.totalUssMiB, `${r.name} ${p.name}: USS within RSS`).toBeLessThanOrEqual(b.totalRssMiB + 0.01);
     const sum = b.kinds.reduce((a, k) => a + k.rssMiB, 0);
     expect(Math.abs(sum - b.totalRssMiB)).toBeLessThanOrEqual(0.01 * b.totalRssMiB);
     // growth of the kinds ≈ the phase's own Δ RSS (both end − start; the base may be the previous end)
