@@ -108,43 +108,32 @@ int main() {
     pb.op("Relu", {s}, {y});
     compare("8x8 winograd pairs", pb, 5, rng.vec(5 * 16 * 8 * 8));
   }
-  // 7x7 maps (the flattened-grid kernel), written in place over the residual. (The fused conv
-  // reads a, not x: a conv whose input is the residual its output overwrites is not fused.)
-  {
+  // conv + relu, conv, Add(residual x), Relu, written in place over x: the second conv fuses the
+  // residual and Relu (it reads a, not x: a conv whose input is the residual its output
+  // overwrites is not fused). 7x7 maps, 24 channels: the flattened-grid kernel; 64 channels,
+  // 5x5: pixel rows, the residual and Relu in its transposing store.
+  struct InPlaceBlock {
+    const char* label;
+    int64_t C, H, W, k;
+  };
+  for (const InPlaceBlock& ib : {InPlaceBlock{"7x7 flat grid, in place", 24, 7, 7, 3},
+                                 InPlaceBlock{"5x5 pixel rows, in place", 64, 9, 11, 5}}) {
     PlanBuilder pb;
-    int x = pb.input("x", {24, 7, 7});
-    int w1 = pb.weight("w1", {24, 24, 3, 3}, rng.vec(24 * 24 * 9));
-    int w = pb.weight("w", {24, 24, 3, 3}, rng.vec(24 * 24 * 9));
-    int b = pb.weight("b", {24}, rng.vec(24));
-    int a = pb.act("a", {24, 7, 7});
-    int c = pb.act("c", {24, 7, 7});
-    int s = pb.act("s", {24, 7, 7});
-    int y = pb.output("y", {24, 7, 7});
+    const int64_t C = ib.C, taps = ib.k * ib.k;
+    int x = pb.input("x", {C, ib.H, ib.W});
+    int w1 = pb.weight("w1", {C, C, ib.k, ib.k}, rng.vec(size_t(C * C * taps)));
+    int w = pb.weight("w", {C, C, ib.k, ib.k}, rng.vec(size_t(C * C * taps)));
+    int b = pb.weight("b", {C}, rng.vec(size_t(C)));
+    int a = pb.act("a", {C, ib.H, ib.W});
+    int c = pb.act("c", {C, ib.H, ib.W});
+    int s = pb.act("s", {C, ib.H, ib.W});
+    int y = pb.output("y", {C, ib.H, ib.W});
     pb.tensors[size_t(y)].offset = pb.tensors[size_t(x)].offset;
-    pb.op("Conv", {x, w1, -1}, {a}, conv_attrs(3, 1, 1, "relu"));
-    pb.op("Conv", {a, w, b}, {c}, conv_attrs(3, 1, 1, "none"));
+    pb.op("Conv", {x, w1, -1}, {a}, conv_attrs(ib.k, 1, ib.k / 2, "relu"));
+    pb.op("Conv", {a, w, b}, {c}, conv_attrs(ib.k, 1, ib.k / 2, "none"));
     pb.op("Add", {c, x}, {s});
     pb.op("Relu", {s}, {y});
-    compare("7x7 flat grid, in place", pb, 3, rng.vec(3 * 24 * 7 * 7));
-  }
-  // 64 channels, 5x5 (the pixel-rows path): conv + relu, conv, the residual and Relu in the
-  // second conv's transposing store, written in place over the residual.
-  {
-    PlanBuilder pb;
-    int x = pb.input("x", {64, 9, 11});
-    int w1 = pb.weight("w1", {64, 64, 5, 5}, rng.vec(64 * 64 * 25));
-    int w = pb.weight("w", {64, 64, 5, 5}, rng.vec(64 * 64 * 25));
-    int b = pb.weight("b", {64}, rng.vec(64));
-    int a = pb.act("a", {64, 9, 11});
-    int c = pb.act("c", {64, 9, 11});
-    int s = pb.act("s", {64, 9, 11});
-    int y = pb.output("y", {64, 9, 11});
-    pb.tensors[size_t(y)].offset = pb.tensors[size_t(x)].offset;
-    pb.op("Conv", {x, w1, -1}, {a}, conv_attrs(5, 1, 2, "relu"));
-    pb.op("Conv", {a, w, b}, {c}, conv_attrs(5, 1, 2, "none"));
-    pb.op("Add", {c, x}, {s});
-    pb.op("Relu", {s}, {y});
-    for (int threads : {1, 2}) compare("5x5 pixel rows, in place", pb, 3, rng.vec(3 * 64 * 9 * 11), threads);
+    for (int threads : {1, 2}) compare(ib.label, pb, 3, rng.vec(size_t(3 * C * ib.H * ib.W)), threads);
   }
   // The conv's output is also a graph output: no fusion, same results.
   {
@@ -188,7 +177,7 @@ int main() {
       {"3x3 stride 2 stem -> SiLU", "SiLU", {}, 3, 32, 32, 3, 2, 1},
       {"3x3 stride 2 stem -> Clip(0,6)", "Clip", {{"min", 0.0}, {"max", 6.0}}, 3, 16, 30, 3, 2, 1},
       {"3x3 direct stride 1 -> HardSwish", "HardSwish", {}, 5, 12, 20, 3, 1, 1},
-      {"pixel rows 3x3 stride 2, 72 channels -> SiLU", "SiLU", {}, 6, 72, 19, 3, 2, 1},
+      {"pixel rows 3x3 stride 2, 72 channels -> SiLU", "SiLU", {}, 8, 72, 19, 3, 2, 1},  // 72 taps: not a stem
       {"pixel rows 5x5, 64 channels -> Relu", "Relu", {}, 4, 64, 12, 5, 1, 1},
   };
   for (const auto& a : acts) {

@@ -54,7 +54,7 @@ uint64_t ConvKernel::path_floats(int64_t maxBatch) const {
                     threads * conv_winograd_scratch(g.C, g.M));
   if (direct) return uint64_t(conv_direct_floats(g.C, Hp, Wp, g.sw, g.kw, g.dw));
   if (flat)
-    return uint64_t((conv_direct_floats(g.C, Hp, Wp, 1, g.kw, g.dw) + 15) / 16 * 16 +
+    return uint64_t(padded_input_floats() +
                     threads * conv_flat_scratch(g.OH, Wp));
   if (padded) return padded_ws(g.group == 1 ? padded_chunk(maxBatch) : 1);
   int64_t s = chunk(maxBatch);
@@ -227,8 +227,7 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   if (k->pixel_rows) {
     k->padded = k->direct = k->flat = false;
     k->taps = pixel_rows_taps(g, k->Hp, k->Wp);
-    k->panels = bc.panels ? bc.panels->get(k->w, g.K(), g.M, true)
-                          : std::make_shared<const simd::PackedPanels>(simd::pack_panels(k->w, g.K(), g.M, true));
+    k->panels = simd::shared_panels(bc.panels, k->w, g.K(), g.M, true);
   }
   if (k->winograd || k->flat || k->pixel_rows) k->threads = std::max(1, bc.threads);
   if (k->winograd) {

@@ -45,7 +45,7 @@ void ConvKernel::run_flat(const RunCtx& c) const {
   float* Y = y.at(c);
   const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), K = g.K();
   const float* R = has_res ? res.at(c) : nullptr;
-  const int64_t padFloats = (conv_direct_floats(g.C, Hp, Wp, 1, g.kw, g.dw) + 15) / 16 * 16;
+  const int64_t padFloats = padded_input_floats();
   const int64_t scratch = conv_flat_scratch(g.OH, Wp), blocks = (g.M + 7) / 8;
   const int64_t slots = std::clamp<int64_t>(std::min<int64_t>(threads, c.pool->threads()), 1, blocks);
   for (int64_t n = 0; n < c.batch; ++n) {

@@ -135,6 +135,9 @@ class ConvKernel final : public Kernel {
   uint64_t input_copy_floats(int64_t batch) const { return copy_input ? uint64_t(batch * g.C * g.H * g.W + 15) / 16 * 16 : 0; }
   const float* input(const RunCtx& c) const { return copy_input ? c.workspace - input_copy_floats(c.batch) : x.at(c); }
   int64_t plane() const { return Hp * Wp; }
+  // Floats of one sample's zero-bordered input in the column-stride-1 layout (conv_direct_fill),
+  // rounded to whole vectors: what the flat and pixel-rows paths put before their scratch.
+  int64_t padded_input_floats() const { return (conv_direct_floats(g.C, Hp, Wp, 1, g.kw, g.dw) + 15) / 16 * 16; }
   int64_t slack() const { return conv_direct_slack(g.kw, g.dw); }
   int64_t Pp() const { return g.OH * Wp; }  // columns per sample on the padded grid
 
@@ -190,7 +193,6 @@ class ConvKernel final : public Kernel {
   bool run_product(const RunCtx& c) const;  // true when the folded activation (act) was applied too
   // conv_pixel_rows.cc
   int64_t pixel_rows_tile() const;
-  int64_t pixel_rows_pad_floats() const;
   uint64_t pixel_rows_floats() const;
   void run_pixel_rows(const RunCtx& c) const;
 };

@@ -78,10 +78,8 @@ int64_t ConvKernel::pixel_rows_tile() const {
   return std::clamp<int64_t>((16384 / std::max<int64_t>(g.M, 1)) / 16 * 16, 16, kPixelRowsMaxTile);
 }
 
-int64_t ConvKernel::pixel_rows_pad_floats() const { return (conv_direct_floats(g.C, Hp, Wp, 1, g.kw, g.dw) + 15) / 16 * 16; }
-
 uint64_t ConvKernel::pixel_rows_floats() const {
-  return uint64_t(pixel_rows_pad_floats()) + uint64_t(threads) * uint64_t(pixel_rows_tile() * g.M);
+  return uint64_t(padded_input_floats()) + uint64_t(threads) * uint64_t(pixel_rows_tile() * g.M);
 }
 
 void ConvKernel::run_pixel_rows(const RunCtx& c) const {
@@ -95,7 +93,7 @@ void ConvKernel::run_pixel_rows(const RunCtx& c) const {
   const simd::PanelEpilogue e{1.f, b, relu && !Rs};
   const ConvAct after = relu ? ConvAct{} : act;
   const float* pad = c.workspace;
-  float* prods = c.workspace + pixel_rows_pad_floats();
+  float* prods = c.workspace + padded_input_floats();
   // Units of (tile, panel group), one product slot a thread (the pool runs slot s's units on one
   // thread). The panels are split too where there are fewer than two tiles a thread: a deep layer
   // at batch 1 (49 pixels, 512 channels) would otherwise have every thread stream all of W.

@@ -114,8 +114,7 @@ class GemmKernel final : public Kernel {
 void pack_panels(const BuildCtx& bc, GemmKernel& k, const float* B, bool transB) {
   k.panel_path = simd::have_avx512() && !std::getenv("MEMLANE_GEMM_BLAS");
   if (!k.panel_path) return;
-  k.panels = bc.panels ? bc.panels->get(B, k.K, k.N, transB)
-                       : std::make_shared<const simd::PackedPanels>(simd::pack_panels(B, k.K, k.N, transB));
+  k.panels = simd::shared_panels(bc.panels, B, k.K, k.N, transB);
 }
 
 }  // namespace

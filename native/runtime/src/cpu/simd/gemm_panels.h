@@ -49,6 +49,13 @@ class PanelCache {
   std::map<std::tuple<const float*, int64_t, int64_t, bool>, std::shared_ptr<const PackedPanels>> packs_;
 };
 
+// B's packed panels from the Runtime's cache where the kernel has one (BuildCtx::panels), else a
+// copy of the kernel's own.
+inline std::shared_ptr<const PackedPanels> shared_panels(PanelCache* cache, const float* B, int64_t K, int64_t N,
+                                                         bool transB) {
+  return cache ? cache->get(B, K, N, transB) : std::make_shared<const PackedPanels>(pack_panels(B, K, N, transB));
+}
+
 // What a tile does before its store: C = alpha * (A x B) + bias[j] (bias may be null), then
 // Relu where asked.
 struct PanelEpilogue {
