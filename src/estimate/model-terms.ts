@@ -167,22 +167,21 @@ export interface InputFeed {
  * Throws InputSpecError for what the benchmark could not feed either.
  */
 export function fedInputShapes(onnxPath: string, feed: InputFeed = {}): Record<string, number[]> | undefined {
-  const { io, inputs } = fedInputs(onnxPath, feed);
-  const offBatch = io.inputs.some((i, k) => i.dims === null || i.dims.some((d, a) => typeof d !== "number" && a !== inputs[k]!.batchAxis));
-  if (!offBatch) return undefined;
-  return Object.fromEntries(inputs.filter((i) => i.batchAxis >= 0).map((i) => [i.name, i.shape]));
+  return fedInputs(onnxPath, feed).inputShapes;
 }
 
-/** Every input's shape as the benchmark feeds it, -1 at the batch (what ORT keys its memory patterns on). */
-export function fedInputDims(onnxPath: string, feed: InputFeed = {}): number[][] {
-  return fedInputs(onnxPath, feed).inputs.map((i) => [...i.shape]);
-}
-
-function fedInputs(onnxPath: string, feed: InputFeed) {
+/**
+ * What the benchmark feeds, from one read of the file: the compiler's `inputShapes` (as
+ * fedInputShapes) and every input's shape, -1 at the batch (`dims`: what ORT keys its memory
+ * patterns on, ort-arena.ts).
+ */
+function fedInputs(onnxPath: string, feed: InputFeed): { inputShapes: Record<string, number[]> | undefined; dims: number[][] } {
   const io = readOnnxIo(onnxPath);
   const fromFile = feed.inputsFile !== undefined ? inputFileShapes(feed.inputsFile, io) : undefined;
   const { inputs } = resolveModelIo(io, { ...(feed.seq !== undefined ? { seq: feed.seq } : {}), ...(feed.shapes ? { shapes: feed.shapes } : {}), ...(fromFile ? { fromFile } : {}) });
-  return { io, inputs };
+  const offBatch = io.inputs.some((i, k) => i.dims === null || i.dims.some((d, a) => typeof d !== "number" && a !== inputs[k]!.batchAxis));
+  const inputShapes = offBatch ? Object.fromEntries(inputs.filter((i) => i.batchAxis >= 0).map((i) => [i.name, i.shape])) : undefined;
+  return { inputShapes, dims: inputs.map((i) => [...i.shape]) };
 }
 
 /**
@@ -225,8 +224,7 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
   let ortInputDims: number[][] | null = null;
   let feedError: string | null = null;
   try {
-    inputShapes = fedInputShapes(onnxPath, feed);
-    ortInputDims = fedInputDims(onnxPath, feed);
+    ({ inputShapes, dims: ortInputDims } = fedInputs(onnxPath, feed));
   } catch (err) {
     if (!(err instanceof InputSpecError)) throw err;
     // An input the benchmark could not feed either: no plan at shapes it would not run.
