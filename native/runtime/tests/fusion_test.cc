@@ -95,6 +95,26 @@ int main() {
     pb.op("Add", {r, c}, {y});
     compare("stride-2 direct, residual first, no relu", pb, 2, rng.vec(2 * 16 * 32 * 32));
   }
+  // The same block with the 1x1 stride-2 projection last: its gathered pointwise product takes
+  // the residual Add and Relu, written over the residual (ResNet-50's first block of a stage).
+  for (int64_t S : {32, 112}) {
+    PlanBuilder pb;
+    int x = pb.input("x", {16, S, S});
+    int w1 = pb.weight("w1", {32, 16, 3, 3}, rng.vec(32 * 16 * 9));
+    int wd = pb.weight("wd", {32, 16, 1, 1}, rng.vec(32 * 16));
+    int bd = pb.weight("bd", {32}, rng.vec(32));
+    int c = pb.act("c", {32, S / 2, S / 2});
+    int r = pb.act("r", {32, S / 2, S / 2});
+    int s = pb.act("s", {32, S / 2, S / 2});
+    int y = pb.output("y", {32, S / 2, S / 2});
+    pb.tensors[size_t(y)].offset = pb.tensors[size_t(c)].offset;
+    pb.op("Conv", {x, w1, -1}, {c}, conv_attrs(3, 2, 1, "relu"));
+    pb.op("Conv", {x, wd, bd}, {r}, conv_attrs(1, 2, 0, "none"));
+    pb.op("Add", {r, c}, {s});
+    pb.op("Relu", {s}, {y});
+    const std::string label = "1x1 stride 2 (gathered) + residual + relu, in place, " + std::to_string(S) + "-wide";
+    for (int threads : {1, 2}) compare(label.c_str(), pb, 2, rng.vec(size_t(2 * 16 * S * S)), threads);
+  }
   // 8x8 maps (Winograd on pairs of samples, a lone last sample on the direct kernel).
   {
     PlanBuilder pb;
@@ -240,6 +260,7 @@ int main() {
       {"3x3 stride 2 (im2col), output from the input's start -> Clip", 3, 16, 20, 3, 2, 0},
       {"3x3 stride 2 (im2col) 16 -> 64, output over the input's tail -> Clip", 16, 64, 20, 3, 2, 16},
       {"3x3 stride 1 (direct), output over the input's tail -> Clip", 8, 16, 16, 3, 1, 48},
+      {"pointwise stride 2 (gathered) expand, output from the input's start -> Clip", 8, 32, 16, 1, 2, 0},
   };
   for (const auto& o : parts) {
     PlanBuilder pb;

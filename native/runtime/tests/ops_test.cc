@@ -65,6 +65,13 @@ static void test_conv() {
       {"direct stride (2,1) dilated", 1, 5, 17, 20, 8, 3, 3, 2, 1, 1, 0, 1, 0, 1, 2, 1, false, true},
       {"direct, channel blocks split over threads", 2, 16, 16, 16, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
       {"direct 1x1 stride 2", 2, 16, 16, 16, 32, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, true, false},
+      // strided 1x1 convs on the pointwise paths, their pixels gathered first (gather_strided):
+      // stride-2 rows in permuted pairs of vectors with a scalar tail (67 and 112 wide), the
+      // scalar gather (stride 3, stride (2,1)), on sgemm_nn, the lanes and OpenBLAS
+      {"pointwise stride 2 gathered, 67-wide rows (sgemm_nn)", 2, 9, 9, 67, 21, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, true, true},
+      {"pointwise stride (1,2) gathered, 112-wide, 3 samples", 3, 5, 4, 112, 19, 1, 1, 1, 2, 0, 0, 0, 0, 1, 1, 1, false, true},
+      {"pointwise stride 3 gathered (lanes)", 2, 7, 10, 11, 33, 1, 1, 3, 3, 0, 0, 0, 0, 1, 1, 1, true, false},
+      {"pointwise stride (2,1) gathered, odd map (OpenBLAS)", 2, 6, 15, 13, 10, 1, 1, 2, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
       {"winograd 8x8, a pair of samples and a lone one", 3, 16, 8, 8, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
       {"winograd 8x8 asym pads, four samples", 4, 9, 7, 9, 8, 3, 3, 1, 1, 2, 0, 1, 1, 1, 1, 1, false, false},
       {"winograd 32x32, channel remainders 4 and 1", 2, 9, 32, 32, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},

@@ -63,8 +63,9 @@ uint64_t ConvKernel::path_floats(int64_t maxBatch) const {
 }
 
 void ConvKernel::run(const RunCtx& c) const {
-  if (!copy_input) return run_paths(c);
-  std::memcpy(c.workspace, x.at(c), sizeof(float) * uint64_t(c.batch * g.C * g.H * g.W));
+  if (!copy_input && !subsample) return run_paths(c);
+  if (subsample) gather_strided(c, c.workspace);
+  else std::memcpy(c.workspace, x.at(c), sizeof(float) * uint64_t(c.batch * g.C * g.H * g.W));
   RunCtx after = c;
   after.workspace = c.workspace + input_copy_floats(c.batch);
   run_paths(after);
@@ -73,7 +74,7 @@ void ConvKernel::run(const RunCtx& c) const {
 void ConvKernel::run_paths(const RunCtx& c) const {
   const float* X = input(c);
   float* Y = y.at(c);
-  const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), P = g.P();
+  const int64_t in_sz = g.C * g.P(), out_sz = g.M * g.P(), P = g.P();  // (pointwise: H x W = P, or subsampled)
   if (grouped) return grouped->run(c, X, Y);
   if (pointwise_lanes) return run_pointwise_lanes(c);
   if (pointwise_simd) return run_pointwise_simd(c);
@@ -176,8 +177,14 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
     k->grouped = make_grouped_blocked(gg, k->w, k->b, k->folded_act(), bc.threads);
     if (k->grouped) return k;
   }
-  k->pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.group == 1 && a.pads[0] == 0 &&
+  // Strided 1x1 convs run on a gathered copy of the pixels they read (subsample): on the
+  // pixel-rows path their 16-64 taps made each tile's store cost as much as its product
+  // (RegNet's 32 -> 64 stride-2 projection 2.1x ORT's time in the model).
+  // MEMLANE_CONV_NO_SUBSAMPLE=1 keeps them there (A/B; ctest runs the ops both ways).
+  static const bool subsample_ok = std::getenv("MEMLANE_CONV_NO_SUBSAMPLE") == nullptr;
+  k->pointwise = g.kh == 1 && g.kw == 1 && (subsample_ok || (g.sh == 1 && g.sw == 1)) && g.group == 1 && a.pads[0] == 0 &&
                  a.pads[1] == 0 && a.pads[2] == 0 && a.pads[3] == 0;
+  k->subsample = k->pointwise && (g.sh > 1 || g.sw > 1);
   // MEMLANE_CONV_PW_BLAS=1 keeps every pointwise conv on OpenBLAS (A/B timing; ctest runs both).
   k->pointwise_simd = k->pointwise && g.P() >= kPwSimdMinP && simd::have_avx512() &&
                       std::getenv("MEMLANE_CONV_PW_BLAS") == nullptr;

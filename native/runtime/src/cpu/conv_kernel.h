@@ -103,7 +103,11 @@ class ConvKernel final : public Kernel {
   const float* b = nullptr;
   bool relu = false;
   ConvAct act;             // a folded activation other than Relu (applied after the product)
-  bool pointwise = false;  // 1x1, stride 1, no pad, group 1: no im2col
+  bool pointwise = false;  // 1x1, no pad, group 1: no im2col
+  // A strided pointwise conv (ResNet-50's and RegNet's downsampling projections): run() first
+  // gathers the pixels it reads into the workspace ([N][C][OH*OW], a quarter of X at stride 2),
+  // then the pointwise paths run on that as on a stride-1 input.
+  bool subsample = false;
   bool pointwise_simd = false;  // pointwise on simd::sgemm_nn (conv_pointwise_simd's rule)
   bool pointwise_lanes = false;  // pointwise with the channels in the lanes (small maps)
   simd::PwLanesWeights pwl;      // pointwise_lanes: W packed at load
@@ -132,8 +136,12 @@ class ConvKernel final : public Kernel {
   // copy (input()) and get the workspace after it. Costs one copy of X, saves the activation's
   // pass over the (larger) output.
   bool copy_input = false;
-  uint64_t input_copy_floats(int64_t batch) const { return copy_input ? uint64_t(batch * g.C * g.H * g.W + 15) / 16 * 16 : 0; }
-  const float* input(const RunCtx& c) const { return copy_input ? c.workspace - input_copy_floats(c.batch) : x.at(c); }
+  // (A subsampled input is a copy too: a conv whose output overlaps X reads only the copy.)
+  uint64_t input_copy_floats(int64_t batch) const {
+    if (subsample) return uint64_t(batch * g.C * g.P() + 15) / 16 * 16;
+    return copy_input ? uint64_t(batch * g.C * g.H * g.W + 15) / 16 * 16 : 0;
+  }
+  const float* input(const RunCtx& c) const { return copy_input || subsample ? c.workspace - input_copy_floats(c.batch) : x.at(c); }
   int64_t plane() const { return Hp * Wp; }
   // Floats of one sample's zero-bordered input in the column-stride-1 layout (conv_direct_fill),
   // rounded to whole vectors: what the flat and pixel-rows paths put before their scratch.
@@ -182,6 +190,7 @@ class ConvKernel final : public Kernel {
   void run(const RunCtx& c) const override;
   void run_paths(const RunCtx& c) const;
   // conv_pointwise.cc
+  void gather_strided(const RunCtx& c, float* dst) const;  // subsample: X's strided pixels into dst
   void run_pointwise_simd(const RunCtx& c) const;
   void run_pointwise_lanes(const RunCtx& c) const;
   // conv_avx512_paths.cc

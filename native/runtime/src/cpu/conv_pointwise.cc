@@ -5,6 +5,7 @@
 
 #include "cpu/conv_kernel.h"
 #include "cpu/simd/avx512.h"
+#include "cpu/thread_pool.h"
 #include "cpu/simd/pw_lanes.h"
 
 namespace memlane::cpu::conv_detail {
@@ -20,7 +21,38 @@ void residual_act(const float* t, const float* r, float* y, int64_t n, float bia
     for (int64_t i = 0; i < n; ++i) y[i] = t[i] + bias + r[i];
 }
 
+// dst[ow] = src[2 * ow] for ow < n, from a row of W floats: the even lanes of two vectors at a
+// time while both lie in the row, then one by one.
+__attribute__((target("avx512f"))) void even_columns(const float* src, float* dst, int64_t n, int64_t W) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  int64_t ow = 0;
+  for (; ow + 16 <= n && 2 * ow + 32 <= W; ow += 16)
+    _mm512_storeu_ps(dst + ow, _mm512_permutex2var_ps(_mm512_loadu_ps(src + 2 * ow), even, _mm512_loadu_ps(src + 2 * ow + 16)));
+  for (; ow < n; ++ow) dst[ow] = src[2 * ow];
+}
+
 }  // namespace
+
+// The pixels a strided 1x1 conv reads (no pads: pixel (oh, ow) is X's (oh*sh, ow*sw)), packed
+// as a stride-1 input [N][C][OH*OW]; at stride 2 two loads and a permute per 16 pixels.
+void ConvKernel::gather_strided(const RunCtx& c, float* dst) const {
+  const float* X = x.at(c);
+  const int64_t H = g.H, W = g.W, OH = g.OH, OW = g.OW, sh = g.sh, sw = g.sw, P = g.P();
+  const bool vec = sw == 2 && simd::have_avx512();
+  c.pool->parallel_for(c.batch * g.C, std::max<int64_t>(1, 65536 / std::max<int64_t>(P, 1)), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* xp = X + i * H * W;
+      float* dp = dst + i * P;
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        const float* src = xp + oh * sh * W;
+        float* d = dp + oh * OW;
+        if (vec) even_columns(src, d, OW, W);
+        else
+          for (int64_t ow = 0; ow < OW; ++ow) d[ow] = src[ow * sw];
+      }
+    }
+  });
+}
 
 // Pointwise conv as Y[M x P] = W[M x C] X[C x P] on the register-tiled AVX-512 product: units
 // of 8 output rows x 512 columns (W's 8 rows stay in L1 across the 32-column steps). A folded
