@@ -194,7 +194,12 @@ static void test_transpose_nd() {
   Rng rng;
   struct Case { S dims; std::vector<int> perm; };
   const Case cases[] = {{{3, 4, 5}, {1, 0, 2}}, {{2, 3, 4, 5}, {2, 0, 1, 3}}, {{2, 3, 4, 5}, {0, 2, 1, 3}},
-                        {{2, 2, 3, 2, 3}, {0, 2, 1, 3, 4}}, {{4, 6}, {1, 0}}, {{2, 1, 3, 2, 2, 3}, {5, 4, 3, 2, 1, 0}}};
+                        {{2, 2, 3, 2, 3}, {0, 2, 1, 3, 4}}, {{4, 6}, {1, 0}}, {{2, 1, 3, 2, 2, 3}, {5, 4, 3, 2, 1, 0}},
+                        // axes merged first (merge_transpose_axes): runs that stay neighbours,
+                        // size-1 axes anywhere, identities, everything of size 1
+                        {{2, 3, 4, 5}, {2, 3, 0, 1}}, {{2, 3, 4, 5}, {0, 1, 3, 2}}, {{3, 1, 4}, {2, 1, 0}},
+                        {{2, 3, 4}, {0, 1, 2}}, {{1, 1, 1}, {2, 0, 1}}, {{2, 4, 1, 3, 3}, {0, 3, 4, 2, 1}},
+                        {{2, 1, 3, 1, 4}, {0, 4, 3, 2, 1}}};
   for (const auto& c : cases) {
     const int r = int(c.dims.size());
     int64_t n = 1;

@@ -545,6 +545,41 @@ static void test_shape_ops() {
       if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 0.f, "transpose");
     }
   }
+  {  // Transposes whose axes merge (merge_transpose_axes): a channel shuffle, size-1 axes, an
+     // identity, a swap of two merged pairs; against index arithmetic, 1 and 2 threads
+    struct TCase { S dims; S perm; };  // per-sample dims; perm over [batch, dims...]
+    const TCase tcases[] = {{{2, 3, 4, 5}, {0, 2, 1, 3, 4}}, {{3, 1, 4}, {0, 3, 2, 1}}, {{4, 5}, {0, 1, 2}},
+                            {{2, 3, 4, 5}, {0, 3, 4, 1, 2}}, {{1, 6, 1}, {0, 3, 1, 2}}};
+    for (const TCase& tc : tcases) {
+      const int r = int(tc.dims.size()) + 1;
+      S full{n};
+      for (auto d : tc.dims) full.push_back(d);
+      int64_t total = 1;
+      for (auto d : full) total *= d;
+      V tx = rng.vec(static_cast<size_t>(total)), ref(static_cast<size_t>(total));
+      S st(static_cast<size_t>(r), 1), od(static_cast<size_t>(r)), ody;
+      for (int k = r - 2; k >= 0; --k) st[size_t(k)] = st[size_t(k + 1)] * full[size_t(k + 1)];
+      for (int k = 0; k < r; ++k) od[size_t(k)] = full[size_t(tc.perm[size_t(k)])];
+      for (int k = 1; k < r; ++k) ody.push_back(od[size_t(k)]);
+      for (int64_t f = 0; f < total; ++f) {
+        int64_t rem = f, src = 0;
+        for (int k = r - 1; k >= 0; --k) {
+          src += (rem % od[size_t(k)]) * st[size_t(tc.perm[size_t(k)])];
+          rem /= od[size_t(k)];
+        }
+        ref[size_t(f)] = tx[size_t(src)];
+      }
+      PlanBuilder pb;
+      int xi = pb.input("x", tc.dims);
+      int yi = pb.output("y", ody);
+      pb.op("Transpose", {xi}, {yi}, {{"perm", tc.perm}});
+      for (int threads : {1, 2}) {
+        RunResult r2 = run_plan(pb, n, {tx}, threads);
+        CHECK_MSG(r2.status == Status::kOk, r2.message);
+        if (r2.status == Status::kOk) CHECK_CLOSE(r2.outputs[0], ref, 0.f, "transpose, merged axes");
+      }
+    }
+  }
   for (int64_t axis : {1, 2}) {  // Concat [n,2,3] + [n,2,3] (axis 1 -> [n,4,3], axis 2 -> [n,2,6])
     V a = rng.vec(n * 6), b = rng.vec(n * 6);
     PlanBuilder pb;

@@ -48,5 +48,10 @@ void lstm(const LstmDims& d, const float* x, const float* W, const float* R, con
 // to move (plan v1's factory still refuses perm[0] != 0: its per-sample layout needs the batch first).
 inline constexpr int kTransposeMaxRank = 6;
 void transpose_nd(const float* x, float* y, int rank, const int64_t* dims, const int* perm);
+// The same transpose over the fewest axes: input axes that stay neighbours in the output (perm
+// [..., a, a+1, ...]) become one, size-1 axes go. Writes dims and perm of `*rank_out` axes
+// (at most rank, at least 1; rank <= 2 x kTransposeMaxRank). Channel shuffles ([N, 2, C, H, W] -> [N, C, 2, H, W]) then copy
+// whole H x W planes instead of W-float rows through index arithmetic.
+void merge_transpose_axes(int rank, const int64_t* dims, const int* perm, int* rank_out, int64_t* mdims, int* mperm);
 
 }  // namespace memlane::cpu

@@ -1,7 +1,9 @@
 // Flatten and Reshape (a copy unless the plan put input and output at the same offset),
-// Transpose (batch stays first; transpose_any.cc moves it) and Concat (any axis but the batch's).
+// Transpose (batch stays first, its other axes merged where they stay neighbours;
+// transpose_any.cc moves the batch) and Concat (any axis but the batch's).
 #include <cstring>
 
+#include "cpu/cnn_ops.h"
 #include "cpu/kernel.h"
 
 namespace memlane::cpu {
@@ -46,7 +48,9 @@ class TransposeKernel final : public Kernel {
         off += rem * per_sample;  // the batch index
         float* yr = Y + row * L;
         const float* xr = X + off;
-        for (int64_t j = 0; j < L; ++j) yr[j] = xr[j * sl];
+        if (sl == 1) std::memcpy(yr, xr, sizeof(float) * size_t(L));
+        else
+          for (int64_t j = 0; j < L; ++j) yr[j] = xr[j * sl];
       }
     });
   }
@@ -105,22 +109,29 @@ std::unique_ptr<Kernel> make_transpose(const BuildCtx& bc, const Op& op, Status*
   if (!X.batch_first() || perm.empty() || perm[0] != 0) return make_transpose_any(bc, op, st, msg);
   if (X.is_weight() || r < 2 || r > kMaxRank || int(perm.size()) != r || perm[0] != 0 || Y.shape.size() != X.shape.size())
     return unsupported(op, "needs perm of the input's rank with perm[0] = 0; X " + shape_str(X.shape), st, msg);
-  int64_t in_stride[kMaxRank];
-  in_stride[r - 1] = 1;
-  for (int i = r - 2; i >= 1; --i) in_stride[i] = in_stride[i + 1] * X.shape[i + 1];
   auto k = std::make_unique<TransposeKernel>();
-  k->rank = r;
   bool seen[kMaxRank] = {};
+  int64_t sdims[kMaxRank];  // the per-sample axes (1 ..), and their perm from 0
+  int sperm[kMaxRank];
   for (int i = 1; i < r; ++i) {
     if (perm[i] < 1 || perm[i] >= r || seen[perm[i]]) return unsupported(op, "perm is not a permutation", st, msg);
     seen[perm[i]] = true;
-    k->odims[i] = X.shape[perm[i]];
-    k->istride[i] = in_stride[perm[i]];
-    if (Y.shape[i] != k->odims[i]) return unsupported(op, "output shape " + shape_str(Y.shape) + " does not match perm", st, msg);
+    if (Y.shape[i] != X.shape[perm[i]]) return unsupported(op, "output shape " + shape_str(Y.shape) + " does not match perm", st, msg);
+    sdims[i - 1] = X.shape[i];
+    sperm[i - 1] = perm[i] - 1;
   }
-  if (r == 2) {  // identity on [n, d]
-    k->odims[1] = X.shape[1];
-    k->istride[1] = 1;
+  // The per-sample axes merged (merge_transpose_axes): the batch stays its own axis in front.
+  int m = 1;
+  int64_t mdims[kMaxRank] = {1};
+  int mperm[kMaxRank] = {0};
+  merge_transpose_axes(r - 1, sdims, sperm, &m, mdims, mperm);
+  int64_t mstride[kMaxRank];
+  mstride[m - 1] = 1;
+  for (int i = m - 2; i >= 0; --i) mstride[i] = mstride[i + 1] * mdims[i + 1];
+  k->rank = m + 1;
+  for (int i = 0; i < m; ++i) {
+    k->odims[i + 1] = mdims[mperm[i]];
+    k->istride[i + 1] = mstride[mperm[i]];
   }
   k->per_sample = X.elements();
   k->x = bc.ref(op.inputs[0]);
