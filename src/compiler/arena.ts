@@ -46,6 +46,37 @@ export function lifetimes(nodes: readonly LNode[], inputs: readonly string[], ou
   return [...life.values()];
 }
 
+/** Ops whose output is their input's bytes unchanged (the runtimes copy them byte for byte). */
+const BYTE_COPIES = new Set(["Reshape", "Flatten"]);
+
+/**
+ * A Reshape or Flatten whose input dies at it shares its input's place: the two become one
+ * lifetime (the input's birth to the output's last read), planned under the input's name, and
+ * the runtimes skip the copy of a tensor onto itself. Graph inputs and outputs keep their own
+ * place. Returns the lifetimes to plan and, per aliased output, the name whose offset it takes.
+ * (ShuffleNet's channel shuffle is Concat -> Reshape -> Transpose -> Reshape: two of its four
+ * passes over the tensor were such copies.)
+ */
+export function aliasByteCopies(nodes: readonly LNode[], ls: readonly Lifetime[], inputs: readonly string[], outputs: readonly string[]): { planned: Lifetime[]; aliasOf: Map<string, string> } {
+  const own = new Map(ls.map((l) => [l.name, l]));
+  const byName = new Map(ls.map((l) => [l.name, { ...l }]));  // the groups, under their first tensor
+  const aliasOf = new Map<string, string>();
+  const root = (n: string): string => aliasOf.get(n) ?? n;
+  nodes.forEach((n, step) => {
+    if (!BYTE_COPIES.has(n.op)) return;
+    const x = n.inputs[0], y = n.outputs[0];
+    if (!x || !y || inputs.includes(x) || outputs.includes(x)) return;
+    const ox = own.get(x), lx = byName.get(root(x)), ly = byName.get(y);
+    if (!ox || !lx || !ly || ly.bytes !== ox.bytes || ox.last !== step) return;
+    // The group now lives until the output's last read, in the larger of the two sizes.
+    lx.last = Math.max(lx.last, ly.last);
+    lx.size = Math.max(lx.size, ly.size);
+    aliasOf.set(y, root(x));
+    byName.delete(y);
+  });
+  return { planned: [...byName.values()], aliasOf };
+}
+
 function overlapsInTime(a: Lifetime, b: Lifetime): boolean {
   return a.first <= b.last && b.first <= a.last;
 }

@@ -1,5 +1,5 @@
 /** The compiler pipeline: load -> order -> fold/infer -> rewrite -> arena -> write. */
-import { type Lifetime, checkArena, lifetimes, planArena } from "./arena.ts";
+import { type Lifetime, aliasByteCopies, checkArena, lifetimes, planArena } from "./arena.ts";
 import { type Built, buildPlan } from "./build.ts";
 import { CompileError } from "./errors.ts";
 import { inferGraph } from "./infer.ts";
@@ -119,9 +119,11 @@ export function compileGraph(g: Graph, producer = DEFAULTS.producer, inputShapes
   const dead = pruneDead(inf);
   if (dead.length > 0) inf.warnings.push(`removed ${dead.length} node(s) whose results no output uses: ${dead.slice(0, 5).join(", ")}`);
   const lives: Lifetime[] = lifetimes(inf.nodes, inf.inputs, inf.outputs, inf.shapes, (n) => DTYPE_BYTES[inf.dtypes.get(n) ?? "float32"]);
-  const arena = planArena(lives);
+  const { planned, aliasOf } = aliasByteCopies(inf.nodes, lives, inf.inputs, inf.outputs);
+  const arena = planArena(planned);
   // Cheap insurance: a wrong arena silently corrupts activations at run time.
-  checkArena(lives, arena.offsets, arena.bytesPerSample);
+  checkArena(planned, arena.offsets, arena.bytesPerSample);
+  for (const [name, at] of aliasOf) arena.offsets.set(name, arena.offsets.get(at)!);
   const built = buildPlan(inf, arena, producer, g.file);
   return { inf, lives, arena, built };
 }
