@@ -117,6 +117,14 @@ static void test_conv() {
       {"depthwise 3x3 stride 2, 112 wide, many channels", 2, 24, 14, 112, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 24, true, true},
       {"depthwise 5x5 stride 1, 20-wide rows (shifted taps)", 2, 6, 20, 20, 6, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 6, true, false},
       {"depthwise 3x3 stride (2,1) 33-wide, row dilation 2", 1, 3, 17, 33, 3, 3, 3, 2, 1, 2, 1, 2, 1, 2, 1, 3, false, true},
+      // per-channel depthwise on large maps (planes past L1), channels one after another in one
+      // scratch whose border is reused: stride 2, dilation, asymmetric pads, odd sizes
+      {"depthwise 3x3 80x72, 3 channels", 2, 3, 80, 72, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, true, true},
+      {"depthwise 3x3 stride 2 112x112", 1, 2, 112, 112, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2, true, false},
+      {"depthwise 3x3 stride 2 odd 101x97 asym pads", 2, 3, 101, 97, 3, 3, 3, 2, 2, 0, 1, 1, 0, 1, 1, 3, false, true},
+      {"depthwise 3x3 dilated 2, 70x64", 1, 2, 70, 64, 2, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 2, true, false},
+      {"depthwise 1x3 stride (1,2) 90x100", 2, 2, 90, 100, 2, 1, 3, 1, 2, 0, 1, 0, 1, 1, 1, 2, true, true},
+      {"depthwise 3x3 60x126", 1, 2, 60, 126, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, true, false},
       // channel-blocked depthwise (conv_depthwise_blocked.cc, AVX-512): 16 channels a vector with
       // a partial last block, runs of output columns (7+7, 8+7+...), bands of output rows on
       // maps too large for one (60x50, 61x47), stride 2, dilation, asymmetric pads
