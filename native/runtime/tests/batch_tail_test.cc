@@ -54,6 +54,28 @@ PlanBuilder classifier_plan() {
   return b;
 }
 
+// x [512, 4, 4] -> 1x1 conv 512 -> 512 (1 MiB of weights, 64 KiB of activations a sample)
+// -> Relu -> GlobalAveragePool -> Flatten -> Gemm 512 -> 10.
+PlanBuilder late_conv_plan() {
+  PlanBuilder b;
+  Rng r;
+  const int x = b.input("x", {512, 4, 4});
+  const int cw = b.weight("cw", {512, 512, 1, 1}, r.vec(512 * 512));
+  const int y = b.act("y", {512, 4, 4});
+  const int yr = b.act("yr", {512, 4, 4});
+  const int p = b.act("p", {512, 1, 1});
+  const int f = b.act("f", {512});
+  const int w = b.weight("w", {10, 512}, r.vec(10 * 512));
+  const int logits = b.output("logits", {10});
+  b.op("Conv", {x, cw, -1}, {y},
+       {{"kernel", S{1, 1}}, {"strides", S{1, 1}}, {"pads", S{0, 0, 0, 0}}, {"activation", std::string("none")}});
+  b.op("Relu", {y}, {yr});
+  b.op("GlobalAveragePool", {yr}, {p});
+  b.op("Flatten", {p}, {f}, {{"axis", int64_t(1)}});
+  b.op("Gemm", {f, w}, {logits}, gemm_attrs());
+  return b;
+}
+
 struct Outcome {
   RunResult r;
   uint64_t tailBytesPerSample = 0;  // reported whenever the plan has a tail
@@ -150,6 +172,13 @@ void test_tail_choice() {
   Plan sp;
   CHECK(parse_plan(bytes.data(), bytes.size(), &sp, &msg) == Status::kOk);
   CHECK(cpu::plan_batch_tail(sp).empty());
+  // A conv whose weights (1 MiB, more than L2 holds on many CPUs) outweigh its activations on
+  // a small late map joins the tail like a Gemm: the whole batch finds them in cache.
+  std::vector<uint8_t> lb = late_conv_plan().build();
+  Plan lp;
+  CHECK(parse_plan(lb.data(), lb.size(), &lp, &msg) == Status::kOk);
+  const cpu::BatchTail lt = cpu::plan_batch_tail(lp);
+  CHECK_MSG(lt.start == 0, "late conv plan: tail start " + std::to_string(lt.start));
 }
 
 }  // namespace
@@ -164,6 +193,8 @@ int main() {
     same_as_chunked(b, 16, 13, threads);
     same_as_chunked(b, 8, 8, threads, "0");  // every op in the tail: no prefix at all
     same_as_chunked(b, 8, 7, threads, "2");  // from the GAP: the conv's output carried
+    same_as_chunked(late_conv_plan(), 8, 8, threads);  // the whole plan in the tail, by the rule
+    same_as_chunked(late_conv_plan(), 8, 3, threads);
   }
   // A batch of one is never split, so no tail is run; its arena a sample is reported all the
   // same (memlane estimate's load probe loads at maxBatch 1).

@@ -1,8 +1,6 @@
 // The batch tail (see batch_tail.h): which ops, and the tail's own arena.
 #include "cpu/batch_tail.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <set>
@@ -30,12 +28,6 @@ OpBytes op_bytes(const Plan& plan, const Op& op) {
   for (int32_t id : op.inputs) add(id);
   for (int32_t id : op.outputs) add(id);
   return b;
-}
-
-// This core's L2 (glibc reads it from cpuid); 1 MiB where it does not say.
-uint64_t l2_bytes() {
-  const long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  return v > 0 ? uint64_t(v) : uint64_t(1) << 20;
 }
 
 bool is_graph_output(const Plan& plan, int32_t id) {
@@ -69,12 +61,11 @@ std::vector<uint64_t> live_bytes(const Plan& plan) {
   return live;
 }
 
-// Whether op i may join the tail: the whole batch reuses its weights (see batch_tail.h).
-bool worth_whole_batch(const Plan& plan, const Op& op, uint64_t l2) {
+// Whether op i may join the tail: its weights outweigh its activations a sample, so the whole
+// batch reusing them pays (see batch_tail.h).
+bool worth_whole_batch(const Plan& plan, const Op& op) {
   const OpBytes b = op_bytes(plan, op);
-  if (b.weights == 0) return true;
-  if (b.weights < b.activations) return false;
-  return op.type == OpType::kGemm || op.type == OpType::kMatMul || b.weights <= l2 / 4 * 3;
+  return b.weights == 0 || b.weights >= b.activations;
 }
 
 }  // namespace
@@ -159,10 +150,9 @@ BatchTail plan_batch_tail(const Plan& plan) {
   if (const char* e = std::getenv("MEMLANE_BATCH_TAIL_START"); e && *e) {
     s = std::min<size_t>(n, size_t(std::strtoull(e, nullptr, 10)));
   } else {
-    const uint64_t l2 = l2_bytes();
     const std::vector<uint64_t> live = live_bytes(plan);
     uint64_t peak = 0;
-    while (s > 0 && worth_whole_batch(plan, plan.ops[s - 1], l2) &&
+    while (s > 0 && worth_whole_batch(plan, plan.ops[s - 1]) &&
            std::max(peak, live[s - 1]) <= kBatchTailMaxBytesPerSample)
       peak = std::max(peak, live[--s]);
     // Weightless ops at the front (a GlobalAveragePool over a large map) stay in the chunks:
