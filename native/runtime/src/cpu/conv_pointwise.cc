@@ -1,12 +1,18 @@
 // The AVX-512 pointwise (1x1) conv paths of ConvKernel (conv_kernel.h): the pixels in the
-// lanes (simd::sgemm_nn) and the output channels in the lanes (simd::pw_lanes). make_conv
-// (conv.cc) picks between them and OpenBLAS.
+// lanes (simd::sgemm_nn) and the output channels in the lanes (simd::pw_lanes), and the gather
+// that puts a strided 1x1 conv's pixels in front of them. make_conv (conv.cc) picks between
+// them and OpenBLAS.
 #include <algorithm>
 
 #include "cpu/conv_kernel.h"
 #include "cpu/simd/avx512.h"
-#include "cpu/thread_pool.h"
 #include "cpu/simd/pw_lanes.h"
+#include "cpu/thread_pool.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define MEMLANE_PW_AVX512 1
+#endif
 
 namespace memlane::cpu::conv_detail {
 
@@ -21,6 +27,7 @@ void residual_act(const float* t, const float* r, float* y, int64_t n, float bia
     for (int64_t i = 0; i < n; ++i) y[i] = t[i] + bias + r[i];
 }
 
+#ifdef MEMLANE_PW_AVX512
 // dst[ow] = src[2 * ow] for ow < n, from a row of W floats: the even lanes of two vectors at a
 // time while both lie in the row, then one by one.
 __attribute__((target("avx512f"))) void even_columns(const float* src, float* dst, int64_t n, int64_t W) {
@@ -30,6 +37,7 @@ __attribute__((target("avx512f"))) void even_columns(const float* src, float* ds
     _mm512_storeu_ps(dst + ow, _mm512_permutex2var_ps(_mm512_loadu_ps(src + 2 * ow), even, _mm512_loadu_ps(src + 2 * ow + 16)));
   for (; ow < n; ++ow) dst[ow] = src[2 * ow];
 }
+#endif
 
 }  // namespace
 
@@ -38,7 +46,9 @@ __attribute__((target("avx512f"))) void even_columns(const float* src, float* ds
 void ConvKernel::gather_strided(const RunCtx& c, float* dst) const {
   const float* X = x.at(c);
   const int64_t H = g.H, W = g.W, OH = g.OH, OW = g.OW, sh = g.sh, sw = g.sw, P = g.P();
+#ifdef MEMLANE_PW_AVX512
   const bool vec = sw == 2 && simd::have_avx512();
+#endif
   c.pool->parallel_for(c.batch * g.C, std::max<int64_t>(1, 65536 / std::max<int64_t>(P, 1)), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const float* xp = X + i * H * W;
@@ -46,9 +56,13 @@ void ConvKernel::gather_strided(const RunCtx& c, float* dst) const {
       for (int64_t oh = 0; oh < OH; ++oh) {
         const float* src = xp + oh * sh * W;
         float* d = dp + oh * OW;
-        if (vec) even_columns(src, d, OW, W);
-        else
-          for (int64_t ow = 0; ow < OW; ++ow) d[ow] = src[ow * sw];
+#ifdef MEMLANE_PW_AVX512
+        if (vec) {
+          even_columns(src, d, OW, W);
+          continue;
+        }
+#endif
+        for (int64_t ow = 0; ow < OW; ++ow) d[ow] = src[ow * sw];
       }
     }
   });
