@@ -52,8 +52,8 @@ const BYTE_COPIES = new Set(["Reshape", "Flatten"]);
 /**
  * A Reshape or Flatten whose input dies at it shares its input's place: the two become one
  * lifetime (the input's birth to the output's last read), planned under the input's name, and
- * the runtimes skip the copy of a tensor onto itself. Graph inputs and outputs keep their own
- * place. Returns the lifetimes to plan and, per aliased output, the name whose offset it takes.
+ * the runtimes skip the copy of a tensor onto itself. An input that is a graph input or output
+ * keeps its own place (the output may be a graph output). Returns the lifetimes to plan and, per aliased output, the name whose offset it takes.
  * (ShuffleNet's channel shuffle is Concat -> Reshape -> Transpose -> Reshape: two of its four
  * passes over the tensor were such copies.)
  */

@@ -29,8 +29,8 @@ export function planLifetimes(h: PlanHeader): Lifetime[] {
 /**
  * All arena problems of a plan (empty = valid), plus its recomputed lower bound. A byte copy
  * (Reshape, Flatten) placed on its own input is one tensor with it where the compiler's rule
- * allows that (aliasByteCopies: the input dies there, neither is a graph input, the input no
- * graph output); anywhere else two tensors at one place while both live are a problem.
+ * allows that (aliasByteCopies: the input dies there and is neither a graph input nor a graph
+ * output); anywhere else two tensors at one place while both live are a problem.
  */
 export function checkPlanArena(h: PlanHeader): { problems: string[]; lowerBound: number } {
   const ls = planLifetimes(h);
