@@ -103,7 +103,45 @@ static void hot_worker_stays_awake() {
   unsetenv("MEMLANE_POOL_STATS");
 }
 
-int main() {
+// A thread that polls for another on the CPU that other runs on yields it (thread_pool.cc,
+// spin_until): with this thread and the pool's worker held on one CPU and the worker kept
+// polling (Hot), the worker waits for each call on the caller's CPU, and the caller for the
+// worker's chunks on the worker's. Counted, not timed. Run alone (`thread_pool_test yield`):
+// the main run turns on the skip rule, under which a stacked worker sleeps instead of polling.
+static void stacked_poller_yields() {
+  setenv("MEMLANE_POOL_STATS", "1", 1);
+  cpu_set_t old, one;
+  if (sched_getaffinity(0, sizeof old, &old) != 0) return;
+  CPU_ZERO(&one);
+  CPU_SET(sched_getcpu(), &one);
+  CHECK(sched_setaffinity(0, sizeof one, &one) == 0);
+  int64_t yields = -1;
+  std::atomic<int64_t> sum{0};
+  {
+    ThreadPool pool(2);
+    ThreadPool::Hot hot(pool);
+    for (int call = 0; call < 200; ++call) {
+      pool.parallel_for(2, 1, [&](int64_t b, int64_t e) {
+        volatile double acc = 0;
+        for (int k = 0; k < 20000; ++k) acc = acc + k;
+        sum.fetch_add(e - b);
+      });
+      volatile double serial = 0;  // a serial stretch between calls, the worker polling
+      for (int k = 0; k < 20000; ++k) serial = serial + k;
+    }
+    yields = pool.yields();
+  }
+  sched_setaffinity(0, sizeof old, &old);
+  unsetenv("MEMLANE_POOL_STATS");
+  CHECK(sum.load() == 400);
+  CHECK_MSG(yields > 0, "a poller sharing its CPU with the thread it waits for yielded " + std::to_string(yields) + " times");
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "yield") {
+    stacked_poller_yields();
+    return finish("thread_pool_test yield");
+  }
   setenv("MEMLANE_POOL_SKIP_STACKED", "1", 1);  // read once, at the first call of any pool
   env_counts();
   for (int threads : {2, 3}) {

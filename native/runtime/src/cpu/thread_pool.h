@@ -33,6 +33,9 @@ class ThreadPool {
   // MEMLANE_POOL_STATS=1 was set when the pool was made.
   int64_t worker_sleeps() const;
   int64_t worker_skips() const;
+  // Times a polling thread yielded its CPU to the thread it waited for, sharing that CPU
+  // (spin_until; MEMLANE_POOL_YIELD=0: never): -1 unless MEMLANE_POOL_STATS=1 as above.
+  int64_t yields() const;
 
   // While one is alive, the workers poll for the next parallel_for without time limit instead
   // of sleeping after the spin time (MEMLANE_POOL_HOT=0: never; an A/B aid). The CPU backend
@@ -97,6 +100,10 @@ class ThreadPool {
   std::atomic<int64_t> done_{0};  // chunks of the current call that finished
   std::atomic<int> hot_{0};       // Hot guards alive: workers poll without sleeping
   int caller_cpu_ = -1;           // the CPU the current call's caller ran on (under mu_; worker_loop)
+  // Where the last call's caller, and the last worker to take a call, were when they began: a
+  // thread polling for the other yields its CPU when it is on the same one (spin_until).
+  std::atomic<int> caller_on_{-1};
+  std::atomic<int> worker_on_{-1};
   PoolStats* stats_ = nullptr;    // MEMLANE_POOL_STATS=1: counts printed at destruction
 };
 
