@@ -142,11 +142,23 @@ describe.skipIf(!haveChromium)("report.png from a deep run directory", () => {
       mkdirSync(runDir);
       writeFileSync(join(runDir, "report.json"), JSON.stringify(makeReport(), null, 1));
       const html = await writeHtmlReport(runDir);
-      const before = new Set(readdirSync(tmpdir()).filter((n) => n.startsWith("memlane-chromium-")));
-      await screenshotReport(html, join(runDir, "report.png"), { tmpDir: deep });
-      expect(statSync(join(runDir, "report.png")).size).toBeGreaterThan(10_000);
-      expect(readdirSync(deep)).toEqual([]);
-      expect(readdirSync(tmpdir()).filter((n) => n.startsWith("memlane-chromium-") && !before.has(n))).toEqual([]);
+      // The OS temp dir of this file's process only: test files run side by side, and another
+      // one's chromium (a report rendered under a deep run directory) may create its own
+      // memlane-chromium-* in the shared temp dir meanwhile (a CI run once found one here).
+      const savedTmp = process.env.TMPDIR;
+      const privateTmp = mkdtempSync(join(chromiumTmpBase(tmpdir()), "mlc-"));
+      process.env.TMPDIR = privateTmp;
+      try {
+        expect(chromiumTmpBase(deep)).toBe(privateTmp);
+        await screenshotReport(html, join(runDir, "report.png"), { tmpDir: deep });
+        expect(statSync(join(runDir, "report.png")).size).toBeGreaterThan(10_000);
+        expect(readdirSync(deep)).toEqual([]);
+        expect(readdirSync(privateTmp)).toEqual([]);
+      } finally {
+        if (savedTmp === undefined) delete process.env.TMPDIR;
+        else process.env.TMPDIR = savedTmp;
+        rmSync(privateTmp, { recursive: true, force: true });
+      }
     } finally {
       rmSync(out, { recursive: true, force: true });
     }
