@@ -68,9 +68,8 @@ export function aliasByteCopies(nodes: readonly LNode[], ls: readonly Lifetime[]
     if (!x || !y || inputs.includes(x) || outputs.includes(x)) return;
     const ox = own.get(x), lx = byName.get(root(x)), ly = byName.get(y);
     if (!ox || !lx || !ly || ly.bytes !== ox.bytes || ox.last !== step) return;
-    // The group now lives until the output's last read, in the larger of the two sizes.
+    // The group (one size: the bytes are equal) now lives until the output's last read.
     lx.last = Math.max(lx.last, ly.last);
-    lx.size = Math.max(lx.size, ly.size);
     aliasOf.set(y, root(x));
     byName.delete(y);
   });

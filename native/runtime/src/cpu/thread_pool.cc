@@ -165,8 +165,9 @@ void ThreadPool::run_chunks(int64_t n, int64_t chunks, Fn fn, void* ctx) {
     ctx_ = ctx;
     n_ = n;
     chunks_ = chunks;
-    caller_cpu_ = skip_stacked() ? sched_getcpu() : -1;
-    caller_on_.store(sched_getcpu(), std::memory_order_relaxed);
+    const int cpu = sched_getcpu();
+    caller_cpu_ = skip_stacked() ? cpu : -1;
+    caller_on_.store(cpu, std::memory_order_relaxed);
     gen = ++generation_;
     done_.store(0, std::memory_order_relaxed);
     claim_.store(uint64_t(gen) << 32, std::memory_order_release);
