@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 
 #include "cpu/conv_direct.h"
 
@@ -22,6 +23,24 @@ inline bool winograd_segmented(int64_t tw) { return (tw >= 12 && tw <= 31 && tw 
 // than the plane, so that the 16 planes do not fall in one L1 set (a 2 or 4 KiB stride did,
 // and the transforms, which touch all 16 at once, ran at a third of their speed).
 inline int64_t plane_stride(int64_t rows) { return rows * kBlock + 16; }
+
+// Threads split a map's tile blocks, each streaming all of U (16 x M x C floats) through every
+// block it takes; or, here, the output channels, each transforming every block's input and
+// streaming only its share of U. Channels where there are too few blocks to go round evenly
+// (squeezenet1_1's 13x13 maps: 2 blocks), or where U is larger than a core's L2 holds
+// alongside the block's scratch (a 14x14 256 -> 256 conv: U 4 MiB) so that a share of it
+// stays there. MEMLANE_WINOGRAD_SPLIT=blocks / channels forces one (A/B timing).
+bool winograd_split_channels(int64_t blocks, int64_t slots, int64_t C, int64_t M) {
+  static const int64_t forced = [] {
+    const char* e = std::getenv("MEMLANE_WINOGRAD_SPLIT");
+    const std::string v = e ? e : "";
+    return v == "channels" ? int64_t(1) : v == "blocks" ? int64_t(0) : int64_t(-1);
+  }();
+  if (forced >= 0) return forced == 1;
+  if (M < 16 * slots) return false;  // shares of a vector's width or less
+  const uint64_t u_bytes = uint64_t(16 * M * C) * sizeof(float);
+  return blocks < 4 * slots || u_bytes > (uint64_t(512) << 10);
+}
 }
 
 std::vector<float> conv_winograd_weights(const float* w, int64_t M, int64_t C) {
@@ -167,8 +186,8 @@ __attribute__((target("avx512f"))) inline void output_transform(const float* p, 
 }
 
 __attribute__((target("avx512f"))) void output_block(const float* P, const float* bias, float* y, const float* res,
-                                                     int64_t M, int64_t OH, int64_t OW, int64_t tw, int64_t t0,
-                                                     int64_t validTiles, bool relu) {
+                                                     int64_t M, int64_t m0, int64_t m1, int64_t OH, int64_t OW, int64_t tw,
+                                                     int64_t t0, int64_t validTiles, bool relu) {
   const int64_t T = (OH / 2) * tw, ys = M * OH * OW;
   const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
   const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
@@ -186,7 +205,7 @@ __attribute__((target("avx512f"))) void output_block(const float* P, const float
         base2[hh][half_][i] = tw == 4 ? base[hh][half_][i] + 2 * OW : base[hh][half_][i] + 8;
       }
     }
-  for (int64_t m = 0; m < M; ++m) {
+  for (int64_t m = m0; m < m1; ++m) {
     const __m512 bv = _mm512_set1_ps(bias ? bias[m] : 0.f);
     for (int64_t h = 0; h < kBlock; h += 16) {
       __m512 o[2][2];
@@ -283,12 +302,13 @@ __attribute__((target("avx512f"))) void input_segments(const float* pad, int64_t
 // output_block for two segments: each segment's 2x2 outputs interleave into two output rows
 // of 2n floats (masked stores, 16 floats for tiles 0-7 and 16 for 8-15).
 __attribute__((target("avx512f"))) void output_segments(const float* P, const float* bias, float* y, const float* res,
-                                                        int64_t M, int64_t OH, int64_t OW, const Seg* sg, bool relu) {
+                                                        int64_t M, int64_t m0, int64_t m1, int64_t OH, int64_t OW,
+                                                        const Seg* sg, bool relu) {
   const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
   const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
   const __m512 z = _mm512_setzero_ps();
   const int64_t xs = plane_stride(M), ys = M * OH * OW;
-  for (int64_t m = 0; m < M; ++m) {
+  for (int64_t m = m0; m < m1; ++m) {
     const __m512 bv = _mm512_set1_ps(bias ? bias[m] : 0.f);
     for (int r = 0; r < 2; ++r) {
       const int64_t n = sg[r].n;
@@ -353,35 +373,41 @@ __attribute__((target("avx512f"))) void conv_winograd(const float* pad, int64_t 
                                                       int64_t slots, const float* res) {
   // (odd OH / OW: the last tile row / column half outside the map; conv_winograd_pad)
   const int64_t tw = (OW + 1) / 2, th = (OH + 1) / 2, T = th * tw, Hp = 2 * th + 2, Wh = tw + 1;
-  if (winograd_segmented(tw)) {
-    const int64_t segs = samples * segments_per_sample(th, tw), blocks = (segs + 1) / 2;
-    const int64_t k0 = slots > 0 ? blocks * slot / slots : 0, k1 = slots > 0 ? blocks * (slot + 1) / slots : blocks;
-    float* V = scratch;
-    float* P = scratch + 16 * plane_stride(C);
-    for (int64_t k = k0; k < k1; ++k) {
-      const Seg sg[2] = {segment(2 * k, segs, th, tw), segment(2 * k + 1, segs, th, tw)};
-      input_segments(pad, padStride, C, Hp, Wh, sg, V);
-      int64_t m = 0;
-      for (; m + 8 <= M; m += 8) product<8>(U, V, P, C, M, m);
-      for (; m + 4 <= M; m += 4) product<4>(U, V, P, C, M, m);
-      for (; m < M; ++m) product<1>(U, V, P, C, M, m);
-      output_segments(P, bias, y, res, M, OH, OW, sg, relu);
-    }
-    return;
+  const bool segmented = winograd_segmented(tw);
+  const int64_t segs = samples * segments_per_sample(th, tw);
+  const int64_t blocks = segmented ? (segs + 1) / 2 : (samples * T + kBlock - 1) / kBlock;
+  // A share of the blocks, or of the output channels (every block: winograd_split_channels).
+  int64_t b0 = 0, b1 = blocks, m0 = 0, m1 = M;
+  if (slots > 0 && winograd_split_channels(blocks, slots, C, M)) {
+    m0 = std::min(M, (M * slot / slots + 4) / 8 * 8);
+    m1 = slot + 1 == slots ? M : std::min(M, (M * (slot + 1) / slots + 4) / 8 * 8);
+  } else if (slots > 0) {
+    b0 = blocks * slot / slots;
+    b1 = blocks * (slot + 1) / slots;
   }
-  const int64_t valid = samples * T, blocks = (valid + kBlock - 1) / kBlock;
-  const int64_t b0 = slots > 0 ? blocks * slot / slots : 0, b1 = slots > 0 ? blocks * (slot + 1) / slots : blocks;
+  if (m0 >= m1) return;
   float* V = scratch;
   float* P = scratch + 16 * plane_stride(C);
-  for (int64_t t0 = b0 * kBlock; t0 < b1 * kBlock; t0 += kBlock) {
+  const auto products = [&] {
+    int64_t m = m0;
+    for (; m + 8 <= m1; m += 8) product<8>(U, V, P, C, M, m);
+    for (; m + 4 <= m1; m += 4) product<4>(U, V, P, C, M, m);
+    for (; m < m1; ++m) product<1>(U, V, P, C, M, m);
+  };
+  for (int64_t k = b0; k < b1; ++k) {
+    if (segmented) {
+      const Seg sg[2] = {segment(2 * k, segs, th, tw), segment(2 * k + 1, segs, th, tw)};
+      input_segments(pad, padStride, C, Hp, Wh, sg, V);
+      products();
+      output_segments(P, bias, y, res, M, m0, m1, OH, OW, sg, relu);
+      continue;
+    }
+    const int64_t t0 = k * kBlock;
     if (tw == 16) input_block<16>(pad, padStride, samples, th, C, Hp, Wh, t0 / tw, V);
     else if (tw == 8) input_block<8>(pad, padStride, samples, th, C, Hp, Wh, t0 / tw, V);
     else input_block<4>(pad, padStride, samples, th, C, Hp, Wh, t0 / tw, V);
-    int64_t m = 0;
-    for (; m + 8 <= M; m += 8) product<8>(U, V, P, C, M, m);
-    for (; m + 4 <= M; m += 4) product<4>(U, V, P, C, M, m);
-    for (; m < M; ++m) product<1>(U, V, P, C, M, m);
-    output_block(P, bias, y, res, M, OH, OW, tw, t0, valid, relu);
+    products();
+    output_block(P, bias, y, res, M, m0, m1, OH, OW, tw, t0, samples * T, relu);
   }
 }
 
