@@ -31,7 +31,8 @@ inline void check_depthwise_path() {
   const std::string blocked = "depthwise_blocked", per_channel = "depthwise_per_channel";
   if (std::getenv("MEMLANE_CONV_NO_DEPTHWISE")) {
     std::printf("depthwise path: MEMLANE_CONV_NO_DEPTHWISE set, the grouped conv path runs\n");
-    CHECK_MSG(small.empty() && wide.empty(), small + " / " + wide);
+    const auto grouped_path = [](const std::string& p) { return p.rfind("depthwise", 0) != 0 && p.rfind("no kernel", 0) != 0; };
+    CHECK_MSG(grouped_path(small) && grouped_path(wide), small + " / " + wide);
   } else if (std::getenv("MEMLANE_DW_PER_CHANNEL") || !memlane::cpu::use_avx512f()) {
     if (!memlane::cpu::use_avx512f())
       std::printf("depthwise path: blocked kernel skipped (no AVX-512F, or MEMLANE_CPU_NO_AVX512 set)\n");

@@ -44,6 +44,7 @@ inline RunResult run_plan(const PlanBuilder& b, int64_t batch, const std::vector
   if (r.status != Status::kOk) return r;
   BackendOptions o;
   o.threads = threads;
+  o.tuneConvs = false;  // the path make_conv's rules (and the test's switches) pick, not the fastest here
   auto be = make_cpu_backend(o, &r.status, &r.message);
   if (!be) return r;
   r.status = be->prepare(plan, batch, &r.message);
@@ -103,6 +104,7 @@ inline RawResult run_raw(const PlanBuilder& b, int64_t batch, const std::vector<
   if (r.status != Status::kOk) return r;
   BackendOptions o;
   o.threads = threads;
+  o.tuneConvs = false;  // the path make_conv's rules (and the test's switches) pick, not the fastest here
   auto be = make_cpu_backend(o, &r.status, &r.message);
   if (!be) return r;
   r.status = be->prepare(plan, maxBatch ? maxBatch : batch, &r.message);

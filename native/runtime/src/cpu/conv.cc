@@ -43,7 +43,17 @@ std::vector<const float*> ConvKernel::repacked_weights() const {
   return {};
 }
 
-const char* ConvKernel::path() const { return grouped ? "grouped_blocked" : ""; }
+const char* ConvKernel::path() const {
+  if (grouped) return "grouped_blocked";
+  if (pointwise_lanes) return "pointwise_lanes";
+  if (pointwise_simd) return "pointwise_simd";
+  if (pointwise) return "pointwise_blas";
+  if (winograd) return "winograd";
+  if (direct) return "direct";
+  if (pixel_rows) return "pixel_rows";
+  if (flat) return "flat";
+  return padded ? "padded" : "im2col";
+}
 
 uint64_t ConvKernel::path_floats(int64_t maxBatch) const {
   if (grouped) return grouped->workspace_floats();
@@ -210,13 +220,14 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   const bool unrolled = (g.kh == 3 && g.kw == 3) || (g.kh == 7 && g.kw == 7 && g.sw == 2);
   k->direct = !k->pointwise && g.kh * g.kw > 1 && (g.group == 1 || g.Cg() >= 4) &&
               (g.group > 1 || unrolled || any_taps) && conv_direct_supported(g.OH, g.OW, g.sw) &&
-              std::getenv("MEMLANE_CONV_NO_DIRECT") == nullptr;
+              std::getenv("MEMLANE_CONV_NO_DIRECT") == nullptr && !(bc.conv_avoid & kAvoidDirect);
   // MEMLANE_CONV_NO_WINOGRAD=1 keeps such convs on the direct kernel (ctest runs both).
   k->winograd = k->direct && g.group == 1 && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 &&
-                conv_winograd_supported(g.C, g.M, g.OH, g.OW) && std::getenv("MEMLANE_CONV_NO_WINOGRAD") == nullptr;
+                conv_winograd_supported(g.C, g.M, g.OH, g.OW) && std::getenv("MEMLANE_CONV_NO_WINOGRAD") == nullptr &&
+                !(bc.conv_avoid & kAvoidWinograd);
   // MEMLANE_CONV_NO_FLAT=1 keeps small stride-1 maps on the padded-grid sgemm (ctest runs both).
   k->flat = k->padded && !k->direct && g.group == 1 && g.kh * g.kw > 1 && g.kh * g.kw <= kConvFlatMaxTaps &&
-            conv_flat_available() && std::getenv("MEMLANE_CONV_NO_FLAT") == nullptr;
+            conv_flat_available() && std::getenv("MEMLANE_CONV_NO_FLAT") == nullptr && !(bc.conv_avoid & kAvoidFlat);
   // Pixel rows (conv_pixel_rows.cc): the strided convs no direct kernel unrolls, and every other
   // ungrouped conv with 64+ output channels, but Winograd's and those the direct kernel keeps:
   // 3x3 stride 1, and few taps (C x kh x kw < 64: 3-channel 3x3 stems, where a tile's store
@@ -230,7 +241,7 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   const bool taps_fit = g.C * k->Hp * k->Wp < int64_t(1) << 31;
   k->pixel_rows = !k->pointwise && g.group == 1 && !k->winograd && !keep_direct && taps_fit && simd::have_avx512() &&
                   (g.M >= kPixelRowsMinChannels || (!k->padded && !k->direct)) &&
-                  std::getenv("MEMLANE_CONV_NO_PIXEL_ROWS") == nullptr;
+                  std::getenv("MEMLANE_CONV_NO_PIXEL_ROWS") == nullptr && !(bc.conv_avoid & kAvoidPixelRows);
   if (k->pixel_rows) {
     k->padded = k->direct = k->flat = false;
     k->taps = pixel_rows_taps(g, k->Hp, k->Wp);

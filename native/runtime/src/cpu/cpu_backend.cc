@@ -20,6 +20,8 @@
 
 #include "backend.h"
 #include "cpu/batch_tail.h"
+#include "cpu/conv_tune.h"
+#include "cpu/env_count.h"
 #include "cpu/kernel.h"
 #include "cpu/plan_queries.h"
 #include "cpu/op_profiler.h"
@@ -157,9 +159,10 @@ bool v1_kernel_fits(const Plan& plan, const Op& op, std::string* why) {
 }
 
 // ops[oi]'s kernel, built against `plan` (a Conv or MatMul may fold the ops after it into its
-// epilogue: *skip is then how many). nullptr + *st / *message where unsupported.
+// epilogue: *skip is then how many; a Conv's kernel is the tuner's choice where there is one).
+// nullptr + *st / *message where unsupported.
 std::unique_ptr<cpu::Kernel> make_kernel(cpu::BuildCtx& bc, const Plan& plan, size_t oi, size_t* skip, Status* st_out,
-                                         std::string* message) {
+                                         std::string* message, cpu::ConvTuner* tuner) {
   const Op& op = plan.ops[oi];
   Status st = Status::kOk;
   std::unique_ptr<cpu::Kernel> k;
@@ -173,6 +176,7 @@ std::unique_ptr<cpu::Kernel> make_kernel(cpu::BuildCtx& bc, const Plan& plan, si
         case OpType::kConv:
           bc.epilogue = residual_epilogue(plan, oi, &epi) || activation_epilogue(plan, oi, &epi) ? &epi : nullptr;
           k = cpu::make_conv(bc, op, &st, message);
+          if (k && tuner) k = tuner->choose(bc, op, std::move(k));
           bc.epilogue = nullptr;
           if (k && epi.taken) *skip = epi.relu ? 2 : 1;
           break;
@@ -276,6 +280,10 @@ class CpuBackend final : public Backend {
     const uint64_t tailBytesPerSample = tail.empty() ? 0 : tail.tail.bytesPerSample;
     if (laneChunk < maxBatch) tail_ = std::move(tail);
     std::vector<std::unique_ptr<cpu::Kernel>> kernels;
+    // Convs with several kernels keep the one that ran fastest here (conv_tune.h); its scratch
+    // memory goes at the end of prepare.
+    std::unique_ptr<cpu::ConvTuner> tuner;
+    if (opts_.tuneConvs && cpu::env_count("MEMLANE_CONV_TUNE", 1) != 0) tuner = std::make_unique<cpu::ConvTuner>(pool_.get());
     // Weights that only a kernel's repacked copy reads: their plan pages go back to the file.
     cpu::RepackedWeightRelease release(plan);
     // Builds the ops of `p` (the plan, or the prefix's or the tail's view of it: ops
@@ -292,7 +300,7 @@ class CpuBackend final : public Backend {
           continue;
         }
         Status st = Status::kOk;
-        auto k = make_kernel(bc, p, i, &skip, &st, message);
+        auto k = make_kernel(bc, p, i, &skip, &st, message, tuner.get());
         if (!k) return st;
         *ws = std::max(*ws, k->workspace_floats(batch));
         release.op_built(base + i, k.get());
@@ -304,6 +312,8 @@ class CpuBackend final : public Backend {
     if (Status st = build(tail_.empty() ? plan : tail_.prefix, 0, chunk, &ws); st != Status::kOk) return st;
     if (!tail_.empty())
       if (Status st = build(tail_.tail, tail_.start, maxBatch, &tailWs); st != Status::kOk) return st;
+    const std::string tuneNote = tuner ? tuner->note() : "";
+    tuner.reset();  // its scratch goes before the arena comes
     // Refuse an arena the machine cannot hold (or whose size overflows) up front, instead of
     // an overcommitted allocation that the first run would fault in until the OOM killer.
     uint64_t arena_bytes = 0;
@@ -346,6 +356,7 @@ class CpuBackend final : public Backend {
     for (uint32_t id : plan.inputs) in_.push_back(&plan.tensors[id]);
     for (uint32_t id : plan.outputs) out_.push_back(&plan.tensors[id]);
     notes_ = release.note();
+    if (!tuneNote.empty()) notes_ = notes_.empty() ? tuneNote : notes_ + "; " + tuneNote;
     if (!tail_.empty()) {
       const std::string t = "batch tail: ops " + std::to_string(tail_.start) + ".." + std::to_string(plan.ops.size() - 1) +
                             " ('" + plan.ops[tail_.start].name + "' on) run over the whole batch, " +

@@ -95,9 +95,19 @@ struct GemmEpilogue {
 // The epilogue MatMul ops[i] can take, if any (false: none).
 bool gemm_epilogue(const Plan& plan, size_t i, GemmEpilogue* e);
 
+// Conv paths make_conv must not take (BuildCtx::conv_avoid): how the tuner (conv_tune.h) builds
+// a conv's other kernels. Avoiding the direct kernel avoids Winograd too (it needs its layout).
+enum ConvAvoid : uint32_t {
+  kAvoidWinograd = 1u,
+  kAvoidDirect = 2u,
+  kAvoidPixelRows = 4u,
+  kAvoidFlat = 8u,
+};
+
 struct BuildCtx {
   const Plan* plan = nullptr;
   int threads = 1;  // intra-op threads at run time (kernels with per-thread scratch size it by this)
+  uint32_t conv_avoid = 0;  // ConvAvoid bits: paths make_conv skips, as if their switch were off
   const ConvEpilogue* epilogue = nullptr;  // for the Conv being built, when fusable
   const GemmEpilogue* gemm_epilogue = nullptr;  // for the MatMul being built, when fusable
   simd::PanelCache* panels = nullptr;  // packed dense-layer weights, shared by a Runtime's profiles

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,6 +43,15 @@ class PanelCache {
     auto& p = packs_[{B, K, N, transB}];
     if (!p) p = std::make_shared<const PackedPanels>(pack_panels(B, K, N, transB));
     return p;
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return packs_.size();
+  }
+  // Frees the packs no kernel holds any more (the conv tuner's losing candidates made them).
+  void drop_unused() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = packs_.begin(); it != packs_.end();) it = it->second.use_count() == 1 ? packs_.erase(it) : std::next(it);
   }
 
  private:

@@ -1,0 +1,153 @@
+// The conv tuner (cpu/conv_tune.h): which candidate it keeps for given times (the rule's on a
+// near tie), that a tuned backend computes what the rules' backend does (within the paths'
+// rounding) at 1 and 2 threads and at batch 1 and 3, that a repeated shape takes the first
+// one's choice without timing, that MEMLANE_CONV_TUNE=0 and BackendOptions::tuneConvs = false
+// turn it off, and that the panel cache lets go of packs no kernel holds.
+#include <cstdlib>
+#include <string>
+
+#include "harness.h"
+#include "op_runner.h"
+#include "cpu/conv_tune.h"
+#include "cpu/simd/gemm_panels.h"
+
+using namespace mltest;
+using S = std::vector<int64_t>;
+
+namespace {
+
+Attrs conv3(int64_t stride, int64_t pad, const char* act) {
+  return {{"kernel", S{3, 3}}, {"strides", S{stride, stride}}, {"pads", S{pad, pad, pad, pad}}, {"activation", std::string(act)}};
+}
+
+std::vector<float> scaled(std::vector<float> v, float k) {
+  for (float& x : v) x *= k;
+  return v;
+}
+
+struct Out {
+  std::string notes;
+  std::vector<std::vector<float>> y;  // per batch size asked
+};
+
+Out run(const PlanBuilder& pb, int threads, bool tune, const std::vector<int64_t>& batches, const std::vector<std::vector<float>>& xs) {
+  using namespace memlane;
+  Out o;
+  std::vector<uint8_t> bytes = pb.build();
+  Plan plan;
+  std::string msg;
+  Status st = parse_plan(bytes.data(), bytes.size(), &plan, &msg);
+  CHECK_MSG(st == Status::kOk, msg);
+  BackendOptions opt;
+  opt.threads = threads;
+  opt.tuneConvs = tune;
+  auto be = make_cpu_backend(opt, &st, &msg);
+  CHECK_MSG(be && be->prepare(plan, 3, &msg) == Status::kOk, msg);
+  if (!be) return o;
+  o.notes = be->notes();
+  for (size_t i = 0; i < batches.size(); ++i) {
+    std::vector<float> y(size_t(batches[i]) * 64 * 6 * 6, -1.f);
+    const float* in[] = {xs[i].data()};
+    float* out[] = {y.data()};
+    CHECK_MSG(be->run(batches[i], in, out, &msg) == Status::kOk, msg);
+    o.y.push_back(std::move(y));
+  }
+  return o;
+}
+
+}  // namespace
+
+int main() {
+  using memlane::cpu::pick_conv_candidate;
+  // The fastest wins by more than the margin; a near tie keeps the rule's (index 0); an
+  // unmeasured candidate (negative) never wins, nor does a faster one lose to it.
+  CHECK(pick_conv_candidate({1.0, 0.9}, 0.05) == 1);
+  CHECK(pick_conv_candidate({1.0, 0.97}, 0.05) == 0);
+  CHECK(pick_conv_candidate({1.0, 1.2, 0.5, 0.7}, 0.05) == 2);
+  CHECK(pick_conv_candidate({1.0, -1, 0.8}, 0.05) == 2);
+  CHECK(pick_conv_candidate({1.0, -1}, 0.05) == 0);
+  CHECK(pick_conv_candidate({-1, 2.0}, 0.05) == 1);
+  CHECK(pick_conv_candidate({0.5}, 0.05) == 0);
+
+  // A stem-like strided conv (direct or pixel rows), two 3x3 stride-1 convs of one shape on a
+  // 13x13 map (Winograd, direct, pixel rows, flat), the second with a residual Add + Relu, and
+  // a strided 3x3 to 6x6.
+  Rng rng;
+  PlanBuilder pb;
+  const int x = pb.input("x", {3, 27, 27});
+  const int w0 = pb.weight("w0", {64, 3, 3, 3}, rng.vec(64 * 3 * 9));
+  const int b0 = pb.weight("b0", {64}, rng.vec(64));
+  const int w1 = pb.weight("w1", {64, 64, 3, 3}, scaled(rng.vec(64 * 64 * 9), 0.05f));
+  const int w2 = pb.weight("w2", {64, 64, 3, 3}, scaled(rng.vec(64 * 64 * 9), 0.05f));
+  const int w3 = pb.weight("w3", {64, 64, 3, 3}, scaled(rng.vec(64 * 64 * 9), 0.05f));
+  const int a = pb.act("a", {64, 13, 13}), c = pb.act("c", {64, 13, 13}), d = pb.act("d", {64, 13, 13});
+  const int s = pb.act("s", {64, 13, 13}), r = pb.act("r", {64, 13, 13});
+  const int y = pb.output("y", {64, 6, 6});
+  pb.op("Conv", {x, w0, b0}, {a}, conv3(2, 0, "relu"));
+  pb.op("Conv", {a, w1, -1}, {c}, conv3(1, 1, "relu"));
+  pb.op("Conv", {c, w2, -1}, {d}, conv3(1, 1, "relu"));
+  pb.op("Add", {d, a}, {s});
+  pb.op("Relu", {s}, {r});
+  pb.op("Conv", {r, w3, -1}, {y}, conv3(2, 0, "none"));
+
+  const std::vector<int64_t> batches = {1, 3};
+  const std::vector<std::vector<float>> xs = {rng.vec(3 * 27 * 27), rng.vec(3 * 3 * 27 * 27)};
+  unsetenv("MEMLANE_CONV_TUNE");
+  for (int threads : {1, 2}) {
+    const std::string t = std::to_string(threads) + " thread(s)";
+    const Out rules = run(pb, threads, false, batches, xs);
+    const Out tuned = run(pb, threads, true, batches, xs);
+    CHECK_MSG(rules.notes.find("conv tuning") == std::string::npos, t + ": untuned backend notes '" + rules.notes + "'");
+    CHECK_MSG(tuned.notes.find("conv tuning: ") != std::string::npos, t + ": tuned backend notes '" + tuned.notes + "'");
+    // The two 13x13 convs differ in their fused epilogue: two shapes; the conv with the same
+    // key as an earlier one: none here, so every shape is timed.
+    CHECK_MSG(tuned.notes.find("conv shapes timed") != std::string::npos, tuned.notes);
+    for (size_t i = 0; i < batches.size() && i < rules.y.size() && i < tuned.y.size(); ++i) {
+      const float diff = max_abs_diff(rules.y[i], tuned.y[i]);
+      CHECK_MSG(diff <= 1e-4f, t + ", batch " + std::to_string(batches[i]) + ": tuned vs rules max abs diff " + std::to_string(diff));
+    }
+  }
+
+  // A repeated shape (the same conv twice, same epilogue) is timed once.
+  {
+    PlanBuilder rb;
+    const int x2 = rb.input("x", {64, 13, 13});
+    const int wa = rb.weight("wa", {64, 64, 3, 3}, scaled(rng.vec(64 * 64 * 9), 0.05f));
+    const int wb = rb.weight("wb", {64, 64, 3, 3}, scaled(rng.vec(64 * 64 * 9), 0.05f));
+    const int m = rb.act("m", {64, 13, 13});
+    const int y2 = rb.output("y", {64, 13, 13});
+    rb.op("Conv", {x2, wa, -1}, {m}, conv3(1, 1, "relu"));
+    rb.op("Conv", {m, wb, -1}, {y2}, conv3(1, 1, "relu"));
+    std::vector<uint8_t> bytes = rb.build();
+    memlane::Plan plan;
+    std::string msg;
+    memlane::Status st = memlane::parse_plan(bytes.data(), bytes.size(), &plan, &msg);
+    memlane::BackendOptions opt;
+    auto be = memlane::make_cpu_backend(opt, &st, &msg);
+    CHECK_MSG(be && be->prepare(plan, 1, &msg) == memlane::Status::kOk, msg);
+    if (be) {
+      const std::string n = be->notes();
+      CHECK_MSG(n.find("1 conv shapes timed") != std::string::npos && n.find("1 convs took a timed shape's choice") != std::string::npos,
+                "repeated shape: notes '" + n + "'");
+    }
+    // MEMLANE_CONV_TUNE=0 turns it off whatever the options say.
+    setenv("MEMLANE_CONV_TUNE", "0", 1);
+    auto off = memlane::make_cpu_backend(opt, &st, &msg);
+    CHECK_MSG(off && off->prepare(plan, 1, &msg) == memlane::Status::kOk, msg);
+    if (off) CHECK_MSG(off->notes().find("conv tuning") == std::string::npos, "MEMLANE_CONV_TUNE=0: notes '" + off->notes() + "'");
+    unsetenv("MEMLANE_CONV_TUNE");
+  }
+
+  // The panel cache frees what no kernel holds (the tuner's losing candidates' packs).
+  {
+    memlane::cpu::simd::PanelCache cache;
+    const std::vector<float> b1 = rng.vec(64 * 40), b2 = rng.vec(64 * 40);
+    auto held = cache.get(b1.data(), 64, 40, false);
+    cache.get(b2.data(), 64, 40, false);  // dropped at once by its only other holder
+    CHECK(cache.size() == 2);
+    cache.drop_unused();
+    CHECK_MSG(cache.size() == 1, "packs left " + std::to_string(cache.size()));
+    CHECK(cache.get(b1.data(), 64, 40, false) == held);  // the held one is the cache's still
+  }
+  return finish("conv_tune_test");
+}
