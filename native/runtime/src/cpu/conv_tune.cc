@@ -76,7 +76,10 @@ void flush_weights(const Kernel& kernel) {
   const auto* k = dynamic_cast<const ConvKernel*>(&kernel);
   if (!k) return;
   const auto& g = k->g;
-  flush(k->w, uint64_t(g.M * g.K()) * sizeof(float));
+  // (W only where the kernel reads it: flushing a page of the plan it never reads would fault
+  // it in, and the pages of a repacked weight are about to be given back.)
+  const auto repacked = k->repacked_weights();
+  if (std::find(repacked.begin(), repacked.end(), k->w) == repacked.end()) flush(k->w, uint64_t(g.M * g.K()) * sizeof(float));
   if (k->b) flush(k->b, uint64_t(g.M) * sizeof(float));
   flush(k->U.data(), k->U.size() * sizeof(float));
   if (k->panels) flush(k->panels->w.data(), k->panels->w.size() * sizeof(float));

@@ -280,8 +280,8 @@ class CpuBackend final : public Backend {
     const uint64_t tailBytesPerSample = tail.empty() ? 0 : tail.tail.bytesPerSample;
     if (laneChunk < maxBatch) tail_ = std::move(tail);
     std::vector<std::unique_ptr<cpu::Kernel>> kernels;
-    // Convs with several kernels keep the one that ran fastest here (conv_tune.h); its scratch
-    // memory goes at the end of prepare.
+    // Convs with several kernels keep the one that ran fastest here (conv_tune.h); the tuner and
+    // its scratch go once the kernels are built.
     std::unique_ptr<cpu::ConvTuner> tuner;
     if (opts_.tuneConvs && cpu::env_count("MEMLANE_CONV_TUNE", 1) != 0) tuner = std::make_unique<cpu::ConvTuner>(pool_.get());
     // Weights that only a kernel's repacked copy reads: their plan pages go back to the file.
