@@ -69,9 +69,10 @@ int main() {
   CHECK(pick_conv_candidate({-1, 2.0}, 0.05) == 1);
   CHECK(pick_conv_candidate({0.5}, 0.05) == 0);
 
-  // A stem-like strided conv (direct or pixel rows), two 3x3 stride-1 convs of one shape on a
-  // 13x13 map (Winograd, direct, pixel rows, flat), the second with a residual Add + Relu, and
-  // a strided 3x3 to 6x6.
+  // A stem-like strided conv (direct or pixel rows), two 3x3 stride-1 convs of one shape and
+  // activation on a 13x13 map (Winograd, direct, pixel rows, flat: the second takes the
+  // first's choice), an Add + Relu on them, and a strided 3x3 to 6x6 (pixel rows, no other
+  // tunable path). maxBatch 3 puts ops 1.. in the batch tail: both halves are tuned.
   Rng rng;
   PlanBuilder pb;
   const int x = pb.input("x", {3, 27, 27});
@@ -99,9 +100,9 @@ int main() {
     const Out tuned = run(pb, threads, true, batches, xs);
     CHECK_MSG(rules.notes.find("conv tuning") == std::string::npos, t + ": untuned backend notes '" + rules.notes + "'");
     CHECK_MSG(tuned.notes.find("conv tuning: ") != std::string::npos, t + ": tuned backend notes '" + tuned.notes + "'");
-    // The two 13x13 convs differ in their fused epilogue: two shapes; the conv with the same
-    // key as an earlier one: none here, so every shape is timed.
-    CHECK_MSG(tuned.notes.find("conv shapes timed") != std::string::npos, tuned.notes);
+    CHECK_MSG(tuned.notes.find("2 conv shapes timed") != std::string::npos &&
+                  tuned.notes.find("1 convs took a timed shape's choice") != std::string::npos,
+              t + ": " + tuned.notes);
     for (size_t i = 0; i < batches.size() && i < rules.y.size() && i < tuned.y.size(); ++i) {
       const float diff = max_abs_diff(rules.y[i], tuned.y[i]);
       CHECK_MSG(diff <= 1e-4f, t + ", batch " + std::to_string(batches[i]) + ": tuned vs rules max abs diff " + std::to_string(diff));
@@ -137,6 +138,25 @@ int main() {
     if (off) CHECK_MSG(off->notes().find("conv tuning") == std::string::npos, "MEMLANE_CONV_TUNE=0: notes '" + off->notes() + "'");
     unsetenv("MEMLANE_CONV_TUNE");
   }
+
+  // Off the rule's path (MEMLANE_CONV_TUNE_FORCE): the rule's kernels (direct on the stem,
+  // Winograd on the 13x13 convs) are freed and the forced ones kept, the repeated 13x13 shape
+  // rebuilt with the same choice, and the outputs are the rules' still.
+  setenv("MEMLANE_CONV_TUNE_FORCE", "pixel_rows", 1);
+  for (int threads : {1, 2}) {
+    const std::string t = std::to_string(threads) + " thread(s), forced pixel rows";
+    const Out rules = run(pb, threads, false, batches, xs);
+    const Out forced = run(pb, threads, true, batches, xs);
+    CHECK_MSG(forced.notes.find("direct -> pixel_rows x1, winograd -> pixel_rows x1") != std::string::npos &&
+                  forced.notes.find("1 convs took a timed shape's choice") != std::string::npos,
+              t + ": notes '" + forced.notes + "'");
+    for (size_t i = 0; i < batches.size() && i < rules.y.size() && i < forced.y.size(); ++i) {
+      const float diff = max_abs_diff(rules.y[i], forced.y[i]);
+      CHECK_MSG(diff <= 1e-4f, t + ", batch " + std::to_string(batches[i]) + ": max abs diff " + std::to_string(diff));
+    }
+  }
+
+  unsetenv("MEMLANE_CONV_TUNE_FORCE");
 
   // The panel cache frees what no kernel holds (the tuner's losing candidates' packs).
   {
