@@ -11,6 +11,27 @@
 
 #include "memlane/runtime.h"
 
+namespace {
+
+// VmRSS and VmHWM of this process, KiB (-1: unreadable).
+struct Kib {
+  long rss = -1, hwm = -1;
+};
+Kib status_kib() {
+  Kib k;
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f)) {
+      if (!std::strncmp(line, "VmRSS:", 6)) k.rss = std::atol(line + 6);
+      if (!std::strncmp(line, "VmHWM:", 6)) k.hwm = std::atol(line + 6);
+    }
+    std::fclose(f);
+  }
+  return k;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: memlane-bench PLAN [batch=1] [iterations=200] [threads=1]\n");
@@ -27,6 +48,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error %d: %s\n", err.code, err.message.c_str());
     return 1;
   }
+  const Kib loaded = status_kib();  // what the load left resident (repacked weights, kernels)
   std::mt19937 g(1);
   std::uniform_real_distribution<float> u(-1, 1);
   std::vector<const float*> ip;
@@ -72,17 +94,10 @@ int main(int argc, char** argv) {
   std::sort(t.begin(), t.end());
   std::printf("%s batch %lld: p50 %.2f us, mean %.2f us, thread cpu p50 %.2f us min %.2f us, process cpu p50 %.2f us\n",
               argv[1], (long long)batch, t[t.size() / 2], mean, tc[tc.size() / 2], tc[0], tp[tp.size() / 2]);
-  // Resident memory after the runs (steady) and its peak since the start (load included).
-  if (FILE* f = std::fopen("/proc/self/status", "r")) {
-    char line[256];
-    long rss = -1, hwm = -1;
-    while (std::fgets(line, sizeof line, f)) {
-      if (!std::strncmp(line, "VmRSS:", 6)) rss = std::atol(line + 6);
-      if (!std::strncmp(line, "VmHWM:", 6)) hwm = std::atol(line + 6);
-    }
-    std::fclose(f);
-    std::printf("rss %.1f MiB, peak rss %.1f MiB\n", double(rss) / 1024, double(hwm) / 1024);
-  }
+  // Resident memory after the runs (steady), after the load, and the peak since the start.
+  const Kib after = status_kib();
+  std::printf("rss %.1f MiB (after load %.1f), peak rss %.1f MiB\n", double(after.rss) / 1024, double(loaded.rss) / 1024,
+              double(after.hwm) / 1024);
   if (const std::string n = rt->notes(); !n.empty()) std::printf("notes: %s\n", n.c_str());
   return 0;
 }
