@@ -60,7 +60,8 @@ bool log_enabled() {
 // network's weights and activations pass through them between two runs of it (and on a
 // shared machine other jobs' data too). Timed with its weights cached, a kernel that reads a
 // larger copy of them loses nothing for it: squeezenet1_1's 13x13 Winograd convs, whose U is
-// 16/9 of the weights, ran at 0.75x the pixel-rows path's time hot and at 1.25x in the model.
+// 16/9 of the weights, ran at 0.74x the pixel-rows path's time hot and at 1.28x in the model
+// (per-op means).
 // So each timed run starts with the kernel's weights, in every form it holds them, flushed
 // from every cache level; its input and scratch stay wherever the last run left them (in the
 // model the input was just written by the op before).

@@ -1,11 +1,12 @@
 // Per-shape choice of a conv's kernel by timing, at prepare. make_conv's rules (conv.cc) were
 // measured on one machine; another CPU moves the break-even points between its paths (on an
-// AMD EPYC with AVX-512, squeezenet1_1's 13x13 Winograd convs ran at 1.2x the pixel-rows
-// path's time, where the rule had been measured at 0.6x). The tuner builds the kernels a conv
-// could take (make_conv with the rule's path avoided, then the next one's: BuildCtx::conv_avoid),
-// times each on zeroed scratch memory with the backend's pool, batch 1, and keeps the fastest
-// where it beats the rule's by a margin; the others are freed before the next conv is built
-// (their repacked weights too). Shapes seen before take the same choice without timing.
+// AMD EPYC with AVX-512, squeezenet1_1's 13x13 Winograd convs ran at 1.25-1.3x the pixel-rows
+// path's time, where the rule had measured Winograd at 0.6x the direct kernel's). The tuner
+// builds the kernels a conv could take (make_conv with the rule's path avoided, then the next
+// one's: BuildCtx::conv_avoid), times each on zeroed scratch memory with the backend's pool,
+// batch 1, its weights flushed from the caches, and keeps the fastest where it beats the
+// rule's by a margin; the others are freed before the next conv is built (their repacked
+// weights too). Shapes seen before take the same choice without timing.
 // MEMLANE_CONV_TUNE=0 (or BackendOptions::tuneConvs = false): the rules alone.
 #pragma once
 
