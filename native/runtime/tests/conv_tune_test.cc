@@ -1,8 +1,10 @@
 // The conv tuner (cpu/conv_tune.h): which candidate it keeps for given times (the rule's on a
 // near tie), that a tuned backend computes what the rules' backend does (within the paths'
 // rounding) at 1 and 2 threads and at batch 1 and 3, that a repeated shape takes the first
-// one's choice without timing, that MEMLANE_CONV_TUNE=0 and BackendOptions::tuneConvs = false
-// turn it off, and that the panel cache lets go of packs no kernel holds.
+// one's choice without timing, that a choice off the rule's path (MEMLANE_CONV_TUNE_FORCE)
+// frees the rule's kernels and still computes the same, that MEMLANE_CONV_TUNE=0 and
+// BackendOptions::tuneConvs = false turn it off, and that the panel cache lets go of packs no
+// kernel holds.
 #include <cstdlib>
 #include <string>
 

@@ -91,17 +91,6 @@ void flush_weights(const Kernel& kernel) {
 #endif
 }
 
-// The timed runs of a kernel that reads W from the plan paged it in: resnet18's 3x3 weights,
-// 45 MiB, were resident at the end of load where without tuning they came in at the first
-// inference (and memlane estimate's load probe counted them on top of the weights). Its pages
-// go back to the file as if never read, where the plan is a read-only file mapping (the
-// mapping's check: core/host_pages.h); the first inference pages them in as before.
-void untouch_plan_weights(const float* w, uint64_t bytes) {
-  if (!file_mapping_problem(w, bytes).empty()) return;
-  const uintptr_t page = host_page_bytes(), a = reinterpret_cast<uintptr_t>(w);
-  advise_dontneed((a + page - 1) & ~(page - 1), (a + bytes) & ~(page - 1));  // pages wholly inside W
-}
-
 // MEMLANE_CONV_TUNE_FORCE=<path> (a test and A/B aid): where that path is among a conv's
 // candidates it is kept whatever the times, so a test can take the tuner off the rule's path.
 // (Read at each timed conv, not once a process: a test sets it between backends.)
@@ -152,6 +141,18 @@ bool ConvTuner::scratch(uint64_t arenaBytes, uint64_t wsFloats) {
 void ConvTuner::release_scratch() {
   if (arena_) madvise(arena_, arenaBytes_, MADV_DONTNEED);
   if (ws_) madvise(ws_, wsBytes_, MADV_DONTNEED);
+}
+
+// The timed runs of a kernel that reads W from the plan paged it in: resnet18's 3x3 weights,
+// 45 MiB, were resident at the end of load where without tuning they came in at the first
+// inference (and memlane estimate's load probe counted them on top of the weights). Its pages
+// go back to the file as if never read, where the backend gives plan pages back at all (a
+// read-only file mapping, MEMLANE_CPU_KEEP_WEIGHTS unset: cpu/weight_release.h); the first
+// inference pages them in as before.
+void ConvTuner::untouch_plan_weights(const float* w, uint64_t bytes) const {
+  if (!givePagesBack_) return;
+  const uintptr_t page = host_page_bytes(), a = reinterpret_cast<uintptr_t>(w);
+  advise_dontneed((a + page - 1) & ~(page - 1), (a + bytes) & ~(page - 1));  // pages wholly inside W
 }
 
 double ConvTuner::time_once(const Kernel& k, uint64_t wsFloats, uint64_t arenaBytes, uint64_t zeroOffset,
@@ -209,7 +210,10 @@ std::unique_ptr<Kernel> ConvTuner::choose(const BuildCtx& bc, const Op& op, std:
     cands.push_back({std::move(k), avoid, -1});
   }
   decided_[key] = 0;
-  if (cands.size() == 1) return std::move(cands[0].kernel);
+  if (cands.size() == 1) {  // (an alternative refused for its fusion may have packed panels)
+    if (bc.panels) bc.panels->drop_unused();
+    return std::move(cands[0].kernel);
+  }
   const double built_s = seconds_since(t_start);
   const auto g = rk->g;
   const float* w = rk->w;

@@ -27,7 +27,9 @@ size_t pick_conv_candidate(const std::vector<double>& seconds, double margin);
 
 class ConvTuner {
  public:
-  explicit ConvTuner(ThreadPool* pool) : pool_(pool) {}
+  // givePagesBack: the plan's pages of W that the timed runs read go back to the file after
+  // each conv (the backend gives back plan pages at all: RepackedWeightRelease::releasing).
+  ConvTuner(ThreadPool* pool, bool givePagesBack) : pool_(pool), givePagesBack_(givePagesBack) {}
   ~ConvTuner();
   ConvTuner(const ConvTuner&) = delete;
   ConvTuner& operator=(const ConvTuner&) = delete;
@@ -47,8 +49,10 @@ class ConvTuner {
   double time_once(const Kernel& k, uint64_t wsFloats, uint64_t arenaBytes, uint64_t zeroOffset, uint64_t zeroBytes);
   bool scratch(uint64_t arenaBytes, uint64_t wsFloats);
   void release_scratch();
+  void untouch_plan_weights(const float* w, uint64_t bytes) const;
 
   ThreadPool* pool_;
+  bool givePagesBack_;
   std::map<std::vector<int64_t>, uint32_t> decided_;  // shape key -> ConvAvoid bits of the kept kernel
   std::map<std::string, int> moves_;                  // "winograd -> pixel_rows" -> convs
   int timed_ = 0, reused_ = 0, candidates_ = 0;

@@ -35,8 +35,10 @@ inline int64_t conv_winograd_pad(int64_t out) { return 2 * ((out + 1) / 2) + 2; 
 // pad: `samples` inputs (padStride floats apart) in conv_direct_fill's column-stride-2 layout
 // ([C][2][Hp][(Wp+1)/2], even and odd columns) of the zero-bordered input, Hp =
 // conv_winograd_pad(OH), Wp = conv_winograd_pad(OW) (OH + 2, OW + 2 for even sizes). y: samples x [M][OH][OW] = act(conv + bias + res).
-// slot/slots: this call computes the slot-th of `slots` equal shares of the tile blocks
-// (slots = -1: all of them), so threads can split one map, each with its own scratch.
+// slot/slots: this call computes the slot-th of `slots` equal shares of the tile blocks, or of
+// the output channels where the blocks are few or U is large (conv_winograd.cc,
+// winograd_split_channels) (slots = -1: all of it), so threads can split one map, each with
+// its own scratch.
 // res (nullable): a residual laid out as y, added before the activation (it may be y itself).
 void conv_winograd(const float* pad, int64_t padStride, int64_t samples, int64_t C, const float* U, const float* bias,
                    float* y, int64_t M, int64_t OH, int64_t OW, bool relu, float* scratch, int64_t slot, int64_t slots,

@@ -282,10 +282,11 @@ class CpuBackend final : public Backend {
     std::vector<std::unique_ptr<cpu::Kernel>> kernels;
     // Convs with several kernels keep the one that ran fastest here (conv_tune.h); the tuner and
     // its scratch go once the kernels are built.
-    std::unique_ptr<cpu::ConvTuner> tuner;
-    if (opts_.tuneConvs && cpu::env_count("MEMLANE_CONV_TUNE", 1) != 0) tuner = std::make_unique<cpu::ConvTuner>(pool_.get());
     // Weights that only a kernel's repacked copy reads: their plan pages go back to the file.
     cpu::RepackedWeightRelease release(plan);
+    std::unique_ptr<cpu::ConvTuner> tuner;
+    if (opts_.tuneConvs && cpu::env_count("MEMLANE_CONV_TUNE", 1) != 0)
+      tuner = std::make_unique<cpu::ConvTuner>(pool_.get(), release.releasing());
     // Builds the ops of `p` (the plan, or the prefix's or the tail's view of it: ops
     // [base, base + p.ops.size()) of the plan), sizing their workspace for `batch` samples.
     auto build = [&](const Plan& p, size_t base, int64_t batch, uint64_t* ws) {

@@ -25,6 +25,10 @@ class RepackedWeightRelease {
   // After ops[i]'s kernel is built (k == nullptr: the op folded into another's epilogue, whose
   // kernel reads its weights).
   void op_built(size_t i, const Kernel* k);
+  // Whether plan pages go back at all: the plan is a read-only file mapping and
+  // MEMLANE_CPU_KEEP_WEIGHTS=1 is not set (the conv tuner gives back what its timing read on
+  // the same terms).
+  bool releasing() const { return off_.empty(); }
   // What was given back (or kept, and why), for Backend::notes(); "" where no weight qualified.
   std::string note() const;
   // Bytes of plan pages given back: not resident once inference pages the other weights in
