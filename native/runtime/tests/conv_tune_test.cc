@@ -2,16 +2,22 @@
 // near tie), that a tuned backend computes what the rules' backend does (within the paths'
 // rounding) at 1 and 2 threads and at batch 1 and 3, that a repeated shape takes the first
 // one's choice without timing, that a choice off the rule's path (MEMLANE_CONV_TUNE_FORCE)
-// frees the rule's kernels and still computes the same, that MEMLANE_CONV_TUNE=0 and
+// frees the rule's kernels and still computes the same, that the plan pages of W its timing
+// read go back to the file (and stay under MEMLANE_CPU_KEEP_WEIGHTS=1), that MEMLANE_CONV_TUNE=0 and
 // BackendOptions::tuneConvs = false turn it off, and that the panel cache lets go of packs no
 // kernel holds.
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "harness.h"
 #include "op_runner.h"
 #include "cpu/conv_tune.h"
 #include "cpu/simd/gemm_panels.h"
+#include "memlane/runtime.h"
 
 using namespace mltest;
 using S = std::vector<int64_t>;
@@ -55,6 +61,33 @@ Out run(const PlanBuilder& pb, int threads, bool tune, const std::vector<int64_t
     o.y.push_back(std::move(y));
   }
   return o;
+}
+
+long rss_kib() {
+  long kib = -1;
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+      if (!std::strncmp(line, "VmRSS:", 6)) kib = std::atol(line + 6);
+    std::fclose(f);
+  }
+  return kib;
+}
+
+// RSS growth over Runtime::load of the plan file (KiB) and the backend's notes.
+long load_growth_kib(const std::string& path, std::string* notes) {
+  memlane::RuntimeOptions o;
+  o.device = "cpu";
+  o.threads = 1;
+  memlane::RtError err;
+  auto rt = memlane::Runtime::create(o, &err);
+  CHECK_MSG(rt != nullptr, err.message);
+  if (!rt) return -1;
+  const long before = rss_kib();
+  CHECK_MSG(rt->load(path, 1, &err), err.message);
+  const long grew = rss_kib() - before;
+  *notes = rt->notes();
+  return grew;
 }
 
 }  // namespace
@@ -159,6 +192,50 @@ int main() {
   }
 
   unsetenv("MEMLANE_CONV_TUNE_FORCE");
+
+  // The plan pages of W that the timed runs read go back to the file: a 512 -> 512 3x3 conv on
+  // a 7x7 map (9 MiB of W; pixel rows by the rule, flat the other candidate), its plan in a
+  // file (a read-only mapping, as memlane-rt loads every plan). Forced onto flat, which reads
+  // W where pixel rows packs a copy, the load leaves neither W nor panels resident; with
+  // MEMLANE_CPU_KEEP_WEIGHTS=1 (the backend gives no plan page back) it holds W.
+  {
+    PlanBuilder fb;
+    const int fx = fb.input("x", {512, 7, 7});
+    const int fw = fb.weight("w", {512, 512, 3, 3}, scaled(rng.vec(512 * 512 * 9), 0.01f));
+    const int fy = fb.output("y", {512, 7, 7});
+    fb.op("Conv", {fx, fw, -1}, {fy}, conv3(1, 1, "relu"));
+    const std::vector<uint8_t> bytes = fb.build();
+    const char* tmp = std::getenv("TMPDIR");
+    std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/memlane-conv-tune-XXXXXX";
+    std::vector<char> buf(path.begin(), path.end());
+    buf.push_back('\0');
+    const int fd = mkstemp(buf.data());
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+      path = buf.data();
+      CHECK(write(fd, bytes.data(), bytes.size()) == ssize_t(bytes.size()));
+      close(fd);
+      const long w_kib = 512L * 512 * 9 * 4 / 1024;
+      std::string notes;
+      // A first load grows the process by about 9 MiB whatever it keeps (measured here: a flat
+      // load 9220 KiB first, 4 KiB second), so the loads measured come after one.
+      setenv("MEMLANE_CONV_TUNE", "0", 1);
+      load_growth_kib(path, &notes);
+      unsetenv("MEMLANE_CONV_TUNE");
+      setenv("MEMLANE_CONV_TUNE_FORCE", "flat", 1);
+      const long given_back = load_growth_kib(path, &notes);
+      CHECK_MSG(notes.find("pixel_rows -> flat x1") != std::string::npos, "file plan: notes '" + notes + "'");
+      CHECK_MSG(given_back < w_kib / 3, "flat on a file plan: the load grew " + std::to_string(given_back) + " KiB (W " +
+                                            std::to_string(w_kib) + " KiB)");
+      setenv("MEMLANE_CPU_KEEP_WEIGHTS", "1", 1);
+      const long kept = load_growth_kib(path, &notes);
+      CHECK_MSG(kept > w_kib * 9 / 10, "MEMLANE_CPU_KEEP_WEIGHTS=1: the load grew " + std::to_string(kept) + " KiB (W " +
+                                           std::to_string(w_kib) + " KiB)");
+      unsetenv("MEMLANE_CPU_KEEP_WEIGHTS");
+      unsetenv("MEMLANE_CONV_TUNE_FORCE");
+      unlink(path.c_str());
+    }
+  }
 
   // The panel cache frees what no kernel holds (the tuner's losing candidates' packs).
   {
