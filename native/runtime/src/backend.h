@@ -81,9 +81,11 @@ struct BackendOptions {
   // Set by a Runtime that prepares one backend per shape profile: the CPU backend then takes
   // its arena and workspace from here instead of allocating its own. nullptr: its own.
   std::shared_ptr<SharedHostBuffers> sharedHost;
-  // CPU: time a conv's candidate kernels at prepare and keep the fastest (cpu/conv_tune.h);
-  // false (or MEMLANE_CONV_TUNE=0): make_conv's rules alone, as the kernel tests want.
-  bool tuneConvs = true;
+  // CPU: time a conv's candidate kernels at prepare and keep the fastest (cpu/conv_tune.h).
+  // Off by default: two processes can break a near tie differently, and their outputs then
+  // differ by the paths' rounding (a pipeline's two native runs were not byte-identical).
+  // MEMLANE_CONV_TUNE=1 / =0 overrides this either way.
+  bool tuneConvs = false;
 };
 
 // Completion of an asynchronously submitted request (Backend::submit): its outputs are written.

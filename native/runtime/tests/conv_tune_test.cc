@@ -5,7 +5,7 @@
 // frees the rule's kernels and still computes the same, that the plan pages of W its timing
 // read go back to the file (and stay under MEMLANE_CPU_KEEP_WEIGHTS=1), that MEMLANE_CONV_TUNE=0 and
 // BackendOptions::tuneConvs = false turn it off, and that the panel cache lets go of packs no
-// kernel holds.
+// kernel holds; and that it is off unless asked (BackendOptions::tuneConvs, MEMLANE_CONV_TUNE=1).
 #include <unistd.h>
 
 #include <cstdio>
@@ -159,6 +159,7 @@ int main() {
     std::string msg;
     memlane::Status st = memlane::parse_plan(bytes.data(), bytes.size(), &plan, &msg);
     memlane::BackendOptions opt;
+    opt.tuneConvs = true;
     auto be = memlane::make_cpu_backend(opt, &st, &msg);
     CHECK_MSG(be && be->prepare(plan, 1, &msg) == memlane::Status::kOk, msg);
     if (be) {
@@ -166,7 +167,14 @@ int main() {
       CHECK_MSG(n.find("1 conv shapes timed") != std::string::npos && n.find("1 convs took a timed shape's choice") != std::string::npos,
                 "repeated shape: notes '" + n + "'");
     }
-    // MEMLANE_CONV_TUNE=0 turns it off whatever the options say.
+    // Off by default (BackendOptions{}), and MEMLANE_CONV_TUNE=0 turns it off whatever the
+    // options say.
+    {
+      memlane::BackendOptions plain;
+      auto dflt = memlane::make_cpu_backend(plain, &st, &msg);
+      CHECK_MSG(dflt && dflt->prepare(plan, 1, &msg) == memlane::Status::kOk, msg);
+      if (dflt) CHECK_MSG(dflt->notes().find("conv tuning") == std::string::npos, "default options: notes '" + dflt->notes() + "'");
+    }
     setenv("MEMLANE_CONV_TUNE", "0", 1);
     auto off = memlane::make_cpu_backend(opt, &st, &msg);
     CHECK_MSG(off && off->prepare(plan, 1, &msg) == memlane::Status::kOk, msg);
@@ -221,7 +229,7 @@ int main() {
       // load 9220 KiB first, 4 KiB second), so the loads measured come after one.
       setenv("MEMLANE_CONV_TUNE", "0", 1);
       load_growth_kib(path, &notes);
-      unsetenv("MEMLANE_CONV_TUNE");
+      setenv("MEMLANE_CONV_TUNE", "1", 1);  // (a Runtime's backends tune only when asked)
       setenv("MEMLANE_CONV_TUNE_FORCE", "flat", 1);
       const long given_back = load_growth_kib(path, &notes);
       CHECK_MSG(notes.find("pixel_rows -> flat x1") != std::string::npos, "file plan: notes '" + notes + "'");
@@ -233,6 +241,7 @@ int main() {
                                            std::to_string(w_kib) + " KiB)");
       unsetenv("MEMLANE_CPU_KEEP_WEIGHTS");
       unsetenv("MEMLANE_CONV_TUNE_FORCE");
+      unsetenv("MEMLANE_CONV_TUNE");
       unlink(path.c_str());
     }
   }

@@ -7,7 +7,8 @@
 // batch 1, its weights flushed from the caches, and keeps the fastest where it beats the
 // rule's by a margin; the others are freed before the next conv is built (their repacked
 // weights too). Shapes seen before take the same choice without timing.
-// MEMLANE_CONV_TUNE=0 (or BackendOptions::tuneConvs = false): the rules alone.
+// Opt-in (MEMLANE_CONV_TUNE=1 or BackendOptions::tuneConvs): processes that break a near
+// tie differently compute outputs that differ by the paths' rounding.
 #pragma once
 
 #include <cstdint>

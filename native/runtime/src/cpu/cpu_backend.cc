@@ -285,7 +285,7 @@ class CpuBackend final : public Backend {
     // Weights that only a kernel's repacked copy reads: their plan pages go back to the file.
     cpu::RepackedWeightRelease release(plan);
     std::unique_ptr<cpu::ConvTuner> tuner;
-    if (opts_.tuneConvs && cpu::env_count("MEMLANE_CONV_TUNE", 1) != 0)
+    if (cpu::env_count("MEMLANE_CONV_TUNE", opts_.tuneConvs ? 1 : 0) != 0)
       tuner = std::make_unique<cpu::ConvTuner>(pool_.get(), release.releasing());
     // Builds the ops of `p` (the plan, or the prefix's or the tail's view of it: ops
     // [base, base + p.ops.size()) of the plan), sizing their workspace for `batch` samples.
