@@ -197,7 +197,7 @@ std::unique_ptr<Kernel> ConvTuner::choose(const BuildCtx& bc, const Op& op, std:
   }
   const auto t_start = std::chrono::steady_clock::now();
   std::vector<Candidate> cands;
-  cands.push_back({std::move(rule), 0, -1});
+  cands.push_back({std::move(rule), 0});
   // The rule's path, then the one make_conv takes without it, and so on: at most the four
   // spatial paths (the generic im2col ones they fall back to are never faster and are not
   // tried).
@@ -207,7 +207,7 @@ std::unique_ptr<Kernel> ConvTuner::choose(const BuildCtx& bc, const Op& op, std:
     auto k = build(avoid);
     if (!k || !avoid_bit(k->path())) break;
     last = k->path();
-    cands.push_back({std::move(k), avoid, -1});
+    cands.push_back({std::move(k), avoid});
   }
   decided_[key] = 0;
   if (cands.size() == 1) {  // (an alternative refused for its fusion may have packed panels)

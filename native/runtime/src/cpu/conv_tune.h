@@ -44,8 +44,7 @@ class ConvTuner {
  private:
   struct Candidate {
     std::unique_ptr<Kernel> kernel;
-    uint32_t avoid = 0;
-    double best = -1;  // seconds, min over the timed runs
+    uint32_t avoid = 0;  // the ConvAvoid bits make_conv was built with
   };
   double time_once(const Kernel& k, uint64_t wsFloats, uint64_t arenaBytes, uint64_t zeroOffset, uint64_t zeroBytes);
   bool scratch(uint64_t arenaBytes, uint64_t wsFloats);
