@@ -1,6 +1,6 @@
 /**
  * The main job: train a small CNN on sklearn's digits, export it to ONNX, deploy it on every
- * runtime (each in its own process, node-ort on the orchestrator's worker_thread), compare
+ * runtime (each in its own process), compare
  * checkpoint loading three ways (on resnet18's ~45 MiB), and compute a confusion matrix with
  * numpy from TypeScript.
  *

@@ -53,7 +53,7 @@ export type { RunPipelineOptions, ResolvedRunPipelineOptions, RunOutcome } from 
 export type { Io } from "./cli/io.ts";
 /** The bridge a `python` stage receives (pythonia, the project's venv interpreter). */
 export type { PyBridge } from "./workers/python-bridge.ts";
-/** ONNX Runtime in Node on a worker_thread, measured like the Python worker's infer.ort. */
+/** ONNX Runtime in Node, in a child Node process of its own, measured like the Python worker's infer.ort. */
 export { runNodeOrt } from "./workers/node-ort.ts";
 export type { NodeOrtTask, NodeOrtResult, NodeOrtPhase } from "./workers/node-ort.ts";
 

@@ -60,7 +60,6 @@ export async function estimatePipelineCommand(file: string, cal: Calibration, fl
   io.out(`predicted concurrent peak (-j ${pipe.options.concurrency}, budget ${num(budget)} MiB; exclusive stages alone): ${c.upperBound ? "at most " : ""}${num(c.peakMiB)} MiB` +
     (c.upperBound ? ` (upper bound: too many stage sets to search; worst found: ${c.stages.join(" + ")})` : c.stages.length ? ` (${c.stages.join(" + ")})` : "") +
     (c.unestimatedBeside.length ? `; not estimated, may run beside: ${c.unestimatedBeside.join(", ")}` : ""));
-  io.out("node-ort's figures are the orchestrator's own process (it runs on a worker_thread there)");
   io.out(deviceLine(device));
   io.out(`calibrated ${cal.createdAt} (ONNX runtimes), ${torch.createdAt} (PyTorch) on ${cal.key.cpu}`);
   return 0;

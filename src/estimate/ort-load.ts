@@ -9,7 +9,7 @@
  * and order of every allocation, the small ones between the big ones too: replaying
  * resnet18's blocks of 64 KiB and more through glibc gives 82 MiB held, replaying all of them
  * 76.5, the worker measures 76.4. The same probe in an `infer.ort` worker and a bare thread
- * agree (76.3), and onnxruntime-node in a worker_thread holds about as much (73.5 MiB), so
+ * agree (76.3), and onnxruntime-node (then in a worker_thread) held about as much (73.5 MiB), so
  * the figure stands for both ORT runtimes.
  *
  * The same load does not always hold the same: the conv probe's 36 MiB of kernels (four 9 MiB

@@ -47,12 +47,8 @@ export interface NativeGpuProbe {
 export interface MemlaneAddon {
   classes: string[];
   GpuProbe: new (options?: { library?: string }) => NativeGpuProbe;
-  /** malloc_trim(0): free pages of glibc malloc's heap back to the kernel (src/workers/collect-garbage.ts); absent in an older build. */
-  mallocTrim?: () => boolean;
-  /** mallinfo2's totals in KiB (node-ort's phase readings, src/workers/node-ort-thread.mjs); null off glibc; absent in an older build. */
+  /** mallinfo2's totals in KiB (node-ort's phase readings, src/workers/node-ort-process.mjs); null off glibc; absent in an older build. */
   mallocInfo?: () => { freeKiB: number; inUseKiB: number } | null;
-  /** V8's low-memory notification: a full collection that also shrinks the young generation (collect-garbage.ts); false where the build had no v8.h; absent in an older build. */
-  v8LowMemory?: () => boolean;
   [other: string]: unknown;
 }
 

@@ -6,8 +6,8 @@
  * - increment: end − start, per counter;
  * - peak: max(end VmHWM, highest sampled RSS within [start, end], end RSS).
  *
- * Also `PhaseRecorder`, which measures phases of the orchestrator's own process (node-ort
- * runs on a worker_thread inside it) the way a worker does. See docs/memory.md.
+ * Also `PhaseRecorder`, which measures phases of the calling process itself (a library
+ * user's own code) the way a worker does. See docs/memory.md.
  */
 import type { MemoryReading, PhaseName, SmapsSummary } from "../transport/protocol.ts";
 import { readProcessMemory, resetPeak } from "./proc.ts";

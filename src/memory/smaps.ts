@@ -2,8 +2,9 @@
  * /proc/<pid>/smaps summed per path: the per-mapping half of "where the RAM goes"
  * (docs/memory.md). Workers build the same summary of their own /proc/self/smaps at each
  * phase end (python/memlane_worker/memory.py, native/runtime/src/rt/proc_memory.cc) and send
- * it in the phase message; this module builds it for the orchestrator's own process (node-ort
- * runs on its worker_thread) and for tests, and checks summaries that arrive from workers.
+ * it in the phase message (node-ort's child sends its raw smaps text, parsed here); this
+ * module builds it for the calling process (PhaseRecorder) and for tests, and checks
+ * summaries that arrive from workers.
  *
  * Reading smaps costs a walk of every mapping (a torch worker: ~360 mappings, 10-40 ms; docs/memory.md has measurements):
  * phase ends only, never in the 20 Hz sampler, which reads smaps_rollup.

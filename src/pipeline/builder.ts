@@ -95,8 +95,8 @@ export class Pipeline {
   }
 
   /**
-   * Deploys the model on `runtime` in a fresh process (the orchestrator's worker_thread for
-   * node-ort) and measures memory per phase, latency and numerics. python-torch runs the
+   * Deploys the model on `runtime` in a fresh process (for node-ort, a child Node process)
+   * and measures memory per phase, latency and numerics. python-torch runs the
    * trained checkpoint; the others the exported ONNX (native compiles it to a plan first).
    * Default name `bench:<runtime>`; runs exclusive unless `exclusive: false`.
    */

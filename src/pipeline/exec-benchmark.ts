@@ -1,7 +1,7 @@
 /**
- * The benchmark executor: one runtime, one fresh process (python-torch, python-ort,
- * native) or the orchestrator's worker_thread (node-ort). Held-out inputs travel as tensor
- * frames; outputs come back the same way and are kept for the numerics, computed for every
+ * The benchmark executor: one runtime, one fresh process (python-torch, python-ort and native
+ * are workers; node-ort a child Node process). Held-out inputs travel as tensor frames (to
+ * node-ort, as a file); outputs come back and are kept for the numerics, computed for every
  * runtime in one place (numerics.ts).
  */
 import type { PhaseMarkInput } from "../memory/phases.ts";
@@ -139,17 +139,16 @@ export async function runBenchmark(
     case "node-ort": {
       meta.kind = "infer.node-ort";
       meta.worker = "node";
-      meta.pid = process.pid;
       const marks: PhaseMarkInput[] = [];
       const feeds = held.model ? { io: held.model.io, feeds: held.model.inputs.map((i) => ({ name: i.spec.name, ...i.tensor })) } : {};
       const { outputs, outputShape, outputSet, ...r } = await withProcessTmpdir(s.tmpDir, () =>
         runNodeOrt(
           { model: needOnnx(stage, src), inputs: held.inputs, shape: held.shape, ...common, ...feeds, ...(o.ort ? { ort: o.ort } : {}), ...(profile ? { profile } : {}) },
-          { signal, onPhase: (p) => (marks.push(p), onPhase(p)) },
+          { signal, onPhase: (p) => (marks.push(p), onPhase(p)), onProcess: (p) => (meta.pid = p.pid, s.trackProcess(p.pid, stage.name, p.exited)) },
         ),
       );
       m = {
-        ...r, kind: "node", command: [...process.argv], marks, pipelinedThroughputPerS: null, backendNotes: null,
+        ...r, kind: "node", marks, pipelinedThroughputPerS: null, backendNotes: null,
         outputSet: outputSet ?? [{ name: legacyName, dtype: "float32", shape: outputShape, data: outputs }],
       };
       break;

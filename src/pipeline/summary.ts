@@ -39,8 +39,6 @@ export function runSummary(report: Report, s: RunSession): string[] {
   for (const b of s.benchmarks.values())
     if (b.plan)
       out.push(`${b.runtime} plan: arena ${b.plan.arenaBytesPerSample} B/sample vs lower bound ${b.plan.lowerBoundPerSample} B/sample`);
-  const nodeOrt = report.runtimes.find((r) => r.name === "node-ort");
-  if (nodeOrt) out.push(`node-ort runs on a worker_thread: its figures are the orchestrator's process (pid ${nodeOrt.pid}).`);
   const notes = report.notes ?? s.notes; // the report's: concurrent runs, retries, then the session's
   if (notes.length > 0) out.push("", ...notes);
   const est = estimatesSummary(report);

@@ -38,7 +38,7 @@ export interface RuntimeRecord {
   process: ProcessInfo;
   device: string;
   versions: Record<string, string>;
-  /** The runtime task's phase marks (from `phase` messages, or PhaseRecorder for node-ort). */
+  /** The runtime task's phase marks (from `phase` messages; node-ort's from its child's IPC messages). */
   marks: PhaseMarkInput[];
   latencyMs: LatencyTable;
   throughputPerS: number;

@@ -128,9 +128,9 @@ export type LatencyTable = { [batch: `batch${number}`]: LatencyStats };
 /** How a process was started. */
 export interface ProcessInfo {
   pid: number;
-  /** `python` (Python worker), `memlane-rt` (native worker), `node` (orchestrator, worker_thread). */
+  /** `python` (Python worker), `memlane-rt` (native worker), `node` (node-ort's child Node process). */
   kind: "python" | "memlane-rt" | "node" | string;
-  /** argv as started (for `node`, the orchestrator's own argv). */
+  /** argv as started. */
   command: string[];
 }
 

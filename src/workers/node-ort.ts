@@ -1,13 +1,21 @@
 /**
- * ONNX Runtime in Node: inference on a worker_thread of the orchestrator, measured like the
- * Python worker's infer.ort. The thread shares the orchestrator's process, so its memory
- * figures are the orchestrator's pid (the report says so: process kind "node").
+ * ONNX Runtime in Node: inference in a child Node process of its own (node-ort-process.mjs),
+ * measured like the Python worker's infer.ort. Its figures are that process's: a Node process
+ * running onnxruntime-node, as a user deploys it, and nothing of the orchestrator's (until
+ * 2026-12-02 it ran on a worker_thread of the orchestrator, whose heap moved its figures by
+ * ±7 %: docs/memory.md, "node-ort in a process of its own").
  */
-import { Worker } from "node:worker_threads";
+import { fork } from "node:child_process";
+import { closeSync, mkdtempSync, openSync, rmSync, writeSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { ErrorCode } from "../transport/protocol.ts";
+import { register } from "./cleanup.ts";
+import { describeExit, WorkerError } from "./worker-error.ts";
 import type { MemoryReading, SmapsSummary } from "../transport/protocol.ts";
 import { parseSmaps } from "../memory/smaps.ts";
 import { addonPathInUse, loadAddon } from "../memory/gpu-addon.ts";
-import { collectGarbage } from "./collect-garbage.ts";
 import type { LatencyTable } from "../report/schema.ts";
 import type { ModelIo } from "../pipeline/inputs/shapes.ts";
 import type { OutputTensor } from "../pipeline/stages.ts";
@@ -16,7 +24,7 @@ import type { DType } from "../transport/protocol.ts";
 
 export interface NodeOrtTask {
   model: string;
-  /** Eval inputs, [n, ...sample shape] float32. Copied to the thread. */
+  /** Eval inputs, [n, ...sample shape] float32. Handed to the child through a file. */
   inputs: Float32Array;
   shape: number[];
   batchSizes: number[];
@@ -44,31 +52,37 @@ export interface NodeOrtPhase {
   mark: "start" | "end";
   tMs: number;
   memory: MemoryReading;
-  /** The orchestrator's /proc/self/smaps summary, read by the thread at the mark (end marks and the first start). */
+  /** The child's /proc/self/smaps summary, read at the mark (end marks and the first start). */
   smaps?: SmapsSummary;
 }
 
 export interface NodeOrtResult {
+  /** The child's pid and command line. */
   pid: number;
+  command: string[];
   device: string;
   versions: Record<string, string>;
   latencyMs: LatencyTable;
   throughputPerS: number;
-  /** Outputs over the whole eval set, transferred (not copied) from the thread. */
+  /** Outputs over the whole eval set. */
   outputs: Float32Array;
   outputShape: number[];
   /** Every graph output, batch first (multi-input form only). */
   outputSet?: OutputTensor[];
-  /** The per-op profile as the thread took it (task.profile only). */
+  /** The per-op profile as the child took it (task.profile only). */
   profile?: unknown;
 }
 
-const THREAD = new URL("./node-ort-thread.mjs", import.meta.url);
+const CHILD = fileURLToPath(new URL("./node-ort-process.mjs", import.meta.url));
+/** How much of the child's stderr a failure quotes. */
+const STDERR_TAIL_BYTES = 4096;
+/** How long a child that sent its result may take to exit once disconnected, before SIGKILL. */
+const EXIT_GRACE_MS = 5000;
 
 /**
- * The addon's path where it can read mallinfo2, for the thread's readings (it loads the addon
- * itself: an addon's functions do not cross threads); undefined without it, and node-ort's
- * malloc figures are then absent, as a process's that cannot read them.
+ * The addon's path where it can read mallinfo2, for the child's readings (it loads the addon
+ * itself); undefined without it, and node-ort's malloc figures are then absent, as a process's
+ * that cannot read them.
  */
 function mallocInfoAddon(): string | undefined {
   try {
@@ -78,40 +92,115 @@ function mallocInfoAddon(): string | undefined {
   }
 }
 
-/** Runs one node-ort benchmark; `signal` terminates the thread. */
+/** Where each tensor lies in the tensor file: its element type, byte offset and length in elements. */
+interface TensorRef {
+  type: string;
+  offset: number;
+  length: number;
+}
+
+/**
+ * Writes the task's tensors back to back, each at a 64-byte boundary, into one file in TMPDIR
+ * (the run's scratch directory in a pipeline) for the child to read in one piece.
+ */
+function writeTensorFile(tensors: TensorData[]): { file: string; refs: TensorRef[] } {
+  const refs: TensorRef[] = [];
+  let size = 0;
+  for (const t of tensors) {
+    size = Math.ceil(size / 64) * 64;
+    refs.push({ type: t.constructor.name, offset: size, length: t.length });
+    size += t.byteLength;
+  }
+  const file = join(mkdtempSync(join(tmpdir(), "memlane-node-ort-")), "tensors.bin");
+  const fd = openSync(file, "w", 0o600);
+  try {
+    tensors.forEach((t, k) => writeSync(fd, new Uint8Array(t.buffer, t.byteOffset, t.byteLength), 0, t.byteLength, refs[k]!.offset));
+  } finally {
+    closeSync(fd);
+  }
+  return { file, refs };
+}
+
+/**
+ * Runs one node-ort benchmark in a child Node process of its own; `signal` kills it.
+ * `onProcess` hears of the child once it runs (the pipeline samples it like a worker).
+ */
 export function runNodeOrt(
   task: NodeOrtTask,
-  opts: { onPhase?: (p: NodeOrtPhase) => void; signal?: AbortSignal } = {},
+  opts: { onPhase?: (p: NodeOrtPhase) => void; signal?: AbortSignal; onProcess?: (p: { pid: number; exited: Promise<unknown> }) => void } = {},
 ): Promise<NodeOrtResult> {
   return new Promise((resolve, reject) => {
     if (opts.signal?.aborted) return reject(opts.signal.reason ?? new Error("aborted"));
-    // The orchestrator's own garbage is not onnxruntime-node's (collect-garbage.ts).
-    collectGarbage();
-    // execArgv: [] — the thread body is plain JavaScript; no loader flags needed in it.
-    const worker = new Worker(THREAD, { workerData: { ...task, mallocInfoAddon: mallocInfoAddon() }, execArgv: [] });
+    const { inputs, feeds, ...rest } = task;
+    // The multi-input form reads `feeds` alone: its `inputs` (the same eval set, as the
+    // single-input form has it) would be held a second time in the child.
+    const single = task.io ? new Float32Array(0) : inputs;
+    let written: { file: string; refs: TensorRef[] };
+    try {
+      written = writeTensorFile([single, ...(feeds ?? []).map((f) => f.data)]);
+    } catch (err) {
+      return reject(new Error(`node-ort: could not write its input tensors to ${tmpdir()}: ${(err as Error).message}`));
+    }
+    const [inputsRef, ...feedRefs] = written.refs;
+    const removeFile = (): void => rmSync(dirname(written.file), { recursive: true, force: true });
+    // execArgv: [] — the child is plain JavaScript; no loader flags needed in it. `--name`,
+    // which it ignores, names it in ps as the workers' does (the fault suite finds it so).
+    const args = ["--name", "node-ort"];
+    const child = fork(CHILD, args, { execArgv: [], serialization: "advanced", stdio: ["ignore", "ignore", "pipe", "ipc"] });
+    const command = [process.execPath, CHILD, ...args];
+    let stderr = "";
+    child.stderr?.on("data", (d: Buffer) => void (stderr = (stderr + d.toString()).slice(-STDERR_TAIL_BYTES)));
+    // "exit", not "close": "close" never comes for a child the parent disconnected. The child
+    // lives until it is disconnected (its IPC channel holds it), so an exit before its last
+    // message means it died. One that never started ("error" alone) counts as exited.
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) => {
+      child.once("exit", (code, signal) => res({ code, signal }));
+      child.once("error", () => { if (child.pid === undefined) res({ code: null, signal: null }); });
+    });
+    const kill = (): void => void child.kill("SIGKILL");
+    // Ctrl-C and the orchestrator's exit kill it too, as they do a worker.
+    const unregister = register({ stop: async () => { kill(); await exited; }, killNow: kill });
+    const cleaned = exited.then(() => {
+      unregister();
+      removeFile();
+    });
+    if (child.pid !== undefined) opts.onProcess?.({ pid: child.pid, exited });
+    // Settles once the child has exited and its tensor file is gone: a disconnected child
+    // exits by itself (node-ort-process.mjs); one that does not within the grace is killed.
     let settled = false;
     const finish = (fn: () => void): void => {
       if (settled) return;
       settled = true;
       opts.signal?.removeEventListener("abort", onAbort);
-      fn();
-      void worker.terminate();
+      if (child.connected) child.disconnect();
+      const timer = setTimeout(kill, EXIT_GRACE_MS);
+      void cleaned.then(() => {
+        clearTimeout(timer);
+        fn();
+      });
     };
-    const onAbort = (): void => finish(() => reject(opts.signal?.reason ?? new Error("node-ort: aborted")));
+    const onAbort = (): void => {
+      kill();
+      finish(() => reject(opts.signal?.reason ?? new Error("node-ort: aborted")));
+    };
     opts.signal?.addEventListener("abort", onAbort, { once: true });
-    worker.on("message", (m: { type: string } & Record<string, any>) => {
+    child.on("message", (m: { type: string } & Record<string, any>) => {
       if (m.type === "phase") {
         const { smapsText, ...mark } = m as unknown as NodeOrtPhase & { smapsText?: string };
         opts.onPhase?.(smapsText === undefined ? mark : { ...mark, smaps: parseSmaps(smapsText) });
       }
       else if (m.type === "result")
-        finish(() => resolve({ pid: process.pid, ...(m.value as Omit<NodeOrtResult, "pid">) }));
+        finish(() => resolve({ pid: child.pid!, command, ...(m.value as Omit<NodeOrtResult, "pid" | "command">) }));
       else if (m.type === "error")
-        finish(() => reject(Object.assign(new Error(`node-ort: ${m.message}`), { stack: m.stack })));
+        finish(() => reject(Object.assign(new Error(`node-ort: ${m.message}`), { stack: m.stack, ...(typeof m.code === "number" ? { code: m.code } : {}) })));
     });
-    worker.on("error", (err) => finish(() => reject(err)));
-    worker.on("exit", (code) =>
-      finish(() => reject(new Error(`node-ort: worker thread exited with code ${code} before its result`))),
+    child.on("error", (err) => finish(() => reject(new Error(`node-ort: could not run ${CHILD}: ${err.message}`))));
+    void exited.then(({ code, signal }) =>
+      finish(() => reject(new WorkerError(
+        `node-ort: its process (pid ${child.pid}) ${describeExit(code ?? undefined, signal ?? undefined)} before its result${stderr.trim() ? `; stderr ends: ${stderr.trim().split("\n").slice(-5).join(" | ")}` : ""}`,
+        { code: ErrorCode.WORKER_DIED, worker: { name: "node-ort", pid: child.pid }, ...(code !== null ? { exitCode: code } : {}), ...(signal !== null ? { signal } : {}), stderrTail: stderr },
+      ))),
     );
+    child.send({ ...rest, tensorFile: written.file, inputs: inputsRef, ...(feeds ? { feeds: feeds.map((f, k) => ({ ...f, data: feedRefs[k] })) } : {}), mallocInfoAddon: mallocInfoAddon() });
   });
 }

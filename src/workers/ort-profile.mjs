@@ -1,4 +1,4 @@
-// node-ort's per-op profile (docs/profiling.md), plain JavaScript for the worker_thread:
+// node-ort's per-op profile (docs/profiling.md), plain JavaScript for its child process:
 // ORT's own profiler in a second session after the timed calls. endProfiling() returns no
 // path in onnxruntime-node, so the session profiles into a fresh temp dir (the run's scratch
 // dir) and the one file there is read, summed per node like the Python worker's

@@ -1,7 +1,6 @@
 /**
- * Worker SIGKILLs across every stage type (train, export, python, and each benchmark runtime
- * that has a process of its own: python-torch, python-ort, memlane-rt; node-ort runs on the
- * orchestrator's thread and meets Ctrl-C in lifecycle-signals instead), at seeded random
+ * Worker SIGKILLs across every stage type (train, export, python, and each benchmark runtime:
+ * python-torch, python-ort, node-ort's child Node process, memlane-rt), at seeded random
  * moments. With retries the run completes and says which attempts died; without, it fails
  * with exit 1 and a report marked failed. Every trial ends with the clean-up checks.
  */
@@ -20,6 +19,7 @@ const STAGE_OF: Record<string, string> = {
   export: "export",
   "python-torch": "bench:python-torch",
   "python-ort": "bench:python-ort",
+  "node-ort": "bench:node-ort",
   native: "bench:native",
   "python-bridge": "stats",
 };
@@ -94,7 +94,7 @@ describe("worker SIGKILLs", () => {
 
   it(`with default retries, a benchmark worker killed: exit 1 naming the stage, a report marked failed (${scaled(1)} run(s))`, async () => {
     for (let i = 0; i < scaled(1); i++) {
-      const target = random.pick(["python-torch", "python-ort", "native"] as const);
+      const target = random.pick(["python-torch", "python-ort", "node-ort", "native"] as const);
       const trial = startTrial(TINY, {}, ["-q"]);
       try {
         const killed = await killer(trial, (name) => name === target, (name) => random.int(0, name === "native" ? 20 : 400));

@@ -1,16 +1,20 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runNodeOrt } from "../../src/workers/node-ort.ts";
 import { withProcessTmpdir } from "../../src/workers/process-tmpdir.ts";
+import { WorkerError } from "../../src/workers/worker-error.ts";
+import { ErrorCode } from "../../src/transport/protocol.ts";
 import { ROOT } from "./pipeline-helpers.ts";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "memlane-node-ort-"));
 const model = path.join(dir, "linear.onnx");
 // 4 MiB of MatMul weights: what ORT holds after the load shows in malloc's in-use figure.
 const wide = path.join(dir, "wide.onnx");
+// x [N, 16384] -> ReduceSum over the row: 64 KiB a sample of inputs and nothing else of note.
+const wide16k = path.join(dir, "wide16k.onnx");
 // y = flatten(x) @ W with W[i, j] = (i + 2j) / 100: outputs checkable by hand.
 const W = (i: number, j: number): number => (i + 2 * j) / 100;
 
@@ -30,17 +34,31 @@ y2 = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1024])
 g2 = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"])], "g2", [x2], [y2], [numpy_helper.from_array(W2, "W")])
 m2 = helper.make_model(g2, opset_imports=[helper.make_opsetid("", 17)]); m2.ir_version = 8
 onnx.save(m2, ${JSON.stringify(wide)})
+x3 = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16384])
+y3 = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1])
+g3 = helper.make_graph([helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=1)], "g3", [x3], [y3], [numpy_helper.from_array(np.array([1], np.int64), "axes")])
+m3 = helper.make_model(g3, opset_imports=[helper.make_opsetid("", 17)]); m3.ir_version = 8
+onnx.save(m3, ${JSON.stringify(wide16k)})
 `]);
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 // onnxruntime-node's telemetry writes mat-debug-<pid>.log into TMPDIR at the process's first
-// session: the runs go through the test's own dir, as a pipeline's go through its run's.
-const ortTelemetryLog = path.join(os.tmpdir(), `mat-debug-${process.pid}.log`);
+// session, and runNodeOrt its tensor file: the runs go through the test's own dir (the child
+// inherits TMPDIR), as a pipeline's go through its run's.
 const nodeOrt = (...args: Parameters<typeof runNodeOrt>) => withProcessTmpdir(dir, () => runNodeOrt(...args));
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+const rssMiB = (): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync("/proc/self/status", "utf8"))![1]) / 1024;
 
-describe("node-ort on a worker_thread", () => {
-  it("marks the five phases with the orchestrator's own /proc readings and returns every output", async () => {
+describe("node-ort in a child process", () => {
+  it("marks the five phases with the child's own /proc readings, returns every output, and leaves nothing behind", async () => {
     const n = 10;
     const inputs = Float32Array.from({ length: n * 16 }, (_, k) => (k % 7) - 3);
     const phases: Array<{ name: string; mark: string; rss: number }> = [];
@@ -48,8 +66,12 @@ describe("node-ort on a worker_thread", () => {
       { model, inputs, shape: [n, 1, 4, 4], batchSizes: [1, 4], iterations: 5, warmup: 1, threads: 1 },
       { onPhase: (p) => phases.push({ name: p.name, mark: p.mark, rss: p.memory.rssKiB }) },
     );
-    expect(r.pid).toBe(process.pid);
-    expect(existsSync(ortTelemetryLog), `${ortTelemetryLog} left in TMPDIR`).toBe(false);
+    expect(r.pid).not.toBe(process.pid);
+    expect(r.command).toEqual([process.execPath, expect.stringMatching(/node-ort-process\.mjs$/), "--name", "node-ort"]);
+    // Settled means gone: the child has exited and its tensor file is removed.
+    expect(alive(r.pid), `node-ort's process ${r.pid} still runs`).toBe(false);
+    expect(readdirSync(dir).filter((f) => f.startsWith("memlane-node-ort-"))).toEqual([]);
+    expect(existsSync(path.join(os.tmpdir(), `mat-debug-${r.pid}.log`)), "ORT's telemetry log left in the outer TMPDIR").toBe(false);
     expect(phases.filter((p) => p.mark === "end").map((p) => p.name)).toEqual([
       "import", "runtime-create", "model-load", "first-inference", "steady-inference",
     ]);
@@ -67,21 +89,46 @@ describe("node-ort on a worker_thread", () => {
       }
   });
 
-  it("starts its import phase from what the orchestrator holds, not from garbage the orchestrator left", async () => {
-    // 160 MiB of 64 KiB buffers, written, then dropped: malloc's heap holds them until V8
-    // collects, which nothing in this synchronous stretch makes it do.
-    const rssMiB = (): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync("/proc/self/status", "utf8"))![1]) / 1024;
-    let garbage: Buffer[] | null = Array.from({ length: 2560 }, () => Buffer.alloc(64 << 10, 1));
-    const withGarbage = rssMiB();
-    expect(garbage.length).toBe(2560);
-    garbage = null;
+  it("measures none of the orchestrator's memory: 160 MiB held here is not in its figures", async () => {
+    // 160 MiB of 64 KiB buffers, written and kept alive: on a worker_thread (before 2026-12-02)
+    // every node-ort figure carried them.
+    const held: Buffer[] = Array.from({ length: 2560 }, () => Buffer.alloc(64 << 10, 1));
+    const here = rssMiB();
+    expect(here).toBeGreaterThan(160);
     let importStart = Infinity;
+    let steadyEnd = Infinity;
     await nodeOrt(
       { model, inputs: new Float32Array(16), shape: [1, 1, 4, 4], batchSizes: [1], iterations: 1, warmup: 0, threads: 1 },
-      { onPhase: (p) => { if (p.name === "import" && p.mark === "start") importStart = p.memory.rssKiB / 1024; } },
+      { onPhase: (p) => {
+        if (p.name === "import" && p.mark === "start") importStart = p.memory.rssKiB / 1024;
+        if (p.name === "steady-inference" && p.mark === "end") steadyEnd = p.memory.rssKiB / 1024;
+      } },
     );
-    expect(importStart, `import started at ${importStart.toFixed(1)} MiB, ${withGarbage.toFixed(1)} MiB with the garbage`)
-      .toBeLessThan(withGarbage - 100);
+    expect(held.length).toBe(2560);
+    expect(importStart, `import started at ${importStart.toFixed(1)} MiB; this process holds ${here.toFixed(1)} MiB`).toBeLessThan(here - 120);
+    expect(steadyEnd, `steady-inference ended at ${steadyEnd.toFixed(1)} MiB; this process holds ${here.toFixed(1)} MiB`).toBeLessThan(here - 100);
+  });
+
+  it("holds its eval set once, from first-inference on: 64 MiB of inputs grow the child by about 64 MiB, not a multiple", async () => {
+    const n = 1024;
+    const inputs = new Float32Array(n * 16384).fill(0.5);  // 64 MiB
+    const small = new Float32Array(16384);
+    const marks = async (x: Float32Array, rows: number): Promise<Record<string, number>> => {
+      const at: Record<string, number> = {};
+      await nodeOrt(
+        { model: wide16k, inputs: x, shape: [rows, 16384], batchSizes: [1], iterations: 1, warmup: 0, threads: 1 },
+        { onPhase: (p) => void (at[`${p.name} ${p.mark}`] = p.memory.rssKiB / 1024) },
+      );
+      return at;
+    };
+    const big = await marks(inputs, n);
+    const one = await marks(small, 1);
+    // onnxruntime-node's own phases do not carry it (the Python workers' do not either)
+    const atLoad = big["model-load end"]! - one["model-load end"]!;
+    expect(Math.abs(atLoad), `model-load ended ${atLoad.toFixed(1)} MiB apart`).toBeLessThan(4);
+    const grown = big["first-inference start"]! - one["first-inference start"]!;
+    expect(grown, `first-inference started ${grown.toFixed(1)} MiB larger with 64 MiB of inputs`).toBeGreaterThan(60);
+    expect(grown).toBeLessThan(72);
   });
 
   it("reads glibc malloc's totals at every mark through the addon, as the Python worker does", async () => {
@@ -99,8 +146,8 @@ describe("node-ort on a worker_thread", () => {
     }
     const at = (name: string, mark: string) => marks.find((m) => m.name === name && m.mark === mark)!.inUse!;
     // The session holds the 4 MiB initializer (packed or not) after model-load; the figure is the
-    // whole process's, and the orchestrator's other threads free a little meanwhile (3987 KiB
-    // once in 10 runs), so the bound leaves them 1 MiB.
+    // whole process's, and Node's own threads may free a little meanwhile, so the bound leaves
+    // them 1 MiB.
     expect(at("model-load", "end") - at("model-load", "start")).toBeGreaterThan(3072);
   });
 
@@ -110,5 +157,27 @@ describe("node-ort on a worker_thread", () => {
     const ac = new AbortController();
     ac.abort(new Error("stop"));
     await expect(nodeOrt({ ...base, model }, { signal: ac.signal })).rejects.toThrow("stop");
+  });
+
+  it("kills its process when aborted mid-run, and names a process that died", async () => {
+    const base = { model, inputs: new Float32Array(16), shape: [1, 1, 4, 4], batchSizes: [1], iterations: 1, warmup: 0, threads: 1 };
+    let pid = 0;
+    const ac = new AbortController();
+    await expect(nodeOrt(base, {
+      signal: ac.signal,
+      onProcess: (p) => void (pid = p.pid),
+      onPhase: (p) => { if (p.name === "model-load" && p.mark === "start") ac.abort(new Error("stop at model-load")); },
+    })).rejects.toThrow("stop at model-load");
+    expect(pid).toBeGreaterThan(0);
+    expect(alive(pid), `node-ort's process ${pid} outlived the abort`).toBe(false);
+    // Killed from outside at its first mark: a dead worker's error, with how it died.
+    const err = await nodeOrt(base, {
+      onProcess: (p) => void (pid = p.pid),
+      onPhase: (p) => { if (p.name === "import" && p.mark === "start") process.kill(pid, "SIGKILL"); },
+    }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(WorkerError);
+    expect((err as WorkerError).code).toBe(ErrorCode.WORKER_DIED);
+    expect((err as Error).message).toMatch(new RegExp(`pid ${pid}\\) was killed by SIGKILL before its result`));
+    expect(readdirSync(dir).filter((f) => f.startsWith("memlane-node-ort-"))).toEqual([]);
   });
 });

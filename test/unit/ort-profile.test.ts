@@ -6,7 +6,7 @@ import os from "node:os";
 import { join } from "node:path";
 import * as ort from "onnxruntime-node";
 import { beforeAll, describe, expect, it } from "vitest";
-// @ts-expect-error plain JavaScript module for the worker_thread, no types
+// @ts-expect-error plain JavaScript module for node-ort's child process, no types
 import { profileOrt } from "../../src/workers/ort-profile.mjs";
 import { ensureModels } from "../fixtures/onnx/models.ts";
 import { ortSession } from "../fixtures/ort-session.ts";

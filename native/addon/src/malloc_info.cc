@@ -1,8 +1,8 @@
 // exports.mallocInfo(): glibc malloc's totals over every arena (mallinfo2), in KiB, as the
 // Python worker reads them (python/memlane_worker/malloc_stats.py): { freeKiB: fordblks, inUseKiB:
-// uordblks + hblkhd }; null off glibc. The node-ort thread adds them to its phase readings
-// (src/workers/node-ort-thread.mjs): what ORT's load leaves in malloc's free lists is part of
-// node-ort's RSS, and how much depends on the orchestrator's malloc history (glibc raises its
+// uordblks + hblkhd }; null off glibc. node-ort's child process adds them to its phase readings
+// (src/workers/node-ort-process.mjs): what ORT's load leaves in malloc's free lists is part of
+// node-ort's RSS, and how much depends on the process's malloc history (glibc raises its
 // mmap threshold to the largest mmapped block freed so far, so a process that freed a large
 // buffer before the load keeps the load's temporaries in its heap; docs/memory.md).
 #include <napi.h>

@@ -1,6 +1,6 @@
 /**
  * `memlane compare <model.onnx>`: the model as is, on several runtimes, each in a fresh
- * process (node-ort on the orchestrator's worker_thread), every graph input fed in its own
+ * process (node-ort's a child Node process), every graph input fed in its own
  * dtype and shape (generated, or `--inputs FILE`); ONNX Runtime is the numerical reference,
  * every output compared. Runtimes are independent: one that fails (or that memlane-rt cannot
  * compile) gets its row with the error and the others still run. Exit 0 when at least one

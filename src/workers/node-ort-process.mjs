@@ -1,13 +1,23 @@
-// Body of the node-ort worker_thread (plain JavaScript so that it loads under any loader:
-// tsx, vitest, or none). Same measurement as the Python worker's infer.ort: phases import,
-// runtime-create, model-load, first-inference, steady-inference, each marked with a reading
-// of /proc/self — which here is the orchestrator process, since a thread shares it.
-import { parentPort, workerData } from "node:worker_threads";
+// Body of the node-ort child process (plain JavaScript so that it runs under any loader: tsx,
+// vitest, or none). node-ort.ts forks it for each benchmark, as the Python workers are spawned:
+// its figures are a Node process that imports onnxruntime-node, loads the model and runs it,
+// and nothing of the orchestrator's (docs/memory.md, "node-ort in a process of its own").
+// Same measurement as the Python worker's infer.ort: phases import, runtime-create,
+// model-load, first-inference, steady-inference, each marked with a reading of /proc/self.
+//
+// The task arrives as the first IPC message; its tensors arrive as one file (`tensorFile`,
+// written by node-ort.ts) read here in one piece after model-load, so that the eval set is
+// held once, as the Python workers hold theirs, and its delivery leaves no garbage to be
+// collected (or not) before a mark. Messages go back over IPC; the process exits when the orchestrator
+// disconnects, or when it dies.
 import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { performance } from "node:perf_hooks";
 import { checkFeeds, feedsAt, gatherOutputs } from "./node-ort-io.mjs";
 import { profileOrt } from "./ort-profile.mjs";
+
+const send = (m) => new Promise((resolve, reject) => process.send(m, (err) => (err ? reject(err) : resolve())));
+process.on("disconnect", () => process.exit(0));
 
 function kib(text, key) {
   const m = new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(text);
@@ -17,15 +27,16 @@ function kib(text, key) {
 // mallinfo2 through the native addon (node-ort.ts passes its path where it can read it), as the
 // Python worker reads it: what ORT's load leaves in malloc's free lists is held RSS, and how
 // much depends on this process's malloc history (docs/memory.md, "node-ort's held memory").
-const mallocInfo = (() => {
-  if (!workerData.mallocInfoAddon) return () => null;
+let mallocInfo = () => null;
+function loadMallocInfo(addonPath) {
+  if (!addonPath) return () => null;
   try {
-    const fn = createRequire(import.meta.url)(workerData.mallocInfoAddon).mallocInfo;
+    const fn = createRequire(import.meta.url)(addonPath).mallocInfo;
     return typeof fn === "function" ? fn : () => null;
   } catch {
     return () => null;  // the figures are then absent, never made up
   }
-})();
+}
 
 function readMemory() {
   const roll = readFileSync("/proc/self/smaps_rollup", "utf8");
@@ -66,10 +77,10 @@ async function phase(name, fn) {
   resetHwm();
   const tStart = Date.now();
   const startMemory = readMemory();
-  parentPort.postMessage({ type: "phase", name, mark: "start", tMs: tStart, memory: startMemory, smapsText: smapsSent ? undefined : smapsText() });
+  await send({ type: "phase", name, mark: "start", tMs: tStart, memory: startMemory, smapsText: smapsSent ? undefined : smapsText() });
   const value = await fn();
   const tEnd = Date.now();
-  parentPort.postMessage({ type: "phase", name, mark: "end", tMs: tEnd, memory: readMemory(), smapsText: smapsText() });
+  await send({ type: "phase", name, mark: "end", tMs: tEnd, memory: readMemory(), smapsText: smapsText() });
   return value;
 }
 
@@ -81,9 +92,9 @@ function percentile(sorted, p) {
 /**
  * A batch of `n` samples from the eval set, wrapping around when it is smaller. A batch that
  * lies in one piece is a view, as the Python workers' slices of their eval set are: a copy of
- * every eval chunk left ~one eval set of garbage in this (the orchestrator's) process whose
- * collection, or not, before the steady-inference mark moved node-ort's steady RSS by ±6 %
- * from run to run of the same model (docs/memory.md, "node-ort").
+ * every eval chunk left ~one eval set of garbage in the process whose collection, or not,
+ * before the steady-inference mark moved node-ort's steady RSS by ±6 % from run to run of the
+ * same model (docs/memory.md, "node-ort").
  */
 function batchOf(inputs, sampleShape, total, n, start = 0) {
   const per = sampleShape.reduce((a, b) => a * b, 1);
@@ -96,10 +107,37 @@ function batchOf(inputs, sampleShape, total, n, start = 0) {
   return out;
 }
 
+const TYPED = { Float32Array, Uint16Array, BigInt64Array, Int32Array, Uint8Array };
+
+/**
+ * The task's tensors, as views of the tensor file read in one piece: `{ type, offset, length }`
+ * (elements) each, at offsets node-ort.ts aligned to 64 bytes. A file small enough for Node's
+ * buffer pool may start unaligned in it; it is copied then (a few KiB).
+ */
+function tensorsOf(file, refs) {
+  let buf = readFileSync(file);
+  if (buf.byteOffset % 64 !== 0) buf = Buffer.from(buf);
+  const base = buf.byteOffset;
+  const view = (r) => {
+    const T = TYPED[r.type];
+    if (!T) throw new Error(`tensor file ${file}: unknown element type ${JSON.stringify(r.type)}`);
+    if (r.offset % T.BYTES_PER_ELEMENT || r.offset + r.length * T.BYTES_PER_ELEMENT > buf.length)
+      throw new Error(`tensor file ${file}: ${r.type} of ${r.length} at byte ${r.offset} lies outside its ${buf.length} bytes`);
+    return new T(buf.buffer, base + r.offset, r.length);
+  };
+  return refs.map(view);
+}
+
+const firstMessage = () => new Promise((resolve) => process.once("message", resolve));
+
 async function main() {
-  const { model, inputs, shape, batchSizes, iterations, warmup, threads, ort: ortOpts = {}, io, feeds, profile } = workerData;
+  const task = await firstMessage();
+  mallocInfo = loadMallocInfo(task.mallocInfoAddon);
+  const { model, shape, batchSizes, iterations, warmup, threads, ort: ortOpts = {}, io, profile } = task;
   // Multi-input form: every graph input from `feeds`, every output back; else the first input/output.
-  const byName = io ? checkFeeds(io, feeds) : null;
+  // Checked before anything loads (names, dtypes, shapes); the data is read after model-load.
+  const feeds = task.feeds;
+  if (io) checkFeeds(io, feeds);
   const sampleShape = io ? null : shape.slice(1);
   const batchedFeed = io ? feeds.find((f) => io.inputs.find((s) => s.name === f.name)?.batchAxis >= 0) : null;
   const total = io ? (batchedFeed ? batchedFeed.shape[0] : 1) : shape[0];
@@ -113,6 +151,11 @@ async function main() {
     graphOptimizationLevel: ortOpts.graphOptimizationLevel === "disable" ? "disabled" : (ortOpts.graphOptimizationLevel ?? "all"),
   }));
   const session = await phase("model-load", () => ort.InferenceSession.create(model, options));
+  // The eval set comes in here, between the phases: import, runtime-create and model-load are
+  // onnxruntime-node's own, as the Python workers' are (theirs arrives in shared memory, its
+  // pages touched by the inferences); from first-inference on the process holds it once.
+  const [inputs, ...feedData] = tensorsOf(task.tensorFile, [task.inputs, ...(feeds ?? []).map((f) => f.data)]);
+  const byName = io ? checkFeeds(io, feeds.map((f, k) => ({ ...f, data: feedData[k] }))) : null;
   const inName = session.inputNames[0];
   const outName = session.outputNames[0];
   const run = async (data, n) => {
@@ -174,10 +217,10 @@ async function main() {
     result.profile = await profileOrt(ort, model, options, runIn, profile.batch, profile.iterations);
   }
   const versions = { onnxruntime: ort.env?.versions?.node ?? ort.env?.versions?.common ?? "unknown", node: process.version };
-  const transfer = result.outputSet ? [...new Set(result.outputSet.map((o) => o.data.buffer))] : [result.outputs.buffer];
-  parentPort.postMessage({ type: "result", value: { ...result, versions, device: "cpu" } }, transfer);
+  await send({ type: "result", value: { ...result, versions, device: "cpu" } });
 }
 
-main().catch((err) => {
-  parentPort.postMessage({ type: "error", message: err?.message ?? String(err), stack: err?.stack });
+main().catch(async (err) => {
+  await send({ type: "error", message: err?.message ?? String(err), stack: err?.stack, code: typeof err?.code === "number" ? err.code : undefined }).catch(() => {});
+  process.exitCode = 1;
 });
