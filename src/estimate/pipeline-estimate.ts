@@ -19,7 +19,7 @@ import { features, inputFileRows, loadProbesFor, modelTerms, type ModelTerms } f
 import { estimateRuntime } from "./predict.ts";
 import { describeTrain, evalSamplesOf, inferEstimate, trainEstimate } from "./torch-estimate.ts";
 import type { TorchCalibration } from "./torch-calibration.ts";
-import { inferTerms, rankTerms, type TorchTerms, trainTerms } from "./torch-terms.ts";
+import { inferTerms, inferTermsKey, rankTerms, type TorchTerms, trainTerms } from "./torch-terms.ts";
 import { exportFeedOf, trainShapeOf, zooArchOf } from "./stage-facts.ts";
 import { distributedEstimate } from "./torch-distributed.ts";
 import { concurrentPeak, type ConcurrentPeak } from "./concurrent-peak.ts";
@@ -138,8 +138,10 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
     if (!arch) return notEstimated(s, "python-torch runs a zoo module; this benchmark's model is an ONNX file");
     const batchSizes = s.opts.batchSizes ?? p.options.batchSizes;
     const threads = s.opts.threads ?? p.options.threads;
-    const t = await cachedTerms(c, `infer ${arch} ${batchSizes.join(",")} ${threads}`, () => inferTerms(arch, batchSizes, threads));
-    const phases = inferEstimate(c.torch, t, { maxBatch, evalSamples: from?.kind === "train" ? evalSamplesOf(arch) : ((from?.kind === "export" && from.opts.evalSamples) || 256) });
+    const evalSamples = from?.kind === "train" ? evalSamplesOf(arch) : ((from?.kind === "export" && from.opts.evalSamples) || 256);
+    const run = { batchSizes, iterations: s.opts.iterations ?? p.options.iterations, warmup: s.opts.warmup ?? p.options.warmup, evalSamples };
+    const t = await cachedTerms(c, inferTermsKey(arch, run, threads), () => inferTerms(arch, run, threads));
+    const phases = inferEstimate(c.torch, t, { maxBatch, evalSamples });
     return { ...base, runtime: s.runtime, model: arch, peakMiB: Math.max(...phases.map((x) => x.peak)), phases, parts: "calibrated fixed cost per phase + weights + eval set + activations", why: null, naiveMiB: null };
   }
   const model = from ? c.models.get(from.name) : undefined;

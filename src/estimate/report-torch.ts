@@ -33,8 +33,8 @@ export interface TorchEstimates {
 
 export interface TorchRunFacts {
   train: { stage: string; arch: string; batchSize: number; threads: number } | null;
-  /** The python-torch benchmark's arch, batch sizes (the largest counts), eval samples and threads; null when none ran. */
-  infer: { arch: string; batchSizes: number[]; maxBatch: number; evalSamples: number; threads: number } | null;
+  /** The python-torch benchmark's arch, batch sizes (the largest counts), calls, eval samples and threads; null when none ran. */
+  infer: { arch: string; batchSizes: number[]; maxBatch: number; evalSamples: number; threads: number; iterations: number; warmup: number } | null;
 }
 
 const pct = (est: number, meas: number) => (meas > 0 ? ((est - meas) / meas) * 100 : 0);
@@ -59,7 +59,7 @@ export async function torchEstimatesForReport(report: Report, facts: TorchRunFac
   }
   let pythonTorch: RuntimeEstimateCheck | null = null;
   if (facts.infer && torchRow) {
-    const phases = inferEstimate(cal, await terms.infer(facts.infer.arch, facts.infer.batchSizes, facts.infer.threads), facts.infer);
+    const phases = inferEstimate(cal, await terms.infer(facts.infer.arch, facts.infer, facts.infer.threads), facts.infer);
     const checks = compareWithMeasured({ runtime: "python-torch", features: { weightMiB: 0, convWeightMiB: 0, activationMiB: 0, evalMiB: 0, evalOutputMiB: 0, heldMiB: 0, wholeBatchArenaMiB: 0, nativeLoadMiB: 0, nativeReleasedMiB: 0 }, phases }, torchRow as RuntimeReport);
     pythonTorch = { runtime: "python-torch", model: facts.infer.arch, phases: checks, steadyRssErrorPct: checks.at(-1)?.rss.errorPct ?? null };
   }

@@ -18,9 +18,11 @@ import { cacheDir, calibrationKey, venvDistVersion, writeJsonAtomic } from "./ca
 import { evalSamplesOf, type InferFigures, inferEstimate, optimizerOf, TRAIN_BATCH_DEFAULT, type TorchFixed, trainEstimate } from "./torch-estimate.ts";
 import { inferTerms, type TorchTerms, trainTerms } from "./torch-terms.ts";
 
-export const TORCH_CALIBRATION_FORMAT = 4;
+export const TORCH_CALIBRATION_FORMAT = 5; // 5: the infer probe replays the benchmark's calls and eval pass, and reports its end growth
 const PROBE_ARCH = "mlp";
 const PROBE_BATCHES = [1, 8];
+/** The calibration pipeline's python-torch benchmark (PIPELINE below), which its probe replays. */
+const PROBE_CALLS = { iterations: 5, warmup: 1 };
 
 export interface TorchCalibration extends TorchFixed {
   format: typeof TORCH_CALIBRATION_FORMAT;
@@ -56,7 +58,7 @@ export function saveTorchCalibration(c: TorchCalibration): string {
 }
 
 const PIPELINE = `import { pipeline } from "memlane";
-export default pipeline("estimate-calibration-torch", { batchSizes: [${PROBE_BATCHES.join(", ")}], iterations: 5, warmup: 1, threads: 1 })
+export default pipeline("estimate-calibration-torch", { batchSizes: [${PROBE_BATCHES.join(", ")}], iterations: ${PROBE_CALLS.iterations}, warmup: ${PROBE_CALLS.warmup}, threads: 1 })
   .train({ arch: "${PROBE_ARCH}", epochs: 1, seed: 0 })
   .export()
   .benchmark("python-torch");
@@ -87,7 +89,7 @@ export async function calibrateTorch(key: Record<string, string>, log: (l: strin
     const report = await runPipelineInFreshProcess(file, join(dir, "runs"));
     const shape = { batchSize: TRAIN_BATCH_DEFAULT, evalSamples: evalSamplesOf(PROBE_ARCH), optimizer: optimizerOf(PROBE_ARCH) };
     const terms = await trainTerms(PROBE_ARCH, shape, 1);
-    const inferT = await inferTerms(PROBE_ARCH, PROBE_BATCHES, 1);
+    const inferT = await inferTerms(PROBE_ARCH, { batchSizes: PROBE_BATCHES, ...PROBE_CALLS, evalSamples: evalSamplesOf(PROBE_ARCH) }, 1);
     const trainPeak = trainPeakOf(report);
     const torchRow = report.runtimes.find((r) => r.name === "python-torch");
     if (trainPeak === null || !torchRow) throw new Error("the torch calibration run has no training or no python-torch figures");

@@ -118,12 +118,15 @@ export function inferEstimate(fixed: TorchFixed, t: TorchTerms, s: InferShape): 
   // the probe's measured forwards (module + activations + allocator), else the tracked live bytes
   const running = t.runMiB ?? weights + atBatch(t.probes.inference, t.probeBatches, s.maxBatch);
   const first = t.runFirstMiB ?? running;
+  // the run's end: below its peak by what the last calls freed (glibc gives back a freed top)
+  const ended = t.runEndMiB ?? running;
   return Object.entries(fixed.inferFixedMiB).map(([phase, c0]) => {
     const held = phase === "import" || phase === "runtime-create" ? 0
       : phase === "model-load" ? weights + evalSet
-      : (phase === "first-inference" ? first : running) + evalSet;
-    // model-load's peak: the state dict read from the checkpoint beside the module it is copied into
-    const peak = phase === "model-load" ? held + weights : held;
+      : (phase === "first-inference" ? first : ended) + evalSet;
+    // model-load's peak: the state dict read from the checkpoint beside the module it is copied
+    // into; steady-inference's: the run's highest, above where it ended
+    const peak = phase === "model-load" ? held + weights : phase === "steady-inference" ? running + evalSet : held;
     // what a phase holds is this process's own anonymous memory: RSS, USS and PSS alike
     return { phase, rss: c0.rss + held, uss: c0.uss + held, pss: c0.pss + held, peak: c0.peak + peak };
   });

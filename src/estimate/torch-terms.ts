@@ -30,8 +30,10 @@ export interface TorchTerms {
   dataMiB: number;
   /** The measured RSS growth of the probe's short run at the real sizes (allocator included), MiB; null when none was asked. */
   runMiB: number | null;
-  /** `infer` runs: the growth after the first batch size's forwards alone (python-torch's first-inference); null otherwise. */
+  /** `infer` runs: the growth after the first call alone (python-torch's first-inference); null otherwise. */
   runFirstMiB: number | null;
+  /** The run's RSS growth at its end, below `runMiB` by what its last calls freed, MiB; null without a run. */
+  runEndMiB: number | null;
   /** A distributed rank's imports beyond `train`'s (torch.distributed, DDP or FSDP, the distributed checkpoint), measured; null unless asked. */
   distImportMiB: number | null;
 }
@@ -39,7 +41,7 @@ export interface TorchTerms {
 /** A short run the probe measures: training steps and an eval forward, or inference forwards. */
 export type ProbeRun =
   | { mode: "train"; batchSize: number; evalSamples: number; optimizer: Optimizer; threads: number; steps?: number; distributed?: DistStrategy }
-  | { mode: "infer"; batchSizes: readonly number[]; threads: number };
+  | { mode: "infer"; batchSizes: readonly number[]; threads: number; iterations?: number; warmup?: number; evalSamples?: number };
 
 /** The data a trainable arch is fitted on (python/memlane_worker/tasks/train.py). */
 export const dataSourceOf = (arch: string): DataSource => (arch === "tiny-gpt" ? "tinygpt" : "digits");
@@ -58,7 +60,7 @@ export function atBatch(pair: readonly [number, number], batches: readonly [numb
 
 interface RawTerms {
   arch: string; params: number; paramBytes: number; bufferBytes: number; probeBatches: [number, number];
-  probes: TorchTerms["probes"]; dataMiB: number; runMiB: number | null; runFirstMiB: number | null; distImportMiB?: number | null; inputElements: number; inputBytesPerElement: number;
+  probes: TorchTerms["probes"]; dataMiB: number; runMiB: number | null; runFirstMiB: number | null; runEndMiB?: number | null; distImportMiB?: number | null; inputElements: number; inputBytesPerElement: number;
 }
 
 /**
@@ -73,7 +75,7 @@ export async function torchTerms(arch: string, data: DataSource = "none", run?: 
     const r = (await w.run("estimate.torch", args, { timeoutMs: 300_000 })).value as unknown as RawTerms;
     return {
       arch: r.arch, params: r.params, paramMiB: r.paramBytes / MIB, bufferMiB: r.bufferBytes / MIB,
-      probeBatches: r.probeBatches, probes: r.probes, dataMiB: r.dataMiB, runMiB: r.runMiB, runFirstMiB: r.runFirstMiB, distImportMiB: r.distImportMiB ?? null,
+      probeBatches: r.probeBatches, probes: r.probes, dataMiB: r.dataMiB, runMiB: r.runMiB, runFirstMiB: r.runFirstMiB, runEndMiB: r.runEndMiB ?? null, distImportMiB: r.distImportMiB ?? null,
       inputElements: r.inputElements, inputBytesPerElement: r.inputBytesPerElement,
     };
   });
@@ -87,9 +89,21 @@ export const trainTerms = (arch: string, s: { batchSize: number; evalSamples: nu
 export const rankTerms = (arch: string, s: { batchSize: number; evalSamples: number; optimizer: Optimizer }, threads: number, strategy: DistStrategy) =>
   torchTerms(arch, dataSourceOf(arch), { mode: "train", ...s, threads, distributed: strategy });
 
-/** The terms of a python-torch benchmark: forwards at its batch sizes, no data set loaded. */
-export const inferTerms = (arch: string, batchSizes: readonly number[], threads: number) =>
-  torchTerms(arch, "none", { mode: "infer", batchSizes, threads });
+/** How a python-torch benchmark runs, which its probe replays: calls per batch size, and the eval pass. */
+export interface InferRun {
+  batchSizes: readonly number[];
+  iterations: number;
+  warmup: number;
+  evalSamples: number;
+}
+
+/** The terms of a python-torch benchmark: its calls and eval pass replayed, no data set loaded. */
+export const inferTerms = (arch: string, run: InferRun, threads: number) =>
+  torchTerms(arch, "none", { mode: "infer", ...run, threads });
+
+/** One key per distinct probe of a python-torch benchmark (the memo of a run or an estimate). */
+export const inferTermsKey = (arch: string, run: InferRun, threads: number): string =>
+  `infer ${arch} ${run.batchSizes.join(",")} ${run.iterations}+${run.warmup} ${run.evalSamples} ${threads}`;
 
 /** Where an estimate gets its terms: the probes above, or a run's memo of them (src/pipeline/memory-plan.ts). */
 export interface TermsSource {

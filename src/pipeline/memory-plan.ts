@@ -16,7 +16,7 @@ import { exportFeedOf, trainShapeOf, zooArchOf } from "../estimate/stage-facts.t
 import { distributedEstimate } from "../estimate/torch-distributed.ts";
 import { describeTrain, inferEstimate, TRAIN_BATCH_DEFAULT, trainEstimate } from "../estimate/torch-estimate.ts";
 import { loadTorchCalibration } from "../estimate/torch-calibration.ts";
-import { inferTerms, rankTerms, type TermsSource, type TorchTerms, trainTerms } from "../estimate/torch-terms.ts";
+import { inferTerms, inferTermsKey, rankTerms, type TermsSource, type TorchTerms, trainTerms } from "../estimate/torch-terms.ts";
 import type { Report } from "../report/schema.ts";
 import type { PeakPrediction } from "./scheduler.ts";
 import type { RunSession } from "./session.ts";
@@ -39,7 +39,7 @@ function runTerms(s: RunSession): TermsSource {
   };
   return {
     train: (arch, shape, threads) => once(`train ${arch} ${JSON.stringify(shape)} ${threads}`, () => trainTerms(arch, shape, threads)),
-    infer: (arch, batchSizes, threads) => once(`infer ${arch} ${batchSizes.join(",")} ${threads}`, () => inferTerms(arch, batchSizes, threads)),
+    infer: (arch, run, threads) => once(inferTermsKey(arch, run, threads), () => inferTerms(arch, run, threads)),
     rank: (arch, shape, threads, strategy) => once(`rank ${strategy} ${arch} ${JSON.stringify(shape)} ${threads}`, () => rankTerms(arch, shape, threads, strategy)),
   };
 }
@@ -64,7 +64,8 @@ export async function predictStagePeak(s: RunSession, def: StageDef, stages: rea
     const arch = torchArchOf(s, def, stages);
     if (!cal || !arch || !s.heldout) return null;
     const batchSizes = def.opts.batchSizes ?? s.options.batchSizes;
-    const t = await runTerms(s).infer(arch, batchSizes, def.opts.threads ?? s.options.threads);
+    const run = { batchSizes, iterations: def.opts.iterations ?? s.options.iterations, warmup: def.opts.warmup ?? s.options.warmup, evalSamples: s.heldout.shape[0]! };
+    const t = await runTerms(s).infer(arch, run, def.opts.threads ?? s.options.threads);
     const phases = inferEstimate(cal, t, { maxBatch, evalSamples: s.heldout.shape[0]! });
     const worst = phases.reduce((a, b) => (b.peak > a.peak ? b : a));
     return { peakMiB: worst.peak, parts: `python-torch ${arch}: calibrated fixed cost + weights + eval set + activations, highest at ${worst.phase}` };
@@ -169,7 +170,10 @@ function torchFacts(stages: readonly StageDef[], s: RunSession): TorchRunFacts {
     const from = bench.opts.from ? stages.find((d) => d.name === bench.opts.from) : train;
     const arch = zooArchOf(from);
     const batchSizes = [...(bench.opts.batchSizes ?? s.options.batchSizes)];
-    if (arch) infer = { arch, batchSizes, maxBatch: Math.max(...batchSizes), evalSamples: s.heldout.shape[0]!, threads: bench.opts.threads ?? s.options.threads };
+    if (arch) infer = {
+      arch, batchSizes, maxBatch: Math.max(...batchSizes), evalSamples: s.heldout.shape[0]!, threads: bench.opts.threads ?? s.options.threads,
+      iterations: bench.opts.iterations ?? s.options.iterations, warmup: bench.opts.warmup ?? s.options.warmup,
+    };
   }
   return {
     train: train?.kind === "train"

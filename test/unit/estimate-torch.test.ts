@@ -17,7 +17,7 @@ const terms = (over: Partial<TorchTerms> = {}): TorchTerms => ({
   arch: "t", params: 1_000_000, paramMiB: 4_000_000 / MIB, bufferMiB: 0, probeBatches: [2, 8],
   // forward: 1 MiB fixed + 1 MiB a sample; backward: 2 + 1.5 a sample; inference: 0.25 a sample
   probes: { trainForward: [3 * MIB, 9 * MIB], trainBackward: [5 * MIB, 14 * MIB], inference: [0.5 * MIB, 2 * MIB] },
-  dataMiB: 10, runMiB: null, runFirstMiB: null, distImportMiB: null, inputElements: 64, inputBytesPerElement: 4, ...over,
+  dataMiB: 10, runMiB: null, runFirstMiB: null, runEndMiB: null, distImportMiB: null, inputElements: 64, inputBytesPerElement: 4, ...over,
 });
 const fixed: TorchFixed = {
   trainFixedMiB: 300,
@@ -99,6 +99,14 @@ describe("inferEstimate", () => {
     expect(rows["model-load"]!.rss).toBeCloseTo(201 + t.paramMiB + evalSet, 9);
     expect(rows["model-load"]!.peak).toBeCloseTo(202 + 2 * t.paramMiB + evalSet, 9);
     expect(rows["steady-inference"]!.uss).toBeCloseTo(155 + 20 + evalSet, 9);
+  });
+  it("ends steady-inference where the replayed run ended, and peaks where it peaked", () => {
+    const t = terms({ runMiB: 30, runEndMiB: 22, runFirstMiB: 5 });
+    const rows = Object.fromEntries(inferEstimate(fixed, t, { maxBatch: 64, evalSamples: 100 }).map((r) => [r.phase, r]));
+    const evalSet = (64 * 4 * 100) / MIB;
+    expect(rows["steady-inference"]!.rss).toBeCloseTo(205 + 22 + evalSet, 9);
+    expect(rows["steady-inference"]!.peak).toBeCloseTo(206 + 30 + evalSet, 9);
+    expect(rows["import"]!.peak).toBe(200);
   });
 });
 

@@ -16,8 +16,13 @@ forward (and backward) at two small batches, never the full run (docs/memory.md)
   distributed checkpoint), measured first, before anything else could have pulled it in;
 - `run`: the measured RSS growth of a short run at the real sizes, with this machine's
   allocator: `train` = `steps` optimizer steps at `batchSize` then one eval forward over
-  `evalSamples` (the peak of a training epoch), `infer` = a forward at each of `batchSizes`
-  after the model is built. glibc keeps what a step freed in its arenas and the eval forward's
+  `evalSamples` (the peak of a training epoch), `infer` = what python-torch's benchmark runs
+  after the model is built: `warmup + iterations` forwards at each of `batchSizes` (at most
+  REPLAY_CALLS), then its pass over `evalSamples` in chunks of the largest batch, outputs
+  kept and concatenated (at most REPLAY_CHUNKS chunks). Two forwards a batch size measured 8
+  MiB less growth than fourteen on tiny-gpt at batch 64 (glibc's heap fragments call by
+  call), and the benchmark's end RSS lies below its peak by what its last forwards freed, so
+  the run reports its end growth too (`runEndMiB`). glibc keeps what a step freed in its arenas and the eval forward's
   blocks come on top of it, so the live bytes above are a floor of what RSS shows (tiny-gpt's
   epoch holds about 2.9x its tracked live bytes): the run measures what they cannot. Run it in
   a fresh worker: memory an earlier probe freed would be reused and hide growth.
@@ -33,6 +38,10 @@ from ..context import TaskContext
 from .. import memory
 
 PROBE_BATCHES = (2, 8)
+# The infer run's caps: enough calls for the heap's growth to settle (tiny-gpt's grew by 8 MiB
+# from 2 to 14 forwards at batch 64), few enough that a probe stays seconds on a big model.
+REPLAY_CALLS = 16
+REPLAY_CHUNKS = 16
 
 
 def _tracker():
@@ -134,9 +143,36 @@ def _data_mib(source: str, seed: int) -> float:
     return (after - before) / 1024
 
 
-def _run_growth(arch: str, mode: str, a, opt_name: str) -> tuple[float, float | None]:
+def _replay_infer(torch, zoo, arch: str, model, a, growth) -> float:
+    """python-torch's benchmark (tasks/infer_torch.py, timing.py) replayed on generated inputs;
+    returns the growth after the first call (its first-inference)."""
+    import numpy as np
+
+    batch_sizes = a.int_list("batchSizes", [1, 64])
+    calls = min(REPLAY_CALLS, max(2, a.int("warmup", 1, minimum=0) + a.int("iterations", 1, minimum=1)))
+    first = None
+    for b in batch_sizes:
+        x = torch.as_tensor(zoo.sample_inputs(arch, b, 0))
+        for _ in range(calls):
+            with torch.inference_mode():
+                model(x)
+            if first is None:  # python-torch's first-inference is one call at the first batch size
+                first = growth()
+    chunk = max(batch_sizes)
+    rows = min(a.int("evalSamples", 0, minimum=0), chunk * REPLAY_CHUNKS)
+    outs = []
+    for start in range(0, rows, chunk):
+        x = torch.as_tensor(zoo.sample_inputs(arch, min(chunk, rows - start), start))
+        with torch.inference_mode():
+            outs.append(np.asarray(model(x).float().cpu().numpy(), dtype=np.float32))
+    if outs:
+        np.concatenate(outs)
+    return first
+
+
+def _run_growth(arch: str, mode: str, a, opt_name: str) -> tuple[float, float | None, float]:
     """Highest RSS above the start of the run, MiB (HWM reset at its start); for `infer` also
-    the highest after the first batch size's forwards (else None)."""
+    the highest after the first call (else None); and the RSS growth at the run's end."""
     import torch
 
     from .. import zoo
@@ -149,13 +185,7 @@ def _run_growth(arch: str, mode: str, a, opt_name: str) -> tuple[float, float | 
     first = None
     if mode == "infer":
         model.eval()
-        for b in a.int_list("batchSizes", [1, 64]):
-            x = torch.as_tensor(zoo.sample_inputs(arch, b, 0))
-            with torch.inference_mode():
-                model(x)
-                model(x)
-            if first is None:  # python-torch's first-inference runs the first batch size only
-                first = (max(memory.read()["hwmKiB"], base) - base) / 1024
+        first = _replay_infer(torch, zoo, arch, model, a, lambda: (max(memory.read()["hwmKiB"], base) - base) / 1024)
     else:
         batch = a.int("batchSize", 32, minimum=1)
         opt = (torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01) if opt_name == "adamw"
@@ -176,7 +206,8 @@ def _run_growth(arch: str, mode: str, a, opt_name: str) -> tuple[float, float | 
         x = torch.as_tensor(zoo.sample_inputs(arch, a.int("evalSamples", 1, minimum=1), 0))
         with torch.inference_mode():
             model(x)
-    return (max(memory.read()["hwmKiB"], base) - base) / 1024, first
+    end = memory.read()
+    return (max(end["hwmKiB"], base) - base) / 1024, first, (end["rssKiB"] - base) / 1024
 
 
 def run(ctx: TaskContext):
@@ -194,7 +225,7 @@ def run(ctx: TaskContext):
     dist_import_mib = None if strategy == "none" else _dist_import_mib(strategy)
     # First: the probes below free memory that a later load would reuse without growing RSS.
     data_mib = _data_mib(data, a.int("seed", 0, minimum=0))
-    run_mib, run_first_mib = (None, None) if mode == "none" else _run_growth(arch, mode, a, opt_name)
+    run_mib, run_first_mib, run_end_mib = (None, None, None) if mode == "none" else _run_growth(arch, mode, a, opt_name)
     model = zoo.build(arch)
     params = sum(p.numel() for p in model.parameters())
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -220,5 +251,6 @@ def run(ctx: TaskContext):
         "dataMiB": data_mib,
         "runMiB": run_mib,
         "runFirstMiB": run_first_mib,
+        "runEndMiB": run_end_mib,
         "distImportMiB": dist_import_mib,
     }
