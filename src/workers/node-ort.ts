@@ -111,12 +111,18 @@ function writeTensorFile(tensors: TensorData[]): { file: string; refs: TensorRef
     refs.push({ type: t.constructor.name, offset: size, length: t.length });
     size += t.byteLength;
   }
-  const file = join(mkdtempSync(join(tmpdir(), "memlane-node-ort-")), "tensors.bin");
-  const fd = openSync(file, "w", 0o600);
+  const dir = mkdtempSync(join(tmpdir(), "memlane-node-ort-"));
+  const file = join(dir, "tensors.bin");
   try {
-    tensors.forEach((t, k) => writeSync(fd, new Uint8Array(t.buffer, t.byteOffset, t.byteLength), 0, t.byteLength, refs[k]!.offset));
-  } finally {
-    closeSync(fd);
+    const fd = openSync(file, "w", 0o600);
+    try {
+      tensors.forEach((t, k) => writeSync(fd, new Uint8Array(t.buffer, t.byteOffset, t.byteLength), 0, t.byteLength, refs[k]!.offset));
+    } finally {
+      closeSync(fd);
+    }
+  } catch (err) {
+    rmSync(dir, { recursive: true, force: true });  // a full disk leaves no half-written file behind
+    throw err;
   }
   return { file, refs };
 }
@@ -185,6 +191,7 @@ export function runNodeOrt(
     };
     opts.signal?.addEventListener("abort", onAbort, { once: true });
     child.on("message", (m: { type: string } & Record<string, any>) => {
+      if (settled) return;  // aborted: what was in flight is not this run's any more
       if (m.type === "phase") {
         const { smapsText, ...mark } = m as unknown as NodeOrtPhase & { smapsText?: string };
         opts.onPhase?.(smapsText === undefined ? mark : { ...mark, smaps: parseSmaps(smapsText) });
