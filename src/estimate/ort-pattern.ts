@@ -208,7 +208,21 @@ export function patternBytesAtBatch(tracePerSample: readonly TraceEvent[], batch
   return patternBytes(tracePerSample.map((e) => (e.kind === "alloc" ? { ...e, size: Math.ceil((e.size * batch) / ALIGN) * ALIGN } : e)));
 }
 
-function ortRunTrace(g: Graph, inputShapes: Record<string, number[]> | undefined, align: number, withOutputs = false): TraceEvent[] {
+/**
+ * IsNaN read as Equal(x, x) for shape inference: one node, one bool tensor of its input's
+ * shape, as ORT runs it. The compiler lowers no IsNaN (it rewrites it to Not(Equal(x, x)),
+ * rewrite-isnan.ts), so inference threw on transformers' `Where(IsNaN(p), 0, p)` softmax guard,
+ * and every BERT or ViT export fell back to the compiler's arena for ORT's activations (a
+ * tenth of ORT's: bert-tiny at batch 64 estimated 25 MiB where python-ort grew 70). The
+ * compiler's rewrite would add a second bool tensor that ORT never allocates.
+ */
+function isNaNAsEqual(g: Graph): Graph {
+  if (!g.nodes.some((n) => n.opType === "IsNaN")) return g;
+  return { ...g, nodes: g.nodes.map((n) => (n.opType === "IsNaN" ? { ...n, opType: "Equal", inputs: [n.inputs[0]!, n.inputs[0]!] } : n)) };
+}
+
+function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefined, align: number, withOutputs = false): TraceEvent[] {
+  const g = isNaNAsEqual(g0);
   const sorted = topoSort(g);
   const unknown = shapesOrtCannotInfer({ ...g, nodes: sorted });
   const inf = inferGraph({ ...g, nodes: sorted }, inputShapes ? { inputShapes } : {});
