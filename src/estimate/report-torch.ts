@@ -59,7 +59,8 @@ export async function torchEstimatesForReport(report: Report, facts: TorchRunFac
   }
   let pythonTorch: RuntimeEstimateCheck | null = null;
   if (facts.infer && torchRow) {
-    const phases = inferEstimate(cal, await terms.infer(facts.infer.arch, facts.infer, facts.infer.threads), facts.infer);
+    const { arch, batchSizes, iterations, warmup, evalSamples, threads } = facts.infer;
+    const phases = inferEstimate(cal, await terms.infer(arch, { batchSizes, iterations, warmup, evalSamples }, threads), facts.infer);
     const checks = compareWithMeasured({ runtime: "python-torch", features: { weightMiB: 0, convWeightMiB: 0, activationMiB: 0, evalMiB: 0, evalOutputMiB: 0, heldMiB: 0, wholeBatchArenaMiB: 0, nativeLoadMiB: 0, nativeReleasedMiB: 0 }, phases }, torchRow as RuntimeReport);
     pythonTorch = { runtime: "python-torch", model: facts.infer.arch, phases: checks, steadyRssErrorPct: checks.at(-1)?.rss.errorPct ?? null };
   }

@@ -22,10 +22,11 @@ forward (and backward) at two small batches, never the full run (docs/memory.md)
   kept and concatenated (at most REPLAY_CHUNKS chunks). Two forwards a batch size measured 8
   MiB less growth than fourteen on tiny-gpt at batch 64 (glibc's heap fragments call by
   call), and the benchmark's end RSS lies below its peak by what its last forwards freed, so
-  the run reports its end growth too (`runEndMiB`). glibc keeps what a step freed in its arenas and the eval forward's
-  blocks come on top of it, so the live bytes above are a floor of what RSS shows (tiny-gpt's
-  epoch holds about 2.9x its tracked live bytes): the run measures what they cannot. Run it in
-  a fresh worker: memory an earlier probe freed would be reused and hide growth.
+  the run reports its end growth too (`runEndMiB`). glibc keeps what a step freed in its
+  arenas and the eval forward's blocks come on top of it, so the live bytes above are a floor
+  of what RSS shows (tiny-gpt's epoch holds about 2.9x its tracked live bytes): the run
+  measures what they cannot. Run it in a fresh worker: memory an earlier probe freed would be
+  reused and hide growth.
 
 Bytes are counted per storage as it is created by an op (a TorchDispatchMode) and released
 when the storage's tensor dies, so views and in-place ops count nothing extra.
