@@ -8,8 +8,8 @@
 // The task arrives as the first IPC message; its tensors arrive as one file (`tensorFile`,
 // written by node-ort.ts) read here in one piece after model-load, so that the eval set is
 // held once, as the Python workers hold theirs, and its delivery leaves no garbage to be
-// collected (or not) before a mark. Messages go back over IPC; the process exits when the orchestrator
-// disconnects, or when it dies.
+// collected (or not) before a mark. Messages go back over IPC; the process exits when the
+// orchestrator disconnects, or when it dies.
 import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { performance } from "node:perf_hooks";
@@ -135,7 +135,7 @@ async function main() {
   mallocInfo = loadMallocInfo(task.mallocInfoAddon);
   const { model, shape, batchSizes, iterations, warmup, threads, ort: ortOpts = {}, io, profile } = task;
   // Multi-input form: every graph input from `feeds`, every output back; else the first input/output.
-  // Checked before anything loads (names, dtypes, shapes); the data is read after model-load.
+  // Checked before anything loads (names, dtypes, shapes: the data is read after model-load).
   const feeds = task.feeds;
   if (io) checkFeeds(io, feeds);
   const sampleShape = io ? null : shape.slice(1);
@@ -155,7 +155,7 @@ async function main() {
   // onnxruntime-node's own, as the Python workers' are (theirs arrives in shared memory, its
   // pages touched by the inferences); from first-inference on the process holds it once.
   const [inputs, ...feedData] = tensorsOf(task.tensorFile, [task.inputs, ...(feeds ?? []).map((f) => f.data)]);
-  const byName = io ? checkFeeds(io, feeds.map((f, k) => ({ ...f, data: feedData[k] }))) : null;
+  const byName = io ? new Map(feeds.map((f, k) => [f.name, { ...f, data: feedData[k] }])) : null;
   const inName = session.inputNames[0];
   const outName = session.outputNames[0];
   const run = async (data, n) => {
