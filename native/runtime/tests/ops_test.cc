@@ -65,6 +65,12 @@ static void test_conv() {
       {"direct stride (2,1) dilated", 1, 5, 17, 20, 8, 3, 3, 2, 1, 1, 0, 1, 0, 1, 2, 1, false, true},
       {"direct, channel blocks split over threads", 2, 16, 16, 16, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
       {"direct 1x1 stride 2", 2, 16, 16, 16, 32, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, true, false},
+      // at 2 threads the direct kernel splits these by bands of output rows (the input 16x the
+      // weights or more, conv_avx512_paths.cc): each thread fills its band's padded rows. A
+      // stride-2 stem, an odd row count with a masked last vector a row, 8-wide pairs of rows.
+      {"direct stem 3->16 stride 2, row bands", 2, 3, 64, 64, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"direct 45 rows 30-wide, uneven row bands", 1, 2, 45, 30, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, false},
+      {"direct 8-wide pairs of rows, row bands", 1, 2, 36, 8, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false, true},
       // strided 1x1 convs on the pointwise paths, their pixels gathered first (gather_strided):
       // stride-2 rows in permuted pairs of vectors with a scalar tail (67 and 112 wide), the
       // scalar gather (stride 3, stride (2,1)), on sgemm_nn, the lanes and OpenBLAS

@@ -2,6 +2,8 @@
 // input its kernel reads (conv_direct_fill) and splits the output among the pool's threads.
 // The kernels themselves: conv_direct.h, conv_flat.h, conv_winograd.h.
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "cpu/conv_direct.h"
 #include "cpu/conv_flat.h"
@@ -10,18 +12,75 @@
 
 namespace memlane::cpu::conv_detail {
 
+namespace {
+
+// MEMLANE_CONV_DIRECT_SPLIT: how intra-op threads share a direct conv: "rows" (bands of output
+// rows), "channels" (blocks of output channels), or unset: by the rule in run_direct.
+enum class DirectSplit { kAuto, kRows, kChannels };
+DirectSplit direct_split() {
+  static const DirectSplit s = [] {
+    const char* e = std::getenv("MEMLANE_CONV_DIRECT_SPLIT");
+    if (e && std::string(e) == "rows") return DirectSplit::kRows;
+    if (e && std::string(e) == "channels") return DirectSplit::kChannels;
+    return DirectSplit::kAuto;
+  }();
+  return s;
+}
+// The rule: bands of rows where each thread gets at least kMinBandSteps of the kernel's row steps
+// and a group's weights are at most 1/kRowsInputOverWeights of its padded input. Split by
+// rows, every thread reads all the weights and half the input; by channels, half the weights
+// and all the input. Measured at 2 threads, batch 1, per-op minimum / mean over 4 interleaved
+// runs, channels -> rows: the 3 -> 16..64 stride-2 stems of mobilenet_v3_small 174 / 245 ->
+// 116 / 156 us, mobilenet_v2 245 / 378 -> 189 / 302, regnet_x_400mf 207 / 334 -> 184 / 296;
+// squeezenet1_1's 3x3 expands at 13x13 (64 -> 256, weights 4x the input) 138 -> 187 us.
+constexpr int64_t kMinBandSteps = 2;
+constexpr int64_t kRowsInputOverWeights = 16;
+
+}  // namespace
+
 // a: the activation conv_direct applies (the direct path: all of it; Winograd's lone-sample
 // fallback: only Relu, its caller applies the rest).
 void ConvKernel::run_direct(const RunCtx& c, const ConvAct& a, int64_t from) const {
   const float* X = input(c);
   float* Y = y.at(c);
   const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), K = g.K(), Cg = g.Cg(), Mg = g.Mg();
-  // Intra-op threads split the output channels (blocks of 8 within a group) and share the
-  // padded input; group gi reads its Cg channels' planes and writes its Mg outputs.
-  const int64_t per = (Mg + 7) / 8, blocks = g.group * per;
   const int64_t chan = g.sw == 2 ? 2 * Hp * ((Wp + 1) / 2) : Hp * Wp;  // floats a padded channel
-  const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(8 * K * g.P(), 1));
   const float* R = has_res ? res.at(c) : nullptr;
+  const int64_t T = c.pool->threads(), step = conv_direct_row_step(g.OW), steps = (g.OH + step - 1) / step;
+  const DirectSplit split = direct_split();
+  const bool rows_by_rule = steps >= kMinBandSteps * T && Hp * Wp >= kRowsInputOverWeights * Mg * g.kh * g.kw;
+  if (T > 1 && split != DirectSplit::kChannels && (split == DirectSplit::kRows || rows_by_rule)) {
+    // Bands of output rows, one a thread: each thread fills the padded rows its band starts on
+    // and computes every channel of its band, so the input it reads (but a few halo rows) is
+    // in its own cache. Split by channels, every thread read the whole padded input from the
+    // filling thread's cache, and the fill ran on one thread while the other waited: a 3 -> 32
+    // stride-2 stem at 224 px, 2 threads, took 84 us to fill (19 us at 1 thread, whose cache
+    // held the previous run's padded input) and 148 / 194 us for the filler's / the other
+    // thread's half of the channels.
+    const auto row = [&](int64_t b) { return std::min(g.OH, steps * b / T * step); };
+    for (int64_t n = from; n < c.batch; ++n) {
+      const float* xn = X + n * in_sz;
+      c.pool->parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t)
+          conv_direct_fill_rows(xn, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, g.sw, g.kw, g.dw, c.workspace,
+                                t == 0 ? 0 : row(t) * g.sh, t + 1 == T ? Hp : row(t + 1) * g.sh);
+      });
+      float* yn = Y + n * out_sz;
+      const float* rn = R ? R + n * out_sz : nullptr;
+      c.pool->parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t)
+          for (int64_t gi = 0; gi < g.group; ++gi)
+            conv_direct_rows(c.workspace + gi * Cg * chan, Cg, Hp, Wp, w + gi * Mg * K, g.kh, g.kw, g.sh, g.sw, g.dh,
+                             g.dw, b ? b + gi * Mg : nullptr, yn + gi * Mg * g.P(), Mg, g.OH, g.OW, a,
+                             rn ? rn + gi * Mg * g.P() : nullptr, row(t), row(t + 1));
+      });
+    }
+    return;
+  }
+  // Blocks of 8 output channels within a group, the padded input shared: group gi reads its
+  // Cg channels' planes and writes its Mg outputs.
+  const int64_t per = (Mg + 7) / 8, blocks = g.group * per;
+  const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(8 * K * g.P(), 1));
   for (int64_t n = from; n < c.batch; ++n) {
     conv_direct_fill(X + n * in_sz, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, g.sw, g.kw, g.dw, c.workspace);
     float* yn = Y + n * out_sz;

@@ -104,13 +104,15 @@ __attribute__((target("avx512f"))) inline void channels(const Geo& g, const floa
   for (; m < M; ++m) band<1, NV, kTwoRows, KH, KW, SW>(g, w, bias, y, res, m, oh, act);
 }
 
+// Output rows [oh0, oh1) (oh0 a multiple of conv_direct_row_step).
 template <bool kTwoRows, int KH, int KW, int SW>
 __attribute__((target("avx512f"))) void run_all(const Geo& g, const float* w, const float* bias, float* y,
-                                                 const float* res, int64_t M, const ConvAct& act) {
+                                                 const float* res, int64_t M, const ConvAct& act, int64_t oh0,
+                                                 int64_t oh1) {
   const int64_t rowsPerVec = kTwoRows ? 2 : 1;
-  int64_t oh = 0;
-  for (; oh + 2 * rowsPerVec <= g.OH; oh += 2 * rowsPerVec) channels<2, kTwoRows, KH, KW, SW>(g, w, bias, y, res, M, oh, act);
-  for (; oh < g.OH; oh += rowsPerVec) channels<1, kTwoRows, KH, KW, SW>(g, w, bias, y, res, M, oh, act);
+  int64_t oh = oh0;
+  for (; oh + 2 * rowsPerVec <= oh1; oh += 2 * rowsPerVec) channels<2, kTwoRows, KH, KW, SW>(g, w, bias, y, res, M, oh, act);
+  for (; oh < oh1; oh += rowsPerVec) channels<1, kTwoRows, KH, KW, SW>(g, w, bias, y, res, M, oh, act);
 }
 
 bool cpu_has_avx512f() {
@@ -182,38 +184,45 @@ int64_t conv_direct_floats(int64_t C, int64_t Hp, int64_t Wp, int64_t sw, int64_
 
 void conv_direct_fill(const float* x, int64_t C, int64_t H, int64_t W, int64_t pt, int64_t pl, int64_t Hp,
                       int64_t Wp, int64_t sw, int64_t kw, int64_t dw, float* pad) {
-  const int64_t pb = Hp - pt - H;
+  conv_direct_fill_rows(x, C, H, W, pt, pl, Hp, Wp, sw, kw, dw, pad, 0, Hp);
+}
+
+void conv_direct_fill_rows(const float* x, int64_t C, int64_t H, int64_t W, int64_t pt, int64_t pl, int64_t Hp,
+                           int64_t Wp, int64_t sw, int64_t kw, int64_t dw, float* pad, int64_t r0, int64_t r1) {
+  // Rows [r0, r1) of the padded plane: border rows zero, row pt + h from input row h.
+  const int64_t top = std::min(r1, pt), in0 = std::max(r0, pt), in1 = std::min(r1, pt + H), bot = std::max(r0, pt + H);
   if (sw != 2) {
     const int64_t plane = Hp * Wp;
     for (int64_t ch = 0; ch < C; ++ch) {
       const float* src = x + ch * H * W;
       float* dst = pad + ch * plane;
-      std::memset(dst, 0, sizeof(float) * pt * Wp);
-      for (int64_t h = 0; h < H; ++h) {
-        float* d = dst + (pt + h) * Wp;
+      if (r0 < top) std::memset(dst + r0 * Wp, 0, sizeof(float) * (top - r0) * Wp);
+      for (int64_t r = in0; r < in1; ++r) {
+        float* d = dst + r * Wp;
         for (int64_t w_ = 0; w_ < pl; ++w_) d[w_] = 0.f;
-        std::memcpy(d + pl, src + h * W, sizeof(float) * W);
+        std::memcpy(d + pl, src + (r - pt) * W, sizeof(float) * W);
         for (int64_t w_ = pl + W; w_ < Wp; ++w_) d[w_] = 0.f;
       }
-      std::memset(dst + (pt + H) * Wp, 0, sizeof(float) * pb * Wp);
+      if (bot < r1) std::memset(dst + bot * Wp, 0, sizeof(float) * (r1 - bot) * Wp);
     }
-    std::memset(pad + C * plane, 0, sizeof(float) * conv_direct_slack(kw, dw));
+    if (r1 == Hp) std::memset(pad + C * plane, 0, sizeof(float) * conv_direct_slack(kw, dw));
     return;
   }
   const int64_t Wh = (Wp + 1) / 2, half = Hp * Wh, plane = 2 * half;
   for (int64_t ch = 0; ch < C; ++ch) {
     float* dst = pad + ch * plane;
     for (int64_t p = 0; p < 2; ++p) {  // border rows of both planes, and the odd plane's last column
-      std::memset(dst + p * half, 0, sizeof(float) * pt * Wh);
-      std::memset(dst + p * half + (pt + H) * Wh, 0, sizeof(float) * pb * Wh);
-      if (Wp % 2) for (int64_t h = pt; h < pt + H; ++h) dst[half + h * Wh + Wh - 1] = 0.f;
+      if (r0 < top) std::memset(dst + p * half + r0 * Wh, 0, sizeof(float) * (top - r0) * Wh);
+      if (bot < r1) std::memset(dst + p * half + bot * Wh, 0, sizeof(float) * (r1 - bot) * Wh);
+      if (Wp % 2) for (int64_t r = in0; r < in1; ++r) dst[half + r * Wh + Wh - 1] = 0.f;
     }
+    const float* src = x + ch * H * W;  // row r of the padded plane is input row r - pt
     if (W % 16 == 0 && pl < 16)
-      for (int64_t h = 0; h < H; ++h) split_row16(x + (ch * H + h) * W, W, pl, Wp, dst + (pt + h) * Wh, dst + half + (pt + h) * Wh);
+      for (int64_t r = in0; r < in1; ++r) split_row16(src + (r - pt) * W, W, pl, Wp, dst + r * Wh, dst + half + r * Wh);
     else
-      for (int64_t h = 0; h < H; ++h) split_row(x + (ch * H + h) * W, W, pl, Wp, dst + (pt + h) * Wh, dst + half + (pt + h) * Wh);
+      for (int64_t r = in0; r < in1; ++r) split_row(src + (r - pt) * W, W, pl, Wp, dst + r * Wh, dst + half + r * Wh);
   }
-  std::memset(pad + C * plane, 0, sizeof(float) * conv_direct_slack(kw, dw));
+  if (r1 == Hp) std::memset(pad + C * plane, 0, sizeof(float) * conv_direct_slack(kw, dw));
 }
 
 bool conv_direct_supported(int64_t OH, int64_t OW, int64_t sw) {
@@ -228,21 +237,29 @@ bool conv_direct_supported(int64_t OH, int64_t OW, int64_t sw) {
   return tails && OW >= kDirectTailMinWidth;
 }
 
+int64_t conv_direct_row_step(int64_t OW) { return OW == 8 ? 4 : 2; }
+
 void conv_direct(const float* pad, int64_t C, int64_t Hp, int64_t Wp, const float* w, int64_t kh, int64_t kw,
                  int64_t sh, int64_t sw, int64_t dh, int64_t dw, const float* bias, float* y, int64_t M, int64_t OH,
                  int64_t OW, const ConvAct& act, const float* res) {
+  conv_direct_rows(pad, C, Hp, Wp, w, kh, kw, sh, sw, dh, dw, bias, y, M, OH, OW, act, res, 0, OH);
+}
+
+void conv_direct_rows(const float* pad, int64_t C, int64_t Hp, int64_t Wp, const float* w, int64_t kh, int64_t kw,
+                      int64_t sh, int64_t sw, int64_t dh, int64_t dw, const float* bias, float* y, int64_t M,
+                      int64_t OH, int64_t OW, const ConvAct& act, const float* res, int64_t oh0, int64_t oh1) {
   const int64_t Wh = (Wp + 1) / 2;
   const Geo g = sw == 2 ? Geo{pad, C, Hp, Wh, kh, kw, dh, dw, sh, C * kh * kw, OH, OW, 2 * Hp * Wh, Hp * Wh}
                         : Geo{pad, C, Hp, Wp, kh, kw, dh, dw, sh, C * kh * kw, OH, OW, Hp * Wp, 0};
   const bool k3 = kh == 3 && kw == 3, wide = OW != 8;  // 8-wide maps: pairs of rows a vector
   if (sw == 1) {
-    if (wide) k3 ? run_all<false, 3, 3, 1>(g, w, bias, y, res, M, act) : run_all<false, 0, 0, 1>(g, w, bias, y, res, M, act);
-    else k3 ? run_all<true, 3, 3, 1>(g, w, bias, y, res, M, act) : run_all<true, 0, 0, 1>(g, w, bias, y, res, M, act);
+    if (wide) k3 ? run_all<false, 3, 3, 1>(g, w, bias, y, res, M, act, oh0, oh1) : run_all<false, 0, 0, 1>(g, w, bias, y, res, M, act, oh0, oh1);
+    else k3 ? run_all<true, 3, 3, 1>(g, w, bias, y, res, M, act, oh0, oh1) : run_all<true, 0, 0, 1>(g, w, bias, y, res, M, act, oh0, oh1);
   } else {
     // 7x7 stride 2 (ResNet's stem): taps unrolled as for 3x3
-    if (wide && kh == 7 && kw == 7) run_all<false, 7, 7, 2>(g, w, bias, y, res, M, act);
-    else if (wide) k3 ? run_all<false, 3, 3, 2>(g, w, bias, y, res, M, act) : run_all<false, 0, 0, 2>(g, w, bias, y, res, M, act);
-    else k3 ? run_all<true, 3, 3, 2>(g, w, bias, y, res, M, act) : run_all<true, 0, 0, 2>(g, w, bias, y, res, M, act);
+    if (wide && kh == 7 && kw == 7) run_all<false, 7, 7, 2>(g, w, bias, y, res, M, act, oh0, oh1);
+    else if (wide) k3 ? run_all<false, 3, 3, 2>(g, w, bias, y, res, M, act, oh0, oh1) : run_all<false, 0, 0, 2>(g, w, bias, y, res, M, act, oh0, oh1);
+    else k3 ? run_all<true, 3, 3, 2>(g, w, bias, y, res, M, act, oh0, oh1) : run_all<true, 0, 0, 2>(g, w, bias, y, res, M, act, oh0, oh1);
   }
 }
 
@@ -252,6 +269,12 @@ bool conv_direct_supported(int64_t, int64_t, int64_t) { return false; }
 int64_t conv_direct_floats(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t) { return 0; }
 void conv_direct_fill(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                       int64_t, float*) {}
+void conv_direct_fill_rows(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                           int64_t, int64_t, float*, int64_t, int64_t) {}
+int64_t conv_direct_row_step(int64_t) { return 2; }
+void conv_direct_rows(const float*, int64_t, int64_t, int64_t, const float*, int64_t, int64_t, int64_t, int64_t,
+                      int64_t, int64_t, const float*, float*, int64_t, int64_t, int64_t, const ConvAct&, const float*,
+                      int64_t, int64_t) {}
 void conv_direct(const float*, int64_t, int64_t, int64_t, const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
                  int64_t, const float*, float*, int64_t, int64_t, int64_t, const ConvAct&, const float*) {}
 

@@ -24,6 +24,10 @@ inline int64_t conv_direct_slack(int64_t kw, int64_t dw) { return (kw - 1) * dw 
 int64_t conv_direct_floats(int64_t C, int64_t Hp, int64_t Wp, int64_t sw, int64_t kw, int64_t dw);
 void conv_direct_fill(const float* x, int64_t C, int64_t H, int64_t W, int64_t pt, int64_t pl, int64_t Hp,
                       int64_t Wp, int64_t sw, int64_t kw, int64_t dw, float* pad);
+// The same for padded rows [r0, r1) of every channel only (the slack with the last rows), so that
+// threads can each fill the rows their own output rows read.
+void conv_direct_fill_rows(const float* x, int64_t C, int64_t H, int64_t W, int64_t pt, int64_t pl, int64_t Hp,
+                           int64_t Wp, int64_t sw, int64_t kw, int64_t dw, float* pad, int64_t r0, int64_t r1);
 
 // pad: conv_direct_fill's layout; w: [M][C][kh][kw]; y: [M][OH][OW] = act(conv + bias + res),
 // res (nullable): a residual laid out as y (a fused Add; it may be y itself). act: the folded
@@ -31,5 +35,11 @@ void conv_direct_fill(const float* x, int64_t C, int64_t H, int64_t W, int64_t p
 void conv_direct(const float* pad, int64_t C, int64_t Hp, int64_t Wp, const float* w, int64_t kh, int64_t kw,
                  int64_t sh, int64_t sw, int64_t dh, int64_t dw, const float* bias, float* y, int64_t M, int64_t OH,
                  int64_t OW, const ConvAct& act, const float* res = nullptr);
+// The same for output rows [oh0, oh1) only; oh0 a multiple of conv_direct_row_step(OW) (the
+// kernel's vectors cover two rows when OW == 8).
+int64_t conv_direct_row_step(int64_t OW);
+void conv_direct_rows(const float* pad, int64_t C, int64_t Hp, int64_t Wp, const float* w, int64_t kh, int64_t kw,
+                      int64_t sh, int64_t sw, int64_t dh, int64_t dw, const float* bias, float* y, int64_t M,
+                      int64_t OH, int64_t OW, const ConvAct& act, const float* res, int64_t oh0, int64_t oh1);
 
 }  // namespace memlane::cpu
