@@ -252,10 +252,18 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
       t.perm.forEach((axis, i) => (before[axis] = dims[i]!));
       return `${inf.dtypes.get(t.of) ?? "float32"} ${JSON.stringify(before)}`;
     }
+    // A blocked tensor's shape as ORT's planner sees it: the plain dims with the channels
+    // padded, no layout. Its reuse check compares dims only, so a blocked tensor and a plain
+    // one of the same dims share a buffer (an SE block's ReorderOutput and Mul outputs with the
+    // blocked maps around them). Told apart by layout, the simulated pattern was 0.73x ORT's on
+    // mobilenet_v3_small (1.39 against 1.91 MiB a sample, measured with the arena off) and 0.81x
+    // on efficientnet_b0 (9.95 against 12.25); with dims only, within 1 % on the eight zoo CNNs.
     const b = blocked.get(n);
     if (!b) return plainShape(n);
-    const s = plainShape(b.of);
-    return s === null ? null : `${s} nchwc x${b.scale}`;
+    const dims = inf.shapes.get(b.of);
+    if (plainShape(b.of) === null || !dims) return null;
+    const padded = dims.map((d, i) => (i === 1 ? Math.round(d * b.scale) : d));
+    return `${inf.dtypes.get(b.of) ?? "float32"} ${JSON.stringify(padded)}`;
   };
   const buffers = planBuffers(nodes, inf.inputs, inf.outputs, bytesOf, shapeOf, align);
   const outputs = withOutputs
