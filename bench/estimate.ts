@@ -12,7 +12,8 @@
  *
  *   npm run bench:estimate     (env: BENCH_MODELS=digits-cnn,mlp,resnet-mini,resnet18 (zoo
  *                               archs, or paths of .onnx files: the transformer zoo's exports),
- *                               BENCH_BATCH=1,8, BENCH_EVAL=256, BENCH_CALIBRATE=1 to redo it,
+ *                               BENCH_BATCH=1,8, BENCH_ITERATIONS=50 (compare's default), BENCH_EVAL=256,
+ *                               BENCH_CALIBRATE=1 to redo it,
  *                               BENCH_PIPELINES=digits,tiny-gpt ("" for none), BENCH_EPOCHS=2)
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -24,6 +25,7 @@ import { runPipelineInFreshProcess, torchCalibration } from "../src/estimate/tor
 import { calibrationKey, loadCalibration, saveCalibration } from "../src/estimate/cache.ts";
 import { features, modelTerms } from "../src/estimate/model-terms.ts";
 import { compareWithMeasured, estimateRuntime, naiveMiB } from "../src/estimate/predict.ts";
+import { PIPELINE_DEFAULTS } from "../src/pipeline/options.ts";
 import { textTable } from "../src/report/format.ts";
 import { Supervisor } from "../src/workers/index.ts";
 import { workerSpecs } from "../src/workers/specs.ts";
@@ -31,6 +33,7 @@ import { workerSpecs } from "../src/workers/specs.ts";
 const MODELS = (process.env.BENCH_MODELS ?? "digits-cnn,mlp,resnet-mini,resnet18").split(",");
 const BATCHES = (process.env.BENCH_BATCH ?? "1,8").split(",").map(Number);
 const EVAL = Number(process.env.BENCH_EVAL ?? 256);
+const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? PIPELINE_DEFAULTS.iterations);
 const PIPELINES = (process.env.BENCH_PIPELINES ?? "digits,tiny-gpt").split(",").filter(Boolean);
 const EPOCHS = Number(process.env.BENCH_EPOCHS ?? 2);
 /** The pipelines as the examples define them (pipelines/*.ts), shorter: fewer epochs and iterations, no side stages. */
@@ -82,9 +85,9 @@ try {
   for (const arch of MODELS) {
     const onnx = files.get(arch)!;
     const started = Date.now();
-    const report = await compareInFreshProcess(onnx, EVAL, join(dir, `runs-${basename(arch)}`), { batchSizes: BATCHES, iterations: 10, threads: 1 });
+    const report = await compareInFreshProcess(onnx, EVAL, join(dir, `runs-${basename(arch)}`), { batchSizes: BATCHES, iterations: ITERATIONS, threads: 1 });
     const terms = await modelTerms(onnx, {}, { ortLoad: true, nativeLoad: true });
-    const run = { maxBatch: Math.max(...BATCHES), batchSizes: BATCHES, evalSamples: EVAL };
+    const run = { maxBatch: Math.max(...BATCHES), batchSizes: BATCHES, evalSamples: EVAL, calls: ITERATIONS + PIPELINE_DEFAULTS.warmup };
     const naive = naiveMiB(terms, run);
     for (const r of report.runtimes) {
       const e = estimateRuntime(cal, r.name, features(r.name, terms, run));

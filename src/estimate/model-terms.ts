@@ -96,6 +96,11 @@ export interface RunShape {
   batchSizes?: readonly number[];
   /** Samples in the eval set every benchmark worker receives. */
   evalSamples: number;
+  /**
+   * Requests each batch size runs before the eval pass (warmup + timed iterations); absent: 0,
+   * and node-ort's dead outputs (Features.deadOutputMiB) are left out.
+   */
+  calls?: number;
 }
 
 /** The features a calibrated estimate is linear in (fit.ts), per runtime. */
@@ -139,6 +144,12 @@ export interface Features {
    * seven times its measurement.
    */
   evalOutputMiB: number;
+  /**
+   * node-ort: output tensors of the run's requests that are dead but not yet collected at the
+   * steady-inference mark (nodeDeadOutputMiB); 0 for the other runtimes, whose outputs are
+   * freed when the caller drops them. Slope 1 at steady-inference, 0 before, never fitted.
+   */
+  deadOutputMiB: number;
 }
 
 const elemBytes = (isFloat: boolean) => (isFloat ? 4 : 8);
@@ -316,6 +327,33 @@ export const loadProbesFor = (runtimes: Iterable<string>): { ortLoad: boolean; n
 };
 
 /**
+ * V8 collects dead ArrayBuffers (onnxruntime-node's output tensors are) when their bytes since
+ * the last collection pass a limit, not when the script drops them, and malloc keeps what a
+ * collection frees. So node-ort's steady RSS grows with the output bytes its requests made, up
+ * to that limit and about one request's outputs more; python-ort's outputs go when they are
+ * dropped. Measured on bert-tiny in bare onnxruntime-node 1.30 (Node 20.20, glibc 2.36), the
+ * RSS after N requests of one batch size less after 2, 1 thread, two processes each:
+ * 0.5 MiB a request: 4.2 / 14.2 / 26.8 MiB at N = 10 / 30 / 55 (no collection yet); 2 MiB:
+ * 16.2 / 24.0 / 27.4; 8 MiB: -1.3 / 22.8 / 31.5-47.5. The arrayBuffers total then cycled
+ * between 4-6 and 30-37 MiB. NODE_DEAD_OUTPUT_LIMIT_MIB is the plateau less one request.
+ */
+export const NODE_DEAD_OUTPUT_LIMIT_MIB = 26;
+
+/**
+ * node-ort's dead output tensors at the steady-inference mark, MiB: the outputs every request
+ * made (run.calls at each batch size), up to NODE_DEAD_OUTPUT_LIMIT_MIB + one request of the
+ * largest batch. 0 without run.calls or a known output size.
+ */
+export function nodeDeadOutputMiB(t: Pick<ModelTerms, "outputPerSampleMiB">, run: RunShape): number {
+  const perSample = t.outputPerSampleMiB ?? 0;
+  const calls = run.calls ?? 0;
+  if (perSample <= 0 || calls <= 0) return 0;
+  const batches = run.batchSizes ?? [...new Set([1, run.maxBatch])];
+  const made = batches.reduce((sum, b) => sum + calls * b * perSample, 0);
+  return Math.min(made, NODE_DEAD_OUTPUT_LIMIT_MIB + run.maxBatch * perSample);
+}
+
+/**
  * A runtime's features for a run: ORT plans the whole batch (its arena grows to the largest
  * request) with its own reuse rules (its pattern, where known), memlane-rt's CPU backend only
  * a chunk of it, torch allocates per op.
@@ -350,6 +388,7 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
     wholeBatchArenaMiB,
     nativeLoadMiB: runtime === "native" ? (t.nativeLoadMiB ?? 0) : 0,
     nativeReleasedMiB: runtime === "native" ? (t.nativeReleasedMiB ?? 0) : 0,
+    deadOutputMiB: runtime === "node-ort" ? nodeDeadOutputMiB(t, run) : 0,
   };
 }
 

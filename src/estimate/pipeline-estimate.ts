@@ -152,7 +152,8 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
   if (!c.onnxTerms.has(termsKey)) c.onnxTerms.set(termsKey, await modelTerms(model.onnx, feed, { ...probes, tmpDir: c.dir }));
   const terms = c.onnxTerms.get(termsKey)!;
   const evalSamples = inputFileRows(model.onnx, feed) ?? model.evalSamples; // a stage's inputs file holds its own rows
-  const e = estimateRuntime(c.onnx, s.runtime, features(s.runtime, terms, { maxBatch, batchSizes, evalSamples }));
+  const calls = (s.opts.iterations ?? p.options.iterations) + (s.opts.warmup ?? p.options.warmup);
+  const e = estimateRuntime(c.onnx, s.runtime, features(s.runtime, terms, { maxBatch, batchSizes, evalSamples, calls }));
   if (!e) return notEstimated(s, `the calibration has no ${s.runtime} model`);
   return {
     ...base, runtime: s.runtime, model: model.arch ?? model.onnx, peakMiB: Math.max(...e.phases.map((x) => x.peak)),

@@ -8,7 +8,7 @@
  */
 import { readFileSync } from "node:fs";
 import { loadCalibration } from "../estimate/cache.ts";
-import { features, type InputFeed, loadProbesFor, modelTerms } from "../estimate/model-terms.ts";
+import { features, type InputFeed, loadProbesFor, modelTerms, type RunShape } from "../estimate/model-terms.ts";
 import { predictedPeak } from "../estimate/predict.ts";
 import { type DistributedEstimateCheck, type EstimateReport, estimatesForReport } from "../estimate/report-estimates.ts";
 import { type TorchRunFacts, torchEstimatesForReport } from "../estimate/report-torch.ts";
@@ -45,6 +45,11 @@ function runTerms(s: RunSession): TermsSource {
 }
 
 /** The zoo arch a python-torch benchmark runs: its train stage's, or its zoo export's. */
+/** Requests a benchmark stage runs at each batch size before its eval pass: warmup + timed. */
+function callsOf(def: Extract<StageDef, { kind: "benchmark" }>, s: RunSession): number {
+  return (def.opts.iterations ?? s.options.iterations) + (def.opts.warmup ?? s.options.warmup);
+}
+
 function torchArchOf(s: RunSession, def: Extract<StageDef, { kind: "benchmark" }>, stages: readonly StageDef[]): string | null {
   const before = stages.slice(0, Math.max(0, stages.indexOf(def)));
   const from = def.opts.from ? stages.find((d) => d.name === def.opts.from) : [...before].reverse().find((d) => d.kind === "train");
@@ -73,7 +78,7 @@ export async function predictStagePeak(s: RunSession, def: StageDef, stages: rea
   const onnx = (s.results.get(def.opts.from ?? "") as { onnx?: string } | undefined)?.onnx;
   const cal = onnx && s.heldout ? loadCalibration() : null;
   if (!cal || !onnx || !s.heldout) return null;
-  const run = { maxBatch, batchSizes: def.opts.batchSizes ?? s.options.batchSizes, evalSamples: s.heldout.shape[0]! };
+  const run = { maxBatch, batchSizes: def.opts.batchSizes ?? s.options.batchSizes, evalSamples: s.heldout.shape[0]!, calls: callsOf(def, s) };
   const feed = exportFeedOf(stages.find((x) => x.name === def.opts.from));
   return predictedPeak(cal, def.runtime, features(def.runtime, await modelTerms(onnx, feed, { ...loadProbesFor([def.runtime]), tmpDir: s.tmpDir }), run));
 }
@@ -96,14 +101,14 @@ async function predictTrainPeak(s: RunSession, def: Extract<StageDef, { kind: "t
 
 /** Estimate vs measured for the ONNX runtimes; a failure of the estimate never fails the run. */
 export async function reportEstimates(report: Report, stages: readonly StageDef[], s: RunSession): Promise<EstimateReport> {
-  const runs = new Map<string, { onnx: string; run: { maxBatch: number; batchSizes: readonly number[]; evalSamples: number }; feed: InputFeed }>();
+  const runs = new Map<string, { onnx: string; run: RunShape; feed: InputFeed }>();
   for (const d of stages) {
     if (d.kind !== "benchmark") continue;
     const onnx = (s.results.get(d.opts.from ?? "") as { onnx?: string } | undefined)?.onnx;
     if (!onnx || !s.heldout) continue;
     const feed = exportFeedOf(stages.find((x) => x.name === d.opts.from));
     const batchSizes = d.opts.batchSizes ?? s.options.batchSizes;
-    runs.set(d.runtime, { onnx, feed, run: { maxBatch: Math.max(...batchSizes), batchSizes, evalSamples: s.heldout.shape[0]! } });
+    runs.set(d.runtime, { onnx, feed, run: { maxBatch: Math.max(...batchSizes), batchSizes, evalSamples: s.heldout.shape[0]!, calls: callsOf(d, s) } });
   }
   let out: EstimateReport;
   try {

@@ -15,6 +15,7 @@ import { calibrate, CALIBRATED_RUNTIMES } from "../../estimate/calibration.ts";
 import { calibrationKey, loadCalibration, saveCalibration } from "../../estimate/cache.ts";
 import { features, fedInputShapes, type InputFeed, inputFileRows, loadProbesFor, modelTerms } from "../../estimate/model-terms.ts";
 import { DEFAULT_SEQ, InputSpecError, parseShapeFlag } from "../../pipeline/inputs/shapes.ts";
+import { PIPELINE_DEFAULTS } from "../../pipeline/options.ts";
 import { estimateRuntime, naiveMiB } from "../../estimate/predict.ts";
 import { num, textTable } from "../../report/format.ts";
 import { shown } from "../outcome.ts";
@@ -28,6 +29,7 @@ export const spec: CommandSpec = {
     runtimes: { type: "list", choices: CALIBRATED_RUNTIMES, placeholder: "LIST", description: "runtimes to estimate (an ONNX file; a pipeline estimates its own stages)", default: [...CALIBRATED_RUNTIMES] },
     batch: { type: "intList", placeholder: "LIST", description: "batch sizes the benchmark will run (the largest counts; an ONNX file only: a pipeline says its own)", default: [1, 64] },
     "eval-samples": { type: "int", placeholder: "N", description: "eval samples every runtime holds (compare's default; an ONNX file only)", default: 256 },
+    iterations: { type: "int", placeholder: "N", description: "timed calls the benchmark will make per batch size (as compare's --iterations; node-ort's uncollected outputs grow with them; an ONNX file only)", default: PIPELINE_DEFAULTS.iterations },
     shape: { type: "string", placeholder: "SHAPES", description: "shapes of inputs with symbolic dims the benchmark will feed, name=1x128,... (as compare's --shape; an ONNX file only)" },
     seq: { type: "int", placeholder: "N", description: `the value of every other symbolic dim the benchmark will feed, e.g. the sequence length (as compare's --seq, default ${DEFAULT_SEQ}; an ONNX file only)` },
     inputs: { type: "string", placeholder: "FILE", description: "the arrays the benchmark will feed (.npz or .safetensors, as compare's --inputs): their shapes, and their rows as the eval set; an ONNX file only" },
@@ -89,7 +91,8 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   } finally {
     rmSync(probeTmp, { recursive: true, force: true });
   }
-  const run = { maxBatch: Math.max(...(args.flags.batch as number[])), batchSizes: args.flags.batch as number[], evalSamples: fileRows ?? (args.flags["eval-samples"] as number) };
+  const run = { maxBatch: Math.max(...(args.flags.batch as number[])), batchSizes: args.flags.batch as number[], evalSamples: fileRows ?? (args.flags["eval-samples"] as number),
+    calls: (args.flags.iterations as number) + PIPELINE_DEFAULTS.warmup };
   const estimates = (args.flags.runtimes as string[]).map((r) => estimateRuntime(cal!, r, features(r, terms, run)));
   const naive = naiveMiB(terms, run);
   const device = args.flags.device as string;
