@@ -38,7 +38,7 @@ export const COUNTERS = Object.freeze({
 });
 export type Counter = keyof typeof COUNTERS;
 
-export const CALIBRATION_FORMAT = 15; // 15: node-ort's dead output tensors are a given term (deadOutputMiB, model-terms.ts: nodeDeadOutputMiB), the probes' requests counted; 14: node-ort runs in a child Node process of its own (node-ort-process.mjs), not on the orchestrator's worker_thread; 13: the orchestrator no longer keeps the last plan file it read (msgpackr held the buffer a header view came from), which node-ort's weight slope had taken up; 12: memlane-rt runs a split batch's last ops over the whole batch in an arena of their own (nativeBatchTailPerSampleMiB, from the native load probe); 11: node-ort's held memory is its own (the addon's mallocInfo), not python-ort's, and memlane-rt's load is measured (native-load.ts: nativeLoadMiB, nativeReleasedMiB); 10: node-ort starts from a collected and trimmed orchestrator (collect-garbage.ts); 9: ORT's activations are its arena replayed (ort-arena.ts: resident bytes, not the pattern times a fitted slope), slope 1 at steady-inference; 8: memlane-rt's unchunked arena (wholeBatchArenaMiB, native-chunk.ts); 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
+export const CALIBRATION_FORMAT = 16; // 16: memlane-rt's output buffers (outputBufferMiB), left unzeroed by its worker until the largest batch writes them; 15: node-ort's dead output tensors are a given term (deadOutputMiB, model-terms.ts: nodeDeadOutputMiB), the probes' requests counted; 14: node-ort runs in a child Node process of its own (node-ort-process.mjs), not on the orchestrator's worker_thread; 13: the orchestrator no longer keeps the last plan file it read (msgpackr held the buffer a header view came from), which node-ort's weight slope had taken up; 12: memlane-rt runs a split batch's last ops over the whole batch in an arena of their own (nativeBatchTailPerSampleMiB, from the native load probe); 11: node-ort's held memory is its own (the addon's mallocInfo), not python-ort's, and memlane-rt's load is measured (native-load.ts: nativeLoadMiB, nativeReleasedMiB); 10: node-ort starts from a collected and trimmed orchestrator (collect-garbage.ts); 9: ORT's activations are its arena replayed (ort-arena.ts: resident bytes, not the pattern times a fitted slope), slope 1 at steady-inference; 8: memlane-rt's unchunked arena (wholeBatchArenaMiB, native-chunk.ts); 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
 /** The run shape of every probe run: small, so calibration takes about a minute. */
 export const PROBE_RUN: Readonly<{ batchSizes: number[]; iterations: number; threads: number }> = Object.freeze({
   batchSizes: [1, 8], iterations: 5, threads: 1,
@@ -168,6 +168,13 @@ const wholeBatchSlope = (phase: string) => (phase === Phase.STEADY_INFERENCE ? 1
  */
 const deadOutputSlope = (phase: string) => (phase === Phase.STEADY_INFERENCE ? 1 : 0);
 /**
+ * The slope on outputBufferMiB (memlane-rt's output buffers for one request of the largest
+ * batch, rt/tasks_infer.cc): 1 at steady-inference, where the largest batch writes them, 0
+ * before. Given: the probes' buffers are at most 2 MiB (eval-outputs at batch 8), where a small
+ * GPT-2 export's at batch 64 are 31 MiB.
+ */
+const outputBufferSlope = (phase: string) => (phase === Phase.STEADY_INFERENCE ? 1 : 0);
+/**
  * The slopes on memlane-rt's load terms (native-load.ts), given, never fitted: no probe
  * repacks a weight (their convs take paths that read the plan), so the probes cannot tell
  * these bytes from W. nativeLoadMiB is resident from model-load on (1; 0 before), like heldMiB;
@@ -205,7 +212,7 @@ export function fitModels(probes: Calibration["probes"]): Calibration["models"] 
       fits[ph] = Object.fromEntries(
         (Object.keys(COUNTERS) as Counter[]).map((c) => {
           const lent = lender?.fits[ph]?.[c];
-          const given = { heldMiB: heldSlope(ph), wholeBatchArenaMiB: wholeBatchSlope(ph), nativeLoadMiB: nativeLoadSlope(ph), nativeReleasedMiB: nativeReleasedSlope(ph), deadOutputMiB: deadOutputSlope(ph), ...(lent ? { activationMiB: lent.coef[3] } : {}), ...arenaSlope(rt, ph) };
+          const given = { heldMiB: heldSlope(ph), wholeBatchArenaMiB: wholeBatchSlope(ph), nativeLoadMiB: nativeLoadSlope(ph), nativeReleasedMiB: nativeReleasedSlope(ph), deadOutputMiB: deadOutputSlope(ph), outputBufferMiB: outputBufferSlope(ph), ...(lent ? { activationMiB: lent.coef[3] } : {}), ...arenaSlope(rt, ph) };
           return [c, fitLinear(rows.map((p) => ({ features: p.features[rt]!, value: p.phases[rt]![ph]![c] })), given)];
         }),
       ) as Record<Counter, Fit>;

@@ -150,6 +150,12 @@ export interface Features {
    * freed when the caller drops them. Slope 1 at steady-inference, 0 before, never fitted.
    */
   deadOutputMiB: number;
+  /**
+   * memlane-rt: the output buffers its worker's timed requests write (one request of the largest
+   * batch: python/memlane_worker has none, the ORT runtimes' outputs are their own tensors),
+   * resident once the largest batch has run. Slope 1 at steady-inference, 0 before, never fitted.
+   */
+  outputBufferMiB: number;
 }
 
 const elemBytes = (isFloat: boolean) => (isFloat ? 4 : 8);
@@ -335,13 +341,15 @@ export const loadProbesFor = (runtimes: Iterable<string>): { ortLoad: boolean; n
  * RSS after N requests of one batch size less after 2, 1 thread, two processes each:
  * 0.5 MiB a request: 4.2 / 14.2 / 26.8 MiB at N = 10 / 30 / 55 (no collection yet); 2 MiB:
  * 16.2 / 24.0 / 27.4; 8 MiB: -1.3 / 22.8 / 31.5-47.5. The arrayBuffers total then cycled
- * between 4-6 and 30-37 MiB. NODE_DEAD_OUTPUT_LIMIT_MIB is the plateau less one request.
+ * between 4-6 and 30-37 MiB. A small GPT-2 export's 31 MiB of logits a request (compare's
+ * defaults) left 57 and 82 MiB in two runs: with large outputs the collection lags by a request
+ * or two. So the plateau is NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 requests, the middle of those.
  */
 export const NODE_DEAD_OUTPUT_LIMIT_MIB = 26;
 
 /**
  * node-ort's dead output tensors at the steady-inference mark, MiB: the outputs every request
- * made (run.calls at each batch size), up to NODE_DEAD_OUTPUT_LIMIT_MIB + one request of the
+ * made (run.calls at each batch size), up to NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 requests of the
  * largest batch. 0 without run.calls or a known output size.
  */
 export function nodeDeadOutputMiB(t: Pick<ModelTerms, "outputPerSampleMiB">, run: RunShape): number {
@@ -350,7 +358,7 @@ export function nodeDeadOutputMiB(t: Pick<ModelTerms, "outputPerSampleMiB">, run
   if (perSample <= 0 || calls <= 0) return 0;
   const batches = run.batchSizes ?? [...new Set([1, run.maxBatch])];
   const made = batches.reduce((sum, b) => sum + calls * b * perSample, 0);
-  return Math.min(made, NODE_DEAD_OUTPUT_LIMIT_MIB + run.maxBatch * perSample);
+  return Math.min(made, NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 * run.maxBatch * perSample);
 }
 
 /**
@@ -389,6 +397,7 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
     nativeLoadMiB: runtime === "native" ? (t.nativeLoadMiB ?? 0) : 0,
     nativeReleasedMiB: runtime === "native" ? (t.nativeReleasedMiB ?? 0) : 0,
     deadOutputMiB: runtime === "node-ort" ? nodeDeadOutputMiB(t, run) : 0,
+    outputBufferMiB: runtime === "native" ? (t.outputPerSampleMiB ?? 0) * run.maxBatch : 0,
   };
 }
 

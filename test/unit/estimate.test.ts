@@ -23,7 +23,7 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const f = (w: number, cw: number, a: number, e: number, o = 0, h = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: h, wholeBatchArenaMiB: 0, nativeLoadMiB: 0, nativeReleasedMiB: 0, deadOutputMiB: 0 });
+const f = (w: number, cw: number, a: number, e: number, o = 0, h = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: h, wholeBatchArenaMiB: 0, nativeLoadMiB: 0, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0 });
 // Probe-like features that move one term at a time (so the fit has one answer).
 
 describe("fitLinear", () => {
@@ -31,7 +31,7 @@ describe("fitLinear", () => {
     const truth = (x: ReturnType<typeof f>) => 50 + 1.0 * x.weightMiB + 2.0 * x.convWeightMiB + 1.5 * x.activationMiB + 0.8 * x.evalMiB + 1.2 * x.evalOutputMiB;
     const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), f(36, 36, 0, 1), f(0, 0, 32, 3), f(0, 0, 8, 128), f(16, 1, 8, 1, 8), f(4, 0, 0, 1, 64)];
     const fit = fitLinear(xs.map((x) => ({ features: x, value: truth(x) })));
-    expect(fit.coef.map((c) => Number(c.toFixed(3)))).toEqual([50, 1, 2, 1.5, 0.8, 1.2, 0, 0, 0, 0, 0]);
+    expect(fit.coef.map((c) => Number(c.toFixed(3)))).toEqual([50, 1, 2, 1.5, 0.8, 1.2, 0, 0, 0, 0, 0, 0]);
     expect(fit.rmsMiB).toBeLessThan(1e-6);
     expect(predict(fit, f(100, 50, 10, 10))).toBeCloseTo(truth(f(100, 50, 10, 10)), 4);
   });
@@ -188,16 +188,16 @@ describe("memlane-rt's unchunked arena (wholeBatchArenaMiB)", () => {
 describe("node-ort's dead outputs (deadOutputMiB)", () => {
   const t = { outputPerSampleMiB: 2 / 64 } as const; // bert-tiny at seq 128: 2 MiB a batch of 64
 
-  it("counts every request's outputs at every batch size, up to V8's limit and one request more, for node-ort only", () => {
+  it("counts every request's outputs at every batch size, up to V8's limit and 1.5 requests more, for node-ort only", () => {
     const run = (calls: number) => ({ maxBatch: 64, batchSizes: [1, 64], evalSamples: 256, calls });
     expect(nodeDeadOutputMiB(t, run(2))).toBeCloseTo(2 * (1 + 64) * (2 / 64), 9);
     expect(nodeDeadOutputMiB(t, run(8))).toBeCloseTo(8 * 65 * (2 / 64), 9);
-    expect(nodeDeadOutputMiB(t, run(55))).toBe(NODE_DEAD_OUTPUT_LIMIT_MIB + 2);
-    expect(nodeDeadOutputMiB(t, run(1000))).toBe(NODE_DEAD_OUTPUT_LIMIT_MIB + 2);
+    expect(nodeDeadOutputMiB(t, run(55))).toBe(NODE_DEAD_OUTPUT_LIMIT_MIB + 3);
+    expect(nodeDeadOutputMiB(t, run(1000))).toBe(NODE_DEAD_OUTPUT_LIMIT_MIB + 3);
     expect(nodeDeadOutputMiB(t, { maxBatch: 64, evalSamples: 256 })).toBe(0); // requests unknown: left out
     expect(nodeDeadOutputMiB({ outputPerSampleMiB: null }, run(55))).toBe(0);
     const terms = { ...(t as object), weightMiB: 1, convWeightMiB: 0 } as never;
-    expect(features("node-ort", terms, run(55)).deadOutputMiB).toBe(NODE_DEAD_OUTPUT_LIMIT_MIB + 2);
+    expect(features("node-ort", terms, run(55)).deadOutputMiB).toBe(NODE_DEAD_OUTPUT_LIMIT_MIB + 3);
     expect(features("python-ort", terms, run(55)).deadOutputMiB).toBe(0);
     expect(features("native", terms, run(55)).deadOutputMiB).toBe(0);
   });
@@ -213,6 +213,25 @@ describe("node-ort's dead outputs (deadOutputMiB)", () => {
     expect(fits["steady-inference"]!.rss.coef[10]).toBe(1);
     expect(fits["first-inference"]!.rss.coef[10]).toBe(0);
     expect(fits["steady-inference"]!.rss.coef[0]).toBeCloseTo(50, 3);
+  });
+});
+
+describe("memlane-rt's output buffers (outputBufferMiB)", () => {
+  it("is one request of the largest batch's outputs, native only, slope 1 at steady-inference and 0 before", () => {
+    const terms = { outputPerSampleMiB: 0.49, weightMiB: 1, convWeightMiB: 0 } as never; // a small GPT-2's logits at seq 128
+    const run = { maxBatch: 64, batchSizes: [1, 64], evalSamples: 256, calls: 55 };
+    expect(features("native", terms, run).outputBufferMiB).toBeCloseTo(64 * 0.49, 9);
+    expect(features("python-ort", terms, run).outputBufferMiB).toBe(0);
+    expect(features("node-ort", terms, run).outputBufferMiB).toBe(0);
+    const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), { ...f(0, 0, 1, 1, 64), outputBufferMiB: 2 }, f(0, 0, 4, 3)];
+    const row = (v: number) => ({ rss: v, uss: v, pss: v, peak: v });
+    const probes: Calibration["probes"] = xs.map((x, i) => ({
+      name: `p${i}`, features: { native: x },
+      phases: { native: { "first-inference": row(8 + x.weightMiB), "steady-inference": row(8 + x.weightMiB + x.activationMiB + x.evalOutputMiB + x.outputBufferMiB) } },
+    }));
+    const fits = fitModels(probes).native!.fits;
+    expect(fits["steady-inference"]!.rss.coef[11]).toBe(1);
+    expect(fits["first-inference"]!.rss.coef[11]).toBe(0);
   });
 });
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "rt/io_binding.h"
 #include "rt/task_ctx.h"
@@ -127,13 +128,17 @@ void task_infer_native(TaskCtx& c) {
   std::vector<std::vector<const float*>> batchData;
   for (size_t i = 0; i < batchSizes.size(); ++i) batchData.push_back(plan_inputs(io, *rt, 0, batchSizes[i], batchStore));
   // Output buffers of the timed loops (their contents are discarded): one set per request
-  // in flight, used in rotation, so no two requests write the same memory.
-  std::vector<std::vector<uint64_t>> outStore;  // one buffer per (set, output), 8-byte aligned
+  // in flight, used in rotation, so no two requests write the same memory. Left uninitialized:
+  // a request writes the rows of its batch, so only the largest batch's calls (steady-inference)
+  // make all of a buffer resident. Zeroed, every buffer was resident before the first inference
+  // (a small GPT-2 export at batch 1 and 64: its 31 MiB of logits buffer in first-inference).
+  std::vector<std::unique_ptr<uint64_t[]>> outStore;  // one buffer per (set, output), 8-byte aligned
   outStore.reserve(size_t(inFlight) * rt->outputs().size());
   std::vector<std::vector<float*>> outSets(static_cast<size_t>(inFlight));
   for (auto& set : outSets)
     for (const TensorSpec& o : rt->outputs())
-      set.push_back(reinterpret_cast<float*>(outStore.emplace_back((size_t(maxBatch * o.elementsPerSample) * o.elementBytes + 7) / 8).data()));
+      set.push_back(reinterpret_cast<float*>(
+          outStore.emplace_back(new uint64_t[(size_t(maxBatch * o.elementsPerSample) * o.elementBytes + 7) / 8]).get()));
   auto call = [&](size_t i) {
     if (!rt->run_unchecked(batchSizes[i], batchData[i].data(), outSets[0].data(), &err)) throw_rt_error(err);
   };
