@@ -23,7 +23,7 @@ import { writeFileSync } from "node:fs";
 import { calibrate, compareInFreshProcess } from "../src/estimate/calibration.ts";
 import { runPipelineInFreshProcess, torchCalibration } from "../src/estimate/torch-calibration.ts";
 import { calibrationKey, loadCalibration, saveCalibration } from "../src/estimate/cache.ts";
-import { features, modelTerms } from "../src/estimate/model-terms.ts";
+import { features, modelTerms, requestsPerBatch } from "../src/estimate/model-terms.ts";
 import { compareWithMeasured, estimateRuntime, naiveMiB } from "../src/estimate/predict.ts";
 import { PIPELINE_DEFAULTS } from "../src/pipeline/options.ts";
 import { textTable } from "../src/report/format.ts";
@@ -87,7 +87,7 @@ try {
     const started = Date.now();
     const report = await compareInFreshProcess(onnx, EVAL, join(dir, `runs-${basename(arch)}`), { batchSizes: BATCHES, iterations: ITERATIONS, threads: 1 });
     const terms = await modelTerms(onnx, {}, { ortLoad: true, nativeLoad: true });
-    const run = { maxBatch: Math.max(...BATCHES), batchSizes: BATCHES, evalSamples: EVAL, calls: ITERATIONS + PIPELINE_DEFAULTS.warmup };
+    const run = { maxBatch: Math.max(...BATCHES), batchSizes: BATCHES, evalSamples: EVAL, calls: requestsPerBatch({ iterations: ITERATIONS, warmup: PIPELINE_DEFAULTS.warmup }) };
     const naive = naiveMiB(terms, run);
     for (const r of report.runtimes) {
       const e = estimateRuntime(cal, r.name, features(r.name, terms, run));

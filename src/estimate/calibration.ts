@@ -22,7 +22,7 @@ import { PIPELINE_DEFAULTS } from "../pipeline/options.ts";
 import { Phase } from "../transport/protocol.ts";
 import { REPO_ROOT } from "../workers/specs.ts";
 import { type Fit, fitLinear } from "./fit.ts";
-import { type Features, features, isOrtRuntime, type ModelTerms, modelTerms, type RunShape } from "./model-terms.ts";
+import { type Features, features, isOrtRuntime, type ModelTerms, modelTerms, requestsPerBatch, type RunShape } from "./model-terms.ts";
 import { probeOrtLoad } from "./ort-load.ts";
 import { PROBES, type Probe, writeProbes } from "./probe-models.ts";
 
@@ -65,7 +65,7 @@ export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">
       const started = Date.now();
       const report = await compareInFreshProcess(file, probe.evalSamples, join(dir, `runs-${probe.name}`));
       const termsOf = await termsByRuntime(report, await modelTerms(file, {}, { nativeLoad: true }));
-      const run: RunShape = { maxBatch: Math.max(...PROBE_RUN.batchSizes), batchSizes: PROBE_RUN.batchSizes, evalSamples: probe.evalSamples, calls: PROBE_RUN.iterations + PIPELINE_DEFAULTS.warmup };
+      const run: RunShape = { maxBatch: Math.max(...PROBE_RUN.batchSizes), batchSizes: PROBE_RUN.batchSizes, evalSamples: probe.evalSamples, calls: requestsPerBatch({ iterations: PROBE_RUN.iterations, warmup: PIPELINE_DEFAULTS.warmup }) };
       const entry: Calibration["probes"][number] = { name: probe.name, features: {}, phases: {} };
       for (const row of report.runtimes) {
         entry.features[row.name] = features(row.name, termsOf(row.name), run);

@@ -103,6 +103,9 @@ export interface RunShape {
   calls?: number;
 }
 
+/** RunShape.calls of a benchmark: its warmup and timed requests at each batch size. */
+export const requestsPerBatch = (o: { iterations: number; warmup: number }): number => o.iterations + o.warmup;
+
 /** The features a calibrated estimate is linear in (fit.ts), per runtime. */
 export interface Features {
   weightMiB: number;

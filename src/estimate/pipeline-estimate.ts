@@ -15,7 +15,7 @@ import type { StageDef } from "../pipeline/stages.ts";
 import { Supervisor } from "../workers/index.ts";
 import { workerSpecs } from "../workers/specs.ts";
 import type { Calibration } from "./calibration.ts";
-import { features, inputFileRows, loadProbesFor, modelTerms, type ModelTerms } from "./model-terms.ts";
+import { features, inputFileRows, loadProbesFor, modelTerms, type ModelTerms, requestsPerBatch } from "./model-terms.ts";
 import { estimateRuntime } from "./predict.ts";
 import { describeTrain, evalSamplesOf, inferEstimate, trainEstimate } from "./torch-estimate.ts";
 import type { TorchCalibration } from "./torch-calibration.ts";
@@ -152,7 +152,7 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
   if (!c.onnxTerms.has(termsKey)) c.onnxTerms.set(termsKey, await modelTerms(model.onnx, feed, { ...probes, tmpDir: c.dir }));
   const terms = c.onnxTerms.get(termsKey)!;
   const evalSamples = inputFileRows(model.onnx, feed) ?? model.evalSamples; // a stage's inputs file holds its own rows
-  const calls = (s.opts.iterations ?? p.options.iterations) + (s.opts.warmup ?? p.options.warmup);
+  const calls = requestsPerBatch({ iterations: s.opts.iterations ?? p.options.iterations, warmup: s.opts.warmup ?? p.options.warmup });
   const e = estimateRuntime(c.onnx, s.runtime, features(s.runtime, terms, { maxBatch, batchSizes, evalSamples, calls }));
   if (!e) return notEstimated(s, `the calibration has no ${s.runtime} model`);
   return {

@@ -8,7 +8,7 @@
  */
 import { readFileSync } from "node:fs";
 import { loadCalibration } from "../estimate/cache.ts";
-import { features, type InputFeed, loadProbesFor, modelTerms, type RunShape } from "../estimate/model-terms.ts";
+import { features, type InputFeed, loadProbesFor, modelTerms, requestsPerBatch, type RunShape } from "../estimate/model-terms.ts";
 import { predictedPeak } from "../estimate/predict.ts";
 import { type DistributedEstimateCheck, type EstimateReport, estimatesForReport } from "../estimate/report-estimates.ts";
 import { type TorchRunFacts, torchEstimatesForReport } from "../estimate/report-torch.ts";
@@ -47,7 +47,7 @@ function runTerms(s: RunSession): TermsSource {
 /** The zoo arch a python-torch benchmark runs: its train stage's, or its zoo export's. */
 /** Requests a benchmark stage runs at each batch size before its eval pass: warmup + timed. */
 function callsOf(def: Extract<StageDef, { kind: "benchmark" }>, s: RunSession): number {
-  return (def.opts.iterations ?? s.options.iterations) + (def.opts.warmup ?? s.options.warmup);
+  return requestsPerBatch({ iterations: def.opts.iterations ?? s.options.iterations, warmup: def.opts.warmup ?? s.options.warmup });
 }
 
 function torchArchOf(s: RunSession, def: Extract<StageDef, { kind: "benchmark" }>, stages: readonly StageDef[]): string | null {

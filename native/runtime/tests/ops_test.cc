@@ -68,7 +68,8 @@ static void test_conv() {
       // at 2 threads the direct kernel splits these by bands of output rows (the input 16x the
       // weights or more, conv_avx512_paths.cc): each thread fills its band's padded rows. A
       // stride-2 stem, an odd row count with a masked last vector a row, 8-wide pairs of rows.
-      {"direct stem 3->16 stride 2, row bands", 2, 3, 64, 64, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true, true},
+      // One sample each: a batch of 2 at 2 threads runs a sample a lane, each lane serial.
+      {"direct stem 3->16 stride 2, row bands", 1, 3, 64, 64, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true, true},
       {"direct 45 rows 30-wide, uneven row bands", 1, 2, 45, 30, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, false},
       {"direct 8-wide pairs of rows, row bands", 1, 2, 36, 8, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false, true},
       // strided 1x1 convs on the pointwise paths, their pixels gathered first (gather_strided):

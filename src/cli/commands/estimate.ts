@@ -13,7 +13,7 @@ import { type CommandSpec, parseArgs, UsageError, usage } from "../args.ts";
 import type { Io } from "../io.ts";
 import { calibrate, CALIBRATED_RUNTIMES } from "../../estimate/calibration.ts";
 import { calibrationKey, loadCalibration, saveCalibration } from "../../estimate/cache.ts";
-import { features, fedInputShapes, type InputFeed, inputFileRows, loadProbesFor, modelTerms } from "../../estimate/model-terms.ts";
+import { features, fedInputShapes, type InputFeed, inputFileRows, loadProbesFor, modelTerms, requestsPerBatch } from "../../estimate/model-terms.ts";
 import { DEFAULT_SEQ, InputSpecError, parseShapeFlag } from "../../pipeline/inputs/shapes.ts";
 import { PIPELINE_DEFAULTS } from "../../pipeline/options.ts";
 import { estimateRuntime, naiveMiB } from "../../estimate/predict.ts";
@@ -92,7 +92,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     rmSync(probeTmp, { recursive: true, force: true });
   }
   const run = { maxBatch: Math.max(...(args.flags.batch as number[])), batchSizes: args.flags.batch as number[], evalSamples: fileRows ?? (args.flags["eval-samples"] as number),
-    calls: (args.flags.iterations as number) + PIPELINE_DEFAULTS.warmup };
+    calls: requestsPerBatch({ iterations: args.flags.iterations as number, warmup: PIPELINE_DEFAULTS.warmup }) };
   const estimates = (args.flags.runtimes as string[]).map((r) => estimateRuntime(cal!, r, features(r, terms, run)));
   const naive = naiveMiB(terms, run);
   const device = args.flags.device as string;
