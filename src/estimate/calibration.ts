@@ -38,7 +38,7 @@ export const COUNTERS = Object.freeze({
 });
 export type Counter = keyof typeof COUNTERS;
 
-export const CALIBRATION_FORMAT = 16; // 16: memlane-rt's output buffers (outputBufferMiB), left unzeroed by its worker until the largest batch writes them; 15: node-ort's dead output tensors are a given term (deadOutputMiB, model-terms.ts: nodeDeadOutputMiB), the probes' requests counted; 14: node-ort runs in a child Node process of its own (node-ort-process.mjs), not on the orchestrator's worker_thread; 13: the orchestrator no longer keeps the last plan file it read (msgpackr held the buffer a header view came from), which node-ort's weight slope had taken up; 12: memlane-rt runs a split batch's last ops over the whole batch in an arena of their own (nativeBatchTailPerSampleMiB, from the native load probe); 11: node-ort's held memory is its own (the addon's mallocInfo), not python-ort's, and memlane-rt's load is measured (native-load.ts: nativeLoadMiB, nativeReleasedMiB); 10: node-ort starts from a collected and trimmed orchestrator (collect-garbage.ts); 9: ORT's activations are its arena replayed (ort-arena.ts: resident bytes, not the pattern times a fitted slope), slope 1 at steady-inference; 8: memlane-rt's unchunked arena (wholeBatchArenaMiB, native-chunk.ts); 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
+export const CALIBRATION_FORMAT = 17; // 17: memlane-rt's kernel workspace beyond one sample (an LSTM's input projections) joins its arena beyond one sample in largestBatchMiB (was wholeBatchArenaMiB); 16: memlane-rt's output buffers (outputBufferMiB), left unzeroed by its worker until the largest batch writes them; 15: node-ort's dead output tensors are a given term (deadOutputMiB, model-terms.ts: nodeDeadOutputMiB), the probes' requests counted; 14: node-ort runs in a child Node process of its own (node-ort-process.mjs), not on the orchestrator's worker_thread; 13: the orchestrator no longer keeps the last plan file it read (msgpackr held the buffer a header view came from), which node-ort's weight slope had taken up; 12: memlane-rt runs a split batch's last ops over the whole batch in an arena of their own (nativeBatchTailPerSampleMiB, from the native load probe); 11: node-ort's held memory is its own (the addon's mallocInfo), not python-ort's, and memlane-rt's load is measured (native-load.ts: nativeLoadMiB, nativeReleasedMiB); 10: node-ort starts from a collected and trimmed orchestrator (collect-garbage.ts); 9: ORT's activations are its arena replayed (ort-arena.ts: resident bytes, not the pattern times a fitted slope), slope 1 at steady-inference; 8: memlane-rt's unchunked arena (wholeBatchArenaMiB, native-chunk.ts); 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
 /** The run shape of every probe run: small, so calibration takes about a minute. */
 export const PROBE_RUN: Readonly<{ batchSizes: number[]; iterations: number; threads: number }> = Object.freeze({
   batchSizes: [1, 8], iterations: 5, threads: 1,
@@ -154,12 +154,13 @@ const SHARED_ACTIVATION_SLOPE: Readonly<Record<string, string>> = Object.freeze(
 const BEFORE_LOAD: ReadonlySet<string> = new Set([Phase.IMPORT, Phase.RUNTIME_CREATE]);
 const heldSlope = (phase: string) => (BEFORE_LOAD.has(phase) ? 0 : 1);
 /**
- * The slope on wholeBatchArenaMiB (memlane-rt, a plan its CPU backend runs whole, native-chunk.ts):
- * 1 at steady-inference, where the largest batch first runs and touches its arena, 0 before. No
+ * The slope on largestBatchMiB (memlane-rt: what only its largest batch touches, the arena of a
+ * plan its CPU backend runs whole and the kernels' workspace beyond one sample, model-terms.ts):
+ * 1 at steady-inference, where the largest batch first runs and touches it, 0 before. No
  * probe is unchunkable, so it cannot be fitted; distilbert's steady RSS grew 1.5 MiB more at
  * batches 1,8 than at 1 alone (eval set 64 or 256 samples), its arena beyond a sample 1.53 MiB.
  */
-const wholeBatchSlope = (phase: string) => (phase === Phase.STEADY_INFERENCE ? 1 : 0);
+const largestBatchSlope = (phase: string) => (phase === Phase.STEADY_INFERENCE ? 1 : 0);
 /**
  * The slope on deadOutputMiB (node-ort's output tensors V8 has not collected yet, model-terms.ts):
  * 1 at steady-inference, where the run's requests have made them, 0 before. Given, not fitted:
@@ -212,7 +213,7 @@ export function fitModels(probes: Calibration["probes"]): Calibration["models"] 
       fits[ph] = Object.fromEntries(
         (Object.keys(COUNTERS) as Counter[]).map((c) => {
           const lent = lender?.fits[ph]?.[c];
-          const given = { heldMiB: heldSlope(ph), wholeBatchArenaMiB: wholeBatchSlope(ph), nativeLoadMiB: nativeLoadSlope(ph), nativeReleasedMiB: nativeReleasedSlope(ph), deadOutputMiB: deadOutputSlope(ph), outputBufferMiB: outputBufferSlope(ph), ...(lent ? { activationMiB: lent.coef[3] } : {}), ...arenaSlope(rt, ph) };
+          const given = { heldMiB: heldSlope(ph), largestBatchMiB: largestBatchSlope(ph), nativeLoadMiB: nativeLoadSlope(ph), nativeReleasedMiB: nativeReleasedSlope(ph), deadOutputMiB: deadOutputSlope(ph), outputBufferMiB: outputBufferSlope(ph), ...(lent ? { activationMiB: lent.coef[3] } : {}), ...arenaSlope(rt, ph) };
           return [c, fitLinear(rows.map((p) => ({ features: p.features[rt]!, value: p.phases[rt]![ph]![c] })), given)];
         }),
       ) as Record<Counter, Fit>;

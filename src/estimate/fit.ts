@@ -11,7 +11,7 @@
  */
 import type { Features } from "./model-terms.ts";
 
-export const FEATURE_NAMES = ["weightMiB", "convWeightMiB", "activationMiB", "evalMiB", "evalOutputMiB", "heldMiB", "wholeBatchArenaMiB", "nativeLoadMiB", "nativeReleasedMiB", "deadOutputMiB", "outputBufferMiB"] as const satisfies ReadonlyArray<keyof Features>;
+export const FEATURE_NAMES = ["weightMiB", "convWeightMiB", "activationMiB", "evalMiB", "evalOutputMiB", "heldMiB", "largestBatchMiB", "nativeLoadMiB", "nativeReleasedMiB", "deadOutputMiB", "outputBufferMiB"] as const satisfies ReadonlyArray<keyof Features>;
 
 /**
  * [intercept, weights, conv weights, activations, eval inputs, eval outputs, malloc-held at load,

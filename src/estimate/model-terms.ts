@@ -82,6 +82,11 @@ export interface ModelTerms {
    * batch where it splits a batch into chunks (native-load.ts), MiB: from the same probe, else null.
    */
   nativeBatchTailPerSampleMiB: number | null;
+  /**
+   * The most one of memlane-rt's kernels' workspace grows a sample, MiB (native-load.ts): from
+   * the same probe, else null.
+   */
+  nativeWorkspacePerSampleMiB: number | null;
   /** Why the native load figures are null although asked for; the estimate leaves them out (0) and says so. */
   nativeLoadUnavailable?: string;
 }
@@ -120,13 +125,15 @@ export interface Features {
    */
   heldMiB: number;
   /**
-   * memlane-rt, a plan its CPU backend cannot chunk (native-chunk.ts): the arena beyond one
-   * sample, which only the largest batch touches, MiB; for a chunked plan whose largest batch is
-   * split, the same of its batch tail's arena (ModelTerms.nativeBatchTailPerSampleMiB); 0
-   * otherwise. Its slope is 1 at steady-inference (where every batch size runs) and 0 before,
-   * never fitted: no probe is unchunkable.
+   * memlane-rt: what only its largest batch touches, MiB. For a plan its CPU backend cannot
+   * chunk (native-chunk.ts), the arena beyond one sample; for a chunked plan whose largest batch
+   * is split, the same of its batch tail's arena (ModelTerms.nativeBatchTailPerSampleMiB); and
+   * for every plan, its kernels' workspace beyond one sample for the samples it runs at once
+   * (ModelTerms.nativeWorkspacePerSampleMiB: an LSTM's input projections, S x 4H floats a
+   * sample). 0 for the other runtimes. Its slope is 1 at steady-inference (where every batch
+   * size runs) and 0 before, never fitted: no probe is unchunkable or has an LSTM.
    */
-  wholeBatchArenaMiB: number;
+  largestBatchMiB: number;
   /**
    * memlane-rt: what its model-load leaves resident (ModelTerms.nativeLoadMiB), slope 1 from
    * model-load on, never fitted (measured bytes, as heldMiB is); 0 for the ORT runtimes.
@@ -269,7 +276,7 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
   }
   // Without a plan there is nothing for the native load probe to load; why is the compile error.
   const noPlan = nativeLoad ? { nativeLoadUnavailable: "no plan to load (the compile error above)" } : {};
-  const weights = { file: onnxPath, ortInputDims, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, ortLoadHeldMiB: null, nativeLoadMiB: null, nativeReleasedMiB: null, nativeBatchTailPerSampleMiB: null };
+  const weights = { file: onnxPath, ortInputDims, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, ortLoadHeldMiB: null, nativeLoadMiB: null, nativeReleasedMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspacePerSampleMiB: null };
   const unplanned = { arenaPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null, nativeChunkable: null };
   if (feedError !== null) return { ...weights, ...noPlan, ...unplanned, ortPatternPerSampleMiB: null, ortTracePerSample: null, compileError: feedError };
   let ortPatternPerSampleMiB: number | null = null;
@@ -312,15 +319,15 @@ async function nativeLoadTerms(onnxPath: string, inputShapes: Record<string, num
   if (terms.nativeLoadMiB !== null) nativeLoadMemo.set(key, terms);
   return terms;
 }
-type NativeLoadTerms = Pick<ModelTerms, "nativeLoadMiB" | "nativeReleasedMiB" | "nativeBatchTailPerSampleMiB" | "nativeLoadUnavailable">;
+type NativeLoadTerms = Pick<ModelTerms, "nativeLoadMiB" | "nativeReleasedMiB" | "nativeBatchTailPerSampleMiB" | "nativeWorkspacePerSampleMiB" | "nativeLoadUnavailable">;
 const nativeLoadMemo = new Map<string, NativeLoadTerms>();
 
 async function probedNativeLoadTerms(planPath: string): Promise<NativeLoadTerms> {
   try {
     const p = await probeNativeLoad(planPath);
-    return { nativeLoadMiB: p.loadMiB, nativeReleasedMiB: p.releasedMiB, nativeBatchTailPerSampleMiB: p.batchTailPerSampleMiB, nativeLoadUnavailable: undefined };
+    return { nativeLoadMiB: p.loadMiB, nativeReleasedMiB: p.releasedMiB, nativeBatchTailPerSampleMiB: p.batchTailPerSampleMiB, nativeWorkspacePerSampleMiB: p.workspacePerSampleMiB, nativeLoadUnavailable: undefined };
   } catch (err) {
-    return { nativeLoadMiB: null, nativeReleasedMiB: null, nativeBatchTailPerSampleMiB: null, nativeLoadUnavailable: `the native load probe failed: ${err instanceof Error ? err.message : String(err)}` };
+    return { nativeLoadMiB: null, nativeReleasedMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspacePerSampleMiB: null, nativeLoadUnavailable: `the native load probe failed: ${err instanceof Error ? err.message : String(err)}` };
   }
 }
 
@@ -374,20 +381,25 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
   const ortPattern = ORT_RUNTIMES.has(runtime) ? t.ortPatternPerSampleMiB : null;
   const sampleBytes = (ortPattern ?? t.arenaPerSampleMiB ?? 0) * MIB;
   let samples = run.maxBatch;
-  let wholeBatchArenaMiB = 0;
+  let largestBatchMiB = 0;
   let tailMiB = 0;
   if (runtime === "native" && sampleBytes > 0) {
     // Unchunked, a batch of one (compare's and the pipelines' first request) touches one sample
     // of arena, and the largest batch, at steady-inference, the rest.
     const unchunked = t.nativeChunkable === false;
     samples = unchunked ? 1 : nativeChunkSamples(true, sampleBytes, run.maxBatch);
-    if (unchunked) wholeBatchArenaMiB = (sampleBytes * (run.maxBatch - 1)) / MIB;
+    if (unchunked) largestBatchMiB = (sampleBytes * (run.maxBatch - 1)) / MIB;
     // A split batch's last ops run over all of it, in an arena of their own laid out like the
     // plan's: a batch of one touches one sample of it, the largest batch the rest.
     else if (samples < run.maxBatch) {
       tailMiB = t.nativeBatchTailPerSampleMiB ?? 0;
-      wholeBatchArenaMiB = tailMiB * (run.maxBatch - 1);
+      largestBatchMiB = tailMiB * (run.maxBatch - 1);
     }
+    // The kernels' workspace is sized for the samples run at once: a batch of one touches one
+    // sample of it, the largest batch (or its chunk) the rest. The zoo's LSTM (S 128, H 64,
+    // unchunkable) at batch 64: 8 MiB, which the estimate of its steady RSS lacked (-23 %).
+    const atOnce = unchunked ? run.maxBatch : samples;
+    largestBatchMiB += (t.nativeWorkspacePerSampleMiB ?? 0) * (atOnce - 1);
   }
   return {
     weightMiB: t.weightMiB,
@@ -396,7 +408,7 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
     evalMiB: ((t.ioPerSampleMiB ?? 0) - (t.outputPerSampleMiB ?? 0)) * run.evalSamples,
     evalOutputMiB: (t.outputPerSampleMiB ?? 0) * run.evalSamples,
     heldMiB: ORT_RUNTIMES.has(runtime) ? (t.ortLoadHeldMiB ?? 0) : 0,
-    wholeBatchArenaMiB,
+    largestBatchMiB,
     nativeLoadMiB: runtime === "native" ? (t.nativeLoadMiB ?? 0) : 0,
     nativeReleasedMiB: runtime === "native" ? (t.nativeReleasedMiB ?? 0) : 0,
     deadOutputMiB: runtime === "node-ort" ? nodeDeadOutputMiB(t, run) : 0,

@@ -28,6 +28,12 @@ export interface NativeLoadProbe {
    * it splits a batch into chunks (cpu/batch_tail.h), MiB; 0: no such ops.
    */
   batchTailPerSampleMiB: number;
+  /**
+   * The most a kernel's workspace grows a sample, MiB (an LSTM's input projections, S x 4H
+   * floats a direction): the probe loads at maxBatch 1, a run's batch touches this much more
+   * for every sample it runs at once.
+   */
+  workspacePerSampleMiB: number;
 }
 
 /** The worker's answer, checked: a bogus figure has slope ±1 in every native estimate. */
@@ -50,6 +56,7 @@ export function checkedNativeLoad(marks: readonly PhaseMark[], value: unknown): 
     loadMiB: Math.max(0, (e!.rssKiB - s!.rssKiB) / 1024),
     releasedMiB: bytes("weightsBytesReleased") / MIB,
     batchTailPerSampleMiB: bytes("batchTailBytesPerSample") / MIB,
+    workspacePerSampleMiB: bytes("workspaceBytesPerSample") / MIB,
   };
 }
 

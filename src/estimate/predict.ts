@@ -88,7 +88,7 @@ export function predictedPeak(c: Calibration, runtime: string, f: Features): { p
   const mib = (x: number) => `${x.toFixed(1)} MiB`;
   const parts = `${runtime} ${best!.phase}: fixed ${mib(c0)} + weights ${mib(cw * f.weightMiB + ccw * f.convWeightMiB)} + activations ${mib(ca * f.activationMiB)} + eval set ${mib(ce * f.evalMiB + co * f.evalOutputMiB)}` +
     (ch * f.heldMiB > 0 ? ` + held by malloc after the load ${mib(ch * f.heldMiB)}` : "") +
-    ((cu ?? 0) * f.wholeBatchArenaMiB > 0 ? ` + arena of the whole batch ${mib((cu ?? 0) * f.wholeBatchArenaMiB)}` : "") +
+    ((cu ?? 0) * f.largestBatchMiB > 0 ? ` + arena of the whole batch ${mib((cu ?? 0) * f.largestBatchMiB)}` : "") +
     ((cl ?? 0) * f.nativeLoadMiB > 0 ? ` + repacked at load ${mib((cl ?? 0) * f.nativeLoadMiB)}` : "") +
     ((cr ?? 0) * f.nativeReleasedMiB < 0 ? ` − plan pages given back ${mib(-(cr ?? 0) * f.nativeReleasedMiB)}` : "") +
     ((cd ?? 0) * f.deadOutputMiB > 0 ? ` + dead outputs V8 has not collected ${mib((cd ?? 0) * f.deadOutputMiB)}` : "") +

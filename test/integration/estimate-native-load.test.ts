@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileOnnx } from "../../src/compiler/compile.ts";
 import { features, modelTerms } from "../../src/estimate/model-terms.ts";
 import { checkedNativeLoad, probeNativeLoad } from "../../src/estimate/native-load.ts";
+import { nativeChunkSamples } from "../../src/estimate/native-chunk.ts";
 import { HAS_AVX512F } from "../fixtures/cpu-flags.ts";
 import { ROOT } from "./pipeline-helpers.ts";
 
@@ -23,6 +24,12 @@ const classifierPlan = join(dir, "classifier.mlplan");
 // A 3x3 conv (64 -> 64, 144 KiB of weights) and a 1x1 conv (64 -> 256, 64 KiB): the CPU backend
 // repacks both at load (Winograd's U, the pointwise panels) and gives their plan pages back.
 const WEIGHT_MIB = (64 * 64 * 9 + 256 * 64) * 4 / 2 ** 20;
+// An LSTM as torch exports nn.LSTM(batch_first=True): its input projections for every step are
+// the kernel's workspace, LSTM_S x 4 x LSTM_H floats a sample.
+const lstm = join(dir, "lstm.onnx");
+const lstmPlan = join(dir, "lstm.mlplan");
+const LSTM_S = 48;
+const LSTM_H = 32;
 
 beforeAll(async () => {
   execFileSync(join(ROOT, ".venv/bin/python"), ["-c", `
@@ -44,9 +51,23 @@ nodes += [helper.make_node("GlobalAveragePool", ["y"], ["p"]), helper.make_node(
 g = helper.make_graph(nodes, "g", [x], [z], [numpy_helper.from_array(W, n) for W, n in ((W1, "W1"), (W2, "W2"), (Wf, "Wf"))])
 m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]); m.ir_version = 8
 onnx.save(m, ${JSON.stringify(classifier)})
+S, H, I = ${LSTM_S}, ${LSTM_H}, 8
+W = (rng.standard_normal((1, 4 * H, I)) * 0.1).astype(np.float32)
+R = (rng.standard_normal((1, 4 * H, H)) * 0.1).astype(np.float32)
+B = (rng.standard_normal((1, 8 * H)) * 0.1).astype(np.float32)
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", S, I])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", S, H])
+nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0, 2]),
+         helper.make_node("LSTM", ["xt", "W", "R", "B"], ["Y"], hidden_size=H),
+         helper.make_node("Squeeze", ["Y", "one"], ["ys"]),
+         helper.make_node("Transpose", ["ys"], ["y"], perm=[1, 0, 2])]
+inits = [numpy_helper.from_array(W, "W"), numpy_helper.from_array(R, "R"), numpy_helper.from_array(B, "B"), numpy_helper.from_array(np.array([1], np.int64), "one")]
+m = helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits), opset_imports=[helper.make_opsetid("", 17)]); m.ir_version = 8
+onnx.save(m, ${JSON.stringify(lstm)})
 `]);
   await compileOnnx(onnx, plan, { verify: false });
   await compileOnnx(classifier, classifierPlan, { verify: false });
+  await compileOnnx(lstm, lstmPlan, { verify: false });
 }, 60_000);
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -98,20 +119,40 @@ describe("native load probe", () => {
     expect(t.nativeBatchTailPerSampleMiB).toBe(p.batchTailPerSampleMiB);
     const whole = features("native", { ...t, nativeBatchTailPerSampleMiB: 0 }, { maxBatch: 8, evalSamples: 16 });
     const split = features("native", t, { maxBatch: 8, evalSamples: 16 });
-    expect(split.wholeBatchArenaMiB).toBeCloseTo(7 * p.batchTailPerSampleMiB, 12);
+    expect(split.largestBatchMiB).toBeCloseTo(7 * p.batchTailPerSampleMiB, 12);
     expect(split.activationMiB - whole.activationMiB).toBeCloseTo(p.batchTailPerSampleMiB, 12);
     // A batch of one is never split: no tail.
-    expect(features("native", t, { maxBatch: 1, evalSamples: 16 }).wholeBatchArenaMiB).toBe(0);
+    expect(features("native", t, { maxBatch: 1, evalSamples: 16 }).largestBatchMiB).toBe(0);
+  }, 120_000);
+
+  it("gives the kernels' workspace a sample (an LSTM's projections), which the largest batch adds", async () => {
+    const convs = await probeNativeLoad(classifierPlan);
+    const p = await probeNativeLoad(lstmPlan);
+    const projections = LSTM_S * 4 * LSTM_H * 4;
+    // The projections, plus h and c a sample (two of h, one of c; the portable kernel's gate row).
+    expect(p.workspacePerSampleMiB * 2 ** 20).toBeGreaterThanOrEqual(projections);
+    expect(p.workspacePerSampleMiB * 2 ** 20).toBeLessThanOrEqual(projections + 8 * LSTM_H * 4);
+    expect(p.workspacePerSampleMiB).toBeGreaterThan(10 * convs.workspacePerSampleMiB);
+    const t = await modelTerms(lstm, {}, { nativeLoad: true });
+    expect(t.nativeWorkspacePerSampleMiB).toBe(p.workspacePerSampleMiB);
+    // Whatever the arena's part, the largest batch adds the workspace of the samples it runs at once.
+    const at = (maxBatch: number, w: number) => features("native", { ...t, nativeWorkspacePerSampleMiB: w }, { maxBatch, evalSamples: 16 }).largestBatchMiB;
+    const samples = t.nativeChunkable === false ? 16 : nativeChunkSamples(true, t.arenaPerSampleMiB! * 2 ** 20, 16);
+    expect(at(16, p.workspacePerSampleMiB) - at(16, 0)).toBeCloseTo((samples - 1) * p.workspacePerSampleMiB, 12);
+    expect(samples).toBeGreaterThan(1);
+    expect(at(1, p.workspacePerSampleMiB)).toBe(0);
+    expect(features("python-ort", t, { maxBatch: 16, evalSamples: 16 }).largestBatchMiB).toBe(0);
   }, 120_000);
 
   it("refuses a worker's answer it cannot use, naming what was wrong", () => {
     const mark = (m: "start" | "end", rssKiB: number) => ({ name: "model-load", mark: m, memory: { rssKiB } }) as never;
-    const ok = { weightsBytesReleased: 2 ** 20, batchTailBytesPerSample: 2 ** 19 };
-    expect(checkedNativeLoad([mark("start", 1000), mark("end", 3048)], ok)).toEqual({ loadMiB: 2, releasedMiB: 1, batchTailPerSampleMiB: 0.5 });
+    const ok = { weightsBytesReleased: 2 ** 20, batchTailBytesPerSample: 2 ** 19, workspaceBytesPerSample: 2 ** 18 };
+    expect(checkedNativeLoad([mark("start", 1000), mark("end", 3048)], ok)).toEqual({ loadMiB: 2, releasedMiB: 1, batchTailPerSampleMiB: 0.5, workspacePerSampleMiB: 0.25 });
     expect(() => checkedNativeLoad([mark("end", 3048)], ok)).toThrow(/no model-load start and end/);
     expect(() => checkedNativeLoad([mark("start", Number.NaN), mark("end", 3048)], ok)).toThrow(/RSS readings/);
     expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { ...ok, weightsBytesReleased: -1 })).toThrow(/weightsBytesReleased is -1/);
     expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], {})).toThrow(/weightsBytesReleased is undefined/);
     expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { weightsBytesReleased: 0 })).toThrow(/batchTailBytesPerSample is undefined/);
+    expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { ...ok, workspaceBytesPerSample: "big" })).toThrow(/workspaceBytesPerSample is "big"/);
   });
 });

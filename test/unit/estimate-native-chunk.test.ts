@@ -44,14 +44,14 @@ describe("memlane-rt's features of a plan it runs whole", () => {
     expect(terms.nativeChunkable).toBe(false);
     const f = features("native", terms, run);
     expect(f.activationMiB).toBeCloseTo(terms.arenaPerSampleMiB!, 9);
-    expect(f.wholeBatchArenaMiB).toBeCloseTo(7 * terms.arenaPerSampleMiB!, 9);
-    expect(features("python-ort", terms, run).wholeBatchArenaMiB).toBe(0);
+    expect(f.largestBatchMiB).toBeCloseTo(7 * terms.arenaPerSampleMiB!, 9);
+    expect(features("python-ort", terms, run).largestBatchMiB).toBe(0);
   });
   it("a batch-first one: chunked as before, nothing beyond", async () => {
     const terms = await modelTerms(writeModel(DYNAMIC_SEQ, "batch-first"), { seq: 16 });
     expect(terms.nativeChunkable).toBe(true);
     const f = features("native", terms, run);
-    expect(f.wholeBatchArenaMiB).toBe(0);
+    expect(f.largestBatchMiB).toBe(0);
     expect(f.activationMiB * MIB).toBeCloseTo(nativeChunkSamples(true, terms.arenaPerSampleMiB! * MIB, 8) * terms.arenaPerSampleMiB! * MIB, 3);
   });
 });

@@ -23,7 +23,7 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const f = (w: number, cw: number, a: number, e: number, o = 0, h = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: h, wholeBatchArenaMiB: 0, nativeLoadMiB: 0, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0 });
+const f = (w: number, cw: number, a: number, e: number, o = 0, h = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: h, largestBatchMiB: 0, nativeLoadMiB: 0, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0 });
 // Probe-like features that move one term at a time (so the fit has one answer).
 
 describe("fitLinear", () => {
@@ -167,7 +167,7 @@ describe("memlane-rt's load (nativeLoadMiB, nativeReleasedMiB)", () => {
   });
 });
 
-describe("memlane-rt's unchunked arena (wholeBatchArenaMiB)", () => {
+describe("memlane-rt's unchunked arena (largestBatchMiB)", () => {
   it("takes its slope as 1 at steady-inference and 0 before: no probe is unchunkable, so it is given", () => {
     const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), f(0, 0, 4, 3), f(0, 0, 8, 128)];
     const row = (v: number) => ({ rss: v, uss: v, pss: v, peak: v });
@@ -179,7 +179,7 @@ describe("memlane-rt's unchunked arena (wholeBatchArenaMiB)", () => {
     expect(fits["steady-inference"]!.rss.coef[7]).toBe(1);
     expect(fits["first-inference"]!.rss.coef[7]).toBe(0);
     const cal: Calibration = { format: CALIBRATION_FORMAT, key: {}, createdAt: "", models: fitModels(probes), probes };
-    const distilbertLike = { ...f(0.5, 0, 0.22, 0.5), wholeBatchArenaMiB: 1.53 };
+    const distilbertLike = { ...f(0.5, 0, 0.22, 0.5), largestBatchMiB: 1.53 };
     const e = estimateRuntime(cal, "native", distilbertLike)!;
     expect(e.phases[1]!.rss - e.phases[0]!.rss).toBeCloseTo(0.5 + 1.53, 3);
   });

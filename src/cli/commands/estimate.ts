@@ -111,7 +111,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     if (!e) continue;
     io.out("");
     const held = e.features.heldMiB > 0 ? `, held by malloc after the load ${num(e.features.heldMiB)} MiB` : "";
-    const whole = e.features.wholeBatchArenaMiB > 0 ? `, arena of the whole batch (unchunked) +${num(e.features.wholeBatchArenaMiB)} MiB` : "";
+    const whole = e.features.largestBatchMiB > 0 ? `, arena of the whole batch (unchunked) +${num(e.features.largestBatchMiB)} MiB` : "";
     const repacked = e.features.nativeLoadMiB > 0 ? `, repacked at load ${num(e.features.nativeLoadMiB)} MiB (plan pages given back ${num(e.features.nativeReleasedMiB)} MiB)` : "";
     io.out(`${e.runtime} (features: weights ${num(e.features.weightMiB)} MiB, activations ${num(e.features.activationMiB)} MiB${whole}, eval set ${num(e.features.evalMiB)} MiB in + ${num(e.features.evalOutputMiB)} MiB out${held}${repacked}):`);
     io.out(textTable(["phase", "end RSS MiB", "± MiB (probes' rms)", "end USS MiB", "end PSS MiB", "peak RSS MiB"],

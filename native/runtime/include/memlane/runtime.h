@@ -58,6 +58,9 @@ struct RuntimeMemory {
                                       // backend's copies replace them; docs/memory.md)
   uint64_t batchTailBytesPerSample = 0;  // cpu: arena per sample of the last ops, run over the
                                          // whole batch where a batch is split into chunks
+  uint64_t workspaceBytesPerSample = 0;  // cpu: the most a kernel's workspace grows a sample, so
+                                         // the workspace a batch touches can be known from a load
+                                         // at maxBatch 1 (memlane estimate's probe)
   int64_t deviceUsedBytes = -1;     // -1 = unknown
 };
 

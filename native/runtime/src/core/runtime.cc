@@ -384,6 +384,7 @@ RuntimeMemory Runtime::memory() const {
   m.deviceUsedBytes = s.deviceUsedBytes;
   m.weightsBytesReleased = s.weightBytesReleased;
   m.batchTailBytesPerSample = s.batchTailBytesPerSample;
+  m.workspaceBytesPerSample = s.workspaceBytesPerSample;
   // Profiles share one host arena and workspace: the largest of them is what is held.
   for (size_t p = 1; p < impl_->backends.size(); ++p) {
     const MemoryStats o = impl_->backends[p]->memory_stats();
@@ -392,6 +393,7 @@ RuntimeMemory Runtime::memory() const {
     // Each profile's backend repacks and releases the same plan weights.
     m.weightsBytesReleased = std::max(m.weightsBytesReleased, o.weightBytesReleased);
     m.batchTailBytesPerSample = std::max(m.batchTailBytesPerSample, o.batchTailBytesPerSample);
+    m.workspaceBytesPerSample = std::max(m.workspaceBytesPerSample, o.workspaceBytesPerSample);
   }
   if (impl_->file) {
     m.weightsBytes = distinct_weight_bytes(impl_->file->profiles());

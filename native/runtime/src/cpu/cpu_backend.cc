@@ -289,6 +289,9 @@ class CpuBackend final : public Backend {
       tuner = std::make_unique<cpu::ConvTuner>(pool_.get(), release.releasing());
     // Builds the ops of `p` (the plan, or the prefix's or the tail's view of it: ops
     // [base, base + p.ops.size()) of the plan), sizing their workspace for `batch` samples.
+    // `wsPerSample`: the most any kernel's workspace grows a sample (its size at 2 samples less
+    // at 1), which memlane estimate's load probe (at maxBatch 1) applies to the run's batches.
+    uint64_t wsPerSample = 0;
     auto build = [&](const Plan& p, size_t base, int64_t batch, uint64_t* ws) {
       cpu::BuildCtx bc{&p, threads_};
       bc.panels = panels_.get();
@@ -304,6 +307,8 @@ class CpuBackend final : public Backend {
         auto k = make_kernel(bc, p, i, &skip, &st, message, tuner.get());
         if (!k) return st;
         *ws = std::max(*ws, k->workspace_floats(batch));
+        const uint64_t one = k->workspace_floats(1), two = k->workspace_floats(2);
+        if (two > one) wsPerSample = std::max(wsPerSample, two - one);
         release.op_built(base + i, k.get());
         kernels.push_back(std::move(k));
       }
@@ -368,6 +373,7 @@ class CpuBackend final : public Backend {
     stats_.arenaBytes = arena_bytes;
     stats_.workspaceBytes = ws_total * sizeof(float);
     stats_.batchTailBytesPerSample = tailBytesPerSample;
+    stats_.workspaceBytesPerSample = wsPerSample * sizeof(float);
     stats_.weightBytesMapped = plan.weightBytes;
     stats_.weightBytesReleased = release.released_bytes();
     maxBatch_ = maxBatch;

@@ -48,6 +48,7 @@ void task_load(TaskCtx& c, WorkerState& state) {
       .set("workspaceBytes", m.workspaceBytes)
       .set("weightsBytesReleased", m.weightsBytesReleased)
       .set("batchTailBytesPerSample", m.batchTailBytesPerSample)
+      .set("workspaceBytesPerSample", m.workspaceBytesPerSample)
       .set("inputs", specs(rt->inputs()))
       .set("outputs", specs(rt->outputs()));
   // Every shape profile's inputs (one entry for a one-profile plan); `inputs` is profile 0's.
