@@ -52,6 +52,12 @@ function holdsBatch(c: ConstTensor | undefined): boolean {
 export interface InferOptions {
   /** Full model shapes, -1 at the batch axis (compileOnnx's `inputShapes`). */
   inputShapes?: Record<string, number[]>;
+  /**
+   * Shape rules that replace the compiler's for these op types: memlane estimate's replay of
+   * ONNX Runtime (estimate/ort-pattern.ts) follows ORT's graph, where an op the compiler
+   * rewrites first (a layout 0 LSTM) runs as it is. Not for plans.
+   */
+  lowerings?: Readonly<Record<string, Lowering>>;
 }
 
 export interface Inferred {
@@ -82,6 +88,7 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
     return name;
   };
 
+  const lowering = (op: string): Lowering | undefined => opts.lowerings?.[op] ?? LOWERINGS[op];
   const ins0 = resolveInputs(g, opts.inputShapes ?? {}, (m) => warnings.push(m));
   let staticBatch: number | undefined;
   for (const inp of ins0) {
@@ -130,7 +137,7 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
         if (n.outputs[i]) consts.set(n.outputs[i]!, c);
       });
       continue;
-    } else if (!LOWERINGS[n.opType]) {
+    } else if (!lowering(n.opType)) {
       throw unsupportedOp(g.file, n, runtime ? `computes on the run-time tensor "${runtime}" and can only be folded at compile time` : "depends on the batch size and can only be folded at compile time");
     }
     if (n.opType === "Shape") {
@@ -181,7 +188,7 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
       },
       warn: (m) => warnings.push(m),
     };
-    const low = LOWERINGS[n.opType]!(ctx);
+    const low = lowering(n.opType)!(ctx);
     const outputs = n.outputs.slice(0, low.shapes.length);
     if (low.then) outputs[0] = fresh(`${outputs[0]}.pre`);
     low.shapes.forEach((s, i) => {

@@ -17,7 +17,7 @@ import { readPlan } from "../compiler/read.ts";
 import { nativeChunkable, nativeChunkSamples } from "./native-chunk.ts";
 import { probeNativeLoad } from "./native-load.ts";
 import { probeOrtLoad } from "./ort-load.ts";
-import { ortPatternKey, replayOrtArena, shapesInRunOrder } from "./ort-arena.ts";
+import { evalChunks, ortPatternKey, replayOrtArena } from "./ort-arena.ts";
 import { ortPatternBytesPerSample, ortRunTracePerSample, type TraceEvent } from "./ort-pattern.ts";
 
 const MIB = 2 ** 20;
@@ -377,7 +377,7 @@ export function nodeDeadOutputMiB(t: Pick<ModelTerms, "outputPerSampleMiB">, run
  * a chunk of it, torch allocates per op.
  */
 export function features(runtime: string, t: ModelTerms, run: RunShape): Features {
-  const ortArena = ORT_RUNTIMES.has(runtime) ? ortArenaMiB(t, run) : null;
+  const ortArena = ORT_RUNTIMES.has(runtime) ? ortArenaMiB(t, run, runtime === "python-ort") : null;
   const ortPattern = ORT_RUNTIMES.has(runtime) ? t.ortPatternPerSampleMiB : null;
   const sampleBytes = (ortPattern ?? t.arenaPerSampleMiB ?? 0) * MIB;
   let samples = run.maxBatch;
@@ -418,12 +418,14 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
 
 /**
  * What ORT's CPU arena leaves resident after the run's requests (ort-arena.ts), MiB; null
- * without a trace (the pattern times the largest batch stands in).
+ * without a trace (the pattern times the largest batch stands in). `holdEvalOutputs`: the
+ * eval pass keeps its outputs in the arena until it ends (python-ort; ort-arena.ts EvalPass).
  */
-function ortArenaMiB(t: ModelTerms, run: RunShape): number | null {
+function ortArenaMiB(t: ModelTerms, run: RunShape, holdEvalOutputs: boolean): number | null {
   if (!t.ortTracePerSample) return null;
   const batches = run.batchSizes ?? [...new Set([1, run.maxBatch])];
   const dims = t.ortInputDims;
   const key = dims ? (batch: number) => ortPatternKey(dims, batch) : undefined;
-  return replayOrtArena(t.ortTracePerSample, shapesInRunOrder(batches, run.evalSamples), key).residentBytes / MIB;
+  const evalPass = { chunks: evalChunks(run.evalSamples, Math.max(...batches)), holdOutputs: holdEvalOutputs };
+  return replayOrtArena(t.ortTracePerSample, batches, key, evalPass).residentBytes / MIB;
 }

@@ -7,7 +7,8 @@
  * comes from the arena, one by one, in the trace's order. It records the pattern, and each
  * later request of that shape asks the arena for the pattern as one block, written over its
  * length, and frees it at the end (the same chunk comes back every time after that); the
- * graph's outputs come from the arena apart from it, in both kinds of request. The
+ * graph's outputs, and the scratch a kernel takes while it runs (ort-scratch.ts), come from the
+ * arena apart from it, in both kinds of request. The
  * worker (python/memlane_worker/tasks/infer_ort.py) runs the first batch size at
  * first-inference, then every batch size in order at steady-inference, then the eval set in
  * chunks of the largest batch: a last, shorter chunk is one more shape.
@@ -24,20 +25,27 @@ import { type ArenaChunk, BfcArenaReplay } from "./bfc-arena.ts";
 import { patternBytesAtBatch, type TraceEvent } from "./ort-pattern.ts";
 
 export interface ArenaReplay {
-  /** Bytes of the arena's regions ever written to after the first request (first-inference). */
+  /**
+   * Bytes of the arena's regions ever written to, and of their handle tables (bfc-arena.ts),
+   * after the first request (first-inference).
+   */
   firstRequestBytes: number;
   /** ... and after every request of the run (steady-inference). */
   residentBytes: number;
+  /** The handle tables' part of residentBytes. */
+  handleTableBytes: number;
   /** The regions' sizes, in the order the arena took them from malloc. */
   regions: number[];
+  /** The bytes of each region ever written to, in the same order (no handle tables). */
+  regionsResident: number[];
 }
 
-/** The distinct shapes the worker runs, in the order it first runs them. */
-export function shapesInRunOrder(batchSizes: readonly number[], evalSamples: number): number[] {
-  if (batchSizes.length === 0 || batchSizes.some((b) => !Number.isInteger(b) || b < 1))
-    throw new Error(`shapesInRunOrder: batch sizes must be positive integers, got [${batchSizes.join(", ")}]`);
-  const last = evalSamples % Math.max(...batchSizes);
-  return [...new Set([...batchSizes, ...(last > 0 ? [last] : [])])];
+/** The eval pass's requests: the eval set in chunks of the largest batch, a shorter one last. */
+export function evalChunks(evalSamples: number, chunk: number): number[] {
+  if (!Number.isInteger(chunk) || chunk < 1) throw new Error(`evalChunks: the chunk must be a positive integer, got ${chunk}`);
+  const chunks: number[] = [];
+  for (let start = 0; start < evalSamples; start += chunk) chunks.push(Math.min(chunk, evalSamples - start));
+  return chunks;
 }
 
 /** ORT's memory-pattern key for inputs fed at these shapes (-1: the batch): the XOR of every dim. */
@@ -48,51 +56,107 @@ export function ortPatternKey(inputDims: readonly (readonly number[])[], batch: 
 }
 
 /**
- * The arena after the worker's requests, from a trace per sample (ortRunTracePerSample).
+ * The eval pass as the worker runs it (ort-arena.ts's header): its requests in order, and
+ * whether it keeps every request's outputs until the pass ends. python-ort does: ORT's Python
+ * binding hands back numpy arrays over the arena's own chunks, and the worker keeps each
+ * chunk's until it joins them (tasks/io_spec.py over_eval_set), so they stay taken from the
+ * arena; onnxruntime-node copies its outputs out, and the arena gets them back at once.
+ * Measured on the zoo's LSTM at batch 64, seq 128 (python-ort, bare): the 4 chunks' outputs
+ * (8.25 MiB) grew RSS 2.25 MiB while kept (room the arena already had) and 8.25 joined.
+ */
+export interface EvalPass {
+  chunks: readonly number[];
+  holdOutputs: boolean;
+}
+
+/**
+ * The arena after the worker's requests, from a trace per sample (ortRunTracePerSample):
+ * `batches`, each shape's first request and then one with its pattern, then `evalPass`'s.
  * `patternKey`: ORT's cache key of a batch size (ortPatternKey); without it every batch size
  * has a pattern of its own.
  */
-export function replayOrtArena(tracePerSample: readonly TraceEvent[], batches: readonly number[], patternKey?: (batch: number) => number): ArenaReplay {
+export function replayOrtArena(tracePerSample: readonly TraceEvent[], batches: readonly number[], patternKey?: (batch: number) => number, evalPass?: EvalPass): ArenaReplay {
+  if ([...batches, ...(evalPass?.chunks ?? [])].some((b) => !Number.isInteger(b) || b < 1))
+    throw new Error(`replayOrtArena: batch sizes must be positive integers, got [${batches.join(", ")}] and eval chunks [${evalPass?.chunks.join(", ") ?? ""}]`);
   const arena = new BfcArenaReplay();
-  const resident = () => arena.report().reduce((s, r) => s + r.residentBytes, 0);
-  // A request without a pattern for its sizes: every tensor from the arena, in the trace's order.
-  const tensorByTensor = (batch: number) => {
+  const resident = () => arena.report().reduce((s, r) => s + r.residentBytes + r.handleTableBytes, 0);
+  const isOutput = new Set(tracePerSample.flatMap((e) => (e.kind === "alloc" && e.output ? [e.id] : [])));
+  const held: ArenaChunk[] = [];
+  // A request without a pattern for its sizes: every tensor from the arena, in the trace's
+  // order; its outputs go back after it, or into `keep`.
+  const tensorByTensor = (batch: number, keep: ArenaChunk[] | null) => {
     const live = new Map<number, ArenaChunk>();
     for (const e of tracePerSample) {
       if (e.kind === "alloc") {
         // A tensor without the batch (0 a sample) is not the batch's: too small to matter here.
         if (e.size > 0) live.set(e.id, arena.alloc(e.size * batch));
-      } else {
+      } else if (!(keep && isOutput.has(e.id))) {
         const c = live.get(e.id);
         if (c) arena.release(c);
         live.delete(e.id);
       }
     }
-    for (const c of live.values()) arena.release(c);
+    for (const [id, c] of live) {
+      if (keep && isOutput.has(id)) keep.push(c);
+      else arena.release(c);
+    }
+  };
+  // A request with its shape's pattern: the block, then the outputs and the kernels' scratch
+  // apart from it as the run reaches them; the scratch goes back as its kernel returns, the
+  // block at the end of the run, the outputs when the caller lets go of them.
+  const withPattern = (batch: number, keep: ArenaChunk[] | null) => {
+    const pattern = patternBytesAtBatch(tracePerSample, batch);
+    const block = pattern > 0 ? arena.alloc(pattern) : null;
+    const apart = new Map<number, ArenaChunk>();
+    for (const e of tracePerSample) {
+      if (e.kind === "alloc" && (e.output || e.scratch) && e.size > 0) apart.set(e.id, arena.alloc(e.size * batch));
+      else if (e.kind === "free" && !isOutput.has(e.id) && apart.has(e.id)) {
+        arena.release(apart.get(e.id)!);
+        apart.delete(e.id);
+      }
+    }
+    if (block) arena.release(block);
+    for (const c of apart.values()) {
+      if (keep) keep.push(c);
+      else arena.release(c);
+    }
   };
   const patternFrom = new Map<number, number>(); // key -> the batch size whose pattern ORT cached under it
-  let firstRequestBytes = 0;
-  batches.forEach((batch, i) => {
+  /** One request: with its shape's pattern, beside another shape's, or recording its own. */
+  const request = (batch: number, keep: ArenaChunk[] | null): "pattern" | "stale" | "recorded" => {
     const key = patternKey ? patternKey(batch) : batch;
     const cached = patternFrom.get(key);
+    if (cached === batch) {
+      withPattern(batch, keep);
+      return "pattern";
+    }
     if (cached !== undefined) {
       // Another shape's pattern: its block, and this shape's tensors one by one, every request.
       const stale = patternBytesAtBatch(tracePerSample, cached);
       const block = stale > 0 ? arena.alloc(stale) : null;
-      tensorByTensor(batch);
+      tensorByTensor(batch, keep);
       if (block) arena.release(block);
-      if (i === 0) firstRequestBytes = resident();
-      return;
+      return "stale";
     }
     patternFrom.set(key, batch);
-    tensorByTensor(batch);
+    tensorByTensor(batch, keep);
+    return "recorded";
+  };
+  let firstRequestBytes = 0;
+  batches.forEach((batch, i) => {
+    const first = request(batch, null);
     if (i === 0) firstRequestBytes = resident();
-    // Later requests: the pattern's block, the outputs apart from it; the block goes back at
-    // the end of the run, the outputs when the caller lets go of them.
-    const pattern = patternBytesAtBatch(tracePerSample, batch);
-    const block = pattern > 0 ? [arena.alloc(pattern)] : [];
-    const outputs = tracePerSample.flatMap((e) => (e.kind === "alloc" && e.output && e.size > 0 ? [arena.alloc(e.size * batch)] : []));
-    for (const c of [...block, ...outputs]) arena.release(c);
+    // The later requests of a shape whose pattern the first recorded use it (all alike).
+    if (first === "recorded") request(batch, null);
   });
-  return { firstRequestBytes, residentBytes: resident(), regions: arena.report().map((r) => r.bytes) };
+  for (const chunk of evalPass?.chunks ?? []) request(chunk, evalPass!.holdOutputs ? held : null);
+  for (const c of held) arena.release(c);
+  const report = arena.report();
+  return {
+    firstRequestBytes,
+    residentBytes: resident(),
+    handleTableBytes: report.reduce((s, r) => s + r.handleTableBytes, 0),
+    regions: report.map((r) => r.bytes),
+    regionsResident: report.map((r) => r.residentBytes),
+  };
 }

@@ -26,10 +26,13 @@
  * (a tensor without the batch counts 0): the pattern of these graphs scales with the batch.
  */
 import { inferGraph } from "../compiler/infer.ts";
-import { DTYPE_BYTES, type LNode, perSample } from "../compiler/ir.ts";
+import { DTYPE_BYTES, defaultDtype, type LNode, perSample } from "../compiler/ir.ts";
 import type { Graph } from "../compiler/ir.ts";
 import { topoSort } from "../compiler/order.ts";
+import { ortCommonSubexpressions } from "./ort-cse.ts";
 import { CONV_SUM, ortFusions } from "./ort-fusions.ts";
+import { ortLstmShapes } from "./ort-lstm.ts";
+import { type KernelScratch, ortKernelScratch } from "./ort-scratch.ts";
 import { ortNchwc } from "./ort-nchwc.ts";
 import { inOrtOrder } from "./ort-order.ts";
 import { ortPushTransposes } from "./ort-transposes.ts";
@@ -55,13 +58,13 @@ interface Buffer {
   last: number;
 }
 
-/** One step of the run's trace: a new buffer allocated, or a buffer freed. */
 /**
  * One step of the run's trace: a new buffer allocated, or a buffer freed. `output`: a graph
  * output, which ORT takes from its arena apart from the pattern and frees when the caller lets
- * go of it (after the request here); the pattern leaves them out.
+ * go of it (after the request here); `scratch`: what a kernel asks the arena for while it runs
+ * and frees before it returns (ort-scratch.ts), in every request. The pattern leaves both out.
  */
-export type TraceEvent = { kind: "alloc"; id: number; size: number; output?: true } | { kind: "free"; id: number };
+export type TraceEvent = { kind: "alloc"; id: number; size: number; output?: true; scratch?: true } | { kind: "free"; id: number };
 
 /**
  * The planner's pass: which buffer each value gets. A buffer on the freelist is free for the
@@ -112,11 +115,20 @@ function planBuffers(nodes: readonly LNode[], inputs: readonly string[], outputs
  * The run's trace: at each step, the buffers it allocates (in plan order) and the graph
  * outputs it computes, then the buffers it frees; the outputs are freed after the last step.
  */
-function runTrace(buffers: readonly Buffer[], steps: number, outputs: ReadonlyArray<{ id: number; size: number; step: number }> = []): TraceEvent[] {
+function runTrace(buffers: readonly Buffer[], steps: number, outputs: ReadonlyArray<{ id: number; size: number; step: number }> = [], scratch: ReadonlyArray<KernelScratch & { step: number }> = []): TraceEvent[] {
   const trace: TraceEvent[] = [];
+  let nextId = buffers.length + outputs.length;
   for (let s = 0; s < steps; s++) {
+    // A kernel's scratch is taken before or after its outputs, and freed (last first) once the
+    // outputs are there.
+    const mine = scratch.find((k) => k.step === s);
+    const ids = (mine?.sizes ?? []).map(() => nextId++);
+    const takeScratch = () => mine?.sizes.forEach((size, i) => trace.push({ kind: "alloc", id: ids[i]!, size, scratch: true }));
+    if (mine?.beforeOutputs) takeScratch();
     for (const b of buffers) if (b.first === s) trace.push({ kind: "alloc", id: b.id, size: b.size });
     for (const o of outputs) if (o.step === s) trace.push({ kind: "alloc", id: o.id, size: o.size, output: true });
+    if (mine && !mine.beforeOutputs) takeScratch();
+    for (const id of [...ids].reverse()) trace.push({ kind: "free", id });
     for (const b of buffers) if (b.last === s) trace.push({ kind: "free", id: b.id });
   }
   for (const o of outputs) trace.push({ kind: "free", id: o.id });
@@ -127,9 +139,9 @@ function runTrace(buffers: readonly Buffer[], steps: number, outputs: ReadonlyAr
 export function patternBytes(trace: readonly TraceEvent[]): number {
   let blocks: Array<{ id: number; offset: number; size: number }> = []; // sorted by offset
   let peak = 0;
-  const outputs = new Set(trace.flatMap((e) => (e.kind === "alloc" && e.output ? [e.id] : [])));
+  const apart = new Set(trace.flatMap((e) => (e.kind === "alloc" && (e.output || e.scratch) ? [e.id] : [])));
   for (const e of trace) {
-    if (outputs.has(e.id)) continue;
+    if (apart.has(e.id)) continue;
     if (e.kind === "free") {
       blocks = blocks.filter((b) => b.id !== e.id);
       continue;
@@ -225,13 +237,14 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   const g = isNaNAsEqual(g0);
   const sorted = topoSort(g);
   const unknown = shapesOrtCannotInfer({ ...g, nodes: sorted });
-  const inf = inferGraph({ ...g, nodes: sorted }, inputShapes ? { inputShapes } : {});
+  const inf = inferGraph({ ...g, nodes: sorted }, { ...(inputShapes ? { inputShapes } : {}), lowerings: { LSTM: ortLstmShapes } });
   const plainBytes = (name: string) => {
     const s = inf.shapes.get(name);
     return s && s.some((d) => d < 0) ? perSample(s) * DTYPE_BYTES[inf.dtypes.get(name) ?? "float32"] : 0;
   };
   const plainShape = (n: string) => (unknown.has(n) ? null : `${inf.dtypes.get(n) ?? "float32"} ${JSON.stringify(inf.shapes.get(n) ?? [])}`);
-  const fused = ortFusions(inOrtOrder(inf.nodes, g.nodes), inf.outputs, (n) => inf.consts.has(n));
+  const shared = ortCommonSubexpressions(inOrtOrder(inf.nodes, g.nodes), inf.outputs, (n) => inf.consts.get(n));
+  const fused = ortFusions(shared, inf.outputs, (n) => inf.consts.has(n));
   const nchwc = ortNchwc(fused, inf.outputs, { constDims: (n) => inf.consts.get(n)?.dims, shapeOf: (n) => inf.shapes.get(n) });
   const { blocked } = nchwc;
   const { nodes, transposed } = ortPushTransposes(nchwc.nodes, inf.outputs, (n) => inf.consts.has(n));
@@ -269,5 +282,10 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   const outputs = withOutputs
     ? inf.outputs.map((name, k) => ({ id: buffers.length + k, size: bytesOf(name), step: nodes.findIndex((n) => n.outputs.includes(name)) })).filter((o) => o.step >= 0)
     : [];
-  return runTrace(buffers, nodes.length, outputs);
+  const values = { shapeOf: (v: string) => inf.shapes.get(v) ?? inf.consts.get(v)?.dims, dtypeOf: (v: string) => inf.dtypes.get(v) ?? (inf.consts.has(v) ? defaultDtype(inf.consts.get(v)!) : undefined) };
+  const scratch = withOutputs ? nodes.flatMap((n, step) => {
+    const k = ortKernelScratch(n, values);
+    return k ? [{ ...k, step }] : [];
+  }) : [];
+  return runTrace(buffers, nodes.length, outputs, scratch);
 }

@@ -9,7 +9,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { loadOnnx } from "../../src/compiler/load.ts";
 import { calibrationKey, saveCalibration } from "../../src/estimate/cache.ts";
 import { CALIBRATION_FORMAT, type Calibration, fitModels } from "../../src/estimate/calibration.ts";
-import { replayOrtArena } from "../../src/estimate/ort-arena.ts";
+import { evalChunks, replayOrtArena } from "../../src/estimate/ort-arena.ts";
 import { ortRunTracePerSample } from "../../src/estimate/ort-pattern.ts";
 import { estimatePipeline } from "../../src/estimate/pipeline-estimate.ts";
 import type { TorchCalibration } from "../../src/estimate/torch-calibration.ts";
@@ -73,9 +73,11 @@ describe("memlane estimate on a model with a symbolic sequence", () => {
     const seq16 = await estimate("--seq", "16");
     expect(seq16.out!.terms.ortPatternPerSampleMiB! * MIB).toBe(16 * perPosition);
     expect(seq16.out!.terms.ioPerSampleMiB! * MIB).toBe(2 * 16 * 32 * 4);
-    // python-ort's activations: ORT's arena replayed at seq 16 over batch 1 then 8 (ort-arena.ts).
+    // python-ort's activations: ORT's arena replayed at seq 16 over batch 1 then 8, then the
+    // eval pass (16 samples by 8) keeping its outputs (ort-arena.ts).
     const trace = ortRunTracePerSample(loadOnnx(path.join(dir, "dyn.onnx")), { x: [-1, 16, 32] });
-    expect(seq16.out!.runtimes[0]!.features.activationMiB * MIB).toBe(replayOrtArena(trace, [1, 8]).residentBytes);
+    const evalPass = { chunks: evalChunks(16, 8), holdOutputs: true };
+    expect(seq16.out!.runtimes[0]!.features.activationMiB * MIB).toBe(replayOrtArena(trace, [1, 8], undefined, evalPass).residentBytes);
     expect(seq16.out!.terms).not.toHaveProperty("ortTracePerSample");
     const shaped = await estimate("--shape", "x=Nx40x32");
     expect(shaped.out!.terms.ortPatternPerSampleMiB! * MIB).toBe(40 * perPosition);
@@ -105,10 +107,10 @@ describe("memlane estimate on a model with a symbolic sequence", () => {
     // No stage here is python-torch's: its calibration is never read.
     const e = await estimatePipeline(p, cal, {} as TorchCalibration, 1e6);
     const bench = e.stages.find((x) => x.runtime === "python-ort")!;
-    // ORT's arena at seq 384 replayed over batches 1, 8 and the eval set's 3 rows (ort-arena.ts);
-    // 3 rows of 384 × 32 floats in and out (not 256 at seq 128).
+    // ORT's arena at seq 384 replayed over batches 1, 8, then the eval pass over the file's 3 rows
+    // keeping its outputs (ort-arena.ts); 3 rows of 384 × 32 floats in and out (not 256 at seq 128).
     const trace = ortRunTracePerSample(loadOnnx(path.join(dir, "dyn.onnx")), { x: [-1, 384, 32] });
-    const arena = replayOrtArena(trace, [1, 8, 3]).residentBytes / 2 ** 20;
+    const arena = replayOrtArena(trace, [1, 8], undefined, { chunks: [3], holdOutputs: true }).residentBytes / 2 ** 20;
     expect(bench.parts).toContain(`activations ${arena.toFixed(1)} MiB, eval set 0.1 MiB in + 0.1 MiB out`);
   }, 120_000);
 

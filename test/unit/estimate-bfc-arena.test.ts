@@ -3,7 +3,7 @@
 // itself on real models in test/integration/ort-arena.test.ts.
 import { describe, expect, it } from "vitest";
 import { BfcArenaReplay } from "../../src/estimate/bfc-arena.ts";
-import { ortPatternKey, replayOrtArena, shapesInRunOrder } from "../../src/estimate/ort-arena.ts";
+import { evalChunks, ortPatternKey, replayOrtArena } from "../../src/estimate/ort-arena.ts";
 import type { TraceEvent } from "../../src/estimate/ort-pattern.ts";
 
 const MIB = 2 ** 20;
@@ -81,8 +81,23 @@ describe("what becomes resident", () => {
     ];
     const r = replayOrtArena(trace, [8]);
     expect(r.regions.map((b) => b / MIB)).toEqual([8, 8, 16]);
-    expect(r.firstRequestBytes / MIB).toBe(16);
-    expect(r.residentBytes / MIB).toBe(16 + 16);
+    // Each region's handle table (8 bytes a 256) is resident from the region's making on.
+    expect(r.handleTableBytes / MIB).toBe((8 + 8 + 16) / 32);
+    expect(r.firstRequestBytes / MIB).toBe(16 + (8 + 8) / 32);
+    expect(r.residentBytes / MIB).toBe(16 + 16 + 1);
+    expect(r.regionsResident.map((b) => b / MIB)).toEqual([8, 8, 16]);
+  });
+
+  it("holds python-ort's eval outputs until the pass ends: every chunk's at once", () => {
+    // One 1 MiB tensor and a 1 MiB output a sample: at batch 1 each request's output goes back
+    // and the next takes the same chunk; kept, four outputs are alive together.
+    const trace: TraceEvent[] = [
+      { kind: "alloc", id: 0, size: MIB }, { kind: "alloc", id: 1, size: MIB, output: true }, { kind: "free", id: 0 }, { kind: "free", id: 1 },
+    ];
+    const chunks = [1, 1, 1, 1];
+    const dropped = replayOrtArena(trace, [1], undefined, { chunks, holdOutputs: false });
+    const kept = replayOrtArena(trace, [1], undefined, { chunks, holdOutputs: true });
+    expect(kept.residentBytes - dropped.residentBytes).toBeGreaterThanOrEqual(3 * MIB);
   });
 
   it("keys ORT's patterns on the XOR of the input dims: one input's batch sizes apart, two inputs of one shape never", () => {
@@ -110,9 +125,11 @@ describe("what becomes resident", () => {
     expect(keyed.residentBytes / MIB).toBeGreaterThanOrEqual(16 + 2);
   });
 
-  it("runs the batch sizes in order, then the eval set's last short chunk as one more shape", () => {
-    expect(shapesInRunOrder([1, 8], 256)).toEqual([1, 8]);
-    expect(shapesInRunOrder([1, 64], 100)).toEqual([1, 64, 36]);
-    expect(() => shapesInRunOrder([0], 10)).toThrow(/positive integers/);
+  it("runs the eval set in chunks of the largest batch, a shorter one last", () => {
+    expect(evalChunks(256, 8)).toEqual(new Array(32).fill(8));
+    expect(evalChunks(100, 64)).toEqual([64, 36]);
+    expect(evalChunks(0, 64)).toEqual([]);
+    expect(() => evalChunks(10, 0)).toThrow(/positive integer/);
+    expect(() => replayOrtArena([], [0])).toThrow(/positive integers/);
   });
 });
