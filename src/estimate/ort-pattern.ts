@@ -17,10 +17,15 @@
  *    (onnxruntime/core/framework/mem_pattern_planner.h). A reused buffer keeps its place for
  *    the union of its values' lives, which pins it and fragments the block.
  *
- * Before both, ORT's graph rewrites: its fusions (ort-fusions.ts), on x86-64 its NCHWc layout
- * (ort-nchwc.ts: blocked tensors, renamed `t#nchwc`, take their plain tensor's bytes with the
- * channels padded, and the reorder copies it adds are buffers of their own) and its transpose
- * optimizer (ort-transposes.ts: Transposes moved down through elementwise ops and cancelled).
+ * Before both, ORT's graph rewrites: its common subexpression elimination (ort-cse.ts), its
+ * fusions (ort-fusions.ts), on x86-64 its NCHWc layout (ort-nchwc.ts: blocked tensors, renamed
+ * `t#nchwc`, take their plain tensor's bytes with the channels padded, and the reorder copies
+ * it adds are buffers of their own) and its transpose optimizer (ort-transposes.ts: Transposes
+ * moved down through elementwise ops and cancelled).
+ *
+ * The graph is inferred with ORT's own shape rule where the compiler's differs (ort-lstm.ts:
+ * its layout 0 LSTM), and the trace carries what kernels take from the arena while they run
+ * (ort-scratch.ts), which the pattern leaves out.
  *
  * Graph inputs, weights and graph outputs are not part of the pattern. Sizes are per sample
  * (a tensor without the batch counts 0): the pattern of these graphs scales with the batch.
