@@ -13,6 +13,7 @@ import * as conv from "./ops-conv.ts";
 import * as data from "./ops-data.ts";
 import * as layout from "./ops-layout.ts";
 import * as cnn from "./ops-cnn.ts";
+import { CumSum, GatherElements } from "./ops-cumsum-gather-elements.ts";
 import { GatherND, MinMax } from "./ops-gather-nd.ts";
 import { LSTM } from "./ops-lstm.ts";
 import * as t from "./ops-tensor.ts";
@@ -32,7 +33,7 @@ const LOWERINGS: Record<string, Lowering> = {
   Expand: layout.Expand, Unsqueeze: layout.Unsqueeze, Squeeze: layout.Squeeze, Slice: layout.Slice,
   Range: layout.Range, ConstantOfShape: layout.ConstantOfShape,
   Clip: cnn.Clip, HardSigmoid: cnn.HardSigmoid, HardSwish: cnn.HardSwish, Pad: cnn.Pad, Split: cnn.Split, LSTM,
-  Max: MinMax, Min: MinMax, GatherND,
+  Max: MinMax, Min: MinMax, GatherND, CumSum, GatherElements,
   // Transformer ops (LayerNormalization, batched MatMul, float math, reductions): replaces
   // MatMul and ReduceMean above with lowerings that keep their old cases as fast paths.
   ...TRANSFORMER_LOWERINGS,

@@ -16,7 +16,7 @@ export const SUPPORTED_OPS: readonly string[] = Object.freeze([
   "Gather", "Cast", "Where", "Equal", "Less", "Greater", "Not", "And", "Or", "Mod", "Expand", "Unsqueeze", "Squeeze", "Slice", "Range", "ConstantOfShape",
   "LessOrEqual", "GreaterOrEqual",
   "Clip", "HardSigmoid", "HardSwish", "SiLU", "Pad", "Split", "LSTM",
-  "Max", "Min", "GatherND",
+  "Max", "Min", "GatherND", "CumSum", "GatherElements",
 ]);
 
 /** Ops the compiler removes or rewrites into supported ones. */

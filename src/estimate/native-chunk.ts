@@ -2,9 +2,11 @@
  * How many samples memlane-rt's CPU backend runs at once, from the plan: the rule of
  * native/runtime/src/cpu/cpu_backend.cc (`prepare`), mirrored. It runs a batch in chunks whose
  * arena fits 256 KiB (at least one sample), but only where a chunk is a smaller batch: every
- * tensor batch-first, no Range (its values count the whole batch), no Gather along the batch
- * axis and no GatherND whose index tuples reach it (their values are sample numbers of the whole
- * batch). Otherwise the whole batch runs at once, and its whole arena is touched.
+ * tensor batch-first, and no op that reaches across samples (`mixes_samples` there): no Range
+ * (its values count the whole batch), no Gather or GatherElements along the batch axis and no
+ * GatherND whose index tuples reach it (their values are sample numbers of the whole batch), no
+ * CumSum along the batch axis (it sums over samples). Otherwise the whole batch runs at once,
+ * and its whole arena is touched.
  *
  * Why it matters: the estimate took every model as chunked, so a transformer with position ids
  * (Range) or a sequence-first LSTM was planned one sample of arena where the backend touches
@@ -20,16 +22,18 @@ const batchAxis = (t: PlanTensor) => t.shape.findIndex((d) => d < 0);
 /** Whether the CPU backend may run this plan in chunks of samples (cpu_backend.cc `chunkable`). */
 export function nativeChunkable(h: Pick<PlanHeader, "tensors" | "ops">): boolean {
   if (h.tensors.some((t) => t.kind !== "weight" && t.shape[0] !== -1)) return false;
-  for (const op of h.ops) {
-    if (op.op === "Range") return false;
-    if (op.inputs.length < 2 || op.inputs[0] === -1) continue;
-    const bax = batchAxis(h.tensors[op.inputs[0]!]!);
-    const idx = h.tensors[op.inputs[1]!];
-    if (bax < 0 || idx === undefined) continue;
-    if (op.op === "GatherND" && idx.shape.length > 0 && bax < idx.shape.at(-1)!) return false;
-    if (op.op === "Gather" && bax === op.attrs.axis) return false;
-  }
-  return true;
+  return !h.ops.some((op) => mixesSamples(h.tensors, op));
+}
+
+/** cpu_backend.cc `mixes_samples`: the op's result for a sample depends on the batch's other samples. */
+function mixesSamples(tensors: PlanHeader["tensors"], op: PlanHeader["ops"][number]): boolean {
+  if (op.op === "Range") return true;
+  if (op.inputs.length < 1 || op.inputs[0] === -1) return false;
+  const bax = batchAxis(tensors[op.inputs[0]!]!);
+  if (bax < 0) return false;
+  if (op.op === "Gather" || op.op === "GatherElements" || op.op === "CumSum") return bax === op.attrs.axis;
+  const idx = op.inputs[1] === undefined || op.inputs[1] === -1 ? undefined : tensors[op.inputs[1]];
+  return op.op === "GatherND" && idx !== undefined && idx.shape.length > 0 && bax < idx.shape.at(-1)!;
 }
 
 /** Samples a chunk holds: as many as fit the budget (1 at least, the batch at most); the batch where the plan cannot be chunked. */

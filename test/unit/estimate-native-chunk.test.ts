@@ -19,6 +19,9 @@ describe("nativeChunkable (cpu_backend.cc's rule)", () => {
   it("chunks a batch-first plan", () => {
     expect(nativeChunkable({ tensors: base, ops: [op("MatMul", [0, 1])] })).toBe(true);
     expect(nativeChunkable({ tensors: base, ops: [op("Gather", [0, 1], { axis: 1 })] })).toBe(true);
+    // RoBERTa's position ids: a CumSum and a GatherElements along the sequence stay per sample.
+    expect(nativeChunkable({ tensors: base, ops: [op("CumSum", [0], { axis: 1 }), op("GatherElements", [0, 2], { axis: 1 })] })).toBe(true);
+    expect(nativeChunkable({ tensors: base, ops: [op("GatherElements", [1, 2], { axis: 0 })] })).toBe(true); // a weight's rows
   });
   it("runs whole a plan with a tensor off batch-first, a Range, a Gather along the batch or a GatherND reaching it", () => {
     expect(nativeChunkable({ tensors: [...base, t([128, -1, 32])], ops: [] })).toBe(false);
@@ -26,6 +29,10 @@ describe("nativeChunkable (cpu_backend.cc's rule)", () => {
     expect(nativeChunkable({ tensors: base, ops: [op("Range", [1, 1])] })).toBe(false);
     expect(nativeChunkable({ tensors: base, ops: [op("Gather", [0, 1], { axis: 0 })] })).toBe(false);
     expect(nativeChunkable({ tensors: base, ops: [op("GatherND", [0, 3])] })).toBe(false); // tuples of 2 reach axis 0
+  });
+  it("runs whole a plan with a CumSum or a GatherElements along the batch axis (sums over samples, sample numbers)", () => {
+    expect(nativeChunkable({ tensors: base, ops: [op("CumSum", [0], { axis: 0 })] })).toBe(false);
+    expect(nativeChunkable({ tensors: base, ops: [op("GatherElements", [0, 2], { axis: 0 })] })).toBe(false);
   });
   it("chunk samples: what fits 256 KiB, 1 at least, the batch at most; the batch when unchunkable", () => {
     expect(nativeChunkSamples(true, 64 * 1024, 8)).toBe(4);

@@ -158,6 +158,29 @@ bool v1_kernel_fits(const Plan& plan, const Op& op, std::string* why) {
   return true;
 }
 
+// Whether an op's result for a sample depends on the other samples of the batch, so that a
+// chunk of samples computes something else than the whole batch: a Range counts the whole
+// batch; run-time indices into the data's batch axis (GatherND tuples over it, a Gather or a
+// GatherElements along it) are sample numbers of the whole batch; a CumSum along the batch
+// axis sums over samples. src/estimate/native-chunk.ts mirrors this rule.
+bool mixes_samples(const Plan& plan, const Op& op) {
+  if (op.type == OpType::kRange) return true;
+  if (op.inputs.empty() || op.inputs[0] == kAbsentInput) return false;
+  const int bax = plan.tensors[size_t(op.inputs[0])].batch_axis();
+  if (bax < 0) return false;
+  switch (op.type) {
+    case OpType::kGather: case OpType::kGatherElements: case OpType::kCumSum:
+      return bax == op.attrs.axis;
+    case OpType::kGatherND: {
+      if (op.inputs.size() < 2 || op.inputs[1] == kAbsentInput) return false;
+      const TensorInfo& idx = plan.tensors[size_t(op.inputs[1])];
+      return !idx.shape.empty() && bax < idx.shape.back();
+    }
+    default:
+      return false;
+  }
+}
+
 // ops[oi]'s kernel, built against `plan` (a Conv or MatMul may fold the ops after it into its
 // epilogue: *skip is then how many; a Conv's kernel is the tuner's choice where there is one).
 // nullptr + *st / *message where unsupported.
@@ -222,6 +245,8 @@ std::unique_ptr<cpu::Kernel> make_kernel(cpu::BuildCtx& bc, const Plan& plan, si
         case OpType::kLSTM: k = cpu::make_lstm(bc, op, &st, message); break;
         case OpType::kMax: case OpType::kMin: k = cpu::make_binary(bc, op, &st, message); break;
         case OpType::kGatherND: k = cpu::make_gather_nd(bc, op, &st, message); break;
+        case OpType::kCumSum: k = cpu::make_cumsum(bc, op, &st, message); break;
+        case OpType::kGatherElements: k = cpu::make_gather_elements(bc, op, &st, message); break;
       }
   *st_out = k ? Status::kOk : (st == Status::kOk ? Status::kUnsupportedOp : st);
   return k;
@@ -253,18 +278,9 @@ class CpuBackend final : public Backend {
     uint64_t budget = kChunkArenaBytes;
     if (const char* e = std::getenv("MEMLANE_CHUNK_BYTES"); e && std::atoll(e) > 0) budget = uint64_t(std::atoll(e));
     // Chunks of samples only where a chunk is a smaller batch: every tensor batch-first, and no
-    // Range (its values count the whole batch). Otherwise the whole batch runs at once.
+    // op that reaches across samples. Otherwise the whole batch runs at once.
     bool chunkable = plan.batchFirst;
-    for (const Op& op : plan.ops) chunkable = chunkable && op.type != OpType::kRange;
-    // Nor where run-time indices address the data's batch axis (GatherND tuples over it, a
-    // Gather along it): their values are sample numbers of the whole batch, not of a chunk.
-    for (const Op& op : plan.ops) {
-      if (op.inputs.size() < 2 || op.inputs[0] == kAbsentInput) continue;
-      const int bax = plan.tensors[size_t(op.inputs[0])].batch_axis();
-      const TensorInfo& idx = plan.tensors[size_t(op.inputs[1])];
-      if (op.type == OpType::kGatherND && bax >= 0 && !idx.shape.empty() && bax < idx.shape.back()) chunkable = false;
-      if (op.type == OpType::kGather && bax >= 0 && bax == op.attrs.axis) chunkable = false;
-    }
+    for (const Op& op : plan.ops) chunkable = chunkable && !mixes_samples(plan, op);
     const int64_t chunk = !chunkable ? maxBatch
                                      : std::clamp<int64_t>(plan.bytesPerSample ? int64_t(budget / plan.bytesPerSample) : maxBatch,
                                                            1, maxBatch);

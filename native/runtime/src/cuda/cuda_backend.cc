@@ -58,7 +58,9 @@ class CudaBackendImpl final : public CudaBackend {
     model_.maxBatch = maxBatch;
     model_.halfArena = arena_halves(plan, model_.prec);
     model_.arenaBytes = align_up(static_cast<uint64_t>(maxBatch) * plan.bytesPerSample / (model_.halfArena ? 2 : 1), 256);
-    for (const Op& op : plan.ops) model_.indexOps = model_.indexOps || op.type == OpType::kGather || op.type == OpType::kGatherND;
+    for (const Op& op : plan.ops)
+      model_.indexOps = model_.indexOps || op.type == OpType::kGather || op.type == OpType::kGatherND ||
+                        op.type == OpType::kGatherElements;
     const int64_t perSample = max_col_elems_per_sample(plan);
     if (perSample > 0) {
       int64_t samples = std::max<int64_t>(1, std::min<int64_t>(maxBatch, kColBudgetElems / perSample));

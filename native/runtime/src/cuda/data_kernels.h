@@ -1,7 +1,7 @@
 // The plan v2 data ops on the device (ops/data_*.cu, ops/gather.cu): int64/int32/bool tensors
 // and float tensors in their storage precision, with plain pointer interfaces like kernels.h.
 // Every launcher only enqueues (no allocation, no synchronisation: CUDA graph capture).
-// Ops that only move elements (Where, Expand, Slice, Gather, GatherND, Concat) take the
+// Ops that only move elements (Where, Expand, Slice, Gather, GatherND, GatherElements, Concat) take the
 // element size in bytes; ops that compute take the storage type (Elem).
 #pragma once
 
@@ -78,6 +78,24 @@ struct GatherNDDesc {
 };
 cudaError_t gather_nd(int esize, bool idx64, const void* data, const void* idx, void* y, const GatherNDDesc& d, int* err,
                       int tag, cudaStream_t s);
+// ops/gather_elements.cu: y (the indices' dims) [p] = data[p with coordinate `axis` = idx[p]],
+// the data's element strides given (every dim but `axis` of y at most the data's).
+struct GatherElementsDesc {
+  int rank = 0, axis = 0;
+  int64_t out_dims[kMaxDataRank] = {};
+  int64_t data_stride[kMaxDataRank] = {};
+  int64_t len = 0;  // the data's dim on `axis`
+};
+cudaError_t gather_elements(int esize, bool idx64, const void* data, const void* idx, void* y, const GatherElementsDesc& d,
+                            int* err, int tag, cudaStream_t s);
+
+// ops/cumsum.cu: x [outer, len, inner] summed along len (cpu/cumsum.cc: in order, floats in
+// float, half accumulated in float, integers wrapping).
+struct CumSumDesc {
+  int64_t outer = 0, len = 0, inner = 0;
+  bool exclusive = false, reverse = false;
+};
+cudaError_t cumsum(Elem t, const void* x, void* y, const CumSumDesc& d, cudaStream_t s);
 
 // ops/concat.cu: copy x [outer, xdim * inner] into y [outer, ydim * inner] at column offset
 // `at * inner` (one call per input), elements of any size (float in its precision, int64, bool).

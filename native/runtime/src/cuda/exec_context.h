@@ -28,7 +28,7 @@ struct SharedModel {
   uint64_t arenaBytes = 0;  // per context, for maxBatch
   int64_t colElems = 0;     // per context
   bool halfArena = false;  // arena_halves(plan, prec)
-  bool indexOps = false;   // Gather/GatherND: run-time indices are checked on the device
+  bool indexOps = false;   // Gather/GatherND/GatherElements: run-time indices are checked on the device
 };
 
 // Host bytes of tensor `id` for a batch (its dtype; float32 stays fp32 whatever the precision),

@@ -130,6 +130,34 @@ Status run_data_op(const ForwardEnv& env, const Op& op, int64_t batch, cudaStrea
       CUDA_CHECK(gather_nd(es, plan.tensors[op.inputs[1]].dtype == DType::kInt64, ptr(x), ptr(op.inputs[1]), ptr(y), d, env.err, tag, s));
       return Status::kOk;
     }
+    case OpType::kGatherElements: {
+      const auto dd = dims(x), id = dims(op.inputs[1]);
+      GatherElementsDesc d;
+      d.rank = int(dd.size());
+      d.axis = op.attrs.axis;
+      d.len = dd[size_t(d.axis)];
+      int64_t st = 1;
+      for (int i = d.rank - 1; i >= 0; --i) {
+        d.out_dims[i] = id[size_t(i)];
+        d.data_stride[i] = st;
+        st *= dd[size_t(i)];
+      }
+      CUDA_CHECK(gather_elements(es, plan.tensors[op.inputs[1]].dtype == DType::kInt64, ptr(x), ptr(op.inputs[1]), ptr(y), d,
+                                 env.err, tag, s));
+      return Status::kOk;
+    }
+    case OpType::kCumSum: {
+      const auto xd = dims(x);
+      const size_t axis = size_t(op.attrs.axis);
+      CumSumDesc d;
+      d.outer = prod(xd, 0, axis);
+      d.len = xd[axis];
+      d.inner = prod(xd, axis + 1);
+      d.exclusive = op.attrs.exclusive;
+      d.reverse = op.attrs.reverse;
+      CUDA_CHECK(cumsum(elem(x), ptr(x), ptr(y), d, s));
+      return Status::kOk;
+    }
     case OpType::kConcat: {
       const auto yd = dims(y);
       const size_t axis = size_t(op.attrs.axis);

@@ -1,8 +1,9 @@
 // The checks of the ops of any dtype with the batch at any axis (plan v2), made once at
 // prepare on the plan's shapes: those of the CPU backend's dtype-aware factories
-// (cpu/binary.cc, elementwise.cc, gather.cc, gather_nd.cc, slice.cc, shape_ops.cc's copy and
-// Concat, transpose_any.cc), and cpu_backend.cc's contract for the float kernels. Whatever the
-// CPU backend refuses is refused here, naming why; forward_data.cc's launchers trust the rest.
+// (cpu/binary.cc, elementwise.cc, gather.cc, gather_nd.cc, gather_elements.cc, cumsum.cc,
+// slice.cc, shape_ops.cc's copy and Concat, transpose_any.cc), and cpu_backend.cc's contract for
+// the float kernels. Whatever the CPU backend refuses is refused here, naming why;
+// forward_data.cc's launchers trust the rest.
 #include <algorithm>
 #include <cstdlib>
 
@@ -81,6 +82,42 @@ Status check_gather(const Plan& plan, const Op& op, std::string* message) {
   if (!D.is_weight() && !I.is_weight() && !batchTable) return bad("data and indices both hold the batch");
   if (Y.dtype != D.dtype || Y.elements() != D.elements() / std::abs(D.shape[size_t(axis)]) * I.elements())
     return bad("output " + shape_str(Y.shape) + " does not fit data " + shape_str(D.shape) + " and indices " + shape_str(I.shape));
+  return Status::kOk;
+}
+
+// cpu/gather_elements.cc: one rank, every dim but `axis` of the indices the data's or a fixed
+// one no larger; the output the indices' shape in the data's dtype.
+Status check_gather_elements(const Plan& plan, const Op& op, std::string* message) {
+  const auto bad = [&](const std::string& why) { return unsupported(op, why, message); };
+  if (!has_inputs(op, 2, 2)) return bad("expects 2 inputs");
+  const TensorInfo &D = plan.tensors[op.inputs[0]], &I = plan.tensors[op.inputs[1]], &Y = plan.tensors[op.outputs[0]];
+  if (I.dtype != DType::kInt64 && I.dtype != DType::kInt32) return bad(std::string("indices are ") + dtype_name(I.dtype));
+  const size_t rank = D.shape.size();
+  const int axis = op.attrs.axis;
+  if (rank < 1 || rank > size_t(kMaxDataRank) || I.shape.size() != rank || axis < 0 || axis >= int(rank))
+    return bad("data " + shape_str(D.shape) + " and indices " + shape_str(I.shape) + " must share a rank of 1..8 with axis " +
+               std::to_string(axis) + " in it");
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t d = D.shape[i], k = I.shape[i];
+    if (int(i) != axis && k != d && (k < 0 || d < 0 || k > d))
+      return bad("indices " + shape_str(I.shape) + " exceed data " + shape_str(D.shape) + " on axis " + std::to_string(i));
+  }
+  if (Y.dtype != D.dtype || Y.shape != I.shape)
+    return bad("output " + shape_str(Y.shape) + " is not the indices' shape " + shape_str(I.shape) + " in the data's dtype");
+  return Status::kOk;
+}
+
+// cpu/cumsum.cc: a float32, int64 or int32 activation, the output its shape and dtype.
+Status check_cumsum(const Plan& plan, const Op& op, std::string* message) {
+  const auto bad = [&](const std::string& why) { return unsupported(op, why, message); };
+  if (!has_inputs(op, 1, 1)) return bad("expects 1 input");
+  const TensorInfo &X = plan.tensors[op.inputs[0]], &Y = plan.tensors[op.outputs[0]];
+  if (X.is_weight()) return bad("input must be an activation");
+  if (X.dtype != DType::kFloat32 && X.dtype != DType::kInt64 && X.dtype != DType::kInt32)
+    return bad(std::string("input is ") + dtype_name(X.dtype) + "; CumSum sums float32, int64 or int32");
+  if (op.attrs.axis < 0 || op.attrs.axis >= int(X.shape.size()))
+    return bad("axis " + std::to_string(op.attrs.axis) + " out of range for " + shape_str(X.shape));
+  if (Y.dtype != X.dtype || Y.shape != X.shape) return bad("output " + shape_str(Y.shape) + " differs from input " + shape_str(X.shape));
   return Status::kOk;
 }
 
@@ -163,6 +200,7 @@ bool is_data_op(OpType t) {
     case OpType::kWhere: case OpType::kExpand: case OpType::kCast: case OpType::kNot: case OpType::kGather:
     case OpType::kGatherND: case OpType::kSlice: case OpType::kRange: case OpType::kConstantOfShape:
     case OpType::kReshape: case OpType::kConcat: case OpType::kTranspose:
+    case OpType::kGatherElements: case OpType::kCumSum:
       return true;
     default:
       return false;
@@ -179,6 +217,10 @@ Status check_data_op(const Plan& plan, const Op& op, std::string* message) {
       return Status::kOk;  // the output alone: per-sample elements x batch values
     case OpType::kGather: case OpType::kGatherND:
       return check_gather(plan, op, message);
+    case OpType::kGatherElements:
+      return check_gather_elements(plan, op, message);
+    case OpType::kCumSum:
+      return check_cumsum(plan, op, message);
     case OpType::kSlice:
       return check_slice(plan, op, message);
     case OpType::kConcat:

@@ -63,6 +63,8 @@ const char* op_type_name(OpType t) {
     case OpType::kMax: return "Max";
     case OpType::kMin: return "Min";
     case OpType::kGatherND: return "GatherND";
+    case OpType::kCumSum: return "CumSum";
+    case OpType::kGatherElements: return "GatherElements";
   }
   return "?";
 }

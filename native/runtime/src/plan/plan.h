@@ -78,6 +78,8 @@ enum class OpType : uint8_t {
   kClip, kHardSigmoid, kHardSwish, kSiLU, kPad, kSplit, kLSTM,
   // Element-wise Max/Min on any numeric dtype, GatherND (batch_dims 0) on run-time indices.
   kMax, kMin, kGatherND,
+  // RoBERTa-family position ids: CumSum along one axis, GatherElements on run-time indices.
+  kCumSum, kGatherElements,
 };
 const char* op_type_name(OpType t);
 
@@ -103,7 +105,9 @@ struct OpAttrs {
   bool transB = false;
   Activation activation = Activation::kNone;  // Conv, Gemm
   bool geluTanh = false;                      // Gelu approximate == "tanh"
-  int axis = 1;                               // Flatten, Concat (full rank, >= 1), Softmax (not the batch's)
+  int axis = 1;                               // Flatten, Concat (full rank, >= 1), Softmax (not the batch's),
+                                              // Gather, CumSum, GatherElements (any axis, resolved)
+  bool exclusive = false, reverse = false;    // CumSum: ONNX's flags
   std::vector<int64_t> shape;                 // Reshape (resolved; shape[0] = -1 = batch)
   std::vector<int> perm;                      // Transpose (any permutation)
   float epsilon = 1e-5f;                      // LayerNormalization (normalises axis.. end)

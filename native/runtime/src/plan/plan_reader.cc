@@ -160,7 +160,8 @@ bool parse_op_type(const std::string& s, OpType* t) {
       {"LessOrEqual", OpType::kLessOrEqual}, {"GreaterOrEqual", OpType::kGreaterOrEqual},
       {"Clip", OpType::kClip}, {"HardSigmoid", OpType::kHardSigmoid}, {"HardSwish", OpType::kHardSwish},
       {"SiLU", OpType::kSiLU}, {"Pad", OpType::kPad}, {"Split", OpType::kSplit}, {"LSTM", OpType::kLSTM},
-      {"Max", OpType::kMax}, {"Min", OpType::kMin}, {"GatherND", OpType::kGatherND}};
+      {"Max", OpType::kMax}, {"Min", OpType::kMin}, {"GatherND", OpType::kGatherND},
+      {"CumSum", OpType::kCumSum}, {"GatherElements", OpType::kGatherElements}};
   for (const auto& e : kTable)
     if (s == e.n) { *t = e.t; return true; }
   return false;
@@ -302,11 +303,20 @@ bool parse_attrs(Reader& r, const Obj* attrs_obj, OpType t, const std::string& p
     }
     case OpType::kReshape:
       return r.as_ints(r.need(m, "shape", p), p + ".shape", &a->shape);
-    case OpType::kGather: {
+    case OpType::kGather:
+    case OpType::kGatherElements:
+    case OpType::kCumSum: {
       int64_t v;
       if (!r.as_int(r.need(m, "axis", p), p + ".axis", &v)) return false;
       if (v < 0 || v > 16) return r.bad(p + ".axis", "0..16 (resolved, full rank)", std::to_string(v));
       a->axis = int(v);
+      if (t != OpType::kCumSum) return true;
+      // CumSum's flags as ONNX has them: 0 or 1, anything else is a corrupt plan, not "true".
+      for (auto [key, dst] : {std::pair<const char*, bool*>{"exclusive", &a->exclusive}, {"reverse", &a->reverse}}) {
+        if (!r.as_int(r.need(m, key, p), p + "." + key, &v)) return false;
+        if (v != 0 && v != 1) return r.bad(p + "." + key, "0 or 1", std::to_string(v));
+        *dst = v == 1;
+      }
       return true;
     }
     case OpType::kCast: {

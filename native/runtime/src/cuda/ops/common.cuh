@@ -44,6 +44,17 @@ cudaError_t dispatch(Prec p, F&& f) {
 }  // namespace memlane::cuda
 
 namespace memlane::cuda {
+// Calls f(I{}) with the indices' type: int64 (idx64) or int32.
+template <typename F>
+cudaError_t by_index(bool idx64, F&& f) {
+  return idx64 ? f(int64_t{}) : f(int32_t{});
+}
+
+// An index out of range: records the op's `tag` in *err, the first one wins (data_kernels.h).
+__device__ __forceinline__ void flag_index_error(int* err, int tag) {
+  if (err) atomicCAS(err, 0, tag);
+}
+
 // Calls f(W{}) with an unsigned word of `esize` bytes (element moves of any dtype).
 template <typename F>
 cudaError_t dispatch_size(int esize, F&& f) {

@@ -7,10 +7,6 @@
 namespace memlane::cuda {
 namespace {
 
-__device__ __forceinline__ void flag(int* err, int tag) {
-  if (err) atomicCAS(err, 0, tag);
-}
-
 // One thread per output element: y [outer, nidx, inner].
 template <typename W, typename I>
 __global__ void k_gather(const W* data, const I* idx, W* y, GatherDesc d, int* err, int tag, int64_t n) {
@@ -19,7 +15,7 @@ __global__ void k_gather(const W* data, const I* idx, W* y, GatherDesc d, int* e
     int64_t k = int64_t(idx[j]);
     if (k < 0) k += d.len;  // negative indices count from the end (ONNX)
     if (k < 0 || k >= d.len) {
-      if (c == 0) flag(err, tag);
+      if (c == 0) flag_index_error(err, tag);
       y[i] = W(0);
       continue;
     }
@@ -40,17 +36,12 @@ __global__ void k_gather_nd(const W* data, const I* idx, W* y, GatherNDDesc d, i
       off += k * d.stride[j];
     }
     if (!ok) {
-      if (c == 0) flag(err, tag);
+      if (c == 0) flag_index_error(err, tag);
       y[i] = W(0);
       continue;
     }
     y[i] = data[off + c];
   }
-}
-
-template <typename F>
-cudaError_t by_index(bool idx64, F&& f) {
-  return idx64 ? f(int64_t{}) : f(int32_t{});
 }
 
 }  // namespace

@@ -8,9 +8,9 @@
 // match exactly in every setting (test_io.h).
 //
 // The plan v2 plans (test_plans_data.cc) feed int64/int32 inputs values in their plan's range
-// (test_io.h) and compare outputs of every dtype; an out-of-range Gather (int64) or GatherND
-// (int32 tuple) index must fail the request on both backends, under every setting and through
-// run, synchronous and asynchronous submit, and drain (index_error_check).
+// (test_io.h) and compare outputs of every dtype; an out-of-range Gather (int64), GatherElements
+// (int64) or GatherND (int32 tuple) index must fail the request on both backends, under every
+// setting and through run, synchronous and asynchronous submit, and drain (index_error_check).
 //
 // Host checks run first and need no GPU: switch parsing, every test plan accepted by the
 // CUDA op validator and run by the CPU backend on the test's inputs (the refused ones refused), madvise release refused on anonymous memory and safe on a file
@@ -283,6 +283,16 @@ std::vector<IndexCase> index_cases() {
     c.plan.op("Gather", {w, ids}, {y}, mltest::Attrs{{"axis", int64_t(0)}});
     v.push_back(std::move(c));
   }
+  {  // rows of a weight [4, 3] per element: valid -4..3
+    IndexCase c{"GatherElements int64", "GatherElements", {}, 0, 3, 1, {4, -5}};
+    std::vector<float> w(12);
+    for (size_t k = 0; k < w.size(); ++k) w[k] = 0.5f * float(k);
+    int d = c.plan.weight("w", {4, 3}, w);
+    int idx = c.plan.tensor("idx", {-1, 3}, "input", "int64");
+    int y = c.plan.tensor("y", {-1, 3}, "output");
+    c.plan.op("GatherElements", {d, idx}, {y}, mltest::Attrs{{"axis", int64_t(0)}});
+    v.push_back(std::move(c));
+  }
   {  // data [3, 5, 2], one (i0, i1) tuple a sample: i1 = 7 or -6 is out of range (dim 5)
     IndexCase c{"GatherND int32 tuple", "GatherND", {}, 0, 2, 1, {7, -6}};
     std::vector<float> w(30);
@@ -499,7 +509,7 @@ int main(int argc, char** argv) {
   const int before = failures;
   for (const IndexCase& c : index_cases())
     for (const Variant& v : indexSettings) index_error_check(dir, c, v);
-  std::printf("  index out of range (Gather int64, GatherND int32) x %zu settings: %d failure(s)\n",
+  std::printf("  index out of range (Gather int64, GatherElements int64, GatherND int32) x %zu settings: %d failure(s)\n",
               indexSettings.size(), failures - before);
   std::printf("cuda_vs_cpu: %zu plans x %zu variants, %d failure(s)\n", files.size(), settings.size(), failures);
   return failures ? 1 : 0;

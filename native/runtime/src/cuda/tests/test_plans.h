@@ -26,5 +26,8 @@ NamedPlan model_plan();
 // test_plans_data.cc: the plan v2 ops (every dtype, the batch off axis 0) and their refusals.
 std::vector<NamedPlan> data_op_plans();
 std::vector<NamedPlan> data_rejected_plans();
+// test_plans_positions.cc: CumSum and GatherElements (part of data_op_plans and data_rejected_plans).
+std::vector<NamedPlan> position_plans();
+std::vector<NamedPlan> position_rejected_plans();
 
 }  // namespace cudatest

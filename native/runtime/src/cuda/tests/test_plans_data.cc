@@ -266,13 +266,13 @@ std::vector<NamedPlan> shape_plans() {
 
 std::vector<NamedPlan> data_op_plans() {
   std::vector<NamedPlan> v = elementwise_plans();
-  for (auto* part : {&indexing_plans, &shape_plans})
+  for (auto* part : {&indexing_plans, &shape_plans, &position_plans})
     for (NamedPlan& np : (*part)()) v.push_back(std::move(np));
   return v;
 }
 
 std::vector<NamedPlan> data_rejected_plans() {
-  std::vector<NamedPlan> v;
+  std::vector<NamedPlan> v = position_rejected_plans();
   {
     NamedPlan np{"Gather along the batch axis with constant indices", {}};
     int x = np.plan.tensor("x", {-1, 4}, "input");
