@@ -4,6 +4,7 @@
 // where the conv's output has another reader. Conv -> Relu/Clip/HardSwish/SiLU pairs likewise
 // (activation_epilogue).
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "depthwise_path.h"
@@ -25,9 +26,14 @@ static void compare(const char* label, const PlanBuilder& pb, int64_t batch, con
   RunResult plain = run_plan(pb, batch, {x});
   unsetenv("MEMLANE_NO_FUSION");
   CHECK_MSG(fused.status == memlane::Status::kOk && plain.status == memlane::Status::kOk, fused.message + plain.message);
+  // Relative to the outputs' scale: without AVX-512 a fused and an unfused conv can take
+  // OpenBLAS products of other shapes (the input copy of an in-place conv), whose sums round
+  // differently (the 64-channel 5x5 block: 2e-4 on outputs near 100).
   for (size_t i = 0; i < fused.outputs.size(); ++i) {
+    float scale = 1.f;
+    for (float v : plain.outputs[i]) scale = std::max(scale, std::fabs(v));
     const float d = max_abs_diff(fused.outputs[i], plain.outputs[i]);
-    CHECK_MSG(d <= 1e-5f, std::string(label) + ": max abs diff " + std::to_string(d));
+    CHECK_MSG(d <= 1e-5f * scale, std::string(label) + ": max abs diff " + std::to_string(d) + " (outputs up to " + std::to_string(scale) + ")");
   }
 }
 
