@@ -144,6 +144,15 @@ static void test_conv() {
       {"dw 1x1 stride 2, 19 channels", 2, 19, 9, 11, 19, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 19, true, false},
       {"dw 3x3 28-wide (per-channel, two rows a pass), odd rows", 2, 21, 27, 28, 21, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 21, true, true},
       {"dw 3x3 two rows a pass, column dilation 2, 30-wide", 2, 5, 13, 30, 5, 3, 3, 1, 1, 1, 2, 1, 2, 1, 2, 5, true, false},
+      // per-channel on CPUs without AVX-512 (conv_depthwise_avx2.cc, 8 lanes): stride-2 fills
+      // with 16-input tails of 1 and 15 (W 17, 31), row tails of 1-7 outputs, both phases
+      // first (pl 0 / 1), a last output row alone, 7x7 taps cached, 9x9's read from the filter
+      {"dw 3x3 stride 2, 17-wide (fill tail 1, 9 outputs)", 2, 4, 9, 17, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, true, true},
+      {"dw 3x3 stride 2, 31-wide, no left pad", 1, 3, 11, 31, 3, 3, 3, 2, 2, 0, 0, 1, 1, 1, 1, 3, true, false},
+      {"dw 5x5 stride 1, 13-wide", 2, 3, 10, 13, 3, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 3, true, true},
+      {"dw 5x5 stride 2, 13-wide, column dilation 2", 1, 3, 15, 13, 3, 5, 5, 2, 2, 2, 4, 2, 4, 1, 2, 3, false, true},
+      {"dw 7x7 19-wide, 7 rows", 1, 2, 7, 19, 2, 7, 7, 1, 1, 3, 3, 3, 3, 1, 1, 2, true, false},
+      {"dw 9x9 (taps not cached) 21-wide", 1, 2, 12, 21, 2, 9, 9, 1, 1, 4, 4, 4, 4, 1, 1, 2, true, true},
       // products large enough for the pool to split at 2 threads: the im2col path's output
       // rows (grouped, 3 channels a group: not direct), a 7x7 pointwise product's rows
       {"im2col grouped 7x7 stride 2, rows split over threads", 1, 6, 64, 64, 32, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 2, true, false},

@@ -1,4 +1,5 @@
 #include "cpu/conv_depthwise.h"
+#include "cpu/conv_depthwise_avx2.h"
 #include "cpu/conv_depthwise_blocked.h"
 #include "cpu/conv_act_avx512.h"
 #include "cpu/cpu_features.h"
@@ -72,6 +73,14 @@ __attribute__((target("avx512f"))) void fill_phases_s2(const DwGeom& g, const fl
 }
 #endif
 
+#ifdef MEMLANE_DW_AVX2
+// MEMLANE_DW_NO_AVX2: the portable loops instead (A/B timing, and their test on x86).
+bool use_avx2() {
+  static const bool use = std::getenv("MEMLANE_DW_NO_AVX2") == nullptr;
+  return use;
+}
+#endif
+
 // scratch[p][r][q] = padded(x)[r][q*sw + p], zero outside the input. bordered: s holds a
 // previous channel's fill of the same geometry (its zero border is still there).
 void fill_phases(const DwGeom& g, const float* x, float* s, bool bordered) {
@@ -87,6 +96,12 @@ void fill_phases(const DwGeom& g, const float* x, float* s, bool bordered) {
     return;
   }
 #endif
+#ifdef MEMLANE_DW_AVX2
+  if (g.sw == 2 && use_avx2()) {  // likewise on AVX2, 16 inputs a step
+    dw_fill_phases_s2_avx2(g, x, s);
+    return;
+  }
+#endif
   for (int64_t h = 0; h < g.H; ++h) {
     const float* xr = x + h * g.W;
     const int64_t r = g.pt + h;
@@ -98,10 +113,9 @@ void fill_phases(const DwGeom& g, const float* x, float* s, bool bordered) {
   }
 }
 
-// Offset of tap (i, j) of output (0, 0) in the phase layout (plane = Hp * Wq floats a phase).
+// conv_depthwise.h's dw_tap_offset (shared with conv_depthwise_avx2.cc)
 inline int64_t tap_offset(const DwGeom& g, int64_t plane, int64_t Wq, int64_t i, int64_t j) {
-  const int64_t col = j * g.dw;
-  return (col % g.sw) * plane + i * g.dh * Wq + col / g.sw;
+  return dw_tap_offset(g, plane, Wq, i, j);
 }
 
 void channel_portable(const DwGeom& g, const float* s, const float* w, float bias, float* y) {
@@ -205,6 +219,12 @@ void conv_depthwise_channel(const DwGeom& g, const float* x, const float* w, flo
     else if (g.kh == 5 && g.kw == 5) channel_avx512<5, 5>(g, scratch, w, bias, y, act);
     else channel_avx512<0, 0>(g, scratch, w, bias, y, act);
     return;  // the activation went in registers (act_vec16)
+  }
+#endif
+#ifdef MEMLANE_DW_AVX2
+  if (use_avx2()) {
+    dw_channel_avx2(g, scratch, w, bias, y, act);  // the activation in registers (act_vec8)
+    return;
   }
 #endif
   channel_portable(g, scratch, w, bias, y);

@@ -3,9 +3,9 @@
 // was a 1-row product per channel (26-37% of those models' time); here each channel is
 // copied once into a zero-bordered plane, split by column phase for column stride s > 1
 // (phase p holds padded columns p, p+s, p+2s, ...), so that every tap of an output row is
-// one contiguous run; 16 outputs a vector on AVX-512 machines (picked at run time), a plain
-// loop the compiler vectorises elsewhere. Bias and the fused activation are applied while
-// the channel's output is in cache.
+// one contiguous run; 16 outputs a vector on AVX-512 machines (picked at run time), 8 with AVX2
+// elsewhere on x86-64 (conv_depthwise_avx2.h), a plain loop the compiler vectorises on others.
+// Bias and the fused activation are applied while the channel's output is in cache.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +20,12 @@ struct DwGeom {
   int64_t Hp() const;
   int64_t Wq() const;
 };
+
+// Offset of tap (i, j) of output (0, 0) in the phase layout (plane = Hp * Wq floats a phase).
+inline int64_t dw_tap_offset(const DwGeom& g, int64_t plane, int64_t Wq, int64_t i, int64_t j) {
+  const int64_t col = j * g.dw;
+  return (col % g.sw) * plane + i * g.dh * Wq + col / g.sw;
+}
 
 // Threads a depthwise run wakes (at most min(threads, pool_threads, items)) for `items` work
 // items of `madds` multiply-adds each: none for less than ~20k multiply-adds (tiny planes are

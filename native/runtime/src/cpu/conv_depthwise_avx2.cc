@@ -1,0 +1,173 @@
+#include "cpu/conv_depthwise_avx2.h"
+
+#ifdef MEMLANE_DW_AVX2
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "cpu/conv_act_avx2.h"
+
+namespace memlane::cpu {
+namespace {
+
+// Lane masks for maskload / maskstore: the first n of 8 lanes, n in [0, 8].
+inline __m256i first_lanes(int64_t n) {
+  alignas(32) static const int32_t kTable[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kTable + 8 - n));
+}
+
+// The last vector of an output row: a full store, or the first n lanes.
+inline void store_tail(float* p, int64_t n, __m256 v) {
+  if (n >= 8) _mm256_storeu_ps(p, v);
+  else _mm256_maskstore_ps(p, first_lanes(n), v);
+}
+
+// Any kernel size (3x3 and 5x5 take channel_rows): one output row at a time, each tap's offset
+// and weight cached up to 49 taps, read again for each vector past that.
+void channel_any(const DwGeom& g, const float* s, const float* w, float bias, float* y, const ConvAct& act) {
+  const int64_t kh = g.kh, kw = g.kw, Wq = g.Wq(), plane = g.Hp() * Wq;
+  constexpr int kMaxTaps = 49;
+  int64_t off[kMaxTaps];
+  __m256 wv[kMaxTaps];
+  const bool cached = kh * kw <= kMaxTaps;
+  if (cached)
+    for (int64_t i = 0; i < kh; ++i)
+      for (int64_t j = 0; j < kw; ++j) {
+        off[i * kw + j] = dw_tap_offset(g, plane, Wq, i, j);
+        wv[i * kw + j] = _mm256_set1_ps(w[i * kw + j]);
+      }
+  const __m256 b = _mm256_set1_ps(bias);
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    const float* row = s + oh * g.sh * Wq;
+    float* yr = y + oh * g.OW;
+    for (int64_t ow = 0; ow < g.OW; ow += 8) {
+      __m256 acc = b;
+      if (cached) {
+        for (int64_t t = 0; t < kh * kw; ++t) acc = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(row + off[t] + ow), acc);
+      } else {
+        for (int64_t i = 0; i < kh; ++i)
+          for (int64_t j = 0; j < kw; ++j)
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(w[i * kw + j]),
+                                  _mm256_loadu_ps(row + dw_tap_offset(g, plane, Wq, i, j) + ow), acc);
+      }
+      store_tail(yr + ow, g.OW - ow, act_vec8(acc, act));
+    }
+  }
+}
+
+// KHxKW: R output rows at once, 8 columns a step, each tap's weight broadcast once for the R
+// rows: R independent FMA chains (one chain of 25 FMAs a vector, as channel_any runs, was
+// latency-bound: efficientnet_b0's 5x5 convs took 1.5-2x as long).
+template <int KH, int KW, int R>
+void rows_block(const DwGeom& g, const float* s, const int64_t* off, const __m256* wv, __m256 b, int64_t oh,
+                float* y, const ConvAct& act) {
+  const int64_t Wq = g.Wq(), step = g.sh * Wq;
+  const float* row = s + oh * step;
+  float* yr = y + oh * g.OW;
+  for (int64_t ow = 0; ow < g.OW; ow += 8) {
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = b;
+    for (int t = 0; t < KH * KW; ++t) {
+      const float* p = row + off[t] + ow;
+      for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(p + r * step), acc[r]);
+    }
+    for (int r = 0; r < R; ++r) store_tail(yr + r * g.OW + ow, g.OW - ow, act_vec8(acc[r], act));
+  }
+}
+
+template <int KH, int KW>
+void channel_rows(const DwGeom& g, const float* s, const float* w, float bias, float* y, const ConvAct& act) {
+  const int64_t Wq = g.Wq(), plane = g.Hp() * Wq;
+  int64_t off[KH * KW];
+  __m256 wv[KH * KW];
+  for (int i = 0; i < KH; ++i)
+    for (int j = 0; j < KW; ++j) {
+      off[i * KW + j] = dw_tap_offset(g, plane, Wq, i, j);
+      wv[i * KW + j] = _mm256_set1_ps(w[i * KW + j]);
+    }
+  const __m256 b = _mm256_set1_ps(bias);
+  int64_t oh = 0;
+  for (; oh + 4 <= g.OH; oh += 4) rows_block<KH, KW, 4>(g, s, off, wv, b, oh, y, act);
+  // the last OH % 4 rows in one block too (7x7 maps: 4 + 3, not 4 + 1 + 1 + 1)
+  if (g.OH - oh == 3) rows_block<KH, KW, 3>(g, s, off, wv, b, oh, y, act);
+  else if (g.OH - oh == 2) rows_block<KH, KW, 2>(g, s, off, wv, b, oh, y, act);
+  else if (g.OH - oh == 1) rows_block<KH, KW, 1>(g, s, off, wv, b, oh, y, act);
+}
+
+// 3x3, row dilation 1: two output rows at once (independent accumulators; with row stride 1
+// they share two input rows, so each load of those feeds two FMAs). Measured slower on
+// mobilenet_v2's 3x3 convs: two vectors of each row a step (1.1-1.2x the time), channel_rows'
+// four rows a pass (1.15-1.45x).
+template <int SH>
+void channel_rows2(const DwGeom& g, const float* s, const float* w, float bias, float* y, const ConvAct& act) {
+  const int64_t Wq = g.Wq(), plane = g.Hp() * Wq;
+  int64_t off[3];
+  __m256 wv[9];
+  for (int j = 0; j < 3; ++j) off[j] = dw_tap_offset(g, plane, Wq, 0, j);
+  for (int t = 0; t < 9; ++t) wv[t] = _mm256_set1_ps(w[t]);
+  const __m256 b = _mm256_set1_ps(bias);
+  constexpr int kRows = SH + 3;  // input rows two output rows read
+  for (int64_t oh = 0; oh < g.OH; oh += 2) {
+    const float* row = s + oh * SH * Wq;
+    float* y0 = y + oh * g.OW;
+    float* y1 = y0 + g.OW;
+    const bool pair = oh + 1 < g.OH;  // the last row alone: its partner's loads stay in the plane
+    for (int64_t ow = 0; ow < g.OW; ow += 8) {
+      __m256 a0 = b, a1 = b;
+      for (int r = 0; r < (pair ? kRows : 3); ++r)
+        for (int j = 0; j < 3; ++j) {
+          const __m256 v = _mm256_loadu_ps(row + r * Wq + off[j] + ow);
+          if (r < 3) a0 = _mm256_fmadd_ps(wv[r * 3 + j], v, a0);
+          if (r >= SH && r - SH < 3) a1 = _mm256_fmadd_ps(wv[(r - SH) * 3 + j], v, a1);
+        }
+      store_tail(y0 + ow, g.OW - ow, act_vec8(a0, act));
+      if (pair) store_tail(y1 + ow, g.OW - ow, act_vec8(a1, act));
+    }
+  }
+}
+
+}  // namespace
+
+// x[2i] lands on padded column pl + 2i: phase pl % 2, index pl / 2 + i; x[2i+1] likewise. 16
+// inputs a step: shuffle_ps picks even (odd) elements within 128-bit lanes, permute4x64 puts
+// the lanes in order. (The scalar strided copy cost more than the taps' FMAs.)
+void dw_fill_phases_s2_avx2(const DwGeom& g, const float* x, float* s) {
+  const int64_t Wq = g.Wq(), plane = g.Hp() * Wq;
+  float* even_base = s + (g.pl % 2) * plane + g.pl / 2;
+  float* odd_base = s + ((g.pl + 1) % 2) * plane + (g.pl + 1) / 2;
+  for (int64_t h = 0; h < g.H; ++h) {
+    const float* xr = x + h * g.W;
+    float* er = even_base + (g.pt + h) * Wq;
+    float* orow = odd_base + (g.pt + h) * Wq;
+    for (int64_t w = 0; w < g.W; w += 16) {
+      const int64_t n = std::min<int64_t>(16, g.W - w);
+      __m256 a, c;
+      if (n == 16) {
+        a = _mm256_loadu_ps(xr + w);
+        c = _mm256_loadu_ps(xr + w + 8);
+      } else {  // the row's tail: masked loads never touch memory past the input
+        a = _mm256_maskload_ps(xr + w, first_lanes(std::min<int64_t>(8, n)));
+        c = _mm256_maskload_ps(xr + w + 8, first_lanes(std::max<int64_t>(0, n - 8)));
+      }
+      // [a0 a2 c0 c2 | a4 a6 c4 c6] -> [a0 a2 a4 a6 c0 c2 c4 c6]; odd likewise
+      const __m256 e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, c, 0x88)), 0xD8));
+      const __m256 o = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, c, 0xDD)), 0xD8));
+      store_tail(er + w / 2, (n + 1) / 2, e);
+      store_tail(orow + w / 2, n / 2, o);
+    }
+  }
+}
+
+void dw_channel_avx2(const DwGeom& g, const float* s, const float* w, float bias, float* y, const ConvAct& act) {
+  static const bool rows2 = std::getenv("MEMLANE_DW_NO_ROWS2") == nullptr;  // A/B timing, as AVX-512's
+  if (g.kh == 3 && g.kw == 3 && g.dh == 1 && g.sh == 1 && rows2) channel_rows2<1>(g, s, w, bias, y, act);
+  else if (g.kh == 3 && g.kw == 3 && g.dh == 1 && g.sh == 2 && rows2) channel_rows2<2>(g, s, w, bias, y, act);
+  else if (g.kh == 3 && g.kw == 3) channel_rows<3, 3>(g, s, w, bias, y, act);
+  else if (g.kh == 5 && g.kw == 5) channel_rows<5, 5>(g, s, w, bias, y, act);
+  else channel_any(g, s, w, bias, y, act);
+}
+
+}  // namespace memlane::cpu
+
+#endif
