@@ -15,7 +15,7 @@ import { inputFileShapes, prepareEvalSet } from "../pipeline/inputs/eval-set.ts"
 import { InputSpecError, resolveModelIo, type ShapeOverrides } from "../pipeline/inputs/shapes.ts";
 import { readPlan } from "../compiler/read.ts";
 import { nativeChunkable, nativeChunkSamples } from "./native-chunk.ts";
-import { probeNativeLoad } from "./native-load.ts";
+import { probeNativeLoad, workspaceAt } from "./native-load.ts";
 import { probeOrtLoad } from "./ort-load.ts";
 import { evalChunks, ortPatternKey, replayOrtArena } from "./ort-arena.ts";
 import { ortPatternBytesPerSample, ortRunTracePerSample, type TraceEvent } from "./ort-pattern.ts";
@@ -83,10 +83,10 @@ export interface ModelTerms {
    */
   nativeBatchTailPerSampleMiB: number | null;
   /**
-   * The most one of memlane-rt's kernels' workspace grows a sample, MiB (native-load.ts): from
-   * the same probe, else null.
+   * memlane-rt's largest kernel workspace for 1, 2, 4 ... samples at once, MiB (native-load.ts:
+   * workspaceAt reads it): from the same probe, else null.
    */
-  nativeWorkspacePerSampleMiB: number | null;
+  nativeWorkspaceByBatchMiB: number[] | null;
   /** Why the native load figures are null although asked for; the estimate leaves them out (0) and says so. */
   nativeLoadUnavailable?: string;
 }
@@ -129,7 +129,7 @@ export interface Features {
    * chunk (native-chunk.ts), the arena beyond one sample; for a chunked plan whose largest batch
    * is split, the same of its batch tail's arena (ModelTerms.nativeBatchTailPerSampleMiB); and
    * for every plan, its kernels' workspace beyond one sample for the samples it runs at once
-   * (ModelTerms.nativeWorkspacePerSampleMiB: an LSTM's input projections, S x 4H floats a
+   * (ModelTerms.nativeWorkspaceByBatchMiB: an LSTM's input projections, S x 4H floats a
    * sample). 0 for the other runtimes. Its slope is 1 at steady-inference (where every batch
    * size runs) and 0 before, never fitted: no probe is unchunkable or has an LSTM.
    */
@@ -166,6 +166,15 @@ export interface Features {
    * resident once the largest batch has run. Slope 1 at steady-inference, 0 before, never fitted.
    */
   outputBufferMiB: number;
+  /**
+   * memlane-rt: its kernels' workspace at one sample (ModelTerms.nativeWorkspaceByBatchMiB), which the
+   * first request (a batch of one) touches; what more samples touch is in largestBatchMiB. 0 for
+   * the other runtimes. Slope 1 from first-inference on, 0 before, never fitted: on a CPU without
+   * AVX-512 the probes' 32-channel conv on a 128x128 map takes im2col (18 MiB of columns a
+   * sample), and fitted into the activation slope it came out 6.7, which put the digits
+   * pipeline's steady RSS at +18 %.
+   */
+  nativeWorkspaceMiB: number;
 }
 
 const elemBytes = (isFloat: boolean) => (isFloat ? 4 : 8);
@@ -276,7 +285,7 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
   }
   // Without a plan there is nothing for the native load probe to load; why is the compile error.
   const noPlan = nativeLoad ? { nativeLoadUnavailable: "no plan to load (the compile error above)" } : {};
-  const weights = { file: onnxPath, ortInputDims, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, ortLoadHeldMiB: null, nativeLoadMiB: null, nativeReleasedMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspacePerSampleMiB: null };
+  const weights = { file: onnxPath, ortInputDims, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, ortLoadHeldMiB: null, nativeLoadMiB: null, nativeReleasedMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspaceByBatchMiB: null };
   const unplanned = { arenaPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null, nativeChunkable: null };
   if (feedError !== null) return { ...weights, ...noPlan, ...unplanned, ortPatternPerSampleMiB: null, ortTracePerSample: null, compileError: feedError };
   let ortPatternPerSampleMiB: number | null = null;
@@ -319,15 +328,15 @@ async function nativeLoadTerms(onnxPath: string, inputShapes: Record<string, num
   if (terms.nativeLoadMiB !== null) nativeLoadMemo.set(key, terms);
   return terms;
 }
-type NativeLoadTerms = Pick<ModelTerms, "nativeLoadMiB" | "nativeReleasedMiB" | "nativeBatchTailPerSampleMiB" | "nativeWorkspacePerSampleMiB" | "nativeLoadUnavailable">;
+type NativeLoadTerms = Pick<ModelTerms, "nativeLoadMiB" | "nativeReleasedMiB" | "nativeBatchTailPerSampleMiB" | "nativeWorkspaceByBatchMiB" | "nativeLoadUnavailable">;
 const nativeLoadMemo = new Map<string, NativeLoadTerms>();
 
 async function probedNativeLoadTerms(planPath: string): Promise<NativeLoadTerms> {
   try {
     const p = await probeNativeLoad(planPath);
-    return { nativeLoadMiB: p.loadMiB, nativeReleasedMiB: p.releasedMiB, nativeBatchTailPerSampleMiB: p.batchTailPerSampleMiB, nativeWorkspacePerSampleMiB: p.workspacePerSampleMiB, nativeLoadUnavailable: undefined };
+    return { nativeLoadMiB: p.loadMiB, nativeReleasedMiB: p.releasedMiB, nativeBatchTailPerSampleMiB: p.batchTailPerSampleMiB, nativeWorkspaceByBatchMiB: p.workspaceByBatchMiB, nativeLoadUnavailable: undefined };
   } catch (err) {
-    return { nativeLoadMiB: null, nativeReleasedMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspacePerSampleMiB: null, nativeLoadUnavailable: `the native load probe failed: ${err instanceof Error ? err.message : String(err)}` };
+    return { nativeLoadMiB: null, nativeReleasedMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspaceByBatchMiB: null, nativeLoadUnavailable: `the native load probe failed: ${err instanceof Error ? err.message : String(err)}` };
   }
 }
 
@@ -396,10 +405,12 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
       largestBatchMiB = tailMiB * (run.maxBatch - 1);
     }
     // The kernels' workspace is sized for the samples run at once: a batch of one touches one
-    // sample of it, the largest batch (or its chunk) the rest. The zoo's LSTM (S 128, H 64,
-    // unchunkable) at batch 64: 8 MiB, which the estimate of its steady RSS lacked (-23 %).
+    // sample's (nativeWorkspaceMiB), the largest batch (or its chunk) the rest. The zoo's LSTM
+    // (S 128, H 64, unchunkable) at batch 64: 8 MiB, which the estimate of its steady RSS
+    // lacked (-23 %).
     const atOnce = unchunked ? run.maxBatch : samples;
-    largestBatchMiB += (t.nativeWorkspacePerSampleMiB ?? 0) * (atOnce - 1);
+    const curve = t.nativeWorkspaceByBatchMiB ?? [];
+    largestBatchMiB += workspaceAt(curve, atOnce) - workspaceAt(curve, 1);
   }
   return {
     weightMiB: t.weightMiB,
@@ -413,6 +424,7 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
     nativeReleasedMiB: runtime === "native" ? (t.nativeReleasedMiB ?? 0) : 0,
     deadOutputMiB: runtime === "node-ort" ? nodeDeadOutputMiB(t, run) : 0,
     outputBufferMiB: runtime === "native" ? (t.outputPerSampleMiB ?? 0) * run.maxBatch : 0,
+    nativeWorkspaceMiB: runtime === "native" ? workspaceAt(t.nativeWorkspaceByBatchMiB ?? [], 1) : 0,
   };
 }
 

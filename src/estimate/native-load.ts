@@ -29,11 +29,31 @@ export interface NativeLoadProbe {
    */
   batchTailPerSampleMiB: number;
   /**
-   * The most a kernel's workspace grows a sample, MiB (an LSTM's input projections, S x 4H
-   * floats a direction): the probe loads at maxBatch 1, a run's batch touches this much more
-   * for every sample it runs at once.
+   * The largest kernel workspace for 2^i samples run at once (i = 0, 1 ... : batches 1, 2, 4 ...),
+   * MiB, as the backend sizes it (the load is at maxBatch 1; these are its kernels' sizes for
+   * other batches). The scratch a request touches besides the arena: an im2col conv's columns
+   * (K x P floats a sample, up to the conv's chunk cap: 18 MiB a sample for a 32-channel 3x3
+   * conv on a 128x128 map, on a CPU without AVX-512 where no gathering path takes it), an LSTM's
+   * input projections (S x 4H floats a sample). workspaceAt reads it for any batch.
    */
-  workspacePerSampleMiB: number;
+  workspaceByBatchMiB: number[];
+}
+
+/**
+ * The workspace a request of `samples` samples at once touches, MiB, from the probe's curve:
+ * linear between the powers of two around it (a kernel's size is linear in the samples up to
+ * its cap, then flat), the last point's growth beyond the curve. 0 without a curve.
+ */
+export function workspaceAt(curveMiB: readonly number[], samples: number): number {
+  if (!curveMiB.length || samples < 1) return 0;
+  const i = Math.min(Math.floor(Math.log2(samples)), curveMiB.length - 1);
+  const lo = 2 ** i;
+  const at = curveMiB[i]!;
+  if (samples === lo) return at;
+  const next = curveMiB[i + 1];
+  // Past the curve: grow as its last doubling did.
+  const slope = next !== undefined ? (next - at) / lo : i > 0 ? (at - curveMiB[i - 1]!) / (lo / 2) : 0;
+  return at + slope * (samples - lo);
 }
 
 /** The worker's answer, checked: a bogus figure has slope ±1 in every native estimate. */
@@ -52,11 +72,17 @@ export function checkedNativeLoad(marks: readonly PhaseMark[], value: unknown): 
     if (typeof v !== "number" || !Number.isFinite(v) || v < 0) bad(`the load result's ${field} is ${JSON.stringify(v)}, not a number >= 0`);
     return v as number;
   };
+  const curve = (field: string): number[] => {
+    const v = (value as Record<string, unknown> | null)?.[field];
+    const ok = Array.isArray(v) && v.length > 0 && v.every((x, i) => typeof x === "number" && Number.isFinite(x) && x >= 0 && (i === 0 || x >= (v[i - 1] as number)));
+    if (!ok) bad(`the load result's ${field} is ${JSON.stringify(v)}, not a non-decreasing list of numbers >= 0`);
+    return (v as number[]).map((x) => x / MIB);
+  };
   return {
     loadMiB: Math.max(0, (e!.rssKiB - s!.rssKiB) / 1024),
     releasedMiB: bytes("weightsBytesReleased") / MIB,
     batchTailPerSampleMiB: bytes("batchTailBytesPerSample") / MIB,
-    workspacePerSampleMiB: bytes("workspaceBytesPerSample") / MIB,
+    workspaceByBatchMiB: curve("workspaceBytesByBatch"),
   };
 }
 

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileOnnx } from "../../src/compiler/compile.ts";
 import { features, modelTerms } from "../../src/estimate/model-terms.ts";
-import { checkedNativeLoad, probeNativeLoad } from "../../src/estimate/native-load.ts";
+import { checkedNativeLoad, probeNativeLoad, workspaceAt } from "../../src/estimate/native-load.ts";
 import { nativeChunkSamples } from "../../src/estimate/native-chunk.ts";
 import { HAS_AVX512F } from "../fixtures/cpu-flags.ts";
 import { ROOT } from "./pipeline-helpers.ts";
@@ -125,34 +125,55 @@ describe("native load probe", () => {
     expect(features("native", t, { maxBatch: 1, evalSamples: 16 }).largestBatchMiB).toBe(0);
   }, 120_000);
 
-  it("gives the kernels' workspace a sample (an LSTM's projections), which the largest batch adds", async () => {
+  it("gives the kernels' workspace by batch (an LSTM's projections), which the first request and the largest batch touch", async () => {
     const convs = await probeNativeLoad(classifierPlan);
     const p = await probeNativeLoad(lstmPlan);
     const projections = LSTM_S * 4 * LSTM_H * 4;
-    // The projections, plus h and c a sample (two of h, one of c; the portable kernel's gate row).
-    expect(p.workspacePerSampleMiB * 2 ** 20).toBeGreaterThanOrEqual(projections);
-    expect(p.workspacePerSampleMiB * 2 ** 20).toBeLessThanOrEqual(projections + 8 * LSTM_H * 4);
-    expect(p.workspacePerSampleMiB).toBeGreaterThan(10 * convs.workspacePerSampleMiB);
+    const c = p.workspaceByBatchMiB.map((x) => x * 2 ** 20);
+    // Batches 1, 2, 4 ... : the projections grow a sample at a time, plus h and c a sample (two of
+    // h, one of c; the portable kernel's gate row).
+    expect(c.length).toBeGreaterThanOrEqual(7);
+    expect(c[1]! - c[0]!).toBeGreaterThanOrEqual(projections);
+    expect(c[1]! - c[0]!).toBeLessThanOrEqual(projections + 8 * LSTM_H * 4);
+    expect(c[4]! - c[0]!).toBeCloseTo(15 * (c[1]! - c[0]!), 0);  // unchunked: linear to 16
+    expect(c[1]! - c[0]!).toBeGreaterThan(10 * (convs.workspaceByBatchMiB[1]! - convs.workspaceByBatchMiB[0]!) * 2 ** 20);
     const t = await modelTerms(lstm, {}, { nativeLoad: true });
-    expect(t.nativeWorkspacePerSampleMiB).toBe(p.workspacePerSampleMiB);
-    // Whatever the arena's part, the largest batch adds the workspace of the samples it runs at once.
-    const at = (maxBatch: number, w: number) => features("native", { ...t, nativeWorkspacePerSampleMiB: w }, { maxBatch, evalSamples: 16 }).largestBatchMiB;
+    expect(t.nativeWorkspaceByBatchMiB).toEqual(p.workspaceByBatchMiB);
+    // The first request touches one sample's workspace; the largest batch the rest of the
+    // samples it runs at once.
+    const f = (maxBatch: number, curve: number[]) => features("native", { ...t, nativeWorkspaceByBatchMiB: curve }, { maxBatch, evalSamples: 16 });
     const samples = t.nativeChunkable === false ? 16 : nativeChunkSamples(true, t.arenaPerSampleMiB! * 2 ** 20, 16);
-    expect(at(16, p.workspacePerSampleMiB) - at(16, 0)).toBeCloseTo((samples - 1) * p.workspacePerSampleMiB, 12);
     expect(samples).toBeGreaterThan(1);
-    expect(at(1, p.workspacePerSampleMiB)).toBe(0);
+    const none = p.workspaceByBatchMiB.map(() => 0);
+    expect(f(16, p.workspaceByBatchMiB).largestBatchMiB - f(16, none).largestBatchMiB).toBeCloseTo(workspaceAt(p.workspaceByBatchMiB, samples) - p.workspaceByBatchMiB[0]!, 12);
+    expect(f(16, p.workspaceByBatchMiB).nativeWorkspaceMiB).toBe(p.workspaceByBatchMiB[0]);
+    expect(f(1, p.workspaceByBatchMiB).largestBatchMiB).toBe(0);
     expect(features("python-ort", t, { maxBatch: 16, evalSamples: 16 }).largestBatchMiB).toBe(0);
+    expect(features("python-ort", t, { maxBatch: 16, evalSamples: 16 }).nativeWorkspaceMiB).toBe(0);
   }, 120_000);
+
+  it("reads the workspace curve between and past its points", () => {
+    // Linear to 4 samples, then capped (an im2col chunk's cap), as a conv's workspace grows.
+    const curve = [1, 2, 4, 4, 4];
+    expect(workspaceAt(curve, 1)).toBe(1);
+    expect(workspaceAt(curve, 3)).toBe(3);
+    expect(workspaceAt(curve, 6)).toBe(4);
+    expect(workspaceAt(curve, 64)).toBe(4);  // flat at the end: flat beyond it
+    expect(workspaceAt([1, 2, 4], 8)).toBe(8);  // still growing at the end: grows on
+    expect(workspaceAt([], 8)).toBe(0);
+  });
 
   it("refuses a worker's answer it cannot use, naming what was wrong", () => {
     const mark = (m: "start" | "end", rssKiB: number) => ({ name: "model-load", mark: m, memory: { rssKiB } }) as never;
-    const ok = { weightsBytesReleased: 2 ** 20, batchTailBytesPerSample: 2 ** 19, workspaceBytesPerSample: 2 ** 18 };
-    expect(checkedNativeLoad([mark("start", 1000), mark("end", 3048)], ok)).toEqual({ loadMiB: 2, releasedMiB: 1, batchTailPerSampleMiB: 0.5, workspacePerSampleMiB: 0.25 });
+    const ok = { weightsBytesReleased: 2 ** 20, batchTailBytesPerSample: 2 ** 19, workspaceBytesByBatch: [2 ** 18, 2 ** 19] };
+    expect(checkedNativeLoad([mark("start", 1000), mark("end", 3048)], ok)).toEqual({ loadMiB: 2, releasedMiB: 1, batchTailPerSampleMiB: 0.5, workspaceByBatchMiB: [0.25, 0.5] });
     expect(() => checkedNativeLoad([mark("end", 3048)], ok)).toThrow(/no model-load start and end/);
     expect(() => checkedNativeLoad([mark("start", Number.NaN), mark("end", 3048)], ok)).toThrow(/RSS readings/);
     expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { ...ok, weightsBytesReleased: -1 })).toThrow(/weightsBytesReleased is -1/);
     expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], {})).toThrow(/weightsBytesReleased is undefined/);
     expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { weightsBytesReleased: 0 })).toThrow(/batchTailBytesPerSample is undefined/);
-    expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { ...ok, workspaceBytesPerSample: "big" })).toThrow(/workspaceBytesPerSample is "big"/);
+    expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { ...ok, workspaceBytesByBatch: "big" })).toThrow(/workspaceBytesByBatch is "big"/);
+    expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { ...ok, workspaceBytesByBatch: [] })).toThrow(/workspaceBytesByBatch is \[\]/);
+    expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { ...ok, workspaceBytesByBatch: [4, 2] })).toThrow(/non-decreasing/);
   });
 });

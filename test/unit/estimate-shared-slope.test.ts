@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { type Calibration, fitModels } from "../../src/estimate/calibration.ts";
 import { fitLinear, predict } from "../../src/estimate/fit.ts";
 
-const f = (w: number, cw: number, a: number, e: number, o = 0, h = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: h, largestBatchMiB: 0, nativeLoadMiB: 0, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0 });
+const f = (w: number, cw: number, a: number, e: number, o = 0, h = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: h, largestBatchMiB: 0, nativeLoadMiB: 0, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0, nativeWorkspaceMiB: 0 });
 const PROBE_FEATURES = [f(0, 0, 0, 0), f(0, 0, 0, 1), f(48, 0, 0, 1), f(36, 36, 0, 1), f(0, 0, 32, 3), f(0, 0, 0, 128), f(16, 0, 8, 9)];
 
 /** Probes measured by both runtimes: python-ort grows 2.3 per activation MiB; node-ort's figures carry noise that leans on the activation probe. */

@@ -93,7 +93,9 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   }
   const run = { maxBatch: Math.max(...(args.flags.batch as number[])), batchSizes: args.flags.batch as number[], evalSamples: fileRows ?? (args.flags["eval-samples"] as number),
     calls: requestsPerBatch({ iterations: args.flags.iterations as number, warmup: PIPELINE_DEFAULTS.warmup }) };
-  const estimates = (args.flags.runtimes as string[]).map((r) => estimateRuntime(cal!, r, features(r, terms, run)));
+  // memlane-rt runs only what its compiler accepts: a refused model has no native figures to give.
+  const runs = (r: string) => r !== "native" || !terms.compileError;
+  const estimates = (args.flags.runtimes as string[]).map((r) => (runs(r) ? estimateRuntime(cal!, r, features(r, terms, run)) : null));
   const naive = naiveMiB(terms, run);
   const device = args.flags.device as string;
   if (args.flags.json) {
@@ -107,13 +109,15 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   if (terms.ortLoadUnavailable) io.out(`  held by malloc after ORT's load: unavailable (${terms.ortLoadUnavailable}); python-ort and node-ort leave that term out`);
   if (terms.nativeLoadUnavailable && !terms.compileError) io.out(`  memlane-rt's load: unavailable (${terms.nativeLoadUnavailable}); native leaves its repacked weights out`);
   if (terms.compileError) io.out(`  activations unknown (memlane's compiler refused the model: ${terms.compileError}); the activation and eval-set terms are left out`);
+  for (const r of (args.flags.runtimes as string[]).filter((x) => !runs(x))) io.out(`  ${r}: not estimated: memlane-rt cannot run a model its compiler refuses`);
   for (const e of estimates) {
     if (!e) continue;
     io.out("");
     const held = e.features.heldMiB > 0 ? `, held by malloc after the load ${num(e.features.heldMiB)} MiB` : "";
-    const whole = e.features.largestBatchMiB > 0 ? `, arena of the whole batch (unchunked) +${num(e.features.largestBatchMiB)} MiB` : "";
+    const whole = e.features.largestBatchMiB > 0 ? `, the largest batch beyond one sample +${num(e.features.largestBatchMiB)} MiB` : "";
+    const workspace = e.features.nativeWorkspaceMiB > 0 ? `, kernel workspace ${num(e.features.nativeWorkspaceMiB)} MiB` : "";
     const repacked = e.features.nativeLoadMiB > 0 ? `, repacked at load ${num(e.features.nativeLoadMiB)} MiB (plan pages given back ${num(e.features.nativeReleasedMiB)} MiB)` : "";
-    io.out(`${e.runtime} (features: weights ${num(e.features.weightMiB)} MiB, activations ${num(e.features.activationMiB)} MiB${whole}, eval set ${num(e.features.evalMiB)} MiB in + ${num(e.features.evalOutputMiB)} MiB out${held}${repacked}):`);
+    io.out(`${e.runtime} (features: weights ${num(e.features.weightMiB)} MiB, activations ${num(e.features.activationMiB)} MiB${whole}${workspace}, eval set ${num(e.features.evalMiB)} MiB in + ${num(e.features.evalOutputMiB)} MiB out${held}${repacked}):`);
     io.out(textTable(["phase", "end RSS MiB", "± MiB (probes' rms)", "end USS MiB", "end PSS MiB", "peak RSS MiB"],
       e.phases.map((p) => [p.phase, num(p.rss), num(p.spreadMiB), num(p.uss), num(p.pss), num(p.peak)])));
   }

@@ -47,6 +47,9 @@ struct TensorSpec {
 // layout (batch at t.batchAxis); a plain copy when batchAxis is 0. src and dst must not overlap.
 void move_batch_axis(const void* src, void* dst, int64_t n, const TensorSpec& t, bool toPlan);
 
+// Points of RuntimeMemory::workspaceBytesByBatch: batches 1, 2, 4 ... 1024.
+inline constexpr int kWorkspaceCurvePoints = 11;
+
 struct RuntimeMemory {
   uint64_t arenaBytes = 0;
   uint64_t weightsBytes = 0;        // weights in the plan
@@ -58,9 +61,11 @@ struct RuntimeMemory {
                                       // backend's copies replace them; docs/memory.md)
   uint64_t batchTailBytesPerSample = 0;  // cpu: arena per sample of the last ops, run over the
                                          // whole batch where a batch is split into chunks
-  uint64_t workspaceBytesPerSample = 0;  // cpu: the most a kernel's workspace grows a sample, so
-                                         // the workspace a batch touches can be known from a load
-                                         // at maxBatch 1 (memlane estimate's probe)
+  // cpu: the largest kernel workspace for 2^i samples run at once (i < kWorkspaceCurvePoints),
+  // so the workspace a batch touches can be known from a load at maxBatch 1 (memlane estimate's
+  // probe). A curve, not a slope: a conv's im2col chunk stops growing at its cap (digits-cnn's
+  // at 64 samples took a fifth of what one sample's growth times 63 said).
+  std::vector<uint64_t> workspaceBytesByBatch;
   int64_t deviceUsedBytes = -1;     // -1 = unknown
 };
 

@@ -384,7 +384,7 @@ RuntimeMemory Runtime::memory() const {
   m.deviceUsedBytes = s.deviceUsedBytes;
   m.weightsBytesReleased = s.weightBytesReleased;
   m.batchTailBytesPerSample = s.batchTailBytesPerSample;
-  m.workspaceBytesPerSample = s.workspaceBytesPerSample;
+  m.workspaceBytesByBatch = s.workspaceBytesByBatch;
   // Profiles share one host arena and workspace: the largest of them is what is held.
   for (size_t p = 1; p < impl_->backends.size(); ++p) {
     const MemoryStats o = impl_->backends[p]->memory_stats();
@@ -393,7 +393,9 @@ RuntimeMemory Runtime::memory() const {
     // Each profile's backend repacks and releases the same plan weights.
     m.weightsBytesReleased = std::max(m.weightsBytesReleased, o.weightBytesReleased);
     m.batchTailBytesPerSample = std::max(m.batchTailBytesPerSample, o.batchTailBytesPerSample);
-    m.workspaceBytesPerSample = std::max(m.workspaceBytesPerSample, o.workspaceBytesPerSample);
+    if (m.workspaceBytesByBatch.size() < o.workspaceBytesByBatch.size()) m.workspaceBytesByBatch.resize(o.workspaceBytesByBatch.size());
+    for (size_t i = 0; i < o.workspaceBytesByBatch.size(); ++i)
+      m.workspaceBytesByBatch[i] = std::max(m.workspaceBytesByBatch[i], o.workspaceBytesByBatch[i]);
   }
   if (impl_->file) {
     m.weightsBytes = distinct_weight_bytes(impl_->file->profiles());

@@ -305,9 +305,9 @@ class CpuBackend final : public Backend {
       tuner = std::make_unique<cpu::ConvTuner>(pool_.get(), release.releasing());
     // Builds the ops of `p` (the plan, or the prefix's or the tail's view of it: ops
     // [base, base + p.ops.size()) of the plan), sizing their workspace for `batch` samples.
-    // `wsPerSample`: the most any kernel's workspace grows a sample (its size at 2 samples less
-    // at 1), which memlane estimate's load probe (at maxBatch 1) applies to the run's batches.
-    uint64_t wsPerSample = 0;
+    // `wsByBatch`: the largest kernel workspace for 2^i samples at once, which memlane
+    // estimate's load probe (at maxBatch 1) reads for the run's batches.
+    std::vector<uint64_t> wsByBatch(kWorkspaceCurvePoints, 0);
     auto build = [&](const Plan& p, size_t base, int64_t batch, uint64_t* ws) {
       cpu::BuildCtx bc{&p, threads_};
       bc.panels = panels_.get();
@@ -323,8 +323,7 @@ class CpuBackend final : public Backend {
         auto k = make_kernel(bc, p, i, &skip, &st, message, tuner.get());
         if (!k) return st;
         *ws = std::max(*ws, k->workspace_floats(batch));
-        const uint64_t one = k->workspace_floats(1), two = k->workspace_floats(2);
-        if (two > one) wsPerSample = std::max(wsPerSample, two - one);
+        for (int j = 0; j < kWorkspaceCurvePoints; ++j) wsByBatch[j] = std::max(wsByBatch[j], k->workspace_floats(int64_t(1) << j));
         release.op_built(base + i, k.get());
         kernels.push_back(std::move(k));
       }
@@ -389,7 +388,8 @@ class CpuBackend final : public Backend {
     stats_.arenaBytes = arena_bytes;
     stats_.workspaceBytes = ws_total * sizeof(float);
     stats_.batchTailBytesPerSample = tailBytesPerSample;
-    stats_.workspaceBytesPerSample = wsPerSample * sizeof(float);
+    stats_.workspaceBytesByBatch.clear();
+    for (uint64_t f : wsByBatch) stats_.workspaceBytesByBatch.push_back(f * sizeof(float));
     stats_.weightBytesMapped = plan.weightBytes;
     stats_.weightBytesReleased = release.released_bytes();
     maxBatch_ = maxBatch;

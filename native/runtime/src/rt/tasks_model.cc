@@ -22,6 +22,12 @@ Val specs(const std::vector<TensorSpec>& ts) {
   return a;
 }
 
+Val bytes_curve(const std::vector<uint64_t>& v) {
+  Val a = Val::array();
+  for (uint64_t b : v) a.push(Val(b));
+  return a;
+}
+
 }  // namespace
 
 void task_load(TaskCtx& c, WorkerState& state) {
@@ -48,7 +54,7 @@ void task_load(TaskCtx& c, WorkerState& state) {
       .set("workspaceBytes", m.workspaceBytes)
       .set("weightsBytesReleased", m.weightsBytesReleased)
       .set("batchTailBytesPerSample", m.batchTailBytesPerSample)
-      .set("workspaceBytesPerSample", m.workspaceBytesPerSample)
+      .set("workspaceBytesByBatch", bytes_curve(m.workspaceBytesByBatch))
       .set("inputs", specs(rt->inputs()))
       .set("outputs", specs(rt->outputs()));
   // Every shape profile's inputs (one entry for a one-profile plan); `inputs` is profile 0's.
