@@ -190,6 +190,11 @@ int main() {
       {"pointwise -> HardSwish", "HardSwish", {}, 8, 12, 9, 1, 1, 1},
       {"pointwise -> SiLU", "SiLU", {}, 8, 12, 17, 1, 1, 1},
       {"pointwise simd 13x13 -> Clip", "Clip", {{"min", 0.0}, {"max", 6.0}}, 5, 11, 13, 1, 1, 1},
+      // pixels-in-lanes pointwise (the AVX2 kernel takes every activation in registers): odd
+      // channel counts (partial 4-row blocks), 225 = 9 x 24 + 9 and 529 = 512 + 17 columns
+      {"pointwise simd 12x12, 13 channels -> HardSwish", "HardSwish", {}, 7, 13, 12, 1, 1, 1},
+      {"pointwise simd 15x15, 6 channels -> Relu", "Relu", {}, 9, 6, 15, 1, 1, 1},
+      {"pointwise simd 23x23, 5 channels -> SiLU", "SiLU", {}, 3, 5, 23, 1, 1, 1},
       {"3x3 direct/winograd -> Clip", "Clip", {{"min", -0.5}, {"max", 0.5}}, 8, 16, 16, 3, 1, 1},
       {"3x3 im2col 12-wide -> HardSwish", "HardSwish", {}, 4, 6, 12, 3, 1, 1},
       {"3x3 stride 2 -> Relu", "Relu", {}, 4, 8, 32, 3, 2, 1},

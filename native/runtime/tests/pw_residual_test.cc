@@ -1,7 +1,7 @@
 // A residual block's last 1x1 conv (RegNet's f/c, ResNet-50's bottleneck end, MobileNet's
-// projection) on the AVX-512 pointwise kernels with the Add (+ Relu) fused into their store
+// projection) on the SIMD pointwise kernels with the Add (+ Relu) fused into their store
 // (channels in lanes: simd::pw_lanes' R; pixels in lanes, maps over 32x32: run_pointwise_simd's
-// scratch): x -> Conv1x1 + Relu (M -> C2) -> Conv1x1 + bias (C2 -> M) -> Add x [-> Relu].
+// scratch on AVX-512, sgemm_nn_rows_avx2's registers without it): x -> Conv1x1 + Relu (M -> C2) -> Conv1x1 + bias (C2 -> M) -> Add x [-> Relu].
 // Checks that the Add and Relu are folded (the op profile has two kernels) where a kernel with
 // the epilogue runs, and that the outputs equal the unfused ops' (MEMLANE_NO_FUSION=1): odd
 // channel counts (partial 32-channel panels, a last panel of <= 16 and of 1 channel, partial
@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "cpu/simd/avx2_gemm.h"
 #include "cpu/simd/avx512.h"
 #include "harness.h"
 #include "op_runner.h"
@@ -64,12 +65,15 @@ int main() {
       {24, 16, 40},
       {13, 20, 33},
   };
-  const bool avx512 = memlane::cpu::simd::have_avx512() && !std::getenv("MEMLANE_CONV_PW_BLAS") &&
-                      !std::getenv("MEMLANE_NO_FUSION");
+  // Maps of 128+ pixels: the pixels-in-lanes kernel, AVX-512's or AVX2's (simd/avx2_gemm.h);
+  // smaller ones: the channels-in-lanes kernel, AVX-512 only.
+  const bool on = !std::getenv("MEMLANE_CONV_PW_BLAS") && !std::getenv("MEMLANE_NO_FUSION");
+  const bool avx512 = memlane::cpu::simd::have_avx512() && on;
+  const bool pixels = (avx512 || memlane::cpu::simd::have_avx2_gemm()) && on;
   const bool lanes = avx512 && !std::getenv("MEMLANE_CONV_NO_PW_LANES");
   if (!lanes)
     std::printf("pw_residual_test: fusion count not checked on maps under 128 pixels (no AVX-512F, or the lanes "
-                "kernel or fusion switched off)%s\n", avx512 ? "" : " nor on larger ones (no AVX-512 pointwise kernel)");
+                "kernel or fusion switched off)%s\n", pixels ? "" : " nor on larger ones (no pointwise kernel)");
   for (const Case& k : cases)
     for (int variant = 0; variant < 8; ++variant) {
       const bool relu = variant & 1, resFirst = variant & 2, inPlace = variant & 4;
@@ -92,7 +96,7 @@ int main() {
                                 (inPlace ? " in place" : "");
       for (int64_t batch : {1, 3, 8}) {
         const std::vector<float> in = rng.vec(size_t(batch * k.M * k.S * k.S));
-        if ((k.S * k.S >= 128 ? avx512 : lanes) && batch == 3)
+        if ((k.S * k.S >= 128 ? pixels : lanes) && batch == 3)
           CHECK_MSG(kernels(pb, batch, in) == 2, label + ": the Add" + (relu ? " and Relu were" : " was") + " not fused");
         for (int threads : {1, 2}) {
           unsetenv("MEMLANE_NO_FUSION");

@@ -16,6 +16,7 @@
 #include "cpu/env_count.h"
 #include "cpu/kernel.h"
 #include "cpu/sgemm_pool.h"
+#include "cpu/simd/avx2_gemm.h"
 #include "cpu/simd/avx512.h"
 #include "cpu/simd/pw_lanes.h"
 
@@ -196,7 +197,9 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
                  a.pads[1] == 0 && a.pads[2] == 0 && a.pads[3] == 0;
   k->subsample = k->pointwise && (g.sh > 1 || g.sw > 1);
   // MEMLANE_CONV_PW_BLAS=1 keeps every pointwise conv on OpenBLAS (A/B timing; ctest runs both).
-  k->pointwise_simd = k->pointwise && g.P() >= kPwSimdMinP && simd::have_avx512() &&
+  // The pixels-in-lanes kernels: AVX-512's, else AVX2+FMA's (simd/avx2_gemm.h).
+  const bool pw_simd_kernel = simd::have_avx512() || simd::have_avx2_gemm();
+  k->pointwise_simd = k->pointwise && g.P() >= kPwSimdMinP && pw_simd_kernel &&
                       std::getenv("MEMLANE_CONV_PW_BLAS") == nullptr;
   // MEMLANE_CONV_NO_PW_LANES=1 keeps small maps on the pixels-in-lanes paths (ctest runs both).
   static const int64_t lanes_max_p = env_count("MEMLANE_CONV_PW_LANES_MAXP", kPwLanesMaxP);
@@ -256,7 +259,7 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
     k->U = conv_winograd_weights(k->w, g.M, g.C);
     k->threads = std::max(1, bc.threads);
   }
-  // Fused residual Add (+ Relu): only the AVX-512 spatial paths and the AVX-512 pointwise ones
+  // Fused residual Add (+ Relu): only the AVX-512 spatial paths and the SIMD pointwise ones
   // (RegNet's and ResNet-50's block ends, MobileNet's projections) have the epilogue. The backend has
   // checked that the conv's and the Add's outputs have no other reader and that `output`
   // neither overlaps X nor partly overlaps the residual (an identical region is fine: each

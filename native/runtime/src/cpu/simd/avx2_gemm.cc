@@ -1,0 +1,179 @@
+// AVX2+FMA sgemm_nn / sgemm_nn_rows (avx2_gemm.h): register tiles of 4 rows x 24 columns,
+// twelve 8-lane accumulators, B's three vectors loaded and A broadcast each k step (16 ymm
+// registers in all: 12 + 3 + 1). Zen 3 issues two FMAs a cycle at 4 cycles' latency, so 12
+// independent chains keep both pipes busy, and 7 loads a step stay under its 3 a cycle.
+// Column panels of 24 outer (B's K x 24 panel stays in L1 across the row blocks), 4-row
+// blocks inner; the last panel's last vector masked, the last row block 1-3 rows.
+#include "cpu/simd/avx2_gemm.h"
+
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "cpu/conv_act_avx2.h"
+#define MEMLANE_AVX2_GEMM 1
+#endif
+
+#include <cstdlib>
+
+namespace memlane::cpu::simd {
+
+#ifdef MEMLANE_AVX2_GEMM
+
+bool have_avx2_gemm() { return true; }
+
+namespace {
+
+// The first n (1..8) lanes set.
+inline __m256i tail_mask8(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// One MR x (8 * NV) tile of C over all of K in registers; kTail: the last vector is partial
+// (lanes in tm). kRows: + rbias[r] and the activation (kind kAct, folded at compile time)
+// before the store, and with kRes + R's element (R laid out as C) between the two. Accumulators
+// are named registers, as avx512.cc's tile: rows and vectors past MR / NV are dead code.
+template <int MR, int NV, bool kTail, bool kRows, ConvAct::Kind kAct, bool kRes = false>
+inline void tile(int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
+                 const float* bias, __m256i tm, const float* rbias, float lo, float hi, const float* R) {
+#define MEMLANE_LOAD(v, p) \
+  ((kTail && (v) == NV - 1) ? _mm256_maskload_ps((p) + 8 * (v), tm) : _mm256_loadu_ps((p) + 8 * (v)))
+  const __m256 z = _mm256_setzero_ps();
+  const __m256 i0 = bias ? MEMLANE_LOAD(0, bias) : z;
+  const __m256 i1 = NV > 1 && bias ? MEMLANE_LOAD(1, bias) : z;
+  const __m256 i2 = NV > 2 && bias ? MEMLANE_LOAD(2, bias) : z;
+  __m256 c00 = i0, c01 = i1, c02 = i2, c10 = i0, c11 = i1, c12 = i2;
+  __m256 c20 = i0, c21 = i1, c22 = i2, c30 = i0, c31 = i1, c32 = i2;
+  const float* a = A;
+  for (int64_t k = 0; k < K; ++k, ++a) {
+    const float* b = B + k * ldb;
+    const __m256 b0 = MEMLANE_LOAD(0, b);
+    const __m256 b1 = NV > 1 ? MEMLANE_LOAD(1, b) : z;
+    const __m256 b2 = NV > 2 ? MEMLANE_LOAD(2, b) : z;
+#define MEMLANE_ROW(r)                                               \
+  if constexpr (MR > r) {                                            \
+    const __m256 av = _mm256_broadcast_ss(a + r * lda);              \
+    c##r##0 = _mm256_fmadd_ps(av, b0, c##r##0);                      \
+    if constexpr (NV > 1) c##r##1 = _mm256_fmadd_ps(av, b1, c##r##1); \
+    if constexpr (NV > 2) c##r##2 = _mm256_fmadd_ps(av, b2, c##r##2); \
+  }
+    MEMLANE_ROW(0) MEMLANE_ROW(1) MEMLANE_ROW(2) MEMLANE_ROW(3)
+#undef MEMLANE_ROW
+  }
+  if constexpr (kRows) {
+    const ConvAct act{kAct, lo, hi};  // a constant kind: act_vec8's switch folds away
+#define MEMLANE_FINISH(r)                                                            \
+  if constexpr (MR > r) {                                                            \
+    const __m256 rb = _mm256_set1_ps(rbias ? rbias[r] : 0.f);                        \
+    c##r##0 = act_vec8(MEMLANE_RES(0, r, _mm256_add_ps(c##r##0, rb)), act);          \
+    if constexpr (NV > 1) c##r##1 = act_vec8(MEMLANE_RES(1, r, _mm256_add_ps(c##r##1, rb)), act); \
+    if constexpr (NV > 2) c##r##2 = act_vec8(MEMLANE_RES(2, r, _mm256_add_ps(c##r##2, rb)), act); \
+  }
+    // (t + bias) + r: residual_act's order (conv_pointwise.cc), so both give the same floats
+#define MEMLANE_RES(v, r, x) (kRes ? _mm256_add_ps(x, MEMLANE_LOAD(v, R + r * ldc)) : (x))
+    MEMLANE_FINISH(0) MEMLANE_FINISH(1) MEMLANE_FINISH(2) MEMLANE_FINISH(3)
+#undef MEMLANE_RES
+#undef MEMLANE_FINISH
+  }
+#define MEMLANE_STORE1(v, p, x)                                                          \
+  if constexpr (NV > v) {                                                                \
+    if constexpr (kTail && v == NV - 1) _mm256_maskstore_ps((p) + 8 * v, tm, x);         \
+    else _mm256_storeu_ps((p) + 8 * v, x);                                               \
+  }
+#define MEMLANE_STORE(r)                                                       \
+  if constexpr (MR > r) {                                                      \
+    MEMLANE_STORE1(0, C + r * ldc, c##r##0)                                    \
+    MEMLANE_STORE1(1, C + r * ldc, c##r##1)                                    \
+    MEMLANE_STORE1(2, C + r * ldc, c##r##2)                                    \
+  }
+  MEMLANE_STORE(0) MEMLANE_STORE(1) MEMLANE_STORE(2) MEMLANE_STORE(3)
+#undef MEMLANE_STORE
+#undef MEMLANE_STORE1
+#undef MEMLANE_LOAD
+}
+
+constexpr int kMR = 4;
+
+// Every row block of one column panel.
+template <int NV, bool kTail, bool kRows, ConvAct::Kind kAct, bool kRes>
+void row_blocks(int64_t M, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+                int64_t ldc, const float* bias, __m256i tm, const float* rbias, float lo, float hi, const float* R) {
+  int64_t i = 0;
+  for (; i + kMR <= M; i += kMR)
+    tile<kMR, NV, kTail, kRows, kAct, kRes>(K, A + i * lda, lda, B, ldb, C + i * ldc, ldc, bias, tm,
+                                            rbias ? rbias + i : nullptr, lo, hi, kRes ? R + i * ldc : nullptr);
+  const float* rb = rbias ? rbias + i : nullptr;
+  const float* a = A + i * lda;
+  const float* r = kRes ? R + i * ldc : nullptr;
+  float* c = C + i * ldc;
+  switch (M - i) {
+    case 3: tile<3, NV, kTail, kRows, kAct, kRes>(K, a, lda, B, ldb, c, ldc, bias, tm, rb, lo, hi, r); break;
+    case 2: tile<2, NV, kTail, kRows, kAct, kRes>(K, a, lda, B, ldb, c, ldc, bias, tm, rb, lo, hi, r); break;
+    case 1: tile<1, NV, kTail, kRows, kAct, kRes>(K, a, lda, B, ldb, c, ldc, bias, tm, rb, lo, hi, r); break;
+    default: break;
+  }
+}
+
+// Column panels of 24, the last one 1-24 wide.
+template <bool kRows, ConvAct::Kind kAct, bool kRes = false>
+void panels(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+            int64_t ldc, const float* bias, const float* rbias, float lo, float hi, const float* R = nullptr) {
+  const __m256i all = _mm256_set1_epi32(-1);
+  int64_t j = 0;
+  for (; j + 24 <= N; j += 24)
+    row_blocks<3, false, kRows, kAct, kRes>(M, K, A, lda, B + j, ldb, C + j, ldc, bias ? bias + j : nullptr, all, rbias,
+                                            lo, hi, kRes ? R + j : nullptr);
+  const int64_t w = N - j;
+  if (w == 0) return;
+  const float* bj = bias ? bias + j : nullptr;
+  const float* rj = kRes ? R + j : nullptr;
+  const __m256i tm = tail_mask8(w - (w - 1) / 8 * 8);
+  if (w > 16) row_blocks<3, true, kRows, kAct, kRes>(M, K, A, lda, B + j, ldb, C + j, ldc, bj, tm, rbias, lo, hi, rj);
+  else if (w > 8) row_blocks<2, true, kRows, kAct, kRes>(M, K, A, lda, B + j, ldb, C + j, ldc, bj, tm, rbias, lo, hi, rj);
+  else row_blocks<1, true, kRows, kAct, kRes>(M, K, A, lda, B + j, ldb, C + j, ldc, bj, tm, rbias, lo, hi, rj);
+}
+
+}  // namespace
+
+void sgemm_nn_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                   float* C, int64_t ldc, const float* bias) {
+  panels<false, ConvAct::kNone>(M, N, K, A, lda, B, ldb, C, ldc, bias, nullptr, 0.f, 0.f);
+}
+
+void sgemm_nn_rows_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                        float* C, int64_t ldc, const float* row_bias, const ConvAct& act, const float* res) {
+  if (res) {  // the backend fuses a residual Add with a Relu after it or nothing (conv.cc)
+    if (act.kind == ConvAct::kNone)
+      return panels<true, ConvAct::kNone, true>(M, N, K, A, lda, B, ldb, C, ldc, nullptr, row_bias, 0.f, 0.f, res);
+    if (act.kind == ConvAct::kRelu)
+      return panels<true, ConvAct::kRelu, true>(M, N, K, A, lda, B, ldb, C, ldc, nullptr, row_bias, 0.f, 0.f, res);
+    std::abort();
+  }
+  switch (act.kind) {
+    case ConvAct::kNone: return panels<true, ConvAct::kNone>(M, N, K, A, lda, B, ldb, C, ldc, nullptr, row_bias, 0.f, 0.f);
+    case ConvAct::kRelu: return panels<true, ConvAct::kRelu>(M, N, K, A, lda, B, ldb, C, ldc, nullptr, row_bias, 0.f, 0.f);
+    case ConvAct::kClip:
+      return panels<true, ConvAct::kClip>(M, N, K, A, lda, B, ldb, C, ldc, nullptr, row_bias, act.lo, act.hi);
+    case ConvAct::kHardSwish:
+      return panels<true, ConvAct::kHardSwish>(M, N, K, A, lda, B, ldb, C, ldc, nullptr, row_bias, 0.f, 0.f);
+    case ConvAct::kSiLU: return panels<true, ConvAct::kSiLU>(M, N, K, A, lda, B, ldb, C, ldc, nullptr, row_bias, 0.f, 0.f);
+  }
+  std::abort();  // a corrupt kind: fail, do not guess
+}
+
+#else  // not an AVX2+FMA x86-64 build: callers check have_avx2_gemm() first
+
+bool have_avx2_gemm() { return false; }
+void sgemm_nn_avx2(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t,
+                   const float*) {
+  std::abort();
+}
+void sgemm_nn_rows_avx2(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t,
+                        const float*, const ConvAct&, const float*) {
+  std::abort();
+}
+
+#endif
+
+}  // namespace memlane::cpu::simd

@@ -1,0 +1,28 @@
+// The AVX2+FMA counterparts of simd::sgemm_nn / sgemm_nn_rows (avx512.h), for CPUs without
+// AVX-512 (Zen 2/3, client Intel): a pointwise conv's product Y[M x P] = W[M x C] X[C x P],
+// small K, no packing. AVX2+FMA is the library's baseline (-march=x86-64-v3), so these need no
+// target attribute; have_avx2_gemm() says whether this build has them (x86-64 with __AVX2__
+// and __FMA__) and is the only check a caller makes.
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/conv_act.h"
+
+namespace memlane::cpu::simd {
+
+bool have_avx2_gemm();
+
+// C[M x N] = A[M x K] x B[K x N] (+ bias[N] on every row, when not null), row-major, any
+// sizes. Needs have_avx2_gemm().
+void sgemm_nn_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                   float* C, int64_t ldc, const float* bias = nullptr);
+
+// sgemm_nn_avx2 (no column bias) with each row finished in registers before its store:
+// + row_bias[i] (when not null), + res[i * ldc + j] (a fused residual Add, when not null; act
+// then None or Relu; res may be C itself: each element is read before it is written), then
+// act (act_vec8, conv_act_avx2.h).
+void sgemm_nn_rows_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                        float* C, int64_t ldc, const float* row_bias, const ConvAct& act, const float* res = nullptr);
+
+}  // namespace memlane::cpu::simd
