@@ -4,17 +4,12 @@
  * exporters, compiled (with inputShapes) and run by memlane-rt through the multi-input contract (`input:<name>` in,
  * `output:<name>` out, batch first on the wire), against ONNX Runtime within 1e-4 relative.
  */
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { compileOnnx } from "../../src/compiler/index.ts";
-import { Supervisor } from "../../src/workers/supervisor.ts";
-import { memlaneRtBinary, workerSpecs } from "../../src/workers/specs.ts";
-import type { WorkerHandle } from "../../src/workers/handle.ts";
-import { pythonPath } from "../fixtures/onnx/models.ts";
+import { memlaneRtBinary } from "../../src/workers/specs.ts";
+import { type FixtureModels, fixtureModels } from "../fixtures/native-fixture-models.ts";
 import { relDiff } from "../fixtures/rel-diff.ts";
 
 let BUILT = true;
@@ -32,29 +27,19 @@ interface Entry {
 }
 
 const SCRIPT = join(dirname(fileURLToPath(import.meta.url)), "../fixtures/onnx/make_int_models.py");
-const dir = mkdtempSync(join(tmpdir(), "memlane-int-inputs-"));
-let manifest: Record<string, Entry> = {};
-let sup: Supervisor;
-let rt: WorkerHandle;
-
-const bytes = (name: string) => {
-  const b = readFileSync(join(dir, name));
-  return b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength);
-};
-
 /** Wire tensors for every graph input: `input:<name>`, batch first, in the model's dtype. */
 function inputTensors(model: string) {
-  const m = manifest[model]!;
+  const m = fx.manifest[model]!;
   return Object.fromEntries(Object.entries(m.inputs).map(([n, spec]) => {
-    const data = new BigInt64Array(bytes(`${model}.${n}.bin`));
+    const data = new BigInt64Array(fx.bytes(`${model}.${n}.bin`));
     const rest = spec.shape.filter((_, i) => i !== spec.axis);
     return [`input:${n}`, { dtype: "int64" as const, shape: [data.length / rest.reduce((a, d) => a * d, 1), ...rest], data }];
   }));
 }
 
 const ioArg = (model: string) => ({
-  inputs: Object.entries(manifest[model]!.inputs).map(([name, s]) => ({ name, dtype: s.dtype, shape: s.shape, batchAxis: s.axis })),
-  outputs: Object.keys(manifest[model]!.outputs).map((name) => ({ name })),
+  inputs: Object.entries(fx.manifest[model]!.inputs).map(([name, s]) => ({ name, dtype: s.dtype, shape: s.shape, batchAxis: s.axis })),
+  outputs: Object.keys(fx.manifest[model]!.outputs).map((name) => ({ name })),
 });
 
 /** Both exporters (legacy opset 17, dynamo opset 18); inputShapes for the legacy ones. */
@@ -67,59 +52,46 @@ const SHAPES: Record<string, Record<string, number[]> | undefined> = {
   "attention-masks-dynamo": undefined,
 };
 
+let fx: FixtureModels<Entry>;
+
 describe.skipIf(!BUILT)("plan v2: int64 inputs, several outputs, a batch at axis 1", () => {
-  beforeAll(async () => {
-    execFileSync(pythonPath(), [SCRIPT, dir], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, PYTHONWARNINGS: "ignore" } });
-    manifest = JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8"));
-    sup = await Supervisor.start();
-    rt = await sup.spawn(workerSpecs.memlaneRt({ args: ["--device", "cpu", "--threads", "2"] }));
-  }, 300_000);
-  afterAll(async () => {
-    await sup?.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  fx = fixtureModels<Entry>(SCRIPT, "memlane-int-inputs-");
 
   it.each(Object.keys(SHAPES))("%s: infer.native with input:<name> tensors matches ONNX Runtime", async (model) => {
-    const plan = join(dir, `${model}.mlplan`);
-    const s = await compileOnnx(join(dir, manifest[model]!.onnx), plan, SHAPES[model] && { inputShapes: SHAPES[model] });
-    expect(s.inputs.map((i) => [i.name, i.dtype, i.batchAxis])).toEqual(Object.entries(manifest[model]!.inputs).map(([n, i]) => [n, "int64", i.axis]));
+    const plan = join(fx.dir, `${model}.mlplan`);
+    const s = await compileOnnx(join(fx.dir, fx.manifest[model]!.onnx), plan, SHAPES[model] && { inputShapes: SHAPES[model] });
+    expect(s.inputs.map((i) => [i.name, i.dtype, i.batchAxis])).toEqual(Object.entries(fx.manifest[model]!.inputs).map(([n, i]) => [n, "int64", i.axis]));
     // Batch 8 > the 5 eval rows: tiled; the outputs cover the eval set in chunks of 8.
-    const r = await rt.run("infer.native", { model: plan, batchSizes: [2, 8], iterations: 2, warmup: 0, threads: 2, io: ioArg(model) }, { tensors: inputTensors(model) });
-    for (const [name, spec] of Object.entries(manifest[model]!.outputs)) {
-      const got = r.tensors[`output:${name}`];
-      expect(got, `output:${name}`).toBeDefined();
-      expect(got!.shape).toEqual(spec.shape);
-      const diff = relDiff(got!.data as Float32Array, new Float32Array(bytes(`${model}.${name}.bin`)));
-      expect(diff, `${model} ${name}: relative diff ${diff}`).toBeLessThanOrEqual(1e-4);
-    }
+    const r = await fx.rt.run("infer.native", { model: plan, batchSizes: [2, 8], iterations: 2, warmup: 0, threads: 2, io: ioArg(model) }, { tensors: inputTensors(model) });
+    fx.expectOutputsMatch(model, fx.manifest[model]!.outputs, r.tensors);
   });
 
   it("load + run: several outputs by name; a wrong sequence length or a missing input is refused naming it", async () => {
-    const plan = join(dir, "masked-mean.mlplan");
-    await compileOnnx(join(dir, manifest["masked-mean"]!.onnx), plan, { inputShapes: SHAPES["masked-mean"] });
-    const loaded = await rt.run("load", { model: plan, maxBatch: 8, device: "cpu" });
+    const plan = join(fx.dir, "masked-mean.mlplan");
+    await compileOnnx(join(fx.dir, fx.manifest["masked-mean"]!.onnx), plan, { inputShapes: SHAPES["masked-mean"] });
+    const loaded = await fx.rt.run("load", { model: plan, maxBatch: 8, device: "cpu" });
     expect(loaded.value.inputs).toEqual([
       { name: "ids", shape: [-1, 8], dtype: "int64", batchAxis: 0 },
       { name: "mask", shape: [-1, 8], dtype: "int64", batchAxis: 0 },
     ]);
     const t = inputTensors("masked-mean");
-    const r = await rt.run("run", {}, { tensors: t });
+    const r = await fx.rt.run("run", {}, { tensors: t });
     expect(Object.keys(r.tensors).sort()).toEqual(["output:logits", "output:pooled"]);
-    const want = new Float32Array(bytes("masked-mean.logits.bin"));
+    const want = new Float32Array(fx.bytes("masked-mean.logits.bin"));
     expect(relDiff(r.tensors["output:logits"]!.data as Float32Array, want)).toBeLessThanOrEqual(1e-4);
 
     const short = { ...t, "input:mask": { dtype: "int64" as const, shape: [5, 7], data: new BigInt64Array(35).fill(1n) } };
-    await expect(rt.run("run", {}, { tensors: short })).rejects.toThrow(/input 'mask': expected int64 \[5,8\].*got int64 \[5,7\]/);
+    await expect(fx.rt.run("run", {}, { tensors: short })).rejects.toThrow(/input 'mask': expected int64 \[5,8\].*got int64 \[5,7\]/);
     const bad = { "input:ids": { ...t["input:ids"]!, data: (t["input:ids"]!.data as BigInt64Array).map(() => 50n) }, "input:mask": t["input:mask"]! };
-    await expect(rt.run("run", {}, { tensors: bad })).rejects.toThrow(/index 50 is out of range \[-50, 50\)/);
-    await expect(rt.run("infer.native", { model: plan, batchSizes: [1], iterations: 1 }, { tensors: { "input:ids": t["input:ids"]! } })).rejects.toThrow(
+    await expect(fx.rt.run("run", {}, { tensors: bad })).rejects.toThrow(/index 50 is out of range \[-50, 50\)/);
+    await expect(fx.rt.run("infer.native", { model: plan, batchSizes: [1], iterations: 1 }, { tensors: { "input:ids": t["input:ids"]! } })).rejects.toThrow(
       /no `input:mask` tensor/,
     );
   });
 
   it("the compiler refuses inputShapes that contradict the model, naming the input and dimension", async () => {
-    const onnx = join(dir, "masked-mean.onnx");
-    await expect(compileOnnx(onnx, join(dir, "x.mlplan"), { inputShapes: { ids: [-1, 9], mask: [-1, 8] } })).rejects.toThrow(
+    const onnx = join(fx.dir, "masked-mean.onnx");
+    await expect(compileOnnx(onnx, join(fx.dir, "x.mlplan"), { inputShapes: { ids: [-1, 9], mask: [-1, 8] } })).rejects.toThrow(
       /inputShapes\["ids"\]: dimension 1 is fixed to 8 in the model, received 9/,
     );
   });
