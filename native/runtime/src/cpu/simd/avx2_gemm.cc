@@ -3,7 +3,9 @@
 // registers in all: 12 + 3 + 1). Zen 3 issues two FMAs a cycle at 4 cycles' latency, so 12
 // independent chains keep both pipes busy, and 7 loads a step stay under its 3 a cycle.
 // Column panels of 24 outer (B's K x 24 panel stays in L1 across the row blocks), 4-row
-// blocks inner; the last panel's last vector masked, the last row block 1-3 rows.
+// blocks inner; the last panel's last vector masked. A last panel of 9-16 columns takes 6-row
+// blocks, one of 1-8 columns 8-row blocks (12 and 8 chains, not 8 and 4); the last row block
+// is what is left.
 #include "cpu/simd/avx2_gemm.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
@@ -30,7 +32,8 @@ inline __m256i tail_mask8(int64_t n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-// One MR x (8 * NV) tile of C over all of K in registers; kTail: the last vector is partial
+// One MR x (8 * NV) tile of C over all of K in registers (MR x NV <= 12: 4 x 3, 6 x 2, 8 x 1,
+// so that narrow panels keep enough independent FMA chains too); kTail: the last vector is partial
 // (lanes in tm). kRows: + rbias[r] and the activation (kind kAct, folded at compile time)
 // before the store, and with kRes + R's element (R laid out as C) between the two. Accumulators
 // are named registers, as avx512.cc's tile: rows and vectors past MR / NV are dead code.
@@ -43,8 +46,11 @@ inline void tile(int64_t K, const float* A, int64_t lda, const float* B, int64_t
   const __m256 i0 = bias ? MEMLANE_LOAD(0, bias) : z;
   const __m256 i1 = NV > 1 && bias ? MEMLANE_LOAD(1, bias) : z;
   const __m256 i2 = NV > 2 && bias ? MEMLANE_LOAD(2, bias) : z;
+  static_assert(MR <= 8 && MR * NV <= 12, "more accumulators than ymm registers hold");
   __m256 c00 = i0, c01 = i1, c02 = i2, c10 = i0, c11 = i1, c12 = i2;
   __m256 c20 = i0, c21 = i1, c22 = i2, c30 = i0, c31 = i1, c32 = i2;
+  __m256 c40 = i0, c41 = i1, c42 = i2, c50 = i0, c51 = i1, c52 = i2;
+  __m256 c60 = i0, c61 = i1, c62 = i2, c70 = i0, c71 = i1, c72 = i2;
   const float* a = A;
   for (int64_t k = 0; k < K; ++k, ++a) {
     const float* b = B + k * ldb;
@@ -59,6 +65,7 @@ inline void tile(int64_t K, const float* A, int64_t lda, const float* B, int64_t
     if constexpr (NV > 2) c##r##2 = _mm256_fmadd_ps(av, b2, c##r##2); \
   }
     MEMLANE_ROW(0) MEMLANE_ROW(1) MEMLANE_ROW(2) MEMLANE_ROW(3)
+    MEMLANE_ROW(4) MEMLANE_ROW(5) MEMLANE_ROW(6) MEMLANE_ROW(7)
 #undef MEMLANE_ROW
   }
   if constexpr (kRows) {
@@ -73,6 +80,7 @@ inline void tile(int64_t K, const float* A, int64_t lda, const float* B, int64_t
     // (t + bias) + r: residual_act's order (conv_pointwise.cc), so both give the same floats
 #define MEMLANE_RES(v, r, x) (kRes ? _mm256_add_ps(x, MEMLANE_LOAD(v, R + r * ldc)) : (x))
     MEMLANE_FINISH(0) MEMLANE_FINISH(1) MEMLANE_FINISH(2) MEMLANE_FINISH(3)
+    MEMLANE_FINISH(4) MEMLANE_FINISH(5) MEMLANE_FINISH(6) MEMLANE_FINISH(7)
 #undef MEMLANE_RES
 #undef MEMLANE_FINISH
   }
@@ -88,29 +96,37 @@ inline void tile(int64_t K, const float* A, int64_t lda, const float* B, int64_t
     MEMLANE_STORE1(2, C + r * ldc, c##r##2)                                    \
   }
   MEMLANE_STORE(0) MEMLANE_STORE(1) MEMLANE_STORE(2) MEMLANE_STORE(3)
+  MEMLANE_STORE(4) MEMLANE_STORE(5) MEMLANE_STORE(6) MEMLANE_STORE(7)
 #undef MEMLANE_STORE
 #undef MEMLANE_STORE1
 #undef MEMLANE_LOAD
 }
 
-constexpr int kMR = 4;
+// Rows a tile: 12 accumulators at 2-3 vectors a row, 8 rows of one (tile()'s registers).
+template <int NV>
+constexpr int kMR = NV == 1 ? 8 : 12 / NV;
 
 // Every row block of one column panel.
 template <int NV, bool kTail, bool kRows, ConvAct::Kind kAct, bool kRes>
 void row_blocks(int64_t M, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
                 int64_t ldc, const float* bias, __m256i tm, const float* rbias, float lo, float hi, const float* R) {
+  constexpr int MR = kMR<NV>;
   int64_t i = 0;
-  for (; i + kMR <= M; i += kMR)
-    tile<kMR, NV, kTail, kRows, kAct, kRes>(K, A + i * lda, lda, B, ldb, C + i * ldc, ldc, bias, tm,
-                                            rbias ? rbias + i : nullptr, lo, hi, kRes ? R + i * ldc : nullptr);
+  for (; i + MR <= M; i += MR)
+    tile<MR, NV, kTail, kRows, kAct, kRes>(K, A + i * lda, lda, B, ldb, C + i * ldc, ldc, bias, tm,
+                                           rbias ? rbias + i : nullptr, lo, hi, kRes ? R + i * ldc : nullptr);
   const float* rb = rbias ? rbias + i : nullptr;
   const float* a = A + i * lda;
   const float* r = kRes ? R + i * ldc : nullptr;
   float* c = C + i * ldc;
+  // (a case for every remainder; tiles of MR rows or more are never instantiated here)
   switch (M - i) {
-    case 3: tile<3, NV, kTail, kRows, kAct, kRes>(K, a, lda, B, ldb, c, ldc, bias, tm, rb, lo, hi, r); break;
-    case 2: tile<2, NV, kTail, kRows, kAct, kRes>(K, a, lda, B, ldb, c, ldc, bias, tm, rb, lo, hi, r); break;
-    case 1: tile<1, NV, kTail, kRows, kAct, kRes>(K, a, lda, B, ldb, c, ldc, bias, tm, rb, lo, hi, r); break;
+#define MEMLANE_REST(n) \
+  case n: \
+    if constexpr (n < MR) tile<n, NV, kTail, kRows, kAct, kRes>(K, a, lda, B, ldb, c, ldc, bias, tm, rb, lo, hi, r); \
+    break;
+    MEMLANE_REST(7) MEMLANE_REST(6) MEMLANE_REST(5) MEMLANE_REST(4) MEMLANE_REST(3) MEMLANE_REST(2) MEMLANE_REST(1)
+#undef MEMLANE_REST
     default: break;
   }
 }
