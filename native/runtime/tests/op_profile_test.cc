@@ -9,6 +9,7 @@
 #include "harness.h"
 #include "op_runner.h"
 #include "cpu/cpu_features.h"
+#include "cpu/simd/avx2_gemm.h"
 #include "cpu/op_profiler.h"
 
 using namespace mltest;
@@ -57,9 +58,9 @@ int main() {
 
   const memlane::OpProfile p = be->op_profile();
   CHECK_MSG(p.runs == 3, "runs " + std::to_string(p.runs));
-  // The 3x3 conv absorbs the Add and Relu only on the paths with a residual epilogue (AVX-512's:
-  // conv.cc); elsewhere the Add and the Relu are ops of their own.
-  const bool fused = memlane::cpu::use_avx512f();
+  // The 3x3 conv absorbs the Add and Relu only on the paths with a residual epilogue (AVX-512's,
+  // or the AVX2 Winograd kernel's: conv.cc); elsewhere the Add and the Relu are ops of their own.
+  const bool fused = memlane::cpu::use_avx512f() || memlane::cpu::simd::have_avx2_gemm();
   const size_t want = fused ? 3 : 5;
   CHECK_MSG(p.ops.size() == want, "ops " + std::to_string(p.ops.size()) + ", expected " + std::to_string(want));
   if (p.ops.size() == want) {

@@ -100,6 +100,20 @@ static void test_conv() {
       {"winograd odd width, even height 8x25, no pads", 2, 10, 10, 27, 8, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, false, false},
       {"winograd odd height, even width 7x30", 1, 12, 7, 30, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
       {"winograd odd 1x13 map, one tile row", 2, 8, 1, 13, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, false},
+      // Winograd on CPUs without AVX-512 (conv_winograd_avx2.cc; on AVX-512 machines in
+      // ops_test_portable): tile rows in 8-lane segments (20 tiles: 3 segments, 4 of them masked),
+      // 7 segments shared 3/2/2 among blocks, two tile rows a segment on 7x7 (an odd tile-row
+      // count) and 5x6 maps, many channels (the product's row tail), a left-only pad
+      {"winograd avx2 40-wide, 3 segments a row", 2, 9, 11, 40, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"winograd avx2 14x14, 7 segments in 3 blocks", 1, 24, 14, 14, 19, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, false},
+      {"winograd avx2 paired 7x7, odd tile rows, 3 samples", 3, 16, 7, 7, 21, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false, true},
+      {"winograd avx2 paired 5x6 (3 tiles a row)", 2, 8, 5, 6, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"winograd avx2 300 -> 37 channels, 12x12", 1, 300, 12, 12, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, false},
+      {"winograd avx2 left pad only, 24x30 -> 22x29", 2, 11, 24, 30, 9, 3, 3, 1, 1, 0, 1, 0, 0, 1, 1, 1, false, false},
+      // at 2 threads, one sample: few blocks, so the threads share the output channels (40: 16 +
+      // 24; 35: 16 + 19) over every block, each transforming the input itself
+      {"winograd avx2 7x7 40 channels, split by channels", 1, 16, 7, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"winograd avx2 14x14 35 channels, split by channels", 1, 12, 14, 14, 35, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, false},
       {"direct stride 2, odd padded width", 2, 3, 31, 32, 9, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 1, true, true},
       {"direct stride 2 dilated, right pad only", 1, 4, 20, 34, 8, 3, 3, 2, 2, 0, 0, 2, 1, 2, 2, 1, false, false},
       {"direct stride 2 pairs, odd padded width", 2, 5, 16, 16, 12, 3, 3, 2, 2, 1, 0, 0, 1, 1, 1, 1, true, true},

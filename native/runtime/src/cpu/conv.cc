@@ -13,6 +13,7 @@
 #include "cpu/conv_grouped_blocked.h"
 #include "cpu/conv_kernel.h"
 #include "cpu/conv_winograd.h"
+#include "cpu/conv_winograd_avx2.h"
 #include "cpu/env_count.h"
 #include "cpu/kernel.h"
 #include "cpu/sgemm_pool.h"
@@ -41,6 +42,7 @@ std::vector<const float*> ConvKernel::repacked_weights() const {
   if (pointwise_lanes) return {w, b};
   if (pixel_rows) return {w};
   if (winograd && conv_winograd_samples(g.OH, g.OW) == 1) return {w};
+  if (winograd_avx2) return {w};
   return {};
 }
 
@@ -50,6 +52,7 @@ const char* ConvKernel::path() const {
   if (pointwise_simd) return "pointwise_simd";
   if (pointwise) return "pointwise_blas";
   if (winograd) return "winograd";
+  if (winograd_avx2) return "winograd_avx2";
   if (direct) return "direct";
   if (pixel_rows) return "pixel_rows";
   if (flat) return "flat";
@@ -63,6 +66,7 @@ uint64_t ConvKernel::path_floats(int64_t maxBatch) const {
   if (winograd)
     return uint64_t(conv_winograd_samples(g.OH, g.OW) * conv_direct_floats(g.C, Hp, Wp, 2, 3, 1) +
                     threads * conv_winograd_scratch(g.C, g.M));
+  if (winograd_avx2) return uint64_t(winograd_avx2_pad_slice() + threads * winograd_avx2_scratch_floats(wg));
   if (direct) return uint64_t(conv_direct_floats(g.C, Hp, Wp, g.sw, g.kw, g.dw));
   if (flat)
     return uint64_t(padded_input_floats() +
@@ -228,6 +232,18 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   k->winograd = k->direct && g.group == 1 && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 &&
                 conv_winograd_supported(g.C, g.M, g.OH, g.OW) && std::getenv("MEMLANE_CONV_NO_WINOGRAD") == nullptr &&
                 !(bc.conv_avoid & kAvoidWinograd);
+  // Without AVX-512 (no direct kernel, no Winograd above) the same convs take the AVX2 Winograd
+  // kernel (conv_winograd_avx2.h) where it fills its lanes; else the padded-grid sgemm below.
+  // MEMLANE_CONV_NO_WINOGRAD=1 keeps them there too (ctest runs both).
+  k->wg = {g.C, g.H, g.W, g.M, g.OH, g.OW, g.pt, g.pl};
+  k->winograd_avx2 = !k->winograd && !simd::have_avx512() && g.group == 1 && g.kh == 3 && g.kw == 3 && g.sh == 1 &&
+                     g.sw == 1 && g.dh == 1 && g.dw == 1 && conv_winograd_avx2_supported(k->wg) &&
+                     std::getenv("MEMLANE_CONV_NO_WINOGRAD") == nullptr && !(bc.conv_avoid & kAvoidWinograd);
+  if (k->winograd_avx2) {
+    k->padded = false;
+    k->U = conv_winograd_weights(k->w, g.M, g.C);
+    k->threads = std::max(1, bc.threads);
+  }
   // MEMLANE_CONV_NO_FLAT=1 keeps small stride-1 maps on the padded-grid sgemm (ctest runs both).
   k->flat = k->padded && !k->direct && g.group == 1 && g.kh * g.kw > 1 && g.kh * g.kw <= kConvFlatMaxTaps &&
             conv_flat_available() && std::getenv("MEMLANE_CONV_NO_FLAT") == nullptr && !(bc.conv_avoid & kAvoidFlat);
@@ -259,13 +275,14 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
     k->U = conv_winograd_weights(k->w, g.M, g.C);
     k->threads = std::max(1, bc.threads);
   }
-  // Fused residual Add (+ Relu): only the AVX-512 spatial paths and the SIMD pointwise ones
+  // Fused residual Add (+ Relu): only the AVX-512 spatial paths, AVX2's Winograd and the SIMD pointwise ones
   // (RegNet's and ResNet-50's block ends, MobileNet's projections) have the epilogue. The backend has
   // checked that the conv's and the Add's outputs have no other reader and that `output`
   // neither overlaps X nor partly overlaps the residual (an identical region is fine: each
   // element is read before it is written).
   if (const ConvEpilogue* e = bc.epilogue; e && e->residual >= 0 &&
-                                           (k->direct || k->winograd || k->flat || k->pixel_rows || k->pointwise_lanes || k->pointwise_simd) && !k->relu &&
+                                           (k->direct || k->winograd || k->winograd_avx2 || k->flat || k->pixel_rows || k->pointwise_lanes ||
+                                            k->pointwise_simd) && !k->relu &&
                                            a.activation == Activation::kNone && fuse) {
     const TensorInfo& R = bc.info(e->residual);
     if (!R.is_weight() && R.shape == Y.shape) {

@@ -113,6 +113,7 @@ bool ConvKernel::run_product(const RunCtx& c) const {
   float* Y = y.at(c);
   const int64_t in_sz = g.C * g.H * g.W, out_sz = g.M * g.P(), P = g.P();
   if (winograd) return run_winograd(c), false;
+  if (winograd_avx2) return run_winograd_avx2(c), true;
   if (direct) return run_direct(c, folded_act()), true;
   if (flat) return run_flat(c), false;
   if (pixel_rows) return run_pixel_rows(c), true;

@@ -5,6 +5,8 @@
 //   conv_pointwise.cc     the AVX-512 1x1 paths: run_pointwise_simd, run_pointwise_lanes
 //   conv_avx512_paths.cc  the runners of the direct, flat and Winograd kernels (conv_direct.h,
 //                         conv_flat.h, conv_winograd.h): run_direct, run_flat, run_winograd
+//   conv_avx2_paths.cc    the runner of the AVX2 Winograd kernel (conv_winograd_avx2.h):
+//                         run_winograd_avx2, for CPUs without AVX-512
 //   conv_im2col.cc        the sgemm-on-columns paths: im2col, run_padded, run_product
 //   conv_pixel_rows.cc    strided convs the direct kernel does not unroll: a tile of pixels'
 //                         receptive fields on the packed panels (run_pixel_rows)
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "cpu/conv_direct.h"
+#include "cpu/conv_winograd_avx2.h"
 #include "cpu/kernel.h"
 #include "cpu/simd/gemm_panels.h"
 #include "cpu/simd/pw_lanes.h"
@@ -119,6 +122,9 @@ class ConvKernel final : public Kernel {
   bool padded = false;
   bool direct = false;  // padded and conv_direct_supported: no im2col at all (conv_direct.h)
   bool winograd = false;  // 3x3 stride 1 with conv_winograd_supported (conv_winograd.h)
+  // 3x3 stride 1 on a CPU without AVX-512, conv_winograd_avx2_supported (conv_winograd_avx2.h)
+  bool winograd_avx2 = false;
+  WinogradAvx2Geom wg{};  // winograd_avx2's geometry
   bool flat = false;      // padded, small maps without direct: the flattened grid (conv_flat.h)
   // Strided, ungrouped, without an unrolled direct kernel: pixels' receptive fields as the rows
   // of a product with W packed into panels (conv_pixel_rows.cc).
@@ -128,8 +134,8 @@ class ConvKernel final : public Kernel {
   // Grouped convs (1 < channels a group) on the channel-blocked kernel (conv_grouped_blocked.h):
   // run_paths hands the whole conv to it.
   std::shared_ptr<const GroupedBlockedConv> grouped;
-  std::vector<float> U;   // winograd: transformed weights [16][M][C]
-  int threads = 1;        // winograd, flat, pixel_rows: scratch slices, one a thread
+  std::vector<float> U;   // winograd, winograd_avx2: transformed weights [16][M][C]
+  int threads = 1;        // winograd(_avx2), flat, pixel_rows: scratch slices, one a thread
   int64_t Hp = 0, Wp = 0, pb = 0, pr = 0;
   // The folded activation's output overlaps X (the planner gave it X's place, X dying here):
   // run() first copies the chunk's X to the front of the workspace, the paths then read that
@@ -197,6 +203,9 @@ class ConvKernel final : public Kernel {
   void run_direct(const RunCtx& c, const ConvAct& a, int64_t from = 0) const;
   void run_flat(const RunCtx& c) const;
   void run_winograd(const RunCtx& c) const;
+  // conv_avx2_paths.cc
+  int64_t winograd_avx2_pad_slice() const;  // the padded input's floats, whole vectors
+  void run_winograd_avx2(const RunCtx& c) const;
   // conv_im2col.cc
   void run_padded(const RunCtx& c) const;
   bool run_product(const RunCtx& c) const;  // true when the folded activation (act) was applied too
