@@ -102,14 +102,14 @@ void ConvKernel::run_pointwise_simd(const RunCtx& c) const {
       const int64_t r0 = (rest % row_groups) * rows_per, r1 = std::min(M, r0 + rows_per);
       const float* xn = X + n * in_sz + p0;
       float* yn = Y + n * out_sz + p0;
+      if (avx2) {  // all the unit's rows in one call: each 24-column panel of X stays in L1 across them
+        simd::sgemm_nn_rows_avx2(r1 - r0, pc, C, w + r0 * C, C, xn, P, yn + r0 * P, P, b ? b + r0 : nullptr, a,
+                                 R ? R + n * out_sz + r0 * P + p0 : nullptr);
+        continue;
+      }
       for (int64_t m0 = r0; m0 < r1; m0 += 8) {
         const int64_t mr = std::min<int64_t>(8, r1 - m0);
         const float* bm = b ? b + m0 : nullptr;
-        if (avx2) {
-          simd::sgemm_nn_rows_avx2(mr, pc, C, w + m0 * C, C, xn, P, yn + m0 * P, P, bm, a,
-                                   R ? R + n * out_sz + m0 * P + p0 : nullptr);
-          continue;
-        }
         if (R) {
           alignas(64) float t[8 * kPwCols];
           simd::sgemm_nn(mr, pc, C, w + m0 * C, C, xn, P, t, pc);
