@@ -114,6 +114,13 @@ static void test_conv() {
       // 24; 35: 16 + 19) over every block, each transforming the input itself
       {"winograd avx2 7x7 40 channels, split by channels", 1, 16, 7, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
       {"winograd avx2 14x14 35 channels, split by channels", 1, 12, 14, 14, 35, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, false},
+      // grouped, group by group (RegNet's 16-24 channels a group), (group, block) units shared
+      // by the threads; a U over 4 MiB (320 -> 320) stays on the padded sgemm
+      {"winograd avx2 grouped 2x(16->24), 28x28", 2, 32, 28, 28, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, true, true},
+      {"winograd avx2 grouped 3x(8->8) 14x14, one sample", 1, 24, 14, 14, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, false, true},
+      {"3x3 320 -> 320 on 7x7 (U over the Winograd cap)", 1, 320, 7, 7, 320, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, false},
+      // strided grouped 3x3 (im2col, the AVX2 product for K <= 256)
+      {"im2col grouped 2x(16->16) stride 2, 30x30", 2, 32, 30, 30, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2, true, true},
       {"direct stride 2, odd padded width", 2, 3, 31, 32, 9, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 1, true, true},
       {"direct stride 2 dilated, right pad only", 1, 4, 20, 34, 8, 3, 3, 2, 2, 0, 0, 2, 1, 2, 2, 1, false, false},
       {"direct stride 2 pairs, odd padded width", 2, 5, 16, 16, 12, 3, 3, 2, 2, 1, 0, 0, 1, 1, 1, 1, true, true},

@@ -235,13 +235,19 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   // Without AVX-512 (no direct kernel, no Winograd above) the same convs take the AVX2 Winograd
   // kernel (conv_winograd_avx2.h) where it fills its lanes; else the padded-grid sgemm below.
   // MEMLANE_CONV_NO_WINOGRAD=1 keeps them there too (ctest runs both).
-  k->wg = {g.C, g.H, g.W, g.M, g.OH, g.OW, g.pt, g.pl};
-  k->winograd_avx2 = !k->winograd && !simd::have_avx512() && g.group == 1 && g.kh == 3 && g.kw == 3 && g.sh == 1 &&
+  // Grouped convs too (RegNet's 16-24 channels a group), group by group: without AVX-512 the
+  // channel-blocked grouped kernel above does not exist.
+  k->wg = {g.Cg(), g.H, g.W, g.Mg(), g.OH, g.OW, g.pt, g.pl};
+  k->winograd_avx2 = !k->winograd && !simd::have_avx512() && g.kh == 3 && g.kw == 3 && g.sh == 1 &&
                      g.sw == 1 && g.dh == 1 && g.dw == 1 && conv_winograd_avx2_supported(k->wg) &&
                      std::getenv("MEMLANE_CONV_NO_WINOGRAD") == nullptr && !(bc.conv_avoid & kAvoidWinograd);
   if (k->winograd_avx2) {
     k->padded = false;
-    k->U = conv_winograd_weights(k->w, g.M, g.C);
+    k->U.reserve(size_t(16 * g.M * g.Cg()));
+    for (int64_t gi = 0; gi < g.group; ++gi) {  // [group][16][Mg][Cg]
+      const std::vector<float> u = conv_winograd_weights(k->w + gi * g.Mg() * g.K(), g.Mg(), g.Cg());
+      k->U.insert(k->U.end(), u.begin(), u.end());
+    }
     k->threads = std::max(1, bc.threads);
   }
   // MEMLANE_CONV_NO_FLAT=1 keeps small stride-1 maps on the padded-grid sgemm (ctest runs both).

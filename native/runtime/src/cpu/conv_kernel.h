@@ -124,7 +124,7 @@ class ConvKernel final : public Kernel {
   bool winograd = false;  // 3x3 stride 1 with conv_winograd_supported (conv_winograd.h)
   // 3x3 stride 1 on a CPU without AVX-512, conv_winograd_avx2_supported (conv_winograd_avx2.h)
   bool winograd_avx2 = false;
-  WinogradAvx2Geom wg{};  // winograd_avx2's geometry
+  WinogradAvx2Geom wg{};  // winograd_avx2's geometry, of one group
   bool flat = false;      // padded, small maps without direct: the flattened grid (conv_flat.h)
   // Strided, ungrouped, without an unrolled direct kernel: pixels' receptive fields as the rows
   // of a product with W packed into panels (conv_pixel_rows.cc).
@@ -134,7 +134,7 @@ class ConvKernel final : public Kernel {
   // Grouped convs (1 < channels a group) on the channel-blocked kernel (conv_grouped_blocked.h):
   // run_paths hands the whole conv to it.
   std::shared_ptr<const GroupedBlockedConv> grouped;
-  std::vector<float> U;   // winograd, winograd_avx2: transformed weights [16][M][C]
+  std::vector<float> U;   // winograd: transformed weights [16][M][C]; winograd_avx2: [group][16][Mg][Cg]
   int threads = 1;        // winograd(_avx2), flat, pixel_rows: scratch slices, one a thread
   int64_t Hp = 0, Wp = 0, pb = 0, pr = 0;
   // The folded activation's output overlaps X (the planner gave it X's place, X dying here):

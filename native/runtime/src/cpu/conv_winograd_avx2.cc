@@ -215,6 +215,13 @@ bool conv_winograd_avx2_supported(const WinogradAvx2Geom& g) {
   // 3-4 of a paired one; 9-11 (17- to 22-wide maps), 5 and 1-2 would waste a third or more of
   // every product.
   const int64_t tw = g.tiles_a_row();
+  // U is 16/9 of W, held beside the plan (whose pages of W are given back) and read whole on
+  // every call. Beyond 4 MiB a conv (ResNet-18's 7x7 512 -> 512: 16 MiB) it added 25 MiB of RSS
+  // to the model and read more from DRAM than the multiply-adds it saved (batch 1, p50 no
+  // better: the per-op minimum 5.2 -> 3.3-4.1 ms, the model's p50 within noise). Such convs stay
+  // on the padded sgemm. MEMLANE_WINOGRAD_AVX2_MAX_U_MIB overrides (A/B timing).
+  static const int64_t max_u_mib = env_count("MEMLANE_WINOGRAD_AVX2_MAX_U_MIB", 4);
+  if (uint64_t(16 * g.M * g.C) * sizeof(float) > (uint64_t(max_u_mib) << 20)) return false;
   return g.paired() || 10 * tw >= 7 * 8 * g.segments_a_row();
 }
 
