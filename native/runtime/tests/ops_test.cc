@@ -52,6 +52,7 @@ static void test_conv() {
       {"pointwise simd 11x13, 13 rows", 3, 7, 11, 13, 13, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
       {"pointwise simd 25x43, 2 panels + tail", 2, 19, 25, 43, 21, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false, false},
       {"pointwise simd one sample, 40 rows", 1, 33, 12, 12, 40, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, false},
+      {"pointwise simd K 600 in slices, 29 rows, 11x13", 2, 600, 11, 13, 29, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
       {"batched small images", 9, 1, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
       {"5x5 no bias", 1, 2, 10, 10, 3, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1, false, false},
       {"stride-1 dilated asym pads", 3, 3, 7, 9, 4, 3, 2, 1, 1, 2, 0, 1, 3, 2, 3, 1, true, true},

@@ -64,6 +64,9 @@ int main() {
       // 1089 = 2 x 512 + 65)
       {24, 16, 40},
       {13, 20, 33},
+      // the second conv's 300 input channels: K in two slices (AVX2), but where the residual is
+      // the output itself (in place: one slice)
+      {24, 300, 12},
   };
   // Maps of 128+ pixels: the pixels-in-lanes kernel, AVX-512's or AVX2's (simd/avx2_gemm.h);
   // smaller ones: the channels-in-lanes kernel, AVX-512 only.
