@@ -2,10 +2,10 @@
 // twelve 8-lane accumulators, B's three vectors loaded and A broadcast each k step (16 ymm
 // registers in all: 12 + 3 + 1). Zen 3 issues two FMAs a cycle at 4 cycles' latency, so 12
 // independent chains keep both pipes busy, and 7 loads a step stay under its 3 a cycle.
-// Column panels of 24 outer (B's K x 24 panel stays in L1 across the row blocks), 4-row
-// blocks inner; the last panel's last vector masked. A last panel of 9-16 columns takes 6-row
-// blocks, one of 1-8 columns 8-row blocks (12 and 8 chains, not 8 and 4); the last row block
-// is what is left.
+// Column panels of 24 outer, each in slices of 256 k steps copied into a contiguous buffer
+// (panel(): it then stays in L1 across the row blocks), 4-row blocks inner; the last panel's
+// last vector masked. A last panel of 9-16 columns takes 6-row blocks, one of 1-8 columns 8-row
+// blocks (12 and 8 chains, not 8 and 4); the last row block is what is left.
 #include "cpu/simd/avx2_gemm.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)

@@ -1,6 +1,7 @@
 // The AVX2+FMA counterparts of simd::sgemm_nn / sgemm_nn_rows (avx512.h), for CPUs without
 // AVX-512 (Zen 2/3, client Intel): a pointwise conv's product Y[M x P] = W[M x C] X[C x P],
-// small K, no packing. AVX2+FMA is the library's baseline (-march=x86-64-v3), so these need no
+// Winograd's 16 products, im2col products of small K. B is packed a 24-column panel at a time
+// (a few KiB of stack), A read in place. AVX2+FMA is the library's baseline (-march=x86-64-v3), so these need no
 // target attribute; have_avx2_gemm() says whether this build has them (x86-64 with __AVX2__
 // and __FMA__) and is the only check a caller makes.
 #pragma once
