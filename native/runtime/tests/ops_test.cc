@@ -445,7 +445,7 @@ static void test_maxpool_random() {
       {"maxpool 3x3/2 ceil, 111 wide", 1, 2, 7, 111, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, true},
       {"maxpool 3x2 s(1,3) dilated asym pads", 2, 2, 11, 19, 3, 2, 1, 3, 2, 1, 0, 1, 2, 1, false},
       {"maxpool 5x5/1 pad 2, wide", 1, 2, 9, 40, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, false},
-      // 3-wide stride-2 windows take max_rows_first (AVX-512): squeezenet's 55- and 27-wide
+      // 3-wide stride-2 windows take max_rows_first (AVX-512 or AVX2): squeezenet's 55- and 27-wide
       // ceil-mode rows (masked tails of 11 and 13 outputs, no full vector for 27), a window
       // of 5 dilated rows at row stride 3, a map wider than its windows reach (floor mode)
       {"maxpool 3x3/2 ceil, 55 wide (squeezenet)", 2, 3, 55, 55, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, true},
