@@ -240,6 +240,7 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   k->wg = {g.Cg(), g.H, g.W, g.Mg(), g.OH, g.OW, g.pt, g.pl};
   k->winograd_avx2 = !k->winograd && !simd::have_avx512() && g.kh == 3 && g.kw == 3 && g.sh == 1 &&
                      g.sw == 1 && g.dh == 1 && g.dw == 1 && conv_winograd_avx2_supported(k->wg) &&
+                     winograd_avx2_weights_fit(uint64_t(16 * g.M * g.Cg()) * sizeof(float)) &&
                      std::getenv("MEMLANE_CONV_NO_WINOGRAD") == nullptr && !(bc.conv_avoid & kAvoidWinograd);
   if (k->winograd_avx2) {
     k->padded = false;

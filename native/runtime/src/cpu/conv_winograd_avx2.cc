@@ -18,7 +18,7 @@ namespace memlane::cpu {
 namespace {
 
 // Segments a block: 3 (24 tiles) is the AVX2 sgemm's register tile width, so each of the 16
-// products is one column panel; V and P of a block are 16 x 24 x (C + M) floats (96 KiB at
+// products is one column panel; V and P of a block are 16 x 24 x (C + M) floats (192 KiB at
 // 64 -> 64 channels, 768 KiB at 256 -> 256: the block's transforms stream them once, each
 // product's slice stays in L1). MEMLANE_WINOGRAD_AVX2_SEGMENTS overrides (a tuning aid).
 int64_t block_segments() {
@@ -215,14 +215,12 @@ bool conv_winograd_avx2_supported(const WinogradAvx2Geom& g) {
   // 3-4 of a paired one; 9-11 (17- to 22-wide maps), 5 and 1-2 would waste a third or more of
   // every product.
   const int64_t tw = g.tiles_a_row();
-  // U is 16/9 of W, held beside the plan (whose pages of W are given back) and read whole on
-  // every call. Beyond 4 MiB a conv (ResNet-18's 7x7 512 -> 512: 16 MiB) it added 25 MiB of RSS
-  // to the model and read more from DRAM than the multiply-adds it saved (batch 1, p50 no
-  // better: the per-op minimum 5.2 -> 3.3-4.1 ms, the model's p50 within noise). Such convs stay
-  // on the padded sgemm. MEMLANE_WINOGRAD_AVX2_MAX_U_MIB overrides (A/B timing).
-  static const int64_t max_u_mib = env_count("MEMLANE_WINOGRAD_AVX2_MAX_U_MIB", 4);
-  if (uint64_t(16 * g.M * g.C) * sizeof(float) > (uint64_t(max_u_mib) << 20)) return false;
   return g.paired() || 10 * tw >= 7 * 8 * g.segments_a_row();
+}
+
+bool winograd_avx2_weights_fit(uint64_t u_bytes) {
+  static const int64_t max_u_mib = env_count("MEMLANE_WINOGRAD_AVX2_MAX_U_MIB", 4);
+  return u_bytes <= uint64_t(max_u_mib) << 20;
 }
 
 bool winograd_avx2_split_channels(const WinogradAvx2Geom& g, int64_t slots) {
@@ -261,6 +259,7 @@ void conv_winograd_avx2(const WinogradAvx2Geom& g, const float* pad, const float
 #else  // not an AVX2+FMA x86-64 build
 
 bool conv_winograd_avx2_supported(const WinogradAvx2Geom&) { return false; }
+bool winograd_avx2_weights_fit(uint64_t) { return false; }
 bool winograd_avx2_split_channels(const WinogradAvx2Geom&, int64_t) { return false; }
 void conv_winograd_avx2(const WinogradAvx2Geom&, const float*, const float*, const float*, float*, const float*,
                         const ConvAct&, float*, int64_t, int64_t, int64_t, int64_t) {}

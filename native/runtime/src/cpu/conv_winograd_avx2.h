@@ -38,6 +38,14 @@ struct WinogradAvx2Geom {
 // channels for the transforms, and tile rows that fill their 8-lane segments (see the .cc).
 bool conv_winograd_avx2_supported(const WinogradAvx2Geom& g);
 
+// Whether a conv's transformed weights (u_bytes: 16 x M x C/group floats, 16/9 of W) are
+// small enough to hold. U is kept beside the plan (whose pages of W are given back) and read
+// whole on every call: beyond 4 MiB (ResNet-18's 7x7 512 -> 512 convs, 16 MiB each) it added
+// 25 MiB of RSS to the model and read more from DRAM than the multiply-adds it saved (batch 1:
+// per op 5.2 -> 3.3-4.1 ms, the model's p50 no better). MEMLANE_WINOGRAD_AVX2_MAX_U_MIB
+// overrides (A/B timing).
+bool winograd_avx2_weights_fit(uint64_t u_bytes);
+
 // Floats of one sample's zero-bordered input in the even/odd column layout the kernel reads.
 int64_t winograd_avx2_pad_floats(const WinogradAvx2Geom& g);
 // Scratch floats one thread's blocks need (V and P of one block).
