@@ -489,8 +489,42 @@ static void test_maxpool_random() {
   }
 }
 
+// 2x2 stride-2 pools inside the map (pool2x2_stride2_plane): average and max on rows of 8-output
+// steps with tails of 1-7 (OW 7, 15, 20; a floor-mode odd width leaves the last column unread),
+// against the definitions in the generic loop's order: exactly the same floats.
+static void test_pool2x2_random() {
+  struct Case { int64_t n, C, H, W; };
+  const Case cases[] = {{2, 3, 14, 14}, {1, 4, 9, 31}, {3, 2, 6, 40}, {1, 1, 2, 2}};
+  Rng rng;
+  for (const auto& c : cases)
+    for (const char* op : {"AveragePool", "MaxPool"}) {
+      const bool avg = std::string(op) == "AveragePool";
+      const int64_t OH = c.H / 2, OW = c.W / 2;
+      V x = rng.vec(size_t(c.n * c.C * c.H * c.W)), ref(size_t(c.n * c.C * OH * OW));
+      for (int64_t p = 0; p < c.n * c.C; ++p)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            const float* r0 = &x[size_t((p * c.H + 2 * oh) * c.W + 2 * ow)];
+            const float* r1 = r0 + c.W;
+            ref[size_t((p * OH + oh) * OW + ow)] = avg ? (((r0[0] + r0[1]) + r1[0]) + r1[1]) / 4.f
+                                                       : std::max(std::max(r0[0], r0[1]), std::max(r1[0], r1[1]));
+          }
+      PlanBuilder pb;
+      int xi = pb.input("x", {c.C, c.H, c.W});
+      int yi = pb.output("y", {c.C, OH, OW});
+      pb.op(op, {xi}, {yi}, {{"kernel", S{2, 2}}, {"strides", S{2, 2}}});
+      const std::string label = std::string(op) + " 2x2/2 " + std::to_string(c.H) + "x" + std::to_string(c.W);
+      for (int threads : {1, 2}) {
+        RunResult r = run_plan(pb, c.n, {x}, threads);
+        CHECK_MSG(r.status == Status::kOk, label + ": " + r.message);
+        if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 0.f, label);
+      }
+    }
+}
+
 static void test_pools() {
   test_maxpool_random();
+  test_pool2x2_random();
   Rng rng;
   const V x9 = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   // Hand-computed: 3x3 input, kernel 2, stride 2, ceil mode -> 2x2 with partial windows.
