@@ -3,6 +3,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "cpu/simd/avx2_gemm.h"
 #include "depthwise_path.h"
 #include "harness.h"
 #include "op_runner.h"
@@ -522,6 +523,29 @@ static void test_pool2x2_random() {
     }
 }
 
+// Which kernel the AVX2 Winograd rule gives a 3x3 stride-1 conv (make_conv, conv.cc), where it
+// applies (no AVX-512, AVX2+FMA): a 16 -> 16 conv on 16x16 takes it; a 320 -> 320 one (U 6.25
+// MiB, over the 4 MiB cap) does not, so its correctness cases above would pass on either path;
+// MEMLANE_CONV_NO_WINOGRAD keeps both off it.
+static void test_winograd_avx2_rule() {
+  if (memlane::cpu::use_avx512f() || !memlane::cpu::simd::have_avx2_gemm()) {
+    std::printf("winograd avx2 rule: not checked (AVX-512 here, or no AVX2+FMA build)\n");
+    return;
+  }
+  const auto plan = [](int64_t ch, int64_t side) {
+    PlanBuilder pb;
+    int x = pb.input("x", {ch, side, side});
+    int w = pb.weight("w", {ch, ch, 3, 3}, std::vector<float>(size_t(ch * ch * 9), 0.01f));
+    int y = pb.output("y", {ch, side, side});
+    pb.op("Conv", {x, w, -1}, {y}, {{"kernel", S{3, 3}}, {"pads", S{1, 1, 1, 1}}});
+    return pb;
+  };
+  const std::string small = conv_kernel_path(plan(16, 16), 0), capped = conv_kernel_path(plan(320, 7), 0);
+  const bool off = std::getenv("MEMLANE_CONV_NO_WINOGRAD") != nullptr;
+  CHECK_MSG((small == "winograd_avx2") != off, "16 -> 16 on 16x16 took " + small);
+  CHECK_MSG(capped != "winograd_avx2" && capped.rfind("no kernel", 0) != 0, "320 -> 320 on 7x7 took " + capped);
+}
+
 static void test_pools() {
   test_maxpool_random();
   test_pool2x2_random();
@@ -710,6 +734,7 @@ static void test_shape_ops() {
 int main() {
   check_depthwise_path();
   test_conv();
+  test_winograd_avx2_rule();
   test_gemm_matmul();
   test_gemm_variants();
   test_binary();

@@ -39,8 +39,9 @@ inline int64_t small_product_samples(int64_t M, int64_t K, int64_t cols) {
   const int64_t per = std::max<int64_t>(1, M * K * cols);
   return std::max<int64_t>(1, kSmallProductMNK / per);
 }
-// Largest K the im2col path multiplies on the AVX2 kernel (simd/avx2_gemm.h), which does not
-// block K: its 24-column panel of B (K x 24 floats) then fits in a 32 KiB L1 beside A's rows.
+// Largest K the im2col path multiplies on the AVX2 kernel (simd/avx2_gemm.h) rather than
+// OpenBLAS: beyond it (ResNet-18's strided 3x3 convs, K 576-2304) the AVX2 kernel, packed and
+// K-sliced as it is, measured no faster per op, within this machine's noise.
 constexpr int64_t kAvx2GemmMaxK = 256;
 // Multiply-adds a thread must get before the im2col path splits a conv's output rows.
 constexpr int64_t kMinConvMacsPerThread = int64_t(1) << 20;
