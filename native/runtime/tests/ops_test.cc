@@ -220,7 +220,11 @@ static void test_conv() {
     for (int threads : {1, 2}) {
       RunResult r = run_plan(pb, c.n, {x}, threads);
       CHECK_MSG(r.status == Status::kOk, std::string(c.label) + ": " + r.message);
-      if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], conv_ref(c, x, w, b, OH, OW), 1e-4f, c.label);
+      // A float sum of K = C/g x kh x kw products of [-1, 1] values drifts from the double
+      // reference about linearly in K: 1e-4 up to K = 1024, proportionally more past it (320
+      // channels, K = 2880: 1.4e-4 on the AVX-512 flat path).
+      const float tol = 1e-4f * std::max(1.f, float(c.C / c.g * c.kh * c.kw) / 1024.f);
+      if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], conv_ref(c, x, w, b, OH, OW), tol, c.label);
     }
   }
   // A plan whose output shape disagrees with the attrs is refused, not computed.
