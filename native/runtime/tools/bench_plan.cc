@@ -53,14 +53,20 @@ int main(int argc, char** argv) {
   std::uniform_real_distribution<float> u(-1, 1);
   std::vector<const float*> ip;
   std::vector<float*> op;
-  // Buffers sized in 8-byte words for any dtype; float inputs random, integer/bool ones 0 (a
-  // valid index into any embedding table).
+  // Buffers sized in 8-byte words for any dtype; float inputs random, integer/bool ones 1: a
+  // valid index into any embedding table of 2+ rows, and an attention mask that attends to
+  // every token (all zeros masks every key, which made gpt2's causal attention skip the
+  // masked-score work real inputs pay: 0.5 ms here against 5 ms with real masks).
   std::vector<std::vector<uint64_t>> in_w, out_w;
   for (const auto& t : rt->inputs()) {
     in_w.emplace_back((size_t(batch * t.elementsPerSample) * t.elementBytes + 7) / 8, 0);
+    const int64_t n = batch * t.elementsPerSample;
     if (t.dtype == "float32") {
       float* f = reinterpret_cast<float*>(in_w.back().data());
-      for (int64_t k = 0; k < batch * t.elementsPerSample; ++k) f[k] = u(g);
+      for (int64_t k = 0; k < n; ++k) f[k] = u(g);
+    } else {
+      auto* b = reinterpret_cast<unsigned char*>(in_w.back().data());
+      for (int64_t k = 0; k < n; ++k) b[k * t.elementBytes] = 1;  // little-endian: the low byte
     }
     ip.push_back(reinterpret_cast<const float*>(in_w.back().data()));
   }
