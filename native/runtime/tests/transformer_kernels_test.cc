@@ -90,6 +90,28 @@ void test_attention() {
   }
 }
 
+// A key masked with finfo.min (transformers' padding and causal masks) must weigh exactly 0,
+// not exp's clamp floor FLT_MIN: those keys' V rows hold 3e38 here, so a weight of 1.2e-38
+// would add ~3.5 / sum to every output (and, at ordinary V, a denormal to every product of the
+// P x V block, which an Intel core runs as a microcode assist: cpu/denormals.h).
+void test_masked_keys_weigh_nothing() {
+  const int64_t S = 19, T = 37, d = 16, dv = 24, masked = 9;
+  auto q = randoms(size_t(S * d), 11), kt = randoms(size_t(d * T), 12), v = randoms(size_t(T * dv), 13);
+  std::vector<float> mask(size_t(T), 0.f);
+  for (int64_t j = T - masked; j < T; ++j) {
+    mask[size_t(j)] = -3.4028235e38f;
+    for (int64_t c = 0; c < dv; ++c) v[size_t(j * dv + c)] = 3e38f;
+  }
+  std::vector<float> y(size_t(S * dv), 0.f), scratch(size_t(kAttentionRows * T));
+  AttentionSlice a;
+  a.q = q.data(), a.kt = kt.data(), a.v = v.data(), a.y = y.data(), a.mask = mask.data();
+  a.mask_row = 0, a.mask_col = 1;
+  a.S = S, a.T = T, a.d = d, a.dv = dv, a.scale = 0.25f;
+  attention_slice(a, scratch.data());
+  const double diff = max_diff(y, attention_ref(a));
+  CHECK_MSG(diff < 2e-5, "attention with finfo.min-masked keys: max diff " + std::to_string(diff));
+}
+
 void test_sgemm() {
   if (!simd::have_avx512()) {
     std::printf("transformer_kernels_test: simd::sgemm_nn skipped (no AVX-512, or MEMLANE_CPU_NO_AVX512 set)\n");
@@ -159,6 +181,7 @@ void test_layernorm() {
 
 int main() {
   test_attention();
+  test_masked_keys_weigh_nothing();
   test_sgemm();
   test_gelu();
   test_layernorm();

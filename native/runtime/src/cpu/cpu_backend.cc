@@ -21,6 +21,7 @@
 #include "backend.h"
 #include "cpu/batch_tail.h"
 #include "cpu/conv_tune.h"
+#include "cpu/denormals.h"
 #include "cpu/env_count.h"
 #include "cpu/kernel.h"
 #include "cpu/plan_queries.h"
@@ -417,6 +418,7 @@ class CpuBackend final : public Backend {
       return Status::kInvalidArgument;
     }
     cpu::KernelError error;
+    const cpu::DenormalsFlushed flushed;     // cpu/denormals.h: no microcode assists
     const cpu::ThreadPool::Hot hot(*pool_);  // the workers stay awake through the run
     if (lanes_ > 1 && batch > 1 && !profiler_.on()) run_lanes(batch, inputs, outputs, &error);
     else run_chunks(batch, inputs, outputs, &error);

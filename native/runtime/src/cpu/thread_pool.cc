@@ -1,5 +1,6 @@
 #include "cpu/thread_pool.h"
 
+#include "cpu/denormals.h"
 #include "cpu/env_count.h"
 
 #include <algorithm>
@@ -193,6 +194,7 @@ void ThreadPool::run_chunks(int64_t n, int64_t chunks, Fn fn, void* ctx) {
 }
 
 void ThreadPool::worker_loop(int) {
+  DenormalsFlushed::set_for_this_thread();  // the pool only runs memlane-rt's kernels
   uint32_t seen = 0;
   bool stacked = false;  // skipped the last call: sleep at once instead of polling
   for (;;) {

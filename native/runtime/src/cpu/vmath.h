@@ -25,7 +25,11 @@ inline constexpr float kA1 = 0.254829592f, kA2 = -0.284496736f, kA3 = 1.42141374
                        kA5 = 1.061405429f, kP = 0.3275911f;
 }  // namespace c
 
+// Below kExpLo, exp(x) is under FLT_MIN: these return 0 there (as FTZ would), not the
+// clamp's FLT_MIN, so a masked attention score (-inf, finfo.min) weighs exactly nothing and
+// no product with it is a denormal (cpu/denormals.h says what those cost).
 inline float exp1(float x) {
+  if (x < c::kExpLo) return 0.f;
   x = std::fmin(std::fmax(x, c::kExpLo), c::kExpHi);
   const float fx = std::floor(x * c::kLog2e + 0.5f);
   const float g = x - fx * c::kLn2Hi - fx * c::kLn2Lo;
@@ -53,6 +57,7 @@ inline float erf1(float x) {
 
 #ifdef MEMLANE_VMATH_AVX2
 inline __m256 exp8(__m256 x) {
+  const __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(c::kExpLo), _CMP_LT_OQ);
   x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(c::kExpLo)), _mm256_set1_ps(c::kExpHi));
   const __m256 fx = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(c::kLog2e), _mm256_set1_ps(0.5f)));
   __m256 g = _mm256_fnmadd_ps(fx, _mm256_set1_ps(c::kLn2Hi), x);
@@ -65,7 +70,7 @@ inline __m256 exp8(__m256 x) {
   y = _mm256_fmadd_ps(y, g, _mm256_set1_ps(c::kP5));
   y = _mm256_fmadd_ps(_mm256_mul_ps(y, g), g, _mm256_add_ps(g, _mm256_set1_ps(1.f)));
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+  return _mm256_andnot_ps(under, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
 }
 inline __m256 sigmoid8(__m256 x) {
   const __m256 one = _mm256_set1_ps(1.f);

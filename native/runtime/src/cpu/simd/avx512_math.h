@@ -13,9 +13,10 @@
 
 namespace memlane::cpu::simd::detail {
 
-// The Cephes exp of vmath.h, 16 lanes (same clamp, same polynomial, same rounding).
+// The Cephes exp of vmath.h, 16 lanes (same clamp, same polynomial, same rounding, 0 below kExpLo).
 MEMLANE_AVX512 inline __m512 exp16(__m512 x) {
   namespace c = vmath::c;
+  const __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(c::kExpLo), _CMP_LT_OQ);
   x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(c::kExpLo)), _mm512_set1_ps(c::kExpHi));
   const __m512 fx = _mm512_roundscale_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(c::kLog2e), _mm512_set1_ps(0.5f)),
                                          _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
@@ -31,7 +32,7 @@ MEMLANE_AVX512 inline __m512 exp16(__m512 x) {
   // y * 2^fx in one instruction; fx is in [-126, 128] after the clamp. Up to 127 this is the
   // same exact power-of-two product as vmath.h's exponent-bits multiply; at 128 (x at the upper
   // clamp) those bits are +inf, while scalef gives y * 2^128 (finite for y < 1).
-  return _mm512_scalef_ps(y, fx);
+  return _mm512_maskz_mov_ps(_knot_mask16(under), _mm512_scalef_ps(y, fx));
 }
 
 // vmath.h's sigmoid8 and tanh8 on 16 lanes (same formulas, exact division).
