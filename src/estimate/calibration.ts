@@ -38,7 +38,7 @@ export const COUNTERS = Object.freeze({
 });
 export type Counter = keyof typeof COUNTERS;
 
-export const CALIBRATION_FORMAT = 21; // 21: memlane-rt's kernel workspace at one sample is a given term (nativeWorkspaceMiB, from the native load probe), where the activation slope had taken up an im2col conv's columns on a CPU without AVX-512; 20: ORT's common subexpression elimination in the replay (ort-cse.ts); 19: ORT's arena regions cost their handle tables too (1/32 of each, bfc-arena.ts); 18: ORT's layout 0 LSTM, its LSTM and Where kernels' scratch in the arena replay (ort-scratch.ts), and python-ort's eval pass keeping its outputs in the arena (ort-arena.ts EvalPass), so its eval-output slope is the join alone; 17: memlane-rt's kernel workspace beyond one sample (an LSTM's input projections) joins its arena beyond one sample in largestBatchMiB (was wholeBatchArenaMiB); 16: memlane-rt's output buffers (outputBufferMiB), left unzeroed by its worker until the largest batch writes them; 15: node-ort's dead output tensors are a given term (deadOutputMiB, model-terms.ts: nodeDeadOutputMiB), the probes' requests counted; 14: node-ort runs in a child Node process of its own (node-ort-process.mjs), not on the orchestrator's worker_thread; 13: the orchestrator no longer keeps the last plan file it read (msgpackr held the buffer a header view came from), which node-ort's weight slope had taken up; 12: memlane-rt runs a split batch's last ops over the whole batch in an arena of their own (nativeBatchTailPerSampleMiB, from the native load probe); 11: node-ort's held memory is its own (the addon's mallocInfo), not python-ort's, and memlane-rt's load is measured (native-load.ts: nativeLoadMiB, nativeReleasedMiB); 10: node-ort starts from a collected and trimmed orchestrator (collect-garbage.ts); 9: ORT's activations are its arena replayed (ort-arena.ts: resident bytes, not the pattern times a fitted slope), slope 1 at steady-inference; 8: memlane-rt's unchunked arena (wholeBatchArenaMiB, native-chunk.ts); 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
+export const CALIBRATION_FORMAT = 22; // 22: the ORT runtimes' first-inference arena is the replay's after the first request (ortFirstRequestMiB, given slope 1), not a slope fitted on the whole run's arena, and their activation slope is 0 before it (node-ort no longer borrows python-ort's fitted slope); 21: memlane-rt's kernel workspace at one sample is a given term (nativeWorkspaceMiB, from the native load probe), where the activation slope had taken up an im2col conv's columns on a CPU without AVX-512; 20: ORT's common subexpression elimination in the replay (ort-cse.ts); 19: ORT's arena regions cost their handle tables too (1/32 of each, bfc-arena.ts); 18: ORT's layout 0 LSTM, its LSTM and Where kernels' scratch in the arena replay (ort-scratch.ts), and python-ort's eval pass keeping its outputs in the arena (ort-arena.ts EvalPass), so its eval-output slope is the join alone; 17: memlane-rt's kernel workspace beyond one sample (an LSTM's input projections) joins its arena beyond one sample in largestBatchMiB (was wholeBatchArenaMiB); 16: memlane-rt's output buffers (outputBufferMiB), left unzeroed by its worker until the largest batch writes them; 15: node-ort's dead output tensors are a given term (deadOutputMiB, model-terms.ts: nodeDeadOutputMiB), the probes' requests counted; 14: node-ort runs in a child Node process of its own (node-ort-process.mjs), not on the orchestrator's worker_thread; 13: the orchestrator no longer keeps the last plan file it read (msgpackr held the buffer a header view came from), which node-ort's weight slope had taken up; 12: memlane-rt runs a split batch's last ops over the whole batch in an arena of their own (nativeBatchTailPerSampleMiB, from the native load probe); 11: node-ort's held memory is its own (the addon's mallocInfo), not python-ort's, and memlane-rt's load is measured (native-load.ts: nativeLoadMiB, nativeReleasedMiB); 10: node-ort starts from a collected and trimmed orchestrator (collect-garbage.ts); 9: ORT's activations are its arena replayed (ort-arena.ts: resident bytes, not the pattern times a fitted slope), slope 1 at steady-inference; 8: memlane-rt's unchunked arena (wholeBatchArenaMiB, native-chunk.ts); 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
 /** The run shape of every probe run: small, so calibration takes about a minute. */
 export const PROBE_RUN: Readonly<{ batchSizes: number[]; iterations: number; threads: number }> = Object.freeze({
   batchSizes: [1, 8], iterations: 5, threads: 1,
@@ -134,16 +134,6 @@ export async function compareInFreshProcess(
 }
 
 /**
- * Runtimes whose activation slope is another's: node-ort runs the same ORT CPU arena as
- * python-ort, and grows as much for the same pattern (tiny-gpt at batch 1 then 64, 256 eval
- * samples: first-inference → steady-inference +81.6 MiB in python-ort, +82.3 and +80.3 in
- * node-ort in two runs; alone in a bare process both +40 MiB at the first request and +40 at
- * the second). Fitted freely, node-ort's slope took up the noise of its own figures (the
- * orchestrator's heap: ~6 MiB rms over the probes) and came out 2.6 against python-ort's 2.3.
- */
-const SHARED_ACTIVATION_SLOPE: Readonly<Record<string, string>> = Object.freeze({ "node-ort": "python-ort" });
-
-/**
  * The slope on heldMiB (what malloc keeps of ORT's load, ort-load.ts): 1 from model-load on, 0
  * before. It is measured bytes that stay resident (private, anonymous: RSS, USS, PSS and the
  * peak alike), so it is given, not fitted: fitted, it would share the conv-weights probe with
@@ -194,33 +184,38 @@ const nativeLoadSlope = (phase: string) => (BEFORE_LOAD.has(phase) ? 0 : 1);
 const nativeWorkspaceSlope = (phase: string) => (BEFORE_LOAD.has(phase) || phase === Phase.MODEL_LOAD ? 0 : 1);
 const nativeReleasedSlope = (phase: string) => (BEFORE_LOAD.has(phase) || phase === Phase.MODEL_LOAD ? 0 : -1);
 /**
- * The slope on the ORT runtimes' activationMiB, the bytes their arena replay leaves resident
- * after every request of the run (ort-arena.ts): 1 at steady-inference, where every request has
- * run: they are bytes, as heldMiB's are. Fitted freely on the probes it came out 1.02 (the
- * pattern's slope it replaces was 2.31 there, and between 1.5 and 2.6 on the zoo's CNNs in bare
- * ORT). Before, fitted: first-inference runs one request of the first batch size only.
+ * The ORT runtimes' arena, given in every phase, never fitted: its bytes are the replay's
+ * (ort-arena.ts), resident bytes as heldMiB's are. At steady-inference, where every request has
+ * run, activationMiB (the arena after all of them) with slope 1: fitted freely on the probes it
+ * came out 1.02. At first-inference, ortFirstRequestMiB (the arena after the first request
+ * alone) with slope 1 and activationMiB 0: a slope fitted on the whole run's arena there put
+ * squeezenet1_1's first-inference RSS (batches 1,64, 256 eval samples) at +10.4 % in python-ort
+ * and +5.3 % in node-ort, now -0.2 % and +1.0 %. Before the first request, 0: no arena yet.
+ * (Until calibration format 22 node-ort took python-ort's fitted slope in every phase: fitted
+ * on its own, the orchestrator's heap noise, ~6 MiB rms over the probes, made it 2.6 against 2.3.)
+ * Other runtimes: ortFirstRequestMiB is 0 and activationMiB fitted.
  */
 const ORT_ARENA_RUNTIMES: ReadonlySet<string> = new Set(["python-ort", "node-ort"]);
-const arenaSlope = (runtime: string, phase: string): { activationMiB: number } | Record<string, never> =>
-  ORT_ARENA_RUNTIMES.has(runtime) && phase === Phase.STEADY_INFERENCE ? { activationMiB: 1 } : {};
+const arenaSlope = (runtime: string, phase: string): { activationMiB?: number; ortFirstRequestMiB: number } => {
+  if (!ORT_ARENA_RUNTIMES.has(runtime)) return { ortFirstRequestMiB: 0 };
+  if (phase === Phase.STEADY_INFERENCE) return { activationMiB: 1, ortFirstRequestMiB: 0 };
+  if (phase === Phase.FIRST_INFERENCE) return { activationMiB: 0, ortFirstRequestMiB: 1 };
+  return { activationMiB: 0, ortFirstRequestMiB: 0 };
+};
 
 /** One fit per runtime, phase and counter over the probes that measured that phase. */
 export function fitModels(probes: Calibration["probes"]): Calibration["models"] {
   const models: Calibration["models"] = {};
   const runtimes = [...new Set(probes.flatMap((p) => Object.keys(p.phases)))];
-  // Runtimes that lend their slope first.
-  runtimes.sort((a, b) => Number(a in SHARED_ACTIVATION_SLOPE) - Number(b in SHARED_ACTIVATION_SLOPE));
   for (const rt of runtimes) {
     const phases: string[] = [];
     for (const p of probes) for (const ph of Object.keys(p.phases[rt] ?? {})) if (!phases.includes(ph)) phases.push(ph);
-    const lender = models[SHARED_ACTIVATION_SLOPE[rt] ?? ""];
     const fits: Record<string, Record<Counter, Fit>> = {};
     for (const ph of phases) {
       const rows = probes.filter((p) => p.phases[rt]?.[ph] && p.features[rt]);
       fits[ph] = Object.fromEntries(
         (Object.keys(COUNTERS) as Counter[]).map((c) => {
-          const lent = lender?.fits[ph]?.[c];
-          const given = { heldMiB: heldSlope(ph), largestBatchMiB: largestBatchSlope(ph), nativeLoadMiB: nativeLoadSlope(ph), nativeReleasedMiB: nativeReleasedSlope(ph), deadOutputMiB: deadOutputSlope(ph), outputBufferMiB: outputBufferSlope(ph), nativeWorkspaceMiB: nativeWorkspaceSlope(ph), ...(lent ? { activationMiB: lent.coef[3] } : {}), ...arenaSlope(rt, ph) };
+          const given = { heldMiB: heldSlope(ph), largestBatchMiB: largestBatchSlope(ph), nativeLoadMiB: nativeLoadSlope(ph), nativeReleasedMiB: nativeReleasedSlope(ph), deadOutputMiB: deadOutputSlope(ph), outputBufferMiB: outputBufferSlope(ph), nativeWorkspaceMiB: nativeWorkspaceSlope(ph), ...arenaSlope(rt, ph) };
           return [c, fitLinear(rows.map((p) => ({ features: p.features[rt]!, value: p.phases[rt]![ph]![c] })), given)];
         }),
       ) as Record<Counter, Fit>;

@@ -2,8 +2,8 @@
  * Least squares for the calibrated estimate: a figure (end RSS of a phase, say) as
  * intercept + a·weights + b·conv weights + c·activations + d·eval inputs + e·eval outputs
  * + h·malloc-held at load + u·unchunked arena + memlane-rt's load and released weights + node-ort's
- * dead outputs + memlane-rt's output buffers and kernel workspace (h, u and the last five
- * given, never fitted: calibration.ts), fitted
+ * dead outputs + memlane-rt's output buffers and kernel workspace + ORT's arena after its first
+ * request (h, u and the last six given, never fitted: calibration.ts), fitted
  * over the probes' measurements.
  * Memory never shrinks as a model grows, so a negative slope is clamped to 0 and the rest
  * refitted (an active-set fit for non-negative slopes), and a small ridge keeps a term
@@ -11,15 +11,15 @@
  */
 import type { Features } from "./model-terms.ts";
 
-export const FEATURE_NAMES = ["weightMiB", "convWeightMiB", "activationMiB", "evalMiB", "evalOutputMiB", "heldMiB", "largestBatchMiB", "nativeLoadMiB", "nativeReleasedMiB", "deadOutputMiB", "outputBufferMiB", "nativeWorkspaceMiB"] as const satisfies ReadonlyArray<keyof Features>;
+export const FEATURE_NAMES = ["weightMiB", "convWeightMiB", "activationMiB", "evalMiB", "evalOutputMiB", "heldMiB", "largestBatchMiB", "nativeLoadMiB", "nativeReleasedMiB", "deadOutputMiB", "outputBufferMiB", "nativeWorkspaceMiB", "ortFirstRequestMiB"] as const satisfies ReadonlyArray<keyof Features>;
 
 /**
  * [intercept, weights, conv weights, activations, eval inputs, eval outputs, malloc-held at load,
  * memlane-rt's unchunked arena, memlane-rt's load, memlane-rt's released weights, node-ort's dead
- * outputs, memlane-rt's output buffers, memlane-rt's kernel workspace] in MiB per MiB
+ * outputs, memlane-rt's output buffers, memlane-rt's kernel workspace, ORT's arena after its first request] in MiB per MiB
  * (the intercept in MiB). Calibrations of an older format have fewer and are redone.
  */
-export type Coefficients = [number, number, number, number, number, number, number, number, number, number, number, number, number];
+export type Coefficients = [number, number, number, number, number, number, number, number, number, number, number, number, number, number];
 
 export interface Fit {
   coef: Coefficients;
@@ -58,8 +58,8 @@ function leastSquares(x: number[][], y: number[], active: boolean[]): number[] {
 }
 
 /**
- * `fixed`: slopes known from elsewhere (node-ort's activation slope is python-ort's: the same
- * ORT arena, calibration.ts); they are taken as given and the rest fitted to what they leave.
+ * `fixed`: slopes known from elsewhere (ORT's arena replay is resident bytes: slope 1 where it
+ * is resident, calibration.ts); they are taken as given and the rest fitted to what they leave.
  */
 export function fitLinear(samples: ReadonlyArray<{ features: Features; value: number }>, fixed: Partial<Record<(typeof FEATURE_NAMES)[number], number>> = {}): Fit {
   if (samples.length === 0) throw new Error("fitLinear: no samples");

@@ -167,6 +167,16 @@ export interface Features {
    */
   outputBufferMiB: number;
   /**
+   * ORT's arena after the run's first request alone (ort-arena.ts: ArenaReplay.firstRequestBytes),
+   * MiB: the ORT runtimes' activations at first-inference, where activationMiB (the arena after
+   * every request) is not yet resident. 0 for the other runtimes. Slope 1 at first-inference, 0
+   * elsewhere, never fitted (measured the way activationMiB's bytes are). Before, first-inference
+   * fitted a slope on activationMiB: on regnet_y_400mf at batches 1 and 64 it put python-ort's
+   * first-inference RSS at +15.8 % and node-ort's at +9.3 %, the batch-64 arena counted in a
+   * phase that had run batch 1 only.
+   */
+  ortFirstRequestMiB: number;
+  /**
    * memlane-rt: its kernels' workspace at one sample (ModelTerms.nativeWorkspaceByBatchMiB), which the
    * first request (a batch of one) touches; what more samples touch is in largestBatchMiB. 0 for
    * the other runtimes. Slope 1 from first-inference on, 0 before, never fitted: on a CPU without
@@ -386,7 +396,8 @@ export function nodeDeadOutputMiB(t: Pick<ModelTerms, "outputPerSampleMiB">, run
  * a chunk of it, torch allocates per op.
  */
 export function features(runtime: string, t: ModelTerms, run: RunShape): Features {
-  const ortArena = ORT_RUNTIMES.has(runtime) ? ortArenaMiB(t, run, runtime === "python-ort") : null;
+  const arena = ORT_RUNTIMES.has(runtime) ? ortArenaMiB(t, run, runtime === "python-ort") : null;
+  const ortArena = arena?.residentMiB ?? null;
   const ortPattern = ORT_RUNTIMES.has(runtime) ? t.ortPatternPerSampleMiB : null;
   const sampleBytes = (ortPattern ?? t.arenaPerSampleMiB ?? 0) * MIB;
   let samples = run.maxBatch;
@@ -425,19 +436,22 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
     deadOutputMiB: runtime === "node-ort" ? nodeDeadOutputMiB(t, run) : 0,
     outputBufferMiB: runtime === "native" ? (t.outputPerSampleMiB ?? 0) * run.maxBatch : 0,
     nativeWorkspaceMiB: runtime === "native" ? workspaceAt(t.nativeWorkspaceByBatchMiB ?? [], 1) : 0,
+    ortFirstRequestMiB: arena?.firstRequestMiB ?? 0,
   };
 }
 
 /**
- * What ORT's CPU arena leaves resident after the run's requests (ort-arena.ts), MiB; null
- * without a trace (the pattern times the largest batch stands in). `holdEvalOutputs`: the
- * eval pass keeps its outputs in the arena until it ends (python-ort; ort-arena.ts EvalPass).
+ * What ORT's CPU arena leaves resident after the run's first request and after all of them
+ * (ort-arena.ts), MiB; null without a trace (the pattern times the largest batch stands in).
+ * `holdEvalOutputs`: the eval pass keeps its outputs in the arena until it ends (python-ort;
+ * ort-arena.ts EvalPass).
  */
-function ortArenaMiB(t: ModelTerms, run: RunShape, holdEvalOutputs: boolean): number | null {
+function ortArenaMiB(t: ModelTerms, run: RunShape, holdEvalOutputs: boolean): { firstRequestMiB: number; residentMiB: number } | null {
   if (!t.ortTracePerSample) return null;
   const batches = run.batchSizes ?? [...new Set([1, run.maxBatch])];
   const dims = t.ortInputDims;
   const key = dims ? (batch: number) => ortPatternKey(dims, batch) : undefined;
   const evalPass = { chunks: evalChunks(run.evalSamples, Math.max(...batches)), holdOutputs: holdEvalOutputs };
-  return replayOrtArena(t.ortTracePerSample, batches, key, evalPass).residentBytes / MIB;
+  const replay = replayOrtArena(t.ortTracePerSample, batches, key, evalPass);
+  return { firstRequestMiB: replay.firstRequestBytes / MIB, residentMiB: replay.residentBytes / MIB };
 }
