@@ -169,7 +169,8 @@ export interface Features {
   /**
    * ORT's arena after the run's first request alone (ort-arena.ts: ArenaReplay.firstRequestBytes),
    * MiB: the ORT runtimes' activations at first-inference, where activationMiB (the arena after
-   * every request) is not yet resident. 0 for the other runtimes. Slope 1 at first-inference, 0
+   * every request) is not yet resident (without a trace, the same stand-in as activationMiB's at
+   * the first batch size). 0 for the other runtimes. Slope 1 at first-inference, 0
    * elsewhere, never fitted (measured the way activationMiB's bytes are). Before, first-inference
    * fitted a slope on activationMiB: on regnet_y_400mf at batches 1 and 64 it put python-ort's
    * first-inference RSS at +15.8 % and node-ort's at +9.3 %, the batch-64 arena counted in a
@@ -436,7 +437,9 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
     deadOutputMiB: runtime === "node-ort" ? nodeDeadOutputMiB(t, run) : 0,
     outputBufferMiB: runtime === "native" ? (t.outputPerSampleMiB ?? 0) * run.maxBatch : 0,
     nativeWorkspaceMiB: runtime === "native" ? workspaceAt(t.nativeWorkspaceByBatchMiB ?? [], 1) : 0,
-    ortFirstRequestMiB: arena?.firstRequestMiB ?? 0,
+    // Without a trace (shapes the replay cannot follow), the stand-in of activationMiB's: the
+    // pattern (or the compiler's arena) at the first batch size.
+    ortFirstRequestMiB: arena ? arena.firstRequestMiB : ORT_RUNTIMES.has(runtime) ? (sampleBytes * (run.batchSizes?.[0] ?? 1)) / MIB : 0,
   };
 }
 

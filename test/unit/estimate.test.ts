@@ -70,6 +70,15 @@ describe("model terms from the probes' ONNX files", () => {
     expect(features("python-ort", t, run).activationMiB).toBeCloseTo(replayed, 9);
     expect(features("node-ort", t, run).activationMiB).toBeCloseTo(replayed, 9);
     expect(replayed).toBeGreaterThan(1.5 * 8 * t.ortPatternPerSampleMiB!);
+    // first-inference's term: the same replay after its first request (batch 1) alone, a
+    // fraction of the run's; without a trace, the pattern at the first batch size stands in.
+    const first = replayOrtArena(t.ortTracePerSample!, [1, 8]).firstRequestBytes / 2 ** 20;
+    expect(features("python-ort", t, run).ortFirstRequestMiB).toBeCloseTo(first, 9);
+    expect(first).toBeGreaterThan(0);
+    expect(first).toBeLessThan(replayed / 4);
+    const untraced = { ...t, ortTracePerSample: null };
+    expect(features("node-ort", untraced, { ...run, batchSizes: [2, 8] }).ortFirstRequestMiB).toBeCloseTo(2 * t.ortPatternPerSampleMiB!, 9);
+    expect(features("native", t, run).ortFirstRequestMiB).toBe(0);
     expect(features("native", t, run).activationMiB).toBeCloseTo(t.arenaPerSampleMiB!, 9);
     expect(features("native", t, run).evalMiB + features("native", t, run).evalOutputMiB).toBeCloseTo(16 * t.ioPerSampleMiB!, 9);
     // seeds/003's formula: parameters x 4 B + one batch of inputs x 4 B.
