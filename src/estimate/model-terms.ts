@@ -77,6 +77,8 @@ export interface ModelTerms {
    */
   nativeLoadMiB: number | null;
   nativeReleasedMiB: number | null;
+  /** How far model-load's peak rose above its end in the same probe (native-load.ts), MiB, else null. */
+  nativeLoadPeakAboveEndMiB: number | null;
   /**
    * memlane-rt's arena per sample for the last ops, which its CPU backend runs over the whole
    * batch where it splits a batch into chunks (native-load.ts), MiB: from the same probe, else null.
@@ -145,6 +147,16 @@ export interface Features {
    * its slope is -1 from first-inference on (where W's slope counts every weight), 0 before.
    */
   nativeReleasedMiB: number;
+  /**
+   * memlane-rt: how far its model-load's peak rose above the load's end in the native load probe
+   * (ModelTerms.nativeLoadPeakAboveEndMiB): the originals of the weights it repacks, held with
+   * their copies until each one's last reader is built. 0 for the other runtimes. Slope 1 on
+   * model-load's peak, 0 on every other counter and phase, never fitted. Before (calibration
+   * format 22), the peak's slope on W was fitted on probes whose dense layers are all repacked
+   * (peak 32 MiB above the end for 48 MiB of weights) and put the model-load peak of
+   * mobilenet_v2 / gpt2 / efficientnet_b0 at +25 / +51 / +30 %.
+   */
+  nativeLoadTransientMiB: number;
   /**
    * The outputs every eval sample gives, apart from the inputs: they cost a worker another
    * amount, at other phases. python-ort holds the output chunks and their concatenation (2
@@ -296,7 +308,7 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
   }
   // Without a plan there is nothing for the native load probe to load; why is the compile error.
   const noPlan = nativeLoad ? { nativeLoadUnavailable: "no plan to load (the compile error above)" } : {};
-  const weights = { file: onnxPath, ortInputDims, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, ortLoadHeldMiB: null, nativeLoadMiB: null, nativeReleasedMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspaceByBatchMiB: null };
+  const weights = { file: onnxPath, ortInputDims, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, ortLoadHeldMiB: null, nativeLoadMiB: null, nativeReleasedMiB: null, nativeLoadPeakAboveEndMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspaceByBatchMiB: null };
   const unplanned = { arenaPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null, nativeChunkable: null };
   if (feedError !== null) return { ...weights, ...noPlan, ...unplanned, ortPatternPerSampleMiB: null, ortTracePerSample: null, compileError: feedError };
   let ortPatternPerSampleMiB: number | null = null;
@@ -339,15 +351,15 @@ async function nativeLoadTerms(onnxPath: string, inputShapes: Record<string, num
   if (terms.nativeLoadMiB !== null) nativeLoadMemo.set(key, terms);
   return terms;
 }
-type NativeLoadTerms = Pick<ModelTerms, "nativeLoadMiB" | "nativeReleasedMiB" | "nativeBatchTailPerSampleMiB" | "nativeWorkspaceByBatchMiB" | "nativeLoadUnavailable">;
+type NativeLoadTerms = Pick<ModelTerms, "nativeLoadMiB" | "nativeReleasedMiB" | "nativeLoadPeakAboveEndMiB" | "nativeBatchTailPerSampleMiB" | "nativeWorkspaceByBatchMiB" | "nativeLoadUnavailable">;
 const nativeLoadMemo = new Map<string, NativeLoadTerms>();
 
 async function probedNativeLoadTerms(planPath: string): Promise<NativeLoadTerms> {
   try {
     const p = await probeNativeLoad(planPath);
-    return { nativeLoadMiB: p.loadMiB, nativeReleasedMiB: p.releasedMiB, nativeBatchTailPerSampleMiB: p.batchTailPerSampleMiB, nativeWorkspaceByBatchMiB: p.workspaceByBatchMiB, nativeLoadUnavailable: undefined };
+    return { nativeLoadMiB: p.loadMiB, nativeReleasedMiB: p.releasedMiB, nativeLoadPeakAboveEndMiB: p.loadPeakAboveEndMiB, nativeBatchTailPerSampleMiB: p.batchTailPerSampleMiB, nativeWorkspaceByBatchMiB: p.workspaceByBatchMiB, nativeLoadUnavailable: undefined };
   } catch (err) {
-    return { nativeLoadMiB: null, nativeReleasedMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspaceByBatchMiB: null, nativeLoadUnavailable: `the native load probe failed: ${err instanceof Error ? err.message : String(err)}` };
+    return { nativeLoadMiB: null, nativeReleasedMiB: null, nativeLoadPeakAboveEndMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspaceByBatchMiB: null, nativeLoadUnavailable: `the native load probe failed: ${err instanceof Error ? err.message : String(err)}` };
   }
 }
 
@@ -434,6 +446,7 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
     largestBatchMiB,
     nativeLoadMiB: runtime === "native" ? (t.nativeLoadMiB ?? 0) : 0,
     nativeReleasedMiB: runtime === "native" ? (t.nativeReleasedMiB ?? 0) : 0,
+    nativeLoadTransientMiB: runtime === "native" ? (t.nativeLoadPeakAboveEndMiB ?? 0) : 0,
     deadOutputMiB: runtime === "node-ort" ? nodeDeadOutputMiB(t, run) : 0,
     outputBufferMiB: runtime === "native" ? (t.outputPerSampleMiB ?? 0) * run.maxBatch : 0,
     nativeWorkspaceMiB: runtime === "native" ? workspaceAt(t.nativeWorkspaceByBatchMiB ?? [], 1) : 0,

@@ -21,6 +21,12 @@ const MIB = 2 ** 20;
 export interface NativeLoadProbe {
   /** RSS growth over model-load, MiB: the backend's repacked copies and its kernels' state. */
   loadMiB: number;
+  /**
+   * How far model-load's peak RSS rose above its end, MiB (VmHWM at the end mark less RSS): a
+   * weight's original plan pages are read while its repacked copy is made, and given back only
+   * once its last reader is built, so the load holds both for a while.
+   */
+  loadPeakAboveEndMiB: number;
   /** Plan weight bytes the backend gave back after repacking, MiB: not resident once inference pages the rest in. */
   releasedMiB: number;
   /**
@@ -65,8 +71,8 @@ export function checkedNativeLoad(marks: readonly PhaseMark[], value: unknown): 
   const s = mark("start");
   const e = mark("end");
   if (!s || !e) bad("the worker sent no model-load start and end marks");
-  const rss = [s!.rssKiB, e!.rssKiB];
-  if (rss.some((x) => typeof x !== "number" || !Number.isFinite(x) || x <= 0)) bad(`model-load RSS readings ${JSON.stringify(rss)} are not positive numbers`);
+  const rss = [s!.rssKiB, e!.rssKiB, e!.hwmKiB];
+  if (rss.some((x) => typeof x !== "number" || !Number.isFinite(x) || x <= 0)) bad(`model-load RSS readings and end HWM ${JSON.stringify(rss)} are not positive numbers`);
   const bytes = (field: string): number => {
     const v = (value as Record<string, unknown> | null)?.[field];
     if (typeof v !== "number" || !Number.isFinite(v) || v < 0) bad(`the load result's ${field} is ${JSON.stringify(v)}, not a number >= 0`);
@@ -80,6 +86,7 @@ export function checkedNativeLoad(marks: readonly PhaseMark[], value: unknown): 
   };
   return {
     loadMiB: Math.max(0, (e!.rssKiB - s!.rssKiB) / 1024),
+    loadPeakAboveEndMiB: Math.max(0, (e!.hwmKiB - e!.rssKiB) / 1024),
     releasedMiB: bytes("weightsBytesReleased") / MIB,
     batchTailPerSampleMiB: bytes("batchTailBytesPerSample") / MIB,
     workspaceByBatchMiB: curve("workspaceBytesByBatch"),

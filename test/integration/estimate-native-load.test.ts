@@ -105,6 +105,11 @@ describe("native load probe", () => {
     const run = { maxBatch: 8, evalSamples: 16 };
     expect(features("native", t, run).nativeLoadMiB).toBe(t.nativeLoadMiB);
     expect(features("native", t, run).nativeReleasedMiB).toBe(t.nativeReleasedMiB);
+    // The load's peak above its end: the originals held with their copies, a part of the weights.
+    expect(t.nativeLoadPeakAboveEndMiB).toBeGreaterThanOrEqual(0);
+    expect(t.nativeLoadPeakAboveEndMiB).toBeLessThan(t.nativeLoadMiB!);
+    expect(features("native", t, run).nativeLoadTransientMiB).toBe(t.nativeLoadPeakAboveEndMiB);
+    expect(features("python-ort", t, run).nativeLoadTransientMiB).toBe(0);
     expect(features("python-ort", t, run).nativeLoadMiB).toBe(0);
     expect(features("native", without, run).nativeLoadMiB).toBe(0);
   }, 120_000);
@@ -164,9 +169,12 @@ describe("native load probe", () => {
   });
 
   it("refuses a worker's answer it cannot use, naming what was wrong", () => {
-    const mark = (m: "start" | "end", rssKiB: number) => ({ name: "model-load", mark: m, memory: { rssKiB } }) as never;
+    const mark = (m: "start" | "end", rssKiB: number, hwmKiB = rssKiB) => ({ name: "model-load", mark: m, memory: { rssKiB, hwmKiB } }) as never;
     const ok = { weightsBytesReleased: 2 ** 20, batchTailBytesPerSample: 2 ** 19, workspaceBytesByBatch: [2 ** 18, 2 ** 19] };
-    expect(checkedNativeLoad([mark("start", 1000), mark("end", 3048)], ok)).toEqual({ loadMiB: 2, releasedMiB: 1, batchTailPerSampleMiB: 0.5, workspaceByBatchMiB: [0.25, 0.5] });
+    expect(checkedNativeLoad([mark("start", 1000), mark("end", 3048)], ok)).toEqual({ loadMiB: 2, loadPeakAboveEndMiB: 0, releasedMiB: 1, batchTailPerSampleMiB: 0.5, workspaceByBatchMiB: [0.25, 0.5] });
+    // the peak 3 MiB above the load's end (VmHWM at the end mark)
+    expect(checkedNativeLoad([mark("start", 1000), mark("end", 3048, 6120)], ok).loadPeakAboveEndMiB).toBe(3);
+    expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048, Number.NaN)], ok)).toThrow(/RSS readings and end HWM/);
     expect(() => checkedNativeLoad([mark("end", 3048)], ok)).toThrow(/no model-load start and end/);
     expect(() => checkedNativeLoad([mark("start", Number.NaN), mark("end", 3048)], ok)).toThrow(/RSS readings/);
     expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { ...ok, weightsBytesReleased: -1 })).toThrow(/weightsBytesReleased is -1/);

@@ -9,7 +9,7 @@ import { calibrationKey, calibrationPath, loadCalibration, saveCalibration } fro
 import { CALIBRATION_FORMAT, type Calibration, fitModels, measuredHeldMiB } from "../../src/estimate/calibration.ts";
 import { replayOrtArena } from "../../src/estimate/ort-arena.ts";
 import { medianOrNull } from "../../src/estimate/ort-load.ts";
-import { fitLinear, predict } from "../../src/estimate/fit.ts";
+import { FEATURE_NAMES, fitLinear, predict } from "../../src/estimate/fit.ts";
 import { features, modelTerms, NATIVE_CHUNK_ARENA_BYTES, NODE_DEAD_OUTPUT_LIMIT_MIB, nodeDeadOutputMiB } from "../../src/estimate/model-terms.ts";
 import { compareWithMeasured, estimateRuntime, naiveMiB } from "../../src/estimate/predict.ts";
 import { PROBES, writeProbes } from "../../src/estimate/probe-models.ts";
@@ -23,7 +23,7 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const f = (w: number, cw: number, a: number, e: number, o = 0, h = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: h, largestBatchMiB: 0, nativeLoadMiB: 0, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0, nativeWorkspaceMiB: 0, ortFirstRequestMiB: 0 });
+const f = (w: number, cw: number, a: number, e: number, o = 0, h = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: h, largestBatchMiB: 0, nativeLoadMiB: 0, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0, nativeWorkspaceMiB: 0, ortFirstRequestMiB: 0, nativeLoadTransientMiB: 0 });
 // Probe-like features that move one term at a time (so the fit has one answer).
 
 describe("fitLinear", () => {
@@ -31,7 +31,7 @@ describe("fitLinear", () => {
     const truth = (x: ReturnType<typeof f>) => 50 + 1.0 * x.weightMiB + 2.0 * x.convWeightMiB + 1.5 * x.activationMiB + 0.8 * x.evalMiB + 1.2 * x.evalOutputMiB;
     const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), f(36, 36, 0, 1), f(0, 0, 32, 3), f(0, 0, 8, 128), f(16, 1, 8, 1, 8), f(4, 0, 0, 1, 64)];
     const fit = fitLinear(xs.map((x) => ({ features: x, value: truth(x) })));
-    expect(fit.coef.map((c) => Number(c.toFixed(3)))).toEqual([50, 1, 2, 1.5, 0.8, 1.2, 0, 0, 0, 0, 0, 0, 0, 0]);
+    expect(fit.coef.map((c) => Number(c.toFixed(3)))).toEqual([50, 1, 2, 1.5, 0.8, 1.2, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     expect(fit.rmsMiB).toBeLessThan(1e-6);
     expect(predict(fit, f(100, 50, 10, 10))).toBeCloseTo(truth(f(100, 50, 10, 10)), 4);
   });
@@ -173,6 +173,27 @@ describe("memlane-rt's load (nativeLoadMiB, nativeReleasedMiB)", () => {
     expect(at("runtime-create")).toBeCloseTo(7.4, 3);
     expect(at("model-load")).toBeCloseTo(7.9 + 16.8, 3);
     expect(at("first-inference")).toBeCloseTo(8.0 + 44.6 + 16.8 - 9.0, 3);
+  });
+
+  // Probes whose load repacks all their weights, holding the originals with their copies for a
+  // while (the peak W above the end, as the AVX-512 dense layers' panels do): a model that repacks
+  // only some gets its own probe's transient on model-load's peak, not the probes' ratio to W.
+  it("puts the load probe's own peak above the end on model-load's peak only (nativeLoadTransientMiB)", () => {
+    const held = [0, 16, 48].map((w, i) => ({
+      name: `p${i}`,
+      features: { native: { ...native(w, w + 0.4, w), nativeLoadTransientMiB: w } },
+      phases: { native: { "model-load": { rss: 7.9 + w + 0.4, uss: 7.9 + w + 0.4, pss: 7.9 + w + 0.4, peak: 7.9 + 2 * w + 0.4 } } },
+    }));
+    const fit = fitModels(held).native!.fits["model-load"]!;
+    const T = FEATURE_NAMES.indexOf("nativeLoadTransientMiB") + 1;
+    expect(fit.peak.coef[T]).toBe(1);
+    expect(fit.rss.coef[T]).toBe(0);
+    expect(fit.peak.coef[1]).toBeCloseTo(0, 6); // W: nothing left for a fitted slope to take
+    const c: Calibration = { format: CALIBRATION_FORMAT, key: {}, createdAt: "", models: fitModels(held), probes: held };
+    // 20 MiB of weights of which 2 repacked: the peak 2 MiB above the end, not 20.
+    const e = estimateRuntime(c, "native", { ...native(20, 2.4, 2), nativeLoadTransientMiB: 2 })!.phases[0]!;
+    expect(e.rss).toBeCloseTo(7.9 + 2.4, 3);
+    expect(e.peak).toBeCloseTo(7.9 + 2.4 + 2, 3);
   });
 });
 
