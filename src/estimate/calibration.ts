@@ -166,9 +166,9 @@ const deadOutputSlope = (phase: string) => (phase === Phase.STEADY_INFERENCE ? 1
  */
 const outputBufferSlope = (phase: string) => (phase === Phase.STEADY_INFERENCE ? 1 : 0);
 /**
- * The slopes on memlane-rt's load terms (native-load.ts), given, never fitted: no probe
- * repacks a weight (their convs take paths that read the plan), so the probes cannot tell
- * these bytes from W. nativeLoadMiB is resident from model-load on (1; 0 before), like heldMiB;
+ * The slopes on memlane-rt's load terms (native-load.ts), given, never fitted: which weights a
+ * probe repacks depends on the CPU (on AVX-512 every dense layer goes into packed panels, so L
+ * is W; on AVX2 nothing is, so L is ~0), so the probes cannot tell these bytes from W. nativeLoadMiB is resident from model-load on (1; 0 before), like heldMiB;
  * nativeReleasedMiB, the originals of the repacked weights, are out of RSS once inference pages
  * the others in, where W's slope counts them all (-1 from first-inference on, 0 before).
  * resnet18's load: +16.8 MiB (its model-load measured 24.3 MiB, estimated 8.2 without the
@@ -186,8 +186,8 @@ const nativeWorkspaceSlope = (phase: string) => (BEFORE_LOAD.has(phase) || phase
  * The slope on nativeLoadTransientMiB (how far the native load probe's model-load peak rose above
  * its end: originals held with their repacked copies, native-load.ts): 1 on model-load's peak,
  * 0 on its end figures and in every other phase. Given: the probe measures it for the model
- * itself, where a slope on W fitted on the probes (all of whose dense weights are repacked)
- * would carry their ratio of repacked weights to every model.
+ * itself, where a slope on W fitted on the probes (on AVX-512 all of their dense weights are
+ * repacked) would carry their ratio of repacked weights to every model.
  */
 const loadTransientSlope = (phase: string, counter: Counter) => (phase === Phase.MODEL_LOAD && counter === "peak" ? 1 : 0);
 const nativeReleasedSlope = (phase: string) => (BEFORE_LOAD.has(phase) || phase === Phase.MODEL_LOAD ? 0 : -1);
