@@ -8,20 +8,17 @@
 // 1.2e-38). MEMLANE_KEEP_DENORMALS=1 leaves MXCSR alone (an A/B aid).
 #pragma once
 
-#include <cstdlib>
-#include <cstring>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
 
+#include "cpu/env_count.h"
+
 namespace memlane::cpu {
 
 inline bool flush_denormals_enabled() {
-  static const bool on = [] {
-    const char* keep = std::getenv("MEMLANE_KEEP_DENORMALS");
-    return keep == nullptr || std::strcmp(keep, "1") != 0;
-  }();
+  static const bool on = env_count("MEMLANE_KEEP_DENORMALS", 0) != 1;
   return on;
 }
 
