@@ -3,7 +3,7 @@
 // simd::gemm_panels' 32-channel panels. A is never built: rows[r] points at the pixel's field
 // origin in the zero-bordered input ([C][Hp][Wp], the direct kernel's stride-1 layout) and
 // taps[k] is tap k's offset from it, so simd::gemm_panels_gather broadcasts rows[r][taps[k]]
-// into the 8-pixel x 32-channel register tile straight from the input (a first version copied
+// into its register tiles (7 pixels x 64 channels) straight from the input (a first version copied
 // the fields out: the copy, runs of 2 to 11 floats, cost up to 1.4x ORT's whole conv). The
 // [pixels][M] product of a tile is then written to NCHW by 16x16 transposes, with a fused
 // residual and Relu. Takes the strided convs the direct kernel does not unroll (AlexNet's 11x11
@@ -73,10 +73,22 @@ std::vector<int32_t> pixel_rows_taps(const ConvGeom& g, int64_t Hp, int64_t Wp) 
 }
 
 int64_t ConvKernel::pixel_rows_tile() const {
-  // The tile's product (rows x M floats) about 64 KiB, in L2 for the transposing store; a
-  // multiple of the store's 16-row blocks.
-  return std::clamp<int64_t>((16384 / std::max<int64_t>(g.M, 1)) / 16 * 16, 16, kPixelRowsMaxTile);
+  // The most pixels a tile: its product (rows x M floats) up to 256 KiB, in L2 for the
+  // transposing store; a multiple of the store's 16-row blocks. Each tile streams all of W
+  // (simd::gemm_panels_gather reads it once a call), so a small map is one tile: resnet18's
+  // 14x14 256-channel and 7x7 512-channel maps took 4 and 2 tiles at the 64 KiB this was
+  // before, each reading W (2.3 and 9 MiB) from L3 again.
+  return std::clamp<int64_t>((65536 / std::max<int64_t>(g.M, 1)) / 16 * 16, 16, kPixelRowsMaxTile);
 }
+
+namespace {
+// Tile t of a sample's P pixels in tiles of at most R: the tiles of near-equal size (784 pixels
+// in 4 of 196, not 3 of 256 and one of 16 that streams all of W for 16 pixels).
+inline int64_t pixel_tile_start(int64_t P, int64_t R, int64_t t) {
+  const int64_t tiles = (P + R - 1) / R;
+  return P * t / tiles;
+}
+}  // namespace
 
 uint64_t ConvKernel::pixel_rows_floats() const {
   return uint64_t(padded_input_floats()) + uint64_t(threads) * uint64_t(pixel_rows_tile() * g.M);
@@ -112,7 +124,7 @@ void ConvKernel::run_pixel_rows(const RunCtx& c) const {
         const float* rows[kPixelRowsMaxTile];
         for (int64_t u = units * s / slots; u < units * (s + 1) / slots; ++u) {
           const int64_t t = u / groups, pg = u % groups;
-          const int64_t p0 = t * R, cnt = std::min(R, P - p0);
+          const int64_t p0 = pixel_tile_start(P, R, t), cnt = pixel_tile_start(P, R, t + 1) - p0;
           const int64_t q0 = panel_count * pg / groups, q1 = panel_count * (pg + 1) / groups;
           const int64_t j0 = q0 * simd::kPanelCols, j1 = std::min(M, q1 * simd::kPanelCols);
           int64_t oh = p0 / g.OW, ow = p0 % g.OW;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "cpu/env_count.h"
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define MEMLANE_PANELS_X86 1
@@ -34,6 +36,9 @@ namespace {
 // feed-forward output projection ran at 0.67x of ONNX Runtime's speed, its K = 768 layers at 0.87x.
 constexpr int64_t kKBlock = 256;
 constexpr int64_t kRowBlock = 64;
+// gemm_panels_gather's K block: two panels' block (32 KiB) in L1 across a conv tile's rows.
+// 128 measured 0.97x the time of 256 on resnet18 (sum of per-op minima, Intel Xeon).
+constexpr int64_t kGatherKBlock = 128;
 
 inline __mmask16 tail_mask(int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1u);
@@ -136,6 +141,68 @@ using GatherTile = void (*)(int64_t, const float* const*, const int32_t*, const 
 constexpr GatherTile kGatherTiles[8] = {gather_tile<1>, gather_tile<2>, gather_tile<3>, gather_tile<4>,
                                         gather_tile<5>, gather_tile<6>, gather_tile<7>, gather_tile<8>};
 
+// gather_tile over two panels at once: MR rows (1-7) x 64 columns, b the first panel's block and
+// b + pstride the second's. 28 accumulators take 7 broadcasts and 4 loads a step of K where the
+// 8 x 32 tile takes 8 and 2 for 16: on an Intel Xeon (AVX-512, two FMA units) 5-25 % more
+// multiply-adds a second on a 49-row, K = 4608 product (resnet18's 7x7-map 512-channel convs).
+template <int MR>
+AVX512 void gather_tile_wide(int64_t kn, const float* const* rows, const int32_t* cols, const float* b, int64_t pstride,
+                             float* C, int64_t ldc, bool first, bool last, const PanelEpilogue& e, const float* bias,
+                             const __mmask16 (&m)[4]) {
+  __m512 c[4][MR];
+  const float* a[MR];
+#pragma GCC unroll 7
+  for (int r = 0; r < MR; ++r) {
+    a[r] = rows[r];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) c[v][r] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m[v], C + r * ldc + 16 * v);
+  }
+  const float* b2 = b + pstride;
+  for (int64_t k = 0; k < kn; ++k, b += kPanelCols, b2 += kPanelCols) {
+    const __m512 w0 = _mm512_loadu_ps(b), w1 = _mm512_loadu_ps(b + 16);
+    const __m512 w2 = _mm512_loadu_ps(b2), w3 = _mm512_loadu_ps(b2 + 16);
+    const int64_t o = cols[k];
+#pragma GCC unroll 7
+    for (int r = 0; r < MR; ++r) {
+      const __m512 x = _mm512_set1_ps(a[r][o]);
+      c[0][r] = _mm512_fmadd_ps(x, w0, c[0][r]);
+      c[1][r] = _mm512_fmadd_ps(x, w1, c[1][r]);
+      c[2][r] = _mm512_fmadd_ps(x, w2, c[2][r]);
+      c[3][r] = _mm512_fmadd_ps(x, w3, c[3][r]);
+    }
+  }
+  if (last) {
+    const __m512 va = _mm512_set1_ps(e.alpha), zero = _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      const __m512 bv = bias ? _mm512_maskz_loadu_ps(m[v], bias + 16 * v) : zero;
+#pragma GCC unroll 7
+      for (int r = 0; r < MR; ++r) {
+        c[v][r] = _mm512_fmadd_ps(c[v][r], va, bv);
+        if (e.relu) c[v][r] = _mm512_max_ps(c[v][r], zero);
+      }
+    }
+  }
+#pragma GCC unroll 7
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(C + r * ldc + 16 * v, m[v], c[v][r]);
+}
+
+using GatherTileWide = void (*)(int64_t, const float* const*, const int32_t*, const float*, int64_t, float*, int64_t,
+                                bool, bool, const PanelEpilogue&, const float*, const __mmask16 (&)[4]);
+constexpr int kWideRows = 7;
+constexpr GatherTileWide kGatherTilesWide[kWideRows] = {gather_tile_wide<1>, gather_tile_wide<2>, gather_tile_wide<3>,
+                                                        gather_tile_wide<4>, gather_tile_wide<5>, gather_tile_wide<6>,
+                                                        gather_tile_wide<7>};
+
+// n rows in ceil(n / most) tiles of near-equal height: a 49-pixel map in seven tiles of 7, not
+// six of 8 and one row whose chains of dependent multiply-adds run at a quarter of the rate.
+inline int64_t tile_start(int64_t n, int64_t most, int64_t t) {
+  const int64_t tiles = (n + most - 1) / most;
+  return n * t / tiles;
+}
+
 using Tile = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, bool, bool, const PanelEpilogue&,
                       const float*, __mmask16, __mmask16);
 constexpr Tile kTiles[8] = {tile<1>, tile<2>, tile<3>, tile<4>, tile<5>, tile<6>, tile<7>, tile<8>};
@@ -168,21 +235,38 @@ AVX512 void gemm_panels(int64_t M, int64_t p0, int64_t p1, const float* A, int64
 
 AVX512 void gemm_panels_gather(int64_t M, int64_t p0, int64_t p1, const float* const* rows, const int32_t* cols,
                                const PackedPanels& B, float* C, int64_t ldc, const PanelEpilogue& e) {
+  // MEMLANE_GATHER_NARROW=1: every panel on its own in 8-row x 32-column tiles (A/B of the tile shape).
+  static const bool narrow = env_count("MEMLANE_GATHER_NARROW", 0) != 0;
+  // All M rows at each K block, not kRowBlock at a time: a conv's tile of pixels reads B (W, 9
+  // MiB on a 512-channel 3x3 conv: out of L2) once a call, its block of two panels (32 KiB)
+  // from L1 and L2 across the row tiles; the rows' input stays in L2 (the caller keeps the tile
+  // small enough). Row blocks of 64 streamed W again every 64 pixels: resnet18's 7x7-map convs
+  // 0.70-0.79x the time with this order and the caller's larger tiles (conv_pixel_rows.cc).
   const int64_t K = B.K;
-  for (int64_t r0 = 0; r0 < M; r0 += kRowBlock) {
-    const int64_t r1 = std::min(M, r0 + kRowBlock);
-    for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kKBlock) {
-      const int64_t kn = std::min(kKBlock, K - k0);
-      const bool first = k0 == 0, last = k0 + kKBlock >= K;
-      for (int64_t p = p0; p < p1; ++p) {
-        const int64_t j = p * kPanelCols, w = std::min(kPanelCols, B.N - j);
-        const float* b = B.w.data() + (p * K + k0) * kPanelCols;
-        const float* bias = e.bias ? e.bias + j : nullptr;
-        for (int64_t r = r0; r < r1; r += 8) {
-          const int64_t mr = std::min<int64_t>(8, r1 - r);
-          kGatherTiles[mr - 1](kn, rows + r, cols + k0, b, C + r * ldc + j, ldc, first, last, e, bias, tail_mask(w),
-                               tail_mask(w - 16));
+  for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kGatherKBlock) {
+    const int64_t kn = std::min(kGatherKBlock, K - k0);
+    const bool first = k0 == 0, last = k0 + kGatherKBlock >= K;
+    for (int64_t p = p0; p < p1;) {
+      const int64_t j = p * kPanelCols, w = std::min(2 * kPanelCols, B.N - j);
+      const float* b = B.w.data() + (p * K + k0) * kPanelCols;
+      const float* bias = e.bias ? e.bias + j : nullptr;
+      if (p + 1 < p1 && !narrow) {  // two panels: tiles of up to 7 rows x 64 columns
+        const __mmask16 m[4] = {tail_mask(w), tail_mask(w - 16), tail_mask(w - 32), tail_mask(w - 48)};
+        for (int64_t t = 0, r = 0; r < M; ++t) {
+          const int64_t next = tile_start(M, kWideRows, t + 1);
+          kGatherTilesWide[next - r - 1](kn, rows + r, cols + k0, b, K * kPanelCols, C + r * ldc + j, ldc, first, last, e,
+                                         bias, m);
+          r = next;
         }
+        p += 2;
+      } else {  // a last odd panel: tiles of up to 8 rows x 32 columns
+        for (int64_t t = 0, r = 0; r < M; ++t) {
+          const int64_t next = tile_start(M, 8, t + 1);
+          kGatherTiles[next - r - 1](kn, rows + r, cols + k0, b, C + r * ldc + j, ldc, first, last, e, bias, tail_mask(w),
+                                     tail_mask(w - 16));
+          r = next;
+        }
+        p += 1;
       }
     }
   }

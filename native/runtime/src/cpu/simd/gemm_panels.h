@@ -82,6 +82,8 @@ void gemm_panels(int64_t M, int64_t p0, int64_t p1, const float* A, int64_t lda,
 // The same product on an implicit A: element (r, k) is rows[r][cols[k]], K = B.K, panels
 // [p0, p1). A convolution's im2col without the copy (conv_pixel_rows.cc): rows[r] points at
 // output pixel r's receptive-field origin in a zero-bordered input, cols[k] is tap k's offset.
+// Two panels at a time in register tiles of up to 7 rows x 64 columns, all M rows at each block
+// of K, so B is read once a call: the caller bounds M (its C, M x ldc floats, stays in L2).
 void gemm_panels_gather(int64_t M, int64_t p0, int64_t p1, const float* const* rows, const int32_t* cols,
                         const PackedPanels& B, float* C, int64_t ldc, const PanelEpilogue& e);
 
