@@ -190,6 +190,11 @@ static void test_conv() {
       {"pixel rows 1x7, 64 channels, 17-wide", 2, 8, 5, 17, 64, 1, 7, 1, 1, 0, 3, 0, 3, 1, 1, 1, true, false},
       {"pixel rows 7x7 stride 2, 80x88 map in 256-pixel tiles", 1, 3, 80, 88, 64, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, true, true},
       {"pixel rows 3x3 stride 2, 128 channels", 2, 9, 14, 14, 128, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true, true},
+      // 3x3 stride 1 on a map of fewer than 64 Winograd tiles with U >= 1 MiB: pixel rows, not
+      // Winograd; 196 pixels in one tile, 7-row x 64-channel register tiles, K in blocks of 128
+      {"pixel rows 3x3 stride 1, 14x14 map, 64 -> 256", 2, 64, 14, 14, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      // 7x7 map: 49 pixels in seven 7-row tiles; 96 channels: a pair of panels and an odd one
+      {"pixel rows 3x3 stride 1, 7x7 map, 200 -> 96", 1, 200, 7, 7, 96, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false, true},
       // channels-in-lanes pointwise (maps up to 64 pixels, simd/pw_lanes.h): partial 32-channel
       // panels and 8-channel groups, partial 8-pixel tiles, fewer channels than one group
       {"pointwise lanes 5x7, 37 channels, 3 samples", 3, 11, 5, 7, 37, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},

@@ -229,9 +229,18 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
               (g.group > 1 || unrolled || any_taps) && conv_direct_supported(g.OH, g.OW, g.sw) &&
               std::getenv("MEMLANE_CONV_NO_DIRECT") == nullptr && !(bc.conv_avoid & kAvoidDirect);
   // MEMLANE_CONV_NO_WINOGRAD=1 keeps such convs on the direct kernel (ctest runs both).
+  // Maps of fewer than 64 Winograd tiles (14x14 and smaller) whose U (16 x C x M floats) is 1
+  // MiB or more go to pixel rows instead, which reads W once a call; Winograd's 16 products
+  // stream U for too few tiles. Per op, 1 thread, Intel Xeon: resnet18's 14x14 256 -> 256
+  // convs 0.72-0.80x Winograd's time; squeezenet1_1's 13x13 64 -> 256 0.92-0.96x, its 48 -> 192
+  // (U 0.56 MiB) 1.04-1.06x, so those stay. MEMLANE_CONV_WINOGRAD_SMALL_MAPS=1: Winograd keeps
+  // them all (A/B timing).
+  static const bool winograd_small_maps = std::getenv("MEMLANE_CONV_WINOGRAD_SMALL_MAPS") != nullptr;
+  const bool few_tiles = ((g.OH + 1) / 2) * ((g.OW + 1) / 2) < 64 && g.C * g.M >= 16384 &&
+                         g.M >= kPixelRowsMinChannels && simd::have_avx512();
   k->winograd = k->direct && g.group == 1 && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 &&
                 conv_winograd_supported(g.C, g.M, g.OH, g.OW) && std::getenv("MEMLANE_CONV_NO_WINOGRAD") == nullptr &&
-                !(bc.conv_avoid & kAvoidWinograd);
+                !(bc.conv_avoid & kAvoidWinograd) && (!few_tiles || winograd_small_maps);
   // Without AVX-512 (no direct kernel, no Winograd above) the same convs take the AVX2 Winograd
   // kernel (conv_winograd_avx2.h) where it fills its lanes; else the padded-grid sgemm below.
   // MEMLANE_CONV_NO_WINOGRAD=1 keeps them there too (ctest runs both).
@@ -262,7 +271,9 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   // half idle or the pixels-in-lanes direct kernel fills its vectors better. Measured on single
   // convs and per op in whole models against the other paths and ORT, 1 thread: see
   // docs/native-cpu.md. MEMLANE_CONV_NO_PIXEL_ROWS=1 keeps the paths above (A/B; ctest runs both).
-  const bool keep_direct = k->direct && ((g.sh == 1 && g.sw == 1 && g.kh == 3 && g.kw == 3) || g.K() < kPixelRowsMinTaps);
+  // (3x3 stride 1 on maps of fewer than 64 Winograd tiles: pixel rows, above)
+  const bool keep_direct =
+      k->direct && ((g.sh == 1 && g.sw == 1 && g.kh == 3 && g.kw == 3 && !few_tiles) || g.K() < kPixelRowsMinTaps);
   // (taps are int32 offsets into one sample's padded input: far beyond any real conv's size)
   const bool taps_fit = g.C * k->Hp * k->Wp < int64_t(1) << 31;
   k->pixel_rows = !k->pointwise && g.group == 1 && !k->winograd && !keep_direct && taps_fit && simd::have_avx512() &&
