@@ -2,7 +2,7 @@
 // outputs as the unfused ops (MEMLANE_NO_FUSION=1), on the Winograd and direct paths, with the
 // residual on either side of the Add, written in place over the residual, and left unfused
 // where the conv's output has another reader. Conv -> Relu/Clip/HardSwish/SiLU pairs likewise
-// (activation_epilogue).
+// (activation_epilogue). Mul -> Add [-> Relu] per-channel chains (channel_affine.cc).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -62,8 +62,58 @@ static void test_gemm_epilogue(Rng& rng) {
   }
 }
 
+// Whether the backend would fuse the Mul at ops[0] with what follows (channel_affine.cc).
+static bool affine_fuses(const PlanBuilder& pb, int* skip) {
+  std::vector<uint8_t> bytes = pb.build();
+  memlane::Plan plan;
+  std::string msg;
+  if (memlane::parse_plan(bytes.data(), bytes.size(), &plan, &msg) != memlane::Status::kOk) return false;
+  memlane::cpu::ChannelAffine a;
+  const bool ok = memlane::cpu::channel_affine_chain(plan, 0, &a);
+  *skip = a.skip;
+  return ok;
+}
+
+// Mul(x, scale) -> Add(., shift) [-> Relu] with per-channel weights (an unfolded
+// BatchNormalization, DenseNet's norm1 -> relu1) as one kernel: fused where it may be (weights
+// [C, 1, 1] or [1, C, 1, 1] on either side, with and without the Relu, written over x), the
+// same outputs as the three ops; not fused where a value in between is read elsewhere or a
+// weight is not per channel.
+static void test_channel_affine(Rng& rng) {
+  const int64_t C = 24, H = 9, W = 11;
+  struct Case {
+    const char* label;
+    S wshape;      // the scale's and shift's shape
+    bool relu, weights_first, in_place, mid_read, fuses;
+  };
+  for (const Case& c : {Case{"affine [C,1,1] + relu", {C, 1, 1}, true, false, false, false, true},
+                        Case{"affine [1,C,1,1], weights first", {1, C, 1, 1}, false, true, false, false, true},
+                        Case{"affine + relu over x", {C, 1, 1}, true, false, true, false, true},
+                        Case{"affine, the Mul's output read again", {C, 1, 1}, true, false, false, true, false},
+                        Case{"affine, weights per column (not per channel)", {1, 1, W}, true, false, false, false, false}}) {
+    PlanBuilder pb;
+    const int64_t nw = c.wshape[0] * c.wshape[1] * c.wshape[2] * (c.wshape.size() > 3 ? c.wshape[3] : 1);
+    int x = pb.input("x", {C, H, W});
+    int sc = pb.weight("scale", c.wshape, rng.vec(size_t(nw)));
+    int sh = pb.weight("shift", c.wshape, rng.vec(size_t(nw)));
+    int m = c.mid_read ? pb.output("m", {C, H, W}) : pb.act("m", {C, H, W});
+    int a = c.relu ? pb.act("a", {C, H, W}) : pb.output("a", {C, H, W});
+    int y = c.relu ? pb.output("y", {C, H, W}) : a;
+    if (c.in_place) pb.tensors[size_t(y)].offset = pb.tensors[size_t(x)].offset;
+    pb.op("Mul", c.weights_first ? S{sc, x} : S{x, sc}, {m});
+    pb.op("Add", c.weights_first ? S{sh, m} : S{m, sh}, {a});
+    if (c.relu) pb.op("Relu", {a}, {y});
+    int skip = -1;
+    const bool fused = affine_fuses(pb, &skip);
+    CHECK_MSG(fused == c.fuses, std::string(c.label) + ": fused " + std::to_string(fused));
+    if (fused) CHECK_MSG(skip == (c.relu ? 2 : 1), std::string(c.label) + ": skip " + std::to_string(skip));
+    for (int threads : {1, 2}) compare(c.label, pb, 3, rng.vec(size_t(3 * C * H * W)), threads);
+  }
+}
+
 int main() {
   Rng rng;
+  test_channel_affine(rng);
   // Basic block: conv+relu, conv, add input, relu (Winograd-sized maps, 16 channels: 32x32
   // in whole 16-tile rows, 28x28 and 56x56 in masked segments of 14 and 16 + 12 tiles, 14x14
   // two 7-tile rows a segment; odd maps 55, 27 and 13 in segments of ceil(S / 2) tiles).

@@ -213,7 +213,15 @@ std::unique_ptr<cpu::Kernel> make_kernel(cpu::BuildCtx& bc, const Plan& plan, si
           if (k && ge.taken) *skip = size_t(ge.skip);
           break;
         }
-        case OpType::kAdd: case OpType::kSub: case OpType::kMul: case OpType::kDiv:
+        case OpType::kMul:
+          if (cpu::ChannelAffine ca; cpu::channel_affine_chain(plan, oi, &ca)) {
+            k = cpu::make_channel_affine(bc, ca);
+            *skip = size_t(ca.skip);
+          } else {
+            k = cpu::make_binary(bc, op, &st, message);
+          }
+          break;
+        case OpType::kAdd: case OpType::kSub: case OpType::kDiv:
           k = cpu::make_binary(bc, op, &st, message); break;
         case OpType::kRelu: case OpType::kLeakyRelu: case OpType::kSigmoid: case OpType::kTanh:
         case OpType::kErf: case OpType::kGelu:

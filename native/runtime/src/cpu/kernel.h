@@ -95,6 +95,16 @@ struct GemmEpilogue {
 // The epilogue MatMul ops[i] can take, if any (false: none).
 bool gemm_epilogue(const Plan& plan, size_t i, GemmEpilogue* e);
 
+// Mul(x, scale) at ops[i] -> Add(., shift) [-> Relu], scale and shift per-channel weights and
+// the intermediate tensors read nowhere else: one kernel, y = [relu](x * scale[c] + shift[c])
+// (channel_affine.cc; an unfolded BatchNormalization).
+struct ChannelAffine {
+  int32_t x = -1, scale = -1, shift = -1, output = -1;
+  bool relu = false;
+  int skip = 0;  // ops after the Mul that the kernel replaces
+};
+bool channel_affine_chain(const Plan& plan, size_t i, ChannelAffine* a);
+
 // Conv paths make_conv must not take (BuildCtx::conv_avoid): how the tuner (conv_tune.h) builds
 // a conv's other kernels. Avoiding the direct kernel avoids Winograd too (it needs its layout).
 enum ConvAvoid : uint32_t {
@@ -127,6 +137,7 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx&, const Op&, Status*, std::stri
 std::unique_ptr<Kernel> make_gemm(const BuildCtx&, const Op&, Status*, std::string*);
 std::unique_ptr<Kernel> make_matmul(const BuildCtx&, const Op&, Status*, std::string*);
 std::unique_ptr<Kernel> make_binary(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_channel_affine(const BuildCtx&, const ChannelAffine&);
 std::unique_ptr<Kernel> make_unary(const BuildCtx&, const Op&, Status*, std::string*);
 std::unique_ptr<Kernel> make_pool(const BuildCtx&, const Op&, Status*, std::string*);
 std::unique_ptr<Kernel> make_global_avg_pool(const BuildCtx&, const Op&, Status*, std::string*);
