@@ -83,13 +83,9 @@ bool channel_affine_chain(const Plan& plan, size_t i, ChannelAffine* a) {
   if (add.type != OpType::kAdd) return false;
   const int32_t shift = weight_side(plan, add, mid);
   if (shift < 0) return false;
-  int32_t out = add.outputs[0];
-  bool relu = false;
-  if (i + 2 < ops.size() && ops[i + 2].type == OpType::kRelu && ops[i + 2].inputs.size() == 1 &&
-      ops[i + 2].inputs[0] == out && ops[i + 2].outputs.size() == 1 && !read_elsewhere(plan, out, i + 2)) {
-    out = ops[i + 2].outputs[0];
-    relu = true;
-  }
+  const int32_t relu_out = trailing_relu(plan, i + 2, add.outputs[0]);
+  const bool relu = relu_out >= 0;
+  const int32_t out = relu ? relu_out : add.outputs[0];
   const TensorInfo &M = plan.tensors[mid], &O = plan.tensors[out];
   // Element by element: y may be exactly x's bytes, never part of them.
   if (O.is_weight() || M.shape != X.shape || O.shape != X.shape || O.dtype != DType::kFloat32) return false;

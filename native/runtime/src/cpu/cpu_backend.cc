@@ -47,6 +47,7 @@ void* aligned_bytes(uint64_t bytes) {
 
 using cpu::overlaps;
 using cpu::read_elsewhere;
+using cpu::trailing_relu;
 
 // Conv (no activation) at ops[i] -> Add(its output, R) at i+1 -> optionally Relu at i+2, with
 // the intermediate tensors read nowhere else: the Conv can write act(conv + R) straight to the
@@ -63,13 +64,9 @@ bool residual_epilogue(const Plan& plan, size_t i, cpu::ConvEpilogue* e) {
   if ((add.inputs[0] == t1) == (add.inputs[1] == t1)) return false;  // exactly one side
   const int32_t r = add.inputs[0] == t1 ? add.inputs[1] : add.inputs[0];
   if (read_elsewhere(plan, t1, i + 1)) return false;
-  int32_t out = add.outputs[0];
-  bool relu = false;
-  if (i + 2 < ops.size() && ops[i + 2].type == OpType::kRelu && ops[i + 2].inputs.size() == 1 &&
-      ops[i + 2].inputs[0] == out && ops[i + 2].outputs.size() == 1 && !read_elsewhere(plan, out, i + 2)) {
-    out = ops[i + 2].outputs[0];
-    relu = true;
-  }
+  const int32_t relu_out = trailing_relu(plan, i + 2, add.outputs[0]);
+  const bool relu = relu_out >= 0;
+  const int32_t out = relu ? relu_out : add.outputs[0];
   const TensorInfo &T = plan.tensors[t1], &R = plan.tensors[r], &O = plan.tensors[out];
   const TensorInfo& X = plan.tensors[ops[i].inputs[0]];
   if (R.is_weight() || X.is_weight() || O.is_weight() || R.shape != T.shape || O.shape != T.shape) return false;

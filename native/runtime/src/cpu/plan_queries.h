@@ -21,6 +21,15 @@ inline bool read_elsewhere(const Plan& plan, int32_t id, size_t except) {
   return false;
 }
 
+// The output of the Relu at ops[i] when that op exists, reads tensor `t` alone and `t` is read
+// nowhere else (a fusion may then end at the Relu); -1 otherwise.
+inline int32_t trailing_relu(const Plan& plan, size_t i, int32_t t) {
+  if (i >= plan.ops.size()) return -1;
+  const Op& r = plan.ops[i];
+  if (r.type != OpType::kRelu || r.inputs.size() != 1 || r.inputs[0] != t || r.outputs.size() != 1) return -1;
+  return read_elsewhere(plan, t, i) ? -1 : r.outputs[0];
+}
+
 // True when two tensors share arena bytes (the planner reuses memory between lifetimes).
 inline bool overlaps(const TensorInfo& a, const TensorInfo& b) {
   return a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
