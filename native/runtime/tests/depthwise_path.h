@@ -13,6 +13,26 @@
 
 namespace mltest {
 
+// A 3x3 stride-2 conv over 112x112 planes (past L1) reads them directly on AVX-512
+// (conv_depthwise_s2_avx512.h) unless MEMLANE_DW_S2_PHASES or MEMLANE_DW_BLOCKED asks otherwise.
+inline void check_s2_direct_path() {
+  PlanBuilder pb;
+  const int64_t C = 3;
+  int x = pb.input("x", {C, 112, 112});
+  int w = pb.weight("w", {C, 1, 3, 3}, std::vector<float>(size_t(C * 9), 0.5f));
+  int y = pb.output("y", {C, 56, 56});
+  pb.op("Conv", {x, w, -1}, {y},
+        {{"kernel", std::vector<int64_t>{3, 3}}, {"strides", std::vector<int64_t>{2, 2}},
+         {"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"group", C}});
+  const std::string path = conv_kernel_path(pb, 0);
+  std::string want = "depthwise_s2_direct";
+  if (std::getenv("MEMLANE_CONV_NO_DEPTHWISE")) return;  // the grouped path: checked below
+  if (!memlane::cpu::use_avx512f() || std::getenv("MEMLANE_DW_S2_PHASES")) want = "depthwise_per_channel";
+  else if (std::getenv("MEMLANE_DW_BLOCKED")) want = "depthwise_blocked";
+  std::printf("depthwise path: 3x3 stride 2 over 112x112 runs %s\n", path.c_str());
+  CHECK_MSG(path == want, path + " (expected " + want + ")");
+}
+
 // Which depthwise kernel a conv gets: by the measured rule (blocked on 5x5 and on maps under 24
 // columns, per-channel on 3x3 with 24+), or the one MEMLANE_DW_BLOCKED / MEMLANE_DW_PER_CHANNEL
 // asks for: the *_dw_blocked / *_dw_per_channel ctest runs must really run that kernel.
@@ -28,6 +48,7 @@ inline void check_depthwise_path() {
     return pb;
   };
   const std::string small = conv_kernel_path(dw_plan(5, 7), 0), wide = conv_kernel_path(dw_plan(3, 56), 0);
+  check_s2_direct_path();
   const std::string blocked = "depthwise_blocked", per_channel = "depthwise_per_channel";
   if (std::getenv("MEMLANE_CONV_NO_DEPTHWISE")) {
     std::printf("depthwise path: MEMLANE_CONV_NO_DEPTHWISE set, the grouped conv path runs\n");

@@ -155,6 +155,15 @@ static void test_conv() {
       {"depthwise 3x3 dilated 2, 70x64", 1, 2, 70, 64, 2, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 2, true, false},
       {"depthwise 1x3 stride (1,2) 90x100", 2, 2, 90, 100, 2, 1, 3, 1, 2, 0, 1, 0, 1, 1, 1, 2, true, true},
       {"depthwise 3x3 60x126", 1, 2, 60, 126, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, true, false},
+      // stride-2 depthwise read straight from planes past 24 KiB (conv_depthwise_s2_avx512.cc):
+      // 5x5 with row dilation and asymmetric pads, an output row of 150 (a chunk of 8 vectors
+      // and one of 2), no pads with an odd width (the last vector's lookahead past the row), a
+      // left pad wider than the kernel's half, a 1-row kernel
+      {"dw s2 direct 5x5 100x98, row dilation 2, pads 2/2/1/1", 2, 5, 100, 98, 5, 5, 5, 2, 2, 2, 2, 1, 1, 2, 1, 5, true, true},
+      {"dw s2 direct 3x3 30x300, 150 outputs a row", 1, 3, 30, 300, 3, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 3, true, false},
+      {"dw s2 direct 3x3 99x65, no pads", 2, 4, 99, 65, 4, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 4, false, true},
+      {"dw s2 direct 5x5 80x90, left pad 4, right 3", 1, 3, 80, 90, 3, 5, 5, 2, 2, 1, 4, 2, 3, 1, 1, 3, true, false},
+      {"dw s2 direct 1x5 stride (3,2) 70x120", 2, 2, 70, 120, 2, 1, 5, 3, 2, 0, 2, 0, 2, 1, 1, 2, true, true},
       // channel-blocked depthwise (conv_depthwise_blocked.cc, AVX-512): 16 channels a vector with
       // a partial last block, runs of output columns (7+7, 8+7+...), bands of output rows on
       // maps too large for one (60x50, 61x47), stride 2, dilation, asymmetric pads
@@ -163,7 +172,7 @@ static void test_conv() {
       {"dw blocked 3x3 60x50 in bands, 17 channels", 1, 17, 60, 50, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 17, false, true},
       {"dw blocked 5x5 stride 2 dilated 61x47 bands", 2, 18, 61, 47, 18, 5, 5, 2, 2, 3, 1, 4, 2, 2, 1, 18, true, false},
       {"dw blocked 3x5 stride (1,2) asym pads, 9 channels", 2, 9, 23, 29, 9, 3, 5, 1, 2, 0, 2, 2, 1, 1, 1, 9, true, true},
-      {"dw blocked 3x3 one block of 16, 112x112 stride 2", 1, 16, 112, 112, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 16, true, true},
+      {"dw 3x3 one block of 16, 112x112 stride 2 (s2 direct; blocked under MEMLANE_DW_BLOCKED)", 1, 16, 112, 112, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 16, true, true},
       {"dw 1x1 stride 2, 19 channels", 2, 19, 9, 11, 19, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 19, true, false},
       {"dw 3x3 28-wide (per-channel, two rows a pass), odd rows", 2, 21, 27, 28, 21, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 21, true, true},
       {"dw 3x3 two rows a pass, column dilation 2, 30-wide", 2, 5, 13, 30, 5, 3, 3, 1, 1, 1, 2, 1, 2, 1, 2, 5, true, false},

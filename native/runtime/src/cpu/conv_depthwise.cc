@@ -1,6 +1,7 @@
 #include "cpu/conv_depthwise.h"
 #include "cpu/conv_depthwise_avx2.h"
 #include "cpu/conv_depthwise_blocked.h"
+#include "cpu/conv_depthwise_s2_avx512.h"
 #include "cpu/conv_act_avx512.h"
 #include "cpu/cpu_features.h"
 #include "cpu/conv_direct.h"
@@ -245,27 +246,30 @@ class DepthwiseKernel final : public Kernel {
   const float* b = nullptr;
   ConvAct act;
   int threads = 1;
+  // Every channel through dw_channel_s2_direct, with no phase planes: at stride 2 over a plane
+  // larger than L1 their copy cost more than the taps.
+  bool s2_direct = false;
 
-  const char* path() const override { return "depthwise_per_channel"; }
+  const char* path() const override { return s2_direct ? "depthwise_s2_direct" : "depthwise_per_channel"; }
 
-  uint64_t workspace_floats(int64_t) const override {
-    // 16-float aligned slots, one a thread
-    return uint64_t(threads) * uint64_t((conv_depthwise_scratch(g) + 15) / 16 * 16);
-  }
+  // 16-float aligned scratch slots, one a thread; none when no channel is copied.
+  int64_t slot_floats() const { return s2_direct ? 0 : (conv_depthwise_scratch(g) + 15) / 16 * 16; }
+  uint64_t workspace_floats(int64_t) const override { return uint64_t(threads) * uint64_t(slot_floats()); }
 
   void run(const RunCtx& c) const override {
     const float* X = x.at(c);
     float* Y = y.at(c);
     const int64_t in_sz = g.H * g.W, out_sz = g.OH * g.OW, K = g.kh * g.kw, items = c.batch * C;
-    const int64_t slot = (conv_depthwise_scratch(g) + 15) / 16 * 16;
+    const int64_t slot = slot_floats();
     const int64_t use = depthwise_threads(items, K * out_sz, threads, c.pool->threads());
     c.pool->parallel_for(use, 1, [&](int64_t s0, int64_t s1) {
       for (int64_t s = s0; s < s1; ++s) {
         float* scratch = c.workspace + s * slot;
         for (int64_t it = items * s / use; it < items * (s + 1) / use; ++it) {
           const int64_t ch = it % C;
-          conv_depthwise_channel(g, X + it * in_sz, w + ch * K, b ? b[ch] : 0.f, Y + it * out_sz, act, scratch,
-                                 it > items * s / use);
+          if (s2_direct) dw_channel_s2_direct(g, X + it * in_sz, w + ch * K, b ? b[ch] : 0.f, Y + it * out_sz, act);
+          else conv_depthwise_channel(g, X + it * in_sz, w + ch * K, b ? b[ch] : 0.f, Y + it * out_sz, act, scratch,
+                                      it > items * s / use);
         }
       }
     });
@@ -287,6 +291,9 @@ std::unique_ptr<Kernel> make_depthwise_kernel(const DwGeom& g, int64_t C, Tensor
   k->b = bias;
   k->act = act;
   k->threads = std::max(1, threads);
+  // Not for y over x (the planner's in-place activation): it reads input rows the output has
+  // reached, where the copy holds them. (Same-size planes at stride 2: only tiny maps.)
+  k->s2_direct = dw_s2_direct_applies(g) && !(x.weight == nullptr && y.weight == nullptr && x.offset == y.offset);
   return k;
 }
 
