@@ -233,8 +233,8 @@ int64_t inplace_safe_band(const DwGeom& g, int64_t band) {
 // per-channel kernel's time on every 5x5 conv and on maps up to 14 wide, but 1.0-1.3x on 3x3
 // convs with 28+ output columns, where the per-channel kernel's vectors are full and its plane
 // copy is cheaper than the two 16x16 transposes an output costs here.
-// A stride-2 conv over a plane larger than L1 reads it directly instead (conv_depthwise_s2_avx512.h:
-// 0.77-0.87x this kernel's time on 96-112 wide 5x5 and 3x3 maps).
+// A stride-2 conv over a plane larger than L1 reads it directly instead
+// (conv_depthwise_s2_avx512.h: 0.77-0.87x this kernel's time on 96-112 wide 5x5 and 3x3 maps).
 bool blocked_pays(const DwGeom& g) { return !dw_s2_direct_applies(g) && (g.kh * g.kw > 9 || g.OW < 24); }
 
 }  // namespace

@@ -15,7 +15,8 @@
 namespace memlane::cpu {
 
 // True when dw_channel_s2_direct handles g (column stride 2, column dilation 1, kernel width
-// 3 or 5) on this CPU (AVX-512F). MEMLANE_DW_S2_PHASES=1: never (the phase-plane path; A/B).
+// 3 or 5) and pays for it (an input plane over 24 KiB: kDirectMinPlaneFloats) on this CPU
+// (AVX-512F). MEMLANE_DW_S2_PHASES=1: never (the phase-plane copy or the blocked kernel; A/B).
 bool dw_s2_direct_applies(const DwGeom& g);
 
 // One channel: x [H][W] -> y [OH][OW] = act(conv(x, w[kh][kw]) + bias). Needs no scratch.
