@@ -12,6 +12,8 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+
+#include "cpu/simd/lanes_avx512.h"
 #define MEMLANE_DW_AVX512 1
 #endif
 
@@ -53,8 +55,6 @@ __attribute__((target("avx512f"))) void fill_phases_s2(const DwGeom& g, const fl
   // x[2i] lands on padded column pl + 2i: phase pl % 2, index pl / 2 + i; x[2i+1] likewise.
   float* even_base = s + (g.pl % 2) * plane + g.pl / 2;
   float* odd_base = s + ((g.pl + 1) % 2) * plane + (g.pl + 1) / 2;
-  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   for (int64_t h = 0; h < g.H; ++h) {
     const float* xr = x + h * g.W;
     float* er = even_base + (g.pt + h) * Wq;
@@ -67,8 +67,8 @@ __attribute__((target("avx512f"))) void fill_phases_s2(const DwGeom& g, const fl
       const int64_t ne = (n + 1) / 2, no = n / 2;
       const __mmask16 me = ne == 16 ? __mmask16(0xFFFF) : __mmask16((1u << ne) - 1);
       const __mmask16 mo = no == 16 ? __mmask16(0xFFFF) : __mmask16((1u << no) - 1);
-      _mm512_mask_storeu_ps(er + w / 2, me, _mm512_permutex2var_ps(a, ie, b));
-      _mm512_mask_storeu_ps(orow + w / 2, mo, _mm512_permutex2var_ps(a, io, b));
+      _mm512_mask_storeu_ps(er + w / 2, me, simd::even_lanes(a, b));
+      _mm512_mask_storeu_ps(orow + w / 2, mo, simd::odd_lanes(a, b));
     }
   }
 }

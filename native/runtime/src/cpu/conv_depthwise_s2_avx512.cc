@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include "cpu/conv_act_avx512.h"
+#include "cpu/simd/lanes_avx512.h"
 #define MEMLANE_DWS2_AVX512 1
 #endif
 
@@ -35,32 +36,13 @@ constexpr int kVectors = 8;
 // permutes (9 shuffles a 3x3 output vector, all on one port).
 constexpr int64_t kDirectMinPlaneFloats = 6 * 1024;
 
-// x[c .. c+16) of a row of W floats, zero outside [0, W) (the conv's left and right padding).
-MEMLANE_DWS2_TARGET inline __m512 load_cols(const float* row, int64_t c, int64_t W) {
-  if (c >= 0 && c + 16 <= W) return _mm512_loadu_ps(row + c);
-  const int64_t lo = std::max<int64_t>(0, -c), hi = std::min<int64_t>(16, W - c);
-  if (hi <= lo) return _mm512_setzero_ps();
-  const __mmask16 m = __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
-  return _mm512_maskz_loadu_ps(m, row + c);  // masked-off lanes are not read
-}
-
-// Lanes 0..15 of the 32 floats (lo, hi) shifted down by S lanes: (lo[S..15], hi[0..S-1]).
-template <int S>
-MEMLANE_DWS2_TARGET inline __m512 shift_lanes(__m512 lo, __m512 hi) {
-  // The masked form with every lane kept: the plain one's undefined pass-through operand sets
-  // off GCC 12's -Wmaybe-uninitialized.
-  const __m512i l = _mm512_castps_si512(lo);
-  return _mm512_castsi512_ps(_mm512_mask_alignr_epi32(l, __mmask16(0xFFFF), _mm512_castps_si512(hi), l, S));
-}
-
 // Output row oh, columns [ow0, ow0 + 16 * nv) (the last vector may pass OW: not stored).
 // Output column o's tap j reads input column 2 * o - pl + j: for the vector at o0 those are
 // the even (j even) or odd (j odd) columns from 2 * o0 - pl, shifted by j / 2 lanes.
 template <int KW>
 MEMLANE_DWS2_TARGET void row_chunk(const DwGeom& g, const float* x, const float* w, __m512 b, float* yr, int64_t oh,
                                    int64_t ow0, int nv, const ConvAct& act) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  using simd::even_lanes, simd::load_in_row, simd::odd_lanes, simd::shift_lanes;
   __m512 acc[kVectors];
   for (int k = 0; k < nv; ++k) acc[k] = b;
   for (int64_t i = 0; i < g.kh; ++i) {
@@ -69,12 +51,12 @@ MEMLANE_DWS2_TARGET void row_chunk(const DwGeom& g, const float* x, const float*
     const float* row = x + ih * g.W;
     const float* wr = w + i * KW;
     int64_t c = 2 * ow0 - g.pl;
-    __m512 a0 = load_cols(row, c, g.W), a1 = load_cols(row, c + 16, g.W);
-    __m512 e = _mm512_permutex2var_ps(a0, even, a1), o = _mm512_permutex2var_ps(a0, odd, a1);
+    const __m512 a0 = load_in_row(row, c, g.W), a1 = load_in_row(row, c + 16, g.W);
+    __m512 e = even_lanes(a0, a1), o = odd_lanes(a0, a1);
     for (int k = 0; k < nv; ++k) {
       c += 32;
-      const __m512 n0 = load_cols(row, c, g.W), n1 = load_cols(row, c + 16, g.W);
-      const __m512 en = _mm512_permutex2var_ps(n0, even, n1), on = _mm512_permutex2var_ps(n0, odd, n1);
+      const __m512 n0 = load_in_row(row, c, g.W), n1 = load_in_row(row, c + 16, g.W);
+      const __m512 en = even_lanes(n0, n1), on = odd_lanes(n0, n1);
       __m512 s = acc[k];
       s = _mm512_fmadd_ps(_mm512_set1_ps(wr[0]), e, s);
       s = _mm512_fmadd_ps(_mm512_set1_ps(wr[1]), o, s);

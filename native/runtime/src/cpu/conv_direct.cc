@@ -8,6 +8,8 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+
+#include "cpu/simd/lanes_avx512.h"
 #define MEMLANE_CONV_DIRECT 1
 #endif
 
@@ -120,29 +122,18 @@ bool cpu_has_avx512f() {
   return has;
 }
 
-// Lanes l of a 16-float load at x + s that lie inside [0, W).
-inline __mmask16 inside(int64_t s, int64_t W) {
-  const int64_t lo = std::clamp<int64_t>(-s, 0, 16), hi = std::clamp<int64_t>(W - s, 0, 16);
-  return hi > lo ? __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1)) : __mmask16(0);
-}
-
 // One input row (W floats) as the even and odd columns of its zero-bordered row (pl zeros on
 // the left, Wp in all). Masked loads straight from x: lanes outside the row read as zero
 // and never touch memory (a staging copy of the row measured 3x slower: its 64-byte loads
 // cannot be forwarded from the narrower stores that filled it).
 __attribute__((target("avx512f"))) void split_row(const float* x, int64_t W, int64_t pl, int64_t Wp, float* even,
                                                   float* odd) {
-  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   const int64_t we = (Wp + 1) / 2, wo = Wp / 2;
   for (int64_t q = 0; 2 * q < Wp; q += 16) {
-    const int64_t s0 = 2 * q - pl, s1 = s0 + 16;
-    const __mmask16 m0 = inside(s0, W), m1 = inside(s1, W);
-    // (only masked-in lanes are dereferenced; the base may lie before x)
-    const __m512 a = m0 == 0xFFFF ? _mm512_loadu_ps(x + s0) : m0 ? _mm512_maskz_loadu_ps(m0, x + s0) : _mm512_setzero_ps();
-    const __m512 b = m1 == 0xFFFF ? _mm512_loadu_ps(x + s1) : m1 ? _mm512_maskz_loadu_ps(m1, x + s1) : _mm512_setzero_ps();
+    const int64_t s0 = 2 * q - pl;
+    const __m512 a = simd::load_in_row(x, s0, W), b = simd::load_in_row(x, s0 + 16, W);
     const int64_t ne = std::min<int64_t>(16, we - q), no = std::min<int64_t>(16, wo - q);
-    const __m512 ev = _mm512_permutex2var_ps(a, ie, b), od = _mm512_permutex2var_ps(a, io, b);
+    const __m512 ev = simd::even_lanes(a, b), od = simd::odd_lanes(a, b);
     if (ne == 16) _mm512_storeu_ps(even + q, ev);
     else _mm512_mask_storeu_ps(even + q, __mmask16((1u << ne) - 1), ev);
     if (no == 16) _mm512_storeu_ps(odd + q, od);
@@ -154,8 +145,6 @@ __attribute__((target("avx512f"))) void split_row(const float* x, int64_t W, int
 // left border shifted in by a two-source permute (the masked loads of split_row cost 3x more).
 __attribute__((target("avx512f"))) void split_row16(const float* x, int64_t W, int64_t pl, int64_t Wp, float* even,
                                                     float* odd) {
-  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   const __m512i shift = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                          _mm512_set1_epi32(int(16 - pl)));
   const int64_t nx = W / 16, we = (Wp + 1) / 2, wo = Wp / 2;
@@ -168,7 +157,7 @@ __attribute__((target("avx512f"))) void split_row16(const float* x, int64_t W, i
     const __m512 x2 = k + 1 < nx ? _mm512_loadu_ps(x + 16 * (k + 1)) : z;
     const __m512 a = _mm512_permutex2var_ps(x0, shift, x1), b = _mm512_permutex2var_ps(x1, shift, x2);
     const int64_t ne = std::min<int64_t>(16, we - q), no = std::min<int64_t>(16, wo - q);
-    const __m512 ev = _mm512_permutex2var_ps(a, ie, b), od = _mm512_permutex2var_ps(a, io, b);
+    const __m512 ev = simd::even_lanes(a, b), od = simd::odd_lanes(a, b);
     if (ne == 16) _mm512_storeu_ps(even + q, ev);
     else _mm512_mask_storeu_ps(even + q, __mmask16((1u << ne) - 1), ev);
     if (no == 16) _mm512_storeu_ps(odd + q, od);

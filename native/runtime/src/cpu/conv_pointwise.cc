@@ -12,6 +12,8 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+
+#include "cpu/simd/lanes_avx512.h"
 #define MEMLANE_PW_AVX512 1
 #endif
 
@@ -32,10 +34,9 @@ void residual_act(const float* t, const float* r, float* y, int64_t n, float bia
 // dst[ow] = src[2 * ow] for ow < n, from a row of W floats: the even lanes of two vectors at a
 // time while both lie in the row, then one by one.
 __attribute__((target("avx512f"))) void even_columns(const float* src, float* dst, int64_t n, int64_t W) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   int64_t ow = 0;
   for (; ow + 16 <= n && 2 * ow + 32 <= W; ow += 16)
-    _mm512_storeu_ps(dst + ow, _mm512_permutex2var_ps(_mm512_loadu_ps(src + 2 * ow), even, _mm512_loadu_ps(src + 2 * ow + 16)));
+    _mm512_storeu_ps(dst + ow, simd::even_lanes(_mm512_loadu_ps(src + 2 * ow), _mm512_loadu_ps(src + 2 * ow + 16)));
   for (; ow < n; ++ow) dst[ow] = src[2 * ow];
 }
 #endif

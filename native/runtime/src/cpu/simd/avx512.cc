@@ -11,6 +11,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu/conv_act_avx512.h"
 #include "cpu/simd/avx512_math.h"
+#include "cpu/simd/lanes_avx512.h"
 #include "cpu/vmath.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -248,15 +249,13 @@ AVX512 void row_means(const float* x, int64_t rows, int64_t n, float scale, floa
 }
 
 AVX512 void max3_stride2(const float* b, float* out, int64_t n) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const float* p = b + 2 * i;  // taps 0 and 1 from p[0..31], tap 2 from p[2..32]
     const __m512 lo = _mm512_loadu_ps(p), hi = _mm512_loadu_ps(p + 16);
     const __m512 lo2 = _mm512_loadu_ps(p + 2), hi2 = _mm512_maskz_loadu_ps(0x7FFF, p + 18);
-    const __m512 m = _mm512_max_ps(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi));
-    _mm512_storeu_ps(out + i, _mm512_max_ps(m, _mm512_permutex2var_ps(lo2, even, hi2)));
+    const __m512 m = _mm512_max_ps(even_lanes(lo, hi), odd_lanes(lo, hi));
+    _mm512_storeu_ps(out + i, _mm512_max_ps(m, even_lanes(lo2, hi2)));
   }
   if (i < n) {  // the last r < 16 outputs: masked loads of the 2r + 1 floats they read
     // (a scalar loop here was most of the work on 27-wide rows, 13 outputs and no full vector)
@@ -265,8 +264,8 @@ AVX512 void max3_stride2(const float* b, float* out, int64_t n) {
     const auto mk = [&](int64_t from) { return tail_mask(std::clamp<int64_t>(avail - from, 0, 16)); };
     const __m512 lo = _mm512_maskz_loadu_ps(mk(0), p), hi = _mm512_maskz_loadu_ps(mk(16), p + 16);
     const __m512 lo2 = _mm512_maskz_loadu_ps(mk(2), p + 2), hi2 = _mm512_maskz_loadu_ps(mk(18), p + 18);
-    const __m512 m = _mm512_max_ps(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi));
-    _mm512_mask_storeu_ps(out + i, tail_mask(r), _mm512_max_ps(m, _mm512_permutex2var_ps(lo2, even, hi2)));
+    const __m512 m = _mm512_max_ps(even_lanes(lo, hi), odd_lanes(lo, hi));
+    _mm512_mask_storeu_ps(out + i, tail_mask(r), _mm512_max_ps(m, even_lanes(lo2, hi2)));
   }
 }
 
@@ -291,19 +290,15 @@ AVX512 inline __m512 bordered_max(const float* const* rows, int64_t count, int64
 template <int K>
 AVX512 inline void max3_stride2_row(const float* const* rows, int64_t count, int64_t W, int64_t pl, float* out,
                                     int64_t n) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   const __m512 lowest = _mm512_set1_ps(-FLT_MAX);
   __m512 a = bordered_max<K>(rows, count, W, -pl, lowest);
   for (int64_t i = 0; i < n; i += 16) {
     // a, b, c: b[2i ..], b[2i + 16 ..], b[2i + 32 ..] of the bordered row
     const __m512 b = bordered_max<K>(rows, count, W, 2 * i + 16 - pl, lowest);
     const __m512 c = bordered_max<K>(rows, count, W, 2 * i + 32 - pl, lowest);
-    const __m512 e = _mm512_permutex2var_ps(a, even, b), o = _mm512_permutex2var_ps(a, odd, b);
+    const __m512 e = even_lanes(a, b), o = odd_lanes(a, b);
     // taps 2: b[2i + 2 .. 2i + 32] by even lanes of the row shifted by two
-    const __m512 t1 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(b), _mm512_castps_si512(a), 2));
-    const __m512 t2 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(c), _mm512_castps_si512(b), 2));
-    const __m512 m = _mm512_max_ps(_mm512_max_ps(e, o), _mm512_permutex2var_ps(t1, even, t2));
+    const __m512 m = _mm512_max_ps(_mm512_max_ps(e, o), even_lanes(shift_lanes<2>(a, b), shift_lanes<2>(b, c)));
     _mm512_mask_storeu_ps(out + i, tail_mask(n - i), m);
     a = c;
   }
