@@ -103,7 +103,7 @@ export class BfcArenaReplay {
     return this.regions.map((r) => ({
       bytes: r.size,
       residentBytes: r.touched.reduce((s, t) => s + t, 0) * PAGE,
-      handleTableBytes: Math.ceil(r.size / BFC_MIN_ALLOCATION) * BFC_HANDLE_BYTES,
+      handleTableBytes: handleTableBytes(r.size),
     }));
   }
 
@@ -147,6 +147,9 @@ export class BfcArenaReplay {
     if (b.next) b.next.prev = a;
   }
 }
+
+/** The bytes of a region's table of chunk handles (malloc'd right after the region, all written). */
+export const handleTableBytes = (regionBytes: number): number => Math.ceil(regionBytes / BFC_MIN_ALLOCATION) * BFC_HANDLE_BYTES;
 
 const roundUp = (bytes: number) => Math.ceil(bytes / BFC_MIN_ALLOCATION) * BFC_MIN_ALLOCATION;
 /** Regions sort by their address (a later one lower), chunks by their offset within. */

@@ -23,7 +23,7 @@ import { Phase } from "../transport/protocol.ts";
 import { REPO_ROOT } from "../workers/specs.ts";
 import { type Fit, fitLinear } from "./fit.ts";
 import { type Features, features, isOrtRuntime, type ModelTerms, modelTerms, requestsPerBatch, type RunShape } from "./model-terms.ts";
-import { probeOrtLoad } from "./ort-load.ts";
+import { type OrtLoadProbe, probeOrtLoad } from "./ort-load.ts";
 import { PROBES, type Probe, writeProbes } from "./probe-models.ts";
 
 /** The ONNX runtimes calibration measures (python-torch runs a module, not an ONNX file). */
@@ -38,7 +38,7 @@ export const COUNTERS = Object.freeze({
 });
 export type Counter = keyof typeof COUNTERS;
 
-export const CALIBRATION_FORMAT = 23; // 23: memlane-rt's model-load peak adds the load probe's own peak above the load's end (nativeLoadTransientMiB, given slope 1 on that counter), not a fitted slope on W; 22: the ORT runtimes' first-inference arena is the replay's after the first request (ortFirstRequestMiB, given slope 1), not a slope fitted on the whole run's arena, and their activation slope is 0 before it (node-ort no longer borrows python-ort's fitted slope); 21: memlane-rt's kernel workspace at one sample is a given term (nativeWorkspaceMiB, from the native load probe), where the activation slope had taken up an im2col conv's columns on a CPU without AVX-512; 20: ORT's common subexpression elimination in the replay (ort-cse.ts); 19: ORT's arena regions cost their handle tables too (1/32 of each, bfc-arena.ts); 18: ORT's layout 0 LSTM, its LSTM and Where kernels' scratch in the arena replay (ort-scratch.ts), and python-ort's eval pass keeping its outputs in the arena (ort-arena.ts EvalPass), so its eval-output slope is the join alone; 17: memlane-rt's kernel workspace beyond one sample (an LSTM's input projections) joins its arena beyond one sample in largestBatchMiB (was wholeBatchArenaMiB); 16: memlane-rt's output buffers (outputBufferMiB), left unzeroed by its worker until the largest batch writes them; 15: node-ort's dead output tensors are a given term (deadOutputMiB, model-terms.ts: nodeDeadOutputMiB), the probes' requests counted; 14: node-ort runs in a child Node process of its own (node-ort-process.mjs), not on the orchestrator's worker_thread; 13: the orchestrator no longer keeps the last plan file it read (msgpackr held the buffer a header view came from), which node-ort's weight slope had taken up; 12: memlane-rt runs a split batch's last ops over the whole batch in an arena of their own (nativeBatchTailPerSampleMiB, from the native load probe); 11: node-ort's held memory is its own (the addon's mallocInfo), not python-ort's, and memlane-rt's load is measured (native-load.ts: nativeLoadMiB, nativeReleasedMiB); 10: node-ort starts from a collected and trimmed orchestrator (collect-garbage.ts); 9: ORT's activations are its arena replayed (ort-arena.ts: resident bytes, not the pattern times a fitted slope), slope 1 at steady-inference; 8: memlane-rt's unchunked arena (wholeBatchArenaMiB, native-chunk.ts); 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
+export const CALIBRATION_FORMAT = 24; // 24: ORT's arena regions and handle tables that fit in the blocks the load left held cost no RSS beyond heldMiB (ort-heap-reuse.ts, the load probe's freePieces), where every written page of the replay counted; 23: memlane-rt's model-load peak adds the load probe's own peak above the load's end (nativeLoadTransientMiB, given slope 1 on that counter), not a fitted slope on W; 22: the ORT runtimes' first-inference arena is the replay's after the first request (ortFirstRequestMiB, given slope 1), not a slope fitted on the whole run's arena, and their activation slope is 0 before it (node-ort no longer borrows python-ort's fitted slope); 21: memlane-rt's kernel workspace at one sample is a given term (nativeWorkspaceMiB, from the native load probe), where the activation slope had taken up an im2col conv's columns on a CPU without AVX-512; 20: ORT's common subexpression elimination in the replay (ort-cse.ts); 19: ORT's arena regions cost their handle tables too (1/32 of each, bfc-arena.ts); 18: ORT's layout 0 LSTM, its LSTM and Where kernels' scratch in the arena replay (ort-scratch.ts), and python-ort's eval pass keeping its outputs in the arena (ort-arena.ts EvalPass), so its eval-output slope is the join alone; 17: memlane-rt's kernel workspace beyond one sample (an LSTM's input projections) joins its arena beyond one sample in largestBatchMiB (was wholeBatchArenaMiB); 16: memlane-rt's output buffers (outputBufferMiB), left unzeroed by its worker until the largest batch writes them; 15: node-ort's dead output tensors are a given term (deadOutputMiB, model-terms.ts: nodeDeadOutputMiB), the probes' requests counted; 14: node-ort runs in a child Node process of its own (node-ort-process.mjs), not on the orchestrator's worker_thread; 13: the orchestrator no longer keeps the last plan file it read (msgpackr held the buffer a header view came from), which node-ort's weight slope had taken up; 12: memlane-rt runs a split batch's last ops over the whole batch in an arena of their own (nativeBatchTailPerSampleMiB, from the native load probe); 11: node-ort's held memory is its own (the addon's mallocInfo), not python-ort's, and memlane-rt's load is measured (native-load.ts: nativeLoadMiB, nativeReleasedMiB); 10: node-ort starts from a collected and trimmed orchestrator (collect-garbage.ts); 9: ORT's activations are its arena replayed (ort-arena.ts: resident bytes, not the pattern times a fitted slope), slope 1 at steady-inference; 8: memlane-rt's unchunked arena (wholeBatchArenaMiB, native-chunk.ts); 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
 /** The run shape of every probe run: small, so calibration takes about a minute. */
 export const PROBE_RUN: Readonly<{ batchSizes: number[]; iterations: number; threads: number }> = Object.freeze({
   batchSizes: [1, 8], iterations: 5, threads: 1,
@@ -100,15 +100,19 @@ export function measuredHeldMiB(report: Pick<Report, "runtimes">, runtime = "pyt
   return typeof v === "number" ? Math.max(0, v) : null;
 }
 
-/** Each ORT runtime's terms with its own measured held memory (measuredHeldMiB), else the load probe's. */
+/**
+ * Each ORT runtime's terms with its own measured held memory (measuredHeldMiB), else the load
+ * probe's, and the probe's blocks of it (where the arena lands without growing RSS,
+ * ort-heap-reuse.ts): the estimate subtracts them, so the fit must see them too. One probe run
+ * a model: the blocks a load leaves vary less than its held total.
+ */
 async function termsByRuntime(report: Report, terms: ModelTerms): Promise<(runtime: string) => ModelTerms> {
-  let probed: number | null | undefined;
+  let probed: OrtLoadProbe | undefined;
   const byRuntime = new Map<string, ModelTerms>();
   for (const r of report.runtimes) {
     if (!isOrtRuntime(r.name)) continue;  // held memory is an ORT runtime's term only
-    let held = measuredHeldMiB(report, r.name);
-    if (held === null) held = probed !== undefined ? probed : (probed = (await probeOrtLoad(terms.file)).heldMiB);
-    byRuntime.set(r.name, { ...terms, ortLoadHeldMiB: held });
+    probed ??= await probeOrtLoad(terms.file, { runs: 1 });
+    byRuntime.set(r.name, { ...terms, ortLoadHeldMiB: measuredHeldMiB(report, r.name) ?? probed.heldMiB, ortLoadFreePieces: probed.freePieces });
   }
   return (runtime) => byRuntime.get(runtime) ?? terms;
 }

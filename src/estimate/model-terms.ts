@@ -16,7 +16,8 @@ import { InputSpecError, resolveModelIo, type ShapeOverrides } from "../pipeline
 import { readPlan } from "../compiler/read.ts";
 import { nativeChunkable, nativeChunkSamples } from "./native-chunk.ts";
 import { probeNativeLoad, workspaceAt } from "./native-load.ts";
-import { probeOrtLoad } from "./ort-load.ts";
+import { type FreePieces, probeOrtLoad } from "./ort-load.ts";
+import { arenaResidentBeyondHeld } from "./ort-heap-reuse.ts";
 import { evalChunks, ortPatternKey, replayOrtArena } from "./ort-arena.ts";
 import { ortPatternBytesPerSample, ortRunTracePerSample, type TraceEvent } from "./ort-pattern.ts";
 
@@ -65,6 +66,12 @@ export interface ModelTerms {
    * read mallinfo2.
    */
   ortLoadHeldMiB: number | null;
+  /**
+   * That held memory as the blocks the probe could take from it (ort-load.ts FreePieces): where
+   * ORT's arena regions and their tables land without growing RSS (ort-heap-reuse.ts). null or
+   * absent where not measured: the arena replay's pages all count as new.
+   */
+  ortLoadFreePieces?: FreePieces[] | null;
   /**
    * Why ortLoadHeldMiB is null although the probe was asked for (it failed, or the worker's
    * malloc is not glibc's); the estimate then leaves that term out (0) and says so.
@@ -267,10 +274,10 @@ export async function modelTerms(onnxPath: string, feed: InputFeed = {}, opts: {
   // The probe's workers write where ORT writes (its `.ses` and logs in TMPDIR): a run's scratch.
   const env = opts.tmpDir !== undefined ? { env: { TMPDIR: opts.tmpDir } } : {};
   try {
-    const { heldMiB } = await probeOrtLoad(onnxPath, env);
+    const { heldMiB, freePieces } = await probeOrtLoad(onnxPath, env);
     return heldMiB === null
       ? { ...terms, ortLoadHeldMiB: null, ortLoadUnavailable: "mallinfo2 cannot be read in the probe (no glibc malloc)" }
-      : { ...terms, ortLoadHeldMiB: heldMiB };
+      : { ...terms, ortLoadHeldMiB: heldMiB, ortLoadFreePieces: freePieces };
   } catch (err) {
     // The load probe refines the estimate; its failure must not take the graph's terms with it.
     return { ...terms, ortLoadHeldMiB: null, ortLoadUnavailable: `the load probe failed: ${err instanceof Error ? err.message : String(err)}` };
@@ -409,7 +416,7 @@ export function nodeDeadOutputMiB(t: Pick<ModelTerms, "outputPerSampleMiB">, run
  * a chunk of it, torch allocates per op.
  */
 export function features(runtime: string, t: ModelTerms, run: RunShape): Features {
-  const arena = ORT_RUNTIMES.has(runtime) ? ortArenaMiB(t, run, runtime === "python-ort") : null;
+  const arena = ORT_RUNTIMES.has(runtime) ? ortArenaMiB(t, run, runtime === "python-ort", t.ortLoadHeldMiB !== null ? (t.ortLoadFreePieces ?? null) : null) : null;
   const ortArena = arena?.residentMiB ?? null;
   const ortPattern = ORT_RUNTIMES.has(runtime) ? t.ortPatternPerSampleMiB : null;
   const sampleBytes = (ortPattern ?? t.arenaPerSampleMiB ?? 0) * MIB;
@@ -460,14 +467,15 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
  * What ORT's CPU arena leaves resident after the run's first request and after all of them
  * (ort-arena.ts), MiB; null without a trace (the pattern times the largest batch stands in).
  * `holdEvalOutputs`: the eval pass keeps its outputs in the arena until it ends (python-ort;
- * ort-arena.ts EvalPass).
+ * ort-arena.ts EvalPass). `heldPieces`: the load's held blocks, where the regions and tables
+ * that fit cost nothing beyond heldMiB (ort-heap-reuse.ts); null: every written page counts.
  */
-function ortArenaMiB(t: ModelTerms, run: RunShape, holdEvalOutputs: boolean): { firstRequestMiB: number; residentMiB: number } | null {
+function ortArenaMiB(t: ModelTerms, run: RunShape, holdEvalOutputs: boolean, heldPieces: readonly FreePieces[] | null): { firstRequestMiB: number; residentMiB: number } | null {
   if (!t.ortTracePerSample) return null;
   const batches = run.batchSizes ?? [...new Set([1, run.maxBatch])];
   const dims = t.ortInputDims;
   const key = dims ? (batch: number) => ortPatternKey(dims, batch) : undefined;
   const evalPass = { chunks: evalChunks(run.evalSamples, Math.max(...batches)), holdOutputs: holdEvalOutputs };
-  const replay = replayOrtArena(t.ortTracePerSample, batches, key, evalPass);
-  return { firstRequestMiB: replay.firstRequestBytes / MIB, residentMiB: replay.residentBytes / MIB };
+  const beyondHeld = arenaResidentBeyondHeld(replayOrtArena(t.ortTracePerSample, batches, key, evalPass), heldPieces);
+  return { firstRequestMiB: beyondHeld.firstRequestBytes / MIB, residentMiB: beyondHeld.residentBytes / MIB };
 }

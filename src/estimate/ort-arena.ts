@@ -38,6 +38,8 @@ export interface ArenaReplay {
   regions: number[];
   /** The bytes of each region ever written to, in the same order (no handle tables). */
   regionsResident: number[];
+  /** The same for the regions the first request made, as they were after it (firstRequestBytes's parts). */
+  firstRequestRegionsResident: number[];
 }
 
 /** The eval pass's requests: the eval set in chunks of the largest batch, a shorter one last. */
@@ -143,9 +145,13 @@ export function replayOrtArena(tracePerSample: readonly TraceEvent[], batches: r
     return "recorded";
   };
   let firstRequestBytes = 0;
+  let firstRequestRegionsResident: number[] = [];
   batches.forEach((batch, i) => {
     const first = request(batch, null);
-    if (i === 0) firstRequestBytes = resident();
+    if (i === 0) {
+      firstRequestBytes = resident();
+      firstRequestRegionsResident = arena.report().map((r) => r.residentBytes);
+    }
     // The later requests of a shape whose pattern the first recorded use it (all alike).
     if (first === "recorded") request(batch, null);
   });
@@ -158,5 +164,6 @@ export function replayOrtArena(tracePerSample: readonly TraceEvent[], batches: r
     handleTableBytes: report.reduce((s, r) => s + r.handleTableBytes, 0),
     regions: report.map((r) => r.bytes),
     regionsResident: report.map((r) => r.residentBytes),
+    firstRequestRegionsResident,
   };
 }

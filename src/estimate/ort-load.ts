@@ -28,6 +28,14 @@ interface Raw {
   heldKiB: number | null;
   inUseKiB: number | null;
   rssKiB: number | null;
+  /** [[sizeKiB, count], ...]: the held blocks the arena gave out (python/memlane_worker/free_pieces.py); null where it could not tell. */
+  freePieces: Array<[number, number]> | null;
+}
+
+/** Free blocks malloc holds after the load, as the probe carved them: `count` blocks of `bytes`. */
+export interface FreePieces {
+  bytes: number;
+  count: number;
 }
 
 export interface OrtLoadProbe {
@@ -37,6 +45,12 @@ export interface OrtLoadProbe {
   inUseMiB: number | null;
   /** The probe's RSS growth over the session creation, MiB; null likewise. */
   rssMiB: number | null;
+  /**
+   * The held memory as blocks the session's arena could take without growing RSS (ORT's first
+   * regions and the regions' handle tables, ort-heap-reuse.ts), from the run whose heldMiB is
+   * the median; null where it could not be carved.
+   */
+  freePieces: FreePieces[] | null;
 }
 
 /** The middle value (the upper one of an even count); null when any run could not measure. */
@@ -85,7 +99,17 @@ export function checkedRaw(value: unknown): Raw {
     return x as number;
   };
   // Held memory cannot be negative; what the load left allocated and RSS growth may (a trim).
-  return { available: v.available as boolean, heldKiB: field("heldKiB", 0), inUseKiB: field("inUseKiB", -Infinity), rssKiB: field("rssKiB", -Infinity) };
+  return { available: v.available as boolean, heldKiB: field("heldKiB", 0), inUseKiB: field("inUseKiB", -Infinity), rssKiB: field("rssKiB", -Infinity), freePieces: checkedPieces(v) };
+}
+
+/** The carved blocks: null, or pairs of positive integers (a block size in KiB, a count). */
+function checkedPieces(v: Record<string, unknown>): Array<[number, number]> | null {
+  const p = v.freePieces;
+  if (p === null || p === undefined || !v.available) return null;
+  const pair = (x: unknown) => Array.isArray(x) && x.length === 2 && x.every((n) => Number.isInteger(n) && (n as number) > 0);
+  if (!Array.isArray(p) || !p.every(pair))
+    throw new Error(`estimate.ortLoad: the worker's result has \`freePieces\` ${JSON.stringify(p)?.slice(0, 200)}, not null or [[sizeKiB, count], ...] of positive integers`);
+  return p as Array<[number, number]>;
 }
 
 async function runProbes(onnxPath: string, opts: { threads?: number; env?: Record<string, string>; runs?: number }): Promise<OrtLoadProbe> {
@@ -97,7 +121,8 @@ async function runProbes(onnxPath: string, opts: { threads?: number; env?: Recor
       try {
         const r = checkedRaw((await w.run("estimate.ortLoad", { model: onnxPath, threads: opts.threads ?? 1 }, { timeoutMs: 300_000 })).value);
         const mib = (kib: number | null) => (r.available && kib !== null ? (kib * 1024) / MIB : null);
-        runs.push({ heldMiB: mib(r.heldKiB), inUseMiB: mib(r.inUseKiB), rssMiB: mib(r.rssKiB) });
+        const freePieces = r.freePieces?.map(([kib, count]) => ({ bytes: kib * 1024, count })) ?? null;
+        runs.push({ heldMiB: mib(r.heldKiB), inUseMiB: mib(r.inUseKiB), rssMiB: mib(r.rssKiB), freePieces });
       } finally {
         await w.stop();
       }
@@ -105,9 +130,12 @@ async function runProbes(onnxPath: string, opts: { threads?: number; env?: Recor
   } finally {
     await sup.close();
   }
+  const heldMiB = medianOrNull(runs.map((r) => r.heldMiB));
   return {
-    heldMiB: medianOrNull(runs.map((r) => r.heldMiB)),
+    heldMiB,
     inUseMiB: medianOrNull(runs.map((r) => r.inUseMiB)),
     rssMiB: medianOrNull(runs.map((r) => r.rssMiB)),
+    // The blocks of the run that held the median: held memory and its pieces from one heap.
+    freePieces: runs.find((r) => r.heldMiB === heldMiB)?.freePieces ?? null,
   };
 }

@@ -26,6 +26,13 @@ describe("ORT load probe", () => {
     expect(conv.inUseMiB).toBeGreaterThan(30); // the session's own weights
     expect(conv.rssMiB!).toBeGreaterThan(conv.heldMiB! + conv.inUseMiB! - 8);
     expect(tiny.heldMiB).toBeLessThan(3);
+    // The held memory as blocks the next requests can take: about all of it for the conv
+    // probe (a piece is at least 32 KiB, so smaller scraps are left out), near none for tiny.
+    const total = (p: typeof conv.freePieces) => p!.reduce((s, x) => s + x.bytes * x.count, 0) / 2 ** 20;
+    expect(total(conv.freePieces)).toBeGreaterThan(conv.heldMiB! - 4);
+    expect(total(conv.freePieces)).toBeLessThan(conv.heldMiB! + 1);
+    expect(conv.freePieces!.some((p) => p.bytes >= 4 * 2 ** 20)).toBe(true);
+    expect(total(tiny.freePieces)).toBeLessThan(3);
   }, 120_000);
 
   it("finds nothing held when the mmap threshold is fixed (MALLOC_MMAP_THRESHOLD_): the cause is glibc's dynamic threshold", async () => {
@@ -39,13 +46,22 @@ describe("ORT load probe", () => {
     const t = await modelTerms(file, {}, { ortLoad: true, tmpDir: scratch });
     expect(t.ortLoadHeldMiB).toBeGreaterThan(30);
     expect(features("python-ort", t, { maxBatch: 8, evalSamples: 16 }).heldMiB).toBe(t.ortLoadHeldMiB);
+    // Its pieces take the arena's first regions and tables off the arena's new pages.
+    expect(t.ortLoadFreePieces!.length).toBeGreaterThan(0);
+    const run = { maxBatch: 8, batchSizes: [1, 8], evalSamples: 16 };
+    const withPieces = features("python-ort", t, run);
+    const without = features("python-ort", { ...t, ortLoadFreePieces: null }, run);
+    expect(withPieces.activationMiB).toBeLessThan(without.activationMiB);
+    expect(withPieces.ortFirstRequestMiB).toBeLessThanOrEqual(without.ortFirstRequestMiB);
   }, 120_000);
 });
 
 describe("the load probe's answer is checked", () => {
   it("takes a sound answer, and an unavailable one as nulls", () => {
-    expect(checkedRaw({ available: true, heldKiB: 1024, inUseKiB: -3, rssKiB: -10 })).toEqual({ available: true, heldKiB: 1024, inUseKiB: -3, rssKiB: -10 });
-    expect(checkedRaw({ available: false, heldKiB: null, inUseKiB: null, rssKiB: null })).toEqual({ available: false, heldKiB: null, inUseKiB: null, rssKiB: null });
+    expect(checkedRaw({ available: true, heldKiB: 1024, inUseKiB: -3, rssKiB: -10, freePieces: [[4096, 2], [32, 11]] }))
+      .toEqual({ available: true, heldKiB: 1024, inUseKiB: -3, rssKiB: -10, freePieces: [[4096, 2], [32, 11]] });
+    expect(checkedRaw({ available: true, heldKiB: 1024, inUseKiB: -3, rssKiB: -10, freePieces: null }).freePieces).toBeNull();
+    expect(checkedRaw({ available: false, heldKiB: null, inUseKiB: null, rssKiB: null })).toEqual({ available: false, heldKiB: null, inUseKiB: null, rssKiB: null, freePieces: null });
   });
   it("refuses NaN, a negative held figure, a string, and a missing `available`, naming the field", () => {
     expect(() => checkedRaw({ available: true, heldKiB: Number.NaN, inUseKiB: 1, rssKiB: 1 })).toThrow(/`heldKiB` .*not a finite number >= 0/);
@@ -53,5 +69,10 @@ describe("the load probe's answer is checked", () => {
     expect(() => checkedRaw({ available: true, heldKiB: 1, inUseKiB: "12", rssKiB: 1 })).toThrow(/`inUseKiB` "12"/);
     expect(() => checkedRaw({ heldKiB: 1, inUseKiB: 1, rssKiB: 1 })).toThrow(/no boolean `available`/);
     expect(() => checkedRaw(null)).toThrow(/not an object/);
+    const ok = { available: true, heldKiB: 1, inUseKiB: 1, rssKiB: 1 };
+    expect(() => checkedRaw({ ...ok, freePieces: [[4096, -1]] })).toThrow(/`freePieces` \[\[4096,-1\]\]/);
+    expect(() => checkedRaw({ ...ok, freePieces: [[4096]] })).toThrow(/`freePieces`/);
+    expect(() => checkedRaw({ ...ok, freePieces: "lots" })).toThrow(/`freePieces` "lots"/);
+    expect(() => checkedRaw({ ...ok, freePieces: [[1.5, 2]] })).toThrow(/positive integers/);
   });
 });

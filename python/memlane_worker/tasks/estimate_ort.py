@@ -10,11 +10,13 @@ mobilenet_v2 17 of 13, vit_small 1 of 0.8. How much depends on the order and siz
 allocation, the small ones between the big ones included (a replay of the large blocks alone
 gives 82 MiB for resnet18, with the small ones 76.5, measured 76.4), so this measures it
 instead of modelling it: a fresh worker (nothing freed earlier to reuse), the session created
-on the task's thread with `infer.ort`'s options, mallinfo2 read around it.
+on the task's thread with `infer.ort`'s options, mallinfo2 read around it. Then which blocks
+of that held memory the session's arena could take (free_pieces: ORT's first regions and
+their tables come from it and cost no RSS).
 """
 from __future__ import annotations
 
-from .. import malloc_stats, memory
+from .. import free_pieces, malloc_stats, memory
 from ..context import TaskContext
 
 
@@ -28,14 +30,18 @@ def run(ctx: TaskContext):
     so.intra_op_num_threads = a.int("threads", 1, minimum=1)
     so.inter_op_num_threads = 1
     if not malloc_stats.available():
-        return {"available": False, "heldKiB": None, "inUseKiB": None, "rssKiB": None}
+        return {"available": False, "heldKiB": None, "inUseKiB": None, "rssKiB": None, "freePieces": None}
     before = memory.read()
     sess = ort.InferenceSession(model_path, sess_options=so, providers=["CPUExecutionProvider"])
     after = memory.read()
+    # Which of the held blocks ORT's arena regions and their tables could take next (this
+    # thread's arena, as the session's first requests would find it).
+    pieces = free_pieces.free_pieces()
     del sess
     return {
         "available": True,
         "heldKiB": max(0, after["mallocFreeKiB"] - before["mallocFreeKiB"]),
         "inUseKiB": after["mallocInUseKiB"] - before["mallocInUseKiB"],
         "rssKiB": after["rssKiB"] - before["rssKiB"],
+        "freePieces": pieces,
     }

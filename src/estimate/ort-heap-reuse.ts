@@ -1,0 +1,50 @@
+/**
+ * What of ORT's arena lands in memory malloc already holds (docs/memory.md, "What the arena
+ * takes from held memory"). The arena's regions and their handle tables are malloc'd on the
+ * thread that loaded the session, whose arena keeps most of what the load freed (heldMiB,
+ * ort-load.ts). glibc serves a request from a free chunk that holds it before it grows the heap
+ * or maps a block (the mmap threshold only picks between those two), so a region or table that
+ * fits in a held block costs no RSS: the held figure counts those pages already. The arena
+ * replay (ort-arena.ts) counts every region's written pages as new, which put resnet18's steady
+ * RSS 9 MiB high in python-ort: its two 4 MiB regions and all four tables fit in the blocks its
+ * load left (probe: one 16 MiB, three 8 MiB, two 4 MiB, ... 32 KiB blocks), its 32 MiB regions
+ * did not.
+ *
+ * The rule replayed: blocks in malloc's order (each region, then its table), each into the
+ * smallest held piece that holds it (glibc's large bins are best fit), the piece's rest staying
+ * free for later blocks; a block no piece holds costs its written pages, as the replay says.
+ */
+import type { ArenaReplay } from "./ort-arena.ts";
+import { handleTableBytes } from "./bfc-arena.ts";
+import type { FreePieces } from "./ort-load.ts";
+
+/** For each block, in order, whether a held piece serves it (best fit, the rest kept). */
+export function servedFromHeld(blocks: readonly number[], pieces: readonly FreePieces[]): boolean[] {
+  const free: number[] = pieces.flatMap((p) => Array<number>(p.count).fill(p.bytes));
+  return blocks.map((bytes) => {
+    let best = -1;
+    for (let i = 0; i < free.length; i++) if (free[i]! >= bytes && (best < 0 || free[i]! < free[best]!)) best = i;
+    if (best < 0) return false;
+    free[best]! -= bytes;
+    if (free[best] === 0) free.splice(best, 1);
+    return true;
+  });
+}
+
+/**
+ * The replay's resident bytes after the first request and after the run, less what held pieces
+ * served (those pages are in heldMiB already). Without pieces (not measured), the replay's own.
+ */
+export function arenaResidentBeyondHeld(replay: ArenaReplay, pieces: readonly FreePieces[] | null): { firstRequestBytes: number; residentBytes: number } {
+  if (!pieces) return { firstRequestBytes: replay.firstRequestBytes, residentBytes: replay.residentBytes };
+  const served = servedFromHeld(replay.regions.flatMap((bytes) => [bytes, handleTableBytes(bytes)]), pieces);
+  let firstSaved = 0;
+  let allSaved = 0;
+  replay.regions.forEach((bytes, i) => {
+    const [region, table] = [served[2 * i]!, served[2 * i + 1]!];
+    const tableBytes = handleTableBytes(bytes);
+    allSaved += (region ? replay.regionsResident[i]! : 0) + (table ? tableBytes : 0);
+    if (i < replay.firstRequestRegionsResident.length) firstSaved += (region ? replay.firstRequestRegionsResident[i]! : 0) + (table ? tableBytes : 0);
+  });
+  return { firstRequestBytes: replay.firstRequestBytes - firstSaved, residentBytes: replay.residentBytes - allSaved };
+}
