@@ -7,18 +7,19 @@ threshold only decides how the heap grows): ORT's first arena regions of 4 MiB a
 tables of every region land in memory that is already resident and cost no RSS. How much fits
 depends on the sizes of the free chunks, which no malloc API reports (malloc_info's large bins
 span megabytes), so this asks malloc itself: in a forked child (the parent's heap is left as it
-was), it takes blocks of 32 MiB, 16 MiB, ... 32 KiB, as many of each as come without RSS
-growing by more than an eighth of the block, and reports how many of each size it got. ORT's
-regions are powers of two from 1 MiB and their tables a 32nd of them, so these sizes are the
-ones that matter.
+was), it takes blocks of 32 MiB, 16 MiB, ... 32 KiB, as many of each as come from resident
+pages (mincore: at least 7/8 of the block's pages), and reports how many of each size it got.
+A block from a grown heap or a fresh mmap is not resident, which ends that size. ORT's regions
+are powers of two from 1 MiB and their tables a 32nd of them, so these sizes are the ones that
+matter.
 
 The child must run on the thread whose arena is measured: fork() copies the calling thread
-only, with its arena. It allocates nothing through malloc but the blocks it counts (results go
-into a buffer made before the fork; /proc/self/statm is read with os.pread into bytes objects,
-which pymalloc serves from its own mmapped pools). Python's own after-fork work in the child
-mallocs a little (tens of KiB), which may come out of a held block: a block only just larger
-than a size may then count as the next size down. Each size stops at the first block that grows
-RSS, so the child never takes more than the held memory and one block of each size.
+only, with its arena. It reads residency instead of writing the blocks, so the parent's held
+pages are not copied (a write would copy each one: a second copy of the held memory while the
+child runs). It allocates nothing through malloc but the blocks it counts (the counts and the
+residency vector are made at import). Python's own after-fork work in the child mallocs
+a little (tens of KiB), which may come out of a held block: a block only just larger than a
+size may then count as the next size down.
 """
 from __future__ import annotations
 
@@ -32,15 +33,21 @@ from . import malloc_stats
 #: Block sizes tried, largest first (32 MiB: glibc's largest dynamic mmap threshold).
 SIZES = tuple(1 << k for k in range(25, 14, -1))
 _PAGE = os.sysconf("SC_PAGE_SIZE")
-_Counts = ctypes.c_uint32 * len(SIZES)  # made once: a new ctypes type is a malloc'd object
+# Made at import, not between a load and the fork: a new ctypes type or buffer is a malloc'd
+# object, which may split a held block.
+_Counts = ctypes.c_uint32 * len(SIZES)
+_COUNTS = _Counts()
+_RESIDENCY = (ctypes.c_ubyte * (SIZES[0] // _PAGE + 2))()  # one byte a page of the largest block
 
 
 def _load_libc() -> Optional[ctypes.CDLL]:
     if not malloc_stats.available():
         return None
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     libc.malloc.restype = ctypes.c_void_p
     libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.mincore.restype = ctypes.c_int
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte)]
     return libc
 
 
@@ -49,21 +56,20 @@ def _load_libc() -> Optional[ctypes.CDLL]:
 _LIBC = _load_libc()
 
 
-def _rss_bytes(fd: int) -> int:
-    return int(os.pread(fd, 64, 0).split()[1]) * _PAGE
+def _resident(libc: ctypes.CDLL, p: int, size: int, vec: ctypes.Array) -> bool:
+    """Whether at least 7/8 of the pages under [p, p + size) are resident."""
+    first = p - p % _PAGE
+    pages = (p + size - first + _PAGE - 1) // _PAGE
+    if libc.mincore(first, pages * _PAGE, vec) != 0:
+        return False
+    return sum(vec[i] & 1 for i in range(pages)) * 8 >= pages * 7
 
 
-def _carve(libc: ctypes.CDLL, counts: ctypes.Array, statm: int) -> None:
+def _carve(libc: ctypes.CDLL, counts: ctypes.Array, vec: ctypes.Array) -> None:
     for i, size in enumerate(SIZES):
         while True:
-            before = _rss_bytes(statm)
             p = libc.malloc(size)
-            if not p:
-                break
-            ctypes.memset(p, 1, size)
-            # Memory the arena held is resident already; a block from a grown heap or its own
-            # mmap is not, and writing it grows RSS by the block.
-            if _rss_bytes(statm) - before > size // 8:
+            if not p or not _resident(libc, p, size, vec):
                 break
             counts[i] += 1
 
@@ -74,7 +80,8 @@ def free_pieces() -> Optional[list[list[int]]]:
     libc = _LIBC
     if libc is None:
         return None
-    counts = _Counts()
+    counts, vec = _COUNTS, _RESIDENCY
+    ctypes.memset(counts, 0, ctypes.sizeof(counts))
     rfd, wfd = os.pipe()
     try:
         pid = os.fork()
@@ -86,8 +93,7 @@ def free_pieces() -> Optional[list[list[int]]]:
         code = 1
         try:
             os.close(rfd)
-            # Opened here: a /proc/self file opened before the fork would read the parent.
-            _carve(libc, counts, os.open("/proc/self/statm", os.O_RDONLY))
+            _carve(libc, counts, vec)
             os.write(wfd, bytes(counts))
             code = 0
         finally:

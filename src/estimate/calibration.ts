@@ -107,12 +107,18 @@ export function measuredHeldMiB(report: Pick<Report, "runtimes">, runtime = "pyt
  * a model: the blocks a load leaves vary less than its held total.
  */
 async function termsByRuntime(report: Report, terms: ModelTerms): Promise<(runtime: string) => ModelTerms> {
-  let probed: OrtLoadProbe | undefined;
+  let probed: OrtLoadProbe | null | undefined;
   const byRuntime = new Map<string, ModelTerms>();
   for (const r of report.runtimes) {
     if (!isOrtRuntime(r.name)) continue;  // held memory is an ORT runtime's term only
-    probed ??= await probeOrtLoad(terms.file, { runs: 1 });
-    byRuntime.set(r.name, { ...terms, ortLoadHeldMiB: measuredHeldMiB(report, r.name) ?? probed.heldMiB, ortLoadFreePieces: probed.freePieces });
+    const measured = measuredHeldMiB(report, r.name);
+    // Needed where the run could not measure its held memory; else only for the blocks.
+    if (probed === undefined || (probed === null && measured === null))
+      probed = await probeOrtLoad(terms.file, { runs: 1 }).catch((err: unknown) => {
+        if (measured === null) throw err;
+        return null;
+      });
+    byRuntime.set(r.name, { ...terms, ortLoadHeldMiB: measured ?? probed!.heldMiB, ortLoadFreePieces: probed?.freePieces ?? null });
   }
   return (runtime) => byRuntime.get(runtime) ?? terms;
 }

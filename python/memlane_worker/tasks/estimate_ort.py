@@ -35,8 +35,12 @@ def run(ctx: TaskContext):
     sess = ort.InferenceSession(model_path, sess_options=so, providers=["CPUExecutionProvider"])
     after = memory.read()
     # Which of the held blocks ORT's arena regions and their tables could take next (this
-    # thread's arena, as the session's first requests would find it).
-    pieces = free_pieces.free_pieces()
+    # thread's arena, as the session's first requests would find it). A refinement: where the
+    # carving child fails, the held figure stands and the estimate counts the arena whole.
+    try:
+        pieces = free_pieces.free_pieces()
+    except RuntimeError:
+        pieces = None
     del sess
     return {
         "available": True,
