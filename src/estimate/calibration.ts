@@ -104,7 +104,9 @@ export function measuredHeldMiB(report: Pick<Report, "runtimes">, runtime = "pyt
  * Each ORT runtime's terms with its own measured held memory (measuredHeldMiB), else the load
  * probe's, and the probe's blocks of it (where the arena lands without growing RSS,
  * ort-heap-reuse.ts): the estimate subtracts them, so the fit must see them too. One probe run
- * a model: the blocks a load leaves vary less than its held total.
+ * a model: what the subtraction uses is the blocks of 4 MiB and less (the first regions, every
+ * table), which resnet18's load left in both of its modes (75.8 and 93.8 MiB held in a bare
+ * thread); the modes differ in their 8 MiB blocks.
  */
 async function termsByRuntime(report: Report, terms: ModelTerms): Promise<(runtime: string) => ModelTerms> {
   let probed: OrtLoadProbe | null | undefined;
