@@ -217,6 +217,11 @@ static void test_conv() {
       // with no whole tile (no prefetch), a batch of 8 (each sample prefetches its panels again)
       {"pointwise lanes 7x7 45->83, 8 samples (next-panel prefetch)", 8, 45, 7, 7, 83, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
       {"pointwise lanes 2x3 33->70, no whole 8-pixel tile", 3, 33, 2, 3, 70, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false, false},
+      // more than 128 input channels: K in blocks (simd::pw_lanes' pixels_kblocked), the running
+      // sums of at most 256 pixels kept between blocks (400 pixels: two passes), a last panel of
+      // 16 channels, 7- and 1-pixel tail tiles; the 1100->16 and 320->1280 cases above too
+      {"pointwise lanes 20x20 130->48, K in two blocks, two passes", 2, 130, 20, 20, 48, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
+      {"pointwise lanes 3x5 257->48, K in three blocks", 1, 257, 3, 5, 48, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, false},
   };
   Rng rng;
   for (const auto& c : cases) {

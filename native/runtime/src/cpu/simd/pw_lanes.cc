@@ -88,12 +88,25 @@ AVX512 inline void transpose_store(__m256 r0, __m256 r1, __m256 r2, __m256 r3, _
 // for a last panel of at most 16 channels (half the multiply-adds of a zero-padded 32). PF:
 // also prefetch the panel at pf (the next one, [C][32]) into L2, a row each step. res: the
 // residual at y's place (act is then kNone: res.relu comes after the Add).
-template <int MR, int NV, bool PF>
+// kIn / kOut: a slice of C (a K block, `pixels_kblocked`): the sums so far are read from /
+// the raw sums written to acc ([MR][32]) instead of starting at zero / being finished and
+// stored; x and wp then point at the slice's first channel and C is the slice's length.
+template <int MR, int NV, bool PF, bool kIn = false, bool kOut = false>
 AVX512 void tile(int64_t C, const float* x, int64_t P, const float* wp, const float* bp, float* y, int64_t mc,
-                         const ConvAct& act, const float* pf, Residual res) {
+                         const ConvAct& act, const float* pf, Residual res, float* acc = nullptr) {
   // Named accumulators (an array of them is kept on the stack by GCC); rows past MR stay zero.
   __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
   __m512 c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
+  if constexpr (kIn) {
+#define MEMLANE_LOAD(r)                                                  \
+    if constexpr (MR > r) {                                              \
+      c##r##0 = _mm512_load_ps(acc + r * kPwLanesPanel);                 \
+      if constexpr (NV > 1) c##r##1 = _mm512_load_ps(acc + r * kPwLanesPanel + 16); \
+    }
+    MEMLANE_LOAD(0) MEMLANE_LOAD(1) MEMLANE_LOAD(2) MEMLANE_LOAD(3)
+    MEMLANE_LOAD(4) MEMLANE_LOAD(5) MEMLANE_LOAD(6) MEMLANE_LOAD(7)
+#undef MEMLANE_LOAD
+  }
   for (int64_t c = 0; c < C; ++c) {
     const __m512 b0 = _mm512_loadu_ps(wp + c * kPwLanesPanel);
     const __m512 b1 = NV > 1 ? _mm512_loadu_ps(wp + c * kPwLanesPanel + 16) : b0;
@@ -111,6 +124,17 @@ AVX512 void tile(int64_t C, const float* x, int64_t P, const float* wp, const fl
     MEMLANE_ROW(0) MEMLANE_ROW(1) MEMLANE_ROW(2) MEMLANE_ROW(3)
     MEMLANE_ROW(4) MEMLANE_ROW(5) MEMLANE_ROW(6) MEMLANE_ROW(7)
 #undef MEMLANE_ROW
+  }
+  if constexpr (kOut) {
+#define MEMLANE_SAVE(r)                                                  \
+    if constexpr (MR > r) {                                              \
+      _mm512_store_ps(acc + r * kPwLanesPanel, c##r##0);                 \
+      if constexpr (NV > 1) _mm512_store_ps(acc + r * kPwLanesPanel + 16, c##r##1); \
+    }
+    MEMLANE_SAVE(0) MEMLANE_SAVE(1) MEMLANE_SAVE(2) MEMLANE_SAVE(3)
+    MEMLANE_SAVE(4) MEMLANE_SAVE(5) MEMLANE_SAVE(6) MEMLANE_SAVE(7)
+#undef MEMLANE_SAVE
+    return;
   }
   // Bias after the sum (the order of the other paths), then the activation, in registers.
   const __m512 bv0 = _mm512_loadu_ps(bp), bv1 = _mm512_loadu_ps(bp + 16);
@@ -166,6 +190,57 @@ AVX512 void pixels(int64_t C, const float* X, int64_t P, const float* wp, const 
   }
 }
 
+// One K block of every tile of [p0, p1) (kIn: not the first block; kOut: not the last).
+// pf (nullable): the next block's slice, prefetched into L2 by the first 8-pixel tile.
+template <int NV, bool kIn, bool kOut>
+AVX512 void kblock_tiles(int64_t kc, const float* X, int64_t P, const float* wp, const float* bp, float* y,
+                         int64_t mc, const ConvAct& act, int64_t p0, int64_t p1, Residual res, float* acc,
+                         const float* pf) {
+  for (int64_t p = p0; p < p1; p += 8) {
+    float* a = acc + (p - p0) * kPwLanesPanel;
+    const Residual rp{res.r ? res.r + p : nullptr, res.relu};
+    if (pf && p == p0 && p1 - p >= 8) {
+      tile<8, NV, true, kIn, kOut>(kc, X + p, P, wp, bp, y + p, mc, act, pf, rp, a);
+      continue;
+    }
+    switch (std::min<int64_t>(8, p1 - p)) {
+#define MEMLANE_CASE(n) \
+      case n: tile<n, NV, false, kIn, kOut>(kc, X + p, P, wp, bp, y + p, mc, act, nullptr, rp, a); break;
+      MEMLANE_CASE(8) MEMLANE_CASE(7) MEMLANE_CASE(6) MEMLANE_CASE(5)
+      MEMLANE_CASE(4) MEMLANE_CASE(3) MEMLANE_CASE(2) MEMLANE_CASE(1)
+#undef MEMLANE_CASE
+      default: break;
+    }
+  }
+}
+
+// The panel in K blocks of at most kPwLanesKBlock channels, each over every tile of [p0, p1)
+// before the next: a [C][32] panel larger than L1 (C > 256: regnet's 400 -> 400, squeezenet's
+// 512 -> 1000 classifier) was read from L2 again by each 8-pixel tile; a block's slice stays in
+// L1 across the tiles, and the tiles' running sums wait in `acc` (in L1) between blocks.
+template <int NV>
+AVX512 void pixels_kblocked(int64_t C, const float* X, int64_t P, const float* wp, const float* bp, float* y,
+                            int64_t mc, const ConvAct& act, int64_t p0, int64_t p1, Residual res,
+                            const float* next_panel) {
+  alignas(64) float acc[kPwLanesKBlockPixels * kPwLanesPanel];
+  static const bool pf_on = std::getenv("MEMLANE_PW_LANES_NO_PF") == nullptr;
+  const int64_t blocks = (C + kPwLanesKBlock - 1) / kPwLanesKBlock, kc = (C + blocks - 1) / blocks;
+  for (int64_t q0 = p0; q0 < p1; q0 += kPwLanesKBlockPixels) {
+    const int64_t q1 = std::min(p1, q0 + kPwLanesKBlockPixels);
+    for (int64_t k0 = 0; k0 < C; k0 += kc) {
+      const int64_t n = std::min(kc, C - k0);
+      const float* xk = X + k0 * P;
+      const float* wk = wp + k0 * kPwLanesPanel;
+      const bool first = k0 == 0, last = k0 + n == C;
+      // (the panel's slices are contiguous: the next one starts where this one ends)
+      const float* pf = !pf_on ? nullptr : !last ? wk + n * kPwLanesPanel : q1 == p1 ? next_panel : wp;
+      if (first) kblock_tiles<NV, false, true>(n, xk, P, wk, bp, y, mc, act, q0, q1, res, acc, pf);
+      else if (!last) kblock_tiles<NV, true, true>(n, xk, P, wk, bp, y, mc, act, q0, q1, res, acc, pf);
+      else kblock_tiles<NV, true, false>(n, xk, P, wk, bp, y, mc, act, q0, q1, res, acc, pf);
+    }
+  }
+}
+
 }  // namespace
 
 AVX512 void pw_lanes(const PwLanesWeights& pw, int64_t panel, const float* X, float* Y, int64_t P, int64_t p0,
@@ -179,6 +254,12 @@ AVX512 void pw_lanes(const PwLanesWeights& pw, int64_t panel, const float* X, fl
   // Relu follow on the transposed rows (they are laid out as Y).
   const Residual res{R ? R + m0 * P : nullptr, R && act.kind == ConvAct::kRelu};
   const ConvAct in_regs = R ? ConvAct{} : act;
+  static const bool kblocks = std::getenv("MEMLANE_PW_LANES_NO_KBLOCK") == nullptr;
+  if (kblocks && C > kPwLanesKBlock && p1 - p0 > 8) {
+    if (mc > 16) pixels_kblocked<2>(C, X, P, wp, bp, y, mc, in_regs, p0, p1, res, pf);
+    else pixels_kblocked<1>(C, X, P, wp, bp, y, mc, in_regs, p0, p1, res, pf);
+    return;
+  }
   if (mc > 16) pixels<2>(C, X, P, wp, bp, y, mc, in_regs, p0, p1, pf, res);
   else pixels<1>(C, X, P, wp, bp, y, mc, in_regs, p0, p1, pf, res);
 }

@@ -15,6 +15,10 @@
 namespace memlane::cpu::simd {
 
 inline constexpr int64_t kPwLanesPanel = 32;  // output channels a panel
+// Input channels of one K block (a [256][32] slice of a panel is 32 KiB: L1 with room for X),
+// and the most pixels whose running sums a K-blocked pass keeps between blocks (32 KiB).
+inline constexpr int64_t kPwLanesKBlock = 128;
+inline constexpr int64_t kPwLanesKBlockPixels = 256;
 
 struct PwLanesWeights {
   std::vector<float> w;  // [panels][C][32]
