@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include <unistd.h>
+
 #include "memlane/runtime.h"
 
 namespace {
@@ -33,6 +35,15 @@ Kib status_kib() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // OpenBLAS reads OPENBLAS_NUM_THREADS when it loads, before main, and starts that many threads,
+  // which poll for a while after start: 3-4 % of a short run's samples in `perf record` of a
+  // stem conv. memlane-rt's worker is started with it set to 1 (src/workers/specs.ts); so that
+  // this tool times what the worker runs, it starts itself again with the same setting.
+  if (!std::getenv("OPENBLAS_NUM_THREADS")) {
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    execv("/proc/self/exe", argv);
+    std::perror("memlane-bench: re-exec with OPENBLAS_NUM_THREADS=1 failed, running as is");
+  }
   if (argc < 2) {
     std::fprintf(stderr, "usage: memlane-bench PLAN [batch=1] [iterations=200] [threads=1]\n");
     return 2;
