@@ -82,6 +82,39 @@ export function loadCalibration(key: Record<string, string> = calibrationKey()):
   }
 }
 
+/**
+ * Why no cached calibration fits `key`, for the message that sends the user to `--calibrate`:
+ * the fields in which the newest cached one (of this format) differs, e.g. a memlane-rt binary
+ * rebuilt since, which a bench running while the native build changes hits half-way. Null
+ * where none of this format is cached (the plain "none cached" is then the whole story).
+ */
+export function calibrationMismatch(key: Record<string, string> = calibrationKey()): string | null {
+  let newest: { key: Record<string, string>; at: number } | null = null;
+  try {
+    for (const f of readdirSync(cacheDir())) {
+      if (!/^calibration-[0-9a-f]{16}\.json$/.test(f)) continue;
+      const path = join(cacheDir(), f);
+      try {
+        const c = JSON.parse(readFileSync(path, "utf8")) as Partial<Calibration>;
+        if (c.format !== CALIBRATION_FORMAT || !c.key) continue;
+        const at = statSync(path).mtimeMs;
+        if (!newest || at > newest.at) newest = { key: c.key, at };
+      } catch {
+        continue; // a torn or foreign file says nothing about why
+      }
+    }
+  } catch {
+    return null; // no cache directory
+  }
+  if (!newest) return null;
+  const cached = newest.key;
+  const differ = Object.keys(key).filter((k) => cached[k] !== key[k]);
+  if (differ.length === 0) return null;
+  const when = new Date(newest.at).toISOString().slice(0, 16).replace("T", " ");
+  const label: Record<string, string> = { memlaneRt: "memlane-rt build (bytes-mtime)", onnxruntimeNode: "onnxruntime-node", onnxruntimePython: "Python onnxruntime", probes: "probe set" };
+  return `the newest cached calibration, of ${when} UTC, was made with another ${differ.map((k) => `${label[k] ?? k} (${cached[k] ?? "none"}, now ${key[k]})`).join(", ")}`;
+}
+
 /** Atomic: a reader sees the old calibration or the new one, never half of one. */
 /**
  * Writes `value` as JSON to `path` through a temp file and a rename, so a reader (or a second

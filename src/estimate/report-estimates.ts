@@ -8,7 +8,7 @@
 import type { PhaseCheck } from "./predict.ts";
 import { compareWithMeasured, estimateRuntime, naiveMiB } from "./predict.ts";
 import { CALIBRATED_RUNTIMES } from "./calibration.ts";
-import { loadCalibration } from "./cache.ts";
+import { calibrationMismatch, loadCalibration } from "./cache.ts";
 import { features, type InputFeed, loadProbesFor, modelTerms, type RunShape } from "./model-terms.ts";
 import type { Report } from "../report/schema.ts";
 import type { TrainEstimateCheck } from "./report-torch.ts";
@@ -62,7 +62,10 @@ export async function estimatesForReport(report: Report, runs: EstimatedRuns, tm
   const rows = report.runtimes.filter((r) => (CALIBRATED_RUNTIMES as readonly string[]).includes(r.name) && runs.has(r.name));
   if (rows.length === 0) return none("no ONNX runtime (python-ort, node-ort, native) ran an ONNX model in this run");
   const cal = loadCalibration();
-  if (!cal) return none("no calibration cached for this machine and these library versions: run `memlane estimate --calibrate`");
+  if (!cal) {
+    const why = calibrationMismatch();
+    return none(`no calibration cached for this machine and these library versions${why ? ` (${why})` : ""}: run \`memlane estimate --calibrate\``);
+  }
   const out: RuntimeEstimateCheck[] = [];
   let naive: number | null = null;
   const termsOf = new Map<string, Awaited<ReturnType<typeof modelTerms>>>(); // one compile per model and feed, not per runtime

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { calibrationKey, calibrationPath, loadCalibration, saveCalibration } from "../../src/estimate/cache.ts";
+import { calibrationKey, calibrationMismatch, calibrationPath, loadCalibration, saveCalibration } from "../../src/estimate/cache.ts";
 import { CALIBRATION_FORMAT, type Calibration, fitModels, measuredHeldMiB } from "../../src/estimate/calibration.ts";
 import { replayOrtArena } from "../../src/estimate/ort-arena.ts";
 import { medianOrNull } from "../../src/estimate/ort-load.ts";
@@ -291,6 +291,23 @@ describe("calibration cache", () => {
     expect(loadCalibration(key)).toBeNull();
     saveCalibration({ ...cal, key: { ...key, kernel: "other" } });
     expect(loadCalibration({ ...key, kernel: "yet another" })).toBeNull();
+  });
+
+  it("says which key fields differ from the newest cached calibration when none fits", () => {
+    const key = calibrationKey();
+    const probes = probeRows(1);
+    const saved = process.env.MEMLANE_CACHE_DIR;
+    process.env.MEMLANE_CACHE_DIR = mkdtempSync(join(dir, "mismatch-"));
+    try {
+      expect(calibrationMismatch(key)).toBeNull(); // none cached: no reason beyond that
+      // a memlane-rt rebuilt since (the key holds its size and mtime)
+      saveCalibration({ format: CALIBRATION_FORMAT, key: { ...key, memlaneRt: "123-456" }, createdAt: "", models: fitModels(probes), probes });
+      const why = calibrationMismatch({ ...key, memlaneRt: "789-000" })!;
+      expect(why).toMatch(/^the newest cached calibration, of \d{4}-\d\d-\d\d \d\d:\d\d UTC, was made with another memlane-rt build \(bytes-mtime\) \(123-456, now 789-000\)$/);
+      expect(calibrationMismatch({ ...key, memlaneRt: "123-456" })).toBeNull(); // it fits: nothing to explain
+    } finally {
+      process.env.MEMLANE_CACHE_DIR = saved;
+    }
   });
 
   it("compares an estimate with a measured phase, error in % of the measurement", () => {

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { type CommandSpec, parseArgs, UsageError, usage } from "../args.ts";
 import type { Io } from "../io.ts";
 import { calibrate, CALIBRATED_RUNTIMES } from "../../estimate/calibration.ts";
-import { calibrationKey, loadCalibration, saveCalibration } from "../../estimate/cache.ts";
+import { calibrationKey, calibrationMismatch, loadCalibration, saveCalibration } from "../../estimate/cache.ts";
 import { features, fedInputShapes, type InputFeed, inputFileRows, loadProbesFor, modelTerms, requestsPerBatch } from "../../estimate/model-terms.ts";
 import { DEFAULT_SEQ, InputSpecError, parseShapeFlag } from "../../pipeline/inputs/shapes.ts";
 import { PIPELINE_DEFAULTS } from "../../pipeline/options.ts";
@@ -62,7 +62,8 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   const key = calibrationKey();
   let cal = args.flags.calibrate ? null : loadCalibration(key);
   if (!cal) {
-    io.err(`memlane estimate: calibrating this machine's runtimes (${args.flags.calibrate ? "asked for" : "none cached for these library versions"}); about a minute`);
+    const why = args.flags.calibrate ? "asked for" : (calibrationMismatch(key) ?? "none cached for these library versions");
+    io.err(`memlane estimate: calibrating this machine's runtimes (${why}); about a minute`);
     cal = await calibrate(key, io);
     io.err(`memlane estimate: calibration cached in ${shown(saveCalibration(cal))}`);
   }
