@@ -53,10 +53,11 @@ AVX512 inline __m512 erf16(__m512 x) {
 inline __mmask16 tail_mask(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1u); }
 
 // One MR x (16 * NV) tile of C, accumulated over all of K in registers.
-template <int MR, int NV, bool kRows = false>
+// PF: also prefetch pf's K rows of 32 floats (the next column panel of B) into L1, a row a k step.
+template <int MR, int NV, bool kRows = false, bool PF = false>
 AVX512 inline void tile(int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
                         const float* bias, __mmask16 m0, __mmask16 m1, const float* rbias = nullptr,
-                        const ConvAct* act = nullptr) {
+                        const ConvAct* act = nullptr, const float* pf = nullptr) {
   // Accumulators as named registers (an array of them made GCC store every one to the stack
   // on each k step, 2.7x slower than OpenBLAS); rows past MR are dead code.
   const __m512 i0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
@@ -68,6 +69,10 @@ AVX512 inline void tile(int64_t K, const float* A, int64_t lda, const float* B, 
     const float* b = B + k * ldb;
     const __m512 b0 = _mm512_maskz_loadu_ps(m0, b);
     const __m512 b1 = NV > 1 ? _mm512_maskz_loadu_ps(m1, b + 16) : _mm512_setzero_ps();
+    if constexpr (PF) {
+      _mm_prefetch(reinterpret_cast<const char*>(pf + k * ldb), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(pf + k * ldb + 16), _MM_HINT_T0);
+    }
 #define MEMLANE_ROW(r)                                                        \
     if constexpr (MR > r) {                                                   \
       const __m512 av = _mm512_set1_ps(a[r * lda]);                           \
@@ -101,11 +106,18 @@ AVX512 inline void tile(int64_t K, const float* A, int64_t lda, const float* B, 
 
 constexpr int kMR = 8;
 
+// pf (nullable): the next column panel of B, prefetched by the first full row block: B's rows
+// lie ldb apart (a conv's map), K of them, each a stream of its own, more than the hardware
+// prefetchers follow (squeezenet1_1's 128 -> 16 squeeze at 55x55: 128 rows 12 KiB apart).
 template <int NV, bool kRows = false>
 AVX512 void row_blocks(int64_t M, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
                        int64_t ldc, const float* bias, __mmask16 m0, __mmask16 m1, const float* rbias = nullptr,
-                       const ConvAct* act = nullptr) {
+                       const ConvAct* act = nullptr, const float* pf = nullptr) {
   int64_t i = 0;
+  if (pf && M >= kMR) {
+    tile<kMR, NV, kRows, true>(K, A, lda, B, ldb, C, ldc, bias, m0, m1, rbias, act, pf);
+    i = kMR;
+  }
   for (; i + kMR <= M; i += kMR)
     tile<kMR, NV, kRows>(K, A + i * lda, lda, B, ldb, C + i * ldc, ldc, bias, m0, m1, rbias ? rbias + i : nullptr, act);
   const float* rb = rbias ? rbias + i : nullptr;
@@ -123,6 +135,13 @@ AVX512 void row_blocks(int64_t M, int64_t K, const float* A, int64_t lda, const 
   }
 }
 
+// The column panel after [j, j + 32) of B, or null where there is none (or the prefetch is
+// switched off: MEMLANE_SGEMM_NO_PF=1, an A/B aid).
+inline const float* next_panel(const float* B, int64_t j, int64_t N) {
+  static const bool on = std::getenv("MEMLANE_SGEMM_NO_PF") == nullptr;
+  return on && j + 32 < N ? B + j + 32 : nullptr;
+}
+
 AVX512 inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
 
 }  // namespace
@@ -133,8 +152,9 @@ AVX512 void sgemm_nn(int64_t M, int64_t N, int64_t K, const float* A, int64_t ld
   for (int64_t j = 0; j < N; j += 32) {
     const int64_t w = std::min<int64_t>(32, N - j);
     const float* bj = bias ? bias + j : nullptr;
-    if (w > 16) row_blocks<2>(M, K, A, lda, B + j, ldb, C + j, ldc, bj, 0xFFFF, tail_mask(w - 16));
-    else row_blocks<1>(M, K, A, lda, B + j, ldb, C + j, ldc, bj, tail_mask(w), 0);
+    const float* pf = next_panel(B, j, N);
+    if (w > 16) row_blocks<2>(M, K, A, lda, B + j, ldb, C + j, ldc, bj, 0xFFFF, tail_mask(w - 16), nullptr, nullptr, pf);
+    else row_blocks<1>(M, K, A, lda, B + j, ldb, C + j, ldc, bj, tail_mask(w), 0, nullptr, nullptr, pf);
   }
 }
 
@@ -142,8 +162,9 @@ AVX512 void sgemm_nn_rows(int64_t M, int64_t N, int64_t K, const float* A, int64
                           float* C, int64_t ldc, const float* row_bias, const ConvAct& act) {
   for (int64_t j = 0; j < N; j += 32) {
     const int64_t w = std::min<int64_t>(32, N - j);
-    if (w > 16) row_blocks<2, true>(M, K, A, lda, B + j, ldb, C + j, ldc, nullptr, 0xFFFF, tail_mask(w - 16), row_bias, &act);
-    else row_blocks<1, true>(M, K, A, lda, B + j, ldb, C + j, ldc, nullptr, tail_mask(w), 0, row_bias, &act);
+    const float* pf = next_panel(B, j, N);
+    if (w > 16) row_blocks<2, true>(M, K, A, lda, B + j, ldb, C + j, ldc, nullptr, 0xFFFF, tail_mask(w - 16), row_bias, &act, pf);
+    else row_blocks<1, true>(M, K, A, lda, B + j, ldb, C + j, ldc, nullptr, tail_mask(w), 0, row_bias, &act, pf);
   }
 }
 
