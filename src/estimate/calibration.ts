@@ -20,6 +20,7 @@ import type { Runtime } from "../pipeline/stages.ts";
 import type { PhaseReport, Report } from "../report/schema.ts";
 import { PIPELINE_DEFAULTS } from "../pipeline/options.ts";
 import { Phase } from "../transport/protocol.ts";
+import { onShutdown, register, stopAllWorkers } from "../workers/cleanup.ts";
 import { REPO_ROOT } from "../workers/specs.ts";
 import { type Fit, fitLinear } from "./fit.ts";
 import { type Features, features, isOrtRuntime, type ModelTerms, modelTerms, requestsPerBatch, type RunShape } from "./model-terms.ts";
@@ -58,6 +59,12 @@ export interface Calibration {
 export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">, probes: readonly Probe[] = PROBES): Promise<Calibration> {
   const dir = mkdtempSync(join(tmpdir(), "memlane-calibrate-"));
   const measured: Calibration["probes"] = [];
+  // A SIGINT/SIGTERM shutdown exits without running the finally below: the probes and their
+  // runs go once the probe's compare (a registered child, below) has stopped.
+  const forgetDir = onShutdown(async () => {
+    await stopAllWorkers();
+    rmSync(dir, { recursive: true, force: true });
+  });
   try {
     const files = writeProbes(dir, probes);
     for (const probe of probes) {
@@ -77,6 +84,7 @@ export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">
       io.err(`memlane estimate: calibrated probe ${probe.name} (${probe.moves}) in ${((Date.now() - started) / 1000).toFixed(1)} s`);
     }
   } finally {
+    forgetDir();
     rmSync(dir, { recursive: true, force: true });
   }
   return { format: CALIBRATION_FORMAT, key, createdAt: new Date().toISOString(), models: fitModels(measured), probes: measured };
@@ -138,7 +146,23 @@ export async function compareInFreshProcess(
     "--batch", shape.batchSizes.join(","), "--iterations", String(shape.iterations), "--threads", String(shape.threads),
     "--eval-samples", String(evalSamples), "-o", outDir, "-q",
   ];
-  const child = await execa(process.execPath, args, { cwd: REPO_ROOT, reject: false, all: true });
+  // Registered like a worker: a SIGINT/SIGTERM to this process alone (not its group, as a
+  // terminal's Ctrl-C would be) stops the compare too, which stops its own workers, instead of
+  // leaving it to finish as an orphan; on any other exit it gets SIGKILL.
+  const sub = execa(process.execPath, args, { cwd: REPO_ROOT, reject: false, all: true });
+  const forget = register({
+    stop: async () => {
+      sub.kill("SIGTERM");
+      await sub;
+    },
+    killNow: () => void sub.kill("SIGKILL"),
+  });
+  let child: Awaited<typeof sub>;
+  try {
+    child = await sub;
+  } finally {
+    forget();
+  }
   const runs = readdirSync(outDir);
   if (child.exitCode !== 0 || runs.length !== 1)
     throw new Error(`memlane compare on ${file} failed (exit ${child.exitCode}): ${String(child.all ?? "").split("\n").slice(-8).join("\n")}`);

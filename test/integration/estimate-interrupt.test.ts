@@ -1,0 +1,45 @@
+// `memlane estimate --calibrate` interrupted while a probe's `memlane compare` runs (a child
+// process of its own): a SIGINT to the CLI's pid alone, as a supervisor or `kill -INT` sends
+// it (a terminal's Ctrl-C reaches the whole process group), must stop that compare and its
+// workers too, leave nothing in TMPDIR (the probes' ONNX files and runs) and cache nothing.
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { PROBES, writeProbes } from "../../src/estimate/probe-models.ts";
+import { cmdline, expectNoneLeft, startCli, taggedPids } from "./pipeline-helpers.ts";
+
+const root = mkdtempSync(path.join(os.tmpdir(), "memlane-estimate-int-"));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+describe("memlane estimate --calibrate, interrupted", () => {
+  it("a SIGINT to the CLI alone stops the probe's compare and its workers and removes the probes", async () => {
+    const tmp = path.join(root, "tmp");
+    const cache = path.join(root, "cache");
+    mkdirSync(tmp);
+    const model = writeProbes(root, PROBES.filter((p) => p.name === "tiny")).get("tiny")!;
+    const cli = startCli(["estimate", model, "--calibrate"], { TMPDIR: tmp, MEMLANE_CACHE_DIR: cache });
+    // Wait for a probe's compare child and at least one of its workers (a --name'd process).
+    const until = Date.now() + 60_000;
+    let compare: number | undefined;
+    for (;;) {
+      const pids = taggedPids(cli.tag).filter((p) => p !== cli.child.pid);
+      compare = pids.find((p) => / compare /.test(cmdline(p)));
+      if (compare !== undefined && pids.some((p) => / --name /.test(cmdline(p)))) break;
+      if (Date.now() > until) throw new Error(`no probe compare with workers within 60 s:\n${cli.stderr()}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(readdirSync(tmp).some((f) => f.startsWith("memlane-calibrate-"))).toBe(true);
+    cli.child.kill("SIGINT");
+    const { code } = await cli.exit;
+    const ctx = `stderr:\n${cli.stderr().slice(-3000)}`;
+    expect(code, ctx).toBe(130);
+    // The CLI exits after its compare has stopped (and that one after its workers): nothing
+    // may still run a moment later (an orphaned compare ran on for seconds, finishing its probe).
+    const left = await expectNoneLeft(cli.tag, 2000);
+    expect(left.map((p) => `${p} ${cmdline(p)}`), ctx).toEqual([]);
+    // (tsx's shared compile cache, tsx-<uid>, is no run's)
+    expect(readdirSync(tmp).filter((f) => !/^tsx-\d+$/.test(f)), ctx).toEqual([]);
+    expect(existsSync(cache) ? readdirSync(cache).filter((f) => f.startsWith("calibration-")) : [], ctx).toEqual([]);
+  }, 120_000);
+});
