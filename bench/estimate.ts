@@ -93,7 +93,7 @@ try {
     } catch (e) {
       // One model no runtime can run (an export that fixes a shape compare's feed changes)
       // should not cost the others' figures: it is listed under the tables and fails the bench.
-      const why = String((e as Error).message ?? e).split("\n").filter((l) => /failed|error/i.test(l)).slice(0, 2).join(" | ");
+      const why = String((e as Error).message ?? e).split("\n").filter((l) => / failed/.test(l)).slice(1, 4).join(" | ") || String(e);
       notMeasured.push(`${basename(arch)}: ${why.slice(0, 400)}`);
       log(`bench:estimate: ${arch} not measured: ${why.slice(0, 400)}`);
       continue;

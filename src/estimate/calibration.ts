@@ -164,8 +164,12 @@ export async function compareInFreshProcess(
     forget();
   }
   const runs = readdirSync(outDir);
-  if (child.exitCode !== 0 || runs.length !== 1)
-    throw new Error(`memlane compare on ${file} failed (exit ${child.exitCode}): ${String(child.all ?? "").split("\n").slice(-8).join("\n")}`);
+  if (child.exitCode !== 0 || runs.length !== 1) {
+    // each runtime's failure line (compare's summary: "<runtime>: failed — <why>"), then its last words
+    const lines = String(child.all ?? "").split("\n");
+    const why = [...lines.filter((l) => /^\S+: failed — /.test(l)).map((l) => l.slice(0, 400)), ...lines.slice(-3)];
+    throw new Error(`memlane compare on ${file} failed (exit ${child.exitCode}):\n${why.join("\n")}`);
+  }
   return JSON.parse(readFileSync(join(outDir, runs[0]!, "report.json"), "utf8")) as Report;
 }
 
