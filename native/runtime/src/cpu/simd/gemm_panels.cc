@@ -145,10 +145,12 @@ constexpr GatherTile kGatherTiles[8] = {gather_tile<1>, gather_tile<2>, gather_t
 // b + pstride the second's. 28 accumulators take 7 broadcasts and 4 loads a step of K where the
 // 8 x 32 tile takes 8 and 2 for 16: on an Intel Xeon (AVX-512, two FMA units) 5-25 % more
 // multiply-adds a second on a 49-row, K = 4608 product (resnet18's 7x7-map 512-channel convs).
+// pf (nullable): the next pair's block of panels (pf and pf + pstride, kn rows of 32 floats
+// each), prefetched into L2 a row of each a k step.
 template <int MR>
 AVX512 void gather_tile_wide(int64_t kn, const float* const* rows, const int32_t* cols, const float* b, int64_t pstride,
                              float* C, int64_t ldc, bool first, bool last, const PanelEpilogue& e, const float* bias,
-                             const __mmask16 (&m)[4]) {
+                             const __mmask16 (&m)[4], const float* pf) {
   __m512 c[4][MR];
   const float* a[MR];
 #pragma GCC unroll 7
@@ -161,6 +163,13 @@ AVX512 void gather_tile_wide(int64_t kn, const float* const* rows, const int32_t
   for (int64_t k = 0; k < kn; ++k, b += kPanelCols, b2 += kPanelCols) {
     const __m512 w0 = _mm512_loadu_ps(b), w1 = _mm512_loadu_ps(b + 16);
     const __m512 w2 = _mm512_loadu_ps(b2), w3 = _mm512_loadu_ps(b2 + 16);
+    if (pf) {
+      const char* q = reinterpret_cast<const char*>(pf + k * kPanelCols);
+      _mm_prefetch(q, _MM_HINT_T1);
+      _mm_prefetch(q + 64, _MM_HINT_T1);
+      _mm_prefetch(q + pstride * sizeof(float), _MM_HINT_T1);
+      _mm_prefetch(q + pstride * sizeof(float) + 64, _MM_HINT_T1);
+    }
     const int64_t o = cols[k];
 #pragma GCC unroll 7
     for (int r = 0; r < MR; ++r) {
@@ -190,7 +199,7 @@ AVX512 void gather_tile_wide(int64_t kn, const float* const* rows, const int32_t
 }
 
 using GatherTileWide = void (*)(int64_t, const float* const*, const int32_t*, const float*, int64_t, float*, int64_t,
-                                bool, bool, const PanelEpilogue&, const float*, const __mmask16 (&)[4]);
+                                bool, bool, const PanelEpilogue&, const float*, const __mmask16 (&)[4], const float*);
 constexpr int kWideRows = 7;
 constexpr GatherTileWide kGatherTilesWide[kWideRows] = {gather_tile_wide<1>, gather_tile_wide<2>, gather_tile_wide<3>,
                                                         gather_tile_wide<4>, gather_tile_wide<5>, gather_tile_wide<6>,
@@ -237,6 +246,8 @@ AVX512 void gemm_panels_gather(int64_t M, int64_t p0, int64_t p1, const float* c
                                const PackedPanels& B, float* C, int64_t ldc, const PanelEpilogue& e) {
   // MEMLANE_GATHER_NARROW=1: every panel on its own in 8-row x 32-column tiles (A/B of the tile shape).
   static const bool narrow = env_count("MEMLANE_GATHER_NARROW", 0) != 0;
+  // MEMLANE_GATHER_NO_PF=1: no prefetch of the next pair of panels (A/B).
+  static const bool gather_pf = env_count("MEMLANE_GATHER_NO_PF", 0) == 0;
   // All M rows at each K block, not kRowBlock at a time: a conv's tile of pixels reads B (W, 9
   // MiB on a 512-channel 3x3 conv: out of L2) once a call, its block of two panels (32 KiB)
   // from L1 and L2 across the row tiles; the rows' input stays in L2 (the caller keeps the tile
@@ -252,10 +263,17 @@ AVX512 void gemm_panels_gather(int64_t M, int64_t p0, int64_t p1, const float* c
       const float* bias = e.bias ? e.bias + j : nullptr;
       if (p + 1 < p1 && !narrow) {  // two panels: tiles of up to 7 rows x 64 columns
         const __mmask16 m[4] = {tail_mask(w), tail_mask(w - 16), tail_mask(w - 32), tail_mask(w - 48)};
+        // The first tile prefetches the next pair's block: each pair's is a stream of its own
+        // that the hardware picks up only after its first misses, which the first tile waits on.
+        // (the next pair is whole: a last odd panel's block is prefetched as a pair too, past it)
+        const float* pf = !gather_pf ? nullptr
+                          : p + 2 < p1 ? b + 2 * K * kPanelCols
+                          : k0 + kGatherKBlock < K ? B.w.data() + (p0 * K + k0 + kGatherKBlock) * kPanelCols
+                          : nullptr;
         for (int64_t t = 0, r = 0; r < M; ++t) {
           const int64_t next = tile_start(M, kWideRows, t + 1);
           kGatherTilesWide[next - r - 1](kn, rows + r, cols + k0, b, K * kPanelCols, C + r * ldc + j, ldc, first, last, e,
-                                         bias, m);
+                                         bias, m, t == 0 ? pf : nullptr);
           r = next;
         }
         p += 2;

@@ -215,9 +215,11 @@ AVX512 void kblock_tiles(int64_t kc, const float* X, int64_t P, const float* wp,
 }
 
 // The panel in K blocks of at most kPwLanesKBlock channels, each over every tile of [p0, p1)
-// before the next: a [C][32] panel larger than L1 (C > 256: regnet's 400 -> 400, squeezenet's
-// 512 -> 1000 classifier) was read from L2 again by each 8-pixel tile; a block's slice stays in
-// L1 across the tiles, and the tiles' running sums wait in `acc` (in L1) between blocks.
+// before the next: a [C][32] panel of more than 128 channels (16 KiB; regnet's 400 -> 400 is
+// 51 KiB, squeezenet's 512 -> 1000 classifier 64 KiB, past L1's 48) was read from L2 again by
+// each 8-pixel tile; a block's slice stays in L1 across the tiles, and the tiles' running sums
+// wait in `acc` between blocks. Each output's sum runs over C in the same order as unblocked,
+// so the floats are the same.
 template <int NV>
 AVX512 void pixels_kblocked(int64_t C, const float* X, int64_t P, const float* wp, const float* bp, float* y,
                             int64_t mc, const ConvAct& act, int64_t p0, int64_t p1, Residual res,
