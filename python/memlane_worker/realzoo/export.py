@@ -109,11 +109,21 @@ def export(spec: ModelSpec, exporter: str, out: str, *, size: int | None = None,
         proto = onnx.load(tmp)
     dims = _symbolic_dims(proto)
     diff, scales = check_against_ort(model, out, spec, size, seq)
+    dynamic_seq = has_seq and any(isinstance(d, str) and d and d != dims[i.name][i.batch_axis]
+                                  for i in spec.inputs(size) for d in dims[i.name])
+    if dynamic_seq:
+        # A symbolic axis in the inputs is a declaration: torch's legacy exporter writes the traced
+        # length into Reshape targets (nn.MultiheadAttention's view to [seq, batch * heads, d]),
+        # so the graph runs at the export's length only. Trying another length tells.
+        failure = fails_at_seq(out, spec, size, 2 * seq + 3)
+        if failure is not None:
+            dynamic_seq = False
+            seq_note = (f"the graph fixes the sequence at {seq} although its inputs declare it symbolic "
+                        f"(ONNX Runtime at seq {2 * seq + 3}: {failure})")
     return {
         "name": spec.name, "family": spec.family, "exporter": exporter, "opset": EXPORTERS[exporter],
         "onnx": os.path.abspath(out), "size": size if spec.size else None, "seq": spec.seq or None,
-        "dynamicSeq": has_seq and any(isinstance(d, str) and d and d != dims[i.name][i.batch_axis]
-                                      for i in spec.inputs(size) for d in dims[i.name]),
+        "dynamicSeq": dynamic_seq,
         "seqNote": seq_note,
         "inputs": [{**i.describe(), "exported": dims[i.name]} for i in spec.inputs(size)],
         "outputs": [{"name": n, "scale": s} for n, s in zip(spec.outputs, scales)],
@@ -121,6 +131,23 @@ def export(spec: ModelSpec, exporter: str, out: str, *, size: int | None = None,
         "ops": sorted({n.op_type for n in proto.graph.node}),
         "maxAbsDiffOrtVsTorch": diff,
     }
+
+
+def fails_at_seq(path: str, spec: ModelSpec, size: int, seq: int) -> str | None:
+    """ONNX Runtime's error (its first line, shortened) running `path` on a batch of 2 at `seq`,
+    or None where it runs."""
+    import onnxruntime as ort
+
+    feeds = _samples(spec, size, 2, seq, CHECK_SEED)
+    so = ort.SessionOptions()
+    so.log_severity_level = 4  # the failure is expected here: not on stderr in red
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    try:
+        sess.run(None, {i.name: a for i, a in zip(spec.inputs(size), feeds)})
+    except Exception as e:  # noqa: BLE001 - any failure at that length is the answer
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return msg if len(msg) <= 300 else f"{msg[:140]} ... {msg[-140:]}"  # the node's name, and the shapes
+    return None
 
 
 def check_against_ort(model, path: str, spec: ModelSpec, size: int, seq: int) -> tuple[float, list[float]]:
