@@ -60,11 +60,15 @@ export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">
   const dir = mkdtempSync(join(tmpdir(), "memlane-calibrate-"));
   const measured: Calibration["probes"] = [];
   // A SIGINT/SIGTERM shutdown exits without running the finally below: the probes and their
-  // runs go once the probe's compare (a registered child, below) has stopped.
+  // runs go once the probe's compare (a registered child, below) has stopped. Any other exit
+  // mid-way (an uncaught error: EPIPE on stderr when piped into `head`) kills that child from
+  // the registry's exit hook, and the dir goes with this one (synchronous, as exit hooks are).
+  const removeDir = () => rmSync(dir, { recursive: true, force: true });
   const forgetDir = onShutdown(async () => {
     await stopAllWorkers();
-    rmSync(dir, { recursive: true, force: true });
+    removeDir();
   });
+  process.on("exit", removeDir);
   try {
     const files = writeProbes(dir, probes);
     for (const probe of probes) {
@@ -85,7 +89,8 @@ export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">
     }
   } finally {
     forgetDir();
-    rmSync(dir, { recursive: true, force: true });
+    process.off("exit", removeDir);
+    removeDir();
   }
   return { format: CALIBRATION_FORMAT, key, createdAt: new Date().toISOString(), models: fitModels(measured), probes: measured };
 }

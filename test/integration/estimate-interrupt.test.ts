@@ -1,7 +1,8 @@
 // `memlane estimate --calibrate` interrupted while a probe's `memlane compare` runs (a child
 // process of its own): a SIGINT to the CLI's pid alone, as a supervisor or `kill -INT` sends
-// it (a terminal's Ctrl-C reaches the whole process group), must stop that compare and its
-// workers too, leave nothing in TMPDIR (the probes' ONNX files and runs) and cache nothing.
+// it (a terminal's Ctrl-C reaches the whole process group), or its stderr reader gone (EPIPE),
+// must stop that compare and its workers too, leave nothing in TMPDIR (the probes' ONNX files
+// and runs) and cache nothing.
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -41,5 +42,28 @@ describe("memlane estimate --calibrate, interrupted", () => {
     // (tsx's shared compile cache, tsx-<uid>, is no run's)
     expect(readdirSync(tmp).filter((f) => !/^tsx-\d+$/.test(f)), ctx).toEqual([]);
     expect(existsSync(cache) ? readdirSync(cache).filter((f) => f.startsWith("calibration-")) : [], ctx).toEqual([]);
+  }, 120_000);
+
+  it("its stderr closed (piped into `head`) ends it on EPIPE without leaving the probe's compare or the probes", async () => {
+    const tmp = path.join(root, "tmp-epipe");
+    const cache = path.join(root, "cache-epipe");
+    mkdirSync(tmp);
+    const model = writeProbes(root, PROBES.filter((p) => p.name === "tiny")).get("tiny")!;
+    const cli = startCli(["estimate", model, "--calibrate"], { TMPDIR: tmp, MEMLANE_CACHE_DIR: cache });
+    const until = Date.now() + 60_000;
+    while (!taggedPids(cli.tag).some((p) => p !== cli.child.pid && / compare /.test(cmdline(p)))) {
+      if (Date.now() > until) throw new Error(`no probe compare within 60 s:\n${cli.stderr()}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    cli.child.stderr!.destroy(); // the reader goes away: the next progress line gets EPIPE
+    const { code } = await cli.exit;
+    expect(code).not.toBe(0);
+    const left = await expectNoneLeft(cli.tag, 5000);
+    expect(left.map((p) => `${p} ${cmdline(p)}`)).toEqual([]);
+    // The probes and their runs are gone. (Not checked: ONNX Runtime's telemetry file `.ses`,
+    // which the SIGKILLed compare's runtime can leave in TMPDIR: a process killed that way
+    // cleans nothing, and the exit hook cannot wait for a gentler stop.)
+    expect(readdirSync(tmp).filter((f) => f.startsWith("memlane-"))).toEqual([]);
+    expect(existsSync(cache) ? readdirSync(cache).filter((f) => f.startsWith("calibration-")) : []).toEqual([]);
   }, 120_000);
 });
