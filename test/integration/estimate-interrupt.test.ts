@@ -8,28 +8,33 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { PROBES, writeProbes } from "../../src/estimate/probe-models.ts";
-import { cmdline, expectNoneLeft, startCli, taggedPids } from "./pipeline-helpers.ts";
+import { type Cli, cmdline, expectNoneLeft, startCli, taggedPids } from "./pipeline-helpers.ts";
 
 const root = mkdtempSync(path.join(os.tmpdir(), "memlane-estimate-int-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
+/** `memlane estimate --calibrate` with a TMPDIR and a cache of its own, once a probe's compare runs (and, with `workers`, a worker of it). */
+async function calibrating(label: string, workers: boolean): Promise<{ cli: Cli; tmp: string; cache: string }> {
+  const tmp = path.join(root, `tmp-${label}`);
+  const cache = path.join(root, `cache-${label}`);
+  mkdirSync(tmp);
+  const model = writeProbes(root, PROBES.filter((p) => p.name === "tiny")).get("tiny")!;
+  const cli = startCli(["estimate", model, "--calibrate"], { TMPDIR: tmp, MEMLANE_CACHE_DIR: cache });
+  const until = Date.now() + 60_000;
+  for (;;) {
+    const pids = taggedPids(cli.tag).filter((p) => p !== cli.child.pid);
+    const compare = pids.some((p) => / compare /.test(cmdline(p)));
+    if (compare && (!workers || pids.some((p) => / --name /.test(cmdline(p))))) return { cli, tmp, cache };
+    if (Date.now() > until) throw new Error(`no probe compare${workers ? " with workers" : ""} within 60 s:\n${cli.stderr()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const calibrations = (cache: string): string[] => (existsSync(cache) ? readdirSync(cache).filter((f) => f.startsWith("calibration-")) : []);
+
 describe("memlane estimate --calibrate, interrupted", () => {
   it("a SIGINT to the CLI alone stops the probe's compare and its workers and removes the probes", async () => {
-    const tmp = path.join(root, "tmp");
-    const cache = path.join(root, "cache");
-    mkdirSync(tmp);
-    const model = writeProbes(root, PROBES.filter((p) => p.name === "tiny")).get("tiny")!;
-    const cli = startCli(["estimate", model, "--calibrate"], { TMPDIR: tmp, MEMLANE_CACHE_DIR: cache });
-    // Wait for a probe's compare child and at least one of its workers (a --name'd process).
-    const until = Date.now() + 60_000;
-    let compare: number | undefined;
-    for (;;) {
-      const pids = taggedPids(cli.tag).filter((p) => p !== cli.child.pid);
-      compare = pids.find((p) => / compare /.test(cmdline(p)));
-      if (compare !== undefined && pids.some((p) => / --name /.test(cmdline(p)))) break;
-      if (Date.now() > until) throw new Error(`no probe compare with workers within 60 s:\n${cli.stderr()}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    const { cli, tmp, cache } = await calibrating("sigint", true);
     expect(readdirSync(tmp).some((f) => f.startsWith("memlane-calibrate-"))).toBe(true);
     cli.child.kill("SIGINT");
     const { code } = await cli.exit;
@@ -41,20 +46,11 @@ describe("memlane estimate --calibrate, interrupted", () => {
     expect(left.map((p) => `${p} ${cmdline(p)}`), ctx).toEqual([]);
     // (tsx's shared compile cache, tsx-<uid>, is no run's)
     expect(readdirSync(tmp).filter((f) => !/^tsx-\d+$/.test(f)), ctx).toEqual([]);
-    expect(existsSync(cache) ? readdirSync(cache).filter((f) => f.startsWith("calibration-")) : [], ctx).toEqual([]);
+    expect(calibrations(cache), ctx).toEqual([]);
   }, 120_000);
 
   it("its stderr closed (piped into `head`) ends it on EPIPE without leaving the probe's compare or the probes", async () => {
-    const tmp = path.join(root, "tmp-epipe");
-    const cache = path.join(root, "cache-epipe");
-    mkdirSync(tmp);
-    const model = writeProbes(root, PROBES.filter((p) => p.name === "tiny")).get("tiny")!;
-    const cli = startCli(["estimate", model, "--calibrate"], { TMPDIR: tmp, MEMLANE_CACHE_DIR: cache });
-    const until = Date.now() + 60_000;
-    while (!taggedPids(cli.tag).some((p) => p !== cli.child.pid && / compare /.test(cmdline(p)))) {
-      if (Date.now() > until) throw new Error(`no probe compare within 60 s:\n${cli.stderr()}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    const { cli, tmp, cache } = await calibrating("epipe", false);
     cli.child.stderr!.destroy(); // the reader goes away: the next progress line gets EPIPE
     const { code } = await cli.exit;
     expect(code).not.toBe(0);
@@ -64,6 +60,6 @@ describe("memlane estimate --calibrate, interrupted", () => {
     // which the SIGKILLed compare's runtime can leave in TMPDIR: a process killed that way
     // cleans nothing, and the exit hook cannot wait for a gentler stop.)
     expect(readdirSync(tmp).filter((f) => f.startsWith("memlane-"))).toEqual([]);
-    expect(existsSync(cache) ? readdirSync(cache).filter((f) => f.startsWith("calibration-")) : []).toEqual([]);
+    expect(calibrations(cache)).toEqual([]);
   }, 120_000);
 });
