@@ -20,7 +20,7 @@ import type { Runtime } from "../pipeline/stages.ts";
 import type { PhaseReport, Report } from "../report/schema.ts";
 import { PIPELINE_DEFAULTS } from "../pipeline/options.ts";
 import { Phase } from "../transport/protocol.ts";
-import { onShutdown, register, stopAllWorkers } from "../workers/cleanup.ts";
+import { register } from "../workers/cleanup.ts";
 import { REPO_ROOT } from "../workers/specs.ts";
 import { type Fit, fitLinear } from "./fit.ts";
 import { type Features, features, isOrtRuntime, type ModelTerms, modelTerms, requestsPerBatch, type RunShape } from "./model-terms.ts";
@@ -59,15 +59,11 @@ export interface Calibration {
 export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">, probes: readonly Probe[] = PROBES): Promise<Calibration> {
   const dir = mkdtempSync(join(tmpdir(), "memlane-calibrate-"));
   const measured: Calibration["probes"] = [];
-  // A SIGINT/SIGTERM shutdown exits without running the finally below: the probes and their
-  // runs go once the probe's compare (a registered child, below) has stopped. Any other exit
-  // mid-way (an uncaught error: EPIPE on stderr when piped into `head`) kills that child from
-  // the registry's exit hook, and the dir goes with this one (synchronous, as exit hooks are).
+  // Every exit mid-way skips the finally below: a SIGINT/SIGTERM shutdown (which stops the
+  // probe's compare, a registered child, before it exits) and an uncaught error (EPIPE on
+  // stderr when piped into `head`: the registry's exit hook SIGKILLs the compare). Either way
+  // the probes and their runs go with this exit hook (synchronous, as exit hooks are).
   const removeDir = () => rmSync(dir, { recursive: true, force: true });
-  const forgetDir = onShutdown(async () => {
-    await stopAllWorkers();
-    removeDir();
-  });
   process.on("exit", removeDir);
   try {
     const files = writeProbes(dir, probes);
@@ -88,7 +84,6 @@ export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">
       io.err(`memlane estimate: calibrated probe ${probe.name} (${probe.moves}) in ${((Date.now() - started) / 1000).toFixed(1)} s`);
     }
   } finally {
-    forgetDir();
     process.off("exit", removeDir);
     removeDir();
   }
