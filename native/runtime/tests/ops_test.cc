@@ -199,6 +199,10 @@ static void test_conv() {
       {"pixel rows 1x7, 64 channels, 17-wide", 2, 8, 5, 17, 64, 1, 7, 1, 1, 0, 3, 0, 3, 1, 1, 1, true, false},
       {"pixel rows 7x7 stride 2, 80x88 map in 256-pixel tiles", 1, 3, 80, 88, 64, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, true, true},
       {"pixel rows 3x3 stride 2, 128 channels", 2, 9, 14, 14, 128, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true, true},
+      // a sample's output past 2 MiB: non-temporal stores in 16-pixel-aligned tiles (8464
+      // pixels), and not where the map's planes break the lines (8281 pixels)
+      {"pixel rows 7x7 stride 2, 2.2 MB output, streamed", 2, 3, 184, 184, 64, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, true, true},
+      {"pixel rows 7x7 stride 2, 2.1 MB output, 91x91 map", 1, 3, 182, 182, 64, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, true, false},
       // 3x3 stride 1 on a map of fewer than 64 Winograd tiles with U >= 1 MiB: pixel rows, not
       // Winograd; 196 pixels in one tile, 7-row x 64-channel register tiles, K in blocks of 128
       {"pixel rows 3x3 stride 1, 14x14 map, 64 -> 256", 2, 64, 14, 14, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},

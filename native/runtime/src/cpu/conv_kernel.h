@@ -47,6 +47,10 @@ constexpr int64_t kAvx2GemmMaxK = 256;
 constexpr int64_t kMinConvMacsPerThread = int64_t(1) << 20;
 // Most output pixels a pixel-rows tile takes (conv_pixel_rows.cc).
 constexpr int64_t kPixelRowsMaxTile = 256;
+// Output bytes a sample from which the pixel-rows store bypasses the caches (conv_pixel_rows.cc):
+// a core's L2 on the Xeons this was measured on (2 MiB); smaller outputs stay cached for the
+// op that reads them next.
+constexpr uint64_t kStreamStoreBytes = uint64_t(2) << 20;
 // Output channels from which the pixel-rows path takes convs that have another kernel too.
 constexpr int64_t kPixelRowsMinChannels = 64;
 // Taps (C x kh x kw) below which a conv the direct kernel takes stays on it.

@@ -11,6 +11,8 @@
 // and the wide ones (64+ output channels) other than Winograd's and the direct 3x3 stride 1:
 // the pixels are the long side of these products, so the register tile is always full.
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "cpu/conv_kernel.h"
@@ -28,7 +30,9 @@ namespace {
 // y[m][r] = prod[r][m] (+ res[m][r], then Relu where relu) for r < cnt, m < M; prod's rows ldp
 // apart, y's and res's P apart (res may be y itself: each element is read before it is written). 16x16 blocks
 // transposed in registers where the CPU has AVX-512 (a strided scalar store cost as much as
-// the product on 3-channel stems), the edges element by element.
+// the product on 3-channel stems), the edges element by element. stream: whole 64-byte lines
+// are written with non-temporal stores where y and P keep them aligned (see kStreamStoreBytes),
+// fenced before the return so the pool's hand-off orders them for the thread that reads y.
 inline float finish(float v, const float* res, int64_t at, bool relu) {
   if (res) v += res[at];
   return relu && v < 0.f ? 0.f : v;
@@ -36,9 +40,10 @@ inline float finish(float v, const float* res, int64_t at, bool relu) {
 
 #ifdef MEMLANE_PIXEL_ROWS_AVX512
 __attribute__((target("avx512f"))) void store_transposed(const float* prod, int64_t ldp, int64_t cnt, int64_t M,
-                                                         float* y, int64_t P, const float* res, bool relu) {
+                                                         float* y, int64_t P, const float* res, bool relu, bool stream) {
   const int64_t r16 = cnt / 16 * 16, m16 = M / 16 * 16;
   const __m512 zero = _mm512_setzero_ps();
+  stream = stream && reinterpret_cast<uintptr_t>(y) % 64 == 0 && P % 16 == 0;
   for (int64_t m0 = 0; m0 < m16; m0 += 16)
     for (int64_t r0 = 0; r0 < r16; r0 += 16) {
       __m512 v[16];
@@ -48,15 +53,17 @@ __attribute__((target("avx512f"))) void store_transposed(const float* prod, int6
         const int64_t at = (m0 + j) * P + r0;
         if (res) v[j] = _mm512_add_ps(v[j], _mm512_loadu_ps(res + at));
         if (relu) v[j] = _mm512_max_ps(v[j], zero);
-        _mm512_storeu_ps(y + at, v[j]);
+        if (stream) _mm512_stream_ps(y + at, v[j]);
+        else _mm512_storeu_ps(y + at, v[j]);
       }
     }
   for (int64_t m = 0; m < M; ++m)
     for (int64_t r = m < m16 ? r16 : 0; r < cnt; ++r) y[m * P + r] = finish(prod[r * ldp + m], res, m * P + r, relu);
+  if (stream) _mm_sfence();
 }
 #else
 void store_transposed(const float* prod, int64_t ldp, int64_t cnt, int64_t M, float* y, int64_t P, const float* res,
-                      bool relu) {
+                      bool relu, bool) {
   for (int64_t m = 0; m < M; ++m)
     for (int64_t r = 0; r < cnt; ++r) y[m * P + r] = finish(prod[r * ldp + m], res, m * P + r, relu);
 }
@@ -84,9 +91,14 @@ int64_t ConvKernel::pixel_rows_tile() const {
 namespace {
 // Tile t of a sample's P pixels in tiles of at most R: the tiles of near-equal size (784 pixels
 // in 4 of 196, not 3 of 256 and one of 16 that streams all of W for 16 pixels).
-inline int64_t pixel_tile_start(int64_t P, int64_t R, int64_t t) {
+// aligned: the tiles share the map's 16-pixel blocks instead, each start a multiple of 16 (a map
+// of 16k pixels keeps the non-temporal store's whole 64-byte lines in every tile); R being a
+// multiple of 16, no tile gets more than R pixels.
+inline int64_t pixel_tile_start(int64_t P, int64_t R, int64_t t, bool aligned) {
   const int64_t tiles = (P + R - 1) / R;
-  return P * t / tiles;
+  if (!aligned) return P * t / tiles;
+  const int64_t blocks = (P + 15) / 16;
+  return std::min(P, 16 * (blocks * t / tiles));
 }
 }  // namespace
 
@@ -106,6 +118,15 @@ void ConvKernel::run_pixel_rows(const RunCtx& c) const {
   const ConvAct after = relu ? ConvAct{} : act;
   const float* pad = c.workspace;
   float* prods = c.workspace + padded_input_floats();
+  // Non-temporal stores for a sample's output past a core's L2: its lines would be read for
+  // ownership from L3 or memory only to be overwritten whole, and the transposing store writes
+  // 16-64 channel planes at once. Per sample: a batch is stored sample by sample and the op
+  // after reads it likewise. Not with an activation after the store (it would read the lines
+  // back from memory). ResNet-18's stem (64 x 112 x 112, 3.1 MiB a sample), batch 1, in the
+  // model, the stem and the max pool that reads it: 0.82-0.89x the time at 1 thread, 0.87x at
+  // 2 (6 rounds alternating order). MEMLANE_CONV_NO_STREAM=1: off (A/B).
+  static const bool stream_ok = std::getenv("MEMLANE_CONV_NO_STREAM") == nullptr;
+  const bool stream = stream_ok && after.kind == ConvAct::kNone && uint64_t(out_sz) * sizeof(float) >= kStreamStoreBytes;
   // Units of (tile, panel group), one product slot a thread (the pool runs slot s's units on one
   // thread). The panels are split too where there are fewer than two tiles a thread: a deep layer
   // at batch 1 (49 pixels, 512 channels) would otherwise have every thread stream all of W.
@@ -124,7 +145,7 @@ void ConvKernel::run_pixel_rows(const RunCtx& c) const {
         const float* rows[kPixelRowsMaxTile];
         for (int64_t u = units * s / slots; u < units * (s + 1) / slots; ++u) {
           const int64_t t = u / groups, pg = u % groups;
-          const int64_t p0 = pixel_tile_start(P, R, t), cnt = pixel_tile_start(P, R, t + 1) - p0;
+          const int64_t p0 = pixel_tile_start(P, R, t, stream), cnt = pixel_tile_start(P, R, t + 1, stream) - p0;
           const int64_t q0 = panel_count * pg / groups, q1 = panel_count * (pg + 1) / groups;
           const int64_t j0 = q0 * simd::kPanelCols, j1 = std::min(M, q1 * simd::kPanelCols);
           int64_t oh = p0 / g.OW, ow = p0 % g.OW;
@@ -133,7 +154,8 @@ void ConvKernel::run_pixel_rows(const RunCtx& c) const {
             if (++ow == g.OW) ow = 0, ++oh;
           }
           simd::gemm_panels_gather(cnt, q0, q1, rows, taps.data(), *panels, prod, M, e);
-          store_transposed(prod + j0, M, cnt, j1 - j0, yn + j0 * P + p0, P, rn ? rn + j0 * P + p0 : nullptr, relu && Rs);
+          store_transposed(prod + j0, M, cnt, j1 - j0, yn + j0 * P + p0, P, rn ? rn + j0 * P + p0 : nullptr, relu && Rs,
+                           stream);
           if (after.kind != ConvAct::kNone)
             for (int64_t m = j0; m < j1; ++m) conv_activate(yn + m * P + p0, cnt, after);
         }
