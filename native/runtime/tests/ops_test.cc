@@ -734,6 +734,38 @@ static void test_shape_ops() {
     CHECK_MSG(r.status == Status::kOk, r.message);
     if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 0.f, "concat");
   }
+  for (const int64_t n : {int64_t(1), int64_t(3)}) {
+    // Concats large enough for 2 threads to split the output (64 KiB a chunk at least; at batch
+    // 1: a batch of 2+ runs in lanes, a sample a thread): the chunk boundaries fall inside
+    // pieces and rows. Axis 1 of three maps of 5, 3 and 7 channels; axis 3 of two [16, 64, w]
+    // (1 024 rows of 33 floats a sample).
+    struct Cat { int64_t axis; std::vector<S> in; S out; };
+    for (const Cat& cc : {Cat{1, {{5, 37, 41}, {3, 37, 41}, {7, 37, 41}}, {15, 37, 41}},
+                          Cat{3, {{16, 64, 20}, {16, 64, 13}}, {16, 64, 33}}}) {
+      PlanBuilder pb;
+      std::vector<int64_t> ids;
+      std::vector<V> xs;
+      for (size_t k = 0; k < cc.in.size(); ++k) {
+        ids.push_back(pb.input("x" + std::to_string(k), cc.in[k]));
+        xs.push_back(rng.vec(n * cc.in[k][0] * cc.in[k][1] * cc.in[k][2]));
+      }
+      int yi = pb.output("y", cc.out);
+      pb.op("Concat", ids, {yi}, {{"axis", cc.axis}});
+      // rows: what comes before the axis (batch included); each input's row is the rest
+      const int64_t rows = cc.axis == 1 ? n : n * cc.in[0][0] * cc.in[0][1];
+      V ref;
+      for (int64_t o = 0; o < rows; ++o)
+        for (size_t k = 0; k < cc.in.size(); ++k) {
+          const int64_t len = int64_t(xs[k].size()) / rows;
+          ref.insert(ref.end(), xs[k].begin() + o * len, xs[k].begin() + (o + 1) * len);
+        }
+      for (int threads : {1, 2}) {
+        RunResult r = run_plan(pb, n, xs, threads);
+        CHECK_MSG(r.status == Status::kOk, r.message);
+        if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 0.f, "concat axis " + std::to_string(cc.axis) + ", split over " + std::to_string(threads) + " thread(s)");
+      }
+    }
+  }
   for (int64_t axis : {1, 2}) {  // Softmax on [n,3,4] along axis 1 and 2
     PlanBuilder pb;
     int xi = pb.input("x", {3, 4});

@@ -1,6 +1,7 @@
 // Flatten and Reshape (a copy unless the plan put input and output at the same offset),
 // Transpose (batch stays first, its other axes merged where they stay neighbours;
 // transpose_any.cc moves the batch) and Concat (any axis but the batch's).
+#include <algorithm>
 #include <cstring>
 
 #include "cpu/cnn_ops.h"
@@ -68,16 +69,32 @@ class ConcatKernel final : public Kernel {
   void run(const RunCtx& c) const override {
     uint8_t* Y = y.as<uint8_t>(c);
     const int64_t outer = batch_inner ? outer_per_sample : outer_per_sample * c.batch;
-    const int64_t scale = batch_inner ? c.batch : 1, out_row = out_inner * scale;
-    int64_t col = 0;
-    for (size_t k = 0; k < xs.size(); ++k) {
-      const uint8_t* X = xs[k].as<uint8_t>(c);
-      const int64_t n = inner[k] * scale;
-      for (int64_t o = 0; o < outer; ++o) {
-        const int64_t src = shared[k] ? o % outer_per_sample : o;
-        std::memcpy(Y + (o * out_row + col) * esize, X + src * n * esize, esize * n);
+    const int64_t scale = batch_inner ? c.batch : 1, row = out_inner * scale * int64_t(esize);
+    // Each thread fills one contiguous range of the output, in 64-byte units, none woken for
+    // less than 64 KiB: the copies are most of a concat-heavy CNN's memory traffic outside its
+    // convs (squeezenet1_1's eight, 0.4 ms of 7.6 at batch 1; densenet121's 58), and one thread
+    // alone left the other idle through them.
+    const int64_t total = outer * row, units = (total + 63) / 64;
+    c.pool->parallel_for(units, 1024, [&](int64_t u0, int64_t u1) {
+      fill(c, Y, row, scale, u0 * 64, std::min(total, u1 * 64));
+    });
+  }
+
+ private:
+  // Output bytes [a, b): row by row, each row's pieces from the inputs in order.
+  void fill(const RunCtx& c, uint8_t* Y, int64_t row, int64_t scale, int64_t a, int64_t b) const {
+    for (int64_t o = a / row; o * row < b; ++o) {
+      int64_t col = 0;  // bytes into the row
+      for (size_t k = 0; k < xs.size(); ++k) {
+        const int64_t n = inner[k] * scale * int64_t(esize);
+        const int64_t lo = std::max(a, o * row + col), hi = std::min(b, o * row + col + n);
+        if (lo < hi) {
+          const int64_t src = shared[k] ? o % outer_per_sample : o;
+          const uint8_t* X = xs[k].as<uint8_t>(c) + src * n + (lo - o * row - col);
+          std::memcpy(Y + lo, X, size_t(hi - lo));
+        }
+        col += n;
       }
-      col += n;
     }
   }
 };
