@@ -83,12 +83,21 @@ void ConvKernel::run_pointwise_simd(const RunCtx& c) const {
   const float* X = input(c);
   float* Y = y.at(c);
   const int64_t P = g.P(), M = g.M, C = g.C, in_sz = C * P, out_sz = M * P;
-  const int64_t panels = (P + kPwCols - 1) / kPwCols, per_sample = panels;
   const int64_t T = c.pool->threads();
+  // Column panels of near-equal width (a multiple of 16, at most kPwCols), as many as make the
+  // units a multiple of the threads where there are few: squeezenet1_1's 27x27 maps (729
+  // pixels) were panels of 512 and 217, one of 2 threads doing 70 % of the conv. One panel
+  // stays one (the threads split its rows below).
+  int64_t panels = (P + kPwCols - 1) / kPwCols;
+  if (T > 1 && panels > 1 && c.batch * panels < 8 * T)
+    while ((c.batch * panels) % T != 0) ++panels;
+  const int64_t cols = std::min(kPwCols, ((P + panels - 1) / panels + 15) / 16 * 16);
+  panels = (P + cols - 1) / cols;
+  const int64_t per_sample = panels;
   const int64_t row_groups = std::clamp<int64_t>(c.batch * panels >= T ? 1 : T, 1, (M + 7) / 8);
   const int64_t rows_per = ((M + row_groups - 1) / row_groups + 7) / 8 * 8;
   const int64_t units = c.batch * per_sample * row_groups;
-  const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(rows_per * kPwCols * C, 1));
+  const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(rows_per * cols * C, 1));
   const ConvAct a = folded_act();
   const float* R = has_res ? res.at(c) : nullptr;
   // Without AVX-512: the AVX2+FMA kernel (simd/avx2_gemm.h; make_conv takes this path only
@@ -99,7 +108,7 @@ void ConvKernel::run_pointwise_simd(const RunCtx& c) const {
   c.pool->parallel_for(units, grain, [&](int64_t u0, int64_t u1) {
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t n = u / (per_sample * row_groups), rest = u % (per_sample * row_groups);
-      const int64_t p0 = (rest / row_groups) * kPwCols, pc = std::min(kPwCols, P - p0);
+      const int64_t p0 = (rest / row_groups) * cols, pc = std::min(cols, P - p0);
       const int64_t r0 = (rest % row_groups) * rows_per, r1 = std::min(M, r0 + rows_per);
       const float* xn = X + n * in_sz + p0;
       float* yn = Y + n * out_sz + p0;
