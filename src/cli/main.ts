@@ -1,7 +1,8 @@
 /**
  * `memlane` entry point: dispatches to one module per command (src/cli/commands/), parses
  * options once there, and maps outcomes to exit codes: 0 ok, 1 pipeline failure, 2 usage
- * error, 130 on Ctrl-C (SIGINT), 143 on SIGTERM (the shutdown handlers of
+ * error, 130 on Ctrl-C (SIGINT), 143 on SIGTERM, 141 when stdout's or stderr's reader has gone
+ * (EPIPE, where a C program would die of SIGPIPE; the shutdown handlers of
  * src/workers/cleanup.ts stop every worker first and exit with 128 + the signal number).
  */
 import { register } from "node:module";
@@ -12,7 +13,7 @@ import type { Io } from "./io.ts";
 import { defaultIo } from "./io.ts";
 import { shutdownStarted } from "../workers/cleanup.ts";
 
-export const EXIT = Object.freeze({ OK: 0, FAILURE: 1, USAGE: 2, INTERRUPTED: 130, TERMINATED: 143 });
+export const EXIT = Object.freeze({ OK: 0, FAILURE: 1, USAGE: 2, INTERRUPTED: 130, OUTPUT_CLOSED: 141, TERMINATED: 143 });
 
 interface CommandModule {
   spec: import("./args.ts").CommandSpec;
@@ -108,8 +109,11 @@ export async function runCli(argv: readonly string[] = process.argv.slice(2)): P
   // A signal's shutdown owns the exit (130/143) once the run has written what it could.
   if (shutdownStarted()) await new Promise<never>(() => {});
   // Workers were stopped by the command; exit explicitly so that a library's stray handle
-  // (pythonia's timer, a ZeroMQ context) cannot keep a finished run alive.
+  // (pythonia's timer, a ZeroMQ context) cannot keep a finished run alive. (A write that met
+  // a closed pipe reports it by now: that shutdown then owns the exit, 141.)
   await new Promise<void>((r) => process.stdout.write("", () => r()));
+  await new Promise((r) => setImmediate(r));
+  if (shutdownStarted()) await new Promise<never>(() => {});
   process.exit(code);
 }
 

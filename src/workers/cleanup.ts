@@ -22,7 +22,7 @@ let signalled: NodeJS.Signals | undefined;
  */
 export const shutdownHandlersInstalled = (): boolean => signalHandlersInstalled;
 
-/** Whether a SIGINT/SIGTERM started the process's shutdown: nothing new may start (no stage retry). */
+/** Whether a SIGINT/SIGTERM (or an EPIPE) started the process's shutdown: nothing new may start (no stage retry). */
 export const shutdownStarted = (): boolean => signalled !== undefined;
 
 /** How long a signal's shutdown waits for {@link onShutdown} work once the workers are stopped. */
@@ -71,12 +71,20 @@ export interface ShutdownOptions {
   log?: (line: string) => void;
 }
 
+/** Exit codes of a shutdown: 128 + the signal's number, as a shell reports a process it killed. */
+const SIGNAL_EXIT: Partial<Record<NodeJS.Signals, number>> = { SIGINT: 130, SIGPIPE: 141, SIGTERM: 143 };
+
 /**
  * Install SIGINT/SIGTERM handlers that stop every live worker by escalation (shutdown
  * message, SIGTERM, SIGKILL), let {@link onShutdown} work finish (bounded), and then exit
  * with 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM).
  * A second signal during that shutdown kills the workers at once and exits. Idempotent:
  * calling it again does nothing. Normal exits are covered without it (workers get SIGKILL).
+ *
+ * Also the SIGPIPE a C program would die of: Node ignores that signal, so a write to a
+ * stdout or stderr whose reader has gone (`memlane ... | head`) fails with EPIPE instead,
+ * which was an unhandled 'error' event: a stack trace and exit 1 mid-run, workers SIGKILLed.
+ * The first EPIPE now shuts down as that signal would (exit 141), later ones are ignored.
  */
 export function installShutdownHandlers(options: ShutdownOptions = {}): void {
   if (signalHandlersInstalled) return;
@@ -88,14 +96,16 @@ export function installShutdownHandlers(options: ShutdownOptions = {}): void {
   }
   let received: NodeJS.Signals | undefined;
   const onSignal = (signal: NodeJS.Signals): void => {
-    const code = 128 + (signal === "SIGINT" ? 2 : 15);
+    const code = SIGNAL_EXIT[signal] ?? 1;
     if (received) {
       killAllNow();
       process.exit(code);
     }
     received = signal;
     signalled = signal;
-    log(`memlane: ${signal} received, stopping ${live.size} worker(s)`);
+    // (a closed pipe with nothing to stop ends quietly, as SIGPIPE ends `ls | head`)
+    if (signal !== "SIGPIPE") log(`memlane: ${signal} received, stopping ${live.size} worker(s)`);
+    else if (live.size > 0 || finishers.size > 0) log(`memlane: output closed (EPIPE), stopping ${live.size} worker(s)`);
     const finishing = Promise.allSettled([...finishers].map((f) => f(signal)));
     void stopAllWorkers()
       .then(() => Promise.race([finishing, new Promise((r) => setTimeout(r, SHUTDOWN_FINISH_MS))]))
@@ -103,4 +113,13 @@ export function installShutdownHandlers(options: ShutdownOptions = {}): void {
   };
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
+  let pipeClosed = false;
+  const onStreamError = (err: NodeJS.ErrnoException): void => {
+    if (err.code !== "EPIPE") throw err;  // as without a listener: an uncaught error
+    if (pipeClosed) return;  // every later write fails the same way (the log line too)
+    pipeClosed = true;
+    if (!received) onSignal("SIGPIPE");
+  };
+  process.stdout.on("error", onStreamError);
+  process.stderr.on("error", onStreamError);
 }
