@@ -11,9 +11,9 @@ import { UsageError } from "./args.ts";
 import { formatFailure } from "./failure.ts";
 import type { Io } from "./io.ts";
 import { defaultIo } from "./io.ts";
-import { shutdownStarted } from "../workers/cleanup.ts";
+import { SIGNAL_EXIT, shutdownStarted } from "../workers/cleanup.ts";
 
-export const EXIT = Object.freeze({ OK: 0, FAILURE: 1, USAGE: 2, INTERRUPTED: 130, OUTPUT_CLOSED: 141, TERMINATED: 143 });
+export const EXIT = Object.freeze({ OK: 0, FAILURE: 1, USAGE: 2, INTERRUPTED: SIGNAL_EXIT.SIGINT, OUTPUT_CLOSED: SIGNAL_EXIT.SIGPIPE, TERMINATED: SIGNAL_EXIT.SIGTERM });
 
 interface CommandModule {
   spec: import("./args.ts").CommandSpec;

@@ -72,7 +72,7 @@ export interface ShutdownOptions {
 }
 
 /** Exit codes of a shutdown: 128 + the signal's number, as a shell reports a process it killed. */
-const SIGNAL_EXIT: Partial<Record<NodeJS.Signals, number>> = { SIGINT: 130, SIGPIPE: 141, SIGTERM: 143 };
+export const SIGNAL_EXIT = Object.freeze({ SIGINT: 130, SIGPIPE: 141, SIGTERM: 143 }) satisfies Partial<Record<NodeJS.Signals, number>>;
 
 /**
  * Install SIGINT/SIGTERM handlers that stop every live worker by escalation (shutdown
@@ -96,7 +96,7 @@ export function installShutdownHandlers(options: ShutdownOptions = {}): void {
   }
   let received: NodeJS.Signals | undefined;
   const onSignal = (signal: NodeJS.Signals): void => {
-    const code = SIGNAL_EXIT[signal] ?? 1;
+    const code = (SIGNAL_EXIT as Partial<Record<NodeJS.Signals, number>>)[signal] ?? 1;
     if (received) {
       killAllNow();
       process.exit(code);

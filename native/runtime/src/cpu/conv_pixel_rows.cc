@@ -123,8 +123,10 @@ void ConvKernel::run_pixel_rows(const RunCtx& c) const {
   // 16-64 channel planes at once. Per sample: a batch is stored sample by sample and the op
   // after reads it likewise. Not with an activation after the store (it would read the lines
   // back from memory). ResNet-18's stem (64 x 112 x 112, 3.1 MiB a sample), batch 1, in the
-  // model, the stem and the max pool that reads it: 0.82-0.89x the time at 1 thread, 0.87x at
-  // 2 (6 rounds alternating order). MEMLANE_CONV_NO_STREAM=1: off (A/B).
+  // model, the stem and the max pool that reads it, 6 rounds alternating order: 0.79-0.94x the
+  // time a round at 1 thread (geomean 0.85), 0.60-0.94x at 2 (0.84; measured on the first
+  // version, the same stores without the aligned tiles, which this map does not need).
+  // MEMLANE_CONV_NO_STREAM=1: off (A/B).
   static const bool stream_ok = std::getenv("MEMLANE_CONV_NO_STREAM") == nullptr;
   const bool stream = stream_ok && after.kind == ConvAct::kNone && uint64_t(out_sz) * sizeof(float) >= kStreamStoreBytes;
   // Units of (tile, panel group), one product slot a thread (the pool runs slot s's units on one
