@@ -38,6 +38,25 @@ constexpr int64_t kRowsInputOverWeights = 16;
 
 }  // namespace
 
+// Row bands of the padded plane, one a thread, every channel's rows of the band: the paths
+// after it (Winograd, pixel rows, flat, direct by channels) read the whole padded input on every
+// thread, so a serial fill only kept the other threads waiting (at 2 threads, resnet18 batch 1,
+// the fills were about 2 % of all samples, on the caller alone). Batch 1, 2 threads, runs
+// alternating, median ratio serial / split of the convs' summed mean time and of p50: resnet18
+// 1.034 / 1.024, densenet121 1.060 / 1.038, squeezenet1_1 1.014 / 1.009. Inputs under
+// kParallelFillFloats stay on the caller. MEMLANE_CONV_SERIAL_FILL=1: always serial (A/B).
+void ConvKernel::fill_padded(const RunCtx& c, const float* xn, float* pad, int64_t sw) const {
+  static const bool serial = std::getenv("MEMLANE_CONV_SERIAL_FILL") != nullptr;
+  const int64_t T = c.pool->threads();
+  const int64_t floats = conv_direct_floats(g.C, Hp, Wp, sw, g.kw, g.dw);
+  if (serial || T <= 1 || floats < kParallelFillFloats || Hp < 2 * T)
+    return conv_direct_fill(xn, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, sw, g.kw, g.dw, pad);
+  c.pool->parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      conv_direct_fill_rows(xn, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, sw, g.kw, g.dw, pad, Hp * t / T, Hp * (t + 1) / T);
+  });
+}
+
 // a: the activation conv_direct applies (the direct path: all of it; Winograd's lone-sample
 // fallback: only Relu, its caller applies the rest).
 void ConvKernel::run_direct(const RunCtx& c, const ConvAct& a, int64_t from) const {
@@ -82,7 +101,7 @@ void ConvKernel::run_direct(const RunCtx& c, const ConvAct& a, int64_t from) con
   const int64_t per = (Mg + 7) / 8, blocks = g.group * per;
   const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(8 * K * g.P(), 1));
   for (int64_t n = from; n < c.batch; ++n) {
-    conv_direct_fill(X + n * in_sz, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, g.sw, g.kw, g.dw, c.workspace);
+    fill_padded(c, X + n * in_sz, c.workspace, g.sw);
     float* yn = Y + n * out_sz;
     c.pool->parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
       for (int64_t bi = b0; bi < b1;) {
@@ -108,7 +127,7 @@ void ConvKernel::run_flat(const RunCtx& c) const {
   const int64_t scratch = conv_flat_scratch(g.OH, Wp), blocks = (g.M + 7) / 8;
   const int64_t slots = std::clamp<int64_t>(std::min<int64_t>(threads, c.pool->threads()), 1, blocks);
   for (int64_t n = 0; n < c.batch; ++n) {
-    conv_direct_fill(X + n * in_sz, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, 1, g.kw, g.dw, c.workspace);
+    fill_padded(c, X + n * in_sz, c.workspace, 1);
     float* yn = Y + n * out_sz;
     const float* rn = R ? R + n * out_sz : nullptr;
     c.pool->parallel_for(slots, 1, [&](int64_t s0, int64_t s1) {
@@ -140,7 +159,7 @@ void ConvKernel::run_winograd(const RunCtx& c) const {
       continue;
     }
     for (int64_t s = 0; s < cnt; ++s)
-      conv_direct_fill(X + (n + s) * in_sz, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, 2, 3, 1, c.workspace + s * padFloats);
+      fill_padded(c, X + (n + s) * in_sz, c.workspace + s * padFloats, 2);
     float* yn = Y + n * out_sz;
     const float* rn = R ? R + n * out_sz : nullptr;
     if (slots <= 1) {

@@ -51,6 +51,9 @@ constexpr int64_t kPixelRowsMaxTile = 256;
 // a core's L2 on the Xeons this was measured on (2 MiB); smaller outputs stay cached for the
 // op that reads them next.
 constexpr uint64_t kStreamStoreBytes = uint64_t(2) << 20;
+// Floats of a padded input from which ConvKernel::fill_padded splits the copy over the threads
+// (64 KiB: a few microseconds on one core, about what a hand-off to a polling worker costs).
+constexpr int64_t kParallelFillFloats = 16384;
 // Output channels from which the pixel-rows path takes convs that have another kernel too.
 constexpr int64_t kPixelRowsMinChannels = 64;
 // Taps (C x kh x kw) below which a conv the direct kernel takes stays on it.
@@ -208,6 +211,9 @@ class ConvKernel final : public Kernel {
   void run_pointwise_simd(const RunCtx& c) const;
   void run_pointwise_lanes(const RunCtx& c) const;
   // conv_avx512_paths.cc
+  // conv_direct_fill of sample xn into pad (column stride sw), its rows split over the pool's
+  // threads where the padded input is large enough to pay for the hand-off.
+  void fill_padded(const RunCtx& c, const float* xn, float* pad, int64_t sw) const;
   void run_direct(const RunCtx& c, const ConvAct& a, int64_t from = 0) const;
   void run_flat(const RunCtx& c) const;
   void run_winograd(const RunCtx& c) const;

@@ -138,7 +138,7 @@ void ConvKernel::run_pixel_rows(const RunCtx& c) const {
   const int64_t units = tiles * groups;
   const int64_t slots = std::clamp<int64_t>(std::min<int64_t>(threads, c.pool->threads()), 1, units);
   for (int64_t n = 0; n < c.batch; ++n) {
-    conv_direct_fill(X + n * in_sz, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, 1, g.kw, g.dw, c.workspace);
+    fill_padded(c, X + n * in_sz, c.workspace, 1);
     float* yn = Y + n * out_sz;
     const float* rn = Rs ? Rs + n * out_sz : nullptr;
     c.pool->parallel_for(slots, 1, [&](int64_t s0, int64_t s1) {
