@@ -199,6 +199,8 @@ static void test_conv() {
       {"pixel rows 1x7, 64 channels, 17-wide", 2, 8, 5, 17, 64, 1, 7, 1, 1, 0, 3, 0, 3, 1, 1, 1, true, false},
       {"pixel rows 7x7 stride 2, 80x88 map in 256-pixel tiles", 1, 3, 80, 88, 64, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, true, true},
       {"pixel rows 3x3 stride 2, 128 channels", 2, 9, 14, 14, 128, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true, true},
+      // K = 270 = 2 x 128 + 14: two K blocks of 135 (gemm_panels.cc's gather_k_block), 1 and 2 threads
+      {"pixel rows 3x3 stride 2, K 270 in two blocks", 1, 30, 30, 30, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true, false},
       // a sample's output past 2 MiB: non-temporal stores in 16-pixel-aligned tiles (8464
       // pixels), and not where the map's planes break the lines (8281 pixels)
       {"pixel rows 7x7 stride 2, 2.2 MB output, streamed", 2, 3, 184, 184, 64, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, true, true},
