@@ -78,6 +78,8 @@ static void test_conv() {
       // stride-2 rows in permuted pairs of vectors with a scalar tail (67 and 112 wide), the
       // scalar gather (stride 3, stride (2,1)), on sgemm_nn, the lanes and OpenBLAS
       {"pointwise stride 2 gathered, 67-wide rows (sgemm_nn)", 2, 9, 9, 67, 21, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, true, true},
+      // one sample whose gather (64 channels of 28x28) the pool splits over 2 threads
+      {"pointwise stride 2 gathered, channels split over threads", 1, 64, 56, 56, 40, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, true, true},
       {"pointwise stride (1,2) gathered, 112-wide, 3 samples", 3, 5, 4, 112, 19, 1, 1, 1, 2, 0, 0, 0, 0, 1, 1, 1, false, true},
       {"pointwise stride 3 gathered (lanes)", 2, 7, 10, 11, 33, 1, 1, 3, 3, 0, 0, 0, 0, 1, 1, 1, true, false},
       {"pointwise stride (2,1) gathered, odd map (OpenBLAS)", 2, 6, 15, 13, 10, 1, 1, 2, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
