@@ -46,6 +46,11 @@ class GemmKernel final : public Kernel {
   // projections of the zoo's BERT and ViT at batch 1 would save; their 128-wide feed-forward
   // layers do split.
   static constexpr int64_t kMinMacsPerThread = int64_t(1) << 19;
+  // A unit of few rows (a classifier at batch 1) is paced by B's bytes coming from memory, not
+  // by its multiply-adds: one core streams ~12 GB/s and multiplies ~60 G MAC/s here, so a byte
+  // of B counts as this many multiply-adds when deciding whether a split pays. resnet18's
+  // 512 -> 1000 classifier (2 MiB of B, 0.5 M MACs) ran on one thread under the MAC rule.
+  static constexpr int64_t kMacsPerWeightByte = 4;
 
   // Every row count on the packed panels: units of 64 rows x a group of panels, the rows split
   // between threads first, the panels where there are too few rows (a classifier, a batch
@@ -61,7 +66,9 @@ class GemmKernel final : public Kernel {
     const int64_t groups = row_blocks >= T ? 1 : std::min(P, (2 * T + row_blocks - 1) / row_blocks);
     const int64_t pg = (P + groups - 1) / groups, per_block = (P + pg - 1) / pg;
     const int64_t unit_macs = std::min<int64_t>(64, M) * K * pg * simd::kPanelCols;
-    const int64_t grain = std::max<int64_t>(1, kMinMacsPerThread / std::max<int64_t>(1, unit_macs));
+    const int64_t unit_bytes = K * pg * simd::kPanelCols * int64_t(sizeof(float));
+    const int64_t unit_work = std::max(unit_macs, kMacsPerWeightByte * unit_bytes);
+    const int64_t grain = std::max<int64_t>(1, kMinMacsPerThread / std::max<int64_t>(1, unit_work));
     c.pool->parallel_for(row_blocks * per_block, grain, [&](int64_t u0, int64_t u1) {
       for (int64_t u = u0; u < u1; ++u) {
         const int64_t r0 = u / per_block * 64, r1 = std::min(M, r0 + 64);
