@@ -16,11 +16,11 @@
  *                               BENCH_CALIBRATE=1 to redo it,
  *                               BENCH_PIPELINES=digits,tiny-gpt ("" for none), BENCH_EPOCHS=2)
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { writeFileSync } from "node:fs";
-import { calibrate, compareInFreshProcess } from "../src/estimate/calibration.ts";
+import { type Calibration, calibrate, compareInFreshProcess } from "../src/estimate/calibration.ts";
 import { runPipelineInFreshProcess, torchCalibration } from "../src/estimate/torch-calibration.ts";
 import { calibrationKey, calibrationMismatch, loadCalibration, saveCalibration } from "../src/estimate/cache.ts";
 import { features, modelTerms, requestsPerBatch } from "../src/estimate/model-terms.ts";
@@ -51,16 +51,14 @@ const median = (xs: number[]) => {
   return s.length ? (s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2) : NaN;
 };
 
-const key = calibrationKey();
-let cal = process.env.BENCH_CALIBRATE ? null : loadCalibration(key);
-if (!cal) {
-  const why = process.env.BENCH_CALIBRATE ? "BENCH_CALIBRATE set" : (calibrationMismatch(key) ?? "none cached for these library versions");
-  log(`bench:estimate: calibrating this machine first (${why}; about a minute)`);
-  cal = await calibrate(key, { err: log });
-  saveCalibration(cal);
-}
-await torchCalibration(log, !!process.env.BENCH_CALIBRATE);
+// What was asked is checked before the minutes of calibration: unknown pipelines and missing
+// files here, zoo names by exporting them first (the exporter knows the zoo).
+for (const name of PIPELINES)
+  if (!PIPELINE_SOURCES[name]) throw new Error(`BENCH_PIPELINES: unknown pipeline ${JSON.stringify(name)} (known: ${Object.keys(PIPELINE_SOURCES).join(", ")})`);
+for (const m of MODELS)
+  if (m.endsWith(".onnx") && !existsSync(m)) throw new Error(`BENCH_MODELS: ${m}: no such file`);
 const dir = mkdtempSync(join(tmpdir(), "memlane-bench-estimate-"));
+let cal: Calibration | null = null;
 const trainRows: string[][] = [];
 const rows: string[][] = [];
 const errors: Record<string, { steady: number[]; peak: number[]; all: number[] }> = {};
@@ -77,13 +75,27 @@ try {
         continue;
       }
       const onnx = join(dir, `${arch}.onnx`);
-      await exporter.run("zoo.export", { arch, out: onnx, seed: 0 }, { timeoutMs: 300_000 });
+      try {
+        await exporter.run("zoo.export", { arch, out: onnx, seed: 0 }, { timeoutMs: 300_000 });
+      } catch (e) {
+        const why = String((e as Error).message ?? e).split("\n")[0];
+        throw new Error(`BENCH_MODELS: ${JSON.stringify(arch)} is not a .onnx file and the zoo could not export it: ${why}`);
+      }
       files.set(arch, onnx);
     }
   } finally {
     await exporter.stop();
     await sup.close();
   }
+  const key = calibrationKey();
+  cal = process.env.BENCH_CALIBRATE ? null : loadCalibration(key);
+  if (!cal) {
+    const why = process.env.BENCH_CALIBRATE ? "BENCH_CALIBRATE set" : (calibrationMismatch(key) ?? "none cached for these library versions");
+    log(`bench:estimate: calibrating this machine (${why}; about a minute)`);
+    cal = await calibrate(key, { err: log });
+    saveCalibration(cal);
+  }
+  await torchCalibration(log, !!process.env.BENCH_CALIBRATE);
   for (const arch of MODELS) {
     const onnx = files.get(arch)!;
     const started = Date.now();
@@ -121,8 +133,7 @@ try {
     log(`bench:estimate: ${arch} measured in ${((Date.now() - started) / 1000).toFixed(0)} s`);
   }
   for (const name of PIPELINES) {
-    const src = PIPELINE_SOURCES[name];
-    if (!src) throw new Error(`BENCH_PIPELINES: unknown pipeline ${JSON.stringify(name)} (known: ${Object.keys(PIPELINE_SOURCES).join(", ")})`);
+    const src = PIPELINE_SOURCES[name]!;
     const started = Date.now();
     const file = join(dir, `${name}.ts`);
     writeFileSync(file, `import { pipeline } from "memlane";\nexport default ${src}\n  .export().benchmark("python-torch").benchmark("python-ort").benchmark("node-ort").benchmark("native");\n`);
