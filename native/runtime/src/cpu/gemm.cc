@@ -47,9 +47,10 @@ class GemmKernel final : public Kernel {
   // layers do split.
   static constexpr int64_t kMinMacsPerThread = int64_t(1) << 19;
   // A unit of few rows (a classifier at batch 1) is paced by B's bytes coming from memory, not
-  // by its multiply-adds: one core streams ~12 GB/s and multiplies ~60 G MAC/s here, so a byte
-  // of B counts as this many multiply-adds when deciding whether a split pays. resnet18's
-  // 512 -> 1000 classifier (2 MiB of B, 0.5 M MACs) ran on one thread under the MAC rule.
+  // by its multiply-adds: one core here multiplies ~65 G MAC/s (an FMA loop) and read that
+  // classifier's B at ~12 GB/s (2 MiB in ~170 us), about 5 MACs a byte; a byte of B counts as
+  // 4 when deciding whether a split pays (the split costs one hand-off, so erring toward it).
+  // resnet18's 512 -> 1000 classifier (2 MiB of B, 0.5 M MACs) ran on one thread under the MAC rule.
   static constexpr int64_t kMacsPerWeightByte = 4;
 
   // Every row count on the packed panels: units of 64 rows x a group of panels, the rows split
