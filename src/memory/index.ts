@@ -1,6 +1,6 @@
 /** Host (and GPU) memory measurement: /proc readers, the sampler, phase accounting, the per-mapping breakdown. See docs/memory.md. */
 export {
-  kibToMiB, parseSmapsRollup, parseStatus, readProcessMemory, readSmapsRollup, readStatusMemory, resetPeak,
+  kibToMiB, parseSmapsRollup, parseStatus, readProcessMemory, readSmapsRollup, readStatusMemory, readStatusMemorySync, resetPeak,
   type HostReading, type SmapsRollup, type StatusMemory,
 } from "./proc.ts";
 export {

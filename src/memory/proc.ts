@@ -9,6 +9,7 @@
  * Every reader resolves to null when the process is gone (or vanishes between the two
  * reads); nothing here throws into a sampler loop. See docs/memory.md.
  */
+import { readFileSync } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
 import type { MemoryReading } from "../transport/protocol.ts";
 
@@ -84,6 +85,20 @@ export async function readSmapsRollup(pid: number | "self"): Promise<SmapsRollup
 export async function readStatusMemory(pid: number | "self"): Promise<StatusMemory | null> {
   const text = await readText(procPath(pid, "status"));
   return text === null ? null : parseStatus(text);
+}
+
+/**
+ * VmRSS and VmHWM read synchronously, on the calling thread: the sampler's every-tick reading.
+ * status is a few counters (~40 us), where an async read would wake libuv's pool for its
+ * open, fstat, reads and close: on a machine whose every core runs a benchmark's threads, each
+ * wake-up takes a core from one of them.
+ */
+export function readStatusMemorySync(pid: number | "self"): StatusMemory | null {
+  try {
+    return parseStatus(readFileSync(procPath(pid, "status"), "utf8"));
+  } catch {
+    return null;
+  }
 }
 
 /**

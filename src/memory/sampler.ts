@@ -3,9 +3,19 @@
  * tracked pids at a fixed period, keeping a bounded, decimating ring of samples per process.
  * Timestamps are wall clock (Date.now) so they line up with workers' phase marks on the same
  * host. A tick starts only after the previous one finished: slow reads delay the next tick,
- * they never pile up. See docs/memory.md.
+ * they never pile up.
+ *
+ * Every tick reads each process's `status` (VmRSS, VmHWM: a few counters). `smaps_rollup`
+ * (PSS, USS, swap) is a walk of the process's page tables, ~25 us per MiB resident on a
+ * 2-core KVM guest (1.1 ms for a 70 MiB memlane-rt worker, 7.5 ms for a 300 MiB Python one):
+ * read at 20 Hz for the orchestrator and its workers it took 10-15 % of a core, and at 2
+ * threads on 2 cores it slowed both runtimes' resnet18 p50 by 20-40 %. So a process's rollup
+ * is read at most as often as keeps its cost under `rollupBudget` of one CPU (default 0.5 %),
+ * and never less often than the tick where it is cheap; samples between rollups carry RSS and
+ * HWM only. Peaks do not depend on it (VmHWM is read every tick); the workers' own marks read
+ * their rollup at every phase boundary. See docs/memory.md.
  */
-import { readProcessMemory, type HostReading } from "./proc.ts";
+import { readProcessMemory, readStatusMemorySync, type HostReading, type StatusMemory } from "./proc.ts";
 
 /**
  * Per-process GPU memory, provided by the caller (the NVML probe in src/memory/gpu*.ts).
@@ -17,9 +27,17 @@ export interface GpuProbe {
   available(): { ok: boolean; reason?: string };
 }
 
-export interface Sample extends HostReading {
+export interface Sample {
   /** Wall clock, ms since the epoch, taken just before the reads. */
   tMs: number;
+  /** Resident KiB: smaps_rollup's Rss on a tick that read it, else status's VmRSS. */
+  rssKiB: number;
+  /** VmHWM, never below rssKiB. */
+  hwmKiB: number;
+  /** smaps_rollup's figures; null on a tick that read only status (see the rollup budget above). */
+  pssKiB: number | null;
+  ussKiB: number | null;
+  swapKiB: number | null;
   /** GPU memory of the process in KiB; null when GPU is unavailable or unknown. */
   gpuKiB: number | null;
 }
@@ -31,16 +49,25 @@ export interface SamplerOptions {
   capacity?: number;
   /** GPU probe; without one every GPU figure is null and gpuStatus() says why. */
   gpu?: GpuProbe;
-  /** Host reader; default readProcessMemory (/proc). Tests inject scripted readings. */
+  /**
+   * Share of one CPU a process's smaps_rollup reads may take, in (0, 1]: after a read that
+   * took c ms, the next comes no sooner than c / rollupBudget ms (nor sooner than the next
+   * tick). Default 0.005; 1 reads it every tick.
+   */
+  rollupBudget?: number;
+  /** Full host reader (smaps_rollup + status); default readProcessMemory (/proc). Tests inject scripted readings. */
   read?: (pid: number) => Promise<HostReading | null>;
+  /** Every-tick reader (status); default readStatusMemorySync. Null: the process is gone. */
+  readStatus?: (pid: number) => StatusMemory | null;
 }
 
 export interface ResolvedSamplerOptions {
   readonly periodMs: number;
   readonly capacity: number;
+  readonly rollupBudget: number;
 }
 
-export const SAMPLER_DEFAULTS: ResolvedSamplerOptions = Object.freeze({ periodMs: 50, capacity: 8192 });
+export const SAMPLER_DEFAULTS: ResolvedSamplerOptions = Object.freeze({ periodMs: 50, capacity: 8192, rollupBudget: 0.005 });
 
 export interface TrackedProcess {
   label: string;
@@ -55,11 +82,14 @@ export interface TrackedProcess {
 function resolve(options: SamplerOptions): ResolvedSamplerOptions {
   const periodMs = options.periodMs ?? SAMPLER_DEFAULTS.periodMs;
   const capacity = options.capacity ?? SAMPLER_DEFAULTS.capacity;
+  const rollupBudget = options.rollupBudget ?? SAMPLER_DEFAULTS.rollupBudget;
   if (!Number.isFinite(periodMs) || periodMs <= 0 || periodMs > 50)
     throw new RangeError(`SamplerOptions.periodMs: expected a period in (0, 50] ms (>= 20 Hz), received ${String(periodMs)}`);
   if (!Number.isInteger(capacity) || capacity < 16)
     throw new RangeError(`SamplerOptions.capacity: expected an integer >= 16, received ${String(capacity)}`);
-  return Object.freeze({ periodMs, capacity });
+  if (!Number.isFinite(rollupBudget) || rollupBudget <= 0 || rollupBudget > 1)
+    throw new RangeError(`SamplerOptions.rollupBudget: expected a share of one CPU in (0, 1], received ${String(rollupBudget)}`);
+  return Object.freeze({ periodMs, capacity, rollupBudget });
 }
 
 interface Track extends TrackedProcess {
@@ -67,12 +97,19 @@ interface Track extends TrackedProcess {
   stride: number;
   pending: Sample | null;
   skipped: number;
+  /** performance.now() from which the next smaps_rollup may be read. */
+  rollupDue: number;
 }
+
+/** Whether decimation keeps `s` over `kept`: the higher RSS, or on a tie the one with a rollup. */
+const keepOver = (s: Sample, kept: Sample): boolean =>
+  s.rssKiB > kept.rssKiB || (s.rssKiB === kept.rssKiB && s.ussKiB !== null && kept.ussKiB === null);
 
 export class MemorySampler {
   readonly options: ResolvedSamplerOptions;
   private readonly gpu: GpuProbe | undefined;
   private readonly read: (pid: number) => Promise<HostReading | null>;
+  private readonly readStatus: (pid: number) => StatusMemory | null;
   private readonly tracks = new Map<number, Track>();
   private readonly listeners = new Set<(pid: number, s: Sample) => void>();
   private timer: NodeJS.Timeout | null = null;
@@ -86,6 +123,7 @@ export class MemorySampler {
     this.options = resolve(options);
     this.gpu = options.gpu;
     this.read = options.read ?? readProcessMemory;
+    this.readStatus = options.readStatus ?? readStatusMemorySync;
   }
 
   /** Starts sampling (idempotent). The timer is unref'd: it never keeps Node alive. */
@@ -116,7 +154,7 @@ export class MemorySampler {
       return;
     }
     this.tracks.set(pid, {
-      label, pid, periodMs: this.options.periodMs, exited: false, samples: [], stride: 1, pending: null, skipped: 0,
+      label, pid, periodMs: this.options.periodMs, exited: false, samples: [], stride: 1, pending: null, skipped: 0, rollupDue: 0,
     });
   }
 
@@ -170,13 +208,29 @@ export class MemorySampler {
 
   private async sampleTrack(t: Track, gpuOk: boolean): Promise<void> {
     const tMs = Date.now();
-    let reading: HostReading | null = null;
-    try {
-      reading = await this.read(t.pid);
-    } catch {
-      reading = null;
+    const began = performance.now();
+    let host: Omit<Sample, "tMs" | "gpuKiB"> | null = null;
+    // Half a period early still counts as due: the next tick is scheduled a period after this
+    // one began, and timers fire a little early or late.
+    if (began >= t.rollupDue - this.options.periodMs / 2) {
+      let full: HostReading | null = null;
+      try {
+        full = await this.read(t.pid);
+      } catch {
+        full = null;
+      }
+      host = full;
+      t.rollupDue = began + (performance.now() - began) / this.options.rollupBudget;
+    } else {
+      let st: StatusMemory | null = null;
+      try {
+        st = this.readStatus(t.pid);
+      } catch {
+        st = null;
+      }
+      host = st === null ? null : { rssKiB: st.vmRssKiB, hwmKiB: Math.max(st.hwmKiB, st.vmRssKiB), pssKiB: null, ussKiB: null, swapKiB: null };
     }
-    if (reading === null) {
+    if (host === null) {
       t.exited = true;
       return;
     }
@@ -189,7 +243,7 @@ export class MemorySampler {
         gpuKiB = null;
       }
     }
-    const s: Sample = { tMs, ...reading, gpuKiB };
+    const s: Sample = { tMs, ...host, gpuKiB };
     this.store(t, s);
     for (const fn of this.listeners) {
       try {
@@ -203,10 +257,11 @@ export class MemorySampler {
   /**
    * Appends with decimation: once the ring is full, adjacent pairs merge (keeping the one
    * with the higher RSS, so peaks survive) and the stride doubles; later ticks then fold
-   * `stride` raw samples into one, again keeping the highest RSS.
+   * `stride` raw samples into one, again keeping the highest RSS (a sample with a rollup on
+   * a tie, so a long run's USS line thins out rather than vanishing).
    */
   private store(t: Track, s: Sample): void {
-    if (t.pending === null || s.rssKiB > t.pending.rssKiB) t.pending = s;
+    if (t.pending === null || keepOver(s, t.pending)) t.pending = s;
     t.skipped++;
     if (t.skipped < t.stride) return;
     t.samples.push(t.pending);
@@ -217,7 +272,7 @@ export class MemorySampler {
     for (let i = 0; i < t.samples.length; i += 2) {
       const a = t.samples[i]!;
       const b = t.samples[i + 1];
-      merged.push(b !== undefined && b.rssKiB > a.rssKiB ? b : a);
+      merged.push(b !== undefined && keepOver(b, a) ? b : a);
     }
     t.samples = merged;
     t.stride *= 2;

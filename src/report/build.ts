@@ -169,13 +169,14 @@ export function phasesOf(marks: readonly PhaseMarkInput[], tracks: readonly Trac
 
 /**
  * Reading at the end of steady-inference, else of the last phase, else (a runtime that sent
- * no phase marks) the last orchestrator sample of its process.
+ * no phase marks) the last orchestrator sample of its process that read smaps_rollup.
  */
 function steadyOf(name: string, phases: readonly PhaseReport[], samples: readonly Sample[], gpuOn: boolean): SteadyMemory {
   const p = phases.find((x) => x.name === Phase.STEADY_INFERENCE) ?? phases[phases.length - 1];
   if (p !== undefined) return { rssMiB: p.rssMiB, ussMiB: p.ussMiB, pssMiB: p.pssMiB, gpuMiB: p.gpuMiB };
-  const s = samples.reduce<Sample | undefined>((a, b) => (a === undefined || b.tMs > a.tMs ? b : a), undefined);
-  if (s === undefined) throw new Error(`buildReport: runtime "${name}" has no completed phase and no sample, so no memory reading to report`);
+  const s = samples.reduce<Sample | undefined>((a, b) => (b.ussKiB !== null && (a === undefined || b.tMs > a.tMs) ? b : a), undefined);
+  if (s === undefined || s.ussKiB === null || s.pssKiB === null)
+    throw new Error(`buildReport: runtime "${name}" has no completed phase and no sample with smaps_rollup figures, so no memory reading to report`);
   return { rssMiB: toMiB(s.rssKiB), ussMiB: toMiB(s.ussKiB), pssMiB: toMiB(s.pssKiB), gpuMiB: gpuOn ? toMiBOrNull(s.gpuKiB) : null };
 }
 

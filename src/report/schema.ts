@@ -360,8 +360,11 @@ export interface ComparisonReport {
   ratios: ComparisonRatio[];
 }
 
-/** A sample: [wall clock ms, RSS KiB, USS KiB, GPU KiB or null when unavailable]. */
-export type TimelineSample = [tMs: number, rssKiB: number, ussKiB: number, gpuKiB: number | null];
+/**
+ * A sample: [wall clock ms, RSS KiB, USS KiB or null on a tick that did not read smaps_rollup
+ * (the sampler paces those by their cost), GPU KiB or null when unavailable].
+ */
+export type TimelineSample = [tMs: number, rssKiB: number, ussKiB: number | null, gpuKiB: number | null];
 
 export interface TimelineTrack {
   /** Label the process was tracked under (runtime or stage name). */

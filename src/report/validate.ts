@@ -171,8 +171,8 @@ export function validateReport(report: unknown): string[] {
   }
   each(report["timeline"], TRACK, "report.timeline", errors, (t, p) => {
     (t["samples"] as unknown[]).forEach((s, i) => {
-      const ok = Array.isArray(s) && s.length === 4 && s.slice(0, 3).every((x) => matches(x, "number")) && matches(s[3], "number|null");
-      if (!ok) errors.push(`${p}.samples[${i}]: expected [tMs, rssKiB, ussKiB, gpuKiB|null], received ${JSON.stringify(s)}`);
+      const ok = Array.isArray(s) && s.length === 4 && s.slice(0, 2).every((x) => matches(x, "number")) && matches(s[2], "number|null") && matches(s[3], "number|null");
+      if (!ok) errors.push(`${p}.samples[${i}]: expected [tMs, rssKiB, ussKiB|null, gpuKiB|null], received ${JSON.stringify(s)}`);
     });
   });
   return errors;

@@ -4,12 +4,18 @@ import { MemorySampler, type GpuProbe } from "../../src/memory/sampler.ts";
 
 const reading = (rssKiB: number): HostReading => ({ rssKiB, pssKiB: rssKiB, ussKiB: rssKiB, swapKiB: 0, hwmKiB: rssKiB });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const busy1ms = () => {
+  const end = performance.now() + 1;
+  while (performance.now() < end);
+};
 
 describe("MemorySampler options", () => {
   it("refuses periods slower than 20 Hz, naming the option and the value", () => {
     expect(() => new MemorySampler({ periodMs: 100 })).toThrow(/SamplerOptions\.periodMs.*received 100/);
     expect(() => new MemorySampler({ capacity: 3 })).toThrow(/SamplerOptions\.capacity/);
-    expect(new MemorySampler().options).toEqual({ periodMs: 50, capacity: 8192 });
+    expect(() => new MemorySampler({ rollupBudget: 0 })).toThrow(/SamplerOptions\.rollupBudget.*received 0/);
+    expect(() => new MemorySampler({ rollupBudget: 1.5 })).toThrow(/SamplerOptions\.rollupBudget/);
+    expect(new MemorySampler().options).toEqual({ periodMs: 50, capacity: 8192, rollupBudget: 0.005 });
   });
 });
 
@@ -26,11 +32,77 @@ describe("MemorySampler", () => {
     expect(got.every((x, i) => i === 0 || x.tMs >= got[i - 1]!.tMs)).toBe(true);
   });
 
+  it("reads smaps_rollup no more often than its cost allows, and status on every tick between", async () => {
+    // A rollup that costs 4 ms with a 10 % budget: at most one every 40 ms; ticks every 5 ms.
+    let rollups = 0;
+    let statuses = 0;
+    const busy = (ms: number) => {
+      const end = performance.now() + ms;
+      while (performance.now() < end);
+    };
+    const s = new MemorySampler({
+      periodMs: 5,
+      rollupBudget: 0.1,
+      read: async () => {
+        rollups++;
+        busy(4);
+        return { rssKiB: 1000, pssKiB: 900, ussKiB: 800, swapKiB: 0, hwmKiB: 1200 };
+      },
+      readStatus: () => (statuses++, { vmRssKiB: 1010, hwmKiB: 1200 }),
+    });
+    s.track(1, "p");
+    const t0 = performance.now();
+    s.start();
+    await sleep(300);
+    await s.stop();
+    const elapsed = performance.now() - t0;
+    expect(rollups).toBeGreaterThanOrEqual(2);
+    expect(rollups).toBeLessThanOrEqual(Math.ceil(elapsed / 40) + 1);
+    expect(statuses).toBeGreaterThan(rollups);
+    const got = s.samples(1);
+    expect(got).toHaveLength(rollups + statuses);
+    expect(got.filter((x) => x.ussKiB === 800).every((x) => x.rssKiB === 1000 && x.pssKiB === 900 && x.swapKiB === 0)).toBe(true);
+    expect(got.filter((x) => x.ussKiB === null).every((x) => x.rssKiB === 1010 && x.hwmKiB === 1200 && x.pssKiB === null && x.swapKiB === null)).toBe(true);
+  });
+
+  it("paces this process's real smaps_rollup by its cost while status comes every tick", async () => {
+    // A budget small enough that any real rollup (tens of us at least) spaces out past a tick.
+    const s = new MemorySampler({ periodMs: 10, rollupBudget: 0.0005 });
+    s.track(process.pid, "orchestrator");
+    s.start();
+    await sleep(300);
+    await s.stop();
+    const got = s.samples(process.pid);
+    const full = got.filter((x) => x.ussKiB !== null);
+    expect(got.length).toBeGreaterThanOrEqual(8);
+    expect(full.length).toBeGreaterThanOrEqual(1);
+    expect(full.length).toBeLessThan(got.length);
+    expect(got.every((x) => x.rssKiB > 10_000 && x.hwmKiB >= x.rssKiB)).toBe(true);
+  });
+
+  it("a process gone between rollups is marked exited by its status read", async () => {
+    let alive = true;
+    const s = new MemorySampler({
+      rollupBudget: 0.0001,
+      read: async () => { busy1ms(); return reading(100); },
+      readStatus: () => (alive ? { vmRssKiB: 100, hwmKiB: 100 } : null),
+    });
+    s.track(4, "p");
+    await s.sampleOnce();
+    await s.sampleOnce();
+    alive = false;
+    await s.sampleOnce();
+    expect(s.snapshot()[0]).toMatchObject({ exited: true });
+    expect(s.samples(4)).toHaveLength(2);
+    expect(s.samples(4).map((x) => x.ussKiB)).toEqual([100, null]);
+  });
+
   it("never overlaps reads when they are slower than the period", async () => {
     let inFlight = 0;
     let maxInFlight = 0;
     const s = new MemorySampler({
       periodMs: 5,
+      rollupBudget: 1,
       read: async () => {
         maxInFlight = Math.max(maxInFlight, ++inFlight);
         await sleep(30);
@@ -51,6 +123,7 @@ describe("MemorySampler", () => {
     let maxInFlight = 0;
     const s = new MemorySampler({
       periodMs: 5,
+      rollupBudget: 1,
       read: async () => {
         maxInFlight = Math.max(maxInFlight, ++inFlight);
         await sleep(20);

@@ -151,7 +151,7 @@ describe("validateReport", () => {
       "report.runtimes[0].phases[0].gpuMiB: expected null when gpu is \"unavailable\", received 0",
       "report.runtimes[1].phases[2].peakRssMiB: expected number, received string",
       "report.runtimes[3].latencyMs.batch64.p99: missing (expected number)",
-      "report.timeline[0].samples[0]: expected [tMs, rssKiB, ussKiB, gpuKiB|null], received [1,2,3]",
+      "report.timeline[0].samples[0]: expected [tMs, rssKiB, ussKiB|null, gpuKiB|null], received [1,2,3]",
     ]);
   });
   it("accepts pipelined figures and backend notes, and names a wrong type with its path", () => {

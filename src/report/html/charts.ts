@@ -107,6 +107,13 @@ export function emptyTracks(report: Report): Report["timeline"] {
   return report.timeline.filter((t) => t.samples.length === 0 && phasesOfPid(report, t.pid).length === 0);
 }
 
+/** ", USS about every N ms" where the rollups came less often than the RSS ticks. */
+function ussEvery(track: Report["timeline"][number]): string {
+  const t = track.samples.filter((s) => s[2] !== null).map((s) => s[0]);
+  if (t.length < 2 || t.length >= track.samples.length) return "";
+  return `, USS about every ${Math.round((t[t.length - 1]! - t[0]!) / (t.length - 1))} ms`;
+}
+
 export function timelineCharts(report: Report, t0: number): ChartSpec[] {
   const empty = new Set(emptyTracks(report));
   return report.timeline.flatMap((track, i) => {
@@ -121,7 +128,8 @@ export function timelineCharts(report: Report, t0: number): ChartSpec[] {
     }));
     const series: ChartSeries[] = [
       { name: "RSS", data: track.samples.map(([t, rss]) => ({ x: secs(t), y: MiB(rss) })) },
-      { name: "USS", data: track.samples.map(([t, , uss]) => ({ x: secs(t), y: MiB(uss) })) },
+      // USS only where the sampler read smaps_rollup (paced by its cost): a line through those.
+      { name: "USS", data: track.samples.flatMap(([t, , uss]) => (uss === null ? [] : [{ x: secs(t), y: MiB(uss) }])) },
     ];
     if (track.samples.some((s) => s[3] !== null))
       series.push({ name: "GPU", data: track.samples.map(([t, , , gpu]) => ({ x: secs(t), y: MiB(gpu) })) });
@@ -132,7 +140,7 @@ export function timelineCharts(report: Report, t0: number): ChartSpec[] {
       id: `timeline-${i}`,
       section: "timeline",
       type: "line",
-      title: `${track.label} (pid ${track.pid}): memory over time, sampled every ${track.periodMs} ms`,
+      title: `${track.label} (pid ${track.pid}): memory over time, RSS sampled every ${track.periodMs} ms${ussEvery(track)}`,
       labels: bands.map((b) => b.label),
       series,
       xTitle: "seconds since run start",
