@@ -16,6 +16,11 @@ export interface ProfileOp {
   opType: string;
   /** Ops folded into this one's kernel (memlane-rt: "Add+Relu" after a Conv); absent when none. */
   fused?: string;
+  /**
+   * The kernel memlane-rt ran for it, where an op has several (a Conv: "im2col", "winograd_avx2",
+   * "pointwise_blas", ...; docs/native-cpu.md); absent for ORT and for ops with one kernel.
+   */
+  kernel?: string;
   /** Mean time per profiled call (summed over the call's chunks/kernel calls), ms. */
   msPerRun: number;
   /**
@@ -63,6 +68,7 @@ interface RawOp {
   name?: unknown;
   opType?: unknown;
   fused?: unknown;
+  kernel?: unknown;
   totalMs?: unknown;
   minMs?: unknown;
   calls?: unknown;
@@ -70,7 +76,7 @@ interface RawOp {
 
 const num = (v: unknown): number => (typeof v === "number" && Number.isFinite(v) ? v : NaN);
 
-/** A worker's `profile` value ({batch, runs, wallMsMean, ops: [{name, opType, fused?, totalMs, calls}]} or {batch, unavailable}). */
+/** A worker's `profile` value ({batch, runs, wallMsMean, ops: [{name, opType, fused?, kernel?, totalMs, calls}]} or {batch, unavailable}). */
 export function profileFromTask(raw: unknown, source: RuntimeProfile["source"], where: string): RuntimeProfile {
   if (raw === null || typeof raw !== "object") throw new Error(`${where}: profile: expected an object, received ${typeof raw}`);
   const r = raw as { batch?: unknown; runs?: unknown; wallMsMean?: unknown; ops?: unknown; unavailable?: unknown };
@@ -87,7 +93,12 @@ export function profileFromTask(raw: unknown, source: RuntimeProfile["source"], 
     const calls = num(o.calls) || 0;
     const minMs = num(o.minMs);
     const minMsPerRun = minMs >= 0 && calls > 0 ? (minMs * calls) / runs : null;
-    return { name: o.name, opType: o.opType, ...(typeof o.fused === "string" && o.fused ? { fused: o.fused } : {}), msPerRun: totalMs / runs, minMsPerRun, calls, pct: 0 };
+    return {
+      name: o.name, opType: o.opType,
+      ...(typeof o.fused === "string" && o.fused ? { fused: o.fused } : {}),
+      ...(typeof o.kernel === "string" && o.kernel ? { kernel: o.kernel } : {}),
+      msPerRun: totalMs / runs, minMsPerRun, calls, pct: 0,
+    };
   });
   const total = ops.reduce((a, o) => a + o.msPerRun, 0);
   const share = (ms: number): number => (total > 0 ? (100 * ms) / total : 0);
@@ -151,7 +162,11 @@ export function profileMarkdown(runtimes: ReadonlyArray<{ name: string; profile?
       out.push("");
       continue;
     }
-    out.push("", mdTable(["op", "type", "ms", "% of ops", "min ms"], p.ops.slice(0, top).map((o) => [o.name, opLabel(o), ms(o.msPerRun), o.pct.toFixed(1), minMs(o.minMsPerRun)])));
+    const ops = p.ops.slice(0, top);
+    // The kernel column only where the runtime names its kernels (memlane-rt's CPU backend).
+    const kernels = ops.some((o) => o.kernel !== undefined);
+    out.push("", mdTable(["op", "type", ...(kernels ? ["kernel"] : []), "ms", "% of ops", "min ms"],
+      ops.map((o) => [o.name, opLabel(o), ...(kernels ? [o.kernel ?? ""] : []), ms(o.msPerRun), o.pct.toFixed(1), minMs(o.minMsPerRun)])));
     out.push("", mdTable(["op type", "nodes", "ms", "% of ops", "min ms"], p.byType.map((t) => [t.opType, String(t.nodes), ms(t.msPerRun), t.pct.toFixed(1), minMs(t.minMsPerRun)])), "");
   }
   return out.join("\n").trim();

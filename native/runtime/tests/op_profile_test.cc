@@ -67,6 +67,9 @@ int main() {
     const size_t pool = want - 2;
     CHECK_MSG(p.ops[0].opType == "Conv" && p.ops[0].fused == (fused ? "Add+Relu" : ""), p.ops[0].opType + " fused " + p.ops[0].fused);
     CHECK_MSG(p.ops[0].name == "Conv_0", p.ops[0].name);
+    // The conv's kernel names the path it took (conv.cc's ConvKernel::path): what a user reads
+    // to know which algorithm ran, as trtexec's profile names its tactics.
+    CHECK_MSG(!p.ops[0].kernel.empty() && p.ops[0].kernel.find(' ') == std::string::npos, "conv kernel \"" + p.ops[0].kernel + "\"");
     CHECK(p.ops[pool].opType == "GlobalAveragePool" && p.ops[pool].fused.empty());
     for (const auto& t : p.ops) {
       CHECK_MSG(t.calls >= 3 && t.calls % 3 == 0, t.name + " calls " + std::to_string(t.calls));  // a call per chunk per run
@@ -83,7 +86,7 @@ int main() {
   // 3 runs, a restart (a task's own profile), 2 runs: the dump says 5 runs' calls.
   {
     memlane::cpu::OpProfiler prof;
-    const std::vector<bool> all(plan.ops.size(), true);
+    const std::vector<const char*> all(plan.ops.size(), "im2col");
     auto runs = [&](int n) {
       for (int i = 0; i < n; ++i) {
         for (size_t op = 0; op < plan.ops.size(); ++op) prof.time(op, [] {});
@@ -103,6 +106,7 @@ int main() {
     CHECK(std::fgets(line, sizeof line, f) != nullptr);
     std::fclose(f);
     CHECK_MSG(std::string(line).find("calls 5") != std::string::npos, std::string("dump line: ") + line);
+    CHECK_MSG(std::string(line).find("[im2col]") != std::string::npos, std::string("dump line names no kernel: ") + line);
   }
   return finish("op_profile_test");
 }

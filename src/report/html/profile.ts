@@ -22,7 +22,7 @@ export function profileTables(report: Report): string {
   for (let i = 0; i < rows; i++)
     body.push(`<tr><td>${i + 1}</td>${ok.map((r) => {
       const o = r.profile!.ops[i];
-      return o ? `<td>${esc(o.name)} <em>(${esc(opLabel(o))})</em></td><td>${ms(o.msPerRun)}</td><td>${o.pct.toFixed(1)}</td><td>${o.minMsPerRun === null ? "—" : ms(o.minMsPerRun)}</td>` : "<td></td><td></td><td></td><td></td>";
+      return o ? `<td>${esc(o.name)} <em>(${esc(opLabel(o))}${o.kernel ? `, ${esc(o.kernel)}` : ""})</em></td><td>${ms(o.msPerRun)}</td><td>${o.pct.toFixed(1)}</td><td>${o.minMsPerRun === null ? "—" : ms(o.minMsPerRun)}</td>` : "<td></td><td></td><td></td><td></td>";
     }).join("")}</tr>`);
   const top = `<table id="profile-top-ops"><caption>Slowest ops of each runtime: mean ms per call, % of the sum of its ops, and min ms (the op's fastest kernel call × its calls per call: a floor that preemption on a busy machine does not move).</caption><thead>${head}</thead><tbody>\n${body.join("\n")}\n</tbody></table>`;
   const types = [...new Set(ok.flatMap((r) => r.profile!.byType.map((t) => t.opType)))];

@@ -76,6 +76,7 @@ struct OpTiming {
   std::string name;
   std::string opType;
   std::string fused;
+  std::string kernel;  // the CPU kernel's path ("im2col", "winograd_avx2", ...); empty where it has one path
   double totalMs = 0;
   double minMs = 0;  // the fastest single call: robust to preemption on a busy machine
   uint64_t calls = 0;

@@ -511,11 +511,12 @@ class CpuBackend final : public Backend {
     return true;
   }
 
-  OpProfile op_profile() const override { return plan_ ? profiler_.result(*plan_, has_kernel()) : OpProfile(); }
+  OpProfile op_profile() const override { return plan_ ? profiler_.result(*plan_, kernel_paths()) : OpProfile(); }
 
-  std::vector<bool> has_kernel() const {
-    std::vector<bool> h;
-    for (const auto& k : kernels_) h.push_back(k != nullptr);
+  // Each plan op's kernel path (null: folded into the kernel before it).
+  std::vector<const char*> kernel_paths() const {
+    std::vector<const char*> h;
+    for (const auto& k : kernels_) h.push_back(k ? k->path() : nullptr);
     return h;
   }
 
@@ -524,7 +525,7 @@ class CpuBackend final : public Backend {
   std::string notes() const override { return notes_; }
 
   ~CpuBackend() override {
-    if (dumpProfile_ && plan_) profiler_.print(*plan_, has_kernel(), stderr);
+    if (dumpProfile_ && plan_) profiler_.print(*plan_, kernel_paths(), stderr);
   }
 
  private:

@@ -30,11 +30,11 @@ void OpProfiler::start(size_t ops) {
   on_ = true;
 }
 
-OpProfile OpProfiler::result(const Plan& plan, const std::vector<bool>& has_kernel) const {
+OpProfile OpProfiler::result(const Plan& plan, const std::vector<const char*>& kernel_paths) const {
   OpProfile p;
   p.runs = runs_;
   for (size_t i = 0; i < totalUs_.size() && i < plan.ops.size(); ++i) {
-    if (!has_kernel[i]) {
+    if (!kernel_paths[i]) {
       // Folded into the last op with a kernel: name it there.
       if (!p.ops.empty()) {
         std::string& f = p.ops.back().fused;
@@ -45,6 +45,7 @@ OpProfile OpProfiler::result(const Plan& plan, const std::vector<bool>& has_kern
     OpTiming t;
     t.name = plan.ops[i].name;
     t.opType = op_type_name(plan.ops[i].type);
+    t.kernel = kernel_paths[i];
     t.totalMs = totalUs_[i] / 1000.0;
     t.minMs = minUs_[i] / 1000.0;
     t.calls = calls_[i];
@@ -53,7 +54,7 @@ OpProfile OpProfiler::result(const Plan& plan, const std::vector<bool>& has_kern
   return p;
 }
 
-void OpProfiler::print(const Plan& plan, const std::vector<bool>& has_kernel, std::FILE* f) const {
+void OpProfiler::print(const Plan& plan, const std::vector<const char*>& kernel_paths, std::FILE* f) const {
   OpProfiler all(*this);
   if (all.earlierCalls_.size() == all.calls_.size()) all.fold_into_earlier();
   all.totalUs_ = all.earlierTotalUs_;
@@ -61,13 +62,14 @@ void OpProfiler::print(const Plan& plan, const std::vector<bool>& has_kernel, st
   all.calls_ = all.earlierCalls_;
   all.runs_ = all.earlierRuns_;
   if (!all.runs_) return;
-  const OpProfile p = all.result(plan, has_kernel);
+  const OpProfile p = all.result(plan, kernel_paths);
   size_t i = 0;
   for (const OpTiming& t : p.ops)
-    std::fprintf(f, "[memlane profile] %3zu %-18s %-40s mean %10.2f us  min %10.2f us  calls %llu%s%s\n", i++,
+    std::fprintf(f, "[memlane profile] %3zu %-18s %-40s mean %10.2f us  min %10.2f us  calls %llu%s%s%s%s%s\n", i++,
                  t.opType.c_str(), t.name.c_str(), t.totalMs * 1000.0 / double(p.runs), t.minMs * 1000.0,
                  static_cast<unsigned long long>(t.calls),
-                 t.fused.empty() ? "" : "  + ", t.fused.c_str());
+                 t.fused.empty() ? "" : "  + ", t.fused.c_str(), t.kernel.empty() ? "" : "  [", t.kernel.c_str(),
+                 t.kernel.empty() ? "" : "]");
 }
 
 }  // namespace memlane::cpu

@@ -40,12 +40,13 @@ class OpProfiler {
   }
   void end_run() { ++runs_; }
 
-  // Ops with a kernel (has_kernel[i]), in plan order, with the ops folded into each.
-  OpProfile result(const Plan& plan, const std::vector<bool>& has_kernel) const;
+  // Ops with a kernel (kernel_paths[i] not null: the kernel's path(), "" where it has one), in
+  // plan order, with the ops folded into each.
+  OpProfile result(const Plan& plan, const std::vector<const char*>& kernel_paths) const;
   // MEMLANE_PROFILE=1's stderr dump: the mean per run of every op over every profiled run
   // since the first start(), so a task's own profile (which restarts the counters) does not
   // take the earlier runs out of the whole-process dump.
-  void print(const Plan& plan, const std::vector<bool>& has_kernel, std::FILE* f) const;
+  void print(const Plan& plan, const std::vector<const char*>& kernel_paths, std::FILE* f) const;
 
  private:
   // Adds the current counts to the earlier ones (same op count).

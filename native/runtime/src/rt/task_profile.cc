@@ -51,6 +51,7 @@ std::optional<Val> profile_ops(const TaskCtx& c, Runtime& rt, const std::vector<
     Val o = Val::map();
     o.set("name", t.name).set("opType", t.opType).set("totalMs", t.totalMs).set("minMs", t.minMs).set("calls", t.calls);
     if (!t.fused.empty()) o.set("fused", t.fused);
+    if (!t.kernel.empty()) o.set("kernel", t.kernel);
     ops.push(std::move(o));
   }
   Val v = Val::map();
