@@ -59,7 +59,11 @@ int main() {
       {40, 37, 7},   // 49 pixels: 6 tiles + 1; panels 32 + 8
       {96, 64, 5},   // 25 pixels: 3 tiles + 1; three full panels
       {33, 24, 3},   // 9 pixels; a last panel of 1 channel
-      {64, 40, 14},  // 196 pixels: 24 tiles + 4
+      {64, 40, 14},  // 196 pixels: 24 tiles + 4; AVX2: 8 panels of 24 + a 4-column dot-product tail
+      // AVX2's dot-product tails of 1 and 2 columns (169 = 7 x 24 + 1, 122 -> a 1-pixel tail
+      // after 5 panels at 11x11: 121 = 5 x 24 + 1), the second over K = 300
+      {32, 40, 13},
+      {20, 300, 11},
       // maps over 32x32: the pixels-in-lanes kernel (512-column blocks: 1600 = 3 x 512 + 64,
       // 1089 = 2 x 512 + 65)
       {24, 16, 40},
