@@ -125,6 +125,10 @@ static void test_conv() {
       {"3x3 320 -> 320 on 7x7 (U over the Winograd cap)", 1, 320, 7, 7, 320, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, false},
       // strided grouped 3x3 (im2col, the AVX2 product for K <= 256)
       {"im2col grouped 2x(16->16) stride 2, 30x30", 2, 32, 30, 30, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2, true, true},
+      // the AVX2 product's blocks of rows (kIm2colBlockFloats): 144 x 44 columns a row, 5 rows a
+      // block, 44 rows (a last block of 4); a 7x7 stride-2 stem, 147 x 50 a row, 4 rows a block
+      {"im2col grouped 2x(16->16) stride 2, 88x88, blocks of rows", 1, 32, 88, 88, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2, true, true},
+      {"im2col 7x7 stride 2 stem 3->8, 100x100, blocks of rows", 1, 3, 100, 100, 8, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, true, false},
       {"direct stride 2, odd padded width", 2, 3, 31, 32, 9, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 1, true, true},
       {"direct stride 2 dilated, right pad only", 1, 4, 20, 34, 8, 3, 3, 2, 2, 0, 0, 2, 1, 2, 2, 1, false, false},
       {"direct stride 2 pairs, odd padded width", 2, 5, 16, 16, 12, 3, 3, 2, 2, 1, 0, 0, 1, 1, 1, 1, true, true},

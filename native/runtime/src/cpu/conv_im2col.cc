@@ -13,11 +13,11 @@
 namespace memlane::cpu::conv_detail {
 namespace {
 
-// Columns of one sample and one group: col[(c*kh+i)*kw+j][p], row stride ld, for the output
-// rows [oh0, oh1) (p = oh * OW + ow). The valid output-column range of each kernel tap is
+// Columns of one sample and one group: col[(c*kh+i)*kw+j][p - col0], row stride ld, for the
+// output rows [oh0, oh1) (p = oh * OW + ow; col0 = oh0 * OW: a compact block of those rows). The valid output-column range of each kernel tap is
 // computed once, so the inner loops are plain (vectorisable) copies; memcpy calls cost more
 // than the copy on 4- to 16-wide rows.
-void im2col(const ConvGeom& g, const float* x, float* col, int64_t ld, int64_t oh0, int64_t oh1) {
+void im2col(const ConvGeom& g, const float* x, float* col, int64_t ld, int64_t oh0, int64_t oh1, int64_t col0 = 0) {
   const int64_t OW = g.OW, H = g.H, W = g.W, sw = g.sw;
   for (int64_t c = 0; c < g.Cg(); ++c) {
     const float* xc = x + c * H * W;
@@ -31,7 +31,7 @@ void im2col(const ConvGeom& g, const float* x, float* col, int64_t ld, int64_t o
         lo = std::min(lo, OW);
         hi = std::clamp(hi, lo, OW);
         for (int64_t oh = oh0; oh < oh1; ++oh) {
-          float* __restrict r = row + oh * OW;
+          float* __restrict r = row + (oh * OW - col0);
           const int64_t ih = oh * g.sh - g.pt + i * g.dh;
           if (ih < 0 || ih >= H) {
             for (int64_t ow = 0; ow < OW; ++ow) r[ow] = 0.f;
@@ -148,11 +148,21 @@ bool ConvKernel::run_product(const RunCtx& c) const {
       const float* bg = b ? b + gi * Mg : nullptr;
       c.pool->parallel_for(g.OH, grain, [&](int64_t oh0, int64_t oh1) {
         const int64_t p0 = oh0 * g.OW, pc = (oh1 - oh0) * g.OW;
-        im2col(g, xg, c.workspace, P, oh0, oh1);
         if (avx2) {
-          simd::sgemm_nn_rows_avx2(Mg, pc, K, w + gi * Mg * K, K, c.workspace + p0, P, yg + p0, P, bg, fa);
+          // In blocks of rows whose columns (K x rows x OW) stay in L2 while the product reads
+          // them, each compact in this chunk's share of the workspace (K x its pixels): the
+          // whole chunk's columns at once were 1.8 MiB a group for RegNet's first strided
+          // grouped conv (144 x 3136), written out and read back from L3.
+          float* buf = c.workspace + K * p0;
+          const int64_t rows = std::max<int64_t>(1, kIm2colBlockFloats / std::max<int64_t>(1, K * g.OW));
+          for (int64_t b0 = oh0; b0 < oh1; b0 += rows) {
+            const int64_t b1 = std::min(oh1, b0 + rows), bc = (b1 - b0) * g.OW;
+            im2col(g, xg, buf, bc, b0, b1, b0 * g.OW);
+            simd::sgemm_nn_rows_avx2(Mg, bc, K, w + gi * Mg * K, K, buf, bc, yg + b0 * g.OW, P, bg, fa);
+          }
           return;
         }
+        im2col(g, xg, c.workspace, P, oh0, oh1);
         sgemm_pool(nullptr, false, Mg, pc, K, 1.f, w + gi * Mg * K, K, c.workspace + p0, P, 0.f, yg + p0, P);
         if (bg || relu || act.kind != ConvAct::kNone)
           for (int64_t m = 0; m < Mg; ++m)

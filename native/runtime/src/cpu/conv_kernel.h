@@ -43,6 +43,9 @@ inline int64_t small_product_samples(int64_t M, int64_t K, int64_t cols) {
 // OpenBLAS: beyond it (ResNet-18's strided 3x3 convs, K 576-2304) the AVX2 kernel, packed and
 // K-sliced as it is, measured no faster per op, within this machine's noise.
 constexpr int64_t kAvx2GemmMaxK = 256;
+// The im2col columns an AVX2 product takes at a time (conv_im2col.cc): 128 KiB, a quarter of
+// Zen 3's L2, so they stay there between im2col writing them and the product reading them.
+constexpr int64_t kIm2colBlockFloats = 32768;
 // Multiply-adds a thread must get before the im2col path splits a conv's output rows.
 constexpr int64_t kMinConvMacsPerThread = int64_t(1) << 20;
 // Most output pixels a pixel-rows tile takes (conv_pixel_rows.cc).
