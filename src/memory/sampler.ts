@@ -9,7 +9,7 @@
  * (PSS, USS, swap) is a walk of the process's page tables, ~25 us per MiB resident on a
  * 2-core KVM guest (1.1 ms for a 70 MiB memlane-rt worker, 7.5 ms for a 300 MiB Python one):
  * read at 20 Hz for the orchestrator and its workers it took 10-15 % of a core, and at 2
- * threads on 2 cores it slowed both runtimes' resnet18 p50 by 20-40 %. So a process's rollup
+ * threads on 2 cores it slowed both runtimes' resnet18 p50 by about 28 %. So a process's rollup
  * is read at most as often as keeps its cost under `rollupBudget` of one CPU (default 0.5 %),
  * and never less often than the tick where it is cheap; samples between rollups carry RSS and
  * HWM only. Peaks do not depend on it (VmHWM is read every tick); the workers' own marks read
