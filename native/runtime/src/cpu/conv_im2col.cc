@@ -14,9 +14,9 @@ namespace memlane::cpu::conv_detail {
 namespace {
 
 // Columns of one sample and one group: col[(c*kh+i)*kw+j][p - col0], row stride ld, for the
-// output rows [oh0, oh1) (p = oh * OW + ow; col0 = oh0 * OW: a compact block of those rows). The valid output-column range of each kernel tap is
-// computed once, so the inner loops are plain (vectorisable) copies; memcpy calls cost more
-// than the copy on 4- to 16-wide rows.
+// output rows [oh0, oh1) (p = oh * OW + ow; col0 = oh0 * OW: a compact block of those rows).
+// The valid output-column range of each kernel tap is computed once, so the inner loops are
+// plain (vectorisable) copies; memcpy calls cost more than the copy on 4- to 16-wide rows.
 void im2col(const ConvGeom& g, const float* x, float* col, int64_t ld, int64_t oh0, int64_t oh1, int64_t col0 = 0) {
   const int64_t OW = g.OW, H = g.H, W = g.W, sw = g.sw;
   for (int64_t c = 0; c < g.Cg(); ++c) {
@@ -151,7 +151,7 @@ bool ConvKernel::run_product(const RunCtx& c) const {
         if (avx2) {
           // In blocks of rows whose columns (K x rows x OW) stay in L2 while the product reads
           // them, each compact in this chunk's share of the workspace (K x its pixels): the
-          // whole chunk's columns at once were 1.8 MiB a group for RegNet's first strided
+          // whole chunk's columns at once were 1.7 MiB a group for RegNet's first strided
           // grouped conv (144 x 3136), written out and read back from L3.
           float* buf = c.workspace + K * p0;
           const int64_t rows = std::max<int64_t>(1, kIm2colBlockFloats / std::max<int64_t>(1, K * g.OW));
