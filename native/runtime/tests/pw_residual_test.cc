@@ -73,14 +73,17 @@ int main() {
       {24, 300, 12},
   };
   // Maps of 128+ pixels: the pixels-in-lanes kernel, AVX-512's or AVX2's (simd/avx2_gemm.h);
-  // smaller ones: the channels-in-lanes kernel, AVX-512 only.
+  // smaller ones: the channels-in-lanes kernel with AVX-512, AVX2's pixels-in-lanes one
+  // without (kPwSimdMinPAvx2).
   const bool on = !std::getenv("MEMLANE_CONV_PW_BLAS") && !std::getenv("MEMLANE_NO_FUSION");
   const bool avx512 = memlane::cpu::simd::have_avx512() && on;
+  const bool avx2 = !memlane::cpu::simd::have_avx512() && memlane::cpu::simd::have_avx2_gemm() && on &&
+                    !std::getenv("MEMLANE_CONV_PW_SIMD_MINP");
   const bool pixels = (avx512 || memlane::cpu::simd::have_avx2_gemm()) && on;
-  const bool lanes = avx512 && !std::getenv("MEMLANE_CONV_NO_PW_LANES");
+  const bool lanes = (avx512 && !std::getenv("MEMLANE_CONV_NO_PW_LANES")) || avx2;
   if (!lanes)
-    std::printf("pw_residual_test: fusion count not checked on maps under 128 pixels (no AVX-512F, or the lanes "
-                "kernel or fusion switched off)%s\n", pixels ? "" : " nor on larger ones (no pointwise kernel)");
+    std::printf("pw_residual_test: fusion count not checked on maps under 128 pixels (their kernel here has no "
+                "residual epilogue, or fusion is switched off)%s\n", pixels ? "" : " nor on larger ones (no pointwise kernel)");
   for (const Case& k : cases)
     for (int variant = 0; variant < 8; ++variant) {
       const bool relu = variant & 1, resFirst = variant & 2, inPlace = variant & 4;

@@ -203,7 +203,8 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   // MEMLANE_CONV_PW_BLAS=1 keeps every pointwise conv on OpenBLAS (A/B timing; ctest runs both).
   // The pixels-in-lanes kernels: AVX-512's, else AVX2+FMA's (simd/avx2_gemm.h).
   const bool pw_simd_kernel = simd::have_avx512() || simd::have_avx2_gemm();
-  static const int64_t pw_simd_min_p = env_count("MEMLANE_CONV_PW_SIMD_MINP", kPwSimdMinP);
+  static const int64_t pw_simd_min_p =
+      env_count("MEMLANE_CONV_PW_SIMD_MINP", simd::have_avx512() ? kPwSimdMinP : kPwSimdMinPAvx2);
   k->pointwise_simd = k->pointwise && g.P() >= pw_simd_min_p && pw_simd_kernel &&
                       std::getenv("MEMLANE_CONV_PW_BLAS") == nullptr;
   // MEMLANE_CONV_NO_PW_LANES=1 keeps small maps on the pixels-in-lanes paths (ctest runs both).

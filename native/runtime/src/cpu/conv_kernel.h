@@ -97,6 +97,13 @@ inline void bias_act(float* y, const float* src, int64_t lds, const float* b, in
 // 1.05-1.08x on 7x7 maps (49 columns: one full 32-column step and a 17-wide tail).
 constexpr int64_t kPwCols = 512;
 constexpr int64_t kPwSimdMinP = 128;
+// Without AVX-512, every pointwise conv takes the AVX2 sgemm (simd/avx2_gemm.h): with its dot
+// tails and its B packed whole for small maps (avx2_gemm_packs_b_whole) it beat OpenBLAS on
+// all map sizes on Zen 3. Pinned, 1 thread, the pointwise convs' summed per-op minima, OpenBLAS
+// under 128 pixels / the AVX2 sgemm everywhere, alternating, 3-4 rounds: regnet_x_400mf
+// (7x7) 10.8-11.5 / 9.4-9.6 ms, mobilenet_v3_small 1.9-2.2 / 1.6 ms, shufflenet_v2_x0_5
+// 0.9-1.2 / 0.8-1.0 ms; efficientnet_b0's squeeze-excite convs on 1x1 maps 412-424 / 323-350 us.
+constexpr int64_t kPwSimdMinPAvx2 = 1;
 // Pointwise convs with the output channels in the lanes (simd/pw_lanes.h): maps up to 32x32
 // (MEMLANE_CONV_PW_LANES_MAXP overrides: a tuning aid), where the channels fill their 16-lane
 // vectors at least as well as the pixels fill those of the pixels-in-lanes paths. Measured per

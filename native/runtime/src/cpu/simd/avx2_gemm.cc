@@ -241,25 +241,141 @@ void dot_rows(int64_t i, int64_t K, int64_t K8, const float* A, int64_t lda, con
 constexpr int64_t kDotTailMax = 4;
 constexpr int64_t kDotTailMaxK = 4096;
 
+// B's last W columns copied for dot_rows: W rows of K8 floats, zero past K.
+template <int W>
+void dot_pack(int64_t K, int64_t K8, const float* B, int64_t ldb, float* bt) {
+  for (int j = 0; j < W; ++j) {
+    for (int64_t k = 0; k < K; ++k) bt[j * K8 + k] = B[k * ldb + j];
+    for (int64_t k = K; k < K8; ++k) bt[j * K8 + k] = 0.f;
+  }
+}
+
+// Rows [i0, i1) of the last W columns, from bt (dot_pack).
+template <int W, bool kRows, ConvAct::Kind kAct, bool kRes>
+void dot_tail_rows(int64_t i0, int64_t i1, int64_t K, int64_t K8, const float* A, int64_t lda, const float* bt,
+                   float* C, int64_t ldc, const float* bias, const float* rbias, float lo, float hi, const float* Rm) {
+  constexpr int kR = W == 1 ? 4 : W == 2 ? 3 : 2;  // (R x W accumulators, R + 1 loads a column)
+  int64_t i = i0;
+  for (; i + kR <= i1; i += kR) dot_rows<W, kR, kRows, kAct, kRes>(i, K, K8, A, lda, bt, C, ldc, bias, rbias, lo, hi, Rm);
+  for (; i < i1; ++i) dot_rows<W, 1, kRows, kAct, kRes>(i, K, K8, A, lda, bt, C, ldc, bias, rbias, lo, hi, Rm);
+}
+
 template <int W, bool kRows, ConvAct::Kind kAct, bool kRes>
 void dot_tail(int64_t M, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
               const float* bias, const float* rbias, float lo, float hi, const float* Rm) {
   const int64_t K8 = (K + 7) / 8 * 8;
   alignas(32) float bt[W * kDotTailMaxK];
-  for (int j = 0; j < W; ++j) {
-    for (int64_t k = 0; k < K; ++k) bt[j * K8 + k] = B[k * ldb + j];
-    for (int64_t k = K; k < K8; ++k) bt[j * K8 + k] = 0.f;
+  dot_pack<W>(K, K8, B, ldb, bt);
+  dot_tail_rows<W, kRows, kAct, kRes>(0, M, K, K8, A, lda, bt, C, ldc, bias, rbias, lo, hi, Rm);
+}
+
+// MEMLANE_GEMM_NO_DOT_TAIL=1 keeps a product's last 1-4 columns a panel (A/B; ctest runs both).
+inline bool dot_tail_enabled() {
+  static const bool ok = std::getenv("MEMLANE_GEMM_NO_DOT_TAIL") == nullptr;
+  return ok;
+}
+
+// A product whose B packs whole into kSmallB floats (a 7x7 or 14x14 map's pointwise conv: 49 or
+// 196 columns) and whose A is taller than one row block: B is packed once, then row blocks of
+// kRowBlock rows outer and every panel of the block inner, so that A is read once. Panel by
+// panel (panels()), A streamed once a panel: RegNet's 400 x 400 x 49 convs read their 640 KiB
+// of weights, more than a Zen 3 core's 512 KiB of L2, three times over from L3. K is not
+// sliced: each panel's K rows (38 KiB at K = 400) are read from L2 by every row block, which
+// costs more than it saves where A fits in L2 with room (160 x 160 x 196 alone, min of 400:
+// 133-165 us panel by panel, 138-167 row blocks outer), so A must be kSmallBMinA floats or more.
+// MEMLANE_GEMM_NO_SMALL_B=1 keeps such products panel by panel (A/B; ctest runs both).
+constexpr int64_t kSmallB = 32768;  // floats: 128 KiB of stack
+constexpr int64_t kSmallBMinA = 65536;  // floats: 256 KiB, half a Zen 3 core's L2
+constexpr int64_t kRowBlock = 24;   // a multiple of every tile's rows (4, 6, 8) and dot_rows' (4, 3, 2)
+
+// small_b's layout of B: `full` panels of 24 columns, then a dot tail (dot) or a masked panel
+// of nv vectors; floats: what it packs. take: whether small_b runs the product.
+struct SmallB {
+  int64_t full, w, K8, floats;
+  bool dot;
+  int nv;
+  bool take;
+};
+
+SmallB small_b_layout(int64_t M, int64_t N, int64_t K) {
+  static const bool enabled = std::getenv("MEMLANE_GEMM_NO_SMALL_B") == nullptr;
+  SmallB l{};
+  l.full = N / 24;
+  l.w = N - l.full * 24;
+  l.K8 = (K + 7) / 8 * 8;
+  l.dot = l.full > 0 && l.w > 0 && l.w <= kDotTailMax && K <= kDotTailMaxK && dot_tail_enabled();
+  l.nv = l.w == 0 || l.dot ? 0 : int((l.w + 7) / 8);
+  l.floats = l.full * K * 24 + l.nv * 8 * K + (l.dot ? l.w * l.K8 : 0);
+  l.take = enabled && l.full + (l.w > 0 ? 1 : 0) >= 2 && M > kRowBlock && l.floats <= kSmallB && M * K >= kSmallBMinA;
+  return l;
+}
+
+template <bool kRows, ConvAct::Kind kAct, bool kRes>
+bool small_b(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+             int64_t ldc, const float* bias, const float* rbias, float lo, float hi, const float* R) {
+  const SmallB l = small_b_layout(M, N, K);
+  if (!l.take) return false;
+  const int64_t full = l.full, w = l.w, K8 = l.K8;
+  const bool dot = l.dot;
+  const int nv = l.nv;
+  alignas(32) float buf[kSmallB];
+  const __m256i all = _mm256_set1_epi32(-1);
+  const __m256i tm = tail_mask8(w - (w - 1) / 8 * 8);
+  for (int64_t p = 0; p < full; ++p)
+    for (int64_t k = 0; k < K; ++k)
+      for (int v = 0; v < 3; ++v)
+        _mm256_store_ps(buf + p * K * 24 + k * 24 + 8 * v, _mm256_loadu_ps(B + k * ldb + p * 24 + 8 * v));
+  float* tail = buf + full * K * 24;
+  const int64_t j = full * 24;
+  if (dot) {
+    switch (w) {
+      case 1: dot_pack<1>(K, K8, B + j, ldb, tail); break;
+      case 2: dot_pack<2>(K, K8, B + j, ldb, tail); break;
+      case 3: dot_pack<3>(K, K8, B + j, ldb, tail); break;
+      default: dot_pack<4>(K, K8, B + j, ldb, tail); break;
+    }
+  } else if (nv > 0) {
+    for (int64_t k = 0; k < K; ++k)
+      for (int v = 0; v < nv; ++v) {
+        const float* src = B + k * ldb + j + 8 * v;
+        _mm256_store_ps(tail + k * 8 * nv + 8 * v, v == nv - 1 ? _mm256_maskload_ps(src, tm) : _mm256_loadu_ps(src));
+      }
   }
-  constexpr int kR = W == 1 ? 4 : W == 2 ? 3 : 2;  // (R x W accumulators, R + 1 loads a column)
-  int64_t i = 0;
-  for (; i + kR <= M; i += kR) dot_rows<W, kR, kRows, kAct, kRes>(i, K, K8, A, lda, bt, C, ldc, bias, rbias, lo, hi, Rm);
-  for (; i < M; ++i) dot_rows<W, 1, kRows, kAct, kRes>(i, K, K8, A, lda, bt, C, ldc, bias, rbias, lo, hi, Rm);
+  const float* bj = bias ? bias + j : nullptr;
+  for (int64_t i = 0; i < M; i += kRowBlock) {
+    const int64_t mb = std::min(kRowBlock, M - i);
+    const float* a = A + i * lda;
+    const float* rb = rbias ? rbias + i : nullptr;
+    float* c = C + i * ldc;
+    const float* r = kRes ? R + i * ldc : nullptr;
+    for (int64_t p = 0; p < full; ++p)
+      row_blocks<3, false, kRows, kAct, kRes, false>(mb, K, a, lda, buf + p * K * 24, 24, c + p * 24, ldc,
+                                                     bias ? bias + p * 24 : nullptr, all, rb, lo, hi,
+                                                     kRes ? r + p * 24 : nullptr);
+    const float* rj = kRes ? r + j : nullptr;
+    if (dot) {
+      switch (w) {
+        case 1: dot_tail_rows<1, kRows, kAct, kRes>(i, i + mb, K, K8, A, lda, tail, C + j, ldc, bj, rbias, lo, hi, kRes ? R + j : nullptr); break;
+        case 2: dot_tail_rows<2, kRows, kAct, kRes>(i, i + mb, K, K8, A, lda, tail, C + j, ldc, bj, rbias, lo, hi, kRes ? R + j : nullptr); break;
+        case 3: dot_tail_rows<3, kRows, kAct, kRes>(i, i + mb, K, K8, A, lda, tail, C + j, ldc, bj, rbias, lo, hi, kRes ? R + j : nullptr); break;
+        default: dot_tail_rows<4, kRows, kAct, kRes>(i, i + mb, K, K8, A, lda, tail, C + j, ldc, bj, rbias, lo, hi, kRes ? R + j : nullptr); break;
+      }
+    } else if (nv == 3) {
+      row_blocks<3, true, kRows, kAct, kRes, false>(mb, K, a, lda, tail, 24, c + j, ldc, bj, tm, rb, lo, hi, rj);
+    } else if (nv == 2) {
+      row_blocks<2, true, kRows, kAct, kRes, false>(mb, K, a, lda, tail, 16, c + j, ldc, bj, tm, rb, lo, hi, rj);
+    } else if (nv == 1) {
+      row_blocks<1, true, kRows, kAct, kRes, false>(mb, K, a, lda, tail, 8, c + j, ldc, bj, tm, rb, lo, hi, rj);
+    }
+  }
+  return true;
 }
 
 // Column panels of 24, the last one 1-24 wide (1-4 after a full one: dot products, above).
 template <bool kRows, ConvAct::Kind kAct, bool kRes = false>
 void panels(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
             int64_t ldc, const float* bias, const float* rbias, float lo, float hi, const float* R = nullptr) {
+  if (small_b<kRows, kAct, kRes>(M, N, K, A, lda, B, ldb, C, ldc, bias, rbias, lo, hi, R)) return;
   const __m256i all = _mm256_set1_epi32(-1);
   int64_t j = 0;
   for (; j + 24 <= N; j += 24)
@@ -270,9 +386,7 @@ void panels(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const 
   const float* bj = bias ? bias + j : nullptr;
   const float* rj = kRes ? R + j : nullptr;
   // (R == C: the tail's own columns of R are read before they are written, row by row.)
-  // MEMLANE_GEMM_NO_DOT_TAIL=1 keeps such tails a panel (A/B; ctest runs both).
-  static const bool dot_ok = std::getenv("MEMLANE_GEMM_NO_DOT_TAIL") == nullptr;
-  if (j > 0 && w <= kDotTailMax && K <= kDotTailMaxK && dot_ok) {
+  if (j > 0 && w <= kDotTailMax && K <= kDotTailMaxK && dot_tail_enabled()) {
     switch (w) {
       case 1: return dot_tail<1, kRows, kAct, kRes>(M, K, A, lda, B + j, ldb, C + j, ldc, bj, rbias, lo, hi, rj);
       case 2: return dot_tail<2, kRows, kAct, kRes>(M, K, A, lda, B + j, ldb, C + j, ldc, bj, rbias, lo, hi, rj);
@@ -287,6 +401,8 @@ void panels(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const 
 }
 
 }  // namespace
+
+bool avx2_gemm_packs_b_whole(int64_t M, int64_t N, int64_t K) { return small_b_layout(M, N, K).take; }
 
 void sgemm_nn_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
                    float* C, int64_t ldc, const float* bias) {
@@ -317,6 +433,7 @@ void sgemm_nn_rows_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t
 #else  // not an AVX2+FMA x86-64 build: callers check have_avx2_gemm() first
 
 bool have_avx2_gemm() { return false; }
+bool avx2_gemm_packs_b_whole(int64_t, int64_t, int64_t) { return false; }
 void sgemm_nn_avx2(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t,
                    const float*) {
   std::abort();
