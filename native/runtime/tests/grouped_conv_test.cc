@@ -1,5 +1,5 @@
 // Grouped convs (1 < channels a group) against a naive reference: the channel-blocked kernel
-// (conv_grouped_blocked.h) over the group widths it blocks differently (2, 3, 4, 6, 8, 16, 24,
+// (conv_grouped_blocked.h, AVX-512's or AVX2's) over the group widths it blocks differently (2, 3, 4, 6, 8, 16, 24,
 // 32, 128 output channels a group: 8, 16, 4, 8, 2, 1, 2, 1, 1 groups a block), input and
 // output widths that differ, 1x1 / 3x3 / 5x5 taps, strides 1 and 2, asymmetric pads,
 // dilation 2, odd maps, banded 112-wide maps, batch > 1, 1 and 2 threads; then each fused
@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cpu/cpu_features.h"
+#include "cpu/simd/avx2_gemm.h"
 #include "harness.h"
 #include "op_runner.h"
 
@@ -56,9 +57,14 @@ Attrs conv_attrs(const Case& c, const char* act) {
           {"dilations", S{c.d, c.d}},    {"group", c.g},           {"activation", std::string(act)}};
 }
 
-// The path the kernel should take: the blocked one wherever it exists and is not turned off.
-bool expect_blocked() {
-  return memlane::cpu::use_avx512f() && std::getenv("MEMLANE_CONV_NO_GROUPED") == nullptr;
+// The path the kernel should take: the blocked one wherever it exists and is not turned off,
+// AVX-512's or else AVX2's; "" for the other paths.
+std::string expected_blocked_path() {
+  if (std::getenv("MEMLANE_CONV_NO_GROUPED") != nullptr) return "";
+  if (memlane::cpu::use_avx512f()) return "grouped_blocked";
+  if (memlane::cpu::simd::have_avx2_gemm() && std::getenv("MEMLANE_CONV_GROUPED_NO_AVX2") == nullptr)
+    return "grouped_blocked_avx2";  // (the same x86-64-v3 build condition as the AVX2 sgemm's)
+  return "";
 }
 
 void test_against_reference() {
@@ -95,7 +101,9 @@ void test_against_reference() {
     int yi = pb.output("y", {c.M, c.OH(), c.OW()});
     pb.op("Conv", {xi, wi, bi}, {yi}, conv_attrs(c, c.relu ? "relu" : "none"));
     const std::string path = conv_kernel_path(pb, 0);
-    CHECK_MSG((path == "grouped_blocked") == expect_blocked() && path.rfind("no kernel", 0) != 0,
+    const std::string want_path = expected_blocked_path();
+    CHECK_MSG((want_path.empty() ? path.rfind("grouped_blocked", 0) != 0 : path == want_path) &&
+                  path.rfind("no kernel", 0) != 0,
               std::string(c.label) + ": path '" + path + "'");
     const V want = reference(c, x, w, b);
     for (int threads : {1, 2}) {
@@ -156,9 +164,11 @@ void test_fused_activations() {
 }  // namespace
 
 int main() {
-  if (!expect_blocked())
-    std::printf("grouped_conv_test: blocked kernel off (no AVX-512F, MEMLANE_CPU_NO_AVX512 or MEMLANE_CONV_NO_GROUPED): "
-                "the other paths run the cases\n");
+  if (expected_blocked_path().empty())
+    std::printf("grouped_conv_test: blocked kernel off (neither AVX-512F nor an AVX2 build, or MEMLANE_CONV_NO_GROUPED / "
+                "MEMLANE_CONV_GROUPED_NO_AVX2): the other paths run the cases\n");
+  else
+    std::printf("grouped_conv_test: the cases on %s\n", expected_blocked_path().c_str());
   test_against_reference();
   test_fused_activations();
   return finish("grouped_conv_test");

@@ -11,6 +11,7 @@
 #include "cpu/conv_direct.h"
 #include "cpu/conv_flat.h"
 #include "cpu/conv_grouped_blocked.h"
+#include "cpu/conv_grouped_blocked_isa.h"
 #include "cpu/conv_kernel.h"
 #include "cpu/conv_winograd.h"
 #include "cpu/conv_winograd_avx2.h"
@@ -47,7 +48,7 @@ std::vector<const float*> ConvKernel::repacked_weights() const {
 }
 
 const char* ConvKernel::path() const {
-  if (grouped) return "grouped_blocked";
+  if (grouped) return grouped->isa->name;
   if (pointwise_lanes) return "pointwise_lanes";
   if (pointwise_simd) return "pointwise_simd";
   if (pointwise) return "pointwise_blas";
@@ -246,8 +247,7 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   // Without AVX-512 (no direct kernel, no Winograd above) the same convs take the AVX2 Winograd
   // kernel (conv_winograd_avx2.h) where it fills its lanes; else the padded-grid sgemm below.
   // MEMLANE_CONV_NO_WINOGRAD=1 keeps them there too (ctest runs both).
-  // Grouped convs too (RegNet's 16-24 channels a group), group by group: without AVX-512 the
-  // channel-blocked grouped kernel above does not exist.
+  // Grouped convs too, group by group, where the channel-blocked grouped kernel above is off.
   k->wg = {g.Cg(), g.H, g.W, g.Mg(), g.OH, g.OW, g.pt, g.pl};
   k->winograd_avx2 = !k->winograd && !simd::have_avx512() && g.kh == 3 && g.kw == 3 && g.sh == 1 &&
                      g.sw == 1 && g.dh == 1 && g.dw == 1 && conv_winograd_avx2_supported(k->wg) &&
