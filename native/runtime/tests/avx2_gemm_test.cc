@@ -1,9 +1,10 @@
 // simd/avx2_gemm.h called directly, against a double-precision reference: every column tail
 // (none, a 1-3 vector panel, the 1-4 column dot products), row counts that leave every tile's
-// remainder, K over and under a slice, and the products whose B packs whole (small_b: A of
-// 64 Ki floats or more, row blocks outer), with a column bias, a row bias, each activation and
-// a residual (also in place, res == C). ctest runs it once more with MEMLANE_GEMM_NO_SMALL_B=1
-// and once with MEMLANE_GEMM_NO_DOT_TAIL=1, so each order is checked on the same shapes.
+// remainder, K over and under a slice, and the products that run blocked (A of 64 Ki floats
+// or more: K slices x column blocks, row blocks inner), with a column bias, a row bias, each
+// activation and a residual (also in place, res == C). ctest runs it once more with
+// MEMLANE_GEMM_NO_BLOCKED=1 and once with MEMLANE_GEMM_NO_DOT_TAIL=1, so each order is checked
+// on the same shapes.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -118,7 +119,8 @@ int main() {
   const Shape shapes[] = {
       // panel by panel: A under 64 Ki floats, or B too large to pack whole
       {13, 49, 40}, {7, 24, 5}, {30, 60, 300}, {9, 3, 17}, {50, 196, 64},
-      // small_b: row blocks of 24 outer (M = 400: 16 blocks + 16 rows), B packed whole
+      // blocked: row blocks of 24 (M = 400: 16 blocks + 16 rows) inside K slices of 256 and
+      // column blocks of B
       {400, 49, 400},   // 2 panels + a 1-column dot tail (RegNet's 7x7 pointwise convs)
       {410, 52, 160},   // + a 4-column dot tail
       {250, 55, 300},   // + a 1-vector masked panel (7 columns)
@@ -126,13 +128,17 @@ int main() {
       {333, 69, 200},   // + a 3-vector masked panel (21 columns)
       {420, 48, 160},   // two full panels, no tail
       {700, 196, 100},  // 8 panels + a 4-column dot tail, 14x14's
+      {300, 200, 700},  // K in 3 slices; columns in blocks of 120 and 80 (a 1-vector tail panel)
+      {130, 800, 520},  // 6 blocks of 120 + 80; in place, K unsliced: blocks of 48
+      {64, 1100, 1030}, // 9 blocks of 120 + a last one of 20 columns (a 3-vector panel alone)
+      {260, 60, 300},   // 2 slices (256 + 44); in place one slice of 300
   };
-  const bool small_b_on = std::getenv("MEMLANE_GEMM_NO_SMALL_B") == nullptr;
+  const bool blocked_on = std::getenv("MEMLANE_GEMM_NO_BLOCKED") == nullptr;
   for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); ++i) {
     const Shape& s = shapes[i];
-    const bool whole = simd::avx2_gemm_packs_b_whole(s.M, s.N, s.K);
-    CHECK_MSG(whole == (small_b_on && i >= 5), std::to_string(s.M) + "x" + std::to_string(s.N) + "x" +
-                                                   std::to_string(s.K) + (whole ? " packs" : " does not pack") + " B whole");
+    const bool blocked = simd::avx2_gemm_blocked(s.M, s.N, s.K);
+    CHECK_MSG(blocked == (blocked_on && i >= 5), std::to_string(s.M) + "x" + std::to_string(s.N) + "x" +
+                                                     std::to_string(s.K) + (blocked ? " runs" : " does not run") + " blocked");
     check_shape(rng, s);
   }
   return finish("avx2_gemm_test");

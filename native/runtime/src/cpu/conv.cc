@@ -262,6 +262,12 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
     }
     k->threads = std::max(1, bc.threads);
   }
+  // Without AVX-512, stride-1 convs on maps under kAvx2PaddedMinP pixels leave the padded grid
+  // (OpenBLAS over OH x Wp columns: 9 for 7 on a 7x7 map) for im2col on the AVX2 kernel, which
+  // runs big-K products blocked (conv_im2col.cc). MEMLANE_CONV_AVX2_PADDED_MINP=N moves the line
+  // (A/B); ctest runs both paths (MEMLANE_CONV_NO_PADDED).
+  static const int64_t avx2_padded_min_p = env_count("MEMLANE_CONV_AVX2_PADDED_MINP", kAvx2PaddedMinP);
+  if (k->padded && !simd::have_avx512() && simd::have_avx2_gemm() && g.P() < avx2_padded_min_p) k->padded = false;
   // MEMLANE_CONV_NO_FLAT=1 keeps small stride-1 maps on the padded-grid sgemm (ctest runs both).
   k->flat = k->padded && !k->direct && g.group == 1 && g.kh * g.kw > 1 && g.kh * g.kw <= kConvFlatMaxTaps &&
             conv_flat_available() && std::getenv("MEMLANE_CONV_NO_FLAT") == nullptr && !(bc.conv_avoid & kAvoidFlat);

@@ -137,9 +137,12 @@ bool ConvKernel::run_product(const RunCtx& c) const {
   // Threads split each group's output rows: each builds its rows' columns, multiplies them
   // (single-threaded sgemm) and applies bias and activation, with no serial pass between.
   const int64_t grain = std::max<int64_t>(1, kMinConvMacsPerThread / std::max<int64_t>(1, Mg * K * g.OW));
-  // Without AVX-512, products of small K (a group's 16-24 channels x 9 taps, stems) on the AVX2
-  // kernel, bias and activation in registers: OpenBLAS's small-M products ran at a third of its speed.
-  const bool avx2 = !simd::have_avx512() && simd::have_avx2_gemm() && K <= kAvx2GemmMaxK;
+  // Without AVX-512, every product on the AVX2 kernel, bias and activation in registers:
+  // OpenBLAS's small-M products (a group's 16-24 channels x 9 taps, stems) ran at a third of its
+  // speed, and alone, pinned, min of 30, the AVX2 kernel blocked against OpenBLAS: ResNet-18's
+  // strided 3x3 convs 128 x 576 x 784 1313 / 1352 us, 256 x 2304 x 49 643 / 765, its 512 x 4608
+  // x 49 3181 / 3715.
+  const bool avx2 = !simd::have_avx512() && simd::have_avx2_gemm();
   const ConvAct fa = folded_act();
   for (int64_t n = 0; n < c.batch; ++n) {
     for (int64_t gi = 0; gi < g.group; ++gi) {
@@ -154,7 +157,8 @@ bool ConvKernel::run_product(const RunCtx& c) const {
           // whole chunk's columns at once were 1.7 MiB a group for RegNet's first strided
           // grouped conv (144 x 3136), written out and read back from L3.
           float* buf = c.workspace + K * p0;
-          const int64_t rows = std::max<int64_t>(1, kIm2colBlockFloats / std::max<int64_t>(1, K * g.OW));
+          const int64_t rows = K > kIm2colBlockMaxK ? oh1 - oh0
+                                                    : std::max<int64_t>(1, kIm2colBlockFloats / std::max<int64_t>(1, K * g.OW));
           for (int64_t b0 = oh0; b0 < oh1; b0 += rows) {
             const int64_t b1 = std::min(oh1, b0 + rows), bc = (b1 - b0) * g.OW;
             im2col(g, xg, buf, bc, b0, b1, b0 * g.OW);

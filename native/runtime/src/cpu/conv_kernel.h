@@ -39,13 +39,20 @@ inline int64_t small_product_samples(int64_t M, int64_t K, int64_t cols) {
   const int64_t per = std::max<int64_t>(1, M * K * cols);
   return std::max<int64_t>(1, kSmallProductMNK / per);
 }
-// Largest K the im2col path multiplies on the AVX2 kernel (simd/avx2_gemm.h) rather than
-// OpenBLAS: beyond it (ResNet-18's strided 3x3 convs, K 576-2304) the AVX2 kernel, packed and
-// K-sliced as it is, measured no faster per op, within this machine's noise.
-constexpr int64_t kAvx2GemmMaxK = 256;
 // The im2col columns an AVX2 product takes at a time (conv_im2col.cc): 128 KiB, a quarter of
-// Zen 3's L2, so they stay there between im2col writing them and the product reading them.
+// Zen 3's L2, so they stay there between im2col writing them and the product reading them;
+// for K up to kIm2colBlockMaxK only. Beyond it (ResNet-18's 3x3 convs of 128-512 channels, K
+// 1152-4608) a block is a row or two, and each product would stream the weights (up to 9 MiB)
+// once more: the chunk's columns are built at once, and the product, blocked
+// (avx2_gemm_blocked), reads the weights once a column block.
 constexpr int64_t kIm2colBlockFloats = 32768;
+constexpr int64_t kIm2colBlockMaxK = 256;
+// The smallest map (pixels) a stride-1 conv without AVX-512 runs on the padded grid rather than
+// im2col on the AVX2 kernel (conv.cc). ResNet-18's 3x3 convs with Winograd off, per-op minima,
+// 1 thread, pinned, 2 rounds, padded / im2col: 56x56 (64 ch) 3.7-4.0 / 4.0-4.6 ms, 28x28 (128)
+// 3.4-3.7 / 3.2-3.5, 14x14 (256) 3.6 / 3.3-3.5, and its 7x7 512-channel convs (which Winograd
+// does not take) 5.4 / 3.4-3.5 (ORT: 3.4).
+constexpr int64_t kAvx2PaddedMinP = 784;
 // Multiply-adds a thread must get before the im2col path splits a conv's output rows.
 constexpr int64_t kMinConvMacsPerThread = int64_t(1) << 20;
 // Most output pixels a pixel-rows tile takes (conv_pixel_rows.cc).

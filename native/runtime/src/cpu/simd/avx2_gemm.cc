@@ -202,7 +202,7 @@ inline __m256 lane_sums8(const __m256 (&v)[8]) {
 // pointwise convs (7x7 maps: 48 + 1 columns) took 231 us, 173 us for 48 columns alone. R rows
 // at a time: R x W accumulators. The epilogue is the tile's: + bias[j], + rbias[r], + R's
 // element, act.
-template <int W, int R, bool kRows, ConvAct::Kind kAct, bool kRes>
+template <int W, int R, bool kRows, ConvAct::Kind kAct, bool kRes, bool kAcc = false>
 void dot_rows(int64_t i, int64_t K, int64_t K8, const float* A, int64_t lda, const float* bt, float* C, int64_t ldc,
               const float* bias, const float* rbias, float lo, float hi, const float* Rm) {
   const __m256i tm = tail_mask8(W);
@@ -227,8 +227,9 @@ void dot_rows(int64_t i, int64_t K, int64_t K8, const float* A, int64_t lda, con
     __m256 v[8];
     for (int j = 0; j < 8; ++j) v[j] = j < W ? acc[r][j] : _mm256_setzero_ps();
     __m256 s = lane_sums8(v);
-    if (bias) s = _mm256_add_ps(s, _mm256_maskload_ps(bias, tm));
     float* c = C + (i + r) * ldc;
+    if (bias) s = _mm256_add_ps(s, _mm256_maskload_ps(bias, tm));
+    if constexpr (kAcc) s = _mm256_add_ps(s, _mm256_maskload_ps(c, tm));  // a later slice of K
     if constexpr (kRows) {
       s = _mm256_add_ps(s, _mm256_set1_ps(rbias ? rbias[i + r] : 0.f));
       if constexpr (kRes) s = _mm256_add_ps(s, _mm256_maskload_ps(Rm + (i + r) * ldc, tm));
@@ -251,13 +252,14 @@ void dot_pack(int64_t K, int64_t K8, const float* B, int64_t ldb, float* bt) {
 }
 
 // Rows [i0, i1) of the last W columns, from bt (dot_pack).
-template <int W, bool kRows, ConvAct::Kind kAct, bool kRes>
+template <int W, bool kRows, ConvAct::Kind kAct, bool kRes, bool kAcc = false>
 void dot_tail_rows(int64_t i0, int64_t i1, int64_t K, int64_t K8, const float* A, int64_t lda, const float* bt,
                    float* C, int64_t ldc, const float* bias, const float* rbias, float lo, float hi, const float* Rm) {
   constexpr int kR = W == 1 ? 4 : W == 2 ? 3 : 2;  // (R x W accumulators, R + 1 loads a column)
   int64_t i = i0;
-  for (; i + kR <= i1; i += kR) dot_rows<W, kR, kRows, kAct, kRes>(i, K, K8, A, lda, bt, C, ldc, bias, rbias, lo, hi, Rm);
-  for (; i < i1; ++i) dot_rows<W, 1, kRows, kAct, kRes>(i, K, K8, A, lda, bt, C, ldc, bias, rbias, lo, hi, Rm);
+  for (; i + kR <= i1; i += kR)
+    dot_rows<W, kR, kRows, kAct, kRes, kAcc>(i, K, K8, A, lda, bt, C, ldc, bias, rbias, lo, hi, Rm);
+  for (; i < i1; ++i) dot_rows<W, 1, kRows, kAct, kRes, kAcc>(i, K, K8, A, lda, bt, C, ldc, bias, rbias, lo, hi, Rm);
 }
 
 template <int W, bool kRows, ConvAct::Kind kAct, bool kRes>
@@ -275,97 +277,127 @@ inline bool dot_tail_enabled() {
   return ok;
 }
 
-// A product whose B packs whole into kSmallB floats (a 7x7 or 14x14 map's pointwise conv: 49 or
-// 196 columns) and whose A is taller than one row block: B is packed once, then row blocks of
-// kRowBlock rows outer and every panel of the block inner, so that A is read once. Panel by
-// panel (panels()), A streamed once a panel: RegNet's 400 x 400 x 49 convs read their 640 KiB
-// of weights, more than a Zen 3 core's 512 KiB of L2, three times over from L3. K is not
-// sliced: each panel's K rows (38 KiB at K = 400) are read from L2 by every row block, which
-// costs more than it saves where A fits in L2 with room (160 x 160 x 196 alone, min of 400:
-// 133-165 us panel by panel, 138-167 row blocks outer), so A must be kSmallBMinA floats or more.
-// MEMLANE_GEMM_NO_SMALL_B=1 keeps such products panel by panel (A/B; ctest runs both).
-constexpr int64_t kSmallB = 32768;  // floats: 128 KiB of stack
-constexpr int64_t kSmallBMinA = 65536;  // floats: 256 KiB, half a Zen 3 core's L2
-constexpr int64_t kRowBlock = 24;   // a multiple of every tile's rows (4, 6, 8) and dot_rows' (4, 3, 2)
+// Products whose A is too large to stay in L2 (kBlockedMinA floats or more) in blocks of B:
+// slices of kKc steps of K outer, then column blocks of up to kBlockB floats (K slice x
+// columns, packed once, in L2), then row blocks of kRowBlock rows, then the block's panels.
+// A's rows then stream once a column block (once in all for maps up to 128 columns at K 256),
+// and a row block's slice of A (24 KiB) stays in L1 across the block's panels. Panel by panel
+// (panels()), A streamed once a 24-column panel: RegNet's 400 x 400 x 49 pointwise convs read
+// their 640 KiB of weights, more than a Zen 3 core's 512 KiB of L2, three times from L3.
+// Where A fits in L2 with room, panel by panel measured as fast or faster (160 x 160 x 196
+// alone, min of 400: 133-165 us panel by panel, 138-167 row blocks outer): B's panel stays in
+// L1 there. MEMLANE_GEMM_NO_BLOCKED=1 keeps every product panel by panel (A/B; ctest runs both).
+constexpr int64_t kBlockB = 32768;        // floats: 128 KiB of stack
+constexpr int64_t kBlockedMinA = 65536;   // floats: 256 KiB, half a Zen 3 core's L2
+constexpr int64_t kRowBlock = 24;         // a multiple of every tile's rows (4, 6, 8) and dot_rows' (4, 3, 2)
 
-// small_b's layout of B: `full` panels of 24 columns, then a dot tail (dot) or a masked panel
-// of nv vectors; floats: what it packs. take: whether small_b runs the product.
-struct SmallB {
-  int64_t full, w, K8, floats;
-  bool dot;
-  int nv;
+// The blocking of an M x N x K product: K slices of kc, column blocks of nc (a multiple of 24
+// unless it is all of N). take: whether blocked() runs it.
+struct Blocking {
+  int64_t kc, nc;
   bool take;
 };
 
-SmallB small_b_layout(int64_t M, int64_t N, int64_t K) {
-  static const bool enabled = std::getenv("MEMLANE_GEMM_NO_SMALL_B") == nullptr;
-  SmallB l{};
-  l.full = N / 24;
-  l.w = N - l.full * 24;
-  l.K8 = (K + 7) / 8 * 8;
-  l.dot = l.full > 0 && l.w > 0 && l.w <= kDotTailMax && K <= kDotTailMaxK && dot_tail_enabled();
-  l.nv = l.w == 0 || l.dot ? 0 : int((l.w + 7) / 8);
-  l.floats = l.full * K * 24 + l.nv * 8 * K + (l.dot ? l.w * l.K8 : 0);
-  l.take = enabled && l.full + (l.w > 0 ? 1 : 0) >= 2 && M > kRowBlock && l.floats <= kSmallB && M * K >= kSmallBMinA;
+Blocking blocking(int64_t M, int64_t N, int64_t K, bool in_place) {
+  static const bool enabled = std::getenv("MEMLANE_GEMM_NO_BLOCKED") == nullptr;
+  Blocking l{};
+  // Where the residual is C itself, K is not sliced (panel()'s reason).
+  l.kc = in_place ? K : std::min(K, kKc);
+  const int64_t K8 = (l.kc + 7) / 8 * 8;  // a block packs at most (nc rounded up to 8) x K8 floats
+  l.nc = (N + 7) / 8 * 8 * K8 <= kBlockB ? N : kBlockB / K8 / 24 * 24;
+  l.take = enabled && N > 24 && M > kRowBlock && M * K >= kBlockedMinA && l.nc >= 24;
   return l;
 }
 
-template <bool kRows, ConvAct::Kind kAct, bool kRes>
-bool small_b(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
-             int64_t ldc, const float* bias, const float* rbias, float lo, float hi, const float* R) {
-  const SmallB l = small_b_layout(M, N, K);
-  if (!l.take) return false;
-  const int64_t full = l.full, w = l.w, K8 = l.K8;
-  const bool dot = l.dot;
-  const int nv = l.nv;
-  alignas(32) float buf[kSmallB];
+// One column block (nc columns of one K slice, packed in buf) over every row block. kFirst:
+// the slice starts K (accumulators from the column bias, not from C); kLast: it ends K (the row
+// epilogue: + row bias, + residual, activation, when kRows).
+template <bool kRows, ConvAct::Kind kAct, bool kRes, bool kFirst, bool kLast>
+void blocked_pass(int64_t M, int64_t nc, int64_t kc, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+                  int64_t ldc, const float* bias, const float* rbias, float lo, float hi, const float* R, float* buf) {
+  constexpr bool kEpi = kRows && kLast, kAcc = !kFirst;
+  constexpr ConvAct::Kind kA = kEpi ? kAct : ConvAct::kNone;
+  constexpr bool kR = kEpi && kRes;
+  const int64_t full = nc / 24, w = nc - full * 24, K8 = (kc + 7) / 8 * 8;
+  const bool dot = full > 0 && w > 0 && w <= kDotTailMax && dot_tail_enabled();
+  const int nv = w == 0 || dot ? 0 : int((w + 7) / 8);  // the tail panel's vectors
   const __m256i all = _mm256_set1_epi32(-1);
   const __m256i tm = tail_mask8(w - (w - 1) / 8 * 8);
   for (int64_t p = 0; p < full; ++p)
-    for (int64_t k = 0; k < K; ++k)
+    for (int64_t k = 0; k < kc; ++k)
       for (int v = 0; v < 3; ++v)
-        _mm256_store_ps(buf + p * K * 24 + k * 24 + 8 * v, _mm256_loadu_ps(B + k * ldb + p * 24 + 8 * v));
-  float* tail = buf + full * K * 24;
+        _mm256_store_ps(buf + p * kc * 24 + k * 24 + 8 * v, _mm256_loadu_ps(B + k * ldb + p * 24 + 8 * v));
+  float* tail = buf + full * kc * 24;
   const int64_t j = full * 24;
   if (dot) {
     switch (w) {
-      case 1: dot_pack<1>(K, K8, B + j, ldb, tail); break;
-      case 2: dot_pack<2>(K, K8, B + j, ldb, tail); break;
-      case 3: dot_pack<3>(K, K8, B + j, ldb, tail); break;
-      default: dot_pack<4>(K, K8, B + j, ldb, tail); break;
+      case 1: dot_pack<1>(kc, K8, B + j, ldb, tail); break;
+      case 2: dot_pack<2>(kc, K8, B + j, ldb, tail); break;
+      case 3: dot_pack<3>(kc, K8, B + j, ldb, tail); break;
+      default: dot_pack<4>(kc, K8, B + j, ldb, tail); break;
     }
   } else if (nv > 0) {
-    for (int64_t k = 0; k < K; ++k)
+    for (int64_t k = 0; k < kc; ++k)
       for (int v = 0; v < nv; ++v) {
         const float* src = B + k * ldb + j + 8 * v;
         _mm256_store_ps(tail + k * 8 * nv + 8 * v, v == nv - 1 ? _mm256_maskload_ps(src, tm) : _mm256_loadu_ps(src));
       }
   }
-  const float* bj = bias ? bias + j : nullptr;
+  const float* cb = kFirst ? bias : nullptr;  // the column bias starts the sums
+  const float* rb0 = kEpi ? rbias : nullptr;
+  const float* bj = cb ? cb + j : nullptr;
   for (int64_t i = 0; i < M; i += kRowBlock) {
     const int64_t mb = std::min(kRowBlock, M - i);
     const float* a = A + i * lda;
-    const float* rb = rbias ? rbias + i : nullptr;
+    const float* rb = rb0 ? rb0 + i : nullptr;
     float* c = C + i * ldc;
-    const float* r = kRes ? R + i * ldc : nullptr;
+    const float* r = kR ? R + i * ldc : nullptr;
     for (int64_t p = 0; p < full; ++p)
-      row_blocks<3, false, kRows, kAct, kRes, false>(mb, K, a, lda, buf + p * K * 24, 24, c + p * 24, ldc,
-                                                     bias ? bias + p * 24 : nullptr, all, rb, lo, hi,
-                                                     kRes ? r + p * 24 : nullptr);
-    const float* rj = kRes ? r + j : nullptr;
+      row_blocks<3, false, kEpi, kA, kR, kAcc>(mb, kc, a, lda, buf + p * kc * 24, 24, c + p * 24, ldc,
+                                               cb ? cb + p * 24 : nullptr, all, rb, lo, hi, kR ? r + p * 24 : nullptr);
+    const float* rj = kR ? r + j : nullptr;
+    const float* Rj = kR ? R + j : nullptr;
     if (dot) {
       switch (w) {
-        case 1: dot_tail_rows<1, kRows, kAct, kRes>(i, i + mb, K, K8, A, lda, tail, C + j, ldc, bj, rbias, lo, hi, kRes ? R + j : nullptr); break;
-        case 2: dot_tail_rows<2, kRows, kAct, kRes>(i, i + mb, K, K8, A, lda, tail, C + j, ldc, bj, rbias, lo, hi, kRes ? R + j : nullptr); break;
-        case 3: dot_tail_rows<3, kRows, kAct, kRes>(i, i + mb, K, K8, A, lda, tail, C + j, ldc, bj, rbias, lo, hi, kRes ? R + j : nullptr); break;
-        default: dot_tail_rows<4, kRows, kAct, kRes>(i, i + mb, K, K8, A, lda, tail, C + j, ldc, bj, rbias, lo, hi, kRes ? R + j : nullptr); break;
+        case 1: dot_tail_rows<1, kEpi, kA, kR, kAcc>(i, i + mb, kc, K8, A, lda, tail, C + j, ldc, bj, rb0, lo, hi, Rj); break;
+        case 2: dot_tail_rows<2, kEpi, kA, kR, kAcc>(i, i + mb, kc, K8, A, lda, tail, C + j, ldc, bj, rb0, lo, hi, Rj); break;
+        case 3: dot_tail_rows<3, kEpi, kA, kR, kAcc>(i, i + mb, kc, K8, A, lda, tail, C + j, ldc, bj, rb0, lo, hi, Rj); break;
+        default: dot_tail_rows<4, kEpi, kA, kR, kAcc>(i, i + mb, kc, K8, A, lda, tail, C + j, ldc, bj, rb0, lo, hi, Rj); break;
       }
     } else if (nv == 3) {
-      row_blocks<3, true, kRows, kAct, kRes, false>(mb, K, a, lda, tail, 24, c + j, ldc, bj, tm, rb, lo, hi, rj);
+      row_blocks<3, true, kEpi, kA, kR, kAcc>(mb, kc, a, lda, tail, 24, c + j, ldc, bj, tm, rb, lo, hi, rj);
     } else if (nv == 2) {
-      row_blocks<2, true, kRows, kAct, kRes, false>(mb, K, a, lda, tail, 16, c + j, ldc, bj, tm, rb, lo, hi, rj);
+      row_blocks<2, true, kEpi, kA, kR, kAcc>(mb, kc, a, lda, tail, 16, c + j, ldc, bj, tm, rb, lo, hi, rj);
     } else if (nv == 1) {
-      row_blocks<1, true, kRows, kAct, kRes, false>(mb, K, a, lda, tail, 8, c + j, ldc, bj, tm, rb, lo, hi, rj);
+      row_blocks<1, true, kEpi, kA, kR, kAcc>(mb, kc, a, lda, tail, 8, c + j, ldc, bj, tm, rb, lo, hi, rj);
+    }
+  }
+}
+
+template <bool kRows, ConvAct::Kind kAct, bool kRes>
+bool blocked(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+             int64_t ldc, const float* bias, const float* rbias, float lo, float hi, const float* R) {
+  const Blocking l = blocking(M, N, K, kRes && R == C);
+  if (!l.take) return false;
+  alignas(32) float buf[kBlockB];
+  for (int64_t k0 = 0; k0 < K; k0 += l.kc) {
+    const int64_t kc = std::min(l.kc, K - k0);
+    const bool first = k0 == 0, last = k0 + kc == K;
+    const float* a = A + k0;
+    for (int64_t n0 = 0; n0 < N; n0 += l.nc) {
+      const int64_t nc = std::min(l.nc, N - n0);
+      const float* b = B + k0 * ldb + n0;
+      float* c = C + n0;
+      const float* cb = bias ? bias + n0 : nullptr;
+      const float* r = kRes ? R + n0 : nullptr;
+      if (first && last)
+        blocked_pass<kRows, kAct, kRes, true, true>(M, nc, kc, a, lda, b, ldb, c, ldc, cb, rbias, lo, hi, r, buf);
+      else if (first)
+        blocked_pass<kRows, kAct, kRes, true, false>(M, nc, kc, a, lda, b, ldb, c, ldc, cb, rbias, lo, hi, r, buf);
+      else if (!last)
+        blocked_pass<kRows, kAct, kRes, false, false>(M, nc, kc, a, lda, b, ldb, c, ldc, cb, rbias, lo, hi, r, buf);
+      else
+        blocked_pass<kRows, kAct, kRes, false, true>(M, nc, kc, a, lda, b, ldb, c, ldc, cb, rbias, lo, hi, r, buf);
     }
   }
   return true;
@@ -375,7 +407,7 @@ bool small_b(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const
 template <bool kRows, ConvAct::Kind kAct, bool kRes = false>
 void panels(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
             int64_t ldc, const float* bias, const float* rbias, float lo, float hi, const float* R = nullptr) {
-  if (small_b<kRows, kAct, kRes>(M, N, K, A, lda, B, ldb, C, ldc, bias, rbias, lo, hi, R)) return;
+  if (blocked<kRows, kAct, kRes>(M, N, K, A, lda, B, ldb, C, ldc, bias, rbias, lo, hi, R)) return;
   const __m256i all = _mm256_set1_epi32(-1);
   int64_t j = 0;
   for (; j + 24 <= N; j += 24)
@@ -402,7 +434,7 @@ void panels(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const 
 
 }  // namespace
 
-bool avx2_gemm_packs_b_whole(int64_t M, int64_t N, int64_t K) { return small_b_layout(M, N, K).take; }
+bool avx2_gemm_blocked(int64_t M, int64_t N, int64_t K) { return blocking(M, N, K, false).take; }
 
 void sgemm_nn_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
                    float* C, int64_t ldc, const float* bias) {
@@ -433,7 +465,7 @@ void sgemm_nn_rows_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t
 #else  // not an AVX2+FMA x86-64 build: callers check have_avx2_gemm() first
 
 bool have_avx2_gemm() { return false; }
-bool avx2_gemm_packs_b_whole(int64_t, int64_t, int64_t) { return false; }
+bool avx2_gemm_blocked(int64_t, int64_t, int64_t) { return false; }
 void sgemm_nn_avx2(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t,
                    const float*) {
   std::abort();

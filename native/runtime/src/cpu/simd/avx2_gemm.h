@@ -1,7 +1,7 @@
 // The AVX2+FMA counterparts of simd::sgemm_nn / sgemm_nn_rows (avx512.h), for CPUs without
 // AVX-512 (Zen 2/3, client Intel): a pointwise conv's product Y[M x P] = W[M x C] X[C x P],
 // Winograd's 16 products, im2col products of small K. B is packed a 24-column panel at a time
-// (a few KiB of stack), or all at once where it is small (up to 128 KiB); A is read in place.
+// (a few KiB of stack), or a block of K x columns at once (up to 128 KiB); A is read in place.
 // AVX2+FMA is the library's baseline (-march=x86-64-v3), so these need no target attribute;
 // have_avx2_gemm() says whether this build has them (x86-64 with __AVX2__ and __FMA__) and is
 // the only check a caller makes.
@@ -27,9 +27,11 @@ void sgemm_nn_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
 void sgemm_nn_rows_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
                         float* C, int64_t ldc, const float* row_bias, const ConvAct& act, const float* res = nullptr);
 
-// Whether an M x N x K product packs all of B once and runs its row blocks outer (so that a
-// tall A, a conv's weights larger than L2, is read once, not once a 24-column panel), rather
-// than panel by panel. For tests and A/B: MEMLANE_GEMM_NO_SMALL_B=1 makes it false.
-bool avx2_gemm_packs_b_whole(int64_t M, int64_t N, int64_t K);
+// Whether an M x N x K product runs blocked: K slices x column blocks of B packed in L2, row
+// blocks of A inner, so that an A larger than L2 (a conv's weights) streams once a column
+// block, not once a 24-column panel. For tests and A/B: MEMLANE_GEMM_NO_BLOCKED=1 makes it
+// false. (Where the residual is C itself, K is not sliced, and this may still say true while
+// the product, over a K too long for a block, runs panel by panel.)
+bool avx2_gemm_blocked(int64_t M, int64_t N, int64_t K);
 
 }  // namespace memlane::cpu::simd
