@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cpu/cpu_features.h"
+#include "cpu/simd/avx2_gemm.h"
 #include "harness.h"
 #include "op_runner.h"
 
@@ -55,9 +56,16 @@ inline void check_depthwise_path() {
     const auto grouped_path = [](const std::string& p) { return p.rfind("depthwise", 0) != 0 && p.rfind("no kernel", 0) != 0; };
     CHECK_MSG(grouped_path(small) && grouped_path(wide), small + " / " + wide);
   } else if (std::getenv("MEMLANE_DW_PER_CHANNEL") || !memlane::cpu::use_avx512f()) {
+    // Without AVX-512, small maps take the grouped kernel's AVX2 lanes (8 channels a vector:
+    // grouped_blocked_takes_depthwise), unless a switch keeps them on the per-channel kernel.
+    const bool avx2_lanes = !memlane::cpu::use_avx512f() && memlane::cpu::simd::have_avx2_gemm() &&
+                            !std::getenv("MEMLANE_DW_PER_CHANNEL") && !std::getenv("MEMLANE_DW_NO_AVX2") &&
+                            !std::getenv("MEMLANE_CONV_GROUPED_NO_AVX2") && !std::getenv("MEMLANE_CONV_NO_GROUPED");
     if (!memlane::cpu::use_avx512f())
-      std::printf("depthwise path: blocked kernel skipped (no AVX-512F, or MEMLANE_CPU_NO_AVX512 set)\n");
-    CHECK_MSG(small == per_channel && wide == per_channel, small + " / " + wide);
+      std::printf("depthwise path: blocked kernel skipped (no AVX-512F, or MEMLANE_CPU_NO_AVX512 set)%s\n",
+                  avx2_lanes ? "; a 5x5 on 9x7 takes the AVX2 grouped kernel" : "");
+    const std::string want_small = avx2_lanes ? "grouped_blocked_avx2" : per_channel;
+    CHECK_MSG(small == want_small && wide == per_channel, small + " / " + wide + " (expected " + want_small + " / " + per_channel + ")");
   } else if (std::getenv("MEMLANE_DW_BLOCKED")) {
     CHECK_MSG(small == blocked && wide == blocked, small + " / " + wide);
   } else {

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "cpu/conv_grouped_blocked.h"
 #include "cpu/cpu_features.h"
 #include "cpu/simd/avx2_gemm.h"
 #include "harness.h"
@@ -117,6 +118,43 @@ void test_against_reference() {
   }
 }
 
+// Depthwise convs (one channel a group) on the maps where, without AVX-512, the grouped kernel
+// takes them (grouped_blocked_takes_depthwise): 8 channels a block, the last block short of
+// channels (C = 20, 44), strides 1 and 2, 3x3 and 5x5, dilation 2, batch 3. Elsewhere (AVX-512,
+// or a switch off) the depthwise kernel runs the same cases.
+void test_depthwise_small_maps() {
+  const Case cases[] = {
+      {"dw 3x3, 14x14, 20 ch (a short last block)", 2, 20, 14, 14, 20, 3, 1, 1, 1, 1, 1, 1, 20, true, true},
+      {"dw 3x3 stride 2, 14x14 -> 7x7, 44 ch", 1, 44, 14, 14, 44, 3, 2, 1, 1, 1, 1, 1, 44, true, false},
+      {"dw 5x5 stride 2, 56x56 -> 28x28, 16 ch", 1, 16, 56, 56, 16, 5, 2, 2, 2, 2, 2, 1, 16, true, true},
+      {"dw 5x5, 7x7, 24 ch, batch 3", 3, 24, 7, 7, 24, 5, 1, 2, 2, 2, 2, 1, 24, false, false},
+      {"dw 3x3 dilation 2, 9x9, 8 ch", 2, 8, 9, 9, 8, 3, 1, 2, 2, 2, 2, 2, 8, true, true},
+  };
+  Rng rng;
+  for (const Case& c : cases) {
+    V x = rng.vec(size_t(c.n * c.C * c.H * c.W)), w = rng.vec(size_t(c.M * c.k * c.k)), b = rng.vec(size_t(c.M));
+    PlanBuilder pb;
+    int xi = pb.input("x", {c.C, c.H, c.W});
+    int wi = pb.weight("w", {c.M, 1, c.k, c.k}, w);
+    int bi = c.bias ? pb.weight("b", {c.M}, b) : -1;
+    int yi = pb.output("y", {c.M, c.OH(), c.OW()});
+    pb.op("Conv", {xi, wi, bi}, {yi}, conv_attrs(c, c.relu ? "relu" : "none"));
+    const std::string path = conv_kernel_path(pb, 0);
+    const bool grouped = memlane::cpu::grouped_blocked_takes_depthwise(c.OH(), c.OW(), c.k, c.k, c.s, c.s);
+    CHECK_MSG(grouped == (path == "grouped_blocked_avx2") && path.rfind("no kernel", 0) != 0,
+              std::string(c.label) + ": path '" + path + "'");
+    const V want = reference(c, x, w, b);
+    for (int threads : {1, 2}) {
+      RunResult r = run_plan(pb, c.n, {x}, threads);
+      const std::string label = std::string(c.label) + " on " + path + ", " + std::to_string(threads) + " thread(s)";
+      CHECK_MSG(r.status == Status::kOk, label + ": " + r.message);
+      if (r.status != Status::kOk) continue;
+      const float d = max_abs_diff(r.outputs[0], want);
+      CHECK_MSG(d <= 2e-4f, label + ": max abs diff " + std::to_string(d));
+    }
+  }
+}
+
 // Conv -> activation folded into the grouped conv (applied in registers) against the two ops
 // unfused on the other paths.
 void test_fused_activations() {
@@ -170,6 +208,7 @@ int main() {
   else
     std::printf("grouped_conv_test: the cases on %s\n", expected_blocked_path().c_str());
   test_against_reference();
+  test_depthwise_small_maps();
   test_fused_activations();
   return finish("grouped_conv_test");
 }

@@ -178,9 +178,16 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
     else k->act = e->act;
     e->taken = true;
   }
-  // Depthwise (one filter a channel): its own kernel (conv_depthwise.h). MEMLANE_CONV_NO_DEPTHWISE=1
-  // keeps it on the grouped im2col path (ctest runs the ops both ways).
+  // Depthwise (one filter a channel): its own kernel (conv_depthwise.h), or on small maps without
+  // AVX-512 the channel-blocked grouped kernel, 8 channels in the lanes (conv_grouped_blocked.h:
+  // grouped_blocked_takes_depthwise). MEMLANE_CONV_NO_DEPTHWISE=1 keeps it on the grouped im2col
+  // path (ctest runs the ops both ways).
+  const GroupedGeom gg{g.C, g.H, g.W, g.M, g.OH, g.OW, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw, g.group};
   if (depthwise) {
+    if (grouped_blocked_takes_depthwise(g.OH, g.OW, g.kh, g.kw, g.sh, g.sw)) {
+      k->grouped = make_grouped_blocked(gg, k->w, k->b, k->folded_act(), bc.threads);
+      if (k->grouped) return k;
+    }
     const DwGeom dg{g.H, g.W, g.OH, g.OW, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw};
     ConvAct act = k->act;
     if (k->relu) act.kind = ConvAct::kRelu;
@@ -189,7 +196,6 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   // Grouped convs with 2+ channels a group: the channel-blocked kernel (conv_grouped_blocked.h)
   // where it exists, else the paths below (direct group by group, or im2col).
   if (g.group > 1 && g.Cg() > 1) {
-    const GroupedGeom gg{g.C, g.H, g.W, g.M, g.OH, g.OW, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw, g.group};
     k->grouped = make_grouped_blocked(gg, k->w, k->b, k->folded_act(), bc.threads);
     if (k->grouped) return k;
   }

@@ -105,7 +105,7 @@ inline void bias_act(float* y, const float* src, int64_t lds, const float* b, in
 constexpr int64_t kPwCols = 512;
 constexpr int64_t kPwSimdMinP = 128;
 // Without AVX-512, every pointwise conv takes the AVX2 sgemm (simd/avx2_gemm.h): with its dot
-// tails and its B packed whole for small maps (avx2_gemm_packs_b_whole) it beat OpenBLAS on
+// tails and its blocked order for large weights (avx2_gemm_blocked) it beat OpenBLAS on
 // all map sizes on Zen 3. Pinned, 1 thread, the pointwise convs' summed per-op minima, OpenBLAS
 // under 128 pixels / the AVX2 sgemm everywhere, alternating, 3-4 rounds: regnet_x_400mf
 // (7x7) 10.8-11.5 / 9.4-9.6 ms, mobilenet_v3_small 1.9-2.2 / 1.6 ms, shufflenet_v2_x0_5
