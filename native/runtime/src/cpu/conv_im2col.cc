@@ -10,8 +10,30 @@
 #include "cpu/simd/avx2_gemm.h"
 #include "cpu/simd/avx512.h"
 
+#if defined(__x86_64__) && defined(__AVX2__)
+#include <immintrin.h>
+#define MEMLANE_IM2COL_AVX2 1
+#endif
+
 namespace memlane::cpu::conv_detail {
 namespace {
+
+// r[ow] = xr[2 * ow] for ow in [lo, hi), where xr[0 .. avail) may be read: 16 inputs a step
+// (the even lanes of two vectors) while they lie within avail, then one by one. The stems'
+// stride-2 columns (27 rows of 12544 for a 3x3 stem at 224 px) were a scalar strided copy.
+inline void copy_stride2(const float* __restrict xr, float* __restrict r, int64_t lo, int64_t hi, int64_t avail) {
+  int64_t ow = lo;
+#ifdef MEMLANE_IM2COL_AVX2
+  for (; ow + 8 <= hi && 2 * ow + 16 <= avail; ow += 8) {
+    const __m256 a = _mm256_loadu_ps(xr + 2 * ow), c = _mm256_loadu_ps(xr + 2 * ow + 8);
+    // [a0 a2 c0 c2 | a4 a6 c4 c6] -> [a0 a2 a4 a6 c0 c2 c4 c6]
+    _mm256_storeu_ps(r + ow, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, c, 0x88)), 0xD8)));
+  }
+#else
+  (void)avail;
+#endif
+  for (; ow < hi; ++ow) r[ow] = xr[2 * ow];
+}
 
 // Columns of one sample and one group: col[(c*kh+i)*kw+j][p - col0], row stride ld, for the
 // output rows [oh0, oh1) (p = oh * OW + ow; col0 = oh0 * OW: a compact block of those rows).
@@ -41,6 +63,8 @@ void im2col(const ConvGeom& g, const float* x, float* col, int64_t ld, int64_t o
           for (int64_t ow = 0; ow < lo; ++ow) r[ow] = 0.f;
           if (sw == 1)
             for (int64_t ow = lo; ow < hi; ++ow) r[ow] = xr[ow];
+          else if (sw == 2)
+            copy_stride2(xr, r, lo, hi, W - woff);
           else
             for (int64_t ow = lo; ow < hi; ++ow) r[ow] = xr[ow * sw];
           for (int64_t ow = hi; ow < OW; ++ow) r[ow] = 0.f;
