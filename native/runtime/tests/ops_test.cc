@@ -55,6 +55,11 @@ static void test_conv() {
       {"pointwise simd one sample, 40 rows", 1, 33, 12, 12, 40, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, false},
       {"pointwise simd K 600 in slices, 29 rows, 11x13", 2, 600, 11, 13, 29, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, true},
       {"batched small images", 9, 1, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      // K over 256 on small maps: without AVX-512, im2col on the AVX2 kernel with the sample's
+      // columns built first and the product split by blocks of 24 output channels (50 = 24 +
+      // 24 + 2); the stride-1 5x5 one leaves the padded grid there (a map under 784 pixels)
+      {"im2col K 288 stride 2, 14x14 -> 7x7, 50 channels", 2, 32, 14, 14, 50, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {"im2col K 300 5x5 stride 1, 10x10, 30 channels", 1, 12, 10, 10, 30, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1, false, false},
       {"5x5 no bias", 1, 2, 10, 10, 3, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1, false, false},
       {"stride-1 dilated asym pads", 3, 3, 7, 9, 4, 3, 2, 1, 1, 2, 0, 1, 3, 2, 3, 1, true, true},
       {"stride-1 grouped dilated", 2, 6, 6, 6, 9, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 3, true, false},

@@ -167,12 +167,26 @@ bool ConvKernel::run_product(const RunCtx& c) const {
   // strided 3x3 convs 128 x 576 x 784 1313 / 1352 us, 256 x 2304 x 49 643 / 765, its 512 x 4608
   // x 49 3181 / 3715.
   const bool avx2 = !simd::have_avx512() && simd::have_avx2_gemm();
+  static const bool split_channels = std::getenv("MEMLANE_IM2COL_SPLIT_ROWS") == nullptr;  // A/B
   const ConvAct fa = folded_act();
   for (int64_t n = 0; n < c.batch; ++n) {
     for (int64_t gi = 0; gi < g.group; ++gi) {
       const float* xg = X + n * in_sz + gi * Cg * g.H * g.W;
       float* yg = Y + n * out_sz + gi * Mg * P;
       const float* bg = b ? b + gi * Mg : nullptr;
+      if (avx2 && K > kIm2colBlockMaxK && split_channels) {
+        // Big K (weights of up to 9 MiB): the sample's columns first, split by rows, then the
+        // product split by output channels in blocks of 24, so each thread streams its share of
+        // the weights, not all of them (split by rows, both threads read all 9 MiB, and on a
+        // 7x7 map rows split 4 + 3).
+        c.pool->parallel_for(g.OH, 1, [&](int64_t oh0, int64_t oh1) { im2col(g, xg, c.workspace, P, oh0, oh1); });
+        c.pool->parallel_for((Mg + 23) / 24, 1, [&](int64_t u0, int64_t u1) {
+          const int64_t m0 = u0 * 24, m1 = std::min(Mg, u1 * 24);
+          simd::sgemm_nn_rows_avx2(m1 - m0, P, K, w + (gi * Mg + m0) * K, K, c.workspace, P, yg + m0 * P, P,
+                                   bg ? bg + m0 : nullptr, fa);
+        });
+        continue;
+      }
       c.pool->parallel_for(g.OH, grain, [&](int64_t oh0, int64_t oh1) {
         const int64_t p0 = oh0 * g.OW, pc = (oh1 - oh0) * g.OW;
         if (avx2) {
