@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 
 #include "cpu/conv_depthwise.h"
@@ -61,6 +62,22 @@ int64_t block_groups(int64_t group, int64_t Mg, int64_t lanes) {
 }
 
 }  // namespace
+
+GroupedBlockedConv::BandRows GroupedBlockedConv::zero_band_borders(int64_t oh0, int64_t oh1, float* in) const {
+  const int64_t pr0 = oh0 * g.sh, rows = in_rows(oh1 - oh0);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* dst = in + r * Wp * CB;
+    const int64_t h = pr0 + r - g.pt;
+    if (h < 0 || h >= g.H) {
+      std::memset(dst, 0, sizeof(float) * size_t(Wp * CB));
+      continue;
+    }
+    std::memset(dst, 0, sizeof(float) * size_t(g.pl * CB));
+    std::memset(dst + (g.pl + g.W) * CB, 0, sizeof(float) * size_t((Wp - g.pl - g.W) * CB));
+  }
+  const int64_t h0 = std::clamp<int64_t>(pr0 - g.pt, 0, g.H), h1 = std::clamp<int64_t>(pr0 + rows - g.pt, 0, g.H);
+  return {h0, h1, in + ((h0 + g.pt - pr0) * Wp + g.pl) * CB};
+}
 
 void GroupedBlockedConv::run(const RunCtx& c, const float* X, float* Y) const {
   const int64_t items = c.batch * blocks, slot = slot_floats();

@@ -55,6 +55,14 @@ class GroupedBlockedConv {
   int threads = 1;
 
   int64_t in_rows(int64_t b) const { return (b - 1) * g.sh + (g.kh - 1) * g.dh + 1; }
+  // The width-free part of a band's packing (the kernels' pack, conv_grouped_blocked_isa.h):
+  // zeroes the rows of the band `in` for output rows [oh0, oh1) that lie outside the input and
+  // every other row's left and right pads; the input's rows h0..h1 go to `first` on.
+  struct BandRows {
+    int64_t h0, h1;
+    float* first;  // slot 0 of input row h0's first position
+  };
+  BandRows zero_band_borders(int64_t oh0, int64_t oh1, float* in) const;
   int64_t slot_floats() const { return band_in_rows * Wp * CB + band * g.OW * NV * lanes; }
   uint64_t workspace_floats() const { return uint64_t(threads) * uint64_t(slot_floats()); }
   // X: [batch][C][H][W] (may be a copy of the plan's input), Y: [batch][M][OH][OW].

@@ -126,21 +126,12 @@ MEMLANE_GRP_TARGET void compute(const GroupedBlockedConv& k, int64_t nvc, const 
 MEMLANE_GRP_TARGET void pack(const GroupedBlockedConv& k, const float* xb, int64_t vg, int64_t oh0, int64_t oh1,
                              float* in) {
   const GroupedGeom& g = k.g;
-  const int64_t CB = k.CB, Wp = k.Wp, pr0 = oh0 * g.sh, rows = k.in_rows(oh1 - oh0), HW = g.H * g.W;
-  const int64_t h0 = std::clamp<int64_t>(pr0 - g.pt, 0, g.H), h1 = std::clamp<int64_t>(pr0 + rows - g.pt, 0, g.H);
-  for (int64_t r = 0; r < rows; ++r) {
-    float* dst = in + r * Wp * CB;
-    const int64_t h = pr0 + r - g.pt;
-    if (h < 0 || h >= g.H) {
-      std::memset(dst, 0, sizeof(float) * size_t(Wp * CB));
-      continue;
-    }
-    std::memset(dst, 0, sizeof(float) * size_t(g.pl * CB));
-    std::memset(dst + (g.pl + g.W) * CB, 0, sizeof(float) * size_t((Wp - g.pl - g.W) * CB));
-  }
+  const int64_t CB = k.CB, Wp = k.Wp, HW = g.H * g.W;
+  const GroupedBlockedConv::BandRows br = k.zero_band_borders(oh0, oh1, in);
+  const int64_t h0 = br.h0, h1 = br.h1;
   // Rows h0..h1 are contiguous in every channel plane: 16 positions x 16 slots a transpose.
   const int64_t W = g.W, skip = (Wp - W) * CB, p0 = h0 * W, p1 = h1 * W;
-  float* d0 = in + ((h0 + g.pt - pr0) * Wp + g.pl) * CB;
+  float* d0 = br.first;
   for (int64_t s0 = 0; s0 < CB; s0 += kLanes) {
     const int64_t ns = std::min(kLanes, CB - s0);
     const __mmask16 smask = __mmask16((1u << ns) - 1);

@@ -43,8 +43,8 @@ inline int64_t small_product_samples(int64_t M, int64_t K, int64_t cols) {
 // Zen 3's L2, so they stay there between im2col writing them and the product reading them;
 // for K up to kIm2colBlockMaxK only. Beyond it (ResNet-18's 3x3 convs of 128-512 channels, K
 // 1152-4608) a block is a row or two, and each product would stream the weights (up to 9 MiB)
-// once more: the chunk's columns are built at once, and the product, blocked
-// (avx2_gemm_blocked), reads the weights once a column block.
+// once more: a sample's columns are built at once, then the product, blocked
+// (avx2_gemm_blocked) and split by output channels, reads the weights once a column block.
 constexpr int64_t kIm2colBlockFloats = 32768;
 constexpr int64_t kIm2colBlockMaxK = 256;
 // The smallest map (pixels) a stride-1 conv without AVX-512 runs on the padded grid rather than

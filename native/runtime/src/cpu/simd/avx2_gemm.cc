@@ -5,7 +5,9 @@
 // Column panels of 24 outer, each in slices of 256 k steps copied into a contiguous buffer
 // (panel(): it then stays in L1 across the row blocks), 4-row blocks inner; the last panel's
 // last vector masked. A last panel of 9-16 columns takes 6-row blocks, one of 1-8 columns 8-row
-// blocks (12 and 8 chains, not 8 and 4); the last row block is what is left.
+// blocks (12 and 8 chains, not 8 and 4); the last row block is what is left; a last 1-4 columns
+// after a full panel, dot products along K (dot_tail). Where A is too large for L2, the order
+// is blocked instead: K slices, column blocks of B packed together, row blocks inner (blocked()).
 #include "cpu/simd/avx2_gemm.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
