@@ -164,15 +164,21 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   // reads X after writing Y: it takes a copy of X first (copy_input), where the output is at
   // least as large as X (else the copy would cost more than the activation's own pass).
   // (MEMLANE_CONV_NO_IN_PLACE=1 refuses both: A/B timing.)
+  // A depthwise conv on the grouped kernel (small maps without AVX-512, below) is not in-place
+  // safe: its bands and its threads' row pieces read input rows (the taps' halo) that another
+  // band or thread has already overwritten. It takes the copy as the other paths do.
   const bool in_place_ok = std::getenv("MEMLANE_CONV_NO_IN_PLACE") == nullptr;
+  const bool dw_grouped = depthwise && grouped_blocked_takes_depthwise(g.OH, g.OW, g.kh, g.kw, g.sh, g.sw);
   const auto dw_over_input = [&](const ConvEpilogue* e) {
-    return depthwise && e->over_input_exact && g.OH * g.OW == g.H * g.W && in_place_ok;
+    return depthwise && !dw_grouped && e->over_input_exact && g.OH * g.OW == g.H * g.W && in_place_ok;
   };
-  const auto copy_over_input = [&] { return !depthwise && g.M * g.OH * g.OW >= g.C * g.H * g.W && in_place_ok; };
+  const auto copy_over_input = [&] {
+    return (!depthwise || dw_grouped) && g.M * g.OH * g.OW >= g.C * g.H * g.W && in_place_ok;
+  };
   if (const ConvEpilogue* e = bc.epilogue;
       e && e->residual < 0 && fuse && a.activation == Activation::kNone &&
       (!e->over_input || dw_over_input(e) || copy_over_input())) {
-    k->copy_input = e->over_input && !depthwise;
+    k->copy_input = e->over_input && (!depthwise || dw_grouped);
     k->y = bc.ref(e->output);
     if (e->act.kind == ConvAct::kRelu) k->relu = true;
     else k->act = e->act;
@@ -184,7 +190,7 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   // path (ctest runs the ops both ways).
   const GroupedGeom gg{g.C, g.H, g.W, g.M, g.OH, g.OW, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw, g.group};
   if (depthwise) {
-    if (grouped_blocked_takes_depthwise(g.OH, g.OW, g.kh, g.kw, g.sh, g.sw)) {
+    if (dw_grouped) {
       k->grouped = make_grouped_blocked(gg, k->w, k->b, k->folded_act(), bc.threads);
       if (k->grouped) return k;
     }
