@@ -119,16 +119,18 @@ void test_against_reference() {
 }
 
 // Depthwise convs (one channel a group) on the maps where, without AVX-512, the grouped kernel
-// takes them (grouped_blocked_takes_depthwise): 8 channels a block, the last block short of
-// channels (C = 20, 44), strides 1 and 2, 3x3 and 5x5, dilation 2, batch 3. Elsewhere (AVX-512,
-// or a switch off) the depthwise kernel runs the same cases.
+// takes them (grouped_blocked_takes_depthwise: strided, to 14x14 or less): 8 channels a block,
+// the last block short of channels (C = 20, 44), 3x3 and 5x5, dilation 2, batch 3; and
+// stride-1 neighbours that the depthwise kernel takes. Elsewhere (AVX-512, or a switch off) the
+// depthwise kernel runs them all.
 void test_depthwise_small_maps() {
   const Case cases[] = {
-      {"dw 3x3, 14x14, 20 ch (a short last block)", 2, 20, 14, 14, 20, 3, 1, 1, 1, 1, 1, 1, 20, true, true},
+      {"dw 3x3 stride 2, 24x24 -> 12x12, 20 ch (a short last block)", 2, 20, 24, 24, 20, 3, 2, 1, 1, 1, 1, 1, 20, true, true},
       {"dw 3x3 stride 2, 14x14 -> 7x7, 44 ch", 1, 44, 14, 14, 44, 3, 2, 1, 1, 1, 1, 1, 44, true, false},
-      {"dw 5x5 stride 2, 56x56 -> 28x28, 16 ch", 1, 16, 56, 56, 16, 5, 2, 2, 2, 2, 2, 1, 16, true, true},
-      {"dw 5x5, 7x7, 24 ch, batch 3", 3, 24, 7, 7, 24, 5, 1, 2, 2, 2, 2, 1, 24, false, false},
-      {"dw 3x3 dilation 2, 9x9, 8 ch", 2, 8, 9, 9, 8, 3, 1, 2, 2, 2, 2, 2, 8, true, true},
+      {"dw 5x5 stride 2, 28x28 -> 14x14, 16 ch", 1, 16, 28, 28, 16, 5, 2, 2, 2, 2, 2, 1, 16, true, true},
+      {"dw 5x5 stride 2, 13x13 -> 7x7, 24 ch, batch 3", 3, 24, 13, 13, 24, 5, 2, 2, 2, 2, 2, 1, 24, false, false},
+      {"dw 3x3 stride 2 dilation 2, 18x18 -> 9x9, 8 ch", 2, 8, 18, 18, 8, 3, 2, 2, 2, 2, 2, 2, 8, true, true},
+      {"dw 5x5, 7x7, 24 ch (stride 1: the depthwise kernel)", 3, 24, 7, 7, 24, 5, 1, 2, 2, 2, 2, 1, 24, false, false},
   };
   Rng rng;
   for (const Case& c : cases) {
@@ -140,7 +142,7 @@ void test_depthwise_small_maps() {
     int yi = pb.output("y", {c.M, c.OH(), c.OW()});
     pb.op("Conv", {xi, wi, bi}, {yi}, conv_attrs(c, c.relu ? "relu" : "none"));
     const std::string path = conv_kernel_path(pb, 0);
-    const bool grouped = memlane::cpu::grouped_blocked_takes_depthwise(c.OH(), c.OW(), c.k, c.k, c.s, c.s);
+    const bool grouped = memlane::cpu::grouped_blocked_takes_depthwise(c.OH(), c.OW(), c.s, c.s);
     CHECK_MSG(grouped == (path == "grouped_blocked_avx2") && path.rfind("no kernel", 0) != 0,
               std::string(c.label) + ": path '" + path + "'");
     const V want = reference(c, x, w, b);
@@ -168,8 +170,8 @@ void test_fused_activations() {
       {"Clip", {{"min", 0.0}, {"max", 6.0}}, {"16 ch a group s2 -> Clip", 2, 48, 14, 14, 48, 3, 2, 1, 1, 1, 1, 1, 3, true, false}},
       {"HardSwish", {}, {"24 ch a group -> HardSwish", 1, 48, 7, 7, 48, 3, 1, 1, 1, 1, 1, 1, 2, true, false}},
       {"SiLU", {}, {"4 ch a group 5x5 -> SiLU", 2, 16, 11, 11, 16, 5, 1, 2, 2, 2, 2, 1, 4, true, false}},
-      // depthwise on a small map (the AVX2 lanes without AVX-512: grouped_blocked_takes_depthwise)
-      {"HardSwish", {}, {"dw 5x5 on 8x8, 48 ch -> HardSwish", 1, 48, 8, 8, 48, 5, 1, 2, 2, 2, 2, 1, 48, true, false}},
+      // depthwise, strided to a small map (the AVX2 lanes without AVX-512: grouped_blocked_takes_depthwise)
+      {"HardSwish", {}, {"dw 5x5 s2 to 8x8, 48 ch -> HardSwish", 1, 48, 16, 16, 48, 5, 2, 2, 2, 2, 2, 1, 48, true, false}},
       {"Clip", {{"min", 0.0}, {"max", 6.0}}, {"dw 3x3 s2 to 7x7, 40 ch -> Clip", 2, 40, 14, 14, 40, 3, 2, 1, 1, 1, 1, 1, 40, true, false}},
   };
   Rng rng;

@@ -196,6 +196,12 @@ static void test_conv() {
       {"dw 5x5 stride 2, 13-wide, column dilation 2", 1, 3, 15, 13, 3, 5, 5, 2, 2, 2, 4, 2, 4, 1, 2, 3, false, true},
       {"dw 7x7 19-wide, 7 rows", 1, 2, 7, 19, 2, 7, 7, 1, 1, 3, 3, 3, 3, 1, 1, 2, true, false},
       {"dw 9x9 (taps not cached) 21-wide", 1, 2, 12, 21, 2, 9, 9, 1, 1, 4, 4, 4, 4, 1, 1, 2, true, true},
+      // square 3/5/7 taps in passes of output rows (channel_cols: 8 a pass, 6 at 7x7), the
+      // last pass short: 21 = 8 + 8 + 5, 18 = 8 + 8 + 2, 12 = 6 + 6, 9 = 6 + 3
+      {"dw 5x5 stride 1, 21 rows (passes 8 8 5)", 2, 2, 21, 11, 2, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 2, true, false},
+      {"dw 3x3 stride 2, 35 rows (passes 8 8 2)", 1, 2, 35, 20, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2, true, true},
+      {"dw 7x7 stride 2, 23x26 (passes 6 6)", 1, 3, 23, 26, 3, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 3, true, true},
+      {"dw 7x7 stride 1, 9x30 (passes 6 3)", 2, 2, 9, 30, 2, 7, 7, 1, 1, 3, 3, 3, 3, 1, 1, 2, true, false},
       // products large enough for the pool to split at 2 threads: the im2col path's output
       // rows (grouped, 3 channels a group: not direct), a 7x7 pointwise product's rows
       {"im2col grouped 7x7 stride 2, rows split over threads", 1, 6, 64, 64, 32, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 2, true, false},

@@ -164,11 +164,12 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   // reads X after writing Y: it takes a copy of X first (copy_input), where the output is at
   // least as large as X (else the copy would cost more than the activation's own pass).
   // (MEMLANE_CONV_NO_IN_PLACE=1 refuses both: A/B timing.)
-  // A depthwise conv on the grouped kernel (small maps without AVX-512, below) is not in-place
-  // safe: its bands and its threads' row pieces read input rows (the taps' halo) that another
-  // band or thread has already overwritten. It takes the copy as the other paths do.
+  // A depthwise conv on the grouped kernel (strided to small maps without AVX-512: below) is
+  // not in-place safe: its bands and its threads' row pieces read input rows (the taps' halo)
+  // that another band or thread has already overwritten. It takes the copy as the other paths
+  // do. (A strided conv's output is smaller than its input: no activation writes over it.)
   const bool in_place_ok = std::getenv("MEMLANE_CONV_NO_IN_PLACE") == nullptr;
-  const bool dw_grouped = depthwise && grouped_blocked_takes_depthwise(g.OH, g.OW, g.kh, g.kw, g.sh, g.sw);
+  const bool dw_grouped = depthwise && grouped_blocked_takes_depthwise(g.OH, g.OW, g.sh, g.sw);
   const auto dw_over_input = [&](const ConvEpilogue* e) {
     return depthwise && !dw_grouped && e->over_input_exact && g.OH * g.OW == g.H * g.W && in_place_ok;
   };
@@ -184,8 +185,8 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
     else k->act = e->act;
     e->taken = true;
   }
-  // Depthwise (one filter a channel): its own kernel (conv_depthwise.h), or on small maps without
-  // AVX-512 the channel-blocked grouped kernel, 8 channels in the lanes (conv_grouped_blocked.h:
+  // Depthwise (one filter a channel): its own kernel (conv_depthwise.h), or, strided to small
+  // maps without AVX-512, the channel-blocked grouped kernel, 8 channels in the lanes (conv_grouped_blocked.h:
   // grouped_blocked_takes_depthwise). MEMLANE_CONV_NO_DEPTHWISE=1 keeps it on the grouped im2col
   // path (ctest runs the ops both ways).
   const GroupedGeom gg{g.C, g.H, g.W, g.M, g.OH, g.OW, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw, g.group};

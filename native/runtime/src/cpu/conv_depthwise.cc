@@ -102,6 +102,10 @@ void fill_phases(const DwGeom& g, const float* x, float* s, bool bordered) {
     dw_fill_phases_s2_avx2(g, x, s);
     return;
   }
+  if (g.sw == 1 && use_avx2()) {
+    dw_fill_s1_avx2(g, x, s);
+    return;
+  }
 #endif
   for (int64_t h = 0; h < g.H; ++h) {
     const float* xr = x + h * g.W;

@@ -17,10 +17,23 @@ inline __m256i first_lanes(int64_t n) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kTable + 8 - n));
 }
 
-// The last vector of an output row: a full store, or the first n lanes.
+// The last vector of an output row: a full store, or the first n lanes as plain stores of 4, 2
+// and 1 lanes. (vmaskmovps to memory is microcoded on Zen 3, one every ~12 cycles: on 14x14
+// maps, a masked store a row cost more than the row's taps.)
 inline void store_tail(float* p, int64_t n, __m256 v) {
-  if (n >= 8) _mm256_storeu_ps(p, v);
-  else _mm256_maskstore_ps(p, first_lanes(n), v);
+  if (n >= 8) return _mm256_storeu_ps(p, v);
+  __m128 h = _mm256_castps256_ps128(v);
+  if (n & 4) {
+    _mm_storeu_ps(p, h);
+    h = _mm256_extractf128_ps(v, 1);
+    p += 4;
+  }
+  if (n & 2) {
+    _mm_storel_pi(reinterpret_cast<__m64*>(p), h);
+    h = _mm_movehl_ps(h, h);
+    p += 2;
+  }
+  if (n & 1) _mm_store_ss(p, h);
 }
 
 // Any kernel size (3x3 and 5x5 take channel_rows): one output row at a time, each tap's offset
@@ -127,6 +140,83 @@ void channel_rows2(const DwGeom& g, const float* s, const float* w, float bias, 
   }
 }
 
+// KHxKW at row stride SH (row dilation 1): R output rows a pass, one tap column j at a time,
+// its KH weights in registers; each input row of the pass is loaded once for that column and
+// feeds every output row whose window holds it (up to KH / SH of them). R + KH + 1 ymm
+// registers; 0.4 loads a FMA at 5x5 and R 8, where channel_rows loads 1.25 (an input vector a
+// FMA and a weight a tap), and R independent FMA chains. On Zen 3 channel_rows was load-bound:
+// mnasnet's 5x5 convs on 28x28 maps ran at a quarter of the FMA peak.
+template <int KH, int KW, int SH, int R>
+void cols_block(const float* s, int64_t Wq, const int64_t* off, const float* w, __m256 b, int64_t OW, int64_t oh,
+                float* y, const ConvAct& act) {
+  constexpr int kIn = (R - 1) * SH + KH;  // input rows the pass reads
+  const float* rows = s + oh * SH * Wq;
+  float* yr = y + oh * OW;
+  for (int64_t ow = 0; ow < OW; ow += 8) {
+    __m256 acc[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[r] = b;
+#pragma GCC unroll 7
+    for (int j = 0; j < KW; ++j) {
+      __m256 wj[KH];
+#pragma GCC unroll 7
+      for (int i = 0; i < KH; ++i) wj[i] = _mm256_broadcast_ss(w + i * KW + j);
+      const float* p = rows + off[j] + ow;
+#pragma GCC unroll 24
+      for (int t = 0; t < kIn; ++t) {
+        const __m256 v = _mm256_loadu_ps(p + t * Wq);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const int i = t - r * SH;  // the weight row input row t meets in output row r's window
+          if (i >= 0 && i < KH) acc[r] = _mm256_fmadd_ps(wj[i], v, acc[r]);
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) store_tail(yr + r * OW + ow, OW - ow, act_vec8(acc[r], act));
+  }
+}
+
+// Output rows in passes of R (8; 6 at 7x7 for the registers), the last OH % R in one pass.
+template <int KH, int KW, int SH>
+void channel_cols(const DwGeom& g, const float* s, const float* w, float bias, float* y, const ConvAct& act) {
+  constexpr int R = KH > 5 ? 6 : 8;
+  const int64_t Wq = g.Wq(), plane = g.Hp() * Wq;
+  int64_t off[KW];
+  for (int j = 0; j < KW; ++j) off[j] = dw_tap_offset(g, plane, Wq, 0, j);
+  const __m256 b = _mm256_set1_ps(bias);
+  int64_t oh = 0;
+  for (; oh + R <= g.OH; oh += R) cols_block<KH, KW, SH, R>(s, Wq, off, w, b, g.OW, oh, y, act);
+  switch (g.OH - oh) {
+#define MEMLANE_REST(n) \
+  case n:               \
+    if constexpr (n < R) cols_block<KH, KW, SH, n>(s, Wq, off, w, b, g.OW, oh, y, act); \
+    break;
+    MEMLANE_REST(7) MEMLANE_REST(6) MEMLANE_REST(5) MEMLANE_REST(4) MEMLANE_REST(3) MEMLANE_REST(2) MEMLANE_REST(1)
+#undef MEMLANE_REST
+    default: break;
+  }
+}
+
+// channel_cols for this geometry, if it has one: square 3, 5 or 7 taps, row stride 1 or 2,
+// row dilation 1 (column stride and dilation are the phase planes'), except 3x3 at stride 2,
+// where channel_rows2 measured 0.88-0.92x its time (mobilenet_v2's and mnasnet's 112 -> 56;
+// efficientnet_b0's 1.07x: the five input rows of two output rows are as many loads a FMA as
+// eight rows' seventeen, and stay closer in cache).
+using ChannelFn = void (*)(const DwGeom&, const float*, const float*, float, float*, const ConvAct&);
+ChannelFn cols_kernel(const DwGeom& g) {
+  static const bool on = std::getenv("MEMLANE_DW_NO_COLS") == nullptr;  // A/B timing
+  if (!on || g.dh != 1 || g.kh != g.kw || (g.sh != 1 && g.sh != 2)) return nullptr;
+  switch (g.kh * 10 + g.sh) {
+    case 31: return channel_cols<3, 3, 1>;
+    case 51: return channel_cols<5, 5, 1>;
+    case 52: return channel_cols<5, 5, 2>;
+    case 71: return channel_cols<7, 7, 1>;
+    case 72: return channel_cols<7, 7, 2>;
+    default: return nullptr;
+  }
+}
+
 }  // namespace
 
 // x[2i] lands on padded column pl + 2i: phase pl % 2, index pl / 2 + i; x[2i+1] likewise. 16
@@ -159,7 +249,20 @@ void dw_fill_phases_s2_avx2(const DwGeom& g, const float* x, float* s) {
   }
 }
 
+void dw_fill_s1_avx2(const DwGeom& g, const float* x, float* s) {
+  const int64_t Wq = g.Wq();
+  float* base = s + g.pt * Wq + g.pl;
+  for (int64_t h = 0; h < g.H; ++h) {
+    const float* xr = x + h * g.W;
+    float* dst = base + h * Wq;
+    int64_t w = 0;
+    for (; w + 8 <= g.W; w += 8) _mm256_storeu_ps(dst + w, _mm256_loadu_ps(xr + w));
+    if (w < g.W) store_tail(dst + w, g.W - w, _mm256_maskload_ps(xr + w, first_lanes(g.W - w)));
+  }
+}
+
 void dw_channel_avx2(const DwGeom& g, const float* s, const float* w, float bias, float* y, const ConvAct& act) {
+  if (const ChannelFn cols = cols_kernel(g)) return cols(g, s, w, bias, y, act);
   static const bool rows2 = std::getenv("MEMLANE_DW_NO_ROWS2") == nullptr;  // A/B timing, as AVX-512's
   if (g.kh == 3 && g.kw == 3 && g.dh == 1 && g.sh == 1 && rows2) channel_rows2<1>(g, s, w, bias, y, act);
   else if (g.kh == 3 && g.kw == 3 && g.dh == 1 && g.sh == 2 && rows2) channel_rows2<2>(g, s, w, bias, y, act);

@@ -96,20 +96,21 @@ void GroupedBlockedConv::run(const RunCtx& c, const float* X, float* Y) const {
   });
 }
 
-// Measured per op against the depthwise kernel (1 thread, pinned, min of 40, 2 rounds, Zen 3):
-// efficientnet_b0's 5x5 convs on 7x7 maps 246-251 -> 151-159 us, its 5x5 stride 2 to 7x7
-// 242-247 -> 110-115, its 3x3 convs on 14x14 191-197 -> 172-180, 5x5 to 28x28 (stride 2) 401-429
-// -> 325-333, 5x5 on 28x28 479-485 -> 446-461; mobilenet_v3_small's 3x3 stride 2 to 28x28
-// 105-111 -> 86; mobilenet_v2's 3x3 stride 2 to 7x7 154-252 -> 86-94. Larger maps lost:
-// 3x3 on 28x28 (mobilenet_v3_small) 55 -> 74, 3x3 stride 2 to 56x56 (efficientnet_b0) 659-675
-// -> 702, 3x3 on 112x112 506-510 -> 678-707.
-bool grouped_blocked_takes_depthwise(int64_t OH, int64_t OW, int64_t kh, int64_t kw, int64_t sh, int64_t sw) {
+// Strided depthwise convs to maps of 14x14 or less only. Measured per op against the depthwise
+// kernel (1 thread, pinned, mean of 30, 2 rounds alternating, Zen 3), once that kernel's output
+// passes shared their input rows (channel_cols) and stopped storing row tails with vmaskmovps:
+// stride 2 to 7x7, 0.70-0.81x its time (mobilenet_v2 59 against 85 us, mnasnet0_5 36 / 47,
+// efficientnet_b0 114 / 142); stride 2 to 14x14, 0.92-1.01x. Every stride-1 conv measured as
+// fast or faster on the depthwise kernel, 7x7 maps included (efficientnet_b0's 5x5 on 7x7
+// 157 against 168 us, mobilenet_v2's 3x3 70 / 78), and so did stride 2 to 28x28 (mnasnet0_5's
+// 5x5 66 / 82, efficientnet_b0's 292 / 329). (Before those two changes this kernel took every map
+// up to 14x14, and 28x28 at stride 2 or 5x5 taps.)
+bool grouped_blocked_takes_depthwise(int64_t OH, int64_t OW, int64_t sh, int64_t sw) {
   static const bool on = grouped_isa_avx512() == nullptr && grouped_isa_avx2() != nullptr &&
                          std::getenv("MEMLANE_DW_PER_CHANNEL") == nullptr && std::getenv("MEMLANE_DW_NO_AVX2") == nullptr &&
                          std::getenv("MEMLANE_CONV_GROUPED_NO_AVX2") == nullptr &&
                          std::getenv("MEMLANE_CONV_NO_GROUPED") == nullptr;
-  const int64_t P = OH * OW;
-  return on && (P <= 196 || (P <= 784 && (sh * sw >= 4 || kh * kw >= 25)));
+  return on && sh * sw >= 4 && OH * OW <= 196;
 }
 
 std::shared_ptr<const GroupedBlockedConv> make_grouped_blocked(const GroupedGeom& g, const float* w, const float* bias,
