@@ -7,34 +7,13 @@
 #include <cstdlib>
 
 #include "cpu/conv_act_avx2.h"
+#include "cpu/simd/lanes_avx2.h"
 
 namespace memlane::cpu {
 namespace {
 
-// Lane masks for maskload / maskstore: the first n of 8 lanes, n in [0, 8].
-inline __m256i first_lanes(int64_t n) {
-  alignas(32) static const int32_t kTable[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kTable + 8 - n));
-}
-
-// The last vector of an output row: a full store, or the first n lanes as plain stores of 4, 2
-// and 1 lanes. (vmaskmovps to memory is microcoded on Zen 3, one every ~12 cycles: on 14x14
-// maps, a masked store a row cost more than the row's taps.)
-inline void store_tail(float* p, int64_t n, __m256 v) {
-  if (n >= 8) return _mm256_storeu_ps(p, v);
-  __m128 h = _mm256_castps256_ps128(v);
-  if (n & 4) {
-    _mm_storeu_ps(p, h);
-    h = _mm256_extractf128_ps(v, 1);
-    p += 4;
-  }
-  if (n & 2) {
-    _mm_storel_pi(reinterpret_cast<__m64*>(p), h);
-    h = _mm_movehl_ps(h, h);
-    p += 2;
-  }
-  if (n & 1) _mm_store_ss(p, h);
-}
+using simd::first_lanes8;
+using simd::store_first8;
 
 // Any kernel size (3x3 and 5x5 take channel_rows): one output row at a time, each tap's offset
 // and weight cached up to 49 taps, read again for each vector past that.
@@ -64,7 +43,7 @@ void channel_any(const DwGeom& g, const float* s, const float* w, float bias, fl
             acc = _mm256_fmadd_ps(_mm256_set1_ps(w[i * kw + j]),
                                   _mm256_loadu_ps(row + dw_tap_offset(g, plane, Wq, i, j) + ow), acc);
       }
-      store_tail(yr + ow, g.OW - ow, act_vec8(acc, act));
+      store_first8(yr + ow, g.OW - ow, act_vec8(acc, act));
     }
   }
 }
@@ -85,7 +64,7 @@ void rows_block(const DwGeom& g, const float* s, const int64_t* off, const __m25
       const float* p = row + off[t] + ow;
       for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(p + r * step), acc[r]);
     }
-    for (int r = 0; r < R; ++r) store_tail(yr + r * g.OW + ow, g.OW - ow, act_vec8(acc[r], act));
+    for (int r = 0; r < R; ++r) store_first8(yr + r * g.OW + ow, g.OW - ow, act_vec8(acc[r], act));
   }
 }
 
@@ -134,8 +113,8 @@ void channel_rows2(const DwGeom& g, const float* s, const float* w, float bias, 
           if (r < 3) a0 = _mm256_fmadd_ps(wv[r * 3 + j], v, a0);
           if (r >= SH && r - SH < 3) a1 = _mm256_fmadd_ps(wv[(r - SH) * 3 + j], v, a1);
         }
-      store_tail(y0 + ow, g.OW - ow, act_vec8(a0, act));
-      if (pair) store_tail(y1 + ow, g.OW - ow, act_vec8(a1, act));
+      store_first8(y0 + ow, g.OW - ow, act_vec8(a0, act));
+      if (pair) store_first8(y1 + ow, g.OW - ow, act_vec8(a1, act));
     }
   }
 }
@@ -173,7 +152,7 @@ void cols_block(const float* s, int64_t Wq, const int64_t* off, const float* w, 
       }
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) store_tail(yr + r * OW + ow, OW - ow, act_vec8(acc[r], act));
+    for (int r = 0; r < R; ++r) store_first8(yr + r * OW + ow, OW - ow, act_vec8(acc[r], act));
   }
 }
 
@@ -237,14 +216,14 @@ void dw_fill_phases_s2_avx2(const DwGeom& g, const float* x, float* s) {
         a = _mm256_loadu_ps(xr + w);
         c = _mm256_loadu_ps(xr + w + 8);
       } else {  // the row's tail: masked loads never touch memory past the input
-        a = _mm256_maskload_ps(xr + w, first_lanes(std::min<int64_t>(8, n)));
-        c = _mm256_maskload_ps(xr + w + 8, first_lanes(std::max<int64_t>(0, n - 8)));
+        a = _mm256_maskload_ps(xr + w, first_lanes8(std::min<int64_t>(8, n)));
+        c = _mm256_maskload_ps(xr + w + 8, first_lanes8(std::max<int64_t>(0, n - 8)));
       }
       // [a0 a2 c0 c2 | a4 a6 c4 c6] -> [a0 a2 a4 a6 c0 c2 c4 c6]; odd likewise
       const __m256 e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, c, 0x88)), 0xD8));
       const __m256 o = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, c, 0xDD)), 0xD8));
-      store_tail(er + w / 2, (n + 1) / 2, e);
-      store_tail(orow + w / 2, n / 2, o);
+      store_first8(er + w / 2, (n + 1) / 2, e);
+      store_first8(orow + w / 2, n / 2, o);
     }
   }
 }
@@ -257,7 +236,7 @@ void dw_fill_s1_avx2(const DwGeom& g, const float* x, float* s) {
     float* dst = base + h * Wq;
     int64_t w = 0;
     for (; w + 8 <= g.W; w += 8) _mm256_storeu_ps(dst + w, _mm256_loadu_ps(xr + w));
-    if (w < g.W) store_tail(dst + w, g.W - w, _mm256_maskload_ps(xr + w, first_lanes(g.W - w)));
+    if (w < g.W) store_first8(dst + w, g.W - w, _mm256_maskload_ps(xr + w, first_lanes8(g.W - w)));
   }
 }
 

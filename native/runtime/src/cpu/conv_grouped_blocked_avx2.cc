@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "cpu/conv_act_avx2.h"
+#include "cpu/simd/lanes_avx2.h"
 #define MEMLANE_GRP_AVX2 1
 #endif
 
@@ -25,10 +26,8 @@ namespace {
 
 constexpr int64_t kLanes = 8;
 
-// The first n (0..8) lanes set.
-inline __m256i lanes_mask(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
+using simd::first_lanes8;
+using simd::store_first8;
 
 // r[k] -> r[j] lane k = old r[k] lane j: an 8x8 transpose in registers.
 inline void transpose8(__m256 r[8]) {
@@ -169,7 +168,6 @@ void pack(const GroupedBlockedConv& k, const float* xb, int64_t vg, int64_t oh0,
   float* d0 = br.first;
   for (int64_t s0 = 0; s0 < CB; s0 += kLanes) {
     const int64_t ns = std::min(kLanes, CB - s0);
-    const __m256i smask = lanes_mask(ns);
     const float* src[8];
     for (int64_t s = 0; s < 8; ++s)
       src[s] = s < ns && (s0 + s) % k.G < vg ? xb + k.slot_ch[size_t(s0 + s)] * HW : nullptr;
@@ -177,14 +175,13 @@ void pack(const GroupedBlockedConv& k, const float* xb, int64_t vg, int64_t oh0,
     int64_t w = 0;
     for (int64_t p = p0; p < p1; p += kLanes) {
       const int64_t m = std::min(kLanes, p1 - p);
-      const __m256i pmask = lanes_mask(m);
+      const __m256i pmask = first_lanes8(m);
       __m256 v[8];
       for (int s = 0; s < 8; ++s)
         v[s] = !src[s] ? _mm256_setzero_ps() : m == kLanes ? _mm256_loadu_ps(src[s] + p) : _mm256_maskload_ps(src[s] + p, pmask);
       transpose8(v);
       for (int64_t j = 0; j < m; ++j) {
-        if (ns == kLanes) _mm256_storeu_ps(d, v[j]);
-        else _mm256_maskstore_ps(d, smask, v[j]);
+        store_first8(d, ns, v[j]);
         d += CB;
         if (++w == W) w = 0, d += skip;
       }
@@ -202,11 +199,9 @@ void unpack(const GroupedBlockedConv& k, const float* out, int64_t vg, int64_t o
       __m256 v[8];
       for (int64_t j = 0; j < 8; ++j) v[j] = j < m ? _mm256_loadu_ps(out + (q + j) * wj + vec * kLanes) : _mm256_setzero_ps();
       transpose8(v);
-      const __m256i mask = lanes_mask(m);
       for (int l = 0; l < 8; ++l) {
         if (l % k.G >= vg) continue;
-        if (m == kLanes) _mm256_storeu_ps(base + oc[l] * OHW + q, v[l]);
-        else _mm256_maskstore_ps(base + oc[l] * OHW + q, mask, v[l]);
+        store_first8(base + oc[l] * OHW + q, m, v[l]);
       }
     }
   }

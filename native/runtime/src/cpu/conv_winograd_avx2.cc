@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include "cpu/conv_act_avx2.h"
+#include "cpu/simd/lanes_avx2.h"
 #define MEMLANE_WINOGRAD_AVX2 1
 #endif
 
@@ -129,10 +130,8 @@ inline void input_segment(const float* E, int64_t half, int64_t Wh, float* dst, 
   }
 }
 
-// The first n (0..8) lanes set.
-inline __m256i first_lanes(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
+using simd::first_lanes8;
+using simd::store_first8;
 
 struct Segment {
   int64_t a, b0;  // tile row, first tile (paired: rows a and a + 1, from tile 0)
@@ -174,7 +173,7 @@ inline void output_segment(const float* p, int64_t xs, __m256 bv, float* y, cons
   o[0][1] = _mm256_add_ps(_mm256_sub_ps(_mm256_sub_ps(s[1], s[2]), s[3]), bv);
   o[1][0] = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(d[0], d[1]), d[2]), bv);
   o[1][1] = _mm256_add_ps(_mm256_sub_ps(_mm256_sub_ps(d[1], d[2]), d[3]), bv);
-  const __m256i mk[2] = {first_lanes(so.cols[0]), first_lanes(so.cols[1])};
+  const __m256i mk[2] = {first_lanes8(so.cols[0]), first_lanes8(so.cols[1])};
   for (int i = 0; i < 2; ++i) {
     // [x0 y0 x1 y1 | x4 y4 x5 y5] and [x2 y2 x3 y3 | x6 y6 x7 y7] -> tiles 0-3, 4-7 in order
     const __m256 lo = _mm256_unpacklo_ps(o[i][0], o[i][1]), hi = _mm256_unpackhi_ps(o[i][0], o[i][1]);
@@ -188,7 +187,7 @@ inline void output_segment(const float* p, int64_t xs, __m256 bv, float* y, cons
         _mm256_storeu_ps(y + at, act_vec8(x, act));
       } else {
         if constexpr (kRes) x = _mm256_add_ps(x, _mm256_maskload_ps(res + at, mk[h]));
-        _mm256_maskstore_ps(y + at, mk[h], act_vec8(x, act));
+        store_first8(y + at, so.cols[h], act_vec8(x, act));
       }
     }
   }

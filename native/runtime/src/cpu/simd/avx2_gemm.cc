@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "cpu/conv_act_avx2.h"
+#include "cpu/simd/lanes_avx2.h"
 #define MEMLANE_AVX2_GEMM 1
 #endif
 
@@ -28,11 +29,6 @@ namespace memlane::cpu::simd {
 bool have_avx2_gemm() { return true; }
 
 namespace {
-
-// The first n (1..8) lanes set.
-inline __m256i tail_mask8(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 
 // One MR x (8 * NV) tile of C over all of K in registers (MR x NV <= 12: 4 x 3, 6 x 2, 8 x 1,
 // so that narrow panels keep enough independent FMA chains too); kTail: the last vector is partial
@@ -98,9 +94,11 @@ inline void tile(int64_t K, const float* A, int64_t lda, const float* B, int64_t
 #undef MEMLANE_RES
 #undef MEMLANE_FINISH
   }
+  // (the tail's lanes counted from its mask: store_first8 writes them with plain stores)
+  const int64_t tail_lanes = kTail ? __builtin_popcount(unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(tm)))) : 8;
 #define MEMLANE_STORE1(v, p, x)                                                          \
   if constexpr (NV > v) {                                                                \
-    if constexpr (kTail && v == NV - 1) _mm256_maskstore_ps((p) + 8 * v, tm, x);         \
+    if constexpr (kTail && v == NV - 1) store_first8((p) + 8 * v, tail_lanes, x);        \
     else _mm256_storeu_ps((p) + 8 * v, x);                                               \
   }
 #define MEMLANE_STORE(r)                                                       \
@@ -207,8 +205,8 @@ inline __m256 lane_sums8(const __m256 (&v)[8]) {
 template <int W, int R, bool kRows, ConvAct::Kind kAct, bool kRes, bool kAcc = false>
 void dot_rows(int64_t i, int64_t K, int64_t K8, const float* A, int64_t lda, const float* bt, float* C, int64_t ldc,
               const float* bias, const float* rbias, float lo, float hi, const float* Rm) {
-  const __m256i tm = tail_mask8(W);
-  const __m256i km = tail_mask8(K - (K8 - 8));
+  const __m256i tm = first_lanes8(W);
+  const __m256i km = first_lanes8(K - (K8 - 8));
   __m256 acc[R][W];
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < W; ++j) acc[r][j] = _mm256_setzero_ps();
@@ -237,7 +235,7 @@ void dot_rows(int64_t i, int64_t K, int64_t K8, const float* A, int64_t lda, con
       if constexpr (kRes) s = _mm256_add_ps(s, _mm256_maskload_ps(Rm + (i + r) * ldc, tm));
       s = act_vec8(s, act);
     }
-    _mm256_maskstore_ps(c, tm, s);
+    store_first8(c, W, s);
   }
 }
 
@@ -324,7 +322,7 @@ void blocked_pass(int64_t M, int64_t nc, int64_t kc, const float* A, int64_t lda
   const bool dot = full > 0 && w > 0 && w <= kDotTailMax && dot_tail_enabled();
   const int nv = w == 0 || dot ? 0 : int((w + 7) / 8);  // the tail panel's vectors
   const __m256i all = _mm256_set1_epi32(-1);
-  const __m256i tm = tail_mask8(w - (w - 1) / 8 * 8);
+  const __m256i tm = first_lanes8(w - (w - 1) / 8 * 8);
   for (int64_t p = 0; p < full; ++p)
     for (int64_t k = 0; k < kc; ++k)
       for (int v = 0; v < 3; ++v)
@@ -428,7 +426,7 @@ void panels(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const 
       default: return dot_tail<4, kRows, kAct, kRes>(M, K, A, lda, B + j, ldb, C + j, ldc, bj, rbias, lo, hi, rj);
     }
   }
-  const __m256i tm = tail_mask8(w - (w - 1) / 8 * 8);
+  const __m256i tm = first_lanes8(w - (w - 1) / 8 * 8);
   if (w > 16) panel<3, true, kRows, kAct, kRes>(M, K, A, lda, B + j, ldb, C + j, ldc, bj, tm, rbias, lo, hi, rj);
   else if (w > 8) panel<2, true, kRows, kAct, kRes>(M, K, A, lda, B + j, ldb, C + j, ldc, bj, tm, rbias, lo, hi, rj);
   else panel<1, true, kRows, kAct, kRes>(M, K, A, lda, B + j, ldb, C + j, ldc, bj, tm, rbias, lo, hi, rj);
