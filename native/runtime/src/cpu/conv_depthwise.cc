@@ -19,13 +19,6 @@
 
 namespace memlane::cpu {
 
-// Rows and columns the taps reach: ((O-1)*s + (k-1)*d + 1), at least the padded input.
-int64_t DwGeom::Hp() const { return std::max(pt + H, (OH - 1) * sh + (kh - 1) * dh + 1); }
-int64_t DwGeom::Wq() const {
-  const int64_t wp = std::max(pl + W, (OW - 1) * sw + (kw - 1) * dw + 1);
-  return (wp + sw - 1) / sw;
-}
-
 // Slack past the planes: a 16-wide load at the last output column of a row may run past
 // them (its extra lanes are dropped; conv_direct_slack is conv_direct's bound for the same).
 int64_t conv_depthwise_scratch(const DwGeom& g) {

@@ -236,7 +236,11 @@ void dw_fill_s1_avx2(const DwGeom& g, const float* x, float* s) {
     float* dst = base + h * Wq;
     int64_t w = 0;
     for (; w + 8 <= g.W; w += 8) _mm256_storeu_ps(dst + w, _mm256_loadu_ps(xr + w));
-    if (w < g.W) store_first8(dst + w, g.W - w, _mm256_maskload_ps(xr + w, first_lanes8(g.W - w)));
+    // The tail with its lanes past the row as zeros, stored whole: those land in the right
+    // border, the next row's left border (both zero) and the next row's first columns, which
+    // its own copy then writes (rows go in order; past the last row: the bottom border or the
+    // scratch's slack). One store, not up to three.
+    if (w < g.W) _mm256_storeu_ps(dst + w, _mm256_maskload_ps(xr + w, first_lanes8(g.W - w)));
   }
 }
 
