@@ -186,9 +186,9 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
     e->taken = true;
   }
   // Depthwise (one filter a channel): its own kernel (conv_depthwise.h), or, strided to small
-  // maps without AVX-512, the channel-blocked grouped kernel, 8 channels in the lanes (conv_grouped_blocked.h:
-  // grouped_blocked_takes_depthwise). MEMLANE_CONV_NO_DEPTHWISE=1 keeps it on the grouped im2col
-  // path (ctest runs the ops both ways).
+  // maps without AVX-512, the channel-blocked grouped kernel, 8 channels in the lanes
+  // (conv_grouped_blocked.h: grouped_blocked_takes_depthwise). MEMLANE_CONV_NO_DEPTHWISE=1 keeps
+  // it on the grouped im2col path (ctest runs the ops both ways).
   const GroupedGeom gg{g.C, g.H, g.W, g.M, g.OH, g.OW, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw, g.group};
   if (depthwise) {
     if (dw_grouped) {

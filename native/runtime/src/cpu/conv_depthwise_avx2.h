@@ -17,8 +17,9 @@ namespace memlane::cpu {
 void dw_fill_phases_s2_avx2(const DwGeom& g, const float* x, float* s);
 
 // Column stride 1: x [H][W] into the padded plane of scratch s, row by row in vectors (the
-// portable loop's copy of 14-float rows cost a third of a 14x14 channel's time); only the
-// input's own positions are written, the zero border is the caller's.
+// portable loop's copy of 14-float rows cost a third of a 14x14 channel's time). The zero
+// border is the caller's; a row's last vector may write zeros over it and up to 7 floats past
+// the plane (within conv_depthwise_scratch's slack).
 void dw_fill_s1_avx2(const DwGeom& g, const float* x, float* s);
 
 // One channel from its filled phase planes s: y [OH][OW] = act(conv + bias). Loads may run up to

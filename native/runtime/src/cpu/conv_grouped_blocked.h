@@ -80,8 +80,8 @@ std::shared_ptr<const GroupedBlockedConv> make_grouped_blocked(const GroupedGeom
 // the lanes, rather than conv_depthwise.h's pixels-in-lanes kernel: on CPUs without AVX-512
 // (which have their own channel-blocked depthwise kernel), for strided convs to small output
 // maps, where a channel's plane copy and its rows of one or two vectors cost more than the
-// transposes in and out. Off with MEMLANE_DW_PER_CHANNEL, MEMLANE_DW_NO_AVX2 (the depthwise suites' switches),
-// MEMLANE_CONV_GROUPED_NO_AVX2 or MEMLANE_CONV_NO_GROUPED.
+// transposes in and out. Off with MEMLANE_DW_PER_CHANNEL, MEMLANE_DW_NO_AVX2 (the depthwise
+// suites' switches), MEMLANE_CONV_GROUPED_NO_AVX2 or MEMLANE_CONV_NO_GROUPED.
 bool grouped_blocked_takes_depthwise(int64_t OH, int64_t OW, int64_t sh, int64_t sw);
 
 }  // namespace memlane::cpu
