@@ -3,8 +3,8 @@
 //
 // The store is plain stores of 4, 2 and 1 lanes, not vmaskmovps: on AMD Zen 2/3 vmaskmovps to
 // memory is microcoded, one every ~12 cycles. A depthwise 3x3 conv of 480 channels on 14x14
-// maps, a masked store a row, ran 106 us with it and 82 without (1 thread, Zen 3). Loads with
-// a mask (vmaskmovps from memory) stay: they are cheap on both vendors.
+// maps, a masked store a row, ran 96-106 us with it and 82 without (min of 500, 1 thread,
+// Zen 3). Loads with a mask (vmaskmovps from memory) stay: they are cheap on both vendors.
 #pragma once
 
 #if defined(__x86_64__) && defined(__AVX2__)
