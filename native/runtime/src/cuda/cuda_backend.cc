@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "device_budget.h"
 #include "device_memory.h"
 #include "exec_context.h"
 #include "forward_util.h"
@@ -22,7 +23,6 @@ namespace memlane {
 namespace cuda {
 namespace {
 
-constexpr int64_t kColBudgetElems = 32ll << 20;  // im2col scratch cap per context (x4 B fp32)
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 struct PhaseScope {
@@ -56,16 +56,14 @@ class CudaBackendImpl final : public CudaBackend {
     CUDA_CHECK(cudaSetDevice(device_));
     model_.plan = &plan;
     model_.maxBatch = maxBatch;
-    model_.halfArena = arena_halves(plan, model_.prec);
-    model_.arenaBytes = align_up(static_cast<uint64_t>(maxBatch) * plan.bytesPerSample / (model_.halfArena ? 2 : 1), 256);
-    for (const Op& op : plan.ops)
-      model_.indexOps = model_.indexOps || op.type == OpType::kGather || op.type == OpType::kGatherND ||
-                        op.type == OpType::kGatherElements;
-    const int64_t perSample = max_col_elems_per_sample(plan);
-    if (perSample > 0) {
-      int64_t samples = std::max<int64_t>(1, std::min<int64_t>(maxBatch, kColBudgetElems / perSample));
-      model_.colElems = perSample * samples;
-    }
+    // Every size allocated below comes from the budget (device_budget.h), the one definition
+    // the memory estimate reads too.
+    const DeviceBudget budget = device_budget(plan, maxBatch, model_.opt);
+    model_.halfArena = budget.halfArena;
+    model_.arenaBytes = budget.arenaBytes;
+    model_.colElems = budget.colElems;
+    model_.budget = budget;
+    model_.indexOps = budget.errorWordBytes > 0;
     {
       PhaseScope phase(bo_, "weights-upload");
       MEMLANE_TRY(upload_weights(plan, message));
@@ -173,17 +171,12 @@ class CudaBackendImpl final : public CudaBackend {
   // mapping's pages are released so that steady host RSS holds no weights.
   Status upload_weights(const Plan& plan, std::string* message) {
     model_.weights.assign(plan.tensors.size(), nullptr);
-    uint64_t total = 0, largest = 0;
-    for (const TensorInfo& t : plan.tensors) {
-      if (!t.is_weight()) continue;
-      total += align_up(device_bytes(t), 256);
-      if (t.dtype == DType::kFloat32) largest = std::max<uint64_t>(largest, static_cast<uint64_t>(t.elements()) * 4);
-    }
+    const uint64_t total = model_.budget.weightBytes, largest = model_.budget.uploadStagingBytes;
     if (total == 0) return Status::kOk;
     CUDA_CHECK(cudaMalloc(&weights_, total));
     weightBytesDevice_ = total;
     float* staging = nullptr;
-    if (model_.prec == Prec::kF16 && largest) CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&staging), largest));
+    if (largest) CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&staging), largest));
     uint64_t off = 0;
     Status st = Status::kOk;
     for (size_t id = 0; id < plan.tensors.size() && st == Status::kOk; ++id) {

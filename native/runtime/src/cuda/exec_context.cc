@@ -6,10 +6,6 @@
 #include "forward_util.h"
 
 namespace memlane::cuda {
-namespace {
-constexpr size_t kBlasWorkspace = 32u << 20;  // set explicitly: cuBLAS must not allocate while capturing
-}
-
 size_t host_bytes(const Plan& plan, int32_t id, int64_t batch) {
   const TensorInfo& t = plan.tensors[id];
   return static_cast<size_t>(batch * t.elements()) * dtype_size(t.dtype);
@@ -49,8 +45,9 @@ Status ExecContext::init(std::string* message) {
   CUBLAS_CHECK(m_->blas->create(&blas_));
   CUBLAS_CHECK(m_->blas->set_stream(blas_, compute_));  // resets the workspace: set it after
   CUBLAS_CHECK(m_->blas->set_math_mode(blas_, CUBLAS_DEFAULT_MATH));  // no TF32: fp32 stays fp32
-  MEMLANE_TRY(alloc(&blasWorkspace_, kBlasWorkspace, message));
-  CUBLAS_CHECK(m_->blas->set_workspace(blas_, blasWorkspace_, kBlasWorkspace));
+  const DeviceBudget& budget = m_->budget;
+  MEMLANE_TRY(alloc(&blasWorkspace_, budget.blasWorkspaceBytes, message));
+  CUBLAS_CHECK(m_->blas->set_workspace(blas_, blasWorkspace_, budget.blasWorkspaceBytes));
   if (o.arenaOnce) {
     MEMLANE_TRY(alloc(reinterpret_cast<void**>(&arena_), m_->arenaBytes, message));
     MEMLANE_TRY(alloc(&col_, static_cast<size_t>(m_->colElems) * es, message));
@@ -59,12 +56,8 @@ Status ExecContext::init(std::string* message) {
     MEMLANE_TRY(alloc(reinterpret_cast<void**>(&err_), sizeof(int), message));
     CUDA_CHECK(cudaMemset(err_, 0, sizeof(int)));
   }
-  const Plan& plan = *m_->plan;
-  size_t inBytes = 0, outBytes = 0;  // staging for maxBatch
-  for (int32_t id : plan.inputs) inBytes += staged(host_bytes(plan, id, m_->maxBatch));
-  for (int32_t id : plan.outputs) outBytes += staged(host_bytes(plan, id, m_->maxBatch));
-  const bool devIn = o.overlap || m_->prec == Prec::kF16;
-  const int nslots = (o.overlap || o.asyncOutputs) ? 2 : 1;
+  const size_t inBytes = budget.inputStageBytes, outBytes = budget.outputStageBytes;  // maxBatch
+  const int nslots = context_slots(o);
   for (int i = 0; i < 2; ++i) {
     Slot& s = slots_[i];
     s.self = this;
@@ -73,8 +66,8 @@ Status ExecContext::init(std::string* message) {
     CUDA_CHECK(cudaEventCreateWithFlags(&s.inFree, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
     if (i >= nslots) continue;
-    if (devIn) MEMLANE_TRY(alloc(reinterpret_cast<void**>(&s.devIn), inBytes, message));
-    if (m_->prec == Prec::kF16) MEMLANE_TRY(alloc(reinterpret_cast<void**>(&s.devOut), outBytes, message));
+    if (i < budget.deviceInputSlots) MEMLANE_TRY(alloc(reinterpret_cast<void**>(&s.devIn), inBytes, message));
+    if (i < budget.deviceOutputSlots) MEMLANE_TRY(alloc(reinterpret_cast<void**>(&s.devOut), outBytes, message));
     if (o.pinned) {
       CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s.hostIn), inBytes));
       ownedHost_.push_back(s.hostIn);

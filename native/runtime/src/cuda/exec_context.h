@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cuda_backend.h"
+#include "device_budget.h"
 #include "forward.h"
 
 namespace memlane::cuda {
@@ -29,6 +30,7 @@ struct SharedModel {
   int64_t colElems = 0;     // per context
   bool halfArena = false;  // arena_halves(plan, prec)
   bool indexOps = false;   // Gather/GatherND/GatherElements: run-time indices are checked on the device
+  DeviceBudget budget;     // what each context allocates (device_budget.h)
 };
 
 // Host bytes of tensor `id` for a batch (its dtype; float32 stays fp32 whatever the precision),

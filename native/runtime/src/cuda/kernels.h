@@ -58,6 +58,11 @@ struct ConvDesc {
   int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, pb = 0, pr = 0, dh = 1, dw = 1, group = 1;
   bool relu = false;
 };
+// A grouped conv with at most this many taps a group (Cg * kh * kw: depthwise 3x3 to 7x7,
+// ResNeXt's and RegNet's narrow groups) runs as one direct kernel instead of im2col + a GEMM
+// per group, and needs no im2col scratch.
+constexpr int64_t kConvDirectMaxTaps = 288;
+bool conv_is_direct(const ConvDesc& d);
 int64_t conv_col_elems_per_sample(const ConvDesc& d);  // 0 when no im2col is needed
 cudaError_t conv2d(const CublasApi& api, cublasHandle_t h, Prec p, const void* x, const void* w,
                    const void* bias, void* y, void* col, int64_t col_elems, const ConvDesc& d,

@@ -1,9 +1,12 @@
-// memlane_cuda_bench PLAN [--batches 1,16,128] [--iters 50] [--warmup 5] [key=value ...]
+// memlane_cuda_bench PLAN [--batches 1,16,128] [--iters 50] [--warmup 5] [--budget] [key=value ...]
 // In-process timing of the CUDA backend for the techniques that a synchronous run() loop
 // cannot show: "sync" calls run() back to back (what infer.native does); "pipelined"
 // keeps two submit()s in flight (overlap, asyncOutputs) and measures each request from
 // submit to its callback; "threads" runs one caller thread per context. Prints one JSON
 // object per batch size. Without a GPU prints {"available":false,"reason":...} and exits 0.
+// Device memory is printed at each step ("stage" lines: the context alone, then prepared).
+// --budget prints what the backend would allocate for the largest batch (device_budget.h),
+// computed on the host: it needs no GPU, and the memory estimate reads it.
 // Run by bench/gpu.ts. UNVERIFIED: written on a machine without a GPU.
 #include <algorithm>
 #include <atomic>
@@ -16,7 +19,10 @@
 #include <thread>
 #include <vector>
 
+#include <cuda_runtime.h>
+
 #include "cuda_backend.h"
+#include "device_budget.h"
 
 using namespace memlane;
 using Clock = std::chrono::steady_clock;
@@ -35,6 +41,29 @@ std::string esc(const std::string& s) {
   return o;
 }
 
+// {"maxBatch", "weightBytes", "uploadStagingBytes", "contexts", "perContext": [{name, bytes}],
+//  "perRequest": [{name, bytes}]}: per-request holds what arena=per-request allocates around
+// each run (none with the default arena=once).
+int print_budget(const char* planPath, int64_t maxBatch, const BackendOptions& bo) {
+  std::string msg;
+  cuda::CudaOptions o;
+  if (cuda::parse_cuda_options(bo.switches, &o, &msg) != Status::kOk) return std::fprintf(stderr, "%s\n", msg.c_str()), 2;
+  std::unique_ptr<PlanFile> file;
+  if (read_plan(planPath, &file, &msg) != Status::kOk) return std::fprintf(stderr, "%s\n", msg.c_str()), 1;
+  const cuda::DeviceBudget b = cuda::device_budget(file->plan(), maxBatch, o);
+  auto list = [](const std::vector<std::pair<std::string, uint64_t>>& v) {
+    std::string s = "[";
+    for (const auto& [n, bytes] : v) s += (s.size() > 1 ? "," : "") + std::string("{\"name\":\"") + n + "\",\"bytes\":" + std::to_string(bytes) + "}";
+    return s + "]";
+  };
+  std::vector<std::pair<std::string, uint64_t>> perRequest;
+  if (!o.arenaOnce) perRequest = {{"arena", b.arenaBytes}, {"im2col", b.colBytes}};
+  std::printf("{\"maxBatch\":%lld,\"weightBytes\":%llu,\"uploadStagingBytes\":%llu,\"contexts\":%d,\"perContext\":%s,\"perRequest\":%s}\n",
+              (long long)maxBatch, (unsigned long long)b.weightBytes, (unsigned long long)b.uploadStagingBytes, o.contexts,
+              list(b.context_allocations(o)).c_str(), list(perRequest).c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -44,6 +73,7 @@ int main(int argc, char** argv) {
   }
   std::vector<int64_t> batches{1, 16, 128};
   int iters = 50, warmup = 5;
+  bool budgetOnly = false;
   BackendOptions bo;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
@@ -52,29 +82,54 @@ int main(int argc, char** argv) {
       for (char* t = std::strtok(argv[++i], ","); t; t = std::strtok(nullptr, ",")) batches.push_back(std::atoll(t));
     } else if (a == "--iters" && i + 1 < argc) iters = std::atoi(argv[++i]);
     else if (a == "--warmup" && i + 1 < argc) warmup = std::atoi(argv[++i]);
+    else if (a == "--budget") budgetOnly = true;
     else if (auto eq = a.find('='); eq != std::string::npos) bo.switches[a.substr(0, eq)] = a.substr(eq + 1);
   }
   Status st;
   std::string msg;
+  if (budgetOnly) return print_budget(argv[1], *std::max_element(batches.begin(), batches.end()), bo);
   auto backend = make_cuda_backend(bo, &st, &msg);
   if (!backend) {
     std::printf("{\"available\":false,\"reason\":\"%s: %s\"}\n", status_name(st), esc(msg).c_str());
     return st == Status::kBackendUnavailable ? 0 : 1;
   }
   auto* cb = dynamic_cast<cuda::CudaBackend*>(backend.get());
+  // Device memory at each step of the start (what a memory estimate has to add up): the
+  // context alone, then after prepare (weights, arenas, cuBLAS handles and workspaces).
+  auto stage = [&](const char* name) {
+    const MemoryStats s = backend->memory_stats();
+    std::printf("{\"stage\":\"%s\",\"deviceUsedBytes\":%lld,\"weightBytesDevice\":%llu,\"arenaBytes\":%llu,"
+                "\"workspaceBytes\":%llu}\n", name, (long long)s.deviceUsedBytes, (unsigned long long)s.weightBytesDevice,
+                (unsigned long long)s.arenaBytes, (unsigned long long)s.workspaceBytes);
+    std::fflush(stdout);
+  };
+  {  // which GPU and driver the readings belong to (the estimate's calibration is keyed by them)
+    cudaDeviceProp prop{};
+    int driver = 0, runtime = 0;
+    cudaGetDeviceProperties(&prop, bo.deviceIndex);
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    std::printf("{\"stage\":\"device\",\"name\":\"%s\",\"driver\":%d,\"runtime\":%d,\"totalBytes\":%llu}\n",
+                esc(prop.name).c_str(), driver, runtime, (unsigned long long)prop.totalGlobalMem);
+  }
+  stage("context");
   std::unique_ptr<PlanFile> file;
   if (read_plan(argv[1], &file, &msg) != Status::kOk) return std::fprintf(stderr, "%s\n", msg.c_str()), 1;
   const Plan& plan = file->plan();
   const int64_t maxBatch = *std::max_element(batches.begin(), batches.end());
   if (backend->prepare(plan, maxBatch, &msg) != Status::kOk) return std::fprintf(stderr, "%s\n", msg.c_str()), 1;
   const int contexts = cb->options().contexts;
+  stage("prepared");
 
   for (int64_t b : batches) {
     // Per caller: its own inputs/outputs (two sets for the pipelined mode).
     auto make = [&](std::vector<std::vector<float>>& in, std::vector<std::vector<float>>& out,
                     std::vector<const float*>& ip, std::vector<float*>& op) {
-      for (int32_t id : plan.inputs) in.emplace_back(size_t(b * plan.tensors[id].elements()), 0.5f);
-      for (int32_t id : plan.outputs) out.emplace_back(size_t(b * plan.tensors[id].elements()), 0.f);
+      // Buffers in each tensor's own dtype (the backend reads them so): float32 inputs 0.5,
+      // integer and bool ones 0 (a valid id, index and mask everywhere).
+      auto words = [&](int32_t id) { return (size_t(b * plan.tensors[id].elements()) * dtype_size(plan.tensors[id].dtype) + 3) / 4; };
+      for (int32_t id : plan.inputs) in.emplace_back(words(id), plan.tensors[id].dtype == DType::kFloat32 ? 0.5f : 0.f);
+      for (int32_t id : plan.outputs) out.emplace_back(words(id), 0.f);
       for (auto& v : in) ip.push_back(v.data());
       for (auto& v : out) op.push_back(v.data());
     };
@@ -134,11 +189,12 @@ int main(int argc, char** argv) {
                 "\"sync\":{\"p50\":%.4f,\"p99\":%.4f,\"throughputPerS\":%.1f},"
                 "\"pipelined\":{\"p50\":%.4f,\"p99\":%.4f,\"throughputPerS\":%.1f},"
                 "\"threads\":{\"contexts\":%d,\"throughputPerS\":%.1f},"
-                "\"deviceUsedBytes\":%lld,\"arenaBytes\":%llu,\"weightBytesDevice\":%llu,\"notes\":\"%s\"}\n",
+                "\"deviceUsedBytes\":%lld,\"arenaBytes\":%llu,\"weightBytesDevice\":%llu,\"workspaceBytes\":%llu,\"notes\":\"%s\"}\n",
                 (long long)b, iters, pct(lat, 0.5), pct(lat, 0.99), 1000.0 * b * iters / syncTotal,
                 pct(pl, 0.5), pct(pl, 0.99), 1000.0 * b * iters / pipeTotal, contexts,
                 thrTotal > 0 ? 1000.0 * b * iters / thrTotal : -1.0, (long long)ms.deviceUsedBytes,
-                (unsigned long long)ms.arenaBytes, (unsigned long long)ms.weightBytesDevice, esc(cb->notes()).c_str());
+                (unsigned long long)ms.arenaBytes, (unsigned long long)ms.weightBytesDevice,
+                (unsigned long long)ms.workspaceBytes, esc(cb->notes()).c_str());
     std::fflush(stdout);
   }
   return 0;

@@ -35,6 +35,7 @@
 #include <thread>
 
 #include "cuda_backend.h"
+#include "device_budget.h"
 #include "forward.h"
 #include "core/host_pages.h"
 #include "kernels.h"
@@ -128,6 +129,14 @@ void host_checks(const std::vector<cudatest::NamedPlan>& plans, const std::strin
     CHECK(cuda::conv_col_elems_per_sample(d) == 4 * 6 * 5, "1x1 conv with a bottom pad taken as pointwise");
     d.pb = 0; d.OH = 5;
     CHECK(cuda::conv_col_elems_per_sample(d) == 0, "plain 1x1 conv not taken as pointwise");
+    // Narrow groups take the direct kernel and need no im2col scratch; wide ones keep the GEMM.
+    d.C = 8; d.M = 8; d.group = 8; d.kh = d.kw = 3; d.ph = d.pw = d.pb = d.pr = 1;
+    CHECK(cuda::conv_is_direct(d) && cuda::conv_col_elems_per_sample(d) == 0, "3x3 depthwise conv not direct");
+    d.C = 80; d.group = 2;
+    CHECK(!cuda::conv_is_direct(d) && cuda::conv_col_elems_per_sample(d) == 40 * 9 * 5 * 5,
+          "3x3 conv in groups of 40 channels (360 taps) taken as direct");
+    d.group = 1; d.C = 8;
+    CHECK(!cuda::conv_is_direct(d), "an ungrouped conv taken as direct");
   }
   // madvise(DONTNEED) must refuse anonymous memory (it would zero it) ...
   std::vector<float> anon(1 << 16, 3.f);
@@ -144,6 +153,52 @@ void host_checks(const std::vector<cudatest::NamedPlan>& plans, const std::strin
     CHECK(std::equal(before.begin(), before.end(), reinterpret_cast<const float*>(p.blob)), "weights changed after release");
   }
   std::printf("host checks: %d failure(s)\n", failures);
+}
+
+// The device budget (device_budget.h: what prepare allocates, and what the memory estimate
+// adds up) follows the switches: fp16 halves the arena and adds output slots and the upload
+// staging; arena=per-request holds no arena; one slot without overlap or async outputs.
+void budget_checks(const std::string& dir) {
+  auto f = write_and_read(cudatest::model_plan().plan, dir + "/budget.mlplan");
+  if (!f) return;
+  const Plan& plan = f->plan();
+  std::string msg;
+  auto opts = [&](std::map<std::string, std::string> sw) {
+    cuda::CudaOptions o;
+    CHECK(cuda::parse_cuda_options(sw, &o, &msg) == Status::kOk, "parse: %s", msg.c_str());
+    return o;
+  };
+  auto names = [](const std::vector<std::pair<std::string, uint64_t>>& v) {
+    std::string s;
+    for (const auto& a : v) s += a.first + " ";
+    return s;
+  };
+  const cuda::CudaOptions def = opts({});
+  const cuda::DeviceBudget b = cuda::device_budget(plan, 5, def);
+  uint64_t in = 0, weights = 0;
+  for (int32_t id : plan.inputs) in += (uint64_t(5 * plan.tensors[id].elements()) * 4 + 15) / 16 * 16;
+  for (const TensorInfo& t : plan.tensors)
+    if (t.is_weight()) weights += (uint64_t(t.elements()) * 4 + 255) / 256 * 256;
+  CHECK(b.arenaBytes == (5 * plan.bytesPerSample + 255) / 256 * 256 && !b.halfArena, "arena %llu for 5 x %lld B",
+        (unsigned long long)b.arenaBytes, (long long)plan.bytesPerSample);
+  CHECK(b.weightBytes == weights && b.uploadStagingBytes == 0, "weights %llu, expected %llu", (unsigned long long)b.weightBytes,
+        (unsigned long long)weights);
+  const int64_t perSample = cuda::max_col_elems_per_sample(plan);
+  CHECK(perSample > 0 && b.colElems == perSample * std::min<int64_t>(5, cuda::kColBudgetElems / perSample) && b.colBytes == uint64_t(b.colElems) * 4,
+        "im2col %lld elements for %lld a sample", (long long)b.colElems, (long long)perSample);
+  CHECK(b.inputStageBytes == in && b.deviceInputSlots == 2 && b.deviceOutputSlots == 0, "input slots %d of %llu B",
+        b.deviceInputSlots, (unsigned long long)b.inputStageBytes);
+  CHECK(names(b.context_allocations(def)) == "cublas-workspace arena im2col input-slot input-slot ", "allocations: %s",
+        names(b.context_allocations(def)).c_str());
+  const cuda::DeviceBudget h = cuda::device_budget(plan, 5, opts({{"fp16", "true"}}));
+  CHECK(h.halfArena && h.arenaBytes == (5 * plan.bytesPerSample / 2 + 255) / 256 * 256 && h.deviceOutputSlots == 2 &&
+            h.uploadStagingBytes > 0 && h.weightBytes < b.weightBytes && h.colBytes == uint64_t(h.colElems) * 2,
+        "fp16 budget: arena %llu, output slots %d, staging %llu", (unsigned long long)h.arenaBytes, h.deviceOutputSlots,
+        (unsigned long long)h.uploadStagingBytes);
+  const cuda::CudaOptions per = opts({{"arena", "per-request"}, {"overlap", "false"}, {"asyncOutputs", "false"}});
+  const cuda::DeviceBudget r = cuda::device_budget(plan, 5, per);
+  CHECK(names(r.context_allocations(per)) == "cublas-workspace ", "per-request, no overlap: %s", names(r.context_allocations(per)).c_str());
+  CHECK(cuda::context_slots(per) == 1 && r.deviceInputSlots == 0, "slots without overlap or async outputs");
 }
 
 // Compiled fixture models: $MEMLANE_TEST_PLANS, else every memlane-onnx-*/ that
@@ -478,6 +533,7 @@ int main(int argc, char** argv) {
   }
   index_cases_host(dir);
   fp16_integer_checks(dir);
+  budget_checks(dir);
   if (host_only) return failures ? 1 : 0;
 
   Status st;

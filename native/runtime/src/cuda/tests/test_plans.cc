@@ -181,6 +181,14 @@ std::vector<NamedPlan> op_plans() {
   v.push_back(conv2("Conv 1x1 stride 2", 6, 9, 9, 4, V{1, 1}, V{2, 2}, V{0, 0, 0, 0}, V{1, 1}, 1, false, true));
   v.push_back(conv2("Conv 1x1 group 2", 6, 5, 5, 4, V{1, 1}, V{1, 1}, V{0, 0, 0, 0}, V{1, 1}, 2, true, false));
   v.push_back(conv2("Conv 3x3 depthwise (group = C) bias relu", 8, 7, 7, 8, V{3, 3}, V{1, 1}, V{1, 1, 1, 1}, V{1, 1}, 8, true, true));
+  // The direct grouped kernel (conv_is_direct: at most kConvDirectMaxTaps taps a group) and the
+  // GEMM-per-group path it leaves for wide groups: a channel multiplier, a strided 5x5 depthwise
+  // with asymmetric pads, a dilated 7x7, and groups of 40 channels (360 taps: the GEMM path).
+  v.push_back(conv2("Conv 3x3 depthwise multiplier 2 stride 2", 6, 9, 8, 12, V{3, 3}, V{2, 2}, V{1, 1, 1, 1}, V{1, 1}, 6, true, false));
+  v.push_back(conv2("Conv 5x5 depthwise stride 2 pads [2,1,2,2] relu", 5, 11, 10, 5, V{5, 5}, V{2, 2}, V{2, 1, 2, 2}, V{1, 1}, 5, true, true));
+  v.push_back(conv2("Conv 7x7 depthwise dilation 2 no bias", 4, 15, 13, 4, V{7, 7}, V{1, 1}, V{6, 6, 6, 6}, V{2, 2}, 4, false, false));
+  v.push_back(conv2("Conv 3x3 group 4 of 8 channels (direct)", 32, 6, 7, 16, V{3, 3}, V{1, 1}, V{1, 1, 1, 1}, V{1, 1}, 4, true, true));
+  v.push_back(conv2("Conv 3x3 group 2 of 40 channels (GEMM per group)", 80, 5, 6, 8, V{3, 3}, V{1, 1}, V{1, 1, 1, 1}, V{1, 1}, 2, true, false));
   v.push_back(conv2("Conv 1x1 pointwise relu no bias", 7, 4, 5, 3, V{1, 1}, V{1, 1}, V{0, 0, 0, 0}, V{1, 1}, 1, false, true));
   // Per-sample im2col of 16*9*280*280 = 11.3M elements: the backend's 32M-element scratch holds
   // 2 samples, so batch 3 runs in two chunks (the second at a sample offset).
