@@ -8,7 +8,8 @@
  * Then the pipelines (digits: train digits-cnn + export + every deploy runtime; tiny-gpt: a
  * short training + every runtime), each run by `memlane run` in its own process: their
  * reports carry the estimate beside the measurement (train peak, python-torch and the ONNX
- * runtimes), which this reads back.
+ * runtimes), which this reads back. Last, memlane-rt's device memory on CUDA, estimate vs
+ * measured (bench/estimate-device.ts; without a GPU it says so and why).
  *
  *   npm run bench:estimate     (env: BENCH_MODELS=digits-cnn,mlp,resnet-mini,resnet18 (zoo
  *                               archs, or paths of .onnx files: the transformer zoo's exports),
@@ -29,6 +30,7 @@ import { PIPELINE_DEFAULTS } from "../src/pipeline/options.ts";
 import { textTable } from "../src/report/format.ts";
 import { Supervisor } from "../src/workers/index.ts";
 import { workerSpecs } from "../src/workers/specs.ts";
+import { benchDeviceEstimate } from "./estimate-device.ts";
 
 const MODELS = (process.env.BENCH_MODELS ?? "digits-cnn,mlp,resnet-mini,resnet18").split(",");
 const BATCHES = (process.env.BENCH_BATCH ?? "1,8").split(",").map(Number);
@@ -182,3 +184,7 @@ if (notMeasured.length) {
   console.log(`\nnot measured (compare failed; not in the figures above):\n${notMeasured.map((l) => `  ${l}`).join("\n")}`);
   process.exitCode = 1;
 }
+// memlane-rt's device memory on CUDA (unavailable, with the reason, without a GPU).
+console.log("");
+await benchDeviceEstimate();
+

@@ -3,7 +3,6 @@
  * (never runs it), estimates every stage (src/estimate/pipeline-estimate.ts) and prints
  * them per stage, runtime and phase, with the concurrent peak the scheduler's rules allow.
  */
-import { existsSync } from "node:fs";
 import type { Calibration } from "../estimate/calibration.ts";
 import { estimatePipeline } from "../estimate/pipeline-estimate.ts";
 import { torchCalibration } from "../estimate/torch-calibration.ts";
@@ -15,13 +14,13 @@ import type { Io } from "./io.ts";
 
 export const PIPELINE_FILE = /\.(ts|mts|cts|js|mjs)$/;
 
-/** No GPU calibration exists: device memory is never printed as a number (docs/memory.md, "CUDA"). */
+/**
+ * A pipeline's stages on the device: not estimated (memlane-rt's device estimate is per model:
+ * `memlane estimate model.onnx --device cuda`; PyTorch's caching allocator on CUDA is not modelled).
+ */
 export function deviceLine(device: string): string {
   if (device !== "cuda") return "device: none (cpu)";
-  const cuda = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
-  return cuda
-    ? "device: unavailable (CUDA present, but no device calibration exists: the context, cuBLAS workspace and arena terms are unverified)"
-    : "device: unavailable (no CUDA)";
+  return "device: not estimated for a pipeline's stages (memlane-rt's device memory: memlane estimate <model.onnx> --device cuda; PyTorch's CUDA caching allocator is not modelled)";
 }
 
 export async function estimatePipelineCommand(file: string, cal: Calibration, flags: Record<string, unknown>, io: Io): Promise<number> {

@@ -3,12 +3,13 @@
 // dir, and a compare run whose report carries estimate vs measured. Two probes instead of the
 // full set keep it to about a minute; the fit then has fewer terms to tell apart, which the
 // assertions allow for (they check structure and the terms the two probes do move).
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { calibrationKey, saveCalibration } from "../../src/estimate/cache.ts";
 import { calibrate } from "../../src/estimate/calibration.ts";
+import { cudaBenchBinary } from "../../src/estimate/cuda-device.ts";
 import { PROBES, writeProbes } from "../../src/estimate/probe-models.ts";
 import type { Report } from "../../src/report/schema.ts";
 import { validateReport } from "../../src/report/validate.ts";
@@ -48,6 +49,18 @@ describe("memlane estimate (calibrated on this machine)", () => {
     expect(native.phases.at(-1)!.rss).toBeGreaterThan(48);
     expect(out.naiveMiB).toBeCloseTo(48 + (8 * (1024 + 2048) * 4) / 2 ** 20, 3);
     expect(est.stderr()).not.toMatch(/calibrating/);
+
+    // --device cuda: memlane-rt's device allocations come from the plan with no GPU; the total
+    // needs this GPU's calibration, so without a GPU it says why and gives no number.
+    if (cudaBenchBinary()) {
+      const dev = startCli(["estimate", model, "--batch", "1,8", "--runtimes", "native", "--device", "cuda"], { MEMLANE_CACHE_DIR: cache });
+      expect((await dev.exit).code, dev.stderr()).toBe(0);
+      const text = dev.stdout();
+      expect(text).toMatch(/device \(CUDA\), native allocations at batch 8 \(MiB, from the plan\): weights 48(\.0+)?; per execution context \(1\): cublas-workspace 32(\.0+)?, arena /);
+      if (existsSync("/dev/nvidiactl")) expect(text).toMatch(/device \(CUDA\), native: \d+(\.\d+)? MiB after the load/);
+      else expect(text).toMatch(/device \(CUDA\), native: unavailable \(no CUDA device here/);
+      expect(text).not.toMatch(/python-ort/); // not asked for
+    }
 
     const runs = path.join(dir, "runs");
     const cmp = startCli(["compare", model, "--batch", "1,8", "--iterations", "3", "--eval-samples", "64", "-o", runs, "-q"], { MEMLANE_CACHE_DIR: cache });

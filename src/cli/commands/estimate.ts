@@ -19,7 +19,8 @@ import { PIPELINE_DEFAULTS } from "../../pipeline/options.ts";
 import { estimateRuntime, naiveMiB } from "../../estimate/predict.ts";
 import { num, textTable } from "../../report/format.ts";
 import { shown } from "../outcome.ts";
-import { deviceLine, estimatePipelineCommand, PIPELINE_FILE } from "../estimate-pipeline.ts";
+import { estimatePipelineCommand, PIPELINE_FILE } from "../estimate-pipeline.ts";
+import { deviceSection, printDeviceSection } from "../estimate-device.ts";
 
 export const spec: CommandSpec = {
   name: "estimate",
@@ -70,6 +71,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   if (PIPELINE_FILE.test(model)) return estimatePipelineCommand(model, cal, args.flags, io);
   let feed: InputFeed;
   let fileRows: number | null = null;
+  let inputShapes: Record<string, number[]> | undefined;
   try {
     feed = {
       seq: (args.flags.seq as number | undefined) ?? DEFAULT_SEQ,
@@ -78,7 +80,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     };
     // A bad --shape or --inputs is a usage error naming the input, before any compile; a file's
     // rows are the eval set the benchmark holds (compare's --eval-samples counts generated rows only).
-    fedInputShapes(model, feed);
+    inputShapes = fedInputShapes(model, feed);
     fileRows = inputFileRows(model, feed);
   } catch (err) {
     if (err instanceof InputSpecError) throw new UsageError(err.message, err.option);
@@ -99,9 +101,11 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   const estimates = (args.flags.runtimes as string[]).map((r) => (runs(r) ? estimateRuntime(cal!, r, features(r, terms, run)) : null));
   const naive = naiveMiB(terms, run);
   const device = args.flags.device as string;
+  const onDevice = device === "cuda" ? await deviceSection(model, inputShapes, run.maxBatch, args.flags.runtimes as string[], args.flags.calibrate === true, (l) => io.err(l)) : null;
   if (args.flags.json) {
     // The trace the ORT arena replay is fed (hundreds of events) is an input, not a term to print.
-    io.out(JSON.stringify({ model, run, device, terms: { ...terms, ortTracePerSample: undefined }, naiveMiB: naive, calibration: { createdAt: cal.createdAt, key: cal.key }, runtimes: estimates }, null, 1));
+    io.out(JSON.stringify({ model, run, device, terms: { ...terms, ortTracePerSample: undefined }, naiveMiB: naive, calibration: { createdAt: cal.createdAt, key: cal.key }, runtimes: estimates,
+      ...(onDevice ? { deviceEstimate: onDevice } : {}) }, null, 1));
     return 0;
   }
   io.out(`memlane estimate ${model}: ${terms.params} parameters, weights ${num(terms.weightMiB)} MiB, ` +
@@ -128,7 +132,8 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   }
   io.out("");
   io.out(`naive formula (seeds/003: parameters x 4 B + one batch of inputs x 4 B): ${num(naive)} MiB for any runtime`);
-  io.out(deviceLine(device));
+  if (onDevice) printDeviceSection(onDevice, (l) => io.out(l));
+  else io.out("device: none (cpu)");
   io.out(`calibrated ${cal.createdAt} on ${cal.key.cpu}, kernel ${cal.key.kernel}`);
   return 0;
 }

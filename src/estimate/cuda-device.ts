@@ -1,0 +1,188 @@
+/**
+ * memlane-rt's device memory on CUDA, predicted without running the model:
+ *
+ *   device = context + weights + contexts x (per-context fixed + the context's allocations)
+ *
+ * each allocation rounded up to the driver's granule (2 MiB: NVML's per-process figure moves
+ * in those steps). The allocations are what the backend allocates by (`memlane_cuda_bench PLAN
+ * --budget`, native/runtime/src/cuda/device_budget.h: weights in their device dtype, the arena
+ * and im2col scratch per context, cuBLAS's workspace, device input/output slots), computed on
+ * the host with no GPU. The two fixed costs are measured on the GPU itself by a calibration
+ * (`calibrateCudaDevice`): the context is the process's device memory once the CUDA context
+ * exists (the driver's state, cudart's and the backend's modules); the per-context cost is what
+ * a second execution context adds beyond its allocations (its cuBLAS handle, streams, events).
+ * Without a calibration of this GPU there is no number: docs/memory.md, "Device memory (CUDA)".
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { REPO_ROOT } from "../workers/specs.ts";
+import { cacheDir } from "./cache.ts";
+
+const MIB = 1024 * 1024;
+/** Bump when the calibration's content or meaning changes. */
+export const CUDA_DEVICE_CALIBRATION_FORMAT = 1;
+
+export interface Allocation {
+  name: string;
+  bytes: number;
+}
+
+/** `memlane_cuda_bench --budget`'s answer (device_budget.h). */
+export interface DeviceBudget {
+  maxBatch: number;
+  weightBytes: number;
+  /** fp16: the largest float32 weight, on the device during the upload only. */
+  uploadStagingBytes: number;
+  contexts: number;
+  perContext: Allocation[];
+  /** arena=per-request: allocated around each run, so in the peak, not the steady figure. */
+  perRequest: Allocation[];
+}
+
+export interface CudaDeviceCalibration {
+  format: number;
+  key: CudaDeviceKey;
+  createdAt: string;
+  /** The process's device memory before any allocation of the model: the CUDA context and what the first execution context loads once (modules, cuBLAS's shared state). */
+  contextMiB: number;
+  /** What one execution context adds beyond its own allocations (cuBLAS handle, streams, events). */
+  perContextMiB: number;
+  /** Allocation granule. */
+  granuleMiB: number;
+  /** The probe readings the two figures came from. */
+  probes: { contexts: number; /** read before prepare */ contextMiB: number; preparedMiB: number; allocationsMiB: number }[];
+}
+
+export interface CudaDeviceKey {
+  gpu: string;
+  driver: number;
+  runtime: number;
+  /** memlane_cuda_bench's size and mtime: a rebuilt backend may allocate differently. */
+  binary: string;
+}
+
+export interface DeviceEstimate {
+  /** After the model load: context, weights, every context's fixed cost and allocations. */
+  loadMiB: number;
+  /** The peak: the load, plus fp16's upload staging or per-request arenas while they live. */
+  peakMiB: number;
+  parts: { contextMiB: number; weightsMiB: number; perContextFixedMiB: number; perContextAllocationsMiB: number; contexts: number; transientMiB: number };
+}
+
+export function cudaBenchBinary(): string | null {
+  const p = join(REPO_ROOT, "native/build/runtime/src/cuda/memlane_cuda_bench");
+  return existsSync(p) ? p : null;
+}
+
+function roundUp(bytes: number, granuleMiB: number): number {
+  const g = granuleMiB * MIB;
+  return Math.ceil(bytes / g) * g;
+}
+
+/** What the backend will allocate for `plan` at `maxBatch` under `switches` (no GPU needed). */
+export function deviceBudget(plan: string, maxBatch: number, switches: Record<string, string | number | boolean> = {}, binary = cudaBenchBinary()): DeviceBudget {
+  if (!binary) throw new Error("memlane_cuda_bench is not built (memlane-rt was built without nvcc): no CUDA device budget");
+  const args = [plan, "--budget", "--batches", String(maxBatch), ...Object.entries(switches).map(([k, v]) => `${k}=${v}`)];
+  const r = spawnSync(binary, args, { encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`memlane_cuda_bench --budget ${plan}: ${(r.stderr || r.stdout || `exit ${r.status}`).trim()}`);
+  return JSON.parse(r.stdout.trim()) as DeviceBudget;
+}
+
+/** The formula at the top of this file. */
+export function predictDevice(b: DeviceBudget, cal: Pick<CudaDeviceCalibration, "contextMiB" | "perContextMiB" | "granuleMiB">): DeviceEstimate {
+  const round = (x: number) => roundUp(x, cal.granuleMiB) / MIB;
+  const weightsMiB = b.weightBytes > 0 ? round(b.weightBytes) : 0;
+  const perContextAllocationsMiB = b.perContext.reduce((a, x) => a + round(x.bytes), 0);
+  const loadMiB = cal.contextMiB + weightsMiB + b.contexts * (cal.perContextMiB + perContextAllocationsMiB);
+  // Per-request arenas live during a run, in every context that runs one at once.
+  const perRequestMiB = b.contexts * b.perRequest.filter((x) => x.bytes > 0).reduce((a, x) => a + round(x.bytes), 0);
+  const stagingMiB = b.uploadStagingBytes > 0 ? round(b.uploadStagingBytes) : 0;
+  const transientMiB = Math.max(perRequestMiB, stagingMiB);
+  return {
+    loadMiB,
+    peakMiB: loadMiB + transientMiB,
+    parts: { contextMiB: cal.contextMiB, weightsMiB, perContextFixedMiB: cal.perContextMiB, perContextAllocationsMiB, contexts: b.contexts, transientMiB },
+  };
+}
+
+/** One memlane_cuda_bench run's "stage" lines (device, context, prepared), or why there are none. */
+export function readStages(stdout: string): { device?: { name: string; driver: number; runtime: number }; contextBytes?: number; preparedBytes?: number; unavailable?: string } {
+  const out: ReturnType<typeof readStages> = {};
+  for (const line of stdout.split("\n")) {
+    // Only the stage lines and an unavailable answer: a timed line of a run of 0 requests holds
+    // non-JSON figures (inf), and the calibration reads no timings.
+    if (!line.startsWith("{") || !(line.includes('"stage"') || line.includes('"available":false'))) continue;
+    const j = JSON.parse(line) as Record<string, unknown>;
+    if (j.available === false) out.unavailable = String(j.reason);
+    if (j.stage === "device") out.device = { name: String(j.name), driver: Number(j.driver), runtime: Number(j.runtime) };
+    if (j.stage === "context") out.contextBytes = Number(j.deviceUsedBytes);
+    if (j.stage === "prepared") out.preparedBytes = Number(j.deviceUsedBytes);
+  }
+  return out;
+}
+
+function binaryStamp(binary: string): string {
+  const st = statSync(binary);
+  return `${st.size}-${Math.round(st.mtimeMs)}`;
+}
+
+/**
+ * Measures the two fixed costs on this GPU: the probe plan prepared with one and with two
+ * execution contexts (batch 1, no request run). The context is the first reading; the
+ * per-context cost is what the second context adds beyond its rounded allocations.
+ */
+export function calibrateCudaDevice(probePlan: string, binary = cudaBenchBinary()): CudaDeviceCalibration {
+  if (!binary) throw new Error("memlane_cuda_bench is not built (memlane-rt was built without nvcc)");
+  const granuleMiB = 2;
+  const probes: CudaDeviceCalibration["probes"] = [];
+  let device: NonNullable<ReturnType<typeof readStages>["device"]> | undefined;
+  for (const contexts of [1, 2]) {
+    const r = spawnSync(binary, [probePlan, "--batches", "1", "--iters", "0", "--warmup", "0", `contexts=${contexts}`], { encoding: "utf8" });
+    const s = readStages(r.stdout ?? "");
+    if (s.unavailable) throw new Error(`no CUDA device to calibrate on: ${s.unavailable}`);
+    if (r.status !== 0 || s.contextBytes === undefined || s.preparedBytes === undefined || !s.device) {
+      throw new Error(`memlane_cuda_bench ${probePlan} contexts=${contexts}: ${(r.stderr || r.stdout || `exit ${r.status}`).trim().slice(0, 400)}`);
+    }
+    device = s.device;
+    const b = deviceBudget(probePlan, 1, { contexts }, binary);
+    const allocationsMiB = (b.weightBytes > 0 ? roundUp(b.weightBytes, granuleMiB) : 0) / MIB +
+      contexts * b.perContext.reduce((a, x) => a + roundUp(x.bytes, granuleMiB), 0) / MIB;
+    probes.push({ contexts, contextMiB: s.contextBytes / MIB, preparedMiB: s.preparedBytes / MIB, allocationsMiB });
+  }
+  const [one, two] = probes as [CudaDeviceCalibration["probes"][0], CudaDeviceCalibration["probes"][0]];
+  // prepared = context + allocations + contexts x fixed: the two readings give the fixed cost,
+  // then the context. That context is a few MiB above the reading taken before prepare (the
+  // first cuBLAS handle loads what later ones share), which is why it is not that reading.
+  const perContextMiB = (two.preparedMiB - two.allocationsMiB) - (one.preparedMiB - one.allocationsMiB);
+  const contextMiB = one.preparedMiB - one.allocationsMiB - perContextMiB;
+  return {
+    format: CUDA_DEVICE_CALIBRATION_FORMAT,
+    key: { gpu: device!.name, driver: device!.driver, runtime: device!.runtime, binary: binaryStamp(binary) },
+    createdAt: new Date().toISOString(),
+    contextMiB, perContextMiB, granuleMiB, probes,
+  };
+}
+
+export function cudaCalibrationPath(): string {
+  return join(cacheDir(), "cuda-device-calibration.json");
+}
+
+/** The cached calibration when it was made with this binary, else null (a GPU's name needs a context to read). */
+export function loadCudaDeviceCalibration(binary = cudaBenchBinary(), path = cudaCalibrationPath()): CudaDeviceCalibration | null {
+  if (!binary || !existsSync(path)) return null;
+  try {
+    const c = JSON.parse(readFileSync(path, "utf8")) as CudaDeviceCalibration;
+    return c.format === CUDA_DEVICE_CALIBRATION_FORMAT && c.key.binary === binaryStamp(binary) ? c : null;
+  } catch {
+    return null;
+  }
+}
+
+export function saveCudaDeviceCalibration(c: CudaDeviceCalibration, path = cudaCalibrationPath()): string {
+  mkdirSync(join(path, ".."), { recursive: true });
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(c, null, 1));
+  renameSync(tmp, path);
+  return path;
+}
