@@ -13,8 +13,8 @@
  * where their rows differ. A second table times the same in process with
  * native/build/runtime/src/cuda/memlane_cuda_bench, adding one caller thread per context.
  *
- * Without a GPU it prints that and the reason, and exits 0. UNVERIFIED: written on a
- * machine without a GPU; docs/gpu.md says what has and has not run.
+ * Without a GPU it prints that and the reason, and exits 0. Not yet run on a GPU (the one
+ * lent so far had no Node); memlane_cuda_bench, its second table, has: docs/gpu.md, "Status".
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
