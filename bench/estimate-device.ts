@@ -1,8 +1,8 @@
 /**
  * memlane-rt's device memory on CUDA, estimate vs measured (src/estimate/cuda-device.ts):
  *   node --import tsx bench/estimate-device.ts [PLAN_DIR ...]
- * (also run at the end of `npm run bench:estimate`). Calibrates this GPU once (the first
- * plan, contexts 1 and 2), then for every plan and setting (default, fp16, 2 contexts,
+ * (also run at the end of `npm run bench:estimate`). Calibrates this GPU once (as `memlane
+ * estimate --device cuda` does: a tiny probe plan, contexts 1 and 2), then for every plan and setting (default, fp16, 2 contexts,
  * per-request arena without overlap) predicts the device memory after the load from the
  * plan alone, then loads and runs it with memlane_cuda_bench (batches 1, 8, 64) and reads the
  * process's device memory (NVML) after prepare and after the last batch: error %, median,
@@ -14,7 +14,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { compileOnnx } from "../src/compiler/index.ts";
-import { calibrateCudaDevice, cudaBenchBinary, deviceBudget, predictDevice, readStages } from "../src/estimate/cuda-device.ts";
+import { calibrateCudaDeviceOnProbe, cudaBenchBinary, deviceBudget, predictDevice, readStages } from "../src/estimate/cuda-device.ts";
 import { textTable } from "../src/report/format.ts";
 import { ensureModels } from "../test/fixtures/onnx/models.ts";
 
@@ -47,7 +47,7 @@ export async function benchDeviceEstimate(planDirs: string[] = []): Promise<void
     }
     let cal;
     try {
-      cal = calibrateCudaDevice(plans[0]!, binary);
+      cal = await calibrateCudaDeviceOnProbe(binary);
     } catch (err) {
       console.log(`device estimate (CUDA): unavailable (${(err as Error).message})`);
       return;
@@ -57,7 +57,7 @@ export async function benchDeviceEstimate(planDirs: string[] = []): Promise<void
     for (const plan of plans) {
       for (const [setting, sw] of Object.entries(SETTINGS)) {
         const predicted = predictDevice(deviceBudget(plan, Math.max(...BATCHES), sw, binary), cal);
-        const r = spawnSync(binary, [plan, "--batches", BATCHES.join(","), "--iters", "5", "--warmup", "1", ...Object.entries(sw).map(([k, v]) => `${k}=${v}`)], { encoding: "utf8" });
+        const r = spawnSync(binary, [plan, "--batches", BATCHES.join(","), "--iters", "5", "--warmup", "1", ...Object.entries(sw).map(([k, v]) => `${k}=${v}`)], { encoding: "utf8", timeout: 300_000 });
         const s = readStages(r.stdout ?? "");
         const last = (r.stdout ?? "").trim().split("\n").filter((l) => l.includes('"deviceUsedBytes"') && l.includes('"batch"')).at(-1);
         const endBytes = last ? Number(/"deviceUsedBytes":(\d+)/.exec(last)?.[1]) : NaN;
@@ -84,6 +84,11 @@ export async function benchDeviceEstimate(planDirs: string[] = []): Promise<void
 }
 
 if (process.argv[1]?.endsWith("estimate-device.ts")) {
-  const dirs = process.argv.slice(2).filter((d) => existsSync(d));
+  const dirs = process.argv.slice(2);
+  const missing = dirs.filter((d) => !existsSync(d));
+  if (missing.length) {
+    console.error(`bench/estimate-device.ts: no such plan folder: ${missing.join(", ")}`);
+    process.exit(2);
+  }
   await benchDeviceEstimate(dirs);
 }

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { compileOnnx } from "../compiler/index.ts";
 import {
-  calibrateCudaDevice, cudaBenchBinary, type CudaDeviceCalibration, deviceBudget, type DeviceBudget, type DeviceEstimate,
+  calibrateCudaDeviceOnProbe, cudaBenchBinary, type CudaDeviceCalibration, deviceBudget, type DeviceBudget, type DeviceEstimate,
   loadCudaDeviceCalibration, predictDevice, saveCudaDeviceCalibration,
 } from "../estimate/cuda-device.ts";
 import { num } from "../report/format.ts";
@@ -23,7 +23,7 @@ export interface DeviceSection {
   budget: DeviceBudget | null;
   calibration: CudaDeviceCalibration | null;
   native: DeviceEstimate | null;
-  /** Why there is no total (no budget, no GPU to calibrate on). */
+  /** Why there is no total (no budget, no GPU to calibrate on); null with native not asked for. */
   why: string | null;
   others: Record<string, string>;
 }
@@ -36,6 +36,7 @@ export async function deviceSection(onnx: string, inputShapes: Record<string, nu
   };
   const others = Object.fromEntries(Object.entries(cpuOnly).filter(([r]) => runtimes.includes(r)));
   const binary = cudaBenchBinary();
+  if (!runtimes.includes("native")) return { budget: null, calibration: null, native: null, why: null, others };
   if (!binary) return { budget: null, calibration: null, native: null, why: "memlane-rt was built without nvcc (no CUDA backend)", others };
   const dir = mkdtempSync(join(tmpdir(), "memlane-estimate-device-"));
   try {
@@ -45,15 +46,20 @@ export async function deviceSection(onnx: string, inputShapes: Record<string, nu
     } catch (err) {
       return { budget: null, calibration: null, native: null, why: `memlane's compiler refused the model: ${(err as Error).message.split("\n")[0]}`, others };
     }
-    const budget = deviceBudget(plan, maxBatch, {}, binary);
+    let budget: DeviceBudget;
+    try {
+      budget = deviceBudget(plan, maxBatch, {}, binary);
+    } catch (err) {  // the CUDA backend refuses the plan (an op it lacks), or the binary failed
+      return { budget: null, calibration: null, native: null, why: (err as Error).message, others };
+    }
     let calibration = calibrate ? null : loadCudaDeviceCalibration(binary);
     let why: string | null = null;
     if (!calibration) {
       if (!existsSync("/dev/nvidiactl") && !existsSync("/dev/nvidia0")) why = "no CUDA device here (no /dev/nvidia*), so no calibration of one";
       else {
         try {
-          log("memlane estimate: calibrating this GPU's device memory (two short memlane-rt loads)");
-          calibration = calibrateCudaDevice(plan, binary);
+          log("memlane estimate: calibrating this GPU's device memory (two short memlane-rt loads of a tiny plan)");
+          calibration = await calibrateCudaDeviceOnProbe(binary);
           log(`memlane estimate: device calibration cached in ${shown(saveCudaDeviceCalibration(calibration))}`);
         } catch (err) {
           why = (err as Error).message;
@@ -69,7 +75,7 @@ export async function deviceSection(onnx: string, inputShapes: Record<string, nu
 export function printDeviceSection(s: DeviceSection, out: (l: string) => void): void {
   out("");
   if (!s.budget) {
-    out(`device (CUDA), native: unavailable (${s.why})`);
+    if (s.why) out(`device (CUDA), native: unavailable (${s.why})`);
   } else {
     const b = s.budget;
     const per = b.perContext.map((a) => `${a.name} ${num(a.bytes / MIB)}`).join(", ");

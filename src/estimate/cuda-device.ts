@@ -14,14 +14,19 @@
  * Without a calibration of this GPU there is no number: docs/memory.md, "Device memory (CUDA)".
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { compileOnnx } from "../compiler/index.ts";
 import { REPO_ROOT } from "../workers/specs.ts";
 import { cacheDir } from "./cache.ts";
+import { PROBES, writeProbes } from "./probe-models.ts";
 
 const MIB = 1024 * 1024;
 /** Bump when the calibration's content or meaning changes. */
 export const CUDA_DEVICE_CALIBRATION_FORMAT = 1;
+/** A load that has not answered in this long is a hung driver, not a slow one. */
+const BENCH_TIMEOUT_MS = 120_000;
 
 export interface Allocation {
   name: string;
@@ -60,6 +65,8 @@ export interface CudaDeviceKey {
   runtime: number;
   /** memlane_cuda_bench's size and mtime: a rebuilt backend may allocate differently. */
   binary: string;
+  /** The kernel driver's version line and the GPUs' models from /proc/driver/nvidia, readable without a CUDA context: a new driver or another GPU means a new calibration. */
+  host: string;
 }
 
 export interface DeviceEstimate {
@@ -75,6 +82,26 @@ export function cudaBenchBinary(): string | null {
   return existsSync(p) ? p : null;
 }
 
+function runBench(binary: string, args: string[]): { status: number | null; stdout: string; why: string } {
+  const r = spawnSync(binary, args, { encoding: "utf8", timeout: BENCH_TIMEOUT_MS });
+  const why = r.error ? r.error.message : r.signal ? `killed by ${r.signal}` : (r.stderr || r.stdout || `exit ${r.status}`).trim().slice(0, 400);
+  return { status: r.error || r.signal ? null : r.status, stdout: r.stdout ?? "", why };
+}
+
+/** What identifies this machine's GPUs and driver without creating a CUDA context ("" without a driver). */
+export function gpuHostKey(root = "/proc/driver/nvidia"): string {
+  try {
+    const version = readFileSync(join(root, "version"), "utf8").split("\n")[0]!.trim();
+    const gpus = existsSync(join(root, "gpus")) ? readdirSync(join(root, "gpus")).sort().map((bus) => {
+      const info = readFileSync(join(root, "gpus", bus, "information"), "utf8");
+      return `${bus} ${/^Model:\s*(.*)$/m.exec(info)?.[1]?.trim() ?? "?"}`;
+    }) : [];
+    return [version, ...gpus].join("; ");
+  } catch {
+    return "";
+  }
+}
+
 function roundUp(bytes: number, granuleMiB: number): number {
   const g = granuleMiB * MIB;
   return Math.ceil(bytes / g) * g;
@@ -84,8 +111,8 @@ function roundUp(bytes: number, granuleMiB: number): number {
 export function deviceBudget(plan: string, maxBatch: number, switches: Record<string, string | number | boolean> = {}, binary = cudaBenchBinary()): DeviceBudget {
   if (!binary) throw new Error("memlane_cuda_bench is not built (memlane-rt was built without nvcc): no CUDA device budget");
   const args = [plan, "--budget", "--batches", String(maxBatch), ...Object.entries(switches).map(([k, v]) => `${k}=${v}`)];
-  const r = spawnSync(binary, args, { encoding: "utf8" });
-  if (r.status !== 0) throw new Error(`memlane_cuda_bench --budget ${plan}: ${(r.stderr || r.stdout || `exit ${r.status}`).trim()}`);
+  const r = runBench(binary, args);
+  if (r.status !== 0) throw new Error(`memlane_cuda_bench --budget ${plan}: ${r.why}`);
   return JSON.parse(r.stdout.trim()) as DeviceBudget;
 }
 
@@ -95,19 +122,21 @@ export function predictDevice(b: DeviceBudget, cal: Pick<CudaDeviceCalibration, 
   const weightsMiB = b.weightBytes > 0 ? round(b.weightBytes) : 0;
   const perContextAllocationsMiB = b.perContext.reduce((a, x) => a + round(x.bytes), 0);
   const loadMiB = cal.contextMiB + weightsMiB + b.contexts * (cal.perContextMiB + perContextAllocationsMiB);
-  // Per-request arenas live during a run, in every context that runs one at once.
+  // Per-request arenas live during a run, in every context that runs one at once. fp16's upload
+  // staging lives during the upload only, before any execution context exists.
   const perRequestMiB = b.contexts * b.perRequest.filter((x) => x.bytes > 0).reduce((a, x) => a + round(x.bytes), 0);
   const stagingMiB = b.uploadStagingBytes > 0 ? round(b.uploadStagingBytes) : 0;
-  const transientMiB = Math.max(perRequestMiB, stagingMiB);
+  const peakMiB = Math.max(loadMiB + perRequestMiB, cal.contextMiB + weightsMiB + stagingMiB);
+  const transientMiB = peakMiB - loadMiB;
   return {
     loadMiB,
-    peakMiB: loadMiB + transientMiB,
+    peakMiB,
     parts: { contextMiB: cal.contextMiB, weightsMiB, perContextFixedMiB: cal.perContextMiB, perContextAllocationsMiB, contexts: b.contexts, transientMiB },
   };
 }
 
 /** One memlane_cuda_bench run's "stage" lines (device, context, prepared), or why there are none. */
-export function readStages(stdout: string): { device?: { name: string; driver: number; runtime: number }; contextBytes?: number; preparedBytes?: number; unavailable?: string } {
+export function readStages(stdout: string): { device?: { name: string; driver: number; runtime: number }; contextBytes?: number; preparedBytes?: number; perProcess?: boolean; unavailable?: string } {
   const out: ReturnType<typeof readStages> = {};
   for (const line of stdout.split("\n")) {
     // Only the stage lines and an unavailable answer: a timed line of a run of 0 requests holds
@@ -118,6 +147,7 @@ export function readStages(stdout: string): { device?: { name: string; driver: n
     if (j.stage === "device") out.device = { name: String(j.name), driver: Number(j.driver), runtime: Number(j.runtime) };
     if (j.stage === "context") out.contextBytes = Number(j.deviceUsedBytes);
     if (j.stage === "prepared") out.preparedBytes = Number(j.deviceUsedBytes);
+    if (j.stage === "context" || j.stage === "prepared") out.perProcess = (out.perProcess ?? true) && j.perProcess === true;
   }
   return out;
 }
@@ -128,9 +158,11 @@ function binaryStamp(binary: string): string {
 }
 
 /**
- * Measures the two fixed costs on this GPU: the probe plan prepared with one and with two
- * execution contexts (batch 1, no request run). The context is the first reading; the
- * per-context cost is what the second context adds beyond its rounded allocations.
+ * Measures the two fixed costs on this GPU: `probePlan` prepared with one and with two
+ * execution contexts (batch 1, no request run). The per-context cost is what the second
+ * context adds beyond its rounded allocations; the context is what the first reading leaves.
+ * Refuses readings that are the whole device's (NVML could not name this process: other
+ * processes would be in the figures) or that make no sense.
  */
 export function calibrateCudaDevice(probePlan: string, binary = cudaBenchBinary()): CudaDeviceCalibration {
   if (!binary) throw new Error("memlane_cuda_bench is not built (memlane-rt was built without nvcc)");
@@ -138,12 +170,13 @@ export function calibrateCudaDevice(probePlan: string, binary = cudaBenchBinary(
   const probes: CudaDeviceCalibration["probes"] = [];
   let device: NonNullable<ReturnType<typeof readStages>["device"]> | undefined;
   for (const contexts of [1, 2]) {
-    const r = spawnSync(binary, [probePlan, "--batches", "1", "--iters", "0", "--warmup", "0", `contexts=${contexts}`], { encoding: "utf8" });
-    const s = readStages(r.stdout ?? "");
+    const r = runBench(binary, [probePlan, "--batches", "1", "--iters", "0", "--warmup", "0", `contexts=${contexts}`]);
+    const s = readStages(r.stdout);
     if (s.unavailable) throw new Error(`no CUDA device to calibrate on: ${s.unavailable}`);
     if (r.status !== 0 || s.contextBytes === undefined || s.preparedBytes === undefined || !s.device) {
-      throw new Error(`memlane_cuda_bench ${probePlan} contexts=${contexts}: ${(r.stderr || r.stdout || `exit ${r.status}`).trim().slice(0, 400)}`);
+      throw new Error(`memlane_cuda_bench ${probePlan} contexts=${contexts}: ${r.why}`);
     }
+    if (!s.perProcess) throw new Error("device memory was read device-wide (NVML could not name this process, e.g. in another pid namespace): other processes' memory would enter the calibration");
     device = s.device;
     const b = deviceBudget(probePlan, 1, { contexts }, binary);
     const allocationsMiB = (b.weightBytes > 0 ? roundUp(b.weightBytes, granuleMiB) : 0) / MIB +
@@ -156,24 +189,40 @@ export function calibrateCudaDevice(probePlan: string, binary = cudaBenchBinary(
   // first cuBLAS handle loads what later ones share), which is why it is not that reading.
   const perContextMiB = (two.preparedMiB - two.allocationsMiB) - (one.preparedMiB - one.allocationsMiB);
   const contextMiB = one.preparedMiB - one.allocationsMiB - perContextMiB;
+  if (perContextMiB < 0 || contextMiB < one.contextMiB - granuleMiB) {
+    throw new Error(`device readings do not add up (context ${contextMiB.toFixed(1)} MiB against ${one.contextMiB.toFixed(1)} read, per context ${perContextMiB.toFixed(1)}): ${JSON.stringify(probes)}`);
+  }
   return {
     format: CUDA_DEVICE_CALIBRATION_FORMAT,
-    key: { gpu: device!.name, driver: device!.driver, runtime: device!.runtime, binary: binaryStamp(binary) },
+    key: { gpu: device!.name, driver: device!.driver, runtime: device!.runtime, binary: binaryStamp(binary), host: gpuHostKey() },
     createdAt: new Date().toISOString(),
     contextMiB, perContextMiB, granuleMiB, probes,
   };
+}
+
+/** The calibration on a fixed small plan (the estimate's "tiny" probe, compiled in a temp dir), whatever model is being estimated. */
+export async function calibrateCudaDeviceOnProbe(binary = cudaBenchBinary()): Promise<CudaDeviceCalibration> {
+  const dir = mkdtempSync(join(tmpdir(), "memlane-cuda-calibration-"));
+  try {
+    const onnx = writeProbes(dir, PROBES.filter((p) => p.name === "tiny")).get("tiny")!;
+    const plan = join(dir, "tiny.mlplan");
+    await compileOnnx(onnx, plan, { verify: false });
+    return calibrateCudaDevice(plan, binary);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 export function cudaCalibrationPath(): string {
   return join(cacheDir(), "cuda-device-calibration.json");
 }
 
-/** The cached calibration when it was made with this binary, else null (a GPU's name needs a context to read). */
-export function loadCudaDeviceCalibration(binary = cudaBenchBinary(), path = cudaCalibrationPath()): CudaDeviceCalibration | null {
+/** The cached calibration when it was made with this binary, driver and GPUs (/proc/driver/nvidia), else null. */
+export function loadCudaDeviceCalibration(binary = cudaBenchBinary(), path = cudaCalibrationPath(), host = gpuHostKey()): CudaDeviceCalibration | null {
   if (!binary || !existsSync(path)) return null;
   try {
     const c = JSON.parse(readFileSync(path, "utf8")) as CudaDeviceCalibration;
-    return c.format === CUDA_DEVICE_CALIBRATION_FORMAT && c.key.binary === binaryStamp(binary) ? c : null;
+    return c.format === CUDA_DEVICE_CALIBRATION_FORMAT && c.key.binary === binaryStamp(binary) && c.key.host === host ? c : null;
   } catch {
     return null;
   }

@@ -2,13 +2,15 @@
 // allocations memlane_cuda_bench --budget reads from a real compiled plan (device_budget.h,
 // what the backend allocates by), the formula over them, the stage lines of a real H200 run,
 // and the calibration's refusal where no GPU answers.
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileOnnx } from "../../src/compiler/index.ts";
-import { calibrateCudaDevice, cudaBenchBinary, deviceBudget, predictDevice, readStages } from "../../src/estimate/cuda-device.ts";
+import { calibrateCudaDevice, calibrateCudaDeviceOnProbe, cudaBenchBinary, deviceBudget, gpuHostKey, loadCudaDeviceCalibration, predictDevice, readStages, saveCudaDeviceCalibration } from "../../src/estimate/cuda-device.ts";
 import { ensureModels } from "../fixtures/onnx/models.ts";
+import { init, node, writeModel } from "./compiler-onnx-builder.ts";
 
 const MIB = 1024 * 1024;
 const dir = mkdtempSync(path.join(os.tmpdir(), "memlane-cuda-estimate-"));
@@ -16,10 +18,14 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const align = (x: number, a: number) => Math.ceil(x / a) * a;
 
 describe.skipIf(!cudaBenchBinary())("CUDA device estimate (no GPU needed)", () => {
-  it("reads the backend's allocations from a compiled plan, following the switches", async () => {
+  const plan = path.join(dir, "resnet-mini.mlplan");
+  let s: Awaited<ReturnType<typeof compileOnnx>>;
+  beforeAll(async () => {
     const { dir: models, manifest } = ensureModels();
-    const plan = path.join(dir, "resnet-mini.mlplan");
-    const s = await compileOnnx(path.join(models, manifest["resnet-mini"]!.onnx), plan);
+    s = await compileOnnx(path.join(models, manifest["resnet-mini"]!.onnx), plan);
+  }, 120_000);
+
+  it("reads the backend's allocations from a compiled plan, following the switches", () => {
     const inBytes = s.inputs[0]!.shape.slice(1).reduce((a, d) => a * d, 1) * 4;
     const b = deviceBudget(plan, 16);
     expect(b.maxBatch).toBe(16);
@@ -49,28 +55,68 @@ describe.skipIf(!cudaBenchBinary())("CUDA device estimate (no GPU needed)", () =
       perContext: [{ name: "cublas-workspace", bytes: 32 * MIB }, { name: "arena", bytes: 100 }, { name: "input-slot", bytes: 2 * MIB + 1 }],
       perRequest: [] };
     const e = predictDevice(b, { contextMiB: 500, perContextMiB: 60, granuleMiB: 2 });
-    // weights 5 MiB + 1 B -> 6; per context 32 + 2 + 4 = 38 allocated + 60 fixed, twice.
-    expect(e.parts).toEqual({ contextMiB: 500, weightsMiB: 6, perContextFixedMiB: 60, perContextAllocationsMiB: 38, contexts: 2, transientMiB: 4 });
+    // weights 5 MiB + 1 B -> 6; per context 32 + 2 + 4 = 38 allocated + 60 fixed, twice. The
+    // fp16 upload staging (3 MiB -> 4) is freed before any context allocates: no peak above the load.
+    expect(e.parts).toEqual({ contextMiB: 500, weightsMiB: 6, perContextFixedMiB: 60, perContextAllocationsMiB: 38, contexts: 2, transientMiB: 0 });
     expect(e.loadMiB).toBe(500 + 6 + 2 * 98);
-    expect(e.peakMiB).toBe(e.loadMiB + 4); // the fp16 upload staging, 3 MiB rounded
+    expect(e.peakMiB).toBe(e.loadMiB);
+    // Staging larger than what the contexts take later is the peak: context + weights + staging.
+    const big = predictDevice({ ...b, uploadStagingBytes: 300 * MIB }, { contextMiB: 500, perContextMiB: 60, granuleMiB: 2 });
+    expect(big.peakMiB).toBe(500 + 6 + 300);
     const per = predictDevice({ ...b, uploadStagingBytes: 0, perRequest: [{ name: "arena", bytes: 10 * MIB }, { name: "im2col", bytes: 0 }] }, { contextMiB: 500, perContextMiB: 60, granuleMiB: 2 });
     expect(per.peakMiB - per.loadMiB).toBe(2 * 10); // every context may run a request at once
   });
 
   it("reads the stage lines memlane_cuda_bench printed on an H200", () => {
-    // As printed on 2026-12-04 (the fixture mlp plan, contexts=1); a run of no requests prints
-    // non-JSON timings (-nan), which the reader must skip.
+    // As printed on 2026-12-04 (the fixture mlp plan, contexts=1), with the perProcess field the
+    // stage lines carry since; a run of no requests prints non-JSON timings (-nan), skipped.
     const out = [
       '{"stage":"device","name":"NVIDIA H200","driver":13000,"runtime":13000,"totalBytes":150109880320}',
-      '{"stage":"context","deviceUsedBytes":543162368,"weightBytesDevice":0,"arenaBytes":0,"workspaceBytes":0}',
-      '{"stage":"prepared","deviceUsedBytes":650117120,"weightBytesDevice":69120,"arenaBytes":1024,"workspaceBytes":33554944}',
+      '{"stage":"context","deviceUsedBytes":543162368,"perProcess":true,"weightBytesDevice":0,"arenaBytes":0,"workspaceBytes":0}',
+      '{"stage":"prepared","deviceUsedBytes":650117120,"perProcess":true,"weightBytesDevice":69120,"arenaBytes":1024,"workspaceBytes":33554944}',
       '{"available":true,"batch":1,"iterations":0,"sync":{"p50":-1.0000,"p99":-1.0000,"throughputPerS":-nan}}',
     ].join("\n");
-    expect(readStages(out)).toEqual({ device: { name: "NVIDIA H200", driver: 13000, runtime: 13000 }, contextBytes: 543162368, preparedBytes: 650117120 });
+    expect(readStages(out)).toEqual({ device: { name: "NVIDIA H200", driver: 13000, runtime: 13000 }, contextBytes: 543162368, preparedBytes: 650117120, perProcess: true });
+    // A device-wide reading (NVML could not name the process) is not one to calibrate on.
+    expect(readStages(out.replace('"perProcess":true,"weightBytesDevice":69120', '"perProcess":false,"weightBytesDevice":69120')).perProcess).toBe(false);
     expect(readStages('{"available":false,"reason":"BACKEND_UNAVAILABLE: no CUDA driver"}').unavailable).toMatch(/no CUDA driver/);
   });
 
-  it.skipIf(existsSync("/dev/nvidiactl"))("refuses to calibrate where no GPU answers, saying why", () => {
-    expect(() => calibrateCudaDevice(path.join(dir, "resnet-mini.mlplan"))).toThrow(/no CUDA device to calibrate on: BACKEND_UNAVAILABLE/);
+  it.skipIf(existsSync("/dev/nvidiactl"))("refuses to calibrate where no GPU answers, saying why", async () => {
+    expect(() => calibrateCudaDevice(plan)).toThrow(/no CUDA device to calibrate on: BACKEND_UNAVAILABLE/);
+    await expect(calibrateCudaDeviceOnProbe()).rejects.toThrow(/no CUDA device to calibrate on/);
+  });
+
+  it("gives no budget for a plan the CUDA backend would refuse at load, saying why", async () => {
+    // Integers carried through float32 and cast back: exact in fp32, refused in fp16 (half
+    // holds integers exactly only up to 2048), as prepare() refuses it.
+    const onnx = writeModel({
+      inputs: [["ids", ["batch", 4], 7]], outputs: ["out"], inits: [init("two", [1], [2])],
+      nodes: [node("Cast", ["ids"], ["f"], { to: 1 }), node("Mul", ["f", "two"], ["g"]), node("Cast", ["g"], ["out"], { to: 7 })],
+    }, "int-through-float", dir);
+    const intPlan = path.join(dir, "int-through-float.mlplan");
+    await compileOnnx(onnx, intPlan);
+    expect(deviceBudget(intPlan, 4).perContext.map((a) => a.name)).toContain("arena");
+    expect(() => deviceBudget(intPlan, 4, { fp16: true })).toThrow(/memlane_cuda_bench --budget .*Cast/);
+    expect(() => deviceBudget(plan, 0)).toThrow(/--batches: expected batch sizes >= 1/);
+  });
+
+  it("keeps a cached calibration only for the binary, driver and GPUs it was made with", () => {
+    const root = path.join(dir, "proc-nvidia");
+    mkdirSync(path.join(root, "gpus", "0000:01:00.0"), { recursive: true });
+    writeFileSync(path.join(root, "version"), "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04\nGCC version: 13\n");
+    writeFileSync(path.join(root, "gpus", "0000:01:00.0", "information"), "Model: \t\t NVIDIA H200\nIRQ: 42\n");
+    const host = gpuHostKey(root);
+    expect(host).toBe("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04; 0000:01:00.0 NVIDIA H200");
+    expect(gpuHostKey(path.join(dir, "no-driver"))).toBe("");
+    const binary = cudaBenchBinary()!;
+    const st = statSync(binary);
+    const cal = { format: 1, key: { gpu: "NVIDIA H200", driver: 13000, runtime: 13000, binary: `${st.size}-${Math.round(st.mtimeMs)}`, host },
+      createdAt: "2026-12-04T00:00:00Z", contextMiB: 522, perContextMiB: 58, granuleMiB: 2, probes: [] };
+    const file = saveCudaDeviceCalibration(cal, path.join(dir, "cache", "cuda-device-calibration.json"));
+    expect(loadCudaDeviceCalibration(binary, file, host)).toEqual(cal);
+    expect(loadCudaDeviceCalibration(binary, file, `${host} (another driver)`)).toBeNull();
+    writeFileSync(file, JSON.stringify({ ...cal, key: { ...cal.key, binary: "1-2" } }));
+    expect(loadCudaDeviceCalibration(binary, file, host)).toBeNull();
   });
 });

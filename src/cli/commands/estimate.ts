@@ -35,7 +35,7 @@ export const spec: CommandSpec = {
     seq: { type: "int", placeholder: "N", description: `the value of every other symbolic dim the benchmark will feed, e.g. the sequence length (as compare's --seq, default ${DEFAULT_SEQ}; an ONNX file only)` },
     inputs: { type: "string", placeholder: "FILE", description: "the arrays the benchmark will feed (.npz or .safetensors, as compare's --inputs): their shapes, and their rows as the eval set; an ONNX file only" },
     device: { type: "string", choices: ["cpu", "cuda"], placeholder: "cpu|cuda", description: "device the runtimes will use", default: "cpu" },
-    calibrate: { type: "boolean", description: "redo this machine's calibration first (about a minute of probe runs)" },
+    calibrate: { type: "boolean", description: "redo this machine's calibration first (about a minute of probe runs; with --device cuda, the GPU's too)" },
     json: { type: "boolean", description: "print the estimate as JSON" },
     "memory-budget": { type: "string", placeholder: "SIZE", description: "pipeline: the budget `memlane run` would get (default: available memory), for the concurrent peak" },
   },

@@ -23,7 +23,6 @@ namespace memlane {
 namespace cuda {
 namespace {
 
-uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 struct PhaseScope {
   const BackendOptions& o;
@@ -58,12 +57,7 @@ class CudaBackendImpl final : public CudaBackend {
     model_.maxBatch = maxBatch;
     // Every size allocated below comes from the budget (device_budget.h), the one definition
     // the memory estimate reads too.
-    const DeviceBudget budget = device_budget(plan, maxBatch, model_.opt);
-    model_.halfArena = budget.halfArena;
-    model_.arenaBytes = budget.arenaBytes;
-    model_.colElems = budget.colElems;
-    model_.budget = budget;
-    model_.indexOps = budget.errorWordBytes > 0;
+    model_.budget = device_budget(plan, maxBatch, model_.opt);
     {
       PhaseScope phase(bo_, "weights-upload");
       MEMLANE_TRY(upload_weights(plan, message));
@@ -130,8 +124,9 @@ class CudaBackendImpl final : public CudaBackend {
     MemoryStats m;
     uint64_t ctxBytes = 0;
     for (const auto& c : contexts_) ctxBytes += c->device_bytes();
-    const uint64_t arenas = model_.opt.arenaOnce ? model_.arenaBytes * contexts_.size() : 0;
-    m.arenaBytes = model_.opt.arenaOnce ? arenas : model_.arenaBytes;  // per-request: per run
+    const uint64_t arena = model_.budget.arenaBytes;
+    const uint64_t arenas = model_.opt.arenaOnce ? arena * contexts_.size() : 0;
+    m.arenaBytes = model_.opt.arenaOnce ? arenas : arena;  // per-request: per run
     m.weightBytesHost = 0;
     m.weightBytesMapped = model_.plan ? model_.plan->weightBytes : 0;
     m.weightBytesDevice = weightBytesDevice_;
@@ -161,11 +156,6 @@ class CudaBackendImpl final : public CudaBackend {
     return Status::kOk;
   }
 
-  // Device bytes of a weight: float32 in the precision, other dtypes as they are.
-  uint64_t device_bytes(const TensorInfo& t) const {
-    return static_cast<uint64_t>(t.elements()) * static_cast<uint64_t>(elem_bytes(elem_of(t.dtype, model_.prec)));
-  }
-
   // One device buffer for every weight (256-byte aligned each), copied straight from the
   // mapping (fp16: float32 weights through an fp32 staging buffer and a cast), then the
   // mapping's pages are released so that steady host RSS holds no weights.
@@ -185,7 +175,7 @@ class CudaBackendImpl final : public CudaBackend {
       char* dst = static_cast<char*>(weights_) + off;
       model_.weights[id] = dst;
       const size_t n = static_cast<size_t>(t.elements());
-      off += align_up(device_bytes(t), 256);
+      off += weight_slot_bytes(t, model_.prec);
       if (n == 0) continue;
       if (t.dtype != DType::kFloat32) {
         if (!t.raw) continue;

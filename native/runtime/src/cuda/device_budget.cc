@@ -11,13 +11,17 @@ namespace {
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 }  // namespace
 
+uint64_t weight_slot_bytes(const TensorInfo& t, Prec p) {
+  return align_up(static_cast<uint64_t>(t.elements()) * static_cast<uint64_t>(elem_bytes(elem_of(t.dtype, p))), 256);
+}
+
 DeviceBudget device_budget(const Plan& plan, int64_t maxBatch, const CudaOptions& o) {
   DeviceBudget b;
   const Prec prec = o.fp16 ? Prec::kF16 : Prec::kF32;
   b.halfArena = arena_halves(plan, prec);
   for (const TensorInfo& t : plan.tensors) {
     if (!t.is_weight()) continue;
-    b.weightBytes += align_up(static_cast<uint64_t>(t.elements()) * elem_bytes(elem_of(t.dtype, prec)), 256);
+    b.weightBytes += weight_slot_bytes(t, prec);
     if (prec == Prec::kF16 && t.dtype == DType::kFloat32)
       b.uploadStagingBytes = std::max<uint64_t>(b.uploadStagingBytes, static_cast<uint64_t>(t.elements()) * 4);
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuda_options.h"
+#include "kernels.h"
 #include "plan/plan.h"
 
 namespace memlane::cuda {
@@ -39,6 +40,10 @@ struct DeviceBudget {
   // The device allocations one context holds after prepare, by name (what a reading adds up to).
   std::vector<std::pair<std::string, uint64_t>> context_allocations(const CudaOptions& o) const;
 };
+
+// Bytes a weight takes in the device buffer: its elements in their device dtype (float32 as
+// half in fp16), 256-byte aligned. The upload walks its offsets by this; the budget sums it.
+uint64_t weight_slot_bytes(const TensorInfo& t, Prec p);
 
 // Unsupported plans are not refused here (validate_plan does that); the figures are what
 // prepare() would allocate if the plan were accepted.

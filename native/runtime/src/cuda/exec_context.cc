@@ -49,10 +49,10 @@ Status ExecContext::init(std::string* message) {
   MEMLANE_TRY(alloc(&blasWorkspace_, budget.blasWorkspaceBytes, message));
   CUBLAS_CHECK(m_->blas->set_workspace(blas_, blasWorkspace_, budget.blasWorkspaceBytes));
   if (o.arenaOnce) {
-    MEMLANE_TRY(alloc(reinterpret_cast<void**>(&arena_), m_->arenaBytes, message));
-    MEMLANE_TRY(alloc(&col_, static_cast<size_t>(m_->colElems) * es, message));
+    MEMLANE_TRY(alloc(reinterpret_cast<void**>(&arena_), m_->budget.arenaBytes, message));
+    MEMLANE_TRY(alloc(&col_, static_cast<size_t>(m_->budget.colElems) * es, message));
   }
-  if (m_->indexOps) {
+  if (m_->budget.errorWordBytes) {
     MEMLANE_TRY(alloc(reinterpret_cast<void**>(&err_), sizeof(int), message));
     CUDA_CHECK(cudaMemset(err_, 0, sizeof(int)));
   }
@@ -91,10 +91,10 @@ Status ExecContext::forward(int64_t batch, char* arena, void* col, std::string* 
   env.weights = &m_->weights;
   env.arena = arena;
   env.col = col;
-  env.colElems = m_->colElems;
+  env.colElems = m_->budget.colElems;
   env.blas = m_->blas;
   env.blasHandle = blas_;
-  env.halfArena = m_->halfArena;
+  env.halfArena = m_->budget.halfArena;
   env.err = err_;
   return enqueue_forward(env, batch, compute_, message);
 }
@@ -216,8 +216,8 @@ Status ExecContext::submit(int64_t batch, const float* const* inputs, float* con
     arena = nullptr;
     col = nullptr;
     perRequest.owned = true;
-    CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&arena), m_->arenaBytes));
-    if (m_->colElems) CUDA_CHECK(cudaMalloc(&col, static_cast<size_t>(m_->colElems) * prec_bytes(m_->prec)));
+    CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&arena), m_->budget.arenaBytes));
+    if (m_->budget.colElems) CUDA_CHECK(cudaMalloc(&col, static_cast<size_t>(m_->budget.colElems) * prec_bytes(m_->prec)));
     sync = true;
   }
   ForwardEnv env;
@@ -225,7 +225,7 @@ Status ExecContext::submit(int64_t batch, const float* const* inputs, float* con
   env.prec = m_->prec;
   env.weights = &m_->weights;
   env.arena = arena;
-  env.halfArena = m_->halfArena;
+  env.halfArena = m_->budget.halfArena;
 
   // 0. A clean error word for this request, whatever an earlier one left (a failed forward
   // or copy returns before the word is read). Stream-ordered after the previous request's

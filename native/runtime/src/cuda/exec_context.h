@@ -26,11 +26,9 @@ struct SharedModel {
   std::vector<void*> weights;  // device pointer per tensor id
   const CublasApi* blas = nullptr;
   int64_t maxBatch = 0;
-  uint64_t arenaBytes = 0;  // per context, for maxBatch
-  int64_t colElems = 0;     // per context
-  bool halfArena = false;  // arena_halves(plan, prec)
-  bool indexOps = false;   // Gather/GatherND/GatherElements: run-time indices are checked on the device
-  DeviceBudget budget;     // what each context allocates (device_budget.h)
+  // What each context allocates (device_budget.h): the arena and im2col scratch for maxBatch,
+  // whether the arena halves, and an index error word for plans that gather at run time.
+  DeviceBudget budget;
 };
 
 // Host bytes of tensor `id` for a batch (its dtype; float32 stays fp32 whatever the precision),

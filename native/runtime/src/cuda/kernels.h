@@ -59,8 +59,9 @@ struct ConvDesc {
   bool relu = false;
 };
 // A grouped conv with at most this many taps a group (Cg * kh * kw: depthwise 3x3 to 7x7,
-// ResNeXt's and RegNet's narrow groups) runs as one direct kernel instead of im2col + a GEMM
-// per group, and needs no im2col scratch.
+// ResNeXt's and RegNet's groups of up to 32 channels at 3x3) runs as one direct kernel instead
+// of im2col + a GEMM per group, and needs no im2col scratch. Measured faster on depthwise convs
+// (H200: mobilenet_v3_small 9.9 -> 0.45 ms at batch 1); for wider groups the cut is a guess.
 constexpr int64_t kConvDirectMaxTaps = 288;
 bool conv_is_direct(const ConvDesc& d);
 int64_t conv_col_elems_per_sample(const ConvDesc& d);  // 0 when no im2col is needed

@@ -23,6 +23,8 @@
 
 #include "cuda_backend.h"
 #include "device_budget.h"
+#include "device_memory.h"
+#include "forward.h"
 
 using namespace memlane;
 using Clock = std::chrono::steady_clock;
@@ -50,6 +52,9 @@ int print_budget(const char* planPath, int64_t maxBatch, const BackendOptions& b
   if (cuda::parse_cuda_options(bo.switches, &o, &msg) != Status::kOk) return std::fprintf(stderr, "%s\n", msg.c_str()), 2;
   std::unique_ptr<PlanFile> file;
   if (read_plan(planPath, &file, &msg) != Status::kOk) return std::fprintf(stderr, "%s\n", msg.c_str()), 1;
+  // A plan the backend would refuse at load has no budget: say why, as prepare() would.
+  if (cuda::validate_plan(file->plan(), &msg) != Status::kOk || (o.fp16 && cuda::check_fp16_integers(file->plan(), &msg) != Status::kOk))
+    return std::fprintf(stderr, "%s\n", msg.c_str()), 1;
   const cuda::DeviceBudget b = cuda::device_budget(file->plan(), maxBatch, o);
   auto list = [](const std::vector<std::pair<std::string, uint64_t>>& v) {
     std::string s = "[";
@@ -85,6 +90,10 @@ int main(int argc, char** argv) {
     else if (a == "--budget") budgetOnly = true;
     else if (auto eq = a.find('='); eq != std::string::npos) bo.switches[a.substr(0, eq)] = a.substr(eq + 1);
   }
+  if (batches.empty() || *std::min_element(batches.begin(), batches.end()) < 1) {
+    std::fprintf(stderr, "--batches: expected batch sizes >= 1, e.g. 1,16,128\n");
+    return 2;
+  }
   Status st;
   std::string msg;
   if (budgetOnly) return print_budget(argv[1], *std::max_element(batches.begin(), batches.end()), bo);
@@ -98,9 +107,11 @@ int main(int argc, char** argv) {
   // context alone, then after prepare (weights, arenas, cuBLAS handles and workspaces).
   auto stage = [&](const char* name) {
     const MemoryStats s = backend->memory_stats();
-    std::printf("{\"stage\":\"%s\",\"deviceUsedBytes\":%lld,\"weightBytesDevice\":%llu,\"arenaBytes\":%llu,"
-                "\"workspaceBytes\":%llu}\n", name, (long long)s.deviceUsedBytes, (unsigned long long)s.weightBytesDevice,
-                (unsigned long long)s.arenaBytes, (unsigned long long)s.workspaceBytes);
+    // perProcess false: NVML could not name this process, the figure is the whole device's.
+    const bool perProcess = cuda::read_device_memory(bo.deviceIndex).perProcess;
+    std::printf("{\"stage\":\"%s\",\"deviceUsedBytes\":%lld,\"perProcess\":%s,\"weightBytesDevice\":%llu,\"arenaBytes\":%llu,"
+                "\"workspaceBytes\":%llu}\n", name, (long long)s.deviceUsedBytes, perProcess ? "true" : "false",
+                (unsigned long long)s.weightBytesDevice, (unsigned long long)s.arenaBytes, (unsigned long long)s.workspaceBytes);
     std::fflush(stdout);
   };
   {  // which GPU and driver the readings belong to (the estimate's calibration is keyed by them)
