@@ -23,7 +23,6 @@ namespace memlane {
 namespace cuda {
 namespace {
 
-
 struct PhaseScope {
   const BackendOptions& o;
   const char* name;

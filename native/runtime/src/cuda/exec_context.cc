@@ -38,7 +38,6 @@ Status ExecContext::alloc(void** p, size_t bytes, std::string* message) {
 
 Status ExecContext::init(std::string* message) {
   const CudaOptions& o = m_->opt;
-  const int es = prec_bytes(m_->prec);
   CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   if (o.overlap) CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
   else copy_ = compute_;
@@ -49,10 +48,10 @@ Status ExecContext::init(std::string* message) {
   MEMLANE_TRY(alloc(&blasWorkspace_, budget.blasWorkspaceBytes, message));
   CUBLAS_CHECK(m_->blas->set_workspace(blas_, blasWorkspace_, budget.blasWorkspaceBytes));
   if (o.arenaOnce) {
-    MEMLANE_TRY(alloc(reinterpret_cast<void**>(&arena_), m_->budget.arenaBytes, message));
-    MEMLANE_TRY(alloc(&col_, static_cast<size_t>(m_->budget.colElems) * es, message));
+    MEMLANE_TRY(alloc(reinterpret_cast<void**>(&arena_), budget.arenaBytes, message));
+    MEMLANE_TRY(alloc(&col_, budget.colBytes, message));
   }
-  if (m_->budget.errorWordBytes) {
+  if (budget.errorWordBytes) {
     MEMLANE_TRY(alloc(reinterpret_cast<void**>(&err_), sizeof(int), message));
     CUDA_CHECK(cudaMemset(err_, 0, sizeof(int)));
   }
@@ -217,7 +216,7 @@ Status ExecContext::submit(int64_t batch, const float* const* inputs, float* con
     col = nullptr;
     perRequest.owned = true;
     CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&arena), m_->budget.arenaBytes));
-    if (m_->budget.colElems) CUDA_CHECK(cudaMalloc(&col, static_cast<size_t>(m_->budget.colElems) * prec_bytes(m_->prec)));
+    if (m_->budget.colBytes) CUDA_CHECK(cudaMalloc(&col, m_->budget.colBytes));
     sync = true;
   }
   ForwardEnv env;
