@@ -166,19 +166,41 @@ function binaryStamp(binary: string): string {
  */
 export function calibrateCudaDevice(probePlan: string, binary = cudaBenchBinary()): CudaDeviceCalibration {
   if (!binary) throw new Error("memlane_cuda_bench is not built (memlane-rt was built without nvcc)");
+  const readings: ProbeReading[] = [];
+  for (const contexts of [1, 2]) {
+    const r = runBench(binary, [probePlan, "--batches", "1", "--iters", "0", "--warmup", "0", `contexts=${contexts}`]);
+    const stages = readStages(r.stdout);
+    if (stages.unavailable) throw new Error(`no CUDA device to calibrate on: ${stages.unavailable}`);
+    if (r.status !== 0) throw new Error(`memlane_cuda_bench ${probePlan} contexts=${contexts}: ${r.why}`);
+    readings.push({ contexts, stages, budget: deviceBudget(probePlan, 1, { contexts }, binary) });
+  }
+  return calibrationFromProbes(readings, binaryStamp(binary), gpuHostKey());
+}
+
+/** One probe load: its contexts, what it would allocate (--budget) and what was read (its stage lines). */
+export interface ProbeReading {
+  contexts: number;
+  budget: DeviceBudget;
+  stages: ReturnType<typeof readStages>;
+}
+
+/**
+ * The calibration's arithmetic over a probe loaded with one and with two contexts (live, from
+ * calibrateCudaDevice, or from a GPU session's log, scripts/gpu-session-report.ts).
+ */
+export function calibrationFromProbes(readings: readonly ProbeReading[], binary: string, host: string): CudaDeviceCalibration {
   const granuleMiB = 2;
   const probes: CudaDeviceCalibration["probes"] = [];
   let device: NonNullable<ReturnType<typeof readStages>["device"]> | undefined;
   for (const contexts of [1, 2]) {
-    const r = runBench(binary, [probePlan, "--batches", "1", "--iters", "0", "--warmup", "0", `contexts=${contexts}`]);
-    const s = readStages(r.stdout);
-    if (s.unavailable) throw new Error(`no CUDA device to calibrate on: ${s.unavailable}`);
-    if (r.status !== 0 || s.contextBytes === undefined || s.preparedBytes === undefined || !s.device) {
-      throw new Error(`memlane_cuda_bench ${probePlan} contexts=${contexts}: ${r.why}`);
+    const r = readings.find((x) => x.contexts === contexts);
+    const s = r?.stages;
+    if (!r || !s || s.contextBytes === undefined || s.preparedBytes === undefined || !s.device) {
+      throw new Error(`no device reading of the probe with ${contexts} context(s)${s?.unavailable ? `: ${s.unavailable}` : ""}`);
     }
     if (!s.perProcess) throw new Error("device memory was read device-wide (NVML could not name this process, e.g. in another pid namespace): other processes' memory would enter the calibration");
     device = s.device;
-    const b = deviceBudget(probePlan, 1, { contexts }, binary);
+    const b = r.budget;
     const allocationsMiB = (b.weightBytes > 0 ? roundUp(b.weightBytes, granuleMiB) : 0) / MIB +
       contexts * b.perContext.reduce((a, x) => a + roundUp(x.bytes, granuleMiB), 0) / MIB;
     probes.push({ contexts, contextMiB: s.contextBytes / MIB, preparedMiB: s.preparedBytes / MIB, allocationsMiB });
@@ -194,7 +216,7 @@ export function calibrateCudaDevice(probePlan: string, binary = cudaBenchBinary(
   }
   return {
     format: CUDA_DEVICE_CALIBRATION_FORMAT,
-    key: { gpu: device!.name, driver: device!.driver, runtime: device!.runtime, binary: binaryStamp(binary), host: gpuHostKey() },
+    key: { gpu: device!.name, driver: device!.driver, runtime: device!.runtime, binary, host },
     createdAt: new Date().toISOString(),
     contextMiB, perContextMiB, granuleMiB, probes,
   };

@@ -8,7 +8,7 @@ import path from "node:path";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileOnnx } from "../../src/compiler/index.ts";
-import { calibrateCudaDevice, calibrateCudaDeviceOnProbe, cudaBenchBinary, deviceBudget, gpuHostKey, loadCudaDeviceCalibration, predictDevice, readStages, saveCudaDeviceCalibration } from "../../src/estimate/cuda-device.ts";
+import { calibrateCudaDevice, calibrateCudaDeviceOnProbe, calibrationFromProbes, cudaBenchBinary, deviceBudget, gpuHostKey, loadCudaDeviceCalibration, predictDevice, readStages, saveCudaDeviceCalibration } from "../../src/estimate/cuda-device.ts";
 import { ensureModels } from "../fixtures/onnx/models.ts";
 import { init, node, writeModel } from "./compiler-onnx-builder.ts";
 
@@ -80,6 +80,26 @@ describe.skipIf(!cudaBenchBinary())("CUDA device estimate (no GPU needed)", () =
     // A device-wide reading (NVML could not name the process) is not one to calibrate on.
     expect(readStages(out.replace('"perProcess":true,"weightBytesDevice":69120', '"perProcess":false,"weightBytesDevice":69120')).perProcess).toBe(false);
     expect(readStages('{"available":false,"reason":"BACKEND_UNAVAILABLE: no CUDA driver"}').unavailable).toMatch(/no CUDA driver/);
+  });
+
+  it("calibrates from the H200's two probe loads: context 522 MiB, 58 a context", async () => {
+    // Run 2 on 2026-12-04 loaded the fixture mlp plan with 1 and 2 contexts and read (NVML, per
+    // process): 543162368 B before prepare, then 650117120 and 750780416 B after it.
+    const { dir: models, manifest } = ensureModels();
+    const mlp = path.join(dir, "mlp.mlplan");
+    await compileOnnx(path.join(models, manifest["mlp"]!.onnx), mlp);
+    const device = { name: "NVIDIA H200", driver: 13000, runtime: 13000 };
+    const reading = (contexts: number, prepared: number) =>
+      ({ contexts, budget: deviceBudget(mlp, 1, { contexts }), stages: { device, contextBytes: 543162368, preparedBytes: prepared, perProcess: true } });
+    const cal = calibrationFromProbes([reading(1, 650117120), reading(2, 750780416)], "stamp", "host");
+    expect(cal.contextMiB).toBeCloseTo(522, 6);
+    expect(cal.perContextMiB).toBeCloseTo(58, 6);
+    expect(cal.key).toEqual({ gpu: "NVIDIA H200", driver: 13000, runtime: 13000, binary: "stamp", host: "host" });
+    // A second context that adds less than its own allocations, or a device-wide reading, is refused.
+    expect(() => calibrationFromProbes([reading(1, 650117120), reading(2, 660000000)], "s", "h")).toThrow(/do not add up/);
+    const wide = reading(2, 750780416);
+    expect(() => calibrationFromProbes([reading(1, 650117120), { ...wide, stages: { ...wide.stages, perProcess: false } }], "s", "h")).toThrow(/device-wide/);
+    expect(() => calibrationFromProbes([reading(1, 650117120)], "s", "h")).toThrow(/no device reading of the probe with 2 context/);
   });
 
   it.skipIf(existsSync("/dev/nvidiactl"))("refuses to calibrate where no GPU answers, saying why", async () => {
