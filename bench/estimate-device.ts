@@ -9,16 +9,15 @@
  * max. Plans: every .mlplan in the folders given, else the fixture models compiled here.
  * Without a GPU it says so and why, and exits 0.
  */
-import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { compileOnnx } from "../src/compiler/index.ts";
-import { calibrateCudaDeviceOnProbe, cudaBenchBinary, deviceBudget, predictDevice, readStages } from "../src/estimate/cuda-device.ts";
+import { calibrateCudaDeviceOnProbe, compareDevice, cudaBenchBinary, deviceBudget, measureDevice, predictDevice } from "../src/estimate/cuda-device.ts";
 import { textTable } from "../src/report/format.ts";
 import { ensureModels } from "../test/fixtures/onnx/models.ts";
+import { median } from "./zoo-table.ts";
 
-const MIB = 1024 * 1024;
 const SETTINGS: Record<string, Record<string, string>> = {
   default: {},
   fp16: { fp16: "true" },
@@ -57,27 +56,22 @@ export async function benchDeviceEstimate(planDirs: string[] = []): Promise<void
     for (const plan of plans) {
       for (const [setting, sw] of Object.entries(SETTINGS)) {
         const predicted = predictDevice(deviceBudget(plan, Math.max(...BATCHES), sw, binary), cal);
-        const r = spawnSync(binary, [plan, "--batches", BATCHES.join(","), "--iters", "5", "--warmup", "1", ...Object.entries(sw).map(([k, v]) => `${k}=${v}`)], { encoding: "utf8", timeout: 300_000 });
-        const s = readStages(r.stdout ?? "");
-        const last = (r.stdout ?? "").trim().split("\n").filter((l) => l.includes('"deviceUsedBytes"') && l.includes('"batch"')).at(-1);
-        const endBytes = last ? Number(/"deviceUsedBytes":(\d+)/.exec(last)?.[1]) : NaN;
+        const m = measureDevice(plan, BATCHES, sw, binary);
+        const c = m.why ? null : compareDevice(predicted, m.stages);
         const name = plan.split("/").at(-1)!.replace(/\.mlplan$/, "");
-        if (r.status !== 0 || s.preparedBytes === undefined || !Number.isFinite(endBytes)) {
-          rows.push([name, setting, predicted.loadMiB.toFixed(0), "failed", "", "", `${(r.stderr || r.stdout || "").trim().slice(0, 80)}`]);
+        if (!c) {
+          rows.push([name, setting, predicted.loadMiB.toFixed(0), "failed", "", "", (m.why ?? "no device reading").slice(0, 80)]);
           process.exitCode = 1;
           continue;
         }
-        const load = s.preparedBytes / MIB, end = endBytes / MIB;
-        const e1 = ((predicted.loadMiB - load) / load) * 100, e2 = ((predicted.loadMiB - end) / end) * 100;
-        errs.push(Math.abs(e1), Math.abs(e2));
-        rows.push([name, setting, predicted.loadMiB.toFixed(0), load.toFixed(0), `${e1.toFixed(1)} %`, end.toFixed(0), `${e2.toFixed(1)} %`]);
+        errs.push(Math.abs(c.loadErrPct), Math.abs(c.endErrPct));
+        rows.push([name, setting, c.estimateMiB.toFixed(0), c.loadMiB.toFixed(0), `${c.loadErrPct.toFixed(1)} %`, c.endMiB.toFixed(0), `${c.endErrPct.toFixed(1)} %`]);
       }
     }
     console.log(`device memory (CUDA), memlane-rt, MiB: estimate vs measured (NVML, per process); ${cal.key.gpu}, driver ${cal.key.driver}; ` +
       `calibrated context ${cal.contextMiB.toFixed(0)}, per execution context ${cal.perContextMiB.toFixed(0)}\n`);
     console.log(textTable(["plan", "setting", "estimate", "after load", "err", `after batch ${BATCHES.at(-1)}`, "err"], rows));
-    const sorted = [...errs].sort((a, b) => a - b);
-    if (sorted.length) console.log(`\n|err| median ${sorted[Math.floor(sorted.length / 2)]!.toFixed(2)} %, max ${sorted.at(-1)!.toFixed(2)} % over ${rows.length} runs`);
+    if (errs.length) console.log(`\n|err| median ${median(errs).toFixed(2)} %, max ${Math.max(...errs).toFixed(2)} % over ${rows.length} runs`);
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }

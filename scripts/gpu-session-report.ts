@@ -8,7 +8,8 @@
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { calibrationFromProbes, type DeviceBudget, predictDevice, type ProbeReading, readStages } from "../src/estimate/cuda-device.ts";
+import { median } from "../bench/zoo-table.ts";
+import { calibrationFromProbes, compareDevice, type DeviceBudget, predictDevice, type ProbeReading, readStages } from "../src/estimate/cuda-device.ts";
 import { textTable } from "../src/report/format.ts";
 
 const dir = process.argv[2];
@@ -16,7 +17,6 @@ if (!dir) {
   console.error("usage: gpu-session-report.ts DIR (the folder holding device.log)");
   process.exit(2);
 }
-const MIB = 2 ** 20;
 const sections = readFileSync(join(dir, "device.log"), "utf8").split(/^=== /m).filter((x) => x.trim());
 const budgetOf = (text: string): DeviceBudget | undefined => {
   const line = text.split("\n").find((l) => l.startsWith('{"maxBatch"'));
@@ -41,20 +41,14 @@ for (const s of sections.filter((x) => x.startsWith("plan"))) {
   const [, plan, setting] = /^plan (\S+) \| (.*)$/m.exec(s) ?? [];
   const name = (plan ?? "?").split("/").at(-1)!.replace(/\.mlplan$/, "");
   const budget = budgetOf(s);
-  const st = readStages(s);
-  const last = s.split("\n").filter((l) => l.includes('"batch"') && l.includes('"deviceUsedBytes"')).at(-1);
-  const end = last ? Number(/"deviceUsedBytes":(\d+)/.exec(last)?.[1]) / MIB : NaN;
-  if (!budget || st.preparedBytes === undefined || !Number.isFinite(end)) {
+  const c = budget ? compareDevice(predictDevice(budget, cal), readStages(s)) : null;
+  if (!c) {
     rows.push([name, setting ?? "?", "—", "failed", "", "", ""]);
     continue;
   }
-  const est = predictDevice(budget, cal).loadMiB;
-  const load = st.preparedBytes / MIB;
-  const e1 = ((est - load) / load) * 100, e2 = ((est - end) / end) * 100;
-  errs.push(Math.abs(e1), Math.abs(e2));
-  rows.push([name, setting!, est.toFixed(0), load.toFixed(0), `${e1.toFixed(2)} %`, end.toFixed(0), `${e2.toFixed(2)} %`]);
+  errs.push(Math.abs(c.loadErrPct), Math.abs(c.endErrPct));
+  rows.push([name, setting!, c.estimateMiB.toFixed(0), c.loadMiB.toFixed(0), `${c.loadErrPct.toFixed(2)} %`, c.endMiB.toFixed(0), `${c.endErrPct.toFixed(2)} %`]);
 }
 console.log(`device memory (MiB), memlane-rt: estimate vs measured; ${cal.key.gpu}, calibrated context ${cal.contextMiB.toFixed(0)}, per context ${cal.perContextMiB.toFixed(0)}\n`);
 console.log(textTable(["plan", "setting", "estimate", "after load", "err", "after last batch", "err"], rows));
-const sorted = errs.sort((a, b) => a - b);
-if (sorted.length) console.log(`\n|err| median ${sorted[Math.floor(sorted.length / 2)]!.toFixed(2)} %, max ${sorted.at(-1)!.toFixed(2)} %`);
+if (errs.length) console.log(`\n|err| median ${median(errs).toFixed(2)} %, max ${Math.max(...errs).toFixed(2)} %`);

@@ -136,12 +136,28 @@ export function predictDevice(b: DeviceBudget, cal: Pick<CudaDeviceCalibration, 
 }
 
 /** One memlane_cuda_bench run's "stage" lines (device, context, prepared), or why there are none. */
-export function readStages(stdout: string): { device?: { name: string; driver: number; runtime: number }; contextBytes?: number; preparedBytes?: number; perProcess?: boolean; unavailable?: string } {
-  const out: ReturnType<typeof readStages> = {};
+export interface Stages {
+  device?: { name: string; driver: number; runtime: number };
+  contextBytes?: number;
+  preparedBytes?: number;
+  /** Device memory after the last batch run (graphs captured, kernels loaded). */
+  lastBatchBytes?: number;
+  perProcess?: boolean;
+  unavailable?: string;
+}
+
+export function readStages(stdout: string): Stages {
+  const out: Stages = {};
   for (const line of stdout.split("\n")) {
-    // Only the stage lines and an unavailable answer: a timed line of a run of 0 requests holds
-    // non-JSON figures (inf), and the calibration reads no timings.
-    if (!line.startsWith("{") || !(line.includes('"stage"') || line.includes('"available":false'))) continue;
+    if (!line.startsWith("{")) continue;
+    // A timed line holds non-JSON figures (inf, -nan) after a run of no requests: only its
+    // device reading is taken, by pattern.
+    if (line.includes('"available":true')) {
+      const used = /"deviceUsedBytes":(\d+)/.exec(line);
+      if (used) out.lastBatchBytes = Number(used[1]);
+      continue;
+    }
+    if (!(line.includes('"stage"') || line.includes('"available":false'))) continue;
     const j = JSON.parse(line) as Record<string, unknown>;
     if (j.available === false) out.unavailable = String(j.reason);
     if (j.stage === "device") out.device = { name: String(j.name), driver: Number(j.driver), runtime: Number(j.runtime) };
@@ -150,6 +166,21 @@ export function readStages(stdout: string): { device?: { name: string; driver: n
     if (j.stage === "context" || j.stage === "prepared") out.perProcess = (out.perProcess ?? true) && j.perProcess === true;
   }
   return out;
+}
+
+/** Loads `plan` and runs it at `batches` (5 requests each), reading its device memory by stage. */
+export function measureDevice(plan: string, batches: readonly number[], switches: Record<string, string | number | boolean> = {}, binary = cudaBenchBinary()): { stages: Stages; why: string | null } {
+  if (!binary) throw new Error("memlane_cuda_bench is not built (memlane-rt was built without nvcc)");
+  const r = runBench(binary, [plan, "--batches", batches.join(","), "--iters", "5", "--warmup", "1", ...Object.entries(switches).map(([k, v]) => `${k}=${v}`)]);
+  const stages = readStages(r.stdout);
+  return { stages, why: r.status === 0 ? null : r.why };
+}
+
+/** The estimate after the load against a run's readings after prepare and after its last batch, in MiB and % (null: readings missing). */
+export function compareDevice(estimate: DeviceEstimate, s: Stages): { estimateMiB: number; loadMiB: number; endMiB: number; loadErrPct: number; endErrPct: number } | null {
+  if (s.preparedBytes === undefined || s.lastBatchBytes === undefined) return null;
+  const loadMiB = s.preparedBytes / MIB, endMiB = s.lastBatchBytes / MIB, e = estimate.loadMiB;
+  return { estimateMiB: e, loadMiB, endMiB, loadErrPct: ((e - loadMiB) / loadMiB) * 100, endErrPct: ((e - endMiB) / endMiB) * 100 };
 }
 
 function binaryStamp(binary: string): string {
@@ -181,7 +212,7 @@ export function calibrateCudaDevice(probePlan: string, binary = cudaBenchBinary(
 export interface ProbeReading {
   contexts: number;
   budget: DeviceBudget;
-  stages: ReturnType<typeof readStages>;
+  stages: Stages;
 }
 
 /**
@@ -191,7 +222,7 @@ export interface ProbeReading {
 export function calibrationFromProbes(readings: readonly ProbeReading[], binary: string, host: string): CudaDeviceCalibration {
   const granuleMiB = 2;
   const probes: CudaDeviceCalibration["probes"] = [];
-  let device: NonNullable<ReturnType<typeof readStages>["device"]> | undefined;
+  let device: Stages["device"];
   for (const contexts of [1, 2]) {
     const r = readings.find((x) => x.contexts === contexts);
     const s = r?.stages;

@@ -8,7 +8,7 @@ import path from "node:path";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileOnnx } from "../../src/compiler/index.ts";
-import { calibrateCudaDevice, calibrateCudaDeviceOnProbe, calibrationFromProbes, cudaBenchBinary, deviceBudget, gpuHostKey, loadCudaDeviceCalibration, predictDevice, readStages, saveCudaDeviceCalibration } from "../../src/estimate/cuda-device.ts";
+import { calibrateCudaDevice, calibrateCudaDeviceOnProbe, calibrationFromProbes, compareDevice, cudaBenchBinary, deviceBudget, gpuHostKey, loadCudaDeviceCalibration, predictDevice, readStages, saveCudaDeviceCalibration } from "../../src/estimate/cuda-device.ts";
 import { ensureModels } from "../fixtures/onnx/models.ts";
 import { init, node, writeModel } from "./compiler-onnx-builder.ts";
 
@@ -80,6 +80,16 @@ describe.skipIf(!cudaBenchBinary())("CUDA device estimate (no GPU needed)", () =
     // A device-wide reading (NVML could not name the process) is not one to calibrate on.
     expect(readStages(out.replace('"perProcess":true,"weightBytesDevice":69120', '"perProcess":false,"weightBytesDevice":69120')).perProcess).toBe(false);
     expect(readStages('{"available":false,"reason":"BACKEND_UNAVAILABLE: no CUDA driver"}').unavailable).toMatch(/no CUDA driver/);
+    // The reading after the last batch, and the estimate against both readings.
+    const run = `${out}\n{"available":true,"batch":8,"sync":{"p50":0.1,"throughputPerS":inf},"deviceUsedBytes":652214272,"arenaBytes":1024}`;
+    expect(readStages(run).lastBatchBytes).toBe(652214272);
+    const est = { loadMiB: 625, peakMiB: 625, parts: { contextMiB: 522, weightsMiB: 2, perContextFixedMiB: 58, perContextAllocationsMiB: 43, contexts: 1, transientMiB: 0 } };
+    const c = compareDevice(est, readStages(run))!;
+    expect(c.loadMiB).toBe(620);
+    expect(c.endMiB).toBe(622);
+    expect(c.loadErrPct).toBeCloseTo((5 / 620) * 100, 9);
+    expect(c.endErrPct).toBeCloseTo((3 / 622) * 100, 9);
+    expect(compareDevice(est, readStages(out))).toBeNull(); // no batch was run
   });
 
   it("calibrates from the H200's two probe loads: context 522 MiB, 58 a context", async () => {
