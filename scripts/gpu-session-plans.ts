@@ -2,7 +2,7 @@
  * The plans a GPU session carries (scripts/gpu-session-prepare.sh):
  *   node --import tsx scripts/gpu-session-plans.ts OUT_DIR INT_FIXTURES_DIR [ZOO_EXPORTS_DIR]
  * OUT_DIR/probe/tiny.mlplan: the device calibration's probe (cuda-device.ts);
- * OUT_DIR/fixtures: every compiling fixture model (test/fixtures/onnx); OUT_DIR/int: the int64
+ * (OUT_DIR/fixtures is test/fixtures/onnx/make_plans.ts's, run by the prepare script); OUT_DIR/int: the int64
  * fixtures make_int_models.py wrote to INT_FIXTURES_DIR; OUT_DIR/zoo: the cached bench:zoo
  * exports, smallest first, until $GPU_CARRY_MIB (default 48) would be passed (the device tool
  * carries 64 MiB with the tree), sequence dims fixed at 16. What is left out is named.
@@ -12,14 +12,14 @@ import { join } from "node:path";
 import { exportsDir } from "../bench/zoo-exports.ts";
 import { compileOnnx } from "../src/compiler/index.ts";
 import { PROBES, writeProbes } from "../src/estimate/probe-models.ts";
-import { ensureModels } from "../test/fixtures/onnx/models.ts";
+import { INT_MODEL_SHAPES } from "../test/fixtures/onnx/int-model-shapes.ts";
 
 const [out, intDir, zooArg] = process.argv.slice(2);
 if (!out || !intDir) {
   console.error("usage: gpu-session-plans.ts OUT_DIR INT_FIXTURES_DIR [ZOO_EXPORTS_DIR]");
   process.exit(2);
 }
-for (const d of ["probe", "fixtures", "int", "zoo"]) mkdirSync(join(out, d), { recursive: true });
+for (const d of ["probe", "int", "zoo"]) mkdirSync(join(out, d), { recursive: true });
 const limit = Number(process.env.GPU_CARRY_MIB ?? 48) * 2 ** 20;
 let used = 0;
 async function add(onnx: string, plan: string, inputShapes?: Record<string, number[]>): Promise<void> {
@@ -33,15 +33,8 @@ async function add(onnx: string, plan: string, inputShapes?: Record<string, numb
 
 const tiny = writeProbes(join(out, "probe"), PROBES.filter((p) => p.name === "tiny")).get("tiny")!;
 await add(tiny, join(out, "probe", "tiny.mlplan"));
-const { dir, manifest } = ensureModels();
-for (const [name, m] of Object.entries(manifest)) if (m.compiles) await add(join(dir, m.onnx), join(out, "fixtures", `${name}.mlplan`));
 
-// The legacy exports fix the sequence at 8; the dynamo ones keep it symbolic (native-int-inputs.test.ts).
-const INT_SHAPES: Record<string, Record<string, number[]> | undefined> = {
-  "masked-mean": { ids: [-1, 8], mask: [-1, 8] }, "seq-first": { ids: [8, -1] }, "attention-masks": { ids: [-1, 8], mask: [-1, 8] },
-  "masked-mean-dynamo": undefined, "seq-first-dynamo": undefined, "attention-masks-dynamo": undefined,
-};
-for (const [m, s] of Object.entries(INT_SHAPES)) await add(join(intDir, `${m}.onnx`), join(out, "int", `${m}.mlplan`), s);
+for (const [m, s] of Object.entries(INT_MODEL_SHAPES)) await add(join(intDir, `${m}.onnx`), join(out, "int", `${m}.mlplan`), s);
 
 const zoo = zooArg || exportsDir(0);
 const index = join(zoo, "index.json");

@@ -31,6 +31,8 @@ cp scripts/gpu-session-run.sh "$OUT/"
 
 log "compiling plans"
 .venv/bin/python test/fixtures/onnx/make_int_models.py "$tmp/int" >/dev/null 2>&1
+node --import tsx test/fixtures/onnx/make_plans.ts "$OUT/plans/fixtures" >/dev/null
+rm -f "$OUT"/plans/fixtures/*.bin "$OUT"/plans/fixtures/plans.json  # the plans alone travel
 node --import tsx scripts/gpu-session-plans.ts "$OUT/plans" "$tmp/int" "${1:-}"
 du -sh --apparent-size "$OUT" >&2
 log "done: carry [\"$OUT\"], command: bash $OUT/gpu-session-run.sh"

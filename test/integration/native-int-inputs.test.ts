@@ -10,6 +10,7 @@ import { describe, expect, it } from "vitest";
 import { compileOnnx } from "../../src/compiler/index.ts";
 import { memlaneRtBinary } from "../../src/workers/specs.ts";
 import { type FixtureModels, fixtureModels } from "../fixtures/native-fixture-models.ts";
+import { INT_MODEL_SHAPES } from "../fixtures/onnx/int-model-shapes.ts";
 import { relDiff } from "../fixtures/rel-diff.ts";
 
 let BUILT = true;
@@ -43,14 +44,7 @@ const ioArg = (model: string) => ({
 });
 
 /** Both exporters (legacy opset 17, dynamo opset 18); inputShapes for the legacy ones. */
-const SHAPES: Record<string, Record<string, number[]> | undefined> = {
-  "masked-mean": { ids: [-1, 8], mask: [-1, 8] },
-  "seq-first": { ids: [8, -1] },
-  "attention-masks": { ids: [-1, 8], mask: [-1, 8] },
-  "masked-mean-dynamo": undefined,
-  "seq-first-dynamo": undefined,
-  "attention-masks-dynamo": undefined,
-};
+const SHAPES = INT_MODEL_SHAPES;
 
 let fx: FixtureModels<Entry>;
 
