@@ -12,6 +12,7 @@ import { calibrationMismatch, loadCalibration } from "./cache.ts";
 import { features, type InputFeed, loadProbesFor, modelTerms, type RunShape } from "./model-terms.ts";
 import type { Report } from "../report/schema.ts";
 import type { TrainEstimateCheck } from "./report-torch.ts";
+import type { DeviceEstimateCheck } from "./report-device.ts";
 
 export interface RuntimeEstimateCheck {
   runtime: string;
@@ -37,6 +38,8 @@ export interface EstimateReport {
   trainingReason?: string | null;
   /** Each distributed train stage's predicted rank peak beside its ranks' highest (torch-distributed.ts); absent in older reports. */
   distributed?: DistributedEstimateCheck[];
+  /** Device memory of each memlane-rt benchmark that ran on CUDA (report-device.ts); absent where none did. */
+  device?: DeviceEstimateCheck[];
 }
 
 export interface DistributedEstimateCheck {

@@ -10,6 +10,7 @@ import { readFileSync } from "node:fs";
 import { loadCalibration } from "../estimate/cache.ts";
 import { features, type InputFeed, loadProbesFor, modelTerms, requestsPerBatch, type RunShape } from "../estimate/model-terms.ts";
 import { predictedPeak } from "../estimate/predict.ts";
+import { type DeviceEstimateCheck, deviceEstimateCheck, ranOnCuda } from "../estimate/report-device.ts";
 import { type DistributedEstimateCheck, type EstimateReport, estimatesForReport } from "../estimate/report-estimates.ts";
 import { type TorchRunFacts, torchEstimatesForReport } from "../estimate/report-torch.ts";
 import { exportFeedOf, trainShapeOf, zooArchOf } from "../estimate/stage-facts.ts";
@@ -20,7 +21,7 @@ import { inferTerms, inferTermsKey, rankTerms, type TermsSource, type TorchTerms
 import type { Report } from "../report/schema.ts";
 import type { PeakPrediction } from "./scheduler.ts";
 import type { RunSession } from "./session.ts";
-import type { StageDef } from "./stages.ts";
+import type { BenchmarkResult, StageDef } from "./stages.ts";
 
 /** MemAvailable from /proc/meminfo: what can be allocated without swapping, now. */
 export function availableMiB(): number {
@@ -126,11 +127,29 @@ export async function reportEstimates(report: Report, stages: readonly StageDef[
     out.training = null;
     out.trainingReason = `the PyTorch estimate failed: ${(err as Error).message.split("\n")[0]}`;
   }
+  const device = deviceChecks(report, stages, s);
+  if (device.length > 0) {
+    out.device = device;
+    if (out.status === "unavailable") out.status = "ok";
+  }
   // Its own step: a distributed stage whose rank probe fails loses only its own row.
   const distributed = await distributedChecks(report, stages, s);
   if (distributed.length > 0) {
     out.distributed = distributed;
     if (out.status === "unavailable") out.status = "ok";
+  }
+  return out;
+}
+
+/** Each memlane-rt benchmark that ran on CUDA: its device memory estimated beside measured. */
+function deviceChecks(report: Report, stages: readonly StageDef[], s: RunSession): DeviceEstimateCheck[] {
+  const out: DeviceEstimateCheck[] = [];
+  for (const d of stages) {
+    if (d.kind !== "benchmark" || d.runtime !== "native") continue;
+    const result = s.results.get(d.name) as BenchmarkResult | undefined;
+    const row = report.runtimes.find((r) => r.name === d.runtime);
+    if (!result?.plan || !row || !ranOnCuda(row)) continue;
+    out.push(deviceEstimateCheck(d.name, row, result.plan.path, Math.max(...(d.opts.batchSizes ?? s.options.batchSizes))));
   }
   return out;
 }

@@ -65,6 +65,11 @@ const ESTIMATE_DISTRIBUTED: Shape = {
   stage: "string", arch: "string", strategy: "string", ranks: "number", perRankEstimateMiB: "number", perRankMeasuredMiB: "number",
   errorPct: "number", launcherEstimateMiB: "number", parts: "string",
 };
+/** memlane-rt's device memory on CUDA (report.estimates.device, present only where it ran on CUDA). */
+const ESTIMATE_DEVICE: Shape = {
+  runtime: "string", stage: "string", maxBatch: "number", estimate: "object|null", reason: "string|null", calibration: "string|null",
+  measured: "object", loadErrorPct: "number|null", endErrorPct: "number|null", peakErrorPct: "number|null",
+};
 const LATENCY: Shape = { p50: "number", p99: "number", mean: "number" };
 /** Present only where the runtime timed requests pipelined (memlane-rt, python-torch on CUDA). */
 const LATENCY_OPTIONAL: Shape = { pipelinedMean: "number" };
@@ -164,6 +169,7 @@ export function validateReport(report: unknown): string[] {
     each(e["runtimes"], { runtime: "string", model: "string", phases: "array", steadyRssErrorPct: "number|null" }, "report.estimates.runtimes", errors);
     if (e["training"] !== undefined && e["training"] !== null) check(e["training"], ESTIMATE_TRAINING, "report.estimates.training", errors);
     if (e["distributed"] !== undefined) each(e["distributed"], ESTIMATE_DISTRIBUTED, "report.estimates.distributed", errors);
+    if (e["device"] !== undefined) each(e["device"], ESTIMATE_DEVICE, "report.estimates.device", errors);
   }
   if ("budgets" in report) {
     if (!Array.isArray(report["budgets"])) errors.push(`report.budgets: expected array, received ${kindOf(report["budgets"])}`);

@@ -9,6 +9,15 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileOnnx } from "../../src/compiler/index.ts";
 import { calibrateCudaDevice, calibrateCudaDeviceOnProbe, calibrationFromProbes, compareDevice, cudaBenchBinary, deviceBudget, gpuHostKey, loadCudaDeviceCalibration, predictDevice, readStages, saveCudaDeviceCalibration } from "../../src/estimate/cuda-device.ts";
+import { deviceEstimateCheck, ranOnCuda } from "../../src/estimate/report-device.ts";
+import type { CudaDeviceCalibration } from "../../src/estimate/cuda-device.ts";
+import { buildReport } from "../../src/report/build.ts";
+import { estimatesMarkdown } from "../../src/report/estimates.ts";
+import { buildCharts } from "../../src/report/html/index.ts";
+import { renderMarkdown } from "../../src/report/markdown.ts";
+import { validateReport } from "../../src/report/validate.ts";
+import { realisticRun } from "./report-fixture.ts";
+import type { Report, RuntimeReport } from "../../src/report/schema.ts";
 import { ensureModels } from "../fixtures/onnx/models.ts";
 import { init, node, writeModel } from "./compiler-onnx-builder.ts";
 
@@ -110,6 +119,48 @@ describe.skipIf(!cudaBenchBinary())("CUDA device estimate (no GPU needed)", () =
     const wide = reading(2, 750780416);
     expect(() => calibrationFromProbes([reading(1, 650117120), { ...wide, stages: { ...wide.stages, perProcess: false } }], "s", "h")).toThrow(/device-wide/);
     expect(() => calibrationFromProbes([reading(1, 650117120)], "s", "h")).toThrow(/no device reading of the probe with 2 context/);
+  });
+
+  it("puts the estimate beside a CUDA run's GPU readings in the report, or says why there is none", () => {
+    const cal: CudaDeviceCalibration = {
+      format: 1, createdAt: "2026-12-04T00:00:00.000Z", contextMiB: 522, perContextMiB: 58, granuleMiB: 2, probes: [],
+      key: { gpu: "NVIDIA H200", driver: 13000, runtime: 13000, binary: "stamp", host: "host" },
+    };
+    const phase = (name: string, gpuMiB: number | null, peakGpuMiB: number | null) => ({ name, gpuMiB, peakGpuMiB });
+    const row = { name: "native", device: "cuda", phases: [phase("import", null, null), phase("model-load", 640, 650), phase("first-inference", 644, 646), phase("steady-inference", 646, 648)] } as unknown as RuntimeReport;
+    const c = deviceEstimateCheck("bench-native", row, plan, 16, cudaBenchBinary(), cal);
+    const e = predictDevice(deviceBudget(plan, 16), cal);
+    expect(c.estimate).toEqual(e);
+    expect(c.reason).toBeNull();
+    expect(c.measured).toEqual({ loadMiB: 640, endMiB: 646, peakMiB: 650 });
+    expect(c.loadErrorPct).toBeCloseTo(((e.loadMiB - 640) / 640) * 100, 9);
+    expect(c.endErrorPct).toBeCloseTo(((e.loadMiB - 646) / 646) * 100, 9);
+    expect(c.peakErrorPct).toBeCloseTo(((e.peakMiB - 650) / 650) * 100, 9);
+    expect(c.calibration).toMatch(/NVIDIA H200, driver 13000/);
+    // Without this GPU's calibration, or without the CUDA build: the readings, no number.
+    const none = deviceEstimateCheck("bench-native", row, plan, 16, cudaBenchBinary(), null);
+    expect(none.estimate).toBeNull();
+    expect(none.reason).toMatch(/no device calibration of this GPU is cached: run `memlane estimate <model.onnx> --device cuda`/);
+    expect([none.loadErrorPct, none.endErrorPct, none.peakErrorPct]).toEqual([null, null, null]);
+    expect(none.measured.loadMiB).toBe(640);
+    expect(deviceEstimateCheck("bench-native", row, plan, 16, null, cal).reason).toMatch(/built without nvcc/);
+    // A plan the backend refuses: its reason.
+    expect(deviceEstimateCheck("bench-native", row, path.join(dir, "missing.mlplan"), 16, cudaBenchBinary(), cal).reason).toMatch(/missing\.mlplan/);
+    expect(ranOnCuda(row)).toBe(true);
+    expect(ranOnCuda({ device: "cuda:1" })).toBe(true);
+    expect(ranOnCuda({ device: "cpu" })).toBe(false);
+    // report.md's table and the report's validation.
+    const estimates = { status: "ok" as const, reason: null, calibratedAt: null, naiveMiB: null, runtimes: [], device: [c, none] };
+    const md = estimatesMarkdown({ estimates } as unknown as Report)!;
+    expect(md).toContain(`| native (bench-native) | 16 | ${e.loadMiB.toFixed(2)} | 640.00 | ${c.loadErrorPct! > 0 ? "+" : ""}${c.loadErrorPct!.toFixed(1)} % |`);
+    expect(md).toMatch(/unavailable: no device calibration/);
+    const report = buildReport(realisticRun());
+    expect(validateReport({ ...report, estimates })).toEqual([]);
+    expect(validateReport({ ...report, estimates: { ...estimates, device: [{ ...c, maxBatch: "16" }] } }).join("\n")).toMatch(/report\.estimates\.device\[0\]\.maxBatch/);
+    expect(renderMarkdown({ ...report, estimates })).toContain("Device memory (CUDA, this process's GPU MiB");
+    const chart = buildCharts({ ...report, estimates }).find((x) => x.id === "estimate-vs-measured-device")!;
+    expect(chart.labels).toEqual(["native (bench-native)"]); // the row without an estimate has no bars
+    expect(chart.series.find((x) => x.name === "measured after the load")!.data).toEqual([640]);
   });
 
   it.skipIf(existsSync("/dev/nvidiactl"))("refuses to calibrate where no GPU answers, saying why", async () => {

@@ -23,6 +23,23 @@ export function estimateCharts(report: Report): ChartSpec[] {
     xTitle: "stage",
     yTitle: "MiB",
   });
+  const device = (e.device ?? []).filter((d) => d.estimate);
+  if (device.length > 0) charts.push({
+    id: "estimate-vs-measured-device",
+    section: "estimate",
+    type: "bar",
+    title: "Device memory on CUDA (memlane-rt): estimate (before the run) vs this process's GPU MiB",
+    labels: device.map((d) => `${d.runtime} (${d.stage})`),
+    series: [
+      { name: "estimated after the load", data: device.map((d) => r2(d.estimate!.loadMiB)) },
+      { name: "measured after the load", data: device.map((d) => (d.measured.loadMiB === null ? null : r2(d.measured.loadMiB))) },
+      { name: "measured at the end", data: device.map((d) => (d.measured.endMiB === null ? null : r2(d.measured.endMiB))) },
+      { name: "estimated peak", data: device.map((d) => r2(d.estimate!.peakMiB)) },
+      { name: "measured peak", data: device.map((d) => (d.measured.peakMiB === null ? null : r2(d.measured.peakMiB))) },
+    ],
+    xTitle: "runtime",
+    yTitle: "MiB",
+  });
   if (e.runtimes.length === 0) return charts;
   const steady = e.runtimes.map((r) => r.phases.at(-1));
   const peak = (i: number, side: "estimateMiB" | "measuredMiB") => r2(Math.max(...e.runtimes[i]!.phases.map((p) => p.peak[side])));
