@@ -146,6 +146,50 @@ static void test_expand_slice_generators() {
   CHECK((r.out<int64_t>(3) == I64{1, 1, 1, 1}));
 }
 
+// Slice's copy runs (slice.cc: whole trailing axes merged into the run of the last sliced
+// one) against element-by-element indexing, on [batch, 6, 5, 4]: a channel split (one block a
+// sample), a strided channel axis before whole ones (runs of H x W), a strided last axis (single
+// elements), a negative step, a middle axis, nothing sliced but kept whole, and 2 threads.
+static void test_slice_runs() {
+  struct Case {
+    const char* what;
+    I64 axes, starts, steps, out;  // out: the output's non-batch dims
+  };
+  const std::vector<Case> cases = {
+      {"channel split", {1}, {3}, {1}, {3, 5, 4}},
+      {"channels, step 2, whole rows after", {1}, {1}, {2}, {3, 5, 4}},
+      {"last axis, step 3", {3}, {0}, {3}, {6, 5, 2}},
+      {"channels reversed", {1}, {5}, {-1}, {6, 5, 4}},
+      {"rows 1..3 of each channel", {2}, {1}, {1}, {6, 3, 4}},
+      {"rows step 2, last axis 1..2", {2, 3}, {0, 1}, {2, 1}, {6, 3, 2}},
+      {"every axis whole (start 0 on axis 1)", {1}, {0}, {1}, {6, 5, 4}},
+  };
+  const int64_t N = 2, C = 6, H = 5, W = 4;
+  F xs(size_t(N * C * H * W));
+  for (size_t k = 0; k < xs.size(); ++k) xs[k] = float(k);
+  for (int threads : {1, 2})
+    for (const Case& c : cases) {
+      PlanBuilder b;
+      int x = b.tensor("x", {-1, C, H, W}, "input");
+      int y = b.tensor("y", {-1, c.out[0], c.out[1], c.out[2]}, "output");
+      b.op("Slice", {x}, {y}, {{"axes", c.axes}, {"starts", c.starts}, {"steps", c.steps}});
+      RawResult r = run_raw(b, N, {bytes_of(xs)}, threads);
+      CHECK_MSG(r.status == Status::kOk, std::string(c.what) + ": " + r.message);
+      const int64_t in_dims[4] = {N, C, H, W};
+      int64_t start[4] = {0, 0, 0, 0}, step[4] = {1, 1, 1, 1};
+      for (size_t j = 0; j < c.axes.size(); ++j) start[c.axes[j]] = c.starts[j], step[c.axes[j]] = c.steps[j];
+      F want;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t i = 0; i < c.out[0]; ++i)
+          for (int64_t h = 0; h < c.out[1]; ++h)
+            for (int64_t w = 0; w < c.out[2]; ++w) {
+              const int64_t ci = start[1] + i * step[1], hi = start[2] + h * step[2], wi = start[3] + w * step[3];
+              want.push_back(xs[size_t(((n * in_dims[1] + ci) * in_dims[2] + hi) * in_dims[3] + wi)]);
+            }
+      CHECK_MSG(r.out<float>(0) == want, std::string(c.what) + " (threads " + std::to_string(threads) + ")");
+    }
+}
+
 static void test_batch_not_first() {
   // torch's seq-first layout: [S=3, batch, E=2] -> [S, 2·batch] (k·batch) -> + bias -> back.
   PlanBuilder b;
@@ -213,6 +257,7 @@ int main() {
   test_cast_compare_logic();
   test_where_mod_int_arith();
   test_expand_slice_generators();
+  test_slice_runs();
   test_batch_not_first();
   test_refusals();
   return finish("data_ops_test");

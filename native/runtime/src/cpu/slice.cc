@@ -26,24 +26,39 @@ class SliceKernel final : public Kernel {
       acc *= res(ishape[i]);
       od[i] = res(oshape[i]);
     }
-    const int last = rank - 1;
-    const int64_t len = od[last];
-    int64_t rows = 1;
-    for (int i = 0; i < last; ++i) rows *= od[i];
     const uint8_t* X = x.as<uint8_t>(c);
     uint8_t* Y = y.as<uint8_t>(c);
-    const int64_t base_last = start[last] * istride[last], sl = step[last] * istride[last];
+    // The innermost axes copied whole and the last sliced axis k before them make one
+    // contiguous run where k's step is 1: a channel Slice of NCHW is one block a sample, not a
+    // memcpy (and rank - 1 divisions) a row of W floats. ShuffleNet's channel splits at batch
+    // 8 were 2688 7-float copies each, 46-53 us against ONNX Runtime's 10-32.
+    int k = rank - 1;
+    int64_t inner = 1;
+    while (k >= 0 && start[k] == 0 && step[k] == 1 && od[k] == res(ishape[k])) inner *= od[k--];
+    if (k < 0) {  // nothing sliced
+      std::memcpy(Y, X, size_t(inner) * esize);
+      return;
+    }
+    // Rows: every index of axes [0, outer); each row copies `len` elements (step 1 at k: axis
+    // k's run and the whole axes after it; a strided k with whole axes after it: `inner`
+    // elements, k among the row axes), or, a strided last axis, od[k] single elements.
+    const bool run_k = step[k] == 1, single = !run_k && inner == 1;
+    const int outer = run_k || single ? k : k + 1;
+    const int64_t len = run_k ? od[k] * inner : single ? od[k] : inner;
+    const int64_t base = run_k || single ? start[k] * istride[k] : 0, elem = step[k] * istride[k];
+    int64_t rows = 1;
+    for (int i = 0; i < outer; ++i) rows *= od[i];
     c.pool->parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(len, 1)), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
-        int64_t rem = r, off = base_last;
-        for (int i = last - 1; i >= 0; --i) {
+        int64_t rem = r, off = base;
+        for (int i = outer - 1; i >= 0; --i) {
           off += (start[i] + (rem % od[i]) * step[i]) * istride[i];
           rem /= od[i];
         }
         uint8_t* dst = Y + size_t(r * len) * esize;
-        if (sl == 1) std::memcpy(dst, X + size_t(off) * esize, size_t(len) * esize);
+        if (!single) std::memcpy(dst, X + size_t(off) * esize, size_t(len) * esize);
         else
-          for (int64_t j = 0; j < len; ++j) std::memcpy(dst + size_t(j) * esize, X + size_t(off + j * sl) * esize, esize);
+          for (int64_t j = 0; j < len; ++j) std::memcpy(dst + size_t(j) * esize, X + size_t(off + j * elem) * esize, esize);
       }
     });
   }
