@@ -536,6 +536,66 @@ static void test_maxpool_random() {
   }
 }
 
+// Average pooling on random maps against the definition (in double): avg_separable's
+// interior/edge split on both axes, ceil-mode windows past the padded extent, asymmetric pads,
+// strides on one axis only, and both counts (countIncludePad: the taps in the padded extent;
+// without: the taps in the input). Inception's 3x3/1 pad-1 pools are the first case; ctest's
+// ops_test_pool_no_flat runs the same-size ones on the row-by-row passes too.
+static void test_avgpool_random() {
+  struct Case { const char* label; int64_t n, C, H, W, kh, kw, sh, sw, pt, pl, pb, pr; bool ceil, include_pad; };
+  const Case cases[] = {
+      {"avgpool 3x3/1 pad 1 (inception), 35 wide", 2, 3, 35, 35, 3, 3, 1, 1, 1, 1, 1, 1, false, false},
+      {"avgpool 3x3/1 pad 1, count pads", 1, 4, 17, 17, 3, 3, 1, 1, 1, 1, 1, 1, false, true},
+      {"avgpool 3x3/2 ceil, 27 wide", 2, 2, 27, 27, 3, 3, 2, 2, 0, 0, 0, 0, true, false},
+      {"avgpool 3x3/2 ceil pad 1, count pads (windows past the pad)", 1, 3, 10, 14, 3, 3, 2, 2, 1, 1, 1, 1, true, true},
+      {"avgpool 5x3 s(1,2) asym pads", 2, 2, 13, 29, 5, 3, 1, 2, 2, 0, 1, 1, false, false},
+      {"avgpool 2x5 s(2,1) asym pads, count pads", 1, 3, 9, 40, 2, 5, 2, 1, 0, 2, 1, 2, false, true},
+      {"avgpool 7x7/1 no pad (a global-sized window)", 2, 2, 7, 7, 7, 7, 1, 1, 0, 0, 0, 0, false, false},
+      {"avgpool 3x3/1 pad 1 on 2x3 (no interior)", 3, 2, 2, 3, 3, 3, 1, 1, 1, 1, 1, 1, false, false},
+      // same-size pools take the flat passes (avg_same_size): 8x8 planes, 5x5 windows, and
+      // asymmetric pads (rows 0 above / 2 below, columns 2 left / 0 right)
+      {"avgpool 3x3/1 pad 1 on 8x8, count pads", 2, 5, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, false, true},
+      {"avgpool 5x5/1 pad 2 on 12x9", 1, 3, 12, 9, 5, 5, 1, 1, 2, 2, 2, 2, false, false},
+      {"avgpool 3x3/1 pads 0,2 / 2,0, count pads", 2, 2, 6, 11, 3, 3, 1, 1, 0, 2, 2, 0, false, true},
+  };
+  Rng rng;
+  for (const auto& c : cases) {
+    auto out = [&](int64_t in, int64_t k, int64_t st, int64_t p0, int64_t p1) {
+      const int64_t span = in + p0 + p1 - k;
+      int64_t o = (c.ceil ? (span + st - 1) / st : span / st) + 1;
+      if (c.ceil && (o - 1) * st >= in + p0) --o;
+      return o;
+    };
+    const int64_t OH = out(c.H, c.kh, c.sh, c.pt, c.pb), OW = out(c.W, c.kw, c.sw, c.pl, c.pr);
+    V x = rng.vec(size_t(c.n * c.C * c.H * c.W)), ref(size_t(c.n * c.C * OH * OW));
+    for (int64_t p = 0; p < c.n * c.C; ++p)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double sum = 0;
+          int64_t inside = 0, padded = 0;
+          for (int64_t i = 0; i < c.kh; ++i)
+            for (int64_t j = 0; j < c.kw; ++j) {
+              const int64_t ih = oh * c.sh - c.pt + i, iw = ow * c.sw - c.pl + j;
+              if (ih < c.H + c.pb && iw < c.W + c.pr) ++padded;  // ONNX Runtime's count: the padded extent
+              if (ih >= 0 && ih < c.H && iw >= 0 && iw < c.W) sum += x[size_t((p * c.H + ih) * c.W + iw)], ++inside;
+            }
+          const int64_t cnt = c.include_pad ? padded : inside;
+          ref[size_t((p * OH + oh) * OW + ow)] = cnt > 0 ? float(sum / double(cnt)) : 0.f;
+        }
+    PlanBuilder pb;
+    int xi = pb.input("x", {c.C, c.H, c.W});
+    int yi = pb.output("y", {c.C, OH, OW});
+    pb.op("AveragePool", {xi}, {yi},
+          {{"kernel", S{c.kh, c.kw}}, {"strides", S{c.sh, c.sw}}, {"pads", S{c.pt, c.pl, c.pb, c.pr}},
+           {"ceilMode", c.ceil}, {"countIncludePad", c.include_pad}});
+    for (int threads : {1, 2}) {
+      RunResult r = run_plan(pb, c.n, {x}, threads);
+      CHECK_MSG(r.status == Status::kOk, std::string(c.label) + ": " + r.message);
+      if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 1e-5f, c.label);
+    }
+  }
+}
+
 // 2x2 stride-2 pools inside the map (pool2x2_stride2_plane): average and max on rows of 8-output
 // steps with tails of 1-7 (OW 7, 15, 20; a floor-mode odd width leaves the last column unread),
 // against the definitions in the generic loop's order: exactly the same floats.
@@ -594,6 +654,7 @@ static void test_winograd_avx2_rule() {
 
 static void test_pools() {
   test_maxpool_random();
+  test_avgpool_random();
   test_pool2x2_random();
   Rng rng;
   const V x9 = {1, 2, 3, 4, 5, 6, 7, 8, 9};

@@ -109,6 +109,17 @@ void pool2x2_stride2_plane(const float* x, int64_t W, int64_t OH, int64_t OW, fl
   }
 }
 
+// A pooling window on one axis (output index o, stride s, leading pad p, kernel k, input n,
+// trailing pad pend): the taps inside the input [begin, end), and how many lie inside the
+// padded extent (ceil mode's last window may reach past it), ONNX Runtime's countIncludePad count.
+struct PoolSpan {
+  int64_t begin, end, padded;
+};
+inline PoolSpan pool_span(int64_t o, int64_t s, int64_t p, int64_t k, int64_t n, int64_t pend) {
+  const int64_t b = o * s - p, e = std::min(b + k, n + pend);
+  return {std::max<int64_t>(b, 0), std::min(e, n), e - b};
+}
+
 class PoolKernel final : public Kernel {
  public:
   bool is_max = true, include_pad = false;
@@ -117,10 +128,16 @@ class PoolKernel final : public Kernel {
   int64_t C = 0, H = 0, W = 0, OH = 0, OW = 0, kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0,
           dh = 1, dw = 1;
 
-  bool separable = false;  // max pooling in two passes (max_separable), scratch H x OW a thread
+  bool separable = false;  // pooling in two passes (max_separable, avg_separable), scratch H x OW a thread
   bool avx512 = false;     // separable 3-wide stride-2 rows on simd::max3_stride2
   // 3-wide stride-2 windows (squeezenet's and resnet's 3x3/2 pools): max_rows_first
   bool rows_first = false;
+  // avg_separable: each output column's count (its taps in the input, or with countIncludePad
+  // in the padded extent); a window's count is its row's times its column's.
+  std::vector<float> col_count;
+  // avg_same_size (stride 1, output the input's size): 1 / each output's count (0 where it
+  // counts no tap), H x W; empty on every other geometry.
+  std::vector<float> avg_flat_scale;
   int threads = 1;
 
   uint64_t workspace_floats(int64_t) const override { return separable && !rows_first ? uint64_t(threads * H * OW) : 0; }
@@ -136,7 +153,8 @@ class PoolKernel final : public Kernel {
         for (int64_t s = s0; s < s1; ++s)
           for (int64_t p = planes * s / slots; p < planes * (s + 1) / slots; ++p)
             if (rows_first) max_rows_first(X + p * H * W, Y + p * OH * OW);
-            else max_separable(X + p * H * W, Y + p * OH * OW, c.workspace + s * H * OW);
+            else if (is_max) max_separable(X + p * H * W, Y + p * OH * OW, c.workspace + s * H * OW);
+            else avg_separable(X + p * H * W, Y + p * OH * OW, c.workspace + s * H * OW);
       });
       return;
     }
@@ -194,6 +212,103 @@ class PoolKernel final : public Kernel {
         for (int64_t ow = 0; ow < OW; ++ow) yr[ow] = std::max(yr[ow], hr[ow]);
       }
     }
+  }
+
+  // Average pooling in two passes, as max_separable: each input row's sums over the windows'
+  // columns (the interior a tap at a time over the row, which vectorizes), then the sums of a
+  // window's rows, divided by the window's count. A window's rows and columns clip
+  // independently, so both counts (the taps inside the input, or with countIncludePad the
+  // taps inside the padded extent, as ONNX Runtime counts) are a row factor times a column
+  // factor. Inception's 3x3 stride-1 pad-1 pools went through plane()'s bounds-checked tap
+  // loop: inception_v3's nine took 16.5 ms a batch-1 call against ONNX Runtime's 0.85. The
+  // sums are rows of column sums, not plane()'s row-major order: equal up to rounding.
+  void avg_separable(const float* x, float* y, float* hrow) const {
+    if (!avg_flat_scale.empty()) return avg_same_size(x, y, hrow);
+    const int64_t lo = std::min(OW, (pl + sw - 1) / sw);             // first ow whose window starts inside
+    const int64_t last = W - kw + pl;                                 // ow * sw <= last: window ends inside
+    const int64_t hi = last < 0 ? lo : std::clamp<int64_t>(last / sw + 1, lo, OW);
+    for (int64_t h = 0; h < H; ++h) {
+      const float* xr = x + h * W;
+      float* __restrict hr = hrow + h * OW;
+      const auto clipped = [&](int64_t ow) {
+        const auto c = pool_span(ow, sw, pl, kw, W, pr);
+        float t = 0.f;
+        for (int64_t iw = c.begin; iw < c.end; ++iw) t += xr[iw];
+        return t;
+      };
+      for (int64_t ow = 0; ow < lo; ++ow) hr[ow] = clipped(ow);
+      const float* __restrict b = xr - pl;
+      if (sw == 1) {
+        for (int64_t ow = lo; ow < hi; ++ow) hr[ow] = b[ow];
+        for (int64_t j = 1; j < kw; ++j)
+          for (int64_t ow = lo; ow < hi; ++ow) hr[ow] += b[ow + j];
+      } else {
+        for (int64_t ow = lo; ow < hi; ++ow) {
+          float t = b[ow * sw];
+          for (int64_t j = 1; j < kw; ++j) t += b[ow * sw + j];
+          hr[ow] = t;
+        }
+      }
+      for (int64_t ow = hi; ow < OW; ++ow) hr[ow] = clipped(ow);
+    }
+    const float* __restrict cc = col_count.data();
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const auto r = pool_span(oh, sh, pt, kh, H, pb);
+      float* __restrict yr = y + oh * OW;
+      for (int64_t ow = 0; ow < OW; ++ow) yr[ow] = 0.f;
+      for (int64_t ih = r.begin; ih < r.end; ++ih) {
+        const float* __restrict hr = hrow + ih * OW;
+        for (int64_t ow = 0; ow < OW; ++ow) yr[ow] += hr[ow];
+      }
+      const float rc = float(include_pad ? r.padded : r.end - r.begin);
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const float cnt = rc * cc[ow];
+        yr[ow] = cnt > 0.f ? yr[ow] / cnt : 0.f;
+      }
+    }
+  }
+
+  // Same-size average pooling (stride 1, OH x OW = H x W: Inception's and GoogLeNet's 3x3/1
+  // pad-1 pools): avg_separable's two passes over the plane as one flat array, not row by row.
+  // A flat index's taps are the row's neighbours except in each row's first pl and last pr
+  // columns (and the plane's first and last rows), which are then summed again clipped. On
+  // 35x35, 17x17 and 8x8 planes the per-row loops, edges and divisions cost more than the
+  // sums: inception_v3's nine pools took 6.7 ms that way at batch 1 (ONNX Runtime 0.9).
+  void avg_same_size(const float* x, float* y, float* hrow) const {
+    const int64_t n = H * W, pr_w = kw - 1 - pl, pb_h = kh - 1 - pt;
+    // rows: every tap of flat index i lies in [0, n) for i in [pl, n - pr_w)
+    float* __restrict hr = hrow;
+    const float* __restrict b = x - pl;
+    for (int64_t i = pl; i < n - pr_w; ++i) hr[i] = b[i];
+    for (int64_t j = 1; j < kw; ++j)
+      for (int64_t i = pl; i < n - pr_w; ++i) hr[i] += b[i + j];
+    for (int64_t h = 0; h < H; ++h) {  // each row's edge columns, clipped to the row
+      const float* xr = x + h * W;
+      const auto clipped = [&](int64_t ow) {
+        const PoolSpan c = pool_span(ow, 1, pl, kw, W, pr);
+        float t = 0.f;
+        for (int64_t iw = c.begin; iw < c.end; ++iw) t += xr[iw];
+        return t;
+      };
+      for (int64_t ow = 0; ow < std::min(pl, W); ++ow) hr[h * W + ow] = clipped(ow);
+      for (int64_t ow = std::max<int64_t>(W - pr_w, 0); ow < W; ++ow) hr[h * W + ow] = clipped(ow);
+    }
+    // columns: output rows [pt, H - pb_h) have every window row inside, as one flat block
+    float* __restrict yf = y;
+    const int64_t r0 = std::min(pt, H), r1 = std::max(r0, H - pb_h);
+    for (int64_t i = r0 * W; i < r1 * W; ++i) yf[i] = hr[i - pt * W];
+    for (int64_t t = 1; t < kh; ++t)
+      for (int64_t i = r0 * W; i < r1 * W; ++i) yf[i] += hr[i + (t - pt) * W];
+    for (int64_t oh = 0; oh < H; ++oh) {  // the first pt and last pb_h rows, clipped
+      if (oh >= r0 && oh < r1) continue;
+      const PoolSpan r = pool_span(oh, 1, pt, kh, H, pb);
+      float* __restrict yr = y + oh * W;
+      for (int64_t ow = 0; ow < W; ++ow) yr[ow] = 0.f;
+      for (int64_t ih = r.begin; ih < r.end; ++ih)
+        for (int64_t ow = 0; ow < W; ++ow) yr[ow] += hr[ih * W + ow];
+    }
+    const float* __restrict scale = avg_flat_scale.data();
+    for (int64_t i = 0; i < n; ++i) yf[i] *= scale[i];
   }
 
   // 3-wide stride-2 windows, the rows first: for each output row, the max over its window's
@@ -331,14 +446,30 @@ std::unique_ptr<Kernel> make_pool(const BuildCtx& bc, const Op& op, Status* st, 
   k->inside = k->pt == 0 && k->pl == 0 && (k->OH - 1) * k->sh + (k->kh - 1) * k->dh < k->H &&
               (k->OW - 1) * k->sw + (k->kw - 1) * k->dw < k->W;
   // MEMLANE_POOL_NO_SEPARABLE=1 keeps max pooling on the one-pass loop (ctest runs both).
-  k->separable = k->is_max && !(k->inside && k->kh == 2 && k->kw == 2 && k->sh == 2 && k->sw == 2 && k->dh == 1 &&
-                                k->dw == 1) &&
+  k->separable = !(k->inside && k->kh == 2 && k->kw == 2 && k->sh == 2 && k->sw == 2 && k->dh == 1 && k->dw == 1) &&
                  std::getenv("MEMLANE_POOL_NO_SEPARABLE") == nullptr;
   k->avx512 = simd::have_avx512();
   // MEMLANE_POOL_NO_ROWS_FIRST=1 keeps them on max_separable (A/B timing; ctest runs both).
   // (AVX-512's kernel, or the 8-lane one without it: max3_stride2_plane)
-  k->rows_first = k->separable && k->kw == 3 && k->dw == 1 && k->sw == 2 &&
+  k->rows_first = k->separable && k->is_max && k->kw == 3 && k->dw == 1 && k->sw == 2 &&
                   std::getenv("MEMLANE_POOL_NO_ROWS_FIRST") == nullptr;
+  if (k->separable && !k->is_max) {
+    for (int64_t ow = 0; ow < k->OW; ++ow) {
+      const PoolSpan c = pool_span(ow, k->sw, k->pl, k->kw, k->W, k->pr);
+      k->col_count.push_back(float(k->include_pad ? c.padded : c.end - c.begin));
+    }
+    // MEMLANE_POOL_NO_FLAT=1 keeps same-size pools on the row-by-row passes (A/B; ctest runs both)
+    if (k->sh == 1 && k->sw == 1 && k->OH == k->H && k->OW == k->W && k->pt < k->kh && k->pl < k->kw &&
+        std::getenv("MEMLANE_POOL_NO_FLAT") == nullptr)
+      for (int64_t oh = 0; oh < k->OH; ++oh) {
+        const PoolSpan r = pool_span(oh, 1, k->pt, k->kh, k->H, k->pb);
+        const float rc = float(k->include_pad ? r.padded : r.end - r.begin);
+        for (int64_t ow = 0; ow < k->OW; ++ow) {
+          const float cnt = rc * k->col_count[size_t(ow)];
+          k->avg_flat_scale.push_back(cnt > 0.f ? 1.f / cnt : 0.f);
+        }
+      }
+  }
   k->threads = std::max(1, bc.threads);
   k->x = bc.ref(op.inputs[0]);
   k->y = bc.ref(op.outputs[0]);
