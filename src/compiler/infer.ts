@@ -197,7 +197,15 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
       shapes.set(outputs[i]!, s);
       dtypes.set(outputs[i]!, low.dtypes?.[i] ?? "float32");
     });
-    nodes.push({ op: low.op ?? n.opType, name: n.name, inputs: low.inputs ?? inputs, outputs, attrs: low.attrs });
+    const opInputs = [...(low.inputs ?? inputs)];
+    if (low.before) {
+      const moved = fresh(`${opInputs[0]}.${low.before.op.toLowerCase()}`);
+      shapes.set(moved, low.before.shape);
+      dtypes.set(moved, dtypes.get(opInputs[0]!) ?? "float32");
+      nodes.push({ op: low.before.op, name: `${n.name}.before.${low.before.op.toLowerCase()}`, inputs: [opInputs[0]!], outputs: [moved], attrs: low.before.attrs });
+      opInputs[0] = moved;
+    }
+    nodes.push({ op: low.op ?? n.opType, name: n.name, inputs: opInputs, outputs, attrs: low.attrs });
     if (low.then) {
       shapes.set(n.outputs[0]!, low.then.shape);
       dtypes.set(n.outputs[0]!, low.dtypes?.[0] ?? "float32");

@@ -37,6 +37,8 @@ export interface Lowered {
   dtypes?: DType[];
   /** A second plan op applied to the first one's (single) output, e.g. a Flatten. */
   then?: { op: string; attrs: Record<string, number | string | number[]>; shape: number[] };
+  /** A plan op applied to input 0 first, whose output the op then reads (a 1-D conv's Reshape to 2-D). */
+  before?: { op: string; attrs: Record<string, number | string | number[]>; shape: number[] };
 }
 
 export type Lowering = (c: OpCtx) => Lowered;

@@ -1,6 +1,6 @@
-/** Conv and pooling ops: attribute defaults, auto_pad resolution and output shapes (2-D only). */
+/** Conv and pooling ops: attribute defaults, auto_pad resolution and output shapes (2-D, and 1-D as 2-D). */
 import { attrInt, attrInts, attrString } from "./attrs.ts";
-import { type Lowering, type OpCtx, requireRank, requireWeight, shapeError } from "./op-ctx.ts";
+import { type Lowered, type Lowering, type OpCtx, requireRank, requireWeight, shapeError } from "./op-ctx.ts";
 import { fmtShape } from "./ir.ts";
 
 interface Window {
@@ -44,9 +44,55 @@ function window(c: OpCtx, inHW: number[], kernel: number[], ceil: boolean): Wind
   return { kernel, strides, dilations, pads, out };
 }
 
+/**
+ * A 1-D window op (X [N, C, L]) as the 2-D one over [N, C, 1, L]: attributes given for the one
+ * spatial axis get the row axis's neutral value in front (kernel 1, stride 1, dilation 1, pads
+ * 0); a Reshape to rank 4 before it and one back to rank 3 after it. Whisper's and wav2vec2's
+ * front ends, text and time-series CNNs, and the pools beside them.
+ */
+function as2d(c: OpCtx, lower: Lowering): Lowered {
+  const n = c.node;
+  const attrs = new Map(n.attrs);
+  for (const [name, front] of [["kernel_shape", 1], ["strides", 1], ["dilations", 1]] as const) {
+    const v = attrInts(n, name);
+    if (!v) continue;
+    if (v.length !== 1) throw shapeError(c, `a 1-D window's ${name} must have 1 entry, found [${v}]`);
+    attrs.set(name, [front, v[0]!]);
+  }
+  const pads = attrInts(n, "pads");
+  if (pads) {
+    if (pads.length !== 2) throw shapeError(c, `a 1-D window's pads must have 2 entries, found [${pads}]`);
+    attrs.set("pads", [0, pads[0]!, 0, pads[1]!]);
+  }
+  const node2d = { ...n, attrs };
+  const x = c.act(0);
+  const x4 = [x[0]!, x[1]!, 1, x[2]!];
+  let inputs: string[] | undefined;
+  const w = n.opType === "Conv" ? c.weight(1) : undefined;
+  if (w && w.dims.length === 3) {
+    const w4 = c.addConst(`${n.inputs[1]}.2d`, { ...w, dims: [w.dims[0]!, w.dims[1]!, 1, w.dims[2]!] });
+    inputs = [n.inputs[0]!, w4, ...n.inputs.slice(2)];
+  }
+  const ctx2d: OpCtx = {
+    ...c,
+    node: { ...node2d, inputs: inputs ?? n.inputs },
+    act: (i) => (i === 0 ? x4 : c.act(i)),
+    weight: (i) => (i === 1 && w && inputs ? { ...w, dims: [w.dims[0]!, w.dims[1]!, 1, w.dims[2]!] } : c.weight(i)),
+  };
+  const low = lower(ctx2d);
+  const y4 = low.shapes[0]!;
+  return {
+    ...low,
+    ...(inputs ? { inputs } : {}),
+    before: { op: "Reshape", attrs: { shape: x4 }, shape: x4 },
+    then: { op: "Reshape", attrs: { shape: [y4[0]!, y4[1]!, y4[3]!] }, shape: [y4[0]!, y4[1]!, y4[3]!] },
+  };
+}
+
 export const Conv: Lowering = (c) => {
   const x = c.act(0);
-  requireRank(c, x, 4, "Conv input X (only 2-D convolution)");
+  if (x.length === 3) return as2d(c, Conv);
+  requireRank(c, x, 4, "Conv input X (1-D or 2-D convolution: [N, C, L] or [N, C, H, W])");
   const w = requireWeight(c, 1, "Conv weight W");
   if (w.dims.length !== 4) throw shapeError(c, `Conv weight W must be [M, C/group, kh, kw], found [${w.dims}]`);
   const group = attrInt(c.node, "group", 1);
@@ -67,9 +113,10 @@ export const Conv: Lowering = (c) => {
 };
 
 function pool(kind: "MaxPool" | "AveragePool"): Lowering {
-  return (c) => {
+  const lower: Lowering = (c) => {
     const x = c.act(0);
-    requireRank(c, x, 4, `${kind} input X (only 2-D pooling)`);
+    if (x.length === 3) return as2d(c, lower);
+    requireRank(c, x, 4, `${kind} input X (1-D or 2-D pooling: [N, C, L] or [N, C, H, W])`);
     if (kind === "MaxPool" && c.node.outputs[1]) throw shapeError(c, "the Indices output of MaxPool is not supported");
     const kernel = attrInts(c.node, "kernel_shape");
     if (!kernel) throw shapeError(c, "kernel_shape is required");
@@ -81,6 +128,7 @@ function pool(kind: "MaxPool" | "AveragePool"): Lowering {
     if (win.dilations.some((d) => d !== 1)) throw shapeError(c, "dilated AveragePool is not supported");
     return { shapes, attrs: { ...base, ceilMode, countIncludePad: attrInt(c.node, "count_include_pad", 0) } };
   };
+  return lower;
 }
 
 export const MaxPool = pool("MaxPool");

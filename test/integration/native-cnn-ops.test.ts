@@ -1,6 +1,7 @@
 /**
  * memlane-rt's CNN ops and LSTM end to end: blocks in the shape of mobilenet_v2/v3,
- * efficientnet, shufflenet_v2, a reflect-padded conv, Split + Concat and batch_first LSTMs
+ * efficientnet, shufflenet_v2, a reflect-padded conv, Split + Concat, 1-D convs and pools,
+ * and batch_first LSTMs
  * (make_cnn_models.py), exported by both torch exporters, compiled and run through
  * memlane-rt over real ZeroMQ, must match ONNX Runtime within 1e-4 of each output's scale.
  */
@@ -30,7 +31,7 @@ const BUILT = rtBuilt();
 if (!BUILT) console.warn("native-cnn-ops: memlane-rt is not built (run `npm run bootstrap`); skipping");
 
 const EXPECTED = [
-  "mbv2-block", "mbv3-block", "mbconv-silu", "shuffle-block", "pad-block", "split-concat", "lstm-bf", "lstm-bf-bidir", "lstm-bf-2layers",
+  "mbv2-block", "mbv3-block", "mbconv-silu", "shuffle-block", "pad-block", "split-concat", "conv1d-block", "lstm-bf", "lstm-bf-bidir", "lstm-bf-2layers",
 ].flatMap((m) => [`${m}-legacy.onnx`, `${m}-dynamo.onnx`]);
 
 const dir = mkdtempSync(join(tmpdir(), "memlane-cnn-ops-"));
@@ -88,6 +89,8 @@ describe.skipIf(!BUILT)("memlane-rt vs ONNX Runtime on CNN blocks and LSTMs from
     if (file.startsWith("mbconv-silu")) expect(summary.opCounts.SiLU).toBe(3);
     if (file.startsWith("lstm")) expect(summary.opCounts.LSTM).toBe(file.includes("2layers") ? 2 : 1);
     if (file.startsWith("mbv3")) expect(summary.opCounts.HardSwish).toBe(3);
+    // 1-D windows run as 2-D ones between Reshapes (three convs, two pools)
+    if (file.startsWith("conv1d")) expect([summary.opCounts.Conv, summary.opCounts.MaxPool, summary.opCounts.AveragePool]).toEqual([3, 1, 1]);
     const loaded = await worker.run("load", { model: plan, maxBatch: 4, device: "cpu" });
     const inName = (loaded.value.inputs as { name: string }[])[0]!.name;
     const shape0 = manifest[file]!.inputShape;

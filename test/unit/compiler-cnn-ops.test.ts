@@ -72,6 +72,37 @@ describe("SiLU fusion", () => {
   });
 });
 
+describe("1-D convolution and pooling", () => {
+  const w = (dims: number[]) => init("w", dims, Array.from({ length: dims.reduce((a, d) => a * d, 1) }, (_, i) => i / 10));
+  it("runs a 1-D Conv and pools as 2-D ones over [N, C, 1, L], between Reshapes", async () => {
+    const { ops } = await plan({
+      inputs: [["x", ["N", 4, 20]]], outputs: ["z"], inits: [w([6, 2, 3])],
+      nodes: [
+        node("Conv", ["x", "w"], ["y"], { kernel_shape: [3], strides: [2], pads: [1, 2], dilations: [2], group: 2 }),
+        node("MaxPool", ["y"], ["p"], { kernel_shape: [2], strides: [2] }),
+        node("AveragePool", ["p"], ["z"], { kernel_shape: [3], pads: [1, 1], count_include_pad: 1 }),
+      ],
+    });
+    expect(ops.map((o) => o.op)).toEqual(["Reshape", "Conv", "Reshape", "Reshape", "MaxPool", "Reshape", "Reshape", "AveragePool", "Reshape"]);
+    const conv = ops[1]!;
+    // L 20, pads 1 + 2, dilated kernel 5, stride 2: (23 - 5) / 2 + 1 = 10 outputs
+    expect(conv.inShapes.slice(0, 2)).toEqual([[-1, 4, 1, 20], [6, 2, 1, 3]]);
+    expect(conv.outShapes).toEqual([[-1, 6, 1, 10]]);
+    expect(conv.attrs).toMatchObject({ kernel: [1, 3], strides: [1, 2], pads: [0, 1, 0, 2], dilations: [1, 2], group: 2 });
+    expect(ops[2]!.outShapes).toEqual([[-1, 6, 10]]);
+    expect(ops[4]!.attrs).toMatchObject({ kernel: [1, 2], strides: [1, 2] });
+    expect(ops.at(-2)!.attrs).toMatchObject({ kernel: [1, 3], pads: [0, 1, 0, 1], countIncludePad: 1 });
+    expect(ops.at(-1)!.outShapes).toEqual([[-1, 6, 5]]);
+  });
+
+  it("refuses 1-D attributes of the wrong length and 3-D windows, naming the node", async () => {
+    const bad = await failure({ inputs: [["x", ["N", 4, 20]]], outputs: ["y"], inits: [w([6, 4, 3])], nodes: [node("Conv", ["x", "w"], ["y"], { pads: [1, 1, 1, 1] })] });
+    expect(bad).toMatch(/Conv node .*: a 1-D window's pads must have 2 entries, found \[1,1,1,1\]/);
+    const three = await failure({ inputs: [["x", ["N", 4, 5, 6, 7]]], outputs: ["y"], inits: [w([6, 4, 3, 3, 3])], nodes: [node("Conv", ["x", "w"], ["y"])] });
+    expect(three).toMatch(/1-D or 2-D convolution: \[N, C, L\] or \[N, C, H, W\]\) must have rank 4/);
+  });
+});
+
 describe("Pad", () => {
   it("pads from a constant input, in full rank, with mode and value", async () => {
     const { ops } = await plan({
