@@ -190,6 +190,56 @@ static void test_slice_runs() {
     }
 }
 
+// Transposes whose last output axis is strided in the input run in 8x8 tiles
+// (transpose_tiles.h) where the input's innermost axis is another output axis of 8 or more:
+// NHWC <-> NCHW, a token <-> channel swap with ragged tile edges (13 x 21), a rank-5 perm, and
+// one axis under 8 (the row gathers), at 1 and 2 threads, against indexing.
+static void test_transpose_tiles() {
+  struct Case {
+    const char* what;
+    I64 in, perm;  // the per-sample input dims; perm over them, the batch staying first
+  };
+  const std::vector<Case> cases = {
+      {"NCHW -> NHWC", {16, 5, 9}, {1, 2, 0}},
+      {"NHWC -> NCHW", {5, 9, 16}, {2, 0, 1}},
+      {"[21, 13] -> [13, 21]", {21, 13}, {1, 0}},
+      {"rank 5: [4, 10, 3, 12] -> [12, 4, 3, 10]", {4, 10, 3, 12}, {3, 0, 2, 1}},
+      {"[6, 40] -> [40, 6] (rows of 6: gathered)", {6, 40}, {1, 0}},
+  };
+  const int64_t N = 2;
+  for (int threads : {1, 2})
+    for (const Case& c : cases) {
+      const size_t r = c.in.size();
+      std::vector<int64_t> in_shape{-1}, out_shape{-1}, perm{0};
+      for (size_t i = 0; i < r; ++i) in_shape.push_back(c.in[i]), out_shape.push_back(c.in[size_t(c.perm[i])]), perm.push_back(c.perm[i] + 1);
+      PlanBuilder b;
+      int x = b.tensor("x", in_shape, "input");
+      int y = b.tensor("y", out_shape, "output");
+      b.op("Transpose", {x}, {y}, {{"perm", I64(perm.begin(), perm.end())}});
+      int64_t per = 1;
+      for (int64_t d : c.in) per *= d;
+      F xs(size_t(N * per));
+      for (size_t k = 0; k < xs.size(); ++k) xs[k] = float(k);
+      RawResult res = run_raw(b, N, {bytes_of(xs)}, threads);
+      CHECK_MSG(res.status == Status::kOk, std::string(c.what) + ": " + res.message);
+      std::vector<int64_t> istr(r, 1);
+      for (size_t i = r - 1; i > 0; --i) istr[i - 1] = istr[i] * c.in[i];
+      F want;
+      std::vector<int64_t> idx(r, 0);  // output index
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t o = 0; o < per; ++o) {
+          int64_t rem = o, off = n * per;
+          for (size_t i = r; i-- > 0;) {
+            const int64_t d = c.in[size_t(c.perm[i])];
+            off += (rem % d) * istr[size_t(c.perm[i])];
+            rem /= d;
+          }
+          want.push_back(xs[size_t(off)]);
+        }
+      CHECK_MSG(res.out<float>(0) == want, std::string(c.what) + " (threads " + std::to_string(threads) + ")");
+    }
+}
+
 static void test_batch_not_first() {
   // torch's seq-first layout: [S=3, batch, E=2] -> [S, 2·batch] (k·batch) -> + bias -> back.
   PlanBuilder b;
@@ -258,6 +308,7 @@ int main() {
   test_where_mod_int_arith();
   test_expand_slice_generators();
   test_slice_runs();
+  test_transpose_tiles();
   test_batch_not_first();
   test_refusals();
   return finish("data_ops_test");

@@ -2,10 +2,12 @@
 // Transpose (batch stays first, its other axes merged where they stay neighbours;
 // transpose_any.cc moves the batch) and Concat (any axis but the batch's).
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "cpu/cnn_ops.h"
 #include "cpu/kernel.h"
+#include "cpu/transpose_tiles.h"
 
 namespace memlane::cpu {
 namespace {
@@ -30,11 +32,17 @@ class TransposeKernel final : public Kernel {
   int64_t odims[kMaxRank]{};   // output dims (odims[0] = batch at run time)
   int64_t istride[kMaxRank]{}; // input stride of the input dim that feeds output dim i
   int64_t per_sample = 0;
+  // The output axis (not the batch, not the last) that is the input's innermost one, when the
+  // last is strided: the copy then runs as 2-D transposes of that axis against the last
+  // (transpose_tiles.h) over the other axes. -1: none, row-by-row gathers.
+  int tile_axis = -1;
+
   void run(const RunCtx& c) const override {
     const float* X = x.at(c);
     float* Y = y.at(c);
     const int r = rank;
     const int64_t L = odims[r - 1], sl = istride[r - 1];
+    if (tile_axis > 0) return run_tiles(c, X, Y);
     int64_t outer = c.batch;
     for (int i = 1; i < r - 1; ++i) outer *= odims[i];
     // At least 64k elements a thread: the per-head transposes around attention (ViT: 12.6k
@@ -52,6 +60,34 @@ class TransposeKernel final : public Kernel {
         if (sl == 1) std::memcpy(yr, xr, sizeof(float) * size_t(L));
         else
           for (int64_t j = 0; j < L; ++j) yr[j] = xr[j * sl];
+      }
+    });
+  }
+
+  // For every index of the other axes (the batch's included), one 2-D transpose: tile_axis
+  // (A long; stride 1 in the input, ostride[q] in the output) against the last axis (L long;
+  // stride sl in the input, 1 in the output).
+  void run_tiles(const RunCtx& c, const float* X, float* Y) const {
+    const int r = rank, q = tile_axis;
+    const int64_t L = odims[r - 1], sl = istride[r - 1], A = odims[q];
+    int64_t ostride[kMaxRank];  // the output's own strides (per sample; the batch's is per_sample)
+    ostride[r - 1] = 1;
+    for (int i = r - 2; i >= 1; --i) ostride[i] = ostride[i + 1] * odims[i + 1];
+    int64_t outer = c.batch;
+    for (int i = 1; i < r - 1; ++i)
+      if (i != q) outer *= odims[i];
+    c.pool->parallel_for(outer, std::max<int64_t>(1, 65536 / std::max<int64_t>(A * L, 1)), [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o) {
+        int64_t rem = o, in = 0, out = 0;
+        for (int i = r - 2; i >= 1; --i) {
+          if (i == q) continue;
+          in += (rem % odims[i]) * istride[i];
+          out += (rem % odims[i]) * ostride[i];
+          rem /= odims[i];
+        }
+        in += rem * per_sample;
+        out += rem * per_sample;
+        transpose_tiles(X + in, sl, Y + out, ostride[q], A, L);
       }
     });
   }
@@ -151,6 +187,10 @@ std::unique_ptr<Kernel> make_transpose(const BuildCtx& bc, const Op& op, Status*
     k->istride[i + 1] = mstride[mperm[i]];
   }
   k->per_sample = X.elements();
+  // 8x8 tiles where both axes fill one (MEMLANE_TRANSPOSE_NO_TILES=1: the row gathers; A/B)
+  if (k->istride[k->rank - 1] != 1 && k->odims[k->rank - 1] >= 8 && std::getenv("MEMLANE_TRANSPOSE_NO_TILES") == nullptr)
+    for (int i = 1; i < k->rank - 1; ++i)
+      if (k->istride[i] == 1 && k->odims[i] >= 8) k->tile_axis = i;
   k->x = bc.ref(op.inputs[0]);
   k->y = bc.ref(op.outputs[0]);
   return k;
