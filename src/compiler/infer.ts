@@ -7,7 +7,7 @@ import { CompileError } from "./errors.ts";
 import { foldNode } from "./fold.ts";
 import { dtypeOfOnnx, resolveInputs } from "./graph-inputs.ts";
 import { type ConstTensor, type DType, type Graph, type LNode, BATCH, SYM_BATCH, batchAxis, defaultDtype, fmtShape, perSample } from "./ir.ts";
-import { type Lowering, type OpCtx, shapeError } from "./op-ctx.ts";
+import { type Lowered, type Lowering, type OpCtx, shapeError } from "./op-ctx.ts";
 import { castConst } from "./fold-math.ts";
 import * as conv from "./ops-conv.ts";
 import * as data from "./ops-data.ts";
@@ -16,6 +16,7 @@ import * as cnn from "./ops-cnn.ts";
 import { CumSum, GatherElements } from "./ops-cumsum-gather-elements.ts";
 import { GatherND, MinMax } from "./ops-gather-nd.ts";
 import { LSTM } from "./ops-lstm.ts";
+import { Resize } from "./ops-resize.ts";
 import * as t from "./ops-tensor.ts";
 import { TRANSFORMER_LOWERINGS } from "./ops-transformer.ts";
 import { unsupportedOp } from "./supported.ts";
@@ -33,7 +34,7 @@ const LOWERINGS: Record<string, Lowering> = {
   Expand: layout.Expand, Unsqueeze: layout.Unsqueeze, Squeeze: layout.Squeeze, Slice: layout.Slice,
   Range: layout.Range, ConstantOfShape: layout.ConstantOfShape,
   Clip: cnn.Clip, HardSigmoid: cnn.HardSigmoid, HardSwish: cnn.HardSwish, Pad: cnn.Pad, Split: cnn.Split, LSTM,
-  Max: MinMax, Min: MinMax, GatherND, CumSum, GatherElements,
+  Max: MinMax, Min: MinMax, GatherND, CumSum, GatherElements, Resize, Upsample: Resize,
   // Transformer ops (LayerNormalization, batched MatMul, float math, reductions): replaces
   // MatMul and ReduceMean above with lowerings that keep their old cases as fast paths.
   ...TRANSFORMER_LOWERINGS,
@@ -191,7 +192,8 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
     };
     const low = lowering(n.opType)!(ctx);
     const outputs = n.outputs.slice(0, low.shapes.length);
-    if (low.then) outputs[0] = fresh(`${outputs[0]}.pre`);
+    const post: NonNullable<Lowered["chain"]> = low.chain ?? (low.then ? [low.then] : []);
+    if (post.length > 0) outputs[0] = fresh(`${outputs[0]}.pre`);
     low.shapes.forEach((s, i) => {
       if (!outputs[i]) return;
       shapes.set(outputs[i]!, s);
@@ -206,11 +208,15 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
       opInputs[0] = moved;
     }
     nodes.push({ op: low.op ?? n.opType, name: n.name, inputs: opInputs, outputs, attrs: low.attrs });
-    if (low.then) {
-      shapes.set(n.outputs[0]!, low.then.shape);
-      dtypes.set(n.outputs[0]!, low.dtypes?.[0] ?? "float32");
-      nodes.push({ op: low.then.op, name: `${n.name}.${low.then.op.toLowerCase()}`, inputs: [outputs[0]!], outputs: [n.outputs[0]!], attrs: low.then.attrs });
-    }
+    let prev = outputs[0]!;
+    post.forEach((p, i) => {
+      const out = i === post.length - 1 ? n.outputs[0]! : fresh(`${n.outputs[0]}.${i + 1}`);
+      shapes.set(out, p.shape);
+      dtypes.set(out, low.dtypes?.[0] ?? "float32");
+      const name = post.length === 1 ? `${n.name}.${p.op.toLowerCase()}` : `${n.name}.${i + 1}.${p.op.toLowerCase()}`;
+      nodes.push({ op: p.op, name, inputs: [prev, ...(p.inputs ?? [])], outputs: [out], attrs: p.attrs });
+      prev = out;
+    });
   }
 
   const outputNames = new Map<string, string>();

@@ -39,6 +39,13 @@ export interface Lowered {
   then?: { op: string; attrs: Record<string, number | string | number[]>; shape: number[] };
   /** A plan op applied to input 0 first, whose output the op then reads (a 1-D conv's Reshape to 2-D). */
   before?: { op: string; attrs: Record<string, number | string | number[]>; shape: number[] };
+  /**
+   * Plan ops after the first, each on the previous one's output (its input 0) and `inputs`
+   * (constants registered with addConst) after it; the last writes the node's output. What a
+   * node the compiler rewrites into several ops needs (Resize: MatMul, Transpose, ...). Not
+   * with `then`.
+   */
+  chain?: { op: string; attrs: Record<string, number | string | number[]>; shape: number[]; inputs?: string[] }[];
 }
 
 export type Lowering = (c: OpCtx) => Lowered;

@@ -1,7 +1,7 @@
 /**
  * memlane-rt's CNN ops and LSTM end to end: blocks in the shape of mobilenet_v2/v3,
  * efficientnet, shufflenet_v2, a reflect-padded conv, Split + Concat, 1-D convs and pools,
- * and batch_first LSTMs
+ * Resize (nearest and linear, rewritten into MatMuls) and batch_first LSTMs
  * (make_cnn_models.py), exported by both torch exporters, compiled and run through
  * memlane-rt over real ZeroMQ, must match ONNX Runtime within 1e-4 of each output's scale.
  */
@@ -31,7 +31,7 @@ const BUILT = rtBuilt();
 if (!BUILT) console.warn("native-cnn-ops: memlane-rt is not built (run `npm run bootstrap`); skipping");
 
 const EXPECTED = [
-  "mbv2-block", "mbv3-block", "mbconv-silu", "shuffle-block", "pad-block", "split-concat", "conv1d-block", "lstm-bf", "lstm-bf-bidir", "lstm-bf-2layers",
+  "mbv2-block", "mbv3-block", "mbconv-silu", "shuffle-block", "pad-block", "split-concat", "conv1d-block", "resize-block", "lstm-bf", "lstm-bf-bidir", "lstm-bf-2layers",
 ].flatMap((m) => [`${m}-legacy.onnx`, `${m}-dynamo.onnx`]);
 
 const dir = mkdtempSync(join(tmpdir(), "memlane-cnn-ops-"));
@@ -91,6 +91,8 @@ describe.skipIf(!BUILT)("memlane-rt vs ONNX Runtime on CNN blocks and LSTMs from
     if (file.startsWith("mbv3")) expect(summary.opCounts.HardSwish).toBe(3);
     // 1-D windows run as 2-D ones between Reshapes (three convs, two pools)
     if (file.startsWith("conv1d")) expect([summary.opCounts.Conv, summary.opCounts.MaxPool, summary.opCounts.AveragePool]).toEqual([3, 1, 1]);
+    // Resize as MatMuls by interpolation matrices: no Resize op reaches the plan
+    if (file.startsWith("resize")) expect([summary.opCounts.Resize, summary.opCounts.MatMul! >= 6]).toEqual([undefined, true]);
     const loaded = await worker.run("load", { model: plan, maxBatch: 4, device: "cpu" });
     const inName = (loaded.value.inputs as { name: string }[])[0]!.name;
     const shape0 = manifest[file]!.inputShape;

@@ -3,6 +3,7 @@ import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { CompileError, compileOnnx, readPlan } from "../../src/compiler/index.ts";
+import { resizeMatrix } from "../../src/compiler/ops-resize.ts";
 import { type ModelSpec, init, node, tempDir, writeModel } from "./compiler-onnx-builder.ts";
 
 const dir = tempDir();
@@ -100,6 +101,46 @@ describe("1-D convolution and pooling", () => {
     expect(bad).toMatch(/Conv node .*: a 1-D window's pads must have 2 entries, found \[1,1,1,1\]/);
     const three = await failure({ inputs: [["x", ["N", 4, 5, 6, 7]]], outputs: ["y"], inits: [w([6, 4, 3, 3, 3])], nodes: [node("Conv", ["x", "w"], ["y"])] });
     expect(three).toMatch(/1-D or 2-D convolution: \[N, C, L\] or \[N, C, H, W\]\) must have rank 4/);
+  });
+});
+
+describe("Resize (rewritten into MatMuls by interpolation matrices)", () => {
+  const f32 = (name: string, data: number[]) => init(name, [data.length], data);
+  it("writes each resized axis as a MatMul, the row axis between Transposes", async () => {
+    const { ops } = await plan({
+      inputs: [["x", ["N", 3, 4, 5]]], outputs: ["y"], inits: [f32("scales", [1, 1, 2, 3])],
+      nodes: [node("Resize", ["x", "", "scales"], ["y"], { mode: "linear" })],
+    });
+    expect(ops.map((o) => o.op)).toEqual(["MatMul", "Transpose", "MatMul", "Transpose"]);
+    expect(ops.map((o) => o.outShapes[0])).toEqual([[-1, 3, 4, 15], [-1, 3, 15, 4], [-1, 3, 15, 8], [-1, 3, 8, 15]]);
+    expect(ops[0]!.inShapes[1]).toEqual([5, 15]);
+    expect(ops[2]!.inShapes[1]).toEqual([4, 8]);
+  });
+
+  it("builds ONNX's coordinate transforms and roundings into the matrices", () => {
+    const col = (m: Float32Array, nOut: number, j: number) => Array.from({ length: m.length / nOut }, (_, i) => m[i * nOut + j]);
+    const half = (j: number, _i: number, _o: number, s: number) => (j + 0.5) / s - 0.5;
+    // linear, half_pixel, 4 -> 8: output 0 sits at -0.25, clamped to input 0; output 3 at 1.25
+    const lin = resizeMatrix(4, 8, 2, "linear", half, (x) => Math.round(x));
+    expect(col(lin, 8, 0)).toEqual([1, 0, 0, 0]);
+    expect(col(lin, 8, 3)).toEqual([0, 0.75, 0.25, 0]);
+    expect(col(lin, 8, 7)).toEqual([0, 0, 0, 1]); // 3.25 clamped to the last input
+    // align_corners, 3 -> 5: outputs at 0, 0.5, 1, 1.5, 2
+    const ac = resizeMatrix(3, 5, 5 / 3, "linear", (j, i, o) => (j * (i - 1)) / (o - 1), (x) => x);
+    expect(col(ac, 5, 1)).toEqual([0.5, 0.5, 0]);
+    expect(col(ac, 5, 4)).toEqual([0, 0, 1]);
+    // nearest, asymmetric, 4 -> 2 with round_prefer_ceil: sources 0 and 2
+    const near = resizeMatrix(4, 2, 0.5, "nearest", (j, _i, _o, s) => j / s, (x) => Math.ceil(x));
+    expect([col(near, 2, 0), col(near, 2, 1)]).toEqual([[1, 0, 0, 0], [0, 0, 1, 0]]);
+  });
+
+  it("refuses what it cannot rewrite, saying why", async () => {
+    const cubic = await failure({ inputs: [["x", ["N", 3, 4, 5]]], outputs: ["y"], inits: [f32("s", [1, 1, 2, 2])], nodes: [node("Resize", ["x", "", "s"], ["y"], { mode: "cubic" })] });
+    expect(cubic).toMatch(/Resize node .*: mode "cubic" is not supported \(nearest and linear are\)/);
+    const channels = await failure({ inputs: [["x", ["N", 3, 4, 5]]], outputs: ["y"], inits: [f32("s", [1, 2, 1, 1])], nodes: [node("Resize", ["x", "", "s"], ["y"])] });
+    expect(channels).toMatch(/only the last two \(spatial\) axes may be resized/);
+    const runtime = await failure({ inputs: [["x", ["N", 3, 4, 5]], ["s", [4]]], outputs: ["y"], nodes: [node("Resize", ["x", "", "s"], ["y"])] });
+    expect(runtime).toMatch(/computed at run time; only constant scales and sizes are supported/);
   });
 });
 

@@ -1,0 +1,139 @@
+/**
+ * Resize (and the older Upsample) of the last one or two axes, nearest or linear, rewritten into
+ * ops every backend has: an axis of n_in -> n_out is a MatMul by a constant [n_in, n_out]
+ * matrix whose column j holds output j's taps and weights (one 1 for nearest, two weights for
+ * linear), so Y = X · A_w over the last axis, and, for the row axis, a Transpose to put it last,
+ * the MatMul by A_h and the Transpose back. The matrices follow ONNX's coordinate transforms
+ * (half_pixel, pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn) and nearest
+ * roundings, and ONNX Runtime's clamping for linear (the source coordinate clamped to the axis,
+ * its two taps the floor and the next, the last repeated). The product does n_in
+ * multiply-adds an output, not 1 or 2: a segmentation head's 4x upsampling of 128x128 maps
+ * costs 128 a pixel and axis. Cubic, antialiasing, tf_crop_and_resize and resizing the batch or
+ * channel axes are refused with the reason.
+ */
+import { attrInt, attrInts, attrString } from "./attrs.ts";
+import { fmtShape, SYM_BATCH } from "./ir.ts";
+import { floatAct, type Lowered, type Lowering, type OpCtx, shapeError } from "./op-ctx.ts";
+
+type Coord = (j: number, nIn: number, nOut: number, scale: number) => number;
+
+const COORDS: Record<string, Coord> = {
+  half_pixel: (j, _i, _o, s) => (j + 0.5) / s - 0.5,
+  pytorch_half_pixel: (j, _i, o, s) => (o > 1 ? (j + 0.5) / s - 0.5 : 0),
+  align_corners: (j, i, o) => (o === 1 ? 0 : (j * (i - 1)) / (o - 1)),
+  asymmetric: (j, _i, _o, s) => j / s,
+  tf_half_pixel_for_nn: (j, _i, _o, s) => (j + 0.5) / s,
+};
+
+type Round = (x: number, scale: number) => number;
+
+const ROUND: Record<string, Round> = {
+  round_prefer_floor: (x) => (x === Math.floor(x) + 0.5 ? Math.floor(x) : Math.round(x)),
+  round_prefer_ceil: (x) => (x === Math.floor(x) + 0.5 ? Math.ceil(x) : Math.round(x)),
+  floor: (x) => Math.floor(x),
+  ceil: (x) => Math.ceil(x),
+  // Resize-10 and Upsample, as ONNX Runtime runs them: truncation upsampling, ceiling downsampling
+  simple: (x, scale) => (scale < 1 ? Math.ceil(x) : Math.floor(x)),
+};
+
+/** The [nIn, nOut] interpolation matrix of one axis, row-major (MatMul's B). */
+export function resizeMatrix(nIn: number, nOut: number, scale: number, mode: "nearest" | "linear", coord: Coord, round: Round): Float32Array {
+  const m = new Float32Array(nIn * nOut);
+  const clamp = (i: number) => Math.min(Math.max(i, 0), nIn - 1);
+  for (let j = 0; j < nOut; j++) {
+    const x = coord(j, nIn, nOut, scale);
+    if (mode === "nearest") {
+      m[clamp(round(x, scale)) * nOut + j] = 1;
+      continue;
+    }
+    const xc = Math.min(Math.max(x, 0), nIn - 1);
+    const i0 = Math.floor(xc), i1 = Math.min(i0 + 1, nIn - 1), f = xc - i0;
+    m[i0 * nOut + j]! += 1 - f;
+    m[i1 * nOut + j]! += f;
+  }
+  return m;
+}
+
+/** The constant at input i as numbers, or undefined when absent or empty (an unused scales/sizes slot). */
+function constValues(c: OpCtx, i: number): number[] | undefined {
+  if (!c.node.inputs[i]) return undefined;
+  const w = c.weight(i);
+  if (!w) throw shapeError(c, `input ${i} ("${c.node.inputs[i]}") is computed at run time; only constant scales and sizes are supported`);
+  return w.data.length ? Array.from(w.data) : undefined;
+}
+
+export const Resize: Lowering = (c) => {
+  const n = c.node;
+  const x = floatAct(c, 0);
+  if (x.length < 3) throw shapeError(c, `X must be [N, C, ...spatial], found ${fmtShape(x)}`);
+  const opset10 = n.opType === "Upsample" || c.opset < 11;
+  const mode = attrString(n, "mode", "nearest");
+  if (mode !== "nearest" && mode !== "linear") throw shapeError(c, `mode "${mode}" is not supported (nearest and linear are)`);
+  const coordName = opset10 ? "asymmetric" : attrString(n, "coordinate_transformation_mode", "half_pixel");
+  const coord = COORDS[coordName];
+  if (!coord) throw shapeError(c, `coordinate_transformation_mode "${coordName}" is not supported (${Object.keys(COORDS).join(", ")} are)`);
+  const roundName = opset10 ? "simple" : attrString(n, "nearest_mode", "round_prefer_floor");
+  const round = ROUND[roundName];
+  if (!round) throw shapeError(c, `nearest_mode "${roundName}" is not supported`);
+  if (attrInt(n, "antialias", 0) !== 0) throw shapeError(c, "antialias is not supported");
+  if (attrString(n, "keep_aspect_ratio_policy", "stretch") !== "stretch") throw shapeError(c, "keep_aspect_ratio_policy other than stretch is not supported");
+  // Opset 18's `axes`: the scales / sizes given for those axes only.
+  const axes = attrInts(n, "axes")?.map((a) => (a < 0 ? a + x.length : a)) ?? x.map((_, i) => i);
+  const scalesIn = constValues(c, opset10 ? 1 : 2);
+  const sizesIn = opset10 ? undefined : constValues(c, 3);
+  if (!scalesIn && !sizesIn) throw shapeError(c, "neither scales nor sizes is given");
+  const given = (sizesIn ?? scalesIn)!;
+  if (given.length !== axes.length) throw shapeError(c, `${sizesIn ? "sizes" : "scales"} has ${given.length} entries for ${axes.length} axes`);
+  const outDims = [...x];
+  const scales = x.map(() => 1);
+  axes.forEach((a, k) => {
+    if (x[a]! < 0) {  // the batch axis: sizes from the input's Shape (k·batch folds as k·SYM_BATCH) or a scale of 1
+      const same = sizesIn ? sizesIn[k] === -x[a]! * SYM_BATCH : scalesIn![k] === 1;
+      if (!same) throw shapeError(c, `the batch axis of ${fmtShape(x)} cannot be resized`);
+      return;
+    }
+    if (sizesIn) {
+      outDims[a] = sizesIn[k]!;
+      scales[a] = sizesIn[k]! / x[a]!;
+    } else {
+      scales[a] = scalesIn![k]!;
+      outDims[a] = Math.floor(x[a]! * scalesIn![k]!);
+    }
+  });
+  const resized = x.map((_, a) => a).filter((a) => x[a]! >= 0 && (outDims[a] !== x[a] || scales[a] !== 1));
+  if (resized.some((a) => a < Math.max(2, x.length - 2)))
+    throw shapeError(c, `only the last two (spatial) axes may be resized: ${fmtShape(x)} -> [${outDims.map((d, i) => (i === 0 ? "N" : d))}]`);
+  if (outDims.some((d, a) => a > 0 && !(d >= 1))) throw shapeError(c, `output shape [${outDims}] is empty`);
+  const matrix = (a: number): string => {
+    const m = resizeMatrix(x[a]!, outDims[a]!, scales[a]!, mode, coord, round);
+    return c.addConst(`${n.name}.resize${a}`, { isFloat: true, dims: [x[a]!, outDims[a]!], data: m });
+  };
+  const last = x.length - 1, row = x.length - 2;
+  const doRow = resized.includes(row), doCol = resized.includes(last);
+  const swap = x.map((_, i) => (i === row ? last : i === last ? row : i));
+  const ops: NonNullable<Lowered["chain"]> = [];
+  let shape = [...x];
+  if (doCol) {
+    shape = [...shape.slice(0, -1), outDims[last]!];
+    ops.push({ op: "MatMul", attrs: {}, shape, inputs: [matrix(last)] });
+  }
+  if (doRow) {
+    shape = swap.map((p) => shape[p]!);
+    ops.push({ op: "Transpose", attrs: { perm: swap }, shape });
+    shape = [...shape.slice(0, -1), outDims[row]!];
+    ops.push({ op: "MatMul", attrs: {}, shape, inputs: [matrix(row)] });
+    shape = swap.map((p) => shape[p]!);
+    ops.push({ op: "Transpose", attrs: { perm: swap }, shape });
+  }
+  if (ops.length === 0) {  // nothing resized: a copy
+    return { op: "Reshape", shapes: [x], inputs: [n.inputs[0]!], attrs: { shape: x } };
+  }
+  const [first, ...rest] = ops;
+  return {
+    op: first!.op,
+    shapes: [first!.shape],
+    attrs: first!.attrs,
+    inputs: [n.inputs[0]!, ...(first!.inputs ?? [])],
+    ...(rest.length ? { chain: rest } : {}),
+  };
+};
