@@ -432,7 +432,44 @@ void panels(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const 
   else panel<1, true, kRows, kAct, kRes>(M, K, A, lda, B + j, ldb, C + j, ldc, bj, tm, rbias, lo, hi, rj);
 }
 
+// R rows of A against 4 rows of B (R x 4 dot products along K, K in the lanes), each B row
+// read once for the R rows; the last K % 8 columns masked. C = alpha * dot (+ C when acc).
+template <int R>
+void nt_block(int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, int W,
+              float alpha, bool acc) {
+  __m256 s[R][4];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < 4; ++j) s[r][j] = _mm256_setzero_ps();
+  const __m256i tail = first_lanes8(K % 8);
+  for (int64_t k = 0; k < K; k += 8) {
+    const bool part = k + 8 > K;
+    __m256 a[R], b[4];
+    for (int r = 0; r < R; ++r) a[r] = part ? _mm256_maskload_ps(A + r * lda + k, tail) : _mm256_loadu_ps(A + r * lda + k);
+    for (int j = 0; j < 4; ++j)
+      b[j] = j >= W ? _mm256_setzero_ps() : part ? _mm256_maskload_ps(B + j * ldb + k, tail) : _mm256_loadu_ps(B + j * ldb + k);
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < 4; ++j) s[r][j] = _mm256_fmadd_ps(a[r], b[j], s[r][j]);
+  }
+  for (int r = 0; r < R; ++r) {
+    const __m256 v[8] = {s[r][0], s[r][1], s[r][2], s[r][3], _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    alignas(32) float sums[8];
+    _mm256_store_ps(sums, lane_sums8(v));
+    for (int j = 0; j < W; ++j) C[r * ldc + j] = alpha * sums[j] + (acc ? C[r * ldc + j] : 0.f);
+  }
+}
+
 }  // namespace
+
+void sgemm_nt_few_rows_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                            float* C, int64_t ldc, float alpha, bool accumulate) {
+  for (int64_t n = 0; n < N; n += 4) {
+    const int W = int(std::min<int64_t>(4, N - n));
+    int64_t m = 0;
+    for (; m + 2 <= M; m += 2)
+      nt_block<2>(K, A + m * lda, lda, B + n * ldb, ldb, C + m * ldc + n, ldc, W, alpha, accumulate);
+    if (m < M) nt_block<1>(K, A + m * lda, lda, B + n * ldb, ldb, C + m * ldc + n, ldc, W, alpha, accumulate);
+  }
+}
 
 bool avx2_gemm_blocked(int64_t M, int64_t N, int64_t K) { return blocking(M, N, K, false).take; }
 
@@ -472,6 +509,10 @@ void sgemm_nn_avx2(int64_t, int64_t, int64_t, const float*, int64_t, const float
 }
 void sgemm_nn_rows_avx2(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t,
                         const float*, const ConvAct&, const float*) {
+  std::abort();
+}
+void sgemm_nt_few_rows_avx2(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t,
+                            float, bool) {
   std::abort();
 }
 

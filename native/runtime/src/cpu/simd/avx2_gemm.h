@@ -27,6 +27,13 @@ void sgemm_nn_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
 void sgemm_nn_rows_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
                         float* C, int64_t ldc, const float* row_bias, const ConvAct& act, const float* res = nullptr);
 
+// C[M x N] = alpha * A[M x K] x B^T (+ C when accumulate), B row-major [N x K] (a Linear's
+// weight, Gemm with transB = 1), for a few rows of A (a classifier at batch 2-16): each row of
+// B is read once for all of them, four at a time, as dot products along K. OpenBLAS packed all
+// of B for every such call (alexnet's 9216 -> 4096 layer: 151 MB a call at batch 2 and up).
+void sgemm_nt_few_rows_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                            float* C, int64_t ldc, float alpha, bool accumulate);
+
 // Whether an M x N x K product runs blocked: K slices x column blocks of B packed in L2, row
 // blocks of A inner, so that an A larger than L2 (a conv's weights) streams once a column
 // block, not once a 24-column panel. For tests and A/B: MEMLANE_GEMM_NO_BLOCKED=1 makes it
