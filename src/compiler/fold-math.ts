@@ -94,6 +94,7 @@ export const UNARY: Record<string, (x: number) => number> = {
   Tanh: Math.tanh,
   Erf: erf,
   Not: (x) => (x ? 0 : 1),
+  Sign: Math.sign,
 };
 
 /** A constant converted to another plan dtype (float -> int truncates, like ONNX Cast). */

@@ -3,7 +3,7 @@
  * arithmetic exporters emit (Shape/Gather/Unsqueeze/Concat/Cast/Slice...) and elementwise
  * math on weights. Returns undefined when the op has no evaluator here.
  */
-import { attrInt, attrInts, attrTensor, normAxis } from "./attrs.ts";
+import { attrFloat, attrInt, attrInts, attrTensor, normAxis } from "./attrs.ts";
 import { BINARY, UNARY, binary, broadcastDims, broadcastIndex, mk, mod, unary } from "./fold-math.ts";
 import { dtypeOfOnnx } from "./graph-inputs.ts";
 import { isFloatType } from "./tensor-data.ts";
@@ -210,9 +210,69 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
       const ix = broadcastIndex(x.dims, dims);
       return [mk(x.isFloat, dims, Array.from(ix, (i) => x.data[i]!))];
     }
+    case "Clip": {  // constant bounds: inputs (opset 11+) or attributes; an absent one is no bound
+      if (!x) return undefined;
+      const lo = opset >= 11 ? ins[1]?.data[0] : attrFloat(n, "min", -Infinity);
+      const hi = opset >= 11 ? ins[2]?.data[0] : attrFloat(n, "max", Infinity);
+      return [unary(x, (v) => Math.min(Math.max(v, lo ?? -Infinity), hi ?? Infinity))];
+    }
+    case "MatMul":
+      return x && ins[1] ? matmulConst(x, ins[1]) : undefined;
+    case "ScatterND":
+      return x && ins[1] && ins[2] ? scatterNdConst(n, x, ins[1], ins[2]) : undefined;
     default:
       return undefined;
   }
+}
+
+/** numpy matmul of two constants: 1-D operands promoted, leading (batch) dims broadcast. */
+function matmulConst(a0: C, b0: C): C[] | undefined {
+  const a = a0.dims.length === 1 ? { ...a0, dims: [1, a0.dims[0]!] } : a0;
+  const b = b0.dims.length === 1 ? { ...b0, dims: [b0.dims[0]!, 1] } : b0;
+  const [m, k] = a.dims.slice(-2) as [number, number];
+  const [k2, nn] = b.dims.slice(-2) as [number, number];
+  if (k !== k2) return undefined;
+  const batch = broadcastDims(a.dims.slice(0, -2), b.dims.slice(0, -2));
+  if (!batch || numel(batch) * m * k * nn > 5e7) return undefined;  // (a product that large is no shape arithmetic: refused, not computed for minutes)
+  const ia = broadcastIndex(a.dims.slice(0, -2), batch), ib = broadcastIndex(b.dims.slice(0, -2), batch);
+  const out = new Array<number>(ia.length * m * nn).fill(0);
+  for (let s = 0; s < ia.length; s++) {
+    const ao = ia[s]! * m * k, bo = ib[s]! * k * nn, oo = s * m * nn;
+    for (let i = 0; i < m; i++)
+      for (let p = 0; p < k; p++) {
+        const av = a.data[ao + i * k + p]!;
+        for (let j = 0; j < nn; j++) out[oo + i * nn + j]! += av * b.data[bo + p * nn + j]!;
+      }
+  }
+  let dims = [...batch, m, nn];
+  if (a0.dims.length === 1) dims = dims.filter((_, i) => i !== dims.length - 2);
+  if (b0.dims.length === 1) dims = dims.slice(0, -1);
+  return [{ ...mk(a0.isFloat, dims, out), dtype: defaultDtype(a0) }];
+}
+
+/** ScatterND (reduction none): data with the slices that indices [..., k] name replaced by updates'. */
+function scatterNdConst(n: Node, data: C, indices: C, updates: C): C[] | undefined {
+  const reduction = n.attrs.get("reduction") ?? "none";
+  if (reduction !== "none") return undefined;
+  const k = indices.dims.at(-1)!;
+  if (!(k >= 1 && k <= data.dims.length)) return undefined;
+  const st = strides(data.dims);
+  const slice = numel(data.dims.slice(k));
+  const out = Array.from(data.data);
+  const count = numel(indices.dims.slice(0, -1));
+  if (updates.data.length !== count * slice) return undefined;
+  for (let u = 0; u < count; u++) {
+    let off = 0;
+    for (let i = 0; i < k; i++) {
+      const d = data.dims[i]!;
+      const v = indices.data[u * k + i]!;
+      const idx = v < 0 ? v + d : v;
+      if (!(idx >= 0 && idx < d)) return undefined;
+      off += idx * st[i]!;
+    }
+    for (let e = 0; e < slice; e++) out[off + e] = updates.data[u * slice + e]!;
+  }
+  return [{ ...mk(data.isFloat, [...data.dims], out), dtype: defaultDtype(data) }];
 }
 
 function normClamp(v: number, r: number): number {

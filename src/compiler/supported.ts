@@ -30,6 +30,9 @@ export const FOLD_ONLY_OPS: readonly string[] = Object.freeze([
   "Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Cast", "Slice", "ConstantOfShape",
   "Range", "Equal", "Less", "Greater", "Not", "Where", "Expand",
   "Min", "Max", "Floor", "Ceil", "Size", "CastLike",
+  // Swin's shifted-window attention mask (ScatterND), DeBERTa-v2's relative-position buckets
+  // (Sign); fold.ts also evaluates constant MatMul and Clip, which run as plan ops otherwise
+  "ScatterND", "Sign",
 ]);
 
 export function supportedListText(): string {

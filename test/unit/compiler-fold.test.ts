@@ -62,3 +62,26 @@ describe("constant folding", () => {
     expect(foldNode(n("Conv"), [floats([1], [1])], 17)).toBeUndefined();
   });
 });
+describe("constant folding of the subgraphs Swin and DeBERTa-v2 exports carry", () => {
+  it("ScatterND writes updates' slices where indices point (Swin's shifted-window mask)", () => {
+    // data [3, 2]: rows 2 and 0 replaced; a negative index counts from the end
+    const r = fold(n("ScatterND"), [floats([3, 2], [0, 0, 0, 0, 0, 0]), ints([2, 1], [2, -3]), floats([2, 2], [1, 2, 3, 4])]);
+    expect(r).toEqual({ dims: [3, 2], data: [3, 4, 0, 0, 1, 2], isFloat: true });
+    const el = fold(n("ScatterND"), [ints([2, 2], [0, 0, 0, 0]), ints([1, 2], [1, 0]), ints([1], [7])]);
+    expect(el.data).toEqual([0, 0, 7, 0]);
+    expect(foldNode(n("ScatterND", { reduction: "add" }), [floats([2], [0, 0]), ints([1, 1], [0]), floats([1], [1])], 17)).toBeUndefined();
+    expect(foldNode(n("ScatterND"), [floats([2], [0, 0]), ints([1, 1], [5]), floats([1], [1])], 17)).toBeUndefined(); // out of range
+  });
+
+  it("Sign, Clip (inputs or attributes) and MatMul (batched, 1-D operands)", () => {
+    expect(fold(n("Sign"), [floats([3], [-2, 0, 5])]).data).toEqual([-1, 0, 1]);
+    expect(fold(n("Clip"), [floats([3], [-2, 0.5, 5]), floats([], [0]), floats([], [1])]).data).toEqual([0, 0.5, 1]);
+    expect(fold(n("Clip"), [floats([2], [-2, 5]), undefined, floats([], [1])]).data).toEqual([-2, 1]);
+    expect(fold(n("Clip", { min: -1, max: 1 }), [floats([2], [-2, 5])], 6).data).toEqual([-1, 1]);
+    const mm = fold(n("MatMul"), [floats([2, 1, 2], [1, 2, 3, 4]), floats([2, 2], [1, 0, 0, 2])]);
+    expect(mm).toEqual({ dims: [2, 1, 2], data: [1, 4, 3, 8], isFloat: true });
+    expect(fold(n("MatMul"), [floats([2], [1, 2]), floats([2, 3], [1, 2, 3, 4, 5, 6])]).dims).toEqual([3]);
+    expect(fold(n("MatMul"), [floats([2, 3], [1, 2, 3, 4, 5, 6]), floats([3], [1, 1, 1])])).toEqual({ dims: [2], data: [6, 15], isFloat: true });
+  });
+});
+
