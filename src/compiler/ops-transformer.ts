@@ -6,7 +6,7 @@
 import { attrFloat, attrInt, attrInts, normAxis } from "./attrs.ts";
 import { broadcastDims, mk } from "./fold-math.ts";
 import { type ConstTensor, batchAxis, fmtShape, numel } from "./ir.ts";
-import { type Lowering, type OpCtx, floatAct, requireWeight, shapeError } from "./op-ctx.ts";
+import { type Lowered, type Lowering, type OpCtx, floatAct, requireWeight, shapeError } from "./op-ctx.ts";
 import * as conv from "./ops-conv.ts";
 import * as tensor from "./ops-tensor.ts";
 
@@ -152,8 +152,27 @@ export const ReduceMean = reduce("ReduceMean");
 export const ReduceSum = reduce("ReduceSum");
 export const ReduceMax = reduce("ReduceMax");
 
+/**
+ * ReduceL2 (ConvNeXt-V2's global response normalisation), ReduceSumSquare and ReduceL1 as a
+ * ReduceSum over the same axes of x² or |x| (a Pow or Abs before it), ReduceL2 then a Sqrt.
+ */
+function reduceOfPower(kind: "ReduceL2" | "ReduceSumSquare" | "ReduceL1"): Lowering {
+  const sum = reduce("ReduceSum");
+  return (c) => {
+    const x = c.act(0);
+    if (reduceAxes(c, x.length)?.length === 0) throw shapeError(c, "noop_with_empty_axes with no axes is not supported");
+    const low = sum(c);
+    const before: Lowered["before"] = kind === "ReduceL1" ? { op: "Abs", attrs: {}, shape: x } : { op: "Pow", attrs: { exponent: 2 }, shape: x };
+    return { ...low, op: "ReduceSum", before, ...(kind === "ReduceL2" ? { then: { op: "Sqrt", attrs: {}, shape: low.shapes[0]! } } : {}) };
+  };
+}
+
+export const ReduceL2 = reduceOfPower("ReduceL2");
+export const ReduceSumSquare = reduceOfPower("ReduceSumSquare");
+export const ReduceL1 = reduceOfPower("ReduceL1");
+
 /** The lowerings this file adds, keyed by ONNX op (infer.ts merges them into its table). */
 export const TRANSFORMER_LOWERINGS: Record<string, Lowering> = {
-  LayerNormalization, MatMul, Pow, ReduceMean, ReduceSum, ReduceMax,
+  LayerNormalization, MatMul, Pow, ReduceMean, ReduceSum, ReduceMax, ReduceL2, ReduceSumSquare, ReduceL1,
   Sqrt: tensor.Unary, Reciprocal: tensor.Unary, Exp: tensor.Unary, Neg: tensor.Unary, Log: tensor.Unary, Abs: tensor.Unary,
 };

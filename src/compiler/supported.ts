@@ -20,7 +20,9 @@ export const SUPPORTED_OPS: readonly string[] = Object.freeze([
 ]);
 
 /** Ops the compiler removes or rewrites into supported ones. */
-export const REWRITTEN_OPS: readonly string[] = Object.freeze(["BatchNormalization", "Identity", "Dropout", "IsNaN", "Resize", "Upsample"]);
+export const REWRITTEN_OPS: readonly string[] = Object.freeze([
+  "BatchNormalization", "Identity", "Dropout", "IsNaN", "Resize", "Upsample", "ReduceL2", "ReduceSumSquare", "ReduceL1",
+]);
 
 /**
  * Ops accepted only when all their inputs are known at compile time (the shape arithmetic

@@ -144,6 +144,19 @@ describe("Resize (rewritten into MatMuls by interpolation matrices)", () => {
   });
 });
 
+describe("ReduceL2, ReduceSumSquare, ReduceL1", () => {
+  it("run as a ReduceSum of x² (then a Sqrt for L2) or of |x|, on the node's axes", async () => {
+    const x: ModelSpec["inputs"] = [["x", ["N", 6, 6, 8]]];
+    const l2 = await plan({ inputs: x, outputs: ["y"], nodes: [node("ReduceL2", ["x"], ["y"], { axes: [1, 2], keepdims: 1 })] });
+    expect(l2.ops.map((o) => [o.op, o.attrs])).toEqual([["Pow", { exponent: 2 }], ["ReduceSum", { axes: [1, 2], keepdims: 1 }], ["Sqrt", {}]]);
+    expect(l2.ops.at(-1)!.outShapes).toEqual([[-1, 1, 1, 8]]);
+    const sq = await plan({ inputs: x, outputs: ["y"], nodes: [node("ReduceSumSquare", ["x"], ["y"], { axes: [-1], keepdims: 0 })] });
+    expect(sq.ops.map((o) => o.op)).toEqual(["Pow", "ReduceSum"]);
+    const l1 = await plan({ opset: 18, inputs: x, outputs: ["y"], inits: [i64("axes", [3])], nodes: [node("ReduceL1", ["x", "axes"], ["y"])] });
+    expect(l1.ops.map((o) => [o.op, o.outShapes[0]])).toEqual([["Abs", [-1, 6, 6, 8]], ["ReduceSum", [-1, 6, 6, 1]]]);
+  });
+});
+
 describe("Pad", () => {
   it("pads from a constant input, in full rank, with mode and value", async () => {
     const { ops } = await plan({
