@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "cpu/conv_act_avx512.h"
+#include "cpu/simd/lanes_avx2.h"
 
 namespace memlane::cpu::simd {
 
@@ -46,23 +47,8 @@ struct Residual {
 AVX512 inline void transpose_store(__m256 r0, __m256 r1, __m256 r2, __m256 r3, __m256 r4, __m256 r5,
                                            __m256 r6, __m256 r7, float* y, int64_t P, int64_t mc, int pix,
                                            Residual res) {
-  const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-  const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-  const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-  const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  __m256 o[8];
-  o[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
-  o[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
-  o[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
-  o[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
-  o[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
-  o[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
-  o[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
-  o[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+  __m256 o[8] = {r0, r1, r2, r3, r4, r5, r6, r7};
+  transpose8x8(o);
   const int64_t n = std::min<int64_t>(8, mc);
   if (pix == 8) {
     if (res.r)
