@@ -94,11 +94,14 @@ class GemmKernel final : public Kernel {
   // products that read B once (simd::sgemm_nt_few_rows_avx2) where OpenBLAS packed all of it a
   // call. Single thread, Zen 3, a 9216 -> 4096 layer (alexnet's): batch 2 7.3 ms against 24,
   // batch 8 26 against 47; at 16 rows OpenBLAS is ahead (33 against 55).
+  // One row stays on sgemm_pool's sgemv: against it the dot products were 0.9x on that
+  // 9216 -> 4096 layer but 1.5x on resnet18's 512 -> 1000 (64 against 42 us). Here, not in
+  // sgemm_pool: its other few-row transB callers (the LSTM recurrence) were not measured.
   // MEMLANE_GEMM_NO_FEW_ROWS=1: OpenBLAS for those too (A/B).
   static constexpr int64_t kFewRowsMax = 8;
   bool few_rows(int64_t M) const {
     static const bool on = simd::have_avx2_gemm() && std::getenv("MEMLANE_GEMM_NO_FEW_ROWS") == nullptr;
-    return on && transB && M <= kFewRowsMax;
+    return on && transB && M >= 2 && M <= kFewRowsMax;
   }
 
   void run(const RunCtx& c) const override {
