@@ -210,6 +210,14 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
       const ix = broadcastIndex(x.dims, dims);
       return [mk(x.isFloat, dims, Array.from(ix, (i) => x.data[i]!))];
     }
+    case "Tile": {
+      const reps = ints(ins[1]);
+      if (!x || !reps || reps.length !== x.dims.length || reps.some((r) => r < 0)) return undefined;
+      const dims = x.dims.map((d, i) => d * reps[i]!);
+      const src = strides(x.dims), dst = strides(dims);
+      // Output element k reads x at (k's index on each axis) mod that axis' extent.
+      return [mk(x.isFloat, dims, range(numel(dims)).map((k) => x.data[dims.reduce((at, _, i) => at + (Math.floor(k / dst[i]!) % dims[i]! % x.dims[i]!) * src[i]!, 0)]!))];
+    }
     case "Clip": {  // constant bounds: inputs (opset 11+) or attributes; an absent one is no bound
       if (!x) return undefined;
       const lo = opset >= 11 ? ins[1]?.data[0] : attrFloat(n, "min", -Infinity);
@@ -218,11 +226,39 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
     }
     case "MatMul":
       return x && ins[1] ? matmulConst(x, ins[1]) : undefined;
+    case "LayerNormalization":
+      return x && x.isFloat && ins[1] ? layerNormConst(n, x, ins[1], ins[2]) : undefined;
     case "ScatterND":
       return x && ins[1] && ins[2] ? scatterNdConst(n, x, ins[1], ins[2]) : undefined;
     default:
       return undefined;
   }
+}
+
+/**
+ * LayerNormalization of a constant (DeBERTa-v3 normalises its relative-position table once):
+ * over the axes from `axis` on, in double precision, rounded once into float32; only the Y output.
+ */
+function layerNormConst(n: Node, x: C, scale: C, bias: C | undefined): C[] | undefined {
+  if (n.outputs.length > 1 && n.outputs.slice(1).some(Boolean)) return undefined;
+  const axis = normAxis(n, attrInt(n, "axis", -1), x.dims.length);
+  const eps = attrFloat(n, "epsilon", 1e-5);
+  const inner = numel(x.dims.slice(axis));
+  const normed = x.dims.slice(axis);
+  const fits = (t: C) => broadcastDims(t.dims, normed)?.join() === normed.join();
+  if (!fits(scale) || (bias && !fits(bias))) return undefined;
+  const ix = broadcastIndex(scale.dims, normed);
+  const ib = bias && broadcastIndex(bias.dims, normed);
+  const out = new Float32Array(x.data.length);
+  for (let o = 0; o < x.data.length; o += inner) {
+    let mean = 0, sq = 0;
+    for (let j = 0; j < inner; j++) mean += x.data[o + j]!;
+    mean /= inner;
+    for (let j = 0; j < inner; j++) sq += (x.data[o + j]! - mean) ** 2;
+    const inv = 1 / Math.sqrt(sq / inner + eps);
+    for (let j = 0; j < inner; j++) out[o + j] = (x.data[o + j]! - mean) * inv * scale.data[ix[j]!]! + (bias ? bias.data[ib![j]!]! : 0);
+  }
+  return [{ ...mk(true, [...x.dims], out), dtype: defaultDtype(x) }];
 }
 
 /** numpy matmul of two constants: 1-D operands promoted, leading (batch) dims broadcast. */

@@ -15,6 +15,7 @@ import * as layout from "./ops-layout.ts";
 import * as cnn from "./ops-cnn.ts";
 import { CumSum, GatherElements } from "./ops-cumsum-gather-elements.ts";
 import { GatherND, MinMax } from "./ops-gather-nd.ts";
+import { Einsum } from "./ops-einsum.ts";
 import { LSTM } from "./ops-lstm.ts";
 import { Resize } from "./ops-resize.ts";
 import * as t from "./ops-tensor.ts";
@@ -35,6 +36,7 @@ const LOWERINGS: Record<string, Lowering> = {
   Range: layout.Range, ConstantOfShape: layout.ConstantOfShape,
   Clip: cnn.Clip, HardSigmoid: cnn.HardSigmoid, HardSwish: cnn.HardSwish, Pad: cnn.Pad, Split: cnn.Split, LSTM,
   Max: MinMax, Min: MinMax, GatherND, CumSum, GatherElements, Resize, Upsample: Resize,
+  Einsum, Tile: layout.Tile,
   // Transformer ops (LayerNormalization, batched MatMul, float math, reductions): replaces
   // MatMul and ReduceMean above with lowerings that keep their old cases as fast paths.
   ...TRANSFORMER_LOWERINGS,
@@ -45,7 +47,7 @@ const LOWERINGS: Record<string, Lowering> = {
  * with a batch-dependent value there they cannot fold (the result would hold k·batch
  * elements) and run as plan ops instead.
  */
-const SHAPE_CONSUMERS: Record<string, number> = { ConstantOfShape: 0, Expand: 1, Range: -1, Reshape: 1 };
+const SHAPE_CONSUMERS: Record<string, number> = { ConstantOfShape: 0, Expand: 1, Range: -1, Reshape: 1, Tile: 1 };
 
 function holdsBatch(c: ConstTensor | undefined): boolean {
   return !!c?.sym && Array.from(c.data).some((v) => Math.abs(v) >= 2 ** 31);
@@ -102,7 +104,11 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
   }
 
   const nodes: LNode[] = [];
-  for (const n of g.nodes) {
+  // A work list, not the graph's node list: a lowering's `expand` splices its nodes in after
+  // the one it replaces, and they are lowered next.
+  const work = [...g.nodes];
+  for (let at = 0; at < work.length; at++) {
+    const n = work[at]!;
     const inputs = n.inputs.map(resolve);
     // A Cast of a computed tensor to the dtype it already has is an Identity too (transformers'
     // legacy ViT export casts the attention probabilities float32 -> float32 twice, which
@@ -188,9 +194,14 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
         consts.set(name, tensor);
         return name;
       },
+      freshName: fresh,
       warn: (m) => warnings.push(m),
     };
     const low = lowering(n.opType)!(ctx);
+    if (low.expand) {
+      work.splice(at + 1, 0, ...low.expand);
+      continue;
+    }
     const outputs = n.outputs.slice(0, low.shapes.length);
     const post: NonNullable<Lowered["chain"]> = low.chain ?? (low.then ? [low.then] : []);
     if (post.length > 0) outputs[0] = fresh(`${outputs[0]}.pre`);

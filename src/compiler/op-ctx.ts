@@ -23,6 +23,8 @@ export interface OpCtx {
   weight(i: number): ConstTensor | undefined;
   /** Register a new constant (a rewritten weight) and return its tensor name. */
   addConst(base: string, t: ConstTensor): string;
+  /** A tensor name used nowhere else, for the intermediates of an `expand`. */
+  freshName(base: string): string;
   warn(msg: string): void;
 }
 
@@ -46,6 +48,14 @@ export interface Lowered {
    * with `then`.
    */
   chain?: { op: string; attrs: Record<string, number | string | number[]>; shape: number[]; inputs?: string[] }[];
+  /**
+   * ONNX nodes that replace this one (Einsum as Transposes, Reshapes and a MatMul; Tile as
+   * Unsqueeze, Expand and Reshape), lowered in its place one by one with their own lowerings,
+   * so constant parts fold and each op keeps its own checks. The last writes the node's
+   * output; intermediates are named with freshName, new constants registered with addConst.
+   * With `expand`, the other fields are ignored.
+   */
+  expand?: Node[];
 }
 
 export type Lowering = (c: OpCtx) => Lowered;

@@ -4,7 +4,7 @@
  * ConstantOfShape. Constant shape inputs may hold k·batch values (ir.ts, SYM_BATCH).
  */
 import { attrInts, attrTensor, attrInt } from "./attrs.ts";
-import { type DType, BATCH, batchAxis, defaultDtype, fmtDim, fmtShape, perSample, symDim } from "./ir.ts";
+import { type DType, BATCH, batchAxis, defaultDtype, fmtDim, fmtShape, perSample, symDim, symValue } from "./ir.ts";
 import { type Lowering, type OpCtx, shapeError } from "./op-ctx.ts";
 import { broadcastShapes } from "./ops-data.ts";
 
@@ -100,6 +100,46 @@ export const Expand: Lowering = (c) => {
   const shape = broadcastShapes(c, [{ dims: x, isConst: !!w }, { dims: target, isConst: false }]);
   const dt = c.dtype(0)!;
   return { shapes: [shape], dtypes: [dt], inputs: [w ? c.constAs(0, dt) : c.node.inputs[0]!], attrs: {} };
+};
+
+/**
+ * Tile, as ONNX nodes (Lowered.expand): where every repeated axis has extent 1 it is an Expand
+ * to the tiled shape (DeBERTa-v2 tiles its [1, L, L] relative positions by batch·heads);
+ * otherwise each repeated axis gets a 1 before it (Reshape), that axis is expanded to the
+ * repeats ([r, d]) and the pairs merge back (Reshape [r·d]). Repeats may hold the batch (k·batch).
+ */
+export const Tile: Lowering = (c) => {
+  const w = c.weight(0);
+  const x = w ? w.dims : c.actAny(0);
+  const reps = constInts(c, 1, "the repeats").map((v, i) => dimOf(c, v, `repeats entry ${i}`));
+  if (reps.length !== x.length) throw shapeError(c, `${reps.length} repeats for the rank-${x.length} input ${fmtShape(x)}`);
+  const tiled = reps.map((r, i) => r !== 1 && x[i] !== 1);
+  if (x.some((d, i) => d < 0 && reps[i]! < 0)) throw shapeError(c, `repeats [${reps.map(fmtDim)}] tile the batch axis of ${fmtShape(x)} by the batch, which is not linear in it`);
+  const out = x.map((d, i) => d * reps[i]!);
+  if (out.filter((d) => d < 0).length !== 1) {
+    throw shapeError(c, `repeats [${reps.map(fmtDim)}] of ${fmtShape(x)} give ${fmtShape(out)}, which needs exactly one batch dimension`);
+  }
+  if (reps.some((r) => r === 0)) throw shapeError(c, `repeats [${reps.map(fmtDim)}] would give an empty tensor`);
+  const ints = (base: string, values: number[], sym: boolean) =>
+    c.addConst(`${c.node.name}.${base}`, { isFloat: false, dims: [values.length], data: Float64Array.from(values), dtype: "int64", ...(sym ? { sym: true } : {}) });
+  const name = c.node.name, input = c.node.inputs[0]!, output = c.node.outputs[0]!;
+  if (!tiled.some(Boolean)) {
+    const shape = ints("shape", out.map(symValue), out.some((d) => d < 0));
+    return { shapes: [], attrs: {}, expand: [{ opType: "Expand", name, inputs: [input, shape], outputs: [output], attrs: new Map() }] };
+  }
+  // [.., d, ..] -> [.., 1, d, ..] -> [.., r, d, ..] -> [.., r·d, ..]; -1 is Reshape's inferred (batch) entry.
+  const split = x.flatMap((d, i) => (tiled[i] ? [1, d] : [d]));
+  const wide = x.flatMap((d, i) => (tiled[i] ? [reps[i]!, d] : [reps[i] === 1 ? d : reps[i]!]));
+  const mid1 = c.freshName(`${output}.tile.split`), mid2 = c.freshName(`${output}.tile.expand`);
+  const asReshape = (dims: number[]) => dims.map((d) => (d < 0 ? -1 : d));
+  return {
+    shapes: [], attrs: {},
+    expand: [
+      { opType: "Reshape", name: `${name}.split`, inputs: [input, ints("split", asReshape(split), false)], outputs: [mid1], attrs: new Map() },
+      { opType: "Expand", name: `${name}.expand`, inputs: [mid1, ints("wide", wide.map(symValue), wide.some((d) => d < 0))], outputs: [mid2], attrs: new Map() },
+      { opType: "Reshape", name, inputs: [mid2, ints("shape", asReshape(out), false)], outputs: [output], attrs: new Map() },
+    ],
+  };
 };
 
 /** Slice with constant starts/ends/axes/steps on any non-batch axis (negative steps too). */

@@ -22,6 +22,7 @@ export const SUPPORTED_OPS: readonly string[] = Object.freeze([
 /** Ops the compiler removes or rewrites into supported ones. */
 export const REWRITTEN_OPS: readonly string[] = Object.freeze([
   "BatchNormalization", "Identity", "Dropout", "IsNaN", "Resize", "Upsample", "ReduceL2", "ReduceSumSquare", "ReduceL1",
+  "Einsum", "Tile",
 ]);
 
 /**
@@ -33,7 +34,7 @@ export const FOLD_ONLY_OPS: readonly string[] = Object.freeze([
   "Range", "Equal", "Less", "Greater", "Not", "Where", "Expand",
   "Min", "Max", "Floor", "Ceil", "Size", "CastLike",
   // Swin's shifted-window attention mask (ScatterND), DeBERTa-v2's relative-position buckets
-  // (Sign); fold.ts also evaluates constant MatMul and Clip, which run as plan ops otherwise
+  // (Sign); fold.ts also evaluates constant MatMul, Clip, LayerNormalization and Tile, which run as plan ops otherwise
   "ScatterND", "Sign",
 ]);
 

@@ -83,5 +83,16 @@ describe("constant folding of the subgraphs Swin and DeBERTa-v2 exports carry", 
     expect(fold(n("MatMul"), [floats([2], [1, 2]), floats([2, 3], [1, 2, 3, 4, 5, 6])]).dims).toEqual([3]);
     expect(fold(n("MatMul"), [floats([2, 3], [1, 2, 3, 4, 5, 6]), floats([3], [1, 1, 1])])).toEqual({ dims: [2], data: [6, 15], isFloat: true });
   });
-});
 
+  it("Tile (each axis' index taken mod the input's extent) and LayerNormalization (DeBERTa-v3's relative-position table)", () => {
+    expect(fold(n("Tile"), [ints([2, 2], [1, 2, 3, 4]), ints([2], [2, 3])])).toEqual({
+      dims: [4, 6], isFloat: false,
+      data: [1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4, 1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4],
+    });
+    expect(foldNode(n("Tile"), [ints([2], [1, 2]), ints([2], [1, 1])], 17)).toBeUndefined();  // repeats of the wrong length
+    const ln = fold(n("LayerNormalization", { epsilon: 0 }), [floats([2, 2], [1, 3, 10, 30]), floats([2], [1, 2]), floats([2], [0, 1])]);
+    expect(ln).toEqual({ dims: [2, 2], data: [-1, 3, -1, 3], isFloat: true });
+    const noBias = fold(n("LayerNormalization", { axis: 0, epsilon: 0 }), [floats([2, 2], [0, 2, 4, 6]), floats([2, 2], [1, 1, 1, 1])]);
+    expect(noBias.data.map((v) => Math.round(v * 1e6) / 1e6)).toEqual([-1.341641, -0.447214, 0.447214, 1.341641]);
+  });
+});

@@ -1,0 +1,138 @@
+/**
+ * Einsum and Tile, which the compiler rewrites into ops memlane-rt has (ops-einsum.ts,
+ * ops-layout.ts Tile): each equation family models write (batched products in maxvit_t's
+ * attention, projections by a weight on either side, ellipses, implicit outputs, labels summed
+ * away, one-operand transposes and sums, opset 12's attribute axes) and each Tile form (tiled
+ * axes, DeBERTa-v2's run-time repeats that follow the batch, the batch axis itself, a constant
+ * one), built as ONNX graphs, compiled, run through memlane-rt over real ZeroMQ at batches 1 and
+ * 3, and compared with ONNX Runtime on the same graph.
+ */
+import * as ort from "onnxruntime-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { compileOnnx } from "../../src/compiler/index.ts";
+import { Supervisor } from "../../src/workers/supervisor.ts";
+import { memlaneRtBinary, workerSpecs } from "../../src/workers/specs.ts";
+import type { WorkerHandle } from "../../src/workers/handle.ts";
+import { ortSession } from "../fixtures/ort-session.ts";
+import { type Init, type ModelSpec, type NodeSpec, init, node, tempDir, values, writeModel } from "../unit/compiler-onnx-builder.ts";
+
+function rtBuilt(): boolean {
+  try {
+    memlaneRtBinary();
+    return true;
+  } catch {
+    return false;
+  }
+}
+const BUILT = rtBuilt();
+if (!BUILT) console.warn("native-einsum-tile: memlane-rt is not built (run `npm run bootstrap`); skipping");
+
+const i64 = (name: string, data: number[]) => init(name, [data.length], data, "int64");
+
+interface Case {
+  /** Per-sample input shapes ("N" first). */
+  inputs: [string, (number | string)[]][];
+  nodes: NodeSpec[];
+  inits?: Init[];
+  opset?: number;
+  /** Plan ops that must (count > 0) or must not (0) appear. */
+  ops?: Record<string, number>;
+}
+
+const einsum = (eq: string, ins: string[]): NodeSpec => node("Einsum", ins, ["y"], { equation: eq });
+
+const CASES: Record<string, Case> = {
+  "maxvit q·kᵀ": { inputs: [["q", ["N", 2, 3, 4, 5]], ["k", ["N", 2, 3, 6, 5]]], nodes: [einsum("bghid,bghjd->bghij", ["q", "k"])], ops: { MatMul: 1, Einsum: 0 } },
+  "maxvit p·v": { inputs: [["p", ["N", 2, 3, 4, 6]], ["v", ["N", 2, 3, 6, 5]]], nodes: [einsum("B G H I J, B G H J D -> B G H I D", ["p", "v"])], ops: { MatMul: 1, Transpose: 0 } },
+  "batched matmul": { inputs: [["a", ["N", 4, 5]], ["b", ["N", 5, 3]]], nodes: [einsum("bij,bjk->bik", ["a", "b"])] },
+  "contract the last axes of both": { inputs: [["a", ["N", 4, 5]], ["b", ["N", 3, 5]]], nodes: [einsum("bik,bjk->bij", ["a", "b"])] },
+  "projection by a weight": { inputs: [["x", ["N", 4, 6]]], inits: [init("w", [6, 5])], nodes: [einsum("bsh,hd->bsd", ["x", "w"])], ops: { MatMul: 1, Reshape: 0, Transpose: 0 } },
+  "weight on the left, output permuted": { inputs: [["x", ["N", 4, 6]]], inits: [init("w", [5, 6])], nodes: [einsum("dh,bsh->bds", ["w", "x"])] },
+  "ellipsis by a weight": { inputs: [["x", ["N", 3, 4, 6]]], inits: [init("w", [6, 5])], nodes: [einsum("...ij,jk->...ik", ["x", "w"])] },
+  "ellipsis broadcast against a weight": { inputs: [["x", ["N", 2, 3, 4]]], inits: [init("w", [1, 2, 4, 5])], nodes: [einsum("...ij,...jk->...ik", ["x", "w"])] },
+  "two contracted labels by a weight": { inputs: [["x", ["N", 3, 4, 5]]], inits: [init("w", [4, 5, 6])], nodes: [einsum("bijk,jkl->bil", ["x", "w"])] },
+  "a weight sharing a label with the activation": { inputs: [["x", ["N", 3, 4, 5]]], inits: [init("w", [3, 5, 2])], nodes: [einsum("bhid,hdj->bhij", ["x", "w"])] },
+  "outer product": { inputs: [["a", ["N", 4]], ["b", ["N", 3]]], nodes: [einsum("bi,bj->bij", ["a", "b"])] },
+  "matrix by vector": { inputs: [["a", ["N", 4, 5]], ["b", ["N", 5]]], nodes: [einsum("bij,bj->bi", ["a", "b"])] },
+  "vector by matrix": { inputs: [["a", ["N", 4]], ["b", ["N", 4, 3]]], nodes: [einsum("bj,bjk->bk", ["a", "b"])] },
+  "a label summed away before the product": { inputs: [["a", ["N", 3, 4]], ["b", ["N", 4, 2]]], nodes: [einsum("bij,bjk->bk", ["a", "b"])], ops: { ReduceSum: 1 } },
+  "opset 12: axes as an attribute": { opset: 12, inputs: [["a", ["N", 3, 4]], ["b", ["N", 4, 2]]], nodes: [einsum("bij,bjk->bk", ["a", "b"])], ops: { ReduceSum: 1 } },
+  "implicit output": { inputs: [["x", ["N", 4, 2]]], inits: [init("w", [3, 4])], nodes: [einsum("ij,bjk", ["w", "x"])] },
+  "one operand: transpose": { inputs: [["x", ["N", 3, 4]]], nodes: [einsum("bij->bji", ["x"])], ops: { Transpose: 1 } },
+  "one operand: sum": { inputs: [["x", ["N", 3, 4]]], nodes: [einsum("bij->bj", ["x"])], ops: { ReduceSum: 1 } },
+  "Tile of inner axes": { inputs: [["x", ["N", 3, 4]]], inits: [i64("r", [1, 2, 3])], nodes: [node("Tile", ["x", "r"], ["y"])], ops: { Expand: 1, Tile: 0 } },
+  "Tile of a 1-axis is an Expand": { inputs: [["x", ["N", 1, 4]]], inits: [i64("r", [1, 3, 1])], nodes: [node("Tile", ["x", "r"], ["y"])], ops: { Expand: 1, Reshape: 0 } },
+  "Tile by repeats that follow the batch (DeBERTa-v2)": {
+    inputs: [["x", ["N", 2, 4, 4]]],
+    inits: [init("rel", [1, 4, 4]), i64("zero", [0]), i64("one", [1]), i64("two", [2]), i64("ones", [1, 1]), i64("shape4", [-1, 2, 4, 4])],
+    nodes: [
+      node("Shape", ["x"], ["s"]),
+      node("Slice", ["s", "zero", "one"], ["b"]),
+      node("Mul", ["b", "two"], ["b2"]),
+      node("Concat", ["b2", "ones"], ["reps"], { axis: 0 }),
+      node("Tile", ["rel", "reps"], ["t"]),
+      node("Reshape", ["t", "shape4"], ["t4"]),
+      node("Add", ["x", "t4"], ["y"]),
+    ],
+    ops: { Expand: 1, Tile: 0 },
+  },
+  "Tile of the batch axis": {
+    inputs: [["x", ["N", 3]]], inits: [i64("r", [2, 1]), i64("s", [2, -1, 3])],
+    nodes: [node("Tile", ["x", "r"], ["t"]), node("Reshape", ["t", "s"], ["t3"]), node("Transpose", ["t3"], ["y"], { perm: [1, 0, 2] })],
+  },
+  "Tile of a constant folds": {
+    inputs: [["x", ["N", 4, 3]]], inits: [init("w", [2, 3]), i64("r", [2, 1])],
+    nodes: [node("Tile", ["w", "r"], ["t"]), node("Add", ["x", "t"], ["y"])], ops: { Tile: 0, Expand: 0 },
+  },
+};
+
+let sup: Supervisor;
+let worker: WorkerHandle;
+const dir = tempDir();
+
+describe.skipIf(!BUILT)("Einsum and Tile on memlane-rt match ONNX Runtime", () => {
+  beforeAll(async () => {
+    sup = await Supervisor.start({ spawn: { heartbeatIntervalMs: 500 } });
+    worker = await sup.spawn(workerSpecs.memlaneRt({ args: ["--device", "cpu", "--threads", "1"] }));
+  }, 60_000);
+  afterAll(async () => {
+    await sup?.close();
+  });
+
+  it.each(Object.keys(CASES))("%s", async (name) => {
+    const c = CASES[name]!;
+    const spec: ModelSpec = { inputs: c.inputs, outputs: ["y"], nodes: c.nodes, inits: c.inits ?? [], opset: c.opset ?? 17 };
+    const file = name.replace(/[^a-z0-9]+/gi, "-");
+    const onnx = writeModel(spec, file, dir);
+    const plan = onnx.replace(/\.onnx$/, ".mlplan");
+    const summary = await compileOnnx(onnx, plan);
+    for (const [op, n] of Object.entries(c.ops ?? {})) {
+      const have = summary.opCounts[op] ?? 0;
+      expect(n === 0 ? have : Math.min(have, n), `${op} in the plan (${JSON.stringify(summary.opCounts)})`).toBe(n);
+    }
+    const loaded = await worker.run("load", { model: plan, maxBatch: 4, device: "cpu" });
+    expect((loaded.value.inputs as { name: string }[]).map((i) => i.name)).toEqual(c.inputs.map(([n]) => n));
+    const sess = await ortSession(onnx, { intraOpNumThreads: 1 });
+    try {
+      for (const batch of [1, 3]) {
+        const feeds: Record<string, ort.Tensor> = {};
+        const tensors: Record<string, { dtype: "float32"; shape: number[]; data: Float32Array }> = {};
+        c.inputs.forEach(([n, dims], k) => {
+          const shape = dims.map((d) => (d === "N" ? batch : (d as number)));
+          const data = Float32Array.from(values(shape.reduce((a, d) => a * d, 1), 7 + k * 13 + batch));
+          feeds[n] = new ort.Tensor("float32", data, shape);
+          tensors[n] = { dtype: "float32", shape, data };
+        });
+        const want = (await sess.run(feeds)).y!;
+        const got = Object.values((await worker.run("run", {}, { tensors })).tensors)[0]!;
+        expect(got.shape, `batch ${batch}`).toEqual([...want.dims]);
+        const w = want.data as Float32Array, g = got.data as Float32Array;
+        let worst = 0;
+        for (let i = 0; i < w.length; i++) worst = Math.max(worst, Math.abs(g[i]! - w[i]!) / (1 + Math.abs(w[i]!)));
+        expect(worst, `batch ${batch}`).toBeLessThan(1e-5);
+      }
+    } finally {
+      await sess.release();
+    }
+  });
+});

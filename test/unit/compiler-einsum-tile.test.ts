@@ -1,0 +1,56 @@
+/**
+ * Einsum's equation parsing and the Einsum / Tile refusals, each naming the node and what is
+ * wrong. (Their numerics against ONNX Runtime: test/integration/native-einsum-tile.test.ts.)
+ */
+import { describe, expect, it } from "vitest";
+import { CompileError } from "../../src/compiler/index.ts";
+import { parseEquation } from "../../src/compiler/ops-einsum.ts";
+import { compile } from "./compiler-compile-helper.ts";
+import { type ModelSpec, init, node } from "./compiler-onnx-builder.ts";
+
+const i64 = (name: string, data: number[]) => init(name, [data.length], data, "int64");
+
+async function failure(spec: ModelSpec): Promise<string> {
+  const err = await compile(spec).catch((e: unknown) => e);
+  expect(err).toBeInstanceOf(CompileError);
+  return (err as Error).message;
+}
+
+describe("parseEquation", () => {
+  it("expands '...' right-aligned across operands and ignores spaces", () => {
+    expect(parseEquation("...ij, ...jk -> ...ik", [4, 3])).toEqual({
+      terms: [[".0", ".1", "i", "j"], [".1", "j", "k"]], out: [".0", ".1", "i", "k"],
+    });
+  });
+
+  it("gives an implicit output: the ellipsis, then the labels seen once, sorted", () => {
+    expect(parseEquation("ij,bjk", [2, 3])).toEqual({ terms: [["i", "j"], ["b", "j", "k"]], out: ["b", "i", "k"] });
+    expect(parseEquation("b...j,jk", [3, 2])).toEqual({ terms: [["b", ".0", "j"], ["j", "k"]], out: [".0", "b", "k"] });
+  });
+
+  it.each([
+    ["bii->bi", [3], /label "i" repeats within one term/],
+    ["bij->bii", [3], /label "i" repeats within one term/],
+    ["bij,bjk->bik", [3], /2 operand terms for 1 inputs/],
+    ["bij->bik", [3], /output label "k" is in no operand/],
+    ["bij->bj", [4], /do not match the input ranks 4/],
+    ["b2j->bj", [3], /term "b2j" is not letters/],
+    ["...ij->ij", [4], /drops the "..." axes/],
+  ] as [string, number[], RegExp][])("refuses %s", (eq, ranks, msg) => {
+    expect(parseEquation(eq, ranks)).toMatch(msg);
+  });
+});
+
+describe("Einsum and Tile refusals", () => {
+  it.each([
+    ["a diagonal", { inputs: [["x", ["N", 3, 3]]], nodes: [node("Einsum", ["x"], ["y"], { equation: "bii->bi" }, "e")] }, /Einsum node "e": equation "bii->bi": label "i" repeats/],
+    ["three operands", { inputs: [["x", ["N", 3]], ["z", ["N", 3]], ["w", ["N", 3]]], nodes: [node("Einsum", ["x", "z", "w"], ["y"], { equation: "bi,bi,bi->bi" }, "e")] }, /Einsum node "e": 3 operands/],
+    ["the batch summed away", { inputs: [["x", ["N", 3, 4]], ["z", ["N", 4, 2]]], nodes: [node("Einsum", ["x", "z"], ["y"], { equation: "bij,bjk->ik" }, "e")] }, /sums over the batch axis of \[batch, 3, 4\]/],
+    ["two batch labels", { inputs: [["x", ["N", 3]], ["z", ["N", 4]]], nodes: [node("Einsum", ["x", "z"], ["y"], { equation: "bi,cj->bcij" }, "e")] }, /batch axes different labels \("b", "c"\)/],
+    ["mismatched extents", { inputs: [["x", ["N", 3, 4]], ["z", ["N", 5, 2]]], nodes: [node("Einsum", ["x", "z"], ["y"], { equation: "bij,bjk->bik" }, "e")] }, /label "j" is 5 in one operand and 4 in another/],
+    ["run-time repeats", { inputs: [["x", ["N", 3]], ["r", [2], 7]], nodes: [node("Tile", ["x", "r"], ["y"], undefined, "t")] }, /Tile node "t": the repeats \("r"\) is computed at run time/],
+    ["repeats of the wrong length", { inputs: [["x", ["N", 3]]], inits: [i64("r", [1, 2, 3])], nodes: [node("Tile", ["x", "r"], ["y"], undefined, "t")] }, /3 repeats for the rank-2 input \[batch, 3\]/],
+  ])("refuses %s, naming the node", async (_, spec, msg) => {
+    expect(await failure({ outputs: ["y"], ...spec } as ModelSpec)).toMatch(msg);
+  });
+});
