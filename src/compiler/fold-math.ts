@@ -84,6 +84,8 @@ export const UNARY: Record<string, (x: number) => number> = {
   Neg: (x) => -x,
   Sqrt: Math.sqrt,
   Exp: Math.exp,
+  Sin: Math.sin,
+  Cos: Math.cos,
   Log: Math.log,
   Abs: Math.abs,
   Reciprocal: (x) => 1 / x,

@@ -175,4 +175,5 @@ export const ReduceL1 = reduceOfPower("ReduceL1");
 export const TRANSFORMER_LOWERINGS: Record<string, Lowering> = {
   LayerNormalization, MatMul, Pow, ReduceMean, ReduceSum, ReduceMax, ReduceL2, ReduceSumSquare, ReduceL1,
   Sqrt: tensor.Unary, Reciprocal: tensor.Unary, Exp: tensor.Unary, Neg: tensor.Unary, Log: tensor.Unary, Abs: tensor.Unary,
+  Sin: tensor.Unary, Cos: tensor.Unary,
 };

@@ -24,7 +24,7 @@
 import type { LNode } from "../compiler/ir.ts";
 
 /** Elementwise ops a Transpose moves through (constants broadcast against the moved layout). */
-const ELEMENTWISE = new Set(["Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf", "Abs", "Neg", "Sqrt", "Exp", "Log"]);
+const ELEMENTWISE = new Set(["Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf", "Abs", "Neg", "Sqrt", "Exp", "Log", "Sin", "Cos"]);
 const REORDER_IN = "ort:ReorderInput";
 /** The NHWC -> NCHW permutation a ReorderInput takes as its channels_last layout. */
 const TO_NCHW = [0, 3, 1, 2];

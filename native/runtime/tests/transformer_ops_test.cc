@@ -143,6 +143,8 @@ static void test_math() {
       {"Neg", {}, false, [](double v) { return -v; }},
       {"Log", {}, true, [](double v) { return std::log(v); }},
       {"Abs", {}, false, [](double v) { return std::fabs(v); }},
+      {"Sin", {}, false, [](double v) { return std::sin(v); }},
+      {"Cos", {}, false, [](double v) { return std::cos(v); }},
       {"Pow", {{"exponent", 2.0}}, false, [](double v) { return v * v; }},
       {"Pow", {{"exponent", 3.0}}, false, [](double v) { return v * v * v; }},
       {"Pow", {{"exponent", 0.5}}, true, [](double v) { return std::sqrt(v); }},
@@ -161,6 +163,21 @@ static void test_math() {
     float tol = 0;
     for (float v : ref) tol = std::max(tol, 2e-6f * std::fabs(v));
     if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, std::max(tol, 1e-6f), c.op);
+  }
+  // RoPE's angles reach position x frequency: hundreds of radians, where a reduction mod 2pi
+  // in float32 would be off by far more than this.
+  V wide(x.size());
+  for (size_t i = 0; i < x.size(); ++i) wide[i] = x[i] * 300.f;
+  for (const char* op : {"Sin", "Cos"}) {
+    PlanBuilder pb;
+    int xi = pb.input("x", {E});
+    int yi = pb.output("y", {E});
+    pb.op(op, {xi}, {yi});
+    V ref(wide.size());
+    for (size_t i = 0; i < wide.size(); ++i) ref[i] = float(op[0] == 'S' ? std::sin(double(wide[i])) : std::cos(double(wide[i])));
+    RunResult r = run_plan(pb, n, {wide});
+    CHECK_MSG(r.status == Status::kOk, r.message);
+    if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 1e-6f, op);
   }
 }
 

@@ -1,4 +1,4 @@
-"""Transformers (BERT, DistilBERT, GPT-2, ViT) in tiny configurations with random init from
+"""Transformers (BERT, DistilBERT, GPT-2, Llama, ViT) in tiny configurations with random init from
 a config (no hub access), and torch.nn's TransformerEncoder and LSTM. Importing this
 module is cheap (the model list without torch); the builders import torch and transformers.
 
@@ -64,6 +64,18 @@ def _gpt2(_: int):
     return _positional(GPT2LMHeadModel(cfg), ("input_ids", "attention_mask"), ("logits",))
 
 
+def _llama(_: int):
+    _transformers_ready()
+    from transformers import LlamaConfig, LlamaForCausalLM
+    # The decoder family most LLMs share (Mistral, Qwen2, Gemma differ in details): rotary
+    # position embeddings (Cos and Sin of run-time positions), RMSNorm, a SiLU-gated MLP, and
+    # grouped-query attention (fewer key/value heads, repeated to the query heads).
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=TINY["hidden"], num_hidden_layers=TINY["layers"],
+                      num_attention_heads=4, num_key_value_heads=2, intermediate_size=TINY["inner"],
+                      max_position_embeddings=MAX_POSITIONS, use_cache=False, attn_implementation="eager")
+    return _positional(LlamaForCausalLM(cfg), ("input_ids", "attention_mask"), ("logits",))
+
+
 def _hf_vit(size: int):
     _transformers_ready()
     from transformers import ViTConfig, ViTModel
@@ -107,6 +119,7 @@ def specs() -> list[ModelSpec]:
         ModelSpec("distilbert", "transformers", _distilbert, _text("input_ids", "attention_mask"),
                   ("last_hidden_state",), seq=SEQ),
         ModelSpec("gpt2", "transformers", _gpt2, _text("input_ids", "attention_mask"), ("logits",), seq=SEQ),
+        ModelSpec("llama", "transformers", _llama, _text("input_ids", "attention_mask"), ("logits",), seq=SEQ),
         ModelSpec("hf_vit", "transformers", _hf_vit, lambda size: (InputSpec("pixel_values", ("batch", 3, size, size)),),
                   ("last_hidden_state", "pooler_output"), size=64, full_size=224),
     ]

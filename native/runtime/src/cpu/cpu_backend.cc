@@ -123,7 +123,7 @@ bool v1_kernel_fits(const Plan& plan, const Op& op, std::string* why) {
     case OpType::kRelu: case OpType::kLeakyRelu: case OpType::kSigmoid: case OpType::kTanh:
     case OpType::kErf: case OpType::kGelu:
     case OpType::kPow: case OpType::kSqrt: case OpType::kReciprocal: case OpType::kExp:
-    case OpType::kNeg: case OpType::kLog: case OpType::kAbs:
+    case OpType::kNeg: case OpType::kLog: case OpType::kAbs: case OpType::kSin: case OpType::kCos:
     case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish: case OpType::kSiLU:
     // Row ops: their factories place the batch anywhere outside a row (docs/plan-format.md).
     case OpType::kGemm: case OpType::kMatMul:
@@ -231,7 +231,7 @@ std::unique_ptr<cpu::Kernel> make_kernel(cpu::BuildCtx& bc, const Plan& plan, si
         case OpType::kSoftmax: k = cpu::make_softmax(bc, op, &st, message); break;
         case OpType::kLayerNorm: k = cpu::make_layernorm(bc, op, &st, message); break;
         case OpType::kPow: case OpType::kSqrt: case OpType::kReciprocal: case OpType::kExp:
-        case OpType::kNeg: case OpType::kLog: case OpType::kAbs:
+        case OpType::kNeg: case OpType::kLog: case OpType::kAbs: case OpType::kSin: case OpType::kCos:
           k = cpu::make_math(bc, op, &st, message); break;
         case OpType::kReduceMean: case OpType::kReduceSum: case OpType::kReduceMax:
           k = cpu::make_reduce(bc, op, &st, message); break;

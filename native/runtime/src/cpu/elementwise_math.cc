@@ -19,6 +19,9 @@ void math_apply(MathFn f, const float* x, float* y, int64_t n) {
     case MathFn::kNeg: for (int64_t i = 0; i < n; ++i) y[i] = -x[i]; break;
     case MathFn::kLog: for (int64_t i = 0; i < n; ++i) y[i] = std::log(x[i]); break;
     case MathFn::kAbs: for (int64_t i = 0; i < n; ++i) y[i] = std::fabs(x[i]); break;
+    // libm's: RoPE evaluates them once a call on [batch, seq, head_dim], not per layer.
+    case MathFn::kSin: for (int64_t i = 0; i < n; ++i) y[i] = std::sin(x[i]); break;
+    case MathFn::kCos: for (int64_t i = 0; i < n; ++i) y[i] = std::cos(x[i]); break;
   }
 }
 
@@ -75,6 +78,8 @@ std::unique_ptr<Kernel> make_math(const BuildCtx& bc, const Op& op, Status* st, 
     case OpType::kNeg: k->fn = MathFn::kNeg; break;
     case OpType::kLog: k->fn = MathFn::kLog; break;
     case OpType::kAbs: k->fn = MathFn::kAbs; break;
+    case OpType::kSin: k->fn = MathFn::kSin; break;
+    case OpType::kCos: k->fn = MathFn::kCos; break;
     default: return unsupported(op, "not an elementwise math op", st, msg);
   }
   k->x = bc.ref(op.inputs[0]);

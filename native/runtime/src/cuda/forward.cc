@@ -20,8 +20,8 @@ const char* op_name(OpType t) {
                                        "Gather", "Cast", "Where", "Equal", "Less", "Greater", "Not", "And",
                                        "Or", "Mod", "Expand", "Slice", "Range", "ConstantOfShape",
                                        "LessOrEqual", "GreaterOrEqual", "Clip", "HardSigmoid", "HardSwish", "SiLU", "Pad",
-                                       "Split", "LSTM", "Max", "Min", "GatherND", "CumSum", "GatherElements"};
-  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(OpType::kGatherElements) + 1,
+                                       "Split", "LSTM", "Max", "Min", "GatherND", "CumSum", "GatherElements", "Sin", "Cos"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(OpType::kCos) + 1,
                 "one name per OpType, in enum order (plan/plan.h)");
   const size_t i = static_cast<size_t>(t);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";
@@ -204,7 +204,7 @@ Status check_op(const Plan& plan, const Op& op, std::string* message) {
       return Status::kOk;
     }
     case OpType::kPow: case OpType::kSqrt: case OpType::kReciprocal: case OpType::kExp:
-    case OpType::kNeg: case OpType::kLog: case OpType::kAbs:
+    case OpType::kNeg: case OpType::kLog: case OpType::kAbs: case OpType::kSin: case OpType::kCos:
       if (!need(1, 1)) return in_count(1, 1);
       if (X.is_weight()) return bad("input must be an activation");
       if (X.elements() != Y.elements()) return bad("input " + shape_str(X.shape) + " and output " + shape_str(Y.shape) + " differ");
@@ -448,14 +448,16 @@ Status run_op(const ForwardEnv& env, const Op& op, int64_t batch, cudaStream_t s
       return Status::kOk;
     }
     case OpType::kPow: case OpType::kSqrt: case OpType::kReciprocal: case OpType::kExp:
-    case OpType::kNeg: case OpType::kLog: case OpType::kAbs: {
+    case OpType::kNeg: case OpType::kLog: case OpType::kAbs: case OpType::kSin: case OpType::kCos: {
       if (dry) return Status::kOk;
       const MathKind k = op.type == OpType::kPow ? MathKind::kPow
                          : op.type == OpType::kSqrt ? MathKind::kSqrt
                          : op.type == OpType::kReciprocal ? MathKind::kReciprocal
                          : op.type == OpType::kExp ? MathKind::kExp
                          : op.type == OpType::kNeg ? MathKind::kNeg
-                         : op.type == OpType::kLog ? MathKind::kLog : MathKind::kAbs;
+                         : op.type == OpType::kLog ? MathKind::kLog
+                         : op.type == OpType::kSin ? MathKind::kSin
+                         : op.type == OpType::kCos ? MathKind::kCos : MathKind::kAbs;
       CUDA_CHECK(math(k, op.attrs.exponent, p, ptr(in(0)), ptr(op.outputs[0]), n_out, s));
       return Status::kOk;
     }

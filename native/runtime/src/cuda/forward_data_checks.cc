@@ -172,7 +172,7 @@ Status check_float_layout(const Plan& plan, const Op& op, std::string* message) 
   switch (op.type) {
     case OpType::kRelu: case OpType::kLeakyRelu: case OpType::kSigmoid: case OpType::kTanh: case OpType::kErf:
     case OpType::kGelu: case OpType::kPow: case OpType::kSqrt: case OpType::kReciprocal: case OpType::kExp:
-    case OpType::kNeg: case OpType::kLog: case OpType::kAbs: case OpType::kClip: case OpType::kHardSigmoid:
+    case OpType::kNeg: case OpType::kLog: case OpType::kAbs: case OpType::kSin: case OpType::kCos: case OpType::kClip: case OpType::kHardSigmoid:
     case OpType::kHardSwish: case OpType::kSiLU:
     // Row ops: the batch anywhere outside a row (their checks in forward.cc say where).
     case OpType::kGemm: case OpType::kMatMul: case OpType::kSoftmax: case OpType::kLayerNorm:

@@ -98,7 +98,7 @@ cudaError_t layernorm(Prec p, const void* x, void* y, const void* scale, const v
                       int64_t n, float eps, cudaStream_t s);
 
 // y = f(x) elementwise; kPow uses `exponent`.
-enum class MathKind : uint8_t { kPow, kSqrt, kReciprocal, kExp, kNeg, kLog, kAbs };
+enum class MathKind : uint8_t { kPow, kSqrt, kReciprocal, kExp, kNeg, kLog, kAbs, kSin, kCos };
 cudaError_t math(MathKind k, float exponent, Prec p, const void* x, void* y, int64_t n, cudaStream_t s);
 
 // Reduce x (dims, row-major) over the axes flagged in `reduced`; y holds the kept dims in order.

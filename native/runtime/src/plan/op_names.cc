@@ -65,6 +65,8 @@ const char* op_type_name(OpType t) {
     case OpType::kGatherND: return "GatherND";
     case OpType::kCumSum: return "CumSum";
     case OpType::kGatherElements: return "GatherElements";
+    case OpType::kSin: return "Sin";
+    case OpType::kCos: return "Cos";
   }
   return "?";
 }

@@ -80,6 +80,8 @@ enum class OpType : uint8_t {
   kMax, kMin, kGatherND,
   // RoBERTa-family position ids: CumSum along one axis, GatherElements on run-time indices.
   kCumSum, kGatherElements,
+  // RoPE's cos/sin tables, computed from run-time positions in decoder LLMs (appended: the order is the cuda name table's).
+  kSin, kCos,
 };
 const char* op_type_name(OpType t);
 

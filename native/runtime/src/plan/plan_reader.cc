@@ -161,7 +161,8 @@ bool parse_op_type(const std::string& s, OpType* t) {
       {"Clip", OpType::kClip}, {"HardSigmoid", OpType::kHardSigmoid}, {"HardSwish", OpType::kHardSwish},
       {"SiLU", OpType::kSiLU}, {"Pad", OpType::kPad}, {"Split", OpType::kSplit}, {"LSTM", OpType::kLSTM},
       {"Max", OpType::kMax}, {"Min", OpType::kMin}, {"GatherND", OpType::kGatherND},
-      {"CumSum", OpType::kCumSum}, {"GatherElements", OpType::kGatherElements}};
+      {"CumSum", OpType::kCumSum}, {"GatherElements", OpType::kGatherElements},
+      {"Sin", OpType::kSin}, {"Cos", OpType::kCos}};
   for (const auto& e : kTable)
     if (s == e.n) { *t = e.t; return true; }
   return false;

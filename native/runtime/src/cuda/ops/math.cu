@@ -1,5 +1,5 @@
 // Elementwise float math on activations: Pow (constant exponent, exact fast paths for 2, 3
-// and 0.5), Sqrt, Reciprocal, Exp, Neg, Log, Abs.
+// and 0.5), Sqrt, Reciprocal, Exp, Neg, Log, Abs, Sin, Cos.
 #include "common.cuh"
 
 namespace memlane::cuda {
@@ -17,6 +17,8 @@ __device__ __forceinline__ float apply(MathKind k, float v, float e) {
     case MathKind::kNeg: return -v;
     case MathKind::kLog: return logf(v);
     case MathKind::kAbs: return fabsf(v);
+    case MathKind::kSin: return sinf(v);
+    case MathKind::kCos: return cosf(v);
   }
   return v;
 }

@@ -560,6 +560,8 @@ std::vector<NamedPlan> op_plans() {
   }
   v.push_back(unary("Exp"));
   v.push_back(unary("Neg"));
+  v.push_back(unary("Sin"));
+  v.push_back(unary("Cos"));
   v.push_back(unary("Pow", Attrs{{"exponent", 2.0}}));
   v.push_back(unary("Pow", Attrs{{"exponent", 3.0}}));
   {
