@@ -6,7 +6,7 @@ import { attrInt } from "./attrs.ts";
 import { CompileError } from "./errors.ts";
 import { foldNode } from "./fold.ts";
 import { dtypeOfOnnx, resolveInputs } from "./graph-inputs.ts";
-import { type ConstTensor, type DType, type Graph, type LNode, BATCH, SYM_BATCH, batchAxis, defaultDtype, fmtShape, perSample } from "./ir.ts";
+import { type ConstTensor, type DType, type Graph, type LNode, type Node, BATCH, SYM_BATCH, batchAxis, defaultDtype, fmtShape, perSample } from "./ir.ts";
 import { type Lowered, type Lowering, type OpCtx, shapeError } from "./op-ctx.ts";
 import { castConst } from "./fold-math.ts";
 import * as conv from "./ops-conv.ts";
@@ -51,6 +51,21 @@ const SHAPE_CONSUMERS: Record<string, number> = { ConstantOfShape: 0, Expand: 1,
 
 function holdsBatch(c: ConstTensor | undefined): boolean {
   return !!c?.sym && Array.from(c.data).some((v) => Math.abs(v) >= 2 ** 31);
+}
+
+/**
+ * The node without its empty inputs when it is a Concat (concatenating nothing adds nothing);
+ * any other op reading an empty tensor is refused. The node's inputs are already resolved.
+ */
+function dropEmptyConcatInputs(n: Node, empties: ReadonlyMap<string, number[]>, file: string): Node {
+  const empty = n.inputs.filter((i) => empties.has(i));
+  if (empty.length === 0) return n;
+  if (n.opType !== "Concat") {
+    throw new CompileError(`${file}: ${n.opType} node "${n.name}": input "${empty[0]}" is empty (${fmtShape(empties.get(empty[0]!)!)}); memlane-rt keeps no empty tensors, and only a Concat may read one (it leaves it out)`, "shape", { node: n.name, opType: n.opType });
+  }
+  const rest = n.inputs.filter((i) => !empties.has(i));
+  if (rest.length === 0) throw new CompileError(`${file}: Concat node "${n.name}": every input is empty`, "shape", { node: n.name, opType: n.opType });
+  return { ...n, inputs: rest };
 }
 
 export interface InferOptions {
@@ -104,12 +119,21 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
   }
 
   const nodes: LNode[] = [];
+  /** Tensors with no elements (Lowered.empty), by name: their shapes, for the error messages. */
+  const empties = new Map<string, number[]>();
   // A work list, not the graph's node list: a lowering's `expand` splices its nodes in after
   // the one it replaces, and they are lowered next.
   const work = [...g.nodes];
   for (let at = 0; at < work.length; at++) {
-    const n = work[at]!;
-    const inputs = n.inputs.map(resolve);
+    const n0 = work[at]!;
+    const n = dropEmptyConcatInputs({ ...n0, inputs: n0.inputs.map(resolve) }, empties, g.file);
+    const inputs = n.inputs;
+    if (n.opType === "Concat" && inputs.length === 1) {
+      // What is left of a Concat whose other inputs were empty is its one input.
+      if (consts.has(inputs[0]!)) consts.set(n.outputs[0]!, consts.get(inputs[0]!)!);
+      else alias.set(n.outputs[0]!, inputs[0]!);
+      continue;
+    }
     // A Cast of a computed tensor to the dtype it already has is an Identity too (transformers'
     // legacy ViT export casts the attention probabilities float32 -> float32 twice, which
     // would otherwise keep the attention chain from fusing).
@@ -198,6 +222,10 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
       warn: (m) => warnings.push(m),
     };
     const low = lowering(n.opType)!(ctx);
+    if (low.empty) {
+      empties.set(n.outputs[0]!, low.shapes[0]!);
+      continue;
+    }
     if (low.expand) {
       work.splice(at + 1, 0, ...low.expand);
       continue;

@@ -56,6 +56,11 @@ export interface Lowered {
    * With `expand`, the other fields are ignored.
    */
   expand?: Node[];
+  /**
+   * The output has no elements (shapes[0] holds a 0): no plan op, no tensor. Only a Concat may
+   * read it, and leaves it out; any other reader is refused, naming it.
+   */
+  empty?: boolean;
 }
 
 export type Lowering = (c: OpCtx) => Lowered;

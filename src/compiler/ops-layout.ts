@@ -5,7 +5,7 @@
  */
 import { attrInts, attrTensor, attrInt } from "./attrs.ts";
 import { type DType, BATCH, batchAxis, defaultDtype, fmtDim, fmtShape, perSample, symDim, symValue } from "./ir.ts";
-import { type Lowering, type OpCtx, shapeError } from "./op-ctx.ts";
+import { type Lowered, type Lowering, type OpCtx, shapeError } from "./op-ctx.ts";
 import { broadcastShapes } from "./ops-data.ts";
 
 function constInts(c: OpCtx, i: number, what: string): number[] {
@@ -143,7 +143,7 @@ export const Tile: Lowering = (c) => {
 };
 
 /** Slice with constant starts/ends/axes/steps on any non-batch axis (negative steps too). */
-export const Slice: Lowering = (c) => {
+export const Slice: Lowering = (c): Lowered => {
   const x = c.actAny(0);
   const r = x.length;
   const newStyle = c.opset >= 10;
@@ -170,10 +170,12 @@ export const Slice: Lowering = (c) => {
       s = Math.min(Math.max(s, -1), d - 1); e = Math.min(Math.max(e, -1), d - 1);
       count = Math.max(0, Math.ceil((s - e) / -step));
     }
-    if (count === 0) throw shapeError(c, `the slice of axis ${a} of ${fmtShape(x)} is empty`);
     out[a] = count;
     rAxes.push(a); rStarts.push(s); rSteps.push(step);
   });
+  // An empty slice (Phi-3's rotary `q[..., rotary_dim:]` when the whole head rotates) is no
+  // tensor: only a Concat may read it, and drops it (infer.ts).
+  if (out.includes(0)) return { shapes: [out], attrs: {}, empty: true };
   return { shapes: [out], dtypes: [c.dtype(0)!], inputs: [c.node.inputs[0]!], attrs: { axes: rAxes, starts: rStarts, steps: rSteps } };
 };
 

@@ -43,6 +43,20 @@ describe("plan v2 in the compiler", () => {
     expect(summary.inputs).toEqual([{ name: "ids", shape: [-1, 6], dtype: "int64", batchAxis: 0 }]);
   });
 
+  it("leaves an empty Slice out of the Concat that reads it (Phi-3's rotary pass-through) and refuses other readers", async () => {
+    const inits = [i64("st", [1], [8]), i64("en", [1], [2 ** 62]), i64("ax", [1], [2])];
+    const slice = node("Slice", ["x", "st", "en", "ax"], ["e"]);
+    const inputs = [["x", ["N", 4, 8]]] as [string, (number | string)[]][];
+    const alone = await compile({ inputs, outputs: ["y"], inits, nodes: [node("Relu", ["x"], ["a"]), slice, node("Concat", ["a", "e"], ["y"], { axis: 2 })] });
+    expect(alone.h.ops.map((o) => o.op)).toEqual(["Relu"]);  // Concat(a, nothing) is a
+    expect(alone.h.tensors[alone.h.outputs[0]!]!.shape).toEqual([-1, 4, 8]);
+    const two = await compile({ inputs, outputs: ["y"], inits, nodes: [node("Relu", ["x"], ["a"]), slice, node("Concat", ["a", "e", "x"], ["y"], { axis: 2 })] });
+    expect(two.h.ops.map((o) => [o.op, o.inputs.length])).toEqual([["Relu", 1], ["Concat", 2]]);
+    expect(two.h.tensors[two.h.outputs[0]!]!.shape).toEqual([-1, 4, 16]);
+    await expect(compile({ inputs, outputs: ["y"], inits, nodes: [slice, node("Relu", ["e"], ["y"], undefined, "r")] }))
+      .rejects.toThrow(/Relu node "r": input "e" is empty \(\[batch, 4, 0\]\); .*only a Concat may read one/);
+  });
+
   it("needs inputShapes for a second symbolic dimension, and records the given shapes", async () => {
     const spec = { inputs: [["ids", ["B", "S"], INT64]] as [string, (number | string)[], number][], outputs: ["y"], inits: [init("t", [10, 4])], nodes: [node("Gather", ["t", "ids"], ["y"], { axis: 0 })] };
     await expect(compile(spec)).rejects.toThrow(/graph input "ids" dimension 1 is "S".*options.inputShapes/);
