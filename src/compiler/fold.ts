@@ -6,6 +6,7 @@
 import { attrFloat, attrInt, attrInts, attrTensor, normAxis } from "./attrs.ts";
 import { BINARY, UNARY, binary, broadcastDims, broadcastIndex, mk, mod, unary } from "./fold-math.ts";
 import { dtypeOfOnnx } from "./graph-inputs.ts";
+import { resizeAxes } from "./ops-resize.ts";
 import { isFloatType } from "./tensor-data.ts";
 import { type ConstTensor, type Node, defaultDtype, numel } from "./ir.ts";
 
@@ -218,6 +219,17 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
       // Output element k reads x at (k's index on each axis) mod that axis' extent.
       return [mk(x.isFloat, dims, range(numel(dims)).map((k) => x.data[dims.reduce((at, _, i) => at + (Math.floor(k / dst[i]!) % dims[i]! % x.dims[i]!) * src[i]!, 0)]!))];
     }
+    case "Resize":
+    case "Upsample": {
+      if (!x || !x.isFloat) return undefined;
+      const opset10 = n.opType === "Upsample" || opset < 11;
+      const values = (t: C | undefined) => (t && t.data.length ? Array.from(t.data) : undefined);
+      const r = resizeAxes(n, opset, x.dims, values(ins[opset10 ? 1 : 2]), opset10 ? undefined : values(ins[3]));
+      if (typeof r === "string") return undefined;
+      let t = x;
+      for (const [axis, m] of r.matrices) t = alongAxis(t, axis, m, r.outDims[axis]!);
+      return [{ ...t, dtype: defaultDtype(x) }];
+    }
     case "Clip": {  // constant bounds: inputs (opset 11+) or attributes; an absent one is no bound
       if (!x) return undefined;
       const lo = opset >= 11 ? ins[1]?.data[0] : attrFloat(n, "min", -Infinity);
@@ -230,9 +242,42 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
       return x && x.isFloat && ins[1] ? layerNormConst(n, x, ins[1], ins[2]) : undefined;
     case "ScatterND":
       return x && ins[1] && ins[2] ? scatterNdConst(n, x, ins[1], ins[2]) : undefined;
+    case "ReduceSum":
+    case "ReduceMean":
+    case "ReduceMax":
+    case "ReduceMin":
+      return x ? reduceConst(n, x, ins[1], opset) : undefined;
     default:
       return undefined;
   }
+}
+
+/** A Reduce* of a constant (BEiT sums its resized relative-position table), axes from the input or attribute. */
+function reduceConst(n: Node, x: C, axesIn: C | undefined, opset: number): C[] | undefined {
+  const fromInput = opset >= (n.opType === "ReduceSum" ? 13 : 18);
+  const raw = fromInput ? (axesIn ? Array.from(axesIn.data) : undefined) : attrInts(n, "axes");
+  const r = x.dims.length;
+  let axes = raw?.map((a) => (a < 0 ? a + r : a));
+  if (!axes || axes.length === 0) {
+    if (attrInt(n, "noop_with_empty_axes", 0)) return [x];
+    axes = x.dims.map((_, i) => i);
+  }
+  if (axes.some((a) => a < 0 || a >= r)) return undefined;
+  const keep = attrInt(n, "keepdims", 1) === 1;
+  const kept = x.dims.map((d, i) => (axes!.includes(i) ? 1 : d));
+  const st = strides(x.dims), ost = strides(kept);
+  const count = numel(x.dims) / numel(kept);
+  const init = n.opType === "ReduceMax" ? -Infinity : n.opType === "ReduceMin" ? Infinity : 0;
+  const acc = new Array<number>(numel(kept)).fill(init);
+  for (let k = 0; k < x.data.length; k++) {
+    let o = 0;
+    for (let i = 0; i < r; i++) if (!axes.includes(i)) o += (Math.floor(k / st[i]!) % x.dims[i]!) * ost[i]!;
+    const v = x.data[k]!;
+    acc[o] = n.opType === "ReduceMax" ? Math.max(acc[o]!, v) : n.opType === "ReduceMin" ? Math.min(acc[o]!, v) : acc[o]! + v;
+  }
+  const out = n.opType === "ReduceMean" ? acc.map((v) => v / count) : acc;
+  const dims = keep ? kept : x.dims.filter((_, i) => !axes!.includes(i));
+  return [{ ...mk(x.isFloat, dims, out), dtype: defaultDtype(x) }];
 }
 
 /**
@@ -259,6 +304,25 @@ function layerNormConst(n: Node, x: C, scale: C, bias: C | undefined): C[] | und
     for (let j = 0; j < inner; j++) out[o + j] = (x.data[o + j]! - mean) * inv * scale.data[ix[j]!]! + (bias ? bias.data[ib![j]!]! : 0);
   }
   return [{ ...mk(true, [...x.dims], out), dtype: defaultDtype(x) }];
+}
+
+/** t with axis `axis` (extent n_in) multiplied by the [n_in, nOut] matrix m: a constant Resize's one axis. */
+function alongAxis(t: C, axis: number, m: Float32Array, nOut: number): C {
+  const nIn = t.dims[axis]!, inner = numel(t.dims.slice(axis + 1)), outer = numel(t.dims.slice(0, axis));
+  const out = new Float32Array(outer * nOut * inner);
+  for (let o = 0; o < outer; o++) {
+    for (let i = 0; i < nIn; i++) {
+      for (let j = 0; j < nOut; j++) {
+        const w = m[i * nOut + j]!;
+        if (w === 0) continue;
+        const src = (o * nIn + i) * inner, dst = (o * nOut + j) * inner;
+        for (let k = 0; k < inner; k++) out[dst + k]! += w * t.data[src + k]!;
+      }
+    }
+  }
+  const dims = [...t.dims];
+  dims[axis] = nOut;
+  return { isFloat: true, dims, data: out };
 }
 
 /** numpy matmul of two constants: 1-D operands promoted, leading (batch) dims broadcast. */

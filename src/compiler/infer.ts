@@ -36,7 +36,7 @@ const LOWERINGS: Record<string, Lowering> = {
   Range: layout.Range, ConstantOfShape: layout.ConstantOfShape,
   Clip: cnn.Clip, HardSigmoid: cnn.HardSigmoid, HardSwish: cnn.HardSwish, Pad: cnn.Pad, Split: cnn.Split, LSTM,
   Max: MinMax, Min: MinMax, GatherND, CumSum, GatherElements, Resize, Upsample: Resize,
-  Einsum, Tile: layout.Tile,
+  Einsum, Tile: layout.Tile, InstanceNormalization: conv.InstanceNormalization,
   // Transformer ops (LayerNormalization, batched MatMul, float math, reductions): replaces
   // MatMul and ReduceMean above with lowerings that keep their old cases as fast paths.
   ...TRANSFORMER_LOWERINGS,

@@ -166,6 +166,35 @@ export const ReduceMean: Lowering = (c) => {
   };
 };
 
+/**
+ * InstanceNormalization (wav2vec2's and HuBERT's first feature conv: GroupNorm with a group a
+ * channel) as ONNX nodes (Lowered.expand): normalising each (sample, channel) over the spatial
+ * axes is a LayerNormalization from axis 2 with unit scale, then the per-channel scale and
+ * bias as a Mul and an Add by [C, 1, ...] weights.
+ */
+export const InstanceNormalization: Lowering = (c) => {
+  const x = c.act(0);
+  if (x.length < 3) throw shapeError(c, `input must be [N, C, spatial...], found ${fmtShape(x)}`);
+  const ch = x[1]!, spatial = x.slice(2);
+  const perChannel = [1, 2].map((i) => {
+    const t = requireWeight(c, i, ["", "scale", "B"][i]!);
+    if (t.dims.length !== 1 || t.dims[0] !== ch) throw shapeError(c, `per-channel input ${i} must be [${ch}], found [${t.dims}]`);
+    return c.addConst(`${c.node.inputs[i]}.per_channel`, { ...t, dims: [ch, ...spatial.map(() => 1)] });
+  });
+  const n = spatial.reduce((a, d) => a * d, 1);
+  const ones = c.addConst(`${c.node.name}.unit_scale`, { isFloat: true, dims: spatial, data: new Float32Array(n).fill(1) });
+  const normed = c.freshName(`${c.node.outputs[0]}.normed`), scaled = c.freshName(`${c.node.outputs[0]}.scaled`);
+  const eps = c.node.attrs.get("epsilon") ?? 1e-5;
+  return {
+    shapes: [], attrs: {},
+    expand: [
+      { opType: "LayerNormalization", name: `${c.node.name}.normalise`, inputs: [c.node.inputs[0]!, ones], outputs: [normed], attrs: new Map([["axis", 2], ["epsilon", eps]]) },
+      { opType: "Mul", name: `${c.node.name}.scale`, inputs: [normed, perChannel[0]!], outputs: [scaled], attrs: new Map() },
+      { opType: "Add", name: c.node.name, inputs: [scaled, perChannel[1]!], outputs: [c.node.outputs[0]!], attrs: new Map() },
+    ],
+  };
+};
+
 /** Kept as a node until rewrite.ts folds it into a Conv or splits it into Mul + Add. */
 export const BatchNormalization: Lowering = (c) => {
   const x = c.act(0);

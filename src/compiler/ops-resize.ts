@@ -12,7 +12,7 @@
  * channel axes are refused with the reason.
  */
 import { attrInt, attrInts, attrString } from "./attrs.ts";
-import { fmtShape, SYM_BATCH } from "./ir.ts";
+import { type Node, fmtShape, SYM_BATCH } from "./ir.ts";
 import { floatAct, type Lowered, type Lowering, type OpCtx, shapeError } from "./op-ctx.ts";
 
 type Coord = (j: number, nIn: number, nOut: number, scale: number) => number;
@@ -62,35 +62,43 @@ function constValues(c: OpCtx, i: number): number[] | undefined {
   return w.data.length ? Array.from(w.data) : undefined;
 }
 
-export const Resize: Lowering = (c) => {
-  const n = c.node;
-  const x = floatAct(c, 0);
-  if (x.length < 3) throw shapeError(c, `X must be [N, C, ...spatial], found ${fmtShape(x)}`);
-  const opset10 = n.opType === "Upsample" || c.opset < 11;
+/** What a Resize node does to a tensor of dims `x`: its output dims and each resized axis' matrix. */
+export interface ResizeAxes {
+  outDims: number[];
+  /** Resized axis -> its [n_in, n_out] interpolation matrix (only the last two axes). */
+  matrices: Map<number, Float32Array>;
+}
+
+/**
+ * The resize node `n` makes of dims `x` (-k at the batch) with the given constant scales or
+ * sizes, or the reason it is not supported. Shared by the lowering and fold.ts (BEiT resizes
+ * its constant relative-position table).
+ */
+export function resizeAxes(n: Node, opset: number, x: number[], scalesIn: number[] | undefined, sizesIn: number[] | undefined): ResizeAxes | string {
+  if (x.length < 3) return `X must be [N, C, ...spatial], found ${fmtShape(x)}`;
+  const opset10 = n.opType === "Upsample" || opset < 11;
   const mode = attrString(n, "mode", "nearest");
-  if (mode !== "nearest" && mode !== "linear") throw shapeError(c, `mode "${mode}" is not supported (nearest and linear are)`);
+  if (mode !== "nearest" && mode !== "linear") return `mode "${mode}" is not supported (nearest and linear are)`;
   const coordName = opset10 ? "asymmetric" : attrString(n, "coordinate_transformation_mode", "half_pixel");
   const coord = COORDS[coordName];
-  if (!coord) throw shapeError(c, `coordinate_transformation_mode "${coordName}" is not supported (${Object.keys(COORDS).join(", ")} are)`);
+  if (!coord) return `coordinate_transformation_mode "${coordName}" is not supported (${Object.keys(COORDS).join(", ")} are)`;
   const roundName = opset10 ? "simple" : attrString(n, "nearest_mode", "round_prefer_floor");
   const round = ROUND[roundName];
-  if (!round) throw shapeError(c, `nearest_mode "${roundName}" is not supported`);
-  if (attrInt(n, "antialias", 0) !== 0) throw shapeError(c, "antialias is not supported");
-  if (attrString(n, "keep_aspect_ratio_policy", "stretch") !== "stretch") throw shapeError(c, "keep_aspect_ratio_policy other than stretch is not supported");
+  if (!round) return `nearest_mode "${roundName}" is not supported`;
+  if (attrInt(n, "antialias", 0) !== 0) return "antialias is not supported";
+  if (attrString(n, "keep_aspect_ratio_policy", "stretch") !== "stretch") return "keep_aspect_ratio_policy other than stretch is not supported";
   // Opset 18's `axes`: the scales / sizes given for those axes only.
   const axes = attrInts(n, "axes")?.map((a) => (a < 0 ? a + x.length : a)) ?? x.map((_, i) => i);
-  const scalesIn = constValues(c, opset10 ? 1 : 2);
-  const sizesIn = opset10 ? undefined : constValues(c, 3);
-  if (!scalesIn && !sizesIn) throw shapeError(c, "neither scales nor sizes is given");
+  if (!scalesIn && !sizesIn) return "neither scales nor sizes is given";
   const given = (sizesIn ?? scalesIn)!;
-  if (given.length !== axes.length) throw shapeError(c, `${sizesIn ? "sizes" : "scales"} has ${given.length} entries for ${axes.length} axes`);
+  if (given.length !== axes.length) return `${sizesIn ? "sizes" : "scales"} has ${given.length} entries for ${axes.length} axes`;
   const outDims = [...x];
   const scales = x.map(() => 1);
-  axes.forEach((a, k) => {
+  for (const [k, a] of axes.entries()) {
     if (x[a]! < 0) {  // the batch axis: sizes from the input's Shape (k·batch folds as k·SYM_BATCH) or a scale of 1
       const same = sizesIn ? sizesIn[k] === -x[a]! * SYM_BATCH : scalesIn![k] === 1;
-      if (!same) throw shapeError(c, `the batch axis of ${fmtShape(x)} cannot be resized`);
-      return;
+      if (!same) return `the batch axis of ${fmtShape(x)} cannot be resized`;
+      continue;
     }
     if (sizesIn) {
       outDims[a] = sizesIn[k]!;
@@ -99,17 +107,26 @@ export const Resize: Lowering = (c) => {
       scales[a] = scalesIn![k]!;
       outDims[a] = Math.floor(x[a]! * scalesIn![k]!);
     }
-  });
+  }
   const resized = x.map((_, a) => a).filter((a) => x[a]! >= 0 && (outDims[a] !== x[a] || scales[a] !== 1));
-  if (resized.some((a) => a < Math.max(2, x.length - 2)))
-    throw shapeError(c, `only the last two (spatial) axes may be resized: ${fmtShape(x)} -> [${outDims.map((d, i) => (i === 0 ? "N" : d))}]`);
-  if (outDims.some((d, a) => a > 0 && !(d >= 1))) throw shapeError(c, `output shape [${outDims}] is empty`);
-  const matrix = (a: number): string => {
-    const m = resizeMatrix(x[a]!, outDims[a]!, scales[a]!, mode, coord, round);
-    return c.addConst(`${n.name}.resize${a}`, { isFloat: true, dims: [x[a]!, outDims[a]!], data: m });
-  };
+  if (resized.some((a) => a < Math.max(2, x.length - 2))) {
+    return `only the last two (spatial) axes may be resized: ${fmtShape(x)} -> [${outDims.map((d, i) => (x[i]! < 0 ? "N" : d))}]`;
+  }
+  if (outDims.some((d, a) => x[a]! >= 0 && !(d >= 1))) return `output shape [${outDims}] is empty`;
+  const matrices = new Map(resized.map((a) => [a, resizeMatrix(x[a]!, outDims[a]!, scales[a]!, mode, coord, round)]));
+  return { outDims, matrices };
+}
+
+export const Resize: Lowering = (c) => {
+  const n = c.node;
+  const x = floatAct(c, 0);
+  const opset10 = n.opType === "Upsample" || c.opset < 11;
+  const r = resizeAxes(n, c.opset, x, constValues(c, opset10 ? 1 : 2), opset10 ? undefined : constValues(c, 3));
+  if (typeof r === "string") throw shapeError(c, r);
+  const { outDims, matrices } = r;
+  const matrix = (a: number): string => c.addConst(`${n.name}.resize${a}`, { isFloat: true, dims: [x[a]!, outDims[a]!], data: matrices.get(a)! });
   const last = x.length - 1, row = x.length - 2;
-  const doRow = resized.includes(row), doCol = resized.includes(last);
+  const doRow = matrices.has(row), doCol = matrices.has(last);
   const swap = x.map((_, i) => (i === row ? last : i === last ? row : i));
   const ops: NonNullable<Lowered["chain"]> = [];
   let shape = [...x];

@@ -23,7 +23,7 @@ export const SUPPORTED_OPS: readonly string[] = Object.freeze([
 /** Ops the compiler removes or rewrites into supported ones. */
 export const REWRITTEN_OPS: readonly string[] = Object.freeze([
   "BatchNormalization", "Identity", "Dropout", "IsNaN", "Resize", "Upsample", "ReduceL2", "ReduceSumSquare", "ReduceL1",
-  "Einsum", "Tile",
+  "Einsum", "Tile", "InstanceNormalization",
 ]);
 
 /**
@@ -35,7 +35,8 @@ export const FOLD_ONLY_OPS: readonly string[] = Object.freeze([
   "Range", "Equal", "Less", "Greater", "Not", "Where", "Expand",
   "Min", "Max", "Floor", "Ceil", "Size", "CastLike",
   // Swin's shifted-window attention mask (ScatterND), DeBERTa-v2's relative-position buckets
-  // (Sign); fold.ts also evaluates constant MatMul, Clip, LayerNormalization and Tile, which run as plan ops otherwise
+  // (Sign); fold.ts also evaluates constant MatMul, Clip, LayerNormalization, Tile, Resize and
+  // Reduce{Sum,Mean,Max,Min}, which run as plan ops (or their rewrites) otherwise
   "ScatterND", "Sign",
 ]);
 

@@ -95,4 +95,21 @@ describe("constant folding of the subgraphs Swin and DeBERTa-v2 exports carry", 
     const noBias = fold(n("LayerNormalization", { axis: 0, epsilon: 0 }), [floats([2, 2], [0, 2, 4, 6]), floats([2, 2], [1, 1, 1, 1])]);
     expect(noBias.data.map((v) => Math.round(v * 1e6) / 1e6)).toEqual([-1.341641, -0.447214, 0.447214, 1.341641]);
   });
+
+  it("Resize of a constant (BEiT's relative-position table) and constant reductions", () => {
+    const none = undefined;
+    // linear, half_pixel: [0, 4] at positions -0.25, 0.25, 0.75, 1.25, clamped to the axis
+    const lin = fold(n("Resize", { mode: "linear" }), [floats([1, 1, 1, 2], [0, 4]), none, floats([4], [1, 1, 1, 2])], 13);
+    expect(lin).toEqual({ dims: [1, 1, 1, 4], data: [0, 1, 3, 4], isFloat: true });
+    // nearest by sizes, both spatial axes
+    const near = fold(n("Resize"), [floats([1, 1, 2, 2], [1, 2, 3, 4]), none, none, ints([4], [1, 1, 4, 4])], 13);
+    expect(near.data).toEqual([1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4]);
+    expect(foldNode(n("Resize", { mode: "cubic" }), [floats([1, 1, 1, 2], [0, 4]), none, floats([4], [1, 1, 1, 2])], 13)).toBeUndefined();
+    const x = floats([2, 3], [1, 5, 3, 4, 2, 6]);
+    expect(fold(n("ReduceSum"), [x, ints([1], [1])])).toEqual({ dims: [2, 1], data: [9, 12], isFloat: true });
+    expect(fold(n("ReduceMean", { keepdims: 0 }), [x, ints([1], [0])], 18)).toEqual({ dims: [3], data: [2.5, 3.5, 4.5], isFloat: true });
+    expect(fold(n("ReduceMax", { axes: [1], keepdims: 0 }), [x], 17).data).toEqual([5, 6]);
+    expect(fold(n("ReduceMin", { keepdims: 0 }), [x], 17)).toEqual({ dims: [], data: [1], isFloat: true });  // all axes
+    expect(fold(n("ReduceSum", { noop_with_empty_axes: 1 }), [x]).data).toEqual([1, 5, 3, 4, 2, 6]);
+  });
 });

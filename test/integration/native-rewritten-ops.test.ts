@@ -1,10 +1,12 @@
 /**
- * Einsum and Tile, which the compiler rewrites into ops memlane-rt has (ops-einsum.ts,
- * ops-layout.ts Tile): each equation family models write (batched products in maxvit_t's
+ * ONNX ops the compiler rewrites into ops memlane-rt has (Lowered.expand): Einsum
+ * (ops-einsum.ts), Tile (ops-layout.ts) and InstanceNormalization (ops-conv.ts). For Einsum,
+ * each equation family models write (batched products in maxvit_t's
  * attention, projections by a weight on either side, ellipses, implicit outputs, labels summed
  * away, one-operand transposes and sums, opset 12's attribute axes) and each Tile form (tiled
  * axes, DeBERTa-v2's run-time repeats that follow the batch, the batch axis itself, a constant
- * one), built as ONNX graphs, compiled, run through memlane-rt over real ZeroMQ at batches 1 and
+ * one), and InstanceNormalization over one and two spatial axes (wav2vec2, HuBERT), built as
+ * ONNX graphs, compiled, run through memlane-rt over real ZeroMQ at batches 1 and
  * 3, and compared with ONNX Runtime on the same graph.
  */
 import * as ort from "onnxruntime-node";
@@ -25,7 +27,7 @@ function rtBuilt(): boolean {
   }
 }
 const BUILT = rtBuilt();
-if (!BUILT) console.warn("native-einsum-tile: memlane-rt is not built (run `npm run bootstrap`); skipping");
+if (!BUILT) console.warn("native-rewritten-ops: memlane-rt is not built (run `npm run bootstrap`); skipping");
 
 const i64 = (name: string, data: number[]) => init(name, [data.length], data, "int64");
 
@@ -84,13 +86,21 @@ const CASES: Record<string, Case> = {
     inputs: [["x", ["N", 4, 3]]], inits: [init("w", [2, 3]), i64("r", [2, 1])],
     nodes: [node("Tile", ["w", "r"], ["t"]), node("Add", ["x", "t"], ["y"])], ops: { Tile: 0, Expand: 0 },
   },
+  "InstanceNormalization over one spatial axis": {
+    inputs: [["x", ["N", 3, 37]]], inits: [init("s", [3]), init("b", [3])],
+    nodes: [node("InstanceNormalization", ["x", "s", "b"], ["y"], { epsilon: { f: 1e-3 } })], ops: { LayerNormalization: 1, InstanceNormalization: 0 },
+  },
+  "InstanceNormalization over two spatial axes": {
+    inputs: [["x", ["N", 2, 5, 6]]], inits: [init("s", [2]), init("b", [2])],
+    nodes: [node("InstanceNormalization", ["x", "s", "b"], ["y"])], ops: { LayerNormalization: 1, Mul: 1, Add: 1 },
+  },
 };
 
 let sup: Supervisor;
 let worker: WorkerHandle;
 const dir = tempDir();
 
-describe.skipIf(!BUILT)("Einsum and Tile on memlane-rt match ONNX Runtime", () => {
+describe.skipIf(!BUILT)("Einsum, Tile and InstanceNormalization on memlane-rt match ONNX Runtime", () => {
   beforeAll(async () => {
     sup = await Supervisor.start({ spawn: { heartbeatIntervalMs: 500 } });
     worker = await sup.spawn(workerSpecs.memlaneRt({ args: ["--device", "cpu", "--threads", "1"] }));

@@ -1,6 +1,7 @@
 /**
- * Einsum's equation parsing and the Einsum / Tile refusals, each naming the node and what is
- * wrong. (Their numerics against ONNX Runtime: test/integration/native-einsum-tile.test.ts.)
+ * Einsum's equation parsing and the refusals of the ops the compiler rewrites into others
+ * (Einsum, Tile, InstanceNormalization), each naming the node and what is wrong. (Their
+ * numerics against ONNX Runtime: test/integration/native-rewritten-ops.test.ts.)
  */
 import { describe, expect, it } from "vitest";
 import { CompileError } from "../../src/compiler/index.ts";
@@ -41,7 +42,7 @@ describe("parseEquation", () => {
   });
 });
 
-describe("Einsum and Tile refusals", () => {
+describe("Einsum, Tile and InstanceNormalization refusals", () => {
   it.each([
     ["a diagonal", { inputs: [["x", ["N", 3, 3]]], nodes: [node("Einsum", ["x"], ["y"], { equation: "bii->bi" }, "e")] }, /Einsum node "e": equation "bii->bi": label "i" repeats/],
     ["three operands", { inputs: [["x", ["N", 3]], ["z", ["N", 3]], ["w", ["N", 3]]], nodes: [node("Einsum", ["x", "z", "w"], ["y"], { equation: "bi,bi,bi->bi" }, "e")] }, /Einsum node "e": 3 operands/],
@@ -49,6 +50,8 @@ describe("Einsum and Tile refusals", () => {
     ["two batch labels", { inputs: [["x", ["N", 3]], ["z", ["N", 4]]], nodes: [node("Einsum", ["x", "z"], ["y"], { equation: "bi,cj->bcij" }, "e")] }, /batch axes different labels \("b", "c"\)/],
     ["mismatched extents", { inputs: [["x", ["N", 3, 4]], ["z", ["N", 5, 2]]], nodes: [node("Einsum", ["x", "z"], ["y"], { equation: "bij,bjk->bik" }, "e")] }, /label "j" is 5 in one operand and 4 in another/],
     ["run-time repeats", { inputs: [["x", ["N", 3]], ["r", [2], 7]], nodes: [node("Tile", ["x", "r"], ["y"], undefined, "t")] }, /Tile node "t": the repeats \("r"\) is computed at run time/],
+    ["an InstanceNormalization scale of the wrong size", { inputs: [["x", ["N", 3, 5]]], inits: [init("s", [4]), init("b", [3])], nodes: [node("InstanceNormalization", ["x", "s", "b"], ["y"], undefined, "i")] }, /InstanceNormalization node "i": per-channel input 1 must be \[3\], found \[4\]/],
+    ["an InstanceNormalization without spatial axes", { inputs: [["x", ["N", 3]]], inits: [init("s", [3]), init("b", [3])], nodes: [node("InstanceNormalization", ["x", "s", "b"], ["y"], undefined, "i")] }, /input must be \[N, C, spatial...\], found \[batch, 3\]/],
     ["repeats of the wrong length", { inputs: [["x", ["N", 3]]], inits: [i64("r", [1, 2, 3])], nodes: [node("Tile", ["x", "r"], ["y"], undefined, "t")] }, /3 repeats for the rank-2 input \[batch, 3\]/],
   ])("refuses %s, naming the node", async (_, spec, msg) => {
     expect(await failure({ outputs: ["y"], ...spec } as ModelSpec)).toMatch(msg);
