@@ -77,6 +77,13 @@ export interface InferOptions {
    * rewrites first (a layout 0 LSTM) runs as it is. Not for plans.
    */
   lowerings?: Readonly<Record<string, Lowering>>;
+  /**
+   * Keep each op a lowering rewrites into ONNX nodes (Lowered.expand: Einsum, Tile,
+   * InstanceNormalization) as the one node it is, with the rewrite's output shape: ONNX
+   * Runtime runs them as one kernel, so the replay must not see the rewrite's intermediates
+   * (wav2vec2's InstanceNormalization would have added two [N, 512, 3199] tensors). Not for plans.
+   */
+  keepRewrittenOps?: boolean;
 }
 
 export interface Inferred {
@@ -124,7 +131,17 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
   // A work list, not the graph's node list: a lowering's `expand` splices its nodes in after
   // the one it replaces, and they are lowered next.
   const work = [...g.nodes];
+  /** keepRewrittenOps: rewrites in progress, the nodes they pushed from `from` on to collapse into `node`. */
+  const rewrites: { from: number; output: string; node: LNode }[] = [];
+  const collapseFinished = () => {
+    for (let r = rewrites[rewrites.length - 1]; r && nodes[nodes.length - 1]?.outputs.includes(r.output); r = rewrites[rewrites.length - 1]) {
+      nodes.splice(r.from);
+      nodes.push(r.node);
+      rewrites.pop();
+    }
+  };
   for (let at = 0; at < work.length; at++) {
+    collapseFinished();
     const n0 = work[at]!;
     const n = dropEmptyConcatInputs({ ...n0, inputs: n0.inputs.map(resolve) }, empties, g.file);
     const inputs = n.inputs;
@@ -227,6 +244,7 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
       continue;
     }
     if (low.expand) {
+      if (opts.keepRewrittenOps) rewrites.push({ from: nodes.length, output: n.outputs[0]!, node: { op: n.opType, name: n.name, inputs, outputs: [n.outputs[0]!], attrs: {} } });
       work.splice(at + 1, 0, ...low.expand);
       continue;
     }
@@ -258,6 +276,7 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
     });
   }
 
+  collapseFinished();
   const outputNames = new Map<string, string>();
   const outputs = g.outputs.map((o) => {
     const r = resolve(o);

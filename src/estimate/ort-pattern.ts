@@ -242,7 +242,7 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   const g = isNaNAsEqual(g0);
   const sorted = topoSort(g);
   const unknown = shapesOrtCannotInfer({ ...g, nodes: sorted });
-  const inf = inferGraph({ ...g, nodes: sorted }, { ...(inputShapes ? { inputShapes } : {}), lowerings: { LSTM: ortLstmShapes } });
+  const inf = inferGraph({ ...g, nodes: sorted }, { ...(inputShapes ? { inputShapes } : {}), lowerings: { LSTM: ortLstmShapes }, keepRewrittenOps: true });
   const plainBytes = (name: string) => {
     const s = inf.shapes.get(name);
     return s && s.some((d) => d < 0) ? perSample(s) * DTYPE_BYTES[inf.dtypes.get(name) ?? "float32"] : 0;

@@ -6,8 +6,10 @@
 import { describe, expect, it } from "vitest";
 import { CompileError } from "../../src/compiler/index.ts";
 import { parseEquation } from "../../src/compiler/ops-einsum.ts";
+import { inferGraph } from "../../src/compiler/infer.ts";
+import { loadOnnx } from "../../src/compiler/load.ts";
 import { compile } from "./compiler-compile-helper.ts";
-import { type ModelSpec, init, node } from "./compiler-onnx-builder.ts";
+import { type ModelSpec, init, node, writeModel } from "./compiler-onnx-builder.ts";
 
 const i64 = (name: string, data: number[]) => init(name, [data.length], data, "int64");
 
@@ -55,5 +57,25 @@ describe("Einsum, Tile and InstanceNormalization refusals", () => {
     ["repeats of the wrong length", { inputs: [["x", ["N", 3]]], inits: [i64("r", [1, 2, 3])], nodes: [node("Tile", ["x", "r"], ["y"], undefined, "t")] }, /3 repeats for the rank-2 input \[batch, 3\]/],
   ])("refuses %s, naming the node", async (_, spec, msg) => {
     expect(await failure({ outputs: ["y"], ...spec } as ModelSpec)).toMatch(msg);
+  });
+});
+
+describe("ONNX Runtime's view of a rewritten op (keepRewrittenOps, memlane estimate's replay)", () => {
+  it("is the one node ORT runs, with the rewrite's output shape, between the nodes around it", () => {
+    const file = writeModel({
+      inputs: [["x", ["N", 3, 5, 4]]], outputs: ["y"], inits: [init("s", [3]), init("b", [3]), init("w", [4, 2])],
+      nodes: [
+        node("Relu", ["x"], ["r"]),
+        node("InstanceNormalization", ["r", "s", "b"], ["i"]),
+        node("Einsum", ["i", "w"], ["e"], { equation: "bchw,wk->bchk" }),
+        node("Sigmoid", ["e"], ["y"]),
+      ],
+    });
+    const g = loadOnnx(file);
+    const ops = (keep: boolean) => inferGraph(g, { keepRewrittenOps: keep }).nodes.map((n) => n.op);
+    expect(ops(false)).toEqual(["Relu", "LayerNormalization", "Mul", "Add", "MatMul", "Sigmoid"]);
+    const kept = inferGraph(g, { keepRewrittenOps: true });
+    expect(kept.nodes.map((n) => [n.op, n.outputs[0]])).toEqual([["Relu", "r"], ["InstanceNormalization", "i"], ["Einsum", "e"], ["Sigmoid", "y"]]);
+    expect([kept.shapes.get("i"), kept.shapes.get("e")]).toEqual([[-1, 3, 5, 4], [-1, 3, 5, 2]]);
   });
 });
