@@ -246,7 +246,15 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
     case "ReduceMean":
     case "ReduceMax":
     case "ReduceMin":
+    case "ReduceL2":
+    case "ReduceSumSquare":
+    case "ReduceL1":
       return x ? reduceConst(n, x, ins[1], opset) : undefined;
+    case "GatherND":
+      return x && ins[1] ? gatherNdConst(n, x, ins[1]) : undefined;
+    case "GatherElements":
+    case "ScatterElements":
+      return x && ins[1] ? elementsConst(n, x, ins[1], ins[2]) : undefined;
     default:
       return undefined;
   }
@@ -255,6 +263,8 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
 /** A Reduce* of a constant (BEiT sums its resized relative-position table), axes from the input or attribute. */
 function reduceConst(n: Node, x: C, axesIn: C | undefined, opset: number): C[] | undefined {
   const fromInput = opset >= (n.opType === "ReduceSum" ? 13 : 18);
+  // ReduceL2 / ReduceSumSquare / ReduceL1 (wav2vec2's weight norm, dynamo) sum squares or magnitudes.
+  const term = n.opType === "ReduceL1" ? Math.abs : n.opType === "ReduceL2" || n.opType === "ReduceSumSquare" ? (v: number) => v * v : (v: number) => v;
   const raw = fromInput ? (axesIn ? Array.from(axesIn.data) : undefined) : attrInts(n, "axes");
   const r = x.dims.length;
   let axes = raw?.map((a) => (a < 0 ? a + r : a));
@@ -272,10 +282,10 @@ function reduceConst(n: Node, x: C, axesIn: C | undefined, opset: number): C[] |
   for (let k = 0; k < x.data.length; k++) {
     let o = 0;
     for (let i = 0; i < r; i++) if (!axes.includes(i)) o += (Math.floor(k / st[i]!) % x.dims[i]!) * ost[i]!;
-    const v = x.data[k]!;
+    const v = term(x.data[k]!);
     acc[o] = n.opType === "ReduceMax" ? Math.max(acc[o]!, v) : n.opType === "ReduceMin" ? Math.min(acc[o]!, v) : acc[o]! + v;
   }
-  const out = n.opType === "ReduceMean" ? acc.map((v) => v / count) : acc;
+  const out = n.opType === "ReduceMean" ? acc.map((v) => v / count) : n.opType === "ReduceL2" ? acc.map(Math.sqrt) : acc;
   const dims = keep ? kept : x.dims.filter((_, i) => !axes!.includes(i));
   return [{ ...mk(x.isFloat, dims, out), dtype: defaultDtype(x) }];
 }
@@ -351,6 +361,55 @@ function matmulConst(a0: C, b0: C): C[] | undefined {
 }
 
 /** ScatterND (reduction none): data with the slices that indices [..., k] name replaced by updates'. */
+/** GatherND (batch_dims 0) of constants: each index tuple picks a slice of the data's first axes. */
+function gatherNdConst(n: Node, data: C, indices: C): C[] | undefined {
+  if ((n.attrs.get("batch_dims") ?? 0) !== 0) return undefined;
+  const k = indices.dims.at(-1)!;
+  if (!(k >= 1 && k <= data.dims.length)) return undefined;
+  const st = strides(data.dims), slice = numel(data.dims.slice(k)), count = numel(indices.dims.slice(0, -1));
+  const out: number[] = [];
+  for (let u = 0; u < count; u++) {
+    let off = 0;
+    for (let i = 0; i < k; i++) {
+      const d = data.dims[i]!, v = indices.data[u * k + i]!, idx = v < 0 ? v + d : v;
+      if (!(idx >= 0 && idx < d)) return undefined;
+      off += idx * st[i]!;
+    }
+    for (let e = 0; e < slice; e++) out.push(data.data[off + e]!);
+  }
+  return [{ ...mk(data.isFloat, [...indices.dims.slice(0, -1), ...data.dims.slice(k)], out), dtype: defaultDtype(data) }];
+}
+
+/**
+ * GatherElements and ScatterElements (reduction none) of constants along `axis`: element i of
+ * the indices names the position on that axis (Funnel's relative positions, BEiT's dynamo
+ * relative-position index).
+ */
+function elementsConst(n: Node, data: C, indices: C, updates: C | undefined): C[] | undefined {
+  const scatter = n.opType === "ScatterElements";
+  if (scatter && (!updates || (n.attrs.get("reduction") ?? "none") !== "none" || updates.data.length !== indices.data.length)) return undefined;
+  const r = data.dims.length;
+  if (indices.dims.length !== r) return undefined;
+  const axis = normAxis(n, attrInt(n, "axis", 0), r);
+  const ds = strides(data.dims), is = strides(indices.dims);
+  const out = scatter ? Array.from(data.data) : new Array<number>(indices.data.length);
+  for (let k = 0; k < indices.data.length; k++) {
+    let off = 0;
+    for (let i = 0; i < r; i++) {
+      let c = Math.floor(k / is[i]!) % indices.dims[i]!;
+      if (i === axis) {
+        const v = indices.data[k]!;
+        c = v < 0 ? v + data.dims[i]! : v;
+        if (!(c >= 0 && c < data.dims[i]!)) return undefined;
+      } else if (c >= data.dims[i]!) return undefined;
+      off += c * ds[i]!;
+    }
+    if (scatter) out[off] = updates!.data[k]!;
+    else out[k] = data.data[off]!;
+  }
+  return [{ ...mk(data.isFloat, scatter ? [...data.dims] : [...indices.dims], out), dtype: defaultDtype(data) }];
+}
+
 function scatterNdConst(n: Node, data: C, indices: C, updates: C): C[] | undefined {
   const reduction = n.attrs.get("reduction") ?? "none";
   if (reduction !== "none") return undefined;

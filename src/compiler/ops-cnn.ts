@@ -25,7 +25,7 @@ function scalarInput(c: OpCtx, i: number, what: string): number | undefined {
 
 /** Clip (ReLU6 and friends): bounds from constant inputs (opset >= 11) or attributes; an absent bound is omitted. */
 export const Clip: Lowering = (c) => {
-  const x = c.act(0);
+  const x = floatAct(c, 0);  // element-wise: any layout (Swin-V2 clamps norms of [64·batch, ...])
   const attrs: Record<string, number> = {};
   const lo = c.opset >= 11 ? scalarInput(c, 1, "Clip min") : c.node.attrs.has("min") ? attrFloat(c.node, "min", 0) : undefined;
   const hi = c.opset >= 11 ? scalarInput(c, 2, "Clip max") : c.node.attrs.has("max") ? attrFloat(c.node, "max", 0) : undefined;
@@ -37,11 +37,11 @@ export const Clip: Lowering = (c) => {
 };
 
 export const HardSigmoid: Lowering = (c) => ({
-  shapes: [c.act(0)],
+  shapes: [floatAct(c, 0)],
   attrs: { alpha: attrFloat(c.node, "alpha", 0.2), beta: attrFloat(c.node, "beta", 0.5) },
 });
 
-export const HardSwish: Lowering = (c) => ({ shapes: [c.act(0)], attrs: {} });
+export const HardSwish: Lowering = (c) => ({ shapes: [floatAct(c, 0)], attrs: {} });
 
 const PAD_MODES = ["constant", "reflect", "edge"];
 

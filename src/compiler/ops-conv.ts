@@ -1,6 +1,6 @@
 /** Conv and pooling ops: attribute defaults, auto_pad resolution and output shapes (2-D, and 1-D as 2-D). */
 import { attrInt, attrInts, attrString } from "./attrs.ts";
-import { type Lowered, type Lowering, type OpCtx, requireRank, requireWeight, shapeError } from "./op-ctx.ts";
+import { type Lowered, type Lowering, type OpCtx, floatAct, requireRank, requireWeight, shapeError } from "./op-ctx.ts";
 import { fmtShape } from "./ir.ts";
 
 interface Window {
@@ -197,8 +197,10 @@ export const InstanceNormalization: Lowering = (c) => {
 
 /** Kept as a node until rewrite.ts folds it into a Conv or splits it into Mul + Add. */
 export const BatchNormalization: Lowering = (c) => {
-  const x = c.act(0);
-  if (x.length < 2) throw shapeError(c, `input must be [N, C, ...], found ${fmtShape(x)}`);
+  // The batch may be k·batch or elsewhere (LeViT's BatchNorm1d over [196·batch, 256]): the
+  // standalone Mul + Add broadcast over any layout; only the channel axis (1) must not be it.
+  const x = floatAct(c, 0);
+  if (x.length < 2 || x[1]! < 0) throw shapeError(c, `input must be [N, C, ...] with the channels on axis 1, found ${fmtShape(x)}`);
   if (c.node.outputs.slice(1).some((o) => o)) throw shapeError(c, "training-mode BatchNormalization (running mean/var outputs) is not supported");
   for (let i = 1; i <= 4; i++) {
     const t = requireWeight(c, i, ["", "scale", "B", "mean", "var"][i]!);

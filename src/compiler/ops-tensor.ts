@@ -1,7 +1,7 @@
 /** Dense, elementwise and layout ops: attribute defaults, weight checks and output shapes. */
 import { attrFloat, attrInt, attrInts, attrString, normAxis } from "./attrs.ts";
 import { mk } from "./fold-math.ts";
-import { batchAxis, fmtShape, numel } from "./ir.ts";
+import { BATCH, batchAxis, fmtShape, numel } from "./ir.ts";
 import { FlattenAsReshape } from "./ops-layout.ts";
 import { type Lowering, type OpCtx, floatAct, requireRank, requireWeight, shapeError } from "./op-ctx.ts";
 
@@ -60,12 +60,12 @@ export const Gelu: Lowering = (c) => {
 
 export const Flatten: Lowering = (c) => {
   const any = c.actAny(0);
-  if (c.dtype(0) !== "float32" || batchAxis(any) !== 0) return FlattenAsReshape(c);
+  if (c.dtype(0) !== "float32" || batchAxis(any) !== 0 || any[0] !== BATCH) return FlattenAsReshape(c);
   const x = c.act(0);
   const axis = attrInt(c.node, "axis", 1) < 0 ? attrInt(c.node, "axis", 1) + x.length : attrInt(c.node, "axis", 1);
-  if (axis < 1 || axis > x.length || numel(x.slice(1, axis)) !== 1) {
-    throw shapeError(c, `axis ${attrInt(c.node, "axis", 1)} on ${fmtShape(x)} would merge the batch with other dimensions`);
-  }
+  // Merging the batch with the axes after it (LeViT's flatten(0, 1) before a BatchNorm1d) gives
+  // [k·batch, ...]: a Reshape, not the batch-first Flatten kernel.
+  if (axis < 1 || axis > x.length || numel(x.slice(1, axis)) !== 1) return FlattenAsReshape(c);
   return { shapes: [[-1, numel(x.slice(axis))]], attrs: { axis } };
 };
 

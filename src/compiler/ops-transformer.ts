@@ -5,7 +5,7 @@
  */
 import { attrFloat, attrInt, attrInts, normAxis } from "./attrs.ts";
 import { broadcastDims, mk } from "./fold-math.ts";
-import { type ConstTensor, batchAxis, fmtShape, numel } from "./ir.ts";
+import { type ConstTensor, BATCH, batchAxis, fmtShape, numel } from "./ir.ts";
 import { type Lowered, type Lowering, type OpCtx, floatAct, requireWeight, shapeError } from "./op-ctx.ts";
 import * as conv from "./ops-conv.ts";
 import * as tensor from "./ops-tensor.ts";
@@ -106,7 +106,7 @@ export const MatMul: Lowering = (c) => {
 
 /** Pow with a constant scalar exponent (x^2 in LayerNorm, x^3 in the tanh Gelu). */
 export const Pow: Lowering = (c) => {
-  const x = c.act(0);
+  const x = floatAct(c, 0);
   const e = c.weight(1);
   if (!e || numel(e.dims) !== 1) throw shapeError(c, `the exponent "${c.node.inputs[1]}" must be a constant scalar`);
   const out = broadcastDims(x, e.dims);
@@ -171,9 +171,42 @@ export const ReduceL2 = reduceOfPower("ReduceL2");
 export const ReduceSumSquare = reduceOfPower("ReduceSumSquare");
 export const ReduceL1 = reduceOfPower("ReduceL1");
 
+/**
+ * A reduction of a tensor whose first axis is k·batch (k > 1: windows or heads merged into the
+ * batch, Swin-V2's cosine attention on [64·batch, heads, 49, 24]) as ONNX nodes: a Reshape
+ * to [batch, k, ...], the reduction over the same axes one further on, and a Reshape back to
+ * [k·batch, ...]; the reduce kernels take the batch first. Other tensors go to `lower` as they are.
+ */
+function batchSplit(lower: Lowering): Lowering {
+  return (c) => {
+    const x = c.actAny(0);
+    if (batchAxis(x) !== 0 || x[0] === BATCH || c.dtype(0) !== "float32") return lower(c);
+    const axes = reduceAxes(c, x.length);
+    if (!axes || axes.length === 0 || axes.includes(0)) return lower(c);  // its own error
+    const n = c.node, k = -x[0]!;
+    const ints = (base: string, v: number[]) => c.addConst(`${n.name}.${base}`, { isFloat: false, dims: [v.length], data: Float64Array.from(v), dtype: "int64" });
+    const shifted = axes.map((a) => a + 1);
+    const axesFromInput = c.opset >= (n.opType === "ReduceSum" ? 13 : 18) && !!n.inputs[1];
+    const attrs = new Map(n.attrs);
+    if (!axesFromInput) attrs.set("axes", shifted);
+    const split = c.freshName(`${n.outputs[0]}.batch_split`), reduced = c.freshName(`${n.outputs[0]}.reduced`);
+    const keepdims = attrInt(n, "keepdims", 1) === 1;
+    const out = keepdims ? x.map((d, i) => (axes.includes(i) ? 1 : d)) : x.filter((_, i) => !axes.includes(i));
+    return {
+      shapes: [], attrs: {},
+      expand: [
+        { opType: "Reshape", name: `${n.name}.batch_split`, inputs: [n.inputs[0]!, ints("split", [-1, k, ...x.slice(1)])], outputs: [split], attrs: new Map() },
+        { opType: n.opType, name: n.name, inputs: axesFromInput ? [split, ints("axes", shifted)] : [split], outputs: [reduced], attrs },
+        { opType: "Reshape", name: `${n.name}.batch_merge`, inputs: [reduced, ints("merge", [-1, ...out.slice(1)])], outputs: [n.outputs[0]!], attrs: new Map() },
+      ],
+    };
+  };
+}
+
 /** The lowerings this file adds, keyed by ONNX op (infer.ts merges them into its table). */
 export const TRANSFORMER_LOWERINGS: Record<string, Lowering> = {
-  LayerNormalization, MatMul, Pow, ReduceMean, ReduceSum, ReduceMax, ReduceL2, ReduceSumSquare, ReduceL1,
+  LayerNormalization, MatMul, Pow,
+  ...Object.fromEntries(Object.entries({ ReduceMean, ReduceSum, ReduceMax, ReduceL2, ReduceSumSquare, ReduceL1 }).map(([op, f]) => [op, batchSplit(f)])),
   Sqrt: tensor.Unary, Reciprocal: tensor.Unary, Exp: tensor.Unary, Neg: tensor.Unary, Log: tensor.Unary, Abs: tensor.Unary,
   Sin: tensor.Unary, Cos: tensor.Unary,
 };

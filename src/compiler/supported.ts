@@ -35,9 +35,10 @@ export const FOLD_ONLY_OPS: readonly string[] = Object.freeze([
   "Range", "Equal", "Less", "Greater", "Not", "Where", "Expand",
   "Min", "Max", "Floor", "Ceil", "Size", "CastLike",
   // Swin's shifted-window attention mask (ScatterND), DeBERTa-v2's relative-position buckets
-  // (Sign); fold.ts also evaluates constant MatMul, Clip, LayerNormalization, Tile, Resize and
-  // Reduce{Sum,Mean,Max,Min}, which run as plan ops (or their rewrites) otherwise
-  "ScatterND", "Sign",
+  // (Sign), BEiT's dynamo relative-position index (ScatterElements); fold.ts also evaluates
+  // constant MatMul, Clip, LayerNormalization, Tile, Resize, GatherND, GatherElements and every
+  // Reduce* it rewrites, which run as plan ops (or their rewrites) otherwise
+  "ScatterND", "Sign", "ScatterElements",
 ]);
 
 export function supportedListText(): string {

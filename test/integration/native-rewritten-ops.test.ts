@@ -1,6 +1,7 @@
 /**
  * ONNX ops the compiler rewrites into ops memlane-rt has (Lowered.expand): Einsum
- * (ops-einsum.ts), Tile (ops-layout.ts) and InstanceNormalization (ops-conv.ts). For Einsum,
+ * (ops-einsum.ts), Tile (ops-layout.ts), InstanceNormalization (ops-conv.ts) and reductions of
+ * a [k·batch, ...] tensor (ops-transformer.ts), and the batch merged by a Flatten into a BatchNorm. For Einsum,
  * each equation family models write (batched products in maxvit_t's
  * attention, projections by a weight on either side, ellipses, implicit outputs, labels summed
  * away, one-operand transposes and sums, opset 12's attribute axes) and each Tile form (tiled
@@ -85,6 +86,29 @@ const CASES: Record<string, Case> = {
   "Tile of a constant folds": {
     inputs: [["x", ["N", 4, 3]]], inits: [init("w", [2, 3]), i64("r", [2, 1])],
     nodes: [node("Tile", ["w", "r"], ["t"]), node("Add", ["x", "t"], ["y"])], ops: { Tile: 0, Expand: 0 },
+  },
+  "a reduction over [k·batch, ...] (Swin-V2's cosine attention)": {
+    inputs: [["x", ["N", 2, 3, 4]]], inits: [i64("merge", [-1, 3, 4]), i64("axes", [-1]), init("eps", [], [1e-3]), i64("back", [-1, 2, 3, 1])],
+    nodes: [
+      node("Reshape", ["x", "merge"], ["m"]),
+      node("ReduceL2", ["m", "axes"], ["n"], { keepdims: 1 }),
+      node("Clip", ["n", "eps"], ["c"]),
+      node("Reshape", ["c", "back"], ["y"]),
+    ],
+    opset: 18, ops: { ReduceSum: 1, Sqrt: 1, Clip: 1 },
+  },
+  "a mean over [k·batch, ...] by attribute, keepdims 0": {
+    inputs: [["x", ["N", 2, 3, 4]]], inits: [i64("merge", [-1, 3, 4]), i64("back", [-1, 2, 3])],
+    nodes: [node("Reshape", ["x", "merge"], ["m"]), node("ReduceMean", ["m"], ["r"], { axes: [2], keepdims: 0 }), node("Reshape", ["r", "back"], ["y"])],
+  },
+  "Flatten merging the batch, then BatchNorm over [k·batch, C] (LeViT)": {
+    inputs: [["x", ["N", 5, 6]]], inits: [init("g", [6]), init("b", [6]), init("mu", [6]), init("var", [6], [0.5, 1, 1.5, 2, 2.5, 3]), i64("back", [-1, 5, 6])],
+    nodes: [
+      node("Flatten", ["x"], ["f"], { axis: 2 }),
+      node("BatchNormalization", ["f", "g", "b", "mu", "var"], ["bn"]),
+      node("Reshape", ["bn", "back"], ["y"]),
+    ],
+    ops: { Flatten: 0, Mul: 1, Add: 1 },
   },
   "InstanceNormalization over one spatial axis": {
     inputs: [["x", ["N", 3, 37]]], inits: [init("s", [3]), init("b", [3])],

@@ -112,4 +112,18 @@ describe("constant folding of the subgraphs Swin and DeBERTa-v2 exports carry", 
     expect(fold(n("ReduceMin", { keepdims: 0 }), [x], 17)).toEqual({ dims: [], data: [1], isFloat: true });  // all axes
     expect(fold(n("ReduceSum", { noop_with_empty_axes: 1 }), [x]).data).toEqual([1, 5, 3, 4, 2, 6]);
   });
+
+  it("GatherND, GatherElements, ScatterElements and ReduceL2 / SumSquare / L1 of constants", () => {
+    const d = floats([2, 3], [1, 2, 3, 4, 5, 6]);
+    expect(fold(n("GatherND"), [d, ints([2, 2], [1, 2, 0, -1])])).toEqual({ dims: [2], data: [6, 3], isFloat: true });
+    expect(fold(n("GatherND"), [d, ints([1, 1], [1])])).toEqual({ dims: [1, 3], data: [4, 5, 6], isFloat: true });
+    expect(fold(n("GatherElements", { axis: 1 }), [d, ints([2, 2], [2, 0, -1, 1])])).toEqual({ dims: [2, 2], data: [3, 1, 6, 5], isFloat: true });
+    expect(fold(n("ScatterElements", { axis: 0 }), [d, ints([1, 3], [1, 0, 1]), floats([1, 3], [7, 8, 9])])).toEqual({ dims: [2, 3], data: [1, 8, 3, 7, 5, 9], isFloat: true });
+    expect(foldNode(n("ScatterElements", { reduction: "add" }), [d, ints([1, 3], [1, 0, 1]), floats([1, 3], [7, 8, 9])], 17)).toBeUndefined();
+    expect(foldNode(n("GatherElements"), [d, ints([1, 1], [2])], 17)).toBeUndefined();  // out of range
+    const v = floats([2, 2], [3, -4, 0, 1]);
+    expect(fold(n("ReduceL2", { keepdims: 0 }), [v, ints([1], [1])], 18).data).toEqual([5, 1]);
+    expect(fold(n("ReduceSumSquare", { axes: [0] }), [v], 17).data).toEqual([9, 17]);
+    expect(fold(n("ReduceL1", { keepdims: 0 }), [v], 17).data).toEqual([8]);
+  });
 });

@@ -179,9 +179,18 @@ describe("compiler: shapes and attributes", () => {
     expect(summary.warnings.join()).toMatch(/fixed first dimension 1/);
   });
 
+  it("flattens from axis 0 or 2 as a Reshape that merges the batch ([1, 6·batch], [2·batch, 3]); an output must keep a plain batch", async () => {
+    const back = init("back", [3], [-1, 2, 3], "int64");
+    for (const axis of [0, 2]) {
+      const { h } = await compile({ inputs: [["x", ["N", 2, 3]]], outputs: ["y"], inits: [back], nodes: [node("Flatten", ["x"], ["f"], { axis }), node("Relu", ["f"], ["r"]), node("Reshape", ["r", "back"], ["y"])] });
+      expect(h.ops.map((o) => [o.op, o.attrs.shape])).toEqual([["Reshape", axis === 0 ? [1, -6] : [-2, 3]], ["Relu", undefined], ["Reshape", [-1, 2, 3]]]);
+    }
+    await expect(compile({ inputs: [["x", ["N", 2, 3]]], outputs: ["y"], nodes: [node("Flatten", ["x"], ["y"], { axis: 0 })] }))
+      .rejects.toThrow(/graph output "y" has shape \[1, 6·batch\]; a plan output needs one plain batch dimension/);
+  });
+
   it.each([
     ["a Transpose whose perm is no permutation", node("Transpose", ["x"], ["y"], { perm: [1, 1, 2] }), /perm \[1,1,2\] is not a permutation/],
-    ["a Flatten at axis 0", node("Flatten", ["x"], ["y"], { axis: 0 }), /merge the batch/],
     ["a Softmax across the batch", node("Softmax", ["x"], ["y"], { axis: 0 }), /across the batch/],
   ])("refuses %s, naming the node", async (_, n, msg) => {
     const err = await compile({ inputs: [["x", ["N", 2, 3]]], outputs: ["y"], nodes: [{ ...n, name: "bad_node" }] }).catch((e: unknown) => e);
