@@ -32,7 +32,7 @@ def test_list_names_every_family():
     r = realzoo("list")
     names = r.stdout.split()
     assert r.returncode == 0
-    for n in ("resnet18", "mobilenet_v2", "densenet121", "vit_small", "bert", "distilbert", "gpt2", "llama", "hf_vit",
+    for n in ("resnet18", "mobilenet_v2", "densenet121", "vit_small", "bert", "distilbert", "gpt2", "llama", "clip_text", "hf_vit",
               "transformer_encoder_prenorm_sf", "transformer_encoder_postnorm_bf", "lstm"):
         assert n in names
 

@@ -15,6 +15,7 @@ import * as layout from "./ops-layout.ts";
 import * as cnn from "./ops-cnn.ts";
 import { CumSum, GatherElements } from "./ops-cumsum-gather-elements.ts";
 import { GatherND, MinMax } from "./ops-gather-nd.ts";
+import { ArgMax } from "./ops-argmax.ts";
 import { Einsum } from "./ops-einsum.ts";
 import { LSTM } from "./ops-lstm.ts";
 import { Resize } from "./ops-resize.ts";
@@ -36,7 +37,7 @@ const LOWERINGS: Record<string, Lowering> = {
   Range: layout.Range, ConstantOfShape: layout.ConstantOfShape,
   Clip: cnn.Clip, HardSigmoid: cnn.HardSigmoid, HardSwish: cnn.HardSwish, Pad: cnn.Pad, Split: cnn.Split, LSTM,
   Max: MinMax, Min: MinMax, GatherND, CumSum, GatherElements, Resize, Upsample: Resize,
-  Einsum, Tile: layout.Tile, InstanceNormalization: conv.InstanceNormalization,
+  Einsum, Tile: layout.Tile, InstanceNormalization: conv.InstanceNormalization, ArgMax,
   // Transformer ops (LayerNormalization, batched MatMul, float math, reductions): replaces
   // MatMul and ReduceMean above with lowerings that keep their old cases as fast paths.
   ...TRANSFORMER_LOWERINGS,

@@ -17,7 +17,7 @@ export const SUPPORTED_OPS: readonly string[] = Object.freeze([
   "LessOrEqual", "GreaterOrEqual",
   "Clip", "HardSigmoid", "HardSwish", "SiLU", "Pad", "Split", "LSTM",
   "Max", "Min", "GatherND", "CumSum", "GatherElements",
-  "Sin", "Cos",
+  "Sin", "Cos", "ArgMax",
 ]);
 
 /** Ops the compiler removes or rewrites into supported ones. */

@@ -1,4 +1,4 @@
-"""Transformers (BERT, DistilBERT, GPT-2, Llama, ViT) in tiny configurations with random init from
+"""Transformers (BERT, DistilBERT, GPT-2, Llama, CLIP's text encoder, ViT) in tiny configurations with random init from
 a config (no hub access), and torch.nn's TransformerEncoder and LSTM. Importing this
 module is cheap (the model list without torch); the builders import torch and transformers.
 
@@ -76,6 +76,17 @@ def _llama(_: int):
     return _positional(LlamaForCausalLM(cfg), ("input_ids", "attention_mask"), ("logits",))
 
 
+def _clip_text(_: int):
+    _transformers_ready()
+    from transformers import CLIPTextConfig, CLIPTextModel
+    # Pools each sequence at the argmax of its ids (the end-of-text token has the largest id in
+    # CLIP's vocabulary): an ArgMax, then a Gather from the hidden states flattened over the batch.
+    cfg = CLIPTextConfig(vocab_size=VOCAB, hidden_size=TINY["hidden"], num_hidden_layers=TINY["layers"],
+                         num_attention_heads=TINY["heads"], intermediate_size=TINY["inner"],
+                         max_position_embeddings=MAX_POSITIONS, attn_implementation="eager")
+    return _positional(CLIPTextModel(cfg), ("input_ids", "attention_mask"), ("last_hidden_state", "pooler_output"))
+
+
 def _hf_vit(size: int):
     _transformers_ready()
     from transformers import ViTConfig, ViTModel
@@ -120,6 +131,8 @@ def specs() -> list[ModelSpec]:
                   ("last_hidden_state",), seq=SEQ),
         ModelSpec("gpt2", "transformers", _gpt2, _text("input_ids", "attention_mask"), ("logits",), seq=SEQ),
         ModelSpec("llama", "transformers", _llama, _text("input_ids", "attention_mask"), ("logits",), seq=SEQ),
+        ModelSpec("clip_text", "transformers", _clip_text, _text("input_ids", "attention_mask"),
+                  ("last_hidden_state", "pooler_output"), seq=SEQ),
         ModelSpec("hf_vit", "transformers", _hf_vit, lambda size: (InputSpec("pixel_values", ("batch", 3, size, size)),),
                   ("last_hidden_state", "pooler_output"), size=64, full_size=224),
     ]

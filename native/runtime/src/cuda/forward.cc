@@ -20,8 +20,8 @@ const char* op_name(OpType t) {
                                        "Gather", "Cast", "Where", "Equal", "Less", "Greater", "Not", "And",
                                        "Or", "Mod", "Expand", "Slice", "Range", "ConstantOfShape",
                                        "LessOrEqual", "GreaterOrEqual", "Clip", "HardSigmoid", "HardSwish", "SiLU", "Pad",
-                                       "Split", "LSTM", "Max", "Min", "GatherND", "CumSum", "GatherElements", "Sin", "Cos"};
-  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(OpType::kCos) + 1,
+                                       "Split", "LSTM", "Max", "Min", "GatherND", "CumSum", "GatherElements", "Sin", "Cos", "ArgMax"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(OpType::kArgMax) + 1,
                 "one name per OpType, in enum order (plan/plan.h)");
   const size_t i = static_cast<size_t>(t);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";

@@ -67,6 +67,7 @@ const char* op_type_name(OpType t) {
     case OpType::kGatherElements: return "GatherElements";
     case OpType::kSin: return "Sin";
     case OpType::kCos: return "Cos";
+    case OpType::kArgMax: return "ArgMax";
   }
   return "?";
 }

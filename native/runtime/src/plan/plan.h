@@ -82,6 +82,8 @@ enum class OpType : uint8_t {
   kCumSum, kGatherElements,
   // RoPE's cos/sin tables, computed from run-time positions in decoder LLMs (appended: the order is the cuda name table's).
   kSin, kCos,
+  // CLIP's text pooling: the position of each sequence's maximum (int64 out).
+  kArgMax,
 };
 const char* op_type_name(OpType t);
 
@@ -108,8 +110,9 @@ struct OpAttrs {
   Activation activation = Activation::kNone;  // Conv, Gemm
   bool geluTanh = false;                      // Gelu approximate == "tanh"
   int axis = 1;                               // Flatten, Concat (full rank, >= 1), Softmax (not the batch's),
-                                              // Gather, CumSum, GatherElements (any axis, resolved)
+                                              // Gather, CumSum, GatherElements, ArgMax (any axis, resolved)
   bool exclusive = false, reverse = false;    // CumSum: ONNX's flags
+  bool lastIndex = false;                     // ArgMax: select_last_index
   std::vector<int64_t> shape;                 // Reshape (resolved; shape[0] = -1 = batch)
   std::vector<int> perm;                      // Transpose (any permutation)
   float epsilon = 1e-5f;                      // LayerNormalization (normalises axis.. end)

@@ -162,7 +162,7 @@ bool parse_op_type(const std::string& s, OpType* t) {
       {"SiLU", OpType::kSiLU}, {"Pad", OpType::kPad}, {"Split", OpType::kSplit}, {"LSTM", OpType::kLSTM},
       {"Max", OpType::kMax}, {"Min", OpType::kMin}, {"GatherND", OpType::kGatherND},
       {"CumSum", OpType::kCumSum}, {"GatherElements", OpType::kGatherElements},
-      {"Sin", OpType::kSin}, {"Cos", OpType::kCos}};
+      {"Sin", OpType::kSin}, {"Cos", OpType::kCos}, {"ArgMax", OpType::kArgMax}};
   for (const auto& e : kTable)
     if (s == e.n) { *t = e.t; return true; }
   return false;
@@ -306,11 +306,18 @@ bool parse_attrs(Reader& r, const Obj* attrs_obj, OpType t, const std::string& p
       return r.as_ints(r.need(m, "shape", p), p + ".shape", &a->shape);
     case OpType::kGather:
     case OpType::kGatherElements:
-    case OpType::kCumSum: {
+    case OpType::kCumSum:
+    case OpType::kArgMax: {
       int64_t v;
       if (!r.as_int(r.need(m, "axis", p), p + ".axis", &v)) return false;
       if (v < 0 || v > 16) return r.bad(p + ".axis", "0..16 (resolved, full rank)", std::to_string(v));
       a->axis = int(v);
+      if (t == OpType::kArgMax) {
+        if (!r.as_int(r.need(m, "select_last_index", p), p + ".select_last_index", &v)) return false;
+        if (v != 0 && v != 1) return r.bad(p + ".select_last_index", "0 or 1", std::to_string(v));
+        a->lastIndex = v == 1;
+        return true;
+      }
       if (t != OpType::kCumSum) return true;
       // CumSum's flags as ONNX has them: 0 or 1, anything else is a corrupt plan, not "true".
       for (auto [key, dst] : {std::pair<const char*, bool*>{"exclusive", &a->exclusive}, {"reverse", &a->reverse}}) {
