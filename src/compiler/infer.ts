@@ -79,10 +79,11 @@ export interface InferOptions {
    */
   lowerings?: Readonly<Record<string, Lowering>>;
   /**
-   * Keep each op a lowering rewrites into ONNX nodes (Lowered.expand: Einsum, Tile,
-   * InstanceNormalization) as the one node it is, with the rewrite's output shape: ONNX
-   * Runtime runs them as one kernel, so the replay must not see the rewrite's intermediates
-   * (wav2vec2's InstanceNormalization would have added two [N, 512, 3199] tensors). Not for plans.
+   * Keep each op the compiler rewrites into several (Lowered.expand: Einsum, Tile,
+   * InstanceNormalization; before / then / chain: a 1-D Conv between Reshapes, Resize as
+   * MatMuls, ReduceL2 as Pow, ReduceSum, Sqrt) as the one node it is, with the rewrite's output
+   * shape: ONNX Runtime runs them as one kernel, so the replay must not see the rewrite's
+   * intermediates (wav2vec2's 1-D convs would each add a [N, 512, 3199] copy). Not for plans.
    */
   keepRewrittenOps?: boolean;
 }
@@ -251,6 +252,15 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
     }
     const outputs = n.outputs.slice(0, low.shapes.length);
     const post: NonNullable<Lowered["chain"]> = low.chain ?? (low.then ? [low.then] : []);
+    if (opts.keepRewrittenOps && (low.before || post.length > 0)) {
+      // ORT runs the node as it is (a 1-D Conv, a Resize, a ReduceL2): one output, no Reshapes
+      // or MatMuls around it, with the shape the rewrite ends at.
+      const last = post.length > 0 ? post[post.length - 1]!.shape : low.shapes[0]!;
+      shapes.set(n.outputs[0]!, last);
+      dtypes.set(n.outputs[0]!, low.dtypes?.[0] ?? "float32");
+      nodes.push({ op: n.opType, name: n.name, inputs, outputs: [n.outputs[0]!], attrs: low.attrs });
+      continue;
+    }
     if (post.length > 0) outputs[0] = fresh(`${outputs[0]}.pre`);
     low.shapes.forEach((s, i) => {
       if (!outputs[i]) return;

@@ -90,6 +90,9 @@ function planBuffers(nodes: readonly LNode[], inputs: readonly string[], outputs
       const inplaceOn = n.op === CONV_SUM ? n.inputs.at(-1) : n.inputs[0];
       const src = inplaceOn ? bufferOf.get(inplaceOn) : undefined;
       const shape = shapeOf(o);
+      // A view of a graph input (wav2vec2's Unsqueeze of its waveform) is the caller's tensor:
+      // no buffer from the arena, like the input itself.
+      if (!src && VIEW_OPS.has(n.op) && inplaceOn && inputs.includes(inplaceOn)) continue;
       if (src && (VIEW_OPS.has(n.op) || ((INPLACE_OPS.has(n.op) || n.op === CONV_SUM) && shape !== null && src.shape !== null && src.uses === 1 && src.size === size))) {
         src.uses += myUses;
         bufferOf.set(o, src);
