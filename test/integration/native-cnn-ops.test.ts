@@ -14,21 +14,13 @@ import * as ort from "onnxruntime-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileOnnx } from "../../src/compiler/index.ts";
 import { Supervisor } from "../../src/workers/supervisor.ts";
-import { memlaneRtBinary, workerSpecs } from "../../src/workers/specs.ts";
+import { workerSpecs } from "../../src/workers/specs.ts";
+import { rtBuilt } from "../fixtures/rt-built.ts";
 import type { WorkerHandle } from "../../src/workers/handle.ts";
 import { REPO_ROOT, pythonPath } from "../fixtures/onnx/models.ts";
 import { ortSession } from "../fixtures/ort-session.ts";
 
-function rtBuilt(): boolean {
-  try {
-    memlaneRtBinary();
-    return true;
-  } catch {
-    return false;
-  }
-}
-const BUILT = rtBuilt();
-if (!BUILT) console.warn("native-cnn-ops: memlane-rt is not built (run `npm run bootstrap`); skipping");
+const BUILT = rtBuilt("native-cnn-ops");
 
 const EXPECTED = [
   "mbv2-block", "mbv3-block", "mbconv-silu", "shuffle-block", "pad-block", "split-concat", "conv1d-block", "resize-block", "lstm-bf", "lstm-bf-bidir", "lstm-bf-2layers",

@@ -11,21 +11,13 @@ import * as ort from "onnxruntime-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CompileError, compileOnnx } from "../../src/compiler/index.ts";
 import { Supervisor } from "../../src/workers/supervisor.ts";
-import { memlaneRtBinary, workerSpecs } from "../../src/workers/specs.ts";
+import { workerSpecs } from "../../src/workers/specs.ts";
+import { rtBuilt } from "../fixtures/rt-built.ts";
 import type { WorkerHandle } from "../../src/workers/handle.ts";
 import { type ModelEntry, ensureModels } from "../fixtures/onnx/models.ts";
 import { ortSession } from "../fixtures/ort-session.ts";
 
-function rtBuilt(): boolean {
-  try {
-    memlaneRtBinary();
-    return true;
-  } catch {
-    return false;
-  }
-}
-const BUILT = rtBuilt();
-if (!BUILT) console.warn("native-models: memlane-rt is not built (run `npm run bootstrap`); skipping");
+const BUILT = rtBuilt("native-models");
 
 const TOL = 1e-4;
 /** The models the latency targets name: they must compile and match. */

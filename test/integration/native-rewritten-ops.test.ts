@@ -14,21 +14,13 @@ import * as ort from "onnxruntime-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileOnnx } from "../../src/compiler/index.ts";
 import { Supervisor } from "../../src/workers/supervisor.ts";
-import { memlaneRtBinary, workerSpecs } from "../../src/workers/specs.ts";
+import { workerSpecs } from "../../src/workers/specs.ts";
+import { rtBuilt } from "../fixtures/rt-built.ts";
 import type { WorkerHandle } from "../../src/workers/handle.ts";
 import { ortSession } from "../fixtures/ort-session.ts";
 import { type Init, type ModelSpec, type NodeSpec, init, node, tempDir, values, writeModel } from "../unit/compiler-onnx-builder.ts";
 
-function rtBuilt(): boolean {
-  try {
-    memlaneRtBinary();
-    return true;
-  } catch {
-    return false;
-  }
-}
-const BUILT = rtBuilt();
-if (!BUILT) console.warn("native-rewritten-ops: memlane-rt is not built (run `npm run bootstrap`); skipping");
+const BUILT = rtBuilt("native-rewritten-ops");
 
 const i64 = (name: string, data: number[]) => init(name, [data.length], data, "int64");
 

@@ -16,7 +16,8 @@ import * as ort from "onnxruntime-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CompileError, compileOnnx, readPlan } from "../../src/compiler/index.ts";
 import { Supervisor } from "../../src/workers/supervisor.ts";
-import { memlaneRtBinary, workerSpecs } from "../../src/workers/specs.ts";
+import { workerSpecs } from "../../src/workers/specs.ts";
+import { rtBuilt } from "../fixtures/rt-built.ts";
 import type { WorkerHandle } from "../../src/workers/handle.ts";
 import { REPO_ROOT, pythonPath } from "../fixtures/onnx/models.ts";
 import { planToOnnx } from "./compiler-plan-to-onnx.ts";
@@ -38,16 +39,7 @@ const shapeFor = (name: string, n: number) => manifest[name]!.inputShape!.map((d
 
 interface Entry { onnx?: string; inputShape?: number[]; error?: string }
 
-function rtBuilt(): boolean {
-  try {
-    memlaneRtBinary();
-    return true;
-  } catch {
-    return false;
-  }
-}
-const BUILT = rtBuilt();
-if (!BUILT) console.warn("transformer-numerics: memlane-rt is not built (run `npm run bootstrap`); checking the plans through ONNX Runtime only");
+const BUILT = rtBuilt("transformer-numerics", "checking the plans through ONNX Runtime only");
 
 const dir = mkdtempSync(join(tmpdir(), "memlane-transformer-"));
 let manifest: Record<string, Entry> = {};
