@@ -6,6 +6,7 @@
 import { attrFloat, attrInt, attrInts, attrTensor, normAxis } from "./attrs.ts";
 import { BINARY, UNARY, binary, broadcastDims, broadcastIndex, mk, mod, unary } from "./fold-math.ts";
 import { dtypeOfOnnx } from "./graph-inputs.ts";
+import { parseEquation } from "./ops-einsum.ts";
 import { resizeAxes } from "./ops-resize.ts";
 import { isFloatType } from "./tensor-data.ts";
 import { type ConstTensor, type Node, defaultDtype, numel } from "./ir.ts";
@@ -252,6 +253,10 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
       return x ? reduceConst(n, x, ins[1], opset) : undefined;
     case "GatherND":
       return x && ins[1] ? gatherNdConst(n, x, ins[1]) : undefined;
+    case "Pad":
+      return x ? padConst(n, x, ins, opset) : undefined;
+    case "Einsum":
+      return ins.length > 0 && ins.every(Boolean) ? einsumConst(n, ins as C[]) : undefined;
     case "GatherElements":
     case "ScatterElements":
       return x && ins[1] ? elementsConst(n, x, ins[1], ins[2]) : undefined;
@@ -361,6 +366,70 @@ function matmulConst(a0: C, b0: C): C[] | undefined {
 }
 
 /** ScatterND (reduction none): data with the slices that indices [..., k] name replaced by updates'. */
+/**
+ * Einsum of constants (Funnel's relative-position projections): every combination of the
+ * labels, summed into the output's; refused (undefined) past 5·10⁷ terms, like a constant MatMul.
+ */
+function einsumConst(n: Node, ops: C[]): C[] | undefined {
+  const eq = n.attrs.get("equation");
+  const parsed = typeof eq === "string" ? parseEquation(eq, ops.map((t) => t.dims.length)) : "no equation";
+  if (typeof parsed === "string") return undefined;
+  const extent = new Map<string, number>();
+  for (const [i, labels] of parsed.terms.entries()) {
+    for (const [a, l] of labels.entries()) {
+      const d = ops[i]!.dims[a]!, e = extent.get(l);
+      if (e !== undefined && e !== d && e !== 1 && d !== 1) return undefined;
+      extent.set(l, Math.max(e ?? 1, d));
+    }
+  }
+  const all = [...parsed.out, ...[...extent.keys()].filter((l) => !parsed.out.includes(l))];
+  const dimsOf = all.map((l) => extent.get(l)!);
+  const total = numel(dimsOf);
+  if (total > 5e7) return undefined;
+  const outSize = numel(parsed.out.map((l) => extent.get(l)!));
+  const acc = new Float64Array(outSize);
+  // Each operand's stride for each label (0 where it broadcasts or lacks the label).
+  const st = ops.map((t, i) => {
+    const s = strides(t.dims);
+    return all.map((l) => { const a = parsed.terms[i]!.indexOf(l); return a >= 0 && t.dims[a]! > 1 ? s[a]! : 0; });
+  });
+  const idx = new Array<number>(all.length).fill(0);
+  for (let k = 0; k < total; k++) {
+    let rem = k;
+    for (let j = all.length - 1; j >= 0; j--) { idx[j] = rem % dimsOf[j]!; rem = Math.floor(rem / dimsOf[j]!); }
+    let v = 1;
+    for (let i = 0; i < ops.length; i++) v *= ops[i]!.data[idx.reduce((o, c, j) => o + c * st[i]![j]!, 0)]!;
+    acc[Math.floor(k / (total / outSize))]! += v;
+  }
+  return [{ ...mk(ops[0]!.isFloat, parsed.out.map((l) => extent.get(l)!), acc), dtype: defaultDtype(ops[0]!) }];
+}
+
+/** Pad of a constant, constant mode (Funnel's relative-position tables): pads may be negative (crop). */
+function padConst(n: Node, x: C, ins: (C | undefined)[], opset: number): C[] | undefined {
+  const mode = n.attrs.get("mode") ?? "constant";
+  if (mode !== "constant") return undefined;
+  const r = x.dims.length;
+  const raw = opset >= 11 ? (ins[1] ? Array.from(ins[1].data) : undefined) : attrInts(n, "pads");
+  const value = opset >= 11 ? (ins[2]?.data[0] ?? 0) : attrFloat(n, "value", 0);
+  const axes = (opset >= 18 && ins[3] ? Array.from(ins[3].data) : x.dims.map((_, i) => i)).map((a) => (a < 0 ? a + r : a));
+  if (!raw || raw.length !== 2 * axes.length) return undefined;
+  const begin = new Array<number>(r).fill(0), end = new Array<number>(r).fill(0);
+  axes.forEach((a, i) => { begin[a] = raw[i]!; end[a] = raw[axes.length + i]!; });
+  const dims = x.dims.map((d, i) => d + begin[i]! + end[i]!);
+  if (dims.some((d) => d < 0)) return undefined;
+  const os = strides(dims), is = strides(x.dims);
+  const out = range(numel(dims)).map((k) => {
+    let off = 0;
+    for (let i = 0; i < r; i++) {
+      const c = (Math.floor(k / os[i]!) % dims[i]!) - begin[i]!;
+      if (c < 0 || c >= x.dims[i]!) return value;
+      off += c * is[i]!;
+    }
+    return x.data[off]!;
+  });
+  return [{ ...mk(x.isFloat, dims, out), dtype: defaultDtype(x) }];
+}
+
 /** GatherND (batch_dims 0) of constants: each index tuple picks a slice of the data's first axes. */
 function gatherNdConst(n: Node, data: C, indices: C): C[] | undefined {
   if ((n.attrs.get("batch_dims") ?? 0) !== 0) return undefined;

@@ -126,4 +126,16 @@ describe("constant folding of the subgraphs Swin and DeBERTa-v2 exports carry", 
     expect(fold(n("ReduceSumSquare", { axes: [0] }), [v], 17).data).toEqual([9, 17]);
     expect(fold(n("ReduceL1", { keepdims: 0 }), [v], 17).data).toEqual([8]);
   });
+
+  it("Pad (constant mode, crops too) and Einsum of constants (Funnel's relative positions)", () => {
+    const x = floats([2, 2], [1, 2, 3, 4]);
+    expect(fold(n("Pad"), [x, ints([4], [0, 1, 1, -1]), floats([], [9])], 13)).toEqual({ dims: [3, 2], data: [9, 1, 9, 3, 9, 9], isFloat: true });
+    expect(fold(n("Pad", { pads: [1, 0, 0, 0], value: 5 }), [x], 2).data).toEqual([5, 5, 1, 2, 3, 4]);
+    expect(foldNode(n("Pad", { mode: "reflect" }), [x, ints([4], [0, 1, 0, 1])], 13)).toBeUndefined();
+    const a = floats([2, 3], [1, 2, 3, 4, 5, 6]), b = floats([3, 2], [1, 0, 0, 1, 1, 1]);
+    expect(fold(n("Einsum", { equation: "ij,jk->ik" }), [a, b])).toEqual({ dims: [2, 2], data: [4, 5, 10, 11], isFloat: true });
+    expect(fold(n("Einsum", { equation: "ij->j" }), [a]).data).toEqual([5, 7, 9]);
+    expect(fold(n("Einsum", { equation: "ij,ij->i" }), [a, a]).data).toEqual([14, 77]);
+    expect(foldNode(n("Einsum", { equation: "ii->i" }), [floats([2, 2], [1, 2, 3, 4])], 17)).toBeUndefined();  // a diagonal
+  });
 });
