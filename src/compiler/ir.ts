@@ -96,6 +96,11 @@ export function perSample(shape: readonly number[]): number {
   return n;
 }
 
+/** The extent of several axes merged into one (a Reshape's): their product, -k (k·batch) when one is the batch. */
+export function mergedDim(dims: readonly number[]): number {
+  return dims.some((d) => d < 0) ? -perSample(dims) : perSample(dims);
+}
+
 /** Index of the (single) batch dimension of an activation shape, -1 if none. */
 export function batchAxis(shape: readonly number[]): number {
   return shape.findIndex((d) => d < 0);

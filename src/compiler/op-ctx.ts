@@ -80,6 +80,14 @@ export function requireRank(c: OpCtx, shape: number[], rank: number, what: strin
   if (shape.length !== rank) throw shapeError(c, `${what} must have rank ${rank}, found ${fmtShape(shape)}`);
 }
 
+/**
+ * A new int64 vector constant (a Reshape's shape, a ReduceSum's axes, an Expand's target) for
+ * the ONNX nodes of an `expand`; `sym` when its values hold k·batch as SYM_BATCH (ir.ts).
+ */
+export function addInts(c: OpCtx, base: string, values: readonly number[], sym = false): string {
+  return c.addConst(base, { isFloat: false, dims: [values.length], data: Float64Array.from(values), dtype: "int64", ...(sym ? { sym: true } : {}) });
+}
+
 /** A float32 activation with the batch anywhere: for element-wise float ops, which any layout suits. */
 export function floatAct(c: OpCtx, i: number): number[] {
   const s = c.actAny(i);

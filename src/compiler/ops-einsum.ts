@@ -10,8 +10,8 @@
  * are refused by name.
  */
 import { attrString } from "./attrs.ts";
-import { type Node, fmtShape } from "./ir.ts";
-import { type Lowering, type OpCtx, shapeError } from "./op-ctx.ts";
+import { type Node, fmtShape, mergedDim } from "./ir.ts";
+import { type Lowering, type OpCtx, addInts, shapeError } from "./op-ctx.ts";
 
 /** One operand: its labels in axis order and its dims (-k at the batch axis). */
 interface Term {
@@ -64,11 +64,6 @@ export function parseEquation(equation: string, ranks: number[]): { terms: strin
   return { terms, out };
 }
 
-const product = (dims: number[]): number => {
-  const k = dims.reduce((a, d) => a * Math.abs(d), 1);
-  return dims.some((d) => d < 0) ? -k : k;
-};
-
 /** Builds the replacement nodes, tracking each intermediate's labels and dims. */
 class Emitter {
   nodes: Node[] = [];
@@ -81,7 +76,7 @@ class Emitter {
   }
 
   private ints(base: string, values: number[]): string {
-    return this.c.addConst(`${this.c.node.name}.${base}`, { isFloat: false, dims: [values.length], data: Float64Array.from(values), dtype: "int64" });
+    return addInts(this.c, `${this.c.node.name}.${base}`, values);
   }
 
   /** Sums the axes at `axes` away (keepdims 0). */
@@ -182,9 +177,9 @@ export const Einsum: Lowering = (c) => {
   if (b.isConst && batch.length === 0) {
     // A [free..., K] by a 2-D weight [K, N]: the free axes stay as they are.
     const aT = em.transpose(a, [...freeA, ...contract]);
-    const aM = em.reshape(aT, [...freeA, "#k"], [...freeA.map((l) => extent.get(l)!), product(contract.map((l) => extent.get(l)!))]);
+    const aM = em.reshape(aT, [...freeA, "#k"], [...freeA.map((l) => extent.get(l)!), mergedDim(contract.map((l) => extent.get(l)!))]);
     const bT = em.transpose(b, [...contract, ...freeB]);
-    const bM = em.reshape(bT, ["#k", "#n"], [product(contract.map((l) => extent.get(l)!)), product(freeB.map((l) => extent.get(l)!))]);
+    const bM = em.reshape(bT, ["#k", "#n"], [mergedDim(contract.map((l) => extent.get(l)!)), mergedDim(freeB.map((l) => extent.get(l)!))]);
     const nDim = bM.dims[1]!;
     const prodT = em.matmul(aM, bM, [...freeA, "#n"], [...aM.dims.slice(0, -1), nDim]);
     const split = em.reshape(prodT, [...freeA, ...freeB], [...freeA.map((l) => extent.get(l)!), ...freeB.map((l) => extent.get(l)!)]);
@@ -199,7 +194,7 @@ export const Einsum: Lowering = (c) => {
     batch = [beta, ...batch.filter((l) => l !== beta)];
   }
   const dimIn = (t: Term, l: string) => (t.labels.includes(l) ? t.dims[t.labels.indexOf(l)]! : 1);
-  const group = (ls: string[]) => product(ls.map((l) => extent.get(l)!));
+  const group = (ls: string[]) => mergedDim(ls.map((l) => extent.get(l)!));
   const aT = em.transpose(a, [...batch.filter((l) => inA.has(l)), ...freeA, ...contract]);
   const aM = em.reshape(aT, [...batch, "#m", "#k"], [...batch.map((l) => dimIn(a, l)), group(freeA), group(contract)]);
   const bLead = batch.filter((l) => inB.has(l));

@@ -4,8 +4,8 @@
  * ConstantOfShape. Constant shape inputs may hold k·batch values (ir.ts, SYM_BATCH).
  */
 import { attrInts, attrTensor, attrInt } from "./attrs.ts";
-import { type DType, BATCH, batchAxis, defaultDtype, fmtDim, fmtShape, perSample, symDim, symValue } from "./ir.ts";
-import { type Lowered, type Lowering, type OpCtx, shapeError } from "./op-ctx.ts";
+import { type DType, BATCH, batchAxis, defaultDtype, fmtDim, fmtShape, mergedDim, perSample, symDim, symValue } from "./ir.ts";
+import { type Lowered, type Lowering, type OpCtx, addInts, shapeError } from "./op-ctx.ts";
 import { broadcastShapes } from "./ops-data.ts";
 
 function constInts(c: OpCtx, i: number, what: string): number[] {
@@ -64,11 +64,7 @@ export const FlattenAsReshape: Lowering = (c) => {
   const raw = attrInt(c.node, "axis", 1);
   const axis = raw < 0 ? raw + x.length : raw;
   if (axis < 0 || axis > x.length) throw shapeError(c, `axis ${raw} is outside the rank of ${fmtShape(x)}`);
-  const product = (dims: number[]): number => {
-    const k = dims.reduce((a, d) => a * Math.abs(d), 1);
-    return dims.some((d) => d < 0) ? -k : k;
-  };
-  return reshapeTo(c, x, [product(x.slice(0, axis)), product(x.slice(axis))]);
+  return reshapeTo(c, x, [mergedDim(x.slice(0, axis)), mergedDim(x.slice(axis))]);
 };
 
 function axesOf(c: OpCtx, rank: number): number[] | undefined {
@@ -120,8 +116,7 @@ export const Tile: Lowering = (c) => {
     throw shapeError(c, `repeats [${reps.map(fmtDim)}] of ${fmtShape(x)} give ${fmtShape(out)}, which needs exactly one batch dimension`);
   }
   if (reps.some((r) => r === 0)) throw shapeError(c, `repeats [${reps.map(fmtDim)}] would give an empty tensor`);
-  const ints = (base: string, values: number[], sym: boolean) =>
-    c.addConst(`${c.node.name}.${base}`, { isFloat: false, dims: [values.length], data: Float64Array.from(values), dtype: "int64", ...(sym ? { sym: true } : {}) });
+  const ints = (base: string, values: number[], sym: boolean) => addInts(c, `${c.node.name}.${base}`, values, sym);
   const name = c.node.name, input = c.node.inputs[0]!, output = c.node.outputs[0]!;
   if (!tiled.some(Boolean)) {
     const shape = ints("shape", out.map(symValue), out.some((d) => d < 0));

@@ -6,7 +6,7 @@
 import { attrFloat, attrInt, attrInts, normAxis } from "./attrs.ts";
 import { broadcastDims, mk } from "./fold-math.ts";
 import { type ConstTensor, BATCH, batchAxis, fmtShape, numel } from "./ir.ts";
-import { type Lowered, type Lowering, type OpCtx, floatAct, requireWeight, shapeError } from "./op-ctx.ts";
+import { type Lowered, type Lowering, type OpCtx, addInts, floatAct, requireWeight, shapeError } from "./op-ctx.ts";
 import * as conv from "./ops-conv.ts";
 import * as tensor from "./ops-tensor.ts";
 
@@ -184,7 +184,7 @@ function batchSplit(lower: Lowering): Lowering {
     const axes = reduceAxes(c, x.length);
     if (!axes || axes.length === 0 || axes.includes(0)) return lower(c);  // its own error
     const n = c.node, k = -x[0]!;
-    const ints = (base: string, v: number[]) => c.addConst(`${n.name}.${base}`, { isFloat: false, dims: [v.length], data: Float64Array.from(v), dtype: "int64" });
+    const ints = (base: string, v: number[]) => addInts(c, `${n.name}.${base}`, v);
     const shifted = axes.map((a) => a + 1);
     const axesFromInput = c.opset >= (n.opType === "ReduceSum" ? 13 : 18) && !!n.inputs[1];
     const attrs = new Map(n.attrs);
