@@ -12,6 +12,7 @@ import { fuseAttention } from "./fuse-attention.ts";
 import { fuseGelu } from "./fuse-gelu.ts";
 import { fuseLayerNorm } from "./fuse-layernorm.ts";
 import { fuseSilu } from "./fuse-silu.ts";
+import { keepPairInputs } from "./fused-conv-pair.ts";
 import { rewriteIsNaN } from "./rewrite-isnan.ts";
 import { rewriteBatchFirstLstm } from "./lstm-batch-first.ts";
 import { foldBatchNorm, fuseRelu, pruneDead } from "./rewrite.ts";
@@ -119,6 +120,7 @@ export function compileGraph(g: Graph, producer = DEFAULTS.producer, inputShapes
   const dead = pruneDead(inf);
   if (dead.length > 0) inf.warnings.push(`removed ${dead.length} node(s) whose results no output uses: ${dead.slice(0, 5).join(", ")}`);
   const lives: Lifetime[] = lifetimes(inf.nodes, inf.inputs, inf.outputs, inf.shapes, (n) => DTYPE_BYTES[inf.dtypes.get(n) ?? "float32"]);
+  keepPairInputs(inf.nodes, inf.shapes, lives);
   const { planned, aliasOf } = aliasByteCopies(inf.nodes, lives, inf.inputs, inf.outputs);
   const arena = planArena(planned);
   // Cheap insurance: a wrong arena silently corrupts activations at run time.

@@ -9,6 +9,7 @@
 
 #include "cpu/cnn_ops.h"
 #include "cpu/vmath.h"
+#include "plan/plan.h"
 
 namespace memlane::cpu {
 
@@ -17,6 +18,22 @@ struct ConvAct {
   Kind kind = kNone;
   float lo = 0.f, hi = 0.f;  // kClip bounds
 };
+
+// The ConvAct a standalone activation op computes (Relu, Clip, HardSwish, SiLU), for folding
+// it into the conv before it; false for any other op, and for a Clip whose bounds are
+// inverted (its own kernel refuses it, naming it).
+inline bool conv_act_of(const Op& a, ConvAct* act) {
+  switch (a.type) {
+    case OpType::kRelu: *act = {ConvAct::kRelu, 0.f, 0.f}; return true;
+    case OpType::kClip:
+      if (!(a.attrs.clipMin <= a.attrs.clipMax)) return false;
+      *act = {ConvAct::kClip, a.attrs.clipMin, a.attrs.clipMax};
+      return true;
+    case OpType::kHardSwish: *act = {ConvAct::kHardSwish, 0.f, 0.f}; return true;
+    case OpType::kSiLU: *act = {ConvAct::kSiLU, 0.f, 0.f}; return true;
+    default: return false;
+  }
+}
 
 // y = act(y) over n floats.
 inline void conv_activate(float* y, int64_t n, const ConvAct& a) {

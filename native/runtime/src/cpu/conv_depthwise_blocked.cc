@@ -19,9 +19,10 @@ namespace memlane::cpu {
 
 #ifndef MEMLANE_DWB_AVX512
 std::unique_ptr<Kernel> make_depthwise_blocked_kernel(const DwGeom&, int64_t, TensorRef, TensorRef, const float*,
-                                                      const float*, const ConvAct&, int) {
+                                                      const float*, const ConvAct&, int, const DwPointwiseInput*) {
   return nullptr;
 }
+bool pointwise_depthwise_pays(const DwGeom&, int64_t) { return false; }
 #else
 
 namespace {
@@ -29,6 +30,14 @@ namespace {
 constexpr int64_t kLanes = 16;
 // Floats of scratch (input band + output band) a thread aims for: within L2 with room to spare.
 constexpr int64_t kBandBudgetFloats = 24 * 1024;
+// The fused 1x1 -> depthwise kernel from this many floats of expanded map a sample on
+// (pointwise_depthwise_pays; measured, docs/native-cpu.md).
+constexpr int64_t kPwDwMinFloats = 128 * 1024;
+// Fused: channel blocks whose 1x1 outputs are computed together (each input value broadcast
+// once feeds them all: with one block the loop made 9 loads for 8 FMAs and ran slower than
+// the 1x1 kernels apart), and the larger scratch budget their bands get (within L2 still).
+constexpr int kPwGroup = 4;
+constexpr int64_t kFusedBudgetFloats = 64 * 1024;
 
 #define MEMLANE_DWB_TARGET __attribute__((target("avx512f")))
 
@@ -64,18 +73,30 @@ class BlockedDepthwiseKernel final : public Kernel {
   ConvAct act;
   int threads = 1;
   bool in_place = false;  // y over x: a block's bands must run in order (inplace_safe_band)
+  // Fused after a 1x1 conv (DwPointwiseInput): its input, its weights packed [block][C][16]
+  // and bias [block][16] (zero past this conv's C), its activation and the plan's originals.
+  bool fused = false;
+  int64_t pw_C = 0, groups = 0;  // groups of blocks (run_group)
+  TensorRef pw_x;
+  std::vector<float> pw_wpack, pw_bpack;
+  ConvAct pw_act;
+  const float *pw_w = nullptr, *pw_b = nullptr;
 
   int64_t in_rows(int64_t b) const { return (b - 1) * g.sh + (g.kh - 1) * g.dh + 1; }
-  int64_t slot_floats() const { return (band_in_rows * Wp + band * g.OW) * kLanes; }
+  // Fused: an input band for each block of a group, one output band.
+  int64_t bands_in() const { return fused ? kPwGroup : 1; }
+  int64_t slot_floats() const { return (bands_in() * band_in_rows * Wp + band * g.OW) * kLanes; }
 
   uint64_t workspace_floats(int64_t) const override { return uint64_t(threads) * uint64_t(slot_floats()); }
-  std::vector<const float*> repacked_weights() const override { return {w, bias}; }
-  const char* path() const override { return "depthwise_blocked"; }
+  std::vector<const float*> repacked_weights() const override {
+    return fused ? std::vector<const float*>{w, bias, pw_w, pw_b} : std::vector<const float*>{w, bias};
+  }
+  const char* path() const override { return fused ? "pointwise_depthwise_blocked" : "depthwise_blocked"; }
 
   void run(const RunCtx& c) const override {
-    const float* X = x.at(c);
+    const float* X = fused ? pw_x.at(c) : x.at(c);
     float* Y = y.at(c);
-    const int64_t items = c.batch * blocks, slot = slot_floats();
+    const int64_t items = c.batch * (fused ? groups : blocks), slot = slot_floats();
     // Fewer blocks than two a thread (a 96-channel map at batch 1 is 6 blocks): the blocks'
     // output rows are split into pieces too, each packing its own first band (a halo of
     // kh - 1 input rows more). Not in place, where a block's bands must run in order.
@@ -87,8 +108,13 @@ class BlockedDepthwiseKernel final : public Kernel {
     c.pool->parallel_for(use, 1, [&](int64_t s0, int64_t s1) {
       for (int64_t s = s0; s < s1; ++s)
         for (int64_t u = units * s / use; u < units * (s + 1) / use; ++u) {
-          const int64_t it = u / pieces, r0 = u % pieces * rows;
-          if (r0 < g.OH) run_block(X, Y, it / blocks, it % blocks, r0, std::min(g.OH, r0 + rows), c.workspace + s * slot);
+          // Fused, the units go piece by piece (a thread takes the same rows of every group:
+          // groups of unequal size split by group left one thread most of the work).
+          const int64_t it = fused ? u % items : u / pieces, r0 = (fused ? u / items : u % pieces) * rows;
+          if (r0 >= g.OH) continue;
+          float* scratch = c.workspace + s * slot;
+          if (fused) run_group(X, Y, it / groups, it % groups, r0, std::min(g.OH, r0 + rows), scratch);
+          else run_block(X, Y, it / blocks, it % blocks, r0, std::min(g.OH, r0 + rows), scratch);
         }
     });
   }
@@ -104,10 +130,10 @@ class BlockedDepthwiseKernel final : public Kernel {
   MEMLANE_DWB_TARGET void run_block(const float* X, float* Y, int64_t n, int64_t cb, int64_t r0, int64_t r1,
                                     float* scratch) const {
     const int64_t c0 = cb * kLanes, nc = std::min(kLanes, C - c0);
-    const float* xb = X + (n * C + c0) * g.H * g.W;
     float* yb = Y + (n * C + c0) * g.OH * g.OW;
     float* in = scratch;
     float* out = scratch + band_in_rows * Wp * kLanes;
+    const float* xb = X + (n * C + c0) * g.H * g.W;
     pack(xb, nc, r0, std::min(r1, r0 + band), in);
     for (int64_t oh0 = r0; oh0 < r1; oh0 += band) {
       const int64_t oh1 = std::min(r1, oh0 + band);
@@ -115,6 +141,118 @@ class BlockedDepthwiseKernel final : public Kernel {
       if (oh1 < r1) pack(xb, nc, oh1, std::min(r1, oh1 + band), in);
       unpack(out, nc, oh0, oh1, yb);
     }
+  }
+
+  // Fused: output rows [r0, r1) of the channel blocks of group gi (groups as even as they can
+  // be, at most kPwGroup blocks each: 5 blocks are 3 + 2, not 4 + 1) of sample n, band by band: each band's input rows for every block of the
+  // group from the 1x1 conv (produce), then each block's taps and unpack as run_block's.
+  MEMLANE_DWB_TARGET void run_group(const float* X, float* Y, int64_t n, int64_t gi, int64_t r0, int64_t r1,
+                                    float* scratch) const {
+    const int64_t cb0 = blocks * gi / groups, ng = blocks * (gi + 1) / groups - cb0;
+    const int64_t band_floats = band_in_rows * Wp * kLanes;
+    float* out = scratch + kPwGroup * band_floats;
+    const float* xs = X + n * pw_C * g.H * g.W;  // the 1x1 conv's input, this sample
+    int64_t held = -1;                            // padded input row at the bands' row 0 (-1: none)
+    for (int64_t oh0 = r0; oh0 < r1; oh0 += band) {
+      const int64_t oh1 = std::min(r1, oh0 + band);
+      held = produce(xs, cb0, ng, oh0, oh1, held, scratch);
+      for (int64_t j = 0; j < ng; ++j) {
+        const int64_t cb = cb0 + j, c0 = cb * kLanes, nc = std::min(kLanes, C - c0);
+        compute(scratch + j * band_floats, wpack.data() + cb * K * kLanes, bpack.data() + cb * kLanes, oh1 - oh0, out);
+        unpack(out, nc, oh0, oh1, Y + (n * C + c0) * g.OH * g.OW);
+      }
+    }
+  }
+
+  // The fused 1x1 conv into the input bands of blocks cb0..cb0+ng: band j's in[r][q][lane] =
+  // padded act(1x1 conv)[(cb0 + j) * 16 + lane][oh0 * sh + r][q] for output rows [oh0, oh1),
+  // the band pack() makes from a tensor. `held`: the padded row the bands' row 0 holds from
+  // the previous band (-1: none); the rows both bands need move up instead of being computed
+  // again. Returns this band's first padded row (the next `held`).
+  MEMLANE_DWB_TARGET int64_t produce(const float* xs, int64_t cb0, int64_t ng, int64_t oh0, int64_t oh1, int64_t held,
+                                     float* bands) const {
+    const int64_t lo = oh0 * g.sh, rows = in_rows(oh1 - oh0), row_floats = Wp * kLanes;
+    const int64_t band_floats = band_in_rows * row_floats;
+    int64_t kept = 0;
+    if (held >= 0 && held <= lo && lo < held + band_in_rows) {
+      kept = std::min(rows, held + band_in_rows - lo);
+      if (lo != held)
+        for (int64_t j = 0; j < ng; ++j)
+          std::memmove(bands + j * band_floats, bands + j * band_floats + (lo - held) * row_floats,
+                       sizeof(float) * size_t(kept * row_floats));
+    }
+    for (int64_t r = kept; r < rows; ++r) {
+      const int64_t h = lo + r - g.pt;
+      for (int64_t j = 0; j < ng; ++j) {
+        float* dst = bands + j * band_floats + r * row_floats;
+        if (h < 0 || h >= g.H) {
+          std::memset(dst, 0, sizeof(float) * size_t(row_floats));
+          continue;
+        }
+        std::memset(dst, 0, sizeof(float) * size_t(g.pl * kLanes));
+        std::memset(dst + (g.pl + g.W) * kLanes, 0, sizeof(float) * size_t((Wp - g.pl - g.W) * kLanes));
+      }
+      if (h < 0 || h >= g.H) continue;
+      float* d = bands + r * row_floats + g.pl * kLanes;
+      switch (ng) {
+        case 4: pointwise_row<4>(xs + h * g.W, cb0, d, band_floats); break;
+        case 3: pointwise_row<3>(xs + h * g.W, cb0, d, band_floats); break;
+        case 2: pointwise_row<2>(xs + h * g.W, cb0, d, band_floats); break;
+        default: pointwise_row<1>(xs + h * g.W, cb0, d, band_floats); break;
+      }
+    }
+    return lo;
+  }
+
+  // One input row of the fused 1x1 conv for NG blocks from cb0: d + j * stride holds block
+  // cb0 + j's W positions, [q][lane] = act(b + sum over ci of x[ci][q] * w[ci][lane]). Runs of
+  // up to 24 / NG positions (24 accumulators), as even as compute()'s.
+  template <int NG>
+  MEMLANE_DWB_TARGET void pointwise_row(const float* xr, int64_t cb0, float* d, int64_t stride) const {
+    constexpr int kMax = 24 / NG;
+    const int64_t runs = (g.W + kMax - 1) / kMax;
+    for (int64_t k = 0; k < runs; ++k) {
+      const int64_t a = g.W * k / runs, e = g.W * (k + 1) / runs;
+      pointwise_run_n<NG, kMax>(int(e - a), xr + a, cb0, d + a * kLanes, stride);
+    }
+  }
+
+  // pointwise_run<NG, n> for a run length n known only at run time (1 <= n <= N).
+  template <int NG, int N>
+  MEMLANE_DWB_TARGET void pointwise_run_n(int n, const float* x0, int64_t cb0, float* d, int64_t stride) const {
+    if constexpr (N > 1)
+      if (n < N) return pointwise_run_n<NG, N - 1>(n, x0, cb0, d, stride);
+    pointwise_run<NG, N>(x0, cb0, d, stride);
+  }
+
+  template <int NG, int N>
+  MEMLANE_DWB_TARGET void pointwise_run(const float* x0, int64_t cb0, float* d, int64_t stride) const {
+    // (Fully unrolled, so that acc stays in registers.)
+    __m512 acc[NG][N];
+#pragma GCC unroll 4
+    for (int j = 0; j < NG; ++j) {
+      const __m512 b = _mm512_loadu_ps(pw_bpack.data() + (cb0 + j) * kLanes);
+#pragma GCC unroll 24
+      for (int u = 0; u < N; ++u) acc[j][u] = b;
+    }
+    const int64_t HW = g.H * g.W;
+    const float* wp = pw_wpack.data() + cb0 * pw_C * kLanes;  // [block][ci][16]
+    for (int64_t ci = 0; ci < pw_C; ++ci) {
+      __m512 wv[NG];
+#pragma GCC unroll 4
+      for (int j = 0; j < NG; ++j) wv[j] = _mm512_loadu_ps(wp + (j * pw_C + ci) * kLanes);
+      const float* xc = x0 + ci * HW;
+#pragma GCC unroll 24
+      for (int u = 0; u < N; ++u) {
+        const __m512 xv = _mm512_set1_ps(xc[u]);
+#pragma GCC unroll 4
+        for (int j = 0; j < NG; ++j) acc[j][u] = _mm512_fmadd_ps(wv[j], xv, acc[j][u]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < NG; ++j)
+#pragma GCC unroll 24
+      for (int u = 0; u < N; ++u) _mm512_storeu_ps(d + j * stride + u * kLanes, act_vec16(acc[j][u], pw_act));
   }
 
   // in[r][q][lane] = padded x[c0 + lane][oh0 * sh + r][q]: zero outside the input.
@@ -239,11 +377,21 @@ bool blocked_pays(const DwGeom& g) { return !dw_s2_direct_applies(g) && (g.kh * 
 
 }  // namespace
 
+bool pointwise_depthwise_pays(const DwGeom& g, int64_t C) {
+  // (Read at each build, not once: the tests switch them between plans.) MEMLANE_NO_FUSION
+  // and MEMLANE_CONV_NO_PW_DW: the two convs apart (A/B timing); MEMLANE_CONV_PW_DW: every
+  // pair fused, whatever its size (tests).
+  if (!use_avx512f() || std::getenv("MEMLANE_DW_PER_CHANNEL") || std::getenv("MEMLANE_NO_FUSION") ||
+      std::getenv("MEMLANE_CONV_NO_PW_DW"))
+    return false;
+  return std::getenv("MEMLANE_CONV_PW_DW") != nullptr || C * g.H * g.W >= kPwDwMinFloats;
+}
+
 std::unique_ptr<Kernel> make_depthwise_blocked_kernel(const DwGeom& g, int64_t C, TensorRef x, TensorRef y,
                                                       const float* w, const float* bias, const ConvAct& act,
-                                                      int threads) {
+                                                      int threads, const DwPointwiseInput* pointwise) {
   if (!use_avx512f() || std::getenv("MEMLANE_DW_PER_CHANNEL") != nullptr) return nullptr;
-  if (!blocked_pays(g) && std::getenv("MEMLANE_DW_BLOCKED") == nullptr) return nullptr;
+  if (!pointwise && !blocked_pays(g) && std::getenv("MEMLANE_DW_BLOCKED") == nullptr) return nullptr;
   auto k = std::make_unique<BlockedDepthwiseKernel>();
   k->g = g;
   k->C = C;
@@ -265,14 +413,32 @@ std::unique_ptr<Kernel> make_depthwise_blocked_kernel(const DwGeom& g, int64_t C
   for (int64_t i = 0; i < g.kh; ++i)
     for (int64_t j = 0; j < g.kw; ++j) k->tap_off.push_back((i * g.dh * k->Wp + j * g.dw) * kLanes);
   // Band: as many output rows as keep the input and output bands within the budget.
+  k->fused = pointwise != nullptr;
+  const int64_t budget = k->fused ? kFusedBudgetFloats : kBandBudgetFloats;
   int64_t band = g.OH;
-  while (band > 1 && (k->in_rows(band) * k->Wp + band * g.OW) * kLanes > kBandBudgetFloats) --band;
+  while (band > 1 && (k->bands_in() * k->in_rows(band) * k->Wp + band * g.OW) * kLanes > budget) --band;
   // x and y are the same bytes when the planner put the fused activation's output over the
   // input (conv.cc's dw_over_input: then the planes are the same size).
-  const bool over_input = x.weight == nullptr && y.weight == nullptr && x.offset == y.offset;
+  // (Fused: x is never read; the caller keeps y off the 1x1 conv's input.)
+  const bool over_input = !pointwise && x.weight == nullptr && y.weight == nullptr && x.offset == y.offset;
   k->band = over_input ? inplace_safe_band(g, band) : band;
   k->in_place = over_input;
   k->band_in_rows = k->in_rows(k->band);
+  if (pointwise) {
+    k->groups = (k->blocks + kPwGroup - 1) / kPwGroup;
+    k->pw_C = pointwise->C;
+    k->pw_x = pointwise->x;
+    k->pw_act = pointwise->act;
+    k->pw_w = pointwise->w;
+    k->pw_b = pointwise->b;
+    k->pw_wpack.assign(size_t(k->blocks * k->pw_C * kLanes), 0.f);
+    k->pw_bpack.assign(size_t(k->blocks * kLanes), 0.f);
+    for (int64_t c = 0; c < C; ++c) {
+      for (int64_t ci = 0; ci < k->pw_C; ++ci)
+        k->pw_wpack[size_t(((c / kLanes) * k->pw_C + ci) * kLanes + c % kLanes)] = pointwise->w[c * k->pw_C + ci];
+      if (pointwise->b) k->pw_bpack[size_t(c)] = pointwise->b[c];
+    }
+  }
   return k;
 }
 

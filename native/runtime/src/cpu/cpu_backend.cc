@@ -20,6 +20,7 @@
 
 #include "backend.h"
 #include "cpu/batch_tail.h"
+#include "cpu/conv_pw_dw.h"
 #include "cpu/conv_tune.h"
 #include "cpu/denormals.h"
 #include "cpu/env_count.h"
@@ -89,16 +90,7 @@ bool activation_epilogue(const Plan& plan, size_t i, cpu::ConvEpilogue* e) {
   const int32_t t1 = ops[i].outputs[0];
   if (a.inputs.size() != 1 || a.inputs[0] != t1 || a.outputs.size() != 1 || read_elsewhere(plan, t1, i + 1)) return false;
   cpu::ConvAct act;
-  switch (a.type) {
-    case OpType::kRelu: act.kind = cpu::ConvAct::kRelu; break;
-    case OpType::kClip:
-      if (!(a.attrs.clipMin <= a.attrs.clipMax)) return false;  // the Clip kernel refuses it, naming it
-      act = {cpu::ConvAct::kClip, a.attrs.clipMin, a.attrs.clipMax};
-      break;
-    case OpType::kHardSwish: act.kind = cpu::ConvAct::kHardSwish; break;
-    case OpType::kSiLU: act.kind = cpu::ConvAct::kSiLU; break;
-    default: return false;
-  }
+  if (!cpu::conv_act_of(a, &act)) return false;
   const int32_t out = a.outputs[0];
   const TensorInfo &T = plan.tensors[t1], &O = plan.tensors[out], &X = plan.tensors[ops[i].inputs[0]];
   if (X.is_weight() || O.is_weight() || O.shape != T.shape || O.dtype != T.dtype) return false;
@@ -195,6 +187,14 @@ std::unique_ptr<cpu::Kernel> make_kernel(cpu::BuildCtx& bc, const Plan& plan, si
   }
       switch (op.type) {
         case OpType::kConv:
+          // A 1x1 conv and the depthwise conv reading its output: one kernel (conv_pw_dw.h).
+          if (cpu::PointwiseDepthwise pd; cpu::pointwise_depthwise_chain(plan, oi, &pd)) {
+            k = cpu::make_pointwise_depthwise(bc, oi, pd);
+            if (k) {
+              *skip = pd.skip;
+              break;
+            }
+          }
           bc.epilogue = residual_epilogue(plan, oi, &epi) || activation_epilogue(plan, oi, &epi) ? &epi : nullptr;
           k = cpu::make_conv(bc, op, &st, message);
           if (k && tuner) k = tuner->choose(bc, op, std::move(k));
