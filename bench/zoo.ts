@@ -6,6 +6,10 @@
  *
  *   npm run bench:zoo [-- --models resnet18,bert --batch 1,8 --threads 1,2 --iterations 30
  *                        --rounds 3 --exporter legacy|dynamo|both]
+ *   npm run bench:zoo -- --onnx my_model.onnx,other.onnx [--seq 128 ...]
+ *
+ * --onnx measures your own exports the same way, a row each (named by the file), in place of
+ * the zoo's (add --models to measure both).
  *
  * Each measurement is one `memlane compare` pipeline (the same export and benchmark stages,
  * each runtime in a fresh process, one stage at a time); a round runs native and ORT back to
@@ -14,22 +18,23 @@
  * Exports are cached outside the repository (bench/zoo-exports.ts); run directories go to a
  * temp dir that is removed at the end.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { modelTerms } from "../src/estimate/model-terms.ts";
 import { pipeline } from "../src/pipeline/builder.ts";
 import { runPipeline } from "../src/pipeline/run.ts";
 import type { Report } from "../src/report/schema.ts";
 import { NATIVE_GAPS } from "../test/zoo/native-gaps.ts";
-import type { ZooReport } from "../test/zoo/rows.ts";
+import type { ZooExport, ZooReport } from "../test/zoo/rows.ts";
 import { zooExports, zooModels } from "./zoo-exports.ts";
 import { type Cell, cellKey, formatMarkdown, median, type ModelRow } from "./zoo-table.ts";
 
 const { values: a } = parseArgs({
   options: {
     models: { type: "string" },
+    onnx: { type: "string" },
     exporter: { type: "string", default: "legacy" },
     batch: { type: "string", default: "1,8" },
     threads: { type: "string", default: "1,2" },
@@ -58,8 +63,11 @@ if (!["legacy", "dynamo", "both"].includes(a.exporter!)) throw new Error(`--expo
 const EXPORTERS = a.exporter === "both" ? ["legacy", "dynamo"] : [a.exporter!];
 const log = (l: string): void => void process.stderr.write(`${l}\n`);
 
+const onnxFiles = (a.onnx ?? "").split(",").filter(Boolean);
+const missing = onnxFiles.filter((f) => !existsSync(f));
+if (missing.length) throw new Error(`--onnx: no such file ${missing.join(", ")}`);
 const all = await zooModels();
-const asked = a.models ? a.models.split(",").filter(Boolean) : all;
+const asked = a.models ? a.models.split(",").filter(Boolean) : onnxFiles.length ? [] : all;
 const unknown = asked.filter((m) => !all.includes(m));
 if (unknown.length) throw new Error(`--models: unknown ${unknown.join(", ")} (known: ${all.join(", ")})`);
 
@@ -86,81 +94,83 @@ const steadyOverhead = (r: Report, name: string, weightMiB: number): number | nu
 const load0 = loadavg()[0]!;
 const started = Date.now();
 const exports = await zooExports(asked, EXPORTERS, SEED, log);
+// Rows to measure: each zoo model under each exporter, then each --onnx file as it is.
+const entries: Array<{ id: string; key: string; exp: Pick<ZooExport, "onnx" | "error" | "seq"> | undefined }> = [
+  ...asked.flatMap((name) => EXPORTERS.map((exporter) => ({ id: EXPORTERS.length > 1 ? `${name}.${exporter}` : name, key: `${name}.${exporter}`, exp: exports.get(`${name}.${exporter}`) }))),
+  ...onnxFiles.map((f) => ({ id: basename(f), key: "", exp: { onnx: resolve(f) } })),
+];
 const runs = mkdtempSync(join(tmpdir(), "memlane-bench-zoo-"));
 const rows: ModelRow[] = [];
 const keys = THREADS.flatMap((t) => BATCHES.map((b) => cellKey(b, t)));
 try {
-  for (const name of asked)
-    for (const exporter of EXPORTERS) {
-      const id = EXPORTERS.length > 1 ? `${name}.${exporter}` : name;
-      const row: ModelRow = { model: id, status: "ok", cells: new Map(), nativeOverheadMiB: null, ortOverheadMiB: null, maxAbsDiff: null };
-      rows.push(row);
-      const exp = exports.get(`${name}.${exporter}`);
-      if (!exp?.onnx) {
-        row.status = `export failed: ${(exp?.error ?? "not exported").split("\n")[0]}`;
+  for (const { id, key, exp } of entries) {
+    const row: ModelRow = { model: id, status: "ok", cells: new Map(), nativeOverheadMiB: null, ortOverheadMiB: null, maxAbsDiff: null };
+    rows.push(row);
+    if (!exp?.onnx) {
+      row.status = `export failed: ${(exp?.error ?? "not exported").split("\n")[0]}`;
+      continue;
+    }
+    const t0 = Date.now();
+    // A known gap: ask memlane-rt alone (its compile fails in seconds) for the reason it gives.
+    if (NATIVE_GAPS[key]) {
+      const why = whyNot(await compare(exp.onnx, ["native"], 1, runs), "native");
+      if (why) {
+        row.status = `unsupported: ${why}`;
+        log(`bench:zoo: ${id}: ${row.status}`);
         continue;
       }
-      const t0 = Date.now();
-      // A known gap: ask memlane-rt alone (its compile fails in seconds) for the reason it gives.
-      if (NATIVE_GAPS[`${name}.${exporter}`]) {
-        const why = whyNot(await compare(exp.onnx, ["native"], 1, runs), "native");
-        if (why) {
-          row.status = `unsupported: ${why}`;
-          log(`bench:zoo: ${id}: ${row.status}`);
-          continue;
-        }
-        log(`bench:zoo: ${id} is listed in test/zoo/native-gaps.ts but runs natively now`);
-      }
-      const weightMiB = (await modelTerms(exp.onnx)).weightMiB;
-      // An export that bakes its sequence length into Reshapes (torch's legacy exporter on
-      // nn.TransformerEncoder) runs only at that length, on every runtime: bench it there.
-      let seq = SEQ!;
-      if (exp.seq && exp.seq !== SEQ) {
-        const probe = await compare(exp.onnx, ["python-ort"], 1, runs);
-        const why = whyNot(probe, "python-ort");
-        if (why) {
-          seq = exp.seq;
-          row.model = `${id} (seq ${seq}: at ${SEQ} even ORT fails)`;
-          log(`bench:zoo: ${id}: ORT fails at seq ${SEQ} (${why}); measuring at the export's seq ${seq}`);
-        }
-      }
-      const nat: number[] = [];
-      const ort: number[] = [];
-      rounds: for (let round = 0; round < ROUNDS!; round++)
-        for (const threads of THREADS) {
-          const order: Array<"native" | "python-ort"> = round % 2 === 0 ? ["native", "python-ort"] : ["python-ort", "native"];
-          const rep = await compare(exp.onnx, order, threads, runs, seq);
-          for (const rt of order) {
-            const why = whyNot(rep, rt);
-            if (why) {
-              row.status = `${rt === "native" && rep.runtimesNotRun?.some((x) => x.name === rt && x.status === "unavailable") ? "unsupported" : `${rt} failed`}: ${why}`;
-              break rounds;
-            }
-          }
-          const byName = new Map(rep.runtimes.map((r) => [r.name, r]));
-          for (const b of BATCHES) {
-            const k = cellKey(b, threads);
-            const c: Cell = row.cells.get(k) ?? { native: [], ort: [] };
-            const n = byName.get("native")!.latencyMs[`batch${b}`];
-            const o = byName.get("python-ort")!.latencyMs[`batch${b}`];
-            if (n && o) {
-              c.native.push({ p50: n.p50, p99: n.p99 });
-              c.ort.push({ p50: o.p50, p99: o.p99 });
-            }
-            row.cells.set(k, c);
-          }
-          if (threads === THREADS[0]) {
-            nat.push(steadyOverhead(rep, "native", weightMiB)!);
-            ort.push(steadyOverhead(rep, "python-ort", weightMiB)!);
-            row.maxAbsDiff = Math.max(row.maxAbsDiff ?? 0, byName.get("native")!.maxAbsDiff ?? 0);
-          }
-        }
-      if (row.status === "ok") {
-        row.nativeOverheadMiB = median(nat);
-        row.ortOverheadMiB = median(ort);
-      }
-      log(`bench:zoo: ${id}: ${row.status} (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
+      log(`bench:zoo: ${id} is listed in test/zoo/native-gaps.ts but runs natively now`);
     }
+    const weightMiB = (await modelTerms(exp.onnx)).weightMiB;
+    // An export that bakes its sequence length into Reshapes (torch's legacy exporter on
+    // nn.TransformerEncoder) runs only at that length, on every runtime: bench it there.
+    let seq = SEQ!;
+    if (exp.seq && exp.seq !== SEQ) {
+      const probe = await compare(exp.onnx, ["python-ort"], 1, runs);
+      const why = whyNot(probe, "python-ort");
+      if (why) {
+        seq = exp.seq;
+        row.model = `${id} (seq ${seq}: at ${SEQ} even ORT fails)`;
+        log(`bench:zoo: ${id}: ORT fails at seq ${SEQ} (${why}); measuring at the export's seq ${seq}`);
+      }
+    }
+    const nat: number[] = [];
+    const ort: number[] = [];
+    rounds: for (let round = 0; round < ROUNDS!; round++)
+      for (const threads of THREADS) {
+        const order: Array<"native" | "python-ort"> = round % 2 === 0 ? ["native", "python-ort"] : ["python-ort", "native"];
+        const rep = await compare(exp.onnx, order, threads, runs, seq);
+        for (const rt of order) {
+          const why = whyNot(rep, rt);
+          if (why) {
+            row.status = `${rt === "native" && rep.runtimesNotRun?.some((x) => x.name === rt && x.status === "unavailable") ? "unsupported" : `${rt} failed`}: ${why}`;
+            break rounds;
+          }
+        }
+        const byName = new Map(rep.runtimes.map((r) => [r.name, r]));
+        for (const b of BATCHES) {
+          const k = cellKey(b, threads);
+          const c: Cell = row.cells.get(k) ?? { native: [], ort: [] };
+          const n = byName.get("native")!.latencyMs[`batch${b}`];
+          const o = byName.get("python-ort")!.latencyMs[`batch${b}`];
+          if (n && o) {
+            c.native.push({ p50: n.p50, p99: n.p99 });
+            c.ort.push({ p50: o.p50, p99: o.p99 });
+          }
+          row.cells.set(k, c);
+        }
+        if (threads === THREADS[0]) {
+          nat.push(steadyOverhead(rep, "native", weightMiB)!);
+          ort.push(steadyOverhead(rep, "python-ort", weightMiB)!);
+          row.maxAbsDiff = Math.max(row.maxAbsDiff ?? 0, byName.get("native")!.maxAbsDiff ?? 0);
+        }
+      }
+    if (row.status === "ok") {
+      row.nativeOverheadMiB = median(nat);
+      row.ortOverheadMiB = median(ort);
+    }
+    log(`bench:zoo: ${id}: ${row.status} (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
+  }
 } finally {
   rmSync(runs, { recursive: true, force: true });
 }
@@ -168,7 +178,7 @@ const header = [
   `# bench:zoo: memlane-rt vs ONNX Runtime (python-ort), CPU`,
   "",
   `${cpus().length} cores (${cpus()[0]?.model.trim() ?? "?"}), load average ${load0.toFixed(1)} at the start and ${loadavg()[0]!.toFixed(1)} at the end;` +
-    ` exporter ${EXPORTERS.join("+")}, 224 px images, seq ${SEQ} for text; ${ITERS} timed calls (${WARMUP} warm-up) per batch, ${ROUNDS} round(s)` +
+    ` ${asked.length ? `exporter ${EXPORTERS.join("+")}` : "given exports"}${asked.length && onnxFiles.length ? ` and ${onnxFiles.length} given export(s)` : ""}, 224 px images, seq ${SEQ} for text; ${ITERS} timed calls (${WARMUP} warm-up) per batch, ${ROUNDS} round(s)` +
     ` alternating which runtime goes first; ${((Date.now() - started) / 60000).toFixed(1)} min.`,
 ].join("\n");
 console.log(formatMarkdown(rows, keys, header));
