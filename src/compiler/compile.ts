@@ -120,7 +120,7 @@ export function compileGraph(g: Graph, producer = DEFAULTS.producer, inputShapes
   const dead = pruneDead(inf);
   if (dead.length > 0) inf.warnings.push(`removed ${dead.length} node(s) whose results no output uses: ${dead.slice(0, 5).join(", ")}`);
   const lives: Lifetime[] = lifetimes(inf.nodes, inf.inputs, inf.outputs, inf.shapes, (n) => DTYPE_BYTES[inf.dtypes.get(n) ?? "float32"]);
-  keepPairInputs(inf.nodes, inf.shapes, lives);
+  keepPairInputs(inf.nodes, inf.outputs, inf.shapes, lives);
   const { planned, aliasOf } = aliasByteCopies(inf.nodes, lives, inf.inputs, inf.outputs);
   const arena = planArena(planned);
   // Cheap insurance: a wrong arena silently corrupts activations at run time.

@@ -72,7 +72,7 @@ export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">
       const started = Date.now();
       const report = await compareInFreshProcess(file, probe.evalSamples, join(dir, `runs-${probe.name}`));
       const termsOf = await termsByRuntime(report, await modelTerms(file, {}, { nativeLoad: true }));
-      const run: RunShape = { maxBatch: Math.max(...PROBE_RUN.batchSizes), batchSizes: PROBE_RUN.batchSizes, evalSamples: probe.evalSamples, calls: requestsPerBatch({ iterations: PROBE_RUN.iterations, warmup: PIPELINE_DEFAULTS.warmup }) };
+      const run: RunShape = { maxBatch: Math.max(...PROBE_RUN.batchSizes), batchSizes: PROBE_RUN.batchSizes, evalSamples: probe.evalSamples, calls: requestsPerBatch({ iterations: PROBE_RUN.iterations, warmup: PIPELINE_DEFAULTS.warmup }), threads: PROBE_RUN.threads };
       const entry: Calibration["probes"][number] = { name: probe.name, features: {}, phases: {} };
       for (const row of report.runtimes) {
         entry.features[row.name] = features(row.name, termsOf(row.name), run);

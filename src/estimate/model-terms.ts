@@ -14,10 +14,11 @@ import { readOnnxIo } from "../pipeline/inputs/onnx-io.ts";
 import { inputFileShapes, prepareEvalSet } from "../pipeline/inputs/eval-set.ts";
 import { InputSpecError, resolveModelIo, type ShapeOverrides } from "../pipeline/inputs/shapes.ts";
 import { readPlan } from "../compiler/read.ts";
-import { nativeChunkable, nativeChunkSamples } from "./native-chunk.ts";
+import { nativeChunkable, nativeChunkSamples, nativeLanes } from "./native-chunk.ts";
 import { probeNativeLoad, workspaceAt } from "./native-load.ts";
 import { type FreePieces, probeOrtLoad } from "./ort-load.ts";
 import { arenaResidentBeyondHeld } from "./ort-heap-reuse.ts";
+import { nativeUnwrittenBytesPerSample } from "./native-fused.ts";
 import { evalChunks, ortPatternKey, replayOrtArena } from "./ort-arena.ts";
 import { ortPatternBytesPerSample, ortRunTracePerSample, type TraceEvent } from "./ort-pattern.ts";
 
@@ -33,6 +34,11 @@ export interface ModelTerms {
   convWeightMiB: number;
   /** Planned arena for one sample (inputs, outputs and activations); null when the compiler refused the model. */
   arenaPerSampleMiB: number | null;
+  /**
+   * Of that arena, what memlane-rt's CPU backend never writes on this CPU (the tensors between
+   * the convs it fuses: native-fused.ts), MiB a sample; null without a plan.
+   */
+  nativeUnwrittenPerSampleMiB: number | null;
   /**
    * ONNX Runtime's memory pattern for one sample (ort-pattern.ts): the block its planner asks
    * the arena for, with ORT's own reuse rules; null when the graph's shapes cannot be followed.
@@ -115,6 +121,8 @@ export interface RunShape {
    * and node-ort's dead outputs (Features.deadOutputMiB) are left out.
    */
   calls?: number;
+  /** Intra-op threads of every runtime (memlane-rt runs a split batch's chunks one lane a thread); absent: 1. */
+  threads?: number;
 }
 
 /** RunShape.calls of a benchmark: its warmup and timed requests at each batch size. */
@@ -316,7 +324,7 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
   // Without a plan there is nothing for the native load probe to load; why is the compile error.
   const noPlan = nativeLoad ? { nativeLoadUnavailable: "no plan to load (the compile error above)" } : {};
   const weights = { file: onnxPath, ortInputDims, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, ortLoadHeldMiB: null, nativeLoadMiB: null, nativeReleasedMiB: null, nativeLoadPeakAboveEndMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspaceByBatchMiB: null };
-  const unplanned = { arenaPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null, nativeChunkable: null };
+  const unplanned = { arenaPerSampleMiB: null, nativeUnwrittenPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null, nativeChunkable: null };
   if (feedError !== null) return { ...weights, ...noPlan, ...unplanned, ortPatternPerSampleMiB: null, ortTracePerSample: null, compileError: feedError };
   let ortPatternPerSampleMiB: number | null = null;
   let ortTracePerSample: TraceEvent[] | null = null;
@@ -329,9 +337,10 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
   const dir = mkdtempSync(join(tmpdir(), "memlane-estimate-"));
   try {
     const s = await compileOnnx(onnxPath, join(dir, "m.mlplan"), { verify: false, ...(inputShapes ? { inputShapes } : {}) });
-    const chunkable = nativeChunkable(readPlan(s.planPath).header);
+    const header = readPlan(s.planPath).header;
     return {
-      nativeChunkable: chunkable,
+      nativeChunkable: nativeChunkable(header),
+      nativeUnwrittenPerSampleMiB: nativeUnwrittenBytesPerSample(header) / MIB,
       ...weights,
       ...(nativeLoad ? await nativeLoadTerms(onnxPath, inputShapes, s.planPath) : {}),
       arenaPerSampleMiB: s.arenaBytesPerSample / MIB, ortPatternPerSampleMiB, ortTracePerSample,
@@ -423,30 +432,43 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
   let samples = run.maxBatch;
   let largestBatchMiB = 0;
   let tailMiB = 0;
+  let nativeUnwrittenMiB = 0;
   if (runtime === "native" && sampleBytes > 0) {
     // Unchunked, a batch of one (compare's and the pipelines' first request) touches one sample
     // of arena, and the largest batch, at steady-inference, the rest.
     const unchunked = t.nativeChunkable === false;
     samples = unchunked ? 1 : nativeChunkSamples(true, sampleBytes, run.maxBatch);
-    if (unchunked) largestBatchMiB = (sampleBytes * (run.maxBatch - 1)) / MIB;
-    // A split batch's last ops run over all of it, in an arena of their own laid out like the
-    // plan's: a batch of one touches one sample of it, the largest batch the rest.
-    else if (samples < run.maxBatch) {
-      tailMiB = t.nativeBatchTailPerSampleMiB ?? 0;
-      largestBatchMiB = tailMiB * (run.maxBatch - 1);
-    }
-    // The kernels' workspace is sized for the samples run at once: a batch of one touches one
-    // sample's (nativeWorkspaceMiB), the largest batch (or its chunk) the rest. The zoo's LSTM
-    // (S 128, H 64, unchunkable) at batch 64: 8 MiB, which the estimate of its steady RSS
-    // lacked (-23 %).
-    const atOnce = unchunked ? run.maxBatch : samples;
+    // Chunks are sized by the whole arena (as the backend does), but the bytes its fused
+    // kernels never write are never resident (native-fused.ts).
+    const written = sampleBytes / MIB - (t.nativeUnwrittenPerSampleMiB ?? 0);
+    nativeUnwrittenMiB = (t.nativeUnwrittenPerSampleMiB ?? 0) * samples;
     const curve = t.nativeWorkspaceByBatchMiB ?? [];
-    largestBatchMiB += workspaceAt(curve, atOnce) - workspaceAt(curve, 1);
+    if (unchunked) {
+      largestBatchMiB = written * (run.maxBatch - 1);
+      // The kernels' workspace is sized for the samples run at once: a batch of one touches
+      // one sample's (nativeWorkspaceMiB), the largest batch the rest. The zoo's LSTM (S 128,
+      // H 64, unchunkable) at batch 64: 8 MiB, which the estimate of its steady RSS lacked (-23 %).
+      largestBatchMiB += workspaceAt(curve, run.maxBatch) - workspaceAt(curve, 1);
+    } else {
+      // With threads, the largest batch's chunks run side by side, one lane a thread, each in
+      // a slice of arena and workspace of its own (native-chunk.ts nativeLanes): the lanes'
+      // chunks beyond the first lane's are touched there too. efficientnet_b0 at batch 8, 2
+      // threads: one sample of arena more (10 MiB), its steady RSS estimated -15 % without it.
+      const lanes = nativeLanes(true, run.threads ?? 1, samples, run.maxBatch);
+      largestBatchMiB += written * (lanes.touchedSamples - samples);
+      largestBatchMiB += lanes.used * workspaceAt(curve, lanes.chunk) - workspaceAt(curve, 1);
+      // A split batch's last ops run over all of it, in an arena of their own laid out like
+      // the plan's: a batch of one touches one sample of it, the largest batch the rest.
+      if (lanes.chunk < run.maxBatch) {
+        tailMiB = t.nativeBatchTailPerSampleMiB ?? 0;
+        largestBatchMiB += tailMiB * (run.maxBatch - 1);
+      }
+    }
   }
   return {
     weightMiB: t.weightMiB,
     convWeightMiB: t.convWeightMiB,
-    activationMiB: ortArena ?? (sampleBytes * samples) / MIB + tailMiB,
+    activationMiB: ortArena ?? (sampleBytes * samples) / MIB + tailMiB - nativeUnwrittenMiB,
     evalMiB: ((t.ioPerSampleMiB ?? 0) - (t.outputPerSampleMiB ?? 0)) * run.evalSamples,
     evalOutputMiB: (t.outputPerSampleMiB ?? 0) * run.evalSamples,
     heldMiB: ORT_RUNTIMES.has(runtime) ? (t.ortLoadHeldMiB ?? 0) : 0,

@@ -41,3 +41,18 @@ export function nativeChunkSamples(chunkable: boolean, bytesPerSample: number, m
   if (!chunkable || bytesPerSample <= 0) return maxBatch;
   return Math.max(1, Math.min(maxBatch, Math.floor(NATIVE_CHUNK_ARENA_BYTES / bytesPerSample)));
 }
+
+/**
+ * How the CPU backend runs the largest batch with `threads` (cpu_backend.cc `prepare` and
+ * `run_lanes`, mirrored): a chunkable plan with 2+ threads runs its chunks side by side, one
+ * lane a thread, each lane in its own slice of arena and workspace sized for `chunk` samples
+ * (at most the chunk budget's, at most an even share of the batch). `used`: the lanes the
+ * batch's chunks reach; `touchedSamples`: the arena samples they write, all lanes together.
+ */
+export function nativeLanes(chunkable: boolean, threads: number, chunkSamples: number, maxBatch: number): { lanes: number; chunk: number; used: number; touchedSamples: number } {
+  const lanes = chunkable && threads > 1 && maxBatch > 1 ? threads : 1;
+  const chunk = Math.min(chunkSamples, Math.ceil(maxBatch / lanes));
+  const chunks = Math.ceil(maxBatch / chunk);
+  const used = Math.min(lanes, chunks);
+  return { lanes, chunk, used, touchedSamples: Math.min(maxBatch, used * chunk) };
+}

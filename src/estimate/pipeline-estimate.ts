@@ -153,7 +153,7 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
   const terms = c.onnxTerms.get(termsKey)!;
   const evalSamples = inputFileRows(model.onnx, feed) ?? model.evalSamples; // a stage's inputs file holds its own rows
   const calls = requestsPerBatch({ iterations: s.opts.iterations ?? p.options.iterations, warmup: s.opts.warmup ?? p.options.warmup });
-  const e = estimateRuntime(c.onnx, s.runtime, features(s.runtime, terms, { maxBatch, batchSizes, evalSamples, calls }));
+  const e = estimateRuntime(c.onnx, s.runtime, features(s.runtime, terms, { maxBatch, batchSizes, evalSamples, calls, threads: s.opts.threads ?? p.options.threads }));
   if (!e) return notEstimated(s, `the calibration has no ${s.runtime} model`);
   return {
     ...base, runtime: s.runtime, model: model.arch ?? model.onnx, peakMiB: Math.max(...e.phases.map((x) => x.peak)),

@@ -109,7 +109,7 @@ export async function reportEstimates(report: Report, stages: readonly StageDef[
     if (!onnx || !s.heldout) continue;
     const feed = exportFeedOf(stages.find((x) => x.name === d.opts.from));
     const batchSizes = d.opts.batchSizes ?? s.options.batchSizes;
-    runs.set(d.runtime, { onnx, feed, run: { maxBatch: Math.max(...batchSizes), batchSizes, evalSamples: s.heldout.shape[0]!, calls: callsOf(d, s) } });
+    runs.set(d.runtime, { onnx, feed, run: { maxBatch: Math.max(...batchSizes), batchSizes, evalSamples: s.heldout.shape[0]!, calls: callsOf(d, s), threads: d.opts.threads ?? s.options.threads } });
   }
   let out: EstimateReport;
   try {

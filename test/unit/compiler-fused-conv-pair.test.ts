@@ -5,42 +5,62 @@
  */
 import { describe, expect, it } from "vitest";
 import { pointwiseDepthwisePairs } from "../../src/compiler/fused-conv-pair.ts";
+import { nativeUnwrittenBytesPerSample, pairFused } from "../../src/estimate/native-fused.ts";
 import type { LNode } from "../../src/compiler/ir.ts";
 import { compile } from "./compiler-compile-helper.ts";
 import { init, node, values } from "./compiler-onnx-builder.ts";
 
-const conv = (name: string, x: string, w: string, y: string, attrs: Record<string, number[] | number>): LNode =>
+const conv = (name: string, x: string, w: string, y: string, attrs: LNode["attrs"]): LNode =>
   ({ op: "Conv", name, inputs: [x, w], outputs: [y], attrs: { kernel: [1, 1], strides: [1, 1], pads: [0, 0, 0, 0], dilations: [1, 1], group: 1, activation: "none", ...attrs } });
+
+const pairModel = (c: number, side: number) => ({
+  inputs: [["x", ["N", 8, side, side]]] as [string, (string | number)[]][], outputs: ["y"],
+  inits: [init("wp", [c, 8, 1, 1], values(8 * c)), init("wd", [c, 1, 3, 3], values(9 * c, 2))],
+  nodes: [
+    node("Conv", ["x", "wp"], ["t"]),
+    node("Relu", ["t"], ["r"]),
+    node("Conv", ["r", "wd"], ["y"], { group: c, strides: [2, 2], pads: [1, 1, 1, 1] }),
+  ],
+});
 
 describe("1x1 -> depthwise conv pairs", () => {
   it("keep the 1x1 conv's input apart from the depthwise output in the arena", async () => {
     // x dies at the 1x1 conv: without the rule the planner puts y (born later, smaller than the
     // 1x1 output) on x's bytes.
-    const { h } = await compile({
-      inputs: [["x", ["N", 8, 20, 20]]], outputs: ["y"],
-      inits: [init("wp", [48, 8, 1, 1], values(384)), init("wd", [48, 1, 3, 3], values(432, 2))],
-      nodes: [
-        node("Conv", ["x", "wp"], ["t"]),
-        node("Relu", ["t"], ["r"]),
-        node("Conv", ["r", "wd"], ["y"], { group: 48, strides: [2, 2], pads: [1, 1, 1, 1] }),
-      ],
-    });
+    const { h } = await compile(pairModel(48, 20));
     const t = (n: string) => h.tensors.find((x) => x.name === n)!;
     const [x, y] = [t("x"), t("y")];
     expect(x.offset + x.bytes <= y.offset || y.offset + y.bytes <= x.offset).toBe(true);
   });
 
-  it("are found with either conv's activation as an op of its own, and not across another op or a grouped conv", () => {
+  it("are found with either conv's activation as an op of its own, and not across another op, a grouped conv or a second reader", () => {
     const shapes = new Map<string, number[]>([["a", [-1, 8, 5, 5]], ["t", [-1, 32, 5, 5]], ["r", [-1, 32, 5, 5]], ["y", [-1, 32, 5, 5]], ["z", [-1, 32, 5, 5]]]);
     const dw = conv("dw", "r", "wd", "y", { kernel: [3, 3], pads: [1, 1, 1, 1], group: 32 });
     const act = (op: string, x: string, y: string): LNode => ({ op, name: `${op}_${y}`, inputs: [x], outputs: [y], attrs: {} });
-    expect(pointwiseDepthwisePairs([conv("pw", "a", "wp", "t", {}), act("Clip", "t", "r"), dw, act("HardSwish", "y", "z")], shapes))
-      .toEqual([{ step: 0, input: "a", last: 3 }]);
-    expect(pointwiseDepthwisePairs([conv("pw", "a", "wp", "r", { activation: "relu" }), dw], shapes)).toEqual([{ step: 0, input: "a", last: 1 }]);
+    const pairs = (ops: LNode[], outputs = ["z"]) => pointwiseDepthwisePairs(ops, outputs, (t) => shapes.get(t));
+    expect(pairs([conv("pw", "a", "wp", "t", {}), act("Clip", "t", "r"), dw, act("HardSwish", "y", "z")]))
+      .toEqual([{ step: 0, input: "a", last: 3, between: ["t", "r"], dims: [-1, 32, 5, 5] }]);
+    expect(pairs([conv("pw", "a", "wp", "r", { activation: "relu" }), dw], ["y"])).toEqual([{ step: 0, input: "a", last: 1, between: ["r"], dims: [-1, 32, 5, 5] }]);
     // A Sigmoid is not folded: the depthwise conv does not read the 1x1 conv's result.
-    expect(pointwiseDepthwisePairs([conv("pw", "a", "wp", "t", {}), act("Sigmoid", "t", "r"), dw], shapes)).toEqual([]);
+    expect(pairs([conv("pw", "a", "wp", "t", {}), act("Sigmoid", "t", "r"), dw], ["y"])).toEqual([]);
     // A grouped (not depthwise) second conv, and a strided first one.
-    expect(pointwiseDepthwisePairs([conv("pw", "a", "wp", "r", {}), { ...dw, attrs: { ...dw.attrs, group: 8 } }], shapes)).toEqual([]);
-    expect(pointwiseDepthwisePairs([conv("pw", "a", "wp", "r", { strides: [2, 2] }), dw], shapes)).toEqual([]);
+    expect(pairs([conv("pw", "a", "wp", "r", {}), { ...dw, attrs: { ...dw.attrs, group: 8 } }], ["y"])).toEqual([]);
+    expect(pairs([conv("pw", "a", "wp", "r", { strides: [2, 2] }), dw], ["y"])).toEqual([]);
+    // The 1x1 output read elsewhere too (a graph output): the pair runs apart.
+    expect(pairs([conv("pw", "a", "wp", "r", {}), dw], ["y", "r"])).toEqual([]);
+  });
+
+  it("leave the 1x1 output's arena bytes unwritten in the native estimate, where the backend fuses them", async () => {
+    const { h } = await compile(pairModel(48, 64));  // 48 x 64 x 64 floats: over the size rule
+    const t = h.tensors.find((x) => x.name === "r")!;  // the Relu folds into the 1x1 conv: r is its output
+    const unwritten = nativeUnwrittenBytesPerSample(h, new Set(["avx512f"]));
+    expect(unwritten).toBeGreaterThan(0);
+    expect(unwritten).toBeLessThanOrEqual(t.bytes);
+    // No AVX-512 (the pair runs apart), or the fusion switched off: every byte is written.
+    expect(nativeUnwrittenBytesPerSample(h, new Set(["avx2"]))).toBe(0);
+    expect(pairFused([-1, 48, 64, 64], new Set(["avx512f"]), { MEMLANE_CONV_NO_PW_DW: "1" })).toBe(false);
+    // Under the rule's size: apart.
+    expect(pairFused([-1, 48, 32, 32], new Set(["avx512f"]), {})).toBe(false);
+    expect(nativeUnwrittenBytesPerSample((await compile(pairModel(48, 32))).h, new Set(["avx512f"]))).toBe(0);
   });
 });

@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest";
 import type { PlanHeader } from "../../src/compiler/plan-format.ts";
 import { features, modelTerms } from "../../src/estimate/model-terms.ts";
-import { nativeChunkable, nativeChunkSamples, NATIVE_CHUNK_ARENA_BYTES } from "../../src/estimate/native-chunk.ts";
+import { nativeChunkable, nativeChunkSamples, nativeLanes, NATIVE_CHUNK_ARENA_BYTES } from "../../src/estimate/native-chunk.ts";
 import { DYNAMIC_SEQ } from "../fixtures/ort-dynamic-seq.ts";
 import { writeModel } from "./compiler-onnx-builder.ts";
 
@@ -60,5 +60,32 @@ describe("memlane-rt's features of a plan it runs whole", () => {
     const f = features("native", terms, run);
     expect(f.largestBatchMiB).toBe(0);
     expect(f.activationMiB * MIB).toBeCloseTo(nativeChunkSamples(true, terms.arenaPerSampleMiB! * MIB, 8) * terms.arenaPerSampleMiB! * MIB, 3);
+  });
+});
+
+describe("memlane-rt's lanes (a split batch's chunks side by side, one a thread)", () => {
+  it("touch a chunk of arena in every lane the batch reaches (cpu_backend.cc run_lanes)", () => {
+    // efficientnet_b0: one sample a chunk; batch 8 on 2 threads: two lanes, a sample each.
+    expect(nativeLanes(true, 2, 1, 8)).toEqual({ lanes: 2, chunk: 1, used: 2, touchedSamples: 2 });
+    // A chunk of 4 samples, batch 8: each lane an even share (4), both reached.
+    expect(nativeLanes(true, 2, 8, 8)).toEqual({ lanes: 2, chunk: 4, used: 2, touchedSamples: 8 });
+    // Batch 3 on 2 lanes of 2: the second lane's chunk is 1 sample.
+    expect(nativeLanes(true, 2, 4, 3)).toEqual({ lanes: 2, chunk: 2, used: 2, touchedSamples: 3 });
+    // One thread, an unchunkable plan, or a batch of one: a single lane.
+    expect(nativeLanes(true, 1, 1, 8).used).toBe(1);
+    expect(nativeLanes(false, 2, 8, 8).lanes).toBe(1);
+    expect(nativeLanes(true, 2, 1, 1).lanes).toBe(1);
+  });
+  it("put the second lane's arena into the largest batch's figure", async () => {
+    // seq 512: over 32 KiB of arena a sample, so a chunk of the 256 KiB budget is under 8 samples.
+    const terms = await modelTerms(writeModel(DYNAMIC_SEQ, "batch-first-lanes"), { seq: 512 });
+    const chunk = nativeChunkSamples(true, terms.arenaPerSampleMiB! * MIB, 8);
+    const { touchedSamples } = nativeLanes(true, 2, chunk, 8);
+    expect(touchedSamples).toBeGreaterThan(chunk);
+    const one = features("native", terms, { maxBatch: 8, evalSamples: 16, threads: 1 });
+    const two = features("native", terms, { maxBatch: 8, evalSamples: 16, threads: 2 });
+    expect(two.activationMiB).toBeCloseTo(one.activationMiB, 9);
+    // (No load probe here: no workspace curve, so the lanes' arena is the whole difference.)
+    expect(two.largestBatchMiB - one.largestBatchMiB).toBeCloseTo((touchedSamples - chunk) * terms.arenaPerSampleMiB!, 9);
   });
 });

@@ -30,6 +30,7 @@ export const spec: CommandSpec = {
     runtimes: { type: "list", choices: CALIBRATED_RUNTIMES, placeholder: "LIST", description: "runtimes to estimate (an ONNX file; a pipeline estimates its own stages)", default: [...CALIBRATED_RUNTIMES] },
     batch: { type: "intList", placeholder: "LIST", description: "batch sizes the benchmark will run (the largest counts; an ONNX file only: a pipeline says its own)", default: [1, 64] },
     "eval-samples": { type: "int", placeholder: "N", description: "eval samples every runtime holds (compare's default; an ONNX file only)", default: 256 },
+    threads: { type: "int", placeholder: "N", description: "intra-op threads of every runtime (as compare's --threads: memlane-rt runs a split batch one lane a thread, each in arena of its own; an ONNX file only)", default: 1 },
     iterations: { type: "int", placeholder: "N", description: "timed calls the benchmark will make per batch size (as compare's --iterations; node-ort's uncollected outputs grow with them; an ONNX file only)", default: PIPELINE_DEFAULTS.iterations },
     shape: { type: "string", placeholder: "SHAPES", description: "shapes of inputs with symbolic dims the benchmark will feed, name=1x128,... (as compare's --shape; an ONNX file only)" },
     seq: { type: "int", placeholder: "N", description: `the value of every other symbolic dim the benchmark will feed, e.g. the sequence length (as compare's --seq, default ${DEFAULT_SEQ}; an ONNX file only)` },
@@ -95,7 +96,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     rmSync(probeTmp, { recursive: true, force: true });
   }
   const run = { maxBatch: Math.max(...(args.flags.batch as number[])), batchSizes: args.flags.batch as number[], evalSamples: fileRows ?? (args.flags["eval-samples"] as number),
-    calls: requestsPerBatch({ iterations: args.flags.iterations as number, warmup: PIPELINE_DEFAULTS.warmup }) };
+    calls: requestsPerBatch({ iterations: args.flags.iterations as number, warmup: PIPELINE_DEFAULTS.warmup }), threads: args.flags.threads as number };
   // memlane-rt runs only what its compiler accepts: a refused model has no native figures to give.
   const runs = (r: string) => r !== "native" || !terms.compileError;
   const estimates = (args.flags.runtimes as string[]).map((r) => (runs(r) ? estimateRuntime(cal!, r, features(r, terms, run)) : null));
