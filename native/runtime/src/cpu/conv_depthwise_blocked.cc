@@ -83,8 +83,8 @@ class BlockedDepthwiseKernel final : public Kernel {
   const float *pw_w = nullptr, *pw_b = nullptr;
 
   int64_t in_rows(int64_t b) const { return (b - 1) * g.sh + (g.kh - 1) * g.dh + 1; }
-  // Fused: an input band for each block of a group, one output band.
-  int64_t bands_in() const { return fused ? kPwGroup : 1; }
+  // Fused: an input band for each block of the largest group, one output band.
+  int64_t bands_in() const { return fused ? (blocks + groups - 1) / groups : 1; }
   int64_t slot_floats() const { return (bands_in() * band_in_rows * Wp + band * g.OW) * kLanes; }
 
   uint64_t workspace_floats(int64_t) const override { return uint64_t(threads) * uint64_t(slot_floats()); }
@@ -130,10 +130,10 @@ class BlockedDepthwiseKernel final : public Kernel {
   MEMLANE_DWB_TARGET void run_block(const float* X, float* Y, int64_t n, int64_t cb, int64_t r0, int64_t r1,
                                     float* scratch) const {
     const int64_t c0 = cb * kLanes, nc = std::min(kLanes, C - c0);
+    const float* xb = X + (n * C + c0) * g.H * g.W;
     float* yb = Y + (n * C + c0) * g.OH * g.OW;
     float* in = scratch;
     float* out = scratch + band_in_rows * Wp * kLanes;
-    const float* xb = X + (n * C + c0) * g.H * g.W;
     pack(xb, nc, r0, std::min(r1, r0 + band), in);
     for (int64_t oh0 = r0; oh0 < r1; oh0 += band) {
       const int64_t oh1 = std::min(r1, oh0 + band);
@@ -143,14 +143,15 @@ class BlockedDepthwiseKernel final : public Kernel {
     }
   }
 
-  // Fused: output rows [r0, r1) of the channel blocks of group gi (groups as even as they can
-  // be, at most kPwGroup blocks each: 5 blocks are 3 + 2, not 4 + 1) of sample n, band by band: each band's input rows for every block of the
-  // group from the 1x1 conv (produce), then each block's taps and unpack as run_block's.
+  // Fused: output rows [r0, r1) of the channel blocks of group gi of sample n (groups as even
+  // as they can be, at most kPwGroup blocks each: 5 blocks are 3 + 2, not 4 + 1), band by band:
+  // each band's input rows for every block of the group from the 1x1 conv (produce), then each
+  // block's taps and unpack as run_block's.
   MEMLANE_DWB_TARGET void run_group(const float* X, float* Y, int64_t n, int64_t gi, int64_t r0, int64_t r1,
                                     float* scratch) const {
     const int64_t cb0 = blocks * gi / groups, ng = blocks * (gi + 1) / groups - cb0;
     const int64_t band_floats = band_in_rows * Wp * kLanes;
-    float* out = scratch + kPwGroup * band_floats;
+    float* out = scratch + bands_in() * band_floats;
     const float* xs = X + n * pw_C * g.H * g.W;  // the 1x1 conv's input, this sample
     int64_t held = -1;                            // padded input row at the bands' row 0 (-1: none)
     for (int64_t oh0 = r0; oh0 < r1; oh0 += band) {
@@ -414,6 +415,7 @@ std::unique_ptr<Kernel> make_depthwise_blocked_kernel(const DwGeom& g, int64_t C
     for (int64_t j = 0; j < g.kw; ++j) k->tap_off.push_back((i * g.dh * k->Wp + j * g.dw) * kLanes);
   // Band: as many output rows as keep the input and output bands within the budget.
   k->fused = pointwise != nullptr;
+  if (k->fused) k->groups = (k->blocks + kPwGroup - 1) / kPwGroup;
   const int64_t budget = k->fused ? kFusedBudgetFloats : kBandBudgetFloats;
   int64_t band = g.OH;
   while (band > 1 && (k->bands_in() * k->in_rows(band) * k->Wp + band * g.OW) * kLanes > budget) --band;
@@ -425,7 +427,6 @@ std::unique_ptr<Kernel> make_depthwise_blocked_kernel(const DwGeom& g, int64_t C
   k->in_place = over_input;
   k->band_in_rows = k->in_rows(k->band);
   if (pointwise) {
-    k->groups = (k->blocks + kPwGroup - 1) / kPwGroup;
     k->pw_C = pointwise->C;
     k->pw_x = pointwise->x;
     k->pw_act = pointwise->act;
