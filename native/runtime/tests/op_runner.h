@@ -60,6 +60,32 @@ inline RunResult run_plan(const PlanBuilder& b, int64_t batch, const std::vector
   return r;
 }
 
+// How many kernels the CPU backend builds for b's plan after its load-time fusions (the op
+// profile lists one per kernel), found by one profiled run of `batch` samples of `x` (the
+// first input).
+inline size_t built_kernels(const PlanBuilder& b, int64_t batch, const std::vector<float>& x) {
+  using namespace memlane;
+  std::vector<uint8_t> bytes = b.build();
+  Plan plan;
+  std::string msg;
+  Status st = parse_plan(bytes.data(), bytes.size(), &plan, &msg);
+  CHECK_MSG(st == Status::kOk, msg);
+  BackendOptions o;
+  auto be = make_cpu_backend(o, &st, &msg);
+  if (!be || be->prepare(plan, batch, &msg) != Status::kOk) {
+    CHECK_MSG(false, "prepare: " + msg);
+    return 0;
+  }
+  std::vector<std::vector<float>> out;
+  std::vector<float*> outs;
+  for (int64_t id : b.outputs) out.emplace_back(size_t(batch * b.tensors[size_t(id)].bytes / 4));
+  for (auto& v : out) outs.push_back(v.data());
+  const float* ins[] = {x.data()};
+  CHECK(be->set_profiling(true));
+  CHECK(be->run(batch, ins, outs.data(), &msg) == Status::kOk);
+  return be->op_profile().ops.size();
+}
+
 // Kernel::path() of the kernel the CPU backend's factory builds for op `oi` of b's plan (a Conv,
 // on its own: no epilogue), or why none was built.
 inline std::string conv_kernel_path(const PlanBuilder& b, size_t oi) {

@@ -24,29 +24,6 @@ Attrs conv_attrs(S k, S s, S pads, S dil, int64_t group, const char* act) {
   return {{"kernel", k}, {"strides", s}, {"pads", pads}, {"dilations", dil}, {"group", group}, {"activation", std::string(act)}};
 }
 
-// Kernels the backend builds for the plan (the op profile lists one per kernel).
-size_t kernels(const PlanBuilder& pb, const std::vector<float>& x) {
-  std::vector<uint8_t> bytes = pb.build();
-  memlane::Plan plan;
-  std::string msg;
-  memlane::Status st = memlane::parse_plan(bytes.data(), bytes.size(), &plan, &msg);
-  CHECK_MSG(st == memlane::Status::kOk, msg);
-  memlane::BackendOptions o;
-  auto be = memlane::make_cpu_backend(o, &st, &msg);
-  if (!be || be->prepare(plan, 1, &msg) != memlane::Status::kOk) {
-    CHECK_MSG(false, "prepare: " + msg);
-    return 0;
-  }
-  std::vector<std::vector<float>> out;
-  std::vector<float*> outs;
-  for (int64_t id : pb.outputs) out.emplace_back(size_t(pb.tensors[size_t(id)].bytes / 4));
-  for (auto& o : out) outs.push_back(o.data());
-  const float* ins[] = {x.data()};
-  CHECK(be->set_profiling(true));
-  CHECK(be->run(1, ins, outs.data(), &msg) == memlane::Status::kOk);
-  return be->op_profile().ops.size();
-}
-
 // One activation way: 0 none, 1 the conv's own Relu, 2.. an op after it.
 const char* const kActOps[] = {"", "", "Relu", "Clip", "HardSwish", "SiLU"};
 
@@ -140,7 +117,7 @@ int main() {
         const std::string what = label(c, pa, da);
         if (avx512) {
           setenv("MEMLANE_CONV_PW_DW", "1", 1);
-          const size_t fused = kernels(pb, rng.vec(size_t(c.cin * c.H * c.W)));
+          const size_t fused = built_kernels(pb, 1, rng.vec(size_t(c.cin * c.H * c.W)));
           unsetenv("MEMLANE_CONV_PW_DW");
           CHECK_MSG(fused == 1, what + ": " + std::to_string(fused) + " kernels, expected the pair fused into 1");
         }
@@ -152,7 +129,7 @@ int main() {
     PlanBuilder pb = chain(c, 1, 1, rng, variant == 0, variant == 1);
     const std::string what = variant == 0 ? "1x1 output also a graph output" : "depthwise output over the 1x1 input";
     setenv("MEMLANE_CONV_PW_DW", "1", 1);
-    CHECK_MSG(kernels(pb, rng.vec(size_t(c.cin * c.H * c.W))) == 2, what + ": fused, expected apart");
+    CHECK_MSG(built_kernels(pb, 1, rng.vec(size_t(c.cin * c.H * c.W))) == 2, what + ": fused, expected apart");
     unsetenv("MEMLANE_CONV_PW_DW");
     if (variant == 0) compare(pb, what, c.cin * c.H * c.W, rng);
   }

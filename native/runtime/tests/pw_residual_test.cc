@@ -26,27 +26,6 @@ Attrs pw_attrs(const char* act) {
   return {{"kernel", S{1, 1}}, {"strides", S{1, 1}}, {"pads", S{0, 0, 0, 0}}, {"activation", std::string(act)}};
 }
 
-// Ops with a kernel of their own after the backend's fusions (the op profile lists only those).
-size_t kernels(const PlanBuilder& pb, int64_t batch, const std::vector<float>& x) {
-  std::vector<uint8_t> bytes = pb.build();
-  memlane::Plan plan;
-  std::string msg;
-  memlane::Status st = memlane::parse_plan(bytes.data(), bytes.size(), &plan, &msg);
-  CHECK_MSG(st == memlane::Status::kOk, msg);
-  memlane::BackendOptions o;
-  auto be = memlane::make_cpu_backend(o, &st, &msg);
-  if (!be || be->prepare(plan, batch, &msg) != memlane::Status::kOk) {
-    CHECK_MSG(false, "prepare: " + msg);
-    return 0;
-  }
-  std::vector<float> out(x.size(), 0.f);
-  const float* ins[] = {x.data()};
-  float* outs[] = {out.data()};
-  CHECK(be->set_profiling(true));
-  CHECK(be->run(batch, ins, outs, &msg) == memlane::Status::kOk);
-  return be->op_profile().ops.size();
-}
-
 struct Case {
   int64_t M, C2, S;  // block channels, bottleneck channels, map side
 };
@@ -112,7 +91,7 @@ int main() {
         // stay on sgemm, which has no epilogue); AVX2's pixels-in-lanes kernel takes them all.
         const bool small_fused = lanes && (!avx512 || memlane::cpu::conv_detail::pw_lanes_fit(k.M, k.S * k.S));
         if ((k.S * k.S >= 128 ? pixels : small_fused) && batch == 3)
-          CHECK_MSG(kernels(pb, batch, in) == 2, label + ": the Add" + (relu ? " and Relu were" : " was") + " not fused");
+          CHECK_MSG(built_kernels(pb, batch, in) == 2, label + ": the Add" + (relu ? " and Relu were" : " was") + " not fused");
         for (int threads : {1, 2}) {
           unsetenv("MEMLANE_NO_FUSION");
           RunResult fused = run_plan(pb, batch, {in}, threads);
