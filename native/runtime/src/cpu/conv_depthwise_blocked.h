@@ -42,11 +42,12 @@ struct DwPointwiseInput {
 // L2 between them.
 bool pointwise_depthwise_pays(const DwGeom& g, int64_t C);
 
-// The blocked kernel (with `pointwise`: fused after that 1x1 conv, whatever the rule below
-// says; the caller asked pointwise_depthwise_pays), or nullptr where the per-channel kernel is faster (3x3 convs with 24+
+// The blocked kernel, or nullptr where the per-channel kernel is faster (3x3 convs with 24+
 // output columns, and stride-2 convs over planes larger than L1: blocked_pays()) or it does
-// not apply (no AVX-512, MEMLANE_CPU_NO_AVX512 or MEMLANE_DW_PER_CHANNEL set). MEMLANE_DW_BLOCKED=1 takes it for every depthwise conv (A/B
-// timing; ctest runs the op suites both ways).
+// not apply (no AVX-512, MEMLANE_CPU_NO_AVX512 or MEMLANE_DW_PER_CHANNEL set).
+// MEMLANE_DW_BLOCKED=1 takes it for every depthwise conv (A/B timing; ctest runs the op suites
+// both ways). With `pointwise`, fused after that 1x1 conv whatever blocked_pays() says (the
+// caller asked pointwise_depthwise_pays).
 std::unique_ptr<Kernel> make_depthwise_blocked_kernel(const DwGeom& g, int64_t C, TensorRef x, TensorRef y,
                                                       const float* w, const float* bias, const ConvAct& act,
                                                       int threads, const DwPointwiseInput* pointwise = nullptr);
