@@ -59,6 +59,12 @@ export interface ModelTerms {
   ioPerSampleMiB: number | null;
   /** The outputs' part of ioPerSampleMiB; null when a dim is unknown. */
   outputPerSampleMiB: number | null;
+  /**
+   * The part of outputPerSampleMiB whose batch is not the first axis (a seq-first encoder's
+   * output): memlane-rt's worker cannot write those into its eval frames, so its timed calls
+   * keep a buffer of their own for them (Features.outputBufferMiB); null when a dim is unknown.
+   */
+  outputNotBatchFirstPerSampleMiB: number | null;
   /** Why the compiler-derived figures are missing, if they are. */
   compileError: string | null;
   /**
@@ -188,9 +194,10 @@ export interface Features {
    */
   deadOutputMiB: number;
   /**
-   * memlane-rt: the output buffers its worker's timed requests write (one request of the largest
-   * batch: python/memlane_worker has none, the ORT runtimes' outputs are their own tensors),
-   * resident once the largest batch has run. Slope 1 at steady-inference, 0 before, never fitted.
+   * memlane-rt: the output buffers its worker's timed requests write beyond its eval frames (one
+   * request of the largest batch: python/memlane_worker has none, the ORT runtimes' outputs are
+   * their own tensors), resident once the largest batch has run; nativeOutputBufferMiB. Slope 1
+   * at steady-inference, 0 before, never fitted.
    */
   outputBufferMiB: number;
   /**
@@ -324,7 +331,7 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
   // Without a plan there is nothing for the native load probe to load; why is the compile error.
   const noPlan = nativeLoad ? { nativeLoadUnavailable: "no plan to load (the compile error above)" } : {};
   const weights = { file: onnxPath, ortInputDims, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, ortLoadHeldMiB: null, nativeLoadMiB: null, nativeReleasedMiB: null, nativeLoadPeakAboveEndMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspaceByBatchMiB: null };
-  const unplanned = { arenaPerSampleMiB: null, nativeUnwrittenPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null, nativeChunkable: null };
+  const unplanned = { arenaPerSampleMiB: null, nativeUnwrittenPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null, outputNotBatchFirstPerSampleMiB: null, nativeChunkable: null };
   if (feedError !== null) return { ...weights, ...noPlan, ...unplanned, ortPatternPerSampleMiB: null, ortTracePerSample: null, compileError: feedError };
   let ortPatternPerSampleMiB: number | null = null;
   let ortTracePerSample: TraceEvent[] | null = null;
@@ -346,6 +353,7 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
       arenaPerSampleMiB: s.arenaBytesPerSample / MIB, ortPatternPerSampleMiB, ortTracePerSample,
       ioPerSampleMiB: (bytesPerSample(s.inputs) + bytesPerSample(s.outputs)) / MIB,
       outputPerSampleMiB: bytesPerSample(s.outputs) / MIB,
+      outputNotBatchFirstPerSampleMiB: bytesPerSample(s.outputs.filter((o) => o.batchAxis !== 0)) / MIB,
       compileError: null,
     };
   } catch (err) {
@@ -477,12 +485,23 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
     nativeReleasedMiB: runtime === "native" ? (t.nativeReleasedMiB ?? 0) : 0,
     nativeLoadTransientMiB: runtime === "native" ? (t.nativeLoadPeakAboveEndMiB ?? 0) : 0,
     deadOutputMiB: runtime === "node-ort" ? nodeDeadOutputMiB(t, run) : 0,
-    outputBufferMiB: runtime === "native" ? (t.outputPerSampleMiB ?? 0) * run.maxBatch : 0,
+    outputBufferMiB: runtime === "native" ? nativeOutputBufferMiB(t, run) : 0,
     nativeWorkspaceMiB: runtime === "native" ? workspaceAt(t.nativeWorkspaceByBatchMiB ?? [], 1) : 0,
     // Without a trace (shapes the replay cannot follow), the stand-in of activationMiB's: the
     // pattern (or the compiler's arena) at the first batch size.
     ortFirstRequestMiB: arena ? arena.firstRequestMiB : ORT_RUNTIMES.has(runtime) ? (sampleBytes * (run.batchSizes?.[0] ?? 1)) / MIB : 0,
   };
+}
+
+/**
+ * memlane-rt's worker (rt/tasks_infer.cc) writes its timed requests' outputs into the eval
+ * frames it returns where a frame holds the largest batch with the batch first: a buffer of
+ * their own then holds only the outputs whose batch is another axis, or every output where the
+ * eval set is smaller than the largest batch. One request of the largest batch, MiB.
+ */
+export function nativeOutputBufferMiB(t: Pick<ModelTerms, "outputPerSampleMiB" | "outputNotBatchFirstPerSampleMiB">, run: Pick<RunShape, "maxBatch" | "evalSamples">): number {
+  const perSample = run.evalSamples >= run.maxBatch ? t.outputNotBatchFirstPerSampleMiB : t.outputPerSampleMiB;
+  return (perSample ?? 0) * run.maxBatch;
 }
 
 /**

@@ -247,10 +247,14 @@ describe("node-ort's dead outputs (deadOutputMiB)", () => {
 });
 
 describe("memlane-rt's output buffers (outputBufferMiB)", () => {
-  it("is one request of the largest batch's outputs, native only, slope 1 at steady-inference and 0 before", () => {
-    const terms = { outputPerSampleMiB: 0.49, weightMiB: 1, convWeightMiB: 0 } as never; // a small GPT-2's logits at seq 128
+  it("is one request of the largest batch's outputs the eval frames cannot take, native only, slope 1 at steady-inference and 0 before", () => {
+    // A small GPT-2's logits at seq 128 (batch first), beside a seq-first output of 0.25 MiB a sample.
+    const terms = { outputPerSampleMiB: 0.74, outputNotBatchFirstPerSampleMiB: 0.25, weightMiB: 1, convWeightMiB: 0 } as never;
     const run = { maxBatch: 64, batchSizes: [1, 64], evalSamples: 256, calls: 55 };
-    expect(features("native", terms, run).outputBufferMiB).toBeCloseTo(64 * 0.49, 9);
+    // The timed requests write the batch-first logits into the eval frames (rt/tasks_infer.cc).
+    expect(features("native", terms, run).outputBufferMiB).toBeCloseTo(64 * 0.25, 9);
+    // An eval set smaller than the largest batch: no frame holds a request, every output has a buffer.
+    expect(features("native", terms, { ...run, evalSamples: 16 }).outputBufferMiB).toBeCloseTo(64 * 0.74, 9);
     expect(features("python-ort", terms, run).outputBufferMiB).toBe(0);
     expect(features("node-ort", terms, run).outputBufferMiB).toBe(0);
     const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), { ...f(0, 0, 1, 1, 64), outputBufferMiB: 2 }, f(0, 0, 4, 3)];

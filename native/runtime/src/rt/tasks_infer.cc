@@ -127,18 +127,38 @@ void task_infer_native(TaskCtx& c) {
   std::vector<std::vector<uint64_t>> batchStore;
   std::vector<std::vector<const float*>> batchData;
   for (size_t i = 0; i < batchSizes.size(); ++i) batchData.push_back(plan_inputs(io, *rt, 0, batchSizes[i], batchStore));
+  // The whole eval set's outputs, batch first on the wire: the legacy form sends the first
+  // graph output as "outputs", the io form every output as "output:<name>". Left unwritten
+  // until a call writes them (malloc maps a large frame lazily).
+  const size_t nOut = io.legacy ? 1 : rt->outputs().size();
+  std::vector<zmq::message_t> frames;
+  for (size_t o = 0; o < nOut; ++o) {
+    const TensorSpec& spec = rt->outputs()[o];
+    frames.emplace_back(size_t(N * spec.elementsPerSample) * spec.elementBytes);
+  }
   // Output buffers of the timed loops (their contents are discarded): one set per request
-  // in flight, used in rotation, so no two requests write the same memory. Left uninitialized:
-  // a request writes the rows of its batch, so only the largest batch's calls (steady-inference)
-  // make all of a buffer resident. Zeroed, every buffer was resident before the first inference
-  // (a small GPT-2 export at batch 1 and 64: its 31 MiB of logits buffer in first-inference).
+  // in flight, used in rotation, so no two requests write the same memory. The first set
+  // writes into the eval frames where a frame holds the largest batch with the batch first
+  // (the eval pass overwrites them after): a buffer of its own would be one more largest
+  // batch of outputs held to the end (a GPT-2 base at batch 8: 119 MiB of logits).
+  // The others are left uninitialized: a request writes the rows of its batch, so only the
+  // largest batch's calls (steady-inference) make all of a buffer resident. Zeroed, every
+  // buffer was resident before the first inference (a small GPT-2 export at batch 1 and 64:
+  // its 31 MiB of logits buffer in first-inference).
   std::vector<std::unique_ptr<uint64_t[]>> outStore;  // one buffer per (set, output), 8-byte aligned
-  outStore.reserve(size_t(inFlight) * rt->outputs().size());
+  auto ownBuffer = [&](const TensorSpec& spec) {  // the largest batch of one output, uninitialized
+    const size_t words = (size_t(maxBatch * spec.elementsPerSample) * spec.elementBytes + 7) / 8;
+    return reinterpret_cast<float*>(outStore.emplace_back(new uint64_t[words]).get());
+  };
   std::vector<std::vector<float*>> outSets(static_cast<size_t>(inFlight));
-  for (auto& set : outSets)
-    for (const TensorSpec& o : rt->outputs())
-      set.push_back(reinterpret_cast<float*>(
-          outStore.emplace_back(new uint64_t[(size_t(maxBatch * o.elementsPerSample) * o.elementBytes + 7) / 8]).get()));
+  for (size_t s = 0; s < outSets.size(); ++s)
+    for (size_t o = 0; o < rt->outputs().size(); ++o) {
+      const TensorSpec& spec = rt->outputs()[o];
+      if (s == 0 && o < nOut && spec.batchAxis == 0 && N >= maxBatch)
+        outSets[s].push_back(static_cast<float*>(frames[o].data()));
+      else
+        outSets[s].push_back(ownBuffer(spec));
+    }
   auto call = [&](size_t i) {
     if (!rt->run_unchecked(batchSizes[i], batchData[i].data(), outSets[0].data(), &err)) throw_rt_error(err);
   };
@@ -164,14 +184,6 @@ void task_infer_native(TaskCtx& c) {
   size_t largestIdx = 0;
   for (size_t i = 0; i < batchSizes.size(); ++i)
     if (batchSizes[i] == maxBatch) largestIdx = i;
-  // The whole eval set's outputs, batch first on the wire: the legacy form sends the first
-  // graph output as "outputs", the io form every output as "output:<name>".
-  const size_t nOut = io.legacy ? 1 : rt->outputs().size();
-  std::vector<zmq::message_t> frames;
-  for (size_t o = 0; o < nOut; ++o) {
-    const TensorSpec& spec = rt->outputs()[o];
-    frames.emplace_back(size_t(N * spec.elementsPerSample) * spec.elementBytes);
-  }
   {
     Phase p(c, ph::kSteadyInference, rt.get());
     const int64_t total = int64_t(batchSizes.size()) * iterations;
@@ -227,7 +239,10 @@ void task_infer_native(TaskCtx& c) {
       }
     }
   }
-  // After steady-inference (its marks are taken): per-op timing in calls of its own.
+  // After steady-inference (its marks are taken): per-op timing in calls of its own, into
+  // buffers of their own where the timed calls wrote into the (now complete) eval frames.
+  for (size_t o = 0; o < nOut && c.bool_arg("profile", false); ++o)
+    if (outSets[0][o] == static_cast<float*>(frames[o].data())) outSets[0][o] = ownBuffer(rt->outputs()[o]);
   std::optional<Val> profile = profile_ops(c, *rt, batchSizes, iterations, call);
   const RuntimeMemory mem = rt->memory();
   Val value = Val::map();
