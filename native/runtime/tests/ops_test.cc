@@ -362,7 +362,8 @@ static V bcast_ref(char op, const V& a, S as, const V& b, S bs, S ys) {
 // Gemm on the packed panels (AVX-512; OpenBLAS elsewhere) at 1, 3 and 11 rows (one row tile,
 // a partial one, more than one), transB or not: every form of C (a [N] weight, a scalar weight,
 // an activation, none), alpha/beta, K not a multiple of the unrolled steps, N not a multiple
-// of the 32-column panels, with and without the folded Relu, panels split between threads.
+// of the 32-column panels, more panels than a group, with and without the folded Relu, panels
+// split between threads.
 static void test_gemm_variants() {
   Rng rng;
   enum CKind { kRowC, kScalarC, kActC, kNoC };
@@ -374,7 +375,10 @@ static void test_gemm_variants() {
   };
   const Case cases[] = {{37, 13, kScalarC, true, 1}, {37, 13, kActC, false, 1}, {38, 130, kNoC, true, 2},
                         {129, 130, kRowC, false, 2},  {5, 200, kActC, true, 2},   {64, 70, kScalarC, false, 2},
-                        {300, 33, kRowC, true, 1}};
+                        {300, 33, kRowC, true, 1},
+                        // 18 panels, the last partial: a whole panel group and a part one
+                        // (gemm_panels.cc's kPanelGroup), each through two K blocks at 11 rows
+                        {300, 552, kRowC, true, 1},   {300, 552, kActC, false, 2}};
   for (const Case& gc : cases)
   for (int64_t n : {1, 3, 11})
   for (bool transB : {true, false}) {

@@ -36,6 +36,9 @@ namespace {
 // feed-forward output projection ran at 0.67x of ONNX Runtime's speed, its K = 768 layers at 0.87x.
 constexpr int64_t kKBlock = 256;
 constexpr int64_t kRowBlock = 64;
+// Panels whose partial sums for a row block (kRowBlock x 32 floats each, 8 KiB) stay in L2
+// across the K blocks: 16 is 128 KiB of C. (tuning: MEMLANE_PANELS_GROUP)
+constexpr int64_t kPanelGroup = 16;
 // gemm_panels_gather's K block: two panels' block (32 KiB) in L1 across a conv tile's rows.
 // 128 measured 0.97x the time of 256 on resnet18 (sum of per-op minima, Intel Xeon).
 constexpr int64_t kGatherKBlock = 128;
@@ -232,21 +235,25 @@ constexpr Tile kTiles[8] = {tile<1>, tile<2>, tile<3>, tile<4>, tile<5>, tile<6>
 AVX512 void gemm_panels(int64_t M, int64_t p0, int64_t p1, const float* A, int64_t lda, const PackedPanels& B, float* C,
                         int64_t ldc, const PanelEpilogue& e) {
   const int64_t K = B.K;
+  static const int64_t group = env_count("MEMLANE_PANELS_GROUP", kPanelGroup);
   for (int64_t r0 = 0; r0 < M; r0 += kRowBlock) {
     const int64_t r1 = std::min(M, r0 + kRowBlock);
     // One row tile reads each panel block once: K in one block (no partial sums through C).
     const int64_t kb = r1 - r0 <= 8 ? std::max<int64_t>(K, 1) : kKBlock;
-    for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kb) {
-      const int64_t kn = std::min(kb, K - k0);
-      const bool first = k0 == 0, last = k0 + kb >= K;
-      for (int64_t p = p0; p < p1; ++p) {
-        const int64_t j = p * kPanelCols, w = std::min(kPanelCols, B.N - j);
-        const __mmask16 m0 = tail_mask(w), m1 = tail_mask(w - 16);
-        const float* b = B.w.data() + (p * K + k0) * kPanelCols;
-        const float* bias = e.bias ? e.bias + j : nullptr;
-        for (int64_t r = r0; r < r1; r += 8) {
-          const int64_t mr = std::min<int64_t>(8, r1 - r);
-          kTiles[mr - 1](kn, A + r * lda + k0, lda, b, C + r * ldc + j, ldc, first, last, e, bias, m0, m1);
+    for (int64_t g0 = p0; g0 < p1; g0 += group) {
+      const int64_t g1 = std::min(p1, g0 + group);
+      for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kb) {
+        const int64_t kn = std::min(kb, K - k0);
+        const bool first = k0 == 0, last = k0 + kb >= K;
+        for (int64_t p = g0; p < g1; ++p) {
+          const int64_t j = p * kPanelCols, w = std::min(kPanelCols, B.N - j);
+          const __mmask16 m0 = tail_mask(w), m1 = tail_mask(w - 16);
+          const float* b = B.w.data() + (p * K + k0) * kPanelCols;
+          const float* bias = e.bias ? e.bias + j : nullptr;
+          for (int64_t r = r0; r < r1; r += 8) {
+            const int64_t mr = std::min<int64_t>(8, r1 - r);
+            kTiles[mr - 1](kn, A + r * lda + k0, lda, b, C + r * ldc + j, ldc, first, last, e, bias, m0, m1);
+          }
         }
       }
     }
