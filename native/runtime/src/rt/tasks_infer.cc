@@ -241,8 +241,9 @@ void task_infer_native(TaskCtx& c) {
   }
   // After steady-inference (its marks are taken): per-op timing in calls of its own, into
   // buffers of their own where the timed calls wrote into the (now complete) eval frames.
-  for (size_t o = 0; o < nOut && c.bool_arg("profile", false); ++o)
-    if (outSets[0][o] == static_cast<float*>(frames[o].data())) outSets[0][o] = ownBuffer(rt->outputs()[o]);
+  if (c.bool_arg("profile", false))
+    for (size_t o = 0; o < nOut; ++o)
+      if (outSets[0][o] == static_cast<float*>(frames[o].data())) outSets[0][o] = ownBuffer(rt->outputs()[o]);
   std::optional<Val> profile = profile_ops(c, *rt, batchSizes, iterations, call);
   const RuntimeMemory mem = rt->memory();
   Val value = Val::map();
