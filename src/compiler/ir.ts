@@ -76,6 +76,12 @@ export interface Graph {
   consts: Map<string, ConstTensor>;
   inputs: GraphInput[];
   outputs: string[];
+  /**
+   * The shapes the file declares for intermediate values (`graph.value_info`: dims a number, a
+   * symbolic name, or undefined when unknown). The compiler infers its own; ONNX Runtime plans
+   * its buffers from these (src/estimate/ort-pattern.ts). Absent where the file has none.
+   */
+  declaredShapes?: Map<string, (number | string | undefined)[]>;
 }
 
 export const BATCH = -1;

@@ -47,14 +47,17 @@ export function graphFromModel(model: ModelProto, path: string): Graph {
   const consts = new Map<string, import("./ir.ts").ConstTensor>();
   for (const t of g.initializer as onnxProto.onnx.TensorProto[]) consts.set(t.name, decodeTensor(t, modelDir, path));
 
+  const dimsOf = (vi: onnxProto.onnx.ValueInfoProto) =>
+    (vi.type?.tensorType?.shape?.dim ?? []).map((d) => (d.dimParam ? d.dimParam : d.dimValue != null && toNum(d.dimValue) > 0 ? toNum(d.dimValue) : d.dimParam || undefined));
   const inputs: GraphInput[] = [];
   for (const vi of g.input as onnxProto.onnx.ValueInfoProto[]) {
     // Old exporters list initializers among the inputs too; those are weights, not inputs.
     if (consts.has(vi.name)) continue;
-    const tt = vi.type?.tensorType;
-    const dims = (tt?.shape?.dim ?? []).map((d) => (d.dimParam ? d.dimParam : d.dimValue != null && toNum(d.dimValue) > 0 ? toNum(d.dimValue) : d.dimParam || undefined));
-    inputs.push({ name: vi.name, dims, elemType: tt?.elemType ?? 0 });
+    inputs.push({ name: vi.name, dims: dimsOf(vi), elemType: vi.type?.tensorType?.elemType ?? 0 });
   }
+  // A declared shape counts only where the file gives one (a value_info without a shape says nothing).
+  const declared = ((g.valueInfo ?? []) as onnxProto.onnx.ValueInfoProto[]).filter((vi) => vi.type?.tensorType?.shape);
+  const declaredShapes = declared.length > 0 ? new Map(declared.map((vi) => [vi.name, dimsOf(vi)])) : undefined;
 
   const nodes: Node[] = (g.node as onnxProto.onnx.NodeProto[]).map((n, i) => {
     if (n.domain && n.domain !== "ai.onnx") {
@@ -69,7 +72,7 @@ export function graphFromModel(model: ModelProto, path: string): Graph {
     return { opType: n.opType, name: n.name || `${n.opType}_${i}`, inputs: [...n.input], outputs: [...n.output], attrs };
   });
 
-  return { file, opset, nodes, consts, inputs, outputs: (g.output as onnxProto.onnx.ValueInfoProto[]).map((o) => o.name) };
+  return { file, opset, nodes, consts, inputs, outputs: (g.output as onnxProto.onnx.ValueInfoProto[]).map((o) => o.name), ...(declaredShapes ? { declaredShapes } : {}) };
 }
 
 const AT = onnx.AttributeProto.AttributeType;

@@ -187,6 +187,7 @@ export function patternBytes(trace: readonly TraceEvent[]): number {
 function shapesOrtCannotInfer(g: Graph): Set<string> {
   const fromShape = new Set<string>(); // values computed from a run-time shape alone
   const unknown = new Set<string>();
+  const declared = (x: string) => declaredShape(g, x) !== null;
   const constant = (x: string) => g.consts.has(x);
   for (const n of g.nodes) {
     const ins = n.inputs.filter(Boolean);
@@ -199,9 +200,21 @@ function shapesOrtCannotInfer(g: Graph): Set<string> {
       if (ins.some((x) => fromShape.has(x))) for (const o of n.outputs) fromShape.add(o);
       continue;
     }
-    if (ins.some((x) => fromShape.has(x) || unknown.has(x))) for (const o of n.outputs) unknown.add(o);
+    if (ins.some((x) => fromShape.has(x) || unknown.has(x))) for (const o of n.outputs) if (!declared(o)) unknown.add(o);
   }
   return unknown;
+}
+
+/**
+ * The shape the file declares for `name` (graph.value_info), as ORT's planner compares it: a
+ * symbolic dim by its name, a fixed one by its value; null where none is declared or a dim is
+ * left unknown. ORT plans from a declared shape (a value computed from a run-time shape then
+ * has one; two values share a buffer only where their declared dims match, symbol for symbol),
+ * where the compiler infers its own.
+ */
+function declaredShape(g: Pick<Graph, "declaredShapes">, name: string): (number | string)[] | null {
+  const d = g.declaredShapes?.get(name);
+  return d && d.every((x) => x !== undefined) ? (d as (number | string)[]) : null;
 }
 
 /**
@@ -250,7 +263,7 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
     const s = inf.shapes.get(name);
     return s && s.some((d) => d < 0) ? perSample(s) * DTYPE_BYTES[inf.dtypes.get(name) ?? "float32"] : 0;
   };
-  const plainShape = (n: string) => (unknown.has(n) ? null : `${inf.dtypes.get(n) ?? "float32"} ${JSON.stringify(inf.shapes.get(n) ?? [])}`);
+  const plainShape = (n: string) => (unknown.has(n) ? null : `${inf.dtypes.get(n) ?? "float32"} ${JSON.stringify(declaredShape(g, n) ?? inf.shapes.get(n) ?? [])}`);
   const shared = ortCommonSubexpressions(inOrtOrder(inf.nodes, g.nodes), inf.outputs, (n) => inf.consts.get(n));
   const fused = ortFusions(shared, inf.outputs, (n) => inf.consts.has(n));
   const nchwc = ortNchwc(fused, inf.outputs, { constDims: (n) => inf.consts.get(n)?.dims, shapeOf: (n) => inf.shapes.get(n) });

@@ -32,6 +32,8 @@ export interface ModelSpec {
   nodes: NodeSpec[];
   inits?: Init[];
   opset?: number;
+  /** Declared shapes of intermediate values (graph.value_info): name, dims. */
+  valueInfo?: [string, (number | string)[]][];
 }
 
 export function node(op: string, inputs: string[], outputs: string[], attrs?: Record<string, Attr>, name?: string): NodeSpec {
@@ -97,6 +99,7 @@ export function modelBytes(spec: ModelSpec): Uint8Array {
       initializer: (spec.inits ?? []).map(tensor),
       input: spec.inputs.map(([n, d, t]) => valueInfo(n, d, t)),
       output: spec.outputs.map((o) => valueInfo(o)),
+      valueInfo: (spec.valueInfo ?? []).map(([n, d]) => valueInfo(n, d)),
     },
   });
   return onnx.ModelProto.encode(m).finish();

@@ -56,3 +56,37 @@ describe("ORT's memory pattern on transformers' softmax guard, Where(IsNaN(p), 0
     expect(withIsNaN).toBe(ortPatternBytesPerSample(loadOnnx(guard("Equal"))));
   });
 });
+
+describe("ORT's memory pattern where the file declares shapes (graph.value_info, as the dynamo exporter writes it)", () => {
+  // x [N, 64] -> Relu a -> Reshape by a shape computed at run time (Shape -> Slice -> Concat)
+  // -> r [N, 64] (a view of a) -> Sigmoid b -> Tanh c -> Sigmoid y. Inferred alone, r and what
+  // follows come from a run-time shape that ORT cannot size before the run: b and c get buffers
+  // of their own. Declared, ORT plans them like any value, and b and c run in place in a's.
+  const model = (declare: boolean) => writeModel({
+    inputs: [["x", ["N", 64]]], outputs: ["y"],
+    inits: [init("tail", [1], [64], "int64"), init("zero", [1], [0], "int64"), init("one", [1], [1], "int64")],
+    nodes: [
+      node("Relu", ["x"], ["a"]),
+      node("Shape", ["a"], ["s"]),
+      node("Slice", ["s", "zero", "one"], ["n"]),
+      node("Concat", ["n", "tail"], ["shape"], { axis: 0 }),
+      node("Reshape", ["a", "shape"], ["r"]),
+      node("Sigmoid", ["r"], ["b"]),
+      node("Tanh", ["b"], ["c"]),
+      node("Sigmoid", ["c"], ["y"]),
+    ],
+    ...(declare ? { valueInfo: [["a", ["N", 64]], ["r", ["N", 64]], ["b", ["N", 64]], ["c", ["N", 64]]] as [string, (number | string)[]][] } : {}),
+  }, `declared-${declare}`);
+
+  it("is read by the loader", () => {
+    const g = loadOnnx(model(true));
+    expect(g.declaredShapes?.get("r")).toEqual(["N", 64]);
+    expect(loadOnnx(model(false)).declaredShapes).toBeUndefined();
+  });
+
+  it("lets values computed from a run-time shape share buffers: a smaller pattern than without it", () => {
+    const inferred = ortPatternBytesPerSample(loadOnnx(model(false)));
+    const declared = ortPatternBytesPerSample(loadOnnx(model(true)));
+    expect(declared).toBeLessThan(inferred);
+  });
+});
