@@ -37,7 +37,7 @@ namespace {
 constexpr int64_t kKBlock = 256;
 constexpr int64_t kRowBlock = 64;
 // Panels whose partial sums for a row block (kRowBlock x 32 floats each, 8 KiB) stay in L2
-// across the K blocks: 16 is 128 KiB of C. (tuning: MEMLANE_PANELS_GROUP)
+// across the K blocks: 16 is 128 KiB of C. (MEMLANE_PANELS_GROUP=N to try others, 0 for one group)
 constexpr int64_t kPanelGroup = 16;
 // gemm_panels_gather's K block: two panels' block (32 KiB) in L1 across a conv tile's rows.
 // 128 measured 0.97x the time of 256 on resnet18 (sum of per-op minima, Intel Xeon).
@@ -235,7 +235,9 @@ constexpr Tile kTiles[8] = {tile<1>, tile<2>, tile<3>, tile<4>, tile<5>, tile<6>
 AVX512 void gemm_panels(int64_t M, int64_t p0, int64_t p1, const float* A, int64_t lda, const PackedPanels& B, float* C,
                         int64_t ldc, const PanelEpilogue& e) {
   const int64_t K = B.K;
-  static const int64_t group = env_count("MEMLANE_PANELS_GROUP", kPanelGroup);
+  // MEMLANE_PANELS_GROUP=0: every panel in one group (each K block sweeps them all, as before).
+  static const int64_t switch_group = env_count("MEMLANE_PANELS_GROUP", kPanelGroup);
+  const int64_t group = switch_group > 0 ? switch_group : std::max<int64_t>(1, p1 - p0);
   for (int64_t r0 = 0; r0 < M; r0 += kRowBlock) {
     const int64_t r1 = std::min(M, r0 + kRowBlock);
     // One row tile reads each panel block once: K in one block (no partial sums through C).
