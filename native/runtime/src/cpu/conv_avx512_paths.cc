@@ -38,22 +38,37 @@ constexpr int64_t kRowsInputOverWeights = 16;
 
 }  // namespace
 
-// Row bands of the padded plane, one a thread, every channel's rows of the band: the paths
-// after it (Winograd, pixel rows, flat, direct by channels) read the whole padded input on every
-// thread, so a serial fill only kept the other threads waiting (at 2 threads, resnet18 batch 1,
-// the fills were about 2 % of all samples, on the caller alone). Batch 1, 2 threads, runs
-// alternating, median ratio serial / split of the convs' summed mean time and of p50: resnet18
-// 1.034 / 1.024, densenet121 1.060 / 1.038, squeezenet1_1 1.014 / 1.009. Inputs under
-// kParallelFillFloats stay on the caller. MEMLANE_CONV_SERIAL_FILL=1: always serial (A/B).
+// Channels of the padded input, a contiguous share a thread; the paths after it (Winograd, pixel
+// rows, flat, direct by channels) read the whole padded input on every thread, so a serial fill
+// only kept the other threads waiting (at 2 threads, resnet18 batch 1, the fills were about 2 %
+// of all samples, on the caller alone). Channels, not bands of rows: a band is a piece of every
+// plane, so the two threads' writes (and the reads of a spatially split producer's output)
+// interleave a few hundred bytes to a few KiB apart, and that pattern cost more than reading half
+// the input from the other core. A fill of 64 x 56 x 56 (sw 1) by 2 threads pinned to the 2
+// cores: 27-31 us a thread by rows, 17-18 by channels (256 x 14 x 14: 43-49 against 15-18);
+// with the 2 vCPUs on distant cores (a 320 ns cache-line round trip between them instead of 55:
+// docs/native-cpu.md, "Two threads on a split placement") 61-70 against 23-27 us. In the model,
+// resnet18 batch 1, 2 threads, runs alternating: 15.95 -> 15.58 ms p50 (split: 21.1-21.5 -> 20.7-20.9),
+// densenet121 0.97x, squeezenet1_1, mobilenet_v2 0.99x, regnet_x_400mf 0.98x, efficientnet_b0
+// 1.00-1.03x. Inputs under kParallelFillFloats stay on the caller; fewer than 4 channels a thread
+// (an image's 3) split by rows, which share evenly. MEMLANE_CONV_SERIAL_FILL=1: always serial;
+// MEMLANE_CONV_FILL_ROWS=1: always bands of rows, as before (A/B).
 void ConvKernel::fill_padded(const RunCtx& c, const float* xn, float* pad, int64_t sw) const {
   static const bool serial = std::getenv("MEMLANE_CONV_SERIAL_FILL") != nullptr;
+  static const bool rows_always = std::getenv("MEMLANE_CONV_FILL_ROWS") != nullptr;
   const int64_t T = c.pool->threads();
   const int64_t floats = conv_direct_floats(g.C, Hp, Wp, sw, g.kw, g.dw);
-  if (serial || T <= 1 || floats < kParallelFillFloats || Hp < 2 * T)
+  const bool by_rows = rows_always || g.C < 4 * T;
+  if (serial || T <= 1 || floats < kParallelFillFloats || (by_rows && Hp < 2 * T))
     return conv_direct_fill(xn, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, sw, g.kw, g.dw, pad);
   c.pool->parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t)
-      conv_direct_fill_rows(xn, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, sw, g.kw, g.dw, pad, Hp * t / T, Hp * (t + 1) / T);
+    for (int64_t t = t0; t < t1; ++t) {
+      if (by_rows)
+        conv_direct_fill_rows(xn, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, sw, g.kw, g.dw, pad, Hp * t / T, Hp * (t + 1) / T);
+      else
+        conv_direct_fill_channels(xn, g.C, g.H, g.W, g.pt, g.pl, Hp, Wp, sw, g.kw, g.dw, pad, g.C * t / T,
+                                  g.C * (t + 1) / T);
+    }
   });
 }
 

@@ -176,8 +176,11 @@ void conv_direct_fill(const float* x, int64_t C, int64_t H, int64_t W, int64_t p
   conv_direct_fill_rows(x, C, H, W, pt, pl, Hp, Wp, sw, kw, dw, pad, 0, Hp);
 }
 
-void conv_direct_fill_rows(const float* x, int64_t C, int64_t H, int64_t W, int64_t pt, int64_t pl, int64_t Hp,
-                           int64_t Wp, int64_t sw, int64_t kw, int64_t dw, float* pad, int64_t r0, int64_t r1) {
+namespace {
+// Rows [r0, r1) of the padded plane of C channels; the slack after the last plane zeroed when
+// `slack` (by the one caller that owns the last plane's end).
+void fill_rows(const float* x, int64_t C, int64_t H, int64_t W, int64_t pt, int64_t pl, int64_t Hp, int64_t Wp,
+               int64_t sw, int64_t kw, int64_t dw, float* pad, int64_t r0, int64_t r1, bool slack) {
   // Rows [r0, r1) of the padded plane: border rows zero, row pt + h from input row h.
   const int64_t top = std::min(r1, pt), in0 = std::max(r0, pt), in1 = std::min(r1, pt + H), bot = std::max(r0, pt + H);
   if (sw != 2) {
@@ -194,7 +197,7 @@ void conv_direct_fill_rows(const float* x, int64_t C, int64_t H, int64_t W, int6
       }
       if (bot < r1) std::memset(dst + bot * Wp, 0, sizeof(float) * (r1 - bot) * Wp);
     }
-    if (r1 == Hp) std::memset(pad + C * plane, 0, sizeof(float) * conv_direct_slack(kw, dw));
+    if (slack) std::memset(pad + C * plane, 0, sizeof(float) * conv_direct_slack(kw, dw));
     return;
   }
   const int64_t Wh = (Wp + 1) / 2, half = Hp * Wh, plane = 2 * half;
@@ -211,7 +214,19 @@ void conv_direct_fill_rows(const float* x, int64_t C, int64_t H, int64_t W, int6
     else
       for (int64_t r = in0; r < in1; ++r) split_row(src + (r - pt) * W, W, pl, Wp, dst + r * Wh, dst + half + r * Wh);
   }
-  if (r1 == Hp) std::memset(pad + C * plane, 0, sizeof(float) * conv_direct_slack(kw, dw));
+  if (slack) std::memset(pad + C * plane, 0, sizeof(float) * conv_direct_slack(kw, dw));
+}
+}  // namespace
+
+void conv_direct_fill_rows(const float* x, int64_t C, int64_t H, int64_t W, int64_t pt, int64_t pl, int64_t Hp,
+                           int64_t Wp, int64_t sw, int64_t kw, int64_t dw, float* pad, int64_t r0, int64_t r1) {
+  fill_rows(x, C, H, W, pt, pl, Hp, Wp, sw, kw, dw, pad, r0, r1, r1 == Hp);
+}
+
+void conv_direct_fill_channels(const float* x, int64_t C, int64_t H, int64_t W, int64_t pt, int64_t pl, int64_t Hp,
+                               int64_t Wp, int64_t sw, int64_t kw, int64_t dw, float* pad, int64_t c0, int64_t c1) {
+  const int64_t plane = sw == 2 ? 2 * Hp * ((Wp + 1) / 2) : Hp * Wp;
+  fill_rows(x + c0 * H * W, c1 - c0, H, W, pt, pl, Hp, Wp, sw, kw, dw, pad + c0 * plane, 0, Hp, c1 == C);
 }
 
 bool conv_direct_supported(int64_t OH, int64_t OW, int64_t sw) {

@@ -28,6 +28,10 @@ void conv_direct_fill(const float* x, int64_t C, int64_t H, int64_t W, int64_t p
 // threads can each fill the rows their own output rows read.
 void conv_direct_fill_rows(const float* x, int64_t C, int64_t H, int64_t W, int64_t pt, int64_t pl, int64_t Hp,
                            int64_t Wp, int64_t sw, int64_t kw, int64_t dw, float* pad, int64_t r0, int64_t r1);
+// Channels [c0, c1) of conv_direct_fill's layout, every row (the slack after the last plane
+// with the last channel).
+void conv_direct_fill_channels(const float* x, int64_t C, int64_t H, int64_t W, int64_t pt, int64_t pl, int64_t Hp,
+                               int64_t Wp, int64_t sw, int64_t kw, int64_t dw, float* pad, int64_t c0, int64_t c1);
 
 // pad: conv_direct_fill's layout; w: [M][C][kh][kw]; y: [M][OH][OW] = act(conv + bias + res),
 // res (nullable): a residual laid out as y (a fused Add; it may be y itself). act: the folded
