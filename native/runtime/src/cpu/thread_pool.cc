@@ -8,7 +8,10 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <dlfcn.h>
 #include <sched.h>
+
+#include <map>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -91,15 +94,37 @@ int chunks_per_thread() {
 // MEMLANE_POOL_STATS=1 (a tuning aid): what the split cost, printed when the pool ends. Where
 // a multi-threaded run loses time against the sum of its ops' best times: calls the caller
 // ran alone (no worker came in time), time the caller waited for workers' chunks after its
-// own, and how often a thread gave up polling and slept on the condition variable.
+// own, how often a thread gave up polling and slept on the condition variable, and how often a
+// worker took a call's first chunk (the caller's, as a rule: a kernel's split keeps each thread
+// on the data it wrote only while the same thread takes the same chunk).
 struct PoolStats {
   std::atomic<uint64_t> calls{0}, chunks{0}, caller_chunks{0}, caller_alone{0}, caller_wait_ns{0}, caller_sleeps{0},
-      worker_sleeps{0}, worker_skips{0}, yields{0};
+      worker_sleeps{0}, worker_skips{0}, yields{0}, worker_first{0};
+  // MEMLANE_POOL_STATS=2 also: per call site (the kernel code that called parallel_for), the
+  // mean time of the caller's chunks, of the last worker's chunks and the delay before it began
+  // them, and the call's wall time; printed as offsets into the binary for addr2line. How the
+  // fills of padded inputs were found to cost three times their share on a split placement
+  // (docs/native-cpu.md). With more than one worker only the last to finish is counted.
+  struct Site {
+    double caller_ns = 0, worker_ns = 0, delay_ns = 0, wall_ns = 0;
+    uint64_t calls = 0, worker_calls = 0;
+  };
+  bool per_site = false;
+  std::map<void*, Site> sites;                           // the caller's only
+  std::atomic<int64_t> call_start{0}, worker_start{-1}, worker_ns{0};  // this call's worker
 };
+
+namespace {
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
 
 ThreadPool::ThreadPool(int threads) {
   if (threads > 1) max_chunks_ = int64_t(threads) * chunks_per_thread();
-  if (threads > 1 && env_count("MEMLANE_POOL_STATS", 0) == 1) stats_ = new PoolStats;
+  const long stats = env_count("MEMLANE_POOL_STATS", 0);
+  if (threads > 1 && stats >= 1) stats_ = new PoolStats;
+  if (stats_) stats_->per_site = stats >= 2;
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -119,17 +144,30 @@ ThreadPool::~ThreadPool() {
     std::fprintf(stderr,
                  "[memlane pool] threads %d: %llu calls, %.2f chunks a call, caller ran %.1f%% of chunks, alone in "
                  "%.1f%% of calls, waited %.2f us a call; sleeps: caller %llu, workers %llu; calls a worker skipped "
-                 "(on the caller's CPU) %llu; CPU yields while polling %llu\n",
+                 "(on the caller's CPU) %llu; CPU yields while polling %llu; worker took chunk 0 in %llu\n",
                  threads(), (unsigned long long)s->calls.load(), double(s->chunks) / calls,
                  100.0 * double(s->caller_chunks) / double(std::max<uint64_t>(1, s->chunks)),
                  100.0 * double(s->caller_alone) / calls, double(s->caller_wait_ns) / 1e3 / calls,
                  (unsigned long long)s->caller_sleeps.load(), (unsigned long long)s->worker_sleeps.load(),
-                 (unsigned long long)s->worker_skips.load(), (unsigned long long)s->yields.load());
+                 (unsigned long long)s->worker_skips.load(), (unsigned long long)s->yields.load(),
+                 (unsigned long long)s->worker_first.load());
+    for (const auto& [addr, x] : s->sites) {
+      Dl_info info{};
+      const bool found = dladdr(addr, &info) != 0 && info.dli_fname;
+      const double wn = double(std::max<uint64_t>(1, x.worker_calls));
+      std::fprintf(stderr,
+                   "[memlane pool site] %s+0x%llx: %llu calls, us a call: caller %.1f, worker %.1f (began %.1f after), "
+                   "wall %.1f\n",
+                   found ? info.dli_fname : "?",
+                   (unsigned long long)(uintptr_t(addr) - (found ? uintptr_t(info.dli_fbase) : 0)),
+                   (unsigned long long)x.calls, x.caller_ns / 1e3 / double(x.calls), x.worker_ns / 1e3 / wn,
+                   x.delay_ns / 1e3 / wn, x.wall_ns / 1e3 / double(x.calls));
+    }
     delete s;
   }
 }
 
-int64_t ThreadPool::run_claimed(uint32_t gen, int64_t n, int64_t chunks, Fn fn, void* ctx) {
+int64_t ThreadPool::run_claimed(uint32_t gen, int64_t n, int64_t chunks, Fn fn, void* ctx, bool caller) {
   const uint64_t tag = uint64_t(gen) << 32;
   uint64_t v = claim_.load(std::memory_order_acquire);
   for (int64_t ran = 0;; ++ran) {
@@ -140,6 +178,7 @@ int64_t ThreadPool::run_claimed(uint32_t gen, int64_t n, int64_t chunks, Fn fn, 
       --ran;
       continue;
     }
+    if (c == 0 && !caller && stats_) stats_->worker_first += 1;
     fn(ctx, n * c / chunks, n * (c + 1) / chunks);
     if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
       // Taking the lock orders this notify after the caller's predicate check.
@@ -160,6 +199,11 @@ ThreadPool::Hot::~Hot() {
 
 void ThreadPool::run_chunks(int64_t n, int64_t chunks, Fn fn, void* ctx) {
   uint32_t gen;
+  const int64_t c0 = stats_ && stats_->per_site ? now_ns() : 0;
+  if (c0) {
+    stats_->call_start.store(c0);
+    stats_->worker_start.store(-1);
+  }
   {
     std::lock_guard<std::mutex> lk(mu_);
     fn_ = fn;
@@ -175,7 +219,8 @@ void ThreadPool::run_chunks(int64_t n, int64_t chunks, Fn fn, void* ctx) {
   }
   cv_work_.notify_all();
   // The caller takes chunks too; then it waits only for chunks that workers claimed.
-  const int64_t ran = run_claimed(gen, n, chunks, fn, ctx);
+  const int64_t ran = run_claimed(gen, n, chunks, fn, ctx, true);
+  const int64_t c1 = c0 ? now_ns() : 0;
   const auto t0 = stats_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   const auto done = [&] { return done_.load(std::memory_order_acquire) == chunks; };
   const bool spun = spin_until(done, nullptr, &worker_on_, stats_ ? &stats_->yields : nullptr);
@@ -190,6 +235,22 @@ void ThreadPool::run_chunks(int64_t n, int64_t chunks, Fn fn, void* ctx) {
     s->caller_alone += ran == chunks;
     s->caller_sleeps += !spun;
     s->caller_wait_ns += uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    if (c0) {
+      PoolStats::Site& x = s->sites[__builtin_return_address(0)];
+      x.calls += 1;
+      x.caller_ns += double(c1 - c0);
+      x.wall_ns += double(now_ns() - c0);
+      // The worker publishes its times just after its last chunk counts as done: wait for them
+      // a moment (stats only) where a worker ran any chunk.
+      if (ran < chunks)
+        for (const int64_t until = now_ns() + 20000; s->worker_start.load() < 0 && now_ns() < until;) MEMLANE_CPU_RELAX();
+      const int64_t began = s->worker_start.load();
+      if (began >= 0) {
+        x.worker_calls += 1;
+        x.delay_ns += double(began - c0);
+        x.worker_ns += double(s->worker_ns.load());
+      }
+    }
   }
 }
 
@@ -231,7 +292,12 @@ void ThreadPool::worker_loop(int) {
       continue;
     }
     worker_on_.store(sched_getcpu(), std::memory_order_relaxed);
-    run_claimed(seen, n, chunks, fn, ctx);
+    const int64_t w0 = stats_ && stats_->per_site ? now_ns() : 0;
+    const int64_t ran = run_claimed(seen, n, chunks, fn, ctx, false);
+    if (w0 && ran > 0) {
+      stats_->worker_ns.store(now_ns() - w0);
+      stats_->worker_start.store(w0);
+    }
   }
 }
 

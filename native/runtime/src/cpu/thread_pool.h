@@ -81,8 +81,8 @@ class ThreadPool {
   void worker_loop(int index);
   // Claims and runs chunks of generation `gen` until none is left (or a later generation
   // began: a late worker must not run the next call's chunks with this call's body).
-  // Returns how many it ran.
-  int64_t run_claimed(uint32_t gen, int64_t n, int64_t chunks, Fn fn, void* ctx);
+  // Returns how many it ran. `caller`: run by the calling thread, not a worker (for the stats).
+  int64_t run_claimed(uint32_t gen, int64_t n, int64_t chunks, Fn fn, void* ctx, bool caller);
 
   std::vector<std::thread> workers_;
   int64_t max_chunks_ = 1;  // threads() x chunks_per_thread(); 1 with one thread
@@ -104,7 +104,7 @@ class ThreadPool {
   // thread polling for the other yields its CPU when it is on the same one (spin_until).
   std::atomic<int> caller_on_{-1};
   std::atomic<int> worker_on_{-1};
-  PoolStats* stats_ = nullptr;    // MEMLANE_POOL_STATS=1: counts printed at destruction
+  PoolStats* stats_ = nullptr;    // MEMLANE_POOL_STATS=1 (2: per call site): printed at destruction
 };
 
 }  // namespace memlane::cpu
