@@ -9,7 +9,13 @@
 export interface Cell {
   native: Array<{ p50: number; p99: number }>;
   ort: Array<{ p50: number; p99: number }>;
+  /** Per round: the CPUs' cache-line round trip (ns) just before it (bench/core-latency.ts); null: not measured. */
+  roundTripNs?: Array<number | null>;
 }
+
+/** Rounds of a cell that began on a split placement (round trip above `splitNs`). */
+export const splitRounds = (c: Cell | undefined, splitNs: number): number =>
+  (c?.roundTripNs ?? []).filter((x) => x !== null && x > splitNs).length;
 
 export interface ModelRow {
   model: string;
@@ -46,8 +52,12 @@ const f2 = (x: number | null | undefined): string => (x === null || x === undefi
 const ms = (x: number): string => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
 const mdRow = (cells: string[]): string => `| ${cells.join(" | ")} |`;
 
-/** The markdown the lead pastes: ratios, geomean and max rows, absolute times, memory. */
-export function formatMarkdown(rows: ModelRow[], keys: string[], header: string): string {
+/**
+ * The markdown the lead pastes: ratios, geomean and max rows, absolute times, memory. With
+ * `splitNs`, a ratio whose rounds include one that began on a split placement carries a "†",
+ * and a note counts them.
+ */
+export function formatMarkdown(rows: ModelRow[], keys: string[], header: string, splitNs?: number): string {
   const ok = rows.filter((r) => r.status === "ok");
   const cols = keys.flatMap((k) => [`${k} p50`, `${k} p99`]);
   const out: string[] = [header, "", "native / ORT latency (< 1: native faster; median over rounds of each round's ratio):", ""];
@@ -59,7 +69,8 @@ export function formatMarkdown(rows: ModelRow[], keys: string[], header: string)
       out.push(mdRow([r.model, r.status.replace(/\|/g, "\\|").replace(/\n/g, " ").slice(0, 200), ...cols.slice(1).map(() => ""), ""]));
       continue;
     }
-    out.push(mdRow([r.model, ...keys.flatMap((k) => [f2(ratio(r.cells.get(k), "p50")), f2(ratio(r.cells.get(k), "p99"))]), f2(memRatio(r))]));
+    const mark = (k: string): string => (splitNs !== undefined && splitRounds(r.cells.get(k), splitNs) > 0 ? "†" : "");
+    out.push(mdRow([r.model, ...keys.flatMap((k) => [f2(ratio(r.cells.get(k), "p50")) + mark(k), f2(ratio(r.cells.get(k), "p99")) + mark(k)]), f2(memRatio(r))]));
   }
   const colValues = (k: string, stat: "p50" | "p99"): Array<[string, number]> =>
     ok.map((r) => [r.model, ratio(r.cells.get(k), stat)] as [string, number | null]).filter((x): x is [string, number] => x[1] !== null);
@@ -72,6 +83,17 @@ export function formatMarkdown(rows: ModelRow[], keys: string[], header: string)
   };
   out.push(mdRow(["**geomean**", ...keys.flatMap((k) => [gm(colValues(k, "p50")), gm(colValues(k, "p99"))]), gm(mems)]));
   out.push(mdRow(["**max**", ...keys.flatMap((k) => [mx(colValues(k, "p50")), mx(colValues(k, "p99"))]), mx(mems)]));
+  if (splitNs !== undefined) {
+    const all = ok.flatMap((r) => keys.flatMap((k) => r.cells.get(k)?.roundTripNs ?? [])).filter((x): x is number => x !== null);
+    const split = ok.reduce((a, r) => a + keys.reduce((b, k) => b + splitRounds(r.cells.get(k), splitNs), 0), 0);
+    out.push(
+      "",
+      all.length
+        ? `† a round began with the two CPUs on a split placement (cache-line round trip over ${splitNs} ns, against ${f2(median(all))} ns median): ` +
+            `${split} of ${all.length} cell-rounds. There a 2-thread run of a CNN measured 1.3-2.2x its time elsewhere for memlane-rt and 1.03-1.5x for ONNX Runtime (docs/native-cpu.md).`
+        : "Placement not measured (native/build/runtime/memlane-core-latency not built, or one CPU).",
+    );
+  }
   out.push("", "p50 in ms, native / ORT (median over rounds):", "");
   out.push(mdRow(["model", ...keys]), mdRow(["---", ...keys.map(() => "---:")]));
   for (const r of ok)

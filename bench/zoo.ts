@@ -14,6 +14,8 @@
  * Each measurement is one `memlane compare` pipeline (the same export and benchmark stages,
  * each runtime in a fresh process, one stage at a time); a round runs native and ORT back to
  * back and the next round swaps their order, so drift on a shared machine falls on both.
+ * Before each 2-thread round it measures where the two CPUs sit (bench/core-latency.ts): a ratio
+ * with a round that began on a split placement carries a "†", and a note under the table counts them.
  * Models test/zoo/native-gaps.ts lists get a row with the reason memlane-rt gives, no figures.
  * Exports are cached outside the repository (bench/zoo-exports.ts); run directories go to a
  * temp dir that is removed at the end.
@@ -28,6 +30,7 @@ import { runPipeline } from "../src/pipeline/run.ts";
 import type { Report } from "../src/report/schema.ts";
 import { NATIVE_GAPS } from "../test/zoo/native-gaps.ts";
 import type { ZooExport, ZooReport } from "../test/zoo/rows.ts";
+import { coreRoundTripNs, SPLIT_PLACEMENT_NS } from "./core-latency.ts";
 import { zooExports, zooModels } from "./zoo-exports.ts";
 import { type Cell, cellKey, formatMarkdown, median, type ModelRow } from "./zoo-table.ts";
 
@@ -139,6 +142,8 @@ try {
     rounds: for (let round = 0; round < ROUNDS!; round++)
       for (const threads of THREADS) {
         const order: Array<"native" | "python-ort"> = round % 2 === 0 ? ["native", "python-ort"] : ["python-ort", "native"];
+        // Where the CPUs sit just before this round (a split placement slows 2-thread runs).
+        const roundTrip = threads > 1 ? coreRoundTripNs() : null;
         const rep = await compare(exp.onnx, order, threads, runs, seq);
         for (const rt of order) {
           const why = whyNot(rep, rt);
@@ -150,12 +155,13 @@ try {
         const byName = new Map(rep.runtimes.map((r) => [r.name, r]));
         for (const b of BATCHES) {
           const k = cellKey(b, threads);
-          const c: Cell = row.cells.get(k) ?? { native: [], ort: [] };
+          const c: Cell = row.cells.get(k) ?? { native: [], ort: [], roundTripNs: [] };
           const n = byName.get("native")!.latencyMs[`batch${b}`];
           const o = byName.get("python-ort")!.latencyMs[`batch${b}`];
           if (n && o) {
             c.native.push({ p50: n.p50, p99: n.p99 });
             c.ort.push({ p50: o.p50, p99: o.p99 });
+            c.roundTripNs!.push(roundTrip);
           }
           row.cells.set(k, c);
         }
@@ -181,4 +187,4 @@ const header = [
     ` ${asked.length ? `exporter ${EXPORTERS.join("+")}` : "given exports"}${asked.length && onnxFiles.length ? ` and ${onnxFiles.length} given export(s)` : ""}, 224 px images, seq ${SEQ} for text; ${ITERS} timed calls (${WARMUP} warm-up) per batch, ${ROUNDS} round(s)` +
     ` alternating which runtime goes first; ${((Date.now() - started) / 60000).toFixed(1)} min.`,
 ].join("\n");
-console.log(formatMarkdown(rows, keys, header));
+console.log(formatMarkdown(rows, keys, header, SPLIT_PLACEMENT_NS));

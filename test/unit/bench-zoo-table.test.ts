@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { type Cell, cellKey, formatMarkdown, geomean, type ModelRow, ratio } from "../../bench/zoo-table.ts";
+import { type Cell, cellKey, formatMarkdown, geomean, type ModelRow, ratio, splitRounds } from "../../bench/zoo-table.ts";
 
 const cell = (nat: number[], ort: number[]): Cell => ({ native: nat.map((p50) => ({ p50, p99: 2 * p50 })), ort: ort.map((p50) => ({ p50, p99: p50 })) });
 const row = (model: string, c: Cell, nat: number | null, ort: number | null): ModelRow =>
@@ -20,5 +20,20 @@ describe("bench:zoo table", () => {
     expect(md).toMatch(/\| \*\*geomean\*\* \| 1.00 \| 2.00 \| 0.25 \|/);
     expect(md).toMatch(/\| \*\*max\*\* \| 2.00 a \| 4.00 a \| 0.25 a \|/);
     expect(md).toMatch(/\| a \| 2.00 \/ 1.00 \|/);
+  });
+
+  it("marks the ratios whose rounds began on a split placement and counts them", () => {
+    const c2 = (trips: Array<number | null>): Cell => ({ ...cell([2, 2, 2], [1, 1, 1]), roundTripNs: trips });
+    expect(splitRounds(c2([55, 320, null]), 150)).toBe(1);
+    expect(splitRounds(cell([1], [1]), 150)).toBe(0); // not measured
+    const two = (model: string, c: Cell): ModelRow => ({ ...row(model, c, 1, 4), cells: new Map([[cellKey(1, 2), c]]) });
+    const md = formatMarkdown([two("a", c2([55, 320, 330])), two("b", c2([52, 60, 58]))], [cellKey(1, 2)], "# head", 150);
+    expect(md).toMatch(/\| a \| 2.00† \| 4.00† \|/);
+    expect(md).toMatch(/\| b \| 2.00 \| 4.00 \|/);
+    expect(md).toMatch(/2 of 6 cell-rounds/);
+    expect(md).toMatch(/against 59.00 ns median/);
+    // Without the threshold (or with nothing measured) the table has no marks.
+    expect(formatMarkdown([two("a", c2([320]))], [cellKey(1, 2)], "# head")).not.toMatch(/†/);
+    expect(formatMarkdown([two("a", cell([2], [1]))], [cellKey(1, 2)], "# head", 150)).toMatch(/Placement not measured/);
   });
 });
