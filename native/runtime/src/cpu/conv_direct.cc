@@ -275,6 +275,8 @@ void conv_direct_fill(const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
                       int64_t, float*) {}
 void conv_direct_fill_rows(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                            int64_t, int64_t, float*, int64_t, int64_t) {}
+void conv_direct_fill_channels(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                               int64_t, int64_t, float*, int64_t, int64_t) {}
 int64_t conv_direct_row_step(int64_t) { return 2; }
 void conv_direct_rows(const float*, int64_t, int64_t, int64_t, const float*, int64_t, int64_t, int64_t, int64_t,
                       int64_t, int64_t, const float*, float*, int64_t, int64_t, int64_t, const ConvAct&, const float*,
