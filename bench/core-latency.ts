@@ -1,7 +1,7 @@
 /**
  * The cache-line round trip between the first two CPUs this process may use, measured by
  * native/runtime/tools/core_latency.cc (memlane-core-latency), for bench:zoo to say which of
- * its measurements began on a split placement: on a cloud VM the hypervisor moves the vCPUs,
+ * its measurements ran on a split placement: on a cloud VM the hypervisor moves the vCPUs,
  * and on the 2-vCPU development machine the round trip is about 55 ns most of the time and about
  * 320 ns for stretches of seconds, where a 2-thread run takes 1.3-2.2x as long (ONNX Runtime's
  * 1.03-1.5x; docs/native-cpu.md, "Two threads on a split placement").

@@ -9,11 +9,11 @@
 export interface Cell {
   native: Array<{ p50: number; p99: number }>;
   ort: Array<{ p50: number; p99: number }>;
-  /** Per round: the CPUs' cache-line round trip (ns) just before it (bench/core-latency.ts); null: not measured. */
+  /** Per round: the CPUs' cache-line round trip (ns), the larger of before and after it (bench/core-latency.ts); null: not measured. */
   roundTripNs?: Array<number | null>;
 }
 
-/** Rounds of a cell that began on a split placement (round trip above `splitNs`). */
+/** Rounds of a cell that began or ended on a split placement (round trip above `splitNs`). */
 export const splitRounds = (c: Cell | undefined, splitNs: number): number =>
   (c?.roundTripNs ?? []).filter((x) => x !== null && x > splitNs).length;
 
@@ -54,7 +54,7 @@ const mdRow = (cells: string[]): string => `| ${cells.join(" | ")} |`;
 
 /**
  * The markdown the lead pastes: ratios, geomean and max rows, absolute times, memory. With
- * `splitNs`, a ratio whose rounds include one that began on a split placement carries a "†",
+ * `splitNs`, a ratio whose rounds include one that began or ended on a split placement carries a "†",
  * and a note counts them.
  */
 export function formatMarkdown(rows: ModelRow[], keys: string[], header: string, splitNs?: number): string {
@@ -89,7 +89,7 @@ export function formatMarkdown(rows: ModelRow[], keys: string[], header: string,
     out.push(
       "",
       all.length
-        ? `† a round began with the two CPUs on a split placement (cache-line round trip over ${splitNs} ns, against ${f2(median(all))} ns median): ` +
+        ? `† a round began or ended with the two CPUs on a split placement (cache-line round trip over ${splitNs} ns, against ${f2(median(all))} ns median): ` +
             `${split} of ${all.length} cell-rounds. There a 2-thread run of a CNN measured 1.3-2.2x its time elsewhere for memlane-rt and 1.03-1.5x for ONNX Runtime (docs/native-cpu.md).`
         : "Placement not measured (native/build/runtime/memlane-core-latency not built, or one CPU).",
     );
