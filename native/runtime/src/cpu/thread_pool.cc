@@ -112,6 +112,7 @@ struct PoolStats {
   bool per_site = false;
   std::map<void*, Site> sites;                           // the caller's only
   std::atomic<int64_t> call_start{0}, worker_start{-1}, worker_ns{0};  // this call's worker
+  std::atomic<uint32_t> worker_gen{0};  // the call (generation) worker_start and worker_ns are of
 };
 
 namespace {
@@ -245,7 +246,7 @@ void ThreadPool::run_chunks(int64_t n, int64_t chunks, Fn fn, void* ctx) {
       if (ran < chunks)
         for (const int64_t until = now_ns() + 20000; s->worker_start.load() < 0 && now_ns() < until;) MEMLANE_CPU_RELAX();
       const int64_t began = s->worker_start.load();
-      if (began >= 0) {
+      if (began >= 0 && s->worker_gen.load() == gen) {  // not a late report of the call before
         x.worker_calls += 1;
         x.delay_ns += double(began - c0);
         x.worker_ns += double(s->worker_ns.load());
@@ -295,6 +296,7 @@ void ThreadPool::worker_loop(int) {
     const int64_t w0 = stats_ && stats_->per_site ? now_ns() : 0;
     const int64_t ran = run_claimed(seen, n, chunks, fn, ctx, false);
     if (w0 && ran > 0) {
+      stats_->worker_gen.store(seen);
       stats_->worker_ns.store(now_ns() - w0);
       stats_->worker_start.store(w0);
     }
