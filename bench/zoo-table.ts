@@ -90,7 +90,7 @@ export function formatMarkdown(rows: ModelRow[], keys: string[], header: string,
       "",
       all.length
         ? `† a round began or ended with the two CPUs on a split placement (cache-line round trip over ${splitNs} ns, against ${f2(median(all))} ns median): ` +
-            `${split} of ${all.length} cell-rounds. There a 2-thread run of a CNN measured 1.3-2.2x its time elsewhere for memlane-rt and 1.03-1.5x for ONNX Runtime (docs/native-cpu.md).`
+            `${split} of ${all.length} cell-rounds. A 2-thread run there is slower for both runtimes, memlane-rt more (docs/native-cpu.md, "Two threads on a split placement").`
         : "Placement not measured (native/build/runtime/memlane-core-latency not built, or one CPU).",
     );
   }

@@ -103,7 +103,7 @@ struct PoolStats {
   // MEMLANE_POOL_STATS=2 also: per call site (the kernel code that called parallel_for), the
   // mean time of the caller's chunks, of the last worker's chunks and the delay before it began
   // them, and the call's wall time; printed as offsets into the binary for addr2line. How the
-  // fills of padded inputs were found to cost three times their share on a split placement
+  // fills of padded inputs were found to take 2-4x their usual time on a split placement
   // (docs/native-cpu.md). With more than one worker only the last to finish is counted.
   struct Site {
     double caller_ns = 0, worker_ns = 0, delay_ns = 0, wall_ns = 0;
