@@ -22,7 +22,7 @@
  * pattern of the new shape (execution_frame.cc).
  */
 import { type ArenaChunk, BfcArenaReplay } from "./bfc-arena.ts";
-import { patternBytesAtBatch, type TraceEvent } from "./ort-pattern.ts";
+import { bytesAtBatch, patternBytesAtBatch, type TraceEvent } from "./ort-pattern.ts";
 
 export interface ArenaReplay {
   /**
@@ -90,8 +90,9 @@ export function replayOrtArena(tracePerSample: readonly TraceEvent[], batches: r
     const live = new Map<number, ArenaChunk>();
     for (const e of tracePerSample) {
       if (e.kind === "alloc") {
-        // A tensor without the batch (0 a sample) is not the batch's: too small to matter here.
-        if (e.size > 0) live.set(e.id, arena.alloc(e.size * batch));
+        // A tensor without the batch (0 a sample), unless ORT computes it at run time (fixed),
+        // is not the batch's: too small to matter here.
+        if (e.size > 0) live.set(e.id, arena.alloc(bytesAtBatch(e, batch)));
       } else if (!(keep && isOutput.has(e.id))) {
         const c = live.get(e.id);
         if (c) arena.release(c);
@@ -111,7 +112,7 @@ export function replayOrtArena(tracePerSample: readonly TraceEvent[], batches: r
     const block = pattern > 0 ? arena.alloc(pattern) : null;
     const apart = new Map<number, ArenaChunk>();
     for (const e of tracePerSample) {
-      if (e.kind === "alloc" && (e.output || e.scratch) && e.size > 0) apart.set(e.id, arena.alloc(e.size * batch));
+      if (e.kind === "alloc" && (e.output || e.scratch) && e.size > 0) apart.set(e.id, arena.alloc(bytesAtBatch(e, batch)));
       else if (e.kind === "free" && !isOutput.has(e.id) && apart.has(e.id)) {
         arena.release(apart.get(e.id)!);
         apart.delete(e.id);

@@ -2,8 +2,11 @@
  * ONNX Runtime's common subexpression elimination (its level-1 CommonSubexpressionElimination
  * with ConstantSharing), as the memory replay (ort-pattern.ts) needs it: a node that computes
  * what an earlier one computed (same op, attributes and inputs) is dropped and its readers read
- * the earlier one's outputs; a single-element constant counts by its value, not its name (ORT
- * shares such initializers first). transformers' exports rebuild the attention mask in every
+ * the earlier one's outputs; a constant of at most 8 elements counts by its value, not its name
+ * (ORT's ConstantSharing merges such initializers first: two Adds of one input and two equal
+ * int64 or float initializers became one at 1, 2, 4 and 8 elements, stayed two at 9, 16 and 64;
+ * ORT 1.32). BEiT rebuilds its relative-position index in every layer with [2]- and [4]-element
+ * constants of each layer's own; ORT computes it once. transformers' exports rebuild the attention mask in every
  * layer, `Where(mask, 0, -inf)` with each layer's own constants; ORT keeps one. Without this the
  * small BERT export (bert-tiny, seq 128) kept a second 4 MiB mask alive at batch 64 and the
  * replay took a 64 MiB region where ORT's arena takes 32.
@@ -12,13 +15,16 @@
  */
 import type { ConstTensor, LNode } from "../compiler/ir.ts";
 
+/** The largest initializer ORT's ConstantSharing merges with an equal one. */
+const SHARED_CONSTANT_ELEMENTS = 8;
+
 export function ortCommonSubexpressions(nodes: readonly LNode[], graphOutputs: readonly string[], constOf: (name: string) => ConstTensor | undefined): LNode[] {
   const outputs = new Set(graphOutputs);
   const rename = new Map<string, string>();
   const seen = new Map<string, LNode>();
   const inputKey = (name: string): string => {
     const c = constOf(name);
-    if (c && c.data.length <= 1) return `const ${c.isFloat ? "f" : "i"}${c.dtype ?? ""} [${c.dims.join(",")}] ${Array.from(c.data).join(",")}`;
+    if (c && c.data.length <= SHARED_CONSTANT_ELEMENTS) return `const ${c.isFloat ? "f" : "i"}${c.dtype ?? ""} [${c.dims.join(",")}] ${Array.from(c.data).join(",")}`;
     return `value ${name}`;
   };
   const kept: LNode[] = [];

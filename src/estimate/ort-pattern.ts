@@ -40,6 +40,7 @@ import { ortLstmShapes } from "./ort-lstm.ts";
 import { type KernelScratch, ortKernelScratch } from "./ort-scratch.ts";
 import { ortNchwc } from "./ort-nchwc.ts";
 import { inOrtOrder } from "./ort-order.ts";
+import { ortRunTimeFolds } from "./ort-run-time.ts";
 import { ortPushTransposes } from "./ort-transposes.ts";
 
 /** Ops whose ORT CPU kernels alias their first input (no new buffer). */
@@ -58,6 +59,8 @@ interface Buffer {
   shape: string | null;
   /** Uses left (node inputs over every value sharing it). */
   uses: number;
+  /** Its size does not grow with the batch (a value ORT computes at run time from constants and static dims: ort-run-time.ts). */
+  fixed: boolean;
   /** Steps of its first allocation and of the free that ends the last value placed in it. */
   first: number;
   last: number;
@@ -68,14 +71,20 @@ interface Buffer {
  * output, which ORT takes from its arena apart from the pattern and frees when the caller lets
  * go of it (after the request here); `scratch`: what a kernel asks the arena for while it runs
  * and frees before it returns (ort-scratch.ts), in every request. The pattern leaves both out.
+ * `fixed`: `size` is the buffer's bytes at any batch (ort-run-time.ts), not a sample's.
  */
-export type TraceEvent = { kind: "alloc"; id: number; size: number; output?: true; scratch?: true } | { kind: "free"; id: number };
+export type TraceEvent = { kind: "alloc"; id: number; size: number; output?: true; scratch?: true; fixed?: true } | { kind: "free"; id: number };
+
+/** An allocation's bytes at `batch` samples. */
+export function bytesAtBatch(e: Extract<TraceEvent, { kind: "alloc" }>, batch: number): number {
+  return e.fixed ? e.size : e.size * batch;
+}
 
 /**
  * The planner's pass: which buffer each value gets. A buffer on the freelist is free for the
  * plan; at run time it is freed once, after the last value placed in it.
  */
-function planBuffers(nodes: readonly LNode[], inputs: readonly string[], outputs: readonly string[], bytesOf: (name: string) => number, shapeOf: (name: string) => string | null, align = ALIGN): Buffer[] {
+function planBuffers(nodes: readonly LNode[], inputs: readonly string[], outputs: readonly string[], bytesOf: (name: string) => number, shapeOf: (name: string) => string | null, align = ALIGN, fixedOf: (name: string) => boolean = () => false): Buffer[] {
   const uses = new Map<string, number>();
   for (const n of nodes) for (const i of n.inputs) if (i) uses.set(i, (uses.get(i) ?? 0) + 1);
   const external = new Set([...inputs, ...outputs]);
@@ -98,8 +107,9 @@ function planBuffers(nodes: readonly LNode[], inputs: readonly string[], outputs
         bufferOf.set(o, src);
         continue;
       }
-      const at = shape === null ? -1 : freelist.findIndex((b) => b.size === size && b.shape === shape);
-      const b = at >= 0 ? freelist.splice(at, 1)[0]! : { id: buffers.length, size, shape, uses: 0, first: step, last: step };
+      const fixed = fixedOf(o);
+      const at = shape === null ? -1 : freelist.findIndex((b) => b.size === size && b.shape === shape && b.fixed === fixed);
+      const b = at >= 0 ? freelist.splice(at, 1)[0]! : { id: buffers.length, size, shape, uses: 0, fixed, first: step, last: step };
       if (at < 0) buffers.push(b);
       b.uses = myUses;
       bufferOf.set(o, b);
@@ -133,7 +143,7 @@ function runTrace(buffers: readonly Buffer[], steps: number, outputs: ReadonlyAr
     const ids = (mine?.sizes ?? []).map(() => nextId++);
     const takeScratch = () => mine?.sizes.forEach((size, i) => trace.push({ kind: "alloc", id: ids[i]!, size, scratch: true }));
     if (mine?.beforeOutputs) takeScratch();
-    for (const b of buffers) if (b.first === s) trace.push({ kind: "alloc", id: b.id, size: b.size });
+    for (const b of buffers) if (b.first === s) trace.push({ kind: "alloc", id: b.id, size: b.size, ...(b.fixed ? { fixed: true as const } : {}) });
     for (const o of outputs) if (o.step === s) trace.push({ kind: "alloc", id: o.id, size: o.size, output: true });
     if (mine && !mine.beforeOutputs) takeScratch();
     for (const id of [...ids].reverse()) trace.push({ kind: "free", id });
@@ -220,10 +230,11 @@ function declaredShape(g: Pick<Graph, "declaredShapes">, name: string): (number 
 /**
  * ORT's memory pattern for one sample, bytes, at `inputShapes` (-1 at the batch; needed where
  * an input has a symbolic dim besides the batch: the sequence a benchmark feeds); throws what
- * shape inference throws for a graph it cannot follow.
+ * shape inference throws for a graph it cannot follow. Without the buffers whose size does not
+ * grow with the batch (ort-run-time.ts), which patternBytesAtBatch counts.
  */
 export function ortPatternBytesPerSample(g: Graph, inputShapes?: Record<string, number[]>): number {
-  return patternBytes(ortRunTrace(g, inputShapes, ALIGN));
+  return patternBytes(ortRunTrace(g, inputShapes, ALIGN).filter((e) => !(e.kind === "alloc" && e.fixed)));
 }
 
 /**
@@ -238,7 +249,7 @@ export function ortRunTracePerSample(g: Graph, inputShapes?: Record<string, numb
 
 /** The pattern block at `batch` samples from a per-sample, unaligned trace: each tensor aligned at its real size. */
 export function patternBytesAtBatch(tracePerSample: readonly TraceEvent[], batch: number): number {
-  return patternBytes(tracePerSample.map((e) => (e.kind === "alloc" ? { ...e, size: Math.ceil((e.size * batch) / ALIGN) * ALIGN } : e)));
+  return patternBytes(tracePerSample.map((e) => (e.kind === "alloc" ? { ...e, size: Math.ceil(bytesAtBatch(e, batch) / ALIGN) * ALIGN } : e)));
 }
 
 /**
@@ -259,16 +270,28 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   const sorted = topoSort(g);
   const unknown = shapesOrtCannotInfer({ ...g, nodes: sorted });
   const inf = inferGraph({ ...g, nodes: sorted }, { ...(inputShapes ? { inputShapes } : {}), lowerings: { LSTM: ortLstmShapes }, keepRewrittenOps: true });
+  // What the compiler folded but ORT computes in every request: nodes of their own here, of a
+  // size that does not grow with the batch, and no constants to ORT's rewrites.
+  const runTime = ortRunTimeFolds(g, sorted, inf.consts, (n) => inf.shapes.get(n));
+  const isConst = (n: string) => inf.consts.has(n) && !runTime.bytes.has(n);
   const plainBytes = (name: string) => {
+    const fixed = runTime.bytes.get(name);
+    if (fixed !== undefined) return fixed;
     const s = inf.shapes.get(name);
     return s && s.some((d) => d < 0) ? perSample(s) * DTYPE_BYTES[inf.dtypes.get(name) ?? "float32"] : 0;
   };
-  const plainShape = (n: string) => (unknown.has(n) ? null : `${inf.dtypes.get(n) ?? "float32"} ${JSON.stringify(declaredShape(g, n) ?? inf.shapes.get(n) ?? [])}`);
-  const shared = ortCommonSubexpressions(inOrtOrder(inf.nodes, g.nodes), inf.outputs, (n) => inf.consts.get(n));
-  const fused = ortFusions(shared, inf.outputs, (n) => inf.consts.has(n));
-  const nchwc = ortNchwc(fused, inf.outputs, { constDims: (n) => inf.consts.get(n)?.dims, shapeOf: (n) => inf.shapes.get(n) });
+  const plainShape = (n: string) => {
+    if (unknown.has(n)) return null;
+    // A run-time value's shape is one ORT's planner knows only where the file declares it.
+    const c = runTime.bytes.has(n) ? inf.consts.get(n)! : undefined;
+    if (c) return declaredShape(g, n) ? `${defaultDtype(c)} ${JSON.stringify(declaredShape(g, n))}` : null;
+    return `${inf.dtypes.get(n) ?? "float32"} ${JSON.stringify(declaredShape(g, n) ?? inf.shapes.get(n) ?? [])}`;
+  };
+  const shared = ortCommonSubexpressions(inOrtOrder([...inf.nodes, ...runTime.nodes], g.nodes), inf.outputs, (n) => (isConst(n) ? inf.consts.get(n) : undefined));
+  const fused = ortFusions(shared, inf.outputs, isConst);
+  const nchwc = ortNchwc(fused, inf.outputs, { constDims: (n) => (isConst(n) ? inf.consts.get(n)?.dims : undefined), shapeOf: (n) => inf.shapes.get(n) });
   const { blocked } = nchwc;
-  const { nodes, transposed } = ortPushTransposes(nchwc.nodes, inf.outputs, (n) => inf.consts.has(n));
+  const { nodes, transposed } = ortPushTransposes(nchwc.nodes, inf.outputs, isConst);
   // A blocked tensor (ort-nchwc.ts): its plain tensor's bytes with the channels padded. A value
   // computed before a Transpose ORT moved (ort-transposes.ts): its tensor's bytes and, for the
   // reuse rule, its shape in that layout.
@@ -299,7 +322,7 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
     const padded = dims.map((d, i) => (i === 1 ? Math.round(d * b.scale) : d));
     return `${inf.dtypes.get(b.of) ?? "float32"} ${JSON.stringify(padded)}`;
   };
-  const buffers = planBuffers(nodes, inf.inputs, inf.outputs, bytesOf, shapeOf, align);
+  const buffers = planBuffers(nodes, inf.inputs, inf.outputs, bytesOf, shapeOf, align, (n) => runTime.bytes.has(n));
   const outputs = withOutputs
     ? inf.outputs.map((name, k) => ({ id: buffers.length + k, size: bytesOf(name), step: nodes.findIndex((n) => n.outputs.includes(name)) })).filter((o) => o.step >= 0)
     : [];
