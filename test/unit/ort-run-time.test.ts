@@ -1,0 +1,48 @@
+// Which values ORT computes in every request that memlane's compiler folds (src/estimate/ort-run-time.ts).
+import { describe, expect, it } from "vitest";
+import type { ConstTensor, Node } from "../../src/compiler/ir.ts";
+import { ortRunTimeFolds } from "../../src/estimate/ort-run-time.ts";
+
+const node = (opType: string, inputs: string[], outputs: string[]): Node => ({ opType, name: outputs[0]!, inputs, outputs, attrs: new Map() });
+const ints = (...dims: number[]): ConstTensor => ({ isFloat: false, dims, data: new Float64Array(dims.reduce((a, b) => a * b, 1)) });
+const floats = (...dims: number[]): ConstTensor => ({ isFloat: true, dims, data: new Float64Array(dims.reduce((a, b) => a * b, 1)) });
+
+// x [N, 4, 14, 14] (N symbolic), w an initializer [8, 4]; the compiler folded every value below but y.
+const shapes = new Map<string, number[]>([["x", [-1, 4, 14, 14]], ["w", [8, 4]], ["y", [-1, 4, 14, 14]]]);
+const folded = new Map<string, ConstTensor>([
+  ["s", ints(4)], ["hw", ints(1)], ["r", ints(196)], ["idx", ints(196, 196)], ["bias", floats(196, 196)],
+  ["ws", ints(2)], ["wr", ints(8)], ["k", ints(1)], ["kr", ints(3)], ["noise", floats(4)],
+]);
+const nodes = [
+  node("Shape", ["x"], ["s"]), node("ReduceProd", ["s"], ["hw"]), node("Range", ["zero", "hw", "one"], ["r"]),
+  node("Add", ["r", "r"], ["idx"]), node("Gather", ["table", "idx"], ["bias"]),
+  node("Shape", ["w"], ["ws"]), node("Range", ["zero", "eight", "one"], ["wr"]),
+  node("Constant", [], ["k"]), node("Range", ["zero", "k", "one"], ["kr"]),
+  node("RandomNormalLike", ["w"], ["noise"]),
+  node("Add", ["x", "bias"], ["y"]),
+];
+const consts = new Map<string, ConstTensor>([["zero", ints(1)], ["one", ints(1)], ["eight", ints(1)], ["table", floats(391)], ["w", floats(8, 4)]]);
+
+describe("values ORT computes at run time that the compiler folds", () => {
+  const r = ortRunTimeFolds({ consts, outputs: ["y"] }, nodes, folded, (n) => shapes.get(n));
+
+  it("runs what is computed from the shape of a tensor with a symbolic dim, with its bytes", () => {
+    expect(r.nodes.map((n) => n.name)).toEqual(["s", "hw", "r", "idx", "bias", "noise"]);
+    expect(r.bytes.get("idx")).toBe(196 * 196 * 8);
+    expect(r.bytes.get("bias")).toBe(196 * 196 * 4);
+  });
+
+  it("folds what ORT folds: a Shape of a fully known shape, initializers, Constants, and what they compute", () => {
+    for (const v of ["ws", "wr", "k", "kr"]) expect(r.bytes.has(v)).toBe(false);
+  });
+
+  it("never folds a random op, even of an initializer, and leaves a node the compiler did not fold to the compiler's graph", () => {
+    expect(r.bytes.has("noise")).toBe(true);
+    expect(r.bytes.has("y")).toBe(false);
+  });
+
+  it("knows a shape the file declares all in numbers", () => {
+    const declared = ortRunTimeFolds({ consts, outputs: ["y"], declaredShapes: new Map([["x", [2, 4, 14, 14]]]) }, nodes, folded, () => undefined);
+    expect(declared.nodes.map((n) => n.name)).toEqual(["noise"]);
+  });
+});
