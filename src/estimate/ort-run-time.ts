@@ -12,9 +12,9 @@
  * BEiT (transformers, legacy export) builds its relative-position index from the image's patch
  * grid, `Shape(pixel_values)[2:]`: Range, Expand, ScatterND and Concat over [196, 196, ...] int64
  * tensors and the Gather of the bias table, 3.0 MiB at every batch size. ORT's arena took a
- * pattern block of 4,919,808 B at batch 1 where the replay without these took 1,746,304, and
- * at batch 8 one of 18,009,856 that the replay's 16 MiB region could not hold (it takes a 32 MiB
- * region there; the steady RSS was estimated 12 % low).
+ * pattern block of 4,919,808 B at batch 1 where the replay without these took 1,746,304 (with
+ * them 4,509,312, and ORT's regions). At batch 8 ORT's block (18.0 MB) still outgrows the
+ * replay's (14.8): docs/memory.md, "What ORT computes at run time that the compiler folds".
  */
 import type { ConstTensor, Graph, LNode, Node } from "../compiler/ir.ts";
 import { DTYPE_BYTES, defaultDtype, numel } from "../compiler/ir.ts";
@@ -64,7 +64,7 @@ export function ortRunTimeFolds(g: Pick<Graph, "consts" | "outputs" | "declaredS
     if (outs.length === 0 || !outs.every((o) => folded.has(o) && !graphOutputs.has(o))) continue;
     for (const o of outs) {
       const c = folded.get(o)!;
-      bytes.set(o, numel(c.dims) * DTYPE_BYTES[c.dtype ?? defaultDtype(c)]);
+      bytes.set(o, numel(c.dims) * DTYPE_BYTES[defaultDtype(c)]);
     }
     nodes.push({ op: n.opType, name: n.name, inputs: [...n.inputs], outputs: [...n.outputs], attrs: plainAttrs(n) });
   }
