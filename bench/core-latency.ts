@@ -5,7 +5,7 @@
  * and on the 2-vCPU development machine the round trip is about 55 ns most of the time and about
  * 320 ns for stretches of seconds, where a 2-thread run takes 1.3-2.2x as long (ONNX Runtime's
  * 1.03-1.5x; docs/native-cpu.md, "Two threads on a split placement": stores to lines the other
- * core has read cost 4-5x more there, which the tool's second line measures).
+ * core has read cost 4-6x more there, which the tool's second line measures).
  */
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";

@@ -283,8 +283,10 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   const plainShape = (n: string) => {
     if (unknown.has(n)) return null;
     // A run-time value's shape is one ORT's planner knows only where the file declares it.
-    const c = runTime.bytes.has(n) ? inf.consts.get(n)! : undefined;
-    if (c) return declaredShape(g, n) ? `${defaultDtype(c)} ${JSON.stringify(declaredShape(g, n))}` : null;
+    if (runTime.bytes.has(n)) {
+      const declared = declaredShape(g, n);
+      return declared ? `${defaultDtype(inf.consts.get(n)!)} ${JSON.stringify(declared)}` : null;
+    }
     return `${inf.dtypes.get(n) ?? "float32"} ${JSON.stringify(declaredShape(g, n) ?? inf.shapes.get(n) ?? [])}`;
   };
   const shared = ortCommonSubexpressions(inOrtOrder([...inf.nodes, ...runTime.nodes], g.nodes), inf.outputs, (n) => (isConst(n) ? inf.consts.get(n) : undefined));

@@ -34,15 +34,21 @@ export interface RunTimeFolds {
  * (`folded`) but ORT computes in every request. `shapeOf`: the compiler's shape of a value
  * (a negative dim is the batch), to tell which Shape nodes ORT folds.
  */
-export function ortRunTimeFolds(g: Pick<Graph, "consts" | "outputs" | "declaredShapes">, sorted: readonly Node[], folded: ReadonlyMap<string, ConstTensor>, shapeOf: (name: string) => readonly number[] | undefined): RunTimeFolds {
+export function ortRunTimeFolds(g: Pick<Graph, "consts" | "outputs" | "inputs" | "declaredShapes">, sorted: readonly Node[], folded: ReadonlyMap<string, ConstTensor>, shapeOf: (name: string) => readonly number[] | undefined): RunTimeFolds {
   const ortConst = new Set<string>(g.consts.keys());
-  // A shape ORT knows when it makes the session: the file declares it all numbers, or the
-  // compiler infers one without the batch.
+  const numeric = (dims: readonly (number | string | undefined)[] | undefined) => dims !== undefined && dims.length > 0 && dims.every((d) => typeof d === "number");
+  const inputDims = new Map(g.inputs.map((i) => [i.name, i.dims]));
+  // The compiler infers with every symbolic dim but the batch set to the benchmark's value (a
+  // sequence of 128), so a shape it infers without the batch is one ORT knows only where the
+  // graph's inputs have no other symbolic dim.
+  const compilerShapesStatic = g.inputs.every((i) => i.dims.filter((d) => typeof d !== "number").length <= 1);
+  // A shape ORT knows when it makes the session: a graph input's, all numbers; one the file
+  // declares all in numbers; or, as above, one the compiler infers without the batch.
   const known = (x: string) => {
-    const declared = g.declaredShapes?.get(x);
-    if (declared && declared.length > 0 && declared.every((d) => typeof d === "number")) return true;
+    if (inputDims.has(x)) return numeric(inputDims.get(x));
+    if (numeric(g.declaredShapes?.get(x))) return true;
     const s = shapeOf(x);
-    return s !== undefined && s.every((d) => d >= 0);
+    return compilerShapesStatic && s !== undefined && s.every((d) => d >= 0);
   };
   const nodes: LNode[] = [];
   const bytes = new Map<string, number>();

@@ -24,7 +24,8 @@ const nodes = [
 const consts = new Map<string, ConstTensor>([["zero", ints(1)], ["one", ints(1)], ["eight", ints(1)], ["table", floats(391)], ["w", floats(8, 4)]]);
 
 describe("values ORT computes at run time that the compiler folds", () => {
-  const r = ortRunTimeFolds({ consts, outputs: ["y"] }, nodes, folded, (n) => shapes.get(n));
+  const inputs = [{ name: "x", dims: ["N", 4, 14, 14], elemType: 1 }];
+  const r = ortRunTimeFolds({ consts, outputs: ["y"], inputs }, nodes, folded, (n) => shapes.get(n));
 
   it("runs what is computed from the shape of a tensor with a symbolic dim, with its bytes", () => {
     expect(r.nodes.map((n) => n.name)).toEqual(["s", "hw", "r", "idx", "bias", "noise"]);
@@ -42,7 +43,20 @@ describe("values ORT computes at run time that the compiler folds", () => {
   });
 
   it("knows a shape the file declares all in numbers", () => {
-    const declared = ortRunTimeFolds({ consts, outputs: ["y"], declaredShapes: new Map([["x", [2, 4, 14, 14]]]) }, nodes, folded, () => undefined);
-    expect(declared.nodes.map((n) => n.name)).toEqual(["noise"]);
+    const declared = ortRunTimeFolds({ consts, outputs: ["y"], inputs, declaredShapes: new Map([["h", [2, 4, 14, 14]]]) }, [node("Shape", ["h"], ["s"])], folded, () => undefined);
+    expect(declared.nodes).toEqual([]);
+  });
+
+  it("runs a Shape of a graph input whose only symbolic dim is not the batch (a sequence the compiler fills in)", () => {
+    const seq = [{ name: "ids", dims: [1, "seq"], elemType: 7 }];
+    const r2 = ortRunTimeFolds({ consts, outputs: ["y"], inputs: seq }, [node("Shape", ["ids"], ["s"]), node("Shape", ["w"], ["ws"])], folded, () => [1, 128]);
+    expect(r2.nodes.map((n) => n.name)).toEqual(["s"]);
+  });
+
+  it("trusts the compiler's batch-free shape of a value only where no graph input has a symbolic dim besides the batch", () => {
+    const seq = [{ name: "ids", dims: ["N", "seq"], elemType: 7 }];
+    const pos = [node("Shape", ["p"], ["s"])];
+    expect(ortRunTimeFolds({ consts, outputs: ["y"], inputs: seq }, pos, folded, () => [1, 128]).nodes.map((n) => n.name)).toEqual(["s"]);
+    expect(ortRunTimeFolds({ consts, outputs: ["y"], inputs }, pos, folded, () => [1, 128]).nodes).toEqual([]);
   });
 });
