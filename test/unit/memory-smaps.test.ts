@@ -14,9 +14,20 @@ import { ANON, ANON_ARENA, ANON_GUARDED, decodeSmapsSummary, parseSmaps, readSma
 const ROOT = resolve(import.meta.dirname, "../..");
 const PYTHON = join(ROOT, ".venv/bin/python");
 
-/** smaps and smaps_rollup of an idle process, read back to back (nothing moves in between). */
-function readBoth(pid: number | "self"): { smaps: string; rollup: string } {
-  return { smaps: readFileSync(`/proc/${pid}/smaps`, "utf8"), rollup: readFileSync(`/proc/${pid}/smaps_rollup`, "utf8") };
+/**
+ * smaps and smaps_rollup of an idle process. The two files are separate reads, and even an
+ * idle interpreter can move a few hundred KiB between them (a CI run once saw glibc give back
+ * 448 KiB in between), so this reads rollup, smaps, rollup and keeps the first triple whose
+ * two rollups are identical: then nothing moved while smaps was read.
+ */
+function readBoth(pid: number): { smaps: string; rollup: string } {
+  const rollupOf = () => readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
+  for (let attempt = 0; attempt < 20; attempt++) {
+    const before = rollupOf();
+    const smaps = readFileSync(`/proc/${pid}/smaps`, "utf8");
+    if (rollupOf() === before) return { smaps, rollup: before };
+  }
+  throw new Error(`/proc/${pid}/smaps_rollup changed across every one of 20 reads of smaps: the process never went idle`);
 }
 
 const within1pct = (a: number, b: number) => Math.abs(a - b) <= Math.max(0.01 * b, 4);
@@ -30,8 +41,9 @@ describe("parseSmaps on a live Python process (numpy imported, one extra thread 
     // A second thread gives a pthread stack (guard page + stack) and, allocating 20 MiB in
     // 2 KiB objects (malloc, not Python's small-object arenas), a glibc arena of its own.
     const code = "import numpy, threading, sys, time\nkeep = []\n" +
-      "def work():\n    keep.extend(bytes(2048) for _ in range(10000))\n    time.sleep(60)\n" +
-      "t = threading.Thread(target=work, daemon=True); t.start()\nwhile len(keep) < 10000: time.sleep(0.01)\n" +
+      "done = threading.Event()\n" +
+      "def work():\n    keep.extend(bytes(2048) for _ in range(10000))\n    done.set()\n    time.sleep(60)\n" +
+      "t = threading.Thread(target=work, daemon=True); t.start()\ndone.wait()\n" +
       "print('ready', flush=True); sys.stdin.read()";
     child = spawn(PYTHON, ["-c", code], { stdio: ["pipe", "pipe", "inherit"] });
     await new Promise<void>((ok, fail) => {
