@@ -39,7 +39,7 @@ export const COUNTERS = Object.freeze({
 });
 export type Counter = keyof typeof COUNTERS;
 
-export const CALIBRATION_FORMAT = 27; // 27: the ORT replay runs the nodes ORT computes at run time that the compiler folds, at a size that does not grow with the batch (ort-run-time.ts: BEiT's relative-position index), and merges equal constants of up to 8 elements (ort-cse.ts); 26: the ORT replay plans from the shapes a file declares (graph.value_info, ort-pattern.ts declaredShape): the dynamo exporter's LLMs were -8 to -11 % on python-ort; 25: memlane-rt's timed requests write their batch-first outputs into the eval frames (outputBufferMiB keeps only what the frames cannot take, model-terms.ts nativeOutputBufferMiB); 24: ORT's arena regions and handle tables that fit in the blocks the load left held cost no RSS beyond heldMiB (ort-heap-reuse.ts, the load probe's freePieces), where every written page of the replay counted; 23: memlane-rt's model-load peak adds the load probe's own peak above the load's end (nativeLoadTransientMiB, given slope 1 on that counter), not a fitted slope on W; 22: the ORT runtimes' first-inference arena is the replay's after the first request (ortFirstRequestMiB, given slope 1), not a slope fitted on the whole run's arena, and their activation slope is 0 before it (node-ort no longer borrows python-ort's fitted slope); 21: memlane-rt's kernel workspace at one sample is a given term (nativeWorkspaceMiB, from the native load probe), where the activation slope had taken up an im2col conv's columns on a CPU without AVX-512; 20: ORT's common subexpression elimination in the replay (ort-cse.ts); 19: ORT's arena regions cost their handle tables too (1/32 of each, bfc-arena.ts); 18: ORT's layout 0 LSTM, its LSTM and Where kernels' scratch in the arena replay (ort-scratch.ts), and python-ort's eval pass keeping its outputs in the arena (ort-arena.ts EvalPass), so its eval-output slope is the join alone; 17: memlane-rt's kernel workspace beyond one sample (an LSTM's input projections) joins its arena beyond one sample in largestBatchMiB (was wholeBatchArenaMiB); 16: memlane-rt's output buffers (outputBufferMiB), left unzeroed by its worker until the largest batch writes them; 15: node-ort's dead output tensors are a given term (deadOutputMiB, model-terms.ts: nodeDeadOutputMiB), the probes' requests counted; 14: node-ort runs in a child Node process of its own (node-ort-process.mjs), not on the orchestrator's worker_thread; 13: the orchestrator no longer keeps the last plan file it read (msgpackr held the buffer a header view came from), which node-ort's weight slope had taken up; 12: memlane-rt runs a split batch's last ops over the whole batch in an arena of their own (nativeBatchTailPerSampleMiB, from the native load probe); 11: node-ort's held memory is its own (the addon's mallocInfo), not python-ort's, and memlane-rt's load is measured (native-load.ts: nativeLoadMiB, nativeReleasedMiB); 10: node-ort starts from a collected and trimmed orchestrator (collect-garbage.ts); 9: ORT's activations are its arena replayed (ort-arena.ts: resident bytes, not the pattern times a fitted slope), slope 1 at steady-inference; 8: memlane-rt's unchunked arena (wholeBatchArenaMiB, native-chunk.ts); 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
+export const CALIBRATION_FORMAT = 28; // 28: the ORT runtimes' weights are their load probe's in-use bytes (Features.loadMiB, given slope 1; W and Wconv slopes 0) and their model-load peak adds that probe's peak above its end (loadTransientMiB): swin_t's load was 15 MiB short, its model-load peak +28 %; 27: the ORT replay runs the nodes ORT computes at run time that the compiler folds, at a size that does not grow with the batch (ort-run-time.ts: BEiT's relative-position index), and merges equal constants of up to 8 elements (ort-cse.ts); 26: the ORT replay plans from the shapes a file declares (graph.value_info, ort-pattern.ts declaredShape): the dynamo exporter's LLMs were -8 to -11 % on python-ort; 25: memlane-rt's timed requests write their batch-first outputs into the eval frames (outputBufferMiB keeps only what the frames cannot take, model-terms.ts nativeOutputBufferMiB); 24: ORT's arena regions and handle tables that fit in the blocks the load left held cost no RSS beyond heldMiB (ort-heap-reuse.ts, the load probe's freePieces), where every written page of the replay counted; 23: memlane-rt's model-load peak adds the load probe's own peak above the load's end (nativeLoadTransientMiB, given slope 1 on that counter), not a fitted slope on W; 22: the ORT runtimes' first-inference arena is the replay's after the first request (ortFirstRequestMiB, given slope 1), not a slope fitted on the whole run's arena, and their activation slope is 0 before it (node-ort no longer borrows python-ort's fitted slope); 21: memlane-rt's kernel workspace at one sample is a given term (nativeWorkspaceMiB, from the native load probe), where the activation slope had taken up an im2col conv's columns on a CPU without AVX-512; 20: ORT's common subexpression elimination in the replay (ort-cse.ts); 19: ORT's arena regions cost their handle tables too (1/32 of each, bfc-arena.ts); 18: ORT's layout 0 LSTM, its LSTM and Where kernels' scratch in the arena replay (ort-scratch.ts), and python-ort's eval pass keeping its outputs in the arena (ort-arena.ts EvalPass), so its eval-output slope is the join alone; 17: memlane-rt's kernel workspace beyond one sample (an LSTM's input projections) joins its arena beyond one sample in largestBatchMiB (was wholeBatchArenaMiB); 16: memlane-rt's output buffers (outputBufferMiB), left unzeroed by its worker until the largest batch writes them; 15: node-ort's dead output tensors are a given term (deadOutputMiB, model-terms.ts: nodeDeadOutputMiB), the probes' requests counted; 14: node-ort runs in a child Node process of its own (node-ort-process.mjs), not on the orchestrator's worker_thread; 13: the orchestrator no longer keeps the last plan file it read (msgpackr held the buffer a header view came from), which node-ort's weight slope had taken up; 12: memlane-rt runs a split batch's last ops over the whole batch in an arena of their own (nativeBatchTailPerSampleMiB, from the native load probe); 11: node-ort's held memory is its own (the addon's mallocInfo), not python-ort's, and memlane-rt's load is measured (native-load.ts: nativeLoadMiB, nativeReleasedMiB); 10: node-ort starts from a collected and trimmed orchestrator (collect-garbage.ts); 9: ORT's activations are its arena replayed (ort-arena.ts: resident bytes, not the pattern times a fitted slope), slope 1 at steady-inference; 8: memlane-rt's unchunked arena (wholeBatchArenaMiB, native-chunk.ts); 7: what malloc holds after ORT's load is a measured term (heldMiB, ort-load.ts); 2: node-ort reads its eval chunks as views (node-ort-thread.mjs); 3: ORT activations are its simulated memory pattern (ort-pattern.ts); 4: node-ort's activation slope is python-ort's (fitModels); 5: the eval set's outputs are a term of their own (probe eval-outputs); 6: E is the eval inputs alone
 /** The run shape of every probe run: small, so calibration takes about a minute. */
 export const PROBE_RUN: Readonly<{ batchSizes: number[]; iterations: number; threads: number }> = Object.freeze({
   batchSizes: [1, 8], iterations: 5, threads: 1,
@@ -122,13 +122,14 @@ async function termsByRuntime(report: Report, terms: ModelTerms): Promise<(runti
   for (const r of report.runtimes) {
     if (!isOrtRuntime(r.name)) continue;  // held memory is an ORT runtime's term only
     const measured = measuredHeldMiB(report, r.name);
-    // Needed where the run could not measure its held memory; else only for the blocks.
+    // Needed where the run could not measure its held memory; else for the blocks, the in-use
+    // bytes and the load's peak above its end (which the run does not measure apart).
     if (probed === undefined || (probed === null && measured === null))
       probed = await probeOrtLoad(terms.file, { runs: 1 }).catch((err: unknown) => {
         if (measured === null) throw err;
         return null;
       });
-    byRuntime.set(r.name, { ...terms, ortLoadHeldMiB: measured ?? probed!.heldMiB, ortLoadFreePieces: probed?.freePieces ?? null });
+    byRuntime.set(r.name, { ...terms, ortLoadHeldMiB: measured ?? probed!.heldMiB, ortLoadFreePieces: probed?.freePieces ?? null, ortLoadInUseMiB: probed?.inUseMiB ?? null, ortLoadPeakAboveEndMiB: probed?.peakAboveEndMiB ?? null });
   }
   return (runtime) => byRuntime.get(runtime) ?? terms;
 }
@@ -206,15 +207,28 @@ const deadOutputSlope = (phase: string) => (phase === Phase.STEADY_INFERENCE ? 1
  */
 const outputBufferSlope = (phase: string) => (phase === Phase.STEADY_INFERENCE ? 1 : 0);
 /**
- * The slopes on memlane-rt's load terms (native-load.ts), given, never fitted: which weights a
- * probe repacks depends on the CPU (on AVX-512 every dense layer goes into packed panels, so L
- * is W; on AVX2 nothing is, so L is ~0), so the probes cannot tell these bytes from W. nativeLoadMiB is resident from model-load on (1; 0 before), like heldMiB;
- * nativeReleasedMiB, the originals of the repacked weights, are out of RSS once inference pages
- * the others in, where W's slope counts them all (-1 from first-inference on, 0 before).
- * resnet18's load: +16.8 MiB (its model-load measured 24.3 MiB, estimated 8.2 without the
- * term), 9.0 MiB of its plan given back.
+ * The slopes on the load probes' terms (native-load.ts, ort-load.ts), given, never fitted.
+ * loadMiB (what the model's load leaves resident, measured for the model itself) is resident
+ * from model-load on (1; 0 before), like heldMiB.
+ * - memlane-rt: its repacked weights. Which weights a probe repacks depends on the CPU (on
+ *   AVX-512 every dense layer goes into packed panels, so L is W; on AVX2 nothing is, so L is
+ *   ~0), so the probes cannot tell these bytes from W. nativeReleasedMiB, the originals of the
+ *   repacked weights, are out of RSS once inference pages the others in, where W's slope counts
+ *   them all (-1 from first-inference on, 0 before). resnet18's load: +16.8 MiB (its model-load
+ *   measured 24.3 MiB, estimated 8.2 without the term), 9.0 MiB of its plan given back.
+ * - ORT: the bytes malloc handed out over the session's creation (weights, their pre-packed
+ *   and layout-changed copies, the graph), so W's and Wconv's slopes are 0 for the ORT runtimes
+ *   (weightSlopes). Fitted on W and Wconv instead, they held the probes' ratio of in-use bytes
+ *   to weights: swin_t's load (109 MiB of MatMul weights, 125 in use) came out 15 MiB short and
+ *   shufflenet_v2_x1_0's (channels no multiple of 16, no NCHWc copies) 3.5 MiB short.
  */
-const nativeLoadSlope = (phase: string) => (BEFORE_LOAD.has(phase) ? 0 : 1);
+const loadSlope = (phase: string) => (BEFORE_LOAD.has(phase) ? 0 : 1);
+/**
+ * The ORT runtimes' weights are in loadMiB (their load probe's in-use bytes), so W and Wconv are
+ * given 0 there; memlane-rt's and torch's are fitted.
+ */
+const weightSlopes = (runtime: string): { weightMiB?: number; convWeightMiB?: number } =>
+  ORT_ARENA_RUNTIMES.has(runtime) ? { weightMiB: 0, convWeightMiB: 0 } : {};
 /**
  * The slope on nativeWorkspaceMiB (memlane-rt's kernel workspace at one sample, native-load.ts):
  * 1 from first-inference on, where the first request's kernels write it, 0 before (reserved at
@@ -223,11 +237,13 @@ const nativeLoadSlope = (phase: string) => (BEFORE_LOAD.has(phase) ? 0 : 1);
  */
 const nativeWorkspaceSlope = (phase: string) => (BEFORE_LOAD.has(phase) || phase === Phase.MODEL_LOAD ? 0 : 1);
 /**
- * The slope on nativeLoadTransientMiB (how far the native load probe's model-load peak rose above
- * its end: originals held with their repacked copies, native-load.ts): 1 on model-load's peak,
- * 0 on its end figures and in every other phase. Given: the probe measures it for the model
- * itself, where a slope on W fitted on the probes (on AVX-512 all of their dense weights are
- * repacked) would carry their ratio of repacked weights to every model.
+ * The slope on loadTransientMiB (how far the load probe's model-load peak rose above its end:
+ * memlane-rt's originals held with their repacked copies, native-load.ts; ORT's blocks freed to
+ * the kernel before the session was made, ort-load.ts): 1 on model-load's peak, 0 on its end
+ * figures and in every other phase. Given: the probe measures it for the model itself, where a
+ * slope on W fitted on the probes (on AVX-512 all of their dense weights are repacked) would
+ * carry their ratio of repacked weights to every model. For ORT, fitted on W it put swin_t's
+ * model-load peak at +28 %: its load's peak is its end.
  */
 const loadTransientSlope = (phase: string, counter: Counter) => (phase === Phase.MODEL_LOAD && counter === "peak" ? 1 : 0);
 const nativeReleasedSlope = (phase: string) => (BEFORE_LOAD.has(phase) || phase === Phase.MODEL_LOAD ? 0 : -1);
@@ -263,7 +279,7 @@ export function fitModels(probes: Calibration["probes"]): Calibration["models"] 
       const rows = probes.filter((p) => p.phases[rt]?.[ph] && p.features[rt]);
       fits[ph] = Object.fromEntries(
         (Object.keys(COUNTERS) as Counter[]).map((c) => {
-          const given = { heldMiB: heldSlope(ph), largestBatchMiB: largestBatchSlope(ph), nativeLoadMiB: nativeLoadSlope(ph), nativeReleasedMiB: nativeReleasedSlope(ph), deadOutputMiB: deadOutputSlope(ph), outputBufferMiB: outputBufferSlope(ph), nativeWorkspaceMiB: nativeWorkspaceSlope(ph), nativeLoadTransientMiB: loadTransientSlope(ph, c), ...arenaSlope(rt, ph) };
+          const given = { ...weightSlopes(rt), heldMiB: heldSlope(ph), largestBatchMiB: largestBatchSlope(ph), loadMiB: loadSlope(ph), nativeReleasedMiB: nativeReleasedSlope(ph), deadOutputMiB: deadOutputSlope(ph), outputBufferMiB: outputBufferSlope(ph), nativeWorkspaceMiB: nativeWorkspaceSlope(ph), loadTransientMiB: loadTransientSlope(ph, c), ...arenaSlope(rt, ph) };
           return [c, fitLinear(rows.map((p) => ({ features: p.features[rt]!, value: p.phases[rt]![ph]![c] })), given)];
         }),
       ) as Record<Counter, Fit>;

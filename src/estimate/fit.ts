@@ -1,10 +1,10 @@
 /**
  * Least squares for the calibrated estimate: a figure (end RSS of a phase, say) as
  * intercept + a·weights + b·conv weights + c·activations + d·eval inputs + e·eval outputs
- * + h·malloc-held at load + u·unchunked arena + memlane-rt's load and released weights + node-ort's
- * dead outputs + memlane-rt's output buffers and kernel workspace + ORT's arena after its first
- * request + memlane-rt's load peak above its end (h, u and the last seven given, never fitted:
- * calibration.ts), fitted
+ * + h·malloc-held at load + u·unchunked arena + the load probe's resident bytes + memlane-rt's
+ * released weights + node-ort's dead outputs + memlane-rt's output buffers and kernel workspace +
+ * ORT's arena after its first request + the load probe's peak above its end (h, u and the last
+ * seven given, never fitted, and for the ORT runtimes a and b too: calibration.ts), fitted
  * over the probes' measurements.
  * Memory never shrinks as a model grows, so a negative slope is clamped to 0 and the rest
  * refitted (an active-set fit for non-negative slopes), and a small ridge keeps a term
@@ -12,12 +12,12 @@
  */
 import type { Features } from "./model-terms.ts";
 
-export const FEATURE_NAMES = ["weightMiB", "convWeightMiB", "activationMiB", "evalMiB", "evalOutputMiB", "heldMiB", "largestBatchMiB", "nativeLoadMiB", "nativeReleasedMiB", "deadOutputMiB", "outputBufferMiB", "nativeWorkspaceMiB", "ortFirstRequestMiB", "nativeLoadTransientMiB"] as const satisfies ReadonlyArray<keyof Features>;
+export const FEATURE_NAMES = ["weightMiB", "convWeightMiB", "activationMiB", "evalMiB", "evalOutputMiB", "heldMiB", "largestBatchMiB", "loadMiB", "nativeReleasedMiB", "deadOutputMiB", "outputBufferMiB", "nativeWorkspaceMiB", "ortFirstRequestMiB", "loadTransientMiB"] as const satisfies ReadonlyArray<keyof Features>;
 
 /**
  * [intercept, weights, conv weights, activations, eval inputs, eval outputs, malloc-held at load,
- * memlane-rt's unchunked arena, memlane-rt's load, memlane-rt's released weights, node-ort's dead
- * outputs, memlane-rt's output buffers, memlane-rt's kernel workspace, ORT's arena after its first request, memlane-rt's load peak above its end] in MiB per MiB
+ * memlane-rt's unchunked arena, the load probe's resident bytes, memlane-rt's released weights, node-ort's dead
+ * outputs, memlane-rt's output buffers, memlane-rt's kernel workspace, ORT's arena after its first request, the load probe's peak above its end] in MiB per MiB
  * (the intercept in MiB). Calibrations of an older format have fewer and are redone.
  */
 export type Coefficients = [number, number, number, number, number, number, number, number, number, number, number, number, number, number, number];

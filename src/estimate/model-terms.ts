@@ -85,6 +85,14 @@ export interface ModelTerms {
    */
   ortLoadFreePieces?: FreePieces[] | null;
   /**
+   * What malloc handed out over ORT's session creation and still has out (ort-load.ts inUseMiB):
+   * the weights as ORT keeps them (pre-packed, reordered to NCHWc) and the graph, MiB; from the
+   * same probe, else null or absent (the weights stand in, Features.loadMiB).
+   */
+  ortLoadInUseMiB?: number | null;
+  /** How far RSS rose above its end during the same probe's session creation (ort-load.ts peakAboveEndMiB), MiB, else null or absent. */
+  ortLoadPeakAboveEndMiB?: number | null;
+  /**
    * Why ortLoadHeldMiB is null although the probe was asked for (it failed, or the worker's
    * malloc is not glibc's); the estimate then leaves that term out (0) and says so.
    */
@@ -158,10 +166,13 @@ export interface Features {
    */
   largestBatchMiB: number;
   /**
-   * memlane-rt: what its model-load leaves resident (ModelTerms.nativeLoadMiB), slope 1 from
-   * model-load on, never fitted (measured bytes, as heldMiB is); 0 for the ORT runtimes.
+   * What the model's load leaves resident, by the runtime's load probe, MiB: memlane-rt's
+   * repacked weights and kernels' state (ModelTerms.nativeLoadMiB); the ORT runtimes' in-use
+   * bytes after the session's creation (ModelTerms.ortLoadInUseMiB: their weights, so W's slope
+   * is 0 for them), the weights where that probe has no figure. Slope 1 from model-load on,
+   * never fitted (measured bytes, as heldMiB is); 0 for torch.
    */
-  nativeLoadMiB: number;
+  loadMiB: number;
   /**
    * memlane-rt: plan weight bytes given back after repacking (ModelTerms.nativeReleasedMiB):
    * their copies are in nativeLoadMiB, and inference pages in only the rest of the weights, so
@@ -169,15 +180,16 @@ export interface Features {
    */
   nativeReleasedMiB: number;
   /**
-   * memlane-rt: how far its model-load's peak rose above the load's end in the native load probe
-   * (ModelTerms.nativeLoadPeakAboveEndMiB): the originals of the weights it repacks, held with
-   * their copies until each one's last reader is built. 0 for the other runtimes. Slope 1 on
+   * How far model-load's peak rose above the load's end in the runtime's load probe: memlane-rt's
+   * originals of the weights it repacks, held with their copies until each one's last reader is
+   * built (ModelTerms.nativeLoadPeakAboveEndMiB); ORT's blocks given back to the kernel before the
+   * session was made (ModelTerms.ortLoadPeakAboveEndMiB). 0 for torch. Slope 1 on
    * model-load's peak, 0 on every other counter and phase, never fitted. Before (calibration
    * format 22), the peak's slope on W was fitted on probes whose dense layers are all repacked
    * (peak 32 MiB above the end for 48 MiB of weights) and put the model-load peak of
    * mobilenet_v2 / gpt2 / efficientnet_b0 at +25 / +51 / +30 %.
    */
-  nativeLoadTransientMiB: number;
+  loadTransientMiB: number;
   /**
    * The outputs every eval sample gives, apart from the inputs: they cost a worker another
    * amount, at other phases. python-ort holds the output chunks and their concatenation (2
@@ -289,10 +301,10 @@ export async function modelTerms(onnxPath: string, feed: InputFeed = {}, opts: {
   // The probe's workers write where ORT writes (its `.ses` and logs in TMPDIR): a run's scratch.
   const env = opts.tmpDir !== undefined ? { env: { TMPDIR: opts.tmpDir } } : {};
   try {
-    const { heldMiB, freePieces } = await probeOrtLoad(onnxPath, env);
+    const { heldMiB, freePieces, inUseMiB, peakAboveEndMiB } = await probeOrtLoad(onnxPath, env);
     return heldMiB === null
       ? { ...terms, ortLoadHeldMiB: null, ortLoadUnavailable: "mallinfo2 cannot be read in the probe (no glibc malloc)" }
-      : { ...terms, ortLoadHeldMiB: heldMiB, ortLoadFreePieces: freePieces };
+      : { ...terms, ortLoadHeldMiB: heldMiB, ortLoadFreePieces: freePieces, ortLoadInUseMiB: inUseMiB, ortLoadPeakAboveEndMiB: peakAboveEndMiB };
   } catch (err) {
     // The load probe refines the estimate; its failure must not take the graph's terms with it.
     return { ...terms, ortLoadHeldMiB: null, ortLoadUnavailable: `the load probe failed: ${err instanceof Error ? err.message : String(err)}` };
@@ -481,9 +493,9 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
     evalOutputMiB: (t.outputPerSampleMiB ?? 0) * run.evalSamples,
     heldMiB: ORT_RUNTIMES.has(runtime) ? (t.ortLoadHeldMiB ?? 0) : 0,
     largestBatchMiB,
-    nativeLoadMiB: runtime === "native" ? (t.nativeLoadMiB ?? 0) : 0,
+    loadMiB: runtime === "native" ? (t.nativeLoadMiB ?? 0) : ORT_RUNTIMES.has(runtime) ? (t.ortLoadInUseMiB ?? t.weightMiB) : 0,
     nativeReleasedMiB: runtime === "native" ? (t.nativeReleasedMiB ?? 0) : 0,
-    nativeLoadTransientMiB: runtime === "native" ? (t.nativeLoadPeakAboveEndMiB ?? 0) : 0,
+    loadTransientMiB: runtime === "native" ? (t.nativeLoadPeakAboveEndMiB ?? 0) : ORT_RUNTIMES.has(runtime) ? (t.ortLoadPeakAboveEndMiB ?? 0) : 0,
     deadOutputMiB: runtime === "node-ort" ? nodeDeadOutputMiB(t, run) : 0,
     outputBufferMiB: runtime === "native" ? nativeOutputBufferMiB(t, run) : 0,
     nativeWorkspaceMiB: runtime === "native" ? workspaceAt(t.nativeWorkspaceByBatchMiB ?? [], 1) : 0,

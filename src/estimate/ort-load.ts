@@ -28,6 +28,7 @@ interface Raw {
   heldKiB: number | null;
   inUseKiB: number | null;
   rssKiB: number | null;
+  peakAboveEndKiB: number | null;
   /** [[sizeKiB, count], ...]: the held blocks the arena gave out (python/memlane_worker/free_pieces.py); null where it could not tell. */
   freePieces: Array<[number, number]> | null;
 }
@@ -45,6 +46,12 @@ export interface OrtLoadProbe {
   inUseMiB: number | null;
   /** The probe's RSS growth over the session creation, MiB; null likewise. */
   rssMiB: number | null;
+  /**
+   * How far RSS rose during the session creation above where it ended, MiB: blocks ORT held side
+   * by side before freeing some, which malloc gave back to the kernel (mmapped ones). null where
+   * the kernel refuses the VmHWM reset (the peak would be the process's, not the load's).
+   */
+  peakAboveEndMiB: number | null;
   /**
    * The held memory as blocks the session's arena could take without growing RSS (ORT's first
    * regions and the regions' handle tables, ort-heap-reuse.ts), from the run whose heldMiB is
@@ -92,14 +99,15 @@ export function checkedRaw(value: unknown): Raw {
   if (typeof value !== "object" || value === null) bad("is not an object");
   const v = value as Record<string, unknown>;
   if (typeof v.available !== "boolean") bad("has no boolean `available`");
-  const field = (name: "heldKiB" | "inUseKiB" | "rssKiB", min: number): number | null => {
+  const field = (name: "heldKiB" | "inUseKiB" | "rssKiB" | "peakAboveEndKiB", min: number, nullable = false): number | null => {
     const x = v[name];
-    if (!v.available) return null;
+    if (!v.available || (nullable && (x === null || x === undefined))) return null;
     if (typeof x !== "number" || !Number.isFinite(x) || x < min) bad(`has \`${name}\` ${JSON.stringify(x)}, not a finite number >= ${min}`);
     return x as number;
   };
   // Held memory cannot be negative; what the load left allocated and RSS growth may (a trim).
-  return { available: v.available as boolean, heldKiB: field("heldKiB", 0), inUseKiB: field("inUseKiB", -Infinity), rssKiB: field("rssKiB", -Infinity), freePieces: checkedPieces(v) };
+  // The load's peak above its end: null where the VmHWM reset was refused.
+  return { available: v.available as boolean, heldKiB: field("heldKiB", 0), inUseKiB: field("inUseKiB", -Infinity), rssKiB: field("rssKiB", -Infinity), peakAboveEndKiB: field("peakAboveEndKiB", 0, true), freePieces: checkedPieces(v) };
 }
 
 /** The carved blocks: null, or pairs of positive integers (a block size in KiB, a count). */
@@ -122,7 +130,7 @@ async function runProbes(onnxPath: string, opts: { threads?: number; env?: Recor
         const r = checkedRaw((await w.run("estimate.ortLoad", { model: onnxPath, threads: opts.threads ?? 1 }, { timeoutMs: 300_000 })).value);
         const mib = (kib: number | null) => (r.available && kib !== null ? (kib * 1024) / MIB : null);
         const freePieces = r.freePieces?.map(([kib, count]) => ({ bytes: kib * 1024, count })) ?? null;
-        runs.push({ heldMiB: mib(r.heldKiB), inUseMiB: mib(r.inUseKiB), rssMiB: mib(r.rssKiB), freePieces });
+        runs.push({ heldMiB: mib(r.heldKiB), inUseMiB: mib(r.inUseKiB), rssMiB: mib(r.rssKiB), peakAboveEndMiB: mib(r.peakAboveEndKiB), freePieces });
       } finally {
         await w.stop();
       }
@@ -135,6 +143,7 @@ async function runProbes(onnxPath: string, opts: { threads?: number; env?: Recor
     heldMiB,
     inUseMiB: medianOrNull(runs.map((r) => r.inUseMiB)),
     rssMiB: medianOrNull(runs.map((r) => r.rssMiB)),
+    peakAboveEndMiB: medianOrNull(runs.map((r) => r.peakAboveEndMiB)),
     // The blocks of the run that held the median: held memory and its pieces from one heap.
     freePieces: runs.find((r) => r.heldMiB === heldMiB)?.freePieces ?? null,
   };

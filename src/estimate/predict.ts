@@ -75,6 +75,13 @@ export function compareWithMeasured(e: RuntimeEstimate, r: RuntimeReport): Phase
   return out;
 }
 
+/** What the load probe's terms (Features.loadMiB, loadTransientMiB) are for a runtime, in words. */
+export function loadWords(runtime: string): { resident: string; transient: string } {
+  return runtime === "native"
+    ? { resident: "repacked at load", transient: "originals held while repacked" }
+    : { resident: "in use after the load", transient: "freed during the load above its end" };
+}
+
 /** The highest predicted peak over the phases, and what it is made of (for a refused stage's message). */
 export function predictedPeak(c: Calibration, runtime: string, f: Features): { peakMiB: number; parts: string } | null {
   const m = c.models[runtime];
@@ -89,12 +96,12 @@ export function predictedPeak(c: Calibration, runtime: string, f: Features): { p
   const parts = `${runtime} ${best!.phase}: fixed ${mib(c0)} + weights ${mib(cw * f.weightMiB + ccw * f.convWeightMiB)} + activations ${mib(ca * f.activationMiB)} + eval set ${mib(ce * f.evalMiB + co * f.evalOutputMiB)}` +
     (ch * f.heldMiB > 0 ? ` + held by malloc after the load ${mib(ch * f.heldMiB)}` : "") +
     ((cu ?? 0) * f.largestBatchMiB > 0 ? ` + the largest batch beyond one sample ${mib((cu ?? 0) * f.largestBatchMiB)}` : "") +
-    ((cl ?? 0) * f.nativeLoadMiB > 0 ? ` + repacked at load ${mib((cl ?? 0) * f.nativeLoadMiB)}` : "") +
+    ((cl ?? 0) * f.loadMiB > 0 ? ` + ${loadWords(runtime).resident} ${mib((cl ?? 0) * f.loadMiB)}` : "") +
     ((cr ?? 0) * f.nativeReleasedMiB < 0 ? ` − plan pages given back ${mib(-(cr ?? 0) * f.nativeReleasedMiB)}` : "") +
     ((cd ?? 0) * f.deadOutputMiB > 0 ? ` + dead outputs V8 has not collected ${mib((cd ?? 0) * f.deadOutputMiB)}` : "") +
     ((cb ?? 0) * f.outputBufferMiB > 0 ? ` + output buffers ${mib((cb ?? 0) * f.outputBufferMiB)}` : "") +
     ((cws ?? 0) * f.nativeWorkspaceMiB > 0 ? ` + kernel workspace ${mib((cws ?? 0) * f.nativeWorkspaceMiB)}` : "") +
     ((cf ?? 0) * f.ortFirstRequestMiB > 0 ? ` + ORT's arena after its first request ${mib((cf ?? 0) * f.ortFirstRequestMiB)}` : "") +
-    ((ct ?? 0) * f.nativeLoadTransientMiB > 0 ? ` + originals held while repacked ${mib((ct ?? 0) * f.nativeLoadTransientMiB)}` : "");
+    ((ct ?? 0) * f.loadTransientMiB > 0 ? ` + ${loadWords(runtime).transient} ${mib((ct ?? 0) * f.loadTransientMiB)}` : "");
   return { peakMiB: Math.max(0, best!.v), parts };
 }

@@ -97,21 +97,22 @@ describe("native load probe", () => {
     }
   }, 60_000);
 
-  repacks("modelTerms runs it only when asked, and only memlane-rt's features carry it", async () => {
+  repacks("modelTerms runs it only when asked, and only memlane-rt's features carry its figures", async () => {
     const without = await modelTerms(onnx);
     expect(without.nativeLoadMiB).toBeNull();
     const t = await modelTerms(onnx, {}, { nativeLoad: true });
     expect(t.nativeLoadMiB).toBeGreaterThan(WEIGHT_MIB);
     const run = { maxBatch: 8, evalSamples: 16 };
-    expect(features("native", t, run).nativeLoadMiB).toBe(t.nativeLoadMiB);
+    expect(features("native", t, run).loadMiB).toBe(t.nativeLoadMiB);
     expect(features("native", t, run).nativeReleasedMiB).toBe(t.nativeReleasedMiB);
     // The load's peak above its end: the originals held with their copies, a part of the weights.
     expect(t.nativeLoadPeakAboveEndMiB).toBeGreaterThanOrEqual(0);
     expect(t.nativeLoadPeakAboveEndMiB).toBeLessThan(t.nativeLoadMiB!);
-    expect(features("native", t, run).nativeLoadTransientMiB).toBe(t.nativeLoadPeakAboveEndMiB);
-    expect(features("python-ort", t, run).nativeLoadTransientMiB).toBe(0);
-    expect(features("python-ort", t, run).nativeLoadMiB).toBe(0);
-    expect(features("native", without, run).nativeLoadMiB).toBe(0);
+    expect(features("native", t, run).loadTransientMiB).toBe(t.nativeLoadPeakAboveEndMiB);
+    // Without ORT's own load probe, its load term is the weights and its transient none.
+    expect(features("python-ort", t, run).loadTransientMiB).toBe(0);
+    expect(features("python-ort", t, run).loadMiB).toBe(t.weightMiB);
+    expect(features("native", without, run).loadMiB).toBe(0);
   }, 120_000);
 
   it("gives the batch tail's arena a sample, which a split batch's estimate adds for the whole batch", async () => {

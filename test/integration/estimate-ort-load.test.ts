@@ -46,6 +46,13 @@ describe("ORT load probe", () => {
     const t = await modelTerms(file, {}, { ortLoad: true, tmpDir: scratch });
     expect(t.ortLoadHeldMiB).toBeGreaterThan(30);
     expect(features("python-ort", t, { maxBatch: 8, evalSamples: 16 }).heldMiB).toBe(t.ortLoadHeldMiB);
+    // What the load left in use: the 36 MiB of kernels as ORT keeps them (its figure, not W's),
+    // and its peak above its end, both the ORT runtimes' load terms.
+    expect(t.ortLoadInUseMiB).toBeGreaterThan(30);
+    expect(t.ortLoadPeakAboveEndMiB).not.toBeNull();
+    expect(t.ortLoadPeakAboveEndMiB!).toBeGreaterThanOrEqual(0);
+    expect(features("node-ort", t, { maxBatch: 8, evalSamples: 16 }).loadMiB).toBe(t.ortLoadInUseMiB);
+    expect(features("python-ort", t, { maxBatch: 8, evalSamples: 16 }).loadTransientMiB).toBe(t.ortLoadPeakAboveEndMiB);
     // Its pieces take the arena's first regions and tables off the arena's new pages.
     expect(t.ortLoadFreePieces!.length).toBeGreaterThan(0);
     const run = { maxBatch: 8, batchSizes: [1, 8], evalSamples: 16 };
@@ -58,16 +65,21 @@ describe("ORT load probe", () => {
 
 describe("the load probe's answer is checked", () => {
   it("takes a sound answer, and an unavailable one as nulls", () => {
-    expect(checkedRaw({ available: true, heldKiB: 1024, inUseKiB: -3, rssKiB: -10, freePieces: [[4096, 2], [32, 11]] }))
-      .toEqual({ available: true, heldKiB: 1024, inUseKiB: -3, rssKiB: -10, freePieces: [[4096, 2], [32, 11]] });
+    expect(checkedRaw({ available: true, heldKiB: 1024, inUseKiB: -3, rssKiB: -10, peakAboveEndKiB: 512, freePieces: [[4096, 2], [32, 11]] }))
+      .toEqual({ available: true, heldKiB: 1024, inUseKiB: -3, rssKiB: -10, peakAboveEndKiB: 512, freePieces: [[4096, 2], [32, 11]] });
     expect(checkedRaw({ available: true, heldKiB: 1024, inUseKiB: -3, rssKiB: -10, freePieces: null }).freePieces).toBeNull();
-    expect(checkedRaw({ available: false, heldKiB: null, inUseKiB: null, rssKiB: null })).toEqual({ available: false, heldKiB: null, inUseKiB: null, rssKiB: null, freePieces: null });
+    // The load's peak: null where the kernel refused the VmHWM reset (or a worker that predates it).
+    expect(checkedRaw({ available: true, heldKiB: 1, inUseKiB: 1, rssKiB: 1, peakAboveEndKiB: null }).peakAboveEndKiB).toBeNull();
+    expect(checkedRaw({ available: true, heldKiB: 1, inUseKiB: 1, rssKiB: 1 }).peakAboveEndKiB).toBeNull();
+    expect(checkedRaw({ available: false, heldKiB: null, inUseKiB: null, rssKiB: null })).toEqual({ available: false, heldKiB: null, inUseKiB: null, rssKiB: null, peakAboveEndKiB: null, freePieces: null });
   });
   it("refuses NaN, a negative held figure, a string, and a missing `available`, naming the field", () => {
     expect(() => checkedRaw({ available: true, heldKiB: Number.NaN, inUseKiB: 1, rssKiB: 1 })).toThrow(/`heldKiB` .*not a finite number >= 0/);
     expect(() => checkedRaw({ available: true, heldKiB: -50000, inUseKiB: 1, rssKiB: 1 })).toThrow(/`heldKiB` -50000/);
     expect(() => checkedRaw({ available: true, heldKiB: 1, inUseKiB: "12", rssKiB: 1 })).toThrow(/`inUseKiB` "12"/);
     expect(() => checkedRaw({ heldKiB: 1, inUseKiB: 1, rssKiB: 1 })).toThrow(/no boolean `available`/);
+    expect(() => checkedRaw({ available: true, heldKiB: 1, inUseKiB: 1, rssKiB: 1, peakAboveEndKiB: -4 })).toThrow(/`peakAboveEndKiB` -4/);
+    expect(() => checkedRaw({ available: true, heldKiB: 1, inUseKiB: 1, rssKiB: 1, peakAboveEndKiB: "big" })).toThrow(/`peakAboveEndKiB` "big"/);
     expect(() => checkedRaw(null)).toThrow(/not an object/);
     const ok = { available: true, heldKiB: 1, inUseKiB: 1, rssKiB: 1 };
     expect(() => checkedRaw({ ...ok, freePieces: [[4096, -1]] })).toThrow(/`freePieces` \[\[4096,-1\]\]/);

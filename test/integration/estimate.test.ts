@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { calibrationKey, saveCalibration } from "../../src/estimate/cache.ts";
 import { calibrate } from "../../src/estimate/calibration.ts";
 import { cudaBenchBinary } from "../../src/estimate/cuda-device.ts";
+import { FEATURE_NAMES } from "../../src/estimate/fit.ts";
 import { PROBES, writeProbes } from "../../src/estimate/probe-models.ts";
 import type { Report } from "../../src/report/schema.ts";
 import { validateReport } from "../../src/report/validate.ts";
@@ -32,9 +33,11 @@ describe("memlane estimate (calibrated on this machine)", () => {
     const cal = await calibrate(calibrationKey(), { err: (l) => lines.push(l) }, probes);
     expect(lines.join("\n")).toMatch(/calibrated probe tiny .*calibrated probe weights/s);
     expect(Object.keys(cal.models).sort()).toEqual(["native", "node-ort", "python-ort"]);
-    // python-ort copies the weights at model-load: its slope on weights is about 1 (ORT holds one copy).
+    // python-ort copies the weights at model-load: the load probe's in-use bytes hold them
+    // (slope 1, given), so the fitted slope on W is none.
     const ortLoad = cal.models["python-ort"]!.fits["model-load"]!.rss.coef;
-    expect(ortLoad[1] + ortLoad[2]).toBeGreaterThan(0.5);
+    expect(ortLoad[FEATURE_NAMES.indexOf("loadMiB") + 1]).toBe(1);
+    expect(ortLoad[1] + ortLoad[2]).toBe(0);
     saveCalibration(cal);
 
     const model = writeProbes(dir, probes).get("weights")!;
@@ -42,6 +45,10 @@ describe("memlane estimate (calibrated on this machine)", () => {
     expect((await est.exit).code, est.stderr()).toBe(0);
     const out = JSON.parse(est.stdout()) as { runtimes: Array<{ runtime: string; phases: Array<{ phase: string; rss: number; peak: number; spreadMiB: number }> }>; naiveMiB: number; terms: { weightMiB: number } };
     expect(out.terms.weightMiB).toBeCloseTo(48, 6);
+    // python-ort's load: its 48 MiB of weights, as the load probe found them in use.
+    const ort = out.runtimes.find((r) => r.runtime === "python-ort")!;
+    const at = (ph: string) => ort.phases.find((p) => p.phase === ph)!.rss;
+    expect(at("model-load") - at("runtime-create")).toBeGreaterThan(48);
     const native = out.runtimes.find((r) => r.runtime === "native")!;
     expect(native.phases.map((p) => p.phase)).toContain("steady-inference");
     for (const p of native.phases) expect(p.spreadMiB, `${p.phase}: the fit's rms over the probes`).toBeGreaterThanOrEqual(0);

@@ -7,7 +7,8 @@ import { describe, expect, it } from "vitest";
 import { type Calibration, fitModels } from "../../src/estimate/calibration.ts";
 import { FEATURE_NAMES, fitLinear, predict } from "../../src/estimate/fit.ts";
 
-const f = (w: number, cw: number, a: number, e: number, first = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: 0, heldMiB: 0, largestBatchMiB: 0, nativeLoadMiB: 0, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0, nativeWorkspaceMiB: 0, ortFirstRequestMiB: first, nativeLoadTransientMiB: 0 });
+// An ORT runtime's weights are what its load left in use (loadMiB: here the weights and a copy of the conv kernels).
+const f = (w: number, cw: number, a: number, e: number, first = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: 0, heldMiB: 0, largestBatchMiB: 0, loadMiB: w + cw, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0, nativeWorkspaceMiB: 0, ortFirstRequestMiB: first, loadTransientMiB: 0 });
 // The first request's arena is a part of the whole run's (batch 1 before 64).
 const PROBE_FEATURES = [f(0, 0, 0, 0), f(0, 0, 0, 1), f(48, 0, 0, 1), f(36, 36, 0, 1), f(0, 0, 32, 3, 2), f(0, 0, 0, 128), f(16, 0, 8, 9, 0.5)];
 const ACT = FEATURE_NAMES.indexOf("activationMiB") + 1; // coef[0] is the intercept
@@ -17,7 +18,7 @@ const FIRST = FEATURE_NAMES.indexOf("ortFirstRequestMiB") + 1;
 function probes(): Calibration["probes"] {
   return PROBE_FEATURES.map((x, i) => {
     const noise = [0, 4, -3, 2, 9, -2, 1][i]!;
-    const load = 60 + x.weightMiB + 2 * x.convWeightMiB + x.evalMiB;
+    const load = 60 + x.loadMiB + x.evalMiB;
     const first = load + 3 + x.ortFirstRequestMiB;
     const steady = load + 5 + x.activationMiB;
     const row = (l: number, fi: number, st: number) => ({

@@ -23,7 +23,9 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const f = (w: number, cw: number, a: number, e: number, o = 0, h = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: h, largestBatchMiB: 0, nativeLoadMiB: 0, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0, nativeWorkspaceMiB: 0, ortFirstRequestMiB: 0, nativeLoadTransientMiB: 0 });
+const f = (w: number, cw: number, a: number, e: number, o = 0, h = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: h, largestBatchMiB: 0, loadMiB: 0, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0, nativeWorkspaceMiB: 0, ortFirstRequestMiB: 0, loadTransientMiB: 0 });
+/** An ORT runtime's features: the weights are what its load left in use (Features.loadMiB, W's slope 0 for it). */
+const ortLoaded = <T extends ReturnType<typeof f>>(x: T): T => ({ ...x, loadMiB: x.weightMiB });
 // Probe-like features that move one term at a time (so the fit has one answer).
 
 describe("fitLinear", () => {
@@ -92,11 +94,14 @@ describe("model terms from the probes' ONNX files", () => {
   });
 });
 
-describe("malloc-held memory after ORT's load (heldMiB)", () => {
+describe("malloc-held memory after ORT's load (heldMiB) and its in-use bytes (loadMiB)", () => {
   // Probes like the real ones: the conv-weights probe's 36 MiB of kernels keep 90 MiB in malloc
-  // after the load, the others next to nothing; what a phase measures is that plus the rest.
-  const xs = [f(0, 0, 0, 0, 0, 0.3), f(48, 0, 0, 1, 0, 1), f(36, 36, 0, 1, 0, 90), f(0, 0, 32, 3, 0, 0.2), f(0, 0, 8, 128, 0, 0.2), f(16, 1, 8, 9, 0, 4)];
-  const load = (x: ReturnType<typeof f>) => 60 + x.weightMiB + 1.2 * x.convWeightMiB + x.heldMiB;
+  // after the load, the others next to nothing; what a phase measures is that, the bytes the
+  // load left in use (the weights and ORT's copies of the conv kernels, 1.2x) and the rest.
+  const inUse = (x: ReturnType<typeof f>) => ({ ...x, loadMiB: x.weightMiB + 0.2 * x.convWeightMiB + 2 });
+  const xs = [f(0, 0, 0, 0, 0, 0.3), f(48, 0, 0, 1, 0, 1), f(36, 36, 0, 1, 0, 90), f(0, 0, 32, 3, 0, 0.2), f(0, 0, 8, 128, 0, 0.2), f(16, 1, 8, 9, 0, 4)].map(inUse);
+  const load = (x: ReturnType<typeof inUse>) => 58 + x.loadMiB + x.heldMiB;
+  const L = FEATURE_NAMES.indexOf("loadMiB") + 1;
   const probes: Calibration["probes"] = xs.map((x, i) => ({
     name: `p${i}`, features: { "python-ort": x, native: { ...x, heldMiB: 0 } },
     phases: {
@@ -105,15 +110,23 @@ describe("malloc-held memory after ORT's load (heldMiB)", () => {
   }));
   const cal: Calibration = { format: CALIBRATION_FORMAT, key: {}, createdAt: "", models: fitModels(probes), probes };
 
-  it("takes its slope as 1 from model-load on and 0 before, never fitted, so Wconv keeps its own slope", () => {
+  it("takes both slopes as 1 from model-load on and 0 before, never fitted, and gives W and Wconv none for an ORT runtime", () => {
     const fits = cal.models["python-ort"]!.fits;
     expect(fits["model-load"]!.rss.coef[6]).toBe(1);
-    expect(fits["model-load"]!.rss.coef[2]).toBeCloseTo(1.2, 3);
+    expect(fits["model-load"]!.rss.coef[L]).toBe(1);
+    expect(fits["model-load"]!.rss.coef[1]).toBe(0);
+    expect(fits["model-load"]!.rss.coef[2]).toBe(0);
+    expect(fits["model-load"]!.rss.coef[0]).toBeCloseTo(58, 3);
     expect(fits.import!.rss.coef[6]).toBe(0);
+    expect(fits.import!.rss.coef[L]).toBe(0);
   });
 
-  it("predicts a model's load from its own held memory, not the conv probe's ratio (resnet18's shape)", () => {
-    const resnet = f(44.6, 42.7, 0, 0, 0, 76.3);
+  it("predicts a model's load from its own held and in-use memory, not the probes' ratios to W (swin_t's shape, then resnet18's)", () => {
+    // swin_t: 109 MiB of MatMul weights, 125 in use after the load (no conv among them): a
+    // slope on W fitted on the probes would have missed the 16.
+    const swin = { ...f(108.9, 0, 0, 0, 0, 65.4), loadMiB: 124.6 };
+    expect(estimateRuntime(cal, "python-ort", swin)!.phases.find((p) => p.phase === "model-load")!.rss).toBeCloseTo(58 + 124.6 + 65.4, 3);
+    const resnet = { ...f(44.6, 42.7, 0, 0, 0, 76.3), loadMiB: 46.3 };
     const e = estimateRuntime(cal, "python-ort", resnet)!;
     expect(e.phases.find((p) => p.phase === "model-load")!.rss).toBeCloseTo(load(resnet), 3);
     expect(e.phases.find((p) => p.phase === "import")!.rss).toBeCloseTo(50, 3);
@@ -141,21 +154,29 @@ describe("malloc-held memory after ORT's load (heldMiB)", () => {
     expect(medianOrNull([81, null, 90])).toBeNull();
   });
 
-  it("features() gives the probe's figure to the ORT runtimes only, and 0 where it was not measured", () => {
-    const t = { ortLoadHeldMiB: 12.5, weightMiB: 1, convWeightMiB: 0, ortPatternPerSampleMiB: 0, arenaPerSampleMiB: 0, ioPerSampleMiB: 0, outputPerSampleMiB: 0 } as never;
+  it("features() gives the probe's figures to the ORT runtimes only; where it measured none, 0 held and the weights in use", () => {
+    const t = { ortLoadHeldMiB: 12.5, ortLoadInUseMiB: 7.5, ortLoadPeakAboveEndMiB: 3, weightMiB: 1, convWeightMiB: 0, ortPatternPerSampleMiB: 0, arenaPerSampleMiB: 0, ioPerSampleMiB: 0, outputPerSampleMiB: 0 } as never;
     const run = { maxBatch: 8, evalSamples: 16 };
-    expect(features("python-ort", t, run).heldMiB).toBe(12.5);
-    expect(features("node-ort", t, run).heldMiB).toBe(12.5);
+    for (const rt of ["python-ort", "node-ort"]) {
+      expect(features(rt, t, run).heldMiB).toBe(12.5);
+      expect(features(rt, t, run).loadMiB).toBe(7.5);
+      expect(features(rt, t, run).loadTransientMiB).toBe(3);
+    }
     expect(features("native", t, run).heldMiB).toBe(0);
-    expect(features("python-ort", { ...(t as object), ortLoadHeldMiB: null } as never, run).heldMiB).toBe(0);
+    expect(features("native", t, run).loadMiB).toBe(0); // memlane-rt's comes from its own probe (nativeLoadMiB)
+    expect(features("native", t, run).loadTransientMiB).toBe(0);
+    const unmeasured = { ...(t as object), ortLoadHeldMiB: null, ortLoadInUseMiB: null, ortLoadPeakAboveEndMiB: null } as never;
+    expect(features("python-ort", unmeasured, run).heldMiB).toBe(0);
+    expect(features("python-ort", unmeasured, run).loadMiB).toBe(1);
+    expect(features("python-ort", unmeasured, run).loadTransientMiB).toBe(0);
   });
 });
 
-describe("memlane-rt's load (nativeLoadMiB, nativeReleasedMiB)", () => {
+describe("memlane-rt's load (loadMiB, nativeReleasedMiB)", () => {
   // Probes that repack nothing (L ~0.4 MiB of kernel state, R = 0): the slopes are given, so a
   // model that repacks gets its measured copies from model-load on, and its given-back plan
   // pages off W's count from first-inference on.
-  const native = (w: number, l: number, r: number) => ({ ...f(w, 0, 0, 0), nativeLoadMiB: l, nativeReleasedMiB: r });
+  const native = (w: number, l: number, r: number) => ({ ...f(w, 0, 0, 0), loadMiB: l, nativeReleasedMiB: r });
   const phases = { "runtime-create": 7.4, "model-load": 7.9, "first-inference": 8.0 };
   const probes = [0, 16, 48].map((w, i) => ({
     name: `p${i}`,
@@ -178,20 +199,20 @@ describe("memlane-rt's load (nativeLoadMiB, nativeReleasedMiB)", () => {
   // Probes whose load repacks all their weights, holding the originals with their copies for a
   // while (the peak W above the end, as the AVX-512 dense layers' panels do): a model that repacks
   // only some gets its own probe's transient on model-load's peak, not the probes' ratio to W.
-  it("puts the load probe's own peak above the end on model-load's peak only (nativeLoadTransientMiB)", () => {
+  it("puts the load probe's own peak above the end on model-load's peak only (loadTransientMiB)", () => {
     const held = [0, 16, 48].map((w, i) => ({
       name: `p${i}`,
-      features: { native: { ...native(w, w + 0.4, w), nativeLoadTransientMiB: w } },
+      features: { native: { ...native(w, w + 0.4, w), loadTransientMiB: w } },
       phases: { native: { "model-load": { rss: 7.9 + w + 0.4, uss: 7.9 + w + 0.4, pss: 7.9 + w + 0.4, peak: 7.9 + 2 * w + 0.4 } } },
     }));
     const fit = fitModels(held).native!.fits["model-load"]!;
-    const T = FEATURE_NAMES.indexOf("nativeLoadTransientMiB") + 1;
+    const T = FEATURE_NAMES.indexOf("loadTransientMiB") + 1;
     expect(fit.peak.coef[T]).toBe(1);
     expect(fit.rss.coef[T]).toBe(0);
     expect(fit.peak.coef[1]).toBeCloseTo(0, 6); // W: nothing left for a fitted slope to take
     const c: Calibration = { format: CALIBRATION_FORMAT, key: {}, createdAt: "", models: fitModels(held), probes: held };
     // 20 MiB of weights of which 2 repacked: the peak 2 MiB above the end, not 20.
-    const e = estimateRuntime(c, "native", { ...native(20, 2.4, 2), nativeLoadTransientMiB: 2 })!.phases[0]!;
+    const e = estimateRuntime(c, "native", { ...native(20, 2.4, 2), loadTransientMiB: 2 })!.phases[0]!;
     expect(e.rss).toBeCloseTo(7.9 + 2.4, 3);
     expect(e.peak).toBeCloseTo(7.9 + 2.4 + 2, 3);
   });
@@ -233,7 +254,7 @@ describe("node-ort's dead outputs (deadOutputMiB)", () => {
   });
 
   it("takes its slope as 1 at steady-inference and 0 before, so a probe's dead outputs do not go into the intercept", () => {
-    const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), f(0, 0, 4, 3), { ...f(0, 0, 0, 1, 64), deadOutputMiB: 22.5 }, { ...f(16, 0, 1, 1, 8), deadOutputMiB: 22.5 }];
+    const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), f(0, 0, 4, 3), { ...f(0, 0, 0, 1, 64), deadOutputMiB: 22.5 }, { ...f(16, 0, 1, 1, 8), deadOutputMiB: 22.5 }].map(ortLoaded);
     const row = (v: number) => ({ rss: v, uss: v, pss: v, peak: v });
     const probes: Calibration["probes"] = xs.map((x, i) => ({
       name: `p${i}`, features: { "node-ort": x },
@@ -273,9 +294,10 @@ describe("calibration cache", () => {
   const probeRows = (scale: number): Calibration["probes"] =>
     [f(0, 0, 0, 0), f(48, 0, 0, 1), f(36, 36, 0, 1), f(0, 0, 32, 3), f(0, 0, 8, 128), f(16, 1, 8, 9)].map((x, i) => {
       const name = `p${i}`;
-      // model-load: no ORT arena yet (its activation slope is given 0 there, calibration.ts)
+      // model-load: no ORT arena yet (its activation slope is given 0 there, calibration.ts);
+      // an ORT runtime's weights are its load's in-use bytes (loadMiB, slope 1)
       const v = 60 + scale * x.weightMiB + 0.5 * x.evalMiB;
-      return { name, features: { "python-ort": x }, phases: { "python-ort": { "model-load": { rss: v, uss: v - 20, pss: v - 10, peak: v + 1 } } } };
+      return { name, features: { "python-ort": ortLoaded(x) }, phases: { "python-ort": { "model-load": { rss: v, uss: v - 20, pss: v - 10, peak: v + 1 } } } };
     });
 
   it("round-trips under the machine's key, and ignores a torn or foreign file", () => {
@@ -287,7 +309,7 @@ describe("calibration cache", () => {
     expect(path).toBe(calibrationPath(key));
     expect(path.startsWith(join(dir, "cache"))).toBe(true);
     const back = loadCalibration(key)!;
-    const e = estimateRuntime(back, "python-ort", f(100, 0, 0, 0))!;
+    const e = estimateRuntime(back, "python-ort", ortLoaded(f(100, 0, 0, 0)))!;
     expect(e.phases.map((p) => p.phase)).toEqual(["model-load"]);
     expect(e.phases[0]!.rss).toBeCloseTo(160, 3);
     expect(estimateRuntime(back, "native", f(1, 0, 0, 0))).toBeNull();
@@ -317,7 +339,7 @@ describe("calibration cache", () => {
   it("compares an estimate with a measured phase, error in % of the measurement", () => {
     const probes = probeRows(1);
     const cal: Calibration = { format: CALIBRATION_FORMAT, key: {}, createdAt: "", models: fitModels(probes), probes };
-    const e = estimateRuntime(cal, "python-ort", f(40, 0, 0, 0))!;
+    const e = estimateRuntime(cal, "python-ort", ortLoaded(f(40, 0, 0, 0)))!;
     const measured = { phases: [{ name: "model-load", rssMiB: 110, ussMiB: 80, pssMiB: 90, peakRssMiB: 111 }] } as never;
     const [c] = compareWithMeasured(e, measured);
     expect(c!.rss.estimateMiB).toBeCloseTo(100, 3);

@@ -30,7 +30,10 @@ def run(ctx: TaskContext):
     so.intra_op_num_threads = a.int("threads", 1, minimum=1)
     so.inter_op_num_threads = 1
     if not malloc_stats.available():
-        return {"available": False, "heldKiB": None, "inUseKiB": None, "rssKiB": None, "freePieces": None}
+        return {"available": False, "heldKiB": None, "inUseKiB": None, "rssKiB": None, "peakAboveEndKiB": None, "freePieces": None}
+    # VmHWM reset to the RSS here, so that after the load it is the load's own peak: the copies
+    # ORT held side by side before freeing some (null where the kernel refuses the reset).
+    peak_reset = memory.reset_peak()
     before = memory.read()
     sess = ort.InferenceSession(model_path, sess_options=so, providers=["CPUExecutionProvider"])
     after = memory.read()
@@ -47,5 +50,6 @@ def run(ctx: TaskContext):
         "heldKiB": max(0, after["mallocFreeKiB"] - before["mallocFreeKiB"]),
         "inUseKiB": after["mallocInUseKiB"] - before["mallocInUseKiB"],
         "rssKiB": after["rssKiB"] - before["rssKiB"],
+        "peakAboveEndKiB": max(0, after["hwmKiB"] - after["rssKiB"]) if peak_reset else None,
         "freePieces": pieces,
     }

@@ -16,7 +16,7 @@ import { calibrationKey, calibrationMismatch, loadCalibration, saveCalibration }
 import { features, fedInputShapes, type InputFeed, inputFileRows, loadProbesFor, modelTerms, requestsPerBatch } from "../../estimate/model-terms.ts";
 import { DEFAULT_SEQ, InputSpecError, parseShapeFlag } from "../../pipeline/inputs/shapes.ts";
 import { PIPELINE_DEFAULTS } from "../../pipeline/options.ts";
-import { estimateRuntime, naiveMiB } from "../../estimate/predict.ts";
+import { estimateRuntime, loadWords, naiveMiB } from "../../estimate/predict.ts";
 import { num, textTable } from "../../report/format.ts";
 import { shown } from "../outcome.ts";
 import { estimatePipelineCommand, PIPELINE_FILE } from "../estimate-pipeline.ts";
@@ -122,12 +122,14 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     const held = e.features.heldMiB > 0 ? `, held by malloc after the load ${num(e.features.heldMiB)} MiB` : "";
     const whole = e.features.largestBatchMiB > 0 ? `, the largest batch beyond one sample +${num(e.features.largestBatchMiB)} MiB` : "";
     const workspace = e.features.nativeWorkspaceMiB > 0 ? `, kernel workspace ${num(e.features.nativeWorkspaceMiB)} MiB` : "";
-    const repacked = e.features.nativeLoadMiB > 0 ? `, repacked at load ${num(e.features.nativeLoadMiB)} MiB (plan pages given back ${num(e.features.nativeReleasedMiB)} MiB)` : "";
+    const loaded = e.features.loadMiB <= 0 ? ""
+      : e.runtime === "native" ? `, ${loadWords(e.runtime).resident} ${num(e.features.loadMiB)} MiB (plan pages given back ${num(e.features.nativeReleasedMiB)} MiB)`
+      : `, ${loadWords(e.runtime).resident} ${num(e.features.loadMiB)} MiB`;
     // ORT's arena pages that land in blocks its load left held are in the held term already
     // (ort-heap-reuse.ts): say how much of the replayed arena that was.
     const inHeld = e.features.heldMiB > 0 ? features(e.runtime, { ...terms, ortLoadFreePieces: null }, run).activationMiB - e.features.activationMiB : 0;
     const arenaNote = inHeld > 0.05 ? ` (the arena replayed ${num(e.features.activationMiB + inHeld)} MiB, ${num(inHeld)} of it in blocks held after the load)` : "";
-    io.out(`${e.runtime} (features: weights ${num(e.features.weightMiB)} MiB, activations ${num(e.features.activationMiB)} MiB${arenaNote}${whole}${workspace}, eval set ${num(e.features.evalMiB)} MiB in + ${num(e.features.evalOutputMiB)} MiB out${held}${repacked}):`);
+    io.out(`${e.runtime} (features: weights ${num(e.features.weightMiB)} MiB, activations ${num(e.features.activationMiB)} MiB${arenaNote}${whole}${workspace}, eval set ${num(e.features.evalMiB)} MiB in + ${num(e.features.evalOutputMiB)} MiB out${held}${loaded}):`);
     io.out(textTable(["phase", "end RSS MiB", "± MiB (probes' rms)", "end USS MiB", "end PSS MiB", "peak RSS MiB"],
       e.phases.map((p) => [p.phase, num(p.rss), num(p.spreadMiB), num(p.uss), num(p.pss), num(p.peak)])));
   }
