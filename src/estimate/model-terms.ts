@@ -59,6 +59,15 @@ export interface ModelTerms {
   ioPerSampleMiB: number | null;
   /** The outputs' part of ioPerSampleMiB; null when a dim is unknown. */
   outputPerSampleMiB: number | null;
+  /** The same, output by output (each is an allocation of its own per request); null likewise. */
+  outputTensorsPerSampleMiB: number[] | null;
+  /**
+   * The largest initializer's bytes, MiB: ORT frees a copy of each at load, and glibc raises its
+   * mmap threshold to the largest mmapped block freed (nodeDeadOutputKeptMiB).
+   */
+  largestInitializerMiB: number;
+  /** The ONNX file's size, MiB (ORT reads it into one buffer at load, up to 4 MiB: ortLoadMmapThresholdMiB). */
+  fileMiB: number;
   /**
    * The part of outputPerSampleMiB whose batch is not the first axis (a seq-first encoder's
    * output): memlane-rt's worker cannot write those into its eval frames, so its timed calls
@@ -206,6 +215,13 @@ export interface Features {
    */
   deadOutputMiB: number;
   /**
+   * node-ort: the part of deadOutputMiB that malloc keeps once V8 has collected it
+   * (nodeDeadOutputKeptMiB), which the end figures count: they are read after a full collection
+   * (node-ort-process.mjs). Slope 1 on steady-inference's end figures, 0 on its peak and before,
+   * never fitted.
+   */
+  deadOutputKeptMiB: number;
+  /**
    * memlane-rt: the output buffers its worker's timed requests write beyond its eval frames (one
    * request of the largest batch: python/memlane_worker has none, the ORT runtimes' outputs are
    * their own tensors), resident once the largest batch has run; nativeOutputBufferMiB. Slope 1
@@ -325,10 +341,12 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
   }
   let params = 0;
   let weightBytes = 0;
+  let largestInitializerBytes = 0;
   for (const t of g.consts.values()) {
     const n = t.dims.reduce((a, b) => a * b, 1);
     params += n;
     weightBytes += n * elemBytes(t.isFloat);
+    largestInitializerBytes = Math.max(largestInitializerBytes, n * elemBytes(t.isFloat));
   }
   let convBytes = 0;
   const counted = new Set<string>();
@@ -342,8 +360,8 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
   }
   // Without a plan there is nothing for the native load probe to load; why is the compile error.
   const noPlan = nativeLoad ? { nativeLoadUnavailable: "no plan to load (the compile error above)" } : {};
-  const weights = { file: onnxPath, ortInputDims, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, ortLoadHeldMiB: null, nativeLoadMiB: null, nativeReleasedMiB: null, nativeLoadPeakAboveEndMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspaceByBatchMiB: null };
-  const unplanned = { arenaPerSampleMiB: null, nativeUnwrittenPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null, outputNotBatchFirstPerSampleMiB: null, nativeChunkable: null };
+  const weights = { file: onnxPath, ortInputDims, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, largestInitializerMiB: largestInitializerBytes / MIB, fileMiB: statSync(onnxPath).size / MIB, ortLoadHeldMiB: null, nativeLoadMiB: null, nativeReleasedMiB: null, nativeLoadPeakAboveEndMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspaceByBatchMiB: null };
+  const unplanned = { arenaPerSampleMiB: null, nativeUnwrittenPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null, outputTensorsPerSampleMiB: null, outputNotBatchFirstPerSampleMiB: null, nativeChunkable: null };
   if (feedError !== null) return { ...weights, ...noPlan, ...unplanned, ortPatternPerSampleMiB: null, ortTracePerSample: null, compileError: feedError };
   let ortPatternPerSampleMiB: number | null = null;
   let ortTracePerSample: TraceEvent[] | null = null;
@@ -365,6 +383,7 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
       arenaPerSampleMiB: s.arenaBytesPerSample / MIB, ortPatternPerSampleMiB, ortTracePerSample,
       ioPerSampleMiB: (bytesPerSample(s.inputs) + bytesPerSample(s.outputs)) / MIB,
       outputPerSampleMiB: bytesPerSample(s.outputs) / MIB,
+      outputTensorsPerSampleMiB: s.outputs.map((o) => bytesPerSample([o]) / MIB),
       outputNotBatchFirstPerSampleMiB: bytesPerSample(s.outputs.filter((o) => o.batchAxis !== 0)) / MIB,
       compileError: null,
     };
@@ -439,6 +458,52 @@ export function nodeDeadOutputMiB(t: Pick<ModelTerms, "outputPerSampleMiB">, run
   return Math.min(made, NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 * run.maxBatch * perSample);
 }
 
+/** glibc's default mmap threshold, and the most its dynamic one rises to on 64-bit (mallopt(3)). */
+const MMAP_THRESHOLD_MIN_MIB = 128 / 1024;
+const MMAP_THRESHOLD_MAX_MIB = 32;
+/** The most of the model file ORT reads into one buffer at load (and frees), MiB. */
+const ORT_READ_BUFFER_MAX_MIB = 4;
+
+/**
+ * glibc's mmap threshold after ORT's load, MiB: freeing an mmapped block raises it to that
+ * block's size, and the load frees its read buffer of the model file (the file, up to 4 MiB)
+ * and a copy of every initializer. Measured after a Python session creation (the smallest
+ * power-of-two block then mmapped, so the threshold lies in [half of it, it)): opt, a 0.86 MB
+ * file of 0.25 MiB initializers, 1 MiB; a MatMul with one 16 MiB weight, 32 MiB; the same with a
+ * 1 MiB weight, 2 MiB; resnet18 (9 MiB largest kernel, 45 MiB file), 16 MiB.
+ */
+export function ortLoadMmapThresholdMiB(t: Pick<ModelTerms, "largestInitializerMiB" | "fileMiB">): number {
+  const freed = Math.max(t.largestInitializerMiB, Math.min(t.fileMiB, ORT_READ_BUFFER_MAX_MIB));
+  return Math.min(MMAP_THRESHOLD_MAX_MIB, Math.max(MMAP_THRESHOLD_MIN_MIB, freed));
+}
+
+/**
+ * The part of node-ort's dead outputs (nodeDeadOutputMiB) that malloc keeps once V8 collects
+ * them, MiB. V8 frees an output tensor's buffer with free(): a buffer at or above glibc's mmap
+ * threshold (ortLoadMmapThresholdMiB) goes back to the kernel, one below it stays in the heap as
+ * free chunks, as many as were dead at once. Measured, node-ort at batches 1,8, RSS after a
+ * collection: a MatMul with one 16 MiB weight and 2 MiB of output a request of 8 kept them (end
+ * = peak, 135.6 MiB, in three runs); the same with a 1 MiB weight gave them back (93.3, peak
+ * 120.6); opt gave back its 4 MiB of logits a request of 8 and kept those of batch 1 (0.5 MiB a
+ * request; malloc's free bytes +7.9 MiB over steady-inference). Per batch size, the largest. A
+ * rule of thumb: the first mmapped output freed raises the threshold to its size, and whether
+ * the heap's top is trimmed after the collection depends on the order of requests and
+ * collections (docs/memory.md, "node-ort's end figures after a collection").
+ */
+export function nodeDeadOutputKeptMiB(t: Pick<ModelTerms, "outputPerSampleMiB" | "outputTensorsPerSampleMiB" | "largestInitializerMiB" | "fileMiB">, run: RunShape): number {
+  const dead = nodeDeadOutputMiB(t, run);
+  const calls = run.calls ?? 0;
+  if (dead <= 0 || calls <= 0) return 0;
+  const threshold = ortLoadMmapThresholdMiB(t);
+  const batches = run.batchSizes ?? [...new Set([1, run.maxBatch])];
+  let kept = 0;
+  for (const b of batches) {
+    const heapPerRequest = (t.outputTensorsPerSampleMiB ?? []).map((p) => p * b).filter((mib) => mib < threshold).reduce((a, x) => a + x, 0);
+    kept = Math.max(kept, Math.min(calls * heapPerRequest, NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 * heapPerRequest));
+  }
+  return Math.min(kept, dead);
+}
+
 /**
  * A runtime's features for a run: ORT plans the whole batch (its arena grows to the largest
  * request) with its own reuse rules (its pattern, where known), memlane-rt's CPU backend only
@@ -497,6 +562,7 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
     nativeReleasedMiB: runtime === "native" ? (t.nativeReleasedMiB ?? 0) : 0,
     loadTransientMiB: runtime === "native" ? (t.nativeLoadPeakAboveEndMiB ?? 0) : ORT_RUNTIMES.has(runtime) ? (t.ortLoadPeakAboveEndMiB ?? 0) : 0,
     deadOutputMiB: runtime === "node-ort" ? nodeDeadOutputMiB(t, run) : 0,
+    deadOutputKeptMiB: runtime === "node-ort" ? nodeDeadOutputKeptMiB(t, run) : 0,
     outputBufferMiB: runtime === "native" ? nativeOutputBufferMiB(t, run) : 0,
     nativeWorkspaceMiB: runtime === "native" ? workspaceAt(t.nativeWorkspaceByBatchMiB ?? [], 1) : 0,
     // Without a trace (shapes the replay cannot follow), the stand-in of activationMiB's: the

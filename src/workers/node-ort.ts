@@ -149,10 +149,11 @@ export function runNodeOrt(
     }
     const [inputsRef, ...feedRefs] = written.refs;
     const removeFile = (): void => rmSync(dirname(written.file), { recursive: true, force: true });
-    // execArgv: [] — the child is plain JavaScript; no loader flags needed in it. `--name`,
+    // execArgv: --expose-gc alone — the child is plain JavaScript; no loader flags needed in it,
+    // and it collects before each phase's end reading (node-ort-process.mjs `phase`). `--name`,
     // which it ignores, names it in ps as the workers' does (the fault suite finds it so).
     const args = ["--name", "node-ort"];
-    const child = fork(CHILD, args, { execArgv: [], serialization: "advanced", stdio: ["ignore", "ignore", "pipe", "ipc"] });
+    const child = fork(CHILD, args, { execArgv: ["--expose-gc"], serialization: "advanced", stdio: ["ignore", "ignore", "pipe", "ipc"] });
     const command = [process.execPath, CHILD, ...args];
     let stderr = "";
     child.stderr?.on("data", (d: Buffer) => void (stderr = (stderr + d.toString()).slice(-STDERR_TAIL_BYTES)));

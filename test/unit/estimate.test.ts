@@ -10,7 +10,7 @@ import { CALIBRATION_FORMAT, type Calibration, fitModels, measuredHeldMiB } from
 import { replayOrtArena } from "../../src/estimate/ort-arena.ts";
 import { medianOrNull } from "../../src/estimate/ort-load.ts";
 import { FEATURE_NAMES, fitLinear, predict } from "../../src/estimate/fit.ts";
-import { features, modelTerms, NATIVE_CHUNK_ARENA_BYTES, NODE_DEAD_OUTPUT_LIMIT_MIB, nodeDeadOutputMiB } from "../../src/estimate/model-terms.ts";
+import { features, modelTerms, NATIVE_CHUNK_ARENA_BYTES, NODE_DEAD_OUTPUT_LIMIT_MIB, nodeDeadOutputKeptMiB, nodeDeadOutputMiB, ortLoadMmapThresholdMiB } from "../../src/estimate/model-terms.ts";
 import { compareWithMeasured, estimateRuntime, naiveMiB } from "../../src/estimate/predict.ts";
 import { PROBES, writeProbes } from "../../src/estimate/probe-models.ts";
 
@@ -23,7 +23,7 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const f = (w: number, cw: number, a: number, e: number, o = 0, h = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: h, largestBatchMiB: 0, loadMiB: 0, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0, nativeWorkspaceMiB: 0, ortFirstRequestMiB: 0, loadTransientMiB: 0 });
+const f = (w: number, cw: number, a: number, e: number, o = 0, h = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: h, largestBatchMiB: 0, loadMiB: 0, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0, nativeWorkspaceMiB: 0, ortFirstRequestMiB: 0, loadTransientMiB: 0, deadOutputKeptMiB: 0 });
 /** An ORT runtime's features: the weights are what its load left in use (Features.loadMiB, W's slope 0 for it). */
 const ortLoaded = <T extends ReturnType<typeof f>>(x: T): T => ({ ...x, loadMiB: x.weightMiB });
 // Probe-like features that move one term at a time (so the fit has one answer).
@@ -33,7 +33,7 @@ describe("fitLinear", () => {
     const truth = (x: ReturnType<typeof f>) => 50 + 1.0 * x.weightMiB + 2.0 * x.convWeightMiB + 1.5 * x.activationMiB + 0.8 * x.evalMiB + 1.2 * x.evalOutputMiB;
     const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), f(36, 36, 0, 1), f(0, 0, 32, 3), f(0, 0, 8, 128), f(16, 1, 8, 1, 8), f(4, 0, 0, 1, 64)];
     const fit = fitLinear(xs.map((x) => ({ features: x, value: truth(x) })));
-    expect(fit.coef.map((c) => Number(c.toFixed(3)))).toEqual([50, 1, 2, 1.5, 0.8, 1.2, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    expect(fit.coef.map((c) => Number(c.toFixed(3)))).toEqual([50, 1, 2, 1.5, 0.8, 1.2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     expect(fit.rmsMiB).toBeLessThan(1e-6);
     expect(predict(fit, f(100, 50, 10, 10))).toBeCloseTo(truth(f(100, 50, 10, 10)), 4);
   });
@@ -253,17 +253,46 @@ describe("node-ort's dead outputs (deadOutputMiB)", () => {
     expect(features("native", terms, run(55)).deadOutputMiB).toBe(0);
   });
 
-  it("takes its slope as 1 at steady-inference and 0 before, so a probe's dead outputs do not go into the intercept", () => {
-    const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), f(0, 0, 4, 3), { ...f(0, 0, 0, 1, 64), deadOutputMiB: 22.5 }, { ...f(16, 0, 1, 1, 8), deadOutputMiB: 22.5 }].map(ortLoaded);
-    const row = (v: number) => ({ rss: v, uss: v, pss: v, peak: v });
-    const probes: Calibration["probes"] = xs.map((x, i) => ({
-      name: `p${i}`, features: { "node-ort": x },
-      phases: { "node-ort": { "first-inference": row(50 + x.weightMiB), "steady-inference": row(50 + x.weightMiB + x.activationMiB + x.evalOutputMiB + x.deadOutputMiB) } },
-    }));
+  it("takes its slopes as 1 at steady-inference and 0 before (the uncollected on the peak, the kept on the end figures), so a probe's dead outputs do not go into the intercept", () => {
+    // The last probe's outputs stay in malloc's heap once collected, the one before it's go back.
+    const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), f(0, 0, 4, 3), { ...f(0, 0, 0, 1, 64), deadOutputMiB: 22.5 }, { ...f(16, 0, 1, 1, 8), deadOutputMiB: 22.5, deadOutputKeptMiB: 22.5 }].map(ortLoaded);
+    const row = (v: number, peak = v) => ({ rss: v, uss: v, pss: v, peak });
+    const probes: Calibration["probes"] = xs.map((x, i) => {
+      const end = 50 + x.loadMiB + x.activationMiB + x.evalOutputMiB;
+      return { name: `p${i}`, features: { "node-ort": x }, phases: { "node-ort": { "first-inference": row(50 + x.loadMiB), "steady-inference": row(end + x.deadOutputKeptMiB, end + x.deadOutputMiB) } } };
+    });
     const fits = fitModels(probes)["node-ort"]!.fits;
-    expect(fits["steady-inference"]!.rss.coef[10]).toBe(1);
-    expect(fits["first-inference"]!.rss.coef[10]).toBe(0);
+    const D = FEATURE_NAMES.indexOf("deadOutputMiB") + 1, K = FEATURE_NAMES.indexOf("deadOutputKeptMiB") + 1;
+    expect([fits["steady-inference"]!.peak.coef[D], fits["steady-inference"]!.peak.coef[K]]).toEqual([1, 0]);
+    expect([fits["steady-inference"]!.rss.coef[D], fits["steady-inference"]!.rss.coef[K]]).toEqual([0, 1]);
+    expect([fits["first-inference"]!.rss.coef[D], fits["first-inference"]!.rss.coef[K], fits["first-inference"]!.peak.coef[D]]).toEqual([0, 0, 0]);
     expect(fits["steady-inference"]!.rss.coef[0]).toBeCloseTo(50, 3);
+    expect(fits["steady-inference"]!.peak.coef[0]).toBeCloseTo(50, 3);
+  });
+
+  it("keeps the outputs below glibc's mmap threshold, which ORT's load set (its largest initializer or file read buffer, at most 32 MiB)", () => {
+    const run = { maxBatch: 8, batchSizes: [1, 8], evalSamples: 16, calls: 12 };
+    // 256 KiB a sample: 0.25 MiB a request of 1, 2 MiB a request of 8.
+    const t = (largestInitializerMiB: number, outputs = [0.25], fileMiB = largestInitializerMiB) =>
+      ({ outputPerSampleMiB: outputs.reduce((a, b) => a + b, 0), outputTensorsPerSampleMiB: outputs, largestInitializerMiB, fileMiB, weightMiB: 1, convWeightMiB: 0 }) as never;
+    expect(ortLoadMmapThresholdMiB(t(16))).toBe(16);
+    expect(ortLoadMmapThresholdMiB(t(0.25, [0.25], 0.86))).toBe(0.86); // opt: its file's read buffer
+    expect(ortLoadMmapThresholdMiB(t(9, [0.25], 45))).toBe(9); // resnet18: the buffer stops at 4 MiB
+    expect(ortLoadMmapThresholdMiB(t(0.01))).toBe(0.125); // glibc's default
+    expect(ortLoadMmapThresholdMiB(t(500))).toBe(32); // its cap
+    const dead = nodeDeadOutputMiB(t(16), run);
+    expect(dead).toBeGreaterThan(0);
+    // A 16 MiB weight: the 2 MiB requests of 8 stay in the heap, all 12 (24 MiB, below V8's limit).
+    expect(nodeDeadOutputKeptMiB(t(16), run)).toBeCloseTo(12 * 2, 9);
+    expect(nodeDeadOutputKeptMiB(t(16), { ...run, calls: 50 })).toBeCloseTo(NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 * 2, 9);
+    // A 1 MiB weight and file: those are mmapped, the 0.25 MiB requests of 1 kept, all 12.
+    expect(nodeDeadOutputKeptMiB(t(1), run)).toBeCloseTo(12 * 0.25, 9);
+    // 40 MiB a request of 8, 5 of 1: above the 32 MiB cap, and 5 MiB above a 4 MiB threshold.
+    expect(nodeDeadOutputKeptMiB(t(4, [5]), run)).toBe(0);
+    // Output by output: logits mmapped, a small pooled output kept.
+    expect(nodeDeadOutputKeptMiB(t(0.5, [1, 0.05]), run)).toBeCloseTo(12 * 8 * 0.05, 9);
+    expect(features("node-ort", t(16), run).deadOutputKeptMiB).toBeCloseTo(nodeDeadOutputKeptMiB(t(16), run), 9);
+    expect(features("python-ort", t(16), run).deadOutputKeptMiB).toBe(0);
   });
 });
 
