@@ -211,7 +211,8 @@ export interface Features {
   /**
    * node-ort: output tensors of the run's requests that are dead but not yet collected at the
    * steady-inference mark (nodeDeadOutputMiB); 0 for the other runtimes, whose outputs are
-   * freed when the caller drops them. Slope 1 at steady-inference, 0 before, never fitted.
+   * freed when the caller drops them. Slope 1 on steady-inference's peak, 0 on its end figures
+   * (read after a collection: deadOutputKeptMiB) and before, never fitted.
    */
   deadOutputMiB: number;
   /**
