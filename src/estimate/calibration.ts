@@ -231,7 +231,7 @@ const loadSlope = (phase: string) => (BEFORE_LOAD.has(phase) ? 0 : 1);
  * given 0 there; memlane-rt's and torch's are fitted.
  */
 const weightSlopes = (runtime: string): { weightMiB?: number; convWeightMiB?: number } =>
-  ORT_ARENA_RUNTIMES.has(runtime) ? { weightMiB: 0, convWeightMiB: 0 } : {};
+  isOrtRuntime(runtime) ? { weightMiB: 0, convWeightMiB: 0 } : {};
 /**
  * The slope on nativeWorkspaceMiB (memlane-rt's kernel workspace at one sample, native-load.ts):
  * 1 from first-inference on, where the first request's kernels write it, 0 before (reserved at
