@@ -26,6 +26,11 @@ describe("ORT load probe", () => {
     expect(conv.inUseMiB).toBeGreaterThan(30); // the session's own weights
     expect(conv.rssMiB!).toBeGreaterThan(conv.heldMiB! + conv.inUseMiB! - 8);
     expect(tiny.heldMiB).toBeLessThan(3);
+    // The load's own peak above its end (VmHWM reset before it): the conv probe's kernels are
+    // held with their pre-packed copies before some go back to the kernel (8.6 MiB here), tiny
+    // has nothing to hold twice.
+    expect(conv.peakAboveEndMiB!).toBeGreaterThan(2);
+    expect(tiny.peakAboveEndMiB!).toBeLessThan(1);
     // The held memory as blocks the next requests can take: about all of it for the conv
     // probe (a piece is at least 32 KiB, so smaller scraps are left out), near none for tiny.
     const total = (p: typeof conv.freePieces) => p!.reduce((s, x) => s + x.bytes * x.count, 0) / 2 ** 20;
