@@ -96,7 +96,8 @@ async function phase(name, fn) {
   // A full collection before the end reading (the process runs with --expose-gc, node-ort.ts):
   // without it the phase's end figures held whatever dead output tensors V8 had not collected
   // yet, which moved opt's steady RSS between 118, 128 and 132 MiB from run to run; with it,
-  // 109.4 each time. The garbage still counts in the phase's peak (VmHWM over the phase).
+  // 109.4-109.7 in three runs of four, 113.4 in the other. The garbage still counts in the phase's
+  // peak (VmHWM over the phase).
   await collectGarbage();
   await send({ type: "phase", name, mark: "end", tMs: tEnd, memory: readMemory(), smapsText: smapsText() });
   return value;
