@@ -24,7 +24,7 @@ import { writeFileSync } from "node:fs";
 import { type Calibration, calibrate, compareInFreshProcess } from "../src/estimate/calibration.ts";
 import { runPipelineInFreshProcess, torchCalibration } from "../src/estimate/torch-calibration.ts";
 import { calibrationKey, calibrationMismatch, loadCalibration, saveCalibration } from "../src/estimate/cache.ts";
-import { features, modelTerms, requestsPerBatch } from "../src/estimate/model-terms.ts";
+import { features, loadProbesFor, modelTerms, requestsPerBatch } from "../src/estimate/model-terms.ts";
 import { compareWithMeasured, estimateRuntime, naiveMiB } from "../src/estimate/predict.ts";
 import { PIPELINE_DEFAULTS } from "../src/pipeline/options.ts";
 import { textTable } from "../src/report/format.ts";
@@ -112,7 +112,7 @@ try {
       log(`bench:estimate: ${arch} not measured: ${why.slice(0, 400)}`);
       continue;
     }
-    const terms = await modelTerms(onnx, {}, { ortLoad: true, nativeLoad: true });
+    const terms = await modelTerms(onnx, {}, loadProbesFor(report.runtimes.map((r) => r.name)));
     const run = { maxBatch: Math.max(...BATCHES), batchSizes: BATCHES, evalSamples: EVAL, calls: requestsPerBatch({ iterations: ITERATIONS, warmup: PIPELINE_DEFAULTS.warmup }) };
     const naive = naiveMiB(terms, run);
     for (const r of report.runtimes) {

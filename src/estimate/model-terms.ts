@@ -16,7 +16,7 @@ import { InputSpecError, resolveModelIo, type ShapeOverrides } from "../pipeline
 import { readPlan } from "../compiler/read.ts";
 import { nativeChunkable, nativeChunkSamples, nativeLanes } from "./native-chunk.ts";
 import { probeNativeLoad, workspaceAt } from "./native-load.ts";
-import { type FreePieces, probeOrtLoad } from "./ort-load.ts";
+import { type FreePieces, type OrtLoadProbe, type OrtRuntime, probeOrtLoad } from "./ort-load.ts";
 import { arenaResidentBeyondHeld } from "./ort-heap-reuse.ts";
 import { nativeUnwrittenBytesPerSample } from "./native-fused.ts";
 import { evalChunks, ortPatternKey, replayOrtArena } from "./ort-arena.ts";
@@ -24,6 +24,18 @@ import { ortPatternBytesPerSample, ortRunTracePerSample, type TraceEvent } from 
 
 const MIB = 2 ** 20;
 export { NATIVE_CHUNK_ARENA_BYTES } from "./native-chunk.ts";
+
+/**
+ * One ORT runtime's load probe (ort-load.ts): freed memory glibc's malloc keeps after the load
+ * (heldMiB: null where mallinfo2 cannot be read), the blocks of it the arena can take
+ * (freePieces: where ORT's regions and their tables land without growing RSS,
+ * ort-heap-reuse.ts; null: the replay's pages all count), what the load left allocated (inUseMiB:
+ * the weights as ORT keeps them, pre-packed or reordered to NCHWc, and the graph) and how far
+ * RSS rose above the load's end (peakAboveEndMiB). `unavailable`: why heldMiB is null although
+ * the probe was asked for (it failed, or the process's malloc is not glibc's); the estimate then
+ * leaves the held term out and says so.
+ */
+export type OrtLoadTerms = Omit<OrtLoadProbe, "rssMiB"> & { unavailable?: string };
 
 export interface ModelTerms {
   file: string;
@@ -82,30 +94,12 @@ export interface ModelTerms {
    */
   nativeChunkable: boolean | null;
   /**
-   * Freed memory glibc's malloc keeps after ORT loads the model (ort-load.ts), MiB: measured by
-   * a load probe when asked (`{ ortLoad: true }`), else null, and null where the probe cannot
-   * read mallinfo2.
+   * What each ORT runtime's load probe measured (ort-load.ts), for the runtimes asked for
+   * (`{ ortLoad: [...] }`): each binding loads in a process of its own kind, and what malloc
+   * keeps and where the arena then lands differ between them. Absent: not probed (features
+   * leaves the held term out and the weights stand in for the load).
    */
-  ortLoadHeldMiB: number | null;
-  /**
-   * That held memory as the blocks the probe could take from it (ort-load.ts FreePieces): where
-   * ORT's arena regions and their tables land without growing RSS (ort-heap-reuse.ts). null or
-   * absent where not measured: the arena replay's pages all count as new.
-   */
-  ortLoadFreePieces?: FreePieces[] | null;
-  /**
-   * What malloc handed out over ORT's session creation and still has out (ort-load.ts inUseMiB):
-   * the weights as ORT keeps them (pre-packed, reordered to NCHWc) and the graph, MiB; from the
-   * same probe, else null or absent (the weights stand in, Features.loadMiB).
-   */
-  ortLoadInUseMiB?: number | null;
-  /** How far RSS rose above its end during the same probe's session creation (ort-load.ts peakAboveEndMiB), MiB, else null or absent. */
-  ortLoadPeakAboveEndMiB?: number | null;
-  /**
-   * Why ortLoadHeldMiB is null although the probe was asked for (it failed, or the worker's
-   * malloc is not glibc's); the estimate then leaves that term out (0) and says so.
-   */
-  ortLoadUnavailable?: string;
+  ortLoad: Partial<Record<OrtRuntime, OrtLoadTerms>>;
   /**
    * memlane-rt's model-load RSS growth (its repacked weights and kernels' state) and the plan
    * weight bytes it gave back after repacking, MiB (native-load.ts): measured by the native
@@ -159,7 +153,7 @@ export interface Features {
   /** The eval set's inputs. */
   evalMiB: number;
   /**
-   * What malloc keeps of what ORT freed while loading (ModelTerms.ortLoadHeldMiB), for the ORT
+   * What malloc keeps of what ORT freed while loading (ModelTerms.ortLoad: heldMiB), for the ORT
    * runtimes; 0 for memlane-rt (it maps its plan) and where it was not measured. Its slope is
    * 1 from model-load on, never fitted (calibration.ts): it is measured bytes.
    */
@@ -177,7 +171,7 @@ export interface Features {
   /**
    * What the model's load leaves resident, by the runtime's load probe, MiB: memlane-rt's
    * repacked weights and kernels' state (ModelTerms.nativeLoadMiB); the ORT runtimes' in-use
-   * bytes after the session's creation (ModelTerms.ortLoadInUseMiB: their weights, so W's slope
+   * bytes after the session's creation (ModelTerms.ortLoad: inUseMiB, their weights, so W's slope
    * is 0 for them), the weights where that probe has no figure. Slope 1 from model-load on,
    * never fitted (measured bytes, as heldMiB is); 0 for torch.
    */
@@ -192,7 +186,7 @@ export interface Features {
    * How far model-load's peak rose above the load's end in the runtime's load probe: memlane-rt's
    * originals of the weights it repacks, held with their copies until each one's last reader is
    * built (ModelTerms.nativeLoadPeakAboveEndMiB); ORT's blocks given back to the kernel before the
-   * session was made (ModelTerms.ortLoadPeakAboveEndMiB). 0 for torch. Slope 1 on
+   * session was made (ModelTerms.ortLoad: peakAboveEndMiB). 0 for torch. Slope 1 on
    * model-load's peak, 0 on every other counter and phase, never fitted. Before (calibration
    * format 22), the peak's slope on W was fitted on probes whose dense layers are all repacked
    * (peak 32 MiB above the end for 48 MiB of weights) and put the model-load peak of
@@ -307,24 +301,29 @@ const bytesPerSample = (tensors: ReadonlyArray<{ shape: readonly number[]; dtype
   tensors.reduce((a, t) => a + perSample(t.shape) * dtypeBytes(t.dtype), 0);
 
 /**
- * `ortLoad`: run the ORT load probe (ort-load.ts: a Python worker, about a second) for
- * ortLoadHeldMiB; `nativeLoad`: the native one (native-load.ts: a memlane-rt worker loads the
- * compiled plan) for nativeLoadMiB and nativeReleasedMiB. What an estimate of those runtimes
- * needs (loadProbesFor), not the graph's own terms.
+ * `ortLoad`: run the load probe of each of these ORT runtimes (ort-load.ts: a Python worker, a
+ * node-ort child; about a second each) for ModelTerms.ortLoad; `nativeLoad`: the native one
+ * (native-load.ts: a memlane-rt worker loads the compiled plan) for nativeLoadMiB and
+ * nativeReleasedMiB. What an estimate of those runtimes needs (loadProbesFor), not the graph's
+ * own terms.
  */
-export async function modelTerms(onnxPath: string, feed: InputFeed = {}, opts: { ortLoad?: boolean; nativeLoad?: boolean; tmpDir?: string } = {}): Promise<ModelTerms> {
+export async function modelTerms(onnxPath: string, feed: InputFeed = {}, opts: { ortLoad?: readonly OrtRuntime[]; nativeLoad?: boolean; tmpDir?: string } = {}): Promise<ModelTerms> {
   const terms = await graphTerms(onnxPath, feed, opts.nativeLoad === true);
-  if (!opts.ortLoad) return terms;
+  const ortLoad: ModelTerms["ortLoad"] = {};
+  for (const runtime of opts.ortLoad ?? []) ortLoad[runtime] = await ortLoadTerms(onnxPath, runtime, opts.tmpDir);
+  return { ...terms, ortLoad };
+}
+
+/** One ORT runtime's load probe as terms; its failure is said, not thrown (the graph's terms stand). */
+async function ortLoadTerms(onnxPath: string, runtime: OrtRuntime, tmpDir: string | undefined): Promise<OrtLoadTerms> {
   // The probe's workers write where ORT writes (its `.ses` and logs in TMPDIR): a run's scratch.
-  const env = opts.tmpDir !== undefined ? { env: { TMPDIR: opts.tmpDir } } : {};
+  const env = tmpDir !== undefined ? { env: { TMPDIR: tmpDir } } : {};
+  const none = { heldMiB: null, freePieces: null, inUseMiB: null, peakAboveEndMiB: null };
   try {
-    const { heldMiB, freePieces, inUseMiB, peakAboveEndMiB } = await probeOrtLoad(onnxPath, env);
-    return heldMiB === null
-      ? { ...terms, ortLoadHeldMiB: null, ortLoadUnavailable: "mallinfo2 cannot be read in the probe (no glibc malloc)" }
-      : { ...terms, ortLoadHeldMiB: heldMiB, ortLoadFreePieces: freePieces, ortLoadInUseMiB: inUseMiB, ortLoadPeakAboveEndMiB: peakAboveEndMiB };
+    const { rssMiB: _rss, ...probe } = await probeOrtLoad(onnxPath, { ...env, runtime });
+    return probe.heldMiB === null ? { ...none, unavailable: "mallinfo2 cannot be read in the probe (no glibc malloc)" } : probe;
   } catch (err) {
-    // The load probe refines the estimate; its failure must not take the graph's terms with it.
-    return { ...terms, ortLoadHeldMiB: null, ortLoadUnavailable: `the load probe failed: ${err instanceof Error ? err.message : String(err)}` };
+    return { ...none, unavailable: `the load probe failed: ${err instanceof Error ? err.message : String(err)}` };
   }
 }
 
@@ -361,7 +360,7 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
   }
   // Without a plan there is nothing for the native load probe to load; why is the compile error.
   const noPlan = nativeLoad ? { nativeLoadUnavailable: "no plan to load (the compile error above)" } : {};
-  const weights = { file: onnxPath, ortInputDims, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, largestInitializerMiB: largestInitializerBytes / MIB, fileMiB: statSync(onnxPath).size / MIB, ortLoadHeldMiB: null, nativeLoadMiB: null, nativeReleasedMiB: null, nativeLoadPeakAboveEndMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspaceByBatchMiB: null };
+  const weights = { file: onnxPath, ortInputDims, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, largestInitializerMiB: largestInitializerBytes / MIB, fileMiB: statSync(onnxPath).size / MIB, ortLoad: {}, nativeLoadMiB: null, nativeReleasedMiB: null, nativeLoadPeakAboveEndMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspaceByBatchMiB: null };
   const unplanned = { arenaPerSampleMiB: null, nativeUnwrittenPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null, outputTensorsPerSampleMiB: null, outputNotBatchFirstPerSampleMiB: null, nativeChunkable: null };
   if (feedError !== null) return { ...weights, ...noPlan, ...unplanned, ortPatternPerSampleMiB: null, ortTracePerSample: null, compileError: feedError };
   let ortPatternPerSampleMiB: number | null = null;
@@ -419,16 +418,21 @@ async function probedNativeLoadTerms(planPath: string): Promise<NativeLoadTerms>
   }
 }
 
-const ORT_RUNTIMES = new Set(["python-ort", "node-ort"]);
+const ORT_RUNTIMES: ReadonlySet<string> = new Set<OrtRuntime>(["python-ort", "node-ort"]);
 /** Whether a runtime is one of the ONNX Runtime bindings (held memory, the arena replay). */
-export const isOrtRuntime = (runtime: string): boolean => ORT_RUNTIMES.has(runtime);
-/** Whether a runtime's estimate needs the ORT load probe (`modelTerms(..., { ortLoad: true })`). */
-export const needsOrtLoad = (runtimes: Iterable<string>): boolean => [...runtimes].some(isOrtRuntime);
+export const isOrtRuntime = (runtime: string): runtime is OrtRuntime => ORT_RUNTIMES.has(runtime);
 /** The load probes an estimate of these runtimes needs, as modelTerms' options. */
-export const loadProbesFor = (runtimes: Iterable<string>): { ortLoad: boolean; nativeLoad: boolean } => {
+export const loadProbesFor = (runtimes: Iterable<string>): { ortLoad: OrtRuntime[]; nativeLoad: boolean } => {
   const rs = [...runtimes];
-  return { ortLoad: needsOrtLoad(rs), nativeLoad: rs.includes("native") };
+  return { ortLoad: [...new Set(rs.filter(isOrtRuntime))], nativeLoad: rs.includes("native") };
 };
+/** A runtime's load probe terms, if it is an ORT runtime and was probed. */
+export const ortLoadOf = (t: Pick<ModelTerms, "ortLoad">, runtime: string): OrtLoadTerms | undefined => (isOrtRuntime(runtime) ? t.ortLoad[runtime] : undefined);
+/** The terms as if the runtime's held blocks were unknown: every page of ORT's arena counts (ort-heap-reuse.ts). */
+export function withoutHeldPieces(t: ModelTerms, runtime: string): ModelTerms {
+  const load = ortLoadOf(t, runtime);
+  return load && isOrtRuntime(runtime) ? { ...t, ortLoad: { ...t.ortLoad, [runtime]: { ...load, freePieces: null } } } : t;
+}
 
 /**
  * V8 collects dead ArrayBuffers (onnxruntime-node's output tensors are) when their bytes since
@@ -511,7 +515,12 @@ export function nodeDeadOutputKeptMiB(t: Pick<ModelTerms, "outputPerSampleMiB" |
  * a chunk of it, torch allocates per op.
  */
 export function features(runtime: string, t: ModelTerms, run: RunShape): Features {
-  const arena = ORT_RUNTIMES.has(runtime) ? ortArenaMiB(t, run, runtime === "python-ort", t.ortLoadHeldMiB !== null ? (t.ortLoadFreePieces ?? null) : null) : null;
+  const load = ortLoadOf(t, runtime);
+  const evalInMiB = ((t.ioPerSampleMiB ?? 0) - (t.outputPerSampleMiB ?? 0)) * run.evalSamples;
+  // node-ort's child reads its eval set into one Buffer on the thread that loaded, after the
+  // load and before the first request: a held block may take it (ort-heap-reuse.ts).
+  const before = runtime === "node-ort" && evalInMiB > 0 ? [evalInMiB * MIB] : [];
+  const arena = ORT_RUNTIMES.has(runtime) ? ortArenaMiB(t, run, runtime === "python-ort", load?.heldMiB != null ? load.freePieces : null, before) : null;
   const ortArena = arena?.residentMiB ?? null;
   const ortPattern = ORT_RUNTIMES.has(runtime) ? t.ortPatternPerSampleMiB : null;
   const sampleBytes = (ortPattern ?? t.arenaPerSampleMiB ?? 0) * MIB;
@@ -555,13 +564,14 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
     weightMiB: t.weightMiB,
     convWeightMiB: t.convWeightMiB,
     activationMiB: ortArena ?? (sampleBytes * samples) / MIB + tailMiB - nativeUnwrittenMiB,
-    evalMiB: ((t.ioPerSampleMiB ?? 0) - (t.outputPerSampleMiB ?? 0)) * run.evalSamples,
+    // The eval set's new pages: none where a held block took it (node-ort), its pages are in heldMiB.
+    evalMiB: evalInMiB - (arena?.beforeServedMiB ?? 0),
     evalOutputMiB: (t.outputPerSampleMiB ?? 0) * run.evalSamples,
-    heldMiB: ORT_RUNTIMES.has(runtime) ? (t.ortLoadHeldMiB ?? 0) : 0,
+    heldMiB: load?.heldMiB ?? 0,
     largestBatchMiB,
-    loadMiB: runtime === "native" ? (t.nativeLoadMiB ?? 0) : ORT_RUNTIMES.has(runtime) ? (t.ortLoadInUseMiB ?? t.weightMiB) : 0,
+    loadMiB: runtime === "native" ? (t.nativeLoadMiB ?? 0) : ORT_RUNTIMES.has(runtime) ? (load?.inUseMiB ?? t.weightMiB) : 0,
     nativeReleasedMiB: runtime === "native" ? (t.nativeReleasedMiB ?? 0) : 0,
-    loadTransientMiB: runtime === "native" ? (t.nativeLoadPeakAboveEndMiB ?? 0) : ORT_RUNTIMES.has(runtime) ? (t.ortLoadPeakAboveEndMiB ?? 0) : 0,
+    loadTransientMiB: runtime === "native" ? (t.nativeLoadPeakAboveEndMiB ?? 0) : load?.peakAboveEndMiB ?? 0,
     deadOutputMiB: runtime === "node-ort" ? nodeDeadOutputMiB(t, run) : 0,
     deadOutputKeptMiB: runtime === "node-ort" ? nodeDeadOutputKeptMiB(t, run) : 0,
     outputBufferMiB: runtime === "native" ? nativeOutputBufferMiB(t, run) : 0,
@@ -589,13 +599,15 @@ export function nativeOutputBufferMiB(t: Pick<ModelTerms, "outputPerSampleMiB" |
  * `holdEvalOutputs`: the eval pass keeps its outputs in the arena until it ends (python-ort;
  * ort-arena.ts EvalPass). `heldPieces`: the load's held blocks, where the regions and tables
  * that fit cost nothing beyond heldMiB (ort-heap-reuse.ts); null: every written page counts.
+ * `before`: blocks malloc'd ahead of the arena's, which take held blocks first
+ * (`beforeServedMiB`: how much of them held blocks took).
  */
-function ortArenaMiB(t: ModelTerms, run: RunShape, holdEvalOutputs: boolean, heldPieces: readonly FreePieces[] | null): { firstRequestMiB: number; residentMiB: number } | null {
+function ortArenaMiB(t: ModelTerms, run: RunShape, holdEvalOutputs: boolean, heldPieces: readonly FreePieces[] | null, before: readonly number[]): { firstRequestMiB: number; residentMiB: number; beforeServedMiB: number } | null {
   if (!t.ortTracePerSample) return null;
   const batches = run.batchSizes ?? [...new Set([1, run.maxBatch])];
   const dims = t.ortInputDims;
   const key = dims ? (batch: number) => ortPatternKey(dims, batch) : undefined;
   const evalPass = { chunks: evalChunks(run.evalSamples, Math.max(...batches)), holdOutputs: holdEvalOutputs };
-  const beyondHeld = arenaResidentBeyondHeld(replayOrtArena(t.ortTracePerSample, batches, key, evalPass), heldPieces);
-  return { firstRequestMiB: beyondHeld.firstRequestBytes / MIB, residentMiB: beyondHeld.residentBytes / MIB };
+  const beyondHeld = arenaResidentBeyondHeld(replayOrtArena(t.ortTracePerSample, batches, key, evalPass), heldPieces, before);
+  return { firstRequestMiB: beyondHeld.firstRequestBytes / MIB, residentMiB: beyondHeld.residentBytes / MIB, beforeServedMiB: beyondHeld.beforeServedBytes / MIB };
 }

@@ -13,6 +13,13 @@
  * The rule replayed: blocks in malloc's order (each region, then its table), each into the
  * smallest held piece that holds it (glibc's large bins are best fit), the piece's rest staying
  * free for later blocks; a block no piece holds costs its written pages, as the replay says.
+ *
+ * Blocks the process mallocs on that thread after the load and before the first request come
+ * first: node-ort's eval set, which its child reads into one Buffer after model-load
+ * (node-ort-process.mjs) on the main thread, where onnxruntime-node loaded. efficientnet_b1's
+ * 9.2 MiB eval set took the 16 MiB block its load left (malloc's free bytes fell 8.9 MiB over
+ * first-inference, which grew RSS by 10.2 MiB where the eval set and the arena had been
+ * counted at 19.1).
  */
 import type { ArenaReplay } from "./ort-arena.ts";
 import { handleTableBytes } from "./bfc-arena.ts";
@@ -34,10 +41,14 @@ export function servedFromHeld(blocks: readonly number[], pieces: readonly FreeP
 /**
  * The replay's resident bytes after the first request and after the run, less what held pieces
  * served (those pages are in heldMiB already). Without pieces (not measured), the replay's own.
+ * `before`: blocks malloc'd on the same thread ahead of the arena's, written whole; how many of
+ * their bytes held pieces served (`beforeServedBytes`), which cost no RSS either.
  */
-export function arenaResidentBeyondHeld(replay: ArenaReplay, pieces: readonly FreePieces[] | null): { firstRequestBytes: number; residentBytes: number } {
-  if (!pieces) return { firstRequestBytes: replay.firstRequestBytes, residentBytes: replay.residentBytes };
-  const served = servedFromHeld(replay.regions.flatMap((bytes) => [bytes, handleTableBytes(bytes)]), pieces);
+export function arenaResidentBeyondHeld(replay: ArenaReplay, pieces: readonly FreePieces[] | null, before: readonly number[] = []): { firstRequestBytes: number; residentBytes: number; beforeServedBytes: number } {
+  if (!pieces) return { firstRequestBytes: replay.firstRequestBytes, residentBytes: replay.residentBytes, beforeServedBytes: 0 };
+  const all = servedFromHeld([...before, ...replay.regions.flatMap((bytes) => [bytes, handleTableBytes(bytes)])], pieces);
+  const beforeServedBytes = before.reduce((sum, bytes, k) => sum + (all[k] ? bytes : 0), 0);
+  const served = all.slice(before.length);
   let firstSaved = 0;
   let allSaved = 0;
   replay.regions.forEach((bytes, i) => {
@@ -46,5 +57,5 @@ export function arenaResidentBeyondHeld(replay: ArenaReplay, pieces: readonly Fr
     allSaved += (region ? replay.regionsResident[i]! : 0) + (table ? tableBytes : 0);
     if (i < replay.firstRequestRegionsResident.length) firstSaved += (region ? replay.firstRequestRegionsResident[i]! : 0) + (table ? tableBytes : 0);
   });
-  return { firstRequestBytes: replay.firstRequestBytes - firstSaved, residentBytes: replay.residentBytes - allSaved };
+  return { firstRequestBytes: replay.firstRequestBytes - firstSaved, residentBytes: replay.residentBytes - allSaved, beforeServedBytes };
 }

@@ -19,6 +19,7 @@
  */
 import { statSync } from "node:fs";
 import { Supervisor } from "../workers/index.ts";
+import { runNodeOrtLoadProbe } from "../workers/node-ort.ts";
 import { workerSpecs } from "../workers/specs.ts";
 
 const MIB = 2 ** 20;
@@ -60,6 +61,23 @@ export interface OrtLoadProbe {
   freePieces: FreePieces[] | null;
 }
 
+/** The ORT runtimes, each probed in a process of its own kind (a Python worker, a node-ort child). */
+export type OrtRuntime = "python-ort" | "node-ort";
+
+interface ProbeOptions {
+  threads?: number;
+  /** Passed to the Python workers (MALLOC_* settings: the run's own). */
+  env?: Record<string, string>;
+  runs?: number;
+  /**
+   * Whose load (default python-ort). node-ort's is its own child's (node-ort.ts), where
+   * onnxruntime-node loads on the main thread of a Node process: resnet18's load holds 93.9 MiB
+   * there against 76.3 in a Python worker, and the held blocks its arena then finds differ too
+   * (docs/memory.md, "node-ort's own load probe").
+   */
+  runtime?: OrtRuntime;
+}
+
 /** The middle value (the upper one of an even count); null when any run could not measure. */
 export function medianOrNull(xs: ReadonlyArray<number | null>): number | null {
   if (xs.length === 0 || xs.some((x) => x === null)) return null;
@@ -72,7 +90,7 @@ export function medianOrNull(xs: ReadonlyArray<number | null>): number | null {
  * be reused and hide what this one keeps); the median of `runs` (default 3). `env` is passed to
  * the workers (MALLOC_* settings: the run's own).
  */
-export function probeOrtLoad(onnxPath: string, opts: { threads?: number; env?: Record<string, string>; runs?: number } = {}): Promise<OrtLoadProbe> {
+export function probeOrtLoad(onnxPath: string, opts: ProbeOptions = {}): Promise<OrtLoadProbe> {
   // One probe per file version and settings in a process: a run's memory budget (before a
   // benchmark starts) and its report's estimate (at the end) ask for the same model.
   const st = statSync(onnxPath);
@@ -120,17 +138,22 @@ function checkedPieces(v: Record<string, unknown>): Array<[number, number]> | nu
   return p as Array<[number, number]>;
 }
 
-async function runProbes(onnxPath: string, opts: { threads?: number; env?: Record<string, string>; runs?: number }): Promise<OrtLoadProbe> {
+/** One probe run's checked answer in MiB. */
+function inMiB(r: Raw): OrtLoadProbe {
+  const mib = (kib: number | null) => (r.available && kib !== null ? (kib * 1024) / MIB : null);
+  const freePieces = r.freePieces?.map(([kib, count]) => ({ bytes: kib * 1024, count })) ?? null;
+  return { heldMiB: mib(r.heldKiB), inUseMiB: mib(r.inUseKiB), rssMiB: mib(r.rssKiB), peakAboveEndMiB: mib(r.peakAboveEndKiB), freePieces };
+}
+
+/** `count` runs of the Python probe, each in a fresh worker. */
+async function pythonRuns(onnxPath: string, opts: ProbeOptions, count: number): Promise<OrtLoadProbe[]> {
   const runs: OrtLoadProbe[] = [];
   const sup = await Supervisor.start();
   try {
-    for (let i = 0; i < (opts.runs ?? 3); i++) {
+    for (let i = 0; i < count; i++) {
       const w = await sup.spawn(workerSpecs.python({ name: "estimate-ort-load", ...(opts.env ? { env: opts.env } : {}) }));
       try {
-        const r = checkedRaw((await w.run("estimate.ortLoad", { model: onnxPath, threads: opts.threads ?? 1 }, { timeoutMs: 300_000 })).value);
-        const mib = (kib: number | null) => (r.available && kib !== null ? (kib * 1024) / MIB : null);
-        const freePieces = r.freePieces?.map(([kib, count]) => ({ bytes: kib * 1024, count })) ?? null;
-        runs.push({ heldMiB: mib(r.heldKiB), inUseMiB: mib(r.inUseKiB), rssMiB: mib(r.rssKiB), peakAboveEndMiB: mib(r.peakAboveEndKiB), freePieces });
+        runs.push(inMiB(checkedRaw((await w.run("estimate.ortLoad", { model: onnxPath, threads: opts.threads ?? 1 }, { timeoutMs: 300_000 })).value)));
       } finally {
         await w.stop();
       }
@@ -138,6 +161,19 @@ async function runProbes(onnxPath: string, opts: { threads?: number; env?: Recor
   } finally {
     await sup.close();
   }
+  return runs;
+}
+
+/** `count` runs of node-ort's probe, each in a fresh child. */
+async function nodeRuns(onnxPath: string, opts: ProbeOptions, count: number): Promise<OrtLoadProbe[]> {
+  const runs: OrtLoadProbe[] = [];
+  for (let i = 0; i < count; i++) runs.push(inMiB(checkedRaw(await runNodeOrtLoadProbe(onnxPath, opts.threads ?? 1))));
+  return runs;
+}
+
+async function runProbes(onnxPath: string, opts: ProbeOptions): Promise<OrtLoadProbe> {
+  const count = opts.runs ?? 3;
+  const runs = opts.runtime === "node-ort" ? await nodeRuns(onnxPath, opts, count) : await pythonRuns(onnxPath, opts, count);
   const heldMiB = medianOrNull(runs.map((r) => r.heldMiB));
   return {
     heldMiB,

@@ -27,14 +27,17 @@ function kib(text, key) {
 // mallinfo2 through the native addon (node-ort.ts passes its path where it can read it), as the
 // Python worker reads it: what ORT's load leaves in malloc's free lists is held RSS, and how
 // much depends on this process's malloc history (docs/memory.md, "node-ort's held memory").
+// The load probe also asks it which blocks of that held memory the arena can hand out.
 let mallocInfo = () => null;
-function loadMallocInfo(addonPath) {
-  if (!addonPath) return () => null;
+let freePieces = () => null;
+function loadAddon(addonPath) {
+  if (!addonPath) return;
   try {
-    const fn = createRequire(import.meta.url)(addonPath).mallocInfo;
-    return typeof fn === "function" ? fn : () => null;
+    const addon = createRequire(import.meta.url)(addonPath);
+    if (typeof addon.mallocInfo === "function") mallocInfo = addon.mallocInfo;
+    if (typeof addon.freePieces === "function") freePieces = addon.freePieces;
   } catch {
-    return () => null;  // the figures are then absent, never made up
+    // the figures are then absent, never made up
   }
 }
 
@@ -52,10 +55,13 @@ function readMemory() {
   };
 }
 
+let hwmReset = false;
 function resetHwm() {
   try {
     writeFileSync("/proc/self/clear_refs", "5");
+    hwmReset = true;
   } catch {
+    hwmReset = false;
     // Not permitted in some containers: the peak then falls back to samples.
   }
 }
@@ -86,10 +92,14 @@ async function collectGarbage() {
   }
 }
 
+// The last phase's start and end readings (the load probe's figures are model-load's).
+const lastPhase = { start: null, end: null };
+
 async function phase(name, fn) {
   resetHwm();
   const tStart = Date.now();
   const startMemory = readMemory();
+  lastPhase.start = startMemory;
   await send({ type: "phase", name, mark: "start", tMs: tStart, memory: startMemory, smapsText: smapsSent ? undefined : smapsText() });
   const value = await fn();
   const tEnd = Date.now();
@@ -99,7 +109,8 @@ async function phase(name, fn) {
   // 109.4-109.7 in three runs of four, 113.4 in the other. The garbage still counts in the phase's
   // peak (VmHWM over the phase).
   await collectGarbage();
-  await send({ type: "phase", name, mark: "end", tMs: tEnd, memory: readMemory(), smapsText: smapsText() });
+  lastPhase.end = readMemory();
+  await send({ type: "phase", name, mark: "end", tMs: tEnd, memory: lastPhase.end, smapsText: smapsText() });
   return value;
 }
 
@@ -147,11 +158,39 @@ function tensorsOf(file, refs) {
   return refs.map(view);
 }
 
+/**
+ * The load probe's answer (src/estimate/ort-load.ts checks it), in the Python probe's fields
+ * (python/memlane_worker/tasks/estimate_ort.py): what this process's malloc holds and has out
+ * after onnxruntime-node's session creation, its RSS growth and peak above the end, and which
+ * held blocks the arena can hand out, carved right after the end reading (anything malloc'd
+ * before the carve may split a held block). The same process as a run's: the same import,
+ * runtime-create and load on the main thread, where onnxruntime-node loads and runs.
+ */
+function loadProbeResult(start, end) {
+  if (start?.mallocFreeKiB === undefined || end?.mallocFreeKiB === undefined)
+    return { available: false, heldKiB: null, inUseKiB: null, rssKiB: null, peakAboveEndKiB: null, freePieces: null };
+  let pieces = null;
+  try {
+    pieces = freePieces();
+  } catch {
+    // The carving child failed: the held figure stands, the estimate counts the arena whole.
+  }
+  return {
+    available: true,
+    heldKiB: Math.max(0, end.mallocFreeKiB - start.mallocFreeKiB),
+    inUseKiB: end.mallocInUseKiB - start.mallocInUseKiB,
+    rssKiB: end.rssKiB - start.rssKiB,
+    // VmHWM was reset at the phase's start; a refused reset leaves the process's peak (null).
+    peakAboveEndKiB: hwmReset ? Math.max(0, end.hwmKiB - end.rssKiB) : null,
+    freePieces: pieces,
+  };
+}
+
 const firstMessage = () => new Promise((resolve) => process.once("message", resolve));
 
 async function main() {
   const task = await firstMessage();
-  mallocInfo = loadMallocInfo(task.mallocInfoAddon);
+  loadAddon(task.addon);
   const { model, shape, batchSizes, iterations, warmup, threads, ort: ortOpts = {}, io, profile } = task;
   // Multi-input form: every graph input from `feeds`, every output back; else the first input/output.
   // Checked before anything loads (names, dtypes, shapes: the data is read after model-load).
@@ -170,6 +209,7 @@ async function main() {
     graphOptimizationLevel: ortOpts.graphOptimizationLevel === "disable" ? "disabled" : (ortOpts.graphOptimizationLevel ?? "all"),
   }));
   const session = await phase("model-load", () => ort.InferenceSession.create(model, options));
+  if (task.loadProbe) return send({ type: "result", value: loadProbeResult(lastPhase.start, lastPhase.end) });
   // The eval set comes in here, between the phases: import, runtime-create and model-load are
   // onnxruntime-node's own, as the Python workers' are (theirs arrives in shared memory, its
   // pages touched by the inferences); from first-inference on the process holds it once.

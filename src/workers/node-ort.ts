@@ -40,6 +40,11 @@ export interface NodeOrtTask {
   feeds?: Array<{ name: string; dtype: DType; shape: number[]; data: TensorData }>;
   /** Per-op profile after the timed calls (docs/profiling.md): ORT's profiler at this batch, this many calls. */
   profile?: { batch: number; iterations: number };
+  /**
+   * The load probe (src/estimate/ort-load.ts): the child stops after model-load and sends, as its
+   * result, what malloc holds and has out after the load, and the held blocks it can hand out.
+   */
+  loadProbe?: boolean;
   ort?: {
     cpuMemArena?: boolean;
     memPattern?: boolean;
@@ -80,11 +85,11 @@ const STDERR_TAIL_BYTES = 4096;
 const EXIT_GRACE_MS = 5000;
 
 /**
- * The addon's path where it can read mallinfo2, for the child's readings (it loads the addon
- * itself); undefined without it, and node-ort's malloc figures are then absent, as a process's
- * that cannot read them.
+ * The addon's path where it can read mallinfo2, for the child's readings and the load probe's
+ * free blocks (it loads the addon itself); undefined without it, and node-ort's malloc figures
+ * are then absent, as a process's that cannot read them.
  */
-function mallocInfoAddon(): string | undefined {
+function addonPath(): string | undefined {
   try {
     return typeof loadAddon().mallocInfo === "function" ? addonPathInUse() : undefined;
   } catch {
@@ -127,14 +132,27 @@ function writeTensorFile(tensors: TensorData[]): { file: string; refs: TensorRef
   return { file, refs };
 }
 
+type ChildOptions = { onPhase?: (p: NodeOrtPhase) => void; signal?: AbortSignal; onProcess?: (p: { pid: number; exited: Promise<unknown> }) => void };
+
 /**
  * Runs one node-ort benchmark in a child Node process of its own; `signal` kills it.
  * `onProcess` hears of the child once it runs (the pipeline samples it like a worker).
  */
-export function runNodeOrt(
-  task: NodeOrtTask,
-  opts: { onPhase?: (p: NodeOrtPhase) => void; signal?: AbortSignal; onProcess?: (p: { pid: number; exited: Promise<unknown> }) => void } = {},
-): Promise<NodeOrtResult> {
+export function runNodeOrt(task: NodeOrtTask, opts: ChildOptions = {}): Promise<NodeOrtResult> {
+  return runChild<Omit<NodeOrtResult, "pid" | "command">>(task, opts);
+}
+
+/**
+ * node-ort's load probe: a child as a benchmark's, which stops after model-load (`loadProbe`)
+ * and answers what its malloc holds and has out after the load and which held blocks it can
+ * hand out. The answer is unchecked here: ort-load.ts checks it as it checks a Python worker's.
+ */
+export async function runNodeOrtLoadProbe(model: string, threads: number, opts: ChildOptions = {}): Promise<unknown> {
+  const { pid: _pid, command: _command, ...value } = await runChild<Record<string, unknown>>({ model, inputs: new Float32Array(0), shape: [0], batchSizes: [1], iterations: 0, warmup: 0, threads, loadProbe: true }, opts);
+  return value;
+}
+
+function runChild<Value>(task: NodeOrtTask, opts: ChildOptions): Promise<{ pid: number; command: string[] } & Value> {
   return new Promise((resolve, reject) => {
     if (opts.signal?.aborted) return reject(opts.signal.reason ?? new Error("aborted"));
     const { inputs, feeds, ...rest } = task;
@@ -198,7 +216,7 @@ export function runNodeOrt(
         opts.onPhase?.(smapsText === undefined ? mark : { ...mark, smaps: parseSmaps(smapsText) });
       }
       else if (m.type === "result")
-        finish(() => resolve({ pid: child.pid!, command, ...(m.value as Omit<NodeOrtResult, "pid" | "command">) }));
+        finish(() => resolve({ pid: child.pid!, command, ...(m.value as Value) }));
       else if (m.type === "error")
         finish(() => reject(Object.assign(new Error(`node-ort: ${m.message}`), { stack: m.stack, ...(typeof m.code === "number" ? { code: m.code } : {}) })));
     });
@@ -209,6 +227,6 @@ export function runNodeOrt(
         { code: ErrorCode.WORKER_DIED, worker: { name: "node-ort", pid: child.pid }, ...(code !== null ? { exitCode: code } : {}), ...(signal !== null ? { signal } : {}), stderrTail: stderr },
       ))),
     );
-    child.send({ ...rest, tensorFile: written.file, inputs: inputsRef, ...(feeds ? { feeds: feeds.map((f, k) => ({ ...f, data: feedRefs[k] })) } : {}), mallocInfoAddon: mallocInfoAddon() });
+    child.send({ ...rest, tensorFile: written.file, inputs: inputsRef, ...(feeds ? { feeds: feeds.map((f, k) => ({ ...f, data: feedRefs[k] })) } : {}), addon: addonPath() });
   });
 }

@@ -1,12 +1,12 @@
-// The load probe (src/estimate/ort-load.ts) in real Python workers on real ONNX files: what
+// The load probe (src/estimate/ort-load.ts) in real Python workers and node-ort children on real ONNX files: what
 // glibc's malloc keeps of what ORT frees while it loads, and that it is glibc's dynamic mmap
 // threshold (a fixed threshold takes it away).
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { features, modelTerms } from "../../src/estimate/model-terms.ts";
-import { checkedRaw, probeOrtLoad } from "../../src/estimate/ort-load.ts";
+import { features, modelTerms, withoutHeldPieces } from "../../src/estimate/model-terms.ts";
+import { checkedRaw, type FreePieces, probeOrtLoad } from "../../src/estimate/ort-load.ts";
 import { PROBES, writeProbes } from "../../src/estimate/probe-models.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "memlane-ort-load-"));
@@ -16,6 +16,8 @@ const scratch = join(dir, "tmp");
 mkdirSync(scratch);
 const env = { TMPDIR: scratch };
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
+/** The carved blocks' total, MiB. */
+const total = (p: FreePieces[] | null) => p!.reduce((s, x) => s + x.bytes * x.count, 0) / 2 ** 20;
 
 describe("ORT load probe", () => {
   it("measures the freed memory malloc keeps after ORT loads 36 MiB of conv kernels, and next to none for a tiny model", async () => {
@@ -33,7 +35,6 @@ describe("ORT load probe", () => {
     expect(tiny.peakAboveEndMiB!).toBeLessThan(1);
     // The held memory as blocks the next requests can take: about all of it for the conv
     // probe (a piece is at least 32 KiB, so smaller scraps are left out), near none for tiny.
-    const total = (p: typeof conv.freePieces) => p!.reduce((s, x) => s + x.bytes * x.count, 0) / 2 ** 20;
     expect(total(conv.freePieces)).toBeGreaterThan(conv.heldMiB! - 4);
     expect(total(conv.freePieces)).toBeLessThan(conv.heldMiB! + 1);
     expect(conv.freePieces!.some((p) => p.bytes >= 4 * 2 ** 20)).toBe(true);
@@ -47,23 +48,42 @@ describe("ORT load probe", () => {
 
   it("modelTerms runs it only when asked, and the ORT runtimes' features carry it", async () => {
     const file = files.get("conv-weights")!;
-    expect((await modelTerms(file)).ortLoadHeldMiB).toBeNull();
-    const t = await modelTerms(file, {}, { ortLoad: true, tmpDir: scratch });
-    expect(t.ortLoadHeldMiB).toBeGreaterThan(30);
-    expect(features("python-ort", t, { maxBatch: 8, evalSamples: 16 }).heldMiB).toBe(t.ortLoadHeldMiB);
+    expect((await modelTerms(file)).ortLoad).toEqual({});
+    const t = await modelTerms(file, {}, { ortLoad: ["python-ort"], tmpDir: scratch });
+    const load = t.ortLoad["python-ort"]!;
+    expect(t.ortLoad["node-ort"]).toBeUndefined();
+    expect(load.heldMiB).toBeGreaterThan(30);
+    expect(features("python-ort", t, { maxBatch: 8, evalSamples: 16 }).heldMiB).toBe(load.heldMiB);
     // What the load left in use: the 36 MiB of kernels as ORT keeps them (its figure, not W's),
     // and its peak above its end, both the ORT runtimes' load terms.
-    expect(t.ortLoadInUseMiB).toBeGreaterThan(30);
-    expect(t.ortLoadPeakAboveEndMiB).not.toBeNull();
-    expect(features("node-ort", t, { maxBatch: 8, evalSamples: 16 }).loadMiB).toBe(t.ortLoadInUseMiB);
-    expect(features("python-ort", t, { maxBatch: 8, evalSamples: 16 }).loadTransientMiB).toBe(t.ortLoadPeakAboveEndMiB);
+    expect(load.inUseMiB).toBeGreaterThan(30);
+    expect(load.peakAboveEndMiB).not.toBeNull();
+    expect(features("python-ort", t, { maxBatch: 8, evalSamples: 16 }).loadMiB).toBe(load.inUseMiB);
+    expect(features("python-ort", t, { maxBatch: 8, evalSamples: 16 }).loadTransientMiB).toBe(load.peakAboveEndMiB);
     // Its pieces take the arena's first regions and tables off the arena's new pages.
-    expect(t.ortLoadFreePieces!.length).toBeGreaterThan(0);
+    expect(load.freePieces!.length).toBeGreaterThan(0);
     const run = { maxBatch: 8, batchSizes: [1, 8], evalSamples: 16 };
     const withPieces = features("python-ort", t, run);
-    const without = features("python-ort", { ...t, ortLoadFreePieces: null }, run);
+    const without = features("python-ort", withoutHeldPieces(t, "python-ort"), run);
     expect(withPieces.activationMiB).toBeLessThan(without.activationMiB);
     expect(withPieces.ortFirstRequestMiB).toBeLessThanOrEqual(without.ortFirstRequestMiB);
+  }, 120_000);
+
+  it("node-ort's probe is its own child's load: the same 36 MiB of kernels, held and in use, and the blocks its arena finds", async () => {
+    const file = files.get("conv-weights")!;
+    const node = await probeOrtLoad(file, { runtime: "node-ort", runs: 1 });
+    // onnxruntime-node's session creation on a Node main thread: the kernels it keeps, what it
+    // freed on the way (the first large free raised the mmap threshold, so the copies after it
+    // stayed in the heap), and pieces of that carved by the addon.
+    expect(node.inUseMiB).toBeGreaterThan(30);
+    expect(node.heldMiB).toBeGreaterThan(30);
+    expect(node.peakAboveEndMiB).not.toBeNull();
+    expect(total(node.freePieces)).toBeGreaterThan(8);
+    const tiny = await probeOrtLoad(files.get("tiny")!, { runtime: "node-ort", runs: 1 });
+    expect(tiny.heldMiB).toBeLessThan(5);
+    const t = await modelTerms(file, {}, { ortLoad: ["node-ort"] });
+    expect(features("node-ort", t, { maxBatch: 8, evalSamples: 16 }).heldMiB).toBe(t.ortLoad["node-ort"]!.heldMiB);
+    expect(features("python-ort", t, { maxBatch: 8, evalSamples: 16 }).heldMiB).toBe(0);
   }, 120_000);
 });
 

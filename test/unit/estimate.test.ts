@@ -10,7 +10,7 @@ import { CALIBRATION_FORMAT, type Calibration, fitModels, measuredHeldMiB } from
 import { replayOrtArena } from "../../src/estimate/ort-arena.ts";
 import { medianOrNull } from "../../src/estimate/ort-load.ts";
 import { FEATURE_NAMES, fitLinear, predict } from "../../src/estimate/fit.ts";
-import { features, modelTerms, NATIVE_CHUNK_ARENA_BYTES, NODE_DEAD_OUTPUT_LIMIT_MIB, nodeDeadOutputKeptMiB, nodeDeadOutputMiB, ortLoadMmapThresholdMiB } from "../../src/estimate/model-terms.ts";
+import { features, loadProbesFor, modelTerms, NATIVE_CHUNK_ARENA_BYTES, NODE_DEAD_OUTPUT_LIMIT_MIB, nodeDeadOutputKeptMiB, nodeDeadOutputMiB, ortLoadMmapThresholdMiB } from "../../src/estimate/model-terms.ts";
 import { compareWithMeasured, estimateRuntime, naiveMiB } from "../../src/estimate/predict.ts";
 import { PROBES, writeProbes } from "../../src/estimate/probe-models.ts";
 
@@ -154,21 +154,29 @@ describe("malloc-held memory after ORT's load (heldMiB) and its in-use bytes (lo
     expect(medianOrNull([81, null, 90])).toBeNull();
   });
 
-  it("features() gives the probe's figures to the ORT runtimes only; where it measured none, 0 held and the weights in use", () => {
-    const t = { ortLoadHeldMiB: 12.5, ortLoadInUseMiB: 7.5, ortLoadPeakAboveEndMiB: 3, weightMiB: 1, convWeightMiB: 0, ortPatternPerSampleMiB: 0, arenaPerSampleMiB: 0, ioPerSampleMiB: 0, outputPerSampleMiB: 0 } as never;
+  it("features() gives each ORT runtime its own probe's figures; where it measured none, 0 held and the weights in use", () => {
+    const probed = (held: number, inUse: number, peak: number) => ({ heldMiB: held, inUseMiB: inUse, peakAboveEndMiB: peak, freePieces: null });
+    const base = { weightMiB: 1, convWeightMiB: 0, ortPatternPerSampleMiB: 0, arenaPerSampleMiB: 0, ioPerSampleMiB: 0, outputPerSampleMiB: 0 };
+    const t = { ...base, ortLoad: { "python-ort": probed(12.5, 7.5, 3), "node-ort": probed(20, 13.5, 4) } } as never;
     const run = { maxBatch: 8, evalSamples: 16 };
-    for (const rt of ["python-ort", "node-ort"]) {
-      expect(features(rt, t, run).heldMiB).toBe(12.5);
-      expect(features(rt, t, run).loadMiB).toBe(7.5);
-      expect(features(rt, t, run).loadTransientMiB).toBe(3);
-    }
+    expect([features("python-ort", t, run).heldMiB, features("python-ort", t, run).loadMiB, features("python-ort", t, run).loadTransientMiB]).toEqual([12.5, 7.5, 3]);
+    expect([features("node-ort", t, run).heldMiB, features("node-ort", t, run).loadMiB, features("node-ort", t, run).loadTransientMiB]).toEqual([20, 13.5, 4]);
     expect(features("native", t, run).heldMiB).toBe(0);
     expect(features("native", t, run).loadMiB).toBe(0); // memlane-rt's comes from its own probe (nativeLoadMiB)
     expect(features("native", t, run).loadTransientMiB).toBe(0);
-    const unmeasured = { ...(t as object), ortLoadHeldMiB: null, ortLoadInUseMiB: null, ortLoadPeakAboveEndMiB: null } as never;
-    expect(features("python-ort", unmeasured, run).heldMiB).toBe(0);
-    expect(features("python-ort", unmeasured, run).loadMiB).toBe(1);
-    expect(features("python-ort", unmeasured, run).loadTransientMiB).toBe(0);
+    // A runtime whose probe was not run, or measured nothing, borrows no other runtime's figures.
+    const onlyPython = { ...base, ortLoad: { "python-ort": probed(12.5, 7.5, 3) } } as never;
+    const unmeasured = { ...base, ortLoad: { "python-ort": { heldMiB: null, inUseMiB: null, peakAboveEndMiB: null, freePieces: null, unavailable: "x" } } } as never;
+    for (const [rt, terms] of [["node-ort", onlyPython], ["python-ort", unmeasured]] as const) {
+      expect(features(rt, terms, run).heldMiB).toBe(0);
+      expect(features(rt, terms, run).loadMiB).toBe(1);
+      expect(features(rt, terms, run).loadTransientMiB).toBe(0);
+    }
+  });
+
+  it("loadProbesFor asks for each ORT runtime's probe once, and memlane-rt's", () => {
+    expect(loadProbesFor(["python-ort", "node-ort", "python-ort", "torch"])).toEqual({ ortLoad: ["python-ort", "node-ort"], nativeLoad: false });
+    expect(loadProbesFor(["native", "torch"])).toEqual({ ortLoad: [], nativeLoad: true });
   });
 });
 
@@ -237,7 +245,7 @@ describe("memlane-rt's unchunked arena (largestBatchMiB)", () => {
 });
 
 describe("node-ort's dead outputs (deadOutputMiB)", () => {
-  const t = { outputPerSampleMiB: 2 / 64 } as const; // bert-tiny at seq 128: 2 MiB a batch of 64
+  const t = { outputPerSampleMiB: 2 / 64, ortLoad: {} } as const; // bert-tiny at seq 128: 2 MiB a batch of 64
 
   it("counts every request's outputs at every batch size, up to V8's limit and 1.5 requests more, for node-ort only", () => {
     const run = (calls: number) => ({ maxBatch: 64, batchSizes: [1, 64], evalSamples: 256, calls });
@@ -274,7 +282,7 @@ describe("node-ort's dead outputs (deadOutputMiB)", () => {
     const run = { maxBatch: 8, batchSizes: [1, 8], evalSamples: 16, calls: 12 };
     // 256 KiB a sample: 0.25 MiB a request of 1, 2 MiB a request of 8.
     const t = (largestInitializerMiB: number, outputs = [0.25], fileMiB = largestInitializerMiB) =>
-      ({ outputPerSampleMiB: outputs.reduce((a, b) => a + b, 0), outputTensorsPerSampleMiB: outputs, largestInitializerMiB, fileMiB, weightMiB: 1, convWeightMiB: 0 }) as never;
+      ({ outputPerSampleMiB: outputs.reduce((a, b) => a + b, 0), outputTensorsPerSampleMiB: outputs, largestInitializerMiB, fileMiB, weightMiB: 1, convWeightMiB: 0, ortLoad: {} }) as never;
     expect(ortLoadMmapThresholdMiB(t(16))).toBe(16);
     expect(ortLoadMmapThresholdMiB(t(0.25, [0.25], 0.86))).toBe(0.86); // opt: its file's read buffer
     expect(ortLoadMmapThresholdMiB(t(9, [0.25], 45))).toBe(9); // resnet18: the buffer stops at 4 MiB
@@ -299,7 +307,7 @@ describe("node-ort's dead outputs (deadOutputMiB)", () => {
 describe("memlane-rt's output buffers (outputBufferMiB)", () => {
   it("is one request of the largest batch's outputs the eval frames cannot take, native only, slope 1 at steady-inference and 0 before", () => {
     // A small GPT-2's logits at seq 128 (batch first), beside a seq-first output of 0.25 MiB a sample.
-    const terms = { outputPerSampleMiB: 0.74, outputNotBatchFirstPerSampleMiB: 0.25, weightMiB: 1, convWeightMiB: 0 } as never;
+    const terms = { outputPerSampleMiB: 0.74, outputNotBatchFirstPerSampleMiB: 0.25, weightMiB: 1, convWeightMiB: 0, ortLoad: {} } as never;
     const run = { maxBatch: 64, batchSizes: [1, 64], evalSamples: 256, calls: 55 };
     // The timed requests write the batch-first logits into the eval frames (rt/tasks_infer.cc).
     expect(features("native", terms, run).outputBufferMiB).toBeCloseTo(64 * 0.25, 9);

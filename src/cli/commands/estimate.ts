@@ -13,7 +13,7 @@ import { type CommandSpec, parseArgs, UsageError, usage } from "../args.ts";
 import type { Io } from "../io.ts";
 import { calibrate, CALIBRATED_RUNTIMES } from "../../estimate/calibration.ts";
 import { calibrationKey, calibrationMismatch, loadCalibration, saveCalibration } from "../../estimate/cache.ts";
-import { features, fedInputShapes, type InputFeed, inputFileRows, loadProbesFor, modelTerms, requestsPerBatch } from "../../estimate/model-terms.ts";
+import { features, fedInputShapes, type InputFeed, inputFileRows, loadProbesFor, modelTerms, requestsPerBatch, withoutHeldPieces } from "../../estimate/model-terms.ts";
 import { DEFAULT_SEQ, InputSpecError, parseShapeFlag } from "../../pipeline/inputs/shapes.ts";
 import { PIPELINE_DEFAULTS } from "../../pipeline/options.ts";
 import { estimateRuntime, loadWords, naiveMiB } from "../../estimate/predict.ts";
@@ -112,7 +112,8 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   io.out(`memlane estimate ${model}: ${terms.params} parameters, weights ${num(terms.weightMiB)} MiB, ` +
     `arena ${terms.arenaPerSampleMiB === null ? "unknown" : `${num(terms.arenaPerSampleMiB, 3)} MiB`} a sample ` +
     `(ORT's memory pattern ${terms.ortPatternPerSampleMiB === null ? "unknown" : `${num(terms.ortPatternPerSampleMiB, 3)} MiB`}); batch up to ${run.maxBatch}, ${run.evalSamples} eval samples`);
-  if (terms.ortLoadUnavailable) io.out(`  held by malloc after ORT's load: unavailable (${terms.ortLoadUnavailable}); python-ort and node-ort leave that term out`);
+  for (const [runtime, load] of Object.entries(terms.ortLoad))
+    if (load.unavailable) io.out(`  held by malloc after ${runtime}'s load: unavailable (${load.unavailable}); ${runtime} leaves that term out`);
   if (terms.nativeLoadUnavailable && !terms.compileError) io.out(`  memlane-rt's load: unavailable (${terms.nativeLoadUnavailable}); native leaves its repacked weights out`);
   if (terms.compileError) io.out(`  activations unknown (memlane's compiler refused the model: ${terms.compileError}); the activation and eval-set terms are left out`);
   for (const r of (args.flags.runtimes as string[]).filter((x) => !runs(x))) io.out(`  ${r}: not estimated: memlane-rt cannot run a model its compiler refuses`);
@@ -127,7 +128,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
       : `, ${loadWords(e.runtime).resident} ${num(e.features.loadMiB)} MiB`;
     // ORT's arena pages that land in blocks its load left held are in the held term already
     // (ort-heap-reuse.ts): say how much of the replayed arena that was.
-    const inHeld = e.features.heldMiB > 0 ? features(e.runtime, { ...terms, ortLoadFreePieces: null }, run).activationMiB - e.features.activationMiB : 0;
+    const inHeld = e.features.heldMiB > 0 ? features(e.runtime, withoutHeldPieces(terms, e.runtime), run).activationMiB - e.features.activationMiB : 0;
     const arenaNote = inHeld > 0.05 ? ` (the arena replayed ${num(e.features.activationMiB + inHeld)} MiB, ${num(inHeld)} of it in blocks held after the load)` : "";
     io.out(`${e.runtime} (features: weights ${num(e.features.weightMiB)} MiB, activations ${num(e.features.activationMiB)} MiB${arenaNote}${whole}${workspace}, eval set ${num(e.features.evalMiB)} MiB in + ${num(e.features.evalOutputMiB)} MiB out${held}${loaded}):`);
     io.out(textTable(["phase", "end RSS MiB", "± MiB (probes' rms)", "end USS MiB", "end PSS MiB", "peak RSS MiB"],
