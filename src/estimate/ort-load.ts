@@ -59,6 +59,12 @@ export interface OrtLoadProbe {
    * the median; null where it could not be carved.
    */
   freePieces: FreePieces[] | null;
+  /**
+   * The least and most held over the probe's runs, MiB (null where any run could not measure):
+   * the same load holds one of two amounts from process to process (convnext_tiny in a node-ort
+   * child: 19.7 or 80.5-87.2 MiB), which an estimate of one run cannot know in advance.
+   */
+  heldRangeMiB?: [number, number] | null;
 }
 
 /** The ORT runtimes, each probed in a process of its own kind (a Python worker, a node-ort child). */
@@ -182,5 +188,6 @@ async function runProbes(onnxPath: string, opts: ProbeOptions): Promise<OrtLoadP
     peakAboveEndMiB: medianOrNull(runs.map((r) => r.peakAboveEndMiB)),
     // The blocks of the run that held the median: held memory and its pieces from one heap.
     freePieces: runs.find((r) => r.heldMiB === heldMiB)?.freePieces ?? null,
+    heldRangeMiB: heldMiB === null ? null : [Math.min(...runs.map((r) => r.heldMiB!)), Math.max(...runs.map((r) => r.heldMiB!))],
   };
 }

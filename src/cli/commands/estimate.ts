@@ -22,6 +22,9 @@ import { shown } from "../outcome.ts";
 import { estimatePipelineCommand, PIPELINE_FILE } from "../estimate-pipeline.ts";
 import { deviceSection, printDeviceSection } from "../estimate-device.ts";
 
+/** How far apart the load probe's held figures must be before `memlane estimate` says so, MiB. */
+const HELD_SPREAD_NOTED_MIB = 4;
+
 export const spec: CommandSpec = {
   name: "estimate",
   summary: "Predict host RAM per runtime and phase for an ONNX model without running it (calibrated on this machine, cached).",
@@ -112,8 +115,14 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   io.out(`memlane estimate ${model}: ${terms.params} parameters, weights ${num(terms.weightMiB)} MiB, ` +
     `arena ${terms.arenaPerSampleMiB === null ? "unknown" : `${num(terms.arenaPerSampleMiB, 3)} MiB`} a sample ` +
     `(ORT's memory pattern ${terms.ortPatternPerSampleMiB === null ? "unknown" : `${num(terms.ortPatternPerSampleMiB, 3)} MiB`}); batch up to ${run.maxBatch}, ${run.evalSamples} eval samples`);
-  for (const [runtime, load] of Object.entries(terms.ortLoad))
+  for (const [runtime, load] of Object.entries(terms.ortLoad)) {
     if (load.unavailable) io.out(`  held by malloc after ${runtime}'s load: unavailable (${load.unavailable}); ${runtime} leaves that term out`);
+    const range = load.heldRangeMiB;
+    // glibc's coin (docs/memory.md, "What is left is glibc's coin"): say it where it is wider
+    // than the run-to-run noise, since a run may land on either amount.
+    if (range && range[1] - range[0] > HELD_SPREAD_NOTED_MIB)
+      io.out(`  held by malloc after ${runtime}'s load: ${num(range[0])} to ${num(range[1])} MiB in the probe's fresh processes (glibc's dynamic mmap threshold picks one per process); the estimate takes the median, ${num(load.heldMiB ?? 0)} MiB`);
+  }
   if (terms.nativeLoadUnavailable && !terms.compileError) io.out(`  memlane-rt's load: unavailable (${terms.nativeLoadUnavailable}); native leaves its repacked weights out`);
   if (terms.compileError) io.out(`  activations unknown (memlane's compiler refused the model: ${terms.compileError}); the activation and eval-set terms are left out`);
   for (const r of (args.flags.runtimes as string[]).filter((x) => !runs(x))) io.out(`  ${r}: not estimated: memlane-rt cannot run a model its compiler refuses`);
