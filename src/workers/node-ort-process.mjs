@@ -162,9 +162,10 @@ function tensorsOf(file, refs) {
  * The load probe's answer (src/estimate/ort-load.ts checks it), in the Python probe's fields
  * (python/memlane_worker/tasks/estimate_ort.py): what this process's malloc holds and has out
  * after onnxruntime-node's session creation, its RSS growth and peak above the end, and which
- * held blocks the arena can hand out, carved right after the end reading (anything malloc'd
- * before the carve may split a held block). The same process as a run's: the same import,
- * runtime-create and load on the main thread, where onnxruntime-node loads and runs.
+ * held blocks the arena can hand out. The blocks are carved after the end mark went out (its
+ * smaps text read and sent), so they are what a run's eval set and first request find next.
+ * The same process as a run's: the same import, runtime-create and load on the main thread,
+ * where onnxruntime-node loads and runs.
  */
 function loadProbeResult(start, end) {
   if (start?.mallocFreeKiB === undefined || end?.mallocFreeKiB === undefined)
