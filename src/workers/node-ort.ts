@@ -133,6 +133,8 @@ function writeTensorFile(tensors: TensorData[]): { file: string; refs: TensorRef
 }
 
 type ChildOptions = { onPhase?: (p: NodeOrtPhase) => void; signal?: AbortSignal; onProcess?: (p: { pid: number; exited: Promise<unknown> }) => void };
+/** The child's environment (default: this process's, whose TMPDIR a pipeline sets to the run's scratch: process-tmpdir.ts). */
+type ChildEnv = { env?: NodeJS.ProcessEnv };
 
 /**
  * Runs one node-ort benchmark in a child Node process of its own; `signal` kills it.
@@ -148,11 +150,20 @@ export function runNodeOrt(task: NodeOrtTask, opts: ChildOptions = {}): Promise<
  * hand out. The answer is unchecked here: ort-load.ts checks it as it checks a Python worker's.
  */
 export async function runNodeOrtLoadProbe(model: string, threads: number, opts: ChildOptions = {}): Promise<unknown> {
-  const { pid: _pid, command: _command, ...value } = await runChild<Record<string, unknown>>({ model, inputs: new Float32Array(0), shape: [0], batchSizes: [1], iterations: 0, warmup: 0, threads, loadProbe: true }, opts);
-  return value;
+  // onnxruntime-node's telemetry writes mat-debug-<pid>.log into TMPDIR as the session is made:
+  // a scratch directory of the probe's own, removed once the child has exited (runChild
+  // settles after that), so no estimate leaves one in the user's TMPDIR.
+  const scratch = mkdtempSync(join(tmpdir(), "memlane-node-ort-probe-"));
+  try {
+    const task = { model, inputs: new Float32Array(0), shape: [0], batchSizes: [1], iterations: 0, warmup: 0, threads, loadProbe: true };
+    const { pid: _pid, command: _command, ...value } = await runChild<Record<string, unknown>>(task, { ...opts, env: { ...process.env, TMPDIR: scratch } });
+    return value;
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
 }
 
-function runChild<Value>(task: NodeOrtTask, opts: ChildOptions): Promise<{ pid: number; command: string[] } & Value> {
+function runChild<Value>(task: NodeOrtTask, opts: ChildOptions & ChildEnv): Promise<{ pid: number; command: string[] } & Value> {
   return new Promise((resolve, reject) => {
     if (opts.signal?.aborted) return reject(opts.signal.reason ?? new Error("aborted"));
     const { inputs, feeds, ...rest } = task;
@@ -171,7 +182,7 @@ function runChild<Value>(task: NodeOrtTask, opts: ChildOptions): Promise<{ pid: 
     // and it collects before each phase's end reading (node-ort-process.mjs `phase`). `--name`,
     // which it ignores, names it in ps as the workers' does (the fault suite finds it so).
     const args = ["--name", "node-ort"];
-    const child = fork(CHILD, args, { execArgv: ["--expose-gc"], serialization: "advanced", stdio: ["ignore", "ignore", "pipe", "ipc"] });
+    const child = fork(CHILD, args, { execArgv: ["--expose-gc"], serialization: "advanced", stdio: ["ignore", "ignore", "pipe", "ipc"], ...(opts.env ? { env: opts.env } : {}) });
     const command = [process.execPath, CHILD, ...args];
     let stderr = "";
     child.stderr?.on("data", (d: Buffer) => void (stderr = (stderr + d.toString()).slice(-STDERR_TAIL_BYTES)));

@@ -1,7 +1,7 @@
 // The load probe (src/estimate/ort-load.ts) in real Python workers and node-ort children on real ONNX files: what
 // glibc's malloc keeps of what ORT frees while it loads, and that it is glibc's dynamic mmap
 // threshold (a fixed threshold takes it away).
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -76,7 +76,20 @@ describe("ORT load probe", () => {
 
   it("node-ort's probe is its own child's load: the same 36 MiB of kernels, held and in use, and the blocks its arena finds", async () => {
     const file = files.get("conv-weights")!;
-    const node = await probeOrtLoad(file, { runtime: "node-ort", runs: 1 });
+    // Run with TMPDIR a folder of its own: onnxruntime-node's telemetry writes a
+    // mat-debug-<pid>.log there as the session is made, and the probe must take it away.
+    const saved = process.env.TMPDIR;
+    const ownTmp = join(dir, "node-probe-tmp");
+    mkdirSync(ownTmp);
+    process.env.TMPDIR = ownTmp;
+    let node: Awaited<ReturnType<typeof probeOrtLoad>>;
+    try {
+      node = await probeOrtLoad(file, { runtime: "node-ort", runs: 1 });
+    } finally {
+      if (saved === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = saved;
+    }
+    expect(readdirSync(ownTmp)).toEqual([]);
     // onnxruntime-node's session creation on a Node main thread: the kernels it keeps, what it
     // freed on the way (the first large free raised the mmap threshold, so the copies after it
     // stayed in the heap), and pieces of that carved by the addon.
