@@ -112,6 +112,12 @@ export function probeOrtLoad(onnxPath: string, opts: ProbeOptions = {}): Promise
 
 const memo = new Map<string, Promise<OrtLoadProbe>>();
 
+/** The least and the most of the runs' figures; null when any run could not measure. */
+export function rangeOrNull(xs: ReadonlyArray<number | null>): [number, number] | null {
+  if (xs.length === 0 || xs.some((x) => x === null)) return null;
+  return [Math.min(...(xs as number[])), Math.max(...(xs as number[]))];
+}
+
 /**
  * The worker's answer, checked: a worker is trusted no more than its messages (a NaN or a
  * negative held figure would be subtracted from every ORT estimate, its slope being 1).
@@ -188,6 +194,6 @@ async function runProbes(onnxPath: string, opts: ProbeOptions): Promise<OrtLoadP
     peakAboveEndMiB: medianOrNull(runs.map((r) => r.peakAboveEndMiB)),
     // The blocks of the run that held the median: held memory and its pieces from one heap.
     freePieces: runs.find((r) => r.heldMiB === heldMiB)?.freePieces ?? null,
-    heldRangeMiB: heldMiB === null ? null : [Math.min(...runs.map((r) => r.heldMiB!)), Math.max(...runs.map((r) => r.heldMiB!))],
+    heldRangeMiB: rangeOrNull(runs.map((r) => r.heldMiB)),
   };
 }

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { calibrationKey, calibrationMismatch, calibrationPath, loadCalibration, saveCalibration } from "../../src/estimate/cache.ts";
 import { CALIBRATION_FORMAT, type Calibration, fitModels, measuredHeldMiB } from "../../src/estimate/calibration.ts";
 import { replayOrtArena } from "../../src/estimate/ort-arena.ts";
-import { medianOrNull } from "../../src/estimate/ort-load.ts";
+import { medianOrNull, rangeOrNull } from "../../src/estimate/ort-load.ts";
 import { FEATURE_NAMES, fitLinear, predict } from "../../src/estimate/fit.ts";
 import { features, loadProbesFor, modelTerms, NATIVE_CHUNK_ARENA_BYTES, NODE_DEAD_OUTPUT_LIMIT_MIB, nodeDeadOutputKeptMiB, nodeDeadOutputMiB, ortLoadMmapThresholdMiB } from "../../src/estimate/model-terms.ts";
 import { compareWithMeasured, estimateRuntime, naiveMiB } from "../../src/estimate/predict.ts";
@@ -80,6 +80,23 @@ describe("model terms from the probes' ONNX files", () => {
     expect(first).toBeLessThan(replayed / 4);
     const untraced = { ...t, ortTracePerSample: null };
     expect(features("node-ort", untraced, { ...run, batchSizes: [2, 8] }).ortFirstRequestMiB).toBeCloseTo(2 * t.ortPatternPerSampleMiB!, 9);
+    // node-ort reads its eval set into one malloc'd Buffer after the load, which takes a held
+    // block that holds it before the arena's regions do; python-ort's arrives in shared memory.
+    const evalIn = 16 * ((t.ioPerSampleMiB ?? 0) - (t.outputPerSampleMiB ?? 0));
+    expect(evalIn).toBeGreaterThan(0);
+    // One 4 MiB held block: the 3 MiB eval set fits it, and so does the replay's first 2 MiB region.
+    const pieces = [{ bytes: 4 * 2 ** 20, count: 1 }];
+    const load = { heldMiB: 4, inUseMiB: 1, peakAboveEndMiB: 0, freePieces: pieces };
+    const held = { ...t, ortLoad: { "python-ort": load, "node-ort": load } };
+    expect(features("node-ort", held, run).evalMiB).toBe(0);
+    expect(features("python-ort", held, run).evalMiB).toBeCloseTo(evalIn, 9);
+    // The block it took is not the arena's any more: python-ort's first region lands in it,
+    // node-ort's does not; the difference is that region at least, and no more than the block.
+    const lost = features("node-ort", held, run).activationMiB - features("python-ort", held, run).activationMiB;
+    expect(lost).toBeGreaterThanOrEqual(2);
+    expect(lost).toBeLessThanOrEqual(4);
+    // Without pieces (not measured) the eval set counts whole, as before.
+    expect(features("node-ort", t, run).evalMiB).toBeCloseTo(evalIn, 9);
     expect(features("native", t, run).ortFirstRequestMiB).toBe(0);
     expect(features("native", t, run).activationMiB).toBeCloseTo(t.arenaPerSampleMiB!, 9);
     expect(features("native", t, run).evalMiB + features("native", t, run).evalOutputMiB).toBeCloseTo(16 * t.ioPerSampleMiB!, 9);
@@ -152,6 +169,10 @@ describe("malloc-held memory after ORT's load (heldMiB) and its in-use bytes (lo
     expect(measuredHeldMiB(both(null), "node-ort")).toBe(0.2);
     expect(medianOrNull([81, 72, 90])).toBe(81);
     expect(medianOrNull([81, null, 90])).toBeNull();
+    // The runs' spread, which memlane estimate prints where it is wide (glibc's coin).
+    expect(rangeOrNull([81, 72, 90])).toEqual([72, 90]);
+    expect(rangeOrNull([19.7, 85.0, 19.7])).toEqual([19.7, 85.0]);
+    expect(rangeOrNull([81, null])).toBeNull();
   });
 
   it("features() gives each ORT runtime its own probe's figures; where it measured none, 0 held and the weights in use", () => {
