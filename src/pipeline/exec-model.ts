@@ -145,11 +145,21 @@ export async function runExport(
     const seed = o.seed ?? 0;
     const out = s.artifact(`${o.zoo}.onnx`);
     const run = await s.runTask(pythonWorker(stage.name), "zoo.export", { arch: o.zoo, out, seed }, { signal, onWorker });
-    const v = run.result.value as { onnx: string; inputShape: number[]; params: number };
-    const shape = [o.evalSamples ?? 256, ...v.inputShape.slice(1)];
-    const inputs = generatedInputs(shape, seed + 1);
-    await s.writeArtifact("eval-inputs.f32", new Uint8Array(inputs.buffer));
-    s.heldout ??= { inputs, labels: null, shape };
+    const v = run.result.value as { onnx: string; inputShape: number[]; inputDtype?: string; params: number };
+    const nEval = o.evalSamples ?? 256;
+    if ((v.inputDtype ?? "float32") !== "float32") {
+      // Integer inputs (tiny-gpt's byte ids) are fed in their own dtype, within the vocabulary
+      // of the Gather they index, as for an existing ONNX file: standard normal floats would
+      // reach no runtime (torch's embedding refuses floats, ORT the wrong element type).
+      const { prepareEvalSet } = await import("./inputs/eval-set.ts");
+      const set = prepareEvalSet(v.onnx, { nEval, seed: seed + 1 });
+      s.heldout ??= { inputs: new Float32Array(0), labels: null, shape: [set.nEval], model: set };
+    } else {
+      const shape = [nEval, ...v.inputShape.slice(1)];
+      const inputs = generatedInputs(shape, seed + 1);
+      await s.writeArtifact("eval-inputs.f32", new Uint8Array(inputs.buffer));
+      s.heldout ??= { inputs, labels: null, shape };
+    }
     meta.summary = `${o.zoo}: ${v.params} parameters (random weights, seed ${seed}) → ${v.onnx}`;
     return { arch: o.zoo, onnx: v.onnx, seed, inputShape: v.inputShape };
   }

@@ -31,6 +31,7 @@ def run(ctx: TaskContext):
         "onnx": out,
         "params": zoo.param_count(model),
         "inputShape": [-1, *zoo.input_shape(arch)],
+        "inputDtype": zoo.input_dtype(arch),
         "maxAbsDiff": ox.max_abs_diff_vs_ort(model, proto, sample),
         "opset": opset,
         "ops": sorted({n.op_type for n in proto.graph.node}),
