@@ -50,14 +50,38 @@ def test_infer_replay_runs_the_benchmarks_calls_and_eval_pass_within_its_caps():
 
     def replay(**values):
         model = Counting(zoo.build("mlp").eval())
-        grown = []
-        first = estimate_torch._replay_infer(torch, zoo, "mlp", model, Args("estimate.torch", values), lambda: grown.append(1) or float(len(grown)))
-        return model.batches, first
+        peaks = []
+        # the current growth: the batch of the call just made, to see which calls were sampled
+        now = lambda: float(model.batches[-1])  # noqa: E731
+        first, ends = estimate_torch._replay_infer(torch, zoo, "mlp", model, Args("estimate.torch", values),
+                                                   lambda: peaks.append(1) or float(len(peaks)), now)
+        return model.batches, first, ends
 
     # warmup 1 + iterations 5 at each batch size, then 20 eval rows in chunks of the largest batch
-    batches, first = replay(batchSizes=[1, 8], warmup=1, iterations=5, evalSamples=20)
+    batches, first, ends = replay(batchSizes=[1, 8], warmup=1, iterations=5, evalSamples=20)
     assert batches == [1] * 6 + [8] * 6 + [8, 8, 4]
-    assert first == 1.0  # the growth after the first call alone: python-torch's first-inference
+    assert first == 1.0  # the peak growth after the first call alone: python-torch's first-inference
+    # sampled after every call at the largest batch and every eval chunk: where the benchmark may end
+    assert ends == [8.0] * 6 + [8.0, 8.0, 4.0]
     # capped: REPLAY_CALLS a batch size, REPLAY_CHUNKS chunks of the eval pass
-    batches, _ = replay(batchSizes=[2], warmup=5, iterations=500, evalSamples=10_000)
+    batches, _, _ = replay(batchSizes=[2], warmup=5, iterations=500, evalSamples=10_000)
     assert batches == [2] * estimate_torch.REPLAY_CALLS + [2] * estimate_torch.REPLAY_CHUNKS
+
+
+def test_only_run_is_one_draw_of_the_short_run_with_its_samples():
+    import pytest
+
+    from memlane_worker.args import Args
+    from memlane_worker.errors import TaskError
+
+    class Ctx:  # the task reads only its arguments
+        args = Args("estimate.torch", {"arch": "mlp", "run": "infer", "only": "run", "batchSizes": [1, 4],
+                                       "warmup": 1, "iterations": 2, "evalSamples": 6})
+
+    r = estimate_torch.run(Ctx())
+    assert set(r) == {"arch", "runMiB", "runFirstMiB", "runEndMiB", "runEndSamplesMiB"}
+    assert len(r["runEndSamplesMiB"]) == 3 + 2  # three calls at batch 4, two eval chunks
+    assert r["runMiB"] >= max(r["runEndSamplesMiB"]) - 1e-9  # the high-water mark is above every sample
+    Ctx.args = Args("estimate.torch", {"arch": "mlp", "only": "run"})
+    with pytest.raises(TaskError, match="argument 'run' expected \"train\" or \"infer\" with only \"run\""):
+        estimate_torch.run(Ctx())

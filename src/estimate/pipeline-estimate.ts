@@ -45,6 +45,11 @@ export interface StageEstimate {
   why: string | null;
   /** seeds/003's formula for the same model and batch, where one applies. */
   naiveMiB: number | null;
+  /**
+   * python-torch: the least and most RSS growth after a request at the largest batch over the
+   * probe's fresh processes, MiB (glibc's heap top; the end estimate is their mean). Absent elsewhere.
+   */
+  heapTopRangeMiB?: [number, number] | null;
 }
 
 export interface PipelineEstimate {
@@ -65,6 +70,20 @@ interface Ctx {
 }
 
 const lastOf = (stages: readonly StageDef[], kind: string, before: number) => [...stages.slice(0, before)].reverse().find((s) => s.kind === kind);
+
+/** Below this spread the heap top's draws are run-to-run noise, not worth a word. */
+const HEAP_TOP_SPREAD_NOTED_MIB = 4;
+
+/**
+ * python-torch's coin (docs/memory.md): where the replay's processes ended their requests
+ * more than a few MiB apart, a run may end anywhere in that range; say so beside the parts.
+ */
+export function heapTopNote(t: Pick<TorchTerms, "runEndMiB" | "runEndRangeMiB" | "runDraws">, maxBatch: number): string {
+  const r = t.runEndRangeMiB;
+  if (!r || t.runEndMiB === null || r[1] - r[0] <= HEAP_TOP_SPREAD_NOTED_MIB) return "";
+  return `; after a request at batch ${maxBatch} the probe's ${t.runDraws} fresh processes held ${r[0].toFixed(1)} to ${r[1].toFixed(1)} MiB above their start ` +
+    `(where glibc's heap top lies differs per process and per call), the estimate their mean ${t.runEndMiB.toFixed(1)} MiB`;
+}
 
 async function cachedTerms(c: Ctx, key: string, make: () => Promise<TorchTerms>): Promise<TorchTerms> {
   if (!c.torchTerms.has(key)) c.torchTerms.set(key, await make());
@@ -142,7 +161,7 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
     const run = { batchSizes, iterations: s.opts.iterations ?? p.options.iterations, warmup: s.opts.warmup ?? p.options.warmup, evalSamples };
     const t = await cachedTerms(c, inferTermsKey(arch, run, threads), () => inferTerms(arch, run, threads));
     const phases = inferEstimate(c.torch, t, { maxBatch, evalSamples });
-    return { ...base, runtime: s.runtime, model: arch, peakMiB: Math.max(...phases.map((x) => x.peak)), phases, parts: "calibrated fixed cost per phase + weights + eval set + activations", why: null, naiveMiB: null };
+    return { ...base, runtime: s.runtime, model: arch, peakMiB: Math.max(...phases.map((x) => x.peak)), phases, parts: `calibrated fixed cost per phase + weights + eval set + activations${heapTopNote(t, maxBatch)}`, why: null, naiveMiB: null, heapTopRangeMiB: t.runEndRangeMiB };
   }
   const model = from ? c.models.get(from.name) : undefined;
   if (!model) return notEstimated(s, "no export stage gives this benchmark its model");

@@ -18,7 +18,7 @@ import { cacheDir, calibrationKey, venvDistVersion, writeJsonAtomic } from "./ca
 import { evalSamplesOf, type InferFigures, inferEstimate, optimizerOf, TRAIN_BATCH_DEFAULT, type TorchFixed, trainEstimate } from "./torch-estimate.ts";
 import { inferTerms, type TorchTerms, trainTerms } from "./torch-terms.ts";
 
-export const TORCH_CALIBRATION_FORMAT = 5; // 5: the infer probe replays the benchmark's calls and eval pass, and reports its end growth
+export const TORCH_CALIBRATION_FORMAT = 6; // 6: the infer probe's end is the mean of four fresh processes' samples
 const PROBE_ARCH = "mlp";
 const PROBE_BATCHES = [1, 8];
 /** The calibration pipeline's python-torch benchmark (PIPELINE below), which its probe replays. */

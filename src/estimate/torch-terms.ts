@@ -4,6 +4,7 @@
  * to the run's batch (python/memlane_worker/tasks/estimate_torch.py). torch runs a module,
  * not an ONNX file, so these come from a short-lived Python worker rather than the graph.
  */
+import { availableParallelism } from "node:os";
 import { inFreshWorker } from "../workers/fresh-worker.ts";
 import { workerSpecs } from "../workers/specs.ts";
 import type { Optimizer } from "./torch-estimate.ts";
@@ -32,8 +33,16 @@ export interface TorchTerms {
   runMiB: number | null;
   /** `infer` runs: the growth after the first call alone (python-torch's first-inference); null otherwise. */
   runFirstMiB: number | null;
-  /** The run's RSS growth at its end, below `runMiB` by what its last calls freed, MiB; null without a run. */
+  /**
+   * The run's RSS growth at its end, below `runMiB` by what its last calls freed, MiB; null
+   * without a run. For `infer` runs: the mean over the draws (below) of the growth after every
+   * call that could be the benchmark's last.
+   */
   runEndMiB: number | null;
+  /** `infer` runs: the least and most of those samples over every draw, MiB (where glibc's heap top may lie); null otherwise. */
+  runEndRangeMiB: [number, number] | null;
+  /** Fresh processes the short run was measured in (0 without a run). */
+  runDraws: number;
   /** A distributed rank's imports beyond `train`'s (torch.distributed, DDP or FSDP, the distributed checkpoint), measured; null unless asked. */
   distImportMiB: number | null;
 }
@@ -58,27 +67,98 @@ export function atBatch(pair: readonly [number, number], batches: readonly [numb
   return Math.max(0, v1 + perSample * (batch - b1)) / MIB;
 }
 
-interface RawTerms {
+/** One draw of the short run: what estimate.torch measures in one fresh process. */
+export interface RunDraw {
+  runMiB: number | null;
+  runFirstMiB: number | null;
+  runEndMiB: number | null;
+  runEndSamplesMiB?: number[] | null;
+}
+
+interface RawTerms extends RunDraw {
   arch: string; params: number; paramBytes: number; bufferBytes: number; probeBatches: [number, number];
-  probes: TorchTerms["probes"]; dataMiB: number; runMiB: number | null; runFirstMiB: number | null; runEndMiB?: number | null; distImportMiB?: number | null; inputElements: number; inputBytesPerElement: number;
+  probes: TorchTerms["probes"]; dataMiB: number; distImportMiB?: number | null; inputElements: number; inputBytesPerElement: number;
 }
 
 /**
+ * Fresh processes the short run is measured in. Where glibc's heap top lies after a request
+ * is drawn per process (docs/memory.md, "python-torch's coin"): one draw put tiny-gpt's
+ * python-torch estimate anywhere in 254-307 MiB against 268-312 measured, and its training
+ * probe's peak anywhere in 490-550 MiB. Four draws moved the estimate 5 MiB; each costs a
+ * torch import and the short run (about 3 s for tiny-gpt).
+ */
+export const RUN_DRAWS = 4;
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+
+/**
+ * The short run's terms from its draws: the end is the mean of every draw's samples (each
+ * draw gives as many), so that no single process's heap decides it; the peak and the first
+ * call take the median draw. A train run has no samples: its end is the median draw's.
+ */
+export function combineDraws(draws: readonly RunDraw[]): Pick<TorchTerms, "runMiB" | "runFirstMiB" | "runEndMiB" | "runEndRangeMiB" | "runDraws"> {
+  const measured = draws.filter((d) => d.runMiB !== null);
+  if (measured.length === 0) return { runMiB: null, runFirstMiB: null, runEndMiB: null, runEndRangeMiB: null, runDraws: 0 };
+  const samples = measured.flatMap((d) => d.runEndSamplesMiB ?? []);
+  const firsts = measured.map((d) => d.runFirstMiB).filter((x): x is number => x !== null);
+  return {
+    runMiB: median(measured.map((d) => d.runMiB!)),
+    runFirstMiB: firsts.length > 0 ? median(firsts) : null,
+    runEndMiB: samples.length > 0 ? samples.reduce((a, b) => a + b, 0) / samples.length : median(measured.map((d) => d.runEndMiB ?? d.runMiB!)),
+    runEndRangeMiB: samples.length > 0 ? [Math.min(...samples), Math.max(...samples)] : null,
+    runDraws: measured.length,
+  };
+}
+
+const probeSpec = (threads: string) => workerSpecs.python({ name: "estimate-probe", env: { OMP_NUM_THREADS: threads, MKL_NUM_THREADS: threads } });
+
+/**
  * Runs the probe in a fresh Python worker (it imports torch: a few seconds), with the OpenMP
- * pool of the run it stands for: per-thread allocations are part of what the short run measures.
+ * pool of the run it stands for: per-thread allocations are part of what the short run
+ * measures. A short run is drawn in RUN_DRAWS fresh processes, the first of them the
+ * probe's own; the others run only the short run, as many at once as the cores allow.
  */
 export async function torchTerms(arch: string, data: DataSource = "none", run?: ProbeRun): Promise<TorchTerms> {
   const threads = String(run?.threads ?? 1);
-  return inFreshWorker(workerSpecs.python({ name: "estimate-probe", env: { OMP_NUM_THREADS: threads, MKL_NUM_THREADS: threads } }), async (w) => {
-    const { mode, ...shape } = run ?? { mode: "none" };
-    const args = { arch, data, threads: Number(threads), run: mode, ...shape };
-    const r = (await w.run("estimate.torch", args, { timeoutMs: 300_000 })).value as unknown as RawTerms;
-    return {
-      arch: r.arch, params: r.params, paramMiB: r.paramBytes / MIB, bufferMiB: r.bufferBytes / MIB,
-      probeBatches: r.probeBatches, probes: r.probes, dataMiB: r.dataMiB, runMiB: r.runMiB, runFirstMiB: r.runFirstMiB, runEndMiB: r.runEndMiB ?? null, distImportMiB: r.distImportMiB ?? null,
-      inputElements: r.inputElements, inputBytesPerElement: r.inputBytesPerElement,
-    };
-  });
+  const { mode, ...shape } = run ?? { mode: "none" };
+  const args = { arch, data, threads: Number(threads), run: mode, ...shape };
+  const task = (only: "all" | "run") => inFreshWorker(probeSpec(threads), async (w) =>
+    (await w.run("estimate.torch", { ...args, only }, { timeoutMs: 300_000 })).value as unknown as RawTerms);
+  const extra = mode === "none" ? 0 : RUN_DRAWS - 1;
+  const lanes = Math.max(1, Math.floor(availableParallelism() / Number(threads)));
+  const [r, ...draws] = await inLanes([() => task("all"), ...Array.from({ length: extra }, () => () => task("run"))], lanes);
+  return {
+    arch: r!.arch, params: r!.params, paramMiB: r!.paramBytes / MIB, bufferMiB: r!.bufferBytes / MIB,
+    probeBatches: r!.probeBatches, probes: r!.probes, dataMiB: r!.dataMiB, distImportMiB: r!.distImportMiB ?? null,
+    ...combineDraws([r!, ...draws]),
+    inputElements: r!.inputElements, inputBytesPerElement: r!.inputBytesPerElement,
+  };
+}
+
+/** Runs `jobs` at most `lanes` at a time; their results in order. The first failure rejects, after the running ones end. */
+async function inLanes<T>(jobs: ReadonlyArray<() => Promise<T>>, lanes: number): Promise<T[]> {
+  const results: T[] = new Array(jobs.length);
+  let next = 0;
+  let failed = false;
+  const lane = async (): Promise<void> => {
+    while (!failed && next < jobs.length) {
+      const i = next++;
+      try {
+        results[i] = await jobs[i]!();
+      } catch (e) {
+        failed = true; // start no more: the estimate fails with the first error
+        throw e;
+      }
+    }
+  };
+  const settled = await Promise.allSettled(Array.from({ length: Math.min(lanes, jobs.length) }, lane));
+  const rejected = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
+  if (rejected) throw rejected.reason;
+  return results;
 }
 
 /** The terms of a train stage: its data, and a short run of its steps and eval forward. */

@@ -10,14 +10,15 @@ import { writeJsonAtomic } from "../../src/estimate/cache.ts";
 import { concurrentPeak } from "../../src/estimate/concurrent-peak.ts";
 import { inferEstimate, OPTIMIZER_STATES, type TorchFixed, trainEstimate } from "../../src/estimate/torch-estimate.ts";
 import { distributedEstimate, localBatch } from "../../src/estimate/torch-distributed.ts";
-import { atBatch, type TorchTerms } from "../../src/estimate/torch-terms.ts";
+import { heapTopNote } from "../../src/estimate/pipeline-estimate.ts";
+import { atBatch, combineDraws, type TorchTerms } from "../../src/estimate/torch-terms.ts";
 
 const MIB = 2 ** 20;
 const terms = (over: Partial<TorchTerms> = {}): TorchTerms => ({
   arch: "t", params: 1_000_000, paramMiB: 4_000_000 / MIB, bufferMiB: 0, probeBatches: [2, 8],
   // forward: 1 MiB fixed + 1 MiB a sample; backward: 2 + 1.5 a sample; inference: 0.25 a sample
   probes: { trainForward: [3 * MIB, 9 * MIB], trainBackward: [5 * MIB, 14 * MIB], inference: [0.5 * MIB, 2 * MIB] },
-  dataMiB: 10, runMiB: null, runFirstMiB: null, runEndMiB: null, distImportMiB: null, inputElements: 64, inputBytesPerElement: 4, ...over,
+  dataMiB: 10, runMiB: null, runFirstMiB: null, runEndMiB: null, runEndRangeMiB: null, runDraws: 0, distImportMiB: null, inputElements: 64, inputBytesPerElement: 4, ...over,
 });
 const fixed: TorchFixed = {
   trainFixedMiB: 300,
@@ -107,6 +108,37 @@ describe("inferEstimate", () => {
     expect(rows["steady-inference"]!.rss).toBeCloseTo(205 + 22 + evalSet, 9);
     expect(rows["steady-inference"]!.peak).toBeCloseTo(206 + 30 + evalSet, 9);
     expect(rows["import"]!.peak).toBe(200);
+  });
+});
+
+describe("combineDraws (the short run in several fresh processes)", () => {
+  it("ends at the mean of every draw's samples, peaks and starts at the median draw, and keeps the samples' range", () => {
+    const c = combineDraws([
+      { runMiB: 80, runFirstMiB: 17, runEndMiB: 34, runEndSamplesMiB: [34, 36] },
+      { runMiB: 93, runFirstMiB: 18, runEndMiB: 93, runEndSamplesMiB: [90, 93] },
+      { runMiB: 82, runFirstMiB: 17.5, runEndMiB: 50, runEndSamplesMiB: [51, 50] },
+    ]);
+    // not the first draw's end (34), nor the last's (50): (34+36+90+93+51+50)/6
+    expect(c.runEndMiB).toBeCloseTo(59, 9);
+    expect(c.runEndRangeMiB).toEqual([34, 93]);
+    expect(c.runMiB).toBe(82);
+    expect(c.runFirstMiB).toBe(17.5);
+    expect(c.runDraws).toBe(3);
+  });
+
+  it("takes the median draw's end for a train run (no samples) and nothing from no run", () => {
+    const train = combineDraws([
+      { runMiB: 525, runFirstMiB: null, runEndMiB: 277 }, { runMiB: 499, runFirstMiB: null, runEndMiB: 339 },
+      { runMiB: 550, runFirstMiB: null, runEndMiB: 322 }, { runMiB: 490, runFirstMiB: null, runEndMiB: 250 },
+    ]);
+    expect(train).toEqual({ runMiB: 512, runFirstMiB: null, runEndMiB: 299.5, runEndRangeMiB: null, runDraws: 4 });
+    expect(combineDraws([{ runMiB: null, runFirstMiB: null, runEndMiB: null }])).toEqual({ runMiB: null, runFirstMiB: null, runEndMiB: null, runEndRangeMiB: null, runDraws: 0 });
+  });
+
+  it("says where the draws' ends spread wider than noise, and nothing where they agree", () => {
+    expect(heapTopNote({ runEndMiB: 59, runEndRangeMiB: [34, 93], runDraws: 4 }, 64)).toMatch(/batch 64 the probe's 4 fresh processes held 34\.0 to 93\.0 MiB above their start .* the estimate their mean 59\.0 MiB$/);
+    expect(heapTopNote({ runEndMiB: 9.1, runEndRangeMiB: [9.0, 9.2], runDraws: 4 }, 64)).toBe("");
+    expect(heapTopNote({ runEndMiB: null, runEndRangeMiB: null, runDraws: 0 }, 64)).toBe("");
   });
 });
 

@@ -27,6 +27,12 @@ forward (and backward) at two small batches, never the full run (docs/memory.md)
   of what RSS shows (tiny-gpt's epoch holds about 2.9x its tracked live bytes): the run
   measures what they cannot. Run it in a fresh worker: memory an earlier probe freed would be
   reused and hide growth.
+- `runEndSamplesMiB` (infer runs): the RSS growth after each call at the largest batch size
+  and after each eval chunk, the states a benchmark can end in. Where glibc's heap top lies
+  after a call differs call by call and, more, from one fresh process to the next (addresses
+  and hash seeds): tiny-gpt at batch 64 ended 34, 51, 82 or 93 MiB above its start in twenty
+  fresh processes. The caller pools these samples over several processes (`only: "run"`
+  runs this part alone) rather than trusting one end.
 
 Bytes are counted per storage as it is created by an op (a TorchDispatchMode) and released
 when the storage's tensor dies, so views and in-place ops count nothing extra.
@@ -144,36 +150,42 @@ def _data_mib(source: str, seed: int) -> float:
     return (after - before) / 1024
 
 
-def _replay_infer(torch, zoo, arch: str, model, a, growth) -> float:
+def _replay_infer(torch, zoo, arch: str, model, a, peak_growth, growth) -> tuple[float, list[float]]:
     """python-torch's benchmark (tasks/infer_torch.py, timing.py) replayed on generated inputs;
-    returns the growth after the first call (its first-inference)."""
+    returns the peak growth after the first call (its first-inference) and the growth after
+    each call at the largest batch size and each eval chunk (where the benchmark may end)."""
     import numpy as np
 
     batch_sizes = a.int_list("batchSizes", [1, 64])
     calls = min(REPLAY_CALLS, max(2, a.int("warmup", 1, minimum=0) + a.int("iterations", 1, minimum=1)))
+    chunk = max(batch_sizes)
     first = None
+    ends: list[float] = []
     for b in batch_sizes:
         x = torch.as_tensor(zoo.sample_inputs(arch, b, 0))
         for _ in range(calls):
             with torch.inference_mode():
                 model(x)
             if first is None:  # python-torch's first-inference is one call at the first batch size
-                first = growth()
-    chunk = max(batch_sizes)
+                first = peak_growth()
+            if b == chunk:
+                ends.append(growth())
     rows = min(a.int("evalSamples", 0, minimum=0), chunk * REPLAY_CHUNKS)
     outs = []
     for start in range(0, rows, chunk):
         x = torch.as_tensor(zoo.sample_inputs(arch, min(chunk, rows - start), start))
         with torch.inference_mode():
             outs.append(np.asarray(model(x).float().cpu().numpy(), dtype=np.float32))
+        ends.append(growth())
     if outs:
         np.concatenate(outs)
-    return first
+    return first, ends
 
 
-def _run_growth(arch: str, mode: str, a, opt_name: str) -> tuple[float, float | None, float]:
+def _run_growth(arch: str, mode: str, a, opt_name: str) -> tuple[float, float | None, float, list[float] | None]:
     """Highest RSS above the start of the run, MiB (HWM reset at its start); for `infer` also
-    the highest after the first call (else None); and the RSS growth at the run's end."""
+    the highest after the first call (else None); the RSS growth at the run's end; and for
+    `infer` the growth after each call that could be the benchmark's last (else None)."""
     import torch
 
     from .. import zoo
@@ -183,10 +195,12 @@ def _run_growth(arch: str, mode: str, a, opt_name: str) -> tuple[float, float | 
     memory.reset_peak()
     model = zoo.build(arch)
     gpt = hasattr(model, "logits_all")
-    first = None
+    first = ends = None
     if mode == "infer":
         model.eval()
-        first = _replay_infer(torch, zoo, arch, model, a, lambda: (max(memory.read()["hwmKiB"], base) - base) / 1024)
+        first, ends = _replay_infer(torch, zoo, arch, model, a,
+                                    lambda: (max(memory.read()["hwmKiB"], base) - base) / 1024,
+                                    lambda: (memory.read()["rssKiB"] - base) / 1024)
     else:
         batch = a.int("batchSize", 32, minimum=1)
         opt = (torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01) if opt_name == "adamw"
@@ -208,7 +222,7 @@ def _run_growth(arch: str, mode: str, a, opt_name: str) -> tuple[float, float | 
         with torch.inference_mode():
             model(x)
     end = memory.read()
-    return (max(end["hwmKiB"], base) - base) / 1024, first, (end["rssKiB"] - base) / 1024
+    return (max(end["hwmKiB"], base) - base) / 1024, first, (end["rssKiB"] - base) / 1024, ends
 
 
 def run(ctx: TaskContext):
@@ -222,11 +236,17 @@ def run(ctx: TaskContext):
     mode = a.choice("run", ("none", "train", "infer"), "none")
     opt_name = a.choice("optimizer", ("adam", "adamw", "sgd", "sgd-momentum"), "adam")
     strategy = a.choice("distributed", ("none", "ddp", "fsdp"), "none")
+    only = a.choice("only", ("all", "run"), "all")
     torch.set_num_threads(a.int("threads", 1, minimum=1))
+    if only == "run" and mode == "none":
+        raise a.fail("run", '"train" or "infer" with only "run"', mode)
     dist_import_mib = None if strategy == "none" else _dist_import_mib(strategy)
     # First: the probes below free memory that a later load would reuse without growing RSS.
+    # Before the run, as `train` loads its data before its steps: the run reuses what the load freed.
     data_mib = _data_mib(data, a.int("seed", 0, minimum=0))
-    run_mib, run_first_mib, run_end_mib = (None, None, None) if mode == "none" else _run_growth(arch, mode, a, opt_name)
+    run_mib, run_first_mib, run_end_mib, ends = (None, None, None, None) if mode == "none" else _run_growth(arch, mode, a, opt_name)
+    if only == "run":  # one more draw of the short run, in a fresh process of its own
+        return {"arch": arch, "runMiB": run_mib, "runFirstMiB": run_first_mib, "runEndMiB": run_end_mib, "runEndSamplesMiB": ends}
     model = zoo.build(arch)
     params = sum(p.numel() for p in model.parameters())
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -253,5 +273,6 @@ def run(ctx: TaskContext):
         "runMiB": run_mib,
         "runFirstMiB": run_first_mib,
         "runEndMiB": run_end_mib,
+        "runEndSamplesMiB": ends,
         "distImportMiB": dist_import_mib,
     }
