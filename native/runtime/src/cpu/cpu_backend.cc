@@ -29,6 +29,7 @@
 #include "cpu/op_profiler.h"
 #include "cpu/sgemm_pool.h"
 #include "cpu/simd/gemm_panels.h"
+#include "cpu/thread_choice.h"
 #include "cpu/weight_release.h"
 
 namespace memlane {
@@ -269,6 +270,7 @@ class CpuBackend final : public Backend {
     if (o.sharedHost && !o.sharedHost->cpuPool) o.sharedHost->cpuPool = pool_;
     if (o.sharedHost && !o.sharedHost->cpuPanels) o.sharedHost->cpuPanels = std::make_shared<cpu::simd::PanelCache>();
     panels_ = o.sharedHost ? o.sharedHost->cpuPanels : std::make_shared<cpu::simd::PanelCache>();
+    choice_ = std::make_unique<cpu::ThreadChoice>(threads_);
   }
 
   const char* name() const override { return "cpu"; }
@@ -426,9 +428,19 @@ class CpuBackend final : public Backend {
     cpu::KernelError error;
     const cpu::DenormalsFlushed flushed;     // cpu/denormals.h: no microcode assists
     const cpu::ThreadPool::Hot hot(*pool_);  // the workers stay awake through the run
-    if (lanes_ > 1 && batch > 1 && !profiler_.on()) run_lanes(batch, inputs, outputs, &error);
-    else run_chunks(batch, inputs, outputs, &error);
-    if (!tail_.empty()) run_tail(batch, inputs, outputs, &error);
+    const bool lanes = lanes_ > 1 && batch > 1 && !profiler_.on();
+    // A run whose every op splits across the pool may go to the caller alone while the two
+    // CPUs share no cache (thread_choice.h). Batch lanes write only their own samples, and a
+    // profile times what the run was asked for.
+    const bool choose = !lanes && !profiler_.on() && choice_->enabled();
+    const auto mode = choose ? choice_->pick(batch, *pool_) : cpu::ThreadChoice::kPool;
+    cpu::ThreadPool* pool = mode == cpu::ThreadChoice::kCaller ? serial_.get() : pool_.get();
+    const auto started = std::chrono::steady_clock::now();
+    if (lanes) run_lanes(batch, inputs, outputs, &error);
+    else run_chunks(batch, inputs, outputs, pool, &error);
+    if (!tail_.empty()) run_tail(batch, inputs, outputs, pool, &error);
+    if (choose)
+      choice_->record(batch, mode, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count());
     if (profiler_.on()) profiler_.end_run();
     if (error.set) {
       *message = error.message;
@@ -459,9 +471,9 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void run_chunks(int64_t batch, const float* const* inputs, float* const* outputs, cpu::KernelError* error) {
+  void run_chunks(int64_t batch, const float* const* inputs, float* const* outputs, cpu::ThreadPool* pool, cpu::KernelError* error) {
     for (int64_t n0 = 0; n0 < batch; n0 += chunk_)
-      run_chunk(n0, std::min(chunk_, batch - n0), batch, arena(), workspace(), pool_.get(), inputs, outputs, error);
+      run_chunk(n0, std::min(chunk_, batch - n0), batch, arena(), workspace(), pool, inputs, outputs, error);
   }
 
   // Chunks of about batch / lanes samples (at most laneChunk_), lane l taking chunks l,
@@ -480,13 +492,13 @@ class CpuBackend final : public Backend {
 
   // The tail's ops over the whole batch, on the pool's threads (batch_tail.h): the graph inputs
   // it reads in, its outputs out; what it reads from the prefix is already in its arena.
-  void run_tail(int64_t batch, const float* const* inputs, float* const* outputs, cpu::KernelError* error) {
+  void run_tail(int64_t batch, const float* const* inputs, float* const* outputs, cpu::ThreadPool* pool, cpu::KernelError* error) {
     const uint64_t n = uint64_t(batch);
     uint8_t* arena = tailArena();
     for (size_t i = 0; i < in_.size(); ++i)
       if (std::find(tail_.inputs.begin(), tail_.inputs.end(), plan_->inputs[i]) != tail_.inputs.end())
         std::memcpy(arena + n * tail_.tail.tensors[plan_->inputs[i]].offset, inputs[i], n * in_[i]->bytes);
-    cpu::RunCtx c{batch, arena, workspace(), pool_.get(), error};
+    cpu::RunCtx c{batch, arena, workspace(), pool, error};
     run_kernels(c, tail_.start, kernels_.size());
     for (size_t i = 0; i < out_.size(); ++i)
       if (tail_.outputFromTail[i])
@@ -523,7 +535,13 @@ class CpuBackend final : public Backend {
 
   MemoryStats memory_stats() const override { return stats_; }
 
-  std::string notes() const override { return notes_; }
+  std::string notes() const override {
+    if (choice_->split_runs() == 0) return notes_;
+    // Read after the runs (the worker's result, memlane-bench): how many met a split placement.
+    const std::string split = std::to_string(choice_->split_runs()) + " runs while the 2 CPUs shared no cache, " +
+                              std::to_string(choice_->caller_runs()) + " of them on the calling thread alone (thread_choice.h)";
+    return notes_.empty() ? split : notes_ + "; " + split;
+  }
 
   ~CpuBackend() override {
     if (dumpProfile_ && plan_) profiler_.print(*plan_, kernel_paths(), stderr);
@@ -553,7 +571,8 @@ class CpuBackend final : public Backend {
   uint64_t laneArena_ = 0;             // arena bytes a lane
   uint64_t tailArenaOffset_ = 0;       // where the tail's arena starts (after the lanes')
   cpu::BatchTail tail_;                // the ops run over the whole batch (batch_tail.h); empty: none
-  std::unique_ptr<cpu::ThreadPool> serial_;  // the kernels' pool inside a lane (runs inline)
+  std::unique_ptr<cpu::ThreadPool> serial_;  // the kernels' pool inside a lane, or of a run on the caller alone (runs inline)
+  std::unique_ptr<cpu::ThreadChoice> choice_;  // pool or caller alone, on a split placement (thread_choice.h)
   std::vector<std::unique_ptr<cpu::Kernel>> kernels_;
   std::vector<const TensorInfo*> in_, out_;
   std::unique_ptr<uint8_t, FreeDeleter> arena_;

@@ -1,0 +1,139 @@
+#include "cpu/thread_choice.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "cpu/env_count.h"
+#include "cpu/thread_pool.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define MEMLANE_CPU_RELAX() _mm_pause()
+#else
+#define MEMLANE_CPU_RELAX() ((void)0)
+#endif
+
+namespace memlane::cpu {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+// How long a side waits for the other: to join (a worker asleep since the last run wakes in
+// tens of microseconds), then for each return of the line.
+constexpr std::chrono::microseconds kJoinWait{300};
+constexpr std::chrono::microseconds kExchangeWait{20};
+constexpr int kProbeRounds = 8;
+}  // namespace
+
+int64_t caller_worker_round_trip_ns(ThreadPool& pool, int rounds) {
+  if (pool.threads() < 2 || rounds < 1) return -1;
+  alignas(64) std::atomic<int> ball{0};
+  alignas(64) std::atomic<int> present{0};
+  std::atomic<bool> gaveUp{false};
+  int64_t total = -1;
+  // Spins until `ready()`, false once either side gave up or `wait` passed (then it gives up).
+  const auto await = [&](std::chrono::microseconds wait, auto ready) {
+    const auto until = Clock::now() + wait;
+    for (;;) {
+      for (int i = 0; i < 32; ++i) {
+        if (ready()) return true;
+        if (gaveUp.load(std::memory_order_relaxed)) return false;
+        MEMLANE_CPU_RELAX();
+      }
+      if (Clock::now() >= until) {
+        gaveUp.store(true, std::memory_order_relaxed);
+        return false;
+      }
+    }
+  };
+  // Two chunks: side 0 serves the line and times it, side 1 returns it. If one thread claims
+  // both (the worker never came), side 0 gives up waiting for side 1 and the call ends.
+  pool.parallel_for(2, 1, [&](int64_t b, int64_t e) {
+    for (int64_t side = b; side < e; ++side) {
+      present.fetch_add(1, std::memory_order_acq_rel);
+      if (!await(kJoinWait, [&] { return present.load(std::memory_order_acquire) == 2; })) return;
+      if (side == 0) {
+        const auto t0 = Clock::now();
+        for (int r = 0; r < rounds; ++r) {
+          ball.store(2 * r + 1, std::memory_order_release);
+          if (!await(kExchangeWait, [&] { return ball.load(std::memory_order_acquire) == 2 * r + 2; })) return;
+        }
+        total = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+      } else {
+        for (int r = 0; r < rounds; ++r) {
+          if (!await(kExchangeWait, [&] { return ball.load(std::memory_order_acquire) == 2 * r + 1; })) return;
+          ball.store(2 * r + 2, std::memory_order_release);
+        }
+      }
+    }
+  });
+  return total < 0 ? -1 : total / rounds;
+}
+
+ThreadChoice::ThreadChoice(int threads) : enabled_(threads == 2 && env_count("MEMLANE_SPLIT_ADAPT", 1) != 0) {}
+
+ThreadChoice::PerBatch* ThreadChoice::slot(int64_t batch) {
+  for (PerBatch& s : batches_)
+    if (s.batch == batch) return &s;
+  for (PerBatch& s : batches_)
+    if (s.batch == 0) {
+      s.batch = batch;
+      return &s;
+    }
+  return nullptr;  // more batch sizes than slots: those run on the pool
+}
+
+ThreadChoice::Mode ThreadChoice::pick(int64_t batch, ThreadPool& pool) {
+  if (!enabled_) return kPool;
+  const auto now = Clock::now();
+  if (now - lastProbe_ >= std::chrono::milliseconds(kProbeEveryMs)) {
+    lastProbe_ = now;
+    note_round_trip(caller_worker_round_trip_ns(pool, kProbeRounds));
+  }
+  return decide(batch);
+}
+
+void ThreadChoice::note_round_trip(int64_t ns) {
+  if (ns < 0) return;  // no reading: keep what the last one said
+  const bool was = split_;
+  split_ = ns > kSplitRoundTripNs;
+  if (split_ && !was)  // a new split stretch: check the other mode again soon
+    for (PerBatch& s : batches_) s.exploreEvery = kExploreFirst, s.sinceExplore = 0, s.tryLeft = 0;
+}
+
+ThreadChoice::Mode ThreadChoice::decide(int64_t batch) {
+  run_ = Run::kInUse;
+  if (!enabled_ || !split_) return kPool;
+  PerBatch* s = slot(batch);
+  if (!s) return kPool;
+  // The pool timed first on this placement, then a try of the caller alone, then the faster,
+  // with a try of the other now and then.
+  if (s->ns[kPool] < 0) return kPool;
+  if (s->tryLeft == 0 && (s->ns[kCaller] < 0 || ++s->sinceExplore >= s->exploreEvery)) {
+    s->sinceExplore = 0;
+    s->tryLeft = kTryRuns;
+  }
+  if (s->tryLeft == 0) return s->best;
+  run_ = --s->tryLeft == 0 ? Run::kTryTimed : Run::kTryWarm;
+  return s->best == kPool ? kCaller : kPool;
+}
+
+void ThreadChoice::record(int64_t batch, Mode mode, int64_t ns) {
+  if (!enabled_ || !split_) return;  // runs on a shared placement say nothing about a split one
+  ++splitRuns_;
+  if (mode == kCaller) ++callerRuns_;
+  PerBatch* s = slot(batch);
+  if (!s || run_ == Run::kTryWarm) return;
+  double& t = s->ns[mode];
+  // A try's timed run replaces what that mode measured last, which may be from an earlier
+  // stretch; the mode in use is smoothed over its runs.
+  t = (t < 0 || run_ == Run::kTryTimed) ? double(ns) : 0.75 * t + 0.25 * double(ns);
+  const double pool = s->ns[kPool], caller = s->ns[kCaller];
+  if (pool < 0 || caller < 0) return;
+  const Mode before = s->best;
+  if (caller < kSwitchBelow * pool) s->best = kCaller;
+  else if (pool < kSwitchBelow * caller) s->best = kPool;
+  if (run_ == Run::kTryTimed) s->exploreEvery = s->best == before ? std::min(2 * s->exploreEvery, kExploreMost) : kExploreFirst;
+}
+
+}  // namespace memlane::cpu
