@@ -3,15 +3,10 @@
 #include <algorithm>
 #include <atomic>
 
+#include "cpu/cpu_relax.h"
 #include "cpu/env_count.h"
 #include "cpu/thread_pool.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define MEMLANE_CPU_RELAX() _mm_pause()
-#else
-#define MEMLANE_CPU_RELAX() ((void)0)
-#endif
 
 namespace memlane::cpu {
 
@@ -38,7 +33,7 @@ int64_t caller_worker_round_trip_ns(ThreadPool& pool, int rounds) {
       for (int i = 0; i < 32; ++i) {
         if (ready()) return true;
         if (gaveUp.load(std::memory_order_relaxed)) return false;
-        MEMLANE_CPU_RELAX();
+        cpu_relax();
       }
       if (Clock::now() >= until) {
         gaveUp.store(true, std::memory_order_relaxed);

@@ -1,6 +1,7 @@
 #include "cpu/thread_pool.h"
 
 #include "cpu/denormals.h"
+#include "cpu/cpu_relax.h"
 #include "cpu/env_count.h"
 
 #include <algorithm>
@@ -13,12 +14,6 @@
 
 #include <map>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define MEMLANE_CPU_RELAX() _mm_pause()
-#else
-#define MEMLANE_CPU_RELAX() ((void)0)
-#endif
 
 namespace memlane::cpu {
 namespace {
@@ -57,7 +52,7 @@ bool spin_until(const Pred& done, const std::atomic<int>* hot = nullptr, const s
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       if (done()) return true;
-      MEMLANE_CPU_RELAX();
+      cpu_relax();
     }
     if (other && yield_enabled() && sched_getcpu() == other->load(std::memory_order_relaxed)) {
       sched_yield();
@@ -244,7 +239,7 @@ void ThreadPool::run_chunks(int64_t n, int64_t chunks, Fn fn, void* ctx) {
       // The worker publishes its times just after its last chunk counts as done: wait for them
       // a moment (stats only) where a worker ran any chunk.
       if (ran < chunks)
-        for (const int64_t until = now_ns() + 20000; s->worker_start.load() < 0 && now_ns() < until;) MEMLANE_CPU_RELAX();
+        for (const int64_t until = now_ns() + 20000; s->worker_start.load() < 0 && now_ns() < until;) cpu_relax();
       const int64_t began = s->worker_start.load();
       if (began >= 0 && s->worker_gen.load() == gen) {  // not a late report of the call before
         x.worker_calls += 1;
