@@ -7,7 +7,6 @@
 #include "cpu/env_count.h"
 #include "cpu/thread_pool.h"
 
-
 namespace memlane::cpu {
 
 namespace {
