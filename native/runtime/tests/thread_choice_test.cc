@@ -8,9 +8,12 @@
 #include <string>
 #include <vector>
 
+#include <cmath>
+
 #include "cpu/thread_choice.h"
 #include "cpu/thread_pool.h"
 #include "harness.h"
+#include "op_runner.h"
 
 using memlane::cpu::ThreadChoice;
 using memlane::cpu::ThreadPool;
@@ -125,6 +128,62 @@ static void the_probe_on_a_real_pool() {
   }
 }
 
+// The CPU backend's wiring, on any machine: with every reading taken as split
+// (MEMLANE_SPLIT_ADAPT=2) a 2-thread backend at batch 1 runs some requests on the caller alone
+// (at least the first try), says so in its notes, and every run gives one thread's outputs.
+static void the_backend_runs_on_the_caller_alone_when_split() {
+  using namespace memlane;
+  mltest::PlanBuilder b;
+  mltest::Rng r;
+  const int x = b.input("x", {16, 24, 24});
+  const int w = b.weight("w", {32, 16, 3, 3}, r.vec(32 * 16 * 9));
+  const int y = b.act("y", {32, 24, 24});
+  const int yr = b.act("yr", {32, 24, 24});
+  const int out = b.output("out", {32, 1, 1});
+  b.op("Conv", {x, w, -1}, {y}, {{"kernel", std::vector<int64_t>{3, 3}}, {"strides", std::vector<int64_t>{1, 1}},
+                                 {"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"activation", std::string("none")}});
+  b.op("Relu", {y}, {yr});
+  b.op("GlobalAveragePool", {yr}, {out});
+  const std::vector<uint8_t> bytes = b.build();
+  Plan plan;
+  std::string msg;
+  CHECK(parse_plan(bytes.data(), bytes.size(), &plan, &msg) == Status::kOk);
+  const std::vector<float> in = r.vec(16 * 24 * 24);
+  const auto outputs = [&](int threads, int runs, std::string* notes) {
+    Status st = Status::kOk;
+    BackendOptions o;
+    o.threads = threads;
+    auto be = make_cpu_backend(o, &st, &msg);
+    std::vector<std::vector<float>> all;
+    if (!be || be->prepare(plan, 1, &msg) != Status::kOk) return all;
+    for (int i = 0; i < runs; ++i) {
+      std::vector<float> got(32, -1.f);
+      const float* ip = in.data();
+      float* op = got.data();
+      CHECK_MSG(be->run(1, &ip, &op, &msg) == Status::kOk, msg);
+      all.push_back(got);
+    }
+    *notes = be->notes();
+    return all;
+  };
+  std::string notes;
+  unsetenv("MEMLANE_SPLIT_ADAPT");
+  const auto ref = outputs(1, 1, &notes);
+  setenv("MEMLANE_SPLIT_ADAPT", "2", 1);
+  const auto got = outputs(2, 24, &notes);
+  unsetenv("MEMLANE_SPLIT_ADAPT");
+  CHECK(ref.size() == 1 && got.size() == 24);
+  float worst = 0;
+  for (const auto& g : got)
+    for (size_t k = 0; k < g.size() && !ref.empty(); ++k) worst = std::max(worst, std::fabs(g[k] - ref[0][k]));
+  CHECK_MSG(worst <= 1e-4f, "max abs diff " + std::to_string(worst) + " against one thread");
+  CHECK_CONTAINS(notes, "24 runs while the 2 CPUs shared no cache");
+  // the try of the caller alone (two runs) comes right after the pool's first run
+  const size_t at = notes.find("no cache, ");
+  const int caller = at == std::string::npos ? 0 : std::atoi(notes.c_str() + at + 10);
+  CHECK_MSG(caller >= 2, notes);
+}
+
 int main() {
   only_two_threads_and_the_switch();
   shared_always_pool();
@@ -132,5 +191,6 @@ int main() {
   noise_does_not_switch_and_batches_are_apart();
   a_new_split_stretch_tries_again_soon();
   the_probe_on_a_real_pool();
+  the_backend_runs_on_the_caller_alone_when_split();
   return mltest::finish("thread_choice_test");
 }

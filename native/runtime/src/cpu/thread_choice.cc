@@ -64,7 +64,11 @@ int64_t caller_worker_round_trip_ns(ThreadPool& pool, int rounds) {
   return total < 0 ? -1 : total / rounds;
 }
 
-ThreadChoice::ThreadChoice(int threads) : enabled_(threads == 2 && env_count("MEMLANE_SPLIT_ADAPT", 1) != 0) {}
+ThreadChoice::ThreadChoice(int threads) {
+  const int64_t adapt = env_count("MEMLANE_SPLIT_ADAPT", 1);
+  enabled_ = threads == 2 && adapt != 0;
+  forceSplit_ = adapt == 2;
+}
 
 ThreadChoice::PerBatch* ThreadChoice::slot(int64_t batch) {
   for (PerBatch& s : batches_)
@@ -82,7 +86,7 @@ ThreadChoice::Mode ThreadChoice::pick(int64_t batch, ThreadPool& pool) {
   const auto now = Clock::now();
   if (now - lastProbe_ >= std::chrono::milliseconds(kProbeEveryMs)) {
     lastProbe_ = now;
-    note_round_trip(caller_worker_round_trip_ns(pool, kProbeRounds));
+    note_round_trip(forceSplit_ ? kSplitRoundTripNs + 1 : caller_worker_round_trip_ns(pool, kProbeRounds));
   }
   return decide(batch);
 }

@@ -15,7 +15,8 @@
 // tail latency once settled).
 //
 // Only for a pool of exactly 2 threads: with more, one thread is a far larger step down, and a
-// split among many cores was never measured. MEMLANE_SPLIT_ADAPT=0: always the pool (A/B aid).
+// split among many cores was never measured. MEMLANE_SPLIT_ADAPT=0: always the pool (A/B aid);
+// =2: every placement reading counts as split (ctest's way to run the choice on any machine).
 #pragma once
 
 #include <array>
@@ -82,6 +83,7 @@ class ThreadChoice {
   enum class Run { kInUse, kTryWarm, kTryTimed };
 
   bool enabled_ = false;
+  bool forceSplit_ = false;  // MEMLANE_SPLIT_ADAPT=2
   bool split_ = false;
   Run run_ = Run::kInUse;
   std::chrono::steady_clock::time_point lastProbe_{};
