@@ -433,14 +433,16 @@ class CpuBackend final : public Backend {
     // CPUs share no cache (thread_choice.h). Batch lanes write only their own samples, and a
     // profile times what the run was asked for.
     const bool choose = !lanes && !profiler_.on() && choice_->enabled();
-    const auto mode = choose ? choice_->pick(batch, *pool_) : cpu::ThreadChoice::kPool;
+    const auto mode = choose ? choice_->decide(batch) : cpu::ThreadChoice::kPool;
     cpu::ThreadPool* pool = mode == cpu::ThreadChoice::kCaller ? serial_.get() : pool_.get();
     const auto started = std::chrono::steady_clock::now();
     if (lanes) run_lanes(batch, inputs, outputs, &error);
     else run_chunks(batch, inputs, outputs, pool, &error);
     if (!tail_.empty()) run_tail(batch, inputs, outputs, pool, &error);
-    if (choose)
+    if (choose) {
       choice_->record(batch, mode, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count());
+      choice_->probe_if_due(*pool_);  // the next run's placement, read while the worker still polls
+    }
     if (profiler_.on()) profiler_.end_run();
     if (error.set) {
       *message = error.message;

@@ -7,7 +7,7 @@
 // Which of one or two threads wins on such a placement depends on the model (efficientnet_b0
 // keeps two), so it is measured, not assumed.
 //
-// Each run first reads the placement (a cache-line round trip between the caller and the pool's
+// After a run it reads the placement (a cache-line round trip between the caller and the pool's
 // worker, at most once every kProbeEveryMs): shared, every run uses the pool. Split, the runs
 // time themselves per batch size and take the pool or the caller alone, whichever has been
 // faster there, trying the other now and then (kTryRuns runs in a row after kExploreFirst split
@@ -28,7 +28,7 @@ namespace memlane::cpu {
 class ThreadPool;
 
 // Mean round trip of one cache line between the caller and a worker of `pool` over `rounds`
-// exchanges, ns; -1 when the pool has one thread or the worker did not join within 300 us
+// exchanges, ns; -1 when the pool has one thread or the worker did not join within 20 us
 // (asleep, or on the caller's own CPU: a split decision is then no better informed).
 int64_t caller_worker_round_trip_ns(ThreadPool& pool, int rounds);
 
@@ -53,15 +53,15 @@ class ThreadChoice {
   explicit ThreadChoice(int threads);
 
   bool enabled() const { return enabled_; }
-  // The mode for the next run at `batch`, probing the placement on `pool` when due.
-  Mode pick(int64_t batch, ThreadPool& pool);
+  // The mode for the next run at `batch`, on the placement last read.
+  Mode decide(int64_t batch);
   // The run just made at `batch` in `mode` took `ns` (only runs made on a split placement count).
   void record(int64_t batch, Mode mode, int64_t ns);
-
-  // pick()'s two halves, for tests: a placement reading (round trip, ns; < 0: none), and the
-  // mode for `batch` on the placement last read.
+  // Reads the placement on `pool` when due. Called after a run, while the pool's worker still
+  // polls: at the start of one it may be asleep, and waking it costs more than the probe.
+  void probe_if_due(ThreadPool& pool);
+  // A placement reading (round trip, ns; < 0: none), as probe_if_due takes it (tests feed it).
   void note_round_trip(int64_t ns);
-  Mode decide(int64_t batch);
 
   // Runs that went to the caller alone, and runs made on a split placement (for the notes).
   int64_t caller_runs() const { return callerRuns_; }
