@@ -71,8 +71,11 @@ interface Ctx {
 
 const lastOf = (stages: readonly StageDef[], kind: string, before: number) => [...stages.slice(0, before)].reverse().find((s) => s.kind === kind);
 
-/** Below this spread the heap top's draws are run-to-run noise, not worth a word. */
-const HEAP_TOP_SPREAD_NOTED_MIB = 4;
+/**
+ * Below this spread a probe's fresh processes differ by run-to-run noise, not worth a word:
+ * glibc's coin after ORT's load (`memlane estimate`'s held range) and python-torch's heap top.
+ */
+export const SPREAD_NOTED_MIB = 4;
 
 /**
  * python-torch's coin (docs/memory.md): where the replay's processes ended their requests
@@ -80,7 +83,7 @@ const HEAP_TOP_SPREAD_NOTED_MIB = 4;
  */
 export function heapTopNote(t: Pick<TorchTerms, "runEndMiB" | "runEndRangeMiB" | "runDraws">, maxBatch: number): string {
   const r = t.runEndRangeMiB;
-  if (!r || t.runEndMiB === null || r[1] - r[0] <= HEAP_TOP_SPREAD_NOTED_MIB) return "";
+  if (!r || t.runEndMiB === null || r[1] - r[0] <= SPREAD_NOTED_MIB) return "";
   return `; after a request at batch ${maxBatch} the probe's ${t.runDraws} fresh processes held ${r[0].toFixed(1)} to ${r[1].toFixed(1)} MiB above their start ` +
     `(where glibc's heap top lies differs per process and per call), the estimate their mean ${t.runEndMiB.toFixed(1)} MiB`;
 }

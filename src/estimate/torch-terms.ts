@@ -7,6 +7,7 @@
 import { availableParallelism } from "node:os";
 import { inFreshWorker } from "../workers/fresh-worker.ts";
 import { workerSpecs } from "../workers/specs.ts";
+import { medianOrNull, rangeOrNull } from "./ort-load.ts";
 import type { Optimizer } from "./torch-estimate.ts";
 
 const MIB = 2 ** 20;
@@ -89,11 +90,6 @@ interface RawTerms extends RunDraw {
  */
 export const RUN_DRAWS = 4;
 
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 /**
  * The short run's terms from its draws: the end is the mean of every draw's samples (each
@@ -106,10 +102,10 @@ export function combineDraws(draws: readonly RunDraw[]): Pick<TorchTerms, "runMi
   const samples = measured.flatMap((d) => d.runEndSamplesMiB ?? []);
   const firsts = measured.map((d) => d.runFirstMiB).filter((x): x is number => x !== null);
   return {
-    runMiB: median(measured.map((d) => d.runMiB!)),
-    runFirstMiB: firsts.length > 0 ? median(firsts) : null,
-    runEndMiB: samples.length > 0 ? samples.reduce((a, b) => a + b, 0) / samples.length : median(measured.map((d) => d.runEndMiB ?? d.runMiB!)),
-    runEndRangeMiB: samples.length > 0 ? [Math.min(...samples), Math.max(...samples)] : null,
+    runMiB: medianOrNull(measured.map((d) => d.runMiB)),
+    runFirstMiB: firsts.length > 0 ? medianOrNull(firsts) : null,
+    runEndMiB: samples.length > 0 ? samples.reduce((a, b) => a + b, 0) / samples.length : medianOrNull(measured.map((d) => d.runEndMiB ?? d.runMiB)),
+    runEndRangeMiB: rangeOrNull(samples),
     runDraws: measured.length,
   };
 }

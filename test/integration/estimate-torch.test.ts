@@ -12,11 +12,23 @@ import { calibrationKey, saveCalibration } from "../../src/estimate/cache.ts";
 import { calibrate } from "../../src/estimate/calibration.ts";
 import { PROBES } from "../../src/estimate/probe-models.ts";
 import { loadTorchCalibration, torchCalibration } from "../../src/estimate/torch-calibration.ts";
+import { inferTerms, RUN_DRAWS } from "../../src/estimate/torch-terms.ts";
 import type { Report } from "../../src/report/schema.ts";
 import { validateReport } from "../../src/report/validate.ts";
 import { expectNoneLeft, startCli, tempDirWithCache } from "./pipeline-helpers.ts";
 
 const { dir, cache } = tempDirWithCache("memlane-estimate-torch-");
+
+describe("the python-torch probe's short run, drawn in fresh processes", () => {
+  it("is measured in RUN_DRAWS workers, its end the samples' mean within their range", async () => {
+    const t = await inferTerms("mlp", { batchSizes: [1, 8], iterations: 2, warmup: 1, evalSamples: 16 }, 1);
+    expect(t.runDraws).toBe(RUN_DRAWS);
+    const [lo, hi] = t.runEndRangeMiB!;
+    expect(lo).toBeLessThanOrEqual(t.runEndMiB!);
+    expect(t.runEndMiB!).toBeLessThanOrEqual(hi);
+    expect(t.runMiB!).toBeGreaterThan(0);
+  }, 120_000);
+});
 
 describe("PyTorch estimates (calibrated on this machine)", () => {
   it("predicts a tiny digits run's training peak within 10 % of the measured one, the naive formula beside it", async () => {

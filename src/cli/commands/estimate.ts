@@ -21,9 +21,8 @@ import { num, textTable } from "../../report/format.ts";
 import { shown } from "../outcome.ts";
 import { estimatePipelineCommand, PIPELINE_FILE } from "../estimate-pipeline.ts";
 import { deviceSection, printDeviceSection } from "../estimate-device.ts";
+import { SPREAD_NOTED_MIB } from "../../estimate/pipeline-estimate.ts";
 
-/** How far apart the load probe's held figures must be before `memlane estimate` says so, MiB. */
-const HELD_SPREAD_NOTED_MIB = 4;
 
 export const spec: CommandSpec = {
   name: "estimate",
@@ -120,7 +119,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     const range = load.heldRangeMiB;
     // glibc's coin (docs/memory.md, "What is left is glibc's coin"): say it where it is wider
     // than the run-to-run noise, since a run may land on either amount.
-    if (range && range[1] - range[0] > HELD_SPREAD_NOTED_MIB)
+    if (range && range[1] - range[0] > SPREAD_NOTED_MIB)
       io.out(`  held by malloc after ${runtime}'s load: ${num(range[0])} to ${num(range[1])} MiB in the probe's fresh processes (glibc's dynamic mmap threshold picks one per process); the estimate takes the median, ${num(load.heldMiB ?? 0)} MiB`);
   }
   if (terms.nativeLoadUnavailable && !terms.compileError) io.out(`  memlane-rt's load: unavailable (${terms.nativeLoadUnavailable}); native leaves its repacked weights out`);
