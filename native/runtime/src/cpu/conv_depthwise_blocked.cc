@@ -12,6 +12,7 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+#include "cpu/aligned_floats.h"
 #define MEMLANE_DWB_AVX512 1
 #endif
 
@@ -67,7 +68,7 @@ class BlockedDepthwiseKernel final : public Kernel {
   DwGeom g{};
   int64_t C = 0, blocks = 0, K = 0, Wp = 0, band = 1, band_in_rows = 0;
   TensorRef x, y;
-  std::vector<float> wpack, bpack;  // [block][tap][16], [block][16]; zero past C
+  AlignedFloats wpack, bpack;  // [block][tap][16], [block][16]; zero past C
   const float *w = nullptr, *bias = nullptr;  // the plan's originals (not read at run time)
   std::vector<int64_t> tap_off;     // floats from an output's first tap to tap t in the band
   ConvAct act;
@@ -78,7 +79,7 @@ class BlockedDepthwiseKernel final : public Kernel {
   bool fused = false;
   int64_t pw_C = 0, groups = 0;  // groups of blocks (run_group)
   TensorRef pw_x;
-  std::vector<float> pw_wpack, pw_bpack;
+  AlignedFloats pw_wpack, pw_bpack;
   ConvAct pw_act;
   const float *pw_w = nullptr, *pw_b = nullptr;
 

@@ -31,6 +31,7 @@
 
 #include "cpu/conv_act.h"
 #include "cpu/kernel.h"
+#include "cpu/aligned_floats.h"
 
 namespace memlane::cpu {
 
@@ -46,8 +47,8 @@ class GroupedBlockedConv {
   const GroupedIsa* isa = nullptr;
   int64_t lanes = 16;  // floats a vector: 16 (AVX-512) or 8 (AVX2)
   int64_t Cg = 0, Mg = 0, G = 1, NV = 1, blocks = 0, K = 0, CB = 0, Wp = 0, band = 1, band_in_rows = 0;
-  std::vector<float> wpack;        // [block][tap][Cg][NV][lanes], zero in padded groups
-  std::vector<float> bpack;        // [block][NV][lanes]
+  AlignedFloats wpack;  // [block][tap][Cg][NV][lanes], zero in padded groups
+  AlignedFloats bpack;  // [block][NV][lanes]
   std::vector<int32_t> lane_oc;    // [NV * lanes]: output channel of (vector, lane) from the block's first
   std::vector<int32_t> slot_ch;    // [CB]: input channel of a packed slot from the block's first
   std::vector<int64_t> tap_off;    // floats from an output's first tap to tap t in the band

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cpu/cnn_ops.h"
+#include "cpu/aligned_floats.h"
 
 namespace memlane::cpu {
 
@@ -21,9 +22,9 @@ class ThreadPool;
 struct LstmPacked {
   int D = 1;
   int64_t H = 0, Hp = 0, I = 0;
-  std::vector<float> w;     // [I, D * 4Hp]: W^T, columns gate-interleaved (one product for every direction)
-  std::vector<float> r;     // [D][Hp / 16][H][64]: R^T, per block of 16 units its 64 gate columns per k
-  std::vector<float> bias;  // [D * 4Hp]: Wb + Rb, gate-interleaved (zeros without B), added by the projection
+  AlignedFloats w;     // [I, D * 4Hp]: W^T, columns gate-interleaved (one product for every direction)
+  AlignedFloats r;     // [D][Hp / 16][H][64]: R^T, per block of 16 units its 64 gate columns per k
+  AlignedFloats bias;  // [D * 4Hp]: Wb + Rb, gate-interleaved (zeros without B), added by the projection
 };
 
 // W [D, 4H, I], R [D, 4H, H], bias [D, 8H] or null, as lstm() takes them.

@@ -19,12 +19,14 @@
 #include <tuple>
 #include <vector>
 
+#include "cpu/aligned_floats.h"
+
 namespace memlane::cpu::simd {
 
 inline constexpr int64_t kPanelCols = 32;
 
 struct PackedPanels {
-  std::vector<float> w;  // [panels][K][32]
+  AlignedFloats w;  // [panels][K][32], each panel row on a cache line
   int64_t K = 0, N = 0;
   int64_t panels() const { return (N + kPanelCols - 1) / kPanelCols; }
 };

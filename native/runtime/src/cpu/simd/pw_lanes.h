@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cpu/aligned_floats.h"
 #include "cpu/conv_act.h"
 
 namespace memlane::cpu::simd {
@@ -22,8 +23,8 @@ inline constexpr int64_t kPwLanesKBlock = 128;
 inline constexpr int64_t kPwLanesKBlockPixels = 256;
 
 struct PwLanesWeights {
-  std::vector<float> w;  // [panels][C][32]
-  std::vector<float> b;  // [panels * 32], zeros where the conv has no bias
+  AlignedFloats w;  // [panels][C][32], each panel row on a cache line
+  AlignedFloats b;  // [panels * 32], zeros where the conv has no bias
   int64_t M = 0, C = 0;
   int64_t panels() const { return (M + kPwLanesPanel - 1) / kPwLanesPanel; }
 };
