@@ -1,7 +1,8 @@
 // ThreadPool::parallel_for under many short calls: every item of every call runs exactly once
 // and the call returns only after all of them ran, whether a worker woke in time or the caller
 // claimed every chunk itself (chunks are claimed from one atomic word tagged with the call's
-// generation, so a worker that wakes late must not run the next call's chunks).
+// generation, so a worker that wakes late must not run the next call's chunks; the caller takes
+// them from the front, workers from the back).
 #include <sched.h>
 
 #include <atomic>
@@ -137,6 +138,35 @@ static void stacked_poller_yields() {
   CHECK_MSG(yields > 0, "a poller sharing its CPU with the thread it waits for yielded " + std::to_string(yields) + " times");
 }
 
+// The caller claims a call's chunks from the front, workers from the back: with two threads the
+// first chunk runs on the caller in every call the worker takes part in, so each op's first part
+// (and its data) stays on one core call after call. Chunk 0 waits for chunk 1 to start (up to
+// 2 ms), so a worker that claims first would be seen running chunk 0.
+static void caller_front_worker_back() {
+  ThreadPool pool(2);
+  ThreadPool::Hot hot(pool);
+  const std::thread::id caller = std::this_thread::get_id();
+  int both = 0, callerFirst = 0;
+  for (int call = 0; call < 300; ++call) {
+    std::atomic<bool> lastStarted{false};
+    std::thread::id ran[2];
+    pool.parallel_for(2, 1, [&](int64_t b, int64_t) {
+      ran[b] = std::this_thread::get_id();
+      if (b == 1) {
+        lastStarted.store(true, std::memory_order_release);
+        return;
+      }
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+      while (!lastStarted.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) {
+      }
+    });
+    if (ran[0] != ran[1]) ++both, callerFirst += ran[0] == caller;
+  }
+  if (std::thread::hardware_concurrency() >= 2) CHECK_MSG(both > 0, "the worker took no chunk in 300 calls");
+  CHECK_MSG(callerFirst == both, "the worker ran chunk 0 in " + std::to_string(both - callerFirst) + " of " +
+                                     std::to_string(both) + " calls it took part in");
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "yield") {
     stacked_poller_yields();
@@ -160,5 +190,6 @@ int main(int argc, char** argv) {
   CHECK(sum.load() == 400);
   stacked_worker_leaves_the_call();
   hot_worker_stays_awake();
+  caller_front_worker_back();
   return finish("thread_pool_test");
 }

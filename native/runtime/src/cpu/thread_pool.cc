@@ -165,12 +165,20 @@ ThreadPool::~ThreadPool() {
 
 int64_t ThreadPool::run_claimed(uint32_t gen, int64_t n, int64_t chunks, Fn fn, void* ctx, bool caller) {
   const uint64_t tag = uint64_t(gen) << 32;
+  // The caller takes chunks from the front, workers from the back (claim_word): with two
+  // threads each call's first chunks go to the caller and its last to the worker, unless one
+  // of them ran out of its own and took the other's. MEMLANE_POOL_SAME_END=1: every thread from
+  // the front, as before (an A/B aid).
+  static const bool from_back = std::getenv("MEMLANE_POOL_SAME_END") == nullptr;
+  const bool back = from_back && !caller;
   uint64_t v = claim_.load(std::memory_order_acquire);
   for (int64_t ran = 0;; ++ran) {
     if ((v & ~uint64_t(0xFFFFFFFF)) != tag) return ran;  // a later call: not ours to run
-    const int64_t c = int64_t(v & 0xFFFFFFFF);
-    if (c >= chunks) return ran;
-    if (!claim_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel)) {
+    const int64_t front = int64_t(v & 0xFFFF), end = int64_t((v >> 16) & 0xFFFF);
+    if (front >= end) return ran;
+    const int64_t c = back ? end - 1 : front;
+    const uint64_t next = back ? v - (uint64_t(1) << 16) : v + 1;
+    if (!claim_.compare_exchange_weak(v, next, std::memory_order_acq_rel)) {
       --ran;
       continue;
     }
@@ -211,7 +219,7 @@ void ThreadPool::run_chunks(int64_t n, int64_t chunks, Fn fn, void* ctx) {
     caller_on_.store(cpu, std::memory_order_relaxed);
     gen = ++generation_;
     done_.store(0, std::memory_order_relaxed);
-    claim_.store(uint64_t(gen) << 32, std::memory_order_release);
+    claim_.store(uint64_t(gen) << 32 | uint64_t(chunks) << 16, std::memory_order_release);
   }
   cv_work_.notify_all();
   // The caller takes chunks too; then it waits only for chunks that workers claimed.
