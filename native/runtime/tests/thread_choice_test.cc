@@ -4,6 +4,7 @@
 // begins), and never switches on a difference inside the noise. The placement probe itself: a real 2-thread pool answers
 // with a round trip (or no reading) and keeps running every chunk afterwards.
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -98,15 +99,42 @@ static void noise_does_not_switch_and_batches_are_apart() {
 }
 
 static void a_new_split_stretch_tries_again_soon() {
-  ThreadChoice c(2);
-  c.note_round_trip(kSplit);
+  using std::chrono::milliseconds;
+  const auto t0 = std::chrono::steady_clock::now();
   const auto slowPool = [](Mode m) { return m == ThreadChoice::kPool ? 8'000'000 : 6'000'000; };
+  ThreadChoice c(2);
+  c.note_round_trip(kSplit, t0);
   runs(c, 1, 1000, slowPool);  // the pool's tries are 512 runs apart by now
-  c.note_round_trip(kShared);
+  c.note_round_trip(kShared, t0 + milliseconds(1500));
   CHECK(c.decide(1) == ThreadChoice::kPool);
-  c.note_round_trip(kSplit);
+  c.note_round_trip(kSplit, t0 + milliseconds(3000));
   const auto again = runs(c, 1, 10, slowPool);
   CHECK_MSG(count(again, ThreadChoice::kPool) >= 1, "no try of the pool in the first 10 runs of a new split stretch");
+
+  // Readings either side of the line within a second are one stretch: no tries restart.
+  ThreadChoice d(2);
+  d.note_round_trip(kSplit, t0);
+  runs(d, 1, 1000, slowPool);
+  for (int i = 1; i <= 40; ++i) d.note_round_trip(i % 2 ? kShared : kSplit, t0 + milliseconds(20 * i));
+  const auto flips = runs(d, 1, 10, slowPool);
+  CHECK_MSG(count(flips, ThreadChoice::kPool) == 0, "readings flipping within a second restarted the tries");
+
+  // Split readings far apart with no shared one between (sparse requests) are one stretch too.
+  ThreadChoice e(2);
+  e.note_round_trip(kSplit, t0);
+  runs(e, 1, 1000, slowPool);
+  e.note_round_trip(kSplit, t0 + milliseconds(5000));
+  const auto sparse = runs(e, 1, 10, slowPool);
+  CHECK_MSG(count(sparse, ThreadChoice::kPool) == 0, "a split reading after a quiet spell restarted the tries");
+}
+
+static void the_line_between_shared_and_split() {
+  // An Intel Xeon's two cores on its mesh (138-180 ns) count as shared: two threads win there.
+  ThreadChoice c(2);
+  c.note_round_trip(180);
+  CHECK(!c.split());
+  c.note_round_trip(240);  // the AMD EPYC's split placement began at 240
+  CHECK(c.split());
 }
 
 static void the_probe_on_a_real_pool() {
@@ -191,6 +219,7 @@ int main() {
   split_learns_the_faster_and_backs_off();
   noise_does_not_switch_and_batches_are_apart();
   a_new_split_stretch_tries_again_soon();
+  the_line_between_shared_and_split();
   the_probe_on_a_real_pool();
   the_backend_runs_on_the_caller_alone_when_split();
   return mltest::finish("thread_choice_test");

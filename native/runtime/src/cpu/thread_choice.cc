@@ -87,14 +87,23 @@ void ThreadChoice::probe_if_due(ThreadPool& pool) {
   const auto now = Clock::now();
   if (now - lastProbe_ < std::chrono::milliseconds(kProbeEveryMs)) return;
   lastProbe_ = now;
-  note_round_trip(forceSplit_ ? kSplitRoundTripNs + 1 : caller_worker_round_trip_ns(pool, kProbeRounds));
+  note_round_trip(forceSplit_ ? kSplitRoundTripNs + 1 : caller_worker_round_trip_ns(pool, kProbeRounds), now);
 }
 
-void ThreadChoice::note_round_trip(int64_t ns) {
+void ThreadChoice::note_round_trip(int64_t ns, Clock::time_point at) {
   if (ns < 0) return;  // no reading: keep what the last one said
-  const bool was = split_;
   split_ = ns > kSplitRoundTripNs;
-  if (split_ && !was)  // a new split stretch: check the other mode again soon
+  if (!split_) {
+    sharedSinceSplit_ = true;
+    return;
+  }
+  // A new stretch: the first split reading, or one after a shared reading and a second of none.
+  // (Split readings far apart with none shared between are one stretch: sparse requests.)
+  const bool newStretch = lastSplitReading_ == Clock::time_point{} ||
+                          (sharedSinceSplit_ && at - lastSplitReading_ >= std::chrono::milliseconds(kNewStretchAfterMs));
+  lastSplitReading_ = at;
+  sharedSinceSplit_ = false;
+  if (newStretch)  // check the other mode again soon
     for (PerBatch& s : batches_) s.exploreEvery = kExploreFirst, s.sinceExplore = 0, s.tryLeft = 0;
 }
 

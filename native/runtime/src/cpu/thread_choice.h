@@ -36,8 +36,17 @@ class ThreadChoice {
  public:
   enum Mode : int { kPool = 0, kCaller = 1 };
 
-  // Above this round trip the two CPUs share no cache: 50-70 ns shared, 240-370 split here.
-  static constexpr int64_t kSplitRoundTripNs = 150;
+  // Above this round trip the two CPUs share no cache: on the AMD EPYC this was measured on,
+  // 50-70 ns shared and 240-370 split. An Intel Xeon whose two vCPUs sit on two cores of its
+  // mesh (no shared L2; a store to a line the other core read costs 3x, not 5x) reads 138-180
+  // after a run (p10-p90 of 400 probes), and there two threads beat one on every zoo model: at
+  // 150 half its readings counted as split, and each new stretch restarted the caller-alone
+  // tries (16 of 200 runs of regnet_x_400mf went to the caller alone, at 1.7x the time).
+  static constexpr int64_t kSplitRoundTripNs = 200;
+  // A split reading after a shared one starts a new stretch (tries of the other mode again
+  // soon) only when the last split reading is this long ago: a placement lasts seconds to
+  // minutes, and readings either side of the line within a second are noise, not a move.
+  static constexpr int kNewStretchAfterMs = 1000;
   static constexpr int kProbeEveryMs = 20;
   static constexpr int kExploreFirst = 8;
   static constexpr int kExploreMost = 512;
@@ -60,8 +69,9 @@ class ThreadChoice {
   // Reads the placement on `pool` when due. Called after a run, while the pool's worker still
   // polls: at the start of one it may be asleep, and waking it costs more than the probe.
   void probe_if_due(ThreadPool& pool);
-  // A placement reading (round trip, ns; < 0: none), as probe_if_due takes it (tests feed it).
-  void note_round_trip(int64_t ns);
+  // A placement reading (round trip, ns; < 0: none) taken at `at`, as probe_if_due takes it
+  // (tests feed it).
+  void note_round_trip(int64_t ns, std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now());
 
   // Runs that went to the caller alone, and runs made on a split placement (for the notes).
   int64_t caller_runs() const { return callerRuns_; }
@@ -87,6 +97,8 @@ class ThreadChoice {
   bool split_ = false;
   Run run_ = Run::kInUse;
   std::chrono::steady_clock::time_point lastProbe_{};
+  std::chrono::steady_clock::time_point lastSplitReading_{};  // epoch: none yet
+  bool sharedSinceSplit_ = false;                             // a shared reading since that one
   std::array<PerBatch, 8> batches_{};  // the batch sizes a worker runs: a handful
   int64_t callerRuns_ = 0, splitRuns_ = 0;
 };
