@@ -158,21 +158,28 @@ void ConvKernel::run_pointwise_lanes(const RunCtx& c) const {
   // the tiles, each chunk the same whole number of 8-pixel tiles but the last, which takes the
   // rest (49 pixels, one panel, 2 threads: 16 + 16 + 16 + 1; an earlier 32 + 17 split of that
   // map measured 1.35x slower).
+  // Units take the panels in pairs (simd::pw_lanes_pair's 6 x 64 tiles), a last odd one alone.
+  // MEMLANE_PW_LANES_NARROW=1: one panel a unit, 8 x 32 tiles (A/B).
+  static const bool narrow = std::getenv("MEMLANE_PW_LANES_NARROW") != nullptr;
+  const int64_t per_unit = narrow ? 1 : 2, groups = (panels + per_unit - 1) / per_unit;
   const int64_t T = c.pool->threads();
   const int64_t most = std::max<int64_t>(8, 65536 / std::max<int64_t>(g.C, 1) / 8 * 8);
   int64_t chunks = (P + most - 1) / most;
-  if (T > 1) chunks = std::max(chunks, std::min((P + 7) / 8, (2 * T + c.batch * panels - 1) / (c.batch * panels)));
+  if (T > 1) chunks = std::max(chunks, std::min((P + 7) / 8, (2 * T + c.batch * groups - 1) / (c.batch * groups)));
   const int64_t pc = ((P + chunks - 1) / chunks + 7) / 8 * 8;
   chunks = (P + pc - 1) / pc;
-  const int64_t per_sample = chunks * panels;
-  const int64_t grain = std::max<int64_t>(1, 400000 / std::max<int64_t>(simd::kPwLanesPanel * std::min(pc, P) * g.C, 1));
+  const int64_t per_sample = chunks * groups;
+  const int64_t grain =
+      std::max<int64_t>(1, 400000 / std::max<int64_t>(per_unit * simd::kPwLanesPanel * std::min(pc, P) * g.C, 1));
   const ConvAct a = folded_act();
   const float* R = has_res ? res.at(c) : nullptr;
   c.pool->parallel_for(c.batch * per_sample, grain, [&](int64_t u0, int64_t u1) {
     for (int64_t u = u0; u < u1; ++u) {
-      const int64_t n = u / per_sample, ch = u % per_sample / panels, pn = u % panels;
+      const int64_t n = u / per_sample, ch = u % per_sample / groups, pn = u % groups * per_unit;
       const int64_t p0 = ch * pc, p1 = std::min(P, p0 + pc);
-      simd::pw_lanes(pwl, pn, X + n * in_sz, Y + n * out_sz, P, p0, p1, a, R ? R + n * out_sz : nullptr);
+      const float* Rn = R ? R + n * out_sz : nullptr;
+      if (pn + 1 < panels && per_unit == 2) simd::pw_lanes_pair(pwl, pn, X + n * in_sz, Y + n * out_sz, P, p0, p1, a, Rn);
+      else simd::pw_lanes(pwl, pn, X + n * in_sz, Y + n * out_sz, P, p0, p1, a, Rn);
     }
   });
 }

@@ -229,6 +229,123 @@ AVX512 void pixels_kblocked(int64_t C, const float* X, int64_t P, const float* w
   }
 }
 
+// tile() over two panels at once: MR pixels (up to kWidePixels) x 64 channels (wp: the first
+// panel's [C][32], wp + pstride the second's; bp: the pair's 64 biases, contiguous in pw.b),
+// stored for the first mc channels (33-64). 24 accumulators take 6 broadcasts and 4 loads a
+// channel where the 8 x 32 tile takes 8 and 2 for 16 multiply-adds: the shape of
+// gemm_panels_gather's wide tile, which ran resnet18's deep convs in 0.8-0.9x the time of its
+// 8 x 32 one on an Intel Xeon. (7 pixels would need 33 registers: GCC spills one sum.)
+// kIn / kOut as tile()'s, with acc [MR][64].
+inline constexpr int kWidePixels = 6;
+
+template <int MR, bool PF, bool kIn = false, bool kOut = false>
+AVX512 void tile_wide(int64_t C, const float* x, int64_t P, const float* wp, int64_t pstride, const float* bp,
+                      float* y, int64_t mc, const ConvAct& act, const float* pf, Residual res, float* acc = nullptr) {
+  constexpr int64_t W = 2 * kPwLanesPanel;
+  __m512 c[MR][4];
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) c[r][v] = kIn ? _mm512_load_ps(acc + r * W + 16 * v) : _mm512_setzero_ps();
+  const float* wq = wp + pstride;
+  for (int64_t k = 0; k < C; ++k) {
+    const __m512 b0 = _mm512_loadu_ps(wp + k * kPwLanesPanel), b1 = _mm512_loadu_ps(wp + k * kPwLanesPanel + 16);
+    const __m512 b2 = _mm512_loadu_ps(wq + k * kPwLanesPanel), b3 = _mm512_loadu_ps(wq + k * kPwLanesPanel + 16);
+    if constexpr (PF) {
+      _mm_prefetch(reinterpret_cast<const char*>(pf + k * kPwLanesPanel), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(pf + k * kPwLanesPanel + pstride), _MM_HINT_T1);
+    }
+    const float* xk = x + k * P;
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(xk[r]);
+      c[r][0] = _mm512_fmadd_ps(av, b0, c[r][0]);
+      c[r][1] = _mm512_fmadd_ps(av, b1, c[r][1]);
+      c[r][2] = _mm512_fmadd_ps(av, b2, c[r][2]);
+      c[r][3] = _mm512_fmadd_ps(av, b3, c[r][3]);
+    }
+  }
+  if constexpr (kOut) {
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) _mm512_store_ps(acc + r * W + 16 * v, c[r][v]);
+    return;
+  }
+  // Bias after the sum, then the activation, in registers; rows past MR are zero and not stored.
+  __m512 f[8][4];
+#pragma GCC unroll 4
+  for (int v = 0; v < 4; ++v) {
+    const __m512 bv = _mm512_loadu_ps(bp + 16 * v);
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) f[r][v] = r < MR ? act_vec16(_mm512_add_ps(c[r < MR ? r : 0][v], bv), act) : _mm512_setzero_ps();
+  }
+  auto at = [&](int64_t k) { return Residual{res.r ? res.r + k * 8 * P : nullptr, res.relu}; };
+#pragma GCC unroll 4
+  for (int v = 0; v < 4; ++v) {
+    if (mc <= 16 * v) break;
+    transpose_store(_mm512_castps512_ps256(f[0][v]), _mm512_castps512_ps256(f[1][v]), _mm512_castps512_ps256(f[2][v]),
+                    _mm512_castps512_ps256(f[3][v]), _mm512_castps512_ps256(f[4][v]), _mm512_castps512_ps256(f[5][v]),
+                    _mm512_castps512_ps256(f[6][v]), _mm512_castps512_ps256(f[7][v]), y + 16 * v * P, P, mc - 16 * v, MR,
+                    at(2 * v));
+    if (mc > 16 * v + 8)
+      transpose_store(upper8(f[0][v]), upper8(f[1][v]), upper8(f[2][v]), upper8(f[3][v]), upper8(f[4][v]),
+                      upper8(f[5][v]), upper8(f[6][v]), upper8(f[7][v]), y + (16 * v + 8) * P, P, mc - 16 * v - 8, MR,
+                      at(2 * v + 1));
+  }
+}
+
+// One K block (or the whole of C) of the pair's tiles over [p0, p1): tiles of kWidePixels, the
+// first prefetching pf (nullable) into L2, then the tail.
+template <bool kIn, bool kOut>
+AVX512 void wide_tiles(int64_t kc, const float* X, int64_t P, const float* wp, int64_t pstride, const float* bp,
+                       float* y, int64_t mc, const ConvAct& act, int64_t p0, int64_t p1, Residual res, float* acc,
+                       const float* pf) {
+  constexpr int64_t W = 2 * kPwLanesPanel;
+  for (int64_t p = p0; p < p1; p += kWidePixels) {
+    float* a = acc ? acc + (p - p0) * W : nullptr;
+    const Residual rp{res.r ? res.r + p : nullptr, res.relu};
+    if (pf && p == p0 && p1 - p >= kWidePixels) {
+      tile_wide<kWidePixels, true, kIn, kOut>(kc, X + p, P, wp, pstride, bp, y + p, mc, act, pf, rp, a);
+      continue;
+    }
+    switch (std::min<int64_t>(kWidePixels, p1 - p)) {
+#define MEMLANE_CASE(n) \
+      case n: tile_wide<n, false, kIn, kOut>(kc, X + p, P, wp, pstride, bp, y + p, mc, act, nullptr, rp, a); break;
+      MEMLANE_CASE(6) MEMLANE_CASE(5) MEMLANE_CASE(4) MEMLANE_CASE(3) MEMLANE_CASE(2) MEMLANE_CASE(1)
+#undef MEMLANE_CASE
+      default: break;
+    }
+  }
+}
+
+// pixels_kblocked for a pair of panels: each K block's slices of both (2 x 16 KiB) stay in L1
+// across the tiles, the running sums in acc ([pixels][64]) between blocks.
+AVX512 void pair_pixels(int64_t C, const float* X, int64_t P, const float* wp, int64_t pstride, const float* bp,
+                        float* y, int64_t mc, const ConvAct& act, int64_t p0, int64_t p1, Residual res,
+                        const float* next_pair) {
+  static const bool kblocks = std::getenv("MEMLANE_PW_LANES_NO_KBLOCK") == nullptr;
+  if (!kblocks || C <= kPwLanesKBlock) {
+    wide_tiles<false, false>(C, X, P, wp, pstride, bp, y, mc, act, p0, p1, res, nullptr, next_pair);
+    return;
+  }
+  alignas(64) float acc[kPwLanesKBlockPixels * 2 * kPwLanesPanel];
+  const int64_t blocks = (C + kPwLanesKBlock - 1) / kPwLanesKBlock, kc = (C + blocks - 1) / blocks;
+  for (int64_t q0 = p0; q0 < p1; q0 += kPwLanesKBlockPixels) {
+    const int64_t q1 = std::min(p1, q0 + kPwLanesKBlockPixels);
+    for (int64_t k0 = 0; k0 < C; k0 += kc) {
+      const int64_t n = std::min(kc, C - k0);
+      const float* xk = X + k0 * P;
+      const float* wk = wp + k0 * kPwLanesPanel;
+      const bool first = k0 == 0, last = k0 + n == C;
+      const float* pf = !last ? wk + n * kPwLanesPanel : q1 == p1 ? next_pair : wp;
+      if (first) wide_tiles<false, true>(n, xk, P, wk, pstride, bp, y, mc, act, q0, q1, res, acc, pf);
+      else if (!last) wide_tiles<true, true>(n, xk, P, wk, pstride, bp, y, mc, act, q0, q1, res, acc, pf);
+      else wide_tiles<true, false>(n, xk, P, wk, pstride, bp, y, mc, act, q0, q1, res, acc, pf);
+    }
+  }
+}
+
 }  // namespace
 
 AVX512 void pw_lanes(const PwLanesWeights& pw, int64_t panel, const float* X, float* Y, int64_t P, int64_t p0,
@@ -252,10 +369,24 @@ AVX512 void pw_lanes(const PwLanesWeights& pw, int64_t panel, const float* X, fl
   else pixels<1>(C, X, P, wp, bp, y, mc, in_regs, p0, p1, pf, res);
 }
 
+AVX512 void pw_lanes_pair(const PwLanesWeights& pw, int64_t panel, const float* X, float* Y, int64_t P, int64_t p0,
+                          int64_t p1, const ConvAct& act, const float* R) {
+  const int64_t C = pw.C, m0 = panel * kPwLanesPanel, mc = std::min(2 * kPwLanesPanel, pw.M - m0);
+  const int64_t pstride = C * kPwLanesPanel;
+  const float* wp = pw.w.data() + panel * pstride;
+  const float* next = panel + 3 < pw.panels() ? wp + 2 * pstride : nullptr;
+  const Residual res{R ? R + m0 * P : nullptr, R && act.kind == ConvAct::kRelu};
+  pair_pixels(C, X, P, wp, pstride, pw.b.data() + m0, Y + m0 * P, mc, R ? ConvAct{} : act, p0, p1, res, next);
+}
+
 #else  // not x86-64: have_avx512() is false, so this is never called.
 
 void pw_lanes(const PwLanesWeights&, int64_t, const float*, float*, int64_t, int64_t, int64_t, const ConvAct&,
               const float*) {
+  std::abort();
+}
+void pw_lanes_pair(const PwLanesWeights&, int64_t, const float*, float*, int64_t, int64_t, int64_t, const ConvAct&,
+                   const float*) {
   std::abort();
 }
 

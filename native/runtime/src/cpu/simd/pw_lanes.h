@@ -40,4 +40,10 @@ PwLanesWeights pw_lanes_pack(const float* w, const float* b, int64_t M, int64_t 
 void pw_lanes(const PwLanesWeights& pw, int64_t panel, const float* X, float* Y, int64_t P, int64_t p0, int64_t p1,
               const ConvAct& act, const float* R = nullptr);
 
+// pw_lanes over panels `panel` and `panel + 1` at once (which must exist), in tiles of 6 pixels
+// x 64 channels: fewer loads a multiply-add than one panel's 8 x 32 tiles. The same sums in
+// the same order as pw_lanes, panel by panel.
+void pw_lanes_pair(const PwLanesWeights& pw, int64_t panel, const float* X, float* Y, int64_t P, int64_t p0,
+                   int64_t p1, const ConvAct& act, const float* R = nullptr);
+
 }  // namespace memlane::cpu::simd
