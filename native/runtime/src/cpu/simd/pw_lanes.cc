@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <type_traits>
 
 #include "cpu/conv_act_avx512.h"
 #include "cpu/simd/lanes_avx2.h"
@@ -200,6 +201,31 @@ AVX512 void kblock_tiles(int64_t kc, const float* X, int64_t P, const float* wp,
   }
 }
 
+// The K-block sweep of pixels_kblocked and pair_pixels: pixel blocks of kPwLanesKBlockPixels,
+// each over C in blocks of at most kPwLanesKBlock (`step`: a panel row's floats, 32), calling
+// tiles(kIn, kOut, n, xk, wk, q0, q1, pf) for each (kIn / kOut: std::bool_constant, as
+// tile()'s); pf the next slice to prefetch (the panel's slices are contiguous: the next one
+// starts where this one ends), the next panel's (`next`) after the last block, null when off.
+template <class Tiles>
+AVX512 void kblock_sweep(int64_t C, const float* X, int64_t P, const float* wp, int64_t p0, int64_t p1,
+                         const float* next, const Tiles& tiles) {
+  static const bool pf_on = std::getenv("MEMLANE_PW_LANES_NO_PF") == nullptr;
+  const int64_t blocks = (C + kPwLanesKBlock - 1) / kPwLanesKBlock, kc = (C + blocks - 1) / blocks;
+  for (int64_t q0 = p0; q0 < p1; q0 += kPwLanesKBlockPixels) {
+    const int64_t q1 = std::min(p1, q0 + kPwLanesKBlockPixels);
+    for (int64_t k0 = 0; k0 < C; k0 += kc) {
+      const int64_t n = std::min(kc, C - k0);
+      const float* xk = X + k0 * P;
+      const float* wk = wp + k0 * kPwLanesPanel;
+      const bool first = k0 == 0, last = k0 + n == C;
+      const float* pf = !pf_on ? nullptr : !last ? wk + n * kPwLanesPanel : q1 == p1 ? next : wp;
+      if (first) tiles(std::false_type{}, std::true_type{}, n, xk, wk, q0, q1, pf);
+      else if (!last) tiles(std::true_type{}, std::true_type{}, n, xk, wk, q0, q1, pf);
+      else tiles(std::true_type{}, std::false_type{}, n, xk, wk, q0, q1, pf);
+    }
+  }
+}
+
 // The panel in K blocks of at most kPwLanesKBlock channels, each over every tile of [p0, p1)
 // before the next: a [C][32] panel of more than 128 channels (16 KiB; regnet's 400 -> 400 is
 // 51 KiB, squeezenet's 512 -> 1000 classifier 64 KiB, past L1's 48) was read from L2 again by
@@ -211,22 +237,12 @@ AVX512 void pixels_kblocked(int64_t C, const float* X, int64_t P, const float* w
                             int64_t mc, const ConvAct& act, int64_t p0, int64_t p1, Residual res,
                             const float* next_panel) {
   alignas(64) float acc[kPwLanesKBlockPixels * kPwLanesPanel];
-  static const bool pf_on = std::getenv("MEMLANE_PW_LANES_NO_PF") == nullptr;
-  const int64_t blocks = (C + kPwLanesKBlock - 1) / kPwLanesKBlock, kc = (C + blocks - 1) / blocks;
-  for (int64_t q0 = p0; q0 < p1; q0 += kPwLanesKBlockPixels) {
-    const int64_t q1 = std::min(p1, q0 + kPwLanesKBlockPixels);
-    for (int64_t k0 = 0; k0 < C; k0 += kc) {
-      const int64_t n = std::min(kc, C - k0);
-      const float* xk = X + k0 * P;
-      const float* wk = wp + k0 * kPwLanesPanel;
-      const bool first = k0 == 0, last = k0 + n == C;
-      // (the panel's slices are contiguous: the next one starts where this one ends)
-      const float* pf = !pf_on ? nullptr : !last ? wk + n * kPwLanesPanel : q1 == p1 ? next_panel : wp;
-      if (first) kblock_tiles<NV, false, true>(n, xk, P, wk, bp, y, mc, act, q0, q1, res, acc, pf);
-      else if (!last) kblock_tiles<NV, true, true>(n, xk, P, wk, bp, y, mc, act, q0, q1, res, acc, pf);
-      else kblock_tiles<NV, true, false>(n, xk, P, wk, bp, y, mc, act, q0, q1, res, acc, pf);
-    }
-  }
+  kblock_sweep(C, X, P, wp, p0, p1, next_panel,
+               [&](auto in, auto out, int64_t n, const float* xk, const float* wk, int64_t q0, int64_t q1,
+                   const float* pf) {
+                 kblock_tiles<NV, decltype(in)::value, decltype(out)::value>(n, xk, P, wk, bp, y, mc, act, q0, q1, res,
+                                                                           acc, pf);
+               });
 }
 
 // tile() over two panels at once: MR pixels (up to kWidePixels) x 64 channels (wp: the first
@@ -330,20 +346,12 @@ AVX512 void pair_pixels(int64_t C, const float* X, int64_t P, const float* wp, i
     return;
   }
   alignas(64) float acc[kPwLanesKBlockPixels * 2 * kPwLanesPanel];
-  const int64_t blocks = (C + kPwLanesKBlock - 1) / kPwLanesKBlock, kc = (C + blocks - 1) / blocks;
-  for (int64_t q0 = p0; q0 < p1; q0 += kPwLanesKBlockPixels) {
-    const int64_t q1 = std::min(p1, q0 + kPwLanesKBlockPixels);
-    for (int64_t k0 = 0; k0 < C; k0 += kc) {
-      const int64_t n = std::min(kc, C - k0);
-      const float* xk = X + k0 * P;
-      const float* wk = wp + k0 * kPwLanesPanel;
-      const bool first = k0 == 0, last = k0 + n == C;
-      const float* pf = !last ? wk + n * kPwLanesPanel : q1 == p1 ? next_pair : wp;
-      if (first) wide_tiles<false, true>(n, xk, P, wk, pstride, bp, y, mc, act, q0, q1, res, acc, pf);
-      else if (!last) wide_tiles<true, true>(n, xk, P, wk, pstride, bp, y, mc, act, q0, q1, res, acc, pf);
-      else wide_tiles<true, false>(n, xk, P, wk, pstride, bp, y, mc, act, q0, q1, res, acc, pf);
-    }
-  }
+  kblock_sweep(C, X, P, wp, p0, p1, next_pair,
+               [&](auto in, auto out, int64_t n, const float* xk, const float* wk, int64_t q0, int64_t q1,
+                   const float* pf) {
+                 wide_tiles<decltype(in)::value, decltype(out)::value>(n, xk, P, wk, pstride, bp, y, mc, act, q0, q1,
+                                                                       res, acc, pf);
+               });
 }
 
 }  // namespace
