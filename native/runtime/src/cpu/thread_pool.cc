@@ -117,7 +117,8 @@ int64_t now_ns() {
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
-  if (threads > 1) max_chunks_ = int64_t(threads) * chunks_per_thread();
+  // (claim_ holds a chunk index in 16 bits)
+  if (threads > 1) max_chunks_ = std::min<int64_t>(int64_t(threads) * chunks_per_thread(), 0xFFFF);
   const long stats = env_count("MEMLANE_POOL_STATS", 0);
   if (threads > 1 && stats >= 1) stats_ = new PoolStats;
   if (stats_) stats_->per_site = stats >= 2;
@@ -165,9 +166,9 @@ ThreadPool::~ThreadPool() {
 
 int64_t ThreadPool::run_claimed(uint32_t gen, int64_t n, int64_t chunks, Fn fn, void* ctx, bool caller) {
   const uint64_t tag = uint64_t(gen) << 32;
-  // The caller takes chunks from the front, workers from the back (claim_word): with two
-  // threads each call's first chunks go to the caller and its last to the worker, unless one
-  // of them ran out of its own and took the other's. MEMLANE_POOL_SAME_END=1: every thread from
+  // The caller takes chunks from the front, workers from the back (claim_'s front and end):
+  // with two threads each call's first chunks go to the caller and its last to the worker,
+  // unless one of them ran out of its own and took the other's. MEMLANE_POOL_SAME_END=1: every thread from
   // the front, as before (an A/B aid).
   static const bool from_back = std::getenv("MEMLANE_POOL_SAME_END") == nullptr;
   const bool back = from_back && !caller;

@@ -96,7 +96,7 @@ class ThreadPool {
   int64_t n_ = 0;
   int64_t chunks_ = 0;
   // The generation in the high 32 bits; the chunks not yet claimed, [front, end), in bits 0-15
-  // (front) and 16-31 (end).
+  // (front) and 16-31 (end); a call has at most 0xFFFF chunks (max_chunks_).
   std::atomic<uint64_t> claim_{0};
   std::atomic<int64_t> done_{0};  // chunks of the current call that finished
   std::atomic<int> hot_{0};       // Hot guards alive: workers poll without sleeping
