@@ -202,10 +202,10 @@ AVX512 void kblock_tiles(int64_t kc, const float* X, int64_t P, const float* wp,
 }
 
 // The K-block sweep of pixels_kblocked and pair_pixels: pixel blocks of kPwLanesKBlockPixels,
-// each over C in blocks of at most kPwLanesKBlock (`step`: a panel row's floats, 32), calling
-// tiles(kIn, kOut, n, xk, wk, q0, q1, pf) for each (kIn / kOut: std::bool_constant, as
-// tile()'s); pf the next slice to prefetch (the panel's slices are contiguous: the next one
-// starts where this one ends), the next panel's (`next`) after the last block, null when off.
+// each over C in blocks of at most kPwLanesKBlock, calling tiles(kIn, kOut, n, xk, wk, q0, q1,
+// pf) for each (kIn / kOut: std::bool_constant, as tile()'s; wk the block's slice of the panel
+// at wp); pf the slice to prefetch next (a panel's slices are contiguous: the next one starts
+// where this one ends), after the last block the next panel's (`next`), null when off.
 template <class Tiles>
 AVX512 void kblock_sweep(int64_t C, const float* X, int64_t P, const float* wp, int64_t p0, int64_t p1,
                          const float* next, const Tiles& tiles) {
