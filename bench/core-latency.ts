@@ -14,7 +14,7 @@ import { REPO_ROOT } from "../src/workers/specs.ts";
 
 /**
  * Above this round trip the two CPUs share no cache (the AMD EPYC's clusters: 50-70 and 300-370
- * ns). An Intel Xeon's two vCPUs on two cores of its mesh read 125-145 here, and two threads gain
+ * ns). An Intel Xeon's two vCPUs on two cores of its mesh read mostly 125-145 here, and two threads gain
  * there as on a shared placement, so they are not marked (memlane-rt's ThreadChoice draws the
  * same line, native/runtime/src/cpu/thread_choice.h).
  */

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "cache_line_alloc.h"
 #include "memlane/runtime.h"
 #include "plan/plan.h"
 #include "status.h"
@@ -43,12 +44,11 @@ class SharedHostBuffers {
   bool reserve(Slot slot, uint64_t bytes) {
     Buf& b = slots_[slot];
     if (b.data && b.bytes >= bytes) return true;
-    const uint64_t rounded = bytes ? (bytes + 63) / 64 * 64 : 64;
-    void* p = std::aligned_alloc(64, rounded);
+    void* p = alloc_cache_lines(bytes);
     if (!p) return false;
     std::free(b.data);
     b.data = static_cast<uint8_t*>(p);
-    b.bytes = rounded;
+    b.bytes = cache_line_bytes(bytes);
     return true;
   }
   uint8_t* data(Slot slot) const { return slots_[slot].data; }

@@ -42,10 +42,6 @@ struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
 };
 
-void* aligned_bytes(uint64_t bytes) {
-  const uint64_t rounded = (bytes + 63) / 64 * 64;
-  return std::aligned_alloc(64, rounded ? rounded : 64);
-}
 
 using cpu::overlaps;
 using cpu::read_elsewhere;
@@ -369,8 +365,8 @@ class CpuBackend final : public Backend {
       allocated = sh->reserve(SharedHostBuffers::kArena, arena_bytes) &&
                   (!ws_total || sh->reserve(SharedHostBuffers::kWorkspace, ws_total * sizeof(float)));
     } else {
-      arena_.reset(static_cast<uint8_t*>(aligned_bytes(arena_bytes)));
-      workspace_.reset(ws_total ? static_cast<float*>(aligned_bytes(ws_total * sizeof(float))) : nullptr);
+      arena_.reset(static_cast<uint8_t*>(alloc_cache_lines(arena_bytes)));
+      workspace_.reset(ws_total ? static_cast<float*>(alloc_cache_lines(ws_total * sizeof(float))) : nullptr);
       allocated = arena_ && (!ws_total || workspace_);
     }
     lanes_ = lanes;
