@@ -62,7 +62,7 @@ const char* ConvKernel::path() const {
 
 uint64_t ConvKernel::path_floats(int64_t maxBatch) const {
   if (grouped) return grouped->workspace_floats();
-  if (pointwise) return 0;
+  if (pointwise) return split_input_fits() ? uint64_t(threads) * g.M * g.P() : 0;  // the threads' partial sums
   if (pixel_rows) return pixel_rows_floats();
   if (winograd)
     return uint64_t(conv_winograd_samples(g.OH, g.OW) * conv_direct_floats(g.C, Hp, Wp, 2, 3, 1) +
@@ -225,7 +225,10 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   static const int64_t lanes_max_p = env_count("MEMLANE_CONV_PW_LANES_MAXP", kPwLanesMaxP);
   k->pointwise_lanes = k->pointwise && g.P() <= lanes_max_p && pw_lanes_fit(g.M, g.P()) && simd::have_avx512() &&
                        std::getenv("MEMLANE_CONV_PW_BLAS") == nullptr && std::getenv("MEMLANE_CONV_NO_PW_LANES") == nullptr;
-  if (k->pointwise_lanes) k->pwl = simd::pw_lanes_pack(k->w, k->b, g.M, g.C);
+  if (k->pointwise_lanes) {
+    k->pwl = simd::pw_lanes_pack(k->w, k->b, g.M, g.C);
+    k->threads = std::max(1, bc.threads);
+  }
   // MEMLANE_CONV_NO_PADDED=1 forces the bounds-checked im2col (ctest runs the ops both ways).
   k->padded = !k->pointwise && g.sh == 1 && g.sw == 1 && std::getenv("MEMLANE_CONV_NO_PADDED") == nullptr;
   k->pb = a.pads[2];

@@ -119,6 +119,12 @@ constexpr int64_t kPwSimdMinPAvx2 = 1;
 // 28x28 map with 40 output channels (48 lanes for 40) against 784 pixels in 49 full vectors,
 // and 1.2-1.7 on 56x56 and 112x112 maps (the transposing store and 16/24-channel projections).
 constexpr int64_t kPwLanesMaxP = 1024;
+// A pointwise-lanes conv that sums at least kSplitInputMinRatio input channels per output
+// channel, on a map of at most kSplitInputMaxPixels pixels, runs a batch of one on T threads
+// by splitting its input channels (ConvKernel::run_pointwise_lanes_split_input). MobileNet's
+// and EfficientNet's projections, SqueezeNet's squeezes, DenseNet's bottlenecks.
+constexpr int64_t kSplitInputMinRatio = 4;
+constexpr int64_t kSplitInputMaxPixels = 256;
 inline bool pw_lanes_fit(int64_t M, int64_t P) {
   const auto ceil16 = [](int64_t v) { return (v + 15) / 16 * 16; };
   return M * ceil16(P) >= P * ceil16(M);  // M / ceil16(M) >= P / ceil16(P)
@@ -227,6 +233,8 @@ class ConvKernel final : public Kernel {
   void gather_strided(const RunCtx& c, float* dst) const;  // subsample: X's strided pixels into dst
   void run_pointwise_simd(const RunCtx& c) const;
   void run_pointwise_lanes(const RunCtx& c) const;
+  bool split_input_fits() const;  // run_pointwise_lanes_split_input's shapes (kSplitInput*)
+  void run_pointwise_lanes_split_input(const RunCtx& c, int64_t T) const;
   // conv_avx512_paths.cc
   // conv_direct_fill of sample xn into pad (column stride sw), its rows split over the pool's
   // threads where the padded input is large enough to pay for the hand-off.

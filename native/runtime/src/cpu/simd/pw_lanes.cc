@@ -354,6 +354,20 @@ AVX512 void pair_pixels(int64_t C, const float* X, int64_t P, const float* wp, i
                });
 }
 
+// One panel's channels (mc of them, C input channels from wp's rows) over pixels [p0, p1): in
+// K blocks where C is larger than one.
+AVX512 void one_panel(int64_t C, const float* X, int64_t P, const float* wp, const float* bp, float* y, int64_t mc,
+                      const ConvAct& act, int64_t p0, int64_t p1, Residual res, const float* pf) {
+  static const bool kblocks = std::getenv("MEMLANE_PW_LANES_NO_KBLOCK") == nullptr;
+  if (kblocks && C > kPwLanesKBlock && p1 - p0 > 8) {
+    if (mc > 16) pixels_kblocked<2>(C, X, P, wp, bp, y, mc, act, p0, p1, res, pf);
+    else pixels_kblocked<1>(C, X, P, wp, bp, y, mc, act, p0, p1, res, pf);
+    return;
+  }
+  if (mc > 16) pixels<2>(C, X, P, wp, bp, y, mc, act, p0, p1, pf, res);
+  else pixels<1>(C, X, P, wp, bp, y, mc, act, p0, p1, pf, res);
+}
+
 }  // namespace
 
 AVX512 void pw_lanes(const PwLanesWeights& pw, int64_t panel, const float* X, float* Y, int64_t P, int64_t p0,
@@ -366,15 +380,7 @@ AVX512 void pw_lanes(const PwLanesWeights& pw, int64_t panel, const float* X, fl
   // With a residual the tile adds only the bias in its 16-lane registers; the Add and its
   // Relu follow on the transposed rows (they are laid out as Y).
   const Residual res{R ? R + m0 * P : nullptr, R && act.kind == ConvAct::kRelu};
-  const ConvAct in_regs = R ? ConvAct{} : act;
-  static const bool kblocks = std::getenv("MEMLANE_PW_LANES_NO_KBLOCK") == nullptr;
-  if (kblocks && C > kPwLanesKBlock && p1 - p0 > 8) {
-    if (mc > 16) pixels_kblocked<2>(C, X, P, wp, bp, y, mc, in_regs, p0, p1, res, pf);
-    else pixels_kblocked<1>(C, X, P, wp, bp, y, mc, in_regs, p0, p1, res, pf);
-    return;
-  }
-  if (mc > 16) pixels<2>(C, X, P, wp, bp, y, mc, in_regs, p0, p1, pf, res);
-  else pixels<1>(C, X, P, wp, bp, y, mc, in_regs, p0, p1, pf, res);
+  one_panel(C, X, P, wp, bp, y, mc, R ? ConvAct{} : act, p0, p1, res, pf);
 }
 
 AVX512 void pw_lanes_pair(const PwLanesWeights& pw, int64_t panel, const float* X, float* Y, int64_t P, int64_t p0,
@@ -387,6 +393,24 @@ AVX512 void pw_lanes_pair(const PwLanesWeights& pw, int64_t panel, const float* 
   pair_pixels(C, X, P, wp, pstride, pw.b.data() + m0, Y + m0 * P, mc, R ? ConvAct{} : act, p0, p1, res, next);
 }
 
+AVX512 void pw_lanes_partial(const PwLanesWeights& pw, const float* X, float* Y, int64_t P, int64_t c0, int64_t c1) {
+  alignas(64) static const float zeros[2 * kPwLanesPanel] = {};
+  const int64_t C = pw.C, n = c1 - c0, pstride = C * kPwLanesPanel, panels = pw.panels();
+  const float* x = X + c0 * P;
+  const Residual none{nullptr, false};
+  for (int64_t pn = 0; pn < panels; pn += 2) {
+    // The panels' rows from c0 on: a K range of each panel is its rows c0..c1, contiguous.
+    const float* wp = pw.w.data() + pn * pstride + c0 * kPwLanesPanel;
+    const int64_t m0 = pn * kPwLanesPanel;
+    float* y = Y + m0 * P;
+    if (pn + 1 < panels) {
+      pair_pixels(n, x, P, wp, pstride, zeros, y, std::min(2 * kPwLanesPanel, pw.M - m0), ConvAct{}, 0, P, none, nullptr);
+      continue;
+    }
+    one_panel(n, x, P, wp, zeros, y, std::min(kPwLanesPanel, pw.M - m0), ConvAct{}, 0, P, none, nullptr);
+  }
+}
+
 #else  // not x86-64: have_avx512() is false, so this is never called.
 
 void pw_lanes(const PwLanesWeights&, int64_t, const float*, float*, int64_t, int64_t, int64_t, const ConvAct&,
@@ -397,6 +421,7 @@ void pw_lanes_pair(const PwLanesWeights&, int64_t, const float*, float*, int64_t
                    const float*) {
   std::abort();
 }
+void pw_lanes_partial(const PwLanesWeights&, const float*, float*, int64_t, int64_t, int64_t) { std::abort(); }
 
 #endif
 
