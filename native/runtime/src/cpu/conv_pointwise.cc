@@ -150,6 +150,17 @@ void ConvKernel::run_pointwise_simd(const RunCtx& c) const {
 // in L1/L2 across the chunk's 8-pixel tiles. Threads split the units. A fused residual Add
 // (+ Relu: folded_act) is added by the tile's store (a unit writes only its own panel x
 // chunk of Y, and reads the residual there first, so R may be Y).
+namespace {
+// Floats of X a unit's pixel chunk holds at most (it stays in L2 across the unit's panels), and
+// for convs whose weights are 4x the map or more. There each chunk streams all of W: squeezenet1_1's
+// 512 -> 1000 classifier on 13x13 (2 MiB of W) was 2 chunks, each streaming W, and at 2 threads
+// the threads split by chunk and each streamed all of W; in one chunk W goes by once and the
+// threads split the panels. Per-op mean, 4 alternating rounds: 1087 -> 1021 us at 1 thread, 609 ->
+// 594 at 2.
+constexpr int64_t kPwLanesXFloats = 65536;
+constexpr int64_t kPwLanesWideXFloats = 262144;
+}  // namespace
+
 void ConvKernel::run_pointwise_lanes(const RunCtx& c) const {
   const int64_t threads_now = std::min<int64_t>(threads, c.pool->threads());
   if (c.batch == 1 && threads_now > 1 && split_input_fits() && g.C >= 16 * threads_now)  // a block of 16 each at least
@@ -157,7 +168,8 @@ void ConvKernel::run_pointwise_lanes(const RunCtx& c) const {
   const float* X = input(c);
   float* Y = y.at(c);
   const int64_t P = g.P(), in_sz = g.C * P, out_sz = g.M * P, panels = pwl.panels();
-  // Pixel chunks: X's chunk at most ~256 KiB, at least two units a thread where the map has
+  // Pixel chunks: X's chunk at most ~256 KiB (1 MiB where the weights are 4x the map or more:
+  // see kPwLanesWideXFloats), at least two units a thread where the map has
   // the tiles, each chunk the same whole number of 8-pixel tiles but the last, which takes the
   // rest (49 pixels, one panel, 2 threads: 16 + 16 + 16 + 1; an earlier 32 + 17 split of that
   // map measured 1.35x slower).
@@ -166,7 +178,9 @@ void ConvKernel::run_pointwise_lanes(const RunCtx& c) const {
   static const bool narrow = std::getenv("MEMLANE_PW_LANES_NARROW") != nullptr;
   const int64_t per_unit = narrow ? 1 : 2, groups = (panels + per_unit - 1) / per_unit;
   const int64_t T = c.pool->threads();
-  const int64_t most = std::max<int64_t>(8, 65536 / std::max<int64_t>(g.C, 1) / 8 * 8);
+  static const bool narrow_x = std::getenv("MEMLANE_PW_LANES_NARROW_X") != nullptr;  // 256 KiB always (A/B)
+  const int64_t x_floats = !narrow_x && g.M >= 4 * P ? kPwLanesWideXFloats : kPwLanesXFloats;
+  const int64_t most = std::max<int64_t>(8, x_floats / std::max<int64_t>(g.C, 1) / 8 * 8);
   int64_t chunks = (P + most - 1) / most;
   if (T > 1) chunks = std::max(chunks, std::min((P + 7) / 8, (2 * T + c.batch * groups - 1) / (c.batch * groups)));
   const int64_t pc = ((P + chunks - 1) / chunks + 7) / 8 * 8;
