@@ -4,7 +4,8 @@
 // reference: output channels in a pair of panels, in pairs and an odd panel, in one partial
 // panel; input channels not a multiple of 16 (the last thread's share runs on to C); bias or
 // none, Relu, Clip; a fused residual Add (+ Relu) written in place over the residual; 2, 3 and
-// 4 threads. And that the split ran: its two halves' sums round differently from one thread's
+// 4 threads; past 256 pixels after a Concat or a pool, on both SIMD pointwise kernels. And that
+// the split ran: its two halves' sums round differently from one thread's
 // single sum (so the outputs differ from the 1-thread run in the last bits), where a shape
 // outside the rule, or a batch of 2, gives one thread's floats exactly.
 #include <algorithm>
@@ -79,6 +80,7 @@ PlanBuilder plan(const Case& k, const V& w, const V& b) {
 int main() {
   using memlane::cpu::conv_detail::kSplitInputMaxPixels;
   using memlane::cpu::conv_detail::kSplitInputMinRatio;
+  using memlane::cpu::conv_detail::kSplitInputMinShare;
   if (!memlane::cpu::simd::have_avx512()) {
     std::printf("pw_split_input_test: skipped, the channels-in-lanes kernel needs AVX-512\n");
     return finish("pw_split_input_test");
@@ -87,6 +89,7 @@ int main() {
   const Case split[] = {
       {"384 -> 64 at 14x14 (MobileNet's projection), bias, Relu", 384, 64, 14, true, "relu", false},
       {"330 -> 80 at 7x7: a pair and an odd panel, C not a multiple of 16", 330, 80, 7, true, "none", false},
+      {"128 -> 32 at 10x10: 64 channels a thread at 2 threads, too few at 3", 128, 32, 10, true, "relu", false},
       {"200 -> 16 at 9x9: one 16-channel panel, no bias, Clip", 200, 16, 9, false, "clip6", false},
       {"512 -> 48 at 13x13 (SqueezeNet's squeeze)", 512, 48, 13, true, "relu", false},
       {"576 -> 96 at 14x14, residual Add in place", 576, 96, 14, true, "none", true},
@@ -111,8 +114,72 @@ int main() {
       CHECK_MSG(many.status == memlane::Status::kOk, label + ": " + many.message);
       if (many.status != memlane::Status::kOk) continue;
       CHECK_CLOSE(many.outputs[0], want, tol, label);
-      CHECK_MSG(max_abs_diff(many.outputs[0], one.outputs[0]) > 0.f,
-                label + ": the same floats as 1 thread (the input channels were not split)");
+      // (fewer than kSplitInputMinShare channels a thread: the output split, one thread's floats)
+      const bool split_ran = max_abs_diff(many.outputs[0], one.outputs[0]) > 0.f;
+      if (k.C >= kSplitInputMinShare * threads)
+        CHECK_MSG(split_ran, label + ": the same floats as 1 thread (the input channels were not split)");
+      else
+        CHECK_MSG(!split_ran, label + ": split with fewer than kSplitInputMinShare input channels a thread");
+    }
+  }
+  // Past kSplitInputMaxPixels the split runs where X comes from a Concat of channels or a pool
+  // (both split a sample by channels): on the pixels-in-lanes kernel (1089 pixels) and the
+  // lanes one (400); not where X is a graph input.
+  {
+    const int64_t side = 33, P = side * side, C = 160, M = 40;
+    const V a = rng.vec(size_t(80 * P)), b2 = rng.vec(size_t(80 * P)), w = rng.vec(size_t(M * C)), b = rng.vec(size_t(M));
+    const Case k{"", C, M, side, true, "none", false};
+    V x(size_t(C * P));
+    std::copy(a.begin(), a.end(), x.begin());
+    std::copy(b2.begin(), b2.end(), x.begin() + 80 * P);
+    const V want = reference(k, x, w, b, {});
+    for (bool concat : {true, false}) {
+      PlanBuilder pb;
+      int xi;
+      std::vector<V> in;
+      if (concat) {
+        const int ai = pb.input("a", {80, side, side}), bi = pb.input("b", {80, side, side});
+        xi = pb.act("x", {C, side, side});
+        pb.op("Concat", {ai, bi}, {xi}, {{"axis", int64_t(1)}});
+        in = {a, b2};
+      } else {
+        xi = pb.input("x", {C, side, side});
+        in = {x};
+      }
+      const int wi = pb.weight("w", {M, C, 1, 1}, w), bi = pb.weight("bias", {M}, b), yi = pb.output("y", {M, side, side});
+      pb.op("Conv", {xi, wi, bi}, {yi}, {{"kernel", S{1, 1}}, {"strides", S{1, 1}}, {"pads", S{0, 0, 0, 0}}});
+      CHECK(conv_kernel_path(pb, concat ? 1 : 0) == "pointwise_simd");
+      RunResult one = run_plan(pb, 1, in, 1), two = run_plan(pb, 1, in, 2);
+      const std::string label = std::string("160 -> 40 at 33x33 after ") + (concat ? "a Concat" : "a graph input");
+      CHECK_MSG(one.status == memlane::Status::kOk && two.status == memlane::Status::kOk, one.message + two.message);
+      if (one.status != memlane::Status::kOk || two.status != memlane::Status::kOk) continue;
+      CHECK_CLOSE(two.outputs[0], want, 1e-4f, label);
+      CHECK_MSG((max_abs_diff(one.outputs[0], two.outputs[0]) > 0.f) == concat,
+                label + (concat ? ": not split" : ": split without a producer that splits by channels"));
+    }
+  }
+  {
+    const int64_t C = 256, M = 64, in_side = 40, side = 20, P = side * side;
+    const V x = rng.vec(size_t(C * in_side * in_side)), w = rng.vec(size_t(M * C)), b = rng.vec(size_t(M));
+    V pooled(size_t(C * P));
+    for (int64_t ch = 0; ch < C; ++ch)
+      for (int64_t i = 0; i < side; ++i)
+        for (int64_t j = 0; j < side; ++j) {
+          const float* q = x.data() + (ch * in_side + 2 * i) * in_side + 2 * j;
+          pooled[size_t(ch * P + i * side + j)] = std::max(std::max(q[0], q[1]), std::max(q[in_side], q[in_side + 1]));
+        }
+    const V want = reference(Case{"", C, M, side, true, "none", false}, pooled, w, b, {});
+    PlanBuilder pb;
+    const int xi = pb.input("x", {C, in_side, in_side}), pi = pb.act("p", {C, side, side});
+    pb.op("MaxPool", {xi}, {pi}, {{"kernel", S{2, 2}}, {"strides", S{2, 2}}});
+    const int wi = pb.weight("w", {M, C, 1, 1}, w), bi = pb.weight("bias", {M}, b), yi = pb.output("y", {M, side, side});
+    pb.op("Conv", {pi, wi, bi}, {yi}, {{"kernel", S{1, 1}}, {"strides", S{1, 1}}, {"pads", S{0, 0, 0, 0}}});
+    CHECK(conv_kernel_path(pb, 1) == "pointwise_lanes");
+    RunResult one = run_plan(pb, 1, {x}, 1), two = run_plan(pb, 1, {x}, 2);
+    CHECK_MSG(one.status == memlane::Status::kOk && two.status == memlane::Status::kOk, one.message + two.message);
+    if (one.status == memlane::Status::kOk && two.status == memlane::Status::kOk) {
+      CHECK_CLOSE(two.outputs[0], want, 1e-4f, "256 -> 64 at 20x20 after a MaxPool");
+      CHECK_MSG(max_abs_diff(one.outputs[0], two.outputs[0]) > 0.f, "256 -> 64 at 20x20 after a MaxPool: not split");
     }
   }
   // Outside the rule (too few input channels per output channel; too many pixels) and at a

@@ -13,6 +13,7 @@
 #include "cpu/conv_grouped_blocked.h"
 #include "cpu/conv_grouped_blocked_isa.h"
 #include "cpu/conv_kernel.h"
+#include "cpu/plan_queries.h"
 #include "cpu/conv_winograd.h"
 #include "cpu/conv_winograd_avx2.h"
 #include "cpu/env_count.h"
@@ -225,9 +226,12 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   static const int64_t lanes_max_p = env_count("MEMLANE_CONV_PW_LANES_MAXP", kPwLanesMaxP);
   k->pointwise_lanes = k->pointwise && g.P() <= lanes_max_p && pw_lanes_fit(g.M, g.P()) && simd::have_avx512() &&
                        std::getenv("MEMLANE_CONV_PW_BLAS") == nullptr && std::getenv("MEMLANE_CONV_NO_PW_LANES") == nullptr;
-  if (k->pointwise_lanes) {
-    k->pwl = simd::pw_lanes_pack(k->w, k->b, g.M, g.C);
+  if (k->pointwise_lanes) k->pwl = simd::pw_lanes_pack(k->w, k->b, g.M, g.C);
+  if (k->pointwise_lanes || k->pointwise_simd) {
     k->threads = std::max(1, bc.threads);
+    const Op* before = producer(*bc.plan, op.inputs[0]);
+    k->input_split_by_channels = before && ((before->type == OpType::kConcat && before->attrs.axis == 1) ||
+                                            before->type == OpType::kMaxPool || before->type == OpType::kAveragePool);
   }
   // MEMLANE_CONV_NO_PADDED=1 forces the bounds-checked im2col (ctest runs the ops both ways).
   k->padded = !k->pointwise && g.sh == 1 && g.sw == 1 && std::getenv("MEMLANE_CONV_NO_PADDED") == nullptr;

@@ -119,12 +119,17 @@ constexpr int64_t kPwSimdMinPAvx2 = 1;
 // 28x28 map with 40 output channels (48 lanes for 40) against 784 pixels in 49 full vectors,
 // and 1.2-1.7 on 56x56 and 112x112 maps (the transposing store and 16/24-channel projections).
 constexpr int64_t kPwLanesMaxP = 1024;
-// A pointwise-lanes conv that sums at least kSplitInputMinRatio input channels per output
-// channel, on a map of at most kSplitInputMaxPixels pixels, runs a batch of one on T threads
-// by splitting its input channels (ConvKernel::run_pointwise_lanes_split_input). MobileNet's
-// and EfficientNet's projections, SqueezeNet's squeezes, DenseNet's bottlenecks.
+// A SIMD pointwise conv that sums at least kSplitInputMinRatio input channels per output
+// channel, on a map of at most kSplitInputMaxPixels pixels or on any map whose producer splits
+// a sample by channels (a Concat of channels, a pool), runs a batch of one on T threads by
+// splitting its input channels (ConvKernel::run_pointwise_split_input). MobileNet's and
+// EfficientNet's projections, SqueezeNet's squeezes, DenseNet's bottlenecks.
+// At least kSplitInputMinShare input channels a thread: on fewer, writing and adding the
+// partial sums costs more than the sums (squeezenet1_1's 64 -> 16 squeeze on 55x55 took 50 us
+// at 2 threads split, 41 unsplit; its 128 -> 16 one 72 against 90).
 constexpr int64_t kSplitInputMinRatio = 4;
 constexpr int64_t kSplitInputMaxPixels = 256;
+constexpr int64_t kSplitInputMinShare = 64;
 inline bool pw_lanes_fit(int64_t M, int64_t P) {
   const auto ceil16 = [](int64_t v) { return (v + 15) / 16 * 16; };
   return M * ceil16(P) >= P * ceil16(M);  // M / ceil16(M) >= P / ceil16(P)
@@ -147,6 +152,9 @@ class ConvKernel final : public Kernel {
   bool subsample = false;
   bool pointwise_simd = false;  // pointwise on simd::sgemm_nn (conv_pointwise_simd's rule)
   bool pointwise_lanes = false;  // pointwise with the channels in the lanes (small maps)
+  // X's producer splits a batch of one between threads by channels, the caller's first (a
+  // Concat of channels: by bytes; a max or average pool: by planes)
+  bool input_split_by_channels = false;
   simd::PwLanesWeights pwl;      // pointwise_lanes: W packed at load
   // Stride-1 convs compute on the padded-width grid: the input is copied once into a
   // zero-bordered plane (Hp x Wp) and every im2col row is then ONE contiguous copy of
@@ -233,8 +241,9 @@ class ConvKernel final : public Kernel {
   void gather_strided(const RunCtx& c, float* dst) const;  // subsample: X's strided pixels into dst
   void run_pointwise_simd(const RunCtx& c) const;
   void run_pointwise_lanes(const RunCtx& c) const;
-  bool split_input_fits() const;  // run_pointwise_lanes_split_input's shapes (kSplitInput*)
-  void run_pointwise_lanes_split_input(const RunCtx& c, int64_t T) const;
+  bool split_input_fits() const;  // run_pointwise_split_input's shapes (kSplitInput*)
+  int64_t split_input_threads(const RunCtx& c) const;  // its threads for this run; 0: not this run
+  void run_pointwise_split_input(const RunCtx& c, int64_t T) const;
   // conv_avx512_paths.cc
   // conv_direct_fill of sample xn into pad (column stride sw), its rows split over the pool's
   // threads where the padded input is large enough to pay for the hand-off.

@@ -84,6 +84,7 @@ void ConvKernel::gather_strided(const RunCtx& c, float* dst) const {
 // residual Add (+ Relu): the block's product goes to a scratch in L1 first, since the residual
 // may share Y's bytes (the Add in place), then Y = act(scratch + bias + residual).
 void ConvKernel::run_pointwise_simd(const RunCtx& c) const {
+  if (const int64_t T = split_input_threads(c)) return run_pointwise_split_input(c, T);
   const float* X = input(c);
   float* Y = y.at(c);
   const int64_t P = g.P(), M = g.M, C = g.C, in_sz = C * P, out_sz = M * P;
@@ -162,9 +163,7 @@ constexpr int64_t kPwLanesWideXFloats = 262144;
 }  // namespace
 
 void ConvKernel::run_pointwise_lanes(const RunCtx& c) const {
-  const int64_t threads_now = std::min<int64_t>(threads, c.pool->threads());
-  if (c.batch == 1 && threads_now > 1 && split_input_fits() && g.C >= 16 * threads_now)  // a block of 16 each at least
-    return run_pointwise_lanes_split_input(c, threads_now);
+  if (const int64_t T = split_input_threads(c)) return run_pointwise_split_input(c, T);
   const float* X = input(c);
   float* Y = y.at(c);
   const int64_t P = g.P(), in_sz = g.C * P, out_sz = g.M * P, panels = pwl.panels();
@@ -204,30 +203,48 @@ void ConvKernel::run_pointwise_lanes(const RunCtx& c) const {
 // MEMLANE_PW_NO_SPLIT_INPUT=1: such convs split their output as the others (A/B).
 bool ConvKernel::split_input_fits() const {
   static const bool off = std::getenv("MEMLANE_PW_NO_SPLIT_INPUT") != nullptr;
-  return pointwise_lanes && !off && g.C >= kSplitInputMinRatio * g.M && g.P() <= kSplitInputMaxPixels;
+  const bool kernel = pointwise_lanes || (pointwise_simd && simd::have_avx512());
+  return kernel && !off && g.C >= kSplitInputMinRatio * g.M &&
+         (g.P() <= kSplitInputMaxPixels || input_split_by_channels);
+}
+
+int64_t ConvKernel::split_input_threads(const RunCtx& c) const {
+  const int64_t T = std::min<int64_t>(threads, c.pool->threads());
+  return c.batch == 1 && T > 1 && g.C >= kSplitInputMinShare * T && split_input_fits() ? T : 0;
 }
 
 // A batch of one on T threads, input channels split: thread t sums its share of C (whole
 // 16-channel blocks, in order: the caller's first) for every output channel and pixel into a
 // partial Y of its own in the workspace; then thread t adds the T partials, the bias and the
 // residual over its share of the pixels and applies the activation. At batch 1 the kernel
-// before such a conv (a depthwise conv, a Concat, a pointwise conv of few pixels) has split
-// its output by channels, in the same order, and each thread's share of X is in its own
-// cache; split by output channels or pixels, as the others, each thread read every channel of
+// before such a conv (a depthwise conv, a Concat, a pool, a pointwise conv of few pixels) has
+// split its output by channels, in the same order, and each thread's share of X is in its own
+// cache (on larger maps only Concat's and the pools' split is known: the fused 1x1 ->
+// depthwise kernel splits rows there, and mobilenet_v2 ran 2.7 % slower with its 28x28
+// projections split this way); split by output channels or pixels, as the others, each thread read every channel of
 // its pixels, the other thread's half of them from the other core. On a 2-vCPU Intel Xeon, a
 // 384 -> 64 projection at 14x14 took as long on 2 threads as on 1 (60 against 59 us); this way
 // 42. It trades that for reading the other partial over half the pixels (M x P / 2 floats,
 // against C x P / 2 floats of X: a quarter or less) and a second hand-off. The sums run in two
 // halves added, so the floats differ from one thread's in the last bits.
-void ConvKernel::run_pointwise_lanes_split_input(const RunCtx& c, int64_t T) const {
+void ConvKernel::run_pointwise_split_input(const RunCtx& c, int64_t T) const {
   const float* X = input(c);
   float* Y = y.at(c);
-  const int64_t P = g.P(), M = g.M, blocks = g.C / 16;
+  const int64_t P = g.P(), M = g.M, C = g.C, blocks = C / 16;
   float* partial = c.workspace;  // [T][M][P]
   c.pool->parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t k0 = blocks * t / T * 16, k1 = t + 1 == T ? g.C : blocks * (t + 1) / T * 16;
-      simd::pw_lanes_partial(pwl, X, partial + t * M * P, P, k0, k1);
+      const int64_t k0 = blocks * t / T * 16, k1 = t + 1 == T ? C : blocks * (t + 1) / T * 16;
+      float* part = partial + t * M * P;
+      if (pointwise_lanes) {
+        simd::pw_lanes_partial(pwl, X, part, P, k0, k1);
+        continue;
+      }
+      // run_pointwise_simd's blocks: 8 rows of W (their K range) in L1 across a panel's columns
+      for (int64_t p0 = 0; p0 < P; p0 += kPwCols)
+        for (int64_t m0 = 0; m0 < M; m0 += 8)
+          simd::sgemm_nn(std::min<int64_t>(8, M - m0), std::min(kPwCols, P - p0), k1 - k0, w + m0 * C + k0, C,
+                         X + k0 * P + p0, P, part + m0 * P + p0, P);
     }
   });
   const ConvAct a = folded_act();

@@ -1,5 +1,6 @@
 // Questions the load-time fusions ask of a plan before folding one op into another
-// (cpu_backend.cc's conv epilogues, gemm_epilogue.cc's MatMul epilogues).
+// (cpu_backend.cc's conv epilogues, gemm_epilogue.cc's MatMul epilogues), and kernels of the
+// op before theirs (conv.cc).
 #pragma once
 
 #include <cstddef>
@@ -28,6 +29,14 @@ inline int32_t trailing_relu(const Plan& plan, size_t i, int32_t t) {
   const Op& r = plan.ops[i];
   if (r.type != OpType::kRelu || r.inputs.size() != 1 || r.inputs[0] != t || r.outputs.size() != 1) return -1;
   return read_elsewhere(plan, t, i) ? -1 : r.outputs[0];
+}
+
+// The op that writes tensor `id`; nullptr for a graph input or a weight.
+inline const Op* producer(const Plan& plan, int32_t id) {
+  for (const Op& op : plan.ops)
+    for (int32_t o : op.outputs)
+      if (o == id) return &op;
+  return nullptr;
 }
 
 // True when two tensors share arena bytes (the planner reuses memory between lifetimes).
