@@ -2,7 +2,8 @@
 // the ConvKernel class. Its members are defined by concern, one file each:
 //   conv.cc               make_conv (which path a conv takes), run / run_paths (the dispatch,
 //                         the OpenBLAS pointwise path), workspace sizing, repacked weights
-//   conv_pointwise.cc     the AVX-512 1x1 paths: run_pointwise_simd, run_pointwise_lanes
+//   conv_pointwise.cc     the AVX-512 1x1 paths: run_pointwise_simd, run_pointwise_lanes,
+//                         run_pointwise_split_input (batch 1, input channels split)
 //   conv_avx512_paths.cc  the runners of the direct, flat and Winograd kernels (conv_direct.h,
 //                         conv_flat.h, conv_winograd.h): run_direct, run_flat, run_winograd
 //   conv_avx2_paths.cc    the runner of the AVX2 Winograd kernel (conv_winograd_avx2.h):

@@ -1,7 +1,9 @@
 // The SIMD pointwise (1x1) conv paths of ConvKernel (conv_kernel.h): the pixels in the lanes
 // (simd::sgemm_nn, AVX-512; simd::sgemm_nn_rows_avx2 without it) and the output channels in
 // the lanes (simd::pw_lanes, AVX-512), and the gather that puts a strided 1x1 conv's pixels
-// in front of them. make_conv (conv.cc) picks between them and OpenBLAS.
+// in front of them; on either, at batch 1 on several threads, the input channels split
+// between the threads (run_pointwise_split_input). make_conv (conv.cc) picks between them and
+// OpenBLAS.
 #include <algorithm>
 
 #include "cpu/conv_kernel.h"
@@ -146,22 +148,22 @@ void ConvKernel::run_pointwise_simd(const RunCtx& c) const {
   });
 }
 
+namespace {
+// Floats of X a lanes unit's pixel chunk holds at most (it stays in L2 across the unit's
+// panels), and where the weights are 4x the map or more. Each chunk streams all of W:
+// squeezenet1_1's 512 -> 1000 classifier on 13x13 (2 MiB of W) ran as 2 chunks, and at 2
+// threads each thread took a chunk and streamed all of W; in one chunk W goes by once and the
+// threads split the panels. Per-op mean, 3 alternating rounds: 1127 -> 1061 us at 1 thread, 653
+// -> 628 at 2, 9727 -> 9106 at batch 8.
+constexpr int64_t kPwLanesXFloats = 65536;
+constexpr int64_t kPwLanesWideXFloats = 262144;
+}  // namespace
+
 // Pointwise conv on simd::pw_lanes: units of (sample, pixel chunk, 32-channel panel), the
 // chunk's X ([C][chunk]) staying in L2 across its panels, a panel's W ([C][32])
 // in L1/L2 across the chunk's 8-pixel tiles. Threads split the units. A fused residual Add
 // (+ Relu: folded_act) is added by the tile's store (a unit writes only its own panel x
 // chunk of Y, and reads the residual there first, so R may be Y).
-namespace {
-// Floats of X a unit's pixel chunk holds at most (it stays in L2 across the unit's panels), and
-// for convs whose weights are 4x the map or more. There each chunk streams all of W: squeezenet1_1's
-// 512 -> 1000 classifier on 13x13 (2 MiB of W) was 2 chunks, each streaming W, and at 2 threads
-// the threads split by chunk and each streamed all of W; in one chunk W goes by once and the
-// threads split the panels. Per-op mean, 4 alternating rounds: 1087 -> 1021 us at 1 thread, 609 ->
-// 594 at 2.
-constexpr int64_t kPwLanesXFloats = 65536;
-constexpr int64_t kPwLanesWideXFloats = 262144;
-}  // namespace
-
 void ConvKernel::run_pointwise_lanes(const RunCtx& c) const {
   if (const int64_t T = split_input_threads(c)) return run_pointwise_split_input(c, T);
   const float* X = input(c);
@@ -216,17 +218,17 @@ int64_t ConvKernel::split_input_threads(const RunCtx& c) const {
 // A batch of one on T threads, input channels split: thread t sums its share of C (whole
 // 16-channel blocks, in order: the caller's first) for every output channel and pixel into a
 // partial Y of its own in the workspace; then thread t adds the T partials, the bias and the
-// residual over its share of the pixels and applies the activation. At batch 1 the kernel
-// before such a conv (a depthwise conv, a Concat, a pool, a pointwise conv of few pixels) has
-// split its output by channels, in the same order, and each thread's share of X is in its own
-// cache (on larger maps only Concat's and the pools' split is known: the fused 1x1 ->
-// depthwise kernel splits rows there, and mobilenet_v2 ran 2.7 % slower with its 28x28
-// projections split this way); split by output channels or pixels, as the others, each thread read every channel of
-// its pixels, the other thread's half of them from the other core. On a 2-vCPU Intel Xeon, a
-// 384 -> 64 projection at 14x14 took as long on 2 threads as on 1 (60 against 59 us); this way
-// 42. It trades that for reading the other partial over half the pixels (M x P / 2 floats,
-// against C x P / 2 floats of X: a quarter or less) and a second hand-off. The sums run in two
-// halves added, so the floats differ from one thread's in the last bits.
+// residual over its share of the pixels and applies the activation.
+// Why: split by output channels or by pixels, as the other convs, each thread reads every
+// input channel of its pixels, and the kernel before (a depthwise conv, a Concat, a pool, a
+// pointwise conv on a small map) wrote half of them on the other core, having split its
+// output by channels in this order. On a 2-vCPU Intel Xeon a 384 -> 64 projection at 14x14
+// took as long on 2 threads as on 1 (60 against 59 us); split this way, 42. Each thread reads
+// the other's partial over half the pixels instead (M x P / 2 floats, against C x P / 2 of
+// X: a quarter or less) and the call hands off twice. On larger maps only a Concat's and a
+// pool's split are known (input_split_by_channels): the fused 1x1 -> depthwise kernel splits
+// rows there, and mobilenet_v2 ran 2.7 % slower with its 28x28 projections split. The sums
+// run in two halves added, so the floats differ from one thread's in the last bits.
 void ConvKernel::run_pointwise_split_input(const RunCtx& c, int64_t T) const {
   const float* X = input(c);
   float* Y = y.at(c);
