@@ -1,6 +1,6 @@
-// A pointwise conv that sums many input channels per output channel on a small map, at batch 1
-// on 2-4 threads, splits its input channels between the threads and adds their partial sums
-// (ConvKernel::run_pointwise_lanes_split_input, conv_pointwise.cc). Checks, against a double
+// A pointwise conv that sums many input channels per output channel, on a small map or after a
+// Concat or a pool, at batch 1 on 2-4 threads, splits its input channels between the threads and
+// adds their partial sums (ConvKernel::run_pointwise_split_input, conv_pointwise.cc). Checks, against a double
 // reference: output channels in a pair of panels, in pairs and an odd panel, in one partial
 // panel; input channels not a multiple of 16 (the last thread's share runs on to C); bias or
 // none, Relu, Clip; a fused residual Add (+ Relu) written in place over the residual; 2, 3 and

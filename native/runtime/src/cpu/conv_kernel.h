@@ -178,7 +178,9 @@ class ConvKernel final : public Kernel {
   // run_paths hands the whole conv to it.
   std::shared_ptr<const GroupedBlockedConv> grouped;
   std::vector<float> U;   // winograd: transformed weights [16][M][C]; winograd_avx2: [group][16][Mg][Cg]
-  int threads = 1;        // winograd(_avx2), flat, pixel_rows: scratch slices, one a thread
+  // winograd(_avx2), flat, pixel_rows: scratch slices, one a thread; the SIMD pointwise paths:
+  // partial sums, one a thread (run_pointwise_split_input)
+  int threads = 1;
   int64_t Hp = 0, Wp = 0, pb = 0, pr = 0;
   // The folded activation's output overlaps X (the planner gave it X's place, X dying here):
   // run() first copies the chunk's X to the front of the workspace, the paths then read that

@@ -48,7 +48,7 @@ void pw_lanes_pair(const PwLanesWeights& pw, int64_t panel, const float* X, floa
 
 // Partial sums for a split of the input channels between threads (conv_pointwise.cc): Y[m][p] =
 // sum over c in [c0, c1) of W[m][c] X[c][p] for every output channel m and pixel p, without the
-// bias, activation or residual. X is [C][P], Y [M][P]; c0 a multiple of 16.
+// bias, activation or residual. X is [C][P], Y [M][P].
 void pw_lanes_partial(const PwLanesWeights& pw, const float* X, float* Y, int64_t P, int64_t c0, int64_t c1);
 
 }  // namespace memlane::cpu::simd
