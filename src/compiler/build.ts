@@ -20,7 +20,8 @@ function withArity(op: string, inputs: string[]): string[] {
   return [...inputs, ...new Array<string>(Math.max(0, n - inputs.length)).fill("")];
 }
 
-export function buildPlan(inf: Inferred, arena: Arena, producer: string, source: string): Built {
+/** `concatInPlace`: the arena lays Concat inputs in their output (concat-in-place.ts); the header says so. */
+export function buildPlan(inf: Inferred, arena: Arena, producer: string, source: string, concatInPlace = false): Built {
   const tensors: PlanTensor[] = [];
   const ids = new Map<string, number>();
   const weights: Built["weights"] = [];
@@ -64,7 +65,7 @@ export function buildPlan(inf: Inferred, arena: Arena, producer: string, source:
     inputs: inputIds,
     outputs: outputIds,
     ops,
-    arena: { bytesPerSample: arena.bytesPerSample, lowerBoundPerSample: arena.lowerBoundPerSample, alignment: PLAN_ALIGNMENT },
+    arena: { bytesPerSample: arena.bytesPerSample, lowerBoundPerSample: arena.lowerBoundPerSample, alignment: PLAN_ALIGNMENT, ...(concatInPlace ? { concatInPlace } : {}) },
   };
   return { header, weights, blobBytes: blob };
 }

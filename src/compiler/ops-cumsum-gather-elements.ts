@@ -7,7 +7,7 @@
  * Both may work along the batch axis: a CumSum there sums over samples, a GatherElements there
  * takes run-time sample numbers. Both are what ONNX says; memlane-rt's CPU backend then runs the
  * batch whole instead of in chunks of samples (cpu_backend.cc `chunkable`, mirrored in
- * src/estimate/native-chunk.ts).
+ * src/compiler/native-chunk.ts).
  */
 import { attrInt, normAxis } from "./attrs.ts";
 import { type DType, batchAxis, fmtDim, fmtShape, numel } from "./ir.ts";

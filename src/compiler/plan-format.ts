@@ -6,11 +6,13 @@
 /** ASCII `MLRTPLAN`, the first 8 bytes of every plan. */
 export const PLAN_MAGIC = "MLRTPLAN";
 /**
- * Bumped on any incompatible change to the layout or the header schema. Version 3 holds
- * several shape profiles (a profile table in the header region); version 2 plans (one
- * profile, the header region one msgpack map) are still read.
+ * Bumped on any incompatible change to the layout or the header schema. Version 4 may lay
+ * Concat inputs inside their output (`arena.concatInPlace`: such a plan must run one sample
+ * at a time, which a version 3 reader would not know); version 3 holds several shape profiles
+ * (a profile table in the header region, as in 4); version 2 plans (one profile, the header
+ * region one msgpack map) are still read, as are version 3 plans.
  */
-export const PLAN_VERSION = 3;
+export const PLAN_VERSION = 4;
 /** The single-profile layout that readers still accept. */
 export const PLAN_VERSION_SINGLE = 2;
 /** Profile table (v3): u32 count, u32 reserved, then one {u64 offset, u64 length} a profile. */
@@ -69,7 +71,11 @@ export interface PlanHeader {
   inputs: number[];
   outputs: number[];
   ops: PlanOp[];
-  arena: { bytesPerSample: number; lowerBoundPerSample: number; alignment: number };
+  /**
+   * concatInPlace: some Concat inputs lie inside their Concat's output, one sample's slice
+   * (concat-in-place.ts), so the plan must run one sample at a time. Absent: false.
+   */
+  arena: { bytesPerSample: number; lowerBoundPerSample: number; alignment: number; concatInPlace?: boolean };
 }
 
 export function alignUp(n: number, a: number = PLAN_ALIGNMENT): number {

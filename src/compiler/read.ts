@@ -34,8 +34,8 @@ export function parsePlan(buf: Buffer, file: string): PlanFile {
   const magic = buf.subarray(Field.magic, Field.magic + 8).toString("latin1");
   if (magic !== PLAN_MAGIC) fail("magic", JSON.stringify(PLAN_MAGIC), JSON.stringify(magic));
   const version = buf.readUInt32LE(Field.version);
-  if (version !== PLAN_VERSION && version !== PLAN_VERSION_SINGLE)
-    fail("version", `${PLAN_VERSION_SINGLE} or ${PLAN_VERSION}${version < PLAN_VERSION_SINGLE ? " (an older plan: recompile it from its ONNX model with this memlane)" : ""}`, version);
+  if (version < PLAN_VERSION_SINGLE || version > PLAN_VERSION)
+    fail("version", `${PLAN_VERSION_SINGLE} to ${PLAN_VERSION}${version < PLAN_VERSION_SINGLE ? " (an older plan: recompile it from its ONNX model with this memlane)" : ""}`, version);
   const u64 = (off: number): number => Number(buf.readBigUInt64LE(off));
   const headerOffset = u64(Field.headerOffset), headerLength = u64(Field.headerLength);
   if (headerOffset !== PREAMBLE_BYTES) fail("header offset", String(PREAMBLE_BYTES), headerOffset);
@@ -123,6 +123,8 @@ function checkProfile(headerBytes: Buffer, blobLength: number, fail: Fail): Plan
     fail("header", "a map with tensors, inputs, outputs, ops, arena", JSON.stringify(Object.keys(header ?? {})));
   }
   const arena = header.arena.bytesPerSample;
+  const inPlace = header.arena.concatInPlace;
+  if (inPlace !== undefined && typeof inPlace !== "boolean") fail("arena.concatInPlace", "true or false", JSON.stringify(inPlace));
   header.tensors.forEach((t, i) => {
     const where = `tensors[${i}] ("${t.name}")`;
     const esize = DTYPE_BYTES[t.dtype as DType];

@@ -4,6 +4,7 @@
  * is checked for overlap. Used by the tests on every model.
  */
 import { type Lifetime, aliasByteCopies, arenaProblems, lowerBound } from "./arena.ts";
+import { concatInputsInPlace, concatOutputsInPlace } from "./concat-in-place.ts";
 import { PLAN_ALIGNMENT, type PlanHeader, alignUp } from "./plan-format.ts";
 
 export function planLifetimes(h: PlanHeader): Lifetime[] {
@@ -42,6 +43,27 @@ export function checkPlanArena(h: PlanHeader): { problems: string[]; lowerBound:
     const same = x !== undefined && y !== undefined && offsets.has(key(x)) && offsets.get(key(x)) === offsets.get(key(y));
     return { op: same ? op.op : "", name: "", inputs: same ? [key(x!)] : [], outputs: same ? [key(y!)] : [], attrs: {} };
   });
-  const { planned } = aliasByteCopies(inPlace, ls, h.inputs.map(key), h.outputs.map(key));
-  return { problems: arenaProblems(planned, offsets, h.arena.bytesPerSample), lowerBound: lowerBound(planned) };
+  const { planned, aliasOf } = aliasByteCopies(inPlace, ls, h.inputs.map(key), h.outputs.map(key));
+  // A Concat input in place is one tensor with its Concat's output, from the input's writer on
+  // (concat-in-place.ts); a nested Concat's inputs join the outer output with it, and a Concat
+  // laid at the start of its family's head joins the head.
+  const groups = new Map(planned.map((l) => [l.name, { ...l }]));
+  const joined = new Map<string, string>();
+  const holder = (name: string): string => {
+    let n = aliasOf.get(name) ?? name;
+    for (let j = joined.get(n); j !== undefined; j = joined.get(n)) n = j;
+    return n;
+  };
+  const joins = [...concatInputsInPlace(h), ...concatOutputsInPlace(h).map((c) => ({ input: c.output, output: c.head }))];
+  for (const c of joins) {
+    const gx = holder(key(c.input)), gy = holder(key(c.output));
+    const lx = groups.get(gx), ly = groups.get(gy);
+    if (gx === gy || !lx || !ly) continue;
+    ly.first = Math.min(ly.first, lx.first);
+    ly.last = Math.max(ly.last, lx.last);
+    groups.delete(gx);
+    joined.set(gx, gy);
+  }
+  const merged = [...groups.values()];
+  return { problems: arenaProblems(merged, offsets, h.arena.bytesPerSample), lowerBound: lowerBound(merged) };
 }

@@ -14,7 +14,7 @@ import { readOnnxIo } from "../pipeline/inputs/onnx-io.ts";
 import { inputFileShapes, prepareEvalSet } from "../pipeline/inputs/eval-set.ts";
 import { InputSpecError, resolveModelIo, type ShapeOverrides } from "../pipeline/inputs/shapes.ts";
 import { readPlan } from "../compiler/read.ts";
-import { nativeChunkable, nativeChunkSamples, nativeLanes } from "./native-chunk.ts";
+import { nativeChunkable, nativeChunkSamples, nativeLanes } from "../compiler/native-chunk.ts";
 import { probeNativeLoad, workspaceAt } from "./native-load.ts";
 import { type FreePieces, type OrtLoadProbe, type OrtRuntime, probeOrtLoad } from "./ort-load.ts";
 import { arenaResidentBeyondHeld } from "./ort-heap-reuse.ts";
@@ -23,7 +23,7 @@ import { evalChunks, ortPatternKey, replayOrtArena } from "./ort-arena.ts";
 import { ortPatternBytesPerSample, ortRunTracePerSample, type TraceEvent } from "./ort-pattern.ts";
 
 const MIB = 2 ** 20;
-export { NATIVE_CHUNK_ARENA_BYTES } from "./native-chunk.ts";
+export { NATIVE_CHUNK_ARENA_BYTES } from "../compiler/native-chunk.ts";
 
 /**
  * One ORT runtime's load probe (ort-load.ts): freed memory glibc's malloc keeps after the load

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileOnnx } from "../../src/compiler/compile.ts";
 import { features, modelTerms } from "../../src/estimate/model-terms.ts";
 import { checkedNativeLoad, probeNativeLoad, workspaceAt } from "../../src/estimate/native-load.ts";
-import { nativeChunkSamples } from "../../src/estimate/native-chunk.ts";
+import { nativeChunkSamples } from "../../src/compiler/native-chunk.ts";
 import { HAS_AVX512F } from "../fixtures/cpu-flags.ts";
 import { ROOT } from "./pipeline-helpers.ts";
 

@@ -73,12 +73,12 @@ describe("plan format", () => {
     m.write("MLRTPLAX", 0, "latin1");
     expectPlanError(m, /^magic$/, '"MLRTPLAX"');
     const v = Buffer.from(bytes);
-    v.writeUInt32LE(4, Field.version);
-    const e = expectPlanError(v, /^version$/, "4");
-    expect(e.expected).toBe("2 or 3");
+    v.writeUInt32LE(5, Field.version);
+    const e = expectPlanError(v, /^version$/, "5");
+    expect(e.expected).toBe("2 to 4");
     // A v1 plan is refused with the way out: recompile it.
     v.writeUInt32LE(1, Field.version);
-    expect(expectPlanError(v, /^version$/, "1").expected).toMatch(/^2 or 3 .*recompile/);
+    expect(expectPlanError(v, /^version$/, "1").expected).toMatch(/^2 to 4 .*recompile/);
     expectPlanError(bytes.subarray(0, 40), /^file length$/);
   });
 

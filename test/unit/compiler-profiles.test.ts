@@ -83,13 +83,13 @@ describe("plan v3: shape profiles", () => {
     expect(s.weightsBytes).toBe(128 + 32 + 8 + 12 + 20);
     expect(s.profiles.map((p) => p.weightsBytes)).toEqual([168, 172, 180]);
     const listing = formatPlan(plan);
-    expect(listing).toMatch(/^plan v3, 3 shape profiles sharing 200 B of weights/);
+    expect(listing).toMatch(/^plan v4, 3 shape profiles sharing 200 B of weights/);
     expect(listing).toMatch(/profile 2:\n {2}plan pos\.onnx .*\n {4}inputs: {2}x\[batch,5,4\]/);
   });
 
   it("writes the documented profile table: count, reserved, {offset, length} from the file start", async () => {
     const { bytes } = await threeProfiles();
-    expect(bytes.readUInt32LE(Field.version)).toBe(3);
+    expect(bytes.readUInt32LE(Field.version)).toBe(PLAN_VERSION);
     const region = bytes.subarray(64, 64 + Number(bytes.readBigUInt64LE(Field.headerLength)));
     expect(region.readUInt32LE(PROFILE_TABLE.count)).toBe(3);
     expect(region.readUInt32LE(PROFILE_TABLE.reserved)).toBe(0);

@@ -1,11 +1,11 @@
 // memlane-rt's CPU backend chunks a batch only where a chunk is a smaller batch
-// (native/runtime/src/cpu/cpu_backend.cc, mirrored in src/estimate/native-chunk.ts). A plan it
+// (native/runtime/src/cpu/cpu_backend.cc, mirrored in src/compiler/native-chunk.ts). A plan it
 // runs whole touches the largest batch's arena at steady-inference, which the estimate took as
 // one chunk: distilbert and the seq-first LSTM were under by 1.5 MiB of ~20.
 import { describe, expect, it } from "vitest";
 import type { PlanHeader } from "../../src/compiler/plan-format.ts";
 import { features, modelTerms } from "../../src/estimate/model-terms.ts";
-import { nativeChunkable, nativeChunkSamples, nativeLanes, NATIVE_CHUNK_ARENA_BYTES } from "../../src/estimate/native-chunk.ts";
+import { nativeChunkable, nativeChunkSamples, nativeLanes, NATIVE_CHUNK_ARENA_BYTES } from "../../src/compiler/native-chunk.ts";
 import { DYNAMIC_SEQ } from "../fixtures/ort-dynamic-seq.ts";
 import { writeModel } from "./compiler-onnx-builder.ts";
 

@@ -39,6 +39,7 @@ class PlanBuilder {
   std::vector<int64_t> inputs, outputs;
   int64_t arena_cursor = 0, blob_cursor = 0;
   int64_t bytes_per_sample_override = -1;
+  bool concat_in_place = false;  // arena.concatInPlace (plan/concat_in_place.h): the test places the inputs
 
   static int64_t count(const std::vector<int64_t>& s, size_t from) {
     int64_t n = 1;
@@ -149,7 +150,8 @@ class PlanBuilder {
       }
     }
     pk.pack(std::string("arena"));
-    pk.pack_map(3);
+    pk.pack_map(concat_in_place ? 4 : 3);
+    if (concat_in_place) { pk.pack(std::string("concatInPlace")); pk.pack(true); }
     pk.pack(std::string("bytesPerSample"));
     pk.pack(bytes_per_sample_override >= 0 ? bytes_per_sample_override : arena_cursor);
     pk.pack(std::string("lowerBoundPerSample")); pk.pack(arena_cursor);

@@ -61,11 +61,11 @@ int main() {
   // 3. version
   {
     auto f = good;
-    f[pf::kOffVersion] = 4;
+    f[pf::kOffVersion] = uint8_t(pf::kVersion + 1);
     expect_fail(f, Status::kPlanInvalid, "version", "version");
     std::string msg;
     parse(f, &msg);
-    CHECK_CONTAINS(msg, "expected 2 or 3, found 4");
+    CHECK_CONTAINS(msg, "expected 2 to 4, found 5");
     f[pf::kOffVersion] = 1;  // a v1 plan: refused with the way out
     parse(f, &msg);
     CHECK_CONTAINS(msg, "recompile it from its ONNX model");

@@ -72,6 +72,8 @@ bool worth_whole_batch(const Plan& plan, const Op& op) {
 
 Plan tail_plan(const Plan& plan, size_t start) {
   Plan t = plan;
+  // Its activations get places of their own below, Concat inputs too: its Concats copy.
+  t.concatInPlace = false;
   t.ops.assign(plan.ops.begin() + std::ptrdiff_t(start), plan.ops.end());
   const size_t n = t.ops.size();
   // Lifetimes in tail op indices; tensors from the prefix and graph inputs from tail op 0.

@@ -22,6 +22,7 @@
 #include "cpu/simd/avx2_gemm.h"
 #include "cpu/simd/avx512.h"
 #include "cpu/simd/pw_lanes.h"
+#include "plan/concat_in_place.h"
 
 namespace memlane::cpu {
 namespace conv_detail {
@@ -229,8 +230,14 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
   if (k->pointwise_lanes) k->pwl = simd::pw_lanes_pack(k->w, k->b, g.M, g.C);
   if (k->pointwise_lanes || k->pointwise_simd) {
     k->threads = std::max(1, bc.threads);
+    // (A Concat whose inputs lie in place copied nothing: their writers' split holds.)
     const Op* before = producer(*bc.plan, op.inputs[0]);
-    k->input_split_by_channels = before && ((before->type == OpType::kConcat && before->attrs.axis == 1) ||
+    const auto copies = [&](const Op& concat) {
+      for (size_t i = 0; i < concat.inputs.size(); ++i)
+        if (!concat_input_in_place(*bc.plan, concat, i)) return true;
+      return false;
+    };
+    k->input_split_by_channels = before && ((before->type == OpType::kConcat && before->attrs.axis == 1 && copies(*before)) ||
                                             before->type == OpType::kMaxPool || before->type == OpType::kAveragePool);
   }
   // MEMLANE_CONV_NO_PADDED=1 forces the bounds-checked im2col (ctest runs the ops both ways).

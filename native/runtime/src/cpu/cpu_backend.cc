@@ -149,7 +149,7 @@ bool v1_kernel_fits(const Plan& plan, const Op& op, std::string* why) {
 // chunk of samples computes something else than the whole batch: a Range counts the whole
 // batch; run-time indices into the data's batch axis (GatherND tuples over it, a Gather or a
 // GatherElements along it) are sample numbers of the whole batch; a CumSum along the batch
-// axis sums over samples. src/estimate/native-chunk.ts mirrors this rule.
+// axis sums over samples. src/compiler/native-chunk.ts mirrors this rule.
 bool mixes_samples(const Plan& plan, const Op& op) {
   if (op.type == OpType::kRange) return true;
   if (op.inputs.empty() || op.inputs[0] == kAbsentInput) return false;
@@ -286,9 +286,17 @@ class CpuBackend final : public Backend {
     // op that reaches across samples. Otherwise the whole batch runs at once.
     bool chunkable = plan.batchFirst;
     for (const Op& op : plan.ops) chunkable = chunkable && !mixes_samples(plan, op);
+    // Concat inputs in place lie in one sample's slice of their output (plan/concat_in_place.h):
+    // such a plan runs one sample at a time, which only a chunkable plan can.
+    if (plan.concatInPlace && !chunkable) {
+      *message = "arena.concatInPlace: expected a plan that runs one sample at a time (every tensor batch first, no op "
+                 "across samples), found one that runs whole batches; recompile it from its ONNX model";
+      return Status::kInvalidArgument;
+    }
     const int64_t chunk = !chunkable ? maxBatch
-                                     : std::clamp<int64_t>(plan.bytesPerSample ? int64_t(budget / plan.bytesPerSample) : maxBatch,
-                                                           1, maxBatch);
+                          : plan.concatInPlace ? 1
+                                               : std::clamp<int64_t>(plan.bytesPerSample ? int64_t(budget / plan.bytesPerSample) : maxBatch,
+                                                                     1, maxBatch);
     // With several threads a batch's chunks run side by side, one lane a thread, each with its
     // own slice of the arena and of the workspace (the kernels then run single-threaded):
     // samples are independent, so this scales where splitting one small op does not.

@@ -8,6 +8,7 @@
 #include "cpu/cnn_ops.h"
 #include "cpu/kernel.h"
 #include "cpu/transpose_tiles.h"
+#include "plan/concat_in_place.h"
 
 namespace memlane::cpu {
 namespace {
@@ -99,10 +100,14 @@ class ConcatKernel final : public Kernel {
   std::vector<int64_t> inner;  // elements per outer row of each input
   size_t esize = 4;            // any dtype: rows are copied as bytes
   std::vector<bool> shared;    // a weight [1, ...]: the same rows for every sample
+  // Written in its slice of the output already (plan/concat_in_place.h; the plan runs one
+  // sample at a time): nothing to copy
+  std::vector<bool> in_place;
   TensorRef y;
   int64_t outer_per_sample = 1, out_inner = 0;
   bool batch_inner = false;  // the batch sits after the axis: it scales the rows, not their count
   void run(const RunCtx& c) const override {
+    if (std::all_of(in_place.begin(), in_place.end(), [](bool b) { return b; })) return;
     uint8_t* Y = y.as<uint8_t>(c);
     const int64_t outer = batch_inner ? outer_per_sample : outer_per_sample * c.batch;
     const int64_t scale = batch_inner ? c.batch : 1, row = out_inner * scale * int64_t(esize);
@@ -124,7 +129,7 @@ class ConcatKernel final : public Kernel {
       for (size_t k = 0; k < xs.size(); ++k) {
         const int64_t n = inner[k] * scale * int64_t(esize);
         const int64_t lo = std::max(a, o * row + col), hi = std::min(b, o * row + col + n);
-        if (lo < hi) {
+        if (lo < hi && !in_place[k]) {
           const int64_t src = shared[k] ? o % outer_per_sample : o;
           const uint8_t* X = xs[k].as<uint8_t>(c) + src * n + (lo - o * row - col);
           std::memcpy(Y + lo, X, size_t(hi - lo));
@@ -223,6 +228,7 @@ std::unique_ptr<Kernel> make_concat(const BuildCtx& bc, const Op& op, Status* st
         return unsupported(op, "input " + shape_str(X.shape) + " does not fit " + shape_str(Y.shape), st, msg);
     k->xs.push_back(bc.ref(id));
     k->shared.push_back(X.is_weight());
+    k->in_place.push_back(concat_input_in_place(*bc.plan, op, k->xs.size() - 1));
     k->inner.push_back(X.shape[axis] * tail);
     total_axis += X.shape[axis];
   }

@@ -18,6 +18,7 @@
 #include "exec_context.h"
 #include "forward_util.h"
 #include "core/host_pages.h"
+#include "plan/concat_in_place.h"
 
 namespace memlane {
 namespace cuda {
@@ -46,8 +47,12 @@ class CudaBackendImpl final : public CudaBackend {
   const char* name() const override { return "cuda"; }
   const CudaOptions& options() const override { return model_.opt; }
 
-  Status prepare(const Plan& plan, int64_t maxBatch, std::string* message) override {
+  Status prepare(const Plan& given, int64_t maxBatch, std::string* message) override {
     if (model_.plan) return *message = "cuda backend: prepare called twice", Status::kInvalidArgument;
+    // Whole batches run at once here: Concat inputs laid in place (one sample's slice) get
+    // places of their own again, and the Concats copy (plan/concat_in_place.h).
+    if (given.concatInPlace) apart_ = std::make_unique<Plan>(concat_inputs_apart(given));
+    const Plan& plan = apart_ ? *apart_ : given;
     if (maxBatch < 1) return *message = "maxBatch: expected >= 1, received " + std::to_string(maxBatch), Status::kInvalidArgument;
     MEMLANE_TRY(validate_plan(plan, message));
     if (model_.prec == Prec::kF16) MEMLANE_TRY(check_fp16_integers(plan, message));
@@ -215,6 +220,7 @@ class CudaBackendImpl final : public CudaBackend {
   BackendOptions bo_;
   int device_;
   SharedModel model_;
+  std::unique_ptr<Plan> apart_;  // the plan with its Concat inputs laid apart, where it laid them in place
   void* weights_ = nullptr;
   uint64_t weightBytesDevice_ = 0;
   std::string releaseNote_;

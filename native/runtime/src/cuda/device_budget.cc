@@ -5,6 +5,7 @@
 #include "exec_context.h"
 #include "forward.h"
 #include "forward_util.h"
+#include "plan/concat_in_place.h"
 
 namespace memlane::cuda {
 namespace {
@@ -16,6 +17,8 @@ uint64_t weight_slot_bytes(const TensorInfo& t, Prec p) {
 }
 
 DeviceBudget device_budget(const Plan& plan, int64_t maxBatch, const CudaOptions& o) {
+  // The backend runs such a plan with its Concat inputs laid apart (cuda_backend.cc prepare).
+  if (plan.concatInPlace) return device_budget(concat_inputs_apart(plan), maxBatch, o);
   DeviceBudget b;
   const Prec prec = o.fp16 ? Prec::kF16 : Prec::kF32;
   b.halfArena = arena_halves(plan, prec);

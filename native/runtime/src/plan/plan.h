@@ -160,6 +160,10 @@ struct Plan {
   uint64_t bytesPerSample = 0;      // arena bytes for one sample
   uint64_t lowerBoundPerSample = 0;
   uint64_t alignment = 64;
+  // Some Concat inputs lie inside their Concat's output, at their slice of one sample
+  // (docs/plan-format.md, "Concat in place"): the plan runs one sample at a time, or with those
+  // inputs laid apart (concat_in_place.h).
+  bool concatInPlace = false;
   // The weight blob inside the mapping.
   const uint8_t* blob = nullptr;
   uint64_t blobBytes = 0;

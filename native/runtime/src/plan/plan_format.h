@@ -3,7 +3,7 @@
 //
 // | offset | size | field                                                  |
 // |      0 |    8 | magic, ASCII "MLRTPLAN"                                |
-// |      8 |    4 | u32 format version = 3 (2 still read)                  |
+// |      8 |    4 | u32 format version = 4 (2 and 3 still read)            |
 // |     12 |    4 | u32 flags = 0 (reserved)                               |
 // |     16 |    8 | u64 header offset = 64                                 |
 // |     24 |    8 | u64 header length H                                    |
@@ -30,7 +30,9 @@
 namespace memlane::plan_format {
 
 inline constexpr char kMagic[8] = {'M', 'L', 'R', 'T', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kVersion = 3;
+// 4: the header may lay Concat inputs in their output (arena.concatInPlace); 3: the profile
+// table (as in 4), still read.
+inline constexpr uint32_t kVersion = 4;
 // The single-profile layout (the header region is one msgpack map), still read.
 inline constexpr uint32_t kVersionSingle = 2;
 inline constexpr uint32_t kMaxProfiles = 64;

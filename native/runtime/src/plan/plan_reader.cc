@@ -430,9 +430,9 @@ Fail parse_preamble(const uint8_t* data, size_t size, Layout* out) {
   }
   // 3. version
   uint32_t version = rd_u32(data + pf::kOffVersion);
-  if (version != pf::kVersion && version != pf::kVersionSingle)
+  if (version < pf::kVersionSingle || version > pf::kVersion)
     return fail("version",
-                std::to_string(pf::kVersionSingle) + " or " + std::to_string(pf::kVersion) +
+                std::to_string(pf::kVersionSingle) + " to " + std::to_string(pf::kVersion) +
                     (version < pf::kVersionSingle ? " (an older plan: recompile it from its ONNX model with this memlane)" : ""),
                 version);
   // 4. header range
@@ -491,6 +491,7 @@ Fail parse_header(const uint8_t* data, uint64_t hoff, uint64_t hlen, uint64_t bo
   if (!r.as_int(r.need(*arena, "bytesPerSample", "arena"), "arena.bytesPerSample", &bps)) return r.err;
   if (const Obj* o = map_get(*arena, "lowerBoundPerSample")) r.as_int(o, "arena.lowerBoundPerSample", &lb);
   if (const Obj* o = map_get(*arena, "alignment")) r.as_int(o, "arena.alignment", &align);
+  if (const Obj* o = map_get(*arena, "concatInPlace")) r.as_bool(o, "arena.concatInPlace", &plan->concatInPlace);
   if (!r.ok) return r.err;
   if (bps < 0) return fail("arena.bytesPerSample", ">= 0", bps);
   if (align != 64) return fail("arena.alignment", 64, align);

@@ -36,10 +36,23 @@ function mixesSamples(tensors: PlanHeader["tensors"], op: PlanHeader["ops"][numb
   return op.op === "GatherND" && idx !== undefined && idx.shape.length > 0 && bax < idx.shape.at(-1)!;
 }
 
-/** Samples a chunk holds: as many as fit the budget (1 at least, the batch at most); the batch where the plan cannot be chunked. */
+/**
+ * Samples a chunk holds: as many as fit the budget (1 at least, the batch at most); the batch
+ * where the plan cannot be chunked. (A plan with Concat inputs in place runs one sample at a
+ * time, which this gives it too: runsOneSampleAtATime.)
+ */
 export function nativeChunkSamples(chunkable: boolean, bytesPerSample: number, maxBatch: number): number {
   if (!chunkable || bytesPerSample <= 0) return maxBatch;
   return Math.max(1, Math.min(maxBatch, Math.floor(NATIVE_CHUNK_ARENA_BYTES / bytesPerSample)));
+}
+
+/**
+ * Whether the CPU backend runs this plan one sample at a time at every batch: chunkable, and
+ * an arena of more than half the chunk budget. The compiler lays Concat inputs in place only
+ * then (concat-in-place.ts; such a plan must run so, and the backend then always does).
+ */
+export function runsOneSampleAtATime(h: Pick<PlanHeader, "tensors" | "ops" | "arena">): boolean {
+  return nativeChunkable(h) && nativeChunkSamples(true, h.arena.bytesPerSample, 2) === 1;
 }
 
 /**
