@@ -34,7 +34,7 @@ def work():
     libc.free(blocks[0]); libc.free(blocks[4])
     before = malloc_stats.read()["mallocFreeKiB"]
     out["pieces"] = free_pieces.free_pieces()
-    out["unchanged"] = malloc_stats.read()["mallocFreeKiB"] == before
+    out["freeDeltaKiB"] = malloc_stats.read()["mallocFreeKiB"] - before
 t = threading.Thread(target=work); t.start(); t.join()
 print(json.dumps(out))
 """
@@ -46,7 +46,10 @@ def test_two_held_blocks_come_back_as_two_pieces_and_the_parent_heap_is_left_as_
     by_size = {kib: n for kib, n in out["pieces"]}
     assert by_size.get(4096, 0) >= 2, out["pieces"]
     assert all(kib <= 4096 for kib in by_size), out["pieces"]  # nothing larger was held
-    assert out["unchanged"]  # the carving happened in the child
+    # The carving happened in the child: the parent's free memory did not drop by the 8 MiB
+    # the child took. (Not exactly unchanged: the parent's own bookkeeping around the fork may
+    # move a few bytes across a KiB boundary; one CI run in about four saw that, 0 of 200 here.)
+    assert abs(out["freeDeltaKiB"]) < 64, out
 
 
 def test_nothing_held_gives_no_large_pieces():
