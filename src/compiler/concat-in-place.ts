@@ -1,7 +1,7 @@
 /**
- * Concat inputs laid out in place (docs/plan-format.md, "Concat in place"): an input whose only
- * reader is a Concat along a channel-like axis is given the bytes of its slice of the Concat's
- * output, so the op that writes it writes the output directly and the Concat copies nothing.
+ * Concat inputs laid out in place (docs/plan-format.md, "Concat in place"): an input of a Concat
+ * along a channel-like axis is given the bytes of its slice of the Concat's output, so the op
+ * that writes it writes the output directly and the Concat copies nothing.
  *
  * Why: SqueezeNet's fire modules and DenseNet's blocks concatenate every feature map they make;
  * on a 2-vCPU Xeon the copies were 5-6 % of memlane-rt's time at batch 1 (squeezenet1_1's eight
@@ -83,7 +83,9 @@ export function placeConcatInputs(
     const y = n.outputs[0]!, at = slots(n);
     if (!byName.has(holder(y)) || !at) return;
     const members = family.of.get(n) ?? [];
-    if (members.length > 0 && members.every((m) => free(m.outputs[0]!)) &&
+    // (Each input once, and no member read by the head: a tensor gets one place.)
+    if (members.length > 0 && new Set(n.inputs).size === n.inputs.length &&
+        members.every((m) => free(m.outputs[0]!) && !n.inputs.includes(m.outputs[0]!)) &&
         n.inputs.every((x, i) => free(x) && at[i]! % PLAN_ALIGNMENT === 0 && elemBytes(x) === elemBytes(y))) {
       n.inputs.forEach((x, i) => {
         joins(x, y, byName.get(x)!);

@@ -12,7 +12,7 @@
  * (Range) or a sequence-first LSTM was planned one sample of arena where the backend touches
  * the largest batch's: distilbert 0.22 MiB against 1.75 at batch 8, its steady RSS 1.5 MiB over.
  */
-import type { PlanHeader, PlanTensor } from "../compiler/plan-format.ts";
+import type { PlanHeader, PlanTensor } from "./plan-format.ts";
 
 /** cpu_backend.cc kChunkArenaBytes. */
 export const NATIVE_CHUNK_ARENA_BYTES = 256 * 1024;

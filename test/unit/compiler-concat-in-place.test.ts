@@ -97,6 +97,25 @@ describe("Concat inputs in place", () => {
     expect(concatOutputsInPlace(h).map((c) => h.tensors[c.output]!.name).sort()).toEqual(["c2", "c3"]);
   });
 
+  it("gives a tensor one place: a family member its head also reads, a head that repeats an input", async () => {
+    // c2 = [x0, f1] begins the head c3: c3 = [x0, f1, c2] also reads c2, and c3 = [x0, f1, x0]
+    // repeats x0. Each tensor lies in one slice at most; the rest are copied.
+    for (const third of ["c2", "x0"]) {
+      const { h } = await compile({
+        inputs: [["x", ["N", 8, 32, 32]]], outputs: ["z"],
+        inits: [weight("w0", 16, 8), weight("w1", 16, 16), weight("wz", 4, third === "c2" ? 64 : 48)],
+        nodes: [
+          conv("x", "w0", "x0"), conv("x0", "w1", "f1"),
+          node("Concat", ["x0", "f1"], ["c2"], { axis: 1 }), node("Concat", ["x0", "f1", third], ["c3"], { axis: 1 }),
+          conv("c3", "wz", "z"),
+        ],
+      });
+      expect(h.arena.concatInPlace).toBe(true);
+      const placed = concatInputsInPlace(h).map((c) => `${c.step}:${h.tensors[c.input]!.name}`);
+      expect(new Set(placed).size).toBe(placed.length);
+    }
+  });
+
   it("keeps the copies where laying the inputs in place would grow the arena by more than an eighth", async () => {
     // e (32 ch) is made early and concatenated late: in place, the Concat's output (64 ch) is
     // held across two 64-channel maps instead of e alone, +20 %.
