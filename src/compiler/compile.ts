@@ -1,7 +1,7 @@
 /** The compiler pipeline: load -> order -> fold/infer -> rewrite -> arena -> write. */
 import { type Lifetime, aliasByteCopies, checkArena, lifetimes, planArena } from "./arena.ts";
 import { type Built, buildPlan } from "./build.ts";
-import { concatInputOffsets, placeConcatInputs } from "./concat-in-place.ts";
+import { concatInputOffsets, concatInputsInPlace, placeConcatInputs } from "./concat-in-place.ts";
 import { CompileError } from "./errors.ts";
 import { inferGraph } from "./infer.ts";
 import { DTYPE_BYTES, type Graph } from "./ir.ts";
@@ -104,6 +104,9 @@ export interface ProfileSummary {
   ops: number;
   arenaBytesPerSample: number;
   lowerBoundPerSample: number;
+  /** Concat inputs (activations) in all, and those written in place (concat-in-place.ts). */
+  concatInputs: number;
+  concatInputsInPlace: number;
   /** This profile's weights, shared ones included. */
   weightsBytes: number;
   inputs: CompileSummary["inputs"];
@@ -172,8 +175,10 @@ function profileSummary(h: PlanHeader): ProfileSummary {
     const t = h.tensors[id]!;
     return { name: t.name, shape: [...t.shape], dtype: t.dtype, batchAxis: t.shape.indexOf(-1) };
   });
+  const concatInputs = h.ops.filter((op) => op.op === "Concat").reduce((a, op) => a + op.inputs.filter((id) => h.tensors[id]?.kind !== "weight").length, 0);
   return {
     ops: h.ops.length, arenaBytesPerSample: h.arena.bytesPerSample, lowerBoundPerSample: h.arena.lowerBoundPerSample,
+    concatInputs, concatInputsInPlace: concatInputsInPlace(h).length,
     weightsBytes: h.tensors.filter((t) => t.kind === "weight").reduce((a, t) => a + t.bytes, 0),
     inputs: io(h.inputs), outputs: io(h.outputs),
   };

@@ -37,8 +37,9 @@ function fire(s: number, cb = 16): ModelSpec {
 
 describe("Concat inputs in place", () => {
   it("lays a fire module's expands in their slices of the Concat (32x32 maps: one sample at a time)", async () => {
-    const { plan, h } = await compile(fire(32));
+    const { plan, h, summary } = await compile(fire(32));
     expect(plan.version).toBe(PLAN_VERSION);
+    expect([summary.profiles[0]!.concatInputsInPlace, summary.profiles[0]!.concatInputs]).toEqual([2, 2]);
     expect(h.arena.concatInPlace).toBe(true);
     const y = byName(h, "y");
     expect(byName(h, "a").offset).toBe(y.offset);
@@ -54,8 +55,9 @@ describe("Concat inputs in place", () => {
   });
 
   it("leaves plans that run batches at once as they were: small maps, the batch not first", async () => {
-    const small = (await compile(fire(4))).h;
+    const { h: small, summary } = await compile(fire(4));
     expect(small.arena.concatInPlace).toBeUndefined();
+    expect([summary.profiles[0]!.concatInputsInPlace, summary.profiles[0]!.concatInputs]).toEqual([0, 2]);
     expect(concatInputsInPlace(small)).toEqual([]);
     expect(byName(small, "a").offset).not.toBe(byName(small, "y").offset);
     // A transpose that moves the batch: memlane-rt runs the whole batch at once (not chunkable).

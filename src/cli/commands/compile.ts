@@ -5,6 +5,7 @@
 import path from "node:path";
 import { type CommandSpec, UsageError, parseModelCommand } from "../args.ts";
 import type { Io } from "../io.ts";
+import type { ProfileSummary } from "../../compiler/compile.ts";
 import { InputSpecError, parseShapeFlag } from "../../pipeline/inputs/shapes.ts";
 
 export const spec: CommandSpec = {
@@ -55,6 +56,10 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
       e.message += ` (on the command line: --shape NAME=NxDIM... or --seq N; several profiles: --profile or --seq N,N)`;
     throw e;
   });
+  // Concat inputs the plan lays in their output's slices (docs/plan-format.md, "Concat in place").
+  const concat = (p: ProfileSummary, indent: string) => {
+    if (p.concatInputsInPlace > 0) io.out(`${indent}concat: ${p.concatInputsInPlace} of ${p.concatInputs} Concat inputs written in place (the plan runs one sample at a time)`);
+  };
   io.out(`plan: ${out} (${c.planBytes} bytes, ${c.ops} ops: ${Object.entries(c.opCounts).map(([k, v]) => `${k}×${v}`).join(", ")})`);
   io.out(`weights: ${kib(c.weightsBytes)}${c.profiles.length > 1 ? `, stored once for ${c.profiles.length} profiles` : ""}`);
   if (c.profiles.length === 1) {
@@ -64,10 +69,12 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
       `arena: ${kib(c.arenaBytesPerSample)}/sample vs lower bound ${kib(c.lowerBoundPerSample)}/sample ` +
         `(${c.ratio.toFixed(3)}×; batch 64 → ${kib(c.arenaBytesPerSample * 64)})`,
     );
+    concat(c.profiles[0]!, "");
   } else {
     c.profiles.forEach((p, i) => {
       io.out(`profile ${i}: ${p.inputs.map((x) => `${x.name} ${dims(x.shape)}`).join(", ")} → ${p.outputs.map((x) => `${x.name} ${dims(x.shape)}`).join(", ")}`);
       io.out(`  ${p.ops} ops, arena ${kib(p.arenaBytesPerSample)}/sample vs lower bound ${kib(p.lowerBoundPerSample)}/sample`);
+      concat(p, "  ");
     });
   }
   for (const w of c.warnings) io.err(`warning: ${w}`);
