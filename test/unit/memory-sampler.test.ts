@@ -147,7 +147,12 @@ describe("MemorySampler", () => {
 
   it("marks a vanished process exited and keeps its samples; other pids go on", async () => {
     let alive = 3;
-    const s = new MemorySampler({ read: async (pid) => (pid === 1 && alive-- <= 0 ? null : reading(pid * 100)) });
+    // Scripted on both paths (a tick reads status alone when smaps_rollup is not due): not the
+    // real pids 1 and 2's /proc, which a slow tick on a loaded machine read before.
+    const s = new MemorySampler({
+      read: async (pid) => (pid === 1 && alive-- <= 0 ? null : reading(pid * 100)),
+      readStatus: (pid) => (pid === 1 && alive-- <= 0 ? null : { vmRssKiB: pid * 100, hwmKiB: pid * 100 }),
+    });
     s.track(1, "dies");
     s.track(2, "lives");
     for (let i = 0; i < 6; i++) await s.sampleOnce();
@@ -162,7 +167,12 @@ describe("MemorySampler", () => {
   it("decimates a full ring, keeping the highest RSS so peaks survive", async () => {
     const values = Array.from({ length: 100 }, (_, i) => (i === 37 ? 9999 : 100 + (i % 7)));
     let i = 0;
-    const s = new MemorySampler({ capacity: 16, read: async () => reading(values[i++] ?? 100) });
+    // (Both paths scripted: one CI run found pid 1's real VmRSS, 10092 KiB, as the peak.)
+    const s = new MemorySampler({
+      capacity: 16,
+      read: async () => reading(values[i++] ?? 100),
+      readStatus: () => ({ vmRssKiB: values[i] ?? 100, hwmKiB: values[i++] ?? 100 }),
+    });
     s.track(1, "long");
     for (let k = 0; k < 96; k++) await s.sampleOnce();
     const snap = s.snapshot()[0]!;
