@@ -2,10 +2,13 @@
 // slices of its output runs one sample at a time on the CPU backend, whatever the chunk budget,
 // and gives the outputs of the same plan laid out apart; concat_inputs_apart (what the CUDA
 // backend runs) moves exactly the in-place tensors, family members included, and runs whole
-// batches; a plan that cannot run one sample at a time is refused, naming the field.
+// batches; the Concats of an in-place plan copy nothing (their kernel path says so); a plan
+// that cannot run one sample at a time is refused, naming the field.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "harness.h"
 #include "op_runner.h"
@@ -81,6 +84,24 @@ std::vector<float> run(const Plan& plan, int64_t batch, const std::vector<float>
   return out;
 }
 
+// The kernel path of each Concat in the op profile after one run: "in_place" where it copies nothing.
+std::vector<std::string> concat_paths(const Plan& plan) {
+  BackendOptions o;
+  Status st;
+  std::string msg;
+  auto be = make_cpu_backend(o, &st, &msg);
+  CHECK_MSG(be && be->prepare(plan, 1, &msg) == Status::kOk, msg);
+  CHECK(be->set_profiling(true));
+  std::vector<float> x(64, 0.5f), out(48);
+  const float* in[] = {x.data()};
+  float* outs[] = {out.data()};
+  CHECK_MSG(be->run(1, in, outs, &msg) == Status::kOk, msg);
+  std::vector<std::string> paths;
+  for (const auto& t : be->op_profile().ops)
+    if (t.opType == "Concat") paths.push_back(t.kernel);
+  return paths;
+}
+
 }  // namespace
 
 int main() {
@@ -102,6 +123,10 @@ int main() {
   unflagged.concatInPlace = false;
   CHECK(!concat_input_in_place(unflagged, concat3, 0));
 
+  // The Concat kernels skip their copies exactly where the plan lays every input in place.
+  CHECK(concat_paths(in) == (std::vector<std::string>{"in_place", "in_place"}));
+  CHECK(concat_paths(ref) == (std::vector<std::string>{"", ""}));
+
   // Laid apart: the five moved past the old arena, each its own place; the head stays.
   const Plan apart = concat_inputs_apart(in);
   CHECK(!apart.concatInPlace);
@@ -114,6 +139,7 @@ int main() {
     spans.emplace_back(t.offset, t.offset + t.bytes);
   }
   CHECK(!concat_input_in_place(apart, apart.ops[4], 0));
+  CHECK(concat_paths(apart) == (std::vector<std::string>{"", ""}));
 
   Rng rng;
   for (int64_t batch : {1, 5}) {

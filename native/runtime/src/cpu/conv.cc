@@ -232,12 +232,8 @@ std::unique_ptr<Kernel> make_conv(const BuildCtx& bc, const Op& op, Status* st, 
     k->threads = std::max(1, bc.threads);
     // (A Concat whose inputs lie in place copied nothing: their writers' split holds.)
     const Op* before = producer(*bc.plan, op.inputs[0]);
-    const auto copies = [&](const Op& concat) {
-      for (size_t i = 0; i < concat.inputs.size(); ++i)
-        if (!concat_input_in_place(*bc.plan, concat, i)) return true;
-      return false;
-    };
-    k->input_split_by_channels = before && ((before->type == OpType::kConcat && before->attrs.axis == 1 && copies(*before)) ||
+    k->input_split_by_channels = before && ((before->type == OpType::kConcat && before->attrs.axis == 1 &&
+                                             !concat_copies_nothing(*bc.plan, *before)) ||
                                             before->type == OpType::kMaxPool || before->type == OpType::kAveragePool);
   }
   // MEMLANE_CONV_NO_PADDED=1 forces the bounds-checked im2col (ctest runs the ops both ways).

@@ -37,13 +37,19 @@ inline bool concat_input_in_place(const Plan& plan, const Op& op, size_t k) {
   return !X.is_weight() && X.offset == at && X.dtype == Y.dtype;
 }
 
+// Whether every input of Concat `op` lies in place: the Concat then copies nothing.
+inline bool concat_copies_nothing(const Plan& plan, const Op& op) {
+  if (op.type != OpType::kConcat || op.inputs.empty()) return false;
+  for (size_t k = 0; k < op.inputs.size(); ++k)
+    if (!concat_input_in_place(plan, op, k)) return false;
+  return true;
+}
+
 // Whether Concat `op`'s output lies in place: its inputs begin another Concat's (the same
 // tensors in order: DenseNet's layers concatenate their block's maps so far), and it sits at
 // that Concat's output (all its inputs then lie in place too, and it copies nothing).
 inline bool concat_output_in_place(const Plan& plan, const Op& op) {
-  if (!plan.concatInPlace || op.type != OpType::kConcat || op.outputs.size() != 1) return false;
-  for (size_t k = 0; k < op.inputs.size(); ++k)
-    if (!concat_input_in_place(plan, op, k)) return false;
+  if (!concat_copies_nothing(plan, op)) return false;
   const uint64_t at = plan.tensors[size_t(op.outputs[0])].offset;
   for (const Op& b : plan.ops)
     if (&b != &op && b.type == OpType::kConcat && b.outputs.size() == 1 && b.outputs[0] != op.outputs[0] &&
