@@ -1,17 +1,21 @@
 /**
- * Resize (and the older Upsample) of the last one or two axes, nearest or linear, rewritten into
- * ops every backend has: an axis of n_in -> n_out is a MatMul by a constant [n_in, n_out]
- * matrix whose column j holds output j's taps and weights (one 1 for nearest, two weights for
- * linear), so Y = X · A_w over the last axis, and, for the row axis, a Transpose to put it last,
- * the MatMul by A_h and the Transpose back. The matrices follow ONNX's coordinate transforms
+ * Resize (and the older Upsample) of the last one or two axes, nearest, linear or cubic,
+ * rewritten into ops every backend has: an axis of n_in -> n_out is a MatMul by a constant
+ * [n_in, n_out] matrix whose column j holds output j's taps and weights (one 1 for nearest, two
+ * weights for linear, four for cubic), so Y = X · A_w over the last axis, and, for the row axis,
+ * a Transpose to put it last, the MatMul by A_h and the Transpose back. Bicubic is separable
+ * like bilinear (ONNX Runtime weighs the 4x4 taps by products of the two axes' weights), so
+ * one matrix an axis holds it too. The matrices follow ONNX's coordinate transforms
  * (half_pixel, pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn) and nearest
- * roundings, and ONNX Runtime's clamping for linear (the source coordinate clamped to the axis,
- * its two taps the floor and the next, the last repeated). The product does n_in
- * multiply-adds an output, not 1 or 2: a segmentation head's 4x upsampling of 128x128 maps
- * costs 128 a pixel and axis. Cubic, antialiasing, tf_crop_and_resize and resizing the batch or
- * channel axes are refused with the reason.
+ * roundings, and ONNX Runtime's edges: for linear the source coordinate clamped to the axis,
+ * its two taps the floor and the next, the last repeated; for cubic the coordinate as it is,
+ * taps outside the axis read at its nearest end, or with `exclude_outside` dropped and the
+ * others' weights scaled to sum to 1. The product does n_in multiply-adds an output, not 1 to
+ * 4: a segmentation head's 4x upsampling of 128x128 maps costs 128 a pixel and axis.
+ * Antialiasing, tf_crop_and_resize and resizing the batch or channel axes are refused with the
+ * reason.
  */
-import { attrInt, attrInts, attrString } from "./attrs.ts";
+import { attrFloat, attrInt, attrInts, attrString } from "./attrs.ts";
 import { type Node, fmtShape, SYM_BATCH } from "./ir.ts";
 import { floatAct, type Lowered, type Lowering, type OpCtx, shapeError } from "./op-ctx.ts";
 
@@ -36,14 +40,43 @@ const ROUND: Record<string, Round> = {
   simple: (x, scale) => (scale < 1 ? Math.ceil(x) : Math.floor(x)),
 };
 
+/** Cubic mode's two attributes (ONNX's defaults: a = -0.75, taps outside the axis kept). */
+export interface Cubic {
+  a: number;
+  excludeOutside: boolean;
+}
+
+/**
+ * Keys' cubic convolution weights of the four taps floor(x)-1 .. floor(x)+2 for a source
+ * coordinate whose fraction is t; they sum to 1.
+ */
+export function cubicWeights(t: number, a: number): [number, number, number, number] {
+  const near = (d: number) => ((a + 2) * d - (a + 3)) * d * d + 1;          // |d| <= 1
+  const far = (d: number) => ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;     // 1 < |d| < 2
+  return [far(t + 1), near(t), near(1 - t), far(2 - t)];
+}
+
 /** The [nIn, nOut] interpolation matrix of one axis, row-major (MatMul's B). */
-export function resizeMatrix(nIn: number, nOut: number, scale: number, mode: "nearest" | "linear", coord: Coord, round: Round): Float32Array {
+export function resizeMatrix(nIn: number, nOut: number, scale: number, mode: "nearest" | "linear" | "cubic", coord: Coord, round: Round, cubic: Cubic = { a: -0.75, excludeOutside: false }): Float32Array {
   const m = new Float32Array(nIn * nOut);
   const clamp = (i: number) => Math.min(Math.max(i, 0), nIn - 1);
   for (let j = 0; j < nOut; j++) {
-    const x = coord(j, nIn, nOut, scale);
+    // ONNX Runtime's cubic kernel takes an axis of scale 1 as it is (no transform at all).
+    const x = mode === "cubic" && scale === 1 ? j : coord(j, nIn, nOut, scale);
     if (mode === "nearest") {
       m[clamp(round(x, scale)) * nOut + j] = 1;
+      continue;
+    }
+    if (mode === "cubic") {
+      const x0 = Math.floor(x);
+      const w = cubicWeights(x - x0, cubic.a);
+      const taps = w.map((_, k) => x0 - 1 + k);
+      const inside = (i: number) => i >= 0 && i < nIn;
+      const sum = cubic.excludeOutside ? taps.reduce((s, i, k) => s + (inside(i) ? w[k]! : 0), 0) : 1;
+      taps.forEach((i, k) => {
+        if (cubic.excludeOutside && !inside(i)) return;
+        m[clamp(i) * nOut + j]! += w[k]! / sum;
+      });
       continue;
     }
     const xc = Math.min(Math.max(x, 0), nIn - 1);
@@ -78,7 +111,8 @@ export function resizeAxes(n: Node, opset: number, x: number[], scalesIn: number
   if (x.length < 3) return `X must be [N, C, ...spatial], found ${fmtShape(x)}`;
   const opset10 = n.opType === "Upsample" || opset < 11;
   const mode = attrString(n, "mode", "nearest");
-  if (mode !== "nearest" && mode !== "linear") return `mode "${mode}" is not supported (nearest and linear are)`;
+  if (mode !== "nearest" && mode !== "linear" && mode !== "cubic") return `mode "${mode}" is not supported (nearest, linear and cubic are)`;
+  const cubic = { a: attrFloat(n, "cubic_coeff_a", -0.75), excludeOutside: attrInt(n, "exclude_outside", 0) !== 0 };
   const coordName = opset10 ? "asymmetric" : attrString(n, "coordinate_transformation_mode", "half_pixel");
   const coord = COORDS[coordName];
   if (!coord) return `coordinate_transformation_mode "${coordName}" is not supported (${Object.keys(COORDS).join(", ")} are)`;
@@ -113,7 +147,7 @@ export function resizeAxes(n: Node, opset: number, x: number[], scalesIn: number
     return `only the last two (spatial) axes may be resized: ${fmtShape(x)} -> [${outDims.map((d, i) => (x[i]! < 0 ? "N" : d))}]`;
   }
   if (outDims.some((d, a) => x[a]! >= 0 && !(d >= 1))) return `output shape [${outDims}] is empty`;
-  const matrices = new Map(resized.map((a) => [a, resizeMatrix(x[a]!, outDims[a]!, scales[a]!, mode, coord, round)]));
+  const matrices = new Map(resized.map((a) => [a, resizeMatrix(x[a]!, outDims[a]!, scales[a]!, mode, coord, round, cubic)]));
   return { outDims, matrices };
 }
 

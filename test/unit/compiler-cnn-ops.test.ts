@@ -135,8 +135,10 @@ describe("Resize (rewritten into MatMuls by interpolation matrices)", () => {
   });
 
   it("refuses what it cannot rewrite, saying why", async () => {
-    const cubic = await failure({ inputs: [["x", ["N", 3, 4, 5]]], outputs: ["y"], inits: [f32("s", [1, 1, 2, 2])], nodes: [node("Resize", ["x", "", "s"], ["y"], { mode: "cubic" })] });
-    expect(cubic).toMatch(/Resize node .*: mode "cubic" is not supported \(nearest and linear are\)/);
+    const area = await failure({ inputs: [["x", ["N", 3, 4, 5]]], outputs: ["y"], inits: [f32("s", [1, 1, 2, 2])], nodes: [node("Resize", ["x", "", "s"], ["y"], { mode: "area" })] });
+    expect(area).toMatch(/Resize node .*: mode "area" is not supported \(nearest, linear and cubic are\)/);
+    const antialias = await failure({ inputs: [["x", ["N", 3, 4, 5]]], outputs: ["y"], inits: [f32("s", [1, 1, 0.5, 0.5])], nodes: [node("Resize", ["x", "", "s"], ["y"], { mode: "cubic", antialias: 1 })], opset: 18 });
+    expect(antialias).toMatch(/antialias is not supported/);
     const channels = await failure({ inputs: [["x", ["N", 3, 4, 5]]], outputs: ["y"], inits: [f32("s", [1, 2, 1, 1])], nodes: [node("Resize", ["x", "", "s"], ["y"])] });
     expect(channels).toMatch(/only the last two \(spatial\) axes may be resized/);
     const runtime = await failure({ inputs: [["x", ["N", 3, 4, 5]], ["s", [4]]], outputs: ["y"], nodes: [node("Resize", ["x", "", "s"], ["y"])] });

@@ -104,7 +104,14 @@ describe("constant folding of the subgraphs Swin and DeBERTa-v2 exports carry", 
     // nearest by sizes, both spatial axes
     const near = fold(n("Resize"), [floats([1, 1, 2, 2], [1, 2, 3, 4]), none, none, ints([4], [1, 1, 4, 4])], 13);
     expect(near.data).toEqual([1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4]);
-    expect(foldNode(n("Resize", { mode: "cubic" }), [floats([1, 1, 1, 2], [0, 4]), none, floats([4], [1, 1, 1, 2])], 13)).toBeUndefined();
+    // cubic (DINOv2's position table), half_pixel, a = -0.75: the coordinate unclamped, taps
+    // outside the axis read at its ends; ONNX Runtime 1.32 gives the same four floats
+    const cubic = fold(n("Resize", { mode: "cubic" }), [floats([1, 1, 1, 2], [0, 4]), none, floats([4], [1, 1, 1, 2])], 13);
+    expect(cubic.data).toEqual([-0.421875, 0.90625, 3.09375, 4.421875]);
+    // exclude_outside: the outside taps' weights dropped and the rest scaled to sum to 1 (ORT's figures)
+    const excl = fold(n("Resize", { mode: "cubic", exclude_outside: 1 }), [floats([1, 1, 1, 2], [0, 4]), none, floats([4], [1, 1, 1, 2])], 13);
+    expect(excl.data.map((v) => Math.round(v * 1e6) / 1e6)).toEqual([-0.545455, 0.917808, 3.082192, 4.545455]);
+    expect(foldNode(n("Resize", { mode: "cubic", antialias: 1 }), [floats([1, 1, 1, 2], [0, 4]), none, floats([4], [1, 1, 1, 2])], 18)).toBeUndefined();
     const x = floats([2, 3], [1, 5, 3, 4, 2, 6]);
     expect(fold(n("ReduceSum"), [x, ints([1], [1])])).toEqual({ dims: [2, 1], data: [9, 12], isFloat: true });
     expect(fold(n("ReduceMean", { keepdims: 0 }), [x, ints([1], [0])], 18)).toEqual({ dims: [3], data: [2.5, 3.5, 4.5], isFloat: true });
