@@ -7,6 +7,7 @@ import { attrFloat, attrInt, attrInts, attrTensor, normAxis } from "./attrs.ts";
 import { BINARY, UNARY, binary, broadcastDims, broadcastIndex, mk, mod, unary } from "./fold-math.ts";
 import { dtypeOfOnnx } from "./graph-inputs.ts";
 import { parseEquation } from "./ops-einsum.ts";
+import { splitSizes } from "./ops-cnn.ts";
 import { resizeAxes } from "./ops-resize.ts";
 import { isFloatType } from "./tensor-data.ts";
 import { type ConstTensor, type Node, defaultDtype, numel } from "./ir.ts";
@@ -161,6 +162,18 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
       return x && [transposeConst(x, attrInts(n, "perm", range(x.dims.length).reverse()))];
     case "Slice":
       return x && sliceConst(n, x, ins, opset);
+    case "Split": {
+      if (!x || x.dims.length === 0) return undefined;
+      const axis = normAxis(n, attrInt(n, "axis", 0), x.dims.length);
+      const sizes = splitSizes(n, opset >= 13 ? ints(ins[1]) : attrInts(n, "split"), x.dims[axis]!);
+      if (typeof sizes === "string") return undefined;
+      let start = 0;
+      return sizes.map((size) => {
+        const picks = x.dims.map((d, i) => (i === axis ? range(size).map((k) => start + k) : range(d)));
+        start += size;
+        return select(x, picks);
+      });
+    }
     case "ConstantOfShape": {
       const shape = ints(x);
       // A shape holding the batch (NaN) has no compile-time value.

@@ -5,7 +5,7 @@
  */
 import { attrFloat, attrInt, attrInts, attrString, normAxis } from "./attrs.ts";
 import { mk } from "./fold-math.ts";
-import { type ConstTensor, batchAxis, fmtShape } from "./ir.ts";
+import { type ConstTensor, type Node, batchAxis, fmtShape } from "./ir.ts";
 import { type Lowering, type OpCtx, floatAct, shapeError } from "./op-ctx.ts";
 
 /** A scalar-or-list constant input's values, or undefined when the input is absent. */
@@ -71,25 +71,35 @@ export const Pad: Lowering = (c) => {
   return { shapes: [out], attrs: { pads, mode, value }, inputs: [c.node.inputs[0]!] };
 };
 
+/**
+ * Split's part sizes along an axis of extent d: the given sizes (the constant input from opset
+ * 13, the attribute before), or num_outputs (opset 18) or equal parts; or why they do not fit.
+ * Shared by the lowering and fold.ts (GPT-J splits its constant sin/cos table).
+ */
+export function splitSizes(n: Node, given: number[] | undefined, d: number): number[] | string {
+  const count = n.outputs.length;
+  let split = given;
+  if (!split) {
+    const num = n.attrs.has("num_outputs") ? attrInt(n, "num_outputs", count) : count;
+    if (num !== count) return `num_outputs ${num} differs from the node's ${count} outputs`;
+    // opset 18: equal parts of ceil(d / n), the last one smaller; before, d must divide evenly.
+    const size = Math.ceil(d / count);
+    if (!n.attrs.has("num_outputs") && d % count !== 0) return `an extent of ${d} does not split into ${count} equal parts`;
+    split = Array.from({ length: count }, (_, i) => Math.max(0, Math.min(size, d - i * size)));
+  }
+  if (split.length !== count || split.reduce((a, b) => a + b, 0) !== d || split.some((v) => v < 0)) {
+    return `split [${split}] does not divide an extent of ${d} into ${count} outputs`;
+  }
+  return split;
+}
+
 /** Split: sizes from the constant input (opset >= 13), the attribute, num_outputs (opset 18) or equal parts. */
 export const Split: Lowering = (c) => {
   const x = c.act(0);
   const axis = normAxis(c.node, attrInt(c.node, "axis", 0), x.length);
   if (axis < 1) throw shapeError(c, "splitting the batch is not supported");
-  const d = x[axis]!;
-  const n = c.node.outputs.length;
-  let split = c.opset >= 13 ? constInput(c, 1, "Split split") : attrInts(c.node, "split");
-  if (!split) {
-    const num = c.node.attrs.has("num_outputs") ? attrInt(c.node, "num_outputs", n) : n;
-    if (num !== n) throw shapeError(c, `num_outputs ${num} differs from the node's ${n} outputs`);
-    // opset 18: equal parts of ceil(d / n), the last one smaller; before, d must divide evenly.
-    const size = Math.ceil(d / n);
-    if (!c.node.attrs.has("num_outputs") && d % n !== 0) throw shapeError(c, `axis ${axis} of ${fmtShape(x)} does not split into ${n} equal parts`);
-    split = Array.from({ length: n }, (_, i) => Math.max(0, Math.min(size, d - i * size)));
-  }
-  if (split.length !== n || split.reduce((a, b) => a + b, 0) !== d || split.some((s) => s < 0)) {
-    throw shapeError(c, `split [${split}] does not divide axis ${axis} of ${fmtShape(x)} into ${n} outputs`);
-  }
+  const split = splitSizes(c.node, c.opset >= 13 ? constInput(c, 1, "Split split") : attrInts(c.node, "split"), x[axis]!);
+  if (typeof split === "string") throw shapeError(c, `axis ${axis} of ${fmtShape(x)}: ${split}`);
   return {
     shapes: split.map((s) => x.map((v, i) => (i === axis ? s : v))),
     attrs: { axis, split },
