@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { compileOnnx } from "../compiler/compile.ts";
-import { perSample } from "../compiler/ir.ts";
+import { batchAxis, type Graph, perSample } from "../compiler/ir.ts";
 import { loadOnnx } from "../compiler/load.ts";
 import { readOnnxIo } from "../pipeline/inputs/onnx-io.ts";
 import { inputFileShapes, prepareEvalSet } from "../pipeline/inputs/eval-set.ts";
@@ -20,7 +20,7 @@ import { type FreePieces, type OrtLoadProbe, type OrtRuntime, probeOrtLoad } fro
 import { arenaResidentBeyondHeld } from "./ort-heap-reuse.ts";
 import { nativeUnwrittenBytesPerSample } from "./native-fused.ts";
 import { evalChunks, ortPatternKey, replayOrtArena } from "./ort-arena.ts";
-import { ortPatternBytesPerSample, ortRunTracePerSample, type TraceEvent } from "./ort-pattern.ts";
+import { ortGraphIo, ortPatternBytesPerSample, ortRunTracePerSample, type TraceEvent } from "./ort-pattern.ts";
 
 const MIB = 2 ** 20;
 export { NATIVE_CHUNK_ARENA_BYTES } from "../compiler/native-chunk.ts";
@@ -388,10 +388,22 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
       compileError: null,
     };
   } catch (err) {
-    return { ...weights, ...noPlan, ...unplanned, ortPatternPerSampleMiB, ortTracePerSample, compileError: (err as Error).message.split("\n")[0]! };
+    // memlane-rt cannot run the model, but ORT may: its eval-set terms from ORT's inference.
+    return { ...weights, ...noPlan, ...unplanned, ...(ortTracePerSample ? ortIoTerms(g, inputShapes) : {}), ortPatternPerSampleMiB, ortTracePerSample, compileError: (err as Error).message.split("\n")[0]! };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** The input and output terms from ORT's inference of the graph (ortGraphIo), for a model memlane's compiler refused. */
+function ortIoTerms(g: Graph, inputShapes: Record<string, number[]> | undefined): Pick<ModelTerms, "ioPerSampleMiB" | "outputPerSampleMiB" | "outputTensorsPerSampleMiB" | "outputNotBatchFirstPerSampleMiB"> {
+  const { inputs, outputs } = ortGraphIo(g, inputShapes);
+  return {
+    ioPerSampleMiB: (bytesPerSample(inputs) + bytesPerSample(outputs)) / MIB,
+    outputPerSampleMiB: bytesPerSample(outputs) / MIB,
+    outputTensorsPerSampleMiB: outputs.map((o) => bytesPerSample([o]) / MIB),
+    outputNotBatchFirstPerSampleMiB: bytesPerSample(outputs.filter((o) => batchAxis(o.shape) !== 0)) / MIB,
+  };
 }
 
 /** The native load probe's figures, or why there are none (its failure must not take the graph's terms with it). */
@@ -426,6 +438,13 @@ export const loadProbesFor = (runtimes: Iterable<string>): { ortLoad: OrtRuntime
   const rs = [...runtimes];
   return { ortLoad: [...new Set(rs.filter(isOrtRuntime))], nativeLoad: rs.includes("native") };
 };
+/**
+ * Why a runtime's estimate lacks its activation and eval-set terms, or null when it has them:
+ * memlane's compiler refused the model and, for ORT, its own inference of the graph failed too.
+ */
+export function activationsUnknown(t: Pick<ModelTerms, "compileError" | "ortTracePerSample">, runtime: string): string | null {
+  return isOrtRuntime(runtime) && t.ortTracePerSample !== null ? null : t.compileError;
+}
 /** A runtime's load probe terms, if it is an ORT runtime and was probed. */
 export const ortLoadOf = (t: Pick<ModelTerms, "ortLoad">, runtime: string): OrtLoadTerms | undefined => (isOrtRuntime(runtime) ? t.ortLoad[runtime] : undefined);
 /** The terms as if the runtime's held blocks were unknown: every page of ORT's arena counts (ort-heap-reuse.ts). */

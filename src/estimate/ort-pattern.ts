@@ -24,23 +24,23 @@
  * moved down through elementwise ops and cancelled).
  *
  * The graph is inferred with ORT's own shape rule where the compiler's differs (ort-lstm.ts:
- * its layout 0 LSTM), and the trace carries what kernels take from the arena while they run
+ * its layout 0 LSTM) or has none (ort-shapes.ts: ops memlane-rt does not run), and the trace carries what kernels take from the arena while they run
  * (ort-scratch.ts), which the pattern leaves out.
  *
  * Graph inputs, weights and graph outputs are not part of the pattern. Sizes are per sample
  * (a tensor without the batch counts 0): the pattern of these graphs scales with the batch.
  */
 import { inferGraph } from "../compiler/infer.ts";
-import { DTYPE_BYTES, defaultDtype, type LNode, perSample } from "../compiler/ir.ts";
+import { DTYPE_BYTES, type DType, defaultDtype, type LNode, perSample } from "../compiler/ir.ts";
 import type { Graph } from "../compiler/ir.ts";
 import { topoSort } from "../compiler/order.ts";
 import { ortCommonSubexpressions } from "./ort-cse.ts";
 import { CONV_SUM, ortFusions } from "./ort-fusions.ts";
-import { ortLstmShapes } from "./ort-lstm.ts";
 import { type KernelScratch, ortKernelScratch } from "./ort-scratch.ts";
 import { ortNchwc } from "./ort-nchwc.ts";
 import { inOrtOrder } from "./ort-order.ts";
 import { ortRunTimeFolds } from "./ort-run-time.ts";
+import { ORT_SHAPE_LOWERINGS } from "./ort-shapes.ts";
 import { ortPushTransposes } from "./ort-transposes.ts";
 
 /** Ops whose ORT CPU kernels alias their first input (no new buffer). */
@@ -265,11 +265,28 @@ function isNaNAsEqual(g: Graph): Graph {
   return { ...g, nodes: g.nodes.map((n) => (n.opType === "IsNaN" ? { ...n, opType: "Equal", inputs: [n.inputs[0]!, n.inputs[0]!] } : n)) };
 }
 
+/** The graph as ORT's replay infers it: ORT's shape rules where they differ from the compiler's, or where it has none. */
+function inferAsOrt(g: Graph, sorted: Graph["nodes"], inputShapes: Record<string, number[]> | undefined) {
+  return inferGraph({ ...g, nodes: sorted }, { ...(inputShapes ? { inputShapes } : {}), lowerings: ORT_SHAPE_LOWERINGS, keepRewrittenOps: true });
+}
+
+/**
+ * The graph's inputs and outputs as ORT's replay infers them (-k at the batch): the eval-set
+ * terms of an ORT estimate where memlane's compiler refused the model. Throws as
+ * ortPatternBytesPerSample does.
+ */
+export function ortGraphIo(g0: Graph, inputShapes?: Record<string, number[]>): Record<"inputs" | "outputs", { shape: number[]; dtype: DType }[]> {
+  const g = isNaNAsEqual(g0);
+  const inf = inferAsOrt(g, topoSort(g), inputShapes);
+  const of = (n: string) => ({ shape: inf.shapes.get(n)!, dtype: inf.dtypes.get(n) ?? "float32" });
+  return { inputs: inf.inputs.map(of), outputs: inf.outputs.map(of) };
+}
+
 function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefined, align: number, withOutputs = false): TraceEvent[] {
   const g = isNaNAsEqual(g0);
   const sorted = topoSort(g);
   const unknown = shapesOrtCannotInfer({ ...g, nodes: sorted });
-  const inf = inferGraph({ ...g, nodes: sorted }, { ...(inputShapes ? { inputShapes } : {}), lowerings: { LSTM: ortLstmShapes }, keepRewrittenOps: true });
+  const inf = inferAsOrt(g, sorted, inputShapes);
   // What the compiler folded but ORT computes in every request: nodes of their own here, of a
   // size that does not grow with the batch, and no constants to ORT's rewrites.
   const runTime = ortRunTimeFolds(g, sorted, inf.consts, (n) => inf.shapes.get(n));

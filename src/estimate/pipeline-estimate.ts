@@ -15,7 +15,7 @@ import type { StageDef } from "../pipeline/stages.ts";
 import { Supervisor } from "../workers/index.ts";
 import { workerSpecs } from "../workers/specs.ts";
 import type { Calibration } from "./calibration.ts";
-import { features, inputFileRows, loadProbesFor, modelTerms, type ModelTerms, ortLoadOf, requestsPerBatch } from "./model-terms.ts";
+import { activationsUnknown, features, inputFileRows, loadProbesFor, modelTerms, type ModelTerms, ortLoadOf, requestsPerBatch } from "./model-terms.ts";
 import { estimateRuntime } from "./predict.ts";
 import { describeTrain, evalSamplesOf, inferEstimate, trainEstimate } from "./torch-estimate.ts";
 import type { TorchCalibration } from "./torch-calibration.ts";
@@ -181,7 +181,7 @@ async function estimateStage(p: Pipeline, stages: readonly StageDef[], i: number
     ...base, runtime: s.runtime, model: model.arch ?? model.onnx, peakMiB: Math.max(...e.phases.map((x) => x.peak)),
     phases: e.phases.map((x) => ({ phase: x.phase, rss: x.rss, peak: x.peak })),
     parts: `weights ${e.features.weightMiB.toFixed(1)} MiB, activations ${e.features.activationMiB.toFixed(1)} MiB, eval set ${e.features.evalMiB.toFixed(1)} MiB in + ${e.features.evalOutputMiB.toFixed(1)} MiB out`,
-    why: terms.compileError ? `activations unknown: ${terms.compileError}`
+    why: activationsUnknown(terms, s.runtime) !== null ? `activations unknown: ${activationsUnknown(terms, s.runtime)}`
       : ortLoadOf(terms, s.runtime)?.unavailable ? `held by malloc after ${s.runtime}'s load left out: ${ortLoadOf(terms, s.runtime)!.unavailable}`
       : terms.nativeLoadUnavailable ? `memlane-rt's repacked weights left out: ${terms.nativeLoadUnavailable}` : null,
     naiveMiB: (terms.params * 4) / 2 ** 20 + (terms.ioPerSampleMiB ?? 0) * maxBatch,

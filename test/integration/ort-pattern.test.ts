@@ -9,7 +9,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadOnnx } from "../../src/compiler/load.ts";
-import { features, fedInputShapes, modelTerms } from "../../src/estimate/model-terms.ts";
+import { activationsUnknown, features, fedInputShapes, modelTerms } from "../../src/estimate/model-terms.ts";
 import { replayOrtArena } from "../../src/estimate/ort-arena.ts";
 import { ortPatternBytesPerSample } from "../../src/estimate/ort-pattern.ts";
 import { pythonPath, REPO_ROOT } from "../fixtures/onnx/models.ts";
@@ -17,6 +17,8 @@ import { exportZooArchs } from "../fixtures/zoo-export.ts";
 import { DYNAMIC_SEQ } from "../fixtures/ort-dynamic-seq.ts";
 import { CONV_HARDSWISH, SE_BLOCKS, SILU_CHAIN } from "../fixtures/ort-fusions.ts";
 import { TWO_BRANCHES } from "../fixtures/ort-two-branches.ts";
+import { ORT_ONLY_OPS } from "../fixtures/ort-only-ops.ts";
+import { compileOnnx } from "../../src/compiler/compile.ts";
 import { writeModel } from "../unit/compiler-onnx-builder.ts";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "memlane-ort-pattern-"));
@@ -85,5 +87,23 @@ describe("ORT's memory pattern, simulated from the graph", () => {
     expect(features("python-ort", t, run).activationMiB).toBeCloseTo(replayed, 9);
     expect(features("node-ort", t, run).activationMiB).toBeCloseTo(replayed, 9);
     expect(features("native", t, run).activationMiB).toBeLessThan(features("python-ort", t, run).activationMiB);
+  }, 120_000);
+
+  // Ops memlane-rt does not run (ort-shapes.ts): the compiler refuses the model, and ORT's
+  // replay still follows it, so python-ort and node-ort keep their activation and eval-set
+  // terms. Without ort-shapes.ts the replay threw at the PReLU and both terms were 0.
+  it("replays a model of ops memlane-rt does not run, and keeps ORT's terms", async () => {
+    const onnx = writeModel(ORT_ONLY_OPS, "ort-only-ops", dir);
+    await expect(compileOnnx(onnx, path.join(dir, "ort-only-ops.mlplan"))).rejects.toThrow(/PRelu/);
+    const simulated = ortPatternBytesPerSample(loadOnnx(onnx)) * 64;
+    const measured = await ortPatternBytes(onnx, 64);
+    expect(Math.abs(simulated - measured) / measured, `simulated ${simulated} B, ORT ${measured} B`).toBeLessThan(0.01);
+    const t = await modelTerms(onnx);
+    expect(t.compileError).toMatch(/PRelu/);
+    expect([activationsUnknown(t, "python-ort"), activationsUnknown(t, "native")]).toEqual([null, t.compileError]);
+    // outputs a sample: probs 4 + top 5 floats + scattered 4 floats; the input 8·12·12 floats
+    expect(t.outputTensorsPerSampleMiB!.map((m) => m * 2 ** 20)).toEqual([16, 20, 16]);
+    expect(t.ioPerSampleMiB! * 2 ** 20).toBe(8 * 12 * 12 * 4 + 52);
+    expect(features("python-ort", t, { maxBatch: 64, evalSamples: 16 }).activationMiB).toBeGreaterThan(0);
   }, 120_000);
 });

@@ -13,7 +13,7 @@ import { type CommandSpec, parseArgs, UsageError, usage } from "../args.ts";
 import type { Io } from "../io.ts";
 import { calibrate, CALIBRATED_RUNTIMES } from "../../estimate/calibration.ts";
 import { calibrationKey, calibrationMismatch, loadCalibration, saveCalibration } from "../../estimate/cache.ts";
-import { features, fedInputShapes, type InputFeed, inputFileRows, loadProbesFor, modelTerms, requestsPerBatch, withoutHeldPieces } from "../../estimate/model-terms.ts";
+import { activationsUnknown, features, fedInputShapes, type InputFeed, inputFileRows, isOrtRuntime, loadProbesFor, modelTerms, requestsPerBatch, withoutHeldPieces } from "../../estimate/model-terms.ts";
 import { DEFAULT_SEQ, InputSpecError, parseShapeFlag } from "../../pipeline/inputs/shapes.ts";
 import { PIPELINE_DEFAULTS } from "../../pipeline/options.ts";
 import { estimateRuntime, loadWords, naiveMiB } from "../../estimate/predict.ts";
@@ -123,7 +123,9 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
       io.out(`  held by malloc after ${runtime}'s load: ${num(range[0])} to ${num(range[1])} MiB in the probe's fresh processes (glibc's dynamic mmap threshold picks one per process); the estimate takes the median, ${num(load.heldMiB ?? 0)} MiB`);
   }
   if (terms.nativeLoadUnavailable && !terms.compileError) io.out(`  memlane-rt's load: unavailable (${terms.nativeLoadUnavailable}); native leaves its repacked weights out`);
-  if (terms.compileError) io.out(`  activations unknown (memlane's compiler refused the model: ${terms.compileError}); the activation and eval-set terms are left out`);
+  const unknownFor = (args.flags.runtimes as string[]).filter((r) => runs(r) && activationsUnknown(terms, r) !== null);
+  if (unknownFor.length) io.out(`  activations unknown for ${unknownFor.join(", ")} (memlane's compiler refused the model: ${terms.compileError}); the activation and eval-set terms are left out`);
+  else if (terms.compileError && (args.flags.runtimes as string[]).some(isOrtRuntime)) io.out(`  memlane's compiler refused the model (${terms.compileError}); ONNX Runtime's activations and eval set come from its own shape rules`);
   for (const r of (args.flags.runtimes as string[]).filter((x) => !runs(x))) io.out(`  ${r}: not estimated: memlane-rt cannot run a model its compiler refuses`);
   for (const e of estimates) {
     if (!e) continue;

@@ -1,0 +1,135 @@
+/**
+ * Output shapes of ops ONNX Runtime runs and memlane-rt does not, for the estimate's replay of
+ * ORT's run (ort-pattern.ts): shape-only lowerings merged into the compiler's inference there,
+ * never into a compile. Without them one such op anywhere in a graph (a PReLU, a LogSoftmax
+ * head, a ConvTranspose decoder, BART's ScatterND on the token ids) stopped the inference, and
+ * the ORT estimate lost every activation term: DINOv2's bicubic Resize, before memlane-rt
+ * learnt it, left python-ort 42 % under. ORT's planner needs each value's bytes and dtype, not
+ * its values, so a rule here is the op's shape arithmetic only.
+ *
+ * Not here: ops whose output size depends on the data (NonZero, Unique, Compress); the
+ * estimate still says why it has no activations for a graph with one.
+ */
+import { attrInt, attrInts, normAxis } from "../compiler/attrs.ts";
+import { type DType, fmtShape } from "../compiler/ir.ts";
+import { type Lowering, type OpCtx, shapeError } from "../compiler/op-ctx.ts";
+import { ortLstmShapes } from "./ort-lstm.ts";
+
+/** Input i's shape, constant or computed (-k at the batch). */
+const shapeOf = (c: OpCtx, i: number): number[] => c.weight(i)?.dims.slice() ?? c.actAny(i);
+const constInts = (c: OpCtx, i: number): number[] | undefined => {
+  const w = c.node.inputs[i] ? c.weight(i) : undefined;
+  if (c.node.inputs[i] && !w) throw shapeError(c, `input ${i} ("${c.node.inputs[i]}") is computed at run time; its values set the output's shape`);
+  return w ? Array.from(w.data) : undefined;
+};
+
+/** The output is input `from`'s shape (elementwise ops, a scatter into its data). */
+const sameAs = (from: number, dtype?: DType): Lowering => (c) => ({ shapes: [shapeOf(c, from)], dtypes: [dtype ?? c.dtype(from) ?? "float32"], attrs: {} });
+
+/** PReLU and other ops broadcasting a parameter against X: the broadcast shape. */
+const broadcast: Lowering = (c) => {
+  const shapes = c.node.inputs.map((_, i) => shapeOf(c, i));
+  const rank = Math.max(...shapes.map((s) => s.length));
+  const out = Array.from({ length: rank }, (_, k) => {
+    const dims = shapes.map((s) => s[s.length - rank + k] ?? 1).filter((d) => d !== 1);
+    return dims[0] ?? 1;
+  });
+  return { shapes: [out], dtypes: [c.dtype(0) ?? "float32"], attrs: {} };
+};
+
+/** ReduceMin, ReduceProd, ReduceLogSum(Exp): axes from the input (opset 18) or the attribute, none = all. */
+const reduce: Lowering = (c) => {
+  const x = shapeOf(c, 0);
+  const raw = c.opset >= 18 ? constInts(c, 1) : attrInts(c.node, "axes");
+  const none = !raw || raw.length === 0;
+  if (none && attrInt(c.node, "noop_with_empty_axes", 0)) return { shapes: [x], dtypes: [c.dtype(0) ?? "float32"], attrs: {} };
+  const axes = none ? x.map((_, i) => i) : raw.map((a) => normAxis(c.node, a, x.length));
+  const keep = attrInt(c.node, "keepdims", 1) === 1;
+  const out = keep ? x.map((d, i) => (axes.includes(i) ? 1 : d)) : x.filter((_, i) => !axes.includes(i));
+  return { shapes: [out], dtypes: [c.dtype(0) ?? "float32"], attrs: {} };
+};
+
+/** ArgMin: ArgMax's shape. */
+const argReduce: Lowering = (c) => {
+  const x = shapeOf(c, 0);
+  const axis = normAxis(c.node, attrInt(c.node, "axis", 0), x.length);
+  const out = attrInt(c.node, "keepdims", 1) ? x.map((d, i) => (i === axis ? 1 : d)) : x.filter((_, i) => i !== axis);
+  return { shapes: [out], dtypes: ["int64"], attrs: {} };
+};
+
+/** TopK: values and int64 indices, k along the axis (k an input from opset 10, an attribute before). */
+const topK: Lowering = (c) => {
+  const x = shapeOf(c, 0);
+  const axis = normAxis(c.node, attrInt(c.node, "axis", -1), x.length);
+  const k = c.opset >= 10 ? constInts(c, 1)?.[0] : attrInt(c.node, "k", -1);
+  if (k === undefined || !(k >= 0)) throw shapeError(c, "K is missing");
+  const out = x.map((d, i) => (i === axis ? k : d));
+  return { shapes: [out, out], dtypes: [c.dtype(0) ?? "float32", "int64"], attrs: {} };
+};
+
+/** GlobalMaxPool / GlobalLpPool: [N, C, 1, ...]. */
+const globalPool: Lowering = (c) => {
+  const x = shapeOf(c, 0);
+  return { shapes: [x.map((d, i) => (i < 2 ? d : 1))], attrs: {} };
+};
+
+/** DepthToSpace and SpaceToDepth: blocks of the channels moved to the spatial axes, or back. */
+const depthSpace = (toSpace: boolean): Lowering => (c) => {
+  const x = shapeOf(c, 0);
+  const b = attrInt(c.node, "blocksize", 0);
+  if (x.length !== 4 || !(b > 0)) throw shapeError(c, `needs X [N, C, H, W] and a blocksize, found ${fmtShape(x)}, ${b}`);
+  const [n, ch, h, w] = x as [number, number, number, number];
+  return { shapes: [toSpace ? [n, ch / (b * b), h * b, w * b] : [n, ch * b * b, h / b, w / b]], attrs: {} };
+};
+
+/** ConvTranspose: output_shape when given, else stride·(in − 1) + output_padding + the dilated kernel − the pads. */
+const convTranspose: Lowering = (c) => {
+  const x = shapeOf(c, 0);
+  const w = shapeOf(c, 1);
+  const spatial = x.length - 2;
+  const at = (name: string, def: number) => attrInts(c.node, name) ?? new Array<number>(spatial).fill(def);
+  const [strides, dilations, outPad] = [at("strides", 1), at("dilations", 1), at("output_padding", 0)];
+  const kernel = attrInts(c.node, "kernel_shape") ?? w.slice(2);
+  const pads = attrInts(c.node, "pads") ?? new Array<number>(2 * spatial).fill(0);
+  const given = attrInts(c.node, "output_shape");
+  const autoPad = c.node.attrs.has("auto_pad") ? String(c.node.attrs.get("auto_pad")) : "NOTSET";
+  const out = x.slice(2).map((d, i) => {
+    if (given) return given[given.length - spatial + i]!;
+    if (autoPad === "SAME_UPPER" || autoPad === "SAME_LOWER") return d * strides[i]!;
+    return strides[i]! * (d - 1) + outPad[i]! + (kernel[i]! - 1) * dilations[i]! + 1 - pads[i]! - pads[i + spatial]!;
+  });
+  return { shapes: [[x[0]!, w[1]! * attrInt(c.node, "group", 1), ...out]], attrs: {} };
+};
+
+/** GRU and RNN (layout 0): Y [S, D, N, H] and Y_h [D, N, H]. */
+const recurrent: Lowering = (c) => {
+  const x = shapeOf(c, 0);
+  if (x.length !== 3) throw shapeError(c, `X must have rank 3 [S, N, I], found ${fmtShape(x)}`);
+  const d = c.node.attrs.has("direction") && String(c.node.attrs.get("direction")) === "bidirectional" ? 2 : 1;
+  const h = attrInt(c.node, "hidden_size", 0);
+  const [s, n] = attrInt(c.node, "layout", 0) === 0 ? [x[0]!, x[1]!] : [x[1]!, x[0]!];
+  return { shapes: [[s, d, n, h], [d, n, h]], attrs: {} };
+};
+
+const SAME_SHAPE = [
+  "Softplus", "Softsign", "Elu", "Selu", "Celu", "Mish", "ThresholdedRelu", "Shrink", "LogSoftmax", "Hardmax",
+  "Floor", "Ceil", "Round", "Sign", "Trilu", "Tan", "Atan", "Asin", "Acos", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+  "LpNormalization", "MeanVarianceNormalization", "BitwiseNot",
+];
+
+/** Shape-only lowerings for ORT's replay, keyed by ONNX op (the compiler's own take precedence only where they are absent). */
+export const ORT_SHAPE_LOWERINGS: Readonly<Record<string, Lowering>> = {
+  ...Object.fromEntries(SAME_SHAPE.map((op) => [op, sameAs(0)])),
+  IsInf: sameAs(0, "bool"),
+  CastLike: (c) => ({ shapes: [shapeOf(c, 0)], dtypes: [c.dtype(1) ?? "float32"], attrs: {} }),
+  PRelu: broadcast,
+  ScatterND: sameAs(0), ScatterElements: sameAs(0),
+  ReduceMin: reduce, ReduceProd: reduce, ReduceLogSum: reduce, ReduceLogSumExp: reduce,
+  ArgMin: argReduce,
+  TopK: topK,
+  GlobalMaxPool: globalPool, GlobalLpPool: globalPool,
+  DepthToSpace: depthSpace(true), SpaceToDepth: depthSpace(false),
+  ConvTranspose: convTranspose,
+  GRU: recurrent, RNN: recurrent,
+  LSTM: ortLstmShapes,
+};
