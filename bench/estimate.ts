@@ -63,7 +63,12 @@ const dir = mkdtempSync(join(tmpdir(), "memlane-bench-estimate-"));
 let cal: Calibration | null = null;
 const trainRows: string[][] = [];
 const rows: string[][] = [];
-const errors: Record<string, { steady: number[]; peak: number[]; all: number[] }> = {};
+const errors: Record<string, { steady: number[]; peak: number[]; all: number[]; worst?: { at: string; errorPct: number } }> = {};
+/** Every phase's RSS error, and which model and phase had the largest (printed under the summary). */
+const notePhase = (e: (typeof errors)[string], at: string, errorPct: number) => {
+  e.all.push(errorPct);
+  if (!e.worst || Math.abs(errorPct) > Math.abs(e.worst.errorPct)) e.worst = { at, errorPct };
+};
 const naiveErrors: number[] = [];
 const notMeasured: string[] = [];
 try {
@@ -120,7 +125,7 @@ try {
       if (!e) continue;
       const checks = compareWithMeasured(e, r);
       const errs = (errors[r.name] ??= { steady: [], peak: [], all: [] });
-      for (const c of checks) errs.all.push(c.rss.errorPct);
+      for (const c of checks) notePhase(errs, `${basename(arch)} ${c.phase}`, c.rss.errorPct);
       const last = checks.at(-1)!;
       const peakEst = Math.max(...checks.map((c) => c.peak.estimateMiB));
       const peakMeas = Math.max(...checks.map((c) => c.peak.measuredMiB));
@@ -149,7 +154,7 @@ try {
     } else log(`bench:estimate: ${name}: no training estimate (${est.trainingReason})`);
     for (const r of est.runtimes) {
       const errs = (errors[r.runtime] ??= { steady: [], peak: [], all: [] });
-      for (const c of r.phases) errs.all.push(c.rss.errorPct);
+      for (const c of r.phases) notePhase(errs, `${name} (pipeline) ${c.phase}`, c.rss.errorPct);
       const last = r.phases.at(-1)!;
       const peakEst = Math.max(...r.phases.map((c) => c.peak.estimateMiB));
       const peakMeas = Math.max(...r.phases.map((c) => c.peak.measuredMiB));
@@ -179,6 +184,7 @@ const abs = (xs: number[]) => xs.map(Math.abs);
 const medMax = (xs: number[]) => (xs.length ? [absPct(median(abs(xs))), absPct(Math.max(...abs(xs)))] : ["—", "—"]);
 console.log(textTable(["runtime", "steady RSS |err| median", "max", "peak RSS |err| median", "max", "every phase's RSS |err| median", "max"],
   Object.entries(errors).map(([rt, e]) => [rt, ...medMax(e.steady), ...medMax(e.peak), ...medMax(e.all)])));
+console.log(`\nthe largest phase error, runtime by runtime: ${Object.entries(errors).filter(([, e]) => e.worst).map(([rt, e]) => `${rt} ${e.worst!.at} ${pct(e.worst!.errorPct)}`).join("; ")}`);
 console.log(`\nnaive formula, steady RSS |err|: median ${absPct(median(abs(naiveErrors)))}, max ${absPct(Math.max(...abs(naiveErrors)))}`);
 if (notMeasured.length) {
   console.log(`\nnot measured (compare failed; not in the figures above):\n${notMeasured.map((l) => `  ${l}`).join("\n")}`);
