@@ -296,6 +296,23 @@ export function inputFileRows(onnxPath: string, feed: InputFeed): number | null 
   return feed.inputsFile === undefined ? null : prepareEvalSet(onnxPath, { ...feed, nEval: 1 }).nEval;
 }
 
+/**
+ * The bytes of the eval set's inputs or of its outputs, whichever is larger: a benchmark sends
+ * the one (as frames, where shared memory is not used) and gets the other back in one message.
+ * From ORT's inference of the graph, without compiling it; null where the graph cannot be
+ * followed. `memlane compare` sizes its run's message limit by it: a decoder LM's logits over
+ * compare's default 256 eval samples (2.4 MiB a sample at a vocabulary of 5000 and seq 128)
+ * passed the default 256 MiB, and python-ort and native failed.
+ */
+export function evalSetMessageBytes(onnxPath: string, feed: InputFeed, evalSamples: number): number | null {
+  try {
+    const { inputs, outputs } = ortGraphIo(loadOnnx(onnxPath), fedInputs(onnxPath, feed).inputShapes);
+    return Math.max(bytesPerSample(inputs), bytesPerSample(outputs)) * evalSamples;
+  } catch {
+    return null;
+  }
+}
+
 /** Bytes of one sample of these tensors, the batch wherever it sits (-1 counts as 1). */
 const bytesPerSample = (tensors: ReadonlyArray<{ shape: readonly number[]; dtype: string }>) =>
   tensors.reduce((a, t) => a + perSample(t.shape) * dtypeBytes(t.dtype), 0);

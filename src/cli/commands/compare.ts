@@ -14,8 +14,12 @@ import { pipeline } from "../../pipeline/builder.ts";
 import type { Runtime } from "../../pipeline/stages.ts";
 import { printOutcome } from "../outcome.ts";
 import { DEFAULT_SEQ, InputSpecError, parseShapeFlag, type ShapeOverrides } from "../../pipeline/inputs/shapes.ts";
+import { evalSetMessageBytes } from "../../estimate/model-terms.ts";
+import { DEFAULT_MAX_MESSAGE_BYTES } from "../../transport/protocol.ts";
 
 const RUNTIMES = ["python-ort", "node-ort", "native"] as const;
+/** Room over the eval set's tensor bytes for a message's header and framing. */
+const MESSAGE_MARGIN = 1.05;
 
 export const spec: CommandSpec = {
   name: "compare",
@@ -30,6 +34,7 @@ export const spec: CommandSpec = {
     seq: { type: "int", placeholder: "N", description: "the value of every other symbolic dim, e.g. the sequence length", default: DEFAULT_SEQ },
     inputs: { type: "string", placeholder: "FILE", description: "feed these arrays (.npz or .safetensors, one per input, named as it) instead of generated ones" },
     "eval-samples": { type: "int", placeholder: "N", description: "generated eval samples every runtime runs and returns outputs for", default: 256 },
+    "max-message-mib": { type: "int", placeholder: "N", description: "the largest message between memlane and a runtime's worker (default: 256, or what the eval set's inputs or outputs need)" },
     profile: { type: "boolean", description: "per-op time of every runtime in the report, taken in calls of its own after the timed ones (at the first batch size)" },
     out: { type: "string", short: "o", placeholder: "DIR", description: "directory for run directories", default: "runs" },
     quiet: { type: "boolean", short: "q", description: "no progress output" },
@@ -54,13 +59,22 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     if (err instanceof InputSpecError) throw new UsageError(err.message, err.option);
     throw err;
   }
+  // The eval set's outputs come back in one message: a limit they fit in (LM logits over 256
+  // samples pass the default), or the user's own.
+  const evalSamples = args.flags["eval-samples"] as number;
+  const limitMiB = args.flags["max-message-mib"] as number | undefined;
+  if (limitMiB !== undefined && !(limitMiB >= 1)) throw UsageError.bad("--max-message-mib", "a size of at least 1 MiB", String(limitMiB));
+  const needed = evalSetMessageBytes(model, { seq, ...(shapes ? { shapes } : {}), ...(inputsFile !== undefined ? { inputsFile } : {}) }, evalSamples);
+  const maxMessageBytes = limitMiB !== undefined ? limitMiB * 2 ** 20
+    : Math.max(DEFAULT_MAX_MESSAGE_BYTES, needed === null ? 0 : Math.ceil(needed * MESSAGE_MARGIN) + 2 ** 20);
   const name = `compare-${path.basename(model).replace(/\.onnx$/i, "").replace(/[^\w.-]/g, "-") || "model"}`;
   let p = pipeline(name, {
     batchSizes: args.flags.batch as number[],
     threads: args.flags.threads as number,
     iterations: args.flags.iterations as number,
     concurrency: 1,
-  }).export({ name: "model", onnx: model, seq, evalSamples: args.flags["eval-samples"] as number, ...(shapes ? { shapes } : {}), ...(inputsFile !== undefined ? { inputs: path.resolve(inputsFile) } : {}) });
+    maxMessageBytes,
+  }).export({ name: "model", onnx: model, seq, evalSamples, ...(shapes ? { shapes } : {}), ...(inputsFile !== undefined ? { inputs: path.resolve(inputsFile) } : {}) });
   for (const r of runtimes) p = p.benchmark(r, { optional: true, ...(args.flags.profile === true ? { profile: true } : {}) });
   const { runPipeline } = await import("../../pipeline/run.ts");
   const outcome = await runPipeline(p, { outDir: args.flags.out as string, io, quiet: args.flags.quiet === true });
