@@ -61,8 +61,7 @@ export function resizeMatrix(nIn: number, nOut: number, scale: number, mode: "ne
   const m = new Float32Array(nIn * nOut);
   const clamp = (i: number) => Math.min(Math.max(i, 0), nIn - 1);
   for (let j = 0; j < nOut; j++) {
-    // ONNX Runtime's cubic kernel takes an axis of scale 1 as it is (no transform at all).
-    const x = mode === "cubic" && scale === 1 ? j : coord(j, nIn, nOut, scale);
+    const x = coord(j, nIn, nOut, scale);
     if (mode === "nearest") {
       m[clamp(round(x, scale)) * nOut + j] = 1;
       continue;
