@@ -23,6 +23,8 @@ import { runNodeOrtLoadProbe } from "../workers/node-ort.ts";
 import { workerSpecs } from "../workers/specs.ts";
 
 const MIB = 2 ** 20;
+/** Runs whose held amounts differ by at most this are one heap state (glibc's coin gives two far apart). */
+const HELD_ALIKE_MIB = 1;
 
 interface Raw {
   available: boolean;
@@ -59,6 +61,14 @@ export interface OrtLoadProbe {
    * the median; null where it could not be carved.
    */
   freePieces: FreePieces[] | null;
+  /**
+   * The blocks of every run that held the median amount (within HELD_ALIKE_MIB), freePieces'
+   * run among them: which blocks a load leaves differs from process to process even where the
+   * amount does not (regnet_y_800mf's python-ort arena found 6.0, 9.4 or 13.3 MiB of its 102 in
+   * them, with 39.0 MiB held each time), so an estimate takes the median over these
+   * (model-terms.ts ortArenaMiB) rather than one run's draw. Absent where not probed so.
+   */
+  freePiecesAlike?: FreePieces[][];
   /**
    * The least and most held over the probe's runs, MiB (null where any run could not measure):
    * the same load holds one of two amounts from process to process (convnext_tiny in a node-ort
@@ -194,6 +204,7 @@ async function runProbes(onnxPath: string, opts: ProbeOptions): Promise<OrtLoadP
     peakAboveEndMiB: medianOrNull(runs.map((r) => r.peakAboveEndMiB)),
     // The blocks of the run that held the median: held memory and its pieces from one heap.
     freePieces: runs.find((r) => r.heldMiB === heldMiB)?.freePieces ?? null,
+    freePiecesAlike: heldMiB === null ? [] : runs.filter((r) => r.freePieces && r.heldMiB !== null && Math.abs(r.heldMiB - heldMiB) <= HELD_ALIKE_MIB).map((r) => r.freePieces!),
     heldRangeMiB: rangeOrNull(runs.map((r) => r.heldMiB)),
   };
 }

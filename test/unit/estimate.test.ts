@@ -97,6 +97,15 @@ describe("model terms from the probes' ONNX files", () => {
     expect(lost).toBeLessThanOrEqual(4);
     // Without pieces (not measured) the eval set counts whole, as before.
     expect(features("node-ort", t, run).evalMiB).toBeCloseTo(evalIn, 9);
+    // Three runs that held alike, each with its own blocks: the estimate is the median run's
+    // arena, not the run freePieces names (one process's draw).
+    const none = [{ bytes: 4096, count: 1 }];
+    const whole = (sets: typeof pieces[]) => features("python-ort", { ...t, ortLoad: { "python-ort": { ...load, freePieces: none, freePiecesAlike: sets } } }, run).activationMiB;
+    const [small, mid, big] = [none, [{ bytes: 2 * 2 ** 20, count: 1 }], pieces].map((p) => whole([p]));
+    expect(small).toBeGreaterThan(mid!);
+    expect(mid).toBeGreaterThan(big!);
+    expect(whole([pieces, none, [{ bytes: 2 * 2 ** 20, count: 1 }]])).toBeCloseTo(mid!, 9);
+    expect(whole([])).toBeCloseTo(small!, 9); // none alike: freePieces' run
     expect(features("native", t, run).ortFirstRequestMiB).toBe(0);
     expect(features("native", t, run).activationMiB).toBeCloseTo(t.arenaPerSampleMiB!, 9);
     expect(features("native", t, run).evalMiB + features("native", t, run).evalOutputMiB).toBeCloseTo(16 * t.ioPerSampleMiB!, 9);
@@ -320,6 +329,15 @@ describe("node-ort's dead outputs (deadOutputMiB)", () => {
     expect(nodeDeadOutputKeptMiB(t(4, [5]), run)).toBe(0);
     // Output by output: logits mmapped, a small pooled output kept.
     expect(nodeDeadOutputKeptMiB(t(0.5, [1, 0.05]), run)).toBeCloseTo(12 * 8 * 0.05, 9);
+    // The eval pass trims the heap: its chunks' outputs (2 MiB a chunk of 8) come from the heap
+    // and die; the copy of all 256 samples' (64 MiB) is mmapped, so the heap's top is free at the
+    // end mark and glibc gives it back, the dead requests' chunks with it (the eval-outputs probe).
+    expect(nodeDeadOutputKeptMiB(t(4), { ...run, evalSamples: 256 })).toBe(0);
+    // The same copy below the threshold (16 samples, 4 MiB of a 16 MiB one) pins them.
+    expect(nodeDeadOutputKeptMiB(t(16), { ...run, evalSamples: 16 })).toBeCloseTo(12 * 2, 9);
+    // Chunk outputs mmapped themselves (1 MiB logits, 8 MiB a chunk over a 4 MiB threshold): never the
+    // heap's top; the requests of 1 (1.05 MiB each) stay kept.
+    expect(nodeDeadOutputKeptMiB(t(4, [1, 0.05]), { ...run, evalSamples: 256 })).toBeCloseTo(12 * 1.05, 9);
     expect(features("node-ort", t(16), run).deadOutputKeptMiB).toBeCloseTo(nodeDeadOutputKeptMiB(t(16), run), 9);
     expect(features("python-ort", t(16), run).deadOutputKeptMiB).toBe(0);
   });
