@@ -32,6 +32,8 @@ export interface ModelSpec {
   nodes: NodeSpec[];
   inits?: Init[];
   opset?: number;
+  /** ONNX element types of outputs that are not float (7 = int64, 9 = bool), by name. */
+  outputTypes?: Record<string, number>;
   /** Declared shapes of intermediate values (graph.value_info): name, dims. */
   valueInfo?: [string, (number | string)[]][];
 }
@@ -98,7 +100,7 @@ export function modelBytes(spec: ModelSpec): Uint8Array {
       })),
       initializer: (spec.inits ?? []).map(tensor),
       input: spec.inputs.map(([n, d, t]) => valueInfo(n, d, t)),
-      output: spec.outputs.map((o) => valueInfo(o)),
+      output: spec.outputs.map((o) => valueInfo(o, undefined, spec.outputTypes?.[o])),
       valueInfo: (spec.valueInfo ?? []).map(([n, d]) => valueInfo(n, d)),
     },
   });

@@ -1,0 +1,53 @@
+// The shape rules ORT's replay uses for ops memlane-rt does not run (src/estimate/ort-shapes.ts),
+// against ONNX Runtime itself: each small model is inferred (ortGraphIo: -k at the batch) and
+// run by onnxruntime-node at batch 3, and every output's dims and dtype must be ORT's.
+import { rmSync } from "node:fs";
+import { afterAll, describe, expect, it } from "vitest";
+import * as ort from "onnxruntime-node";
+import { loadOnnx } from "../../src/compiler/load.ts";
+import { ortGraphIo } from "../../src/estimate/ort-pattern.ts";
+import { ortSession } from "../fixtures/ort-session.ts";
+import { init, type ModelSpec, node, tempDir, writeModel } from "../unit/compiler-onnx-builder.ts";
+
+const dir = tempDir();
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const img: ModelSpec["inputs"] = [["x", ["N", 8, 6, 6]]];
+const seq: ModelSpec["inputs"] = [["x", [5, "N", 4]]];
+const CASES: [string, ModelSpec][] = [
+  ["DepthToSpace and SpaceToDepth", { inputs: img, outputs: ["d", "s"], nodes: [node("DepthToSpace", ["x"], ["d"], { blocksize: 2 }), node("SpaceToDepth", ["x"], ["s"], { blocksize: 3 })] }],
+  ["ReduceMin, ReduceProd, ReduceLogSumExp, ArgMin", {
+    inputs: img, outputs: ["a", "b", "c", "i"], outputTypes: { i: 7 }, opset: 13,
+    nodes: [node("ReduceMin", ["x"], ["a"], { axes: [1, 3], keepdims: 0 }), node("ReduceProd", ["x"], ["b"], { axes: [2] }), node("ReduceLogSumExp", ["x"], ["c"], { axes: [-1], keepdims: 0 }), node("ArgMin", ["x"], ["i"], { axis: 2, keepdims: 0 })],
+  }],
+  ["elementwise: Elu, Celu, Round, Trilu, IsInf, Hardmax, Mish", {
+    inputs: img, outputs: ["e", "c", "r", "t", "f", "h", "m"], outputTypes: { f: 9 }, opset: 18,
+    nodes: [node("Elu", ["x"], ["e"]), node("Celu", ["x"], ["c"]), node("Round", ["x"], ["r"]), node("Trilu", ["x"], ["t"]), node("IsInf", ["x"], ["f"]), node("Hardmax", ["x"], ["h"]), node("Mish", ["x"], ["m"])],
+  }],
+  ["ConvTranspose with pads, output_padding, dilations and groups", {
+    inputs: img, outputs: ["y"], inits: [init("w", [8, 3, 3, 3])],
+    nodes: [node("ConvTranspose", ["x", "w"], ["y"], { strides: [2, 3], pads: [1, 0, 2, 1], output_padding: [1, 2], dilations: [2, 1], group: 2 })],
+  }],
+  ["GlobalLpPool, GlobalMaxPool", { inputs: img, outputs: ["p", "q"], nodes: [node("GlobalLpPool", ["x"], ["p"]), node("GlobalMaxPool", ["x"], ["q"])] }],
+  ["GRU and RNN, bidirectional", {
+    inputs: seq, outputs: ["y", "yh", "r"],
+    inits: [init("W", [2, 18, 4]), init("R", [2, 18, 6]), init("Wr", [1, 7, 4]), init("Rr", [1, 7, 7])],
+    nodes: [node("GRU", ["x", "W", "R"], ["y", "yh"], { hidden_size: 6, direction: "bidirectional" }), node("RNN", ["x", "Wr", "Rr"], ["r"], { hidden_size: 7 })],
+  }],
+];
+
+describe("ORT's shapes of the ops memlane-rt does not run", () => {
+  it.each(CASES)("%s", async (name, spec) => {
+    const file = writeModel(spec, name.replace(/\W+/g, "-"), dir);
+    const { inputs, outputs } = ortGraphIo(loadOnnx(file));
+    const sess = await ortSession(file);
+    const dims = (s: number[]) => s.map((d) => (d < 0 ? -d * 3 : d));
+    const feed = Object.fromEntries(sess.inputNames.map((n, k) => {
+      const shape = dims(inputs[k]!.shape);
+      return [n, new ort.Tensor("float32", new Float32Array(shape.reduce((a, b) => a * b, 1)).fill(0.5), shape)];
+    }));
+    const got = await sess.run(feed);
+    const ortType = { float32: "float32", int64: "int64", bool: "bool", int32: "int32" } as const;
+    expect(outputs.map((o) => [dims(o.shape), ortType[o.dtype]])).toEqual(sess.outputNames.map((n) => [[...got[n]!.dims], got[n]!.type]));
+  });
+});
