@@ -648,15 +648,6 @@ export function nativeOutputBufferMiB(t: Pick<ModelTerms, "outputPerSampleMiB" |
   return (perSample ?? 0) * run.maxBatch;
 }
 
-/**
- * What ORT's CPU arena leaves resident after the run's first request and after all of them
- * (ort-arena.ts), MiB; null without a trace (the pattern times the largest batch stands in).
- * `holdEvalOutputs`: the eval pass keeps its outputs in the arena until it ends (python-ort;
- * ort-arena.ts EvalPass). `heldPieces`: the load's held blocks, where the regions and tables
- * that fit cost nothing beyond heldMiB (ort-heap-reuse.ts); null: every written page counts.
- * `before`: blocks malloc'd ahead of the arena's, which take held blocks first
- * (`beforeServedMiB`: how much of them held blocks took).
- */
 /** The held blocks' sets an arena estimate is taken over: every alike run's, else the median run's alone; null where unknown. */
 function heldPieceSets(load: OrtLoadTerms): (readonly FreePieces[])[] | null {
   if (load.freePiecesAlike && load.freePiecesAlike.length > 0) return load.freePiecesAlike;
@@ -664,18 +655,23 @@ function heldPieceSets(load: OrtLoadTerms): (readonly FreePieces[])[] | null {
 }
 
 /**
- * ORT's arena over the run, less what the load's held blocks serve: with several runs' blocks
- * (heldPieceSets), the run whose resident figure is the median, so one process's draw of
- * blocks does not move the estimate.
+ * What ORT's CPU arena leaves resident after the run's first request and after all of them
+ * (ort-arena.ts), MiB; null without a trace (the pattern times the largest batch stands in).
+ * `holdEvalOutputs`: the eval pass keeps its outputs in the arena until it ends (python-ort;
+ * ort-arena.ts EvalPass). `pieceSets`: the load's held blocks, where the regions and tables
+ * that fit cost nothing beyond heldMiB (ort-heap-reuse.ts), as the probe's alike runs left them:
+ * the run whose resident figure is the median counts, so one process's draw of blocks does not
+ * move the estimate; null: every written page counts. `before`: blocks malloc'd ahead of the
+ * arena's, which take held blocks first (`beforeServedMiB`: how much of them held blocks took).
  */
-function ortArenaMiB(t: ModelTerms, run: RunShape, holdEvalOutputs: boolean, heldPieceSets: readonly (readonly FreePieces[])[] | null, before: readonly number[]): { firstRequestMiB: number; residentMiB: number; beforeServedMiB: number } | null {
+function ortArenaMiB(t: ModelTerms, run: RunShape, holdEvalOutputs: boolean, pieceSets: readonly (readonly FreePieces[])[] | null, before: readonly number[]): { firstRequestMiB: number; residentMiB: number; beforeServedMiB: number } | null {
   if (!t.ortTracePerSample) return null;
   const batches = run.batchSizes ?? [...new Set([1, run.maxBatch])];
   const dims = t.ortInputDims;
   const key = dims ? (batch: number) => ortPatternKey(dims, batch) : undefined;
   const evalPass = { chunks: evalChunks(run.evalSamples, Math.max(...batches)), holdOutputs: holdEvalOutputs };
   const replay = replayOrtArena(t.ortTracePerSample, batches, key, evalPass);
-  const each = (heldPieceSets ?? [null]).map((pieces) => arenaResidentBeyondHeld(replay, pieces, before)).sort((a, b) => a.residentBytes - b.residentBytes);
+  const each = (pieceSets ?? [null]).map((pieces) => arenaResidentBeyondHeld(replay, pieces, before)).sort((a, b) => a.residentBytes - b.residentBytes);
   const beyondHeld = each[(each.length - 1) >> 1]!;
   return { firstRequestMiB: beyondHeld.firstRequestBytes / MIB, residentMiB: beyondHeld.residentBytes / MIB, beforeServedMiB: beyondHeld.beforeServedBytes / MIB };
 }
