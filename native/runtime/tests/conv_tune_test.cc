@@ -8,6 +8,7 @@
 // kernel holds; and that it is off unless asked (BackendOptions::tuneConvs, MEMLANE_CONV_TUNE=1).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -238,7 +239,12 @@ int main() {
       load_growth_kib(path, &notes);
       setenv("MEMLANE_CONV_TUNE", "1", 1);  // (a Runtime's backends tune only when asked)
       setenv("MEMLANE_CONV_TUNE_FORCE", "flat", 1);
-      const long given_back = load_growth_kib(path, &notes);
+      long given_back = load_growth_kib(path, &notes);
+      // Once in a CI rehearsal (an AMD EPYC, kernel 6.18) this load grew 9220 KiB, as a first
+      // load does, where six runs by hand grew a few KiB: the machine's page cache, not the
+      // backend (docs/memory.md, "A small process's RSS moves with the machine's page cache").
+      // A second load tells them apart; a backend that kept W would grow by it both times.
+      if (given_back >= w_kib / 3) given_back = std::min(given_back, load_growth_kib(path, &notes));
       CHECK_MSG(notes.find("pixel_rows -> flat x1") != std::string::npos, "file plan: notes '" + notes + "'");
       CHECK_MSG(given_back < w_kib / 3, "flat on a file plan: the load grew " + std::to_string(given_back) + " KiB (W " +
                                             std::to_string(w_kib) + " KiB)");
