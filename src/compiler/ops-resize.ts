@@ -50,7 +50,7 @@ export interface Cubic {
  * Keys' cubic convolution weights of the four taps floor(x)-1 .. floor(x)+2 for a source
  * coordinate whose fraction is t; they sum to 1.
  */
-export function cubicWeights(t: number, a: number): [number, number, number, number] {
+function cubicWeights(t: number, a: number): [number, number, number, number] {
   const near = (d: number) => ((a + 2) * d - (a + 3)) * d * d + 1;          // |d| <= 1
   const far = (d: number) => ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;     // 1 < |d| < 2
   return [far(t + 1), near(t), near(1 - t), far(2 - t)];

@@ -24,8 +24,9 @@
  * moved down through elementwise ops and cancelled).
  *
  * The graph is inferred with ORT's own shape rule where the compiler's differs (ort-lstm.ts:
- * its layout 0 LSTM) or has none (ort-shapes.ts: ops memlane-rt does not run), and the trace carries what kernels take from the arena while they run
- * (ort-scratch.ts), which the pattern leaves out.
+ * its layout 0 LSTM) or has none (ort-shapes.ts: ops memlane-rt does not run), and the trace
+ * carries what kernels take from the arena while they run (ort-scratch.ts), which the pattern
+ * leaves out.
  *
  * Graph inputs, weights and graph outputs are not part of the pattern. Sizes are per sample
  * (a tensor without the batch counts 0): the pattern of these graphs scales with the batch.

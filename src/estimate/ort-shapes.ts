@@ -13,6 +13,7 @@
 import { attrInt, attrInts, normAxis } from "../compiler/attrs.ts";
 import { type DType, fmtShape } from "../compiler/ir.ts";
 import { type Lowering, type OpCtx, shapeError } from "../compiler/op-ctx.ts";
+import { ArgMax } from "../compiler/ops-argmax.ts";
 import { ortLstmShapes } from "./ort-lstm.ts";
 
 /** Input i's shape, constant or computed (-k at the batch). */
@@ -47,14 +48,6 @@ const reduce: Lowering = (c) => {
   const keep = attrInt(c.node, "keepdims", 1) === 1;
   const out = keep ? x.map((d, i) => (axes.includes(i) ? 1 : d)) : x.filter((_, i) => !axes.includes(i));
   return { shapes: [out], dtypes: [c.dtype(0) ?? "float32"], attrs: {} };
-};
-
-/** ArgMin: ArgMax's shape. */
-const argReduce: Lowering = (c) => {
-  const x = shapeOf(c, 0);
-  const axis = normAxis(c.node, attrInt(c.node, "axis", 0), x.length);
-  const out = attrInt(c.node, "keepdims", 1) ? x.map((d, i) => (i === axis ? 1 : d)) : x.filter((_, i) => i !== axis);
-  return { shapes: [out], dtypes: ["int64"], attrs: {} };
 };
 
 /** TopK: values and int64 indices, k along the axis (k an input from opset 10, an attribute before). */
@@ -101,14 +94,14 @@ const convTranspose: Lowering = (c) => {
   return { shapes: [[x[0]!, w[1]! * attrInt(c.node, "group", 1), ...out]], attrs: {} };
 };
 
-/** GRU and RNN (layout 0): Y [S, D, N, H] and Y_h [D, N, H]. */
+/** GRU and RNN, layout 0 (ORT's CPU kernels run no other, as for LSTM): Y [S, D, N, H] and Y_h [D, N, H]. */
 const recurrent: Lowering = (c) => {
+  if (attrInt(c.node, "layout", 0) !== 0) throw shapeError(c, "layout 1: ONNX Runtime's CPU kernel runs layout 0 only");
   const x = shapeOf(c, 0);
   if (x.length !== 3) throw shapeError(c, `X must have rank 3 [S, N, I], found ${fmtShape(x)}`);
   const d = c.node.attrs.has("direction") && String(c.node.attrs.get("direction")) === "bidirectional" ? 2 : 1;
   const h = attrInt(c.node, "hidden_size", 0);
-  const [s, n] = attrInt(c.node, "layout", 0) === 0 ? [x[0]!, x[1]!] : [x[1]!, x[0]!];
-  return { shapes: [[s, d, n, h], [d, n, h]], attrs: {} };
+  return { shapes: [[x[0]!, d, x[1]!, h], [d, x[1]!, h]], attrs: {} };
 };
 
 const SAME_SHAPE = [
@@ -117,7 +110,11 @@ const SAME_SHAPE = [
   "LpNormalization", "MeanVarianceNormalization", "BitwiseNot",
 ];
 
-/** Shape-only lowerings for ORT's replay, keyed by ONNX op (the compiler's own take precedence only where they are absent). */
+/**
+ * Shape-only lowerings for ORT's replay, keyed by ONNX op. inferGraph takes them before its own,
+ * so an op here replaces the compiler's rule (LSTM: ORT's layout 0); every other op is one the
+ * compiler has no lowering for.
+ */
 export const ORT_SHAPE_LOWERINGS: Readonly<Record<string, Lowering>> = {
   ...Object.fromEntries(SAME_SHAPE.map((op) => [op, sameAs(0)])),
   IsInf: sameAs(0, "bool"),
@@ -125,7 +122,7 @@ export const ORT_SHAPE_LOWERINGS: Readonly<Record<string, Lowering>> = {
   PRelu: broadcast,
   ScatterND: sameAs(0), ScatterElements: sameAs(0),
   ReduceMin: reduce, ReduceProd: reduce, ReduceLogSum: reduce, ReduceLogSumExp: reduce,
-  ArgMin: argReduce,
+  ArgMin: ArgMax,  // the compiler's ArgMax rule: the same shape, int64
   TopK: topK,
   GlobalMaxPool: globalPool, GlobalLpPool: globalPool,
   DepthToSpace: depthSpace(true), SpaceToDepth: depthSpace(false),

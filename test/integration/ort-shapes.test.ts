@@ -50,4 +50,9 @@ describe("ORT's shapes of the ops memlane-rt does not run", () => {
     const ortType = { float32: "float32", int64: "int64", bool: "bool", int32: "int32" } as const;
     expect(outputs.map((o) => [dims(o.shape), ortType[o.dtype]])).toEqual(sess.outputNames.map((n) => [[...got[n]!.dims], got[n]!.type]));
   });
+
+  it("refuses a GRU of layout 1, as ORT's CPU kernel does, naming it", () => {
+    const spec: ModelSpec = { inputs: [["x", ["N", 5, 4]]], outputs: ["y"], inits: [init("W", [1, 18, 4]), init("R", [1, 18, 6])], nodes: [node("GRU", ["x", "W", "R"], ["y"], { hidden_size: 6, layout: 1 })] };
+    expect(() => ortGraphIo(loadOnnx(writeModel(spec, "gru-layout1", dir)))).toThrow(/GRU node .*layout 1: ONNX Runtime's CPU kernel runs layout 0 only/);
+  });
 });
