@@ -299,14 +299,15 @@ export function inputFileRows(onnxPath: string, feed: InputFeed): number | null 
 /**
  * The bytes of the eval set's inputs or of its outputs, whichever is larger: a benchmark sends
  * the one (as frames, where shared memory is not used) and gets the other back in one message.
+ * `inputShapes`: the shapes the run feeds (-1 at the batch), undefined for the graph's own.
  * From ORT's inference of the graph, without compiling it; null where the graph cannot be
- * followed. `memlane compare` sizes its run's message limit by it: a decoder LM's logits over
- * compare's default 256 eval samples (2.4 MiB a sample at a vocabulary of 5000 and seq 128)
- * passed the default 256 MiB, and python-ort and native failed.
+ * followed. A run sizes a benchmark's message limit by it (RunSession.messageLimitFor): a
+ * decoder LM's logits over 256 eval samples (2.4 MiB a sample at a vocabulary of 5000 and seq
+ * 128) passed the default 256 MiB, and python-ort and native failed.
  */
-export function evalSetMessageBytes(onnxPath: string, feed: InputFeed, evalSamples: number): number | null {
+export function evalSetMessageBytes(onnxPath: string, inputShapes: Record<string, number[]> | undefined, evalSamples: number): number | null {
   try {
-    const { inputs, outputs } = ortGraphIo(loadOnnx(onnxPath), fedInputs(onnxPath, feed).inputShapes);
+    const { inputs, outputs } = ortGraphIo(loadOnnx(onnxPath), inputShapes);
     return Math.max(bytesPerSample(inputs), bytesPerSample(outputs)) * evalSamples;
   } catch {
     return null;

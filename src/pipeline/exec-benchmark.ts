@@ -79,6 +79,23 @@ function fromWorker(run: WorkerRun, kind: Measured["kind"], io: ModelIo | null, 
   };
 }
 
+/**
+ * The message limit of a benchmark's worker: the eval set's outputs come back in one message,
+ * and a decoder LM's logits over 256 samples pass the default limit (RunSession.messageLimitFor).
+ * Sized from the exported graph at the shapes the run feeds; a source without one (a trained
+ * checkpoint for python-torch) keeps the run's limit.
+ */
+async function evalSetMessageLimit(s: RunSession, stage: BenchStage, src: TrainResult | ExportResult, held: HeldOut): Promise<number> {
+  const nEval = held.model?.nEval ?? held.shape[0] ?? 0;
+  let bytes: number | null = null;
+  if ("onnx" in src) {
+    const { evalSetMessageBytes } = await import("../estimate/model-terms.ts");
+    const io = held.model?.io;
+    bytes = evalSetMessageBytes(src.onnx, io ? Object.fromEntries(io.inputs.map((i) => [i.name, i.shape])) : undefined, nEval);
+  }
+  return s.messageLimitFor(bytes, `stage "${stage.name}"`);
+}
+
 export async function runBenchmark(
   s: RunSession,
   stage: BenchStage,
@@ -113,6 +130,7 @@ export async function runBenchmark(
     }
   }
   const tensors = io ? s.evalTensors(held) : { inputs: s.evalTensor(held) };
+  const messageLimit = await evalSetMessageLimit(s, stage, src, held);
   const ioArgs = io ? { io } : {};
   // Per-op profile after the timed calls (docs/profiling.md); python-torch has none, and its
   // row says so (as the CUDA backend's does) rather than dropping the asked-for profile.
@@ -124,7 +142,7 @@ export async function runBenchmark(
       meta.kind = "infer.torch";
       meta.worker = "python";
       const model = "checkpoint" in src && src.checkpoint ? { checkpoint: src.checkpoint } : { seed: (src as ExportResult).seed ?? 0 };
-      const run = await s.runTask(pythonWorker(stage.runtime, common.threads), "infer.torch", { arch: src.arch, ...model, ...common, ...ioArgs, device: o.device ?? s.options.device }, { signal, onWorker, onPhase, tensors });
+      const run = await s.runTask(pythonWorker(stage.runtime, common.threads), "infer.torch", { arch: src.arch, ...model, ...common, ...ioArgs, device: o.device ?? s.options.device }, { signal, onWorker, onPhase, tensors, messageLimit });
       m = fromWorker(run, "python", io, legacyName);
       break;
     }
@@ -132,7 +150,7 @@ export async function runBenchmark(
       meta.kind = "infer.ort";
       meta.worker = "python";
       const args = { model: needOnnx(stage, src), ...common, ...ioArgs, ...profileArgs, device: o.device ?? s.options.device, ...(o.ort ? { ort: o.ort } : {}) };
-      const run = await s.runTask(pythonWorker(stage.runtime, common.threads), "infer.ort", args, { signal, onWorker, onPhase, tensors });
+      const run = await s.runTask(pythonWorker(stage.runtime, common.threads), "infer.ort", args, { signal, onWorker, onPhase, tensors, messageLimit });
       m = fromWorker(run, "python", io, legacyName);
       break;
     }
@@ -186,7 +204,7 @@ export async function runBenchmark(
       const plan = { path: planPath, arenaBytesPerSample: c.arenaBytesPerSample, lowerBoundPerSample: c.lowerBoundPerSample };
       const spec = workerSpecs.memlaneRt({ name: stage.runtime, args: ["--threads", String(common.threads)] });
       const device = o.device ?? s.options.device;
-      const run = await s.runTask(spec, "infer.native", { model: planPath, ...common, ...(nativeIo ? { io: nativeIo } : {}), ...profileArgs, device }, { signal, onWorker, onPhase, tensors });
+      const run = await s.runTask(spec, "infer.native", { model: planPath, ...common, ...(nativeIo ? { io: nativeIo } : {}), ...profileArgs, device }, { signal, onWorker, onPhase, tensors, messageLimit });
       m = fromWorker(run, "memlane-rt", nativeIo, legacyName, plan);
       break;
     }

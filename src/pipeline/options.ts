@@ -20,12 +20,14 @@ export interface PipelineOptions {
    */
   device?: "cpu" | "cuda" | "auto";
   /**
-   * The largest message between the orchestrator and a worker, in bytes (default 256 MiB,
-   * the protocol's DEFAULT_MAX_MESSAGE_BYTES): each frame and each whole message. Raise it when
-   * a run's largest tensor (an eval set sent as frames, a model's outputs over it) is bigger;
-   * a task over it fails naming this option. docs/protocol.md, "Message size".
+   * The largest message between the orchestrator and a worker, in bytes: each frame and each
+   * whole message. "auto" (the default): 256 MiB (the protocol's DEFAULT_MAX_MESSAGE_BYTES), and
+   * a benchmark whose eval set needs more (its outputs or inputs as the graph gives them: a
+   * decoder LM's logits over 256 samples) gets a broker of its own with that limit. A number
+   * fixes the limit for every stage: a task over it fails naming this option.
+   * docs/protocol.md, "Message size".
    */
-  maxMessageBytes?: number;
+  maxMessageBytes?: number | "auto";
 }
 
 export type ResolvedPipelineOptions = Readonly<Required<PipelineOptions>>;
@@ -37,7 +39,7 @@ export const PIPELINE_DEFAULTS: ResolvedPipelineOptions = Object.freeze({
   warmup: 5,
   threads: 1,
   device: "auto",
-  maxMessageBytes: DEFAULT_MAX_MESSAGE_BYTES,
+  maxMessageBytes: "auto",
 });
 
 /** A bad option: names it, what was expected and what was received. */
@@ -81,6 +83,11 @@ export function checkOneOf<T extends string>(option: string, v: unknown, allowed
   return v as T;
 }
 
+function checkMessageLimit(v: unknown): number {
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 1024) throw new OptionError("maxMessageBytes", '"auto" or an integer number of bytes >= 1024', v);
+  return v;
+}
+
 const KNOWN = Object.keys(PIPELINE_DEFAULTS);
 
 export function resolvePipelineOptions(opts: PipelineOptions = {}): ResolvedPipelineOptions {
@@ -95,6 +102,11 @@ export function resolvePipelineOptions(opts: PipelineOptions = {}): ResolvedPipe
     warmup: checkInt("warmup", o.warmup, 0),
     threads: checkInt("threads", o.threads, 1),
     device: checkOneOf("device", o.device, ["cpu", "cuda", "auto"] as const),
-    maxMessageBytes: checkInt("maxMessageBytes", o.maxMessageBytes, 1024),
+    maxMessageBytes: o.maxMessageBytes === "auto" ? "auto" : checkMessageLimit(o.maxMessageBytes),
   });
+}
+
+/** The limit every stage starts from: the fixed one, or the protocol's default under "auto". */
+export function baseMessageLimit(opt: ResolvedPipelineOptions["maxMessageBytes"]): number {
+  return opt === "auto" ? DEFAULT_MAX_MESSAGE_BYTES : opt;
 }

@@ -19,7 +19,7 @@ import { referenceRuntime, updateNumerics } from "./numerics.ts";
 import { runSummary } from "./summary.ts";
 import { budgetLimits } from "./budgets.ts";
 import { checkLimits, type LimitCheck } from "../report/limits.ts";
-import { checkInt, checkOneOf, OptionError, type PipelineOptions } from "./options.ts";
+import { baseMessageLimit, checkInt, checkOneOf, OptionError, type PipelineOptions } from "./options.ts";
 import type { Io } from "../cli/io.ts";
 import type { Report } from "../report/schema.ts";
 import { buildReport } from "../report/build.ts";
@@ -267,7 +267,7 @@ async function runInDir(
       // Bound before any stage starts, so that the other hosts can join while this one works.
       // Inside the try: a failure to bind closes the session (sampler, shm registry) like any other.
       s.remote = await RemoteHosts.open(remote, {
-        outDir, capacity: otherHostsNeeded(stages), maxMessageBytes: p.options.maxMessageBytes, log: (line) => io.err(line),
+        outDir, capacity: otherHostsNeeded(stages), maxMessageBytes: baseMessageLimit(p.options.maxMessageBytes), log: (line) => io.err(line),
       });
     }
     await runDag(stages.map((d) => stageNode(s, d, stages)), { concurrency, memory: { budgetMiB: memoryBudgetMiB }, ...(signal ? { signal } : {}) });

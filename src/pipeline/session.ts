@@ -9,12 +9,12 @@ import type { GpuReport, StageReport, TransportReport } from "../report/schema.t
 import { MemorySampler, type GpuProbe } from "../memory/sampler.ts";
 import { Supervisor } from "../workers/supervisor.ts";
 import type { ShmRegistry } from "../transport/shm.ts";
-import { describeRefusals } from "../transport/refusals.ts";
+import { describeRefusals, mergeRefusals } from "../transport/refusals.ts";
 import type { Tensor } from "../transport/codec.ts";
 import type { WorkerHandle } from "../workers/handle.ts";
 import type { RunOptions as TaskRunOptions, TaskResult, WorkerSpec } from "../workers/options.ts";
 import type { ProgressSink } from "./progress.ts";
-import type { ResolvedPipelineOptions } from "./options.ts";
+import { baseMessageLimit, type ResolvedPipelineOptions } from "./options.ts";
 import type { BenchmarkResult, HeldOut, UnavailableRuntime } from "./stages.ts";
 import { artifactPath, writeAtomic } from "./run-dir.ts";
 import type { RemoteHosts } from "./remote-hosts.ts";
@@ -28,10 +28,15 @@ export interface WorkerRun {
   versions: Record<string, string>;
 }
 
+/** Room over an eval set's bytes when a limit is sized by them: the envelope, msgpack's framing. */
+const MESSAGE_MARGIN = 1.05;
+const MESSAGE_ENVELOPE_BYTES = 2 ** 20;
+
 export class RunSession {
   readonly sampler: MemorySampler;
   readonly gpuProbe: (GpuProbe & { devices?(): Array<{ index: number; name: string; totalBytes: number; usedBytes: number }>; info?(): { driverVersion?: string } }) | undefined;
-  #supervisor: Promise<Supervisor> | undefined;
+  /** The run's supervisors by their broker's message limit (one unless a stage needed a wider one). */
+  readonly #supervisors = new Map<number, Promise<Supervisor>>();
   training: TrainingRecord | null = null;
   /** Distributed train stages (their ranks' marks and tensor bytes), in the order they finished. */
   readonly distributed: DistributedRecord[] = [];
@@ -115,15 +120,38 @@ export class RunSession {
     return writeAtomic(this.artifact(name), data);
   }
 
-  supervisor(): Promise<Supervisor> {
-    this.#supervisor ??= Supervisor.start({
+  /**
+   * The supervisor of the run's broker; with `limit` above the run's message limit, one whose
+   * broker takes messages of that size (bound at first use, kept for the stages that need it,
+   * closed with the session): a limit widened for one benchmark's eval set stays off the
+   * broker every other worker talks to.
+   */
+  supervisor(limit = baseMessageLimit(this.options.maxMessageBytes)): Promise<Supervisor> {
+    const fits = [...this.#supervisors.keys()].filter((l) => l >= limit).sort((a, b) => a - b)[0];
+    if (fits !== undefined) return this.#supervisors.get(fits)!;
+    const sup = Supervisor.start({
       spawn: { heartbeatTimeoutMs: 60_000 },
-      maxMessageBytes: this.options.maxMessageBytes,
+      maxMessageBytes: limit,
       // Bounded: the first refusals of each reason in full, then one line per power of ten.
       log: (line) => this.progress.log(`memlane: ${line}`),
       ...(this.shm ? { shm: this.shm } : {}),
     });
-    return this.#supervisor;
+    this.#supervisors.set(limit, sup);
+    return sup;
+  }
+
+  /**
+   * The message limit for a task whose largest message (an eval set's outputs or inputs) takes
+   * `bytes`: the run's limit when they fit in it or when the pipeline fixed it (the task then
+   * fails naming the option), else `bytes` with room, said once in the notes under `what`.
+   */
+  messageLimitFor(bytes: number | null, what: string): number {
+    const base = baseMessageLimit(this.options.maxMessageBytes);
+    if (this.options.maxMessageBytes !== "auto" || bytes === null || bytes + MESSAGE_ENVELOPE_BYTES <= base) return base;
+    const limit = Math.ceil((bytes * MESSAGE_MARGIN + MESSAGE_ENVELOPE_BYTES) / 2 ** 20) * 2 ** 20;
+    const note = `${what}: message limit raised to ${limit / 2 ** 20} MiB for its eval set (${(bytes / 2 ** 20).toFixed(1)} MiB in one message; the run's limit is ${base / 2 ** 20} MiB)`;
+    if (!this.notes.includes(note)) this.notes.push(note);
+    return limit;
   }
 
   /**
@@ -135,10 +163,10 @@ export class RunSession {
     spec: WorkerSpec & { label?: string },
     task: string,
     args: Record<string, unknown>,
-    opts: TaskRunOptions & { onWorker?: (w: WorkerHandle) => void } = {},
+    opts: TaskRunOptions & { onWorker?: (w: WorkerHandle) => void; messageLimit?: number } = {},
   ): Promise<WorkerRun> {
-    const sup = await this.supervisor();
-    const { onWorker, ...runOpts } = opts;
+    const { onWorker, messageLimit, ...runOpts } = opts;
+    const sup = await this.supervisor(messageLimit);
     if (runOpts.signal?.aborted) throw runOpts.signal.reason;
     const { label, ...rest } = spec;
     const workerSpec: WorkerSpec = this.tmpDir ? { ...rest, env: { ...rest.env, TMPDIR: this.tmpDir } } : rest;
@@ -186,14 +214,16 @@ export class RunSession {
 
   /** Stops every worker still running and the sampler. Safe to call twice. */
   async close(): Promise<void> {
-    const sup = this.#supervisor;
-    this.#supervisor = undefined;
+    const sups = [...this.#supervisors.values()];
+    this.#supervisors.clear();
     try {
-      const supervisor = sup ? await sup.catch(() => undefined) : undefined;
-      if (supervisor) {
-        await supervisor.close();
-        const refused = supervisor.broker.refused();
-        this.transport = { maxMessageBytes: supervisor.broker.maxMessageBytes, refused: { total: refused.total, byReason: { ...refused.byReason } } };
+      const supervisors = (await Promise.all(sups.map((p) => p.catch(() => undefined)))).filter((x) => x !== undefined);
+      // Every broker closes even when one fails to; the first failure is thrown after the record.
+      const closed = await Promise.allSettled(supervisors.map((x) => x.close()));
+      if (supervisors.length > 0) {
+        // One record for the run: the widest limit any broker had, every broker's refusals.
+        const refused = mergeRefusals(supervisors.map((x) => x.broker.refused()));
+        this.transport = { maxMessageBytes: Math.max(...supervisors.map((x) => x.broker.maxMessageBytes)), refused: { total: refused.total, byReason: { ...refused.byReason } } };
         this.transportNote = describeRefusals(refused);
       }
       const remote = this.remote;
@@ -203,6 +233,8 @@ export class RunSession {
         const note = describeRefusals(refused);
         if (note) this.notes.push(`remote broker (${remote.endpoint}): ${note}`);
       }
+      const failed = closed.find((c) => c.status === "rejected");
+      if (failed) throw failed.reason;
     } finally {
       this.shm?.close(); // every segment of the run, also those of a worker that died mid-task
       await this.sampler.stop(); // also when closing a broker threw

@@ -108,3 +108,14 @@ function isPowerOfTen(n: number): boolean {
   for (let p = 10; p <= n; p *= 10) if (p === n) return true;
   return false;
 }
+
+/** Several brokers' refusals as one (a run that bound a second broker for a wide message limit). */
+export function mergeRefusals(summaries: readonly RefusalSummary[]): RefusalSummary {
+  const byReason: Partial<Record<RefusalReason, number>> = {};
+  for (const s of summaries) for (const [k, n] of Object.entries(s.byReason) as [RefusalReason, number][]) byReason[k] = (byReason[k] ?? 0) + n;
+  return {
+    total: summaries.reduce((a, s) => a + s.total, 0),
+    byReason,
+    samples: summaries.flatMap((s) => s.samples).sort((a, b) => a.tMs - b.tMs),
+  };
+}

@@ -1,8 +1,9 @@
-// `memlane compare` sizes its message limit by the eval set: the outputs of every eval sample
+// A run sizes each benchmark's message limit by its eval set: the outputs of every eval sample
 // come back from a runtime's worker in one message, and a decoder LM's logits over compare's
 // default 256 samples (625 MiB at a vocabulary of 5000, seq 128) passed the default 256 MiB, so
-// python-ort and native failed. The limit is the larger of the default and what the eval set
-// needs (evalSetMessageBytes, from the graph), or --max-message-mib.
+// python-ort and native failed. Under maxMessageBytes "auto" (the default) a stage that needs
+// more (evalSetMessageBytes, from the graph) gets a broker of its own with that limit; a fixed
+// limit (compare's --max-message-mib) is kept, and a task over it fails naming it.
 import { readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -21,14 +22,14 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 // A classifier head over a vocabulary of 5000: 20,000 bytes of logits a sample, 256 bytes in.
 const HEAD = writeModel({ inputs: [["x", ["N", 64]]], outputs: ["logits"], inits: [init("w", [64, 5000])], nodes: [node("MatMul", ["x", "w"], ["logits"])] }, "head", dir);
 
-describe("compare's message limit", () => {
+describe("a run's message limit", () => {
   it("is what the eval set's inputs or outputs need, from the graph, compiled by memlane or not", () => {
-    expect(evalSetMessageBytes(HEAD, {}, 256)).toBe(20_000 * 256);
-    expect(evalSetMessageBytes(HEAD, {}, 20_000)).toBeGreaterThan(DEFAULT_MAX_MESSAGE_BYTES);
+    expect(evalSetMessageBytes(HEAD, undefined, 256)).toBe(20_000 * 256);
+    expect(evalSetMessageBytes(HEAD, undefined, 20_000)).toBeGreaterThan(DEFAULT_MAX_MESSAGE_BYTES);
     // PReLU, TopK...: memlane's compiler refuses it; ORT's inference of it gives the outputs
     // (4 + 5 + 4 floats a sample) and the input (8·12·12 floats), the larger counts
     const refused = writeModel(ORT_ONLY_OPS, "ort-only", dir);
-    expect(evalSetMessageBytes(refused, {}, 10)).toBe(8 * 12 * 12 * 4 * 10);
+    expect(evalSetMessageBytes(refused, undefined, 10)).toBe(8 * 12 * 12 * 4 * 10);
   });
 
   it("fails a runtime naming the limit when --max-message-mib is below the eval set's outputs, and raises it past the default without it", async () => {
@@ -49,5 +50,8 @@ describe("compare's message limit", () => {
     expect(sized.code, sized.out).toBe(0);
     expect(sized.report.runtimes.map((r) => [r.name, r.phases.length])).toEqual([["python-ort", 5], ["native", 5]]);
     expect(sized.report.transport?.maxMessageBytes).toBeGreaterThan(20_000 * 14_000);
+    expect(sized.report.transport?.refused.total).toBe(0);
+    // said once a stage, naming the stage and the limit it got
+    expect((sized.report.notes ?? []).filter((n) => /message limit raised to \d+ MiB for its eval set \(267\.0 MiB/.test(n)).map((n) => n.split(": ")[0])).toEqual([`stage "bench:python-ort"`, `stage "bench:native"`]);
   }, 180_000);
 });

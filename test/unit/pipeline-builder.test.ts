@@ -25,6 +25,10 @@ describe("pipeline builder", () => {
   it("names the option, the expected and the received value", () => {
     expect(() => pipeline("x", { concurrency: 0 })).toThrow("concurrency: expected an integer >= 1, received 0");
     expect(() => pipeline("x", { batchSizes: [1, -2] })).toThrow("batchSizes: expected a non-empty list of integers >= 1, received [1, -2]");
+    expect(() => pipeline("x", { maxMessageBytes: 512 })).toThrow('maxMessageBytes: expected "auto" or an integer number of bytes >= 1024, received 512');
+    expect(() => pipeline("x", { maxMessageBytes: "huge" as never })).toThrow(/maxMessageBytes: expected "auto"/);
+    expect(pipeline("x", { maxMessageBytes: 2 ** 20 }).options.maxMessageBytes).toBe(2 ** 20);
+    expect(pipeline("x").options.maxMessageBytes).toBe("auto");
     expect(() => pipeline("x", { bogus: 1 } as never)).toThrow(/pipeline options.bogus/);
     expect(() => pipeline("x").benchmark("tensorflow" as never)).toThrow(
       'benchmark runtime: expected one of "python-torch", "python-ort", "node-ort", "native", received "tensorflow"',

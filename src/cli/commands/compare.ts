@@ -14,12 +14,9 @@ import { pipeline } from "../../pipeline/builder.ts";
 import type { Runtime } from "../../pipeline/stages.ts";
 import { printOutcome } from "../outcome.ts";
 import { DEFAULT_SEQ, InputSpecError, parseShapeFlag, type ShapeOverrides } from "../../pipeline/inputs/shapes.ts";
-import { evalSetMessageBytes } from "../../estimate/model-terms.ts";
-import { DEFAULT_MAX_MESSAGE_BYTES } from "../../transport/protocol.ts";
 
 const RUNTIMES = ["python-ort", "node-ort", "native"] as const;
 /** Room over the eval set's tensor bytes for a message's header and framing. */
-const MESSAGE_MARGIN = 1.05;
 
 export const spec: CommandSpec = {
   name: "compare",
@@ -59,21 +56,18 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     if (err instanceof InputSpecError) throw new UsageError(err.message, err.option);
     throw err;
   }
-  // The eval set's outputs come back in one message: a limit they fit in (LM logits over 256
-  // samples pass the default), or the user's own.
-  const evalSamples = args.flags["eval-samples"] as number;
+  // The eval set's outputs come back in one message: by default the run sizes each benchmark's
+  // limit by them (LM logits over 256 samples pass 256 MiB); --max-message-mib fixes it.
   const limitMiB = args.flags["max-message-mib"] as number | undefined;
   if (limitMiB !== undefined && !(limitMiB >= 1)) throw UsageError.bad("--max-message-mib", "a size of at least 1 MiB", String(limitMiB));
-  const needed = evalSetMessageBytes(model, { seq, ...(shapes ? { shapes } : {}), ...(inputsFile !== undefined ? { inputsFile } : {}) }, evalSamples);
-  const maxMessageBytes = limitMiB !== undefined ? limitMiB * 2 ** 20
-    : Math.max(DEFAULT_MAX_MESSAGE_BYTES, needed === null ? 0 : Math.ceil(needed * MESSAGE_MARGIN) + 2 ** 20);
+  const evalSamples = args.flags["eval-samples"] as number;
   const name = `compare-${path.basename(model).replace(/\.onnx$/i, "").replace(/[^\w.-]/g, "-") || "model"}`;
   let p = pipeline(name, {
     batchSizes: args.flags.batch as number[],
     threads: args.flags.threads as number,
     iterations: args.flags.iterations as number,
     concurrency: 1,
-    maxMessageBytes,
+    ...(limitMiB !== undefined ? { maxMessageBytes: Math.round(limitMiB * 2 ** 20) } : {}),
   }).export({ name: "model", onnx: model, seq, evalSamples, ...(shapes ? { shapes } : {}), ...(inputsFile !== undefined ? { inputs: path.resolve(inputsFile) } : {}) });
   for (const r of runtimes) p = p.benchmark(r, { optional: true, ...(args.flags.profile === true ? { profile: true } : {}) });
   const { runPipeline } = await import("../../pipeline/run.ts");
