@@ -244,17 +244,21 @@ export interface Features {
    */
   nativeWorkspaceMiB: number;
   /**
-   * memlane-rt: what its first request (a batch of the run's first batch size, b) touches that
-   * the one-sample terms leave out: its b samples of outputs, written into the eval frames (or
-   * the worker's output buffer), and for a plan the CPU backend runs whole, its arena and kernel
-   * workspace beyond one sample up to b. 0 for the other runtimes. Slope 1 at first-inference,
-   * 0 elsewhere (steady-inference has every output in evalOutputMiB and the largest batch's
-   * arena in largestBatchMiB), never fitted: the probes' first requests are of one sample with
-   * at most 256 KiB of outputs, and the first-inference slope on the eval outputs came out 0. A
-   * decoder LM (falcon, 2.4 MiB of logits a sample, its Range unchunkable) measured 20.2, 25.2
-   * and 35.1 MiB at first-inference with batches 1,8, 2,8 and 4,8, all estimated 17.7.
+   * What the run's first request (a batch of its first batch size, b) leaves resident at the
+   * first-inference mark that the one-sample terms leave out. memlane-rt: its b samples of
+   * outputs, written into the eval frames (or the worker's output buffer), and for a plan the
+   * CPU backend runs whole, its arena and kernel workspace beyond one sample up to b. node-ort:
+   * the request's outputs, copied into JS arrays, alive at the mark (the phase's result is held
+   * through the collection before the reading, node-ort-process.mjs). python-ort: 0 (its worker
+   * drops them; ORT's arena is ortFirstRequestMiB). Slope 1 at first-inference, 0 elsewhere
+   * (steady-inference has every output in evalOutputMiB and the largest batch's arena in
+   * largestBatchMiB), never fitted: the probes' first requests are of one sample with at most
+   * 256 KiB of outputs, and the first-inference slope on the eval outputs came out 0. A decoder
+   * LM (falcon, 2.4 MiB of logits a sample, its Range unchunkable) measured 20.2, 25.2 and 35.1
+   * MiB at memlane-rt's first-inference with batches 1,8, 2,8 and 4,8, all estimated 17.7;
+   * node-ort's was -4.0 and -9.6 % at 1,8 and 4,8.
    */
-  nativeFirstRequestMiB: number;
+  firstRequestMiB: number;
 }
 
 const elemBytes = (isFloat: boolean) => (isFloat ? 4 : 8);
@@ -644,7 +648,7 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
     deadOutputKeptMiB: runtime === "node-ort" ? nodeDeadOutputKeptMiB(t, run) : 0,
     outputBufferMiB: runtime === "native" ? nativeOutputBufferMiB(t, run) : 0,
     nativeWorkspaceMiB: runtime === "native" ? workspaceAt(t.nativeWorkspaceByBatchMiB ?? [], 1) : 0,
-    nativeFirstRequestMiB: runtime === "native" ? nativeFirstRequestMiB(t, run) : 0,
+    firstRequestMiB: runtime === "native" || runtime === "node-ort" ? firstRequestMiB(runtime, t, run) : 0,
     // Without a trace (shapes the replay cannot follow), the stand-in of activationMiB's: the
     // pattern (or the compiler's arena) at the first batch size.
     ortFirstRequestMiB: arena ? arena.firstRequestMiB : ORT_RUNTIMES.has(runtime) ? (sampleBytes * (run.batchSizes?.[0] ?? 1)) / MIB : 0,
@@ -652,17 +656,19 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
 }
 
 /**
- * Features.nativeFirstRequestMiB: the first request's outputs, and for an unchunked plan its
- * arena and workspace beyond one sample (a chunked plan's chunk arena is at most 256 KiB, in
- * activationMiB already). The first batch is capped at the largest, as the worker runs it.
+ * Features.firstRequestMiB of memlane-rt or node-ort: the first request's outputs, and for an
+ * unchunked memlane-rt plan its arena and workspace beyond one sample (a chunked plan's chunk
+ * arena is at most 256 KiB, in activationMiB already). The first batch is capped at the
+ * largest, as the workers run it.
  */
-export function nativeFirstRequestMiB(
+export function firstRequestMiB(
+  runtime: "native" | "node-ort",
   t: Pick<ModelTerms, "outputPerSampleMiB" | "nativeChunkable" | "arenaPerSampleMiB" | "nativeUnwrittenPerSampleMiB" | "nativeWorkspaceByBatchMiB">,
   run: Pick<RunShape, "maxBatch" | "batchSizes">,
 ): number {
   const first = Math.min(run.batchSizes?.[0] ?? 1, run.maxBatch);
   let mib = (t.outputPerSampleMiB ?? 0) * first;
-  if (t.nativeChunkable === false && first > 1) {
+  if (runtime === "native" && t.nativeChunkable === false && first > 1) {
     const written = (t.arenaPerSampleMiB ?? 0) - (t.nativeUnwrittenPerSampleMiB ?? 0);
     const curve = t.nativeWorkspaceByBatchMiB ?? [];
     mib += written * (first - 1) + workspaceAt(curve, first) - workspaceAt(curve, 1);

@@ -102,7 +102,7 @@ export function predictedPeak(c: Calibration, runtime: string, f: Features): { p
     ((cb ?? 0) * f.outputBufferMiB > 0 ? ` + output buffers ${mib((cb ?? 0) * f.outputBufferMiB)}` : "") +
     ((cws ?? 0) * f.nativeWorkspaceMiB > 0 ? ` + kernel workspace ${mib((cws ?? 0) * f.nativeWorkspaceMiB)}` : "") +
     ((cf ?? 0) * f.ortFirstRequestMiB > 0 ? ` + ORT's arena after its first request ${mib((cf ?? 0) * f.ortFirstRequestMiB)}` : "") +
-    ((cfr ?? 0) * f.nativeFirstRequestMiB > 0 ? ` + the first request beyond one sample ${mib((cfr ?? 0) * f.nativeFirstRequestMiB)}` : "") +
+    ((cfr ?? 0) * f.firstRequestMiB > 0 ? ` + what the first request holds ${mib((cfr ?? 0) * f.firstRequestMiB)}` : "") +
     ((ct ?? 0) * f.loadTransientMiB > 0 ? ` + ${loadWords(runtime).transient} ${mib((ct ?? 0) * f.loadTransientMiB)}` : "");
   return { peakMiB: Math.max(0, best!.v), parts };
 }

@@ -23,7 +23,7 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const f = (w: number, cw: number, a: number, e: number, o = 0, h = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: h, largestBatchMiB: 0, loadMiB: 0, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0, nativeWorkspaceMiB: 0, ortFirstRequestMiB: 0, loadTransientMiB: 0, deadOutputKeptMiB: 0, nativeFirstRequestMiB: 0 });
+const f = (w: number, cw: number, a: number, e: number, o = 0, h = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: h, largestBatchMiB: 0, loadMiB: 0, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0, nativeWorkspaceMiB: 0, ortFirstRequestMiB: 0, loadTransientMiB: 0, deadOutputKeptMiB: 0, firstRequestMiB: 0 });
 /** An ORT runtime's features: the weights are what its load left in use (Features.loadMiB, W's slope 0 for it). */
 const ortLoaded = <T extends ReturnType<typeof f>>(x: T): T => ({ ...x, loadMiB: x.weightMiB });
 // Probe-like features that move one term at a time (so the fit has one answer).
@@ -366,26 +366,26 @@ describe("memlane-rt's output buffers (outputBufferMiB)", () => {
   });
 });
 
-describe("memlane-rt's first request (nativeFirstRequestMiB)", () => {
-  it("is the first batch's outputs, and for an unchunked plan its arena and workspace beyond one sample; native only; slope 1 at first-inference alone", () => {
+describe("the first request (firstRequestMiB)", () => {
+  it("is the first batch's outputs (memlane-rt, node-ort), and for an unchunked memlane-rt plan its arena and workspace beyond one sample; slope 1 at first-inference alone", () => {
     // falcon's shape: 2.44 MiB of logits a sample, 2.5 MiB of arena, a Range (unchunkable)
     const terms = { outputPerSampleMiB: 2.44, arenaPerSampleMiB: 2.5, nativeUnwrittenPerSampleMiB: 0.1, nativeChunkable: false, nativeWorkspaceByBatchMiB: [0.5, 1, 1.5], weightMiB: 6, convWeightMiB: 0, ortLoad: {} } as never;
     const run = (batchSizes: number[]) => ({ maxBatch: Math.max(...batchSizes), batchSizes, evalSamples: 16, calls: 15 });
-    expect(features("native", terms, run([1, 8])).nativeFirstRequestMiB).toBeCloseTo(2.44, 9);
+    expect(features("native", terms, run([1, 8])).firstRequestMiB).toBeCloseTo(2.44, 9);
     // batch 4 first: 4 samples of logits, 3 more of the arena it writes, the workspace at 4 beyond 1
-    expect(features("native", terms, run([4, 8])).nativeFirstRequestMiB).toBeCloseTo(4 * 2.44 + 3 * 2.4 + 1.5 - 0.5, 9);
+    expect(features("native", terms, run([4, 8])).firstRequestMiB).toBeCloseTo(4 * 2.44 + 3 * 2.4 + 1.5 - 0.5, 9);
     // chunked: the chunk's arena is in activationMiB already
-    expect(features("native", { ...(terms as object), nativeChunkable: true } as never, run([4, 8])).nativeFirstRequestMiB).toBeCloseTo(4 * 2.44, 9);
+    expect(features("native", { ...(terms as object), nativeChunkable: true } as never, run([4, 8])).firstRequestMiB).toBeCloseTo(4 * 2.44, 9);
     // the first batch larger than the last: the worker runs them in order, the first is the first
-    expect(features("native", terms, run([2, 1])).nativeFirstRequestMiB).toBeCloseTo(2 * 2.44 + 2.4 + 0.5, 9);
-    expect(features("python-ort", terms, run([4, 8])).nativeFirstRequestMiB).toBe(0);
-    expect(features("node-ort", terms, run([4, 8])).nativeFirstRequestMiB).toBe(0);
-    const K = FEATURE_NAMES.indexOf("nativeFirstRequestMiB") + 1;
-    const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), { ...f(0, 0, 1, 1, 64), nativeFirstRequestMiB: 0.25 }, f(0, 0, 4, 3)];
+    expect(features("native", terms, run([2, 1])).firstRequestMiB).toBeCloseTo(2 * 2.44 + 2.4 + 0.5, 9);
+    expect(features("python-ort", terms, run([4, 8])).firstRequestMiB).toBe(0);
+    expect(features("node-ort", terms, run([4, 8])).firstRequestMiB).toBeCloseTo(4 * 2.44, 9); // its outputs alone
+    const K = FEATURE_NAMES.indexOf("firstRequestMiB") + 1;
+    const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), { ...f(0, 0, 1, 1, 64), firstRequestMiB: 0.25 }, f(0, 0, 4, 3)];
     const row = (v: number) => ({ rss: v, uss: v, pss: v, peak: v });
     const probes: Calibration["probes"] = xs.map((x, i) => ({
       name: `p${i}`, features: { native: x },
-      phases: { native: { "first-inference": row(8 + x.weightMiB + x.nativeFirstRequestMiB), "steady-inference": row(8 + x.weightMiB + x.activationMiB + x.evalOutputMiB) } },
+      phases: { native: { "first-inference": row(8 + x.weightMiB + x.firstRequestMiB), "steady-inference": row(8 + x.weightMiB + x.activationMiB + x.evalOutputMiB) } },
     }));
     const fits = fitModels(probes).native!.fits;
     expect(fits["first-inference"]!.rss.coef[K]).toBe(1);

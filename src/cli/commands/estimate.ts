@@ -133,7 +133,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     const held = e.features.heldMiB > 0 ? `, held by malloc after the load ${num(e.features.heldMiB)} MiB` : "";
     const whole = e.features.largestBatchMiB > 0 ? `, the largest batch beyond one sample +${num(e.features.largestBatchMiB)} MiB` : "";
     const workspace = e.features.nativeWorkspaceMiB > 0 ? `, kernel workspace ${num(e.features.nativeWorkspaceMiB)} MiB` : "";
-    const firstRequest = e.features.nativeFirstRequestMiB > 0 ? `, the first request beyond one sample ${num(e.features.nativeFirstRequestMiB)} MiB` : "";
+    const firstRequest = e.features.firstRequestMiB > 0 ? `, the first request's outputs${e.runtime === "native" ? " and arena beyond one sample" : ""} ${num(e.features.firstRequestMiB)} MiB` : "";
     const loaded = e.features.loadMiB <= 0 ? ""
       : e.runtime === "native" ? `, ${loadWords(e.runtime).resident} ${num(e.features.loadMiB)} MiB (plan pages given back ${num(e.features.nativeReleasedMiB)} MiB)`
       : `, ${loadWords(e.runtime).resident} ${num(e.features.loadMiB)} MiB`;
