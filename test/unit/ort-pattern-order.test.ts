@@ -4,7 +4,7 @@
 import { describe, expect, it } from "vitest";
 import { loadOnnx } from "../../src/compiler/load.ts";
 import { inOrtOrder, ortExecutionOrder } from "../../src/estimate/ort-order.ts";
-import { ortPatternBytesPerSample } from "../../src/estimate/ort-pattern.ts";
+import { ortPatternBytesPerSample, patternBytes, type TraceEvent } from "../../src/estimate/ort-pattern.ts";
 import { TWO_BRANCHES, TWO_BRANCHES_PATTERN_PER_SAMPLE } from "../fixtures/ort-two-branches.ts";
 import { init, node, writeModel } from "./compiler-onnx-builder.ts";
 
@@ -34,6 +34,21 @@ describe("ORT's execution order", () => {
     // ORT's order: q1 (4 KiB a sample), q2 beside it, q1 freed, p1 at q1's place, p2 after q2.
     // The file's order (p1, q1, p2, q2) would hold both middles: 8 KiB and more.
     expect(ortPatternBytesPerSample(loadOnnx(writeModel(TWO_BRANCHES)))).toBe(TWO_BRANCHES_PATTERN_PER_SAMPLE);
+  });
+});
+
+describe("ORT's memory-pattern planner (mem_pattern_planner.h TraceAllocation)", () => {
+  it("takes the room between the last live block and the high-water mark as a gap, the best fit winning", () => {
+    const alloc = (id: number, size: number): TraceEvent => ({ kind: "alloc", id, size });
+    const free = (id: number): TraceEvent => ({ kind: "free", id });
+    // A@0 (4), B@4 (20), C@24 (4), D@28 (12): 40. B and D freed: a gap of 20 inside, 12 at the tail.
+    // E (12) fits the tail exactly, so F (20) still has B's gap: 40. Taking B's gap for E (the
+    // inside gaps alone) left F none and put it after C: 48. Swin's and efficientnet_b3's
+    // patterns were 9.1 and 15.4 % under the block ORT asked for at batch 16, now within 0.01 %.
+    const trace = [alloc(1, 4), alloc(2, 20), alloc(3, 4), alloc(4, 12), free(2), free(4), alloc(5, 12), alloc(6, 20)];
+    expect(patternBytes(trace)).toBe(40);
+    // No room at the tail: after the last live block, as before
+    expect(patternBytes([alloc(1, 4), alloc(2, 8), free(1), alloc(3, 8)])).toBe(20);
   });
 });
 
