@@ -7,8 +7,9 @@
  *
  * - Conv (with its fused activation or residual sum): weights static and 4-D. Not grouped:
  *   input channels below the block read the plain input as it is (the first layer), any others
- *   are blocked (a ReorderInput pads a plain input). Grouped: depthwise (one input channel a group) with any
- *   channel count, or output, input and per-group output channels all multiples of the block.
+ *   are blocked (a ReorderInput pads a plain input). Grouped: depthwise (one input channel a
+ *   group) with channels a multiple of 4, or output, input and per-group output channels all
+ *   multiples of the block.
  *   The output is blocked with its channels padded up to the block.
  * - MaxPool / AveragePool: channels a multiple of the block. GlobalMaxPool / GlobalAveragePool
  *   likewise, and only on a blocked input.
@@ -63,6 +64,8 @@ const REORDER_OUT = "ort:ReorderOutput";
 const ELEMENTWISE = new Set(["Relu", "Sigmoid", "Tanh", QUICK_GELU]);
 const BINARY = new Set(["Add", "Sum", "Mul"]);
 
+/** The channel count ORT 1.32 needs a multiple of to block a depthwise conv (measured; see TransformConv below). */
+const DEPTHWISE_CHANNEL_MULTIPLE = 4;
 const roundUp = (c: number, b: number) => Math.ceil(c / b) * b;
 const blockedName = (t: string) => `${t}#nchwc`;
 
@@ -121,9 +124,11 @@ export function ortNchwc(nodes: readonly LNode[], graphOutputs: readonly string[
         const [oc, ic] = [w[0]!, w[1]!];
         let ok = true;
         let plainIn = false;
-        // Depthwise: any channel count, padded (ORT 1.32's optimized mobilenet_v3_small runs its
-        // 72-channel depthwise conv as an NCHWc conv of 80 groups).
-        if (group > 1) ok = (ic === 1 && oc === group) || (oc % block === 0 && ic % block === 0 && oc % group === 0 && (oc / group) % block === 0);
+        // Depthwise: channels a multiple of 4, padded to the block (ORT 1.32's optimized
+        // mobilenet_v3_small runs its 72-channel depthwise conv as an NCHWc conv of 80 groups;
+        // one of 4, 12, 20, 44 or 100 channels is blocked, one of 2, 6, 10, 18 or 122 stays
+        // plain behind a ReorderOutput, measured with a block of 16: shufflenet_v2_x2_0's 122).
+        if (group > 1) ok = (ic === 1 && oc === group && oc % DEPTHWISE_CHANNEL_MULTIPLE === 0) || (oc % block === 0 && ic % block === 0 && oc % group === 0 && (oc / group) % block === 0);
         // Else any input channels, padded (ORT 1.32 runs mobilenet_v3_small's 72 -> 24 projection
         // on the 80 channels its depthwise conv wrote, and reorders a plain 24-channel map in).
         else if (ic < block) plainIn = true;

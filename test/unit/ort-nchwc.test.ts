@@ -65,6 +65,17 @@ describe("ORT's NCHWc rewrite", () => {
     expect(r.blocked.get("d#nchwc")!.scale).toBe(80 / 72);
   });
 
+  it("blocks a depthwise conv only when its channels are a multiple of 4 (ORT 1.32): shufflenet_v2_x2_0's 122 stay plain behind a copy", () => {
+    const dw = (c: number) => {
+      const g = graph({ wp: [c, 16, 1, 1], wd: [c, 1, 3, 3] }, { x: 16, a: c, d: c });
+      return ops(ortNchwc([node("Conv", ["x", "wp"], ["a"]), node("Conv", ["a", "wd"], ["d"], { group: c })], ["d"], g, 16).nodes);
+    };
+    // measured: ORT's optimized graph blocks 4, 12, 20, 44, 100 and 120 channels, not 2, 6, 10, 18 or 122
+    expect(dw(20)).toEqual(["ort:ReorderInput(x)->x#reorder-in", "Conv(x#reorder-in)->a#nchwc", "Conv(a#nchwc)->d#nchwc", "ort:ReorderOutput(d#nchwc)->d"]);
+    expect(dw(122)).toEqual(["ort:ReorderInput(x)->x#reorder-in", "Conv(x#reorder-in)->a#nchwc", "ort:ReorderOutput(a#nchwc)->a", "Conv(a)->d"]);
+    expect(dw(18)).toEqual(dw(122));
+  });
+
   it("adds a residual into a blocked conv only when the sum is blocked with the conv's channels, else a plain Add follows", () => {
     const g = graph({ w: [32, 32, 3, 3] }, { a: 32, b: 32, c: 32 });
     const blockedSum = ortNchwc([node("Conv", ["a", "w"], ["b"]), node("ort:ConvSum", ["b", "w", "b"], ["c"])], ["c"], g, 16);
