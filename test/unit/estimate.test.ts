@@ -366,6 +366,27 @@ describe("memlane-rt's output buffers (outputBufferMiB)", () => {
   });
 });
 
+describe("phases before model-load", () => {
+  it("have no slopes, only an intercept: the probes' scatter there is no term of the model", () => {
+    // import 6.7 MiB give or take 0.1, which happens to grow with the eval-outputs probe's 64 MiB
+    const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), { ...f(0, 0, 1, 1, 64) }, f(0, 0, 4, 3)];
+    const imports = [6.7, 6.6, 7.0, 6.7];
+    const row = (v: number) => ({ rss: v, uss: v, pss: v, peak: v });
+    const probes: Calibration["probes"] = xs.map((x, i) => ({
+      name: `p${i}`, features: { native: x },
+      phases: { native: { import: row(imports[i]!), "runtime-create": row(imports[i]! + 1), "steady-inference": row(8 + x.weightMiB + x.evalOutputMiB) } },
+    }));
+    const fits = fitModels(probes).native!.fits;
+    for (const phase of ["import", "runtime-create"]) {
+      expect(fits[phase]!.rss.coef.slice(1).every((c) => c === 0), phase).toBe(true);
+      expect(fits[phase]!.rss.coef[0]).toBeCloseTo(imports.reduce((a, b) => a + b, 0) / 4 + (phase === "import" ? 0 : 1), 6);
+    }
+    // a decoder LM's 625 MiB of logits change nothing there
+    const cal: Calibration = { format: CALIBRATION_FORMAT, key: {}, createdAt: "", models: fitModels(probes), probes };
+    expect(estimateRuntime(cal, "native", { ...f(6, 0, 20, 0.5, 625) })!.phases[0]!.rss).toBeCloseTo(6.75, 6);
+  });
+});
+
 describe("the first request (firstRequestMiB)", () => {
   it("is the first batch's outputs (memlane-rt, node-ort), and for an unchunked memlane-rt plan its arena and workspace beyond one sample; slope 1 at first-inference alone", () => {
     // falcon's shape: 2.44 MiB of logits a sample, 2.5 MiB of arena, a Range (unchunkable)
