@@ -203,10 +203,12 @@ export interface Features {
    */
   evalOutputMiB: number;
   /**
-   * node-ort: output tensors of the run's requests that are dead but not yet collected at the
-   * steady-inference mark (nodeDeadOutputMiB); 0 for the other runtimes, whose outputs are
-   * freed when the caller drops them. Slope 1 on steady-inference's peak, 0 on its end figures
-   * (read after a collection: deadOutputKeptMiB) and before, never fitted.
+   * node-ort: what its steady-inference peak holds beyond the end figures (nodePeakBeyondEndMiB):
+   * its timed requests' outputs that are dead but not yet collected (nodeDeadOutputMiB), or its
+   * eval chunks' outputs, alive together while they are gathered into the one copy the end
+   * figures count, whichever is more; 0 for the other runtimes, whose outputs are freed when the
+   * caller drops them. Slope 1 on steady-inference's peak, 0 on its end figures (read after a
+   * collection: deadOutputKeptMiB) and before, never fitted.
    */
   deadOutputMiB: number;
   /**
@@ -516,6 +518,19 @@ export function nodeDeadOutputMiB(t: Pick<ModelTerms, "outputPerSampleMiB">, run
   return Math.min(made, NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 * run.maxBatch * perSample);
 }
 
+/**
+ * Features.deadOutputMiB of node-ort: the larger of its timed requests' uncollected outputs and
+ * its eval chunks' outputs (the set's outputs once more), which never peak together: the eval
+ * pass's allocations make V8 collect the requests' dead outputs, and the chunks take their room.
+ * The child keeps every chunk's outputs until it copies them into one (node-ort-io.mjs
+ * gatherOutputs). Before (calibration format 34) the chunks rode on a fitted slope of 1.64 on
+ * the eval outputs, fitted on a probe whose 64 MiB of chunks took the room of 22.5 MiB of dead
+ * requests: a decoder LM's 625 MiB of logits (256 eval samples) put its peak 13 % short.
+ */
+export function nodePeakBeyondEndMiB(t: Pick<ModelTerms, "outputPerSampleMiB">, run: RunShape): number {
+  return Math.max(nodeDeadOutputMiB(t, run), (t.outputPerSampleMiB ?? 0) * run.evalSamples);
+}
+
 /** glibc's default mmap threshold, and the most its dynamic one rises to on 64-bit (mallopt(3)). */
 const MMAP_THRESHOLD_MIN_MIB = 128 / 1024;
 const MMAP_THRESHOLD_MAX_MIB = 32;
@@ -644,7 +659,7 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
     loadMiB: runtime === "native" ? (t.nativeLoadMiB ?? 0) : ORT_RUNTIMES.has(runtime) ? (load?.inUseMiB ?? t.weightMiB) : 0,
     nativeReleasedMiB: runtime === "native" ? (t.nativeReleasedMiB ?? 0) : 0,
     loadTransientMiB: runtime === "native" ? (t.nativeLoadPeakAboveEndMiB ?? 0) : load?.peakAboveEndMiB ?? 0,
-    deadOutputMiB: runtime === "node-ort" ? nodeDeadOutputMiB(t, run) : 0,
+    deadOutputMiB: runtime === "node-ort" ? nodePeakBeyondEndMiB(t, run) : 0,
     deadOutputKeptMiB: runtime === "node-ort" ? nodeDeadOutputKeptMiB(t, run) : 0,
     outputBufferMiB: runtime === "native" ? nativeOutputBufferMiB(t, run) : 0,
     nativeWorkspaceMiB: runtime === "native" ? workspaceAt(t.nativeWorkspaceByBatchMiB ?? [], 1) : 0,

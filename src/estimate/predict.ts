@@ -98,7 +98,7 @@ export function predictedPeak(c: Calibration, runtime: string, f: Features): { p
     ((cu ?? 0) * f.largestBatchMiB > 0 ? ` + the largest batch beyond one sample ${mib((cu ?? 0) * f.largestBatchMiB)}` : "") +
     ((cl ?? 0) * f.loadMiB > 0 ? ` + ${loadWords(runtime).resident} ${mib((cl ?? 0) * f.loadMiB)}` : "") +
     ((cr ?? 0) * f.nativeReleasedMiB < 0 ? ` − plan pages given back ${mib(-(cr ?? 0) * f.nativeReleasedMiB)}` : "") +
-    ((cd ?? 0) * f.deadOutputMiB > 0 ? ` + dead outputs V8 has not collected ${mib((cd ?? 0) * f.deadOutputMiB)}` : "") +
+    ((cd ?? 0) * f.deadOutputMiB > 0 ? ` + dead outputs or eval chunks not yet collected ${mib((cd ?? 0) * f.deadOutputMiB)}` : "") +
     ((cb ?? 0) * f.outputBufferMiB > 0 ? ` + output buffers ${mib((cb ?? 0) * f.outputBufferMiB)}` : "") +
     ((cws ?? 0) * f.nativeWorkspaceMiB > 0 ? ` + kernel workspace ${mib((cws ?? 0) * f.nativeWorkspaceMiB)}` : "") +
     ((cf ?? 0) * f.ortFirstRequestMiB > 0 ? ` + ORT's arena after its first request ${mib((cf ?? 0) * f.ortFirstRequestMiB)}` : "") +

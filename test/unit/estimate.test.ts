@@ -291,6 +291,25 @@ describe("node-ort's dead outputs (deadOutputMiB)", () => {
     expect(features("native", terms, run(55)).deadOutputMiB).toBe(0);
   });
 
+  it("gives way on the peak to the eval chunks' outputs where those are more: they are gathered into one copy while all alive", () => {
+    // a decoder LM's logits, 2.44 MiB a sample, 256 eval samples: 625 MiB of chunks against 55 of dead requests
+    const lm = { outputPerSampleMiB: 2.44, weightMiB: 6, convWeightMiB: 0, ortLoad: {} } as never;
+    const run = { maxBatch: 8, batchSizes: [1, 8], evalSamples: 256, calls: 55 };
+    expect(nodeDeadOutputMiB(lm, run)).toBeCloseTo(NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 * 8 * 2.44, 9);
+    expect(features("node-ort", lm, run).deadOutputMiB).toBeCloseTo(2.44 * 256, 9);
+    expect(features("python-ort", lm, run).deadOutputMiB).toBe(0);
+    // with the probes' own peaks made of the same rule, the fit gives the copy slope 1 on the peak
+    const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), { ...f(0, 0, 1, 1, 64), deadOutputMiB: 64 }, { ...f(16, 0, 1, 1, 8), deadOutputMiB: 22.5 }].map(ortLoaded);
+    const row = (v: number, peak = v) => ({ rss: v, uss: v, pss: v, peak });
+    const probes: Calibration["probes"] = xs.map((x, i) => {
+      const end = 50 + x.loadMiB + x.activationMiB + x.evalOutputMiB;
+      return { name: `p${i}`, features: { "node-ort": x }, phases: { "node-ort": { "steady-inference": row(end, end + x.deadOutputMiB) } } };
+    });
+    const fits = fitModels(probes)["node-ort"]!.fits["steady-inference"]!;
+    expect(fits.peak.coef[FEATURE_NAMES.indexOf("evalOutputMiB") + 1]).toBe(1);
+    expect(fits.peak.coef[FEATURE_NAMES.indexOf("deadOutputMiB") + 1]).toBe(1);
+  });
+
   it("takes its slopes as 1 at steady-inference and 0 before (the uncollected on the peak, the kept on the end figures), so a probe's dead outputs do not go into the intercept", () => {
     // The last probe's outputs stay in malloc's heap once collected, the one before it's go back.
     const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), f(0, 0, 4, 3), { ...f(0, 0, 0, 1, 64), deadOutputMiB: 22.5 }, { ...f(16, 0, 1, 1, 8), deadOutputMiB: 22.5, deadOutputKeptMiB: 22.5 }].map(ortLoaded);
