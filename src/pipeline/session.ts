@@ -127,7 +127,9 @@ export class RunSession {
    * broker every other worker talks to.
    */
   supervisor(limit = baseMessageLimit(this.options.maxMessageBytes)): Promise<Supervisor> {
-    const fits = [...this.#supervisors.keys()].filter((l) => l >= limit).sort((a, b) => a - b)[0];
+    // A wide broker serves wider needs only: a task within the run's limit never gets one.
+    const base = baseMessageLimit(this.options.maxMessageBytes);
+    const fits = limit <= base ? (this.#supervisors.has(limit) ? limit : undefined) : [...this.#supervisors.keys()].filter((l) => l >= limit).sort((a, b) => a - b)[0];
     if (fits !== undefined) return this.#supervisors.get(fits)!;
     const sup = Supervisor.start({
       spawn: { heartbeatTimeoutMs: 60_000 },

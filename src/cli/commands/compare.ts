@@ -16,7 +16,6 @@ import { printOutcome } from "../outcome.ts";
 import { DEFAULT_SEQ, InputSpecError, parseShapeFlag, type ShapeOverrides } from "../../pipeline/inputs/shapes.ts";
 
 const RUNTIMES = ["python-ort", "node-ort", "native"] as const;
-/** Room over the eval set's tensor bytes for a message's header and framing. */
 
 export const spec: CommandSpec = {
   name: "compare",
