@@ -85,7 +85,9 @@ export class RunSession {
    * fastest path of bench:transport); below it, or without shared memory, they go as frames.
    */
   evalTensor(held: HeldOut): Tensor {
-    return this.#placed({ dtype: "float32", shape: held.shape, data: held.inputs });
+    // A trained model's held-out set in another dtype (tiny-gpt's int64 windows) goes as it is
+    // where no export stage made it the multi-input form: python-torch benchmarked from train.
+    return this.#placed(held.raw ?? { dtype: "float32", shape: held.shape, data: held.inputs });
   }
 
   /** An ONNX model's eval set in the multi-input form: `input:<name>` → tensor, each placed like {@link evalTensor}. */

@@ -27,4 +27,17 @@ describe("zoo export of an int64-input model (real workers)", () => {
     expect(ort.maxAbsDiff).not.toBeNull();
     expect(ort.maxAbsDiff!).toBeLessThan(1e-4);
   }, 120_000);
+
+  it("benchmarks a trained int64-input model on torch from its checkpoint, with no export stage", async () => {
+    const runs = mkdtempSync(path.join(out, "trained-"));
+    const cli = startCli(["run", "test/integration/pipeline-fixtures/trained-int.ts", "--out", runs, "-q"]);
+    const { code } = await cli.exit;
+    expect(code, `stdout:\n${cli.stdout()}\nstderr:\n${cli.stderr()}`).toBe(0);
+    expect(await expectNoneLeft(cli.tag)).toEqual([]);
+    const [runId] = readdirSync(runs);
+    const r = JSON.parse(readFileSync(path.join(runs, runId!, "report.json"), "utf8")) as Report;
+    const torch = r.runtimes.find((x) => x.name === "python-torch")!;
+    expect(torch.phases.map((p) => p.name)).toEqual(["import", "runtime-create", "model-load", "first-inference", "steady-inference"]);
+    expect(Object.keys(torch.latencyMs ?? {}).sort()).toEqual(["batch1", "batch4"]);
+  }, 180_000);
 });
