@@ -147,20 +147,25 @@ static void caller_front_worker_back() {
   ThreadPool::Hot hot(pool);
   const std::thread::id caller = std::this_thread::get_id();
   int both = 0, callerFirst = 0;
-  for (int call = 0; call < 300; ++call) {
-    std::atomic<bool> lastStarted{false};
-    std::thread::id ran[2];
-    pool.parallel_for(2, 1, [&](int64_t b, int64_t) {
-      ran[b] = std::this_thread::get_id();
-      if (b == 1) {
-        lastStarted.store(true, std::memory_order_release);
-        return;
-      }
-      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
-      while (!lastStarted.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) {
-      }
-    });
-    if (ran[0] != ran[1]) ++both, callerFirst += ran[0] == caller;
+  // On a machine whose cores are busy with other work the worker may not be scheduled within
+  // 2 ms in any of 300 calls (seen once in a CI rehearsal beside a benchmark): up to two more
+  // rounds wait longer for it, so only a worker that never takes part fails.
+  for (int round = 0, waitMs = 2; round < 3 && both == 0; ++round, waitMs *= 10) {
+    for (int call = 0; call < (round == 0 ? 300 : 30); ++call) {
+      std::atomic<bool> lastStarted{false};
+      std::thread::id ran[2];
+      pool.parallel_for(2, 1, [&](int64_t b, int64_t) {
+        ran[b] = std::this_thread::get_id();
+        if (b == 1) {
+          lastStarted.store(true, std::memory_order_release);
+          return;
+        }
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
+        while (!lastStarted.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) {
+        }
+      });
+      if (ran[0] != ran[1]) ++both, callerFirst += ran[0] == caller;
+    }
   }
   if (std::thread::hardware_concurrency() >= 2) CHECK_MSG(both > 0, "the worker took no chunk in 300 calls");
   CHECK_MSG(callerFirst == both, "the worker ran chunk 0 in " + std::to_string(both - callerFirst) + " of " +
