@@ -89,9 +89,14 @@ async function evalSetMessageLimit(s: RunSession, stage: BenchStage, src: TrainR
   const nEval = held.model?.nEval ?? held.shape[0] ?? 0;
   let bytes: number | null = null;
   if ("onnx" in src) {
-    const { evalSetMessageBytes } = await import("../estimate/model-terms.ts");
-    const io = held.model?.io;
-    bytes = evalSetMessageBytes(src.onnx, io ? Object.fromEntries(io.inputs.map((i) => [i.name, i.shape])) : undefined, nEval);
+    // Every benchmark of the run reads the same graph: parsed once (a large model's file is GBs).
+    bytes = s.evalSetBytes.get(src.onnx) ?? null;
+    if (!s.evalSetBytes.has(src.onnx)) {
+      const { evalSetMessageBytes } = await import("../estimate/model-terms.ts");
+      const io = held.model?.io;
+      bytes = evalSetMessageBytes(src.onnx, io ? Object.fromEntries(io.inputs.map((i) => [i.name, i.shape])) : undefined, nEval);
+      s.evalSetBytes.set(src.onnx, bytes);
+    }
   }
   return s.messageLimitFor(bytes, `stage "${stage.name}"`);
 }

@@ -47,6 +47,8 @@ export class RunSession {
   readonly results = new Map<string, unknown>();
   readonly benchmarks = new Map<string, BenchmarkResult>();
   heldout: HeldOut | null = null;
+  /** The eval set's largest message by ONNX file (exec-benchmark.ts evalSetMessageLimit); null where the graph could not be followed. */
+  readonly evalSetBytes = new Map<string, number | null>();
   readonly #evalTensors = new Map<Tensor["data"], Tensor>();
   /** Extra lines for the terminal after the table (python stage output, notes); report.json's notes. */
   readonly notes: string[] = [];
