@@ -7,8 +7,8 @@
  * last op: otherwise the planner could give the depthwise output the input's bytes (the input
  * dies at the 1x1 conv in a block without a residual), and the backend would have to run the
  * two apart. The cost is at most that input's bytes at one step, where it would have been
- * reused. The estimate reads the same pairs (src/estimate/native-fused.ts): the tensors between
- * the two convs are never written.
+ * reused. The tensors between the two convs are never written: the backend reports their
+ * bytes to the estimate (cpu/arena_unwritten.h).
  */
 import type { Lifetime } from "./arena.ts";
 import type { LNode } from "./ir.ts";

@@ -18,7 +18,6 @@ import { nativeChunkable, nativeChunkSamples, nativeLanes } from "../compiler/na
 import { probeNativeLoad, workspaceAt } from "./native-load.ts";
 import { type FreePieces, type OrtLoadProbe, type OrtRuntime, probeOrtLoad } from "./ort-load.ts";
 import { arenaResidentBeyondHeld } from "./ort-heap-reuse.ts";
-import { nativeUnwrittenBytesPerSample } from "./native-fused.ts";
 import { evalChunks, ortPatternKey, replayOrtArena } from "./ort-arena.ts";
 import { ortGraphIo, ortPatternBytesPerSample, ortRunTracePerSample, type TraceEvent } from "./ort-pattern.ts";
 
@@ -47,8 +46,9 @@ export interface ModelTerms {
   /** Planned arena for one sample (inputs, outputs and activations); null when the compiler refused the model. */
   arenaPerSampleMiB: number | null;
   /**
-   * Of that arena, what memlane-rt's CPU backend never writes on this CPU (the tensors between
-   * the convs it fuses: native-fused.ts), MiB a sample; null without a plan.
+   * Of that arena, what memlane-rt's CPU backend never writes on this CPU (the tensors inside
+   * the kernels it fuses), MiB a sample: reported by the native load probe (native-load.ts),
+   * else null (the whole arena counted).
    */
   nativeUnwrittenPerSampleMiB: number | null;
   /**
@@ -396,8 +396,8 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
   }
   // Without a plan there is nothing for the native load probe to load; why is the compile error.
   const noPlan = nativeLoad ? { nativeLoadUnavailable: "no plan to load (the compile error above)" } : {};
-  const weights = { file: onnxPath, ortInputDims, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, largestInitializerMiB: largestInitializerBytes / MIB, fileMiB: statSync(onnxPath).size / MIB, ortLoad: {}, nativeLoadMiB: null, nativeReleasedMiB: null, nativeLoadPeakAboveEndMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspaceByBatchMiB: null };
-  const unplanned = { arenaPerSampleMiB: null, nativeUnwrittenPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null, outputTensorsPerSampleMiB: null, outputNotBatchFirstPerSampleMiB: null, nativeChunkable: null };
+  const weights = { file: onnxPath, ortInputDims, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, largestInitializerMiB: largestInitializerBytes / MIB, fileMiB: statSync(onnxPath).size / MIB, ortLoad: {}, nativeLoadMiB: null, nativeReleasedMiB: null, nativeLoadPeakAboveEndMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspaceByBatchMiB: null, nativeUnwrittenPerSampleMiB: null };
+  const unplanned = { arenaPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null, outputTensorsPerSampleMiB: null, outputNotBatchFirstPerSampleMiB: null, nativeChunkable: null };
   if (feedError !== null) return { ...weights, ...noPlan, ...unplanned, ortPatternPerSampleMiB: null, ortTracePerSample: null, compileError: feedError };
   let ortPatternPerSampleMiB: number | null = null;
   let ortTracePerSample: TraceEvent[] | null = null;
@@ -413,7 +413,6 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
     const header = readPlan(s.planPath).header;
     return {
       nativeChunkable: nativeChunkable(header),
-      nativeUnwrittenPerSampleMiB: nativeUnwrittenBytesPerSample(header) / MIB,
       ...weights,
       ...(nativeLoad ? await nativeLoadTerms(onnxPath, inputShapes, s.planPath) : {}),
       arenaPerSampleMiB: s.arenaBytesPerSample / MIB, ortPatternPerSampleMiB, ortTracePerSample,
@@ -454,15 +453,15 @@ async function nativeLoadTerms(onnxPath: string, inputShapes: Record<string, num
   if (terms.nativeLoadMiB !== null) nativeLoadMemo.set(key, terms);
   return terms;
 }
-type NativeLoadTerms = Pick<ModelTerms, "nativeLoadMiB" | "nativeReleasedMiB" | "nativeLoadPeakAboveEndMiB" | "nativeBatchTailPerSampleMiB" | "nativeWorkspaceByBatchMiB" | "nativeLoadUnavailable">;
+type NativeLoadTerms = Pick<ModelTerms, "nativeLoadMiB" | "nativeReleasedMiB" | "nativeLoadPeakAboveEndMiB" | "nativeBatchTailPerSampleMiB" | "nativeWorkspaceByBatchMiB" | "nativeUnwrittenPerSampleMiB" | "nativeLoadUnavailable">;
 const nativeLoadMemo = new Map<string, NativeLoadTerms>();
 
 async function probedNativeLoadTerms(planPath: string): Promise<NativeLoadTerms> {
   try {
     const p = await probeNativeLoad(planPath);
-    return { nativeLoadMiB: p.loadMiB, nativeReleasedMiB: p.releasedMiB, nativeLoadPeakAboveEndMiB: p.loadPeakAboveEndMiB, nativeBatchTailPerSampleMiB: p.batchTailPerSampleMiB, nativeWorkspaceByBatchMiB: p.workspaceByBatchMiB, nativeLoadUnavailable: undefined };
+    return { nativeLoadMiB: p.loadMiB, nativeReleasedMiB: p.releasedMiB, nativeLoadPeakAboveEndMiB: p.loadPeakAboveEndMiB, nativeBatchTailPerSampleMiB: p.batchTailPerSampleMiB, nativeWorkspaceByBatchMiB: p.workspaceByBatchMiB, nativeUnwrittenPerSampleMiB: p.unwrittenPerSampleMiB, nativeLoadUnavailable: undefined };
   } catch (err) {
-    return { nativeLoadMiB: null, nativeReleasedMiB: null, nativeLoadPeakAboveEndMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspaceByBatchMiB: null, nativeLoadUnavailable: `the native load probe failed: ${err instanceof Error ? err.message : String(err)}` };
+    return { nativeLoadMiB: null, nativeReleasedMiB: null, nativeLoadPeakAboveEndMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspaceByBatchMiB: null, nativeUnwrittenPerSampleMiB: null, nativeLoadUnavailable: `the native load probe failed: ${err instanceof Error ? err.message : String(err)}` };
   }
 }
 
@@ -621,7 +620,7 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
     const unchunked = t.nativeChunkable === false;
     samples = unchunked ? 1 : nativeChunkSamples(true, sampleBytes, run.maxBatch);
     // Chunks are sized by the whole arena (as the backend does), but the bytes its fused
-    // kernels never write are never resident (native-fused.ts).
+    // kernels never write are never resident (the load probe's figure).
     const written = sampleBytes / MIB - (t.nativeUnwrittenPerSampleMiB ?? 0);
     nativeUnwrittenMiB = (t.nativeUnwrittenPerSampleMiB ?? 0) * samples;
     const curve = t.nativeWorkspaceByBatchMiB ?? [];

@@ -43,6 +43,15 @@ export interface NativeLoadProbe {
    * input projections (S x 4H floats a sample). workspaceAt reads it for any batch.
    */
   workspaceByBatchMiB: number[];
+  /**
+   * Of the plan's arena a sample, what no kernel writes, MiB: a fused kernel writes its last
+   * op's output only, so the tensors inside it (a 1x1 conv's expansion before the depthwise conv
+   * fused with it, a MatMul's product before its bias and Gelu) are never resident where no
+   * other tensor shares their bytes. The backend's own figure (cpu/arena_unwritten.h), for the
+   * kernels it built on this CPU: mobilenet_v2's 96-channel 112x112 expansion (4.6 MiB a
+   * sample), Swin's MLP bias output (368 KiB a sample).
+   */
+  unwrittenPerSampleMiB: number;
 }
 
 /**
@@ -90,6 +99,7 @@ export function checkedNativeLoad(marks: readonly PhaseMark[], value: unknown): 
     releasedMiB: bytes("weightsBytesReleased") / MIB,
     batchTailPerSampleMiB: bytes("batchTailBytesPerSample") / MIB,
     workspaceByBatchMiB: curve("workspaceBytesByBatch"),
+    unwrittenPerSampleMiB: bytes("arenaUnwrittenBytesPerSample") / MIB,
   };
 }
 

@@ -30,6 +30,11 @@ const lstm = join(dir, "lstm.onnx");
 const lstmPlan = join(dir, "lstm.mlplan");
 const LSTM_S = 48;
 const LSTM_H = 32;
+// A transformer's MLP: MatMul -> Add(bias) -> Gelu -> MatMul, DENSE_S tokens of 32 -> 128 -> 32.
+// The CPU backend runs the first three as one kernel, which writes only the Gelu's output.
+const dense = join(dir, "dense.onnx");
+const densePlan = join(dir, "dense.mlplan");
+const DENSE_S = 256;
 
 beforeAll(async () => {
   execFileSync(join(ROOT, ".venv/bin/python"), ["-c", `
@@ -64,10 +69,21 @@ nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0, 2]),
 inits = [numpy_helper.from_array(W, "W"), numpy_helper.from_array(R, "R"), numpy_helper.from_array(B, "B"), numpy_helper.from_array(np.array([1], np.int64), "one")]
 m = helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits), opset_imports=[helper.make_opsetid("", 17)]); m.ir_version = 8
 onnx.save(m, ${JSON.stringify(lstm)})
+W1 = (rng.standard_normal((32, 128)) * 0.1).astype(np.float32)
+b1 = (rng.standard_normal(128) * 0.1).astype(np.float32)
+W2 = (rng.standard_normal((128, 32)) * 0.1).astype(np.float32)
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", ${DENSE_S}, 32])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", ${DENSE_S}, 32])
+nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["s"]),
+         helper.make_node("Gelu", ["s"], ["g"]), helper.make_node("MatMul", ["g", "W2"], ["y"])]
+inits = [numpy_helper.from_array(W1, "W1"), numpy_helper.from_array(b1, "b1"), numpy_helper.from_array(W2, "W2")]
+m = helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits), opset_imports=[helper.make_opsetid("", 20)]); m.ir_version = 9
+onnx.save(m, ${JSON.stringify(dense)})
 `]);
   await compileOnnx(onnx, plan, { verify: false });
   await compileOnnx(classifier, classifierPlan, { verify: false });
   await compileOnnx(lstm, lstmPlan, { verify: false });
+  await compileOnnx(dense, densePlan, { verify: false });
 }, 60_000);
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -169,10 +185,36 @@ describe("native load probe", () => {
     expect(workspaceAt([], 8)).toBe(0);
   });
 
+  it("gives the arena bytes its fused kernels never write, which the estimate leaves out at every batch", async () => {
+    // h (the product) and s (the biased sum), DENSE_S x 128 floats a sample each, are inside the
+    // MatMul -> Add -> Gelu kernel; the planner may lay g or y over part of them.
+    const inside = 2 * DENSE_S * 128 * 4;
+    const p = await probeNativeLoad(densePlan);
+    expect(p.unwrittenPerSampleMiB * 2 ** 20).toBeGreaterThan(0);
+    expect(p.unwrittenPerSampleMiB * 2 ** 20).toBeLessThanOrEqual(inside);
+    const t = await modelTerms(dense, {}, { nativeLoad: true });
+    expect(t.nativeUnwrittenPerSampleMiB).toBe(p.unwrittenPerSampleMiB);
+    // The plan runs in chunks: each chunk's samples leave it out.
+    const run = { maxBatch: 64, evalSamples: 64 };
+    const written = features("native", t, run);
+    const all = features("native", { ...t, nativeUnwrittenPerSampleMiB: 0 }, run);
+    const samples = nativeChunkSamples(true, t.arenaPerSampleMiB! * 2 ** 20, 64);
+    expect(all.activationMiB - written.activationMiB).toBeCloseTo(samples * p.unwrittenPerSampleMiB, 12);
+    // Run apart, every tensor is written.
+    process.env.MEMLANE_NO_FUSION = "1";
+    try {
+      expect((await probeNativeLoad(densePlan)).unwrittenPerSampleMiB).toBe(0);
+    } finally {
+      delete process.env.MEMLANE_NO_FUSION;
+    }
+    // Without the probe the estimate counts the whole arena.
+    expect((await modelTerms(dense)).nativeUnwrittenPerSampleMiB).toBeNull();
+  }, 120_000);
+
   it("refuses a worker's answer it cannot use, naming what was wrong", () => {
     const mark = (m: "start" | "end", rssKiB: number, hwmKiB = rssKiB) => ({ name: "model-load", mark: m, memory: { rssKiB, hwmKiB } }) as never;
-    const ok = { weightsBytesReleased: 2 ** 20, batchTailBytesPerSample: 2 ** 19, workspaceBytesByBatch: [2 ** 18, 2 ** 19] };
-    expect(checkedNativeLoad([mark("start", 1000), mark("end", 3048)], ok)).toEqual({ loadMiB: 2, loadPeakAboveEndMiB: 0, releasedMiB: 1, batchTailPerSampleMiB: 0.5, workspaceByBatchMiB: [0.25, 0.5] });
+    const ok = { weightsBytesReleased: 2 ** 20, batchTailBytesPerSample: 2 ** 19, workspaceBytesByBatch: [2 ** 18, 2 ** 19], arenaUnwrittenBytesPerSample: 2 ** 17 };
+    expect(checkedNativeLoad([mark("start", 1000), mark("end", 3048)], ok)).toEqual({ loadMiB: 2, loadPeakAboveEndMiB: 0, releasedMiB: 1, batchTailPerSampleMiB: 0.5, workspaceByBatchMiB: [0.25, 0.5], unwrittenPerSampleMiB: 0.125 });
     // the peak 3 MiB above the load's end (VmHWM at the end mark)
     expect(checkedNativeLoad([mark("start", 1000), mark("end", 3048, 6120)], ok).loadPeakAboveEndMiB).toBe(3);
     expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048, Number.NaN)], ok)).toThrow(/RSS readings and end HWM/);
@@ -184,5 +226,6 @@ describe("native load probe", () => {
     expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { ...ok, workspaceBytesByBatch: "big" })).toThrow(/workspaceBytesByBatch is "big"/);
     expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { ...ok, workspaceBytesByBatch: [] })).toThrow(/workspaceBytesByBatch is \[\]/);
     expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { ...ok, workspaceBytesByBatch: [4, 2] })).toThrow(/non-decreasing/);
+    expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { ...ok, arenaUnwrittenBytesPerSample: undefined })).toThrow(/arenaUnwrittenBytesPerSample is undefined/);
   });
 });

@@ -5,7 +5,6 @@
  */
 import { describe, expect, it } from "vitest";
 import { pointwiseDepthwisePairs } from "../../src/compiler/fused-conv-pair.ts";
-import { nativeUnwrittenBytesPerSample, pairFused } from "../../src/estimate/native-fused.ts";
 import type { LNode } from "../../src/compiler/ir.ts";
 import { compile } from "./compiler-compile-helper.ts";
 import { init, node, values } from "./compiler-onnx-builder.ts";
@@ -48,19 +47,5 @@ describe("1x1 -> depthwise conv pairs", () => {
     expect(pairs([conv("pw", "a", "wp", "r", { strides: [2, 2] }), dw], ["y"])).toEqual([]);
     // The 1x1 output read elsewhere too (a graph output): the pair runs apart.
     expect(pairs([conv("pw", "a", "wp", "r", {}), dw], ["y", "r"])).toEqual([]);
-  });
-
-  it("leave the 1x1 output's arena bytes unwritten in the native estimate, where the backend fuses them", async () => {
-    const { h } = await compile(pairModel(48, 64));  // 48 x 64 x 64 floats: over the size rule
-    const t = h.tensors.find((x) => x.name === "r")!;  // the Relu folds into the 1x1 conv: r is its output
-    const unwritten = nativeUnwrittenBytesPerSample(h, new Set(["avx512f"]));
-    expect(unwritten).toBeGreaterThan(0);
-    expect(unwritten).toBeLessThanOrEqual(t.bytes);
-    // No AVX-512 (the pair runs apart), or the fusion switched off: every byte is written.
-    expect(nativeUnwrittenBytesPerSample(h, new Set(["avx2"]))).toBe(0);
-    expect(pairFused([-1, 48, 64, 64], new Set(["avx512f"]), { MEMLANE_CONV_NO_PW_DW: "1" })).toBe(false);
-    // Under the rule's size: apart.
-    expect(pairFused([-1, 48, 32, 32], new Set(["avx512f"]), {})).toBe(false);
-    expect(nativeUnwrittenBytesPerSample((await compile(pairModel(48, 32))).h, new Set(["avx512f"]))).toBe(0);
   });
 });

@@ -103,6 +103,8 @@ struct MemoryStats {
   uint64_t batchTailBytesPerSample = 0;  // cpu: arena per sample of the ops run over the whole
                                          // batch where one is split into chunks (cpu/batch_tail.h;
                                          // in arenaBytes x maxBatch only then); 0: none
+  uint64_t arenaUnwrittenBytesPerSample = 0;  // cpu: of bytesPerSample, what no kernel writes
+                                              // (cpu/arena_unwritten.h)
   std::vector<uint64_t> workspaceBytesByBatch;  // cpu: RuntimeMemory's (the largest kernel
                                                 // workspace for 2^i samples at once); empty: none
   int64_t deviceUsedBytes = -1;    // this process's device memory, -1 = unknown/unavailable

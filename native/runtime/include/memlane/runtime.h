@@ -61,6 +61,9 @@ struct RuntimeMemory {
                                       // backend's copies replace them; docs/memory.md)
   uint64_t batchTailBytesPerSample = 0;  // cpu: arena per sample of the last ops, run over the
                                          // whole batch where a batch is split into chunks
+  // cpu: of the plan's arena a sample, the bytes no kernel writes (the tensors inside a fused
+  // kernel that no other tensor shares): never resident, whatever the batch.
+  uint64_t arenaUnwrittenBytesPerSample = 0;
   // cpu: the largest kernel workspace for 2^i samples run at once (i < kWorkspaceCurvePoints),
   // so the workspace a batch touches can be known from a load at maxBatch 1 (memlane estimate's
   // probe). A curve, not a slope: a conv's im2col chunk stops growing at its cap (digits-cnn's

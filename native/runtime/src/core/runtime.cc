@@ -384,6 +384,7 @@ RuntimeMemory Runtime::memory() const {
   m.deviceUsedBytes = s.deviceUsedBytes;
   m.weightsBytesReleased = s.weightBytesReleased;
   m.batchTailBytesPerSample = s.batchTailBytesPerSample;
+  m.arenaUnwrittenBytesPerSample = s.arenaUnwrittenBytesPerSample;
   m.workspaceBytesByBatch = s.workspaceBytesByBatch;
   // Profiles share one host arena and workspace: the largest of them is what is held.
   for (size_t p = 1; p < impl_->backends.size(); ++p) {
@@ -393,6 +394,8 @@ RuntimeMemory Runtime::memory() const {
     // Each profile's backend repacks and releases the same plan weights.
     m.weightsBytesReleased = std::max(m.weightsBytesReleased, o.weightBytesReleased);
     m.batchTailBytesPerSample = std::max(m.batchTailBytesPerSample, o.batchTailBytesPerSample);
+    // Each profile lays its arena out its own way: the smallest figure holds whichever one runs.
+    m.arenaUnwrittenBytesPerSample = std::min(m.arenaUnwrittenBytesPerSample, o.arenaUnwrittenBytesPerSample);
     if (m.workspaceBytesByBatch.size() < o.workspaceBytesByBatch.size()) m.workspaceBytesByBatch.resize(o.workspaceBytesByBatch.size());
     for (size_t i = 0; i < o.workspaceBytesByBatch.size(); ++i)
       m.workspaceBytesByBatch[i] = std::max(m.workspaceBytesByBatch[i], o.workspaceBytesByBatch[i]);

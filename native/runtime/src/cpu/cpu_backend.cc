@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "backend.h"
+#include "cpu/arena_unwritten.h"
 #include "cpu/batch_tail.h"
 #include "cpu/conv_pw_dw.h"
 #include "cpu/conv_tune.h"
@@ -401,6 +402,7 @@ class CpuBackend final : public Backend {
     stats_.arenaBytes = arena_bytes;
     stats_.workspaceBytes = ws_total * sizeof(float);
     stats_.batchTailBytesPerSample = tailBytesPerSample;
+    stats_.arenaUnwrittenBytesPerSample = cpu::arena_unwritten_bytes_per_sample(plan, kernels_, prefix_kernels());
     stats_.workspaceBytesByBatch.clear();
     for (uint64_t f : wsByBatch) stats_.workspaceBytesByBatch.push_back(f * sizeof(float));
     stats_.weightBytesMapped = plan.weightBytes;

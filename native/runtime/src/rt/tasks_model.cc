@@ -54,6 +54,7 @@ void task_load(TaskCtx& c, WorkerState& state) {
       .set("workspaceBytes", m.workspaceBytes)
       .set("weightsBytesReleased", m.weightsBytesReleased)
       .set("batchTailBytesPerSample", m.batchTailBytesPerSample)
+      .set("arenaUnwrittenBytesPerSample", m.arenaUnwrittenBytesPerSample)
       .set("workspaceBytesByBatch", bytes_curve(m.workspaceBytesByBatch))
       .set("inputs", specs(rt->inputs()))
       .set("outputs", specs(rt->outputs()));
