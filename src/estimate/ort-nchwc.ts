@@ -6,10 +6,10 @@
  * are ORT's (onnxruntime/core/optimizer/nchwc_transformer.cc), restated for the lowered graph:
  *
  * - Conv (with its fused activation or residual sum): weights static and 4-D. Not grouped:
- *   input channels below the block read the plain input as it is (the first layer), any others
- *   are blocked (a ReorderInput pads a plain input). Grouped: depthwise (one input channel a
- *   group) with channels a multiple of 4, or output, input and per-group output channels all
- *   multiples of the block.
+ *   input channels below the block read the plain input as it is (the first layer), others
+ *   must be a multiple of 4 and are blocked (a ReorderInput pads a plain input). Grouped:
+ *   depthwise (one input channel a group) with channels a multiple of 4, or output, input and
+ *   per-group output channels all multiples of the block.
  *   The output is blocked with its channels padded up to the block.
  * - MaxPool / AveragePool: channels a multiple of the block. GlobalMaxPool / GlobalAveragePool
  *   likewise, and only on a blocked input.
@@ -52,6 +52,14 @@ export interface NchwcRewrite {
    * grow by (padded channels / channels); ReorderInput outputs included.
    */
   blocked: Map<string, { of: string; scale: number }>;
+  /**
+   * The nodes the rewrite adds to ORT's graph, in the order ORT adds them: a blocked Conv, pool
+   * or NHWC reorder replaces its node with a new one, a ReorderInput follows its reader, and the
+   * ReorderOutputs come last (ORT's Finalize). A new node gets the next node index, and the
+   * index decides ORT's execution order (ort-order.ts ortOrderAfterRewrite). The blocked
+   * elementwise ops, Add, Sum, Mul and Concat keep their nodes.
+   */
+  added: LNode[];
 }
 
 const REORDER_IN = "ort:ReorderInput";
@@ -63,9 +71,11 @@ const REORDER_OUT = "ort:ReorderOutput";
  */
 const ELEMENTWISE = new Set(["Relu", "Sigmoid", "Tanh", QUICK_GELU]);
 const BINARY = new Set(["Add", "Sum", "Mul"]);
+/** The ops whose blocked form is a node ORT adds (TransformConv, TransformPool, TransformBatchNormalization, TransformTranspose). */
+const NEW_NODE_OPS = new Set(["Conv", CONV_SUM, "MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool", "BatchNormalization", REORDER_OUT]);
 
-/** The channel count ORT 1.32 needs a multiple of to block a depthwise conv (measured; see TransformConv below). */
-const DEPTHWISE_CHANNEL_MULTIPLE = 4;
+/** The input channel count ORT 1.32 needs a multiple of to block a conv of at least a block of them (measured; see the Conv rule below). */
+const CHANNEL_MULTIPLE = 4;
 const roundUp = (c: number, b: number) => Math.ceil(c / b) * b;
 const blockedName = (t: string) => `${t}#nchwc`;
 
@@ -76,7 +86,9 @@ const blockedName = (t: string) => `${t}#nchwc`;
  */
 export function ortNchwc(nodes: readonly LNode[], graphOutputs: readonly string[], g: NchwcGraph, block = nchwcBlockSize()): NchwcRewrite {
   const blocked = new Map<string, { of: string; scale: number }>();
-  if (block <= 1) return { nodes: [...nodes], blocked };
+  if (block <= 1) return { nodes: [...nodes], blocked, added: [] };
+  const added: LNode[] = [];
+  const finalized: LNode[] = [];
   /** Plain tensor → its blocked form and logical channels. */
   const asBlocked = new Map<string, { name: string; channels: number }>();
   const reorderedIn = new Map<string, string>();
@@ -88,6 +100,12 @@ export function ortNchwc(nodes: readonly LNode[], graphOutputs: readonly string[
     blocked.set(name, { of: t, scale: roundUp(channels, block) / channels });
     return name;
   };
+  /** ReorderInputs pushed for the node being converted: ORT adds them after that node. */
+  const pendingReorderIn: LNode[] = [];
+  const addNew = (n: LNode) => {
+    added.push(n, ...pendingReorderIn.splice(0));
+    return n;
+  };
   /** A blocked input for a node that needs one: its own, else a ReorderInput (once per tensor). */
   const blockedInput = (x: string): string => {
     const b = asBlocked.get(x);
@@ -98,7 +116,9 @@ export function ortNchwc(nodes: readonly LNode[], graphOutputs: readonly string[
       reorderedIn.set(x, r);
       const c = channelsOf(x) ?? block;
       blocked.set(r, { of: x, scale: roundUp(c, block) / c });
-      out.push({ op: REORDER_IN, name: `${x}:reorder-in`, inputs: [x], outputs: [r], attrs: {} });
+      const reorder = { op: REORDER_IN, name: `${x}:reorder-in`, inputs: [x], outputs: [r], attrs: {} };
+      out.push(reorder);
+      pendingReorderIn.push(reorder);
     }
     return r;
   };
@@ -108,7 +128,9 @@ export function ortNchwc(nodes: readonly LNode[], graphOutputs: readonly string[
     const b = asBlocked.get(x);
     if (b && !reorderedOut.has(x)) {
       reorderedOut.add(x);
-      out.push({ op: REORDER_OUT, name: `${x}:reorder-out`, inputs: [b.name], outputs: [x], attrs: {} });
+      const reorder = { op: REORDER_OUT, name: `${x}:reorder-out`, inputs: [b.name], outputs: [x], attrs: {} };
+      out.push(reorder);
+      finalized.push(reorder);
     }
     return x;
   };
@@ -128,10 +150,16 @@ export function ortNchwc(nodes: readonly LNode[], graphOutputs: readonly string[
         // mobilenet_v3_small runs its 72-channel depthwise conv as an NCHWc conv of 80 groups;
         // one of 4, 12, 20, 44 or 100 channels is blocked, one of 2, 6, 10, 18 or 122 stays
         // plain behind a ReorderOutput, measured with a block of 16: shufflenet_v2_x2_0's 122).
-        if (group > 1) ok = (ic === 1 && oc === group && oc % DEPTHWISE_CHANNEL_MULTIPLE === 0) || (oc % block === 0 && ic % block === 0 && oc % group === 0 && (oc / group) % block === 0);
-        // Else any input channels, padded (ORT 1.32 runs mobilenet_v3_small's 72 -> 24 projection
+        if (group > 1) ok = (ic === 1 && oc === group && oc % CHANNEL_MULTIPLE === 0) || (oc % block === 0 && ic % block === 0 && oc % group === 0 && (oc / group) % block === 0);
+        // Else fewer input channels than the block read the plain input as it is; more, a
+        // multiple of 4 of them, padded (ORT 1.32 runs mobilenet_v3_small's 72 -> 24 projection
         // on the 80 channels its depthwise conv wrote, and reorders a plain 24-channel map in).
+        // Measured with a block of 16, a plain input of 16, 20, 24, 28, 36 or 124 channels is
+        // reordered in, one of 18, 22, 30 or 122 is not and the conv stays plain; a blocked one
+        // of 18, 22, 30 or 122 is copied back for a plain conv (shufflenet_v2_x2_0's 1x1 convs
+        // after its 122-channel depthwise ones).
         else if (ic < block) plainIn = true;
+        else ok = ic % CHANNEL_MULTIPLE === 0;
         // ORT fuses the residual Add into the blocked conv only when the sum is blocked with the
         // conv's channels (TransformBinary); else the conv runs blocked, is copied back, and a
         // plain Add follows.
@@ -141,8 +169,10 @@ export function ortNchwc(nodes: readonly LNode[], graphOutputs: readonly string[
           blocked.set(`${conv}#nchwc`, { of: o, scale: roundUp(oc, block) / oc });
           blocked.set(conv, { of: o, scale: 1 }); // the plain copy: the Add's shape
           const input = plainIn ? plainInput(x) : blockedInput(x);
-          out.push({ ...n, op: "Conv", inputs: [input, ...n.inputs.slice(1, -1)], outputs: [`${conv}#nchwc`] });
-          out.push({ op: REORDER_OUT, name: `${conv}:reorder-out`, inputs: [`${conv}#nchwc`], outputs: [conv], attrs: {} });
+          out.push(addNew({ ...n, op: "Conv", inputs: [input, ...n.inputs.slice(1, -1)], outputs: [`${conv}#nchwc`] }));
+          const reorder = { op: REORDER_OUT, name: `${conv}:reorder-out`, inputs: [`${conv}#nchwc`], outputs: [conv], attrs: {} };
+          finalized.push(reorder);
+          out.push(reorder);
           out.push({ op: "Add", name: o, inputs: [conv, plainInput(sum)], outputs: [o], attrs: {} });
           continue;
         }
@@ -172,6 +202,9 @@ export function ortNchwc(nodes: readonly LNode[], graphOutputs: readonly string[
       converted = { ...n, op: REORDER_OUT, inputs: [inBlocked(x)!.name] };
     }
     if (converted) {
+      // Conv, pools, BatchNormalization (a depthwise NCHWc conv) and the NHWC reorder are new
+      // nodes in ORT; the others keep theirs.
+      if (NEW_NODE_OPS.has(converted.op)) addNew(converted);
       out.push(converted);
       // A blocked graph output is copied back as soon as it is computed (ORT runs the
       // ReorderOutput, a node nothing reads, right after its producer).
@@ -180,5 +213,5 @@ export function ortNchwc(nodes: readonly LNode[], graphOutputs: readonly string[
     }
     out.push({ ...n, inputs: n.inputs.map((t) => (t ? plainInput(t) : t)) });
   }
-  return { nodes: out, blocked };
+  return { nodes: out, blocked, added: [...added, ...finalized] };
 }

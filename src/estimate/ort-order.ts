@@ -81,3 +81,46 @@ export function inOrtOrder<L extends Pick<Node, "inputs" | "outputs">>(lowered: 
   }
   return out;
 }
+
+/**
+ * `nodes` (in ORT's order before a rewrite, with the rewrite's nodes among them) in the order ORT
+ * runs them after it: `added` are the nodes the rewrite created, in the order it created them.
+ * ORT numbers a new node after every existing one, and its walk (ortExecutionOrder) visits the
+ * producer with the highest index first, so a branch the rewrite rebuilt runs before one it
+ * left alone: shufflenet_v2_x2_0's downsampling blocks run their blocked branch first, the
+ * file's order the other one (ORT's pattern at batch 1 was 17 % over a replay in the file's order).
+ *
+ * The walk here visits the lowest key first, and a node's key is its position in `nodes`, or for
+ * an added node a negative one, the latest added lowest. Visiting the nodes the rewrite left
+ * alone by their position gives back the order they had (the positions are a walk's own
+ * post-order), and an added node comes before them all as ORT's higher index does.
+ */
+export function ortOrderAfterRewrite<N extends Pick<Node, "inputs" | "outputs">>(nodes: readonly N[], added: readonly N[]): N[] {
+  if (added.length === 0) return [...nodes];
+  const addedAt = new Map<N, number>(added.map((n, i) => [n, i]));
+  const key = nodes.map((n, i) => (addedAt.has(n) ? -1 - addedAt.get(n)! : i));
+  const producer = new Map<string, number>();
+  nodes.forEach((n, i) => {
+    for (const o of n.outputs) if (o) producer.set(o, i);
+  });
+  const byKeyDescending = (a: number, b: number) => key[b]! - key[a]!;
+  const producers = nodes.map((n, i) => [...new Set(n.inputs.flatMap((x) => (x && producer.has(x) && producer.get(x) !== i ? [producer.get(x)!] : [])))].sort(byKeyDescending));
+  const hasReader = new Array<boolean>(nodes.length).fill(false);
+  for (const ps of producers) for (const p of ps) hasReader[p] = true;
+  // Pushed highest key first, so the lowest is popped first.
+  const stack: Array<[number, boolean]> = nodes.map((_, i) => i).filter((i) => !hasReader[i]).sort(byKeyDescending).map((i) => [i, false]);
+  const visited = new Array<boolean>(nodes.length).fill(false);
+  const out: N[] = [];
+  while (stack.length > 0) {
+    const [i, leave] = stack.pop()!;
+    if (leave) {
+      out.push(nodes[i]!);
+      continue;
+    }
+    if (visited[i]) continue;
+    visited[i] = true;
+    stack.push([i, true]);
+    for (const p of producers[i]!) if (!visited[p]) stack.push([p, false]);
+  }
+  return out;
+}

@@ -39,7 +39,7 @@ import { ortCommonSubexpressions } from "./ort-cse.ts";
 import { CONV_SUM, ortFusions } from "./ort-fusions.ts";
 import { type KernelScratch, ortKernelScratch } from "./ort-scratch.ts";
 import { ortNchwc } from "./ort-nchwc.ts";
-import { inOrtOrder } from "./ort-order.ts";
+import { inOrtOrder, ortOrderAfterRewrite } from "./ort-order.ts";
 import { ortRunTimeFolds } from "./ort-run-time.ts";
 import { ORT_SHAPE_LOWERINGS } from "./ort-shapes.ts";
 import { ortPushTransposes } from "./ort-transposes.ts";
@@ -323,7 +323,7 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   const fused = ortFusions(shared, inf.outputs, isConst);
   const nchwc = ortNchwc(fused, inf.outputs, { constDims: (n) => (isConst(n) ? inf.consts.get(n)?.dims : undefined), shapeOf: (n) => inf.shapes.get(n) });
   const { blocked } = nchwc;
-  const { nodes, transposed } = ortPushTransposes(nchwc.nodes, inf.outputs, isConst);
+  const { nodes, transposed } = ortPushTransposes(ortOrderAfterRewrite(nchwc.nodes, nchwc.added), inf.outputs, isConst);
   // A blocked tensor (ort-nchwc.ts): its plain tensor's bytes with the channels padded. A value
   // computed before a Transpose ORT moved (ort-transposes.ts): its tensor's bytes and, for the
   // reuse rule, its shape in that layout.

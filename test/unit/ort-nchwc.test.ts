@@ -76,6 +76,33 @@ describe("ORT's NCHWc rewrite", () => {
     expect(dw(18)).toEqual(dw(122));
   });
 
+  it("blocks a conv of a block or more input channels only when they are a multiple of 4 (ORT 1.32): a 1x1 conv after a 122-channel depthwise conv stays plain", () => {
+    const conv = (c: number, fromBlocked: boolean) => {
+      const g = graph({ w0: [c, 3, 3, 3], w: [32, c, 1, 1] }, { x: fromBlocked ? 3 : c, a: c, y: 32 });
+      const first = fromBlocked ? [node("Conv", ["x", "w0"], ["a"])] : [];
+      return ops(ortNchwc([...first, node("Conv", [fromBlocked ? "a" : "x", "w"], ["y"])], ["y"], g, 16).nodes);
+    };
+    // measured: ORT's optimized graph reorders a plain input of 16, 20, 24, 28, 36 or 124 channels
+    // in, and leaves the conv plain on 18, 22, 30 or 122
+    expect(conv(20, false)).toEqual(["ort:ReorderInput(x)->x#reorder-in", "Conv(x#reorder-in)->y#nchwc", "ort:ReorderOutput(y#nchwc)->y"]);
+    expect(conv(122, false)).toEqual(["Conv(x)->y"]);
+    expect(conv(22, false)).toEqual(["Conv(x)->y"]);
+    // a blocked input of 122 channels is copied back for the plain conv
+    expect(conv(122, true)).toEqual(["Conv(x)->a#nchwc", "ort:ReorderOutput(a#nchwc)->a", "Conv(a)->y"]);
+    expect(conv(124, true)).toEqual(["Conv(x)->a#nchwc", "Conv(a#nchwc)->y#nchwc", "ort:ReorderOutput(y#nchwc)->y"]);
+  });
+
+  it("lists the nodes ORT adds in the order it adds them: a conv before its ReorderInput, the ReorderOutputs last; a blocked Add keeps its node", () => {
+    const g = graph({ w1: [32, 32, 3, 3], w2: [32, 32, 3, 3] }, { x: 32, a: 32, b: 32, s: 32, y: 32 });
+    const nodes = [node("Conv", ["x", "w1"], ["a"]), node("Conv", ["a", "w2"], ["b"]), node("Add", ["a", "b"], ["s"]), node("MaxPool", ["s"], ["y"])];
+    const r = ortNchwc(nodes, ["y"], g, 16);
+    expect(r.added.map((n) => `${n.op}->${n.outputs[0]}`)).toEqual([
+      "Conv->a#nchwc", "ort:ReorderInput->x#reorder-in", "Conv->b#nchwc", "MaxPool->y#nchwc", "ort:ReorderOutput->y",
+    ]);
+    expect(r.nodes.find((n) => n.op === "Add")!.inputs).toEqual(["a#nchwc", "b#nchwc"]);
+    expect(r.added.some((n) => n.op === "Add")).toBe(false);
+  });
+
   it("adds a residual into a blocked conv only when the sum is blocked with the conv's channels, else a plain Add follows", () => {
     const g = graph({ w: [32, 32, 3, 3] }, { a: 32, b: 32, c: 32 });
     const blockedSum = ortNchwc([node("Conv", ["a", "w"], ["b"]), node("ort:ConvSum", ["b", "w", "b"], ["c"])], ["c"], g, 16);
@@ -90,7 +117,7 @@ describe("ORT's NCHWc rewrite", () => {
   it("changes nothing where MLAS has no NCHWc block, and reads the block from the CPU's flags", () => {
     const g = graph({ w1: [24, 3, 3, 3] }, { x: 3, c1: 24 });
     const nodes = [node("Conv", ["x", "w1"], ["c1"])];
-    expect(ortNchwc(nodes, ["c1"], g, 1)).toEqual({ nodes, blocked: new Map() });
+    expect(ortNchwc(nodes, ["c1"], g, 1)).toEqual({ nodes, blocked: new Map(), added: [] });
     expect(nchwcBlockSize(parseCpuFlags("flags\t: fpu sse2 avx avx2 avx512f avx512bw\n"), "x64")).toBe(16);
     expect(nchwcBlockSize(parseCpuFlags("flags\t: fpu sse2 avx avx2 fma\n"), "x64")).toBe(8);
     expect(nchwcBlockSize(parseCpuFlags("flags\t: fpu sse2\n"), "x64")).toBe(8); // MLAS's SSE2 baseline has NCHWc kernels too

@@ -3,7 +3,7 @@
 // ORT runs one after the other are alive together in the file's order.
 import { describe, expect, it } from "vitest";
 import { loadOnnx } from "../../src/compiler/load.ts";
-import { inOrtOrder, ortExecutionOrder } from "../../src/estimate/ort-order.ts";
+import { inOrtOrder, ortExecutionOrder, ortOrderAfterRewrite } from "../../src/estimate/ort-order.ts";
 import { ortPatternBytesPerSample, patternBytes, type TraceEvent } from "../../src/estimate/ort-pattern.ts";
 import { TWO_BRANCHES, TWO_BRANCHES_PATTERN_PER_SAMPLE } from "../fixtures/ort-two-branches.ts";
 import { init, node, writeModel } from "./compiler-onnx-builder.ts";
@@ -28,6 +28,24 @@ describe("ORT's execution order", () => {
       { name: "c", inputs: ["a", "b"], outputs: ["c"] },
     ];
     expect(inOrtOrder(lowered, onnx).map((n) => n.name)).toEqual(["b", "b.relu", "a", "c"]);
+  });
+
+  it("runs a branch a rewrite rebuilt before the others, and keeps the order of what it left alone", () => {
+    const n = (name: string, inputs: string[]) => ({ name, inputs, outputs: [name] });
+    // The order before the rewrite: branch q (q1, q2) then branch p (p1, p2), then their join.
+    const [q1, q2, p1, p2, y] = [n("q1", ["x"]), n("q2", ["q1"]), n("p1", ["x"]), n("p2", ["p1"]), n("y", ["q2", "p2"])];
+    const nodes = [q1, q2, p1, p2, y];
+    const names = (xs: { name: string }[]) => xs.map((x) => x.name);
+    expect(names(ortOrderAfterRewrite(nodes, []))).toEqual(["q1", "q2", "p1", "p2", "y"]);
+    // The nodes a rewrite left alone keep their order (a walk's own post-order) beside one it added.
+    const z = n("z", ["x"]);
+    const side = [n("a", ["x"]), n("b", ["x"]), n("c", ["a"]), n("d", ["b", "c"]), n("e", ["a", "d"]), z];
+    expect(names(ortOrderAfterRewrite(side, [z]))).toEqual(["z", "a", "b", "c", "d", "e"]);
+    // p2 rebuilt (a new node in ORT, a higher index): its branch runs first.
+    expect(names(ortOrderAfterRewrite(nodes, [p2]))).toEqual(["p1", "p2", "q1", "q2", "y"]);
+    // Both rebuilt: the one added last runs first.
+    expect(names(ortOrderAfterRewrite(nodes, [p2, q2]))).toEqual(["q1", "q2", "p1", "p2", "y"]);
+    expect(names(ortOrderAfterRewrite(nodes, [q2, p2]))).toEqual(["p1", "p2", "q1", "q2", "y"]);
   });
 
   it("puts one wide middle in the pattern where the file's order had two", () => {
