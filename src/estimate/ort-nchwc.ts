@@ -28,6 +28,7 @@
 import type { LNode } from "../compiler/ir.ts";
 import { cpuFlags } from "./cpu-flags.ts";
 import { CONV_SUM, QUICK_GELU } from "./ort-fusions.ts";
+import { GELU } from "./ort-fusions-transformer.ts";
 
 /**
  * MLAS's NCHWc block on this CPU (MlasNchwcGetBlockSize): on x86-64 8 (its SSE2 baseline
@@ -67,9 +68,13 @@ const REORDER_OUT = "ort:ReorderOutput";
 /**
  * Elementwise ops that run on a blocked tensor. QuickGelu is among them because ORT fuses SiLU
  * after the NCHWc rewrite, out of a Sigmoid and a Mul that were both blocked by then (its
- * optimized efficientnet_b0: 49 QuickGelu, each between two NCHWc nodes, no reorder).
+ * optimized efficientnet_b0: 49 QuickGelu, each between two NCHWc nodes, no reorder). Measured
+ * on ORT 1.32 between two blocked convs, the conv's output read again: Relu, Sigmoid, Tanh,
+ * HardSigmoid and Gelu (ONNX's, either approximation, and the one ORT fuses from Erf) stay
+ * blocked; LeakyRelu, Clip, Softplus, Elu and an Add, Sub or Div of a constant are copied out
+ * and back.
  */
-const ELEMENTWISE = new Set(["Relu", "Sigmoid", "Tanh", QUICK_GELU]);
+const ELEMENTWISE = new Set(["Relu", "Sigmoid", "Tanh", "HardSigmoid", "Gelu", GELU, QUICK_GELU]);
 const BINARY = new Set(["Add", "Sum", "Mul"]);
 /** The ops whose blocked form is a node ORT adds (TransformConv, TransformPool, TransformBatchNormalization, TransformTranspose). */
 const NEW_NODE_OPS = new Set(["Conv", CONV_SUM, "MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool", "BatchNormalization", REORDER_OUT]);
@@ -77,6 +82,16 @@ const NEW_NODE_OPS = new Set(["Conv", CONV_SUM, "MaxPool", "AveragePool", "Globa
 /** The input channel count ORT 1.32 needs a multiple of to block a conv of at least a block of them (measured; see the Conv rule below). */
 const CHANNEL_MULTIPLE = 4;
 const roundUp = (c: number, b: number) => Math.ceil(c / b) * b;
+
+/** Whether a Mul's inputs are a blocked map and a constant of its channels, [C, 1, 1] or [1, C, 1, 1]. */
+function perChannelScale(inputs: readonly string[], inBlocked: (t: string) => { channels: number } | undefined, g: NchwcGraph): boolean {
+  const map = inputs.find((t) => inBlocked(t));
+  const scale = inputs.find((t) => t !== map);
+  if (!map || !scale) return false;
+  const dims = g.constDims(scale);
+  const c = inBlocked(map)!.channels;
+  return !!dims && (JSON.stringify(dims) === JSON.stringify([c, 1, 1]) || JSON.stringify(dims) === JSON.stringify([1, c, 1, 1]));
+}
 const blockedName = (t: string) => `${t}#nchwc`;
 
 /**
@@ -192,6 +207,12 @@ export function ortNchwc(nodes: readonly LNode[], graphOutputs: readonly string[
       const shape = JSON.stringify(g.shapeOf(x!) ?? null);
       if (n.inputs.every((t) => inBlocked(t)!.channels === c && JSON.stringify(g.shapeOf(t) ?? null) === shape) && shape !== "null")
         converted = { ...n, inputs: n.inputs.map((t) => inBlocked(t)!.name), outputs: [markBlocked(o, c)] };
+    } else if (n.op === "Mul" && o && n.inputs.length === 2 && perChannelScale(n.inputs, inBlocked, g)) {
+      // A blocked map times a constant a channel: ORT makes it a depthwise NCHWc conv (a node
+      // of its own). poolformer's layer scales after its second MLP conv.
+      const t = n.inputs.find((i) => inBlocked(i))!;
+      converted = { ...n, inputs: n.inputs.map((i) => (i === t ? inBlocked(t)!.name : i)), outputs: [markBlocked(o, inBlocked(t)!.channels)] };
+      addNew(converted);
     } else if (n.op === "Concat" && o && n.attrs.axis === 1 && n.inputs.every((t) => inBlocked(t) && inBlocked(t)!.channels % block === 0)) {
       const c = n.inputs.reduce((a, t) => a + inBlocked(t)!.channels, 0);
       converted = { ...n, inputs: n.inputs.map((t) => inBlocked(t)!.name), outputs: [markBlocked(o, c)] };
