@@ -54,11 +54,12 @@ export interface NchwcRewrite {
    */
   blocked: Map<string, { of: string; scale: number }>;
   /**
-   * The nodes the rewrite adds to ORT's graph, in the order ORT adds them: a blocked Conv, pool
-   * or NHWC reorder replaces its node with a new one, a ReorderInput follows its reader, and the
-   * ReorderOutputs come last (ORT's Finalize). A new node gets the next node index, and the
-   * index decides ORT's execution order (ort-order.ts ortOrderAfterRewrite). The blocked
-   * elementwise ops, Add, Sum, Mul and Concat keep their nodes.
+   * The nodes the rewrite adds to ORT's graph, in the order ORT adds them: a blocked Conv, pool,
+   * BatchNormalization, NHWC reorder or Mul by a constant a channel replaces its node with a new
+   * one, a ReorderInput follows its reader, and the ReorderOutputs come last (ORT's Finalize). A
+   * new node gets the next node index, and the index decides ORT's execution order (ort-order.ts
+   * ortOrderAfterRewrite). The blocked elementwise ops, and Add, Sum, Mul and Concat of blocked
+   * maps, keep their nodes.
    */
   added: LNode[];
 }
