@@ -61,5 +61,6 @@ export async function estimatePipelineCommand(file: string, cal: Calibration, fl
     (c.unestimatedBeside.length ? `; not estimated, may run beside: ${c.unestimatedBeside.join(", ")}` : ""));
   io.out(deviceLine(device));
   io.out(`calibrated ${cal.createdAt} (ONNX runtimes), ${torch.createdAt} (PyTorch) on ${cal.key.cpu}`);
+  if (cal.sharing) io.out(`  while ${cal.sharing}: its USS and PSS figures are low by the pages they shared; memlane estimate --calibrate on a quiet machine redoes it`);
   return 0;
 }

@@ -22,6 +22,7 @@ import { PIPELINE_DEFAULTS } from "../pipeline/options.ts";
 import { Phase } from "../transport/protocol.ts";
 import { register } from "../workers/cleanup.ts";
 import { REPO_ROOT } from "../workers/specs.ts";
+import { describeSharing, processesSharingRuntimeLibraries } from "./calibration-sharing.ts";
 import { FEATURE_NAMES, type Fit, fitLinear } from "./fit.ts";
 import { type Features, features, isOrtRuntime, type ModelTerms, modelTerms, requestsPerBatch, type RunShape } from "./model-terms.ts";
 import { probeOrtLoad } from "./ort-load.ts";
@@ -53,6 +54,12 @@ export interface Calibration {
   models: Record<string, { phases: string[]; fits: Record<string, Record<Counter, Fit>> }>;
   /** What each probe measured, kept so a calibration can be inspected and refitted. */
   probes: Array<{ name: string; features: Record<string, Features>; phases: Record<string, Record<string, Record<Counter, number>>> }>;
+  /**
+   * The other processes that mapped the runtimes' libraries while the probes ran
+   * (calibration-sharing.ts describeSharing): the USS and PSS fits are low by the pages they
+   * shared. Absent where none did.
+   */
+  sharing?: string;
 }
 
 /** Runs every probe through compare's pipeline and fits the models. */
@@ -65,6 +72,9 @@ export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">
   // the probes and their runs go with this exit hook (synchronous, as exit hooks are).
   const removeDir = () => rmSync(dir, { recursive: true, force: true });
   process.on("exit", removeDir);
+  // Read before the first probe and after the last, when no probe of ours is alive.
+  const sharing = new Map(processesSharingRuntimeLibraries().map((p) => [p.pid, p]));
+  if (sharing.size > 0) io.err(`memlane estimate: warning: ${describeSharing([...sharing.values()])}; the USS and PSS fits will be low by the pages they share (RSS is not affected): calibrate on a quiet machine (memlane estimate --calibrate)`);
   try {
     const files = writeProbes(dir, probes);
     for (const probe of probes) {
@@ -87,7 +97,11 @@ export async function calibrate(key: Record<string, string>, io: Pick<Io, "err">
     process.off("exit", removeDir);
     removeDir();
   }
-  return { format: CALIBRATION_FORMAT, key, createdAt: new Date().toISOString(), models: fitModels(measured), probes: measured };
+  for (const p of processesSharingRuntimeLibraries()) if (!sharing.has(p.pid)) sharing.set(p.pid, p);
+  return {
+    format: CALIBRATION_FORMAT, key, createdAt: new Date().toISOString(), models: fitModels(measured), probes: measured,
+    ...(sharing.size > 0 ? { sharing: describeSharing([...sharing.values()]) } : {}),
+  };
 }
 
 /**

@@ -150,5 +150,6 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   if (onDevice) printDeviceSection(onDevice, (l) => io.out(l));
   else io.out("device: none (cpu)");
   io.out(`calibrated ${cal.createdAt} on ${cal.key.cpu}, kernel ${cal.key.kernel}`);
+  if (cal.sharing) io.out(`  while ${cal.sharing}: its USS and PSS figures are low by the pages they shared; memlane estimate --calibrate on a quiet machine redoes it`);
   return 0;
 }
