@@ -12,15 +12,23 @@ import type { Node } from "../compiler/ir.ts";
 
 /** The nodes in ORT's default execution order; the node index is the position in `nodes` (the file's order). */
 export function ortExecutionOrder<N extends Pick<Node, "inputs" | "outputs">>(nodes: readonly N[]): N[] {
+  return walkBack(nodes, (a, b) => a - b);
+}
+
+/**
+ * The post-order of a walk back from the nodes no other node reads: a node is emitted once its
+ * producers are. `pushOrder` sorts the roots and each node's producers in the order they are
+ * pushed; the last pushed is visited first.
+ */
+function walkBack<N extends Pick<Node, "inputs" | "outputs">>(nodes: readonly N[], pushOrder: (a: number, b: number) => number): N[] {
   const producer = new Map<string, number>();
   nodes.forEach((n, i) => {
     for (const o of n.outputs) if (o) producer.set(o, i);
   });
-  const producers = nodes.map((n) => [...new Set(n.inputs.flatMap((x) => (x && producer.has(x) ? [producer.get(x)!] : [])))].sort((a, b) => a - b));
+  const producers = nodes.map((n, i) => [...new Set(n.inputs.flatMap((x) => (x && producer.has(x) && producer.get(x) !== i ? [producer.get(x)!] : [])))].sort(pushOrder));
   const hasReader = new Array<boolean>(nodes.length).fill(false);
   for (const ps of producers) for (const p of ps) hasReader[p] = true;
-  const stack: Array<[number, boolean]> = [];
-  nodes.forEach((_, i) => !hasReader[i] && stack.push([i, false]));
+  const stack: Array<[number, boolean]> = nodes.map((_, i) => i).filter((i) => !hasReader[i]).sort(pushOrder).map((i) => [i, false]);
   const visited = new Array<boolean>(nodes.length).fill(false);
   const out: N[] = [];
   while (stack.length > 0) {
@@ -99,28 +107,6 @@ export function ortOrderAfterRewrite<N extends Pick<Node, "inputs" | "outputs">>
   if (added.length === 0) return [...nodes];
   const addedAt = new Map<N, number>(added.map((n, i) => [n, i]));
   const key = nodes.map((n, i) => (addedAt.has(n) ? -1 - addedAt.get(n)! : i));
-  const producer = new Map<string, number>();
-  nodes.forEach((n, i) => {
-    for (const o of n.outputs) if (o) producer.set(o, i);
-  });
-  const byKeyDescending = (a: number, b: number) => key[b]! - key[a]!;
-  const producers = nodes.map((n, i) => [...new Set(n.inputs.flatMap((x) => (x && producer.has(x) && producer.get(x) !== i ? [producer.get(x)!] : [])))].sort(byKeyDescending));
-  const hasReader = new Array<boolean>(nodes.length).fill(false);
-  for (const ps of producers) for (const p of ps) hasReader[p] = true;
-  // Pushed highest key first, so the lowest is popped first.
-  const stack: Array<[number, boolean]> = nodes.map((_, i) => i).filter((i) => !hasReader[i]).sort(byKeyDescending).map((i) => [i, false]);
-  const visited = new Array<boolean>(nodes.length).fill(false);
-  const out: N[] = [];
-  while (stack.length > 0) {
-    const [i, leave] = stack.pop()!;
-    if (leave) {
-      out.push(nodes[i]!);
-      continue;
-    }
-    if (visited[i]) continue;
-    visited[i] = true;
-    stack.push([i, true]);
-    for (const p of producers[i]!) if (!visited[p]) stack.push([p, false]);
-  }
-  return out;
+  // Pushed highest key first, so the lowest is visited first.
+  return walkBack(nodes, (a, b) => key[b]! - key[a]!);
 }
