@@ -48,8 +48,10 @@ export function processesSharingRuntimeLibraries(self: number = process.pid, pro
     }
     const libraries = new Set<string>();
     for (const line of maps.split("\n")) {
-      const path = line.slice(line.indexOf("/"));
-      if (line.includes("/") && RUNTIME_LIBRARY.test(basename(path))) libraries.add(basename(path));
+      const at = line.indexOf("/");
+      if (at < 0) continue;
+      const file = basename(line.slice(at));
+      if (RUNTIME_LIBRARY.test(file)) libraries.add(file);
     }
     if (libraries.size === 0) continue;
     let name = "?";

@@ -10,17 +10,10 @@
 using namespace mltest;
 
 static uint64_t unwritten(const PlanBuilder& pb, int64_t maxBatch) {
-  using namespace memlane;
-  std::vector<uint8_t> bytes = pb.build();
-  Plan plan;
-  std::string msg;
-  Status st = parse_plan(bytes.data(), bytes.size(), &plan, &msg);
-  CHECK_MSG(st == Status::kOk, msg);
-  BackendOptions o;
+  memlane::BackendOptions o;
   o.tuneConvs = false;
-  auto be = make_cpu_backend(o, &st, &msg);
-  CHECK_MSG(be && be->prepare(plan, maxBatch, &msg) == Status::kOk, "prepare: " + msg);
-  return be ? be->memory_stats().arenaUnwrittenBytesPerSample : 0;
+  auto p = prepare_plan(pb, maxBatch, o);
+  return p->backend ? p->backend->memory_stats().arenaUnwrittenBytesPerSample : 0;
 }
 
 static void expect(const char* label, uint64_t found, uint64_t expected) {

@@ -43,17 +43,13 @@ struct Out {
 Out run(const PlanBuilder& pb, int threads, bool tune, const std::vector<int64_t>& batches, const std::vector<std::vector<float>>& xs) {
   using namespace memlane;
   Out o;
-  std::vector<uint8_t> bytes = pb.build();
-  Plan plan;
-  std::string msg;
-  Status st = parse_plan(bytes.data(), bytes.size(), &plan, &msg);
-  CHECK_MSG(st == Status::kOk, msg);
   BackendOptions opt;
   opt.threads = threads;
   opt.tuneConvs = tune;
-  auto be = make_cpu_backend(opt, &st, &msg);
-  CHECK_MSG(be && be->prepare(plan, 3, &msg) == Status::kOk, msg);
-  if (!be) return o;
+  auto p = prepare_plan(pb, 3, opt);
+  if (!p->backend) return o;
+  auto& be = p->backend;
+  std::string msg;
   o.notes = be->notes();
   for (size_t i = 0; i < batches.size(); ++i) {
     std::vector<float> y(size_t(batches[i]) * 64 * 6 * 6, -1.f);

@@ -60,22 +60,41 @@ inline RunResult run_plan(const PlanBuilder& b, int64_t batch, const std::vector
   return r;
 }
 
+// b's plan parsed and prepared by the CPU backend for maxBatch samples, for tests that read the
+// backend after its load (its kernels, stats, notes) or run it themselves. Kept together and
+// never moved: the Plan's weights point into `bytes`, the backend into the Plan. `backend` is
+// null where it was refused, with why in `message` (already reported through CHECK_MSG).
+struct PreparedPlan {
+  std::vector<uint8_t> bytes;
+  memlane::Plan plan;
+  std::unique_ptr<memlane::Backend> backend;
+  std::string message;
+};
+
+inline std::unique_ptr<PreparedPlan> prepare_plan(const PlanBuilder& b, int64_t maxBatch, const memlane::BackendOptions& o = {}) {
+  using namespace memlane;
+  auto p = std::make_unique<PreparedPlan>();
+  p->bytes = b.build();
+  Status st = parse_plan(p->bytes.data(), p->bytes.size(), &p->plan, &p->message);
+  CHECK_MSG(st == Status::kOk, p->message);
+  if (st != Status::kOk) return p;
+  p->backend = make_cpu_backend(o, &st, &p->message);
+  if (!p->backend || p->backend->prepare(p->plan, maxBatch, &p->message) != Status::kOk) {
+    CHECK_MSG(false, "prepare: " + p->message);
+    p->backend.reset();
+  }
+  return p;
+}
+
 // How many kernels the CPU backend builds for b's plan after its load-time fusions (the op
 // profile lists one per kernel), found by one profiled run of `batch` samples of `x` (the
 // first input).
 inline size_t built_kernels(const PlanBuilder& b, int64_t batch, const std::vector<float>& x) {
   using namespace memlane;
-  std::vector<uint8_t> bytes = b.build();
-  Plan plan;
+  auto p = prepare_plan(b, batch);
+  if (!p->backend) return 0;
+  auto& be = p->backend;
   std::string msg;
-  Status st = parse_plan(bytes.data(), bytes.size(), &plan, &msg);
-  CHECK_MSG(st == Status::kOk, msg);
-  BackendOptions o;
-  auto be = make_cpu_backend(o, &st, &msg);
-  if (!be || be->prepare(plan, batch, &msg) != Status::kOk) {
-    CHECK_MSG(false, "prepare: " + msg);
-    return 0;
-  }
   std::vector<std::vector<float>> out;
   std::vector<float*> outs;
   for (int64_t id : b.outputs) out.emplace_back(size_t(batch * b.tensors[size_t(id)].bytes / 4));
