@@ -75,6 +75,11 @@ describe("inputs of an ONNX model", () => {
     expect(r.outputs.map((o) => [o.name, o.shape, o.batchAxis])).toEqual([["logits", [-1, 4], 0], ["hidden", [-1, 9, 16], 0]]);
     expect(r.staticBatch).toBeNull();
   });
+  it("a bbox reaches its embeddings through a Gather that selects a coordinate: its ids are bounded by them", () => {
+    const io = readOnnxIo(path.join(dir, "layout-boxes.onnx"));
+    expect(indexBounds(io).get("bbox")?.bound).toBe(64);
+    expect(indexBounds(io).get("input_ids")?.bound).toBe(100);
+  });
 });
 
 describe("memlane compare, several inputs and outputs", () => {
@@ -102,6 +107,18 @@ describe("memlane compare, several inputs and outputs", () => {
     expect(r.inputs![1]!.values).toBe("ones (mask)");
     expect(res.stdout).toMatch(/Max abs diff per output vs python-ort:\n.*\n.*\nlogits +reference +\S+/);
     expect(res.stdout).toMatch(/\nhidden +reference +\S+/);
+  });
+
+  it("LayoutLM-like bbox: generated boxes in range, so every runtime runs the width and height embeddings and agrees", { timeout: 120_000 }, async () => {
+    const runs = path.join(out, "layout-boxes");
+    const res = await cli(["compare", path.join(dir, "layout-boxes.onnx"), "--runtimes", "python-ort,native", "--batch", "1,4", "--seq", "10", "--iterations", "3", "-q", "-o", runs]);
+    expect(res.code, res.all).toBe(0);
+    const { r } = report(runs);
+    expect(r.inputs!.map((i) => [i.name, i.values.replace(/ \(indices.*/, "")])).toEqual([
+      ["input_ids", "ids in [0, 100)"], ["bbox", "boxes (x0, y0, x1, y1) in [0, 64), x0 <= x1, y0 <= y1"], ["attention_mask", "ones (mask)"],
+    ]);
+    expect(r.runtimes.map((x) => x.name)).toEqual(["python-ort", "native"]);
+    expect(r.runtimes[1]!.maxAbsDiff!).toBeLessThan(1e-3);
   });
 
   it("--inputs FILE.npz feeds the file's rows: python-ort's logits are torch's", { timeout: 120_000 }, async () => {

@@ -64,6 +64,23 @@ describe("values", () => {
     expect(h.tensor.data).toBeInstanceOf(Uint16Array);
     for (const b of h.tensor.data as Uint16Array) expect(Math.abs(fromHalfBits(b))).toBeLessThanOrEqual(1);
   });
+  it("bbox inputs are ordered boxes (x0 <= x1, y0 <= y1) below their Gathers' bound, else on LayoutLM's 0-1000 grid", () => {
+    for (const [bound, top] of [[{ bound: 64, node: "/x/Gather" }, 64], [undefined, 1001]] as const) {
+      const b = generateInput({ name: "bbox", dtype: "int64", shape: [-1, 50, 4], batchAxis: 0 }, 3, 5, bound);
+      expect(b.values).toMatch(new RegExp(`^boxes \\(x0, y0, x1, y1\\) in \\[0, ${top}\\), x0 <= x1, y0 <= y1`));
+      const v = Array.from(b.tensor.data as BigInt64Array, Number);
+      expect(v).toHaveLength(3 * 50 * 4);
+      for (let i = 0; i < v.length; i += 4) {
+        expect(v[i]!).toBeLessThanOrEqual(v[i + 2]!);
+        expect(v[i + 1]!).toBeLessThanOrEqual(v[i + 3]!);
+      }
+      expect(Math.min(...v)).toBeGreaterThanOrEqual(0);
+      expect(Math.max(...v)).toBeLessThan(top);
+      expect(new Set(v).size, "boxes spread over the grid").toBeGreaterThan(Math.min(top, v.length) / 4);
+    }
+    // not four coordinates: not boxes
+    expect(generateInput({ name: "bbox", dtype: "int64", shape: [-1, 5], batchAxis: 0 }, 2, 1).values).toBe("zeros (reaches no Gather)");
+  });
   it("moves a batch axis to the front", () => {
     const m = moveAxisToFront("int32", Int32Array.from([0, 1, 2, 3, 4, 5]), [3, 2], 1); // [seq 3, batch 2]
     expect(m.shape).toEqual([2, 3]);

@@ -4,6 +4,10 @@
  * - integer inputs reaching a Gather's indices: seeded ids in [0, vocabulary) (index-bounds.ts);
  * - names like `*mask*`: ones, in any dtype (bool: true); `*type_ids*`, `token_type*`, `segment*`: zeros;
  *   `position_ids`: 0..S-1 along the last axis;
+ * - integer `bbox`/`boxes` inputs whose last axis is 4 (LayoutLM's, LiLT's): boxes (x0, y0, x1,
+ *   y1) with x0 <= x1 and y0 <= y1, below the bound of the Gathers they reach (else 1000, the
+ *   0-1000 grid those models are trained on), so that the width and height embeddings' ids
+ *   (x1 - x0, y1 - y0) are in range too;
  * - other integer inputs: zeros; other bool inputs: true;
  * - floats (float32, float16): seeded uniform in [-1, 1); uint8: seeded 0..255.
  */
@@ -31,6 +35,9 @@ export function generatedInputs(shape: number[], seed = 1): Float32Array {
 const MASK = /mask/i;
 const ZEROS = /type_ids|token_type|segment/i;
 const POSITIONS = /^position_ids$|^positions?$|position_id/i;
+const BOXES = /bbox|boxes/i;
+/** LayoutLM's coordinate grid: boxes normalized to 0..1000. */
+const BOX_GRID = 1001;
 
 /** The wire shape of an eval input: batch first with `nEval` rows; an input without batch as is. */
 export function wireShape(spec: IoSpec, nEval: number): number[] {
@@ -64,6 +71,18 @@ export function generateInput(spec: IoSpec, nEval: number, seed: number, bound?:
     const m = bound?.bound ?? Number.MAX_SAFE_INTEGER;
     fill((i) => (i % last) % m);
     values = `0..${Math.min(last, m) - 1} along the last axis (positions)`;
+  } else if (isInt && BOXES.test(spec.name) && last === 4) {
+    const m = bound?.bound ?? BOX_GRID;
+    const r = generatedInputs([n], seed);
+    const id = (i: number) => Math.min(m - 1, Math.floor(((r[i]! + 1) / 2) * m));
+    // Coordinate k of a box: the smaller of its pair's two draws for x0/y0, the larger for x1/y1.
+    fill((i) => {
+      const k = i % 4;
+      const a = id(i - k + (k % 2));
+      const b = id(i - k + (k % 2) + 2);
+      return k < 2 ? Math.min(a, b) : Math.max(a, b);
+    });
+    values = `boxes (x0, y0, x1, y1) in [0, ${m}), x0 <= x1, y0 <= y1${bound ? ` (indices of Gather "${bound.node}")` : ""}`;
   } else if (isInt && bound) {
     const r = generatedInputs([n], seed);
     fill((i) => Math.min(bound.bound - 1, Math.floor(((r[i]! + 1) / 2) * bound.bound)));

@@ -1,9 +1,10 @@
 /**
  * How large a generated integer id may be: an integer input that reaches the indices of a
  * Gather (an embedding lookup), directly or through ops that only move or retype values
- * (Cast, Unsqueeze, Reshape...), must stay below that Gather's data size on its axis (the
- * vocabulary). A value outside it is an out-of-range read that ORT refuses and a native
- * runtime may not check.
+ * (Cast, Unsqueeze, Reshape...) or select some of them (a Gather reading it as its data: a
+ * LayoutLM's bbox[:, :, 0] before its x-position embedding), must stay below that Gather's data
+ * size on its axis (the vocabulary). A value outside it is an out-of-range read that ORT refuses
+ * and a native runtime may not check.
  */
 import type { OnnxIo } from "./onnx-io.ts";
 
@@ -11,6 +12,9 @@ import type { OnnxIo } from "./onnx-io.ts";
 const PASS_THROUGH = new Set([
   "Cast", "CastLike", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Identity", "Expand", "Transpose", "Slice", "Tile",
 ]);
+
+/** Ops whose output holds some of their first input's values (selected by the others). */
+const SELECTS = new Set(["Gather", "GatherElements", "GatherND"]);
 
 export interface IndexBound {
   /** Exclusive upper bound of a valid id. */
@@ -41,7 +45,7 @@ export function indexBounds(io: OnnxIo): Map<string, IndexBound> {
             const size = data[axis];
             if (size !== undefined && size > 0 && (best === undefined || size < best.bound)) best = { bound: size, node: n.name };
           }
-        } else if ((PASS_THROUGH.has(n.op) && n.inputs[0] === t) || n.op === "Concat") {
+        } else if ((PASS_THROUGH.has(n.op) && n.inputs[0] === t) || n.op === "Concat" || (SELECTS.has(n.op) && n.inputs[0] === t)) {
           queue.push(...n.outputs);
         }
       }
