@@ -320,8 +320,9 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
     return `${inf.dtypes.get(n) ?? "float32"} ${JSON.stringify(declaredShape(g, n) ?? inf.shapes.get(n) ?? [])}`;
   };
   const shared = ortCommonSubexpressions(inOrtOrder([...inf.nodes, ...runTime.nodes], g.nodes), inf.outputs, (n) => (isConst(n) ? inf.consts.get(n) : undefined));
-  const fused = ortFusions(shared, inf.outputs, isConst);
-  const nchwc = ortNchwc(fused, inf.outputs, { constDims: (n) => (isConst(n) ? inf.consts.get(n)?.dims : undefined), shapeOf: (n) => inf.shapes.get(n) });
+  const constDims = (n: string) => (isConst(n) ? inf.consts.get(n)?.dims : undefined);
+  const fused = ortFusions(shared, inf.outputs, isConst, constDims);
+  const nchwc = ortNchwc(fused, inf.outputs, { constDims, shapeOf: (n) => inf.shapes.get(n) });
   const { blocked } = nchwc;
   const { nodes, transposed } = ortPushTransposes(ortOrderAfterRewrite(nchwc.nodes, nchwc.added), inf.outputs, isConst);
   // A blocked tensor (ort-nchwc.ts): its plain tensor's bytes with the channels padded. A value

@@ -15,7 +15,7 @@ import { ortPatternBytesPerSample } from "../../src/estimate/ort-pattern.ts";
 import { pythonPath, REPO_ROOT } from "../fixtures/onnx/models.ts";
 import { exportZooArchs } from "../fixtures/zoo-export.ts";
 import { DYNAMIC_SEQ } from "../fixtures/ort-dynamic-seq.ts";
-import { CONV_HARDSWISH, SE_BLOCKS, SILU_CHAIN } from "../fixtures/ort-fusions.ts";
+import { CONV_HARDSWISH, QUICK_GELU_CHAIN, SE_BLOCKS, SILU_CHAIN } from "../fixtures/ort-fusions.ts";
 import { TWO_BRANCHES } from "../fixtures/ort-two-branches.ts";
 import { ORT_ONLY_OPS } from "../fixtures/ort-only-ops.ts";
 import { compileOnnx } from "../../src/compiler/compile.ts";
@@ -51,9 +51,9 @@ describe("ORT's memory pattern, simulated from the graph", () => {
     expect(ortPatternBytesPerSample(loadOnnx(onnx)) * 64).toBe(await ortPatternBytes(onnx, 64));
   }, 120_000);
 
-  // ORT's level "all" fusions that change which tensors exist: SiLU → QuickGelu, Conv + HardSwish;
+  // ORT's level "all" fusions that change which tensors exist: SiLU and quick_gelu → QuickGelu, Conv + HardSwish;
   // and its NCHWc layout's blocked maps sharing buffers with plain tensors of the same dims (SE blocks).
-  it.each([["silu-chain", SILU_CHAIN], ["conv-hardswish", CONV_HARDSWISH], ["se-blocks", SE_BLOCKS]] as const)("%s: the fused nodes' block", async (name, spec) => {
+  it.each([["silu-chain", SILU_CHAIN], ["quick-gelu-chain", QUICK_GELU_CHAIN], ["conv-hardswish", CONV_HARDSWISH], ["se-blocks", SE_BLOCKS]] as const)("%s: the fused nodes' block", async (name, spec) => {
     const onnx = writeModel(spec, name, dir);
     const simulated = ortPatternBytesPerSample(loadOnnx(onnx)) * 64;
     const measured = await ortPatternBytes(onnx, 64);

@@ -15,6 +15,18 @@ describe("ORT's fusions in the pattern replay", () => {
     expect(ops(ortFusions([node("Sigmoid", ["x"], ["s"]), node("Mul", ["x", "s"], ["y"])], ["y"]))).toEqual(["ort:QuickGelu->y"]);
   });
 
+  it("folds x * Sigmoid(alpha * x) (CLIP's quick_gelu) into one QuickGelu of x where alpha is a scalar constant", () => {
+    const quick = [node("Mul", ["x", "c_alpha"], ["ax"]), node("Sigmoid", ["ax"], ["s"]), node("Mul", ["x", "s"], ["y"])];
+    for (const dims of [[], [1]]) {
+      const fused = ortFusions(quick, ["y"], (n) => n.startsWith("c"), (n) => (n === "c_alpha" ? dims : undefined));
+      expect(ops(fused)).toEqual(["ort:QuickGelu->y"]);
+      expect(fused[0]!.inputs).toEqual(["x"]);
+    }
+    // a per-channel alpha is no scalar; the scaled input read elsewhere stays a tensor
+    expect(ops(ortFusions(quick, ["y"], (n) => n.startsWith("c"), () => [8]))).toEqual(["Mul->ax", "Sigmoid->s", "Mul->y"]);
+    expect(ops(ortFusions(quick, ["y", "ax"], (n) => n.startsWith("c"), () => []))).toEqual(["Mul->ax", "Sigmoid->s", "Mul->y"]);
+  });
+
   it("fuses nothing whose intermediate tensor is a graph output", () => {
     expect(ops(ortFusions([node("Conv", ["x", "w"], ["c"]), node("HardSwish", ["c"], ["y"])], ["c", "y"]))).toEqual(["Conv->c", "HardSwish->y"]);
     expect(ops(ortFusions([node("Conv", ["x", "w"], ["c"]), node("Add", ["c", "r"], ["y"])], ["y", "c"]))).toEqual(["Conv->c", "Add->y"]);
