@@ -58,7 +58,7 @@ export interface NchwcRewrite {
    * BatchNormalization, NHWC reorder or Mul by a constant a channel replaces its node with a new
    * one, a ReorderInput follows its reader, and the ReorderOutputs come last (ORT's Finalize). A
    * new node gets the next node index, and the index decides ORT's execution order (ort-order.ts
-   * ortOrderAfterRewrite). The blocked elementwise ops, and Add, Sum, Mul and Concat of blocked
+   * ortOrderOfFinalGraph). The blocked elementwise ops, and Add, Sum, Mul and Concat of blocked
    * maps, keep their nodes.
    */
   added: LNode[];

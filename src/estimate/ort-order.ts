@@ -91,22 +91,25 @@ export function inOrtOrder<L extends Pick<Node, "inputs" | "outputs">>(lowered: 
 }
 
 /**
- * `nodes` (in ORT's order before a rewrite, with the rewrite's nodes among them) in the order ORT
- * runs them after it: `added` are the nodes the rewrite created, in the order it created them.
- * ORT numbers a new node after every existing one, and its walk (ortExecutionOrder) visits the
- * producer with the highest index first, so a branch the rewrite rebuilt runs before one it
- * left alone: shufflenet_v2_x2_0's downsampling blocks run their blocked branch first, the
- * file's order the other one (ORT's pattern at batch 1 was 17 % over a replay in the file's order).
+ * `nodes` (the graph after every rewrite) in the order ORT runs them: its walk (ortExecutionOrder)
+ * over the graph it ends with, each node keyed by ORT's number for it. A node ORT keeps keeps
+ * its number, its position in the file (`fileIndexOf`: the ONNX node it stands for). A node a
+ * rewrite made (`created`, in the order the rewrites make them) is numbered after every other,
+ * so it is the producer ORT's walk visits first: shufflenet_v2_x2_0's downsampling blocks run
+ * their NCHWc-rebuilt branch first (ORT's pattern at batch 1 was 17 % over a replay in the
+ * file's order).
  *
- * The walk here visits the lowest key first, and a node's key is its position in `nodes`, or for
- * an added node a negative one, the latest added lowest. Visiting the nodes the rewrite left
- * alone by their position gives back the order they had (the positions are a walk's own
- * post-order), and an added node comes before them all as ORT's higher index does.
+ * The walk is made on the final graph, not the file's, because the rewrites change its edges:
+ * ORT's common subexpression elimination keeps the first of a SegFormer stage's equal
+ * Unsqueezes of the patch grid's height (block 1's, first in ORT's walk) and every block then
+ * reads it, so ORT computes the grid's shape values before block 0 and keeps them to the last
+ * block; the transpose optimizer makes a Shape of a transposed value read the value before the
+ * Transpose (ortShapesBeforeTransposes). Walking the file's edges put those elsewhere; with the
+ * shape values' lifetimes right (ort-run-time.ts withRunTimeReads) that moved DeiT's pattern 6 %.
  */
-export function ortOrderAfterRewrite<N extends Pick<Node, "inputs" | "outputs">>(nodes: readonly N[], added: readonly N[]): N[] {
-  if (added.length === 0) return [...nodes];
-  const addedAt = new Map<N, number>(added.map((n, i) => [n, i]));
-  const key = nodes.map((n, i) => (addedAt.has(n) ? -1 - addedAt.get(n)! : i));
-  // Pushed highest key first, so the lowest is visited first.
-  return walkBack(nodes, (a, b) => key[b]! - key[a]!);
+export function ortOrderOfFinalGraph<N extends Pick<Node, "inputs" | "outputs">>(nodes: readonly N[], fileIndexOf: (n: N) => number | undefined, created: readonly N[]): N[] {
+  const createdAt = new Map<N, number>(created.map((n, i) => [n, i]));
+  const fileCount = Math.max(0, ...nodes.map((n) => (createdAt.has(n) ? 0 : (fileIndexOf(n) ?? 0) + 1)));
+  const key = nodes.map((n, i) => (createdAt.has(n) ? fileCount + createdAt.get(n)! : fileIndexOf(n) ?? fileCount + created.length + i));
+  return walkBack(nodes, (a, b) => key[a]! - key[b]!);
 }

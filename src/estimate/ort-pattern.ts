@@ -39,10 +39,10 @@ import { ortCommonSubexpressions } from "./ort-cse.ts";
 import { CONV_SUM, ortFusions } from "./ort-fusions.ts";
 import { type KernelScratch, ortKernelScratch } from "./ort-scratch.ts";
 import { ortNchwc } from "./ort-nchwc.ts";
-import { inOrtOrder, ortOrderAfterRewrite } from "./ort-order.ts";
-import { ortRunTimeFolds } from "./ort-run-time.ts";
+import { inOrtOrder, ortOrderOfFinalGraph } from "./ort-order.ts";
+import { ortRunTimeFolds, runTimeShapesOrtInfers, withRunTimeReads } from "./ort-run-time.ts";
 import { ORT_SHAPE_LOWERINGS } from "./ort-shapes.ts";
-import { ortPushTransposes } from "./ort-transposes.ts";
+import { ortPushTransposes, ortShapesBeforeTransposes } from "./ort-transposes.ts";
 
 /** Ops whose ORT CPU kernels alias their first input (no new buffer). */
 const VIEW_OPS = new Set(["Reshape", "Flatten", "Squeeze", "Unsqueeze"]);
@@ -211,7 +211,8 @@ function shapesOrtCannotInfer(g: Graph): Set<string> {
   const fromShape = new Set<string>(); // values computed from a run-time shape alone
   const unknown = new Set<string>();
   const declared = (x: string) => declaredShape(g, x) !== null;
-  const constant = (x: string) => g.consts.has(x);
+  const constNodes = new Set(g.nodes.filter((n) => n.opType === "Constant").flatMap((n) => n.outputs));
+  const constant = (x: string) => g.consts.has(x) || constNodes.has(x);
   for (const n of g.nodes) {
     const ins = n.inputs.filter(Boolean);
     if (n.opType === "Shape" || n.opType === "Size") {
@@ -304,6 +305,9 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   // size that does not grow with the batch, and no constants to ORT's rewrites.
   const runTime = ortRunTimeFolds(g, sorted, inf.consts, (n) => inf.shapes.get(n));
   const isConst = (n: string) => inf.consts.has(n) && !runTime.bytes.has(n);
+  const runTimeKnown = runTimeShapesOrtInfers(runTime, isConst);
+  // The Shapes ORT's transpose optimizer makes (ort-transposes.ts): int64 values of a rank, run-time values too.
+  const newShapeDims = new Map<string, number[]>();
   const plainBytes = (name: string) => {
     const fixed = runTime.bytes.get(name);
     if (fixed !== undefined) return fixed;
@@ -312,19 +316,33 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   };
   const plainShape = (n: string) => {
     if (unknown.has(n)) return null;
-    // A run-time value's shape is one ORT's planner knows only where the file declares it.
+    // A run-time value's shape is one ORT's planner knows where the file declares it or its
+    // shape inference gives it from shapes alone (ort-run-time.ts runTimeShapesOrtInfers).
     if (runTime.bytes.has(n)) {
-      const declared = declaredShape(g, n);
+      if (newShapeDims.has(n)) return `int64 ${JSON.stringify(newShapeDims.get(n))}`;
+      const declared = declaredShape(g, n) ?? (runTimeKnown.has(n) ? inf.consts.get(n)!.dims : null);
       return declared ? `${defaultDtype(inf.consts.get(n)!)} ${JSON.stringify(declared)}` : null;
     }
     return `${inf.dtypes.get(n) ?? "float32"} ${JSON.stringify(declaredShape(g, n) ?? inf.shapes.get(n) ?? [])}`;
   };
-  const shared = ortCommonSubexpressions(inOrtOrder([...inf.nodes, ...runTime.nodes], g.nodes), inf.outputs, (n) => (isConst(n) ? inf.consts.get(n) : undefined));
+  const shared = ortCommonSubexpressions(inOrtOrder([...withRunTimeReads(inf.nodes, sorted, runTime), ...runTime.nodes], g.nodes), inf.outputs, (n) => (isConst(n) ? inf.consts.get(n) : undefined));
   const constDims = (n: string) => (isConst(n) ? inf.consts.get(n)?.dims : undefined);
-  const fused = ortFusions(shared, inf.outputs, isConst, constDims);
+  const shapesMoved = ortShapesBeforeTransposes(shared);
+  for (const [name, rank] of shapesMoved.newShapes) {
+    runTime.bytes.set(name, rank * 8);
+    newShapeDims.set(name, [rank]);
+  }
+  const fused = ortFusions(shapesMoved.nodes, inf.outputs, isConst, constDims);
   const nchwc = ortNchwc(fused, inf.outputs, { constDims, shapeOf: (n) => inf.shapes.get(n) });
   const { blocked } = nchwc;
-  const { nodes, transposed } = ortPushTransposes(ortOrderAfterRewrite(nchwc.nodes, nchwc.added), inf.outputs, isConst);
+  // ORT runs the graph it ends with, its nodes numbered as it numbers them: the file's for those
+  // it keeps, after every other for those its rewrites make, in the order they make them.
+  const fileIndex = new Map<string, number>();
+  g.nodes.forEach((n, i) => n.outputs.forEach((o) => o && fileIndex.set(o, i)));
+  const beforeFusions = new Set(shapesMoved.nodes);
+  const created = [...shapesMoved.created, ...fused.filter((n) => !beforeFusions.has(n)), ...nchwc.added];
+  const ordered = ortOrderOfFinalGraph(nchwc.nodes, (n) => fileIndex.get(n.outputs[0] ?? ""), created);
+  const { nodes, transposed } = ortPushTransposes(ordered, inf.outputs, isConst);
   // A blocked tensor (ort-nchwc.ts): its plain tensor's bytes with the channels padded. A value
   // computed before a Transpose ORT moved (ort-transposes.ts): its tensor's bytes and, for the
   // reuse rule, its shape in that layout.

@@ -87,3 +87,60 @@ function plainAttrs(n: Node): LNode["attrs"] {
   }
   return out;
 }
+
+/**
+ * `lowered` with each node reading again the run-time values its ONNX node reads (a Reshape's
+ * shape, an Expand's, a Slice's ends) that the compiler folded into an attribute. ORT keeps
+ * such a value from the node that computes it to the last node that reads it: the Concat of a
+ * SegFormer attention's output shape is computed before its K and V projections and read by
+ * the Reshape after them. Small as they are, those blocks decide where ORT's planner puts the
+ * large ones: without the reads the replay freed each shape value where it was made, and
+ * SegFormer's pattern at batch 1 came out 9.6 % over the block ORT asks for, with every large
+ * tensor of the same size, in the same order and freed at the same step as ORT's (its
+ * allocations traced through malloc, with the arena and the pattern off).
+ */
+export function withRunTimeReads(lowered: readonly LNode[], sorted: readonly Node[], runTime: RunTimeFolds): LNode[] {
+  // By the ONNX node's first output, which the lowered node that stands for it writes.
+  const reads = new Map<string, string[]>();
+  for (const n of sorted) {
+    const r = n.inputs.filter((x) => x && runTime.bytes.has(x));
+    if (r.length > 0 && n.outputs[0]) reads.set(n.outputs[0], r);
+  }
+  return lowered.map((n) => {
+    const missing = n.outputs.flatMap((o) => reads.get(o) ?? []).filter((x) => !n.inputs.includes(x));
+    return missing.length > 0 ? { ...n, inputs: [...n.inputs, ...missing] } : n;
+  });
+}
+
+/**
+ * Ops whose output shape ONNX shape inference gives from the shapes of their inputs alone (and
+ * of those inputs listed in VALUE_INPUTS, their values as constants), not their values: what ORT's
+ * planner knows of a run-time value before the first request. Its planner reuses a freed buffer
+ * only for a value whose shape it knows (ort-pattern.ts), so a Gather of one dim from a Shape is
+ * a scalar whose buffer the next such scalar takes, where a Range's or an Expand's output never
+ * shares one.
+ */
+const SHAPE_FROM_SHAPES = new Set([
+  "Shape", "Size", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Cast", "Identity",
+  "Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs", "Equal", "Less", "Greater", "Not", "And", "Or", "Where", "Min", "Max",
+]);
+/** The inputs (by position) of these ops whose values set the output's shape: they must be constants. */
+const VALUE_INPUTS: Readonly<Record<string, readonly number[]>> = { Unsqueeze: [1], Squeeze: [1], Slice: [1, 2, 3, 4] };
+
+/**
+ * The run-time values (runTime.nodes' outputs) whose shapes ORT infers before the run:
+ * computed by an op of SHAPE_FROM_SHAPES from constants, values of the graph (their shapes are
+ * known: the batch is a symbol) and run-time values whose shapes it infers, with the inputs of
+ * VALUE_INPUTS constants. `isOrtConst`: whether a value is a constant to ORT (an initializer, or
+ * folded by its constant folding).
+ */
+export function runTimeShapesOrtInfers(runTime: RunTimeFolds, isOrtConst: (name: string) => boolean): Set<string> {
+  const known = new Set<string>();
+  for (const n of runTime.nodes) {
+    if (!SHAPE_FROM_SHAPES.has(n.op)) continue;
+    const valueInputs = VALUE_INPUTS[n.op] ?? [];
+    const ok = n.inputs.every((x, i) => !x || (valueInputs.includes(i) ? isOrtConst(x) : isOrtConst(x) || !runTime.bytes.has(x) || known.has(x)));
+    if (ok) for (const o of n.outputs) if (o) known.add(o);
+  }
+  return known;
+}

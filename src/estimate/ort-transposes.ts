@@ -141,3 +141,31 @@ function valuesLeadingToTranspose(nodes: readonly LNode[]): Set<string> {
   }
   return leads;
 }
+
+/**
+ * The transpose optimizer's handler for a Shape: Shape(Transpose(x, perm)) becomes
+ * Gather(Shape(x), perm), two nodes ORT makes (so numbers after every other) where the file has
+ * one. The Shape then reads x, not the Transpose's output, which changes ORT's order: DeiT's
+ * batch size is the Shape of its patches after their Transpose, and the cls-token Expands that
+ * read it ran after that Transpose in the replay, before it in ORT (the Expands' chain of shape
+ * values then lives across the Transpose in ORT's run). `created`: the new nodes, in the order
+ * ORT makes them; `newShapes`: each new Shape's output and its length (x's rank).
+ */
+export function ortShapesBeforeTransposes(nodes: readonly LNode[]): { nodes: LNode[]; created: LNode[]; newShapes: Map<string, number> } {
+  const producer = new Map<string, LNode>();
+  for (const n of nodes) for (const o of n.outputs) if (o) producer.set(o, n);
+  const created: LNode[] = [];
+  const newShapes = new Map<string, number>();
+  const out = nodes.flatMap((n) => {
+    const t = n.op === "Shape" && n.inputs[0] ? producer.get(n.inputs[0]) : undefined;
+    const perm = t?.op === "Transpose" ? t.attrs.perm : undefined;
+    if (!t || !isPerm(perm) || !t.inputs[0] || !n.outputs[0] || n.attrs.start !== undefined || n.attrs.end !== undefined) return [n];
+    const whole = `${n.outputs[0]}#before-transpose`;
+    const shape: LNode = { op: "Shape", name: `${n.name}#before-transpose`, inputs: [t.inputs[0]], outputs: [whole], attrs: {} };
+    const gather: LNode = { op: "Gather", name: n.name, inputs: [whole], outputs: [n.outputs[0]], attrs: { axis: 0, perm } };
+    created.push(shape, gather);
+    newShapes.set(whole, perm.length);
+    return [shape, gather];
+  });
+  return { nodes: out, created, newShapes };
+}

@@ -3,7 +3,7 @@
 // ORT runs one after the other are alive together in the file's order.
 import { describe, expect, it } from "vitest";
 import { loadOnnx } from "../../src/compiler/load.ts";
-import { inOrtOrder, ortExecutionOrder, ortOrderAfterRewrite } from "../../src/estimate/ort-order.ts";
+import { inOrtOrder, ortExecutionOrder, ortOrderOfFinalGraph } from "../../src/estimate/ort-order.ts";
 import { ortPatternBytesPerSample, patternBytes, type TraceEvent } from "../../src/estimate/ort-pattern.ts";
 import { TWO_BRANCHES, TWO_BRANCHES_PATTERN_PER_SAMPLE } from "../fixtures/ort-two-branches.ts";
 import { init, node, writeModel } from "./compiler-onnx-builder.ts";
@@ -30,22 +30,27 @@ describe("ORT's execution order", () => {
     expect(inOrtOrder(lowered, onnx).map((n) => n.name)).toEqual(["b", "b.relu", "a", "c"]);
   });
 
-  it("runs a branch a rewrite rebuilt before the others, and keeps the order of what it left alone", () => {
+  it("walks the final graph by ORT's numbers: a node a rewrite made is visited before the file's nodes", () => {
     const n = (name: string, inputs: string[]) => ({ name, inputs, outputs: [name] });
-    // The order before the rewrite: branch q (q1, q2) then branch p (p1, p2), then their join.
-    const [q1, q2, p1, p2, y] = [n("q1", ["x"]), n("q2", ["q1"]), n("p1", ["x"]), n("p2", ["p1"]), n("y", ["q2", "p2"])];
-    const nodes = [q1, q2, p1, p2, y];
-    const names = (xs: { name: string }[]) => xs.map((x) => x.name);
-    expect(names(ortOrderAfterRewrite(nodes, []))).toEqual(["q1", "q2", "p1", "p2", "y"]);
-    // The nodes a rewrite left alone keep their order (a walk's own post-order) beside one it added.
-    const z = n("z", ["x"]);
-    const side = [n("a", ["x"]), n("b", ["x"]), n("c", ["a"]), n("d", ["b", "c"]), n("e", ["a", "d"]), z];
-    expect(names(ortOrderAfterRewrite(side, [z]))).toEqual(["z", "a", "b", "c", "d", "e"]);
-    // p2 rebuilt (a new node in ORT, a higher index): its branch runs first.
-    expect(names(ortOrderAfterRewrite(nodes, [p2]))).toEqual(["p1", "p2", "q1", "q2", "y"]);
-    // Both rebuilt: the one added last runs first.
-    expect(names(ortOrderAfterRewrite(nodes, [p2, q2]))).toEqual(["q1", "q2", "p1", "p2", "y"]);
-    expect(names(ortOrderAfterRewrite(nodes, [q2, p2]))).toEqual(["p1", "p2", "q1", "q2", "y"]);
+    // The file: branch p (p1, p2) written before branch q (q1, q2), then their join: ORT visits
+    // the higher-numbered producer (q2) first, so q runs first.
+    const [p1, p2, q1, q2, y] = [n("p1", ["x"]), n("p2", ["p1"]), n("q1", ["x"]), n("q2", ["q1"]), n("y", ["p2", "q2"])];
+    const nodes = [p1, p2, q1, q2, y];
+    const file = new Map(nodes.map((x, i) => [x.name, i]));
+    const order = (xs: typeof nodes, created: typeof nodes) => ortOrderOfFinalGraph(xs, (x) => file.get(x.name), created).map((x) => x.name);
+    expect(order(nodes, [])).toEqual(["q1", "q2", "p1", "p2", "y"]);
+    // p2 rebuilt (a new node in ORT, numbered after every other): its branch runs first.
+    expect(order(nodes, [p2])).toEqual(["p1", "p2", "q1", "q2", "y"]);
+    // Both rebuilt: the one made last runs first.
+    expect(order(nodes, [p2, q2])).toEqual(["q1", "q2", "p1", "p2", "y"]);
+    expect(order(nodes, [q2, p2])).toEqual(["p1", "p2", "q1", "q2", "y"]);
+    // A shape value shared by both branches after common subexpression elimination (s, the file's
+    // last node, kept from q's copy): the walk reaches it from q first, so it runs before both.
+    const s0 = n("s", ["x"]);
+    const [ps, qs] = [n("ps", ["p1", "s"]), n("qs", ["q1", "s"])];
+    const shared = [p1, ps, q1, qs, n("y2", ["ps", "qs"]), s0];
+    const file2 = new Map(shared.map((x, i) => [x.name, i]));
+    expect(ortOrderOfFinalGraph(shared, (x) => file2.get(x.name), []).map((x) => x.name)).toEqual(["s", "q1", "qs", "p1", "ps", "y2"]);
   });
 
   it("puts one wide middle in the pattern where the file's order had two", () => {

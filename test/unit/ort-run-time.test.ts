@@ -1,7 +1,8 @@
 // Which values ORT computes in every request that memlane's compiler folds (src/estimate/ort-run-time.ts).
 import { describe, expect, it } from "vitest";
 import type { ConstTensor, Node } from "../../src/compiler/ir.ts";
-import { ortRunTimeFolds } from "../../src/estimate/ort-run-time.ts";
+import type { LNode } from "../../src/compiler/ir.ts";
+import { ortRunTimeFolds, runTimeShapesOrtInfers, withRunTimeReads } from "../../src/estimate/ort-run-time.ts";
 
 const node = (opType: string, inputs: string[], outputs: string[]): Node => ({ opType, name: outputs[0]!, inputs, outputs, attrs: new Map() });
 const ints = (...dims: number[]): ConstTensor => ({ isFloat: false, dims, data: new Float64Array(dims.reduce((a, b) => a * b, 1)) });
@@ -58,5 +59,33 @@ describe("values ORT computes at run time that the compiler folds", () => {
     const pos = [node("Shape", ["p"], ["s"])];
     expect(ortRunTimeFolds({ consts, outputs: ["y"], inputs: seq }, pos, folded, () => [1, 128]).nodes.map((n) => n.name)).toEqual(["s"]);
     expect(ortRunTimeFolds({ consts, outputs: ["y"], inputs }, pos, folded, () => [1, 128]).nodes).toEqual([]);
+  });
+});
+
+describe("what ORT knows of its run-time values", () => {
+  // x [N, 8, 4, 4]: its grid's height read by Shape -> Gather, Unsqueezed and Concatenated into a
+  // Reshape's shape (the compiler folds all of it into the Reshape), and a Range of that height.
+  const grid = [
+    node("Shape", ["x"], ["s"]), node("Gather", ["s", "two"], ["h"]), node("Unsqueeze", ["h", "axes"], ["hu"]),
+    node("Concat", ["hu", "minus1"], ["shape"]), node("Range", ["zero", "h", "one"], ["r"]),
+    node("Reshape", ["x", "shape"], ["y"]),
+  ];
+  const gridFolded = new Map<string, ConstTensor>([["s", ints(4)], ["h", ints()], ["hu", ints(1)], ["shape", ints(2)], ["r", ints(4)]]);
+  const gridConsts = new Map<string, ConstTensor>([["two", ints()], ["axes", ints(1)], ["minus1", ints(1)], ["zero", ints()], ["one", ints()]]);
+  const rt = ortRunTimeFolds({ consts: gridConsts, outputs: ["y"], inputs: [{ name: "x", dims: ["N", 8, 4, 4], elemType: 1 }] }, grid, gridFolded, () => undefined);
+
+  it("keeps a shape value until the node that reads it, where the compiler's lowered node no longer does", () => {
+    const lowered: LNode[] = [{ op: "Reshape", name: "y", inputs: ["x"], outputs: ["y"], attrs: { shape: [-1, 32] } }];
+    expect(withRunTimeReads(lowered, grid, rt)[0]!.inputs).toEqual(["x", "shape"]);
+    // a node that reads nothing computed at run time is left as it is
+    expect(withRunTimeReads([{ op: "Relu", name: "z", inputs: ["x"], outputs: ["z"], attrs: {} }], grid, rt)[0]!.inputs).toEqual(["x"]);
+  });
+
+  it("knows the shapes shape inference gives from shapes alone (Shape, Gather, Unsqueeze, Concat), not a Range's", () => {
+    const known = runTimeShapesOrtInfers(rt, (n) => gridConsts.has(n));
+    expect([...known].sort()).toEqual(["h", "hu", "s", "shape"]);
+    // an Unsqueeze whose axes are computed at run time: its output's rank is not known
+    const computedAxes = { ...rt, nodes: rt.nodes.map((n) => (n.op === "Unsqueeze" ? { ...n, inputs: ["h", "s"] } : n)) };
+    expect(runTimeShapesOrtInfers(computedAxes, (n) => gridConsts.has(n)).has("hu")).toBe(false);
   });
 });

@@ -2,7 +2,7 @@
 // which Transposes move, cancel, are absorbed by a ReorderInput, or stay where they are.
 import { describe, expect, it } from "vitest";
 import type { LNode } from "../../src/compiler/ir.ts";
-import { ortPushTransposes } from "../../src/estimate/ort-transposes.ts";
+import { ortPushTransposes, ortShapesBeforeTransposes } from "../../src/estimate/ort-transposes.ts";
 
 const node = (op: string, inputs: string[], output: string, attrs: LNode["attrs"] = {}): LNode => ({ op, name: output, inputs, outputs: [output], attrs });
 const toNchw = (x: string, y: string) => node("Transpose", [x], y, { perm: [0, 3, 1, 2] });
@@ -70,5 +70,19 @@ describe("ORT's transposes, moved for the memory pattern", () => {
       node("Softmax", ["s"], "y"),
     ];
     expect(ortPushTransposes(nodes, ["y"], isConst).nodes).toEqual(nodes);
+  });
+});
+
+describe("ORT's transpose optimizer on a Shape", () => {
+  it("makes Shape(Transpose(x)) a Gather of Shape(x) by the permutation: two new nodes, x read instead", () => {
+    const nodes = [node("Transpose", ["x"], "t", { perm: [0, 2, 1] }), node("Shape", ["t"], "s"), node("Gather", ["s", "w0"], "b")];
+    const r = ortShapesBeforeTransposes(nodes);
+    expect(ops(r.nodes)).toEqual(["Transpose(x)", "Shape(x)", "Gather(s#before-transpose)", "Gather(s,w0)"]);
+    expect(r.created.map((n) => n.outputs[0])).toEqual(["s#before-transpose", "s"]);
+    expect([...r.newShapes]).toEqual([["s#before-transpose", 3]]);
+    // a Shape of anything else, or one taking a slice of the dims, stays
+    const plain = [node("Relu", ["x"], "t"), node("Shape", ["t"], "s")];
+    expect(ortShapesBeforeTransposes(plain).created).toEqual([]);
+    expect(ortShapesBeforeTransposes([nodes[0]!, node("Shape", ["t"], "s", { start: 1 })]).created).toEqual([]);
   });
 });
