@@ -150,11 +150,39 @@ function biasGelus(nodes: readonly LNode[], g: Graphish): Array<{ nodes: LNode[]
   return out;
 }
 
-/** MatMul whose product is scaled by a constant (Mul or Div) read by nothing else: FusedMatMul writes the scaled product. */
+/**
+ * A MatMul input that is a Transpose of its last two axes (ORT's MatmulTransposeFusion): the
+ * FusedMatMul reads the Transpose's input and transposes as it multiplies, and the Transpose goes
+ * where every reader of its output was such a MatMul. SqueezeBERT's attention scores read the
+ * query through one: the replay held a transposed copy (4 MiB at batch 64) ORT never makes.
+ */
+function transposedMatMuls(nodes: readonly LNode[], g: Graphish): LNode[] {
+  const lastTwoSwapped = (t: LNode | undefined): t is LNode => {
+    const p = t?.op === "Transpose" ? t.attrs.perm : undefined;
+    if (!Array.isArray(p) || p.length < 2 || !p.every((x, i) => typeof x === "number" && (i < p.length - 2 ? x === i : true))) return false;
+    return p[p.length - 2] === p.length - 1 && p[p.length - 1] === p.length - 2;
+  };
+  const fusedReaders = new Map<LNode, number>();
+  const rewritten = new Map<LNode, LNode>();
+  for (const n of nodes) {
+    if ((n.op !== "MatMul" && n.op !== FUSED_MATMUL) || n.inputs.length !== 2) continue;
+    const inputs = n.inputs.map((x) => {
+      const t = x ? g.producer.get(x) : undefined;
+      if (!lastTwoSwapped(t) || !t.inputs[0] || g.readers.get(x!)?.some((r) => r.op === "(graph output)")) return x;
+      fusedReaders.set(t, (fusedReaders.get(t) ?? 0) + 1);
+      return t.inputs[0];
+    });
+    if (inputs.some((x, i) => x !== n.inputs[i])) rewritten.set(n, { ...n, op: FUSED_MATMUL, inputs });
+  }
+  const gone = new Set([...fusedReaders].filter(([t, k]) => g.readers.get(t.outputs[0]!)?.length === k).map(([t]) => t));
+  return nodes.flatMap((n) => (gone.has(n) ? [] : [rewritten.get(n) ?? n]));
+}
+
+/** MatMul (or a FusedMatMul) whose product is scaled by a constant (Mul or Div) read by nothing else: FusedMatMul writes the scaled product. */
 function scaledMatMuls(nodes: readonly LNode[], g: Graphish): Array<{ nodes: LNode[]; fused: LNode }> {
   const out: Array<{ nodes: LNode[]; fused: LNode }> = [];
   for (const n of nodes) {
-    if (n.op !== "MatMul" || !n.outputs[0]) continue;
+    if ((n.op !== "MatMul" && n.op !== FUSED_MATMUL) || !n.outputs[0]) continue;
     const r = g.readers.get(n.outputs[0]);
     const s = r?.length === 1 ? r[0] : undefined;
     if (!s || (s.op !== "Mul" && s.op !== "Div") || !constOperand(g, s, n.outputs[0]) || (s.op === "Div" && s.inputs[0] !== n.outputs[0])) continue;
@@ -163,9 +191,10 @@ function scaledMatMuls(nodes: readonly LNode[], g: Graphish): Array<{ nodes: LNo
   return out;
 }
 
-/** The transformer fusions in ORT's order: Gelu (erf), then its bias, FastGelu (tanh), the scaled MatMuls. */
+/** The transformer fusions in ORT's order: Gelu (erf), a MatMul's transposed inputs, Gelu's bias, FastGelu (tanh), the scaled MatMuls. */
 export function ortTransformerFusions(nodes: readonly LNode[], graphOutputs: ReadonlySet<string>, isConst: (n: string) => boolean): LNode[] {
-  let ns: LNode[] = [...nodes];
-  for (const rule of [erfGelus, biasGelus, tanhGelus, scaledMatMuls]) ns = collapse(ns, rule(ns, index(ns, graphOutputs, isConst)));
+  let ns = collapse(nodes, erfGelus(nodes, index(nodes, graphOutputs, isConst)));
+  ns = transposedMatMuls(ns, index(ns, graphOutputs, isConst));
+  for (const rule of [biasGelus, tanhGelus, scaledMatMuls]) ns = collapse(ns, rule(ns, index(ns, graphOutputs, isConst)));
   return ns;
 }

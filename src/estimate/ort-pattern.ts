@@ -211,6 +211,7 @@ function shapesOrtCannotInfer(g: Graph): Set<string> {
   const fromShape = new Set<string>(); // values computed from a run-time shape alone
   const unknown = new Set<string>();
   const declared = (x: string) => declaredShape(g, x) !== null;
+  // A Constant node is an initializer to ORT.
   const constNodes = new Set(g.nodes.filter((n) => n.opType === "Constant").flatMap((n) => n.outputs));
   const constant = (x: string) => g.consts.has(x) || constNodes.has(x);
   for (const n of g.nodes) {

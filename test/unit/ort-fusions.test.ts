@@ -57,6 +57,19 @@ describe("ORT's fusions in the pattern replay", () => {
       .toEqual([`${FUSED_MATMUL}->z`, "Softmax->y"]);
   });
 
+  it("reads a MatMul's input before a Transpose of its last two axes, and drops the Transpose where only such MatMuls read it", () => {
+    const t = (x: string, y: string, perm: number[]) => ({ ...node("Transpose", [x], [y]), attrs: { perm } });
+    const scores = [t("q", "qt", [0, 1, 3, 2]), node("MatMul", ["qt", "k"], ["s"]), node("Div", ["s", "c_d"], ["z"])];
+    const fused = ortFusions(scores, ["z"], isConst);
+    expect(ops(fused)).toEqual([`${FUSED_MATMUL}->z`]);
+    expect(fused[0]!.inputs).toEqual(["q", "k"]);
+    // read by something else too: the Transpose stays, the MatMul still reads q
+    const shared = ortFusions([...scores, node("Relu", ["qt"], ["r"])], ["z", "r"], isConst);
+    expect(ops(shared)).toEqual(["Transpose->qt", `${FUSED_MATMUL}->z`, "Relu->r"]);
+    // a Transpose that moves a batch axis is no transposed operand
+    expect(ops(ortFusions([t("q", "qt", [1, 0, 2, 3]), node("MatMul", ["qt", "k"], ["s"])], ["s"], isConst))).toEqual(["Transpose->qt", "MatMul->s"]);
+  });
+
   it("leaves a chain whole where an intermediate is read elsewhere, or its operands are not constants", () => {
     expect(ops(ortFusions(erfGelu("x", "y"), ["y", "e"], isConst))).toHaveLength(5);
     expect(ops(ortFusions([...erfGelu("x", "y"), node("Relu", ["a"], ["r"])], ["y", "r"], isConst))).toHaveLength(6);
