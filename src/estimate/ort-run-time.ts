@@ -94,10 +94,10 @@ function plainAttrs(n: Node): LNode["attrs"] {
  * such a value from the node that computes it to the last node that reads it: the Concat of a
  * SegFormer attention's output shape is computed before its K and V projections and read by
  * the Reshape after them. Small as they are, those blocks decide where ORT's planner puts the
- * large ones: without the reads the replay freed each shape value where it was made, and
- * SegFormer's pattern at batch 1 came out 9.6 % over the block ORT asks for, with every large
- * tensor of the same size, in the same order and freed at the same step as ORT's (its
- * allocations traced through malloc, with the arena and the pattern off).
+ * large ones: traced through malloc (arena and pattern off), ORT's large tensors on SegFormer had
+ * the replay's sizes, order and frees, and only these 64-byte blocks differed. Without the reads
+ * the replay freed each shape value where it was made; with them (and ort-order.ts
+ * ortOrderOfFinalGraph) PoolFormer's pattern went from 8.3 % under ORT's block to exact.
  */
 export function withRunTimeReads(lowered: readonly LNode[], sorted: readonly Node[], runTime: RunTimeFolds): LNode[] {
   // By the ONNX node's first output, which the lowered node that stands for it writes.
