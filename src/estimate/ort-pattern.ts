@@ -109,7 +109,9 @@ function planBuffers(nodes: readonly LNode[], inputs: readonly string[], outputs
         continue;
       }
       const fixed = fixedOf(o);
-      const at = shape === null ? -1 : freelist.findIndex((b) => b.size === size && b.shape === shape && b.fixed === fixed);
+      // ORT's planner gives a freed buffer only to a value whose shape it knows and that is not a
+      // scalar (allocation_planner.cc FindReusableTensor: a rank-0 shape takes none).
+      const at = shape === null || shape.endsWith(" []") ? -1 : freelist.findIndex((b) => b.size === size && b.shape === shape && b.fixed === fixed);
       const b = at >= 0 ? freelist.splice(at, 1)[0]! : { id: buffers.length, size, shape, uses: 0, fixed, first: step, last: step };
       if (at < 0) buffers.push(b);
       b.uses = myUses;
