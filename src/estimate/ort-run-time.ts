@@ -116,9 +116,9 @@ export function withRunTimeReads(lowered: readonly LNode[], sorted: readonly Nod
  * Ops whose output shape ONNX shape inference gives from the shapes of their inputs alone (and
  * of those inputs listed in VALUE_INPUTS, their values as constants), not their values: what ORT's
  * planner knows of a run-time value before the first request. Its planner reuses a freed buffer
- * only for a value whose shape it knows (ort-pattern.ts), so a Gather of one dim from a Shape is
- * a scalar whose buffer the next such scalar takes, where a Range's or an Expand's output never
- * shares one.
+ * only for a value whose shape it knows and is not a scalar (ort-pattern.ts planBuffers), so a
+ * Concat of a Reshape's target shape takes the buffer of an earlier one of the same length,
+ * where a Range's or an Expand's output never shares one.
  */
 const SHAPE_FROM_SHAPES = new Set([
   "Shape", "Size", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Cast", "Identity",
