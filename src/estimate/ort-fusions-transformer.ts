@@ -178,6 +178,30 @@ function transposedMatMuls(nodes: readonly LNode[], g: Graphish): LNode[] {
   return nodes.flatMap((n) => (gone.has(n) ? [] : [rewritten.get(n) ?? n]));
 }
 
+/**
+ * A MatMul input scaled by a scalar constant (Mul, or Div by it) that nothing else reads: ORT's
+ * MatMulScaleFusion folds the scale into the FusedMatMul's alpha, so the scaled input is never a
+ * tensor. ESM scales its query so before the scores; its optimized graph has FusedMatMul with
+ * alpha 1/sqrt(32) and no Mul there.
+ */
+function inputScaledMatMuls(nodes: readonly LNode[], g: Graphish, isScalarConst: (n: string) => boolean): LNode[] {
+  const rewritten = new Map<LNode, LNode>();
+  const gone = new Set<LNode>();
+  for (const n of nodes) {
+    if ((n.op !== "MatMul" && n.op !== FUSED_MATMUL) || n.inputs.length !== 2) continue;
+    const inputs = n.inputs.map((x) => {
+      const m = x ? g.producer.get(x) : undefined;
+      if (!m || (m.op !== "Mul" && m.op !== "Div") || m.inputs.length !== 2 || gone.has(m) || g.readers.get(x!)?.length !== 1) return x;
+      const k = m.op === "Div" ? (isScalarConst(m.inputs[1]!) ? 0 : -1) : m.inputs.findIndex((i) => isScalarConst(i));
+      if (k < 0) return x;
+      gone.add(m);
+      return m.inputs[1 - k]!;
+    });
+    if (inputs.some((x, i) => x !== n.inputs[i])) rewritten.set(n, { ...n, op: FUSED_MATMUL, inputs });
+  }
+  return nodes.flatMap((n) => (gone.has(n) ? [] : [rewritten.get(n) ?? n]));
+}
+
 /** MatMul (or a FusedMatMul) whose product is scaled by a constant (Mul or Div) read by nothing else: FusedMatMul writes the scaled product. */
 function scaledMatMuls(nodes: readonly LNode[], g: Graphish): Array<{ nodes: LNode[]; fused: LNode }> {
   const out: Array<{ nodes: LNode[]; fused: LNode }> = [];
@@ -192,9 +216,9 @@ function scaledMatMuls(nodes: readonly LNode[], g: Graphish): Array<{ nodes: LNo
 }
 
 /** The transformer fusions in ORT's order: Gelu (erf), a MatMul's transposed inputs, Gelu's bias, FastGelu (tanh), the scaled MatMuls. */
-export function ortTransformerFusions(nodes: readonly LNode[], graphOutputs: ReadonlySet<string>, isConst: (n: string) => boolean): LNode[] {
+export function ortTransformerFusions(nodes: readonly LNode[], graphOutputs: ReadonlySet<string>, isConst: (n: string) => boolean, isScalarConst: (n: string) => boolean = () => false): LNode[] {
   let ns = collapse(nodes, erfGelus(nodes, index(nodes, graphOutputs, isConst)));
   ns = transposedMatMuls(ns, index(ns, graphOutputs, isConst));
   for (const rule of [biasGelus, tanhGelus, scaledMatMuls]) ns = collapse(ns, rule(ns, index(ns, graphOutputs, isConst)));
-  return ns;
+  return inputScaledMatMuls(ns, index(ns, graphOutputs, isConst), isScalarConst);
 }

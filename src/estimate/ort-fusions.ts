@@ -116,5 +116,5 @@ export function ortFusions(nodes: readonly LNode[], graphOutputs: readonly strin
     const d = isConst(n) ? constDims(n) : undefined;
     return !!d && (d.length === 0 || (d.length === 1 && d[0] === 1));
   };
-  return fuseQuickGelu(fuseConvActivation(fuseConvSum(ortTransformerFusions(nodes, outs, isConst), outs), outs), outs, isScalarConst);
+  return fuseQuickGelu(fuseConvActivation(fuseConvSum(ortTransformerFusions(nodes, outs, isConst, isScalarConst), outs), outs), outs, isScalarConst);
 }

@@ -70,6 +70,16 @@ describe("ORT's fusions in the pattern replay", () => {
     expect(ops(ortFusions([t("q", "qt", [1, 0, 2, 3]), node("MatMul", ["qt", "k"], ["s"])], ["s"], isConst))).toEqual(["Transpose->qt", "MatMul->s"]);
   });
 
+  it("folds a scalar scale of a MatMul input into the FusedMatMul (ORT's alpha), not a scale read elsewhere or of many elements", () => {
+    const scaled = [node("Mul", ["q", "c_s"], ["qs"]), node("MatMul", ["qs", "k"], ["z"])];
+    const scalar = (n: string) => n === "c_s";
+    const fused = ortFusions(scaled, ["z"], isConst, (n) => (scalar(n) ? [] : undefined));
+    expect(ops(fused)).toEqual([`${FUSED_MATMUL}->z`]);
+    expect(fused[0]!.inputs).toEqual(["q", "k"]);
+    expect(ops(ortFusions(scaled, ["z"], isConst, (n) => (scalar(n) ? [32] : undefined)))).toEqual(["Mul->qs", "MatMul->z"]);
+    expect(ops(ortFusions([...scaled, node("Relu", ["qs"], ["r"])], ["z", "r"], isConst, () => []))).toEqual(["Mul->qs", "MatMul->z", "Relu->r"]);
+  });
+
   it("leaves a chain whole where an intermediate is read elsewhere, or its operands are not constants", () => {
     expect(ops(ortFusions(erfGelu("x", "y"), ["y", "e"], isConst))).toHaveLength(5);
     expect(ops(ortFusions([...erfGelu("x", "y"), node("Relu", ["a"], ["r"])], ["y", "r"], isConst))).toHaveLength(6);
