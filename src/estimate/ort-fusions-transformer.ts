@@ -151,31 +151,43 @@ function biasGelus(nodes: readonly LNode[], g: Graphish): Array<{ nodes: LNode[]
 }
 
 /**
+ * Each MatMul (or FusedMatMul) an input of which `absorb` takes into the FusedMatMul: `absorb` is
+ * given the input's producer and returns what the FusedMatMul reads instead, or undefined. The
+ * producer goes where every reader of its output was such a MatMul; with `soleReader`, a producer
+ * is absorbed only where the MatMul is its one reader. None whose output is a graph output.
+ */
+function absorbIntoMatMuls(nodes: readonly LNode[], g: Graphish, absorb: (producer: LNode) => string | undefined, soleReader: boolean): LNode[] {
+  const absorbed = new Map<LNode, number>();
+  const rewritten = new Map<LNode, LNode>();
+  for (const n of nodes) {
+    if ((n.op !== "MatMul" && n.op !== FUSED_MATMUL) || n.inputs.length !== 2) continue;
+    const inputs = n.inputs.map((x) => {
+      const p = x ? g.producer.get(x) : undefined;
+      const readers = x ? g.readers.get(x) ?? [] : [];
+      const instead = p && !readers.some((r) => r.op === "(graph output)") && (!soleReader || readers.length === 1) ? absorb(p) : undefined;
+      if (!instead) return x;
+      absorbed.set(p!, (absorbed.get(p!) ?? 0) + 1);
+      return instead;
+    });
+    if (inputs.some((x, i) => x !== n.inputs[i])) rewritten.set(n, { ...n, op: FUSED_MATMUL, inputs });
+  }
+  const gone = new Set([...absorbed].filter(([p, k]) => g.readers.get(p.outputs[0]!)?.length === k).map(([p]) => p));
+  return nodes.flatMap((n) => (gone.has(n) ? [] : [rewritten.get(n) ?? n]));
+}
+
+/**
  * A MatMul input that is a Transpose of its last two axes (ORT's MatmulTransposeFusion): the
  * FusedMatMul reads the Transpose's input and transposes as it multiplies, and the Transpose goes
  * where every reader of its output was such a MatMul. SqueezeBERT's attention scores read the
  * query through one: the replay held a transposed copy (4 MiB at batch 64) ORT never makes.
  */
 function transposedMatMuls(nodes: readonly LNode[], g: Graphish): LNode[] {
-  const lastTwoSwapped = (t: LNode | undefined): t is LNode => {
-    const p = t?.op === "Transpose" ? t.attrs.perm : undefined;
-    if (!Array.isArray(p) || p.length < 2 || !p.every((x, i) => typeof x === "number" && (i < p.length - 2 ? x === i : true))) return false;
-    return p[p.length - 2] === p.length - 1 && p[p.length - 1] === p.length - 2;
-  };
-  const fusedReaders = new Map<LNode, number>();
-  const rewritten = new Map<LNode, LNode>();
-  for (const n of nodes) {
-    if ((n.op !== "MatMul" && n.op !== FUSED_MATMUL) || n.inputs.length !== 2) continue;
-    const inputs = n.inputs.map((x) => {
-      const t = x ? g.producer.get(x) : undefined;
-      if (!lastTwoSwapped(t) || !t.inputs[0] || g.readers.get(x!)?.some((r) => r.op === "(graph output)")) return x;
-      fusedReaders.set(t, (fusedReaders.get(t) ?? 0) + 1);
-      return t.inputs[0];
-    });
-    if (inputs.some((x, i) => x !== n.inputs[i])) rewritten.set(n, { ...n, op: FUSED_MATMUL, inputs });
-  }
-  const gone = new Set([...fusedReaders].filter(([t, k]) => g.readers.get(t.outputs[0]!)?.length === k).map(([t]) => t));
-  return nodes.flatMap((n) => (gone.has(n) ? [] : [rewritten.get(n) ?? n]));
+  return absorbIntoMatMuls(nodes, g, (t) => {
+    const p = t.op === "Transpose" ? t.attrs.perm : undefined;
+    if (!Array.isArray(p) || p.length < 2 || !t.inputs[0]) return undefined;
+    const r = p.length;
+    return p.every((x, i) => x === (i < r - 2 ? i : i === r - 2 ? r - 1 : r - 2)) ? t.inputs[0] : undefined;
+  }, false);
 }
 
 /**
@@ -185,21 +197,12 @@ function transposedMatMuls(nodes: readonly LNode[], g: Graphish): LNode[] {
  * alpha 1/sqrt(32) and no Mul there.
  */
 function inputScaledMatMuls(nodes: readonly LNode[], g: Graphish, isScalarConst: (n: string) => boolean): LNode[] {
-  const rewritten = new Map<LNode, LNode>();
-  const gone = new Set<LNode>();
-  for (const n of nodes) {
-    if ((n.op !== "MatMul" && n.op !== FUSED_MATMUL) || n.inputs.length !== 2) continue;
-    const inputs = n.inputs.map((x) => {
-      const m = x ? g.producer.get(x) : undefined;
-      if (!m || (m.op !== "Mul" && m.op !== "Div") || m.inputs.length !== 2 || gone.has(m) || g.readers.get(x!)?.length !== 1) return x;
-      const k = m.op === "Div" ? (isScalarConst(m.inputs[1]!) ? 0 : -1) : m.inputs.findIndex((i) => isScalarConst(i));
-      if (k < 0) return x;
-      gone.add(m);
-      return m.inputs[1 - k]!;
-    });
-    if (inputs.some((x, i) => x !== n.inputs[i])) rewritten.set(n, { ...n, op: FUSED_MATMUL, inputs });
-  }
-  return nodes.flatMap((n) => (gone.has(n) ? [] : [rewritten.get(n) ?? n]));
+  return absorbIntoMatMuls(nodes, g, (m) => {
+    if ((m.op !== "Mul" && m.op !== "Div") || m.inputs.length !== 2) return undefined;
+    // the scale's position: a Div's divisor, either side of a Mul
+    const k = m.op === "Div" ? (isScalarConst(m.inputs[1]!) ? 1 : -1) : m.inputs.findIndex((i) => isScalarConst(i));
+    return k < 0 ? undefined : m.inputs[1 - k];
+  }, true);
 }
 
 /** MatMul (or a FusedMatMul) whose product is scaled by a constant (Mul or Div) read by nothing else: FusedMatMul writes the scaled product. */

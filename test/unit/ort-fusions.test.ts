@@ -78,6 +78,9 @@ describe("ORT's fusions in the pattern replay", () => {
     expect(fused[0]!.inputs).toEqual(["q", "k"]);
     expect(ops(ortFusions(scaled, ["z"], isConst, (n) => (scalar(n) ? [32] : undefined)))).toEqual(["Mul->qs", "MatMul->z"]);
     expect(ops(ortFusions([...scaled, node("Relu", ["qs"], ["r"])], ["z", "r"], isConst, () => []))).toEqual(["Mul->qs", "MatMul->z", "Relu->r"]);
+    // a Div by the scale: the FusedMatMul reads the dividend
+    const divided = ortFusions([node("Div", ["q", "c_s"], ["qs"]), node("MatMul", ["k", "qs"], ["z"])], ["z"], isConst, (n) => (scalar(n) ? [1] : undefined));
+    expect(divided.map((n) => `${n.op}(${n.inputs.join(",")})`)).toEqual([`${FUSED_MATMUL}(k,q)`]);
   });
 
   it("leaves a chain whole where an intermediate is read elsewhere, or its operands are not constants", () => {
