@@ -3,7 +3,7 @@ import type { Arena } from "./arena.ts";
 import { CompileError } from "./errors.ts";
 import type { Inferred } from "./infer.ts";
 import { type ConstTensor, DTYPE_BYTES, type DType, defaultDtype, fmtShape, perSample } from "./ir.ts";
-import { PLAN_ALIGNMENT, type PlanHeader, type PlanTensor, alignUp } from "./plan-format.ts";
+import { PLAN_ALIGNMENT, type PlanDType, type PlanHeader, type PlanTensor, alignUp } from "./plan-format.ts";
 
 export interface Built {
   header: PlanHeader;
@@ -18,6 +18,12 @@ const ARITY: Record<string, number> = { Conv: 3, Gemm: 3 };
 function withArity(op: string, inputs: string[]): string[] {
   const n = ARITY[op] ?? inputs.length;
   return [...inputs, ...new Array<string>(Math.max(0, n - inputs.length)).fill("")];
+}
+
+/** A tensor's plan dtype; the 8-bit types exist only in the estimate's replay of ONNX Runtime (a quantized model's). */
+function planDtype(dtype: DType, name: string, source: string): PlanDType {
+  if (dtype === "uint8" || dtype === "int8") throw new CompileError(`${source}: tensor "${name}" is ${dtype}; memlane-rt plans float32, int64, int32 and bool tensors`, "unsupported-op", { tensor: name });
+  return dtype;
 }
 
 /** `concatInPlace`: the arena lays Concat inputs in their output (concat-in-place.ts); the header says so. */
@@ -38,7 +44,7 @@ export function buildPlan(inf: Inferred, arena: Arena, producer: string, source:
       if (c.sym && Array.from(c.data).some((v) => Math.abs(v) >= 2 ** 31)) {
         throw new CompileError(`${source}: constant "${name}" ${fmtShape(Array.from(c.data))} depends on the batch size; memlane-rt needs it as a run-time computation it does not have`, "shape", { tensor: name });
       }
-      const dtype = defaultDtype(c);
+      const dtype = planDtype(defaultDtype(c), name, source);
       const data = weightBytes(c, dtype);
       const bytes = data.length;
       t = { name, dtype, shape: [...c.dims], kind: "weight", offset: blob, bytes };
@@ -47,7 +53,7 @@ export function buildPlan(inf: Inferred, arena: Arena, producer: string, source:
     } else {
       const shape = inf.shapes.get(name)!;
       const kind = inputs.has(name) ? "input" : outputs.has(name) ? "output" : "activation";
-      const dtype = inf.dtypes.get(name) ?? "float32";
+      const dtype = planDtype(inf.dtypes.get(name) ?? "float32", name, source);
       t = { name: inf.outputNames.get(name) ?? name, dtype, shape: [...shape], kind, offset: arena.offsets.get(name)!, bytes: perSample(shape) * DTYPE_BYTES[dtype] };
     }
     ids.set(name, tensors.length);

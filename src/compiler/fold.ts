@@ -3,6 +3,7 @@
  * arithmetic exporters emit (Shape/Gather/Unsqueeze/Concat/Cast/Slice...) and elementwise
  * math on weights. Returns undefined when the op has no evaluator here.
  */
+import onnxProto from "onnx-proto";
 import { attrFloat, attrInt, attrInts, attrTensor, normAxis } from "./attrs.ts";
 import { BINARY, UNARY, binary, broadcastDims, broadcastIndex, mk, mod, unary } from "./fold-math.ts";
 import { dtypeOfOnnx } from "./graph-inputs.ts";
@@ -13,6 +14,7 @@ import { isFloatType } from "./tensor-data.ts";
 import { type ConstTensor, type Node, defaultDtype, numel } from "./ir.ts";
 
 type C = ConstTensor;
+const { UINT8, INT8 } = onnxProto.onnx.TensorProto.DataType;
 
 function ints(t: C | undefined): number[] | undefined {
   return t ? Array.from(t.data) : undefined;
@@ -273,9 +275,57 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
     case "GatherElements":
     case "ScatterElements":
       return x && ins[1] ? elementsConst(n, x, ins[1], ins[2]) : undefined;
+    case "DequantizeLinear":
+      return x && ins[1] ? dequantizeConst(n, x, ins[1], ins[2]) : undefined;
+    case "QuantizeLinear":
+      return x && ins[1] ? quantizeConst(n, x, ins[1], ins[2]) : undefined;
     default:
       return undefined;
   }
+}
+
+/**
+ * DequantizeLinear of a constant, (x - zero_point) * scale: a quantized model's weights and
+ * biases (a QDQ export's Conv reads its kernel through one), per tensor or per slice of `axis`
+ * (default 1). A block size (opset 21's blocked quantization) is not evaluated.
+ */
+function dequantizeConst(n: Node, x: C, scale: C, zeroPoint: C | undefined): C[] | undefined {
+  if (attrInt(n, "block_size", 0) > 0) return undefined;
+  const perAxis = scale.data.length > 1;
+  const axis = perAxis ? normAxis(n, attrInt(n, "axis", 1), x.dims.length) : 0;
+  if (perAxis && x.dims[axis] !== scale.data.length) return undefined;
+  const inner = perAxis ? numel(x.dims.slice(axis + 1)) : 1;
+  const slices = perAxis ? scale.data.length : 1;
+  const out = new Float32Array(x.data.length);
+  for (let k = 0; k < out.length; k++) {
+    const q = perAxis ? Math.floor(k / inner) % slices : 0;
+    out[k] = (x.data[k]! - (zeroPoint?.data[q] ?? 0)) * scale.data[q]!;
+  }
+  return [{ isFloat: true, dims: [...x.dims], data: out }];
+}
+
+/**
+ * QuantizeLinear of a constant, saturate(round(x / scale) + zero_point), rounding half to even,
+ * into the zero point's 8-bit type (uint8 without one): a QDQ export's quantized position
+ * embeddings, re-quantized before their Gather. Per tensor or per slice of `axis`.
+ */
+function quantizeConst(n: Node, x: C, scale: C, zeroPoint: C | undefined): C[] | undefined {
+  if (attrInt(n, "block_size", 0) > 0) return undefined;
+  const signed = zeroPoint?.fileType === INT8 || attrInt(n, "output_dtype", 0) === INT8;
+  const [lo, hi] = signed ? [-128, 127] : [0, 255];
+  const perAxis = scale.data.length > 1;
+  const axis = perAxis ? normAxis(n, attrInt(n, "axis", 1), x.dims.length) : 0;
+  if (perAxis && x.dims[axis] !== scale.data.length) return undefined;
+  const inner = perAxis ? numel(x.dims.slice(axis + 1)) : 1;
+  const slices = perAxis ? scale.data.length : 1;
+  const out = new Float64Array(x.data.length);
+  for (let k = 0; k < out.length; k++) {
+    const q = perAxis ? Math.floor(k / inner) % slices : 0;
+    const v = x.data[k]! / scale.data[q]!;
+    const r = Math.abs(v % 1) === 0.5 ? 2 * Math.round(v / 2) : Math.round(v);
+    out[k] = Math.min(hi, Math.max(lo, r + (zeroPoint?.data[q] ?? 0)));
+  }
+  return [{ isFloat: false, dims: [...x.dims], data: out, dtype: signed ? "int8" : "uint8", fileType: signed ? INT8 : UINT8 }];
 }
 
 /** A Reduce* of a constant (BEiT sums its resized relative-position table), axes from the input or attribute. */

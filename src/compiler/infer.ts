@@ -23,7 +23,8 @@ import * as t from "./ops-tensor.ts";
 import { TRANSFORMER_LOWERINGS } from "./ops-transformer.ts";
 import { unsupportedOp } from "./supported.ts";
 
-const LOWERINGS: Record<string, Lowering> = {
+/** The compiler's shape rule of each op it runs (the estimate's replay of ORT wraps some: ort-shapes-quantized.ts). */
+export const LOWERINGS: Readonly<Record<string, Lowering>> = {
   Conv: conv.Conv, MaxPool: conv.MaxPool, AveragePool: conv.AveragePool,
   GlobalAveragePool: conv.GlobalAveragePool, BatchNormalization: conv.BatchNormalization,
   ReduceMean: conv.ReduceMean,
@@ -86,6 +87,12 @@ export interface InferOptions {
    * intermediates (wav2vec2's 1-D convs would each add a [N, 512, 3199] copy). Not for plans.
    */
   keepRewrittenOps?: boolean;
+  /**
+   * Keep computed values without the batch (a dynamically quantized MatMul's input scale,
+   * computed from the data): ONNX Runtime allocates them at a size no batch changes. Plans
+   * refuse them (every plan tensor scales with the batch). Not for plans.
+   */
+  batchlessValues?: boolean;
 }
 
 export interface Inferred {
@@ -301,7 +308,8 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
   });
   for (const [name, s] of shapes) {
     // Every computed tensor scales linearly with the batch (docs/plan-format.md, "Batch scaling").
-    if (s.filter((d) => d < 0).length !== 1 || s.some((d) => d === 0 || !Number.isInteger(d))) {
+    const batchless = opts.batchlessValues && s.every((d) => d > 0 && Number.isInteger(d));
+    if (!batchless && (s.filter((d) => d < 0).length !== 1 || s.some((d) => d === 0 || !Number.isInteger(d)))) {
       throw new CompileError(`${g.file}: tensor "${name}" has shape ${fmtShape(s)}; every computed tensor needs exactly one batch dimension (k·batch) and no empty dimension`, "shape", { tensor: name });
     }
   }

@@ -4,9 +4,9 @@
  */
 
 /** Element types of plan v2 tensors (docs/plan-format.md); bool is stored as one byte. */
-export type DType = "float32" | "int64" | "int32" | "bool";
+export type DType = "float32" | "int64" | "int32" | "bool" | "uint8" | "int8";
 
-export const DTYPE_BYTES: Readonly<Record<DType, number>> = Object.freeze({ float32: 4, int64: 8, int32: 4, bool: 1 });
+export const DTYPE_BYTES: Readonly<Record<DType, number>> = Object.freeze({ float32: 4, int64: 8, int32: 4, bool: 1, uint8: 1, int8: 1 });
 
 /**
  * A constant tensor. Floats are kept as float32 (what the plan stores); integers (shape
@@ -22,6 +22,12 @@ export interface ConstTensor {
   dtype?: DType;
   /** Derived from the shape of a run-time tensor: values may be multiples of SYM_BATCH. */
   sym?: boolean;
+  /**
+   * The ONNX element type (TensorProto.DataType) the file stores it as, for an initializer; the
+   * plan's dtype widens it (int8 -> int64). The estimate reads it: a quantized model's weights
+   * take one byte an element, and its zero points give ORT's tensors their type.
+   */
+  fileType?: number;
 }
 
 /**
@@ -59,6 +65,8 @@ export interface Node {
   inputs: string[];
   outputs: string[];
   attrs: Map<string, NodeAttr>;
+  /** A domain other than ONNX's own (com.microsoft), as the file names it; only graphs loaded for ORT's replay keep such nodes. */
+  domain?: string;
 }
 
 export interface GraphInput {

@@ -12,7 +12,16 @@ import { decodeTensor, toNum } from "./tensor-data.ts";
 const { onnx } = onnxProto;
 type ModelProto = onnxProto.onnx.ModelProto;
 
-export function loadOnnx(path: string): Graph {
+/**
+ * How a node from a domain other than ONNX's own is taken: "refuse" (the compiler: memlane-rt
+ * runs ONNX ops only) or "keep" (the estimate's replay of ONNX Runtime, which runs its own
+ * com.microsoft ops: a quantized model's QLinearAdd and QGemm).
+ */
+export interface LoadOptions {
+  customDomains?: "refuse" | "keep";
+}
+
+export function loadOnnx(path: string, opts: LoadOptions = {}): Graph {
   let bytes: Buffer;
   try {
     bytes = readFileSync(path);
@@ -30,10 +39,10 @@ export function loadOnnx(path: string): Graph {
   if (!graph || (graph.node.length === 0 && graph.output.length === 0)) {
     throw new CompileError(`${path}: not a valid ONNX model (no graph with nodes and outputs)`, "unreadable-model", { path });
   }
-  return graphFromModel(model, path);
+  return graphFromModel(model, path, opts);
 }
 
-export function graphFromModel(model: ModelProto, path: string): Graph {
+export function graphFromModel(model: ModelProto, path: string, opts: LoadOptions = {}): Graph {
   // Decoded messages carry every repeated/scalar field (protobufjs fills defaults).
   const g = model.graph as onnxProto.onnx.GraphProto;
   const file = basename(path);
@@ -60,7 +69,8 @@ export function graphFromModel(model: ModelProto, path: string): Graph {
   const declaredShapes = declared.length > 0 ? new Map(declared.map((vi) => [vi.name, dimsOf(vi)])) : undefined;
 
   const nodes: Node[] = (g.node as onnxProto.onnx.NodeProto[]).map((n, i) => {
-    if (n.domain && n.domain !== "ai.onnx") {
+    const custom = n.domain && n.domain !== "ai.onnx" ? n.domain : undefined;
+    if (custom && opts.customDomains !== "keep") {
       throw new CompileError(
         `${file}: node "${n.name || `#${i}`}" uses op ${n.domain}::${n.opType} from a custom domain; only the default ONNX domain is supported`,
         "unsupported-op",
@@ -69,7 +79,7 @@ export function graphFromModel(model: ModelProto, path: string): Graph {
     }
     const attrs = new Map<string, NodeAttr>();
     for (const a of n.attribute as onnxProto.onnx.AttributeProto[]) attrs.set(a.name, decodeAttr(a, modelDir, path));
-    return { opType: n.opType, name: n.name || `${n.opType}_${i}`, inputs: [...n.input], outputs: [...n.output], attrs };
+    return { opType: n.opType, name: n.name || `${n.opType}_${i}`, inputs: [...n.input], outputs: [...n.output], attrs, ...(custom ? { domain: custom } : {}) };
   });
 
   return { file, opset, nodes, consts, inputs, outputs: (g.output as onnxProto.onnx.ValueInfoProto[]).map((o) => o.name), ...(declaredShapes ? { declaredShapes } : {}) };

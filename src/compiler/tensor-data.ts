@@ -47,7 +47,7 @@ export function decodeTensor(t: ITensorProto, modelDir: string, path: string): C
     }
     const dv = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
     for (let i = 0; i < n; i++) out[i] = readElem(dv, type, i * esize);
-    return { isFloat, dims, data: out, ...typed };
+    return { isFloat, dims, data: out, ...typed, fileType: type };
   }
   // Typed fields: float_data (FLOAT, FLOAT16 as bits in int32_data), int32_data (INT32 and
   // narrower ints, BOOL, FLOAT16 bits), int64_data, double_data, uint64_data.
@@ -64,7 +64,17 @@ export function decodeTensor(t: ITensorProto, modelDir: string, path: string): C
     const v = toNum(src[i]);
     out[i] = type === DT.FLOAT16 ? halfToFloat(v) : v;
   }
-  return { isFloat, dims, data: out, ...typed };
+  return { isFloat, dims, data: out, ...typed, fileType: type };
+}
+
+/** Bytes an element of this constant takes in the ONNX file (its plan dtype's where it came from no file). */
+export function fileElemBytes(c: ConstTensor): number {
+  return (c.fileType !== undefined ? ELEM_BYTES[c.fileType] : undefined) ?? (c.isFloat ? 4 : c.dtype === "bool" ? 1 : c.dtype === "int32" ? 4 : 8);
+}
+
+/** The 8-bit integer type of a constant as the file stores it (a zero point's), or undefined. */
+export function fileInt8Type(c: ConstTensor): "uint8" | "int8" | undefined {
+  return c.fileType === DT.UINT8 ? "uint8" : c.fileType === DT.INT8 ? "int8" : undefined;
 }
 
 function readElem(dv: DataView, type: number, off: number): number {

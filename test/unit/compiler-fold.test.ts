@@ -158,3 +158,23 @@ describe("constant folding of the subgraphs Swin and DeBERTa-v2 exports carry", 
     expect(foldNode(n("Einsum", { equation: "ii->i" }), [floats([2, 2], [1, 2, 3, 4])], 17)).toBeUndefined();  // a diagonal
   });
 });
+
+describe("constant folding of a quantized model's weights", () => {
+  const UINT8 = 2, INT8 = 3;
+  const q8 = (dims: number[], data: number[], fileType: number): ConstTensor => ({ ...ints(dims, data), fileType });
+
+  it("DequantizeLinear: (x - zero point) * scale, per tensor and per slice of the axis", () => {
+    expect(fold(n("DequantizeLinear"), [q8([3], [0, 128, 255], UINT8), floats([], [0.5]), q8([], [128], UINT8)]).data).toEqual([-64, 0, 63.5]);
+    // a conv kernel [2, 1, 1, 2] quantized per output channel (axis 0), symmetric: no zero point
+    const w = fold(n("DequantizeLinear", { axis: 0 }), [q8([2, 1, 1, 2], [1, -2, 3, -4], INT8), floats([2], [0.5, 2])]);
+    expect(w).toEqual({ dims: [2, 1, 1, 2], data: [0.5, -1, 6, -8], isFloat: true });
+  });
+
+  it("QuantizeLinear: round half to even, saturate to the zero point's 8-bit type, which the result keeps", () => {
+    const r = foldNode(n("QuantizeLinear"), [floats([5], [0.5, 1.5, -3, 1000, 2.4]), floats([], [1]), q8([], [0], INT8)], 17)![0]!;
+    expect(Array.from(r.data)).toEqual([0, 2, -3, 127, 2]);
+    expect([r.dtype, r.fileType]).toEqual(["int8", INT8]);
+    const u = foldNode(n("QuantizeLinear"), [floats([2], [-5, 300]), floats([], [1])], 17)![0]!;
+    expect([Array.from(u.data), u.dtype]).toEqual([[0, 255], "uint8"]);
+  });
+});
