@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { compileOnnx } from "../compiler/compile.ts";
 import { batchAxis, type Graph, perSample } from "../compiler/ir.ts";
 import { loadOnnx } from "../compiler/load.ts";
+import { fileElemBytes } from "../compiler/tensor-data.ts";
 import { readOnnxIo } from "../pipeline/inputs/onnx-io.ts";
 import { inputFileShapes, prepareEvalSet } from "../pipeline/inputs/eval-set.ts";
 import { InputSpecError, resolveModelIo, type ShapeOverrides } from "../pipeline/inputs/shapes.ts";
@@ -263,7 +264,6 @@ export interface Features {
   firstRequestMiB: number;
 }
 
-const elemBytes = (isFloat: boolean) => (isFloat ? 4 : 8);
 /** Bytes of one element of a graph input or output (int64 ids and masks are 8, not 4). */
 const dtypeBytes = (dtype: string) => (/64/.test(dtype) ? 8 : /16/.test(dtype) ? 2 : /8|bool/.test(dtype) ? 1 : 4);
 
@@ -325,7 +325,7 @@ export function inputFileRows(onnxPath: string, feed: InputFeed): number | null 
  */
 export function evalSetMessageBytes(onnxPath: string, inputShapes: Record<string, number[]> | undefined, evalSamples: number): number | null {
   try {
-    const { inputs, outputs } = ortGraphIo(loadOnnx(onnxPath), inputShapes);
+    const { inputs, outputs } = ortGraphIo(loadOnnx(onnxPath, { customDomains: "keep" }), inputShapes);
     return Math.max(bytesPerSample(inputs), bytesPerSample(outputs)) * evalSamples;
   } catch {
     return null;
@@ -364,7 +364,8 @@ async function ortLoadTerms(onnxPath: string, runtime: OrtRuntime, tmpDir: strin
 }
 
 async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean): Promise<ModelTerms> {
-  const g = loadOnnx(onnxPath);
+  // ONNX Runtime's own ops (a quantized model's QLinearAdd) stay for its replay; the compile refuses them.
+  const g = loadOnnx(onnxPath, { customDomains: "keep" });
   let inputShapes: Record<string, number[]> | undefined;
   let ortInputDims: number[][] | null = null;
   let feedError: string | null = null;
@@ -381,8 +382,8 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
   for (const t of g.consts.values()) {
     const n = t.dims.reduce((a, b) => a * b, 1);
     params += n;
-    weightBytes += n * elemBytes(t.isFloat);
-    largestInitializerBytes = Math.max(largestInitializerBytes, n * elemBytes(t.isFloat));
+    weightBytes += n * fileElemBytes(t);
+    largestInitializerBytes = Math.max(largestInitializerBytes, n * fileElemBytes(t));
   }
   let convBytes = 0;
   const counted = new Set<string>();
@@ -391,7 +392,7 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
     const t = w ? g.consts.get(w) : undefined;
     if (w && t && !counted.has(w)) {
       counted.add(w);
-      convBytes += t.dims.reduce((a, b) => a * b, 1) * elemBytes(t.isFloat);
+      convBytes += t.dims.reduce((a, b) => a * b, 1) * fileElemBytes(t);
     }
   }
   // Without a plan there is nothing for the native load probe to load; why is the compile error.

@@ -11,7 +11,7 @@ import type { LNode } from "../compiler/ir.ts";
 import { ortTransformerFusions } from "./ort-fusions-transformer.ts";
 
 /** Every node reading each tensor; a graph output gets a reader that no rule matches. */
-function readersOf(nodes: readonly LNode[], graphOutputs: ReadonlySet<string>): Map<string, LNode[]> {
+export function readersOf(nodes: readonly LNode[], graphOutputs: ReadonlySet<string>): Map<string, LNode[]> {
   const readers = new Map<string, LNode[]>();
   for (const n of nodes) for (const i of n.inputs) if (i) readers.set(i, [...(readers.get(i) ?? []), n]);
   const caller = { op: "(graph output)", inputs: [], outputs: [] } as unknown as LNode;

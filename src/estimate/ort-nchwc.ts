@@ -44,6 +44,8 @@ export interface NchwcGraph {
   constDims(name: string): readonly number[] | undefined;
   /** A tensor's inferred shape (-1 at the batch), undefined when unknown. */
   shapeOf(name: string): readonly number[] | undefined;
+  /** A computed tensor's element type (float32 where not given). */
+  dtypeOf?(name: string): string | undefined;
 }
 
 export interface NchwcRewrite {
@@ -155,7 +157,9 @@ export function ortNchwc(nodes: readonly LNode[], graphOutputs: readonly string[
     const x = n.inputs[0];
     const inBlocked = (t: string | undefined) => (t ? asBlocked.get(t) : undefined);
     let converted: LNode | null = null;
-    if ((n.op === "Conv" || n.op === CONV_SUM) && o && x) {
+    if (x && (g.dtypeOf?.(x) ?? "float32") !== "float32") {
+      // 8-bit values (a quantized model's MaxPool on its uint8 maps): ORT's NCHWc kernels are float only.
+    } else if ((n.op === "Conv" || n.op === CONV_SUM) && o && x) {
       const w = g.constDims(n.inputs[1] ?? "");
       const group = typeof n.attrs.group === "number" ? n.attrs.group : 1;
       if (w && w.length === 4) {

@@ -17,32 +17,40 @@
  *    (onnxruntime/core/framework/mem_pattern_planner.h). A reused buffer keeps its place for
  *    the union of its values' lives, which pins it and fragments the block.
  *
- * Before both, ORT's graph rewrites: its common subexpression elimination (ort-cse.ts), its
- * fusions (ort-fusions.ts), on x86-64 its NCHWc layout (ort-nchwc.ts: blocked tensors, renamed
+ * Before both, ORT's graph rewrites: its common subexpression elimination (ort-cse.ts), a
+ * quantized model's groups (ort-qdq.ts: DequantizeLinear -> op -> QuantizeLinear as one 8-bit
+ * kernel; ort-quant-dynamic.ts: a dynamically quantized MatMul as one node), its fusions
+ * (ort-fusions.ts), on x86-64 its NCHWc layout (ort-nchwc.ts: blocked tensors, renamed
  * `t#nchwc`, take their plain tensor's bytes with the channels padded, and the reorder copies
- * it adds are buffers of their own) and its transpose optimizer (ort-transposes.ts: Transposes
- * moved down through elementwise ops and cancelled).
+ * it adds are buffers of their own), a quantized CNN's channels-last region (ort-nhwc.ts:
+ * `t#nhwc`, with the Transposes in and out) and its transpose optimizer (ort-transposes.ts:
+ * Transposes moved down through elementwise ops and cancelled).
  *
  * The graph is inferred with ORT's own shape rule where the compiler's differs (ort-lstm.ts:
- * its layout 0 LSTM) or has none (ort-shapes.ts: ops memlane-rt does not run), and the trace
- * carries what kernels take from the arena while they run (ort-scratch.ts), which the pattern
- * leaves out.
+ * its layout 0 LSTM) or has none (ort-shapes.ts: ops memlane-rt does not run; the quantized
+ * ones in ort-shapes-quantized.ts), and the trace carries what kernels take from the arena while
+ * they run (ort-scratch.ts), which the pattern leaves out. Two values share a buffer only where
+ * ORT's planner sees the same shape, symbol for symbol (carriedShapes).
  *
- * Graph inputs, weights and graph outputs are not part of the pattern. Sizes are per sample
- * (a tensor without the batch counts 0): the pattern of these graphs scales with the batch.
+ * Graph inputs, weights and graph outputs are not part of the pattern. Sizes are per sample (a
+ * computed value without the batch, a dynamic quantization's scale, counts its own bytes at any
+ * batch): the pattern of these graphs scales with the batch.
  */
 import { inferGraph } from "../compiler/infer.ts";
-import { DTYPE_BYTES, type DType, defaultDtype, type LNode, perSample } from "../compiler/ir.ts";
+import { DTYPE_BYTES, type DType, defaultDtype, type LNode, numel, perSample } from "../compiler/ir.ts";
 import type { Graph } from "../compiler/ir.ts";
 import { topoSort } from "../compiler/order.ts";
 import { ortCommonSubexpressions } from "./ort-cse.ts";
 import { CONV_SUM, ortFusions } from "./ort-fusions.ts";
 import { type KernelScratch, ortKernelScratch } from "./ort-scratch.ts";
 import { ortNchwc } from "./ort-nchwc.ts";
+import { channelsFirstName, ortNhwc } from "./ort-nhwc.ts";
+import { ortQdqFusions } from "./ort-qdq.ts";
+import { ortDynamicQuantFusions } from "./ort-quant-dynamic.ts";
 import { inOrtOrder, ortOrderOfFinalGraph } from "./ort-order.ts";
 import { ortRunTimeFolds, runTimeShapesOrtInfers, withRunTimeReads } from "./ort-run-time.ts";
 import { ORT_SHAPE_LOWERINGS } from "./ort-shapes.ts";
-import { ortPushTransposes, ortShapesBeforeTransposes } from "./ort-transposes.ts";
+import { ortPushTransposes, ortShapesBeforeTransposes, type TransposedValue } from "./ort-transposes.ts";
 
 /** Ops whose ORT CPU kernels alias their first input (no new buffer). */
 const VIEW_OPS = new Set(["Reshape", "Flatten", "Squeeze", "Unsqueeze"]);
@@ -144,7 +152,7 @@ function runTrace(buffers: readonly Buffer[], steps: number, outputs: ReadonlyAr
     // outputs are there.
     const mine = scratch.find((k) => k.step === s);
     const ids = (mine?.sizes ?? []).map(() => nextId++);
-    const takeScratch = () => mine?.sizes.forEach((size, i) => trace.push({ kind: "alloc", id: ids[i]!, size, scratch: true }));
+    const takeScratch = () => mine?.sizes.forEach((size, i) => trace.push({ kind: "alloc", id: ids[i]!, size, scratch: true, ...(mine.fixed?.[i] ? { fixed: true as const } : {}) }));
     if (mine?.beforeOutputs) takeScratch();
     for (const b of buffers) if (b.first === s) trace.push({ kind: "alloc", id: b.id, size: b.size, ...(b.fixed ? { fixed: true as const } : {}) });
     for (const o of outputs) if (o.step === s) trace.push({ kind: "alloc", id: o.id, size: o.size, output: true });
@@ -244,6 +252,35 @@ function declaredShape(g: Pick<Graph, "declaredShapes">, name: string): (number 
   return d && d.every((x) => x !== undefined) ? (d as (number | string)[]) : null;
 }
 
+/** Ops whose output ONNX's shape inference gives input 0's shape, symbols and all. */
+const SHAPE_OF_INPUT = new Set(["QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "Relu", "Sigmoid", "Tanh", "Erf", "Sqrt", "Abs", "Neg", "Exp", "Log", "Cast", "LeakyRelu", "Clip", "Softmax", "Gelu", "HardSigmoid", "HardSwish"]);
+
+/**
+ * The shape ORT's planner sees for a value the file declares none for, where ONNX's shape
+ * inference carries a declared one through (a QuantizeLinear or an activation copies its
+ * input's, symbols included): a quantizer declares the float model's values and adds its
+ * QuantizeLinear and DequantizeLinear outputs undeclared, so each of those has its float
+ * value's symbols (onnxruntime.quantization's "unk__" dims, one symbol apiece), and two of them
+ * share a buffer only where those match. Taken as the inferred dims, a QDQ DistilBERT's 8-bit
+ * tensors all matched and the replay chained them through reused buffers: its pattern came out
+ * 1.5x ORT's. Null where no declared shape reaches the value.
+ */
+function carriedShapes(g: Pick<Graph, "declaredShapes" | "nodes" | "inputs">): (name: string) => (number | string)[] | null {
+  const producer = new Map(g.nodes.flatMap((n) => n.outputs.map((o): [string, (typeof g.nodes)[number]] => [o, n])));
+  const inputs = new Map(g.inputs.flatMap((i) => (i.dims.every((d) => d !== undefined) ? [[i.name, i.dims as (number | string)[]] as const] : [])));
+  const memo = new Map<string, (number | string)[] | null>();
+  const of = (name: string): (number | string)[] | null => {
+    const known = memo.get(name);
+    if (known !== undefined) return known;
+    memo.set(name, null); // a cycle (none in a valid graph) ends here
+    const p = producer.get(name);
+    const s = declaredShape(g, name) ?? inputs.get(name) ?? (g.declaredShapes && p && SHAPE_OF_INPUT.has(p.opType) && p.outputs[0] === name && p.inputs[0] ? of(p.inputs[0]) : null);
+    memo.set(name, s);
+    return s;
+  };
+  return of;
+}
+
 /**
  * ORT's memory pattern for one sample, bytes, at `inputShapes` (-1 at the batch; needed where
  * an input has a symbolic dim besides the batch: the sequence a benchmark feeds); throws what
@@ -284,7 +321,7 @@ function isNaNAsEqual(g: Graph): Graph {
 
 /** The graph as ORT's replay infers it: ORT's shape rules where they differ from the compiler's, or where it has none. */
 function inferAsOrt(g: Graph, sorted: Graph["nodes"], inputShapes: Record<string, number[]> | undefined) {
-  return inferGraph({ ...g, nodes: sorted }, { ...(inputShapes ? { inputShapes } : {}), lowerings: ORT_SHAPE_LOWERINGS, keepRewrittenOps: true });
+  return inferGraph({ ...g, nodes: sorted }, { ...(inputShapes ? { inputShapes } : {}), lowerings: ORT_SHAPE_LOWERINGS, keepRewrittenOps: true, batchlessValues: true });
 }
 
 /**
@@ -308,15 +345,21 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   // size that does not grow with the batch, and no constants to ORT's rewrites.
   const runTime = ortRunTimeFolds(g, sorted, inf.consts, (n) => inf.shapes.get(n));
   const isConst = (n: string) => inf.consts.has(n) && !runTime.bytes.has(n);
+  const batchless = (n: string) => !inf.consts.has(n) && (inf.shapes.get(n)?.every((d) => d >= 0) ?? false);
   const runTimeKnown = runTimeShapesOrtInfers(runTime, isConst);
+  // A QDQ model's weights: the DequantizeLinear each folded constant came from (ort-qdq.ts).
+  const weightDequantizers = new Map(g.nodes.filter((n) => n.opType === "DequantizeLinear" && g.consts.has(n.inputs[0] ?? "")).map((n) => [n.outputs[0]!, n.inputs]));
   // The Shapes ORT's transpose optimizer makes (ort-transposes.ts): int64 values of a rank, run-time values too.
   const newShapeDims = new Map<string, number[]>();
   const plainBytes = (name: string) => {
     const fixed = runTime.bytes.get(name);
     if (fixed !== undefined) return fixed;
     const s = inf.shapes.get(name);
-    return s && s.some((d) => d < 0) ? perSample(s) * DTYPE_BYTES[inf.dtypes.get(name) ?? "float32"] : 0;
+    if (!s) return 0;
+    // A computed value without the batch (a dynamic quantization's scale): its own bytes, at any batch.
+    return (batchless(name) ? numel(s) : perSample(s)) * DTYPE_BYTES[inf.dtypes.get(name) ?? "float32"];
   };
+  const carried = carriedShapes(g);
   const plainShape = (n: string) => {
     if (unknown.has(n)) return null;
     // A run-time value's shape is one ORT's planner knows where the file declares it or its
@@ -326,7 +369,7 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
       const declared = declaredShape(g, n) ?? (runTimeKnown.has(n) ? inf.consts.get(n)!.dims : null);
       return declared ? `${defaultDtype(inf.consts.get(n)!)} ${JSON.stringify(declared)}` : null;
     }
-    return `${inf.dtypes.get(n) ?? "float32"} ${JSON.stringify(declaredShape(g, n) ?? inf.shapes.get(n) ?? [])}`;
+    return `${inf.dtypes.get(n) ?? "float32"} ${JSON.stringify(carried(n) ?? inf.shapes.get(n) ?? [])}`;
   };
   const shared = ortCommonSubexpressions(inOrtOrder([...withRunTimeReads(inf.nodes, sorted, runTime), ...runTime.nodes], g.nodes), inf.outputs, (n) => (isConst(n) ? inf.consts.get(n) : undefined));
   const constDims = (n: string) => (isConst(n) ? inf.consts.get(n)?.dims : undefined);
@@ -335,17 +378,27 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
     runTime.bytes.set(name, rank * 8);
     newShapeDims.set(name, [rank]);
   }
-  const fused = ortFusions(shapesMoved.nodes, inf.outputs, isConst, constDims);
-  const nchwc = ortNchwc(fused, inf.outputs, { constDims, shapeOf: (n) => inf.shapes.get(n) });
+  const quantized = ortQdqFusions(shapesMoved.nodes, inf.outputs, isConst, (n) => (isConst(n) ? inf.consts.get(n) : undefined), (n) => weightDequantizers.get(n));
+  const dynamic = ortDynamicQuantFusions(quantized.nodes, inf.outputs, isConst, (n) => inf.dtypes.get(n));
+  const fused = ortFusions(dynamic, inf.outputs, isConst, constDims);
+  const nchwc = ortNchwc(fused, inf.outputs, { constDims, shapeOf: (n) => inf.shapes.get(n), dtypeOf: (n) => inf.dtypes.get(n) });
   const { blocked } = nchwc;
   // ORT runs the graph it ends with, its nodes numbered as it numbers them: the file's for those
   // it keeps, after every other for those its rewrites make, in the order they make them.
   const fileIndex = new Map<string, number>();
   g.nodes.forEach((n, i) => n.outputs.forEach((o) => o && fileIndex.set(o, i)));
   const beforeFusions = new Set(shapesMoved.nodes);
-  const created = [...shapesMoved.created, ...fused.filter((n) => !beforeFusions.has(n)), ...nchwc.added];
-  const ordered = ortOrderOfFinalGraph(nchwc.nodes, (n) => fileIndex.get(n.outputs[0] ?? ""), created);
-  const { nodes, transposed } = ortPushTransposes(ordered, inf.outputs, isConst);
+  const createdBefore = [...shapesMoved.created, ...fused.filter((n) => !beforeFusions.has(n)), ...nchwc.added];
+  const numbered = (n: LNode) => fileIndex.get(channelsFirstName(n.outputs[0] ?? ""));
+  // ORT's NHWC rewrite adds its Transposes as it walks the graph the earlier rewrites left, in ORT's order of that graph.
+  const nhwc = ortNhwc(ortOrderOfFinalGraph(nchwc.nodes, numbered, createdBefore), inf.outputs, { shapeOf: (n) => inf.shapes.get(n), symbolicShape: (n) => carried(n) ?? inf.shapes.get(n) ?? null, dtypeOf: (n) => inf.dtypes.get(n), isConst });
+  const ordered = ortOrderOfFinalGraph(nhwc.nodes, numbered, [...createdBefore.map((n) => nhwc.converted.get(n) ?? n), ...nhwc.added]);
+  const pushed = ortPushTransposes(ordered, inf.outputs, isConst);
+  const nodes = pushed.nodes;
+  // The values held under other names: channels-last ones (ort-nhwc.ts), those computed before a
+  // Transpose ORT moved (ort-transposes.ts), a DequantizeLinear's copies (ort-qdq.ts: unpermuted).
+  const copies = [...quantized.copyOf].map(([name, of]): [string, TransposedValue] => [name, { of, perm: (inf.shapes.get(of) ?? []).map((_, i) => i) }]);
+  const transposed = new Map([...copies, ...nhwc.transposed, ...pushed.transposed]);
   // A blocked tensor (ort-nchwc.ts): its plain tensor's bytes with the channels padded. A value
   // computed before a Transpose ORT moved (ort-transposes.ts): its tensor's bytes and, for the
   // reuse rule, its shape in that layout.
@@ -354,12 +407,18 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
     return b ? Math.round(plainBytes(b.of) * b.scale) : plainBytes(transposed.get(n)?.of ?? n);
   };
   const shapeOf = (n: string) => {
+    // A channels-last tensor: the shape ORT infers for its own node's output (ort-nhwc.ts).
+    if (nhwc.shapes.has(n)) {
+      const s = nhwc.shapes.get(n);
+      return s ? `${inf.dtypes.get(channelsFirstName(n)) ?? "float32"} ${JSON.stringify(s)}` : null;
+    }
     const t = transposed.get(n);
     if (t) {
       const s = plainShape(t.of);
-      const dims = inf.shapes.get(t.of);
+      // Its value's dims permuted, symbols and all where a declared shape reaches it (carriedShapes).
+      const dims = carried(t.of) ?? inf.shapes.get(t.of);
       if (s === null || !dims || dims.length !== t.perm.length) return s === null ? null : `${s} before ${JSON.stringify(t.perm)}`;
-      const before: number[] = new Array(dims.length);
+      const before: (number | string)[] = new Array(dims.length);
       t.perm.forEach((axis, i) => (before[axis] = dims[i]!));
       return `${inf.dtypes.get(t.of) ?? "float32"} ${JSON.stringify(before)}`;
     }
@@ -376,11 +435,16 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
     const padded = dims.map((d, i) => (i === 1 ? Math.round(d * b.scale) : d));
     return `${inf.dtypes.get(b.of) ?? "float32"} ${JSON.stringify(padded)}`;
   };
-  const buffers = planBuffers(nodes, inf.inputs, inf.outputs, bytesOf, shapeOf, align, (n) => runTime.bytes.has(n));
+  const buffers = planBuffers(nodes, inf.inputs, inf.outputs, bytesOf, shapeOf, align, (n) => runTime.bytes.has(n) || batchless(n));
   const outputs = withOutputs
     ? inf.outputs.map((name, k) => ({ id: buffers.length + k, size: bytesOf(name), step: nodes.findIndex((n) => n.outputs.includes(name)) })).filter((o) => o.step >= 0)
     : [];
-  const values = { shapeOf: (v: string) => inf.shapes.get(v) ?? inf.consts.get(v)?.dims, dtypeOf: (v: string) => inf.dtypes.get(v) ?? (inf.consts.has(v) ? defaultDtype(inf.consts.get(v)!) : undefined) };
+  // A kernel's scratch is sized from its tensors' channels-first shapes (a channels-last one's too).
+  const values = {
+    shapeOf: (v: string) => inf.shapes.get(channelsFirstName(v)) ?? inf.consts.get(v)?.dims,
+    dtypeOf: (v: string) => inf.dtypes.get(channelsFirstName(v)) ?? (inf.consts.has(v) ? defaultDtype(inf.consts.get(v)!) : undefined),
+    constOf: (v: string) => (isConst(v) ? inf.consts.get(v) : undefined),
+  };
   const scratch = withOutputs ? nodes.flatMap((n, step) => {
     const k = ortKernelScratch(n, values);
     return k ? [{ ...k, step }] : [];

@@ -13,6 +13,9 @@
  *   attention mask (`Where(mask [N, 1, S, S], 0, -inf)`) takes two more tensors of the mask's
  *   size: the small BERT export at batch 64, seq 128 has three 4 MiB tensors where the replay
  *   without them had one, and its steady RSS was estimated 4.8 % under.
+ * - The quantized kernels (ort-scratch-quantized.ts): a QLinearConv's int32 sums, im2col and
+ *   indirection buffers, the int32 sums of QGemm and QLinearMatMul, DynamicQuantizeMatMul's
+ *   8-bit copy of its input.
  * - BiasGelu, and FastGelu with a bias (contrib_ops/cpu/bert/bias_gelu.cc): the sum of the
  *   input and the bias, halved, in a tensor of the output's size from the temp-space
  *   allocator, after its output. A ConvNeXt's or Swin's MLP at
@@ -21,13 +24,16 @@
  *   was estimated 10 % under.
  */
 import { broadcastDims } from "../compiler/fold-math.ts";
-import { DTYPE_BYTES, type DType, type LNode, perSample } from "../compiler/ir.ts";
+import { type ConstTensor, DTYPE_BYTES, type DType, type LNode, perSample } from "../compiler/ir.ts";
 import { BIAS_GELU, FAST_GELU } from "./ort-fusions-transformer.ts";
 import { ortLstmScratchPerSample } from "./ort-lstm.ts";
+import { ortQuantizedScratch } from "./ort-scratch-quantized.ts";
 
 /** A node's scratch, bytes a sample in the order the kernel asks for it. */
 export interface KernelScratch {
   sizes: number[];
+  /** Per size: bytes at any batch, not a sample's (a quantized conv's buffers for one image). */
+  fixed?: boolean[];
   /** Asked for before the node's outputs (Where), else after them (LSTM). */
   beforeOutputs: boolean;
 }
@@ -36,6 +42,8 @@ export interface KernelScratch {
 export interface ValueInfo {
   shapeOf(name: string): readonly number[] | undefined;
   dtypeOf(name: string): DType | undefined;
+  /** A constant's value (weights, zero points), undefined for a computed tensor. */
+  constOf?(name: string): ConstTensor | undefined;
 }
 
 /** The scratch ORT's kernel for `n` takes, bytes a sample; null: none modelled. */
@@ -46,7 +54,7 @@ export function ortKernelScratch(n: LNode, values: ValueInfo): KernelScratch | n
   }
   if (n.op === "Where") return whereScratch(n, values);
   if ((n.op === BIAS_GELU || n.op === FAST_GELU) && n.inputs[1]) return biasGeluScratch(n, values);
-  return null;
+  return ortQuantizedScratch(n, values);
 }
 
 function biasGeluScratch(n: LNode, values: ValueInfo): KernelScratch | null {

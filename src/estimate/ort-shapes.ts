@@ -14,7 +14,9 @@ import { attrInt, attrInts, normAxis } from "../compiler/attrs.ts";
 import { type DType, fmtShape } from "../compiler/ir.ts";
 import { type Lowering, type OpCtx, shapeError } from "../compiler/op-ctx.ts";
 import { ArgMax } from "../compiler/ops-argmax.ts";
+import { splitSizes } from "../compiler/ops-cnn.ts";
 import { ortLstmShapes } from "./ort-lstm.ts";
+import { ORT_QUANTIZED_SHAPE_LOWERINGS } from "./ort-shapes-quantized.ts";
 
 /** Input i's shape, constant or computed (-k at the batch). */
 const shapeOf = (c: OpCtx, i: number): number[] => c.weight(i)?.dims.slice() ?? c.actAny(i);
@@ -104,6 +106,19 @@ const recurrent: Lowering = (c) => {
   return { shapes: [[x[0]!, d, x[1]!, h], [d, x[1]!, h]], attrs: {} };
 };
 
+/**
+ * Split on any axis but the batch's, wherever the batch is: a ViT's attention splits its
+ * [3, N, heads, S, d] query/key/value stack on axis 0 (the compiler's rule wants the batch first).
+ */
+const split: Lowering = (c) => {
+  const x = shapeOf(c, 0);
+  const axis = normAxis(c.node, attrInt(c.node, "axis", 0), x.length);
+  if (x[axis]! < 0) throw shapeError(c, `axis ${axis} of ${fmtShape(x)} is the batch`);
+  const sizes = splitSizes(c.node, c.opset >= 13 ? constInts(c, 1) : attrInts(c.node, "split"), x[axis]!);
+  if (typeof sizes === "string") throw shapeError(c, `axis ${axis} of ${fmtShape(x)}: ${sizes}`);
+  return { shapes: sizes.map((d) => x.map((v, i) => (i === axis ? d : v))), dtypes: sizes.map(() => c.dtype(0) ?? "float32"), attrs: { axis, split: sizes } };
+};
+
 const SAME_SHAPE = [
   "Softplus", "Softsign", "Elu", "Selu", "Celu", "Mish", "ThresholdedRelu", "Shrink", "LogSoftmax", "Hardmax",
   "Floor", "Ceil", "Round", "Sign", "Trilu", "Tan", "Atan", "Asin", "Acos", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
@@ -128,5 +143,7 @@ export const ORT_SHAPE_LOWERINGS: Readonly<Record<string, Lowering>> = {
   DepthToSpace: depthSpace(true), SpaceToDepth: depthSpace(false),
   ConvTranspose: convTranspose,
   GRU: recurrent, RNN: recurrent,
+  Split: split,
   LSTM: ortLstmShapes,
+  ...ORT_QUANTIZED_SHAPE_LOWERINGS,
 };

@@ -1,0 +1,118 @@
+// ORT's rewrites of a quantized model as the pattern replay applies them: the QDQ groups
+// (src/estimate/ort-qdq.ts), the dynamic quantization fusions (ort-quant-dynamic.ts), the
+// channels-last region (ort-nhwc.ts) and the quantized kernels' scratch (ort-scratch-quantized.ts).
+import { describe, expect, it } from "vitest";
+import type { ConstTensor, LNode } from "../../src/compiler/ir.ts";
+import { ortNhwc } from "../../src/estimate/ort-nhwc.ts";
+import { ortQdqFusions } from "../../src/estimate/ort-qdq.ts";
+import { ortDynamicQuantFusions } from "../../src/estimate/ort-quant-dynamic.ts";
+import { ortQuantizedScratch } from "../../src/estimate/ort-scratch-quantized.ts";
+
+const node = (op: string, inputs: string[], outputs: string[], attrs: LNode["attrs"] = {}): LNode => ({ op, name: outputs[0]!, inputs, outputs, attrs });
+const ops = (ns: readonly LNode[]) => ns.map((n) => `${n.op}->${n.outputs.join(",")}`);
+const UINT8 = 2, INT8 = 3;
+const scalar = (v: number, fileType?: number): ConstTensor => ({ isFloat: fileType === undefined, dims: [], data: Float64Array.of(v), ...(fileType ? { fileType } : {}) });
+
+describe("ORT's QDQ groups", () => {
+  // Constants: names starting with "c" (scales, zero points, the folded weight "cw" of DequantizeLinear(cw_q, cw_s, cw_z)).
+  const isConst = (n: string) => n.startsWith("c");
+  const consts: Record<string, ConstTensor> = { c_zp_u8: scalar(0, UINT8), c_zp_128: scalar(128, UINT8), c_s: scalar(0.1) };
+  const constOf = (n: string) => consts[n];
+  const weights = (n: string) => (n === "cw" ? ["cw_q", "cw_s", "cw_z"] : n === "cb" ? ["cb_q", "cb_s", "cb_z"] : undefined);
+  const fuse = (nodes: LNode[], outputs: string[]) => ortQdqFusions(nodes, outputs, isConst, constOf, weights).nodes;
+
+  it("runs DequantizeLinear -> Conv -> QuantizeLinear as one QLinearConv, its inputs in the kernel's order", () => {
+    const g = [node("DequantizeLinear", ["xq", "c_s", "c_zp_u8"], ["x"]), node("Conv", ["x", "cw", "cb"], ["y"]), node("QuantizeLinear", ["y", "c_s", "c_zp_u8"], ["yq"]), node("DequantizeLinear", ["yq", "c_s", "c_zp_u8"], ["out"])];
+    const fused = fuse(g, ["out"]);
+    expect(ops(fused)).toEqual(["QLinearConv->yq", "DequantizeLinear->out"]);
+    expect(fused[0]!.inputs).toEqual(["xq", "c_s", "c_zp_u8", "cw_q", "cw_s", "cw_z", "c_s", "c_zp_u8", "cb_q"]);
+  });
+
+  it("runs a value-moving op on the 8-bit tensor whatever its other inputs, and a MatMul without QuantizeLinear to a float output", () => {
+    const reshape = [node("DequantizeLinear", ["xq", "c_s"], ["x"]), node("Reshape", ["x", "shape"], ["r"]), node("QuantizeLinear", ["r", "c_s"], ["rq"]), node("Relu", ["rq"], ["z"])];
+    expect(fuse(reshape, ["z"]).map((n) => `${n.op}(${n.inputs.join(",")})`)).toEqual(["Reshape(xq,shape)", "Relu(rq)"]);
+    const matmul = [node("DequantizeLinear", ["aq", "c_s"], ["a"]), node("MatMul", ["a", "cw"], ["y"])];
+    expect(ops(fuse(matmul, ["y"]))).toEqual(["MatMulIntegerToFloat->y"]);
+  });
+
+  it("drops a Relu before a QuantizeLinear only where the zero point clamps as much; fuses nothing into a graph output", () => {
+    const withRelu = (zp: string) => [node("DequantizeLinear", ["xq", "c_s"], ["x"]), node("Conv", ["x", "cw"], ["c"]), node("Relu", ["c"], ["r"]), node("QuantizeLinear", ["r", "c_s", zp], ["rq"])];
+    expect(ops(fuse(withRelu("c_zp_u8"), ["rq"]))).toEqual(["QLinearConv->rq"]);
+    expect(ops(fuse(withRelu("c_zp_128"), ["rq"]))).toEqual(["DequantizeLinear->x", "Conv->c", "Relu->r", "QuantizeLinear->rq"]);
+    const g = [node("DequantizeLinear", ["xq", "c_s"], ["x"]), node("Conv", ["x", "cw"], ["y"]), node("QuantizeLinear", ["y", "c_s"], ["yq"])];
+    expect(ops(fuse(g, ["y", "yq"]))).toEqual(["DequantizeLinear->x", "Conv->y", "QuantizeLinear->yq"]);
+  });
+
+  it("gives each reader of a DequantizeLinear its own copy, so a reader no group takes keeps a float tensor of its own", () => {
+    const g = [node("DequantizeLinear", ["xq", "c_s"], ["x"]), node("Shape", ["x"], ["s"]), node("Add", ["x", "c_one"], ["y"])];
+    const r = ortQdqFusions(g, ["s", "y"], isConst, constOf, weights);
+    expect(ops(r.nodes)).toEqual(["DequantizeLinear->x/duplicated0", "DequantizeLinear->x", "Shape->s", "Add->y"]);
+    expect(r.nodes.find((n) => n.op === "Add")!.inputs[0]).toBe("x/duplicated0");
+    expect([...r.copyOf]).toEqual([["x/duplicated0", "x"]]);
+  });
+});
+
+describe("ORT's fusions of a dynamically quantized MatMul", () => {
+  const isConst = (n: string) => n.startsWith("c");
+  const dtypeOf = (n: string) => (n === "f" ? "float32" : undefined);
+  const linear = (x: string, y: string, k: string) => [
+    node("MatMulInteger", [`${x}_q`, `cw${k}`, `${x}_zp`, `cw${k}_zp`], [`i${k}`]), node("Cast", [`i${k}`], k === "" ? ["f"] : [`f${k}`]),
+    node("Mul", [`${x}_s`, `cw${k}_s`], [`s${k}`]), node("Mul", [k === "" ? "f" : `f${k}`, `s${k}`], [`m${k}`]), node("Add", [`cb${k}`, `m${k}`], [y]),
+  ];
+  const quantize = (x: string) => node("DynamicQuantizeLinear", [x], [`${x}_q`, `${x}_s`, `${x}_zp`]);
+
+  it("fuses a MatMul read alone into one DynamicQuantizeMatMul from the float input", () => {
+    const fused = ortDynamicQuantFusions([quantize("x"), ...linear("x", "y", "")], ["y"], isConst, dtypeOf);
+    expect(ops(fused)).toEqual(["DynamicQuantizeMatMul->y"]);
+    expect(fused[0]!.inputs).toEqual(["x", "cw", "cw_s", "cw_zp", "cb"]);
+  });
+
+  it("keeps the 8-bit input of MatMuls sharing it (a query, key and value projection): MatMulIntegerToFloat each", () => {
+    const dtypes = (n: string) => (n.startsWith("f") ? "float32" : undefined);
+    const fused = ortDynamicQuantFusions([quantize("x"), ...linear("x", "q", "1"), ...linear("x", "k", "2")], ["q", "k"], isConst, dtypes);
+    expect(ops(fused)).toEqual(["DynamicQuantizeLinear->x_q,x_s,x_zp", "MatMulIntegerToFloat->q", "MatMulIntegerToFloat->k"]);
+    expect(fused[1]!.inputs).toEqual(["x_q", "cw1", "x_s", "cw1_s", "x_zp", "cw1_zp", "cb1"]);
+  });
+});
+
+describe("ORT's channels-last region of a quantized CNN", () => {
+  const shapes: Record<string, number[]> = { xq: [-1, 3, 8, 8], a: [-1, 16, 8, 8], b: [-1, 16, 8, 8], s: [-1, 16, 8, 8], p: [-1, 16, 1, 1], f: [-1, 16] };
+  const g = { shapeOf: (n: string) => shapes[n], symbolicShape: (n: string) => (shapes[n] ? shapes[n]!.map((d) => (d < 0 ? "N" : d)) : null), dtypeOf: (n: string) => (n === "f" ? "float32" : "uint8"), isConst: (n: string) => n.startsWith("c") };
+
+  it("transposes in before the first QLinearConv and out before the Flatten; elementwise ops between run channels-last", () => {
+    const nodes = [node("QLinearConv", ["xq", "c"], ["a"]), node("QLinearConv", ["a", "c"], ["b"]), node("QLinearAdd", ["a", "c", "c", "b"], ["s"]), node("QLinearGlobalAveragePool", ["s"], ["p"]), node("Flatten", ["p"], ["f"])];
+    const r = ortNhwc(nodes, ["f"], g);
+    expect(ops(r.nodes)).toEqual(["Transpose->xq#nhwc", "QLinearConv->a#nhwc", "QLinearConv->b#nhwc", "QLinearAdd->s#nhwc", "QLinearGlobalAveragePool->p#nhwc", "Transpose->p", "Flatten->f"]);
+    expect(r.shapes.get("s#nhwc")).toEqual(["N", 8, 8, 16]);
+    expect(r.shapes.get("p#nhwc")).toEqual(["N", 1, 1, 16]);
+    expect(r.transposed.get("xq#nhwc")).toEqual({ of: "xq", perm: [0, 3, 1, 2] });
+  });
+
+  it("leaves a graph of float convs alone", () => {
+    const nodes = [node("Conv", ["f", "c"], ["a"])];
+    expect(ortNhwc(nodes, ["a"], { ...g, dtypeOf: () => "float32" }).nodes).toEqual(nodes);
+  });
+});
+
+describe("the quantized kernels' scratch", () => {
+  const w = (dims: number[], fileType = INT8): ConstTensor => ({ isFloat: false, dims, data: new Float64Array(dims.reduce((a, b) => a * b, 1)), fileType });
+  const conv = (weight: ConstTensor, out: number[], attrs: LNode["attrs"]) => {
+    const values = { shapeOf: (n: string) => (n === "y" ? out : undefined), dtypeOf: () => undefined, constOf: (n: string) => (n === "w" ? weight : n === "wzp" ? { ...w([]), data: Float64Array.of(0) } : undefined) };
+    return ortQuantizedScratch(node("QLinearConv", ["x", "xs", "xzp", "w", "ws", "wzp", "ys", "yzp"], ["y"], attrs), values);
+  };
+
+  it("a QLinearConv off the symmetric path: int32 sums and an im2col buffer of one image (resnet18's first conv)", () => {
+    // 3 input channels: not a multiple of 4, so MLAS's symmetric kernel does not take it
+    expect(conv(w([64, 3, 7, 7]), [-1, 64, 112, 112], { group: 1, kernel: [7, 7], strides: [2, 2], pads: [3, 3, 3, 3] })).toEqual({ sizes: [3211264, 1843968], fixed: [true, true], beforeOutputs: false });
+  });
+
+  it("a depthwise QLinearConv on the symmetric path: a pointer per tap and output pixel, for the whole batch", () => {
+    expect(conv(w([32, 1, 3, 3]), [-1, 32, 112, 112], { group: 32, kernel: [3, 3], strides: [1, 1], pads: [1, 1, 1, 1] })).toEqual({ sizes: [903168], fixed: [false], beforeOutputs: false });
+    // uint8 weights are not symmetric: int32 sums and the indirection buffer of one image
+    expect(conv(w([32, 1, 3, 3], UINT8), [-1, 32, 112, 112], { group: 32, kernel: [3, 3] })).toEqual({ sizes: [1605632, 903168], fixed: [true, true], beforeOutputs: false });
+  });
+
+  it("a pointwise QLinearConv on the symmetric path reads its input in place", () => {
+    expect(conv(w([64, 32, 1, 1]), [-1, 64, 56, 56], { group: 1, kernel: [1, 1], strides: [1, 1], pads: [0, 0, 0, 0] })).toBeNull();
+  });
+});
