@@ -6,9 +6,11 @@
  * group never exist. Replayed unfused, a QDQ mobilenet_v2's pattern was 6.6x the 1.7 MB ORT asks
  * for at batch 1 (its QOperator twin, already fused in the file, came out exact).
  *
- * The rules, as ORT's QDQ selector-action transformer applies them at its default level (the
- * DequantizeLinear of a constant is folded into the constant before this, as ORT keeps the
- * weight quantized and the kernel reads it whole):
+ * The rules, as ORT's QDQ selector-action transformer applies them at its default level. The
+ * DequantizeLinear of a constant is folded into the constant before this (fold.ts): a group's
+ * kernel reads the 8-bit weight itself. Where no group takes a weight (a QDQ DistilBERT's
+ * LayerNorm scales), ORT dequantizes it in every request, a float tensor of the weight's size
+ * that the replay leaves out (a few hundred bytes in the models measured).
  * - Conv, MatMul, Gemm, Add, Mul, Concat, the average pools and Sigmoid, LeakyRelu, Softmax,
  *   every computed input from a DequantizeLinear and the output read by one QuantizeLinear
  *   alone: one quantized node (QLinearConv, ...) from the 8-bit inputs to the 8-bit output.
