@@ -196,6 +196,8 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
       });
       continue;
     } else if (!lowering(n.opType)) {
+      // The estimate's replay of ONNX Runtime (its own lowerings) meets an op it has no shape rule for.
+      if (opts.lowerings) throw new CompileError(`${g.file}: op ${n.domain ? `${n.domain}::` : ""}${n.opType} (node "${n.name}") has no shape rule in the estimate's replay of ONNX Runtime`, "unsupported-op", { opType: n.opType, node: n.name });
       throw unsupportedOp(g.file, n, runtime ? `computes on the run-time tensor "${runtime}" and can only be folded at compile time` : "depends on the batch size and can only be folded at compile time");
     }
     if (n.opType === "Shape") {

@@ -90,6 +90,12 @@ export interface ModelTerms {
   /** Why the compiler-derived figures are missing, if they are. */
   compileError: string | null;
   /**
+   * Why ORT's replay could not follow the graph (an op it has no shape rule for: an
+   * ORT-optimized BERT's Attention), or null; with compileError, why the ORT runtimes' activation
+   * and eval-set terms are missing too. Absent where it was not tried.
+   */
+  ortReplayError?: string | null;
+  /**
    * Whether memlane-rt's CPU backend runs this plan in chunks of samples (native-chunk.ts);
    * false: it runs the whole batch at once. null when the compiler refused the model.
    */
@@ -402,11 +408,13 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
   if (feedError !== null) return { ...weights, ...noPlan, ...unplanned, ortPatternPerSampleMiB: null, ortTracePerSample: null, compileError: feedError };
   let ortPatternPerSampleMiB: number | null = null;
   let ortTracePerSample: TraceEvent[] | null = null;
+  let ortReplayError: string | null = null;
   try {
     ortPatternPerSampleMiB = ortPatternBytesPerSample(g, inputShapes) / MIB;
     ortTracePerSample = ortRunTracePerSample(g, inputShapes);
-  } catch {
+  } catch (err) {
     // A graph shape inference cannot follow: the compiler's arena stands in (features()).
+    ortReplayError = (err as Error).message.split("\n")[0]!.split("; memlane-rt supports")[0]!;
   }
   const dir = mkdtempSync(join(tmpdir(), "memlane-estimate-"));
   try {
@@ -416,7 +424,7 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
       nativeChunkable: nativeChunkable(header),
       ...weights,
       ...(nativeLoad ? await nativeLoadTerms(onnxPath, inputShapes, s.planPath) : {}),
-      arenaPerSampleMiB: s.arenaBytesPerSample / MIB, ortPatternPerSampleMiB, ortTracePerSample,
+      arenaPerSampleMiB: s.arenaBytesPerSample / MIB, ortPatternPerSampleMiB, ortTracePerSample, ortReplayError,
       ioPerSampleMiB: (bytesPerSample(s.inputs) + bytesPerSample(s.outputs)) / MIB,
       outputPerSampleMiB: bytesPerSample(s.outputs) / MIB,
       outputTensorsPerSampleMiB: s.outputs.map((o) => bytesPerSample([o]) / MIB),
@@ -425,7 +433,7 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
     };
   } catch (err) {
     // memlane-rt cannot run the model, but ORT may: its eval-set terms from ORT's inference.
-    return { ...weights, ...noPlan, ...unplanned, ...(ortTracePerSample ? ortIoTerms(g, inputShapes) : {}), ortPatternPerSampleMiB, ortTracePerSample, compileError: (err as Error).message.split("\n")[0]! };
+    return { ...weights, ...noPlan, ...unplanned, ...(ortTracePerSample ? ortIoTerms(g, inputShapes) : {}), ortPatternPerSampleMiB, ortTracePerSample, ortReplayError, compileError: (err as Error).message.split("\n")[0]! };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -478,8 +486,10 @@ export const loadProbesFor = (runtimes: Iterable<string>): { ortLoad: OrtRuntime
  * Why a runtime's estimate lacks its activation and eval-set terms, or null when it has them:
  * memlane's compiler refused the model and, for ORT, its own inference of the graph failed too.
  */
-export function activationsUnknown(t: Pick<ModelTerms, "compileError" | "ortTracePerSample">, runtime: string): string | null {
-  return isOrtRuntime(runtime) && t.ortTracePerSample !== null ? null : t.compileError;
+export function activationsUnknown(t: Pick<ModelTerms, "compileError" | "ortTracePerSample" | "ortReplayError">, runtime: string): string | null {
+  if (!isOrtRuntime(runtime) || t.compileError === null) return t.compileError;
+  if (t.ortTracePerSample !== null) return null;
+  return t.ortReplayError ? `${t.compileError}; ONNX Runtime's replay could not follow it either: ${t.ortReplayError}` : t.compileError;
 }
 /** A runtime's load probe terms, if it is an ORT runtime and was probed. */
 export const ortLoadOf = (t: Pick<ModelTerms, "ortLoad">, runtime: string): OrtLoadTerms | undefined => (isOrtRuntime(runtime) ? t.ortLoad[runtime] : undefined);

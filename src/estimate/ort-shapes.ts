@@ -13,9 +13,11 @@
 import { attrInt, attrInts, normAxis } from "../compiler/attrs.ts";
 import { type DType, fmtShape } from "../compiler/ir.ts";
 import { type Lowering, type OpCtx, shapeError } from "../compiler/op-ctx.ts";
+import { LOWERINGS } from "../compiler/infer.ts";
 import { ArgMax } from "../compiler/ops-argmax.ts";
 import { splitSizes } from "../compiler/ops-cnn.ts";
 import { ortLstmShapes } from "./ort-lstm.ts";
+import { ORT_CONTRIB_SHAPE_LOWERINGS } from "./ort-shapes-contrib.ts";
 import { ORT_QUANTIZED_SHAPE_LOWERINGS } from "./ort-shapes-quantized.ts";
 
 /** Input i's shape, constant or computed (-k at the batch). */
@@ -43,7 +45,8 @@ const broadcast: Lowering = (c) => {
 /** ReduceMin, ReduceProd, ReduceLogSum(Exp): axes from the input (opset 18) or the attribute, none = all. */
 const reduce: Lowering = (c) => {
   const x = shapeOf(c, 0);
-  const raw = c.opset >= 18 ? constInts(c, 1) : attrInts(c.node, "axes");
+  // Axes became an input at opset 18, ReduceSum's at 13.
+  const raw = c.opset >= (c.node.opType === "ReduceSum" ? 13 : 18) ? constInts(c, 1) : attrInts(c.node, "axes");
   const none = !raw || raw.length === 0;
   if (none && attrInt(c.node, "noop_with_empty_axes", 0)) return { shapes: [x], dtypes: [c.dtype(0) ?? "float32"], attrs: {} };
   const axes = none ? x.map((_, i) => i) : raw.map((a) => normAxis(c.node, a, x.length));
@@ -144,6 +147,9 @@ export const ORT_SHAPE_LOWERINGS: Readonly<Record<string, Lowering>> = {
   ConvTranspose: convTranspose,
   GRU: recurrent, RNN: recurrent,
   Split: split,
+  // An integer ReduceSum (an optimized BERT's mask lengths); the compiler's rule sums float32 only.
+  ReduceSum: (c) => (c.dtype(0) === "float32" ? LOWERINGS.ReduceSum!(c) : reduce(c)),
   LSTM: ortLstmShapes,
   ...ORT_QUANTIZED_SHAPE_LOWERINGS,
+  ...ORT_CONTRIB_SHAPE_LOWERINGS,
 };
