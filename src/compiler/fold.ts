@@ -285,45 +285,46 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
 }
 
 /**
+ * For each element of x, the index of its quantization parameters (scale, zero point): 0 per
+ * tensor, its slice of `axis` (default 1) per axis; undefined where the scale fits neither, or
+ * for opset 21's blocked quantization, which is not evaluated.
+ */
+function quantParamIndex(n: Node, x: C, scale: C): ((k: number) => number) | undefined {
+  if (attrInt(n, "block_size", 0) > 0) return undefined;
+  if (scale.data.length <= 1) return () => 0;
+  const axis = normAxis(n, attrInt(n, "axis", 1), x.dims.length);
+  if (x.dims[axis] !== scale.data.length) return undefined;
+  const inner = numel(x.dims.slice(axis + 1));
+  return (k) => Math.floor(k / inner) % scale.data.length;
+}
+
+/**
  * DequantizeLinear of a constant, (x - zero_point) * scale: a quantized model's weights and
- * biases (a QDQ export's Conv reads its kernel through one), per tensor or per slice of `axis`
- * (default 1). A block size (opset 21's blocked quantization) is not evaluated.
+ * biases (a QDQ export's Conv reads its kernel through one).
  */
 function dequantizeConst(n: Node, x: C, scale: C, zeroPoint: C | undefined): C[] | undefined {
-  if (attrInt(n, "block_size", 0) > 0) return undefined;
-  const perAxis = scale.data.length > 1;
-  const axis = perAxis ? normAxis(n, attrInt(n, "axis", 1), x.dims.length) : 0;
-  if (perAxis && x.dims[axis] !== scale.data.length) return undefined;
-  const inner = perAxis ? numel(x.dims.slice(axis + 1)) : 1;
-  const slices = perAxis ? scale.data.length : 1;
+  const param = quantParamIndex(n, x, scale);
+  if (!param) return undefined;
   const out = new Float32Array(x.data.length);
-  for (let k = 0; k < out.length; k++) {
-    const q = perAxis ? Math.floor(k / inner) % slices : 0;
-    out[k] = (x.data[k]! - (zeroPoint?.data[q] ?? 0)) * scale.data[q]!;
-  }
+  for (let k = 0; k < out.length; k++) out[k] = (x.data[k]! - (zeroPoint?.data[param(k)] ?? 0)) * scale.data[param(k)]!;
   return [{ isFloat: true, dims: [...x.dims], data: out }];
 }
 
 /**
  * QuantizeLinear of a constant, saturate(round(x / scale) + zero_point), rounding half to even,
  * into the zero point's 8-bit type (uint8 without one): a QDQ export's quantized position
- * embeddings, re-quantized before their Gather. Per tensor or per slice of `axis`.
+ * embeddings, re-quantized before their Gather.
  */
 function quantizeConst(n: Node, x: C, scale: C, zeroPoint: C | undefined): C[] | undefined {
-  if (attrInt(n, "block_size", 0) > 0) return undefined;
+  const param = quantParamIndex(n, x, scale);
+  if (!param) return undefined;
   const signed = zeroPoint?.fileType === INT8 || attrInt(n, "output_dtype", 0) === INT8;
   const [lo, hi] = signed ? [-128, 127] : [0, 255];
-  const perAxis = scale.data.length > 1;
-  const axis = perAxis ? normAxis(n, attrInt(n, "axis", 1), x.dims.length) : 0;
-  if (perAxis && x.dims[axis] !== scale.data.length) return undefined;
-  const inner = perAxis ? numel(x.dims.slice(axis + 1)) : 1;
-  const slices = perAxis ? scale.data.length : 1;
   const out = new Float64Array(x.data.length);
   for (let k = 0; k < out.length; k++) {
-    const q = perAxis ? Math.floor(k / inner) % slices : 0;
-    const v = x.data[k]! / scale.data[q]!;
+    const v = x.data[k]! / scale.data[param(k)]!;
     const r = Math.abs(v % 1) === 0.5 ? 2 * Math.round(v / 2) : Math.round(v);
-    out[k] = Math.min(hi, Math.max(lo, r + (zeroPoint?.data[q] ?? 0)));
+    out[k] = Math.min(hi, Math.max(lo, r + (zeroPoint?.data[param(k)] ?? 0)));
   }
   return [{ isFloat: false, dims: [...x.dims], data: out, dtype: signed ? "int8" : "uint8", fileType: signed ? INT8 : UINT8 }];
 }
