@@ -52,7 +52,7 @@ const attention: Lowering = (c) => {
   if (x.length !== 3 || !w || w.length !== 2) throw shapeError(c, `needs input [B, S, D] and weights [D, 3 x D'], found ${fmtShape(x)} and ${w ? fmtShape(w) : "none"}`);
   if (c.node.outputs[1]) throw shapeError(c, "the present (key/value cache) output is not replayed");
   const sizes = attrInts(c.node, "qkv_hidden_sizes") ?? [w[1]! / 3, w[1]! / 3, w[1]! / 3];
-  return { shapes: [[x[0]!, x[1]!, sizes[2]!]], dtypes: [dtypeAt(c, 0)], attrs: { num_heads: attrInt(c.node, "num_heads", 1), unidirectional: attrInt(c.node, "unidirectional", 0) } };
+  return { shapes: [[x[0]!, x[1]!, sizes[2]!]], dtypes: [dtypeAt(c, 0)], attrs: { num_heads: attrInt(c.node, "num_heads", 1) } };
 };
 
 /** FusedMatMul: a MatMul with either operand's last two axes transposed (transA / transB). */
