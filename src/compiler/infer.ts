@@ -51,6 +51,9 @@ export const LOWERINGS: Readonly<Record<string, Lowering>> = {
  */
 const SHAPE_CONSUMERS: Record<string, number> = { ConstantOfShape: 0, Expand: 1, Range: -1, Reshape: 1, Tile: 1 };
 
+/** Ops whose folded result has input 0's element type: they pick, move or join its values. */
+const MOVES_VALUES: ReadonlySet<string> = new Set(["Gather", "GatherElements", "GatherND", "Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Slice", "Expand", "Tile", "Concat", "Split", "Pad"]);
+
 function holdsBatch(c: ConstTensor | undefined): boolean {
   return !!c?.sym && Array.from(c.data).some((v) => Math.abs(v) >= 2 ** 31);
 }
@@ -192,6 +195,8 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
       r.forEach((c, i) => {
         if (sym) c.sym = true;
         if (!c.dtype && x?.dtype && c.isFloat === x.isFloat) c.dtype = x.dtype;
+        // A value picked or moved from an 8-bit table keeps its file type (the estimate's bytes of it).
+        if (c.fileType === undefined && x?.fileType !== undefined && !c.dtype && c.isFloat === x.isFloat && MOVES_VALUES.has(n.opType)) c.fileType = x.fileType;
         if (n.outputs[i]) consts.set(n.outputs[i]!, c);
       });
       continue;

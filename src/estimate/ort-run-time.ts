@@ -18,6 +18,7 @@
  */
 import type { ConstTensor, Graph, LNode, Node } from "../compiler/ir.ts";
 import { DTYPE_BYTES, defaultDtype, numel } from "../compiler/ir.ts";
+import { fileElemBytes } from "../compiler/tensor-data.ts";
 
 /** Ops ORT never folds: their outputs differ from run to run. */
 const NONDETERMINISTIC = new Set(["RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"]);
@@ -70,7 +71,8 @@ export function ortRunTimeFolds(g: Pick<Graph, "consts" | "outputs" | "inputs" |
     if (outs.length === 0 || !outs.every((o) => folded.has(o) && !graphOutputs.has(o))) continue;
     for (const o of outs) {
       const c = folded.get(o)!;
-      bytes.set(o, numel(c.dims) * DTYPE_BYTES[defaultDtype(c)]);
+      // A value of an 8-bit table (a dynamically quantized MPNet's relative-position bias) takes a byte an element.
+      bytes.set(o, numel(c.dims) * (c.fileType !== undefined ? fileElemBytes(c) : DTYPE_BYTES[defaultDtype(c)]));
     }
     nodes.push({ op: n.opType, name: n.name, inputs: [...n.inputs], outputs: [...n.outputs], attrs: plainAttrs(n) });
   }
