@@ -3,6 +3,7 @@
 // runtime runs inside Node and Python, whose float code keeps IEEE denormals). Run once as is
 // and once with MEMLANE_KEEP_DENORMALS=1 (CMakeLists.txt), where denormals must pass through.
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -61,16 +62,21 @@ void test_run_flushes_and_restores() {
 }
 
 // The pool's workers run with the flush for their whole life (a run's own guard only reaches
-// the caller's thread): a body that reads MXCSR on whichever thread runs it.
+// the caller's thread): a body that reads MXCSR on whichever thread runs it. The caller's chunk
+// waits (up to 50 ms a call) for a worker to take the other one: on a loaded 2-core machine
+// (ctest's parallel jobs) a worker woke too late in all 300 calls of a busy loop, once in a CI
+// rehearsal, and the caller ran both chunks itself.
 void test_pool_workers_flush() {
   cpu::ThreadPool pool(2);
   const auto caller = std::this_thread::get_id();
   std::atomic<int> on_worker{0}, worker_flushing{0};
   for (int call = 0; call < 300 && on_worker.load() == 0; ++call)
     pool.parallel_for(2, 1, [&](int64_t, int64_t) {
-      volatile double acc = 0;
-      for (int k = 0; k < 20000; ++k) acc = acc + k;  // long enough for a worker to wake
-      if (std::this_thread::get_id() == caller) return;
+      if (std::this_thread::get_id() == caller) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+        while (on_worker.load() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+        return;
+      }
       on_worker.fetch_add(1);
       worker_flushing.fetch_add((_mm_getcsr() & 0x8040u) == 0x8040u);
     });
