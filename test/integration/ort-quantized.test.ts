@@ -42,9 +42,9 @@ describe("a quantized model's memory pattern, replayed as ORT runs it", () => {
 
   // Two BERT-style blocks through quantize_dynamic: each Linear is one DynamicQuantizeMatMul, or
   // a MatMulIntegerToFloat where three share their 8-bit input. Unfused, the replay carried an
-  // int32 product and two float copies of every projection's output (1.6x ORT's block on a
-  // dynamically quantized DistilBERT). What is left: ORT's block is 1.18x the replay's here
-  // (at batch 16), a difference in its float attention part not found yet; the float model is
+  // int32 product and two float copies of every projection's output (1.5x ORT's block on a
+  // dynamically quantized DistilBERT at batch 8). What is left: ORT's block is 1.18x the replay's here
+  // (at batch 16), a difference not found yet, though the same blocks in float come out
   // exact.
   it("dynamic-transformer at batch 16: ORT's DynamicQuantizeMatMul and MatMulIntegerToFloat, within 20 %", async () => {
     const replayed = patternBytesAtBatch(ortRunTracePerSample(loadOnnx(model("dynamic-transformer"), { customDomains: "keep" })), 16);

@@ -178,3 +178,23 @@ describe("constant folding of a quantized model's weights", () => {
     expect([Array.from(u.data), u.dtype]).toEqual([[0, 255], "uint8"]);
   });
 });
+
+describe("a value folded from an 8-bit table (the estimate's bytes of it)", () => {
+  it("keeps the table's file type through the ops that pick or move values, and not through others", async () => {
+    const { inferGraph } = await import("../../src/compiler/infer.ts");
+    const table: ConstTensor = { isFloat: false, dims: [10, 4], data: new Float64Array(40), fileType: 2 }; // UINT8
+    const g = {
+      file: "t.onnx", opset: 17, inputs: [{ name: "x", dims: ["N", 4], elemType: 1 }], outputs: ["y"],
+      consts: new Map<string, ConstTensor>([["table", table], ["idx", ints([3], [1, 2, 3])]]),
+      nodes: [
+        { ...n("Gather", { axis: 0 }), inputs: ["table", "idx"], outputs: ["rows"] },
+        { ...n("Transpose", { perm: [1, 0] }), inputs: ["rows"], outputs: ["moved"] },
+        { ...n("Shape"), inputs: ["rows"], outputs: ["dims"] },
+        { ...n("Relu"), inputs: ["x"], outputs: ["y"] },
+      ],
+    };
+    const inf = inferGraph(g);
+    expect([inf.consts.get("rows")?.fileType, inf.consts.get("moved")?.fileType]).toEqual([2, 2]);
+    expect(inf.consts.get("dims")?.fileType).toBeUndefined(); // a shape is int64, whatever it was read from
+  });
+});

@@ -116,3 +116,24 @@ describe("the quantized kernels' scratch", () => {
     expect(conv(w([64, 32, 1, 1]), [-1, 64, 56, 56], { group: 1, kernel: [1, 1], strides: [1, 1], pads: [0, 0, 0, 0] })).toBeNull();
   });
 });
+
+describe("a graph ORT's replay cannot follow", () => {
+  it("names the op it has no shape rule for, beside the compiler's refusal", async () => {
+    const { ortRunTracePerSample } = await import("../../src/estimate/ort-pattern.ts");
+    const { activationsUnknown } = await import("../../src/estimate/model-terms.ts");
+    const g = {
+      file: "t.onnx", opset: 17, inputs: [{ name: "x", dims: ["N", 4], elemType: 1 }], outputs: ["y"], consts: new Map<string, ConstTensor>(),
+      nodes: [{ opType: "NotAnOp", name: "n0", inputs: ["x"], outputs: ["y"], attrs: new Map(), domain: "com.example" }],
+    };
+    let why = "";
+    try {
+      ortRunTracePerSample(g);
+    } catch (e) {
+      why = (e as Error).message;
+    }
+    expect(why).toMatch(/op com\.example::NotAnOp \(node "n0"\) has no shape rule in the estimate's replay of ONNX Runtime/);
+    const terms = { compileError: "refused", ortTracePerSample: null, ortReplayError: why };
+    expect(activationsUnknown(terms, "python-ort")).toBe(`refused; ONNX Runtime's replay could not follow it either: ${why}`);
+    expect(activationsUnknown(terms, "native")).toBe("refused");
+  });
+});
