@@ -3,18 +3,16 @@
  * arithmetic exporters emit (Shape/Gather/Unsqueeze/Concat/Cast/Slice...) and elementwise
  * math on weights. Returns undefined when the op has no evaluator here.
  */
-import onnxProto from "onnx-proto";
 import { attrFloat, attrInt, attrInts, attrTensor, normAxis } from "./attrs.ts";
 import { BINARY, UNARY, binary, broadcastDims, broadcastIndex, mk, mod, unary } from "./fold-math.ts";
 import { dtypeOfOnnx } from "./graph-inputs.ts";
 import { parseEquation } from "./ops-einsum.ts";
 import { splitSizes } from "./ops-cnn.ts";
 import { resizeAxes } from "./ops-resize.ts";
-import { isFloatType } from "./tensor-data.ts";
+import { fileInt8Type, int8TypeOfOnnx, isFloatType, onnxTypeOfInt8 } from "./tensor-data.ts";
 import { type ConstTensor, type Node, defaultDtype, numel } from "./ir.ts";
 
 type C = ConstTensor;
-const { UINT8, INT8 } = onnxProto.onnx.TensorProto.DataType;
 
 function ints(t: C | undefined): number[] | undefined {
   return t ? Array.from(t.data) : undefined;
@@ -318,15 +316,15 @@ function dequantizeConst(n: Node, x: C, scale: C, zeroPoint: C | undefined): C[]
 function quantizeConst(n: Node, x: C, scale: C, zeroPoint: C | undefined): C[] | undefined {
   const param = quantParamIndex(n, x, scale);
   if (!param) return undefined;
-  const signed = zeroPoint?.fileType === INT8 || attrInt(n, "output_dtype", 0) === INT8;
-  const [lo, hi] = signed ? [-128, 127] : [0, 255];
+  const type = int8TypeOfOnnx(attrInt(n, "output_dtype", 0)) ?? (zeroPoint && fileInt8Type(zeroPoint)) ?? "uint8";
+  const [lo, hi] = type === "int8" ? [-128, 127] : [0, 255];
   const out = new Float64Array(x.data.length);
   for (let k = 0; k < out.length; k++) {
     const v = x.data[k]! / scale.data[param(k)]!;
     const r = Math.abs(v % 1) === 0.5 ? 2 * Math.round(v / 2) : Math.round(v);
     out[k] = Math.min(hi, Math.max(lo, r + (zeroPoint?.data[param(k)] ?? 0)));
   }
-  return [{ isFloat: false, dims: [...x.dims], data: out, dtype: signed ? "int8" : "uint8", fileType: signed ? INT8 : UINT8 }];
+  return [{ isFloat: false, dims: [...x.dims], data: out, dtype: type, fileType: onnxTypeOfInt8(type) }];
 }
 
 /** A Reduce* of a constant (BEiT sums its resized relative-position table), axes from the input or attribute. */

@@ -72,9 +72,17 @@ export function fileElemBytes(c: ConstTensor): number {
   return (c.fileType !== undefined ? ELEM_BYTES[c.fileType] : undefined) ?? (c.isFloat ? 4 : c.dtype === "bool" ? 1 : c.dtype === "int32" ? 4 : 8);
 }
 
+/** The 8-bit integer type an ONNX element type (TensorProto.DataType) names, or undefined. */
+export function int8TypeOfOnnx(type: number | undefined): "uint8" | "int8" | undefined {
+  return type === DT.UINT8 ? "uint8" : type === DT.INT8 ? "int8" : undefined;
+}
+
+/** The ONNX element type of an 8-bit integer type. */
+export const onnxTypeOfInt8 = (t: "uint8" | "int8"): number => (t === "uint8" ? DT.UINT8 : DT.INT8);
+
 /** The 8-bit integer type of a constant as the file stores it (a zero point's), or undefined. */
 export function fileInt8Type(c: ConstTensor): "uint8" | "int8" | undefined {
-  return c.fileType === DT.UINT8 ? "uint8" : c.fileType === DT.INT8 ? "int8" : undefined;
+  return int8TypeOfOnnx(c.fileType);
 }
 
 function readElem(dv: DataView, type: number, off: number): number {

@@ -21,7 +21,7 @@ import { Binary, Gather } from "../compiler/ops-data.ts";
 import { LOWERINGS } from "../compiler/infer.ts";
 import { Gemm } from "../compiler/ops-tensor.ts";
 import { MatMul } from "../compiler/ops-transformer.ts";
-import { fileInt8Type } from "../compiler/tensor-data.ts";
+import { fileInt8Type, int8TypeOfOnnx } from "../compiler/tensor-data.ts";
 
 /**
  * The quantized node seen as its float op: input i of the view is input map[i] of the node (-1:
@@ -130,8 +130,7 @@ const channelsFirst = (pool: Lowering): Lowering => (c) => {
 
 /** QuantizeLinear: X's shape, typed as its zero point, or opset 21's output_dtype, else uint8. */
 const quantizeLinear: Lowering = (c) => {
-  const declared = attrInt(c.node, "output_dtype", 0);
-  const dtype: DType = declared === 3 ? "int8" : declared === 2 ? "uint8" : zeroPointType(c, 2);
+  const dtype: DType = int8TypeOfOnnx(attrInt(c.node, "output_dtype", 0)) ?? zeroPointType(c, 2);
   return { shapes: [shapeAt(c, 0)], dtypes: [dtype], attrs: {} };
 };
 
