@@ -157,7 +157,8 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
     const n0 = work[at]!;
     const n = dropEmptyConcatInputs({ ...n0, inputs: n0.inputs.map(resolve) }, empties, g.file);
     const inputs = n.inputs;
-    if (n.opType === "Concat" && inputs.length === 1) {
+    // ONNX Runtime copies a Concat of one input (a DenseNet's first layer) into a tensor of its own.
+    if (n.opType === "Concat" && inputs.length === 1 && !(opts.keepRewrittenOps && n0.inputs.length === 1)) {
       // What is left of a Concat whose other inputs were empty is its one input.
       if (consts.has(inputs[0]!)) consts.set(n.outputs[0]!, consts.get(inputs[0]!)!);
       else alias.set(n.outputs[0]!, inputs[0]!);

@@ -64,6 +64,8 @@ export interface NchwcRewrite {
    * maps, keep their nodes.
    */
   added: LNode[];
+  /** Each node it rewrites (blocked, or reading a plain copy) → the node that runs in its place. */
+  replaced: Map<LNode, LNode>;
 }
 
 const REORDER_IN = "ort:ReorderInput";
@@ -104,8 +106,9 @@ const blockedName = (t: string) => `${t}#nchwc`;
  */
 export function ortNchwc(nodes: readonly LNode[], graphOutputs: readonly string[], g: NchwcGraph, block = nchwcBlockSize()): NchwcRewrite {
   const blocked = new Map<string, { of: string; scale: number }>();
-  if (block <= 1) return { nodes: [...nodes], blocked, added: [] };
+  if (block <= 1) return { nodes: [...nodes], blocked, added: [], replaced: new Map() };
   const added: LNode[] = [];
+  const replaced = new Map<LNode, LNode>();
   const finalized: LNode[] = [];
   /** Plain tensor → its blocked form and logical channels. */
   const asBlocked = new Map<string, { name: string; channels: number }>();
@@ -231,13 +234,17 @@ export function ortNchwc(nodes: readonly LNode[], graphOutputs: readonly string[
       // Conv, pools, BatchNormalization (a depthwise NCHWc conv) and the NHWC reorder are new
       // nodes in ORT; the others keep theirs.
       if (NEW_NODE_OPS.has(converted.op)) addNew(converted);
+      replaced.set(n, converted);
       out.push(converted);
       // A blocked graph output is copied back as soon as it is computed (ORT runs the
       // ReorderOutput, a node nothing reads, right after its producer).
       if (o && graphOutputs.includes(o) && converted.op !== REORDER_OUT) plainInput(o);
       continue;
     }
-    out.push({ ...n, inputs: n.inputs.map((t) => (t ? plainInput(t) : t)) });
+    const reads = n.inputs.map((t) => (t ? plainInput(t) : t));
+    const kept = reads.every((t, i) => t === n.inputs[i]) ? n : { ...n, inputs: reads };
+    if (kept !== n) replaced.set(n, kept);
+    out.push(kept);
   }
-  return { nodes: out, blocked, added: [...added, ...finalized] };
+  return { nodes: out, blocked, added: [...added, ...finalized], replaced };
 }

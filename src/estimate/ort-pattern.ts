@@ -45,7 +45,7 @@ import { CONV_SUM, ortFusions } from "./ort-fusions.ts";
 import { type KernelScratch, ortKernelScratch } from "./ort-scratch.ts";
 import { ortNchwc } from "./ort-nchwc.ts";
 import { channelsFirstName, ortNhwc } from "./ort-nhwc.ts";
-import { ortQdqFusions } from "./ort-qdq.ts";
+import { ortQdqFusions, weightOfDequantized } from "./ort-qdq.ts";
 import { ortDynamicQuantFusions } from "./ort-quant-dynamic.ts";
 import { inOrtOrder, ortOrderOfFinalGraph } from "./ort-order.ts";
 import { ortRunTimeFolds, runTimeShapesOrtInfers, withRunTimeReads } from "./ort-run-time.ts";
@@ -358,8 +358,10 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   const runTimeKnown = runTimeShapesOrtInfers(runTime, isConst);
   // A QDQ model's weights: the DequantizeLinear each folded constant came from (ort-qdq.ts).
   const weightDequantizers = new Map(g.nodes.filter((n) => n.opType === "DequantizeLinear" && g.consts.has(n.inputs[0] ?? "")).map((n) => [n.outputs[0]!, n.inputs]));
-  // The Shapes ORT's transpose optimizer makes (ort-transposes.ts): int64 values of a rank, run-time values too.
-  const newShapeDims = new Map<string, number[]>();
+  // Run-time values a rewrite makes, with the shape ORT's planner knows for them: the Shapes its
+  // transpose optimizer makes (ort-transposes.ts: int64 values of a rank), a weight a QDQ model
+  // dequantizes in every request (ort-qdq.ts).
+  const newShapeDims = new Map<string, { dtype: string; dims: number[] }>();
   const plainBytes = (name: string) => {
     const fixed = runTime.bytes.get(name);
     if (fixed !== undefined) return fixed;
@@ -374,7 +376,8 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
     // A run-time value's shape is one ORT's planner knows where the file declares it or its
     // shape inference gives it from shapes alone (ort-run-time.ts runTimeShapesOrtInfers).
     if (runTime.bytes.has(n)) {
-      if (newShapeDims.has(n)) return `int64 ${JSON.stringify(newShapeDims.get(n))}`;
+      const made = newShapeDims.get(n);
+      if (made) return `${made.dtype} ${JSON.stringify(made.dims)}`;
       const declared = declaredShape(g, n) ?? (runTimeKnown.has(n) ? inf.consts.get(n)!.dims : null);
       return declared ? `${defaultDtype(inf.consts.get(n)!)} ${JSON.stringify(declared)}` : null;
     }
@@ -385,9 +388,15 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   const shapesMoved = ortShapesBeforeTransposes(shared);
   for (const [name, rank] of shapesMoved.newShapes) {
     runTime.bytes.set(name, rank * 8);
-    newShapeDims.set(name, [rank]);
+    newShapeDims.set(name, { dtype: "int64", dims: [rank] });
   }
-  const quantized = ortQdqFusions(shapesMoved.nodes, inf.outputs, isConst, (n) => (isConst(n) ? inf.consts.get(n) : undefined), (n) => weightDequantizers.get(n));
+  const quantized = ortQdqFusions(shapesMoved.nodes, inf.outputs, isConst, (n) => (isConst(n) ? inf.consts.get(n) : undefined), (n) => weightDequantizers.get(n), (n) => inf.dtypes.get(n));
+  // A weight dequantized in every request: a float tensor of the weight's dims, at any batch.
+  for (const [name, weight] of quantized.dequantizedWeights) {
+    const dims = inf.consts.get(weight)!.dims;
+    runTime.bytes.set(name, numel(dims) * 4);
+    newShapeDims.set(name, { dtype: "float32", dims: [...dims] });
+  }
   const dynamic = ortDynamicQuantFusions(quantized.nodes, inf.outputs, isConst, (n) => inf.dtypes.get(n));
   const fused = ortFusions(dynamic, inf.outputs, isConst, constDims);
   const nchwc = ortNchwc(fused, inf.outputs, { constDims, shapeOf: (n) => inf.shapes.get(n), dtypeOf: (n) => inf.dtypes.get(n) });
@@ -396,9 +405,19 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   // it keeps, after every other for those its rewrites make, in the order they make them.
   const fileIndex = new Map<string, number>();
   g.nodes.forEach((n, i) => n.outputs.forEach((o) => o && fileIndex.set(o, i)));
-  const beforeFusions = new Set(shapesMoved.nodes);
-  const createdBefore = [...shapesMoved.created, ...fused.filter((n) => !beforeFusions.has(n)), ...nchwc.added];
-  const numbered = (n: LNode) => fileIndex.get(channelsFirstName(n.outputs[0] ?? ""));
+  // A node the rewrites before NCHWc made: not one of the graph's (a reader given a renamed
+  // input is still its node), nor a weight's DequantizeLinear (the file's, numbered by its name),
+  // nor an op ORT runs on 8-bit tensors (the file's, its output renamed: ort-qdq.ts keptAs).
+  const before = new Set(shapesMoved.nodes);
+  const opOf = new Map(shapesMoved.nodes.map((n) => [n.outputs.join(), n.op]));
+  const fileNode = (n: LNode) => opOf.get(n.outputs.join()) === n.op || quantized.dequantizedWeights.has(n.outputs[0] ?? "") || quantized.keptAs.has(n.outputs[0] ?? "");
+  const made = fused.filter((n) => !before.has(n) && !fileNode(n));
+  const createdBefore = [...shapesMoved.created, ...made].map((n) => nchwc.replaced.get(n) ?? n).concat(nchwc.added);
+  const fileName = (out: string) => {
+    const name = weightOfDequantized(channelsFirstName(out));
+    return quantized.keptAs.get(name) ?? name;
+  };
+  const numbered = (n: LNode) => fileIndex.get(fileName(n.outputs[0] ?? ""));
   // ORT's NHWC rewrite adds its Transposes as it walks the graph the earlier rewrites left, in ORT's order of that graph.
   const nhwc = ortNhwc(ortOrderOfFinalGraph(nchwc.nodes, numbered, createdBefore), inf.outputs, { shapeOf: (n) => inf.shapes.get(n), symbolicShape: (n) => carried(n) ?? inf.shapes.get(n) ?? null, dtypeOf: (n) => inf.dtypes.get(n), isConst });
   const ordered = ortOrderOfFinalGraph(nhwc.nodes, numbered, [...createdBefore.map((n) => nhwc.converted.get(n) ?? n), ...nhwc.added]);
@@ -450,7 +469,7 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
     : [];
   // A kernel's scratch is sized from its tensors' channels-first shapes (a channels-last one's too).
   const values = {
-    shapeOf: (v: string) => inf.shapes.get(channelsFirstName(v)) ?? inf.consts.get(v)?.dims,
+    shapeOf: (v: string) => inf.shapes.get(channelsFirstName(v)) ?? inf.consts.get(weightOfDequantized(v))?.dims,
     dtypeOf: (v: string) => inf.dtypes.get(channelsFirstName(v)) ?? (inf.consts.has(v) ? defaultDtype(inf.consts.get(v)!) : undefined),
     constOf: (v: string) => (isConst(v) ? inf.consts.get(v) : undefined),
   };

@@ -19,7 +19,16 @@
  *   DequantizeLinear and a QuantizeLinear: the op on the 8-bit tensor itself.
  * - A Relu or Clip whose only reader is a QuantizeLinear that clamps as much: removed first.
  * ORT fuses nothing whose intermediate is a graph output; a group that does not match keeps its
- * DequantizeLinear and QuantizeLinear as nodes of their own (float and 8-bit tensors).
+ * DequantizeLinear and QuantizeLinear as nodes of their own (float and 8-bit tensors), and the
+ * DequantizeLinear of its weight runs in every request too: a float tensor of the weight's size.
+ *
+ * Signed 8-bit activations (onnxruntime.quantization's default, QuantType.QInt8) on x86-64: ORT's
+ * quantized convolutions and matrix products take an unsigned activation only there, so before
+ * the groups it turns each signed QuantizeLinear -> DequantizeLinear pair unsigned where the
+ * QuantizeLinear has that one reader (activationTypes). A tensor read by two nodes (a residual's
+ * skip, a concat's branch) has one DequantizeLinear copy per reader by then, so it stays signed,
+ * and so do the groups around it: they run as float ops. A ResNet-18 quantized with the defaults
+ * asks ORT for a 133 MB pattern at batch 16 where its unsigned twin asks for 17.7 MB.
  */
 import type { ConstTensor, LNode } from "../compiler/ir.ts";
 import { fileInt8Type } from "../compiler/tensor-data.ts";
@@ -40,6 +49,73 @@ const DROP_QDQ = new Set([
 ]);
 
 type Readers = Map<string, LNode[]>;
+type Int8 = "uint8" | "int8";
+
+/**
+ * Whether ORT's quantized convolution and matrix-product groups take a signed 8-bit activation
+ * (QDQIsInt8Allowed in its QDQ selector-action transformer): on ARM only. On x86-64 it converts
+ * what it can to unsigned first (activationTypes) and leaves the rest in float.
+ */
+const SIGNED_ACTIVATIONS_FUSE = process.arch === "arm64";
+
+/** A QuantizeLinear's or DequantizeLinear's zero point: its single value and 8-bit type; undefined where absent, null where not a constant scalar. */
+function zeroPoint(n: LNode, constOf: (name: string) => ConstTensor | undefined): { value: number; type: Int8 | undefined } | undefined | null {
+  if (!n.inputs[2]) return undefined;
+  const zp = constOf(n.inputs[2]);
+  return zp && zp.data.length === 1 ? { value: zp.data[0]!, type: fileInt8Type(zp) } : null;
+}
+
+/**
+ * The 8-bit type of each quantized tensor as ORT's group selectors see it: the file's, except
+ * that on x86-64 a signed QuantizeLinear whose one reader is a DequantizeLinear of the same
+ * constant zero point is made unsigned with it (QDQS8ToU8Transformer: zero point + 128). Run
+ * after the DequantizeLinear copies (uniqueDequantizers), as ORT runs it, so a tensor two nodes
+ * read stays signed. `dtypeOf`: a graph input's type.
+ */
+function activationTypes(nodes: readonly LNode[], readers: Readers, constOf: (name: string) => ConstTensor | undefined, dtypeOf: (name: string) => string | undefined): (tensor: string) => Int8 | undefined {
+  const types = new Map<string, Int8>();
+  for (const q of nodes) {
+    if (q.op !== "QuantizeLinear" || !q.outputs[0]) continue;
+    const zp = zeroPoint(q, constOf);
+    let type: Int8 | undefined = zp === undefined ? "uint8" : zp?.type;
+    const r = readers.get(q.outputs[0]) ?? [];
+    if (type === "int8" && !SIGNED_ACTIVATIONS_FUSE && r.length === 1 && r[0]!.op === "DequantizeLinear") {
+      const dqZp = zeroPoint(r[0]!, constOf);
+      if (dqZp !== null && (dqZp?.type ?? "int8") === "int8" && (dqZp?.value ?? 0) === zp!.value) type = "uint8";
+    }
+    if (type) types.set(q.outputs[0], type);
+  }
+  return (t) => {
+    const c = constOf(t);
+    const d = c ? fileInt8Type(c) : types.get(t) ?? dtypeOf(t);
+    return d === "uint8" || d === "int8" ? d : undefined;
+  };
+}
+
+/**
+ * Whether ORT's selector takes a group of these 8-bit types (qdq_selectors.cc): `inputs`, the
+ * type behind each quantized input of the float op (undefined: not quantized, or not known);
+ * `output`, the QuantizeLinear's (undefined: none). A convolution or matrix product takes a signed activation
+ * only where SIGNED_ACTIVATIONS_FUSE, with a signed weight; QGemm takes one with a signed weight
+ * anywhere. Every other group, and a dropped pair, has one type throughout.
+ */
+function selectorTakes(fused: string, inputs: ReadonlyArray<Int8 | undefined>, output: Int8 | undefined): boolean {
+  const [a, b] = inputs;
+  switch (fused) {
+    case "QLinearConv":
+    case "QLinearMatMul":
+    case "MatMulIntegerToFloat":
+      if (a === "int8" && (!SIGNED_ACTIVATIONS_FUSE || b !== "int8")) return false;
+      return output === undefined || a === undefined || output === a;
+    case "QGemm":
+      if (a === "int8" && b !== "int8") return false;
+      return output === undefined || a === undefined || output === a;
+    default: {
+      const types = new Set([...inputs, output].filter((t) => t !== undefined));
+      return types.size <= 1;
+    }
+  }
+}
 
 /** The one QuantizeLinear reading `tensor`, or undefined where anything else reads it too. */
 function onlyQuantize(readers: Readers, tensor: string | undefined): LNode | undefined {
@@ -113,7 +189,20 @@ export interface QdqRewrite {
   nodes: LNode[];
   /** The DequantizeLinear copies' outputs (uniqueDequantizers): the value each holds. */
   copyOf: Map<string, string>;
+  /** The float weights ORT dequantizes in every request, as the nodes read them -> the folded constant each holds. */
+  dequantizedWeights: Map<string, string>;
+  /**
+   * The outputs of the ops run on 8-bit tensors (DROP_QDQ: their QuantizeLinear's output now)
+   * -> the op's own output in the file: ORT keeps such a node, and its index, where it makes a
+   * new node for a fused group.
+   */
+  keptAs: Map<string, string>;
 }
+
+/** The suffix of a weight's float tensor that ORT dequantizes in every request (a DequantizeLinear's output kept: module comment). */
+const DEQUANTIZED = "#dequantized";
+/** The constant a value named by ortQdqFusions holds, or the name itself: `w#dequantized1` -> `w`. */
+export const weightOfDequantized = (name: string): string => name.replace(/#dequantized\d*$/, "");
 
 /** A quantized tensor as ORT's quantized kernels take it: the 8-bit values, their scale and zero point ("" where absent). */
 type Quantized = [values: string, scale: string, zeroPoint: string];
@@ -160,12 +249,16 @@ export function ortQdqFusions(
   isConst: (name: string) => boolean,
   constOf: (name: string) => ConstTensor | undefined,
   dequantizedConst: (name: string) => readonly string[] | undefined,
+  dtypeOf: (name: string) => string | undefined = () => undefined,
 ): QdqRewrite {
   const copyOf = new Map<string, string>();
-  if (!nodes0.some((n) => n.op === "DequantizeLinear" || n.op === "QuantizeLinear")) return { nodes: [...nodes0], copyOf };
+  const dequantizedWeights = new Map<string, string>();
+  const keptAs = new Map<string, string>();
+  if (!nodes0.some((n) => n.op === "DequantizeLinear" || n.op === "QuantizeLinear")) return { nodes: [...nodes0], copyOf, dequantizedWeights, keptAs };
   const outs = new Set(graphOutputs);
   const nodes = dropClampsBeforeQuantize(uniqueDequantizers(nodes0, outs, isConst, copyOf), outs, constOf);
   const readers = readersOf(nodes, outs);
+  const typeOf = activationTypes(nodes, readers, constOf, dtypeOf);
   const producer = new Map<string, LNode>();
   for (const n of nodes) for (const o of n.outputs) if (o) producer.set(o, n);
   const dequantized = (t: string) => {
@@ -189,8 +282,15 @@ export function ortQdqFusions(
       const dq = dequantizedFrom(n.inputs[i] ?? "");
       return dq ? [dq[0] ?? "", dq[1] ?? "", dq[2] ?? ""] : [n.inputs[i] ?? "", "", ""];
     };
+    // The 8-bit type behind each dequantized input: its tensor's, else its zero point's.
+    const inputTypes = (drop ? [0] : n.inputs.map((_, i) => i)).map((i) => {
+      const [values, , zp] = dequantizedFrom(n.inputs[i] ?? "") ? quantizedInput(i) : [];
+      return values ? (typeOf(values) ?? (zp ? typeOf(zp) : undefined)) : undefined;
+    });
+    if (!selectorTakes(fused, inputTypes, q?.outputs[0] ? typeOf(q.outputs[0]) : undefined)) continue;
     const inputs = drop ? n.inputs.map((t, i) => (i === 0 ? quantizedInput(0)[0] : t)) : kernelInputs(fused, n, quantizedInput, q ? [q.inputs[1] ?? "", q.inputs[2] ?? ""] : undefined);
     replaced.set(n, { ...n, op: fused, inputs, outputs: q ? [...q.outputs] : [...n.outputs] });
+    if (drop && q?.outputs[0]) keptAs.set(q.outputs[0], n.outputs[0]!);
     if (q) gone.add(q);
   }
   // A DequantizeLinear every reader of which was fused reads nothing any more (ORT gives each
@@ -200,5 +300,28 @@ export function ortQdqFusions(
     const r = readers.get(n.outputs[0]) ?? [];
     if (r.length > 0 && r.every((x) => replaced.has(x))) gone.add(n);
   }
-  return { nodes: nodes.filter((n) => !gone.has(n)).map((n) => replaced.get(n) ?? n), copyOf };
+  // A weight a node reads in float (no group took the node): its DequantizeLinear runs in every
+  // request, one for each such reader (ORT's copies), numbered as the file's (ort-pattern.ts).
+  const kept = nodes.filter((n) => !gone.has(n)).map((n) => replaced.get(n) ?? n);
+  const readsWeight = new Map<string, number>();
+  return {
+    nodes: kept.flatMap((n) => {
+      if (replaced.has(n) || n.op === "DequantizeLinear" || n.op === "QuantizeLinear") return [n];
+      const added: LNode[] = [];
+      const inputs = n.inputs.map((t) => {
+        const dq = t && isConst(t) ? dequantizedConst(t) : undefined;
+        if (!dq) return t;
+        const k = readsWeight.get(t) ?? 0;
+        readsWeight.set(t, k + 1);
+        const name = `${t}${DEQUANTIZED}${k || ""}`;
+        dequantizedWeights.set(name, t);
+        added.push({ op: "DequantizeLinear", name: `${n.name}/weight${added.length}`, inputs: [...dq], outputs: [name], attrs: {} });
+        return name;
+      });
+      return added.length ? [...added, { ...n, inputs }] : [n];
+    }),
+    copyOf,
+    dequantizedWeights,
+    keptAs,
+  };
 }

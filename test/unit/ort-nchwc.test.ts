@@ -134,7 +134,7 @@ describe("ORT's NCHWc rewrite", () => {
   it("changes nothing where MLAS has no NCHWc block, and reads the block from the CPU's flags", () => {
     const g = graph({ w1: [24, 3, 3, 3] }, { x: 3, c1: 24 });
     const nodes = [node("Conv", ["x", "w1"], ["c1"])];
-    expect(ortNchwc(nodes, ["c1"], g, 1)).toEqual({ nodes, blocked: new Map(), added: [] });
+    expect(ortNchwc(nodes, ["c1"], g, 1)).toEqual({ nodes, blocked: new Map(), added: [], replaced: new Map() });
     expect(nchwcBlockSize(parseCpuFlags("flags\t: fpu sse2 avx avx2 avx512f avx512bw\n"), "x64")).toBe(16);
     expect(nchwcBlockSize(parseCpuFlags("flags\t: fpu sse2 avx avx2 fma\n"), "x64")).toBe(8);
     expect(nchwcBlockSize(parseCpuFlags("flags\t: fpu sse2\n"), "x64")).toBe(8); // MLAS's SSE2 baseline has NCHWc kernels too

@@ -38,9 +38,28 @@ describe("ORT's QDQ groups", () => {
   it("drops a Relu before a QuantizeLinear only where the zero point clamps as much; fuses nothing into a graph output", () => {
     const withRelu = (zp: string) => [node("DequantizeLinear", ["xq", "c_s"], ["x"]), node("Conv", ["x", "cw"], ["c"]), node("Relu", ["c"], ["r"]), node("QuantizeLinear", ["r", "c_s", zp], ["rq"])];
     expect(ops(fuse(withRelu("c_zp_u8"), ["rq"]))).toEqual(["QLinearConv->rq"]);
-    expect(ops(fuse(withRelu("c_zp_128"), ["rq"]))).toEqual(["DequantizeLinear->x", "Conv->c", "Relu->r", "QuantizeLinear->rq"]);
+    // A float Conv reads its weight dequantized in every request: a float tensor of its own.
+    expect(ops(fuse(withRelu("c_zp_128"), ["rq"]))).toEqual(["DequantizeLinear->x", "DequantizeLinear->cw#dequantized", "Conv->c", "Relu->r", "QuantizeLinear->rq"]);
     const g = [node("DequantizeLinear", ["xq", "c_s"], ["x"]), node("Conv", ["x", "cw"], ["y"]), node("QuantizeLinear", ["y", "c_s"], ["yq"])];
-    expect(ops(fuse(g, ["y", "yq"]))).toEqual(["DequantizeLinear->x", "Conv->y", "QuantizeLinear->yq"]);
+    expect(ops(fuse(g, ["y", "yq"]))).toEqual(["DequantizeLinear->x", "DequantizeLinear->cw#dequantized", "Conv->y", "QuantizeLinear->yq"]);
+  });
+
+  // quantize_static's default, signed activations, on x86-64: ORT turns a QuantizeLinear ->
+  // DequantizeLinear pair unsigned only where the QuantizeLinear has that one reader; its
+  // convolutions take no signed activation, so a group reading a tensor two nodes read runs in float.
+  it("fuses a signed group only where its QuantizeLinear -> DequantizeLinear pairs each have one reader", () => {
+    const signed: Record<string, ConstTensor> = { ...consts, c_zp_s8: scalar(-128, INT8) };
+    const conv = (x: string, y: string) => [node("DequantizeLinear", [`${x}q`, "c_s", "c_zp_s8"], [x]), node("Conv", [x, "cw"], [y]), node("QuantizeLinear", [y, "c_s", "c_zp_s8"], [`${y}q`])];
+    const oneReader = [node("QuantizeLinear", ["in", "c_s", "c_zp_s8"], ["aq"]), ...conv("a", "b"), node("DequantizeLinear", ["bq", "c_s", "c_zp_s8"], ["out"])];
+    expect(ops(ortQdqFusions(oneReader, ["out"], isConst, (n) => signed[n], weights).nodes)).toEqual(["QuantizeLinear->aq", "QLinearConv->bq", "DequantizeLinear->out"]);
+    // aq also read by a second DequantizeLinear (a residual's skip): it stays signed, the conv runs in float
+    const twoReaders = [...oneReader, node("DequantizeLinear", ["aq", "c_s", "c_zp_s8"], ["skip"])];
+    const r = ortQdqFusions(twoReaders, ["out", "skip"], isConst, (n) => signed[n], weights);
+    expect(ops(r.nodes)).toEqual(["QuantizeLinear->aq", "DequantizeLinear->a", "DequantizeLinear->cw#dequantized", "Conv->b", "QuantizeLinear->bq", "DequantizeLinear->out", "DequantizeLinear->skip"]);
+    expect([...r.dequantizedWeights]).toEqual([["cw#dequantized", "cw"]]);
+    // unsigned activations fuse whatever reads them
+    const unsigned = twoReaders.map((n) => ({ ...n, inputs: n.inputs.map((i) => (i === "c_zp_s8" ? "c_zp_u8" : i)) }));
+    expect(ops(ortQdqFusions(unsigned, ["out", "skip"], isConst, constOf, weights).nodes)).toContain("QLinearConv->bq");
   });
 
   it("gives each reader of a DequantizeLinear its own copy, so a reader no group takes keeps a float tensor of its own", () => {
@@ -86,6 +105,38 @@ describe("ORT's channels-last region of a quantized CNN", () => {
     expect(r.shapes.get("s#nhwc")).toEqual(["N", 8, 8, 16]);
     expect(r.shapes.get("p#nhwc")).toEqual(["N", 1, 1, 16]);
     expect(r.transposed.get("xq#nhwc")).toEqual({ of: "xq", perm: [0, 3, 1, 2] });
+  });
+
+  // ORT's transpose optimizer moves a Transpose through an op only where that lowers its cost
+  // (the ranks of the Transposes it removes against those it adds): not through a one-input op
+  // whose output a float op reads channels-first (a DenseNet's first one-input Concat).
+  it("moves a Transpose through an op only where that removes more Transposes than it adds", () => {
+    const float = (n: string) => (n === "d" || n === "b" || n === "y" ? "float32" : "uint8");
+    const on = { ...g, shapeOf: (n: string) => shapes[n] ?? shapes.a, dtypeOf: float };
+    const concat = [node("QLinearConv", ["xq", "c"], ["a"]), node("QLinearConcat", ["c", "c", "a", "c", "c"], ["q"]), node("DequantizeLinear", ["q", "c"], ["d"]), node("BatchNormalization", ["d", "c"], ["b"])];
+    expect(ops(ortNhwc(concat, ["b"], on).nodes)).toEqual(["Transpose->xq#nhwc", "QLinearConv->a#nhwc", "Transpose->a", "QLinearConcat->q", "DequantizeLinear->d", "BatchNormalization->b"]);
+    // A DequantizeLinear that leads on to a QLinearConv moves, but the Add after it does not (its
+    // other input is channels-first): the Transpose ORT leaves after the DequantizeLinear, on the
+    // float tensor, gets a QuantizeLinear -> DequantizeLinear pair after it.
+    const residual = [node("QLinearConv", ["xq", "c"], ["a"]), node("DequantizeLinear", ["a", "c"], ["d"]), node("Add", ["d", "b"], ["y"]), node("QuantizeLinear", ["y", "c"], ["q"]), node("QLinearConv", ["q", "c"], ["e"])];
+    expect(ops(ortNhwc(residual, ["e"], on).nodes)).toEqual([
+      "Transpose->xq#nhwc", "QLinearConv->a#nhwc", "DequantizeLinear->d#nhwc", "Transpose->d#transposed", "QuantizeLinear->d#requantized", "DequantizeLinear->d",
+      "Add->y", "QuantizeLinear->q", "Transpose->q#nhwc", "QLinearConv->e#nhwc", "Transpose->e",
+    ]);
+    // where the dequantized value leads on to another QLinearConv, the Transposes cancel through it
+    const chain = [node("QLinearConv", ["xq", "c"], ["a"]), node("DequantizeLinear", ["a", "c"], ["d"]), node("QuantizeLinear", ["d", "c"], ["q"]), node("QLinearConv", ["q", "c"], ["e"]), node("Flatten", ["e"], ["f"])];
+    const float2 = (n: string) => (n === "d" || n === "f" ? "float32" : "uint8");
+    expect(ops(ortNhwc(chain, ["f"], { ...g, shapeOf: (n) => shapes[n] ?? shapes.a, dtypeOf: float2 }).nodes)).toEqual(["Transpose->xq#nhwc", "QLinearConv->a#nhwc", "DequantizeLinear->d#nhwc", "QuantizeLinear->q#nhwc", "QLinearConv->e#nhwc", "Transpose->e", "Flatten->f"]);
+  });
+
+  // ORT's NHWC rewrite makes a new node for each QLinearConv, in graph order, right after the
+  // Transposes it wraps around it; its transpose optimizer's nodes come after every wrap. The
+  // index decides ORT's execution order: a ResNet's downsampling conv, first in the graph, runs
+  // after the block's other convs.
+  it("numbers what it makes as ORT does: each conv's wrap in graph order, the optimizer's nodes last", () => {
+    const block = [node("QLinearConv", ["xq", "c"], ["s"]), node("QLinearConv", ["xq", "c"], ["a"]), node("QLinearConv", ["a", "c"], ["b"]), node("MaxPool", ["b"], ["m"]), node("Flatten", ["s"], ["f"]), node("QLinearAdd", ["m", "c", "c", "f"], ["y"])];
+    const r = ortNhwc(block, ["y"], { ...g, shapeOf: (n) => shapes[n] ?? shapes.a, dtypeOf: (n) => (n === "f" || n === "y" ? "float32" : "uint8") });
+    expect(ops(r.added)).toEqual(["Transpose->xq#nhwc", "Transpose->s", "QLinearConv->s#nhwc", "QLinearConv->a#nhwc", "QLinearConv->b#nhwc", "MaxPool->m#nhwc", "Transpose->m"]);
   });
 
   it("leaves a graph of float convs alone", () => {
