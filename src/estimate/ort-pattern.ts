@@ -58,6 +58,13 @@ const VIEW_OPS = new Set(["Reshape", "Flatten", "Squeeze", "Unsqueeze"]);
 const INPLACE_OPS = new Set([
   "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Selu", "HardSigmoid", "Softplus", "Softsign", "ThresholdedRelu", "Clip", "Softmax",
 ]);
+/**
+ * A value's element size as ORT's planner compares it: a freed buffer goes to a value of the
+ * same shape and element size, whatever the type (allocation_planner.cc SameSize), so a uint8
+ * tensor and an int8 one share (a signed QDQ model's unsigned and signed activations).
+ */
+const elementSize = (dtype: string | undefined): string => `${DTYPE_BYTES[(dtype ?? "float32") as DType] ?? 4}-byte`;
+
 /** ORT's allocations are 64-byte aligned. */
 const ALIGN = 64;
 
@@ -377,11 +384,11 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
     // shape inference gives it from shapes alone (ort-run-time.ts runTimeShapesOrtInfers).
     if (runTime.bytes.has(n)) {
       const made = newShapeDims.get(n);
-      if (made) return `${made.dtype} ${JSON.stringify(made.dims)}`;
+      if (made) return `${elementSize(made.dtype)} ${JSON.stringify(made.dims)}`;
       const declared = declaredShape(g, n) ?? (runTimeKnown.has(n) ? inf.consts.get(n)!.dims : null);
-      return declared ? `${defaultDtype(inf.consts.get(n)!)} ${JSON.stringify(declared)}` : null;
+      return declared ? `${elementSize(defaultDtype(inf.consts.get(n)!))} ${JSON.stringify(declared)}` : null;
     }
-    return `${inf.dtypes.get(n) ?? "float32"} ${JSON.stringify(carried(n) ?? inf.shapes.get(n) ?? [])}`;
+    return `${elementSize(inf.dtypes.get(n))} ${JSON.stringify(carried(n) ?? inf.shapes.get(n) ?? [])}`;
   };
   const shared = ortCommonSubexpressions(inOrtOrder([...withRunTimeReads(inf.nodes, sorted, runTime), ...runTime.nodes], g.nodes), inf.outputs, (n) => (isConst(n) ? inf.consts.get(n) : undefined));
   const constDims = (n: string) => (isConst(n) ? inf.consts.get(n)?.dims : undefined);
@@ -438,7 +445,7 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
     // A channels-last tensor: the shape ORT infers for its own node's output (ort-nhwc.ts).
     if (nhwc.shapes.has(n)) {
       const s = nhwc.shapes.get(n);
-      return s ? `${inf.dtypes.get(channelsFirstName(n)) ?? "float32"} ${JSON.stringify(s)}` : null;
+      return s ? `${elementSize(inf.dtypes.get(channelsFirstName(n)))} ${JSON.stringify(s)}` : null;
     }
     const t = transposed.get(n);
     if (t) {
@@ -448,7 +455,7 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
       if (s === null || !dims || dims.length !== t.perm.length) return s === null ? null : `${s} before ${JSON.stringify(t.perm)}`;
       const before: (number | string)[] = new Array(dims.length);
       t.perm.forEach((axis, i) => (before[axis] = dims[i]!));
-      return `${inf.dtypes.get(t.of) ?? "float32"} ${JSON.stringify(before)}`;
+      return `${elementSize(inf.dtypes.get(t.of))} ${JSON.stringify(before)}`;
     }
     // A blocked tensor's shape as ORT's planner sees it: the plain dims with the channels
     // padded, no layout. Its reuse check compares dims only, so a blocked tensor and a plain
@@ -461,7 +468,7 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
     const dims = inf.shapes.get(b.of);
     if (plainShape(b.of) === null || !dims) return null;
     const padded = dims.map((d, i) => (i === 1 ? Math.round(d * b.scale) : d));
-    return `${inf.dtypes.get(b.of) ?? "float32"} ${JSON.stringify(padded)}`;
+    return `${elementSize(inf.dtypes.get(b.of))} ${JSON.stringify(padded)}`;
   };
   const buffers = planBuffers(nodes, inf.inputs, inf.outputs, bytesOf, shapeOf, align, (n) => runTime.bytes.has(n) || batchless(n));
   const outputs = withOutputs
@@ -470,7 +477,7 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   // A kernel's scratch is sized from its tensors' channels-first shapes (a channels-last one's too).
   const values = {
     shapeOf: (v: string) => inf.shapes.get(channelsFirstName(v)) ?? inf.consts.get(weightOfDequantized(v))?.dims,
-    dtypeOf: (v: string) => inf.dtypes.get(channelsFirstName(v)) ?? (inf.consts.has(v) ? defaultDtype(inf.consts.get(v)!) : undefined),
+    dtypeOf: (v: string) => (quantized.madeUnsigned.has(channelsFirstName(v)) ? "uint8" : inf.dtypes.get(channelsFirstName(v)) ?? (inf.consts.has(v) ? defaultDtype(inf.consts.get(v)!) : undefined)),
     constOf: (v: string) => (isConst(v) ? inf.consts.get(v) : undefined),
   };
   const scratch = withOutputs ? nodes.flatMap((n, step) => {

@@ -72,7 +72,7 @@ function zeroPoint(n: LNode, constOf: (name: string) => ConstTensor | undefined)
  * after the DequantizeLinear copies (uniqueDequantizers), as ORT runs it, so a tensor two nodes
  * read stays signed. `dtypeOf`: a graph input's type.
  */
-function activationTypes(nodes: readonly LNode[], readers: Readers, constOf: (name: string) => ConstTensor | undefined, dtypeOf: (name: string) => string | undefined): (tensor: string) => Int8 | undefined {
+function activationTypes(nodes: readonly LNode[], readers: Readers, constOf: (name: string) => ConstTensor | undefined, dtypeOf: (name: string) => string | undefined, madeUnsigned: Set<string>): (tensor: string) => Int8 | undefined {
   const types = new Map<string, Int8>();
   for (const q of nodes) {
     if (q.op !== "QuantizeLinear" || !q.outputs[0]) continue;
@@ -81,7 +81,10 @@ function activationTypes(nodes: readonly LNode[], readers: Readers, constOf: (na
     const r = readers.get(q.outputs[0]) ?? [];
     if (type === "int8" && !SIGNED_ACTIVATIONS_FUSE && r.length === 1 && r[0]!.op === "DequantizeLinear") {
       const dqZp = zeroPoint(r[0]!, constOf);
-      if (dqZp !== null && (dqZp?.type ?? "int8") === "int8" && (dqZp?.value ?? 0) === zp!.value) type = "uint8";
+      if (dqZp !== null && (dqZp?.type ?? "int8") === "int8" && (dqZp?.value ?? 0) === zp!.value) {
+        type = "uint8";
+        madeUnsigned.add(q.outputs[0]);
+      }
     }
     if (type) types.set(q.outputs[0], type);
   }
@@ -197,6 +200,8 @@ export interface QdqRewrite {
    * new node for a fused group.
    */
   keptAs: Map<string, string>;
+  /** The signed 8-bit tensors ORT makes unsigned (activationTypes), which its kernels read as uint8. */
+  madeUnsigned: Set<string>;
 }
 
 /** The suffix of a weight's float tensor that ORT dequantizes in every request (a DequantizeLinear's output kept: module comment). */
@@ -254,11 +259,12 @@ export function ortQdqFusions(
   const copyOf = new Map<string, string>();
   const dequantizedWeights = new Map<string, string>();
   const keptAs = new Map<string, string>();
-  if (!nodes0.some((n) => n.op === "DequantizeLinear" || n.op === "QuantizeLinear")) return { nodes: [...nodes0], copyOf, dequantizedWeights, keptAs };
+  const madeUnsigned = new Set<string>();
+  if (!nodes0.some((n) => n.op === "DequantizeLinear" || n.op === "QuantizeLinear")) return { nodes: [...nodes0], copyOf, dequantizedWeights, keptAs, madeUnsigned };
   const outs = new Set(graphOutputs);
   const nodes = dropClampsBeforeQuantize(uniqueDequantizers(nodes0, outs, isConst, copyOf), outs, constOf);
   const readers = readersOf(nodes, outs);
-  const typeOf = activationTypes(nodes, readers, constOf, dtypeOf);
+  const typeOf = activationTypes(nodes, readers, constOf, dtypeOf, madeUnsigned);
   const producer = new Map<string, LNode>();
   for (const n of nodes) for (const o of n.outputs) if (o) producer.set(o, n);
   const dequantized = (t: string) => {
@@ -323,5 +329,6 @@ export function ortQdqFusions(
     copyOf,
     dequantizedWeights,
     keptAs,
+    madeUnsigned,
   };
 }

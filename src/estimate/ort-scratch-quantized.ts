@@ -13,9 +13,12 @@
  *   pixel; on the symmetric path in ORT's channels-last layout it covers the whole batch at once
  *   (mobilenet_v2's 32-channel depthwise conv at batch 64: 64 x 9 x 12544 x 8 = 57802752, the
  *   region its arena took).
- *   The symmetric path, on x86-64 with AVX-512: int8 weights whose zero points are all 0, and a
- *   depthwise conv of a multiple of 16 channels or a plain one of 16 or more output channels, a
- *   multiple of 4 of them and of input channels.
+ *   The symmetric path, on x86-64 with AVX-512: uint8 activations, int8 weights whose zero
+ *   points are all 0, and a depthwise conv of a multiple of 16 channels or a plain one of 16 or
+ *   more output channels, a multiple of 4 of them and of input channels. A QOperator file's int8
+ *   activations take the other path: its mobilenet_v2's 16 -> 96 pointwise conv asked ORT 1.32
+ *   for 96 x 112 x 112 x 4 = 4816896 bytes of int32 sums, and no depthwise conv for a pointer
+ *   table of the whole batch.
  * - QGemm with a quantized output and QLinearMatMul sum into an int32 buffer of the output's
  *   elements (QGemm's transposed copy of A, for transA, is never met: the replay's Gemm has none).
  * - DynamicQuantizeMatMul quantizes its whole input into an 8-bit copy of it.
@@ -54,7 +57,9 @@ function qlinearConvScratch(n: LNode, values: ValueInfo): KernelScratch | null {
   const depthwise = group > 1 && perGroup === 1 && m === group;
   const zeroPoint = values.constOf?.(n.inputs[5] ?? "");
   const symmetricWeights = fileInt8Type(w) === "int8" && (!zeroPoint || Array.from(zeroPoint.data).every((z) => z === 0));
-  const symmetric = symmetricWeights && (depthwise ? group % 16 === 0 : group === 1 && m >= 16 && m % 4 === 0 && inChannels % 4 === 0);
+  // MLAS's symmetric kernels on x86-64 take uint8 activations only (ConvSymU8S8Dispatch).
+  const unsignedActivations = values.dtypeOf(n.inputs[0] ?? "") !== "int8";
+  const symmetric = symmetricWeights && unsignedActivations && (depthwise ? group % 16 === 0 : group === 1 && m >= 16 && m % 4 === 0 && inChannels % 4 === 0);
   const sizes: number[] = [];
   const fixed: boolean[] = [];
   const take = (bytes: number, wholeBatch = false) => {

@@ -13,8 +13,8 @@ export interface Init {
   name: string;
   dims: number[];
   data?: number[];
-  /** "float" (default, raw_data), "float-typed" (float_data field), "int64" or "bool". */
-  type?: "float" | "float-typed" | "int64" | "bool";
+  /** "float" (default, raw_data), "float-typed" (float_data field), "int64", "bool", "uint8" or "int8" (a quantized model's zero points). */
+  type?: "float" | "float-typed" | "int64" | "bool" | "uint8" | "int8";
   /** Store the data in an external file instead (the caller writes the file). */
   external?: { location: string; offset?: number; length?: number };
 }
@@ -59,6 +59,8 @@ function tensor(t: Init): onnxProto.onnx.ITensorProto {
   const data = t.data ?? [];
   if (t.type === "int64") return { name: t.name, dims: t.dims, dataType: onnx.TensorProto.DataType.INT64, int64Data: data };
   if (t.type === "bool") return { name: t.name, dims: t.dims, dataType: onnx.TensorProto.DataType.BOOL, int32Data: data };
+  if (t.type === "uint8") return { name: t.name, dims: t.dims, dataType: onnx.TensorProto.DataType.UINT8, int32Data: data };
+  if (t.type === "int8") return { name: t.name, dims: t.dims, dataType: onnx.TensorProto.DataType.INT8, int32Data: data };
   if (t.external) {
     const e = t.external;
     const kv = [["location", e.location], ["offset", e.offset], ["length", e.length]].filter(([, v]) => v !== undefined);

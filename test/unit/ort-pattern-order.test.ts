@@ -4,7 +4,7 @@
 import { describe, expect, it } from "vitest";
 import { loadOnnx } from "../../src/compiler/load.ts";
 import { inOrtOrder, ortExecutionOrder, ortOrderOfFinalGraph } from "../../src/estimate/ort-order.ts";
-import { ortPatternBytesPerSample, patternBytes, type TraceEvent } from "../../src/estimate/ort-pattern.ts";
+import { ortPatternBytesPerSample, ortRunTracePerSample, patternBytes, type TraceEvent } from "../../src/estimate/ort-pattern.ts";
 import { TWO_BRANCHES, TWO_BRANCHES_PATTERN_PER_SAMPLE } from "../fixtures/ort-two-branches.ts";
 import { init, node, writeModel } from "./compiler-onnx-builder.ts";
 
@@ -126,5 +126,33 @@ describe("ORT's memory pattern where the file declares shapes (graph.value_info,
     const inferred = ortPatternBytesPerSample(loadOnnx(model(false)));
     const declared = ortPatternBytesPerSample(loadOnnx(model(true)));
     expect(declared).toBeLessThan(inferred);
+  });
+});
+
+describe("ORT's buffer reuse across element types", () => {
+  // x [N, 1024] -> QuantizeLinear (uint8) a -> DequantizeLinear b -> Sigmoid s -> QuantizeLinear
+  // (int8) c -> two DequantizeLinear, y and z. c has two readers, so it stays int8 (ort-qdq.ts
+  // activationTypes), and the Sigmoid's group, uint8 in and int8 out, runs in float. When c is
+  // computed, a's buffer is free: ORT's planner gives it to c, a value of the same shape and
+  // element size whatever its type (allocation_planner.cc SameSize), as it does for a signed
+  // QDQ model's activations.
+  it("gives a freed uint8 buffer to an int8 value of the same shape", () => {
+    const model = writeModel({
+      inputs: [["x", ["N", 1024]]], outputs: ["y", "z"],
+      inits: [init("s", [], [0.1]), init("zu", [], [0], "uint8"), init("zs", [], [0], "int8")],
+      nodes: [
+        node("QuantizeLinear", ["x", "s", "zu"], ["a"]),
+        node("DequantizeLinear", ["a", "s", "zu"], ["b"]),
+        node("Sigmoid", ["b"], ["sg"]),
+        node("QuantizeLinear", ["sg", "s", "zs"], ["c"]),
+        node("DequantizeLinear", ["c", "s", "zs"], ["y"]),
+        node("DequantizeLinear", ["c", "s", "zs"], ["z"]),
+      ],
+      opset: 13,
+    }, "uint8-int8-reuse");
+    const trace = ortRunTracePerSample(loadOnnx(model));
+    const buffers = trace.filter((e) => e.kind === "alloc" && !e.output && !e.scratch).map((e) => (e.kind === "alloc" ? e.size : 0));
+    // a (1024 bytes, later c's too) and b (4096, the Sigmoid's output in place): two buffers.
+    expect(buffers).toEqual([1024, 4096]);
   });
 });

@@ -147,8 +147,8 @@ describe("ORT's channels-last region of a quantized CNN", () => {
 
 describe("the quantized kernels' scratch", () => {
   const w = (dims: number[], fileType = INT8): ConstTensor => ({ isFloat: false, dims, data: new Float64Array(dims.reduce((a, b) => a * b, 1)), fileType });
-  const conv = (weight: ConstTensor, out: number[], attrs: LNode["attrs"]) => {
-    const values = { shapeOf: (n: string) => (n === "y" ? out : undefined), dtypeOf: () => undefined, constOf: (n: string) => (n === "w" ? weight : n === "wzp" ? { ...w([]), data: Float64Array.of(0) } : undefined) };
+  const conv = (weight: ConstTensor, out: number[], attrs: LNode["attrs"], activations?: "int8") => {
+    const values = { shapeOf: (n: string) => (n === "y" ? out : undefined), dtypeOf: (n: string) => (n === "x" ? activations : undefined), constOf: (n: string) => (n === "w" ? weight : n === "wzp" ? { ...w([]), data: Float64Array.of(0) } : undefined) };
     return ortQuantizedScratch(node("QLinearConv", ["x", "xs", "xzp", "w", "ws", "wzp", "ys", "yzp"], ["y"], attrs), values);
   };
 
@@ -165,6 +165,11 @@ describe("the quantized kernels' scratch", () => {
 
   it("a pointwise QLinearConv on the symmetric path reads its input in place", () => {
     expect(conv(w([64, 32, 1, 1]), [-1, 64, 56, 56], { group: 1, kernel: [1, 1], strides: [1, 1], pads: [0, 0, 0, 0] })).toBeNull();
+  });
+
+  it("int8 activations (a QOperator file's) take no symmetric path on x86-64: int32 sums of one image", () => {
+    expect(conv(w([96, 16, 1, 1]), [-1, 96, 112, 112], { group: 1, kernel: [1, 1], strides: [1, 1], pads: [0, 0, 0, 0] }, "int8")).toEqual({ sizes: [4816896], fixed: [true], beforeOutputs: false });
+    expect(conv(w([32, 1, 3, 3]), [-1, 32, 112, 112], { group: 32, kernel: [3, 3], strides: [1, 1], pads: [1, 1, 1, 1] }, "int8")).toEqual({ sizes: [1605632, 903168], fixed: [true, true], beforeOutputs: false });
   });
 });
 
