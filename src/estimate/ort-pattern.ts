@@ -465,9 +465,13 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
     // on efficientnet_b0 (9.95 against 12.25); with dims only, within 1 % on the eight zoo CNNs.
     const b = blocked.get(n);
     if (!b) return plainShape(n);
-    const dims = inf.shapes.get(b.of);
+    // Its plain tensor's dims as the planner sees them (symbols and all where a declared shape
+    // reaches it, as ORT's inference carries the batch symbol through its NCHWc nodes): a
+    // signed QDQ ResNet-50's NCHWc MaxPool output and the float conv output after it share a
+    // buffer in ORT.
+    const dims = carried(b.of) ?? inf.shapes.get(b.of);
     if (plainShape(b.of) === null || !dims) return null;
-    const padded = dims.map((d, i) => (i === 1 ? Math.round(d * b.scale) : d));
+    const padded = dims.map((d, i) => (i === 1 && typeof d === "number" ? Math.round(d * b.scale) : d));
     return `${elementSize(inf.dtypes.get(b.of))} ${JSON.stringify(padded)}`;
   };
   const buffers = planBuffers(nodes, inf.inputs, inf.outputs, bytesOf, shapeOf, align, (n) => runTime.bytes.has(n) || batchless(n));
