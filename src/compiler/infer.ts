@@ -108,6 +108,12 @@ export interface Inferred {
   outputs: string[];
   outputNames: Map<string, string>;
   warnings: string[];
+  /**
+   * A constant a lowering made from an input constant (LayerNormalization's `w.ln`, a cast's
+   * `w.int64`) -> the file's constant it came from: ONNX Runtime reads that one itself (the
+   * estimate's replay finds a quantized model's weights by it).
+   */
+  derivedFrom: Map<string, string>;
 }
 
 export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
@@ -116,6 +122,7 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
   const consts = new Map(g.consts);
   const alias = new Map<string, string>();
   const warnings: string[] = [];
+  const derivedFrom = new Map<string, string>();
   const resolve = (s: string): string => alias.get(s) ?? s;
   const onnxNames = new Set(g.nodes.flatMap((n) => [...n.inputs, ...n.outputs]));
   /** A tensor name used nowhere in the model or by an earlier rewrite. */
@@ -249,6 +256,8 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
       weight: (i) => (inputs[i] ? consts.get(inputs[i]!) : undefined),
       addConst(base, tensor) {
         const name = fresh(base);
+        const from = inputs.find((i) => i && consts.has(i) && base.startsWith(`${i}.`));
+        if (from) derivedFrom.set(name, derivedFrom.get(from) ?? from);
         consts.set(name, tensor);
         return name;
       },
@@ -321,5 +330,5 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
       throw new CompileError(`${g.file}: tensor "${name}" has shape ${fmtShape(s)}; every computed tensor needs exactly one batch dimension (k·batch) and no empty dimension`, "shape", { tensor: name });
     }
   }
-  return { nodes, shapes, dtypes, consts, inputs: ins0.map((i) => i.name), outputs, outputNames, warnings };
+  return { nodes, shapes, dtypes, consts, inputs: ins0.map((i) => i.name), outputs, outputNames, warnings, derivedFrom };
 }

@@ -397,7 +397,9 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
     runTime.bytes.set(name, rank * 8);
     newShapeDims.set(name, { dtype: "int64", dims: [rank] });
   }
-  const quantized = ortQdqFusions(shapesMoved.nodes, inf.outputs, isConst, (n) => (isConst(n) ? inf.consts.get(n) : undefined), (n) => weightDequantizers.get(n), (n) => inf.dtypes.get(n));
+  // A weight as the file names it (a lowering's copy of it, LayerNormalization's, is the same weight to ORT).
+  const fileConst = (n: string) => inf.derivedFrom.get(n) ?? n;
+  const quantized = ortQdqFusions(shapesMoved.nodes, inf.outputs, isConst, (n) => (isConst(n) ? inf.consts.get(n) : undefined), (n) => weightDequantizers.get(fileConst(n)), (n) => inf.dtypes.get(n));
   // A weight dequantized in every request: a float tensor of the weight's dims, at any batch.
   for (const [name, weight] of quantized.dequantizedWeights) {
     const dims = inf.consts.get(weight)!.dims;
@@ -417,11 +419,16 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   // nor an op ORT runs on 8-bit tensors (the file's, its output renamed: ort-qdq.ts keptAs).
   const before = new Set(shapesMoved.nodes);
   const opOf = new Map(shapesMoved.nodes.map((n) => [n.outputs.join(), n.op]));
-  const fileNode = (n: LNode) => opOf.get(n.outputs.join()) === n.op || quantized.dequantizedWeights.has(n.outputs[0] ?? "") || quantized.keptAs.has(n.outputs[0] ?? "");
-  const made = fused.filter((n) => !before.has(n) && !fileNode(n));
+  // A DequantizeLinear copy (ort-qdq.ts: one for each reader after the first, a weight's too)
+  // is made by ORT's first level of rewrites, before every other node it makes.
+  const weightCopy = (n: LNode) => /#dequantized\d+$/.test(n.outputs[0] ?? "");
+  const fileNode = (n: LNode) => opOf.get(n.outputs.join()) === n.op || (quantized.dequantizedWeights.has(n.outputs[0] ?? "") && !weightCopy(n)) || quantized.keptAs.has(n.outputs[0] ?? "");
+  const isCopy = (n: LNode) => quantized.copyOf.has(n.outputs[0] ?? "") || weightCopy(n);
+  const made0 = fused.filter((n) => !before.has(n) && !fileNode(n));
+  const made = [...made0.filter(isCopy), ...made0.filter((n) => !isCopy(n))];
   const createdBefore = [...shapesMoved.created, ...made].map((n) => nchwc.replaced.get(n) ?? n).concat(nchwc.added);
   const fileName = (out: string) => {
-    const name = weightOfDequantized(channelsFirstName(out));
+    const name = fileConst(weightOfDequantized(channelsFirstName(out)));
     return quantized.keptAs.get(name) ?? name;
   };
   const numbered = (n: LNode) => fileIndex.get(fileName(n.outputs[0] ?? ""));

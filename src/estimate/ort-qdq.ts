@@ -260,7 +260,8 @@ export function ortQdqFusions(
   const dequantizedWeights = new Map<string, string>();
   const keptAs = new Map<string, string>();
   const madeUnsigned = new Set<string>();
-  if (!nodes0.some((n) => n.op === "DequantizeLinear" || n.op === "QuantizeLinear")) return { nodes: [...nodes0], copyOf, dequantizedWeights, keptAs, madeUnsigned };
+  const quantized = (n: LNode) => n.op === "DequantizeLinear" || n.op === "QuantizeLinear" || n.inputs.some((t) => t && isConst(t) && dequantizedConst(t));
+  if (!nodes0.some(quantized)) return { nodes: [...nodes0], copyOf, dequantizedWeights, keptAs, madeUnsigned };
   const outs = new Set(graphOutputs);
   const nodes = dropClampsBeforeQuantize(uniqueDequantizers(nodes0, outs, isConst, copyOf), outs, constOf);
   const readers = readersOf(nodes, outs);
@@ -317,8 +318,11 @@ export function ortQdqFusions(
       const inputs = n.inputs.map((t) => {
         const dq = t && isConst(t) ? dequantizedConst(t) : undefined;
         if (!dq) return t;
-        const k = readsWeight.get(t) ?? 0;
-        readsWeight.set(t, k + 1);
+        // Counted by the DequantizeLinear's inputs: a lowering's copies of one weight (each
+        // LayerNormalization's) are one DequantizeLinear in the file.
+        const key = dq.join("\n");
+        const k = readsWeight.get(key) ?? 0;
+        readsWeight.set(key, k + 1);
         const name = `${t}${DEQUANTIZED}${k || ""}`;
         dequantizedWeights.set(name, t);
         added.push({ op: "DequantizeLinear", name: `${n.name}/weight${added.length}`, inputs: [...dq], outputs: [name], attrs: {} });

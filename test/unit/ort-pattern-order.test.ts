@@ -156,3 +156,20 @@ describe("ORT's buffer reuse across element types", () => {
     expect(buffers).toEqual([1024, 4096]);
   });
 });
+
+describe("a quantized model's weight that no group takes", () => {
+  // x [N, 64] -> LayerNormalization(x, DequantizeLinear(w_int8), b) -> y. ORT folds no
+  // DequantizeLinear, so it dequantizes the scale in every request: a float tensor of its own,
+  // the same size at any batch. The compiler's LayerNormalization reads its own copy of the
+  // weight ("w.ln"), which the replay follows back to the file's weight (inferGraph derivedFrom).
+  it("is dequantized in every request, a lowering's copy of it found by the file's name", () => {
+    const model = writeModel({
+      inputs: [["x", ["N", 64]]], outputs: ["y"],
+      inits: [init("w_q", [64], Array.from({ length: 64 }, (_, i) => i - 32), "int8"), init("s", [], [0.05]), init("z", [], [0], "int8"), init("b", [64])],
+      nodes: [node("DequantizeLinear", ["w_q", "s", "z"], ["w"]), node("LayerNormalization", ["x", "w", "b"], ["y"], { axis: -1 })],
+      opset: 17,
+    }, "dequantized-ln-weight");
+    const fixed = ortRunTracePerSample(loadOnnx(model)).filter((e) => e.kind === "alloc" && e.fixed);
+    expect(fixed.map((e) => (e.kind === "alloc" ? e.size : 0))).toEqual([64 * 4]);
+  });
+});
