@@ -133,6 +133,28 @@ const SAME_SHAPE = [
  * so an op here replaces the compiler's rule (LSTM: ORT's layout 0); every other op is one the
  * compiler has no lowering for.
  */
+/**
+ * Resize and Upsample with the attributes ORT's NCHWc rewrite reads (ort-nchwc.ts: a nearest
+ * resize by whole spatial factors runs on the blocked tensor): the compiler's rule keeps none on
+ * the one node the replay runs for them.
+ */
+const withResizeAttrs = (resize: Lowering): Lowering => (c) => {
+  const low = resize(c);
+  const opset10 = c.node.opType === "Upsample" || c.opset < 11;
+  const scales = c.node.inputs[opset10 ? 1 : 2] ? c.weight(opset10 ? 1 : 2) : undefined;
+  const text = (name: string) => {
+    const a = c.node.attrs.get(name);
+    return typeof a === "string" ? { [name]: a } : {};
+  };
+  return {
+    ...low,
+    attrs: {
+      ...low.attrs, ...text("mode"), ...text("coordinate_transformation_mode"), ...text("nearest_mode"),
+      ...(scales ? { scales: Array.from(scales.data) } : {}), ...(!opset10 && c.node.inputs[3] ? { sizes_given: 1 } : {}), ...(opset10 ? { opset10: 1 } : {}),
+    },
+  };
+};
+
 export const ORT_SHAPE_LOWERINGS: Readonly<Record<string, Lowering>> = {
   ...Object.fromEntries(SAME_SHAPE.map((op) => [op, sameAs(0)])),
   IsInf: sameAs(0, "bool"),
@@ -152,4 +174,6 @@ export const ORT_SHAPE_LOWERINGS: Readonly<Record<string, Lowering>> = {
   LSTM: ortLstmShapes,
   ...ORT_QUANTIZED_SHAPE_LOWERINGS,
   ...ORT_CONTRIB_SHAPE_LOWERINGS,
+  Resize: withResizeAttrs(ORT_QUANTIZED_SHAPE_LOWERINGS.Resize!),
+  ...(LOWERINGS.Upsample ? { Upsample: withResizeAttrs(LOWERINGS.Upsample) } : {}),
 };

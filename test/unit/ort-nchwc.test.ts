@@ -16,6 +16,23 @@ function graph(weights: Record<string, number[]>, channels: Record<string, numbe
 const ops = (nodes: LNode[]) => nodes.map((n) => `${n.op}(${n.inputs.filter((i) => !i.startsWith("w")).join(",")})->${n.outputs.join(",")}`);
 
 describe("ORT's NCHWc rewrite", () => {
+  // A YOLO neck: conv -> nearest 2x upsample -> concat with an earlier map -> conv. ORT runs the
+  // upsample and the concat on the blocked maps; a bilinear one, or one by sizes, runs plain.
+  it("runs a nearest Resize by whole spatial factors on the blocked tensor, a bilinear one plain", () => {
+    const g = graph({ w0: [32, 32, 3, 3], w1: [32, 32, 3, 3], w2: [32, 64, 1, 1] }, { x: 32, k: 32, a: 32, u: 32, c: 64, y: 32 }, { x: [16, 16], k: [16, 16], u: [16, 16], c: [16, 16], y: [16, 16] });
+    const resize = (attrs: LNode["attrs"]) => [
+      node("Conv", ["x", "w0"], ["k"]), node("Conv", ["x", "w1"], ["a"], { strides: [2, 2] }), node("Resize", ["a", "", "sc"], ["u"], attrs),
+      node("Concat", ["u", "k"], ["c"], { axis: 1 }), node("Conv", ["c", "w2"], ["y"]),
+    ];
+    const nearest = { mode: "nearest", coordinate_transformation_mode: "asymmetric", nearest_mode: "floor", scales: [1, 1, 2, 2] };
+    expect(ops(ortNchwc(resize(nearest), ["y"], g, 16).nodes).slice(1)).toEqual([
+      "Conv(x#reorder-in)->k#nchwc", "Conv(x#reorder-in)->a#nchwc", "Upsample(a#nchwc)->u#nchwc", "Concat(u#nchwc,k#nchwc)->c#nchwc", "Conv(c#nchwc)->y#nchwc", "ort:ReorderOutput(y#nchwc)->y",
+    ]);
+    for (const other of [{ ...nearest, mode: "linear" }, { ...nearest, coordinate_transformation_mode: "half_pixel" }, { ...nearest, scales: [1, 1, 1.5, 1.5] }]) {
+      expect(ops(ortNchwc(resize(other), ["y"], g, 16).nodes), JSON.stringify(other)).toContain("Resize(a,,sc)->u");
+    }
+  });
+
   it("blocks a first conv's 24 channels as 32 and copies them back for a MaxPool that cannot take them", () => {
     const g = graph({ w1: [24, 3, 3, 3] }, { x: 3, c1: 24, p1: 24 });
     const r = ortNchwc([node("Conv", ["x", "w1"], ["c1"]), node("MaxPool", ["c1"], ["p1"])], ["p1"], g, 16);
