@@ -46,6 +46,8 @@ export interface NchwcGraph {
   shapeOf(name: string): readonly number[] | undefined;
   /** A computed tensor's element type (float32 where not given). */
   dtypeOf?(name: string): string | undefined;
+  /** Whether ORT's shape inference leaves a value's dims unknown before the run (computed from a run-time shape). */
+  shapeUnknown?(name: string): boolean;
 }
 
 export interface NchwcRewrite {
@@ -202,6 +204,17 @@ export function ortNchwc(nodes: readonly LNode[], graphOutputs: readonly string[
         // conv's channels (TransformBinary); else the conv runs blocked, is copied back, and a
         // plain Add follows.
         const sum = n.op === CONV_SUM ? n.inputs.at(-1) : undefined;
+        // Nor where it cannot show the two shapes equal before the run (one computed from a
+        // run-time shape: LR-ASPP's classifier on an upsample to the input's size): the blocked
+        // conv, then a blocked Add of its own (between Reshapes, views).
+        if (ok && sum !== undefined && inBlocked(sum)?.channels === oc && (g.shapeUnknown?.(o) || g.shapeUnknown?.(sum))) {
+          const conv = `${o}:conv`;
+          blocked.set(`${conv}#nchwc`, { of: o, scale: roundUp(oc, block) / oc });
+          const input = plainIn ? plainInput(x) : blockedInput(x);
+          out.push(addNew({ ...n, op: "Conv", inputs: [input, ...n.inputs.slice(1, -1)], outputs: [`${conv}#nchwc`] }));
+          out.push({ op: "Add", name: o, inputs: [`${conv}#nchwc`, asBlocked.get(sum)!.name], outputs: [markBlocked(o, oc)], attrs: {} });
+          continue;
+        }
         if (ok && sum !== undefined && inBlocked(sum)?.channels !== oc) {
           const conv = `${o}:conv`;
           blocked.set(`${conv}#nchwc`, { of: o, scale: roundUp(oc, block) / oc });

@@ -408,7 +408,7 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   }
   const dynamic = ortDynamicQuantFusions(quantized.nodes, inf.outputs, isConst, (n) => inf.dtypes.get(n));
   const fused = ortFusions(dynamic, inf.outputs, isConst, constDims);
-  const nchwc = ortNchwc(fused, inf.outputs, { constDims, shapeOf: (n) => inf.shapes.get(n), dtypeOf: (n) => inf.dtypes.get(n) });
+  const nchwc = ortNchwc(fused, inf.outputs, { constDims, shapeOf: (n) => inf.shapes.get(n), dtypeOf: (n) => inf.dtypes.get(n), shapeUnknown: (n) => unknown.has(n) });
   const { blocked } = nchwc;
   // ORT runs the graph it ends with, its nodes numbered as it numbers them: the file's for those
   // it keeps, after every other for those its rewrites make, in the order they make them.
