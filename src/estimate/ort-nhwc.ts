@@ -266,36 +266,33 @@ export function ortNhwc(nodes: readonly LNode[], graphOutputs: readonly string[]
  * so; without the pair, the replay of its mnasnet twin came out 12.5 % under ORT's block.
  */
 function quantizedAfterTranspose(r: NhwcRewrite): NhwcRewrite {
-  const readers = new Map<string, LNode[]>();
-  for (const n of r.nodes) for (const t of n.inputs) if (t) readers.set(t, [...(readers.get(t) ?? []), n]);
-  const added: LNode[] = [];
+  const readers = new Map<string, number>();
+  const producer = new Map<string, LNode>();
+  for (const n of r.nodes) {
+    for (const t of n.inputs) if (t) readers.set(t, (readers.get(t) ?? 0) + 1);
+    for (const o of n.outputs) if (o) producer.set(o, n);
+  }
   const transposed = new Map(r.transposed);
+  const madeFor = new Map<LNode, LNode[]>(); // the Transpose -> it, the QuantizeLinear and the DequantizeLinear after it
   const nodes = r.nodes.flatMap((n) => {
-    const [x, scale, zeroPoint] = n.inputs;
-    const rd = n.op === "Transpose" && x ? (readers.get(x) ?? []) : [];
-    const dq = rd.length === 1 ? r.nodes.find((p) => p.outputs[0] === x && p.op === "DequantizeLinear") : undefined;
-    if (!dq || !r.added.includes(n) || !r.transposed.has(dq.inputs[0] ?? "")) return [n];
+    const x = n.op === "Transpose" ? n.inputs[0] : undefined;
+    const dq = x && readers.get(x) === 1 ? producer.get(x) : undefined;
+    const layout = dq?.op === "DequantizeLinear" ? r.transposed.get(x!) : undefined;
+    if (!dq || !layout || !r.added.includes(n)) return [n];
     const out = n.outputs[0]!;
     const [t, q] = [`${out}#transposed`, `${out}#requantized`];
-    transposed.set(t, { of: out, perm: identity(out, r) });
-    transposed.set(q, { of: channelsFirstName(dq.inputs[0]!), perm: identity(out, r) });
+    const asIs = layout.perm.map((_, i) => i);
+    transposed.set(t, { of: out, perm: asIs });
+    transposed.set(q, { of: channelsFirstName(dq.inputs[0]!), perm: asIs });
     const made: LNode[] = [
       { ...n, outputs: [t] },
       { op: "QuantizeLinear", name: `${q}:nhwc-requantize`, inputs: [t, dq.inputs[1] ?? "", dq.inputs[2] ?? ""], outputs: [q], attrs: {} },
       { ...dq, name: `${out}:nhwc-dequantize`, inputs: [q, ...dq.inputs.slice(1)], outputs: [out] },
     ];
-    added.push(...made);
+    madeFor.set(n, made);
     return made;
   });
-  if (added.length === 0) return r;
-  // The QuantizeLinear and DequantizeLinear are made with the Transpose, numbered after it.
-  const madeFor = new Map<LNode, LNode[]>();
-  for (let i = 0; i < added.length; i += 3) madeFor.set(r.nodes.find((n) => n.op === "Transpose" && n.outputs[0] === added[i + 2]!.outputs[0])!, added.slice(i, i + 3));
+  if (madeFor.size === 0) return r;
+  // Numbered where the Transpose was made, the QuantizeLinear and DequantizeLinear with it.
   return { ...r, nodes, transposed, added: r.added.flatMap((n) => madeFor.get(n) ?? [n]) };
-}
-
-/** The identity permutation of a value's rank (a channels-first value held as it is). */
-function identity(value: string, r: NhwcRewrite): number[] {
-  const rank = r.transposed.get(`${value}${NHWC_SUFFIX}`)?.perm.length ?? 4;
-  return Array.from({ length: rank }, (_, i) => i);
 }

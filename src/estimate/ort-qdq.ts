@@ -98,9 +98,9 @@ function activationTypes(nodes: readonly LNode[], readers: Readers, constOf: (na
 /**
  * Whether ORT's selector takes a group of these 8-bit types (qdq_selectors.cc): `inputs`, the
  * type behind each quantized input of the float op (undefined: not quantized, or not known);
- * `output`, the QuantizeLinear's (undefined: none). A convolution or matrix product takes a signed activation
- * only where SIGNED_ACTIVATIONS_FUSE, with a signed weight; QGemm takes one with a signed weight
- * anywhere. Every other group, and a dropped pair, has one type throughout.
+ * `output`, the QuantizeLinear's (undefined: none). A convolution or matrix product takes a
+ * signed activation only where SIGNED_ACTIVATIONS_FUSE, with a signed weight; QGemm takes one
+ * with a signed weight anywhere. Every other group, and a dropped pair, has one type throughout.
  */
 function selectorTakes(fused: string, inputs: ReadonlyArray<Int8 | undefined>, output: Int8 | undefined): boolean {
   const [a, b] = inputs;
@@ -310,10 +310,11 @@ export function ortQdqFusions(
   // A weight a node reads in float (no group took the node): its DequantizeLinear runs in every
   // request, one for each such reader (ORT's copies), numbered as the file's (ort-pattern.ts).
   const kept = nodes.filter((n) => !gone.has(n)).map((n) => replaced.get(n) ?? n);
+  const fusedNodes = new Set(replaced.values());
   const readsWeight = new Map<string, number>();
   return {
     nodes: kept.flatMap((n) => {
-      if (replaced.has(n) || n.op === "DequantizeLinear" || n.op === "QuantizeLinear") return [n];
+      if (fusedNodes.has(n) || n.op === "DequantizeLinear" || n.op === "QuantizeLinear") return [n];
       const added: LNode[] = [];
       const inputs = n.inputs.map((t) => {
         const dq = t && isConst(t) ? dequantizedConst(t) : undefined;
