@@ -2,7 +2,7 @@
 import type { Arena } from "./arena.ts";
 import { CompileError } from "./errors.ts";
 import type { Inferred } from "./infer.ts";
-import { type ConstTensor, DTYPE_BYTES, type DType, defaultDtype, fmtShape, perSample } from "./ir.ts";
+import { type ConstTensor, DTYPE_BYTES, type DType, defaultDtype, fmtShape, isQuantType, perSample } from "./ir.ts";
 import { PLAN_ALIGNMENT, type PlanDType, type PlanHeader, type PlanTensor, alignUp } from "./plan-format.ts";
 
 export interface Built {
@@ -20,9 +20,9 @@ function withArity(op: string, inputs: string[]): string[] {
   return [...inputs, ...new Array<string>(Math.max(0, n - inputs.length)).fill("")];
 }
 
-/** A tensor's plan dtype; the 8-bit types exist only in the estimate's replay of ONNX Runtime (a quantized model's). */
+/** A tensor's plan dtype; the quantized integer types exist only in the estimate's replay of ONNX Runtime (a quantized model's). */
 function planDtype(dtype: DType, name: string, source: string): PlanDType {
-  if (dtype === "uint8" || dtype === "int8") throw new CompileError(`${source}: tensor "${name}" is ${dtype}; memlane-rt plans float32, int64, int32 and bool tensors`, "unsupported-op", { tensor: name });
+  if (isQuantType(dtype)) throw new CompileError(`${source}: tensor "${name}" is ${dtype}; memlane-rt plans float32, int64, int32 and bool tensors`, "unsupported-op", { tensor: name });
   return dtype;
 }
 

@@ -9,7 +9,7 @@ import { dtypeOfOnnx } from "./graph-inputs.ts";
 import { parseEquation } from "./ops-einsum.ts";
 import { splitSizes } from "./ops-cnn.ts";
 import { resizeAxes } from "./ops-resize.ts";
-import { fileInt8Type, int8TypeOfOnnx, isFloatType, onnxTypeOfInt8 } from "./tensor-data.ts";
+import { fileQuantType, isFloatType, onnxTypeOfQuant, quantRange, quantTypeOfOnnx } from "./tensor-data.ts";
 import { type ConstTensor, type Node, defaultDtype, numel } from "./ir.ts";
 
 type C = ConstTensor;
@@ -310,21 +310,21 @@ function dequantizeConst(n: Node, x: C, scale: C, zeroPoint: C | undefined): C[]
 
 /**
  * QuantizeLinear of a constant, saturate(round(x / scale) + zero_point), rounding half to even,
- * into the zero point's 8-bit type (uint8 without one): a QDQ export's quantized position
+ * into the zero point's integer type (uint8 without one): a QDQ export's quantized position
  * embeddings, re-quantized before their Gather.
  */
 function quantizeConst(n: Node, x: C, scale: C, zeroPoint: C | undefined): C[] | undefined {
   const param = quantParamIndex(n, x, scale);
   if (!param) return undefined;
-  const type = int8TypeOfOnnx(attrInt(n, "output_dtype", 0)) ?? (zeroPoint && fileInt8Type(zeroPoint)) ?? "uint8";
-  const [lo, hi] = type === "int8" ? [-128, 127] : [0, 255];
+  const type = quantTypeOfOnnx(attrInt(n, "output_dtype", 0)) ?? (zeroPoint && fileQuantType(zeroPoint)) ?? "uint8";
+  const [lo, hi] = quantRange(type);
   const out = new Float64Array(x.data.length);
   for (let k = 0; k < out.length; k++) {
     const v = x.data[k]! / scale.data[param(k)]!;
     const r = Math.abs(v % 1) === 0.5 ? 2 * Math.round(v / 2) : Math.round(v);
     out[k] = Math.min(hi, Math.max(lo, r + (zeroPoint?.data[param(k)] ?? 0)));
   }
-  return [{ isFloat: false, dims: [...x.dims], data: out, dtype: type, fileType: onnxTypeOfInt8(type) }];
+  return [{ isFloat: false, dims: [...x.dims], data: out, dtype: type, fileType: onnxTypeOfQuant(type) }];
 }
 
 /** A Reduce* of a constant (BEiT sums its resized relative-position table), axes from the input or attribute. */

@@ -3,10 +3,16 @@
  * arrays, and per-tensor shapes with the batch as -1.
  */
 
-/** Element types of plan v2 tensors (docs/plan-format.md); bool is stored as one byte. */
-export type DType = "float32" | "int64" | "int32" | "bool" | "uint8" | "int8";
+/**
+ * Element types of plan v2 tensors (docs/plan-format.md); bool is stored as one byte. The
+ * quantized integer types (QuantType) exist only in the estimate's replay of ONNX Runtime.
+ */
+export type DType = "float32" | "int64" | "int32" | "bool" | QuantType;
+/** A quantized model's integer types: 8-bit, and the 16-bit activations onnxruntime.quantization also writes (QUInt16, QInt16). */
+export type QuantType = "uint8" | "int8" | "uint16" | "int16";
+export const isQuantType = (d: string): d is QuantType => d === "uint8" || d === "int8" || d === "uint16" || d === "int16";
 
-export const DTYPE_BYTES: Readonly<Record<DType, number>> = Object.freeze({ float32: 4, int64: 8, int32: 4, bool: 1, uint8: 1, int8: 1 });
+export const DTYPE_BYTES: Readonly<Record<DType, number>> = Object.freeze({ float32: 4, int64: 8, int32: 4, bool: 1, uint8: 1, int8: 1, uint16: 2, int16: 2 });
 
 /**
  * A constant tensor. Floats are kept as float32 (what the plan stores); integers (shape

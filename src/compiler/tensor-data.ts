@@ -3,7 +3,7 @@ import { closeSync, openSync, readSync, statSync } from "node:fs";
 import { isAbsolute, join, normalize } from "node:path";
 import onnxProto from "onnx-proto";
 import { CompileError } from "./errors.ts";
-import type { ConstTensor } from "./ir.ts";
+import type { ConstTensor, QuantType } from "./ir.ts";
 
 const DT = onnxProto.onnx.TensorProto.DataType;
 type ITensorProto = onnxProto.onnx.ITensorProto;
@@ -72,17 +72,26 @@ export function fileElemBytes(c: ConstTensor): number {
   return (c.fileType !== undefined ? ELEM_BYTES[c.fileType] : undefined) ?? (c.isFloat ? 4 : c.dtype === "bool" ? 1 : c.dtype === "int32" ? 4 : 8);
 }
 
-/** The 8-bit integer type an ONNX element type (TensorProto.DataType) names, or undefined. */
-export function int8TypeOfOnnx(type: number | undefined): "uint8" | "int8" | undefined {
-  return type === DT.UINT8 ? "uint8" : type === DT.INT8 ? "int8" : undefined;
+/** A quantized type and its ONNX element type (TensorProto.DataType). */
+const QUANT_TYPES: ReadonlyArray<[QuantType, number]> = [["uint8", DT.UINT8], ["int8", DT.INT8], ["uint16", DT.UINT16], ["int16", DT.INT16]];
+
+/** The quantized integer type an ONNX element type names (8- or 16-bit), or undefined. */
+export function quantTypeOfOnnx(type: number | undefined): QuantType | undefined {
+  return QUANT_TYPES.find(([, t]) => t === type)?.[0];
 }
 
-/** The ONNX element type of an 8-bit integer type. */
-export const onnxTypeOfInt8 = (t: "uint8" | "int8"): number => (t === "uint8" ? DT.UINT8 : DT.INT8);
+/** The ONNX element type of a quantized integer type. */
+export const onnxTypeOfQuant = (q: QuantType): number => QUANT_TYPES.find(([t]) => t === q)![1];
 
-/** The 8-bit integer type of a constant as the file stores it (a zero point's), or undefined. */
-export function fileInt8Type(c: ConstTensor): "uint8" | "int8" | undefined {
-  return int8TypeOfOnnx(c.fileType);
+/** The quantized integer type of a constant as the file stores it (a zero point's), or undefined. */
+export function fileQuantType(c: ConstTensor): QuantType | undefined {
+  return quantTypeOfOnnx(c.fileType);
+}
+
+/** The values a quantized type holds, [lowest, highest]. */
+export function quantRange(q: QuantType): [number, number] {
+  const bits = q.endsWith("16") ? 16 : 8;
+  return q.startsWith("u") ? [0, 2 ** bits - 1] : [-(2 ** (bits - 1)), 2 ** (bits - 1) - 1];
 }
 
 function readElem(dv: DataView, type: number, off: number): number {

@@ -30,8 +30,8 @@
  * and so do the groups around it: they run as float ops. A ResNet-18 quantized with the defaults
  * asks ORT for a 133 MB pattern at batch 16 where its unsigned twin asks for 17.7 MB.
  */
-import type { ConstTensor, LNode } from "../compiler/ir.ts";
-import { fileInt8Type } from "../compiler/tensor-data.ts";
+import { type ConstTensor, isQuantType, type LNode, type QuantType } from "../compiler/ir.ts";
+import { fileQuantType, quantRange } from "../compiler/tensor-data.ts";
 import { readersOf } from "./ort-fusions.ts";
 
 /** Float op -> the quantized node ORT runs for a whole DQ -> op -> Q group. */
@@ -48,8 +48,10 @@ const DROP_QDQ = new Set([
   "DepthToSpace", "SpaceToDepth", "Tile",
 ]);
 
+/** The ops whose QDQ pair ORT's CPU drops on 16-bit values too (the generic drop selector); Resize and MaxPool take 8 bits only. */
+const SIXTEEN_BIT_DROP = new Set(["Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Gather", "GatherElements", "Slice", "Expand", "Tile"]);
+
 type Readers = Map<string, LNode[]>;
-type Int8 = "uint8" | "int8";
 
 /**
  * Whether ORT's quantized convolution and matrix-product groups take a signed 8-bit activation
@@ -58,11 +60,11 @@ type Int8 = "uint8" | "int8";
  */
 const SIGNED_ACTIVATIONS_FUSE = process.arch === "arm64";
 
-/** A QuantizeLinear's or DequantizeLinear's zero point: its single value and 8-bit type; undefined where absent, null where not a constant scalar. */
-function zeroPoint(n: LNode, constOf: (name: string) => ConstTensor | undefined): { value: number; type: Int8 | undefined } | undefined | null {
+/** A QuantizeLinear's or DequantizeLinear's zero point: its single value and integer type; undefined where absent, null where not a constant scalar. */
+function zeroPoint(n: LNode, constOf: (name: string) => ConstTensor | undefined): { value: number; type: QuantType | undefined } | undefined | null {
   if (!n.inputs[2]) return undefined;
   const zp = constOf(n.inputs[2]);
-  return zp && zp.data.length === 1 ? { value: zp.data[0]!, type: fileInt8Type(zp) } : null;
+  return zp && zp.data.length === 1 ? { value: zp.data[0]!, type: fileQuantType(zp) } : null;
 }
 
 /**
@@ -72,12 +74,12 @@ function zeroPoint(n: LNode, constOf: (name: string) => ConstTensor | undefined)
  * after the DequantizeLinear copies (uniqueDequantizers), as ORT runs it, so a tensor two nodes
  * read stays signed. `dtypeOf`: a graph input's type.
  */
-function activationTypes(nodes: readonly LNode[], readers: Readers, constOf: (name: string) => ConstTensor | undefined, dtypeOf: (name: string) => string | undefined, madeUnsigned: Set<string>): (tensor: string) => Int8 | undefined {
-  const types = new Map<string, Int8>();
+function activationTypes(nodes: readonly LNode[], readers: Readers, constOf: (name: string) => ConstTensor | undefined, dtypeOf: (name: string) => string | undefined, madeUnsigned: Set<string>): (tensor: string) => QuantType | undefined {
+  const types = new Map<string, QuantType>();
   for (const q of nodes) {
     if (q.op !== "QuantizeLinear" || !q.outputs[0]) continue;
     const zp = zeroPoint(q, constOf);
-    let type: Int8 | undefined = zp === undefined ? "uint8" : zp?.type;
+    let type: QuantType | undefined = zp === undefined ? "uint8" : zp?.type;
     const r = readers.get(q.outputs[0]) ?? [];
     if (type === "int8" && !SIGNED_ACTIVATIONS_FUSE && r.length === 1 && r[0]!.op === "DequantizeLinear") {
       const dqZp = zeroPoint(r[0]!, constOf);
@@ -90,8 +92,8 @@ function activationTypes(nodes: readonly LNode[], readers: Readers, constOf: (na
   }
   return (t) => {
     const c = constOf(t);
-    const d = c ? fileInt8Type(c) : types.get(t) ?? dtypeOf(t);
-    return d === "uint8" || d === "int8" ? d : undefined;
+    const d = c ? fileQuantType(c) : types.get(t) ?? dtypeOf(t);
+    return d && isQuantType(d) ? d : undefined;
   };
 }
 
@@ -102,8 +104,10 @@ function activationTypes(nodes: readonly LNode[], readers: Readers, constOf: (na
  * signed activation only where SIGNED_ACTIVATIONS_FUSE, with a signed weight; QGemm takes one
  * with a signed weight anywhere. Every other group, and a dropped pair, has one type throughout.
  */
-function selectorTakes(fused: string, inputs: ReadonlyArray<Int8 | undefined>, output: Int8 | undefined): boolean {
+function selectorTakes(fused: string, inputs: ReadonlyArray<QuantType | undefined>, output: QuantType | undefined): boolean {
   const [a, b] = inputs;
+  // 16-bit values (QUInt16, QInt16 activations): only the ops that move values drop their pairs on the CPU.
+  if ([...inputs, output].some((t) => t === "uint16" || t === "int16") && !SIXTEEN_BIT_DROP.has(fused)) return false;
   switch (fused) {
     case "QLinearConv":
     case "QLinearMatMul":
@@ -134,8 +138,7 @@ function clampsAsMuch(act: LNode, q: LNode, constOf: (name: string) => ConstTens
   const scale = constOf(q.inputs[1] ?? "")?.data;
   const zpConst = q.inputs[2] ? constOf(q.inputs[2]) : undefined;
   if (!scale || scale.length !== 1 || (q.inputs[2] && (!zpConst || zpConst.data.length !== 1))) return false;
-  const signed = zpConst ? fileInt8Type(zpConst) === "int8" : false;
-  const [lowest, highest] = signed ? [-128, 127] : [0, 255];
+  const [lowest, highest] = quantRange((zpConst && fileQuantType(zpConst)) ?? "uint8");
   const zp = zpConst?.data[0] ?? 0;
   const qMin = (lowest - zp) * scale[0]!;
   const qMax = (highest - zp) * scale[0]!;

@@ -27,7 +27,7 @@
  * MatMulIntegerToFloat, DynamicQuantizeLinear) take nothing from the arena.
  */
 import { type LNode, numel, perSample } from "../compiler/ir.ts";
-import { fileInt8Type } from "../compiler/tensor-data.ts";
+import { fileQuantType } from "../compiler/tensor-data.ts";
 import type { KernelScratch, ValueInfo } from "./ort-scratch.ts";
 
 const POINTER_BYTES = 8;
@@ -56,7 +56,7 @@ function qlinearConvScratch(n: LNode, values: ValueInfo): KernelScratch | null {
   const pointwise = taps === 1 && strides.every((s) => s === 1) && pads.every((p) => p === 0);
   const depthwise = group > 1 && perGroup === 1 && m === group;
   const zeroPoint = values.constOf?.(n.inputs[5] ?? "");
-  const symmetricWeights = fileInt8Type(w) === "int8" && (!zeroPoint || Array.from(zeroPoint.data).every((z) => z === 0));
+  const symmetricWeights = fileQuantType(w) === "int8" && (!zeroPoint || Array.from(zeroPoint.data).every((z) => z === 0));
   // MLAS's symmetric kernels on x86-64 take uint8 activations only (ConvSymU8S8Dispatch).
   const unsignedActivations = values.dtypeOf(n.inputs[0] ?? "") !== "int8";
   const symmetric = symmetricWeights && unsignedActivations && (depthwise ? group % 16 === 0 : group === 1 && m >= 16 && m % 4 === 0 && inChannels % 4 === 0);

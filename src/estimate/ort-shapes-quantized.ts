@@ -13,7 +13,7 @@
  * point's (uint8 where none is given), so a quantized activation takes a byte an element.
  */
 import { attrInt } from "../compiler/attrs.ts";
-import { type DType, fmtShape } from "../compiler/ir.ts";
+import { type DType, fmtShape, isQuantType } from "../compiler/ir.ts";
 import { type Lowered, type Lowering, type OpCtx, shapeError } from "../compiler/op-ctx.ts";
 import { AveragePool, Conv, MaxPool } from "../compiler/ops-conv.ts";
 import { Concat } from "../compiler/ops-cnn.ts";
@@ -21,7 +21,7 @@ import { Binary, Gather } from "../compiler/ops-data.ts";
 import { LOWERINGS } from "../compiler/infer.ts";
 import { Gemm } from "../compiler/ops-tensor.ts";
 import { MatMul } from "../compiler/ops-transformer.ts";
-import { fileInt8Type, int8TypeOfOnnx } from "../compiler/tensor-data.ts";
+import { fileQuantType, quantTypeOfOnnx } from "../compiler/tensor-data.ts";
 
 /**
  * The quantized node seen as its float op: input i of the view is input map[i] of the node (-1:
@@ -44,13 +44,13 @@ function floatView(c: OpCtx, map: readonly number[]): OpCtx {
 /** The output shape a lowering gives, after the reshapes it adds around a 1-D window. */
 const finalShape = (low: Lowered): number[] => low.then?.shape ?? low.chain?.at(-1)?.shape ?? low.shapes[0]!;
 
-/** The 8-bit type of a zero point (input i): its file type for a constant, its dtype for a computed one; uint8 where absent. */
+/** The integer type of a zero point (input i): its file type for a constant, its dtype for a computed one; uint8 where absent. */
 function zeroPointType(c: OpCtx, i: number): DType {
   if (!c.node.inputs[i]) return "uint8";
   const w = c.weight(i);
-  if (w) return fileInt8Type(w) ?? "uint8";
+  if (w) return fileQuantType(w) ?? "uint8";
   const d = c.dtype(i);
-  return d === "int8" ? "int8" : "uint8";
+  return d && isQuantType(d) ? d : "uint8";
 }
 
 /** A quantized op whose shape and attributes are `float`'s over inputs `map`, its output typed `dtype(c)`. */
@@ -94,20 +94,20 @@ const batchlessArithmetic = (float: Lowering): Lowering => (c) => {
 const gatherQuantized: Lowering = (c) => {
   const low = Gather(c);
   const w = c.weight(0);
-  const q = w ? fileInt8Type(w) : undefined;
+  const q = w ? fileQuantType(w) : undefined;
   return q ? { ...low, dtypes: [q] } : low;
 };
 
 /**
- * Ops that move or pick values, on 8-bit tensors (a QOperator model's attention reshapes and
+ * Ops that move or pick values, on quantized integer tensors (a QOperator model's attention reshapes and
  * transposes its uint8 projections; ORT runs them on 8-bit values as they are): the compiler's
  * shape rule, which takes float32 only, read through a float view; the input's type out.
  */
-const MOVES_8BIT = ["Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Slice", "Expand", "Resize", "Concat", "Pad"];
-const movesEightBit = (op: string): Lowering => (c) => {
+const MOVES_QUANTIZED = ["Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Slice", "Expand", "Resize", "Concat", "Pad"];
+const movesQuantized = (op: string): Lowering => (c) => {
   const float = LOWERINGS[op]!;
   const dtype = c.dtype(0);
-  if (dtype !== "uint8" && dtype !== "int8") return float(c);
+  if (!dtype || !isQuantType(dtype)) return float(c);
   const low = float(floatView(c, c.node.inputs.map((_, i) => i)));
   const shapes = low.shapes.length > 1 ? low.shapes : [finalShape(low)];
   return { shapes, dtypes: shapes.map(() => dtype), attrs: low.attrs };
@@ -130,7 +130,7 @@ const channelsFirst = (pool: Lowering): Lowering => (c) => {
 
 /** QuantizeLinear: X's shape, typed as its zero point, or opset 21's output_dtype, else uint8. */
 const quantizeLinear: Lowering = (c) => {
-  const dtype: DType = int8TypeOfOnnx(attrInt(c.node, "output_dtype", 0)) ?? zeroPointType(c, 2);
+  const dtype: DType = quantTypeOfOnnx(attrInt(c.node, "output_dtype", 0)) ?? zeroPointType(c, 2);
   return { shapes: [shapeAt(c, 0)], dtypes: [dtype], attrs: {} };
 };
 
@@ -146,7 +146,7 @@ const zeroPointAt = (i: number) => (c: OpCtx): DType => zeroPointType(c, i);
 
 /** Shape lowerings of the quantized ops, keyed by op name (merged into ORT_SHAPE_LOWERINGS). */
 export const ORT_QUANTIZED_SHAPE_LOWERINGS: Readonly<Record<string, Lowering>> = {
-  ...Object.fromEntries(MOVES_8BIT.filter((op) => LOWERINGS[op]).map((op) => [op, movesEightBit(op)])),
+  ...Object.fromEntries(MOVES_QUANTIZED.filter((op) => LOWERINGS[op]).map((op) => [op, movesQuantized(op)])),
   QuantizeLinear: quantizeLinear,
   DequantizeLinear: sameShape(0, FLOAT),
   DynamicQuantizeLinear: (c) => ({ shapes: [shapeAt(c, 0), [], []], dtypes: ["uint8", "float32", "uint8"], attrs: {} }),
