@@ -256,7 +256,9 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
       weight: (i) => (inputs[i] ? consts.get(inputs[i]!) : undefined),
       addConst(base, tensor) {
         const name = fresh(base);
-        const from = inputs.find((i) => i && consts.has(i) && base.startsWith(`${i}.`));
+        // Lowerings name what they derive from input i `${input i}.<what>` (constAs, a
+        // LayerNormalization's full weight): the longest input name that prefixes `base`.
+        const from = inputs.filter((i) => i && consts.has(i) && base.startsWith(`${i}.`)).sort((a, b) => b.length - a.length)[0];
         if (from) derivedFrom.set(name, derivedFrom.get(from) ?? from);
         consts.set(name, tensor);
         return name;
