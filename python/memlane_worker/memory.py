@@ -60,6 +60,13 @@ def gpu_fields() -> dict[str, int]:
         return {}
 
 
+def anon_kib() -> int:
+    """This process's resident anonymous pages (RssAnon), KiB: what malloc's blocks cost in RSS,
+    without the code pages a library maps as it loads. Memory malloc handed out or keeps free is
+    anonymous, but only the pages ever written are resident (estimate.ortLoad: untouched)."""
+    return _kib_fields(_STATUS, {"RssAnon"})["RssAnon"]
+
+
 def reset_peak() -> bool:
     """Resets VmHWM to the current RSS so that the next reading's hwmKiB is this phase's peak.
 

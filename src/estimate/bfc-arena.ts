@@ -20,6 +20,14 @@
  *   1/32 of every region is resident beside it, untouched pages or not. efficientnet_b0 at
  *   batches 1,64 (224 px) takes 2336 MiB of regions, whose tables are 73 MiB: the python-ort
  *   steady RSS the estimate lacked (-3.8 %) before they were counted.
+ *
+ * The arena is not always empty when the first request comes: a kernel's PrePack takes its
+ * packed weights from it while the session loads (a QLinearConv's reordered int8 filters), so
+ * a quantized model's load leaves regions whose tails were never written (an int8 ResNet-50:
+ * regions of 2, 2, 4, 8 and 16 MiB, about 16 MiB of them free; the load probe's untouchedMiB).
+ * `loadFreeBytes` replays that room as one free chunk of a region the load made: the first
+ * requests' tensors land there, and its pages count as they are written; its region and
+ * handle table are the load's (in its probe's in-use bytes), not the replay's.
  */
 
 /** ORT's kMinAllocationSize: every chunk is a multiple of it. */
@@ -68,9 +76,22 @@ export class BfcArenaReplay {
   private readonly regions: Region[] = [];
   private readonly free = new Set<ArenaChunk>();
   private nextRegionBytes: number;
+  /** The free room the session's load left in its regions (the header's last paragraph); null: none. */
+  private readonly loadRegion: Region | null = null;
 
-  constructor(private readonly opts: { initialRegionBytes?: number; maxDeadBytesPerChunk?: number } = {}) {
+  constructor(private readonly opts: { initialRegionBytes?: number; maxDeadBytesPerChunk?: number; loadFreeBytes?: number } = {}) {
     this.nextRegionBytes = roundUp(opts.initialRegionBytes ?? BFC_INITIAL_REGION);
+    const room = Math.floor((opts.loadFreeBytes ?? 0) / BFC_MIN_ALLOCATION) * BFC_MIN_ALLOCATION;
+    if (room > 0) {
+      // Mapped before any region of the replay's (glibc maps each new one lower): it sorts last.
+      this.loadRegion = { address: 1, size: room, touched: new Uint8Array(Math.ceil(room / PAGE)) };
+      this.free.add({ region: this.loadRegion, offset: 0, size: room, inUse: false, prev: null, next: null });
+      // The load's regions doubled up to the one its room is mostly in; the next one doubles
+      // again (the room's largest power of two stands in for that region: its size is not read).
+      let last = this.nextRegionBytes;
+      while (last * 2 <= room) last *= 2;
+      this.nextRegionBytes = room >= this.nextRegionBytes ? Math.min(last * 2, BFC_MAX_POWER_OF_TWO_EXTEND) : this.nextRegionBytes;
+    }
   }
 
   /** Takes `bytes` from the arena, all of them written to (a kernel writes its whole output); the chunk, to release. */
@@ -99,6 +120,12 @@ export class BfcArenaReplay {
     this.free.add(c);
   }
 
+  /** Bytes of the load's free room written since (loadFreeBytes): pages the load's RSS lacked. */
+  loadRoomResidentBytes(): number {
+    return this.loadRegion ? this.loadRegion.touched.reduce((s, t) => s + t, 0) * PAGE : 0;
+  }
+
+  /** The regions the replay made, in order (not the load's room). */
   report(): RegionReport[] {
     return this.regions.map((r) => ({
       bytes: r.size,

@@ -20,6 +20,9 @@
  * allocates that pattern's block, takes from the arena one by one every tensor whose size
  * differs from its block (all those with the batch), in every request, and never records a
  * pattern of the new shape (execution_frame.cc).
+ *
+ * `loadFreeBytes`: the room the session's load left unwritten in the arena (the load probe's
+ * untouchedMiB, bfc-arena.ts): the first requests take it before the arena grows.
  */
 import { type ArenaChunk, BfcArenaReplay } from "./bfc-arena.ts";
 import { bytesAtBatch, patternBytesAtBatch, type TraceEvent } from "./ort-pattern.ts";
@@ -27,14 +30,14 @@ import { bytesAtBatch, patternBytesAtBatch, type TraceEvent } from "./ort-patter
 export interface ArenaReplay {
   /**
    * Bytes of the arena's regions ever written to, and of their handle tables (bfc-arena.ts),
-   * after the first request (first-inference).
+   * and of the load's room (loadFreeBytes) written since, after the first request (first-inference).
    */
   firstRequestBytes: number;
   /** ... and after every request of the run (steady-inference). */
   residentBytes: number;
   /** The handle tables' part of residentBytes. */
   handleTableBytes: number;
-  /** The regions' sizes, in the order the arena took them from malloc. */
+  /** The regions' sizes, in the order the arena took them from malloc (not the load's room, which it took before). */
   regions: number[];
   /** The bytes of each region ever written to, in the same order (no handle tables). */
   regionsResident: number[];
@@ -77,11 +80,11 @@ export interface EvalPass {
  * `patternKey`: ORT's cache key of a batch size (ortPatternKey); without it every batch size
  * has a pattern of its own.
  */
-export function replayOrtArena(tracePerSample: readonly TraceEvent[], batches: readonly number[], patternKey?: (batch: number) => number, evalPass?: EvalPass): ArenaReplay {
+export function replayOrtArena(tracePerSample: readonly TraceEvent[], batches: readonly number[], patternKey?: (batch: number) => number, evalPass?: EvalPass, loadFreeBytes = 0): ArenaReplay {
   if ([...batches, ...(evalPass?.chunks ?? [])].some((b) => !Number.isInteger(b) || b < 1))
     throw new Error(`replayOrtArena: batch sizes must be positive integers, got [${batches.join(", ")}] and eval chunks [${evalPass?.chunks.join(", ") ?? ""}]`);
-  const arena = new BfcArenaReplay();
-  const resident = () => arena.report().reduce((s, r) => s + r.residentBytes + r.handleTableBytes, 0);
+  const arena = new BfcArenaReplay({ loadFreeBytes });
+  const resident = () => arena.report().reduce((s, r) => s + r.residentBytes + r.handleTableBytes, arena.loadRoomResidentBytes());
   const isOutput = new Set(tracePerSample.flatMap((e) => (e.kind === "alloc" && e.output ? [e.id] : [])));
   const held: ArenaChunk[] = [];
   // A request without a pattern for its sizes: every tensor from the arena, in the trace's

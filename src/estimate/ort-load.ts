@@ -31,6 +31,8 @@ interface Raw {
   heldKiB: number | null;
   inUseKiB: number | null;
   rssKiB: number | null;
+  /** Anonymous RSS growth over the load (RssAnon); null where not read (a worker that predates it). */
+  anonKiB: number | null;
   peakAboveEndKiB: number | null;
   /** [[sizeKiB, count], ...]: the held blocks the arena gave out (python/memlane_worker/free_pieces.py); null where it could not tell. */
   freePieces: Array<[number, number]> | null;
@@ -49,6 +51,16 @@ export interface OrtLoadProbe {
   inUseMiB: number | null;
   /** The probe's RSS growth over the session creation, MiB; null likewise. */
   rssMiB: number | null;
+  /**
+   * Of inUseMiB and heldMiB, the bytes never written, MiB (what malloc has out or keeps, less
+   * the load's anonymous RSS growth; 0 at least): the tails of the arena regions a quantized
+   * model's pre-packed weights were taken from (ORT's PrePack allocates from the session's
+   * arena, whose regions double: 1, 2, 4, 8, 16 MiB for an int8 ResNet-50, 16 of them free).
+   * Not resident after the load, and the first requests' tensors land there before the arena
+   * grows (ort-arena.ts loadFreeBytes). About 0.1 MiB for a float model; null where unknown,
+   * absent where not probed for (taken as 0).
+   */
+  untouchedMiB?: number | null;
   /**
    * How far RSS rose during the session creation above where it ended, MiB: blocks ORT held side
    * by side before freeing some, which malloc gave back to the kernel (mmapped ones). null where
@@ -139,7 +151,7 @@ export function checkedRaw(value: unknown): Raw {
   if (typeof value !== "object" || value === null) bad("is not an object");
   const v = value as Record<string, unknown>;
   if (typeof v.available !== "boolean") bad("has no boolean `available`");
-  const field = (name: "heldKiB" | "inUseKiB" | "rssKiB" | "peakAboveEndKiB", min: number, nullable = false): number | null => {
+  const field = (name: "heldKiB" | "inUseKiB" | "rssKiB" | "anonKiB" | "peakAboveEndKiB", min: number, nullable = false): number | null => {
     const x = v[name];
     if (!v.available || (nullable && (x === null || x === undefined))) return null;
     if (typeof x !== "number" || !Number.isFinite(x) || x < min) bad(`has \`${name}\` ${JSON.stringify(x)}, not a finite number >= ${min}`);
@@ -147,7 +159,7 @@ export function checkedRaw(value: unknown): Raw {
   };
   // Held memory cannot be negative; what the load left allocated and RSS growth may (a trim).
   // The load's peak above its end: null where the VmHWM reset was refused.
-  return { available: v.available as boolean, heldKiB: field("heldKiB", 0), inUseKiB: field("inUseKiB", -Infinity), rssKiB: field("rssKiB", -Infinity), peakAboveEndKiB: field("peakAboveEndKiB", 0, true), freePieces: checkedPieces(v) };
+  return { available: v.available as boolean, heldKiB: field("heldKiB", 0), inUseKiB: field("inUseKiB", -Infinity), rssKiB: field("rssKiB", -Infinity), anonKiB: field("anonKiB", -Infinity, true), peakAboveEndKiB: field("peakAboveEndKiB", 0, true), freePieces: checkedPieces(v) };
 }
 
 /** The carved blocks: null, or pairs of positive integers (a block size in KiB, a count). */
@@ -164,7 +176,9 @@ function checkedPieces(v: Record<string, unknown>): Array<[number, number]> | nu
 function inMiB(r: Raw): OrtLoadProbe {
   const mib = (kib: number | null) => (r.available && kib !== null ? (kib * 1024) / MIB : null);
   const freePieces = r.freePieces?.map(([kib, count]) => ({ bytes: kib * 1024, count })) ?? null;
-  return { heldMiB: mib(r.heldKiB), inUseMiB: mib(r.inUseKiB), rssMiB: mib(r.rssKiB), peakAboveEndMiB: mib(r.peakAboveEndKiB), freePieces };
+  const [held, inUse, anon] = [mib(r.heldKiB), mib(r.inUseKiB), mib(r.anonKiB)];
+  const untouchedMiB = held !== null && inUse !== null && anon !== null ? Math.max(0, inUse + held - anon) : null;
+  return { heldMiB: held, inUseMiB: inUse, rssMiB: mib(r.rssKiB), untouchedMiB, peakAboveEndMiB: mib(r.peakAboveEndKiB), freePieces };
 }
 
 /** `count` runs of the Python probe, each in a fresh worker. */
@@ -201,6 +215,7 @@ async function runProbes(onnxPath: string, opts: ProbeOptions): Promise<OrtLoadP
     heldMiB,
     inUseMiB: medianOrNull(runs.map((r) => r.inUseMiB)),
     rssMiB: medianOrNull(runs.map((r) => r.rssMiB)),
+    untouchedMiB: medianOrNull(runs.map((r) => r.untouchedMiB ?? null)),
     peakAboveEndMiB: medianOrNull(runs.map((r) => r.peakAboveEndMiB)),
     // The blocks of the run that held the median: held memory and its pieces from one heap.
     freePieces: runs.find((r) => r.heldMiB === heldMiB)?.freePieces ?? null,

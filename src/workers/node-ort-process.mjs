@@ -92,14 +92,17 @@ async function collectGarbage() {
   }
 }
 
-// The last phase's start and end readings (the load probe's figures are model-load's).
-const lastPhase = { start: null, end: null };
+// The last phase's start and end readings (the load probe's figures are model-load's), and its
+// anonymous RSS at each mark (RssAnon: the load probe's anonKiB, read beside the readings).
+const lastPhase = { start: null, end: null, startAnonKiB: null, endAnonKiB: null };
+const anonKiB = () => kib(readFileSync("/proc/self/status", "utf8"), "RssAnon");
 
 async function phase(name, fn) {
   resetHwm();
   const tStart = Date.now();
   const startMemory = readMemory();
   lastPhase.start = startMemory;
+  lastPhase.startAnonKiB = anonKiB();
   await send({ type: "phase", name, mark: "start", tMs: tStart, memory: startMemory, smapsText: smapsSent ? undefined : smapsText() });
   const value = await fn();
   const tEnd = Date.now();
@@ -110,6 +113,7 @@ async function phase(name, fn) {
   // peak (VmHWM over the phase).
   await collectGarbage();
   lastPhase.end = readMemory();
+  lastPhase.endAnonKiB = anonKiB();
   await send({ type: "phase", name, mark: "end", tMs: tEnd, memory: lastPhase.end, smapsText: smapsText() });
   return value;
 }
@@ -167,9 +171,9 @@ function tensorsOf(file, refs) {
  * The same process as a run's: the same import, runtime-create and load on the main thread,
  * where onnxruntime-node loads and runs.
  */
-function loadProbeResult(start, end) {
+function loadProbeResult({ start, end, startAnonKiB, endAnonKiB }) {
   if (start?.mallocFreeKiB === undefined || end?.mallocFreeKiB === undefined)
-    return { available: false, heldKiB: null, inUseKiB: null, rssKiB: null, peakAboveEndKiB: null, freePieces: null };
+    return { available: false, heldKiB: null, inUseKiB: null, rssKiB: null, anonKiB: null, peakAboveEndKiB: null, freePieces: null };
   let pieces = null;
   try {
     pieces = freePieces();
@@ -181,6 +185,7 @@ function loadProbeResult(start, end) {
     heldKiB: Math.max(0, end.mallocFreeKiB - start.mallocFreeKiB),
     inUseKiB: end.mallocInUseKiB - start.mallocInUseKiB,
     rssKiB: end.rssKiB - start.rssKiB,
+    anonKiB: endAnonKiB - startAnonKiB,
     // VmHWM was reset at the phase's start; a refused reset leaves the process's peak (null).
     peakAboveEndKiB: hwmReset ? Math.max(0, end.hwmKiB - end.rssKiB) : null,
     freePieces: pieces,
@@ -210,7 +215,7 @@ async function main() {
     graphOptimizationLevel: ortOpts.graphOptimizationLevel === "disable" ? "disabled" : (ortOpts.graphOptimizationLevel ?? "all"),
   }));
   const session = await phase("model-load", () => ort.InferenceSession.create(model, options));
-  if (task.loadProbe) return send({ type: "result", value: loadProbeResult(lastPhase.start, lastPhase.end) });
+  if (task.loadProbe) return send({ type: "result", value: loadProbeResult(lastPhase) });
   // The eval set comes in here, between the phases: import, runtime-create and model-load are
   // onnxruntime-node's own, as the Python workers' are (theirs arrives in shared memory, its
   // pages touched by the inferences); from first-inference on the process holds it once.

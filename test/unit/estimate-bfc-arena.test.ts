@@ -133,3 +133,43 @@ describe("what becomes resident", () => {
     expect(() => replayOrtArena([], [0])).toThrow(/positive integers/);
   });
 });
+
+describe("the room a quantized model's load leaves in the arena (loadFreeBytes)", () => {
+  // An int8 ResNet-50's PrePack took its reordered filters from the arena: regions of 2, 2, 4, 8
+  // and 16 MiB, 16 MiB of them never written; its first request at batch 1 (8 MiB of dequantized
+  // weight the largest) took that room, then a 32 MiB region (ORT's log: "Extended allocation by
+  // 33554432 bytes").
+  it("takes what fits in the room first, counting its pages as written, without a region", () => {
+    const a = new BfcArenaReplay({ loadFreeBytes: 16 * MIB });
+    a.release(a.alloc(6 * MIB));
+    a.alloc(3 * MIB);
+    expect(regions(a)).toEqual([]);
+    expect(a.loadRoomResidentBytes() / MIB).toBe(6);
+    const fresh = new BfcArenaReplay();
+    fresh.release(fresh.alloc(6 * MIB));
+    expect(regions(fresh)).toEqual([8]);
+  });
+
+  it("grows on from the load's regions: the next one is twice the largest the room fills", () => {
+    const a = new BfcArenaReplay({ loadFreeBytes: 16 * MIB });
+    a.alloc(12 * MIB);
+    a.alloc(8 * MIB); // the room went whole to 12 MiB (less than twice it): a region, 32 MiB (the load's last was 16)
+    expect(regions(a)).toEqual([32]);
+    const small = new BfcArenaReplay({ loadFreeBytes: 0.9 * MIB }); // less than the first region: no growth
+    small.alloc(2 * MIB);
+    expect(regions(small)).toEqual([2]);
+  });
+
+  it("counts in the replay's resident bytes, its region and table not (they are the load's)", () => {
+    // One 1 MiB tensor a sample at batch 4: in a 6 MiB room, no region and no table.
+    const trace: TraceEvent[] = [{ kind: "alloc", id: 0, size: MIB }, { kind: "free", id: 0 }];
+    const withRoom = replayOrtArena(trace, [4], undefined, undefined, 6 * MIB);
+    expect(withRoom.regions).toEqual([]);
+    expect(withRoom.handleTableBytes).toBe(0);
+    expect(withRoom.firstRequestBytes / MIB).toBe(4);
+    expect(withRoom.residentBytes / MIB).toBe(4);
+    const without = replayOrtArena(trace, [4]);
+    expect(without.regions.map((b) => b / MIB)).toEqual([4]);
+    expect(without.residentBytes / MIB).toBe(4 + 4 / 32);
+  });
+});

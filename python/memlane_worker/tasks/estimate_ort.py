@@ -30,13 +30,13 @@ def run(ctx: TaskContext):
     so.intra_op_num_threads = a.int("threads", 1, minimum=1)
     so.inter_op_num_threads = 1
     if not malloc_stats.available():
-        return {"available": False, "heldKiB": None, "inUseKiB": None, "rssKiB": None, "peakAboveEndKiB": None, "freePieces": None}
+        return {"available": False, "heldKiB": None, "inUseKiB": None, "rssKiB": None, "anonKiB": None, "peakAboveEndKiB": None, "freePieces": None}
     # VmHWM reset to the RSS here, so that after the load it is the load's own peak: the copies
     # ORT held side by side before freeing some (null where the kernel refuses the reset).
     peak_reset = memory.reset_peak()
-    before = memory.read()
+    before, anon_before = memory.read(), memory.anon_kib()
     sess = ort.InferenceSession(model_path, sess_options=so, providers=["CPUExecutionProvider"])
-    after = memory.read()
+    after, anon_after = memory.read(), memory.anon_kib()
     # Which of the held blocks ORT's arena regions and their tables could take next (this
     # thread's arena, as the session's first requests would find it). A refinement: where the
     # carving child fails, the held figure stands and the estimate counts the arena whole.
@@ -50,6 +50,10 @@ def run(ctx: TaskContext):
         "heldKiB": max(0, after["mallocFreeKiB"] - before["mallocFreeKiB"]),
         "inUseKiB": after["mallocInUseKiB"] - before["mallocInUseKiB"],
         "rssKiB": after["rssKiB"] - before["rssKiB"],
+        # Anonymous RSS growth: with heldKiB and inUseKiB, how much of what malloc has out or
+        # keeps was never written (the arena regions' tails a quantized model's pre-packed
+        # weights leave, src/estimate/ort-load.ts untouchedMiB).
+        "anonKiB": anon_after - anon_before,
         "peakAboveEndKiB": max(0, after["hwmKiB"] - after["rssKiB"]) if peak_reset else None,
         "freePieces": pieces,
     }
