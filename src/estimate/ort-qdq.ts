@@ -48,8 +48,11 @@ const DROP_QDQ = new Set([
   "DepthToSpace", "SpaceToDepth", "Tile",
 ]);
 
-/** The ops whose QDQ pair ORT's CPU drops on 16-bit values too (the generic drop selector); Resize and MaxPool take 8 bits only. */
-const SIXTEEN_BIT_DROP = new Set(["Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Gather", "GatherElements", "Slice", "Expand", "Tile"]);
+/**
+ * The ops whose QDQ pair ORT's CPU drops on 16-bit values too (the generic drop selector): all
+ * of DROP_QDQ but those whose selectors take 8 bits only.
+ */
+const SIXTEEN_BIT_DROP = new Set([...DROP_QDQ].filter((op) => !["MaxPool", "Resize", "DepthToSpace", "SpaceToDepth"].includes(op)));
 
 type Readers = Map<string, LNode[]>;
 
@@ -68,7 +71,7 @@ function zeroPoint(n: LNode, constOf: (name: string) => ConstTensor | undefined)
 }
 
 /**
- * The 8-bit type of each quantized tensor as ORT's group selectors see it: the file's, except
+ * The integer type of each quantized tensor (8 or 16 bits) as ORT's group selectors see it: the file's, except
  * that on x86-64 a signed QuantizeLinear whose one reader is a DequantizeLinear of the same
  * constant zero point is made unsigned with it (QDQS8ToU8Transformer: zero point + 128). Run
  * after the DequantizeLinear copies (uniqueDequantizers), as ORT runs it, so a tensor two nodes
@@ -98,7 +101,7 @@ function activationTypes(nodes: readonly LNode[], readers: Readers, constOf: (na
 }
 
 /**
- * Whether ORT's selector takes a group of these 8-bit types (qdq_selectors.cc): `inputs`, the
+ * Whether ORT's selector takes a group of these integer types (qdq_selectors.cc): `inputs`, the
  * type behind each quantized input of the float op (undefined: not quantized, or not known);
  * `output`, the QuantizeLinear's (undefined: none). A convolution or matrix product takes a
  * signed activation only where SIGNED_ACTIVATIONS_FUSE, with a signed weight; QGemm takes one
