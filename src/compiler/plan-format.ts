@@ -40,6 +40,8 @@ export const Field = {
 export type TensorKind = "input" | "output" | "activation" | "weight";
 
 export type PlanDType = "float32" | "int64" | "int32" | "bool";
+/** Bytes an element of each plan dtype (bool one byte). The reader refuses every other type, the replay-only ones of ir.ts DType too. */
+export const PLAN_DTYPE_BYTES: Readonly<Record<PlanDType, number>> = Object.freeze({ float32: 4, int64: 8, int32: 4, bool: 1 });
 
 export interface PlanTensor {
   name: string;

@@ -6,8 +6,8 @@ import { readFileSync } from "node:fs";
 import { unpack } from "msgpackr";
 import { PlanError } from "./errors.ts";
 import { dataflowProblem } from "./plan-dataflow.ts";
-import { DTYPE_BYTES, type DType, perSample } from "./ir.ts";
-import { Field, MAX_PROFILES, PLAN_ALIGNMENT, PLAN_MAGIC, PLAN_VERSION, PLAN_VERSION_SINGLE, PREAMBLE_BYTES, PROFILE_TABLE, type PlanHeader, fnv1a64 } from "./plan-format.ts";
+import { perSample } from "./ir.ts";
+import { Field, MAX_PROFILES, PLAN_ALIGNMENT, PLAN_DTYPE_BYTES, PLAN_MAGIC, PLAN_VERSION, PLAN_VERSION_SINGLE, PREAMBLE_BYTES, PROFILE_TABLE, type PlanDType, type PlanHeader, fnv1a64 } from "./plan-format.ts";
 
 type Fail = (field: string, expected: string, found: unknown) => never;
 
@@ -127,8 +127,8 @@ function checkProfile(headerBytes: Buffer, blobLength: number, fail: Fail): Plan
   if (inPlace !== undefined && typeof inPlace !== "boolean") fail("arena.concatInPlace", "true or false", JSON.stringify(inPlace));
   header.tensors.forEach((t, i) => {
     const where = `tensors[${i}] ("${t.name}")`;
-    const esize = DTYPE_BYTES[t.dtype as DType];
-    if (esize === undefined) fail(`${where}.dtype`, `one of ${Object.keys(DTYPE_BYTES).join(", ")}`, JSON.stringify(t.dtype));
+    const esize = Object.hasOwn(PLAN_DTYPE_BYTES, t.dtype) ? PLAN_DTYPE_BYTES[t.dtype as PlanDType] : undefined;
+    if (esize === undefined) fail(`${where}.dtype`, `one of ${Object.keys(PLAN_DTYPE_BYTES).join(", ")}`, JSON.stringify(t.dtype));
     if (!Array.isArray(t.shape) || t.shape.some((d) => !Number.isInteger(d))) fail(`${where}.shape`, "a list of integers", JSON.stringify(t.shape));
     const batchDims = t.shape.filter((d) => d < 0).length;
     if (t.kind === "weight" ? batchDims !== 0 : batchDims !== 1) fail(`${where}.shape`, t.kind === "weight" ? "no negative entry (a weight has no batch)" : "exactly one entry -k (k·batch)", JSON.stringify(t.shape));
