@@ -20,9 +20,9 @@ function withArity(op: string, inputs: string[]): string[] {
   return [...inputs, ...new Array<string>(Math.max(0, n - inputs.length)).fill("")];
 }
 
-/** A tensor's plan dtype; the quantized integer types exist only in the estimate's replay of ONNX Runtime (a quantized model's). */
+/** A tensor's plan dtype; the quantized integer types and float16 exist only in the estimate's replay of ONNX Runtime. */
 function planDtype(dtype: DType, name: string, source: string): PlanDType {
-  if (isQuantType(dtype)) throw new CompileError(`${source}: tensor "${name}" is ${dtype}; memlane-rt plans float32, int64, int32 and bool tensors`, "unsupported-op", { tensor: name });
+  if (isQuantType(dtype) || dtype === "float16") throw new CompileError(`${source}: tensor "${name}" is ${dtype}; memlane-rt plans float32, int64, int32 and bool tensors`, "unsupported-op", { tensor: name });
   return dtype;
 }
 

@@ -6,8 +6,8 @@
 import { CompileError } from "./errors.ts";
 import { BATCH, type DType, type Graph, fmtShape } from "./ir.ts";
 
-/** ONNX TensorProto element types a plan v2 tensor may have. */
-const ONNX_DTYPES: Partial<Record<number, DType>> = { 1: "float32", 7: "int64", 6: "int32", 9: "bool" };
+/** ONNX TensorProto element types a plan v2 tensor may have, and float16 (ORT's replay only: a plan refuses it, build.ts). */
+const ONNX_DTYPES: Partial<Record<number, DType>> = { 1: "float32", 7: "int64", 6: "int32", 9: "bool", 10: "float16" };
 const ONNX_NAMES: Record<number, string> = { 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 10: "float16", 11: "double", 12: "uint32", 13: "uint64", 16: "bfloat16" };
 
 export function dtypeOfOnnx(elemType: number): DType | undefined {
@@ -20,14 +20,15 @@ export interface ResolvedInput {
   dtype: DType;
 }
 
-export function resolveInputs(g: Graph, inputShapes: Record<string, number[]>, warn: (m: string) => void): ResolvedInput[] {
+/** `float16Inputs`: take float16 graph inputs (ORT's replay of a half-precision model); a plan takes none. */
+export function resolveInputs(g: Graph, inputShapes: Record<string, number[]>, warn: (m: string) => void, float16Inputs = false): ResolvedInput[] {
   const known = new Set(g.inputs.map((i) => i.name));
   for (const name of Object.keys(inputShapes)) {
     if (!known.has(name)) throw new CompileError(`options.inputShapes: "${name}" is not a graph input of ${g.file} (inputs: ${[...known].join(", ")})`, "option", { input: name });
   }
   return g.inputs.map((inp) => {
     const dtype = dtypeOfOnnx(inp.elemType);
-    if (!dtype) {
+    if (!dtype || (dtype === "float16" && !float16Inputs)) {
       const t = ONNX_NAMES[inp.elemType] ?? `element type ${inp.elemType}`;
       throw new CompileError(`${g.file}: graph input "${inp.name}" is ${t}; plan v2 takes float32, int64, int32 and bool inputs`, "invalid-model", { input: inp.name });
     }

@@ -96,6 +96,12 @@ export interface InferOptions {
    * refuse them (every plan tensor scales with the batch). Not for plans.
    */
   batchlessValues?: boolean;
+  /**
+   * Take float16 graph inputs: a half-precision model's, whose graph ONNX Runtime's CPU runs in
+   * float32 between a Cast of each input and of each output (estimate/ort-fp16.ts). Plans
+   * refuse float16 (build.ts). Not for plans.
+   */
+  float16Values?: boolean;
 }
 
 export interface Inferred {
@@ -134,7 +140,7 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
   };
 
   const lowering = (op: string): Lowering | undefined => opts.lowerings?.[op] ?? LOWERINGS[op];
-  const ins0 = resolveInputs(g, opts.inputShapes ?? {}, (m) => warnings.push(m));
+  const ins0 = resolveInputs(g, opts.inputShapes ?? {}, (m) => warnings.push(m), opts.float16Values === true);
   let staticBatch: number | undefined;
   for (const inp of ins0) {
     const onnxDims = g.inputs.find((i) => i.name === inp.name)!.dims;

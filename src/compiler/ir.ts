@@ -5,14 +5,16 @@
 
 /**
  * Element types of plan v2 tensors (docs/plan-format.md); bool is stored as one byte. The
- * quantized integer types (QuantType) exist only in the estimate's replay of ONNX Runtime.
+ * quantized integer types (QuantType) and float16 exist only in the estimate's replay of ONNX
+ * Runtime: a quantized model's, and a half-precision model's inputs and outputs (ORT's CPU runs
+ * what is between them in float32, src/estimate/ort-fp16.ts).
  */
-export type DType = "float32" | "int64" | "int32" | "bool" | QuantType;
+export type DType = "float32" | "int64" | "int32" | "bool" | "float16" | QuantType;
 /** A quantized model's integer types: 8-bit, and the 16-bit activations onnxruntime.quantization also writes (QUInt16, QInt16). */
 export type QuantType = "uint8" | "int8" | "uint16" | "int16";
 export const isQuantType = (d: string): d is QuantType => d === "uint8" || d === "int8" || d === "uint16" || d === "int16";
 
-export const DTYPE_BYTES: Readonly<Record<DType, number>> = Object.freeze({ float32: 4, int64: 8, int32: 4, bool: 1, uint8: 1, int8: 1, uint16: 2, int16: 2 });
+export const DTYPE_BYTES: Readonly<Record<DType, number>> = Object.freeze({ float32: 4, int64: 8, int32: 4, bool: 1, float16: 2, uint8: 1, int8: 1, uint16: 2, int16: 2 });
 
 /**
  * A constant tensor. Floats are kept as float32 (what the plan stores); integers (shape
@@ -90,6 +92,8 @@ export interface Graph {
   consts: Map<string, ConstTensor>;
   inputs: GraphInput[];
   outputs: string[];
+  /** The ONNX element type the file declares for each output (0: none); absent for graphs built in memory. */
+  outputElemTypes?: Map<string, number>;
   /**
    * The shapes the file declares for intermediate values (`graph.value_info`: dims a number, a
    * symbolic name, or undefined when unknown). The compiler infers its own; ONNX Runtime plans

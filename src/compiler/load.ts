@@ -82,7 +82,9 @@ export function graphFromModel(model: ModelProto, path: string, opts: LoadOption
     return { opType: n.opType, name: n.name || `${n.opType}_${i}`, inputs: [...n.input], outputs: [...n.output], attrs, ...(custom ? { domain: custom } : {}) };
   });
 
-  return { file, opset, nodes, consts, inputs, outputs: (g.output as onnxProto.onnx.ValueInfoProto[]).map((o) => o.name), ...(declaredShapes ? { declaredShapes } : {}) };
+  const outs = g.output as onnxProto.onnx.ValueInfoProto[];
+  const outputElemTypes = new Map(outs.map((o) => [o.name, o.type?.tensorType?.elemType ?? 0]));
+  return { file, opset, nodes, consts, inputs, outputs: outs.map((o) => o.name), outputElemTypes, ...(declaredShapes ? { declaredShapes } : {}) };
 }
 
 const AT = onnx.AttributeProto.AttributeType;

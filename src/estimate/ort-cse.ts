@@ -16,7 +16,7 @@
 import type { ConstTensor, LNode } from "../compiler/ir.ts";
 
 /** The largest initializer ORT's ConstantSharing merges with an equal one. */
-const SHARED_CONSTANT_ELEMENTS = 8;
+export const SHARED_CONSTANT_ELEMENTS = 8;
 
 export function ortCommonSubexpressions(nodes: readonly LNode[], graphOutputs: readonly string[], constOf: (name: string) => ConstTensor | undefined): LNode[] {
   const outputs = new Set(graphOutputs);

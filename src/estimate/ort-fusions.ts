@@ -89,7 +89,7 @@ function fuseQuickGelu(nodes: readonly LNode[], graphOutputs: ReadonlySet<string
  */
 const CONV_ACTIVATIONS = new Set(["Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish"]);
 
-function fuseConvActivation(nodes: readonly LNode[], graphOutputs: ReadonlySet<string>): LNode[] {
+function fuseConvActivation(nodes: readonly LNode[], graphOutputs: ReadonlySet<string>, isConst: (name: string) => boolean): LNode[] {
   const readers = readersOf(nodes, graphOutputs);
   const fusedActs = new Set<LNode>();
   const fused = new Map<LNode, LNode>();
@@ -98,6 +98,8 @@ function fuseConvActivation(nodes: readonly LNode[], graphOutputs: ReadonlySet<s
     const r = readers.get(n.outputs[0]) ?? [];
     const act = r[0];
     if (r.length !== 1 || !CONV_ACTIVATIONS.has(act!.op) || act!.inputs[0] !== n.outputs[0] || !act!.outputs[0]) continue;
+    // A Clip's bounds must be constants (ORT reads them when it fuses): a float16 model's run-time Casts of them are not (ort-fp16.ts).
+    if (act!.op === "Clip" && act!.inputs.slice(1).some((b) => b && !isConst(b))) continue;
     fused.set(n, { ...n, outputs: [act!.outputs[0]] });
     fusedActs.add(act!);
   }
@@ -116,5 +118,5 @@ export function ortFusions(nodes: readonly LNode[], graphOutputs: readonly strin
     const d = isConst(n) ? constDims(n) : undefined;
     return !!d && (d.length === 0 || (d.length === 1 && d[0] === 1));
   };
-  return fuseQuickGelu(fuseConvActivation(fuseConvSum(ortTransformerFusions(nodes, outs, isConst, isScalarConst), outs), outs), outs, isScalarConst);
+  return fuseQuickGelu(fuseConvActivation(fuseConvSum(ortTransformerFusions(nodes, outs, isConst, isScalarConst), outs), outs, isConst), outs, isScalarConst);
 }

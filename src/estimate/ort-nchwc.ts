@@ -182,7 +182,10 @@ export function ortNchwc(nodes: readonly LNode[], graphOutputs: readonly string[
     } else if ((n.op === "Conv" || n.op === CONV_SUM) && o && x) {
       const w = g.constDims(n.inputs[1] ?? "");
       const group = typeof n.attrs.group === "number" ? n.attrs.group : 1;
-      if (w && w.length === 4) {
+      // ORT reorders a constant weight and bias only (NchwcTransformer's TransformConv): a bias
+      // computed in every request (a float16 model's shared one, ort-fp16.ts) leaves the conv plain.
+      const bias = n.op === CONV_SUM ? (n.inputs.length > 3 ? n.inputs[2] : undefined) : n.inputs[2];
+      if (w && w.length === 4 && (!bias || g.constDims(bias) !== undefined)) {
         const [oc, ic] = [w[0]!, w[1]!];
         let ok = true;
         let plainIn = false;

@@ -41,6 +41,7 @@ import { DTYPE_BYTES, type DType, defaultDtype, type LNode, numel, perSample } f
 import type { Graph } from "../compiler/ir.ts";
 import { topoSort } from "../compiler/order.ts";
 import { ortCommonSubexpressions } from "./ort-cse.ts";
+import { asOrtRunsHalfPrecision } from "./ort-fp16.ts";
 import { CONV_SUM, ortFusions } from "./ort-fusions.ts";
 import { type KernelScratch, ortKernelScratch } from "./ort-scratch.ts";
 import { ortNchwc } from "./ort-nchwc.ts";
@@ -337,7 +338,7 @@ function isNaNAsEqual(g: Graph): Graph {
 
 /** The graph as ORT's replay infers it: ORT's shape rules where they differ from the compiler's, or where it has none. */
 function inferAsOrt(g: Graph, sorted: Graph["nodes"], inputShapes: Record<string, number[]> | undefined) {
-  return inferGraph({ ...g, nodes: sorted }, { ...(inputShapes ? { inputShapes } : {}), lowerings: ORT_SHAPE_LOWERINGS, keepRewrittenOps: true, batchlessValues: true });
+  return inferGraph({ ...g, nodes: sorted }, { ...(inputShapes ? { inputShapes } : {}), lowerings: ORT_SHAPE_LOWERINGS, keepRewrittenOps: true, batchlessValues: true, float16Values: true });
 }
 
 /**
@@ -346,14 +347,15 @@ function inferAsOrt(g: Graph, sorted: Graph["nodes"], inputShapes: Record<string
  * ortPatternBytesPerSample does.
  */
 export function ortGraphIo(g0: Graph, inputShapes?: Record<string, number[]>): Record<"inputs" | "outputs", { shape: number[]; dtype: DType }[]> {
-  const g = isNaNAsEqual(g0);
+  const g = isNaNAsEqual(asOrtRunsHalfPrecision(g0));
   const inf = inferAsOrt(g, topoSort(g), inputShapes);
   const of = (n: string) => ({ shape: inf.shapes.get(n)!, dtype: inf.dtypes.get(n) ?? "float32" });
   return { inputs: inf.inputs.map(of), outputs: inf.outputs.map(of) };
 }
 
 function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefined, align: number, withOutputs = false): TraceEvent[] {
-  const g = isNaNAsEqual(g0);
+  // A float16 model: the float32 graph ORT's CPU runs between its Casts (ort-fp16.ts).
+  const g = isNaNAsEqual(asOrtRunsHalfPrecision(g0));
   const sorted = topoSort(g);
   const unknown = shapesOrtCannotInfer({ ...g, nodes: sorted });
   const inf = inferAsOrt(g, sorted, inputShapes);

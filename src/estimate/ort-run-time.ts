@@ -19,6 +19,7 @@
 import type { ConstTensor, Graph, LNode, Node } from "../compiler/ir.ts";
 import { DTYPE_BYTES, defaultDtype, numel } from "../compiler/ir.ts";
 import { fileElemBytes } from "../compiler/tensor-data.ts";
+import { isOrtInsertedCast } from "./ort-fp16.ts";
 
 /** Ops ORT never folds: their outputs differ from run to run. */
 const NONDETERMINISTIC = new Set(["RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"]);
@@ -56,7 +57,7 @@ export function ortRunTimeFolds(g: Pick<Graph, "consts" | "outputs" | "inputs" |
   const graphOutputs = new Set(g.outputs);
   for (const n of sorted) {
     const ins = n.inputs.filter(Boolean);
-    const foldable = NONDETERMINISTIC.has(n.opType)
+    const foldable = NONDETERMINISTIC.has(n.opType) || isOrtInsertedCast(n)
       ? false
       : n.opType === "Shape" || n.opType === "Size"
         ? ins.every((x) => ortConst.has(x) || known(x))

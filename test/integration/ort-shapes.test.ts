@@ -47,7 +47,7 @@ describe("ORT's shapes of the ops memlane-rt does not run", () => {
       return [n, new ort.Tensor("float32", new Float32Array(shape.reduce((a, b) => a * b, 1)).fill(0.5), shape)];
     }));
     const got = await sess.run(feed);
-    const ortType = { float32: "float32", int64: "int64", bool: "bool", int32: "int32", uint8: "uint8", int8: "int8", uint16: "uint16", int16: "int16" } as const;
+    const ortType = { float32: "float32", int64: "int64", bool: "bool", int32: "int32", uint8: "uint8", int8: "int8", uint16: "uint16", int16: "int16", float16: "float16" } as const;
     expect(outputs.map((o) => [dims(o.shape), ortType[o.dtype]])).toEqual(sess.outputNames.map((n) => [[...got[n]!.dims], got[n]!.type]));
   });
 

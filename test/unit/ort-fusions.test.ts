@@ -15,6 +15,13 @@ describe("ORT's fusions in the pattern replay", () => {
     expect(ops(ortFusions([node("Sigmoid", ["x"], ["s"]), node("Mul", ["x", "s"], ["y"])], ["y"]))).toEqual(["ort:QuickGelu->y"]);
   });
 
+  it("folds a Clip into its Conv only where its bounds are constants (a float16 model's are Casts that run in every request)", () => {
+    const clip = [node("Conv", ["x", "w"], ["c"]), node("Clip", ["c", "lo", "hi"], ["y"])];
+    expect(ops(ortFusions(clip, ["y"], (n) => n === "lo" || n === "hi"))).toEqual(["Conv->y"]);
+    expect(ops(ortFusions(clip, ["y"], (n) => n === "lo"))).toEqual(["Conv->c", "Clip->y"]);
+    expect(ops(ortFusions([node("Conv", ["x", "w"], ["c"]), node("Clip", ["c"], ["y"])], ["y"]))).toEqual(["Conv->y"]);
+  });
+
   it("folds x * Sigmoid(alpha * x) (CLIP's quick_gelu) into one QuickGelu of x where alpha is a scalar constant", () => {
     const quick = [node("Mul", ["x", "c_alpha"], ["ax"]), node("Sigmoid", ["ax"], ["s"]), node("Mul", ["x", "s"], ["y"])];
     for (const dims of [[], [1]]) {

@@ -40,6 +40,12 @@ describe("ORT's NCHWc rewrite", () => {
     expect(r.blocked.get("c1#nchwc")).toEqual({ of: "c1", scale: 32 / 24 });
   });
 
+  it("blocks a conv only with a constant bias: one computed in every request (a float16 model's shared Cast) leaves it plain", () => {
+    const g = graph({ w1: [32, 16, 3, 3], wb: [32] }, { x: 16, c1: 32, b: 32 });
+    expect(ops(ortNchwc([node("Conv", ["x", "w1", "wb"], ["c1"])], ["c1"], g, 16).nodes)).toEqual(["ort:ReorderInput(x)->x#reorder-in", "Conv(x#reorder-in)->c1#nchwc", "ort:ReorderOutput(c1#nchwc)->c1"]);
+    expect(ops(ortNchwc([node("Conv", ["x", "w1", "b"], ["c1"])], ["c1"], g, 16).nodes)).toEqual(["Conv(x,b)->c1"]);
+  });
+
   it("reorders a plain input in once for every conv that reads it, padded to the block", () => {
     const g = graph({ w1: [32, 24, 1, 1], w2: [16, 24, 1, 1] }, { p: 24, a: 32, b: 16 });
     const r = ortNchwc([node("Conv", ["p", "w1"], ["a"]), node("Conv", ["p", "w2"], ["b"])], ["a", "b"], g, 16);
