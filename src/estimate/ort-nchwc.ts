@@ -255,7 +255,9 @@ export function ortNchwc(nodes: readonly LNode[], graphOutputs: readonly string[
     } else if (n.op === "Concat" && o && n.attrs.axis === 1 && n.inputs.every((t) => inBlocked(t) && inBlocked(t)!.channels % block === 0)) {
       const c = n.inputs.reduce((a, t) => a + inBlocked(t)!.channels, 0);
       converted = { ...n, inputs: n.inputs.map((t) => inBlocked(t)!.name), outputs: [markBlocked(o, c)] };
-    } else if ((ELEMENTWISE.has(n.op) || n.op === "BatchNormalization") && o && inBlocked(x) && n.outputs.length === 1) {
+    } else if ((ELEMENTWISE.has(n.op) || (n.op === "BatchNormalization" && n.inputs.slice(1).every((p) => g.constDims(p) !== undefined))) && o && inBlocked(x) && n.outputs.length === 1) {
+      // A BatchNormalization becomes a depthwise NCHWc conv of its constants (TransformBatchNormalization):
+      // with one computed in every request (a float16 model's shared Cast, ort-fp16.ts) it runs plain.
       converted = { ...n, inputs: [inBlocked(x)!.name, ...n.inputs.slice(1)], outputs: [markBlocked(o, inBlocked(x)!.channels)] };
     } else if ((n.op === "Resize" || n.op === "Upsample") && o && inBlocked(x) && nchwcUpsample(n)) {
       converted = { ...n, op: "Upsample", inputs: [inBlocked(x)!.name], outputs: [markBlocked(o, inBlocked(x)!.channels)] };

@@ -30,9 +30,9 @@ async function ortPatternBytes(onnx: string, batch: number): Promise<number> {
 }
 
 describe("a float16 model's memory pattern, replayed as ORT's CPU runs it", () => {
-  // ORT 1.32, batch 16: 6030080 B; the replay 6029504 (576 B short: where ORT places the three
-  // casts of 4 and 64 bytes, not followed). Read as a float32 graph (no input Cast, the Clips
-  // fused into their convs, every conv NCHWc), the replay was 9 % under.
+  // ORT 1.32, batch 16: 4981504 B; the replay 4980928 (576 B short: where ORT places the casts
+  // of 4 and 64 bytes, not followed). Read as a float32 graph (no input Cast, the Clips fused
+  // into their convs, the batch norm and every conv NCHWc), the replay's was 4194304, 16 % under.
   it("at batch 16: the block ORT asks for, within 0.05 %", async () => {
     const replayed = patternBytesAtBatch(ortRunTracePerSample(loadOnnx(model, { customDomains: "keep" })), 16);
     const measured = await ortPatternBytes(model, 16);

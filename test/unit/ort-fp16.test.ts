@@ -63,3 +63,23 @@ describe("a float16 model as ORT's CPU runs it", () => {
     expect(asOrtRunsHalfPrecision(float)).toBe(float);
   });
 });
+
+describe("HardSwish in a float16 model", () => {
+  // x -> Conv(w, b) -> HardSwish -> y: ORT folds it into a conv whose bias is a constant (a conv
+  // it blocks), and runs its function body, x * HardSigmoid(x), after one whose bias is a Cast
+  // (mobilenet_v3_large in float16: 21 HardSigmoids and 29 Muls).
+  const convSwish = (biasReaders: number): Graph => ({
+    file: "swish.onnx", opset: 17,
+    inputs: [{ name: "x", dims: ["N", 4, 8, 8], elemType: 10 }], outputs: ["y", ...(biasReaders > 1 ? ["z"] : [])],
+    consts: new Map([["w", half([4, 4, 1, 1], new Array(16).fill(0.5))], ["b", half([4], [0, 0, 0, 0])]]),
+    nodes: [
+      node("Conv", ["x", "w", "b"], ["c"]), node("HardSwish", ["c"], ["y"]),
+      ...(biasReaders > 1 ? [node("Add", ["c", "b"], ["z"])] : []),
+    ],
+  });
+  const ops = (g: Graph) => g.nodes.map((n) => n.opType).filter((op) => op !== "Cast");
+  it("stays one node after a conv of a constant bias, and becomes HardSigmoid and Mul after a conv of a cast one", () => {
+    expect(ops(asOrtRunsHalfPrecision(convSwish(1)))).toEqual(["Conv", "HardSwish"]);
+    expect(ops(asOrtRunsHalfPrecision(convSwish(2)))).toEqual(["Conv", "HardSigmoid", "Mul", "Add"]);
+  });
+});

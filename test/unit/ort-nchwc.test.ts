@@ -46,6 +46,13 @@ describe("ORT's NCHWc rewrite", () => {
     expect(ops(ortNchwc([node("Conv", ["x", "w1", "b"], ["c1"])], ["c1"], g, 16).nodes)).toEqual(["Conv(x,b)->c1"]);
   });
 
+  it("runs a BatchNormalization on the blocked map only where its four parameters are constants (a float16 DenseNet's shared Casts are not)", () => {
+    const g = graph({ w1: [32, 16, 3, 3], ws: [32], wb: [32], wm: [32], wv: [32] }, { x: 16, c1: 32, n1: 32, s: 32 });
+    const bn = (scale: string) => [node("Conv", ["x", "w1"], ["c1"]), node("BatchNormalization", ["c1", scale, "wb", "wm", "wv"], ["n1"])];
+    expect(ops(ortNchwc(bn("ws"), ["n1"], g, 16).nodes)).toEqual(["ort:ReorderInput(x)->x#reorder-in", "Conv(x#reorder-in)->c1#nchwc", "BatchNormalization(c1#nchwc)->n1#nchwc", "ort:ReorderOutput(n1#nchwc)->n1"]);
+    expect(ops(ortNchwc(bn("s"), ["n1"], g, 16).nodes)).toEqual(["ort:ReorderInput(x)->x#reorder-in", "Conv(x#reorder-in)->c1#nchwc", "ort:ReorderOutput(c1#nchwc)->c1", "BatchNormalization(c1,s)->n1"]);
+  });
+
   it("reorders a plain input in once for every conv that reads it, padded to the block", () => {
     const g = graph({ w1: [32, 24, 1, 1], w2: [16, 24, 1, 1] }, { p: 24, a: 32, b: 16 });
     const r = ortNchwc([node("Conv", ["p", "w1"], ["a"]), node("Conv", ["p", "w2"], ["b"])], ["a", "b"], g, 16);
