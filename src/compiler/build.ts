@@ -2,7 +2,7 @@
 import type { Arena } from "./arena.ts";
 import { CompileError } from "./errors.ts";
 import type { Inferred } from "./infer.ts";
-import { type ConstTensor, DTYPE_BYTES, type DType, defaultDtype, fmtShape, isQuantType, perSample } from "./ir.ts";
+import { type ConstTensor, DTYPE_BYTES, type DType, defaultDtype, fmtShape, isReplayOnlyType, perSample } from "./ir.ts";
 import { PLAN_ALIGNMENT, type PlanDType, type PlanHeader, type PlanTensor, alignUp } from "./plan-format.ts";
 
 export interface Built {
@@ -22,7 +22,7 @@ function withArity(op: string, inputs: string[]): string[] {
 
 /** A tensor's plan dtype; the quantized integer types and float16 exist only in the estimate's replay of ONNX Runtime. */
 function planDtype(dtype: DType, name: string, source: string): PlanDType {
-  if (isQuantType(dtype) || dtype === "float16") throw new CompileError(`${source}: tensor "${name}" is ${dtype}; memlane-rt plans float32, int64, int32 and bool tensors`, "unsupported-op", { tensor: name });
+  if (isReplayOnlyType(dtype)) throw new CompileError(`${source}: tensor "${name}" is ${dtype}; memlane-rt plans float32, int64, int32 and bool tensors`, "unsupported-op", { tensor: name });
   return dtype;
 }
 

@@ -13,6 +13,8 @@ export type DType = "float32" | "int64" | "int32" | "bool" | "float16" | QuantTy
 /** A quantized model's integer types: 8-bit, and the 16-bit activations onnxruntime.quantization also writes (QUInt16, QInt16). */
 export type QuantType = "uint8" | "int8" | "uint16" | "int16";
 export const isQuantType = (d: string): d is QuantType => d === "uint8" || d === "int8" || d === "uint16" || d === "int16";
+/** The types only the estimate's replay of ONNX Runtime has (a quantized or half-precision model's); no plan holds one. */
+export const isReplayOnlyType = (d: string): d is QuantType | "float16" => isQuantType(d) || d === "float16";
 
 export const DTYPE_BYTES: Readonly<Record<DType, number>> = Object.freeze({ float32: 4, int64: 8, int32: 4, bool: 1, float16: 2, uint8: 1, int8: 1, uint16: 2, int16: 2 });
 

@@ -13,7 +13,7 @@
  * point's (uint8 where none is given), so a quantized activation takes a byte an element.
  */
 import { attrInt } from "../compiler/attrs.ts";
-import { type DType, fmtShape, isQuantType } from "../compiler/ir.ts";
+import { type DType, fmtShape, isQuantType, isReplayOnlyType } from "../compiler/ir.ts";
 import { type Lowered, type Lowering, type OpCtx, shapeError } from "../compiler/op-ctx.ts";
 import { AveragePool, Conv, MaxPool } from "../compiler/ops-conv.ts";
 import { Concat } from "../compiler/ops-cnn.ts";
@@ -100,14 +100,15 @@ const gatherQuantized: Lowering = (c) => {
 
 /**
  * Ops that move or pick values, on quantized integer tensors (a QOperator model's attention reshapes and
- * transposes its uint8 projections; ORT runs them on 8-bit values as they are): the compiler's
- * shape rule, which takes float32 only, read through a float view; the input's type out.
+ * transposes its uint8 projections; ORT runs them on 8-bit values as they are) or float16 ones
+ * (a half-precision model's, ort-fp16.ts): the compiler's shape rule, which takes float32 only,
+ * read through a float view; the input's type out.
  */
 const MOVES_QUANTIZED = ["Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Slice", "Expand", "Resize", "Concat", "Pad"];
 const movesQuantized = (op: string): Lowering => (c) => {
   const float = LOWERINGS[op]!;
   const dtype = c.dtype(0);
-  if (!dtype || !isQuantType(dtype)) return float(c);
+  if (!dtype || !isReplayOnlyType(dtype)) return float(c);
   const low = float(floatView(c, c.node.inputs.map((_, i) => i)));
   const shapes = low.shapes.length > 1 ? low.shapes : [finalShape(low)];
   return { shapes, dtypes: shapes.map(() => dtype), attrs: low.attrs };

@@ -172,6 +172,8 @@ export const ORT_SHAPE_LOWERINGS: Readonly<Record<string, Lowering>> = {
   // An integer ReduceSum (an optimized BERT's mask lengths); the compiler's rule sums float32 only.
   ReduceSum: (c) => (c.dtype(0) === "float32" ? LOWERINGS.ReduceSum!(c) : reduce(c)),
   LSTM: ortLstmShapes,
+  // A half-precision model's normalisation ORT runs on float16 (ort-fp16.ts): X's shape and type.
+  LayerNormalization: (c) => (c.dtype(0) === "float16" ? sameAs(0)(c) : LOWERINGS.LayerNormalization!(c)),
   ...ORT_QUANTIZED_SHAPE_LOWERINGS,
   ...ORT_CONTRIB_SHAPE_LOWERINGS,
   Resize: withResizeAttrs(ORT_QUANTIZED_SHAPE_LOWERINGS.Resize!),

@@ -111,7 +111,11 @@ describe("memlane estimate on a model with a symbolic sequence", () => {
     // keeping its outputs (ort-arena.ts); 3 rows of 384 × 32 floats in and out (not 256 at seq 128).
     const trace = ortRunTracePerSample(loadOnnx(path.join(dir, "dyn.onnx")), { x: [-1, 384, 32] });
     const arena = replayOrtArena(trace, [1, 8], undefined, { chunks: [3], holdOutputs: true }).residentBytes / 2 ** 20;
-    expect(bench.parts).toContain(`activations ${arena.toFixed(1)} MiB, eval set 0.1 MiB in + 0.1 MiB out`);
+    const m = /activations ([\d.]+) MiB, eval set 0\.1 MiB in \+ 0\.1 MiB out/.exec(bench.parts);
+    expect(m, bench.parts).not.toBeNull();
+    // The estimate's replay starts in the arena room the load probe found unwritten (a float
+    // model's: about 0.1 MiB, ort-load.ts untouchedMiB), which moves it by at most that.
+    expect(Math.abs(Number(m![1]) - arena), bench.parts).toBeLessThanOrEqual(0.15);
   }, 120_000);
 
   it("refuses --seq, --shape and --inputs for a pipeline (its export stages say what they feed)", async () => {

@@ -36,11 +36,12 @@ describe("a float16 model as ORT's CPU runs it", () => {
     const ops = g.nodes.map((n) => `${n.opType}(${n.inputs.join(",")})->${n.outputs.join(",")}`);
     const C = "InsertedPrecisionFreeCast_";
     expect(ops).toEqual([
-      `Conv(${C}x,w,${C}b)->c1`,
-      `Clip(c1,${C}lo1,${C}hi1)->r1`,
+      // Each float32 value keeps its float16 name behind ORT's prefix, as in ORT's saved graph.
+      `Conv(${C}x,w,${C}b)->${C}c1`,
+      `Clip(${C}c1,${C}lo1,${C}hi1)->${C}r1`,
       // The Identity is gone: its reader reads b, so b has two readers and is cast.
-      `Conv(r1,w2,${C}b)->c2`,
-      `Clip(c2,${C}lo2,${C}hi2)->${C}y`,
+      `Conv(${C}r1,w2,${C}b)->${C}c2`,
+      `Clip(${C}c2,${C}lo2,${C}hi2)->${C}y`,
       // Numbered after the file's nodes, in the order ORT adds them; the bounds of the second
       // Clip are the first's values (ORT's ConstantSharing makes them one: ort-cse.ts merges these Casts).
       `Cast(x)->${C}x`, `Cast(b)->${C}b`, `Cast(lo1)->${C}lo1`, `Cast(hi1)->${C}hi1`, `Cast(lo2)->${C}lo2`, `Cast(hi2)->${C}hi2`,
@@ -81,5 +82,44 @@ describe("HardSwish in a float16 model", () => {
   it("stays one node after a conv of a constant bias, and becomes HardSigmoid and Mul after a conv of a cast one", () => {
     expect(ops(asOrtRunsHalfPrecision(convSwish(1)))).toEqual(["Conv", "HardSwish"]);
     expect(ops(asOrtRunsHalfPrecision(convSwish(2)))).toEqual(["Conv", "HardSigmoid", "Mul", "Add"]);
+  });
+});
+
+describe("the float16 kernels ORT's CPU has (ops that move values, LayerNormalization)", () => {
+  // x -> MatMul -> Reshape -> [Transpose] -> MatMul -> y, the weights float16 of one reader each.
+  const chain = (transpose: boolean): Graph => ({
+    file: "chain.onnx", opset: 17,
+    inputs: [{ name: "x", dims: ["N", 4, 8], elemType: 10 }], outputs: ["y"], outputElemTypes: new Map([["y", 10]]),
+    consts: new Map([["w1", half([8, 8], new Array(64).fill(0.5))], ["w2", half([8, 8], new Array(64).fill(0.25))], ["s", { isFloat: false, dims: [3], data: Float64Array.from([0, 4, 8]) }]]),
+    nodes: [
+      node("MatMul", ["x", "w1"], ["a"]), node("Reshape", ["a", "s"], ["r"]),
+      ...(transpose ? [node("Transpose", ["r"], ["t"], {})] : []),
+      node("MatMul", [transpose ? "t" : "r", "w2"], ["y"]),
+    ],
+  });
+  const C = "InsertedPrecisionFreeCast_";
+  const ops = (g: Graph) => g.nodes.map((n) => `${n.opType}(${n.inputs.join(",")})->${n.outputs.join(",")}`);
+  it("keeps two of them in a row on float16 between Casts, and runs a lone one between float32 nodes in float32 (IsIsolatedFp16NodeOnCpu)", () => {
+    expect(ops(asOrtRunsHalfPrecision(chain(true)))).toEqual([
+      `MatMul(${C}x,w1)->${C}a`, "Reshape(a,s)->r", "Transpose(r)->t", `MatMul(${C}t,w2)->${C}y`,
+      `Cast(x)->${C}x`, `Cast(${C}a)->a`, `Cast(t)->${C}t`, `Cast(${C}y)->y`,
+    ]);
+    expect(ops(asOrtRunsHalfPrecision(chain(false)))).toEqual([
+      `MatMul(${C}x,w1)->${C}a`, `Reshape(${C}a,s)->${C}r`, `MatMul(${C}r,w2)->${C}y`, `Cast(x)->${C}x`, `Cast(${C}y)->y`,
+    ]);
+  });
+});
+
+describe("a float16 initializer a float16 kernel reads", () => {
+  it("stays float16 (ViT's class token an Expand broadcasts before a Concat with float16 patches)", () => {
+    const g: Graph = {
+      file: "vit.onnx", opset: 17,
+      inputs: [{ name: "p", dims: ["N", 4, 8], elemType: 10 }], outputs: ["y"], outputElemTypes: new Map([["y", 10]]),
+      consts: new Map([["cls", half([1, 1, 8], new Array(8).fill(0.1))], ["s", { isFloat: false, dims: [3], data: Float64Array.from([1, 1, 8]) }]]),
+      nodes: [node("Expand", ["cls", "s"], ["c"]), node("Concat", ["c", "p"], ["t"], { axis: 1 }), node("Relu", ["t"], ["y"])],
+    };
+    const out = asOrtRunsHalfPrecision(g);
+    expect(out.consts.get("cls")!.dtype).toBe("float16");
+    expect(out.consts.get("s")!.dtype).toBeUndefined();
   });
 });
