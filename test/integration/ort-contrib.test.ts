@@ -14,6 +14,7 @@ import { loadOnnx } from "../../src/compiler/load.ts";
 import { activationsUnknown, fedInputShapes, modelTerms } from "../../src/estimate/model-terms.ts";
 import { ortRunTracePerSample, patternBytesAtBatch } from "../../src/estimate/ort-pattern.ts";
 import { pythonPath, REPO_ROOT } from "../fixtures/onnx/models.ts";
+import { ortPatternBytes } from "../fixtures/ort-pattern-size.ts";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "memlane-ort-contrib-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -36,10 +37,7 @@ describe("an ORT-optimized BERT", () => {
   // replay was 14 % under ORT's block.
   it("replays the block ORT asks for at batch 16 within 0.5 %", async () => {
     const replayed = patternBytesAtBatch(ortRunTracePerSample(loadOnnx(model, { customDomains: "keep" }), fedInputShapes(model, { seq: 128 })), 16);
-    const { stderr } = await promisify(execFile)(pythonPath(), [path.join(REPO_ROOT, "test/fixtures/ort_pattern_size.py"), model, "16", "128"], { maxBuffer: 64 << 20 });
-    const m = /\(requested\) num_bytes: (\d+)/.exec(stderr.slice(stderr.indexOf("=== second request")));
-    expect(m, "ORT's block on the second request").not.toBeNull();
-    const measured = Number(m![1]);
+    const measured = await ortPatternBytes(model, 16, 128);
     expect(Math.abs(replayed - measured) / measured, `replayed ${replayed} B, ORT ${measured} B`).toBeLessThan(0.005);
   }, 120_000);
 });

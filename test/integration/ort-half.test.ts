@@ -13,6 +13,7 @@ import { loadOnnx } from "../../src/compiler/load.ts";
 import { modelTerms } from "../../src/estimate/model-terms.ts";
 import { ortRunTracePerSample, patternBytesAtBatch } from "../../src/estimate/ort-pattern.ts";
 import { pythonPath, REPO_ROOT } from "../fixtures/onnx/models.ts";
+import { ortPatternBytes } from "../fixtures/ort-pattern-size.ts";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "memlane-ort-half-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -21,13 +22,6 @@ const model = path.join(dir, "half-cnn.onnx");
 beforeAll(async () => {
   await promisify(execFile)(pythonPath(), [path.join(REPO_ROOT, "test/fixtures/half_model.py"), model]);
 }, 120_000);
-
-async function ortPatternBytes(onnx: string, batch: number): Promise<number> {
-  const { stderr } = await promisify(execFile)(pythonPath(), [path.join(REPO_ROOT, "test/fixtures/ort_pattern_size.py"), onnx, String(batch)], { maxBuffer: 64 << 20 });
-  const m = /\(requested\) num_bytes: (\d+)/.exec(stderr.slice(stderr.indexOf("=== second request")));
-  if (!m) throw new Error(`ORT asked its arena for no block on the second request of batch ${batch} (${onnx})`);
-  return Number(m[1]);
-}
 
 describe("a float16 model's memory pattern, replayed as ORT's CPU runs it", () => {
   // ORT 1.32, batch 16: 4981504 B; the replay 4980928 (576 B short: where ORT places the casts

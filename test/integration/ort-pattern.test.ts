@@ -13,6 +13,7 @@ import { activationsUnknown, features, fedInputShapes, modelTerms } from "../../
 import { replayOrtArena } from "../../src/estimate/ort-arena.ts";
 import { ortPatternBytesPerSample, ortRunTracePerSample, patternBytesAtBatch } from "../../src/estimate/ort-pattern.ts";
 import { pythonPath, REPO_ROOT } from "../fixtures/onnx/models.ts";
+import { ortPatternBytes } from "../fixtures/ort-pattern-size.ts";
 import { exportZooArchs } from "../fixtures/zoo-export.ts";
 import { DYNAMIC_SEQ } from "../fixtures/ort-dynamic-seq.ts";
 import { CONV_HARDSWISH, QUICK_GELU_CHAIN, SE_BLOCKS, SILU_CHAIN } from "../fixtures/ort-fusions.ts";
@@ -26,14 +27,6 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const ARCHS = ["tiny-gpt", "resnet-mini", "digits-cnn"] as const;
 
 beforeAll(() => exportZooArchs(dir, ARCHS, "ort-pattern-export"), 600_000);
-
-async function ortPatternBytes(onnx: string, batch: number, seq = 1): Promise<number> {
-  const { stderr } = await promisify(execFile)(pythonPath(), [path.join(REPO_ROOT, "test/fixtures/ort_pattern_size.py"), onnx, String(batch), String(seq)], { maxBuffer: 64 << 20 });
-  const after = stderr.slice(stderr.indexOf("=== second request"));
-  const m = /\(requested\) num_bytes: (\d+)/.exec(after);
-  if (!m) throw new Error(`ORT asked its arena for no block on the second request of batch ${batch} (${onnx})`);
-  return Number(m[1]);
-}
 
 describe("ORT's memory pattern, simulated from the graph", () => {
   // tiny-gpt: 38.0 MiB at batch 64 where 19.5 are alive at once (the planner's exact-shape reuse);

@@ -14,6 +14,7 @@ import { loadOnnx } from "../../src/compiler/load.ts";
 import { activationsUnknown, modelTerms } from "../../src/estimate/model-terms.ts";
 import { ortRunTracePerSample, patternBytesAtBatch } from "../../src/estimate/ort-pattern.ts";
 import { pythonPath, REPO_ROOT } from "../fixtures/onnx/models.ts";
+import { ortPatternBytes } from "../fixtures/ort-pattern-size.ts";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "memlane-ort-quantized-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -23,13 +24,6 @@ const model = (kind: string) => path.join(dir, `${kind}.onnx`);
 beforeAll(async () => {
   for (const kind of KINDS) await promisify(execFile)(pythonPath(), [path.join(REPO_ROOT, "test/fixtures/quantized_model.py"), model(kind), kind]);
 }, 300_000);
-
-async function ortPatternBytes(onnx: string, batch: number): Promise<number> {
-  const { stderr } = await promisify(execFile)(pythonPath(), [path.join(REPO_ROOT, "test/fixtures/ort_pattern_size.py"), onnx, String(batch)], { maxBuffer: 64 << 20 });
-  const m = /\(requested\) num_bytes: (\d+)/.exec(stderr.slice(stderr.indexOf("=== second request")));
-  if (!m) throw new Error(`ORT asked its arena for no block on the second request of batch ${batch} (${onnx})`);
-  return Number(m[1]);
-}
 
 describe("a quantized model's memory pattern, replayed as ORT runs it", () => {
   // The CNN: uint8 maps a byte an element, each DequantizeLinear -> op -> QuantizeLinear group one
