@@ -112,7 +112,9 @@ export function asOrtRunsHalfPrecision(g: Graph): Graph {
   // float32 in place instead (FuseInitializersTransformer); ConstantSharing has made equal
   // small initializers one before, so their readers add up.
   const floatMade = (v: string) => producer.has(v) && inFloat.has(producer.get(v)!);
-  const floatReads = (v: string) => kept.reduce((k, n) => k + (inFloat.has(n) ? n.inputs.filter((x) => x === v).length : 0), 0);
+  const floatReadCount = new Map<string, number>();
+  for (const n of inFloat) for (const x of n.inputs) if (x) floatReadCount.set(x, (floatReadCount.get(x) ?? 0) + 1);
+  const floatReads = (v: string) => floatReadCount.get(v) ?? 0;
   const shareKey = (c: ConstTensor) => (c.data.length <= SHARED_CONSTANT_ELEMENTS ? `[${c.dims.join(",")}] ${Array.from(c.data).join(",")}` : null);
   const sharedReads = new Map<string, number>();
   for (const [name, c] of consts) {
