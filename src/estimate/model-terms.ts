@@ -21,6 +21,7 @@ import { type FreePieces, type OrtLoadProbe, type OrtRuntime, probeOrtLoad } fro
 import { arenaResidentBeyondHeld } from "./ort-heap-reuse.ts";
 import { evalChunks, ortPatternKey, replayOrtArena } from "./ort-arena.ts";
 import { ortGraphIo, ortPatternBytesPerSample, ortRunTracePerSample, type TraceEvent } from "./ort-pattern.ts";
+import { isHalfPrecision } from "./ort-fp16.ts";
 
 const MIB = 2 ** 20;
 export { NATIVE_CHUNK_ARENA_BYTES } from "../compiler/native-chunk.ts";
@@ -43,6 +44,17 @@ export interface ModelTerms {
   params: number;
   /** Initializer bytes as stored in the ONNX file. */
   weightMiB: number;
+  /**
+   * A half-precision model memlane-rt compiles (a transformer's: int64 inputs): the plan's
+   * weight bytes, float32 where the file's are float16; memlane-rt's weights term. Absent
+   * otherwise (the file's bytes stand).
+   */
+  nativeWeightMiB?: number;
+  /**
+   * A half-precision model's input and output terms as ORT runs it (float16 outputs), where the
+   * plan's (float32) stand for memlane-rt; the ORT runtimes' eval-set terms. Absent otherwise.
+   */
+  ortIo?: Pick<ModelTerms, "ioPerSampleMiB" | "outputPerSampleMiB" | "outputTensorsPerSampleMiB" | "outputNotBatchFirstPerSampleMiB">;
   /** The part of weightMiB that Conv nodes take as their kernel (ORT pre-packs these into a second layout). */
   convWeightMiB: number;
   /** Planned arena for one sample (inputs, outputs and activations); null when the compiler refused the model. */
@@ -424,9 +436,17 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
   try {
     const s = await compileOnnx(onnxPath, join(dir, "m.mlplan"), { verify: false, ...(inputShapes ? { inputShapes } : {}) });
     const header = readPlan(s.planPath).header;
+    // A float16 model runs in float32 in memlane-rt (its weights too) and in float16 at ORT's
+    // edges: each runtime's own weights and eval-set terms (a BERT's float16 outputs counted as
+    // the plan's float32 put python-ort's steady RSS +4.9 % over 256 eval samples).
+    const half = isHalfPrecision(g) ? {
+      nativeWeightMiB: header.tensors.reduce((sum, x) => sum + (x.kind === "weight" ? x.bytes : 0), 0) / MIB,
+      ...(ortTracePerSample ? { ortIo: ortIoTerms(g, inputShapes) } : {}),
+    } : {};
     return {
       nativeChunkable: nativeChunkable(header),
       ...weights,
+      ...half,
       ...(nativeLoad ? await nativeLoadTerms(onnxPath, inputShapes, s.planPath) : {}),
       arenaPerSampleMiB: s.arenaBytesPerSample / MIB, ortPatternPerSampleMiB, ortTracePerSample, ortReplayError,
       ioPerSampleMiB: (bytesPerSample(s.inputs) + bytesPerSample(s.outputs)) / MIB,
@@ -615,7 +635,9 @@ function evalPassTrimsHeap(t: Pick<ModelTerms, "outputTensorsPerSampleMiB">, run
  * request) with its own reuse rules (its pattern, where known), memlane-rt's CPU backend only
  * a chunk of it, torch allocates per op.
  */
-export function features(runtime: string, t: ModelTerms, run: RunShape): Features {
+export function features(runtime: string, t0: ModelTerms, run: RunShape): Features {
+  // The ORT runtimes' inputs and outputs where a float16 model's differ from memlane-rt's plan.
+  const t = ORT_RUNTIMES.has(runtime) && t0.ortIo ? { ...t0, ...t0.ortIo } : t0;
   const load = ortLoadOf(t, runtime);
   const evalInMiB = ((t.ioPerSampleMiB ?? 0) - (t.outputPerSampleMiB ?? 0)) * run.evalSamples;
   // node-ort's child reads its eval set into one Buffer on the thread that loaded, after the
@@ -663,7 +685,7 @@ export function features(runtime: string, t: ModelTerms, run: RunShape): Feature
     }
   }
   return {
-    weightMiB: t.weightMiB,
+    weightMiB: runtime === "native" ? (t.nativeWeightMiB ?? t.weightMiB) : t.weightMiB,
     convWeightMiB: t.convWeightMiB,
     activationMiB: ortArena ?? (sampleBytes * samples) / MIB + tailMiB - nativeUnwrittenMiB,
     // The eval set's new pages: none where a held block took it (node-ort), its pages are in heldMiB.
