@@ -55,7 +55,7 @@ export interface OrtLoadProbe {
    * Of inUseMiB and heldMiB, the bytes never written, MiB (what malloc has out or keeps, less
    * the load's anonymous RSS growth; 0 at least): the tails of the arena regions a quantized
    * model's pre-packed weights were taken from (ORT's PrePack allocates from the session's
-   * arena, whose regions double: 1, 2, 4, 8, 16 MiB for an int8 ResNet-50, 16 of them free).
+   * arena, whose regions double: 2, 2, 4, 8, 16 MiB for an int8 ResNet-50, about 16 of them free).
    * Not resident after the load, and the first requests' tensors land there before the arena
    * grows (ort-arena.ts loadFreeBytes). About 0.1 MiB for a float model; null where unknown,
    * absent where not probed for (taken as 0).
