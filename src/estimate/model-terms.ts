@@ -19,6 +19,7 @@ import { nativeChunkable, nativeChunkSamples, nativeLanes } from "../compiler/na
 import { probeNativeLoad, workspaceAt } from "./native-load.ts";
 import { type FreePieces, type OrtLoadProbe, type OrtRuntime, probeOrtLoad } from "./ort-load.ts";
 import { arenaResidentBeyondHeld } from "./ort-heap-reuse.ts";
+import { nodeDeadOutputKeptMiB, nodePeakBeyondEndMiB } from "./node-ort-outputs.ts";
 import { evalChunks, ortPatternKey, replayOrtArena } from "./ort-arena.ts";
 import { ortGraphIo, ortPatternBytesPerSample, ortRunTracePerSample, type TraceEvent } from "./ort-pattern.ts";
 import { isHalfPrecision } from "./ort-fp16.ts";
@@ -89,10 +90,10 @@ export interface ModelTerms {
   outputTensorsPerSampleMiB: number[] | null;
   /**
    * The largest initializer's bytes, MiB: ORT frees a copy of each at load, and glibc raises its
-   * mmap threshold to the largest mmapped block freed (nodeDeadOutputKeptMiB).
+   * mmap threshold to the largest mmapped block freed (node-ort-outputs.ts nodeDeadOutputKeptMiB).
    */
   largestInitializerMiB: number;
-  /** The ONNX file's size, MiB (ORT reads it into one buffer at load, up to 4 MiB: ortLoadMmapThresholdMiB). */
+  /** The ONNX file's size, MiB (ORT reads it into one buffer at load, up to 4 MiB: node-ort-outputs.ts ortLoadMmapThresholdMiB). */
   fileMiB: number;
   /**
    * The part of outputPerSampleMiB whose batch is not the first axis (a seq-first encoder's
@@ -226,7 +227,7 @@ export interface Features {
    */
   evalOutputMiB: number;
   /**
-   * node-ort: what its steady-inference peak holds beyond the end figures (nodePeakBeyondEndMiB):
+   * node-ort: what its steady-inference peak holds beyond the end figures (node-ort-outputs.ts nodePeakBeyondEndMiB):
    * its timed requests' outputs that are dead but not yet collected (nodeDeadOutputMiB), or its
    * eval chunks' outputs, alive together while they are gathered into the one copy the end
    * figures count, whichever is more; 0 for the other runtimes, whose outputs are freed when the
@@ -523,112 +524,6 @@ export function withoutHeldPieces(t: ModelTerms, runtime: string): ModelTerms {
   return load && isOrtRuntime(runtime) ? { ...t, ortLoad: { ...t.ortLoad, [runtime]: { ...load, freePieces: null, freePiecesAlike: [] } } } : t;
 }
 
-/**
- * V8 collects dead ArrayBuffers (onnxruntime-node's output tensors are) when their bytes since
- * the last collection pass a limit, not when the script drops them, and malloc keeps what a
- * collection frees. So node-ort's steady RSS grows with the output bytes its requests made, up
- * to that limit and about one request's outputs more; python-ort's outputs go when they are
- * dropped. Measured on bert-tiny in bare onnxruntime-node 1.30 (Node 20.20, glibc 2.36), the
- * RSS after N requests of one batch size less after 2, 1 thread, two processes each:
- * 0.5 MiB a request: 4.2 / 14.2 / 26.8 MiB at N = 10 / 30 / 55 (no collection yet); 2 MiB:
- * 16.2 / 24.0 / 27.4; 8 MiB: -1.3 / 22.8 / 31.5-47.5. The arrayBuffers total then cycled
- * between 4-6 and 30-37 MiB. A small GPT-2 export's 31 MiB of logits a request (compare's
- * defaults) left 57 and 82 MiB in two runs: with large outputs the collection lags by a request
- * or two. So the plateau is NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 requests, the middle of those.
- */
-export const NODE_DEAD_OUTPUT_LIMIT_MIB = 26;
-
-/**
- * node-ort's dead output tensors at the steady-inference mark, MiB: the outputs every request
- * made (run.calls at each batch size), up to NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 requests of the
- * largest batch. 0 without run.calls or a known output size.
- */
-export function nodeDeadOutputMiB(t: Pick<ModelTerms, "outputPerSampleMiB">, run: RunShape): number {
-  const perSample = t.outputPerSampleMiB ?? 0;
-  const calls = run.calls ?? 0;
-  if (perSample <= 0 || calls <= 0) return 0;
-  const batches = run.batchSizes ?? [...new Set([1, run.maxBatch])];
-  const made = batches.reduce((sum, b) => sum + calls * b * perSample, 0);
-  return Math.min(made, NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 * run.maxBatch * perSample);
-}
-
-/**
- * Features.deadOutputMiB of node-ort: the larger of its timed requests' uncollected outputs and
- * its eval chunks' outputs (the set's outputs once more), which never peak together: the eval
- * pass's allocations make V8 collect the requests' dead outputs, and the chunks take their room.
- * The child keeps every chunk's outputs until it copies them into one (node-ort-io.mjs
- * gatherOutputs). Before (calibration format 34) the chunks rode on a fitted slope of 1.64 on
- * the eval outputs, fitted on a probe whose 64 MiB of chunks took the room of 22.5 MiB of dead
- * requests: a decoder LM's 625 MiB of logits (256 eval samples) put its peak 13 % short.
- */
-export function nodePeakBeyondEndMiB(t: Pick<ModelTerms, "outputPerSampleMiB">, run: RunShape): number {
-  return Math.max(nodeDeadOutputMiB(t, run), (t.outputPerSampleMiB ?? 0) * run.evalSamples);
-}
-
-/** glibc's default mmap threshold, and the most its dynamic one rises to on 64-bit (mallopt(3)). */
-const MMAP_THRESHOLD_MIN_MIB = 128 / 1024;
-const MMAP_THRESHOLD_MAX_MIB = 32;
-/** The most of the model file ORT reads into one buffer at load (and frees), MiB. */
-const ORT_READ_BUFFER_MAX_MIB = 4;
-
-/**
- * glibc's mmap threshold after ORT's load, MiB: freeing an mmapped block raises it to that
- * block's size, and the load frees its read buffer of the model file (the file, up to 4 MiB)
- * and a copy of every initializer. Measured after a Python session creation (the smallest
- * power-of-two block then mmapped, so the threshold lies in [half of it, it)): opt, a 0.86 MB
- * file of 0.25 MiB initializers, 1 MiB; a MatMul with one 16 MiB weight, 32 MiB; the same with a
- * 1 MiB weight, 2 MiB; resnet18 (9 MiB largest kernel, 45 MiB file), 16 MiB.
- */
-export function ortLoadMmapThresholdMiB(t: Pick<ModelTerms, "largestInitializerMiB" | "fileMiB">): number {
-  const freed = Math.max(t.largestInitializerMiB, Math.min(t.fileMiB, ORT_READ_BUFFER_MAX_MIB));
-  return Math.min(MMAP_THRESHOLD_MAX_MIB, Math.max(MMAP_THRESHOLD_MIN_MIB, freed));
-}
-
-/**
- * The part of node-ort's dead outputs (nodeDeadOutputMiB) that malloc keeps once V8 collects
- * them, MiB. V8 frees an output tensor's buffer with free(): a buffer at or above glibc's mmap
- * threshold (ortLoadMmapThresholdMiB) goes back to the kernel, one below it stays in the heap as
- * free chunks, as many as were dead at once. Measured, node-ort at batches 1,8, RSS after a
- * collection: a MatMul with one 16 MiB weight and 2 MiB of output a request of 8 kept them (end
- * = peak, 135.6 MiB, in three runs); the same with a 1 MiB weight gave them back (93.3, peak
- * 120.6); opt gave back its 4 MiB of logits a request of 8 and kept those of batch 1 (0.5 MiB a
- * request; malloc's free bytes +7.9 MiB over steady-inference). Per batch size, the largest. A
- * rule of thumb: the first mmapped output freed raises the threshold to its size, and whether
- * the heap's top is trimmed after the collection depends on the order of requests and
- * collections (docs/memory.md, "node-ort's end figures after a collection").
- */
-export function nodeDeadOutputKeptMiB(t: Pick<ModelTerms, "outputPerSampleMiB" | "outputTensorsPerSampleMiB" | "largestInitializerMiB" | "fileMiB">, run: RunShape): number {
-  const dead = nodeDeadOutputMiB(t, run);
-  const calls = run.calls ?? 0;
-  if (dead <= 0 || calls <= 0) return 0;
-  const threshold = ortLoadMmapThresholdMiB(t);
-  if (evalPassTrimsHeap(t, run, threshold)) return 0;
-  const batches = run.batchSizes ?? [...new Set([1, run.maxBatch])];
-  let kept = 0;
-  for (const b of batches) {
-    const heapPerRequest = (t.outputTensorsPerSampleMiB ?? []).map((p) => p * b).filter((mib) => mib < threshold).reduce((a, x) => a + x, 0);
-    kept = Math.max(kept, Math.min(calls * heapPerRequest, NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 * heapPerRequest));
-  }
-  return Math.min(kept, dead);
-}
-
-/**
- * Whether the final collection leaves node-ort's heap trimmed: the eval pass's last heap
- * allocations are its chunks' outputs (below the mmap threshold), dead by the end mark, and the
- * copy of all its outputs, which lives on, is mmapped (at or above it). Freeing the chunks then
- * frees the heap's top, and glibc gives back everything above the highest live block, the dead
- * requests' chunks with it. Where that copy comes from the heap it pins all below it (deit,
- * mobilevit: the timed requests' chunks kept, as estimated); where the chunks' outputs are
- * mmapped themselves (a decoder LM's logits) they never were the top. Measured, node-ort
- * `--batch 1,8 --iterations 10 --eval-samples 16`: dinov2 (1 MiB chunk outputs, 2 MiB copy, a
- * 1.5 MiB threshold) kept about 5 of the 15 MiB estimated, mobilebert 6 of 29, the eval-outputs
- * probe 0 of 20 (its fit's residual +17 MiB).
- */
-function evalPassTrimsHeap(t: Pick<ModelTerms, "outputTensorsPerSampleMiB">, run: RunShape, thresholdMiB: number): boolean {
-  const largest = Math.max(0, ...(t.outputTensorsPerSampleMiB ?? []));
-  const chunk = Math.min(run.maxBatch, run.evalSamples);
-  return largest * chunk < thresholdMiB && largest * run.evalSamples >= thresholdMiB;
-}
 
 /**
  * A runtime's features for a run: ORT plans the whole batch (its arena grows to the largest
@@ -696,8 +591,8 @@ export function features(runtime: string, t0: ModelTerms, run: RunShape): Featur
     loadMiB: runtime === "native" ? (t.nativeLoadMiB ?? 0) : ORT_RUNTIMES.has(runtime) ? (load?.inUseMiB != null ? load.inUseMiB - untouchedMiB : t.weightMiB) : 0,
     nativeReleasedMiB: runtime === "native" ? (t.nativeReleasedMiB ?? 0) : 0,
     loadTransientMiB: runtime === "native" ? (t.nativeLoadPeakAboveEndMiB ?? 0) : load?.peakAboveEndMiB ?? 0,
-    deadOutputMiB: runtime === "node-ort" ? nodePeakBeyondEndMiB(t, run) : 0,
-    deadOutputKeptMiB: runtime === "node-ort" ? nodeDeadOutputKeptMiB(t, run) : 0,
+    deadOutputMiB: runtime === "node-ort" ? nodePeakBeyondEndMiB(t, run, arena?.heldLeft ?? null) : 0,
+    deadOutputKeptMiB: runtime === "node-ort" ? nodeDeadOutputKeptMiB(t, run, arena?.heldLeft ?? null) : 0,
     outputBufferMiB: runtime === "native" ? nativeOutputBufferMiB(t, run) : 0,
     nativeWorkspaceMiB: runtime === "native" ? workspaceAt(t.nativeWorkspaceByBatchMiB ?? [], 1) : 0,
     firstRequestMiB: runtime === "native" || runtime === "node-ort" ? firstRequestMiB(runtime, t, run) : 0,
@@ -755,8 +650,9 @@ function heldPieceSets(load: OrtLoadTerms): (readonly FreePieces[])[] | null {
  * move the estimate; null: every written page counts. `before`: blocks malloc'd ahead of the
  * arena's, which take held blocks first (`beforeServedMiB`: how much of them held blocks took).
  * `loadRoomMiB`: the room the load left unwritten in the arena (ort-load.ts untouchedMiB).
+ * `heldLeft`: the held blocks that run's arena left (node-ort's dead outputs take them first).
  */
-function ortArenaMiB(t: ModelTerms, run: RunShape, holdEvalOutputs: boolean, pieceSets: readonly (readonly FreePieces[])[] | null, before: readonly number[], loadRoomMiB: number): { firstRequestMiB: number; residentMiB: number; beforeServedMiB: number } | null {
+function ortArenaMiB(t: ModelTerms, run: RunShape, holdEvalOutputs: boolean, pieceSets: readonly (readonly FreePieces[])[] | null, before: readonly number[], loadRoomMiB: number): { firstRequestMiB: number; residentMiB: number; beforeServedMiB: number; heldLeft: FreePieces[] | null } | null {
   if (!t.ortTracePerSample) return null;
   const batches = run.batchSizes ?? [...new Set([1, run.maxBatch])];
   const dims = t.ortInputDims;
@@ -765,5 +661,5 @@ function ortArenaMiB(t: ModelTerms, run: RunShape, holdEvalOutputs: boolean, pie
   const replay = replayOrtArena(t.ortTracePerSample, batches, key, evalPass, loadRoomMiB * MIB);
   const each = (pieceSets ?? [null]).map((pieces) => arenaResidentBeyondHeld(replay, pieces, before)).sort((a, b) => a.residentBytes - b.residentBytes);
   const beyondHeld = each[(each.length - 1) >> 1]!;
-  return { firstRequestMiB: beyondHeld.firstRequestBytes / MIB, residentMiB: beyondHeld.residentBytes / MIB, beforeServedMiB: beyondHeld.beforeServedBytes / MIB };
+  return { firstRequestMiB: beyondHeld.firstRequestBytes / MIB, residentMiB: beyondHeld.residentBytes / MIB, beforeServedMiB: beyondHeld.beforeServedBytes / MIB, heldLeft: beyondHeld.heldLeft };
 }

@@ -25,10 +25,10 @@ import type { ArenaReplay } from "./ort-arena.ts";
 import { handleTableBytes } from "./bfc-arena.ts";
 import type { FreePieces } from "./ort-load.ts";
 
-/** For each block, in order, whether a held piece serves it (best fit, the rest kept). */
-export function servedFromHeld(blocks: readonly number[], pieces: readonly FreePieces[]): boolean[] {
+/** Best fit of each block, in order, into the held pieces (the rest of a piece kept free): which blocks a piece took, and the pieces left. */
+export function serveFromHeld(blocks: readonly number[], pieces: readonly FreePieces[]): { served: boolean[]; left: FreePieces[] } {
   const free: number[] = pieces.flatMap((p) => Array<number>(p.count).fill(p.bytes));
-  return blocks.map((bytes) => {
+  const served = blocks.map((bytes) => {
     let best = -1;
     for (let i = 0; i < free.length; i++) if (free[i]! >= bytes && (best < 0 || free[i]! < free[best]!)) best = i;
     if (best < 0) return false;
@@ -36,17 +36,34 @@ export function servedFromHeld(blocks: readonly number[], pieces: readonly FreeP
     if (free[best] === 0) free.splice(best, 1);
     return true;
   });
+  const counts = new Map<number, number>();
+  for (const bytes of free) counts.set(bytes, (counts.get(bytes) ?? 0) + 1);
+  const left = [...counts].map(([bytes, count]) => ({ bytes, count })).sort((a, b) => b.bytes - a.bytes);
+  return { served, left };
+}
+
+/** For each block, in order, whether a held piece serves it (best fit, the rest kept). */
+export function servedFromHeld(blocks: readonly number[], pieces: readonly FreePieces[]): boolean[] {
+  return serveFromHeld(blocks, pieces).served;
+}
+
+/** How many of the blocks' bytes held pieces take (best fit, in order). */
+export function bytesServedFromHeld(blocks: readonly number[], pieces: readonly FreePieces[]): number {
+  const { served } = serveFromHeld(blocks, pieces);
+  return blocks.reduce((sum, bytes, i) => sum + (served[i] ? bytes : 0), 0);
 }
 
 /**
  * The replay's resident bytes after the first request and after the run, less what held pieces
  * served (those pages are in heldMiB already). Without pieces (not measured), the replay's own.
  * `before`: blocks malloc'd on the same thread ahead of the arena's, written whole; how many of
- * their bytes held pieces served (`beforeServedBytes`), which cost no RSS either.
+ * their bytes held pieces served (`beforeServedBytes`), which cost no RSS either. `heldLeft`: the
+ * pieces no block took, for what the process mallocs after (node-ort's dead outputs); null
+ * without pieces.
  */
-export function arenaResidentBeyondHeld(replay: ArenaReplay, pieces: readonly FreePieces[] | null, before: readonly number[] = []): { firstRequestBytes: number; residentBytes: number; beforeServedBytes: number } {
-  if (!pieces) return { firstRequestBytes: replay.firstRequestBytes, residentBytes: replay.residentBytes, beforeServedBytes: 0 };
-  const all = servedFromHeld([...before, ...replay.regions.flatMap((bytes) => [bytes, handleTableBytes(bytes)])], pieces);
+export function arenaResidentBeyondHeld(replay: ArenaReplay, pieces: readonly FreePieces[] | null, before: readonly number[] = []): { firstRequestBytes: number; residentBytes: number; beforeServedBytes: number; heldLeft: FreePieces[] | null } {
+  if (!pieces) return { firstRequestBytes: replay.firstRequestBytes, residentBytes: replay.residentBytes, beforeServedBytes: 0, heldLeft: null };
+  const { served: all, left } = serveFromHeld([...before, ...replay.regions.flatMap((bytes) => [bytes, handleTableBytes(bytes)])], pieces);
   const beforeServedBytes = before.reduce((sum, bytes, k) => sum + (all[k] ? bytes : 0), 0);
   const served = all.slice(before.length);
   let firstSaved = 0;
@@ -57,5 +74,5 @@ export function arenaResidentBeyondHeld(replay: ArenaReplay, pieces: readonly Fr
     allSaved += (region ? replay.regionsResident[i]! : 0) + (table ? tableBytes : 0);
     if (i < replay.firstRequestRegionsResident.length) firstSaved += (region ? replay.firstRequestRegionsResident[i]! : 0) + (table ? tableBytes : 0);
   });
-  return { firstRequestBytes: replay.firstRequestBytes - firstSaved, residentBytes: replay.residentBytes - allSaved, beforeServedBytes };
+  return { firstRequestBytes: replay.firstRequestBytes - firstSaved, residentBytes: replay.residentBytes - allSaved, beforeServedBytes, heldLeft: left };
 }

@@ -2,7 +2,7 @@
 // the best-fit rule over the probe's pieces, and the replay's resident bytes less what they serve.
 import { describe, expect, it } from "vitest";
 import { replayOrtArena } from "../../src/estimate/ort-arena.ts";
-import { arenaResidentBeyondHeld, servedFromHeld } from "../../src/estimate/ort-heap-reuse.ts";
+import { arenaResidentBeyondHeld, bytesServedFromHeld, serveFromHeld, servedFromHeld } from "../../src/estimate/ort-heap-reuse.ts";
 import type { TraceEvent } from "../../src/estimate/ort-pattern.ts";
 
 const MIB = 2 ** 20;
@@ -24,6 +24,16 @@ describe("servedFromHeld", () => {
     // Counts are blocks, not a total: two 2 MiB pieces do not hold a 4 MiB block.
     expect(servedFromHeld([4 * MIB, 2 * MIB, 2 * MIB, MIB], [{ bytes: 2 * MIB, count: 2 }])).toEqual([false, true, true, false]);
   });
+
+  it("says which pieces are left, largest first, and how many bytes the pieces took", () => {
+    const pieces = [{ bytes: 8 * MIB, count: 2 }, { bytes: 2 * MIB, count: 3 }];
+    // 3 MiB -> an 8 (5 left); 3 -> the 5 (2 left); 3 -> the other 8 (5 left); 16 -> none.
+    const { served, left } = serveFromHeld([3 * MIB, 3 * MIB, 3 * MIB, 16 * MIB], pieces);
+    expect(served).toEqual([true, true, true, false]);
+    expect(left).toEqual([{ bytes: 5 * MIB, count: 1 }, { bytes: 2 * MIB, count: 4 }]);
+    expect(bytesServedFromHeld([3 * MIB, 3 * MIB, 3 * MIB, 16 * MIB], pieces)).toBe(9 * MIB);
+    expect(serveFromHeld([], pieces).left).toEqual(pieces);
+  });
 });
 
 describe("arenaResidentBeyondHeld", () => {
@@ -36,7 +46,7 @@ describe("arenaResidentBeyondHeld", () => {
   const replay = replayOrtArena(trace, [8]);
 
   it("is the replay's own without pieces", () => {
-    expect(arenaResidentBeyondHeld(replay, null)).toEqual({ firstRequestBytes: replay.firstRequestBytes, residentBytes: replay.residentBytes, beforeServedBytes: 0 });
+    expect(arenaResidentBeyondHeld(replay, null)).toEqual({ firstRequestBytes: replay.firstRequestBytes, residentBytes: replay.residentBytes, beforeServedBytes: 0, heldLeft: null });
     expect(arenaResidentBeyondHeld(replay, null, [9 * MIB]).beforeServedBytes).toBe(0);
   });
 
@@ -48,6 +58,10 @@ describe("arenaResidentBeyondHeld", () => {
     const r = arenaResidentBeyondHeld(replay, [{ bytes: 8 * MIB, count: 1 }, { bytes: MIB, count: 1 }]);
     expect(r.residentBytes / MIB).toBe(replay.residentBytes / MIB - (8 + 0.25 + 0.25 + 0.5));
     expect(r.firstRequestBytes / MIB).toBe(replay.firstRequestBytes / MIB - (8 + 0.25 + 0.25));
+    // What the pieces have left for later blocks: 1 - 0.25 - 0.25 - 0.5 = 0 of the 1 MiB piece.
+    expect(r.heldLeft).toEqual([]);
+    // One 32 MiB piece: regions 0 and 1 and the three tables (17 MiB); region 2 (16) no longer fits.
+    expect(arenaResidentBeyondHeld(replay, [{ bytes: 32 * MIB, count: 1 }]).heldLeft).toEqual([{ bytes: 15 * MIB, count: 1 }]);
   });
 
   it("serves the blocks malloc'd before the arena's first (node-ort's eval set), which then takes the piece the arena would have had", () => {

@@ -10,7 +10,8 @@ import { CALIBRATION_FORMAT, type Calibration, fitModels, measuredHeldMiB } from
 import { replayOrtArena } from "../../src/estimate/ort-arena.ts";
 import { medianOrNull, rangeOrNull } from "../../src/estimate/ort-load.ts";
 import { FEATURE_NAMES, fitLinear, predict } from "../../src/estimate/fit.ts";
-import { features, loadProbesFor, modelTerms, NATIVE_CHUNK_ARENA_BYTES, NODE_DEAD_OUTPUT_LIMIT_MIB, nodeDeadOutputKeptMiB, nodeDeadOutputMiB, ortLoadMmapThresholdMiB } from "../../src/estimate/model-terms.ts";
+import { features, loadProbesFor, modelTerms, NATIVE_CHUNK_ARENA_BYTES } from "../../src/estimate/model-terms.ts";
+import { NODE_DEAD_OUTPUT_LIMIT_MIB, nodeDeadOutputKeptMiB, nodeDeadOutputMiB, nodePeakBeyondEndMiB, ortLoadMmapThresholdMiB } from "../../src/estimate/node-ort-outputs.ts";
 import { compareWithMeasured, estimateRuntime, naiveMiB } from "../../src/estimate/predict.ts";
 import { PROBES, writeProbes } from "../../src/estimate/probe-models.ts";
 
@@ -359,6 +360,25 @@ describe("node-ort's dead outputs (deadOutputMiB)", () => {
     expect(nodeDeadOutputKeptMiB(t(4, [1, 0.05]), { ...run, evalSamples: 256 })).toBeCloseTo(12 * 1.05, 9);
     expect(features("node-ort", t(16), run).deadOutputKeptMiB).toBeCloseTo(nodeDeadOutputKeptMiB(t(16), run), 9);
     expect(features("python-ort", t(16), run).deadOutputKeptMiB).toBe(0);
+  });
+
+  it("counts no new pages for the dead outputs the blocks the load left held (after ORT's arena) take", () => {
+    // DistilBERT of base size at --batch 1,8 --eval-samples 32: 0.375 MiB of output a sample, a
+    // 32 MiB threshold (its 89 MiB embedding), 13 requests a batch size: 3 MiB requests of 8.
+    const run = { maxBatch: 8, batchSizes: [1, 8], evalSamples: 32, calls: 13 };
+    const t = { outputPerSampleMiB: 0.375, outputTensorsPerSampleMiB: [0.375], largestInitializerMiB: 89, fileMiB: 253 } as never;
+    const kept = nodeDeadOutputKeptMiB(t, run);
+    expect(kept).toBeCloseTo(NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 * 3, 9); // 30.5 MiB: 11 requests' worth
+    // Four 8 MiB blocks left hold two 3 MiB outputs each (8 requests, 24 MiB); 2 MiB ones hold none.
+    const MIB = 2 ** 20;
+    const held = [{ bytes: 8 * MIB, count: 4 }, { bytes: 2 * MIB, count: 27 }];
+    expect(nodeDeadOutputKeptMiB(t, run, held)).toBeCloseTo(kept - 24, 9);
+    expect(nodeDeadOutputKeptMiB(t, run, [{ bytes: 64 * MIB, count: 1 }])).toBe(0);
+    expect(nodeDeadOutputKeptMiB(t, run, [])).toBeCloseTo(kept, 9);
+    // The peak's dead outputs alike, but never below the eval chunks' outputs (12 MiB here).
+    expect(nodePeakBeyondEndMiB(t, run)).toBeCloseTo(kept, 9);
+    expect(nodePeakBeyondEndMiB(t, run, held)).toBe(12);
+    expect(nodePeakBeyondEndMiB(t, run, [{ bytes: 8 * MIB, count: 1 }])).toBeCloseTo(kept - 6, 9);
   });
 });
 

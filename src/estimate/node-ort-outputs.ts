@@ -1,0 +1,151 @@
+/**
+ * node-ort's dead output tensors: what its requests' outputs leave in the child's memory until V8
+ * collects them (the steady-inference peak) and what malloc keeps once it has (the end figures),
+ * beyond the blocks ORT's load left held (ort-heap-reuse.ts), whose pages heldMiB counts already.
+ */
+import type { ModelTerms, RunShape } from "./model-terms.ts";
+import { bytesServedFromHeld } from "./ort-heap-reuse.ts";
+import type { FreePieces } from "./ort-load.ts";
+
+const MIB = 2 ** 20;
+
+/**
+ * V8 collects dead ArrayBuffers (onnxruntime-node's output tensors are) when their bytes since
+ * the last collection pass a limit, not when the script drops them, and malloc keeps what a
+ * collection frees. So node-ort's steady RSS grows with the output bytes its requests made, up
+ * to that limit and about one request's outputs more; python-ort's outputs go when they are
+ * dropped. Measured on bert-tiny in bare onnxruntime-node 1.30 (Node 20.20, glibc 2.36), the
+ * RSS after N requests of one batch size less after 2, 1 thread, two processes each:
+ * 0.5 MiB a request: 4.2 / 14.2 / 26.8 MiB at N = 10 / 30 / 55 (no collection yet); 2 MiB:
+ * 16.2 / 24.0 / 27.4; 8 MiB: -1.3 / 22.8 / 31.5-47.5. The arrayBuffers total then cycled
+ * between 4-6 and 30-37 MiB. A small GPT-2 export's 31 MiB of logits a request (compare's
+ * defaults) left 57 and 82 MiB in two runs: with large outputs the collection lags by a request
+ * or two. So the plateau is NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 requests, the middle of those.
+ */
+export const NODE_DEAD_OUTPUT_LIMIT_MIB = 26;
+
+/**
+ * node-ort's dead output tensors at the steady-inference mark, MiB: the outputs every request
+ * made (run.calls at each batch size), up to NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 requests of the
+ * largest batch. 0 without run.calls or a known output size.
+ */
+export function nodeDeadOutputMiB(t: Pick<ModelTerms, "outputPerSampleMiB">, run: RunShape): number {
+  const perSample = t.outputPerSampleMiB ?? 0;
+  const calls = run.calls ?? 0;
+  if (perSample <= 0 || calls <= 0) return 0;
+  const batches = run.batchSizes ?? [...new Set([1, run.maxBatch])];
+  const made = batches.reduce((sum, b) => sum + calls * b * perSample, 0);
+  return Math.min(made, NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 * run.maxBatch * perSample);
+}
+
+/**
+ * Features.deadOutputMiB of node-ort: the larger of its timed requests' uncollected outputs and
+ * its eval chunks' outputs (the set's outputs once more), which never peak together: the eval
+ * pass's allocations make V8 collect the requests' dead outputs, and the chunks take their room.
+ * The child keeps every chunk's outputs until it copies them into one (node-ort-io.mjs
+ * gatherOutputs). Before (calibration format 34) the chunks rode on a fitted slope of 1.64 on
+ * the eval outputs, fitted on a probe whose 64 MiB of chunks took the room of 22.5 MiB of dead
+ * requests: a decoder LM's 625 MiB of logits (256 eval samples) put its peak 13 % short.
+ * `heldLeft`: the blocks the load left held that ORT's arena did not take (ort-heap-reuse.ts
+ * arenaResidentBeyondHeld); the dead outputs they hold cost no RSS (deadOutputsBeyondHeldMiB).
+ */
+export function nodePeakBeyondEndMiB(t: Pick<ModelTerms, "outputPerSampleMiB" | "outputTensorsPerSampleMiB">, run: RunShape, heldLeft: readonly FreePieces[] | null = null): number {
+  const dead = nodeDeadOutputMiB(t, run);
+  const beyondHeld = dead - heldServedMiB(outputTensorsMiB(t, run.maxBatch), dead, heldLeft);
+  return Math.max(beyondHeld, (t.outputPerSampleMiB ?? 0) * run.evalSamples);
+}
+
+/**
+ * How much of `deadMiB` of dead output tensors (requests of `tensorsMiB` each, as many as it
+ * takes) the held blocks left after ORT's arena take, MiB. A dead tensor's buffer is a malloc'd
+ * block on the child's main thread, where onnxruntime-node loaded, and glibc serves it from a
+ * free chunk that holds it before it grows the heap or maps a block (ort-heap-reuse.ts): those
+ * pages are in heldMiB already, and freeing the tensor gives the chunk back to the same pool.
+ * Measured, a DistilBERT of base size (hidden 768, 6 layers; 253 MiB of weights, 0.375 MiB of
+ * output a sample) at `--batch 1,8 --eval-samples 32`: its load left 92-101 MiB held (four
+ * 8 MiB blocks and some 27 of 2 MiB among them) and node-ort's steady RSS was 494.9 and
+ * 495.4 MiB after 1 and 30 timed requests a batch size; counting its 30.5 MiB of dead 3 MiB
+ * outputs as new pages put the estimate +5.5 % over.
+ */
+export function heldServedMiB(tensorsMiB: readonly number[], deadMiB: number, heldLeft: readonly FreePieces[] | null): number {
+  const perRequest = tensorsMiB.reduce((a, x) => a + x, 0);
+  if (!heldLeft || deadMiB <= 0 || perRequest <= 0) return 0;
+  const requests = Math.ceil(deadMiB / perRequest - 1e-9);
+  const blocks = Array.from({ length: requests }, () => tensorsMiB.map((mib) => Math.round(mib * MIB))).flat();
+  return Math.min(deadMiB, bytesServedFromHeld(blocks, heldLeft) / MIB);
+}
+
+/** One request's output tensors at a batch size, MiB each (the outputs as one where their split is unknown). */
+function outputTensorsMiB(t: Pick<ModelTerms, "outputPerSampleMiB" | "outputTensorsPerSampleMiB">, batch: number): number[] {
+  const perSample = t.outputTensorsPerSampleMiB ?? (t.outputPerSampleMiB ? [t.outputPerSampleMiB] : []);
+  return perSample.map((p) => p * batch);
+}
+
+/** glibc's default mmap threshold, and the most its dynamic one rises to on 64-bit (mallopt(3)). */
+const MMAP_THRESHOLD_MIN_MIB = 128 / 1024;
+const MMAP_THRESHOLD_MAX_MIB = 32;
+/** The most of the model file ORT reads into one buffer at load (and frees), MiB. */
+const ORT_READ_BUFFER_MAX_MIB = 4;
+
+/**
+ * glibc's mmap threshold after ORT's load, MiB: freeing an mmapped block raises it to that
+ * block's size, and the load frees its read buffer of the model file (the file, up to 4 MiB)
+ * and a copy of every initializer. Measured after a Python session creation (the smallest
+ * power-of-two block then mmapped, so the threshold lies in [half of it, it)): opt, a 0.86 MB
+ * file of 0.25 MiB initializers, 1 MiB; a MatMul with one 16 MiB weight, 32 MiB; the same with a
+ * 1 MiB weight, 2 MiB; resnet18 (9 MiB largest kernel, 45 MiB file), 16 MiB.
+ */
+export function ortLoadMmapThresholdMiB(t: Pick<ModelTerms, "largestInitializerMiB" | "fileMiB">): number {
+  const freed = Math.max(t.largestInitializerMiB, Math.min(t.fileMiB, ORT_READ_BUFFER_MAX_MIB));
+  return Math.min(MMAP_THRESHOLD_MAX_MIB, Math.max(MMAP_THRESHOLD_MIN_MIB, freed));
+}
+
+/**
+ * The part of node-ort's dead outputs (nodeDeadOutputMiB) that malloc keeps once V8 collects
+ * them, MiB. V8 frees an output tensor's buffer with free(): a buffer at or above glibc's mmap
+ * threshold (ortLoadMmapThresholdMiB) goes back to the kernel, one below it stays in the heap as
+ * free chunks, as many as were dead at once. Measured, node-ort at batches 1,8, RSS after a
+ * collection: a MatMul with one 16 MiB weight and 2 MiB of output a request of 8 kept them (end
+ * = peak, 135.6 MiB, in three runs); the same with a 1 MiB weight gave them back (93.3, peak
+ * 120.6); opt gave back its 4 MiB of logits a request of 8 and kept those of batch 1 (0.5 MiB a
+ * request; malloc's free bytes +7.9 MiB over steady-inference). Per batch size, the largest. A
+ * rule of thumb: the first mmapped output freed raises the threshold to its size, and whether
+ * the heap's top is trimmed after the collection depends on the order of requests and
+ * collections (docs/memory.md, "node-ort's end figures after a collection"). Those a held block
+ * left after ORT's arena (`heldLeft`) takes were resident before and stay in the same pool
+ * (heldServedMiB).
+ */
+export function nodeDeadOutputKeptMiB(t: Pick<ModelTerms, "outputPerSampleMiB" | "outputTensorsPerSampleMiB" | "largestInitializerMiB" | "fileMiB">, run: RunShape, heldLeft: readonly FreePieces[] | null = null): number {
+  const dead = nodeDeadOutputMiB(t, run);
+  const calls = run.calls ?? 0;
+  if (dead <= 0 || calls <= 0) return 0;
+  const threshold = ortLoadMmapThresholdMiB(t);
+  if (evalPassTrimsHeap(t, run, threshold)) return 0;
+  const batches = run.batchSizes ?? [...new Set([1, run.maxBatch])];
+  let kept = 0;
+  for (const b of batches) {
+    const heapTensors = (t.outputTensorsPerSampleMiB ?? []).map((p) => p * b).filter((mib) => mib < threshold);
+    const heapPerRequest = heapTensors.reduce((a, x) => a + x, 0);
+    const dead = Math.min(calls * heapPerRequest, NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 * heapPerRequest);
+    kept = Math.max(kept, dead - heldServedMiB(heapTensors, dead, heldLeft));
+  }
+  return Math.min(kept, dead);
+}
+
+/**
+ * Whether the final collection leaves node-ort's heap trimmed: the eval pass's last heap
+ * allocations are its chunks' outputs (below the mmap threshold), dead by the end mark, and the
+ * copy of all its outputs, which lives on, is mmapped (at or above it). Freeing the chunks then
+ * frees the heap's top, and glibc gives back everything above the highest live block, the dead
+ * requests' chunks with it. Where that copy comes from the heap it pins all below it (deit,
+ * mobilevit: the timed requests' chunks kept, as estimated); where the chunks' outputs are
+ * mmapped themselves (a decoder LM's logits) they never were the top. Measured, node-ort
+ * `--batch 1,8 --iterations 10 --eval-samples 16`: dinov2 (1 MiB chunk outputs, 2 MiB copy, a
+ * 1.5 MiB threshold) kept about 5 of the 15 MiB estimated, mobilebert 6 of 29, the eval-outputs
+ * probe 0 of 20 (its fit's residual +17 MiB).
+ */
+function evalPassTrimsHeap(t: Pick<ModelTerms, "outputTensorsPerSampleMiB">, run: RunShape, thresholdMiB: number): boolean {
+  const largest = Math.max(0, ...(t.outputTensorsPerSampleMiB ?? []));
+  const chunk = Math.min(run.maxBatch, run.evalSamples);
+  return largest * chunk < thresholdMiB && largest * run.evalSamples >= thresholdMiB;
+}
