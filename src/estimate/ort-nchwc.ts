@@ -11,8 +11,8 @@
  *   depthwise (one input channel a group) with channels a multiple of 4, or output, input and
  *   per-group output channels all multiples of the block.
  *   The output is blocked with its channels padded up to the block.
- * - MaxPool / AveragePool: channels a multiple of the block. GlobalMaxPool / GlobalAveragePool
- *   likewise, and only on a blocked input.
+ * - MaxPool / AveragePool: a 4-D input (2-D pooling), channels a multiple of the block.
+ *   GlobalMaxPool / GlobalAveragePool likewise, and only on a blocked input.
  * - On blocked inputs only: Add, Sum, Mul (every input blocked with the same channels and the
  *   same shape: an SE block's Mul of a map by per-channel scales stays plain), Concat along the
  *   channels (every input's channels a multiple of the block), Relu, Sigmoid, Tanh (and
@@ -237,7 +237,9 @@ export function ortNchwc(nodes: readonly LNode[], graphOutputs: readonly string[
         }
       }
     } else if ((n.op === "MaxPool" || n.op === "AveragePool") && o && x && n.outputs.length === 1) {
-      const c = channelsOf(x);
+      // A 2-D pool only (TransformPool: an input of rank 4): a 1-D audio net's MaxPool of its
+      // (N, C, L) maps stays plain, where blocking it put two reorder copies in the replay.
+      const c = g.shapeOf(x)?.length === 4 ? channelsOf(x) : undefined;
       if (c !== undefined && c % block === 0) converted = { ...n, inputs: [blockedInput(x), ...n.inputs.slice(1)], outputs: [markBlocked(o, c)] };
     } else if ((n.op === "GlobalMaxPool" || n.op === "GlobalAveragePool") && o && inBlocked(x) && inBlocked(x)!.channels % block === 0) {
       converted = { ...n, inputs: [inBlocked(x)!.name], outputs: [markBlocked(o, inBlocked(x)!.channels)] };

@@ -40,6 +40,14 @@ describe("ORT's NCHWc rewrite", () => {
     expect(r.blocked.get("c1#nchwc")).toEqual({ of: "c1", scale: 32 / 24 });
   });
 
+  it("leaves a 1-D pool plain (ORT blocks 4-D inputs only): an audio net's MaxPool of its (N, C, L) maps gets no reorder copies", () => {
+    const g = graph({ w1: [64, 1, 80] }, { x: 1, c1: 64, p1: 64, q: 64, q2: 64 }, { x: [16000], c1: [4001], p1: [1000], q: [16, 16], q2: [8, 8] });
+    const pool1d = ortNchwc([node("Conv", ["x", "w1"], ["c1"]), node("MaxPool", ["c1"], ["p1"])], ["p1"], g, 16);
+    expect(ops(pool1d.nodes)).toEqual(["Conv(x)->c1", "MaxPool(c1)->p1"]);
+    // The same 64 channels in a 4-D map are blocked.
+    expect(ops(ortNchwc([node("MaxPool", ["q"], ["q2"])], ["q2"], g, 16).nodes)).toEqual(["ort:ReorderInput(q)->q#reorder-in", "MaxPool(q#reorder-in)->q2#nchwc", "ort:ReorderOutput(q2#nchwc)->q2"]);
+  });
+
   it("blocks a conv only with a constant bias: one computed in every request (a float16 model's shared Cast) leaves it plain", () => {
     const g = graph({ w1: [32, 16, 3, 3], wb: [32] }, { x: 16, c1: 32, b: 32 });
     expect(ops(ortNchwc([node("Conv", ["x", "w1", "wb"], ["c1"])], ["c1"], g, 16).nodes)).toEqual(["ort:ReorderInput(x)->x#reorder-in", "Conv(x#reorder-in)->c1#nchwc", "ort:ReorderOutput(c1#nchwc)->c1"]);
