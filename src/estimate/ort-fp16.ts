@@ -33,6 +33,7 @@ import type { ConstTensor, Graph, Node } from "../compiler/ir.ts";
 import onnxProto from "onnx-proto";
 import { topoSort } from "../compiler/order.ts";
 import { SHARED_CONSTANT_ELEMENTS } from "./ort-cse.ts";
+import { asFunctionBody } from "./ort-functions.ts";
 
 const { FLOAT, FLOAT16 } = onnxProto.onnx.TensorProto.DataType;
 /**
@@ -141,7 +142,7 @@ export function asOrtRunsHalfPrecision(g: Graph): Graph {
   const casts: Node[] = [];
   const made = new Set<string>();
   const file = new Set(kept);
-  const nodes = kept.flatMap((n) => (inFloat.has(n) ? asFunctionBody(n, producer, (v) => half.has(v) && !madeInPlace(v)) : [n])).map((n): Node => {
+  const nodes = kept.flatMap((n) => (inFloat.has(n) ? asFunctionBody(n, producer, (v) => consts.get(v)?.dims.length, (v) => half.has(v) && !madeInPlace(v)) : [n])).map((n): Node => {
     // A node of the file run on float16, as it is; one run in float32 (a function body's too) between Casts.
     if (file.has(n) && !inFloat.has(n)) return n;
     for (const x of n.inputs) {
@@ -162,27 +163,6 @@ export function asOrtRunsHalfPrecision(g: Graph): Graph {
     };
   });
   return { ...g, consts, nodes: [...nodes, ...casts] };
-}
-
-/**
- * HardSwish, an op ONNX defines as a function (`x * HardSigmoid(x, 1/6, 0.5)`), runs as that
- * body in a float16 model unless ORT folds it into the conv before it: mobilenet_v3_large in
- * float16 runs 21 HardSigmoids and 29 Muls where its float32 export folds every HardSwish into
- * its conv (read as one node, the replay's block was 26 % under ORT's); a lone HardSwish is
- * expanded too. ORT 1.32 folded one only into a conv it blocks (NCHWc), which here is one
- * whose bias is a constant (`readThroughCast`: whether a value is read through a Cast); measured
- * on three graphs, the rule behind it not read in ORT's source.
- */
-function asFunctionBody(n: Node, producer: ReadonlyMap<string, Node>, readThroughCast: (value: string) => boolean): Node[] {
-  const [x, y] = [n.inputs[0], n.outputs[0]];
-  if (n.opType !== "HardSwish" || !x || !y) return [n];
-  const conv = producer.get(x);
-  if (conv?.opType === "Conv" && !readThroughCast(conv.inputs[1] ?? "") && !readThroughCast(conv.inputs[2] ?? "")) return [n];
-  const hs = `${y}#HardSigmoid`;
-  return [
-    { opType: "HardSigmoid", name: hs, inputs: [x], outputs: [hs], attrs: new Map([["alpha", 1 / 6], ["beta", 0.5]]) },
-    { opType: "Mul", name: y, inputs: [x, hs], outputs: [y], attrs: new Map() },
-  ];
 }
 
 /** Whether ORT added this Cast (the header): it runs in every request, its input an initializer or not. */

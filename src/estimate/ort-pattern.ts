@@ -41,7 +41,8 @@ import { DTYPE_BYTES, type DType, defaultDtype, type LNode, numel, perSample } f
 import type { Graph } from "../compiler/ir.ts";
 import { topoSort } from "../compiler/order.ts";
 import { ortCommonSubexpressions } from "./ort-cse.ts";
-import { asOrtRunsHalfPrecision } from "./ort-fp16.ts";
+import { asOrtRunsHalfPrecision, isHalfPrecision } from "./ort-fp16.ts";
+import { withOrtFunctionBodies } from "./ort-functions.ts";
 import { CONV_SUM, ortFusions } from "./ort-fusions.ts";
 import { type KernelScratch, ortKernelScratch } from "./ort-scratch.ts";
 import { ortNchwc } from "./ort-nchwc.ts";
@@ -336,6 +337,9 @@ function isNaNAsEqual(g: Graph): Graph {
   return { ...g, nodes: g.nodes.map((n) => (n.opType === "IsNaN" ? { ...n, opType: "Equal", inputs: [n.inputs[0]!, n.inputs[0]!] } : n)) };
 }
 
+/** The graph ORT's CPU runs: a float16 model's between its Casts (ort-fp16.ts), a float32 one's function ops as their bodies (ort-functions.ts). */
+const asOrtRuns = (g: Graph): Graph => (isHalfPrecision(g) ? asOrtRunsHalfPrecision(g) : withOrtFunctionBodies(g));
+
 /** The graph as ORT's replay infers it: ORT's shape rules where they differ from the compiler's, or where it has none. */
 function inferAsOrt(g: Graph, sorted: Graph["nodes"], inputShapes: Record<string, number[]> | undefined) {
   return inferGraph({ ...g, nodes: sorted }, { ...(inputShapes ? { inputShapes } : {}), lowerings: ORT_SHAPE_LOWERINGS, keepRewrittenOps: true, batchlessValues: true, float16Values: true });
@@ -347,7 +351,7 @@ function inferAsOrt(g: Graph, sorted: Graph["nodes"], inputShapes: Record<string
  * ortPatternBytesPerSample does.
  */
 export function ortGraphIo(g0: Graph, inputShapes?: Record<string, number[]>): Record<"inputs" | "outputs", { shape: number[]; dtype: DType }[]> {
-  const g = isNaNAsEqual(asOrtRunsHalfPrecision(g0));
+  const g = isNaNAsEqual(asOrtRuns(g0));
   const inf = inferAsOrt(g, topoSort(g), inputShapes);
   const of = (n: string) => ({ shape: inf.shapes.get(n)!, dtype: inf.dtypes.get(n) ?? "float32" });
   return { inputs: inf.inputs.map(of), outputs: inf.outputs.map(of) };
@@ -355,7 +359,7 @@ export function ortGraphIo(g0: Graph, inputShapes?: Record<string, number[]>): R
 
 function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefined, align: number, withOutputs = false): TraceEvent[] {
   // A float16 model: the float32 graph ORT's CPU runs between its Casts (ort-fp16.ts).
-  const g = isNaNAsEqual(asOrtRunsHalfPrecision(g0));
+  const g = isNaNAsEqual(asOrtRuns(g0));
   const sorted = topoSort(g);
   const unknown = shapesOrtCannotInfer({ ...g, nodes: sorted });
   const inf = inferAsOrt(g, sorted, inputShapes);
