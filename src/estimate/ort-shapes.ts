@@ -99,6 +99,51 @@ const convTranspose: Lowering = (c) => {
   return { shapes: [[x[0]!, w[1]! * attrInt(c.node, "group", 1), ...out]], attrs: {} };
 };
 
+/**
+ * Output spatial dims of an N-D window (Conv, MaxPool, AveragePool over 3 or more spatial axes:
+ * a video net's or a 3-D U-Net's Conv3d and pools): ONNX's formula, explicit pads or auto_pad,
+ * floor or (pools) ceil_mode. The compiler's rules take 1-D and 2-D windows (memlane-rt runs
+ * no other); ORT's CPU runs these, so its replay needs their shapes.
+ */
+function windowNd(c: OpCtx, spatial: readonly number[], kernel: readonly number[], ceil: boolean): number[] {
+  const k = spatial.length;
+  const at = (name: string, def: number) => attrInts(c.node, name) ?? new Array<number>(k).fill(def);
+  const [strides, dilations] = [at("strides", 1), at("dilations", 1)];
+  const pads = attrInts(c.node, "pads") ?? new Array<number>(2 * k).fill(0);
+  if ([strides, dilations, kernel].some((a) => a.length !== k) || pads.length !== 2 * k) {
+    throw shapeError(c, `a ${k}-D window needs ${k} kernel, stride and dilation entries and ${2 * k} pads, found kernel [${kernel}], strides [${strides}], pads [${pads}]`);
+  }
+  const autoPad = c.node.attrs.has("auto_pad") ? String(c.node.attrs.get("auto_pad")) : "NOTSET";
+  return spatial.map((d, i) => {
+    if (autoPad === "SAME_UPPER" || autoPad === "SAME_LOWER") return Math.ceil(d / strides[i]!);
+    const span = d + (autoPad === "VALID" ? 0 : pads[i]! + pads[i + k]!) - ((kernel[i]! - 1) * dilations[i]! + 1);
+    let o = (ceil ? Math.ceil(span / strides[i]!) : Math.floor(span / strides[i]!)) + 1;
+    if (ceil && (o - 1) * strides[i]! >= d + pads[i]!) o--;
+    if (o < 1) throw shapeError(c, `the window does not fit the input ${fmtShape(shapeOf(c, 0))}`);
+    return o;
+  });
+}
+
+/** Conv over any number of spatial axes: the compiler's rule for 1-D and 2-D (with its attributes), ONNX's formula beyond. */
+const convNd: Lowering = (c) => {
+  const x = shapeOf(c, 0);
+  if (x.length <= 4) return LOWERINGS.Conv!(c);
+  const w = shapeOf(c, 1);
+  if (w.length !== x.length) throw shapeError(c, `Conv weight W must have X's rank ${x.length}, found ${fmtShape(w)}`);
+  return { shapes: [[x[0]!, w[0]!, ...windowNd(c, x.slice(2), attrInts(c.node, "kernel_shape") ?? w.slice(2), false)]], attrs: { group: attrInt(c.node, "group", 1) } };
+};
+
+/** MaxPool and AveragePool over any number of spatial axes: `lowRank` for 1-D and 2-D, as convNd. */
+const poolNd = (lowRank: Lowering): Lowering => (c) => {
+  const x = shapeOf(c, 0);
+  if (x.length <= 4) return lowRank(c);
+  const kernel = attrInts(c.node, "kernel_shape");
+  if (!kernel) throw shapeError(c, "kernel_shape is required");
+  const y = [x[0]!, x[1]!, ...windowNd(c, x.slice(2), kernel, attrInt(c.node, "ceil_mode", 0) === 1)];
+  // MaxPool's optional Indices: int64, Y's shape.
+  return { shapes: c.node.outputs.map(() => y), dtypes: c.node.outputs.map((_, i) => (i === 0 ? (c.dtype(0) ?? "float32") : "int64")), attrs: {} };
+};
+
 /** GRU and RNN, layout 0 (ORT's CPU kernels run no other, as for LSTM): Y [S, D, N, H] and Y_h [D, N, H]. */
 const recurrent: Lowering = (c) => {
   if (attrInt(c.node, "layout", 0) !== 0) throw shapeError(c, "layout 1: ONNX Runtime's CPU kernel runs layout 0 only");
@@ -167,6 +212,7 @@ export const ORT_SHAPE_LOWERINGS: Readonly<Record<string, Lowering>> = {
   GlobalMaxPool: globalPool, GlobalLpPool: globalPool,
   DepthToSpace: depthSpace(true), SpaceToDepth: depthSpace(false),
   ConvTranspose: convTranspose,
+  Conv: convNd,
   GRU: recurrent, RNN: recurrent,
   Split: split,
   // An integer ReduceSum (an optimized BERT's mask lengths); the compiler's rule sums float32 only.
@@ -176,6 +222,8 @@ export const ORT_SHAPE_LOWERINGS: Readonly<Record<string, Lowering>> = {
   LayerNormalization: (c) => (c.dtype(0) === "float16" ? sameAs(0)(c) : LOWERINGS.LayerNormalization!(c)),
   ...ORT_QUANTIZED_SHAPE_LOWERINGS,
   ...ORT_CONTRIB_SHAPE_LOWERINGS,
+  MaxPool: poolNd(ORT_QUANTIZED_SHAPE_LOWERINGS.MaxPool!),
+  AveragePool: poolNd(LOWERINGS.AveragePool!),
   Resize: withResizeAttrs(ORT_QUANTIZED_SHAPE_LOWERINGS.Resize!),
   ...(LOWERINGS.Upsample ? { Upsample: withResizeAttrs(LOWERINGS.Upsample) } : {}),
 };

@@ -28,6 +28,15 @@ const CASES: [string, ModelSpec][] = [
     inputs: img, outputs: ["y"], inits: [init("w", [8, 3, 3, 3])],
     nodes: [node("ConvTranspose", ["x", "w"], ["y"], { strides: [2, 3], pads: [1, 0, 2, 1], output_padding: [1, 2], dilations: [2, 1], group: 2 })],
   }],
+  ["Conv, MaxPool (ceil_mode) and AveragePool over three spatial axes (a video net's Conv3d)", {
+    inputs: [["x", ["N", 4, 5, 9, 7]]], outputs: ["c", "m", "a", "s"], inits: [init("w", [6, 2, 3, 3, 2]), init("b", [6])],
+    nodes: [
+      node("Conv", ["x", "w", "b"], ["c"], { strides: [1, 2, 2], pads: [1, 1, 0, 1, 1, 1], dilations: [1, 1, 2], group: 2 }),
+      node("MaxPool", ["c"], ["m"], { kernel_shape: [2, 2, 2], strides: [2, 2, 2], ceil_mode: 1 }),
+      node("AveragePool", ["x"], ["a"], { kernel_shape: [1, 3, 3], strides: [1, 2, 2], pads: [0, 1, 1, 0, 1, 1] }),
+      node("Conv", ["x", "w"], ["s"], { auto_pad: "SAME_UPPER", strides: [2, 2, 3], group: 2 }),
+    ],
+  }],
   ["GlobalLpPool, GlobalMaxPool", { inputs: img, outputs: ["p", "q"], nodes: [node("GlobalLpPool", ["x"], ["p"]), node("GlobalMaxPool", ["x"], ["q"])] }],
   ["GRU and RNN, bidirectional", {
     inputs: seq, outputs: ["y", "yh", "r"],
