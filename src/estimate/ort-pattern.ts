@@ -234,6 +234,21 @@ export function patternBytes(trace: readonly TraceEvent[]): number {
  */
 const OUTPUT_SHAPE_FROM: Readonly<Record<string, readonly number[]>> = { EmbedLayerNormalization: [0], Attention: [0, 1] };
 
+/**
+ * A Resize (or Upsample) by scales of a tensor with a symbolic dim: ONNX's shape inference
+ * scales the dims it knows and leaves a symbolic one (the batch) without value or name, even at
+ * a scale of 1, so ORT's planner can match the output's shape with no other, nor anything
+ * computed from it (allocation_planner.cc SameShape wants equal values or equal names). A
+ * style-transfer net's decoder (nearest upsampling by 2, twice): the replay gave its last convs
+ * buffers freed at the start of the net, and its pattern was 42 % over ORT's block. By sizes
+ * (constant), the output's dims are those sizes.
+ */
+function resizeLosesSymbolicDims(n: Graph["nodes"][number], constant: (x: string) => boolean, symbolicInputs: boolean): boolean {
+  if (!symbolicInputs || (n.opType !== "Resize" && n.opType !== "Upsample")) return false;
+  const sizes = n.opType === "Resize" ? n.inputs[3] : undefined;
+  return !(sizes && constant(sizes));
+}
+
 function shapesOrtCannotInfer(g: Graph): Set<string> {
   const fromShape = new Set<string>(); // values computed from a run-time shape alone
   const unknown = new Set<string>();
@@ -241,6 +256,7 @@ function shapesOrtCannotInfer(g: Graph): Set<string> {
   // A Constant node is an initializer to ORT.
   const constNodes = new Set(g.nodes.filter((n) => n.opType === "Constant").flatMap((n) => n.outputs));
   const constant = (x: string) => g.consts.has(x) || constNodes.has(x);
+  const symbolicInputs = g.inputs.some((i) => i.dims.some((d) => typeof d === "string"));
   for (const n of g.nodes) {
     const ins = n.inputs.filter(Boolean);
     if (n.opType === "Shape" || n.opType === "Size") {
@@ -253,7 +269,7 @@ function shapesOrtCannotInfer(g: Graph): Set<string> {
       continue;
     }
     const shapedBy = OUTPUT_SHAPE_FROM[n.opType]?.map((i) => n.inputs[i] ?? "").filter(Boolean) ?? ins;
-    if (shapedBy.some((x) => fromShape.has(x) || unknown.has(x))) for (const o of n.outputs) if (!declared(o)) unknown.add(o);
+    if (shapedBy.some((x) => fromShape.has(x) || unknown.has(x)) || resizeLosesSymbolicDims(n, constant, symbolicInputs)) for (const o of n.outputs) if (!declared(o)) unknown.add(o);
   }
   return unknown;
 }

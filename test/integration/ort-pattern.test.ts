@@ -19,6 +19,7 @@ import { DYNAMIC_SEQ } from "../fixtures/ort-dynamic-seq.ts";
 import { CONV_HARDSWISH, QUICK_GELU_CHAIN, SE_BLOCKS, SILU_CHAIN } from "../fixtures/ort-fusions.ts";
 import { TWO_BRANCHES } from "../fixtures/ort-two-branches.ts";
 import { ORT_ONLY_OPS } from "../fixtures/ort-only-ops.ts";
+import { CONV1D_NET } from "../fixtures/ort-plain-layouts.ts";
 import { compileOnnx } from "../../src/compiler/compile.ts";
 import { writeModel } from "../unit/compiler-onnx-builder.ts";
 
@@ -52,6 +53,19 @@ describe("ORT's memory pattern, simulated from the graph", () => {
     const measured = await ortPatternBytes(onnx, 64);
     expect(Math.abs(simulated - measured) / measured, `simulated ${simulated} B, ORT ${measured} B`).toBeLessThan(0.01);
   }, 120_000);
+
+  // A 1-D net: its MaxPool stays plain and its HardSwish runs as HardSigmoid and Mul (old rules: 819200 B).
+  it("conv1d-net: the block ORT asks for at batch 8", async () => {
+    const onnx = writeModel(CONV1D_NET, "conv1d-net", dir);
+    expect(ortPatternBytesPerSample(loadOnnx(onnx)) * 8).toBe(await ortPatternBytes(onnx, 8));
+  }, 120_000);
+
+  // A decoder upsampling by scales: ORT's planner reuses no buffer after the Resize (reused: 14075392 B).
+  it("upsample-decoder: the block ORT asks for at batch 8", async () => {
+    const onnx = path.join(dir, "upsample-decoder.onnx");
+    await promisify(execFile)(pythonPath(), [path.join(REPO_ROOT, "test/fixtures/upsample_decoder.py"), onnx]);
+    expect(ortPatternBytesPerSample(loadOnnx(onnx)) * 8).toBe(await ortPatternBytes(onnx, 8));
+  }, 300_000);
 
   // ConvNeXt: ORT's transpose optimizer runs the first stage channels-last (its blocks' closing
   // Transposes cancel against the stem's) and moves none in the last (ort-transposes.ts); ONNX's
