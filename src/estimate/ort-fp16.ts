@@ -33,7 +33,8 @@ import type { ConstTensor, Graph, Node } from "../compiler/ir.ts";
 import onnxProto from "onnx-proto";
 import { topoSort } from "../compiler/order.ts";
 import { SHARED_CONSTANT_ELEMENTS } from "./ort-cse.ts";
-import { asFunctionBody } from "./ort-functions.ts";
+import { asFunctionBody, convTakesHardSwish } from "./ort-functions.ts";
+import { nchwcBlockSize } from "./ort-nchwc.ts";
 
 const { FLOAT, FLOAT16 } = onnxProto.onnx.TensorProto.DataType;
 /**
@@ -142,7 +143,10 @@ export function asOrtRunsHalfPrecision(g: Graph): Graph {
   const casts: Node[] = [];
   const made = new Set<string>();
   const file = new Set(kept);
-  const nodes = kept.flatMap((n) => (inFloat.has(n) ? asFunctionBody(n, producer, (v) => consts.get(v)?.dims.length, (v) => half.has(v) && !madeInPlace(v)) : [n])).map((n): Node => {
+  // A weight or bias cast in every request is no constant to ORT's NCHWc rewrite: the conv stays plain.
+  const block = nchwcBlockSize();
+  const takesHardSwish = (conv: Node) => convTakesHardSwish(conv, (v) => consts.get(v)?.dims, (v) => consts.has(v) && !(half.has(v) && !madeInPlace(v)), block);
+  const nodes = kept.flatMap((n) => (inFloat.has(n) ? asFunctionBody(n, producer, takesHardSwish) : [n])).map((n): Node => {
     // A node of the file run on float16, as it is; one run in float32 (a function body's too) between Casts.
     if (file.has(n) && !inFloat.has(n)) return n;
     for (const x of n.inputs) {

@@ -105,6 +105,31 @@ function nchwcUpsample(n: LNode): boolean {
 const CHANNEL_MULTIPLE = 4;
 const roundUp = (c: number, b: number) => Math.ceil(c / b) * b;
 
+/**
+ * Whether ORT blocks a float Conv (NchwcTransformer's TransformConv), from its weight's dims
+ * [M, C/group, kh, kw], group and whether its bias is a constant; null where the weight is not a
+ * constant of 4 dims (a 1-D or 3-D conv, or one computed in every request) or the bias is not a
+ * constant. `plainIn`: it reads a plain input as it is (fewer input channels than the block).
+ */
+export function ortBlocksConv(w: readonly number[] | undefined, group: number, biasConstant: boolean, block: number): { blocked: boolean; plainIn: boolean } | null {
+  if (block <= 1 || !w || w.length !== 4 || !biasConstant) return null;
+  const [oc, ic] = [w[0]!, w[1]!];
+  // Depthwise: channels a multiple of 4, padded to the block (ORT 1.32's optimized
+  // mobilenet_v3_small runs its 72-channel depthwise conv as an NCHWc conv of 80 groups;
+  // one of 4, 12, 20, 44 or 100 channels is blocked, one of 2, 6, 10, 18 or 122 stays
+  // plain behind a ReorderOutput, measured with a block of 16: shufflenet_v2_x2_0's 122).
+  if (group > 1) return { blocked: (ic === 1 && oc === group && oc % CHANNEL_MULTIPLE === 0) || (oc % block === 0 && ic % block === 0 && oc % group === 0 && (oc / group) % block === 0), plainIn: false };
+  // Else fewer input channels than the block read the plain input as it is; more, a
+  // multiple of 4 of them, padded (ORT 1.32 runs mobilenet_v3_small's 72 -> 24 projection
+  // on the 80 channels its depthwise conv wrote, and reorders a plain 24-channel map in).
+  // Measured with a block of 16, a plain input of 16, 20, 24, 28, 36 or 124 channels is
+  // reordered in, one of 18, 22, 30 or 122 is not and the conv stays plain; a blocked one
+  // of 18, 22, 30 or 122 is copied back for a plain conv (shufflenet_v2_x2_0's 1x1 convs
+  // after its 122-channel depthwise ones).
+  if (ic < block) return { blocked: true, plainIn: true };
+  return { blocked: ic % CHANNEL_MULTIPLE === 0, plainIn: false };
+}
+
 /** Whether a Mul's inputs are a blocked map and a constant of its channels, [C, 1, 1] or [1, C, 1, 1]. */
 function perChannelScale(inputs: readonly string[], inBlocked: (t: string) => { channels: number } | undefined, g: NchwcGraph): boolean {
   const map = inputs.find((t) => inBlocked(t));
@@ -185,24 +210,10 @@ export function ortNchwc(nodes: readonly LNode[], graphOutputs: readonly string[
       // ORT reorders a constant weight and bias only (NchwcTransformer's TransformConv): a bias
       // computed in every request (a float16 model's shared one, ort-fp16.ts) leaves the conv plain.
       const bias = n.op === CONV_SUM ? (n.inputs.length > 3 ? n.inputs[2] : undefined) : n.inputs[2];
-      if (w && w.length === 4 && (!bias || g.constDims(bias) !== undefined)) {
-        const [oc, ic] = [w[0]!, w[1]!];
-        let ok = true;
-        let plainIn = false;
-        // Depthwise: channels a multiple of 4, padded to the block (ORT 1.32's optimized
-        // mobilenet_v3_small runs its 72-channel depthwise conv as an NCHWc conv of 80 groups;
-        // one of 4, 12, 20, 44 or 100 channels is blocked, one of 2, 6, 10, 18 or 122 stays
-        // plain behind a ReorderOutput, measured with a block of 16: shufflenet_v2_x2_0's 122).
-        if (group > 1) ok = (ic === 1 && oc === group && oc % CHANNEL_MULTIPLE === 0) || (oc % block === 0 && ic % block === 0 && oc % group === 0 && (oc / group) % block === 0);
-        // Else fewer input channels than the block read the plain input as it is; more, a
-        // multiple of 4 of them, padded (ORT 1.32 runs mobilenet_v3_small's 72 -> 24 projection
-        // on the 80 channels its depthwise conv wrote, and reorders a plain 24-channel map in).
-        // Measured with a block of 16, a plain input of 16, 20, 24, 28, 36 or 124 channels is
-        // reordered in, one of 18, 22, 30 or 122 is not and the conv stays plain; a blocked one
-        // of 18, 22, 30 or 122 is copied back for a plain conv (shufflenet_v2_x2_0's 1x1 convs
-        // after its 122-channel depthwise ones).
-        else if (ic < block) plainIn = true;
-        else ok = ic % CHANNEL_MULTIPLE === 0;
+      const rule = ortBlocksConv(w, group, !bias || g.constDims(bias) !== undefined, block);
+      if (rule) {
+        const oc = w![0]!;
+        const { blocked: ok, plainIn } = rule;
         // ORT fuses the residual Add into the blocked conv only when the sum is blocked with the
         // conv's channels (TransformBinary); else the conv runs blocked, is copied back, and a
         // plain Add follows.
