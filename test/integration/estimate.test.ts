@@ -15,6 +15,8 @@ import { PROBES, writeProbes } from "../../src/estimate/probe-models.ts";
 import type { Report } from "../../src/report/schema.ts";
 import { validateReport } from "../../src/report/validate.ts";
 import { expectNoneLeft, startCli } from "./pipeline-helpers.ts";
+import { ORT_ONLY_OPS } from "../fixtures/ort-only-ops.ts";
+import { writeModel } from "../unit/compiler-onnx-builder.ts";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "memlane-estimate-"));
 const cache = path.join(dir, "cache");
@@ -56,6 +58,11 @@ describe("memlane estimate (calibrated on this machine)", () => {
     expect(native.phases.at(-1)!.rss).toBeGreaterThan(48);
     expect(out.naiveMiB).toBeCloseTo(48 + (8 * (1024 + 2048) * 4) / 2 ** 20, 3);
     expect(est.stderr()).not.toMatch(/calibrating/);
+
+    // A model memlane-rt cannot run, asked for memlane-rt alone: the line says why.
+    const refused = startCli(["estimate", writeModel(ORT_ONLY_OPS, "ort-only-ops", dir), "--runtimes", "native"], { MEMLANE_CACHE_DIR: cache });
+    expect((await refused.exit).code, refused.stderr()).toBe(0);
+    expect(refused.stdout()).toMatch(/native: not estimated: memlane-rt cannot run a model its compiler refuses \(.*not supported: PRelu/);
 
     // --device cuda: memlane-rt's device allocations come from the plan with no GPU; the total
     // needs this GPU's calibration, so without a GPU it says why and gives no number.

@@ -124,9 +124,11 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   }
   if (terms.nativeLoadUnavailable && !terms.compileError) io.out(`  memlane-rt's load: unavailable (${terms.nativeLoadUnavailable}); native leaves its repacked weights out`);
   const unknownFor = (args.flags.runtimes as string[]).filter((r) => runs(r) && activationsUnknown(terms, r) !== null);
+  const refusalSaid = unknownFor.length > 0 || (args.flags.runtimes as string[]).some(isOrtRuntime);
   if (unknownFor.length) io.out(`  activations unknown for ${unknownFor.join(", ")} (memlane's compiler refused the model: ${activationsUnknown(terms, unknownFor[0]!)}); the activation and eval-set terms are left out`);
-  else if (terms.compileError && (args.flags.runtimes as string[]).some(isOrtRuntime)) io.out(`  memlane's compiler refused the model (${terms.compileError}); ONNX Runtime's activations and eval set come from its own shape rules`);
-  for (const r of (args.flags.runtimes as string[]).filter((x) => !runs(x))) io.out(`  ${r}: not estimated: memlane-rt cannot run a model its compiler refuses`);
+  else if (terms.compileError && refusalSaid) io.out(`  memlane's compiler refused the model (${terms.compileError}); ONNX Runtime's activations and eval set come from its own shape rules`);
+  // Where no line above names the refusal (native alone), this one does.
+  for (const r of (args.flags.runtimes as string[]).filter((x) => !runs(x))) io.out(`  ${r}: not estimated: memlane-rt cannot run a model its compiler refuses${refusalSaid ? "" : ` (${terms.compileError})`}`);
   for (const e of estimates) {
     if (!e) continue;
     io.out("");
