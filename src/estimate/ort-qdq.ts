@@ -46,13 +46,17 @@ const TO_FLOAT: Readonly<Record<string, string>> = { MatMul: "MatMulIntegerToFlo
 const DROP_QDQ = new Set([
   "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "MaxPool", "Resize", "Gather", "GatherElements", "Slice", "Expand",
   "DepthToSpace", "SpaceToDepth", "Tile",
+  // Order-preserving reductions, on 8 bits only: ORT 1.32's optimized QDQ text CNN runs its
+  // max-over-time pooling (ReduceMax) on the QLinearConv's 8-bit output, where the replay had a
+  // float copy of it (its block 2.2 times ORT's); a one-node QDQ ReduceMin likewise, a 16-bit one not.
+  "ReduceMax", "ReduceMin",
 ]);
 
 /**
  * The ops whose QDQ pair ORT's CPU drops on 16-bit values too (the generic drop selector): all
  * of DROP_QDQ but those whose selectors take 8 bits only.
  */
-const SIXTEEN_BIT_DROP = new Set([...DROP_QDQ].filter((op) => !["MaxPool", "Resize", "DepthToSpace", "SpaceToDepth"].includes(op)));
+const SIXTEEN_BIT_DROP = new Set([...DROP_QDQ].filter((op) => !["MaxPool", "Resize", "DepthToSpace", "SpaceToDepth", "ReduceMax", "ReduceMin"].includes(op)));
 
 type Readers = Map<string, LNode[]>;
 

@@ -35,6 +35,14 @@ describe("ORT's QDQ groups", () => {
     expect(ops(fuse(matmul, ["y"]))).toEqual(["MatMulIntegerToFloat->y"]);
   });
 
+  it("runs a ReduceMax or ReduceMin on 8-bit values itself (a text CNN's max over time), on 16-bit ones between the pair", () => {
+    const reduce = (op: string, zp: string) => [node("DequantizeLinear", ["xq", "c_s", zp], ["x"]), node(op, ["x"], ["r"], { axes: [2], keepdims: 0 }), node("QuantizeLinear", ["r", "c_s", zp], ["rq"]), node("Relu", ["rq"], ["z"])];
+    expect(ops(fuse(reduce("ReduceMax", "c_zp_u8"), ["z"]))).toEqual(["ReduceMax->rq", "Relu->z"]);
+    expect(ops(fuse(reduce("ReduceMin", "c_zp_u8"), ["z"]))).toEqual(["ReduceMin->rq", "Relu->z"]);
+    consts.c_zp_u16 = scalar(0, 4);
+    expect(ops(fuse(reduce("ReduceMax", "c_zp_u16"), ["z"]))).toEqual(["DequantizeLinear->x", "ReduceMax->r", "QuantizeLinear->rq", "Relu->z"]);
+  });
+
   it("drops a Relu before a QuantizeLinear only where the zero point clamps as much; fuses nothing into a graph output", () => {
     const withRelu = (zp: string) => [node("DequantizeLinear", ["xq", "c_s"], ["x"]), node("Conv", ["x", "cw"], ["c"]), node("Relu", ["c"], ["r"]), node("QuantizeLinear", ["r", "c_s", zp], ["rq"])];
     expect(ops(fuse(withRelu("c_zp_u8"), ["rq"]))).toEqual(["QLinearConv->rq"]);
