@@ -144,6 +144,21 @@ const poolNd = (lowRank: Lowering): Lowering => (c) => {
   return { shapes: c.node.outputs.map(() => y), dtypes: c.node.outputs.map((_, i) => (i === 0 ? (c.dtype(0) ?? "float32") : "int64")), attrs: {} };
 };
 
+/**
+ * MatMul of two activations that carry the batch on different axes, A [batch, K] and B [K, batch]:
+ * CLIP's image-text logits (image embeddings times text embeddings transposed), a [batch, batch]
+ * tensor. The replay's sizes are linear in the batch, so it counts that tensor as [batch, 1]:
+ * the batch times less, a few bytes a sample next to the towers' activations. The compiler's
+ * rule (memlane-rt runs one batch axis) for everything else.
+ */
+const matMulBatchBoth: Lowering = (c) => {
+  const [a, b] = [shapeOf(c, 0), shapeOf(c, 1)];
+  if (!c.weight(0) && !c.weight(1) && a.length === 2 && b.length === 2 && a[0]! < 0 && b[1]! < 0 && a[1] === b[0]) {
+    return { shapes: [[a[0]!, 1]], attrs: {} };
+  }
+  return LOWERINGS.MatMul!(c);
+};
+
 /** GRU and RNN, layout 0 (ORT's CPU kernels run no other, as for LSTM): Y [S, D, N, H] and Y_h [D, N, H]. */
 const recurrent: Lowering = (c) => {
   if (attrInt(c.node, "layout", 0) !== 0) throw shapeError(c, "layout 1: ONNX Runtime's CPU kernel runs layout 0 only");
@@ -213,6 +228,7 @@ export const ORT_SHAPE_LOWERINGS: Readonly<Record<string, Lowering>> = {
   DepthToSpace: depthSpace(true), SpaceToDepth: depthSpace(false),
   ConvTranspose: convTranspose,
   Conv: convNd,
+  MatMul: matMulBatchBoth,
   GRU: recurrent, RNN: recurrent,
   Split: split,
   // An integer ReduceSum (an optimized BERT's mask lengths); the compiler's rule sums float32 only.

@@ -60,6 +60,20 @@ describe("ORT's shapes of the ops memlane-rt does not run", () => {
     expect(outputs.map((o) => [dims(o.shape), ortType[o.dtype]])).toEqual(sess.outputNames.map((n) => [[...got[n]!.dims], got[n]!.type]));
   });
 
+  // CLIP with both towers: image embeddings times text embeddings transposed, [batch, batch].
+  it("follows a MatMul of two batch-carrying activations, counting its [batch, batch] output as [batch, 1]", async () => {
+    const spec: ModelSpec = {
+      inputs: [["img", ["N", 16]], ["txt", ["N", 16]]], outputs: ["logits", "e"], inits: [init("wi", [16, 8]), init("wt", [16, 8])],
+      nodes: [node("MatMul", ["img", "wi"], ["e"]), node("MatMul", ["txt", "wt"], ["t"]), node("Transpose", ["t"], ["tt"], { perm: [1, 0] }), node("MatMul", ["e", "tt"], ["logits"])],
+    };
+    const file = writeModel(spec, "two-towers", dir);
+    const { outputs } = ortGraphIo(loadOnnx(file));
+    expect(outputs.map((o) => o.shape)).toEqual([[-1, 1], [-1, 8]]);
+    const sess = await ortSession(file);
+    const x = new ort.Tensor("float32", new Float32Array(3 * 16).fill(0.5), [3, 16]);
+    expect([...(await sess.run({ img: x, txt: x })).logits!.dims]).toEqual([3, 3]); // what ORT makes
+  });
+
   it("refuses a GRU of layout 1, as ORT's CPU kernel does, naming it", () => {
     const spec: ModelSpec = { inputs: [["x", ["N", 5, 4]]], outputs: ["y"], inits: [init("W", [1, 18, 4]), init("R", [1, 18, 6])], nodes: [node("GRU", ["x", "W", "R"], ["y"], { hidden_size: 6, layout: 1 })] };
     expect(() => ortGraphIo(loadOnnx(writeModel(spec, "gru-layout1", dir)))).toThrow(/GRU node .*layout 1: ONNX Runtime's CPU kernel runs layout 0 only/);
