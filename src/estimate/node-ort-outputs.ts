@@ -47,7 +47,7 @@ export function nodeDeadOutputMiB(t: Pick<ModelTerms, "outputPerSampleMiB">, run
  * the eval outputs, fitted on a probe whose 64 MiB of chunks took the room of 22.5 MiB of dead
  * requests: a decoder LM's 625 MiB of logits (256 eval samples) put its peak 13 % short.
  * `heldLeft`: the blocks the load left held that ORT's arena did not take (ort-heap-reuse.ts
- * arenaResidentBeyondHeld); the dead outputs they hold cost no RSS (deadOutputsBeyondHeldMiB).
+ * arenaResidentBeyondHeld); the dead outputs they hold cost no RSS (heldServedMiB).
  */
 export function nodePeakBeyondEndMiB(t: Pick<ModelTerms, "outputPerSampleMiB" | "outputTensorsPerSampleMiB">, run: RunShape, heldLeft: readonly FreePieces[] | null = null): number {
   const dead = nodeDeadOutputMiB(t, run);
@@ -126,8 +126,8 @@ export function nodeDeadOutputKeptMiB(t: Pick<ModelTerms, "outputPerSampleMiB" |
   for (const b of batches) {
     const heapTensors = (t.outputTensorsPerSampleMiB ?? []).map((p) => p * b).filter((mib) => mib < threshold);
     const heapPerRequest = heapTensors.reduce((a, x) => a + x, 0);
-    const dead = Math.min(calls * heapPerRequest, NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 * heapPerRequest);
-    kept = Math.max(kept, dead - heldServedMiB(heapTensors, dead, heldLeft));
+    const deadInHeap = Math.min(calls * heapPerRequest, NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 * heapPerRequest);
+    kept = Math.max(kept, deadInHeap - heldServedMiB(heapTensors, deadInHeap, heldLeft));
   }
   return Math.min(kept, dead);
 }
