@@ -241,7 +241,9 @@ const OUTPUT_SHAPE_FROM: Readonly<Record<string, readonly number[]>> = { EmbedLa
  * computed from it (allocation_planner.cc SameShape wants equal values or equal names). A
  * style-transfer net's decoder (nearest upsampling by 2, twice): the replay gave its last convs
  * buffers freed at the start of the net, and its pattern was 42 % over ORT's block. By sizes
- * (constant), the output's dims are those sizes.
+ * (constant), the output's dims are those sizes. An FPN neck concatenates the upsampled map with
+ * a lateral one that has the name: from there ORT reuses again (its pattern 13 % over the
+ * replay's while the concat's output was taken as unnamed too).
  */
 function resizeLosesSymbolicDims(n: Graph["nodes"][number], constant: (x: string) => boolean, symbolicInputs: boolean): boolean {
   if (!symbolicInputs || (n.opType !== "Resize" && n.opType !== "Upsample")) return false;
@@ -257,6 +259,10 @@ function shapesOrtCannotInfer(g: Graph): Set<string> {
   const constNodes = new Set(g.nodes.filter((n) => n.opType === "Constant").flatMap((n) => n.outputs));
   const constant = (x: string) => g.consts.has(x) || constNodes.has(x);
   const symbolicInputs = g.inputs.some((i) => i.dims.some((d) => typeof d === "string"));
+  // Values of a known rank whose batch dim lost its name (resizeLosesSymbolicDims), and what is
+  // computed from them: a Concat with another input that has the name takes it back (ONNX's
+  // shape inference merges a concat's other dims, input by input), a broadcast does not.
+  const unnamed = new Set<string>();
   for (const n of g.nodes) {
     const ins = n.inputs.filter(Boolean);
     if (n.opType === "Shape" || n.opType === "Size") {
@@ -269,9 +275,12 @@ function shapesOrtCannotInfer(g: Graph): Set<string> {
       continue;
     }
     const shapedBy = OUTPUT_SHAPE_FROM[n.opType]?.map((i) => n.inputs[i] ?? "").filter(Boolean) ?? ins;
-    if (shapedBy.some((x) => fromShape.has(x) || unknown.has(x)) || resizeLosesSymbolicDims(n, constant, symbolicInputs)) for (const o of n.outputs) if (!declared(o)) unknown.add(o);
+    if (shapedBy.some((x) => fromShape.has(x) || unknown.has(x))) for (const o of n.outputs) if (!declared(o)) unknown.add(o);
+    const named = (x: string) => !unnamed.has(x) && !constant(x);
+    const loses = resizeLosesSymbolicDims(n, constant, symbolicInputs) || (shapedBy.some((x) => unnamed.has(x)) && !(n.opType === "Concat" && dataIns.some(named)));
+    if (loses) for (const o of n.outputs) if (!declared(o) && !unknown.has(o)) unnamed.add(o);
   }
-  return unknown;
+  return new Set([...unknown, ...unnamed]);
 }
 
 /**
