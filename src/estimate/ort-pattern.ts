@@ -242,8 +242,8 @@ const OUTPUT_SHAPE_FROM: Readonly<Record<string, readonly number[]>> = { EmbedLa
  * style-transfer net's decoder (nearest upsampling by 2, twice): the replay gave its last convs
  * buffers freed at the start of the net, and its pattern was 42 % over ORT's block. By sizes
  * (constant), the output's dims are those sizes. An FPN neck concatenates the upsampled map with
- * a lateral one that has the name: from there ORT reuses again (its pattern 13 % over the
- * replay's while the concat's output was taken as unnamed too).
+ * a lateral one that has the name: from there ORT reuses again (the replay's pattern was 13 %
+ * under ORT's block while the concat's output was taken as unnamed too).
  */
 function resizeLosesSymbolicDims(n: Graph["nodes"][number], constant: (x: string) => boolean, symbolicInputs: boolean): boolean {
   if (!symbolicInputs || (n.opType !== "Resize" && n.opType !== "Upsample")) return false;

@@ -379,6 +379,14 @@ describe("node-ort's dead outputs (deadOutputMiB)", () => {
     expect(nodePeakBeyondEndMiB(t, run)).toBeCloseTo(kept, 9);
     expect(nodePeakBeyondEndMiB(t, run, held)).toBe(12);
     expect(nodePeakBeyondEndMiB(t, run, [{ bytes: 8 * MIB, count: 1 }])).toBeCloseTo(kept - 6, 9);
+    // features() hands node-ort's load probe's blocks, less what the arena replay took, to both.
+    const trace = [{ kind: "alloc", id: 0, size: 0.5 * MIB }, { kind: "free", id: 0 }];
+    const load = (freePieces: { bytes: number; count: number }[] | null) => ({ heldMiB: 100, inUseMiB: 260, untouchedMiB: 0, peakAboveEndMiB: 0, freePieces });
+    const terms = (pieces: { bytes: number; count: number }[] | null) =>
+      ({ ...(t as object), weightMiB: 253, convWeightMiB: 0, ioPerSampleMiB: 0.376, ortTracePerSample: trace, ortLoad: { "node-ort": load(pieces) } }) as never;
+    expect(features("node-ort", terms(null), run).deadOutputKeptMiB).toBeCloseTo(kept, 9);
+    expect(features("node-ort", terms([{ bytes: 64 * MIB, count: 1 }]), run).deadOutputKeptMiB).toBe(0);
+    expect(features("node-ort", terms(held), run).deadOutputMiB).toBe(12);
   });
 });
 
