@@ -44,6 +44,7 @@ import { ortCommonSubexpressions } from "./ort-cse.ts";
 import { asOrtRunsHalfPrecision, isHalfPrecision } from "./ort-fp16.ts";
 import { withOrtFunctionBodies } from "./ort-functions.ts";
 import { CONV_SUM, ortFusions } from "./ort-fusions.ts";
+import { ortPadFusion } from "./ort-pad-fusion.ts";
 import { type KernelScratch, ortKernelScratch } from "./ort-scratch.ts";
 import { ortNchwc } from "./ort-nchwc.ts";
 import { channelsFirstName, ortNhwc } from "./ort-nhwc.ts";
@@ -421,7 +422,8 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
     }
     return `${elementSize(inf.dtypes.get(n))} ${JSON.stringify(carried(n) ?? inf.shapes.get(n) ?? [])}`;
   };
-  const shared = ortCommonSubexpressions(inOrtOrder([...withRunTimeReads(inf.nodes, sorted, runTime), ...runTime.nodes], g.nodes), inf.outputs, (n) => (isConst(n) ? inf.consts.get(n) : undefined));
+  const constOf = (n: string) => (isConst(n) ? inf.consts.get(n) : undefined);
+  const shared = ortCommonSubexpressions(inOrtOrder([...withRunTimeReads(inf.nodes, sorted, runTime), ...runTime.nodes], g.nodes), inf.outputs, constOf);
   const constDims = (n: string) => (isConst(n) ? inf.consts.get(n)?.dims : undefined);
   const shapesMoved = ortShapesBeforeTransposes(shared);
   for (const [name, rank] of shapesMoved.newShapes) {
@@ -430,7 +432,10 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   }
   // A weight as the file names it (a lowering's copy of it, LayerNormalization's, is the same weight to ORT).
   const fileConst = (n: string) => inf.derivedFrom.get(n) ?? n;
-  const quantized = ortQdqFusions(shapesMoved.nodes, inf.outputs, isConst, (n) => (isConst(n) ? inf.consts.get(n) : undefined), (n) => weightDequantizers.get(fileConst(n)), (n) => inf.dtypes.get(n));
+  // ORT's level-1 rewrites come before its QDQ fusions: a Pad read by a Conv is one of them.
+  const fileNodes = new Map(g.nodes.map((n) => [n.outputs.join(), n]));
+  const padsFolded = ortPadFusion(shapesMoved.nodes, new Set(inf.outputs), g.opset, (n) => fileNodes.get(n.outputs.join()), isConst);
+  const quantized = ortQdqFusions(padsFolded, inf.outputs, isConst, constOf, (n) => weightDequantizers.get(fileConst(n)), (n) => inf.dtypes.get(n));
   // A weight dequantized in every request: a float tensor of the weight's dims, at any batch.
   for (const [name, weight] of quantized.dequantizedWeights) {
     const dims = inf.consts.get(weight)!.dims;
