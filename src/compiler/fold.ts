@@ -181,6 +181,15 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
       const v = attrTensor(n, "value") ?? mk(true, [1], [0]);
       return [mk(v.isFloat, shape, new Array(numel(shape)).fill(v.data[0] ?? 0))];
     }
+    case "EyeLike": {  // XLNet's identity mask over its constant sequence length
+      if (!x || x.dims.length !== 2) return undefined;
+      const [rows, cols] = x.dims as [number, number];
+      const k = attrInt(n, "k", 0);
+      const named = attrInt(n, "dtype", 0);
+      const dtype = named ? dtypeOfOnnx(named) : x.dtype;
+      const out = mk(named ? isFloatType(named) : x.isFloat, [rows, cols], range(rows * cols).map((at) => +((at % cols) - Math.floor(at / cols) === k)));
+      return [dtype ? { ...out, dtype } : out];
+    }
     case "Range": {
       const [s, l, d] = [ins[0]?.data[0], ins[1]?.data[0], ins[2]?.data[0]];
       if (s === undefined || l === undefined || d === undefined) return undefined;

@@ -13,6 +13,7 @@
 import { attrInt, attrInts, normAxis } from "../compiler/attrs.ts";
 import { type DType, fmtShape } from "../compiler/ir.ts";
 import { type Lowering, type OpCtx, shapeError } from "../compiler/op-ctx.ts";
+import { dtypeOfOnnx } from "../compiler/graph-inputs.ts";
 import { LOWERINGS } from "../compiler/infer.ts";
 import { ArgMax } from "../compiler/ops-argmax.ts";
 import { splitSizes } from "../compiler/ops-cnn.ts";
@@ -63,6 +64,35 @@ const topK: Lowering = (c) => {
   if (k === undefined || !(k >= 0)) throw shapeError(c, "K is missing");
   const out = x.map((d, i) => (i === axis ? k : d));
   return { shapes: [out, out], dtypes: [c.dtype(0) ?? "float32", "int64"], attrs: {} };
+};
+
+/**
+ * Transpose of any element type (XLNet turns its int64 token ids time-major), the batch
+ * anywhere; the compiler's rule is memlane-rt's, float32 only.
+ */
+const transpose: Lowering = (c) => {
+  const x = shapeOf(c, 0);
+  const perm = attrInts(c.node, "perm", x.map((_, i) => x.length - 1 - i));
+  if (perm.length !== x.length || [...perm].sort((p, q) => p - q).some((p, i) => p !== i)) {
+    throw shapeError(c, `perm [${perm}] is not a permutation of the axes of ${fmtShape(x)}`);
+  }
+  return { shapes: [perm.map((p) => x[p]!)], dtypes: [c.dtype(0) ?? "float32"], attrs: { perm } };
+};
+
+/** EyeLike: the input's 2-D shape, of the dtype the attribute names (the input's without one). */
+const eyeLike: Lowering = (c) => {
+  const named = attrInt(c.node, "dtype", 0);
+  return { shapes: [shapeOf(c, 0)], dtypes: [(named ? dtypeOfOnnx(named) : undefined) ?? c.dtype(0) ?? "float32"], attrs: {} };
+};
+
+/** OneHot: the indices' shape with the depth (a constant input) inserted at the axis, of the values' dtype. */
+const oneHot: Lowering = (c) => {
+  const indices = shapeOf(c, 0);
+  const depth = constInts(c, 1)?.[0];
+  if (depth === undefined || !(depth > 0)) throw shapeError(c, "depth is missing");
+  const axis = normAxis(c.node, attrInt(c.node, "axis", -1), indices.length + 1);
+  const out = [...indices.slice(0, axis), depth, ...indices.slice(axis)];
+  return { shapes: [out], dtypes: [c.dtype(2) ?? "float32"], attrs: {} };
 };
 
 /** GlobalMaxPool / GlobalLpPool: [N, C, 1, ...]. */
@@ -224,6 +254,7 @@ export const ORT_SHAPE_LOWERINGS: Readonly<Record<string, Lowering>> = {
   ReduceMin: reduce, ReduceProd: reduce, ReduceLogSum: reduce, ReduceLogSumExp: reduce,
   ArgMin: ArgMax,  // the compiler's ArgMax rule: the same shape, int64
   TopK: topK,
+  EyeLike: eyeLike, OneHot: oneHot,
   GlobalMaxPool: globalPool, GlobalLpPool: globalPool,
   DepthToSpace: depthSpace(true), SpaceToDepth: depthSpace(false),
   ConvTranspose: convTranspose,
@@ -238,6 +269,7 @@ export const ORT_SHAPE_LOWERINGS: Readonly<Record<string, Lowering>> = {
   LayerNormalization: (c) => (c.dtype(0) === "float16" ? sameAs(0)(c) : LOWERINGS.LayerNormalization!(c)),
   ...ORT_QUANTIZED_SHAPE_LOWERINGS,
   ...ORT_CONTRIB_SHAPE_LOWERINGS,
+  Transpose: transpose,  // any element type: int64 ids too, not the 8-bit and float16 only
   MaxPool: poolNd(ORT_QUANTIZED_SHAPE_LOWERINGS.MaxPool!),
   AveragePool: poolNd(LOWERINGS.AveragePool!),
   Resize: withResizeAttrs(ORT_QUANTIZED_SHAPE_LOWERINGS.Resize!),

@@ -38,6 +38,17 @@ const CASES: [string, ModelSpec][] = [
     ],
   }],
   ["GlobalLpPool, GlobalMaxPool", { inputs: img, outputs: ["p", "q"], nodes: [node("GlobalLpPool", ["x"], ["p"]), node("GlobalMaxPool", ["x"], ["q"])] }],
+  // XLNet: its int64 ids transposed time-major, a one-hot of its segment ids, an identity mask.
+  ["Transpose of int64, OneHot (two axes), EyeLike of a named dtype", {
+    inputs: img, outputs: ["t", "h", "h1", "e"], outputTypes: { t: 7, e: 7 },
+    inits: [init("depth", [1], [3], "int64"), init("onoff", [2], [0, 1]), init("hw", [2], [2, 3], "int64")],
+    nodes: [
+      node("Cast", ["x"], ["xi"], { to: 7 }), node("Transpose", ["xi"], ["t"], { perm: [1, 0, 3, 2] }),
+      node("OneHot", ["xi", "depth", "onoff"], ["h"]), node("OneHot", ["xi", "depth", "onoff"], ["h1"], { axis: 1 }),
+      node("ReduceMean", ["x", "hw"], ["m"], { keepdims: 0 }), node("EyeLike", ["m"], ["e"], { dtype: 7, k: 1 }),
+    ],
+    opset: 18,
+  }],
   ["GRU and RNN, bidirectional", {
     inputs: seq, outputs: ["y", "yh", "r"],
     inits: [init("W", [2, 18, 4]), init("R", [2, 18, 6]), init("Wr", [1, 7, 4]), init("Rr", [1, 7, 7])],

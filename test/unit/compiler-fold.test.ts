@@ -96,6 +96,13 @@ describe("constant folding of the subgraphs Swin and DeBERTa-v2 exports carry", 
     expect(noBias.data.map((v) => Math.round(v * 1e6) / 1e6)).toEqual([-1.341641, -0.447214, 0.447214, 1.341641]);
   });
 
+  it("EyeLike (XLNet's identity mask over its sequence): ones on the k-th diagonal, the named dtype or the input's", () => {
+    expect(fold(n("EyeLike", { k: 1 }), [floats([2, 3], [5, 5, 5, 5, 5, 5])])).toEqual({ dims: [2, 3], data: [0, 1, 0, 0, 0, 1], isFloat: true });
+    expect(fold(n("EyeLike", { dtype: 7 }), [floats([2, 2], [0, 0, 0, 0])])).toEqual({ dims: [2, 2], data: [1, 0, 0, 1], isFloat: false });
+    expect(foldNode(n("EyeLike", { dtype: 7 }), [floats([2, 2], [0, 0, 0, 0])], 17)![0]!.dtype).toBe("int64");
+    expect(foldNode(n("EyeLike"), [floats([4], [0, 0, 0, 0])], 17)).toBeUndefined();  // not 2-D
+  });
+
   it("Split of a constant (GPT-J's sin/cos table): given sizes, equal parts, opset 18's num_outputs", () => {
     const x = floats([2, 5], [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     const parts = (node: Node, ins: (ConstTensor | undefined)[], opset: number) => foldNode(node, ins, opset)!.map((r) => ({ dims: r.dims, data: Array.from(r.data) }));
