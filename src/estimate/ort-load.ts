@@ -14,7 +14,8 @@
  *
  * The same load does not always hold the same: the conv probe's 36 MiB of kernels (four 9 MiB
  * blocks) left 72, 81 and 90 MiB in three fresh processes, resnet18 76.4 in each of four. So
- * the probe runs `runs` times (3), each in a fresh worker, and gives the median. Each run costs a
+ * the probe runs `runs` times (3), each in a fresh worker, and gives the middle of what they held
+ * (heldEstimateMiB) and the median of its other figures. Each run costs a
  * Python start, onnxruntime's import and one session creation (about half a second unloaded).
  */
 import { statSync } from "node:fs";
@@ -114,8 +115,22 @@ export function medianOrNull(xs: ReadonlyArray<number | null>): number | null {
 }
 
 /**
+ * The held figure an estimate takes from the probe's runs, MiB: the middle of the least and the
+ * most they held (null when any run could not measure). A load holds one of two amounts from
+ * process to process (glibc's coin, docs/memory.md), and which one a later run lands on is not
+ * known in advance: the middle is off by half the gap either way, where the runs' median was
+ * right or off by the whole gap. deeplabv3_mobilenet_v3_large held 63.8-80.7 MiB in the probe's
+ * node-ort children and 65.0-79.4 in its Python workers; one compare run measured model-load at
+ * 190.2 and 190.3 MiB in the two, where the medians put them 8.5 % under and 8.4 % over.
+ */
+export function heldEstimateMiB(held: ReadonlyArray<number | null>): number | null {
+  const range = rangeOrNull(held);
+  return range && (range[0] + range[1]) / 2;
+}
+
+/**
  * Runs the probe on `onnxPath`, each run in a fresh worker (memory an earlier load freed would
- * be reused and hide what this one keeps); the median of `runs` (default 3). `env` is passed to
+ * be reused and hide what this one keeps), `runs` times (default 3). `env` is passed to
  * the workers (MALLOC_* settings: the run's own).
  */
 export function probeOrtLoad(onnxPath: string, opts: ProbeOptions = {}): Promise<OrtLoadProbe> {
@@ -210,16 +225,17 @@ async function nodeRuns(onnxPath: string, opts: ProbeOptions, count: number): Pr
 async function runProbes(onnxPath: string, opts: ProbeOptions): Promise<OrtLoadProbe> {
   const count = opts.runs ?? 3;
   const runs = opts.runtime === "node-ort" ? await nodeRuns(onnxPath, opts, count) : await pythonRuns(onnxPath, opts, count);
-  const heldMiB = medianOrNull(runs.map((r) => r.heldMiB));
+  const held = runs.map((r) => r.heldMiB);
+  const medianHeld = medianOrNull(held);
   return {
-    heldMiB,
+    heldMiB: heldEstimateMiB(held),
     inUseMiB: medianOrNull(runs.map((r) => r.inUseMiB)),
     rssMiB: medianOrNull(runs.map((r) => r.rssMiB)),
     untouchedMiB: medianOrNull(runs.map((r) => r.untouchedMiB ?? null)),
     peakAboveEndMiB: medianOrNull(runs.map((r) => r.peakAboveEndMiB)),
     // The blocks of the run that held the median: held memory and its pieces from one heap.
-    freePieces: runs.find((r) => r.heldMiB === heldMiB)?.freePieces ?? null,
-    freePiecesAlike: heldMiB === null ? [] : runs.filter((r) => r.freePieces && r.heldMiB !== null && Math.abs(r.heldMiB - heldMiB) <= HELD_ALIKE_MIB).map((r) => r.freePieces!),
+    freePieces: runs.find((r) => r.heldMiB === medianHeld)?.freePieces ?? null,
+    freePiecesAlike: medianHeld === null ? [] : runs.filter((r) => r.freePieces && r.heldMiB !== null && Math.abs(r.heldMiB - medianHeld) <= HELD_ALIKE_MIB).map((r) => r.freePieces!),
     heldRangeMiB: rangeOrNull(runs.map((r) => r.heldMiB)),
   };
 }

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { calibrationKey, calibrationMismatch, calibrationPath, loadCalibration, saveCalibration } from "../../src/estimate/cache.ts";
 import { CALIBRATION_FORMAT, type Calibration, fitModels, measuredHeldMiB } from "../../src/estimate/calibration.ts";
 import { replayOrtArena } from "../../src/estimate/ort-arena.ts";
-import { medianOrNull, rangeOrNull } from "../../src/estimate/ort-load.ts";
+import { heldEstimateMiB, medianOrNull, rangeOrNull } from "../../src/estimate/ort-load.ts";
 import { FEATURE_NAMES, fitLinear, predict } from "../../src/estimate/fit.ts";
 import { features, loadProbesFor, modelTerms, NATIVE_CHUNK_ARENA_BYTES } from "../../src/estimate/model-terms.ts";
 import { NODE_DEAD_OUTPUT_LIMIT_MIB, nodeDeadOutputKeptMiB, nodeDeadOutputMiB, nodePeakBeyondEndMiB, ortLoadMmapThresholdMiB } from "../../src/estimate/node-ort-outputs.ts";
@@ -183,6 +183,10 @@ describe("malloc-held memory after ORT's load (heldMiB) and its in-use bytes (lo
     expect(rangeOrNull([81, 72, 90])).toEqual([72, 90]);
     expect(rangeOrNull([19.7, 85.0, 19.7])).toEqual([19.7, 85.0]);
     expect(rangeOrNull([81, null])).toBeNull();
+    // The held figure taken: the middle of the two amounts glibc's coin gives, not the majority's.
+    expect(heldEstimateMiB([19.7, 85.0, 19.7])).toBeCloseTo(52.35, 6);
+    expect(heldEstimateMiB([76.4, 76.4, 76.4])).toBe(76.4);
+    expect(heldEstimateMiB([81, null, 90])).toBeNull();
   });
 
   it("features() gives each ORT runtime its own probe's figures; where it measured none, 0 held and the weights in use", () => {

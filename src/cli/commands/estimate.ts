@@ -120,7 +120,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     // glibc's coin (docs/memory.md, "What is left is glibc's coin"): say it where it is wider
     // than the run-to-run noise, since a run may land on either amount.
     if (range && range[1] - range[0] > SPREAD_NOTED_MIB)
-      io.out(`  held by malloc after ${runtime}'s load: ${num(range[0])} to ${num(range[1])} MiB in the probe's fresh processes (glibc's dynamic mmap threshold picks one per process); the estimate takes the median, ${num(load.heldMiB ?? 0)} MiB`);
+      io.out(`  held by malloc after ${runtime}'s load: ${num(range[0])} to ${num(range[1])} MiB in the probe's fresh processes (glibc's dynamic mmap threshold picks one per process); the estimate takes the middle, ${num(load.heldMiB ?? 0)} MiB, half the gap either way`);
   }
   if (terms.nativeLoadUnavailable && !terms.compileError) io.out(`  memlane-rt's load: unavailable (${terms.nativeLoadUnavailable}); native leaves its repacked weights out`);
   const unknownFor = (args.flags.runtimes as string[]).filter((r) => runs(r) && activationsUnknown(terms, r) !== null);
