@@ -337,9 +337,11 @@ describe("node-ort's dead outputs (deadOutputMiB)", () => {
     // 256 KiB a sample: 0.25 MiB a request of 1, 2 MiB a request of 8.
     const t = (largestInitializerMiB: number, outputs = [0.25], fileMiB = largestInitializerMiB) =>
       ({ outputPerSampleMiB: outputs.reduce((a, b) => a + b, 0), outputTensorsPerSampleMiB: outputs, largestInitializerMiB, fileMiB, weightMiB: 1, convWeightMiB: 0, ortLoad: {} }) as never;
-    expect(ortLoadMmapThresholdMiB(t(16))).toBe(16);
-    expect(ortLoadMmapThresholdMiB(t(0.25, [0.25], 0.86))).toBe(0.86); // opt: its file's read buffer
-    expect(ortLoadMmapThresholdMiB(t(9, [0.25], 45))).toBe(9); // resnet18: the buffer stops at 4 MiB
+    // The freed block's chunk: a page beyond its request.
+    const page = 4096 / 2 ** 20;
+    expect(ortLoadMmapThresholdMiB(t(16))).toBe(16 + page);
+    expect(ortLoadMmapThresholdMiB(t(0.25, [0.25], 0.86))).toBe(0.86 + page); // opt: its file's read buffer
+    expect(ortLoadMmapThresholdMiB(t(9, [0.25], 45))).toBe(9 + page); // resnet18: the buffer stops at 4 MiB
     expect(ortLoadMmapThresholdMiB(t(0.01))).toBe(0.125); // glibc's default
     expect(ortLoadMmapThresholdMiB(t(500))).toBe(32); // its cap
     const dead = nodeDeadOutputMiB(t(16), run);
@@ -359,6 +361,10 @@ describe("node-ort's dead outputs (deadOutputMiB)", () => {
     expect(nodeDeadOutputKeptMiB(t(4), { ...run, evalSamples: 256 })).toBe(0);
     // The same copy below the threshold (16 samples, 4 MiB of a 16 MiB one) pins them.
     expect(nodeDeadOutputKeptMiB(t(16), { ...run, evalSamples: 16 })).toBeCloseTo(12 * 2, 9);
+    // A copy the size of the block that set the threshold comes from the heap too, and pins the
+    // chunks: RemBERT's 4 MiB copy (32 samples of 0.125 MiB) after ORT's 4 MiB read buffer.
+    expect(nodeDeadOutputKeptMiB(t(1, [0.125], 16), { ...run, evalSamples: 32 })).toBeCloseTo(12 * 1, 9);
+    expect(nodeDeadOutputKeptMiB(t(1, [0.125], 16), { ...run, evalSamples: 64 })).toBe(0);
     // Chunk outputs mmapped themselves (1 MiB logits, 8 MiB a chunk over a 4 MiB threshold): never the
     // heap's top; the requests of 1 (1.05 MiB each) stay kept.
     expect(nodeDeadOutputKeptMiB(t(4, [1, 0.05]), { ...run, evalSamples: 256 })).toBeCloseTo(12 * 1.05, 9);
