@@ -23,10 +23,13 @@
  *   batch 8 (224 px): 12.25 MiB, whose first request (tensor by tensor) took a third region of
  *   that size where the replay without it took two; their python-ort steady RSS at batches 1,64
  *   was estimated 10 % under.
+ * - Einsum (ort-einsum.ts): its operands' copies in one axis order, the MatMul's result and
+ *   its transpose to the output's order.
  */
 import { broadcastDims } from "../compiler/fold-math.ts";
 import { type ConstTensor, DTYPE_BYTES, type DType, type LNode, perSample } from "../compiler/ir.ts";
 import { BIAS_GELU, FAST_GELU } from "./ort-fusions-transformer.ts";
+import { einsumScratch } from "./ort-einsum.ts";
 import { ortLstmScratchPerSample } from "./ort-lstm.ts";
 import { ortQuantizedScratch } from "./ort-scratch-quantized.ts";
 
@@ -37,6 +40,9 @@ export interface KernelScratch {
   fixed?: boolean[];
   /** Asked for before the node's outputs (Where), else after them (LSTM). */
   beforeOutputs: boolean;
+  /** Asked for after the outputs besides, with `sizes` before them (an Einsum's result transposed to the output's order). */
+  after?: number[];
+  afterFixed?: boolean[];
 }
 
 /** What the replay knows of a value: its shape (-1 at the batch) and element type. */
@@ -56,6 +62,7 @@ export function ortKernelScratch(n: LNode, values: ValueInfo): KernelScratch | n
   if (n.op === "Where") return whereScratch(n, values);
   if ((n.op === BIAS_GELU || n.op === FAST_GELU) && n.inputs[1]) return biasGeluScratch(n, values);
   if (n.op === "Attention") return attentionScratch(n, values);
+  if (n.op === "Einsum") return einsumScratch(n, values);
   return ortQuantizedScratch(n, values);
 }
 
