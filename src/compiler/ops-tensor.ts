@@ -69,13 +69,19 @@ export const Flatten: Lowering = (c) => {
   return { shapes: [[-1, numel(x.slice(axis))]], attrs: { axis } };
 };
 
-/** Any permutation, the batch included (torch's seq-first [S, B, E] <-> [B, S, E] moves). */
-export const Transpose: Lowering = (c) => {
-  const x = floatAct(c, 0);
+/** A Transpose's perm for input dims `x` (reversed where absent), checked to be a permutation of them. */
+export function transposePerm(c: OpCtx, x: readonly number[]): number[] {
   const perm = attrInts(c.node, "perm", x.map((_, i) => x.length - 1 - i));
   if (perm.length !== x.length || [...perm].sort((p, q) => p - q).some((p, i) => p !== i)) {
     throw shapeError(c, `perm [${perm}] is not a permutation of the axes of ${fmtShape(x)}`);
   }
+  return perm;
+}
+
+/** Any permutation, the batch included (torch's seq-first [S, B, E] <-> [B, S, E] moves). */
+export const Transpose: Lowering = (c) => {
+  const x = floatAct(c, 0);
+  const perm = transposePerm(c, x);
   if (x.length > 6 && (perm[0] !== 0 || batchAxis(x) !== 0)) throw shapeError(c, `perm [${perm}] moves the batch of a rank-${x.length} tensor; memlane-rt moves it up to rank 6`);
   return { shapes: [perm.map((p) => x[p]!)], attrs: { perm } };
 };

@@ -17,6 +17,7 @@ import { dtypeOfOnnx } from "../compiler/graph-inputs.ts";
 import { LOWERINGS } from "../compiler/infer.ts";
 import { ArgMax } from "../compiler/ops-argmax.ts";
 import { splitSizes } from "../compiler/ops-cnn.ts";
+import { transposePerm } from "../compiler/ops-tensor.ts";
 import { ortLstmShapes } from "./ort-lstm.ts";
 import { ORT_CONTRIB_SHAPE_LOWERINGS } from "./ort-shapes-contrib.ts";
 import { ORT_QUANTIZED_SHAPE_LOWERINGS } from "./ort-shapes-quantized.ts";
@@ -72,10 +73,7 @@ const topK: Lowering = (c) => {
  */
 const transpose: Lowering = (c) => {
   const x = shapeOf(c, 0);
-  const perm = attrInts(c.node, "perm", x.map((_, i) => x.length - 1 - i));
-  if (perm.length !== x.length || [...perm].sort((p, q) => p - q).some((p, i) => p !== i)) {
-    throw shapeError(c, `perm [${perm}] is not a permutation of the axes of ${fmtShape(x)}`);
-  }
+  const perm = transposePerm(c, x);
   return { shapes: [perm.map((p) => x[p]!)], dtypes: [c.dtype(0) ?? "float32"], attrs: { perm } };
 };
 
