@@ -22,7 +22,7 @@ const READER_VERSIONS: Record<string, number[]> = {
   AveragePool: [1, 7, 10, 11, 19],
   MaxPool: [1, 8, 10, 11, 12],
 };
-/** Every since-version of these ops up to ONNX 1.18's opset 23, to find the one an opset uses. */
+/** Every since-version of these ops up to opset 23, to find the one an opset uses. */
 const ALL_VERSIONS: Record<string, number[]> = {
   Pad: [1, 2, 11, 13, 18, 19, 21, 23],
   Conv: [1, 11, 22],
