@@ -14,7 +14,8 @@
  * the pair's transposed operands and its MatMul result before the op's output; the result's
  * transpose to the output's order after it; all freed when the kernel returns. A run of more
  * than two operands counts every pair's copies at once (ORT frees a pair's before the next).
- * Not taken: an ellipsis or a repeated letter within an operand (ORT's diagonal): none.
+ * An ellipsis' axes are taken as ORT numbers them, outermost. Not taken: a repeated letter
+ * within an operand (ORT's diagonal): none.
  */
 import { DTYPE_BYTES, type LNode, perSample } from "../compiler/ir.ts";
 import type { KernelScratch, ValueInfo } from "./ort-scratch.ts";
@@ -47,34 +48,47 @@ function isReshape(perm: readonly number[], dims: readonly number[]): boolean {
 /** The scratch of one Einsum node, or null where the equation is not one this follows. */
 export function einsumScratch(n: LNode, values: ValueInfo): KernelScratch | null {
   const equation = typeof n.attrs.equation === "string" ? n.attrs.equation.replace(/\s/g, "") : null;
-  if (!equation || equation.includes(".")) return null;
+  if (!equation) return null;
   const [lhs, rhsGiven] = equation.split("->") as [string, string | undefined];
   const subscripts = lhs.split(",");
   const shapes = n.inputs.map((i) => (i ? values.shapeOf(i) : undefined));
-  if (subscripts.length !== n.inputs.length || shapes.some((s, k) => !s || s.length !== subscripts[k]!.length)) return null;
-  if (subscripts.some((s) => new Set(s).size !== s.length)) return null; // a diagonal
+  if (subscripts.length !== n.inputs.length || shapes.some((s) => !s)) return null;
+  // An ellipsis stands for the same number of axes in every operand that has any (ORT's rule),
+  // labelled #0, #1, ... and numbered before every letter: ORT puts them outermost.
+  const ellipsisAxes = new Set(subscripts.flatMap((s, k) => (s.includes("...") ? [shapes[k]!.length - (s.length - 3)] : [])).filter((e) => e > 0));
+  if (ellipsisAxes.size > 1) return null;
+  const broadcast = Array.from({ length: [...ellipsisAxes][0] ?? 0 }, (_, i) => `#${i}`);
+  const expand = (s: string, own: number) => {
+    const at = s.indexOf("...");
+    return at < 0 ? [...s] : [...s.slice(0, at)].concat(broadcast.slice(broadcast.length - own), [...s.slice(at + 3)]);
+  };
+  const labels = subscripts.map((s, k) => expand(s, s.includes("...") ? shapes[k]!.length - (s.length - 3) : 0));
+  if (labels.some((l, k) => l.length !== shapes[k]!.length || l.some((c) => c === "."))) return null;
+  if (labels.some((l) => new Set(l).size !== l.length)) return null; // a diagonal
   const dtype = values.dtypeOf(n.inputs[0]!) ?? "float32";
   const bytes = (dims: readonly number[]) => perSample(dims) * DTYPE_BYTES[dtype];
   const batchless = (dims: readonly number[]) => !dims.some((d) => d < 0);
 
-  // Letters numbered as first seen; implicit output: the letters seen once, a-z then A-Z (ORT's letter index).
-  const index = new Map<string, number>();
+  // Letters numbered as first seen, after the ellipsis' axes; implicit output: the ellipsis,
+  // then the letters seen once, a-z then A-Z (ORT's letter index).
+  const index = new Map<string, number>(broadcast.map((b, i) => [b, i]));
   const count = new Map<string, number>();
-  const dimOf: number[] = [];
-  const lastInput: number[] = [];
-  subscripts.forEach((s, k) => [...s].forEach((c, a) => {
+  const dimOf: number[] = broadcast.map(() => 1);
+  const lastInput: number[] = broadcast.map(() => 0);
+  labels.forEach((l, k) => l.forEach((c, a) => {
     if (!index.has(c)) { index.set(c, index.size); dimOf.push(shapes[k]![a]!); lastInput.push(k); }
     const i = index.get(c)!;
     lastInput[i] = k;
     if (extent(dimOf[i]!) === 1) dimOf[i] = shapes[k]![a]!;
-    count.set(c, (count.get(c) ?? 0) + 1);
+    if (!c.startsWith("#")) count.set(c, (count.get(c) ?? 0) + 1);
   }));
   const letterIndex = (c: string) => (c >= "a" ? c.charCodeAt(0) - 97 : c.charCodeAt(0) - 65 + 26);
-  const rhs = rhsGiven ?? [...count].filter(([, c]) => c === 1).map(([l]) => l).sort((a, b) => letterIndex(a) - letterIndex(b)).join("");
-  if ([...rhs].some((c) => !index.has(c))) return null;
+  const implicit = () => (lhs.includes("...") ? broadcast : []).concat([...count].filter(([, c]) => c === 1).map(([l]) => l).sort((a, b) => letterIndex(a) - letterIndex(b)));
+  const rhs = rhsGiven === undefined ? implicit() : expand(rhsGiven, broadcast.length);
+  if (rhs.some((c) => !index.has(c))) return null;
   for (const c of rhs) lastInput[index.get(c)!] = -1;
   const rank = index.size;
-  const outputOf = new Map([...rhs].map((c, o) => [index.get(c)!, o]));
+  const outputOf = new Map(rhs.map((c, o) => [index.get(c)!, o]));
 
   const sizes: number[] = [];
   const fixed: boolean[] = [];
@@ -83,8 +97,8 @@ export function einsumScratch(n: LNode, values: ValueInfo): KernelScratch | null
   const afterFixed: boolean[] = [];
 
   // Each input in the common order: a copy where its letters are not in that order.
-  const operands: Operand[] = subscripts.map((s, k) => {
-    const at = [...s].map((c) => index.get(c)!);
+  const operands: Operand[] = labels.map((l, k) => {
+    const at = l.map((c) => index.get(c)!);
     const dims = new Array<number>(rank).fill(1);
     at.forEach((i, a) => { dims[i] = shapes[k]![a]!; });
     const perm = [...at.keys()].sort((a, b) => at[a]! - at[b]!);
@@ -97,7 +111,7 @@ export function einsumScratch(n: LNode, values: ValueInfo): KernelScratch | null
     take(dims);
     return { dims, owned: true };
   };
-  const outputDims = [...rhs].map((c) => dimOf[index.get(c)!]!);
+  const outputDims = rhs.map((c) => dimOf[index.get(c)!]!);
   const finalize = (order: readonly number[]) => {
     // The candidate's axes that the output keeps, and where the output wants them.
     const kept = order.filter((i) => outputOf.has(i));
