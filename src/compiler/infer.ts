@@ -278,7 +278,7 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
       continue;
     }
     if (low.expand) {
-      if (opts.keepRewrittenOps) rewrites.push({ from: nodes.length, output: n.outputs[0]!, node: { op: n.opType, name: n.name, inputs, outputs: [n.outputs[0]!], attrs: plainAttrs(n) } });
+      if (opts.keepRewrittenOps) rewrites.push({ from: nodes.length, output: n.outputs[0]!, node: { op: n.opType, name: n.name, inputs, outputs: [n.outputs[0]!], attrs: {} } });
       work.splice(at + 1, 0, ...low.expand);
       continue;
     }
@@ -339,11 +339,4 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
     }
   }
   return { nodes, shapes, dtypes, consts, inputs: ins0.map((i) => i.name), outputs, outputNames, warnings, derivedFrom };
-}
-
-/** A file node's attributes that an LNode carries (numbers, strings, int lists): the replay's kernel scratch reads an Einsum's equation. */
-function plainAttrs(n: Node): LNode["attrs"] {
-  const out: LNode["attrs"] = {};
-  for (const [k, v] of n.attrs) if (typeof v === "number" || typeof v === "string" || (Array.isArray(v) && v.every((x) => typeof x === "number"))) out[k] = v as number | string | number[];
-  return out;
 }

@@ -79,7 +79,12 @@ export class BfcArenaReplay {
   /** The free room the session's load left in its regions (the header's last paragraph); null: none. */
   private readonly loadRegion: Region | null = null;
 
-  constructor(private readonly opts: { initialRegionBytes?: number; maxDeadBytesPerChunk?: number; loadFreeBytes?: number } = {}) {
+  /**
+   * `sameAsRequested`: ORT's other extend strategy (kSameAsRequested), each region the size it
+   * is asked for, which test/fixtures/ort_pattern_size.py runs ORT with so that its log names
+   * every block a request takes.
+   */
+  constructor(private readonly opts: { initialRegionBytes?: number; maxDeadBytesPerChunk?: number; loadFreeBytes?: number; sameAsRequested?: boolean } = {}) {
     this.nextRegionBytes = roundUp(opts.initialRegionBytes ?? BFC_INITIAL_REGION);
     const room = Math.floor((opts.loadFreeBytes ?? 0) / BFC_MIN_ALLOCATION) * BFC_MIN_ALLOCATION;
     if (room > 0) {
@@ -145,6 +150,7 @@ export class BfcArenaReplay {
   }
 
   private extend(rounded: number): void {
+    if (this.opts.sameAsRequested) return this.addRegion(rounded);
     let grew = false;
     while (rounded > this.nextRegionBytes) {
       this.nextRegionBytes *= 2;
@@ -152,6 +158,10 @@ export class BfcArenaReplay {
     }
     const size = this.nextRegionBytes;
     if (!grew) this.nextRegionBytes = this.nextRegionBytes < BFC_MAX_POWER_OF_TWO_EXTEND / 2 ? this.nextRegionBytes * 2 : BFC_MAX_POWER_OF_TWO_EXTEND;
+    this.addRegion(size);
+  }
+
+  private addRegion(size: number): void {
     const region: Region = { address: -this.regions.length, size, touched: new Uint8Array(Math.ceil(size / PAGE)) };
     this.regions.push(region);
     this.free.add({ region, offset: 0, size, inUse: false, prev: null, next: null });

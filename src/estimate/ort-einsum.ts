@@ -12,12 +12,15 @@
  *
  * Taken as ORT takes them: the preprocessed inputs, ReduceSums of axes only one operand has,
  * the pair's transposed operands and its MatMul result before the op's output; the result's
- * transpose to the output's order after it; all freed when the kernel returns. A run of more
- * than two operands counts every pair's copies at once (ORT frees a pair's before the next).
- * An ellipsis' axes are taken as ORT numbers them, outermost. Not taken: a repeated letter
- * within an operand (ORT's diagonal): none.
+ * transpose to the output's order after it; freed when the kernel returns, but for a run of
+ * more than two operands, whose pairs free their own copies and the result they replace as
+ * they return.
+ * An ellipsis' axes are taken as ORT numbers them, outermost. The equation is read by the
+ * compiler's parser (ops-einsum.ts parseEquation). Not taken: a repeated letter within an
+ * operand (ORT's diagonal), which that parser refuses: none.
  */
 import { DTYPE_BYTES, type LNode, perSample } from "../compiler/ir.ts";
+import { parseEquation } from "../compiler/ops-einsum.ts";
 import type { KernelScratch, ValueInfo } from "./ort-scratch.ts";
 
 /** An operand as the processor holds it: its dims in the common axis order, 1 where it has no such axis. */
@@ -25,6 +28,8 @@ interface Operand {
   dims: number[];
   /** Whether the pair being computed made it (a ReduceSum), so a transpose of it may be a reshape. */
   owned: boolean;
+  /** The copy that holds it (its index among the scratch sizes), where it is one. */
+  copy?: number;
 }
 
 /** A dim's extent at a batch of two or more: the batch is never a trivial axis here. */
@@ -45,34 +50,39 @@ function isReshape(perm: readonly number[], dims: readonly number[]): boolean {
   return true;
 }
 
+/** ORT's letter index: a-z, then A-Z. */
+const letterIndex = (c: string) => (c >= "a" ? c.charCodeAt(0) - 97 : c.charCodeAt(0) - 65 + 26);
+
+/**
+ * An equation's labels as ORT reads them (the compiler's parser: the ellipsis' axes labelled
+ * ".0", ".1", ...), with an implicit output in ORT's order: the ellipsis, then the letters seen
+ * once, a-z then A-Z. A message where ORT or the parser refuses it.
+ */
+export function ortEinsumLabels(equation: string, ranks: number[]): { terms: string[][]; out: string[] } | string {
+  const parsed = parseEquation(equation, ranks);
+  if (typeof parsed === "string" || equation.includes("->")) return parsed;
+  const count = new Map<string, number>();
+  for (const l of parsed.terms.flat()) if (!l.startsWith(".")) count.set(l, (count.get(l) ?? 0) + 1);
+  const letters = [...count].filter(([, c]) => c === 1).map(([l]) => l).sort((a, b) => letterIndex(a) - letterIndex(b));
+  return { terms: parsed.terms, out: [...parsed.out.filter((l) => l.startsWith(".")), ...letters] };
+}
+
 /** The scratch of one Einsum node, or null where the equation is not one this follows. */
 export function einsumScratch(n: LNode, values: ValueInfo): KernelScratch | null {
-  const equation = typeof n.attrs.equation === "string" ? n.attrs.equation.replace(/\s/g, "") : null;
-  if (!equation) return null;
-  const [lhs, rhsGiven] = equation.split("->") as [string, string | undefined];
-  const subscripts = lhs.split(",");
+  const equation = typeof n.attrs.equation === "string" ? n.attrs.equation : null;
   const shapes = n.inputs.map((i) => (i ? values.shapeOf(i) : undefined));
-  if (subscripts.length !== n.inputs.length || shapes.some((s) => !s)) return null;
-  // An ellipsis stands for the same number of axes in every operand that has any (ORT's rule),
-  // labelled #0, #1, ... and numbered before every letter: ORT puts them outermost.
-  const ellipsisAxes = new Set(subscripts.flatMap((s, k) => (s.includes("...") ? [shapes[k]!.length - (s.length - 3)] : [])).filter((e) => e > 0));
-  if (ellipsisAxes.size > 1) return null;
-  const broadcast = Array.from({ length: [...ellipsisAxes][0] ?? 0 }, (_, i) => `#${i}`);
-  const expand = (s: string, own: number) => {
-    const at = s.indexOf("...");
-    return at < 0 ? [...s] : [...s.slice(0, at)].concat(broadcast.slice(broadcast.length - own), [...s.slice(at + 3)]);
-  };
-  const labels = subscripts.map((s, k) => expand(s, s.includes("...") ? shapes[k]!.length - (s.length - 3) : 0));
-  if (labels.some((l, k) => l.length !== shapes[k]!.length || l.some((c) => c === "."))) return null;
-  if (labels.some((l) => new Set(l).size !== l.length)) return null; // a diagonal
+  if (!equation || shapes.some((s) => !s)) return null;
+  const parsed = ortEinsumLabels(equation, shapes.map((s) => s!.length));
+  // Unequal ellipses (numpy broadcasts them, ORT refuses) are the compiler parser's only extra.
+  if (typeof parsed === "string" || new Set(parsed.terms.map((t) => t.filter((l) => l.startsWith(".")).length).filter((e) => e > 0)).size > 1) return null;
+  const { terms: labels, out: rhs } = parsed;
+  const broadcast = [...new Set(labels.flat().filter((l) => l.startsWith(".")))].sort((a, b) => Number(a.slice(1)) - Number(b.slice(1)));
   const dtype = values.dtypeOf(n.inputs[0]!) ?? "float32";
   const bytes = (dims: readonly number[]) => perSample(dims) * DTYPE_BYTES[dtype];
   const batchless = (dims: readonly number[]) => !dims.some((d) => d < 0);
 
-  // Letters numbered as first seen, after the ellipsis' axes; implicit output: the ellipsis,
-  // then the letters seen once, a-z then A-Z (ORT's letter index).
+  // Letters numbered as first seen, after the ellipsis' axes (ORT puts them outermost).
   const index = new Map<string, number>(broadcast.map((b, i) => [b, i]));
-  const count = new Map<string, number>();
   const dimOf: number[] = broadcast.map(() => 1);
   const lastInput: number[] = broadcast.map(() => 0);
   labels.forEach((l, k) => l.forEach((c, a) => {
@@ -80,19 +90,18 @@ export function einsumScratch(n: LNode, values: ValueInfo): KernelScratch | null
     const i = index.get(c)!;
     lastInput[i] = k;
     if (extent(dimOf[i]!) === 1) dimOf[i] = shapes[k]![a]!;
-    if (!c.startsWith("#")) count.set(c, (count.get(c) ?? 0) + 1);
   }));
-  const letterIndex = (c: string) => (c >= "a" ? c.charCodeAt(0) - 97 : c.charCodeAt(0) - 65 + 26);
-  const implicit = () => (lhs.includes("...") ? broadcast : []).concat([...count].filter(([, c]) => c === 1).map(([l]) => l).sort((a, b) => letterIndex(a) - letterIndex(b)));
-  const rhs = rhsGiven === undefined ? implicit() : expand(rhsGiven, broadcast.length);
-  if (rhs.some((c) => !index.has(c))) return null;
   for (const c of rhs) lastInput[index.get(c)!] = -1;
   const rank = index.size;
   const outputOf = new Map(rhs.map((c, o) => [index.get(c)!, o]));
 
   const sizes: number[] = [];
   const fixed: boolean[] = [];
-  const take = (dims: readonly number[]) => { sizes.push(bytes(dims)); fixed.push(batchless(dims)); };
+  const freedAfter: (number | undefined)[] = [];
+  /** Takes a copy of `dims`; its index among the sizes. */
+  const take = (dims: readonly number[]) => { sizes.push(bytes(dims)); fixed.push(batchless(dims)); freedAfter.push(undefined); return sizes.length - 1; };
+  /** Frees the copies at `at` once the one at `when` is taken. */
+  const freeAt = (at: readonly (number | undefined)[], when: number) => at.forEach((i) => { if (i !== undefined) freedAfter[i] = when; });
   const after: number[] = [];
   const afterFixed: boolean[] = [];
 
@@ -102,14 +111,12 @@ export function einsumScratch(n: LNode, values: ValueInfo): KernelScratch | null
     const dims = new Array<number>(rank).fill(1);
     at.forEach((i, a) => { dims[i] = shapes[k]![a]!; });
     const perm = [...at.keys()].sort((a, b) => at[a]! - at[b]!);
-    if (!isIdentity(perm)) take(shapes[k]!);
-    return { dims, owned: false };
+    return isIdentity(perm) ? { dims, owned: false } : { dims, owned: false, copy: take(shapes[k]!) };
   });
 
   const reduceOnly = (op: Operand, axes: number[]): Operand => {
     const dims = op.dims.map((d, i) => (axes.includes(i) ? 1 : d));
-    take(dims);
-    return { dims, owned: true };
+    return { dims, owned: true, copy: take(dims) };
   };
   const outputDims = rhs.map((c) => dimOf[index.get(c)!]!);
   const finalize = (order: readonly number[]) => {
@@ -120,7 +127,9 @@ export function einsumScratch(n: LNode, values: ValueInfo): KernelScratch | null
     if (!isIdentity(perm)) { after.push(bytes(outputDims)); afterFixed.push(batchless(outputDims)); }
   };
 
-  // The first operand: the axes it alone has and the output lacks are summed away first.
+  // The first operand: the axes it alone has and the output lacks are summed away first. The
+  // running result is the processor's own (its first copy moves into it, the preprocessor keeps
+  // the others to the end), freed when the next pair's result replaces it.
   let result = operands[0]!;
   const firstOnly = [...Array(rank).keys()].filter((i) => lastInput[i] === 0);
   if (firstOnly.length) result = reduceOnly(result, firstOnly);
@@ -134,6 +143,7 @@ export function einsumScratch(n: LNode, values: ValueInfo): KernelScratch | null
     // for: the operands it is given are not its to change (ORT's current_left / current_right).
     let left: Operand = { dims: result.dims, owned: false };
     let right: Operand = { dims: operands[k]!.dims, owned: false };
+    const first = sizes.length;
     const lro: number[] = [], lo: number[] = [], ro: number[] = [];
     for (let i = 0; i < rank; i++) {
       const l = extent(left.dims[i]!) > 1, r = extent(right.dims[i]!) > 1;
@@ -146,15 +156,14 @@ export function einsumScratch(n: LNode, values: ValueInfo): KernelScratch | null
     }
     const arrange = (op: Operand, perm: number[]): Operand => {
       if (isIdentity(perm) || (op.owned && isReshape(perm, op.dims))) return op;
-      take(op.dims);
-      return { dims: perm.map((p) => op.dims[p]!), owned: true };
+      return { dims: perm.map((p) => op.dims[p]!), owned: true, copy: take(op.dims) };
     };
     left = arrange(left, [...lro, ...lo, ...reduce, ...ro]);
     right = arrange(right, [...lro, ...reduce, ...ro, ...lo]);
     const pick = (i: number) => (lro.includes(i) || lo.includes(i) ? result.dims[i]! : operands[k]!.dims[i]!);
     const order = [...lro, ...lo, ...reduce, ...ro];
     const product = order.map((i) => (reduce.includes(i) ? 1 : pick(i)));
-    take(product);
+    const matmul = take(product);
     if (k === operands.length - 1) {
       finalize(order);
     } else {
@@ -162,9 +171,14 @@ export function einsumScratch(n: LNode, values: ValueInfo): KernelScratch | null
       const back = new Array<number>(rank);
       order.forEach((i, at) => { back[i] = at; });
       const dims = back.map((at) => product[at]!);
-      if (!isIdentity(back) && !isReshape(back, product)) take(dims);
-      result = { dims, owned: true };
+      const moved = !isIdentity(back) && !isReshape(back, product) ? take(dims) : undefined;
+      // The pair returns: its own copies go, and the result it replaces (the first operand's
+      // copy, moved into the result, or an earlier pair's).
+      const pairs = [...Array(sizes.length - first).keys()].map((i) => first + i).filter((i) => i !== matmul && i !== moved);
+      const replaced = k === 1 && !firstOnly.length ? operands[0]!.copy : result.copy;
+      freeAt([...pairs, replaced, moved === undefined ? undefined : matmul], moved ?? matmul);
+      result = { dims, owned: true, copy: moved ?? matmul };
     }
   }
-  return { sizes, fixed, beforeOutputs: true, after, afterFixed };
+  return { sizes, fixed, beforeOutputs: true, after, afterFixed, freedAfter };
 }

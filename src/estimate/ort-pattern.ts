@@ -163,16 +163,19 @@ function runTrace(buffers: readonly Buffer[], steps: number, outputs: ReadonlyAr
     const mine = scratch.find((k) => k.step === s);
     const ids = (mine?.sizes ?? []).map(() => nextId++);
     const afterIds = (mine?.after ?? []).map(() => nextId++);
-    const take = (sizes: readonly number[], at: readonly number[], fixed: readonly boolean[] | undefined) =>
-      sizes.forEach((size, i) => trace.push({ kind: "alloc", id: at[i]!, size, scratch: true, ...(fixed?.[i] ? { fixed: true as const } : {}) }));
-    const takeScratch = () => mine && take(mine.sizes, ids, mine.fixed);
+    const take = (sizes: readonly number[], at: readonly number[], fixed: readonly boolean[] | undefined, freedAfter: readonly (number | undefined)[] = []) =>
+      sizes.forEach((size, i) => {
+        trace.push({ kind: "alloc", id: at[i]!, size, scratch: true, ...(fixed?.[i] ? { fixed: true as const } : {}) });
+        freedAfter.forEach((j, k) => j === i && trace.push({ kind: "free", id: at[k]! }));
+      });
+    const takeScratch = () => mine && take(mine.sizes, ids, mine.fixed, mine.freedAfter);
     if (mine?.beforeOutputs) takeScratch();
     for (const b of buffers) if (b.first === s) trace.push({ kind: "alloc", id: b.id, size: b.size, ...(b.fixed ? { fixed: true as const } : {}) });
     for (const o of outputs) if (o.step === s) trace.push({ kind: "alloc", id: o.id, size: o.size, output: true });
     if (mine && !mine.beforeOutputs) takeScratch();
     if (mine?.after) take(mine.after, afterIds, mine.afterFixed);
     for (const id of [...afterIds].reverse()) trace.push({ kind: "free", id });
-    for (const id of [...ids].reverse()) trace.push({ kind: "free", id });
+    for (const [i, id] of [...ids.entries()].reverse()) if (mine?.freedAfter?.[i] === undefined) trace.push({ kind: "free", id });
     for (const b of buffers) if (b.last === s) trace.push({ kind: "free", id: b.id });
   }
   for (const o of outputs) trace.push({ kind: "free", id: o.id });

@@ -43,6 +43,11 @@ export interface KernelScratch {
   /** Asked for after the outputs besides, with `sizes` before them (an Einsum's result transposed to the output's order). */
   after?: number[];
   afterFixed?: boolean[];
+  /**
+   * Per size: freed once the size at this index is taken, not when the kernel returns (an
+   * Einsum of three or more operands frees one pair's copies before the next pair's).
+   */
+  freedAfter?: (number | undefined)[];
 }
 
 /** What the replay knows of a value: its shape (-1 at the batch) and element type. */

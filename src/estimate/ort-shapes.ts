@@ -10,7 +10,7 @@
  * Not here: ops whose output size depends on the data (NonZero, Unique, Compress); the
  * estimate still says why it has no activations for a graph with one.
  */
-import { attrInt, attrInts, normAxis } from "../compiler/attrs.ts";
+import { attrInt, attrInts, attrString, normAxis } from "../compiler/attrs.ts";
 import { type DType, fmtShape } from "../compiler/ir.ts";
 import { type Lowering, type OpCtx, shapeError } from "../compiler/op-ctx.ts";
 import { dtypeOfOnnx } from "../compiler/graph-inputs.ts";
@@ -18,6 +18,7 @@ import { LOWERINGS } from "../compiler/infer.ts";
 import { ArgMax } from "../compiler/ops-argmax.ts";
 import { splitSizes } from "../compiler/ops-cnn.ts";
 import { transposePerm } from "../compiler/ops-tensor.ts";
+import { ortEinsumLabels } from "./ort-einsum.ts";
 import { ortLstmShapes } from "./ort-lstm.ts";
 import { ORT_CONTRIB_SHAPE_LOWERINGS } from "./ort-shapes-contrib.ts";
 import { ORT_QUANTIZED_SHAPE_LOWERINGS } from "./ort-shapes-quantized.ts";
@@ -75,6 +76,25 @@ const transpose: Lowering = (c) => {
   const x = shapeOf(c, 0);
   const perm = transposePerm(c, x);
   return { shapes: [perm.map((p) => x[p]!)], dtypes: [c.dtype(0) ?? "float32"], attrs: { perm } };
+};
+
+/**
+ * Einsum as ORT runs it, one kernel of any number of operands, a weight anywhere: the output's
+ * dims by label (an extent of 1 broadcasts), the first operand's type, the equation kept for
+ * its scratch (ort-einsum.ts). The compiler's rule is memlane-rt's rewrite into MatMuls, of one
+ * or two operands with the batch kept.
+ */
+const einsum: Lowering = (c) => {
+  const equation = attrString(c.node, "equation", "");
+  const shapes = c.node.inputs.map((_, i) => shapeOf(c, i));
+  const parsed = ortEinsumLabels(equation, shapes.map((s) => s.length));
+  if (typeof parsed === "string") throw shapeError(c, `equation "${equation}": ${parsed}`);
+  const extentOf = new Map<string, number>();
+  parsed.terms.forEach((t, k) => t.forEach((l, a) => {
+    const d = shapes[k]![a]!;
+    if ((extentOf.get(l) ?? 1) === 1) extentOf.set(l, d);
+  }));
+  return { shapes: [parsed.out.map((l) => extentOf.get(l)!)], dtypes: [c.dtype(0) ?? "float32"], attrs: { equation } };
 };
 
 /** EyeLike: the input's 2-D shape, of the dtype the attribute names (the input's without one). */
@@ -253,6 +273,7 @@ export const ORT_SHAPE_LOWERINGS: Readonly<Record<string, Lowering>> = {
   ArgMin: ArgMax,  // the compiler's ArgMax rule: the same shape, int64
   TopK: topK,
   EyeLike: eyeLike, OneHot: oneHot,
+  Einsum: einsum,
   GlobalMaxPool: globalPool, GlobalLpPool: globalPool,
   DepthToSpace: depthSpace(true), SpaceToDepth: depthSpace(false),
   ConvTranspose: convTranspose,
