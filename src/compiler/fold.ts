@@ -190,6 +190,18 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
       const out = mk(named ? isFloatType(named) : x.isFloat, [rows, cols], range(rows * cols).map((at) => +((at % cols) - Math.floor(at / cols) === k)));
       return [dtype ? { ...out, dtype } : out];
     }
+    case "Trilu": {  // a decoder's causal mask: torch.triu over a square of its constant lengths
+      if (!x || x.dims.length < 2) return undefined;
+      const k = ins[1] ? ins[1].data[0] : 0;
+      if (k === undefined || Number.isNaN(k)) return undefined;
+      const upper = attrInt(n, "upper", 1) !== 0;
+      const [rows, cols] = x.dims.slice(-2) as [number, number];
+      const keep = (at: number): boolean => {
+        const j = at % cols, i = Math.floor(at / cols) % rows;
+        return upper ? j - i >= k : j - i <= k;
+      };
+      return [{ ...x, ...mk(x.isFloat, [...x.dims], Array.from(x.data, (v, at) => (keep(at) ? v : 0))) }];
+    }
     case "Range": {
       const [s, l, d] = [ins[0]?.data[0], ins[1]?.data[0], ins[2]?.data[0]];
       if (s === undefined || l === undefined || d === undefined) return undefined;

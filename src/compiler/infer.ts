@@ -54,6 +54,14 @@ const SHAPE_CONSUMERS: Record<string, number> = { ConstantOfShape: 0, Expand: 1,
 /** Ops whose folded result has input 0's element type: they pick, move or join its values. */
 const MOVES_VALUES: ReadonlySet<string> = new Set(["Gather", "GatherElements", "GatherND", "Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Slice", "Expand", "Tile", "Concat", "Split", "Pad"]);
 
+/**
+ * Inputs whose values a folded op's output carries, where not all of them: only these can pass
+ * the batch on (`sym`). The others give its shape or pick: a decoder's causal mask
+ * (ConstantOfShape of its lengths filled with -inf, then Trilu by past + 1) holds no batch,
+ * though both inputs came from Shape; marked, its -inf read as a batch multiple.
+ */
+const VALUE_INPUTS: Record<string, readonly number[]> = { ConstantOfShape: [], EyeLike: [], Trilu: [0], Expand: [0], Tile: [0], Where: [1, 2] };
+
 function holdsBatch(c: ConstTensor | undefined): boolean {
   return !!c?.sym && Array.from(c.data).some((v) => Math.abs(v) >= 2 ** 31);
 }
@@ -204,7 +212,7 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
     } else if (runtime === undefined && !symbolicShape) {
       const r = foldNode(n, ins, g.opset);
       if (!r) throw unsupportedOp(g.file, n, "has only constant inputs but the compiler cannot evaluate it");
-      const sym = ins.some((c) => c?.sym);
+      const sym = (VALUE_INPUTS[n.opType]?.map((i) => ins[i]) ?? ins).some((c) => c?.sym);
       const x = ins[0];
       r.forEach((c, i) => {
         if (sym) c.sym = true;

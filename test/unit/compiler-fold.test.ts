@@ -103,6 +103,19 @@ describe("constant folding of the subgraphs Swin and DeBERTa-v2 exports carry", 
     expect(foldNode(n("EyeLike"), [floats([4], [0, 0, 0, 0])], 17)).toBeUndefined();  // not 2-D
   });
 
+  it("Trilu (a decoder's causal mask over its past and new lengths): upper or lower, the k-th diagonal, every matrix of a batch", () => {
+    const m = floats([2, 3], [1, 2, 3, 4, 5, 6]);
+    expect(fold(n("Trilu"), [m])).toEqual({ dims: [2, 3], data: [1, 2, 3, 0, 5, 6], isFloat: true });
+    expect(fold(n("Trilu", { upper: 0 }), [m])).toEqual({ dims: [2, 3], data: [1, 0, 0, 4, 5, 0], isFloat: true });
+    // torch.triu(full((t, p + t), -inf), diagonal=p + 1): k from a second input, -inf kept above it
+    const mask = fold(n("Trilu"), [floats([2, 4], new Array(8).fill(-Infinity)), ints([], [3])]);
+    expect(Array.from(mask.data)).toEqual([0, 0, 0, -Infinity, 0, 0, 0, 0]);
+    expect(fold(n("Trilu", { upper: 0 }), [m, ints([], [-1])]).data).toEqual([0, 0, 0, 4, 0, 0]);
+    const batched = fold(n("Trilu"), [floats([2, 2, 2], [1, 1, 1, 1, 2, 2, 2, 2])]);
+    expect(Array.from(batched.data)).toEqual([1, 1, 0, 1, 2, 2, 0, 2]);
+    expect(foldNode(n("Trilu"), [floats([3], [1, 2, 3])], 17)).toBeUndefined();  // not a matrix
+  });
+
   it("Split of a constant (GPT-J's sin/cos table): given sizes, equal parts, opset 18's num_outputs", () => {
     const x = floats([2, 5], [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     const parts = (node: Node, ins: (ConstTensor | undefined)[], opset: number) => foldNode(node, ins, opset)!.map((r) => ({ dims: r.dims, data: Array.from(r.data) }));
