@@ -150,3 +150,28 @@ def smaps_summary(path: str = _SMAPS) -> dict[str, list[int]]:
     if current is not None:
         settle(None)
     return out
+
+
+def file_mappings(directory: str, skip: str, path: str = _SMAPS) -> list[list]:
+    """[[file name, file offset, size, resident], ...] in bytes: this process's mappings of the
+    files in `directory` other than `skip`. ONNX Runtime maps a model's external data file and
+    keeps the initializers it does not pre-pack there, read in place (estimate.ortLoad; the
+    estimate's mapped-weight term, src/estimate/ort-mapped.ts)."""
+    import os
+    prefix = os.path.realpath(directory).encode() + b"/"
+    skip_b = os.path.realpath(skip).encode()
+    out: list[list] = []
+    current: list | None = None
+    with open(path, "rb") as f:
+        for line in f:
+            if line[0] in _HEX:
+                addr, _perms, off, _dev, _inode, *rest = line.split(None, 5)
+                name = rest[0].strip() if rest else b""
+                current = None
+                if name.startswith(prefix) and name != skip_b:
+                    lo, _, hi = addr.partition(b"-")
+                    current = [os.path.basename(name).decode("utf-8", "replace"), int(off, 16), int(hi, 16) - int(lo, 16), 0]
+                    out.append(current)
+            elif current is not None and line.startswith(b"Rss:"):
+                current[3] = int(line.split()[1]) * 1024
+    return out

@@ -78,3 +78,23 @@ def test_smaps_summary_shows_a_mapped_file_and_anonymous_memory_and_sums_to_the_
     finally:
         mapped.close()
         anon.close()
+
+
+def test_file_mappings_names_the_files_beside_a_model_with_offset_size_and_resident_bytes(tmp_path):
+    import mmap
+
+    data = tmp_path / "m.onnx.data"
+    data.write_bytes(b"\1" * (3 * 65536))
+    (tmp_path / "m.onnx").write_bytes(b"\0" * 4096)
+    with open(data, "rb") as fd, open(tmp_path / "m.onnx", "rb") as fm:
+        part = mmap.mmap(fd.fileno(), 65536, prot=mmap.PROT_READ, offset=65536)
+        model = mmap.mmap(fm.fileno(), 4096, prot=mmap.PROT_READ)
+        try:
+            assert memory.file_mappings(str(tmp_path), str(tmp_path / "m.onnx")) == [["m.onnx.data", 65536, 65536, 0]]
+            part[0:1]  # a read faults a page (or the kernel's window about it) in
+            [(name, offset, size, resident)] = memory.file_mappings(str(tmp_path), str(tmp_path / "m.onnx"))
+            assert (name, offset, size) == ("m.onnx.data", 65536, 65536)
+            assert 4096 <= resident <= 65536
+            model.close()  # the model file itself was never listed
+        finally:
+            part.close()

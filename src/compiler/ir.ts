@@ -38,6 +38,13 @@ export interface ConstTensor {
    * take one byte an element, and its zero points give ORT's tensors their type.
    */
   fileType?: number;
+  /**
+   * Where an initializer stored outside the model file lies (its external data: the location
+   * relative to the model's directory, byte offset and length). The estimate reads it: ONNX
+   * Runtime maps that file and reads the initializers it does not pre-pack in place
+   * (src/estimate/ort-mapped.ts).
+   */
+  external?: { location: string; offset: number; length: number };
 }
 
 /**

@@ -38,7 +38,8 @@ export function decodeTensor(t: ITensorProto, modelDir: string, path: string): C
   const typed = type === DT.BOOL ? { dtype: "bool" as const } : {};
   const out = isFloat ? new Float32Array(n) : new Float64Array(n);
   let raw: Uint8Array | undefined;
-  if (t.dataLocation === onnxProto.onnx.TensorProto.DataLocation.EXTERNAL) raw = readExternal(t, modelDir, path, n * esize);
+  let external: ConstTensor["external"];
+  if (t.dataLocation === onnxProto.onnx.TensorProto.DataLocation.EXTERNAL) ({ raw, at: external } = readExternal(t, modelDir, path, n * esize));
   else if (t.rawData && t.rawData.length > 0) raw = t.rawData;
 
   if (raw) {
@@ -47,7 +48,7 @@ export function decodeTensor(t: ITensorProto, modelDir: string, path: string): C
     }
     const dv = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
     for (let i = 0; i < n; i++) out[i] = readElem(dv, type, i * esize);
-    return { isFloat, dims, data: out, ...typed, fileType: type };
+    return { isFloat, dims, data: out, ...typed, fileType: type, ...(external ? { external } : {}) };
   }
   // Typed fields: float_data (FLOAT, FLOAT16 as bits in int32_data), int32_data (INT32 and
   // narrower ints, BOOL, FLOAT16 bits), int64_data, double_data, uint64_data.
@@ -119,7 +120,7 @@ function halfToFloat(h: number): number {
   return s * 2 ** (e - 15) * (1 + f / 1024);
 }
 
-function readExternal(t: ITensorProto, modelDir: string, path: string, want: number): Uint8Array {
+function readExternal(t: ITensorProto, modelDir: string, path: string, want: number): { raw: Uint8Array; at: NonNullable<ConstTensor["external"]> } {
   const kv = new Map((t.externalData ?? []).map((e) => [e.key ?? "", e.value ?? ""]));
   const location = kv.get("location");
   if (!location) throw new CompileError(`${path}: tensor "${t.name}" is stored externally but names no location`, "invalid-model", { tensor: t.name });
@@ -147,5 +148,5 @@ function readExternal(t: ITensorProto, modelDir: string, path: string, want: num
   } finally {
     closeSync(fd);
   }
-  return buf;
+  return { raw: buf, at: { location: rel, offset, length } };
 }

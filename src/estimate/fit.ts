@@ -12,7 +12,7 @@
  */
 import type { Features } from "./model-terms.ts";
 
-export const FEATURE_NAMES = ["weightMiB", "convWeightMiB", "activationMiB", "evalMiB", "evalOutputMiB", "heldMiB", "largestBatchMiB", "loadMiB", "nativeReleasedMiB", "deadOutputMiB", "outputBufferMiB", "nativeWorkspaceMiB", "ortFirstRequestMiB", "loadTransientMiB", "deadOutputKeptMiB", "firstRequestMiB"] as const satisfies ReadonlyArray<keyof Features>;
+export const FEATURE_NAMES = ["weightMiB", "convWeightMiB", "activationMiB", "evalMiB", "evalOutputMiB", "heldMiB", "largestBatchMiB", "loadMiB", "nativeReleasedMiB", "deadOutputMiB", "outputBufferMiB", "nativeWorkspaceMiB", "ortFirstRequestMiB", "loadTransientMiB", "deadOutputKeptMiB", "firstRequestMiB", "mappedWeightMiB"] as const satisfies ReadonlyArray<keyof Features>;
 
 /**
  * [intercept, weights, conv weights, activations, eval inputs, eval outputs, malloc-held at load,
@@ -20,7 +20,7 @@ export const FEATURE_NAMES = ["weightMiB", "convWeightMiB", "activationMiB", "ev
  * outputs, memlane-rt's output buffers, memlane-rt's kernel workspace, ORT's arena after its first request, the load probe's peak above its end, node-ort's dead outputs malloc keeps, the first request beyond one sample (memlane-rt, node-ort)] in MiB per MiB
  * (the intercept in MiB). Calibrations of an older format have fewer and are redone.
  */
-export type Coefficients = [number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number];
+export type Coefficients = [number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number];
 
 export interface Fit {
   coef: Coefficients;

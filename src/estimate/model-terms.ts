@@ -18,6 +18,7 @@ import { readPlan } from "../compiler/read.ts";
 import { nativeChunkable, nativeChunkSamples, nativeLanes } from "../compiler/native-chunk.ts";
 import { probeNativeLoad, workspaceAt } from "./native-load.ts";
 import { type FreePieces, type OrtLoadProbe, type OrtRuntime, probeOrtLoad } from "./ort-load.ts";
+import { type ExternalTensor, externalTensors, mappedWeightsMiB } from "./ort-mapped.ts";
 import { arenaResidentBeyondHeld } from "./ort-heap-reuse.ts";
 import { nodeDeadOutputKeptMiB, nodePeakBeyondEndMiB } from "./node-ort-outputs.ts";
 import { evalChunks, ortPatternKey, replayOrtArena } from "./ort-arena.ts";
@@ -82,6 +83,8 @@ export interface ModelTerms {
    * null when the benchmark could not feed the model.
    */
   ortInputDims: number[][] | null;
+  /** The initializers the file stores in external data (ort-mapped.ts): ORT reads those it leaves mapped in place. */
+  externalTensors: ExternalTensor[];
   /** Sum of input and output bytes of one sample; null when a dim is unknown. */
   ioPerSampleMiB: number | null;
   /** The outputs' part of ioPerSampleMiB; null when a dim is unknown. */
@@ -285,6 +288,14 @@ export interface Features {
    * node-ort's was -4.0 and -9.6 % at 1,8 and 4,8.
    */
   firstRequestMiB: number;
+  /**
+   * The ORT runtimes: the model's external data they read in place (ort-mapped.ts), resident
+   * once the run's requests have read it, beyond what the load left resident: every initializer
+   * the load probe found still mapped. What the first request alone reads is in firstRequestMiB.
+   * 0 without external data and for the other runtimes (memlane-rt's plan pages are in
+   * weightMiB). Slope 1 at steady-inference, 0 before, never fitted: no probe has external data.
+   */
+  mappedWeightMiB: number;
 }
 
 /** Bytes of one element of a graph input or output (int64 ids and masks are 8, not 4). */
@@ -320,13 +331,13 @@ export function fedInputShapes(onnxPath: string, feed: InputFeed = {}): Record<s
  * fedInputShapes) and every input's shape, -1 at the batch (`dims`: what ORT keys its memory
  * patterns on, ort-arena.ts).
  */
-function fedInputs(onnxPath: string, feed: InputFeed): { inputShapes: Record<string, number[]> | undefined; dims: number[][] } {
+function fedInputs(onnxPath: string, feed: InputFeed): { inputShapes: Record<string, number[]> | undefined; dims: number[][]; byName: Map<string, number[]> } {
   const io = readOnnxIo(onnxPath);
   const fromFile = feed.inputsFile !== undefined ? inputFileShapes(feed.inputsFile, io) : undefined;
   const { inputs } = resolveModelIo(io, { ...(feed.seq !== undefined ? { seq: feed.seq } : {}), ...(feed.shapes ? { shapes: feed.shapes } : {}), ...(fromFile ? { fromFile } : {}) });
   const offBatch = io.inputs.some((i, k) => i.dims === null || i.dims.some((d, a) => typeof d !== "number" && a !== inputs[k]!.batchAxis));
   const inputShapes = offBatch ? Object.fromEntries(inputs.filter((i) => i.batchAxis >= 0).map((i) => [i.name, i.shape])) : undefined;
-  return { inputShapes, dims: inputs.map((i) => [...i.shape]) };
+  return { inputShapes, dims: inputs.map((i) => [...i.shape]), byName: new Map(inputs.map((i) => [i.name, [...i.shape]])) };
 }
 
 /**
@@ -391,9 +402,10 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
   const g = loadOnnx(onnxPath, { customDomains: "keep" });
   let inputShapes: Record<string, number[]> | undefined;
   let ortInputDims: number[][] | null = null;
+  let fedByName = new Map<string, number[]>();
   let feedError: string | null = null;
   try {
-    ({ inputShapes, dims: ortInputDims } = fedInputs(onnxPath, feed));
+    ({ inputShapes, dims: ortInputDims, byName: fedByName } = fedInputs(onnxPath, feed));
   } catch (err) {
     if (!(err instanceof InputSpecError)) throw err;
     // An input the benchmark could not feed either: no plan at shapes it would not run.
@@ -420,7 +432,12 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
   }
   // Without a plan there is nothing for the native load probe to load; why is the compile error.
   const noPlan = nativeLoad ? { nativeLoadUnavailable: "no plan to load (the compile error above)" } : {};
-  const weights = { file: onnxPath, ortInputDims, params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, largestInitializerMiB: largestInitializerBytes / MIB, fileMiB: statSync(onnxPath).size / MIB, ortLoad: {}, nativeLoadMiB: null, nativeReleasedMiB: null, nativeLoadPeakAboveEndMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspaceByBatchMiB: null, nativeUnwrittenPerSampleMiB: null };
+  // Ids a sample of a fed input holds (its dims but the batch): how much of a table Gather reads.
+  const idsPerSample = (input: string) => {
+    const dims = fedByName.get(input);
+    return dims ? dims.filter((d) => d >= 0).reduce((a, b) => a * b, 1) : null;
+  };
+  const weights = { file: onnxPath, ortInputDims, externalTensors: externalTensors(g, idsPerSample), params, weightMiB: weightBytes / MIB, convWeightMiB: convBytes / MIB, largestInitializerMiB: largestInitializerBytes / MIB, fileMiB: statSync(onnxPath).size / MIB, ortLoad: {}, nativeLoadMiB: null, nativeReleasedMiB: null, nativeLoadPeakAboveEndMiB: null, nativeBatchTailPerSampleMiB: null, nativeWorkspaceByBatchMiB: null, nativeUnwrittenPerSampleMiB: null };
   const unplanned = { arenaPerSampleMiB: null, ioPerSampleMiB: null, outputPerSampleMiB: null, outputTensorsPerSampleMiB: null, outputNotBatchFirstPerSampleMiB: null, nativeChunkable: null };
   if (feedError !== null) return { ...weights, ...noPlan, ...unplanned, ortPatternPerSampleMiB: null, ortTracePerSample: null, compileError: feedError };
   let ortPatternPerSampleMiB: number | null = null;
@@ -542,6 +559,7 @@ export function features(runtime: string, t0: ModelTerms, run: RunShape): Featur
   const arena = ORT_RUNTIMES.has(runtime) ? ortArenaMiB(t, run, runtime === "python-ort", load?.heldMiB != null ? heldPieceSets(load) : null, before, untouchedMiB) : null;
   const ortArena = arena?.residentMiB ?? null;
   const ortPattern = ORT_RUNTIMES.has(runtime) ? t.ortPatternPerSampleMiB : null;
+  const mapped = ORT_RUNTIMES.has(runtime) ? mappedWeightsMiB(t.externalTensors ?? [], load?.fileMaps, run.batchSizes?.[0] ?? 1) : { firstMiB: 0, endMiB: 0 };
   const sampleBytes = (ortPattern ?? t.arenaPerSampleMiB ?? 0) * MIB;
   let samples = run.maxBatch;
   let largestBatchMiB = 0;
@@ -595,7 +613,8 @@ export function features(runtime: string, t0: ModelTerms, run: RunShape): Featur
     deadOutputKeptMiB: runtime === "node-ort" ? nodeDeadOutputKeptMiB(t, run, arena?.heldLeft ?? null) : 0,
     outputBufferMiB: runtime === "native" ? nativeOutputBufferMiB(t, run) : 0,
     nativeWorkspaceMiB: runtime === "native" ? workspaceAt(t.nativeWorkspaceByBatchMiB ?? [], 1) : 0,
-    firstRequestMiB: runtime === "native" || runtime === "node-ort" ? firstRequestMiB(runtime, t, run) : 0,
+    firstRequestMiB: (runtime === "native" || runtime === "node-ort" ? firstRequestMiB(runtime, t, run) : 0) + mapped.firstMiB,
+    mappedWeightMiB: mapped.endMiB,
     // Without a trace (shapes the replay cannot follow), the stand-in of activationMiB's: the
     // pattern (or the compiler's arena) at the first batch size.
     ortFirstRequestMiB: arena ? arena.firstRequestMiB : ORT_RUNTIMES.has(runtime) ? (sampleBytes * (run.batchSizes?.[0] ?? 1)) / MIB : 0,

@@ -37,6 +37,16 @@ interface Raw {
   peakAboveEndKiB: number | null;
   /** [[sizeKiB, count], ...]: the held blocks the arena gave out (python/memlane_worker/free_pieces.py); null where it could not tell. */
   freePieces: Array<[number, number]> | null;
+  /** [[file name, offset, size, resident], ...] bytes: the model's other files the session mapped; null where not read. */
+  fileMaps: Array<[string, number, number, number]> | null;
+}
+
+/** A mapping of a file beside the model (its external data) after the load, bytes. */
+export interface FileMap {
+  file: string;
+  offset: number;
+  size: number;
+  resident: number;
 }
 
 /** Free blocks malloc holds after the load, as the probe carved them: `count` blocks of `bytes`. */
@@ -74,6 +84,12 @@ export interface OrtLoadProbe {
    * the median; null where it could not be carved.
    */
   freePieces: FreePieces[] | null;
+  /**
+   * The mappings of the model's external data the session kept (the initializers ORT reads in
+   * place, ort-mapped.ts), from the first run (the same in every run); null where not read,
+   * absent where not probed for.
+   */
+  fileMaps?: FileMap[] | null;
   /**
    * The blocks of every run that held the median amount (within HELD_ALIKE_MIB), freePieces'
    * run among them: which blocks a load leaves differs from process to process even where the
@@ -174,7 +190,17 @@ export function checkedRaw(value: unknown): Raw {
   };
   // Held memory cannot be negative; what the load left allocated and RSS growth may (a trim).
   // The load's peak above its end: null where the VmHWM reset was refused.
-  return { available: v.available as boolean, heldKiB: field("heldKiB", 0), inUseKiB: field("inUseKiB", -Infinity), rssKiB: field("rssKiB", -Infinity), anonKiB: field("anonKiB", -Infinity, true), peakAboveEndKiB: field("peakAboveEndKiB", 0, true), freePieces: checkedPieces(v) };
+  return { available: v.available as boolean, heldKiB: field("heldKiB", 0), inUseKiB: field("inUseKiB", -Infinity), rssKiB: field("rssKiB", -Infinity), anonKiB: field("anonKiB", -Infinity, true), peakAboveEndKiB: field("peakAboveEndKiB", 0, true), freePieces: checkedPieces(v), fileMaps: checkedFileMaps(v) };
+}
+
+/** The file mappings: null, or [file name, offset, size, resident] with a name and non-negative integers. */
+function checkedFileMaps(v: Record<string, unknown>): Array<[string, number, number, number]> | null {
+  const m = v.fileMaps;
+  if (m === null || m === undefined || !v.available) return null;
+  const entry = (x: unknown) => Array.isArray(x) && x.length === 4 && typeof x[0] === "string" && x.slice(1).every((n) => Number.isInteger(n) && (n as number) >= 0);
+  if (!Array.isArray(m) || !m.every(entry))
+    throw new Error(`estimate.ortLoad: the worker's result has \`fileMaps\` ${JSON.stringify(m)?.slice(0, 200)}, not null or [[file, offset, size, resident], ...]`);
+  return m as Array<[string, number, number, number]>;
 }
 
 /** The carved blocks: null, or pairs of positive integers (a block size in KiB, a count). */
@@ -193,7 +219,8 @@ function inMiB(r: Raw): OrtLoadProbe {
   const freePieces = r.freePieces?.map(([kib, count]) => ({ bytes: kib * 1024, count })) ?? null;
   const [held, inUse, anon] = [mib(r.heldKiB), mib(r.inUseKiB), mib(r.anonKiB)];
   const untouchedMiB = held !== null && inUse !== null && anon !== null ? Math.max(0, inUse + held - anon) : null;
-  return { heldMiB: held, inUseMiB: inUse, rssMiB: mib(r.rssKiB), untouchedMiB, peakAboveEndMiB: mib(r.peakAboveEndKiB), freePieces };
+  const fileMaps = r.fileMaps?.map(([file, offset, size, resident]) => ({ file, offset, size, resident })) ?? null;
+  return { heldMiB: held, inUseMiB: inUse, rssMiB: mib(r.rssKiB), untouchedMiB, peakAboveEndMiB: mib(r.peakAboveEndKiB), freePieces, fileMaps };
 }
 
 /** `count` runs of the Python probe, each in a fresh worker. */
@@ -237,5 +264,6 @@ async function runProbes(onnxPath: string, opts: ProbeOptions): Promise<OrtLoadP
     freePieces: runs.find((r) => r.heldMiB === medianHeld)?.freePieces ?? null,
     freePiecesAlike: medianHeld === null ? [] : runs.filter((r) => r.freePieces && r.heldMiB !== null && Math.abs(r.heldMiB - medianHeld) <= HELD_ALIKE_MIB).map((r) => r.freePieces!),
     heldRangeMiB: rangeOrNull(runs.map((r) => r.heldMiB)),
+    fileMaps: runs[0]?.fileMaps ?? null,
   };
 }

@@ -10,7 +10,8 @@
 // held once, as the Python workers hold theirs, and its delivery leaves no garbage to be
 // collected (or not) before a mark. Messages go back over IPC; the process exits when the
 // orchestrator disconnects, or when it dies.
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { basename, dirname } from "node:path";
 import { createRequire } from "node:module";
 import { performance } from "node:perf_hooks";
 import { checkFeeds, feedsAt, gatherOutputs } from "./node-ort-io.mjs";
@@ -171,9 +172,30 @@ function tensorsOf(file, refs) {
  * The same process as a run's: the same import, runtime-create and load on the main thread,
  * where onnxruntime-node loads and runs.
  */
-function loadProbeResult({ start, end, startAnonKiB, endAnonKiB }) {
+/**
+ * [[file name, file offset, size, resident], ...] in bytes: this process's mappings of the files
+ * beside `model` (its external data, which ORT maps and reads its un-packed initializers from in
+ * place), as the Python probe's memory.file_mappings reads them.
+ */
+function fileMappings(model) {
+  const prefix = `${dirname(realpathSync(model))}/`;
+  const skip = realpathSync(model);
+  const out = [];
+  let current = null;
+  for (const line of readFileSync("/proc/self/smaps", "utf8").split("\n")) {
+    const header = /^([0-9a-f]+)-([0-9a-f]+) \S+ ([0-9a-f]+) \S+ \S+\s*(.*)$/.exec(line);
+    if (header) {
+      const name = header[4];
+      current = name.startsWith(prefix) && name !== skip ? [basename(name), parseInt(header[3], 16), parseInt(header[2], 16) - parseInt(header[1], 16), 0] : null;
+      if (current) out.push(current);
+    } else if (current && line.startsWith("Rss:")) current[3] = Number(line.split(/\s+/)[1]) * 1024;
+  }
+  return out;
+}
+
+function loadProbeResult({ start, end, startAnonKiB, endAnonKiB }, model) {
   if (start?.mallocFreeKiB === undefined || end?.mallocFreeKiB === undefined)
-    return { available: false, heldKiB: null, inUseKiB: null, rssKiB: null, anonKiB: null, peakAboveEndKiB: null, freePieces: null };
+    return { available: false, heldKiB: null, inUseKiB: null, rssKiB: null, anonKiB: null, peakAboveEndKiB: null, freePieces: null, fileMaps: null };
   let pieces = null;
   try {
     pieces = freePieces();
@@ -189,6 +211,7 @@ function loadProbeResult({ start, end, startAnonKiB, endAnonKiB }) {
     // VmHWM was reset at the phase's start; a refused reset leaves the process's peak (null).
     peakAboveEndKiB: hwmReset ? Math.max(0, end.hwmKiB - end.rssKiB) : null,
     freePieces: pieces,
+    fileMaps: fileMappings(model),
   };
 }
 
@@ -215,7 +238,7 @@ async function main() {
     graphOptimizationLevel: ortOpts.graphOptimizationLevel === "disable" ? "disabled" : (ortOpts.graphOptimizationLevel ?? "all"),
   }));
   const session = await phase("model-load", () => ort.InferenceSession.create(model, options));
-  if (task.loadProbe) return send({ type: "result", value: loadProbeResult(lastPhase) });
+  if (task.loadProbe) return send({ type: "result", value: loadProbeResult(lastPhase, model) });
   // The eval set comes in here, between the phases: import, runtime-create and model-load are
   // onnxruntime-node's own, as the Python workers' are (theirs arrives in shared memory, its
   // pages touched by the inferences); from first-inference on the process holds it once.

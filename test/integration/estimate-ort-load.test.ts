@@ -133,10 +133,42 @@ describe("what a quantized model's load leaves unwritten", () => {
   }, 120_000);
 });
 
+describe("a model whose weights are in an external data file", () => {
+  // ORT maps the data file and keeps what it does not pre-pack there, read in place: the probe's
+  // process shows the table's and the bias's mappings, none resident, and none of the packed
+  // weight's (src/estimate/ort-mapped.ts).
+  it("the probe finds the mappings ORT reads in place, and the ORT runtimes' estimate counts them from the first request on", async () => {
+    const model = join(dir, "external", "x.onnx");
+    mkdirSync(join(dir, "external"));
+    await promisify(execFile)(pythonPath(), [join(REPO_ROOT, "test/fixtures/external_data_model.py"), model]);
+    const MIB = 2 ** 20;
+    for (const runtime of ["python-ort", "node-ort"] as const) {
+      const p = await probeOrtLoad(model, { runtime, runs: 1, env });
+      const maps = p.fileMaps!;
+      expect(maps.every((m) => m.file === "x.onnx.data"), runtime).toBe(true);
+      const mapped = maps.reduce((s, m) => s + m.size, 0);
+      // The 2 MiB table and a page of bias; not the 128 KiB weight ORT packed.
+      expect(mapped, runtime).toBeGreaterThanOrEqual(2 * MIB + 1024);
+      expect(mapped, runtime).toBeLessThan(2 * MIB + 128 * 1024);
+      expect(maps.reduce((s, m) => s + m.resident, 0), runtime).toBeLessThan(64 * 1024);
+    }
+    const t = await modelTerms(model, {}, { ortLoad: ["python-ort", "node-ort"], tmpDir: scratch });
+    expect(t.externalTensors.map((x) => [x.name, x.idsPerSample])).toEqual([["table", 16], ["w", null], ["bias", null]]);
+    const run = { maxBatch: 8, batchSizes: [1, 8], evalSamples: 16 };
+    for (const runtime of ["python-ort", "node-ort"]) {
+      const f = features(runtime, t, run);
+      expect(f.mappedWeightMiB, runtime).toBeCloseTo((2 * MIB + 1024) / MIB, 3);
+      // The first request's 16 ids read their windows of the table, and the bias whole.
+      expect(f.firstRequestMiB, runtime).toBeGreaterThan(0.5);
+    }
+    expect(features("native", t, run).mappedWeightMiB).toBe(0);
+  }, 180_000);
+});
+
 describe("the load probe's answer is checked", () => {
   it("takes a sound answer, and an unavailable one as nulls", () => {
     expect(checkedRaw({ available: true, heldKiB: 1024, inUseKiB: -3, rssKiB: -10, peakAboveEndKiB: 512, freePieces: [[4096, 2], [32, 11]] }))
-      .toEqual({ available: true, heldKiB: 1024, inUseKiB: -3, rssKiB: -10, anonKiB: null, peakAboveEndKiB: 512, freePieces: [[4096, 2], [32, 11]] });
+      .toEqual({ available: true, heldKiB: 1024, inUseKiB: -3, rssKiB: -10, anonKiB: null, peakAboveEndKiB: 512, freePieces: [[4096, 2], [32, 11]], fileMaps: null });
     expect(checkedRaw({ available: true, heldKiB: 1024, inUseKiB: -3, rssKiB: -10, freePieces: null }).freePieces).toBeNull();
     // The load's peak: null where the kernel refused the VmHWM reset (or a worker that predates it).
     expect(checkedRaw({ available: true, heldKiB: 1, inUseKiB: 1, rssKiB: 1, peakAboveEndKiB: null }).peakAboveEndKiB).toBeNull();
@@ -144,7 +176,9 @@ describe("the load probe's answer is checked", () => {
     // Anonymous RSS growth: may be negative (a trim), null from a worker that predates it.
     expect(checkedRaw({ available: true, heldKiB: 1, inUseKiB: 1, rssKiB: 1, anonKiB: -4 }).anonKiB).toBe(-4);
     expect(checkedRaw({ available: true, heldKiB: 1, inUseKiB: 1, rssKiB: 1 }).anonKiB).toBeNull();
-    expect(checkedRaw({ available: false, heldKiB: null, inUseKiB: null, rssKiB: null })).toEqual({ available: false, heldKiB: null, inUseKiB: null, rssKiB: null, anonKiB: null, peakAboveEndKiB: null, freePieces: null });
+    expect(checkedRaw({ available: false, heldKiB: null, inUseKiB: null, rssKiB: null })).toEqual({ available: false, heldKiB: null, inUseKiB: null, rssKiB: null, anonKiB: null, peakAboveEndKiB: null, freePieces: null, fileMaps: null });
+    // The external data's mappings: [file, offset, size, resident] bytes.
+    expect(checkedRaw({ available: true, heldKiB: 1, inUseKiB: 1, rssKiB: 1, fileMaps: [["m.onnx.data", 0, 4096, 0]] }).fileMaps).toEqual([["m.onnx.data", 0, 4096, 0]]);
   });
   it("refuses NaN, a negative held figure, a string, and a missing `available`, naming the field", () => {
     expect(() => checkedRaw({ available: true, heldKiB: Number.NaN, inUseKiB: 1, rssKiB: 1 })).toThrow(/`heldKiB` .*not a finite number >= 0/);
@@ -160,5 +194,8 @@ describe("the load probe's answer is checked", () => {
     expect(() => checkedRaw({ ...ok, freePieces: [[4096]] })).toThrow(/`freePieces`/);
     expect(() => checkedRaw({ ...ok, freePieces: "lots" })).toThrow(/`freePieces` "lots"/);
     expect(() => checkedRaw({ ...ok, freePieces: [[1.5, 2]] })).toThrow(/positive integers/);
+    expect(() => checkedRaw({ ...ok, fileMaps: [[7, 0, 4096, 0]] })).toThrow(/`fileMaps` \[\[7,0,4096,0\]\]/);
+    expect(() => checkedRaw({ ...ok, fileMaps: [["m.data", -1, 4096, 0]] })).toThrow(/`fileMaps`/);
+    expect(() => checkedRaw({ ...ok, fileMaps: "all" })).toThrow(/`fileMaps` "all"/);
   });
 });

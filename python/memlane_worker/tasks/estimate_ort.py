@@ -16,6 +16,8 @@ their tables come from it and cost no RSS).
 """
 from __future__ import annotations
 
+import os
+
 from .. import free_pieces, malloc_stats, memory
 from ..context import TaskContext
 
@@ -30,13 +32,14 @@ def run(ctx: TaskContext):
     so.intra_op_num_threads = a.int("threads", 1, minimum=1)
     so.inter_op_num_threads = 1
     if not malloc_stats.available():
-        return {"available": False, "heldKiB": None, "inUseKiB": None, "rssKiB": None, "anonKiB": None, "peakAboveEndKiB": None, "freePieces": None}
+        return {"available": False, "heldKiB": None, "inUseKiB": None, "rssKiB": None, "anonKiB": None, "peakAboveEndKiB": None, "freePieces": None, "fileMaps": None}
     # VmHWM reset to the RSS here, so that after the load it is the load's own peak: the copies
     # ORT held side by side before freeing some (null where the kernel refuses the reset).
     peak_reset = memory.reset_peak()
     before, anon_before = memory.read(), memory.anon_kib()
     sess = ort.InferenceSession(model_path, sess_options=so, providers=["CPUExecutionProvider"])
     after, anon_after = memory.read(), memory.anon_kib()
+    file_maps = memory.file_mappings(os.path.dirname(os.path.abspath(model_path)), model_path)
     # Which of the held blocks ORT's arena regions and their tables could take next (this
     # thread's arena, as the session's first requests would find it). A refinement: where the
     # carving child fails, the held figure stands and the estimate counts the arena whole.
@@ -56,4 +59,7 @@ def run(ctx: TaskContext):
         "anonKiB": anon_after - anon_before,
         "peakAboveEndKiB": max(0, after["hwmKiB"] - after["rssKiB"]) if peak_reset else None,
         "freePieces": pieces,
+        # The model's external data ORT left mapped, its initializers read in place: resident
+        # as requests read them, not at the load (src/estimate/ort-mapped.ts).
+        "fileMaps": file_maps,
     }

@@ -135,7 +135,9 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     const held = e.features.heldMiB > 0 ? `, held by malloc after the load ${num(e.features.heldMiB)} MiB` : "";
     const whole = e.features.largestBatchMiB > 0 ? `, the largest batch beyond one sample +${num(e.features.largestBatchMiB)} MiB` : "";
     const workspace = e.features.nativeWorkspaceMiB > 0 ? `, kernel workspace ${num(e.features.nativeWorkspaceMiB)} MiB` : "";
-    const firstRequest = e.features.firstRequestMiB > 0 ? `, the first request's outputs${e.runtime === "native" ? " and arena beyond one sample" : ""} ${num(e.features.firstRequestMiB)} MiB` : "";
+    const firstReads = e.features.mappedWeightMiB > 0 ? (e.runtime === "python-ort" ? "reads of external data" : "outputs and reads of external data") : `outputs${e.runtime === "native" ? " and arena beyond one sample" : ""}`;
+    const firstRequest = e.features.firstRequestMiB > 0 ? `, the first request's ${firstReads} ${num(e.features.firstRequestMiB)} MiB` : "";
+    const mapped = e.features.mappedWeightMiB > 0 ? `, external data read in place ${num(e.features.mappedWeightMiB)} MiB` : "";
     const loaded = e.features.loadMiB <= 0 ? ""
       : e.runtime === "native" ? `, ${loadWords(e.runtime).resident} ${num(e.features.loadMiB)} MiB (plan pages given back ${num(e.features.nativeReleasedMiB)} MiB)`
       : `, ${loadWords(e.runtime).resident} ${num(e.features.loadMiB)} MiB`;
@@ -143,7 +145,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     // (ort-heap-reuse.ts): say how much of the replayed arena that was.
     const inHeld = e.features.heldMiB > 0 ? features(e.runtime, withoutHeldPieces(terms, e.runtime), run).activationMiB - e.features.activationMiB : 0;
     const arenaNote = inHeld > 0.05 ? ` (the arena replayed ${num(e.features.activationMiB + inHeld)} MiB, ${num(inHeld)} of it in blocks held after the load)` : "";
-    io.out(`${e.runtime} (features: weights ${num(e.features.weightMiB)} MiB, activations ${num(e.features.activationMiB)} MiB${arenaNote}${whole}${workspace}${firstRequest}, eval set ${num(e.features.evalMiB)} MiB in + ${num(e.features.evalOutputMiB)} MiB out${held}${loaded}):`);
+    io.out(`${e.runtime} (features: weights ${num(e.features.weightMiB)} MiB, activations ${num(e.features.activationMiB)} MiB${arenaNote}${whole}${workspace}${firstRequest}, eval set ${num(e.features.evalMiB)} MiB in + ${num(e.features.evalOutputMiB)} MiB out${held}${loaded}${mapped}):`);
     io.out(textTable(["phase", "end RSS MiB", "± MiB (probes' rms)", "end USS MiB", "end PSS MiB", "peak RSS MiB"],
       e.phases.map((p) => [p.phase, num(p.rss), num(p.spreadMiB), num(p.uss), num(p.pss), num(p.peak)])));
   }
