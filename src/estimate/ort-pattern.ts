@@ -45,6 +45,7 @@ import { asOrtRunsHalfPrecision, isHalfPrecision } from "./ort-fp16.ts";
 import { withOrtFunctionBodies } from "./ort-functions.ts";
 import { CONV_SUM, ortFusions } from "./ort-fusions.ts";
 import { ortPadFusion } from "./ort-pad-fusion.ts";
+import { ortConvAffineFusion } from "./ort-conv-affine.ts";
 import { type KernelScratch, ortKernelScratch } from "./ort-scratch.ts";
 import { ortNchwc } from "./ort-nchwc.ts";
 import { channelsFirstName, ortNhwc } from "./ort-nhwc.ts";
@@ -443,7 +444,10 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   // ORT's level-1 rewrites come before its QDQ fusions: a Pad read by a Conv is one of them.
   const fileNodes = new Map(g.nodes.map((n) => [n.outputs.join(), n]));
   const padsFolded = ortPadFusion(shapesMoved.nodes, new Set(inf.outputs), g.opset, (n) => fileNodes.get(n.outputs.join()), isConst);
-  const quantized = ortQdqFusions(padsFolded, inf.outputs, isConst, constOf, (n) => weightDequantizers.get(fileConst(n)), (n) => inf.dtypes.get(n));
+  // So is a per-channel Mul or Add folded into its Conv; a QDQ model's weight is no initializer to it.
+  const initializerDims = (n: string) => (weightDequantizers.has(fileConst(n)) ? undefined : constDims(n));
+  const affineFolded = ortConvAffineFusion(padsFolded, new Set(inf.outputs), g.opset, initializerDims);
+  const quantized = ortQdqFusions(affineFolded, inf.outputs, isConst, constOf, (n) => weightDequantizers.get(fileConst(n)), (n) => inf.dtypes.get(n));
   // A weight dequantized in every request: a float tensor of the weight's dims, at any batch.
   for (const [name, weight] of quantized.dequantizedWeights) {
     const dims = inf.consts.get(weight)!.dims;
