@@ -84,6 +84,14 @@ class Args:
             raise self.fail(name, expected, v)
         return list(v)
 
+    def int_pairs(self, name: str) -> list[tuple[int, int]]:
+        expected = "a list of [a, b] pairs of non-negative integers"
+        v = self._get(name, _REQUIRED, expected)
+        pair = lambda p: isinstance(p, list) and len(p) == 2 and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in p)  # noqa: E731
+        if not isinstance(v, list) or not all(pair(p) for p in v):
+            raise self.fail(name, expected, v)
+        return [(p[0], p[1]) for p in v]
+
     def map(self, name: str, default: Any = _REQUIRED) -> "Args":
         """A nested map of options, parsed with the same helpers (names become 'outer.inner')."""
         v = self._get(name, default, "a map")

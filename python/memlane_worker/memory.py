@@ -175,3 +175,49 @@ def file_mappings(directory: str, skip: str, path: str = _SMAPS) -> list[list]:
             elif current is not None and line.startswith(b"Rss:"):
                 current[3] = int(line.split()[1]) * 1024
     return out
+
+
+def fault_window(path: str, offset: int, length: int, touches: int = 8) -> int | None:
+    """Bytes the kernel maps for one read of a file's pages, measured: [offset, offset +
+    length) of `path` mapped read-only, one byte read at `touches` points spread evenly over it,
+    the mean growth of the mapping's resident bytes over the reads that grew it (a read inside
+    a window an earlier one mapped adds nothing). A read fault maps what the page cache holds
+    about the page (the kernel's fault-around window, 64 KiB by default, or a whole large folio
+    of a file freshly written: up to 2 MiB), so a table read a row at a time becomes resident in
+    steps of this (src/estimate/table-reads.ts). None where the range holds no page."""
+    import mmap
+    import os
+    start = offset - offset % mmap.ALLOCATIONGRANULARITY
+    size = offset + length - start
+    if length <= 0 or size <= 0:
+        return None
+    real = os.path.realpath(path).encode()
+
+    def resident() -> int | None:
+        seen = False
+        with open(_SMAPS, "rb") as s:
+            for line in s:
+                if line[0] in _HEX:
+                    _addr, _perms, off, _dev, _inode, *rest = line.split(None, 5)
+                    seen = bool(rest) and rest[0].strip() == real and int(off, 16) == start
+                elif seen and line.startswith(b"Rss:"):
+                    return int(line.split()[1]) * 1024
+        return None
+
+    grown: list[int] = []
+    with open(path, "rb") as f:
+        m = mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ, offset=start)
+        try:
+            before = resident() or 0
+            step = length / touches
+            for k in range(touches):
+                m[offset - start + int(step * k + step / 2)]
+                now = resident()
+                if now is None:
+                    return None
+                if now > before:
+                    grown.append(now - before)
+                before = now
+        finally:
+            m.close()
+    return sum(grown) // len(grown) if grown else None

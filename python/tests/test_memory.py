@@ -98,3 +98,14 @@ def test_file_mappings_names_the_files_beside_a_model_with_offset_size_and_resid
             model.close()  # the model file itself was never listed
         finally:
             part.close()
+
+
+def test_fault_window_is_what_one_read_of_a_file_page_maps(tmp_path):
+    data = tmp_path / "table.bin"
+    data.write_bytes(b"\1" * (8 << 20))
+    w = memory.fault_window(str(data), 4096, (8 << 20) - 4096)
+    # At least a page, at most a large folio (2 MiB), whatever the page cache holds of the file.
+    assert w is not None and 4096 <= w <= 2 << 20
+    # A range of one page maps that page: nothing beyond the mapping counts.
+    assert memory.fault_window(str(data), 8192, 4096) == 4096
+    assert memory.fault_window(str(data), 0, 0) is None

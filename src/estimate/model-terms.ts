@@ -6,7 +6,7 @@
  */
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { compileOnnx } from "../compiler/compile.ts";
 import { batchAxis, type Graph, perSample } from "../compiler/ir.ts";
 import { loadOnnx } from "../compiler/load.ts";
@@ -18,7 +18,8 @@ import { readPlan } from "../compiler/read.ts";
 import { nativeChunkable, nativeChunkSamples, nativeLanes } from "../compiler/native-chunk.ts";
 import { probeNativeLoad, workspaceAt } from "./native-load.ts";
 import { type FreePieces, type OrtLoadProbe, type OrtRuntime, probeOrtLoad } from "./ort-load.ts";
-import { type ExternalTensor, externalTensors, mappedWeightsMiB } from "./ort-mapped.ts";
+import { type ExternalTensor, externalTensors, largestMappedTable, mappedWeightsMiB } from "./ort-mapped.ts";
+import { FAULT_AROUND_BYTES, type PlanTable, planTables, probeFaultWindows, tableBytesRead, withFaultWindows } from "./table-reads.ts";
 import { arenaResidentBeyondHeld } from "./ort-heap-reuse.ts";
 import { nodeDeadOutputKeptMiB, nodePeakBeyondEndMiB } from "./node-ort-outputs.ts";
 import { evalChunks, ortPatternKey, replayOrtArena } from "./ort-arena.ts";
@@ -85,6 +86,10 @@ export interface ModelTerms {
   ortInputDims: number[][] | null;
   /** The initializers the file stores in external data (ort-mapped.ts): ORT reads those it leaves mapped in place. */
   externalTensors: ExternalTensor[];
+  /** Bytes one read of the external data file maps (table-reads.ts), measured on its largest mapped table; null where not measured. */
+  externalFaultWindowBytes?: number | null;
+  /** memlane-rt: the plan's tables Gather reads in place, with their measured windows (table-reads.ts); empty without a plan. */
+  nativeTables?: PlanTable[];
   /** Sum of input and output bytes of one sample; null when a dim is unknown. */
   ioPerSampleMiB: number | null;
   /** The outputs' part of ioPerSampleMiB; null when a dim is unknown. */
@@ -289,11 +294,12 @@ export interface Features {
    */
   firstRequestMiB: number;
   /**
-   * The ORT runtimes: the model's external data they read in place (ort-mapped.ts), resident
-   * once the run's requests have read it, beyond what the load left resident: every initializer
-   * the load probe found still mapped. What the first request alone reads is in firstRequestMiB.
-   * 0 without external data and for the other runtimes (memlane-rt's plan pages are in
-   * weightMiB). Slope 1 at steady-inference, 0 before, never fitted: no probe has external data.
+   * Weights read in place from a file, resident once the run's requests have read them, MiB: the
+   * ORT runtimes' external data (ort-mapped.ts: every initializer the load probe found still
+   * mapped, a table by the windows its ids touch), memlane-rt's plan tables (table-reads.ts:
+   * their whole bytes are in nativeReleasedMiB, not resident until read). What the first request
+   * alone reads is in firstRequestMiB. 0 for torch. Slope 1 at steady-inference, 0 before, never
+   * fitted (the probes' tables are read whole by a run either way).
    */
   mappedWeightMiB: number;
 }
@@ -381,7 +387,10 @@ export async function modelTerms(onnxPath: string, feed: InputFeed = {}, opts: {
   const terms = await graphTerms(onnxPath, feed, opts.nativeLoad === true);
   const ortLoad: ModelTerms["ortLoad"] = {};
   for (const runtime of opts.ortLoad ?? []) ortLoad[runtime] = await ortLoadTerms(onnxPath, runtime, opts.tmpDir);
-  return { ...terms, ortLoad };
+  // The external data's fault window, on the largest table ORT left mapped (table-reads.ts).
+  const table = Object.values(ortLoad).map((l) => largestMappedTable(terms.externalTensors, l.fileMaps)).find((x) => x !== null);
+  const externalFaultWindowBytes = table ? (await probeFaultWindows(join(dirname(onnxPath), table.location), [table.range]))[0] ?? null : null;
+  return { ...terms, ortLoad, externalFaultWindowBytes };
 }
 
 /** One ORT runtime's load probe as terms; its failure is said, not thrown (the graph's terms stand). */
@@ -453,7 +462,11 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
   const dir = mkdtempSync(join(tmpdir(), "memlane-estimate-"));
   try {
     const s = await compileOnnx(onnxPath, join(dir, "m.mlplan"), { verify: false, ...(inputShapes ? { inputShapes } : {}) });
-    const header = readPlan(s.planPath).header;
+    const plan = readPlan(s.planPath);
+    const header = plan.header;
+    // Each table's window measured on this plan, just written as the run's will be: the page
+    // cache's folios decide, and a small table written in one piece lies in one.
+    const nativeTables = nativeLoad ? await withFaultWindows(s.planPath, planTables(plan)) : planTables(plan);
     // A float16 model runs in float32 in memlane-rt (its weights too) and in float16 at ORT's
     // edges: each runtime's own weights and eval-set terms (a BERT's float16 outputs counted as
     // the plan's float32 put python-ort's steady RSS +4.9 % over 256 eval samples).
@@ -464,6 +477,7 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
     return {
       nativeChunkable: nativeChunkable(header),
       ...weights,
+      nativeTables,
       ...half,
       ...(nativeLoad ? await nativeLoadTerms(onnxPath, inputShapes, s.planPath) : {}),
       arenaPerSampleMiB: s.arenaBytesPerSample / MIB, ortPatternPerSampleMiB, ortTracePerSample, ortReplayError,
@@ -489,6 +503,17 @@ function ortIoTerms(g: Graph, inputShapes: Record<string, number[]> | undefined)
     outputPerSampleMiB: bytesPerSample(outputs) / MIB,
     outputTensorsPerSampleMiB: outputs.map((o) => bytesPerSample([o]) / MIB),
     outputNotBatchFirstPerSampleMiB: bytesPerSample(outputs.filter((o) => batchAxis(o.shape) !== 0)) / MIB,
+  };
+}
+
+/** memlane-rt's plan tables read in place (table-reads.ts): their bytes, and what the first request and the run read of them, MiB. */
+function nativeTablesRead(tables: readonly PlanTable[], run: { firstBatch: number; evalSamples: number }): { firstMiB: number; endMiB: number; tablesMiB: number } {
+  const sum = (f: (t: PlanTable) => number) => tables.reduce((s, t) => s + f(t), 0) / MIB;
+  const window = (t: PlanTable) => t.window ?? FAULT_AROUND_BYTES;
+  return {
+    tablesMiB: sum((t) => t.bytes),
+    firstMiB: sum((t) => tableBytesRead(t.bytes, t.idsPerSample * run.firstBatch, window(t))),
+    endMiB: sum((t) => tableBytesRead(t.bytes, t.idsPerSample * Math.max(run.evalSamples, run.firstBatch), window(t))),
   };
 }
 
@@ -559,7 +584,9 @@ export function features(runtime: string, t0: ModelTerms, run: RunShape): Featur
   const arena = ORT_RUNTIMES.has(runtime) ? ortArenaMiB(t, run, runtime === "python-ort", load?.heldMiB != null ? heldPieceSets(load) : null, before, untouchedMiB) : null;
   const ortArena = arena?.residentMiB ?? null;
   const ortPattern = ORT_RUNTIMES.has(runtime) ? t.ortPatternPerSampleMiB : null;
-  const mapped = ORT_RUNTIMES.has(runtime) ? mappedWeightsMiB(t.externalTensors ?? [], load?.fileMaps, run.batchSizes?.[0] ?? 1) : { firstMiB: 0, endMiB: 0 };
+  const reads = { firstBatch: run.batchSizes?.[0] ?? 1, evalSamples: run.evalSamples };
+  const mapped: { firstMiB: number; endMiB: number; tablesMiB?: number } = ORT_RUNTIMES.has(runtime) ? mappedWeightsMiB(t.externalTensors ?? [], load?.fileMaps, reads, t.externalFaultWindowBytes ?? FAULT_AROUND_BYTES)
+    : runtime === "native" ? nativeTablesRead(t.nativeTables ?? [], reads) : { firstMiB: 0, endMiB: 0 };
   const sampleBytes = (ortPattern ?? t.arenaPerSampleMiB ?? 0) * MIB;
   let samples = run.maxBatch;
   let largestBatchMiB = 0;
@@ -607,7 +634,8 @@ export function features(runtime: string, t0: ModelTerms, run: RunShape): Featur
     heldMiB: load?.heldMiB ?? 0,
     largestBatchMiB,
     loadMiB: runtime === "native" ? (t.nativeLoadMiB ?? 0) : ORT_RUNTIMES.has(runtime) ? (load?.inUseMiB != null ? load.inUseMiB - untouchedMiB : t.weightMiB) : 0,
-    nativeReleasedMiB: runtime === "native" ? (t.nativeReleasedMiB ?? 0) : 0,
+    // memlane-rt's tables are not resident whole: only the windows requests read (mapped, firstRequestMiB).
+    nativeReleasedMiB: runtime === "native" ? (t.nativeReleasedMiB ?? 0) + (mapped.tablesMiB ?? 0) : 0,
     loadTransientMiB: runtime === "native" ? (t.nativeLoadPeakAboveEndMiB ?? 0) : load?.peakAboveEndMiB ?? 0,
     deadOutputMiB: runtime === "node-ort" ? nodePeakBeyondEndMiB(t, run, arena?.heldLeft ?? null) : 0,
     deadOutputKeptMiB: runtime === "node-ort" ? nodeDeadOutputKeptMiB(t, run, arena?.heldLeft ?? null) : 0,

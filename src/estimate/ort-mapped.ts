@@ -15,18 +15,15 @@
  * place.
  *
  * How much a request makes resident: a tensor read whole (a bias, a norm's scale) all of it; an
- * embedding table read by Gather at the ids fed, the kernel's fault-around window (64 KiB,
- * Linux's default `fault_around_bytes`) about each row read. The first request's ids touch a
- * share of the table's windows (ids drawn uniformly: 1 - (1 - 1/W)^T of W windows for T ids),
- * and by the end of the run every window has been read (ids of every eval sample and request):
- * BERT's 23.4 MiB table after one request of 128 ids, 7.3 MiB resident, 21.4 after five more.
+ * embedding table Gather reads at the ids fed, the windows its ids touch (table-reads.ts, the
+ * window measured on the data file): BERT's 23.4 MiB table after one request of 128 ids, 7.3
+ * MiB resident, 21.4 after five more.
  */
 import type { ConstTensor, Graph } from "../compiler/ir.ts";
 import type { FileMap } from "./ort-load.ts";
+import { tableBytesRead } from "./table-reads.ts";
 
 const MIB = 2 ** 20;
-/** Linux's default fault-around: a read fault on a cached file page maps the 64 KiB about it. */
-export const FAULT_AROUND_BYTES = 64 * 1024;
 
 /** An initializer stored in an external data file, and how a request reads it. */
 export interface ExternalTensor {
@@ -40,20 +37,21 @@ export interface ExternalTensor {
 
 /**
  * The file's externally stored initializers. `idsPerSample(input)`: the elements a sample of a
- * graph input holds (as fed), or null where unknown (its table then counts whole).
+ * graph input holds (as fed), or null where unknown. A table is one whose every reader is a
+ * Gather on axis 0 at ids fed as a graph input (a tied embedding that a MatMul reads too is
+ * read whole).
  */
 export function externalTensors(g: Pick<Graph, "nodes" | "consts" | "inputs">, idsPerSample: (input: string) => number | null): ExternalTensor[] {
   const graphInputs = new Set(g.inputs.map((i) => i.name));
-  const gatheredBy = new Map<string, string>();
-  for (const n of g.nodes) {
-    const [table, ids] = n.inputs;
-    if (n.opType === "Gather" && table && ids && graphInputs.has(ids) && Number(n.attrs.get("axis") ?? 0) === 0) gatheredBy.set(table, ids);
-  }
+  const readBy = new Map<string, Graph["nodes"]>();
+  for (const n of g.nodes) for (const i of new Set(n.inputs)) if (i) readBy.set(i, [...(readBy.get(i) ?? []), n]);
   const out: ExternalTensor[] = [];
   for (const [name, c] of g.consts as Map<string, ConstTensor>) {
     if (!c.external) continue;
-    const ids = gatheredBy.get(name);
-    out.push({ name, ...c.external, idsPerSample: ids === undefined ? null : idsPerSample(ids) });
+    const readers = readBy.get(name) ?? [];
+    const ids = readers.map((n) => (n.opType === "Gather" && n.inputs[0] === name && graphInputs.has(n.inputs[1] ?? "") && Number(n.attrs.get("axis") ?? 0) === 0 ? idsPerSample(n.inputs[1]!) : null));
+    const perSample = ids.length > 0 && ids.every((x) => x !== null) ? ids.reduce((a, b) => a! + b!, 0) : null;
+    out.push({ name, ...c.external, idsPerSample: perSample });
   }
   return out;
 }
@@ -64,15 +62,13 @@ function mappedBy(t: ExternalTensor, maps: readonly FileMap[]): FileMap | undefi
   return maps.find((m) => m.file === file && m.offset <= t.offset && t.offset + t.length <= m.offset + m.size);
 }
 
-/** Of W windows, how many T uniform draws touch, expected. */
-const windowsTouched = (windows: number, draws: number): number => windows * (1 - (1 - 1 / windows) ** draws);
-
 /**
  * MiB of external data a run makes resident beyond the load: after its first request (of
- * `firstBatch` samples) and by its end. 0 and 0 without external data or without the probe's
- * mappings (an older probe, a failed one).
+ * `firstBatch` samples) and by its end (every one of `evalSamples` read). `window`: the bytes a
+ * read of the data file maps (table-reads.ts). 0 and 0 without external data or without the
+ * probe's mappings (an older probe, a failed one).
  */
-export function mappedWeightsMiB(tensors: readonly ExternalTensor[], maps: readonly FileMap[] | null | undefined, firstBatch: number): { firstMiB: number; endMiB: number } {
+export function mappedWeightsMiB(tensors: readonly ExternalTensor[], maps: readonly FileMap[] | null | undefined, run: { firstBatch: number; evalSamples: number }, window: number): { firstMiB: number; endMiB: number } {
   if (!maps || maps.length === 0 || tensors.length === 0) return { firstMiB: 0, endMiB: 0 };
   let first = 0;
   let end = 0;
@@ -84,12 +80,20 @@ export function mappedWeightsMiB(tensors: readonly ExternalTensor[], maps: reado
     const already = counted.has(m) ? 0 : Math.min(m.resident, t.length);
     counted.add(m);
     const bytes = Math.max(0, t.length - already);
-    end += bytes;
-    if (t.idsPerSample === null) first += bytes;
-    else {
-      const windows = Math.max(1, Math.ceil(t.length / FAULT_AROUND_BYTES));
-      first += Math.min(bytes, windowsTouched(windows, t.idsPerSample * firstBatch) * FAULT_AROUND_BYTES);
+    if (t.idsPerSample === null) {
+      first += bytes;
+      end += bytes;
+    } else {
+      first += Math.min(bytes, tableBytesRead(t.length, t.idsPerSample * run.firstBatch, window));
+      end += Math.min(bytes, tableBytesRead(t.length, t.idsPerSample * Math.max(run.evalSamples, run.firstBatch), window));
     }
   }
   return { firstMiB: first / MIB, endMiB: end / MIB };
+}
+
+/** The largest table of these the probe found mapped, as [offset, length] in its data file: where to measure the window. */
+export function largestMappedTable(tensors: readonly ExternalTensor[], maps: readonly FileMap[] | null | undefined): { location: string; range: [number, number] } | null {
+  const tables = tensors.filter((t) => t.idsPerSample !== null && maps && mappedBy(t, maps));
+  const t = tables.sort((a, b) => b.length - a.length)[0];
+  return t ? { location: t.location, range: [t.offset, t.length] } : null;
 }

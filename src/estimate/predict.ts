@@ -103,7 +103,7 @@ export function predictedPeak(c: Calibration, runtime: string, f: Features): { p
     ((cws ?? 0) * f.nativeWorkspaceMiB > 0 ? ` + kernel workspace ${mib((cws ?? 0) * f.nativeWorkspaceMiB)}` : "") +
     ((cf ?? 0) * f.ortFirstRequestMiB > 0 ? ` + ORT's arena after its first request ${mib((cf ?? 0) * f.ortFirstRequestMiB)}` : "") +
     ((cfr ?? 0) * f.firstRequestMiB > 0 ? ` + what the first request holds ${mib((cfr ?? 0) * f.firstRequestMiB)}` : "") +
-    ((cm ?? 0) * f.mappedWeightMiB > 0 ? ` + external data read in place ${mib((cm ?? 0) * f.mappedWeightMiB)}` : "") +
+    ((cm ?? 0) * f.mappedWeightMiB > 0 ? ` + weights read in place ${mib((cm ?? 0) * f.mappedWeightMiB)}` : "") +
     ((ct ?? 0) * f.loadTransientMiB > 0 ? ` + ${loadWords(runtime).transient} ${mib((ct ?? 0) * f.loadTransientMiB)}` : "");
   return { peakMiB: Math.max(0, best!.v), parts };
 }

@@ -161,7 +161,19 @@ describe("a model whose weights are in an external data file", () => {
       // The first request's 16 ids read their windows of the table, and the bias whole.
       expect(f.firstRequestMiB, runtime).toBeGreaterThan(0.5);
     }
-    expect(features("native", t, run).mappedWeightMiB).toBe(0);
+    // The window a read of the data file maps, measured on the table (table-reads.ts).
+    expect(t.externalFaultWindowBytes).toBeGreaterThanOrEqual(4096);
+    expect(t.externalFaultWindowBytes).toBeLessThanOrEqual(2 * MIB);
+    // memlane-rt maps its plan: the same table, read in place, is its own term there, its bytes
+    // out of the weights until requests read them.
+    const n = await modelTerms(model, {}, { nativeLoad: true });
+    expect(n.nativeTables!.map((x) => [x.bytes, x.idsPerSample])).toEqual([[2 * MIB, 16]]);
+    expect(n.nativeTables![0]!.window).toBeGreaterThanOrEqual(4096);
+    const nf = features("native", n, run);
+    expect(nf.nativeReleasedMiB).toBeGreaterThanOrEqual(2);
+    expect(nf.mappedWeightMiB).toBeGreaterThan(0);
+    expect(nf.mappedWeightMiB).toBeLessThanOrEqual(2);
+    expect(nf.firstRequestMiB).toBeGreaterThan(0);
   }, 180_000);
 });
 

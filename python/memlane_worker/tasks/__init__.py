@@ -21,6 +21,7 @@ _MODULES = {
     "worker.info": "worker_info",
     "estimate.torch": "estimate_torch",
     "estimate.ortLoad": "estimate_ort",
+    "estimate.faultWindow": "estimate_fault",
 }
 
 TASK_NAMES = tuple(_MODULES)

@@ -135,9 +135,10 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     const held = e.features.heldMiB > 0 ? `, held by malloc after the load ${num(e.features.heldMiB)} MiB` : "";
     const whole = e.features.largestBatchMiB > 0 ? `, the largest batch beyond one sample +${num(e.features.largestBatchMiB)} MiB` : "";
     const workspace = e.features.nativeWorkspaceMiB > 0 ? `, kernel workspace ${num(e.features.nativeWorkspaceMiB)} MiB` : "";
-    const firstReads = e.features.mappedWeightMiB > 0 ? (e.runtime === "python-ort" ? "reads of external data" : "outputs and reads of external data") : `outputs${e.runtime === "native" ? " and arena beyond one sample" : ""}`;
+    const outputs = `outputs${e.runtime === "native" ? " and arena beyond one sample" : ""}`;
+    const firstReads = e.features.mappedWeightMiB > 0 ? (e.runtime === "python-ort" ? "reads of weights in place" : `${outputs} and reads of weights in place`) : outputs;
     const firstRequest = e.features.firstRequestMiB > 0 ? `, the first request's ${firstReads} ${num(e.features.firstRequestMiB)} MiB` : "";
-    const mapped = e.features.mappedWeightMiB > 0 ? `, external data read in place ${num(e.features.mappedWeightMiB)} MiB` : "";
+    const mapped = e.features.mappedWeightMiB > 0 ? `, weights read in place by the end ${num(e.features.mappedWeightMiB)} MiB` : "";
     const loaded = e.features.loadMiB <= 0 ? ""
       : e.runtime === "native" ? `, ${loadWords(e.runtime).resident} ${num(e.features.loadMiB)} MiB (plan pages given back ${num(e.features.nativeReleasedMiB)} MiB)`
       : `, ${loadWords(e.runtime).resident} ${num(e.features.loadMiB)} MiB`;
