@@ -3,7 +3,7 @@
  * Squeeze, which become Reshape), Expand, Slice, and the batch-sized generators Range and
  * ConstantOfShape. Constant shape inputs may hold k·batch values (ir.ts, SYM_BATCH).
  */
-import { attrInts, attrTensor, attrInt } from "./attrs.ts";
+import { attrInts, attrTensor, attrInt, attrString } from "./attrs.ts";
 import { type DType, BATCH, batchAxis, defaultDtype, fmtDim, fmtShape, mergedDim, perSample, symDim, symValue } from "./ir.ts";
 import { type Lowered, type Lowering, type OpCtx, addInts, shapeError } from "./op-ctx.ts";
 import { broadcastShapes } from "./ops-data.ts";
@@ -136,6 +136,40 @@ export const Tile: Lowering = (c) => {
     ],
   };
 };
+
+/**
+ * DepthToSpace and SpaceToDepth (super-resolution nets' PixelShuffle, and its inverse), as ONNX
+ * nodes (Lowered.expand): a Reshape to 6-D that splits the blocks out, a Transpose that moves
+ * them next to the spatial axes (or back), a Reshape that merges them. X is [N, C, H, W]
+ * with the batch first; DepthToSpace's DCR mode takes the channels as [b, b, C'] and CRD as
+ * [C', b, b] (ONNX's definitions); SpaceToDepth puts the blocks before the channels.
+ */
+const depthSpace = (toSpace: boolean): Lowering => (c) => {
+  const x = c.act(0);
+  const b = attrInt(c.node, "blocksize", 0);
+  const [, ch, h, w] = x as [number, number, number, number];
+  if (x.length !== 4 || !(b > 0)) throw shapeError(c, `needs X [N, C, H, W] and a blocksize, found ${fmtShape(x)}, blocksize ${b}`);
+  if (toSpace ? ch % (b * b) !== 0 : h % b !== 0 || w % b !== 0)
+    throw shapeError(c, `blocksize ${b} does not divide ${toSpace ? `the ${ch} channels by ${b * b}` : `the ${h}x${w} map`} of ${fmtShape(x)}`);
+  const crd = toSpace && attrString(c.node, "mode", "DCR") === "CRD";
+  const c2 = ch / (b * b);
+  const [split, perm, out] = !toSpace ? [[-1, ch, h / b, b, w / b, b], [0, 3, 5, 1, 2, 4], [-1, ch * b * b, h / b, w / b]]
+    : crd ? [[-1, c2, b, b, h, w], [0, 1, 4, 2, 5, 3], [-1, c2, h * b, w * b]]
+    : [[-1, b, b, c2, h, w], [0, 3, 4, 1, 5, 2], [-1, c2, h * b, w * b]];
+  const ints = (base: string, values: number[]) => addInts(c, `${c.node.name}.${base}`, values, false);
+  const name = c.node.name, input = c.node.inputs[0]!, output = c.node.outputs[0]!;
+  const mid1 = c.freshName(`${output}.blocks.split`), mid2 = c.freshName(`${output}.blocks.moved`);
+  return {
+    shapes: [], attrs: {},
+    expand: [
+      { opType: "Reshape", name: `${name}.split`, inputs: [input, ints("split", split)], outputs: [mid1], attrs: new Map() },
+      { opType: "Transpose", name: `${name}.move`, inputs: [mid1], outputs: [mid2], attrs: new Map([["perm", perm]]) },
+      { opType: "Reshape", name, inputs: [mid2, ints("shape", out)], outputs: [output], attrs: new Map() },
+    ],
+  };
+};
+export const DepthToSpace = depthSpace(true);
+export const SpaceToDepth = depthSpace(false);
 
 /** Slice with constant starts/ends/axes/steps on any non-batch axis (negative steps too). */
 export const Slice: Lowering = (c): Lowered => {

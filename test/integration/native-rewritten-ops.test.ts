@@ -6,7 +6,8 @@
  * attention, projections by a weight on either side, ellipses, implicit outputs, labels summed
  * away, one-operand transposes and sums, opset 12's attribute axes) and each Tile form (tiled
  * axes, DeBERTa-v2's run-time repeats that follow the batch, the batch axis itself, a constant
- * one), and InstanceNormalization over one and two spatial axes (wav2vec2, HuBERT), built as
+ * one), InstanceNormalization over one and two spatial axes (wav2vec2, HuBERT), and
+ * DepthToSpace / SpaceToDepth (PixelShuffle, ops-layout.ts) in each mode, built as
  * ONNX graphs, compiled, run through memlane-rt over real ZeroMQ at batches 1 and
  * 3, and compared with ONNX Runtime on the same graph.
  */
@@ -76,6 +77,10 @@ const CASES: Record<string, Case> = {
     inputs: [["x", ["N", 3]]], inits: [i64("r", [2, 1]), i64("s", [2, -1, 3])],
     nodes: [node("Tile", ["x", "r"], ["t"]), node("Reshape", ["t", "s"], ["t3"]), node("Transpose", ["t3"], ["y"], { perm: [1, 0, 2] })],
   },
+  // PixelShuffle (ESPCN, Swin2SR's upsampler): DepthToSpace in both of ONNX's modes, and its inverse.
+  "DepthToSpace, DCR": { inputs: [["x", ["N", 12, 3, 5]]], nodes: [node("DepthToSpace", ["x"], ["y"], { blocksize: 2 })], ops: { Transpose: 1, DepthToSpace: 0 } },
+  "DepthToSpace, CRD (torch's PixelShuffle)": { inputs: [["x", ["N", 18, 2, 4]]], nodes: [node("DepthToSpace", ["x"], ["y"], { blocksize: 3, mode: "CRD" })], ops: { Transpose: 1 } },
+  "SpaceToDepth": { inputs: [["x", ["N", 3, 4, 6]]], nodes: [node("SpaceToDepth", ["x"], ["y"], { blocksize: 2 })], ops: { Transpose: 1, SpaceToDepth: 0 } },
   "Tile of a constant folds": {
     inputs: [["x", ["N", 4, 3]]], inits: [init("w", [2, 3]), i64("r", [2, 1])],
     nodes: [node("Tile", ["w", "r"], ["t"]), node("Add", ["x", "t"], ["y"])], ops: { Tile: 0, Expand: 0 },
