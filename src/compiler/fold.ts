@@ -181,6 +181,22 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
       const v = attrTensor(n, "value") ?? mk(true, [1], [0]);
       return [mk(v.isFloat, shape, new Array(numel(shape)).fill(v.data[0] ?? 0))];
     }
+    case "OneHot": {  // CANINE's hash buckets over constant ids
+      const [depthT, values] = [ins[1], ins[2]];
+      const depth = depthT?.data[0];
+      if (!x || !values || depth === undefined || !(depth > 0) || values.data.length !== 2) return undefined;
+      const axis = normAxis(n, attrInt(n, "axis", -1), x.dims.length + 1);
+      const dims = [...x.dims.slice(0, axis), depth, ...x.dims.slice(axis)];
+      const inner = numel(x.dims.slice(axis));
+      const [off, on] = [values.data[0]!, values.data[1]!];
+      const out = range(numel(dims)).map((at) => {
+        const outer = Math.floor(at / (depth * inner)), k = Math.floor(at / inner) % depth, i = at % inner;
+        const id = x.data[outer * inner + i]!;
+        return (id < 0 ? id + depth : id) === k ? on : off;
+      });
+      const made = mk(values.isFloat, dims, out);
+      return [values.dtype ? { ...made, dtype: values.dtype } : made];
+    }
     case "EyeLike": {  // XLNet's identity mask over its constant sequence length
       if (!x || x.dims.length !== 2) return undefined;
       const [rows, cols] = x.dims as [number, number];

@@ -39,7 +39,7 @@ export const LOWERINGS: Readonly<Record<string, Lowering>> = {
   Clip: cnn.Clip, HardSigmoid: cnn.HardSigmoid, HardSwish: cnn.HardSwish, Pad: cnn.Pad, Split: cnn.Split, LSTM,
   Max: MinMax, Min: MinMax, GatherND, CumSum, GatherElements, Resize, Upsample: Resize,
   Einsum, Tile: layout.Tile, InstanceNormalization: conv.InstanceNormalization, ArgMax,
-  DepthToSpace: layout.DepthToSpace, SpaceToDepth: layout.SpaceToDepth,
+  DepthToSpace: layout.DepthToSpace, SpaceToDepth: layout.SpaceToDepth, OneHot: layout.OneHot,
   // Transformer ops (LayerNormalization, batched MatMul, float math, reductions): replaces
   // MatMul and ReduceMean above with lowerings that keep their old cases as fast paths.
   ...TRANSFORMER_LOWERINGS,

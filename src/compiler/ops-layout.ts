@@ -3,7 +3,8 @@
  * Squeeze, which become Reshape), Expand, Slice, and the batch-sized generators Range and
  * ConstantOfShape. Constant shape inputs may hold k·batch values (ir.ts, SYM_BATCH).
  */
-import { attrInts, attrTensor, attrInt, attrString } from "./attrs.ts";
+import { attrInts, attrTensor, attrInt, attrString, normAxis } from "./attrs.ts";
+import { mk } from "./fold-math.ts";
 import { type DType, BATCH, batchAxis, defaultDtype, fmtDim, fmtShape, mergedDim, perSample, symDim, symValue } from "./ir.ts";
 import { type Lowered, type Lowering, type OpCtx, addInts, shapeError } from "./op-ctx.ts";
 import { broadcastShapes } from "./ops-data.ts";
@@ -170,6 +171,38 @@ const depthSpace = (toSpace: boolean): Lowering => (c) => {
 };
 export const DepthToSpace = depthSpace(true);
 export const SpaceToDepth = depthSpace(false);
+
+/**
+ * OneHot of run-time ids (XLNet's segment ids), as ONNX nodes (Lowered.expand): the ids taken
+ * modulo the depth (ONNX's negative ids count from the end), a 1 inserted at the axis, compared
+ * with 0..depth-1 laid along that axis, and the comparison picking the on or off value. The
+ * depth and the values are constants; a OneHot of constant ids folds (fold.ts).
+ */
+export const OneHot: Lowering = (c) => {
+  const ids = c.actAny(0);
+  const depth = constInts(c, 1, "the depth")[0];
+  const values = c.weight(2);
+  if (depth === undefined || !(depth > 0) || depth >= 2 ** 31) throw shapeError(c, `depth ${depth} is not a positive constant`);
+  if (!values || values.data.length !== 2) throw shapeError(c, "values must be a constant [off, on]");
+  const axis = normAxis(c.node, attrInt(c.node, "axis", -1), ids.length + 1);
+  const dt = defaultDtype(values);
+  const name = c.node.name, output = c.node.outputs[0]!;
+  const ints = (base: string, v: number[]) => addInts(c, `${name}.${base}`, v, false);
+  const scalar = (base: string, v: number) => c.addConst(`${name}.${base}`, { ...mk(values.isFloat, [], [v]), dtype: dt });
+  // 0..depth-1 on the output's axis, with 1s after it to broadcast against the ids' later axes.
+  const positions = c.addConst(`${name}.positions`, { isFloat: false, dims: [depth, ...new Array<number>(ids.length - axis).fill(1)], data: Float64Array.from({ length: depth }, (_, k) => k), dtype: "int64" });
+  const [wrapped, placed, hit] = ["wrapped", "placed", "hit"].map((m) => c.freshName(`${output}.onehot.${m}`)) as [string, string, string];
+  return {
+    shapes: [], attrs: {},
+    expand: [
+      { opType: "Mod", name: `${name}.wrap`, inputs: [c.node.inputs[0]!, ints("depth", [depth])], outputs: [wrapped], attrs: new Map() },
+      // A Reshape, not Unsqueeze (whose axes moved to an input at opset 13); -1 is the batch.
+      { opType: "Reshape", name: `${name}.place`, inputs: [wrapped, ints("placed", [...ids.slice(0, axis), 1, ...ids.slice(axis)].map((d) => (d < 0 ? -1 : d)))], outputs: [placed], attrs: new Map() },
+      { opType: "Equal", name: `${name}.hit`, inputs: [placed, positions], outputs: [hit], attrs: new Map() },
+      { opType: "Where", name, inputs: [hit, scalar("on", values.data[1]!), scalar("off", values.data[0]!)], outputs: [output], attrs: new Map() },
+    ],
+  };
+};
 
 /** Slice with constant starts/ends/axes/steps on any non-batch axis (negative steps too). */
 export const Slice: Lowering = (c): Lowered => {

@@ -23,7 +23,7 @@ export const SUPPORTED_OPS: readonly string[] = Object.freeze([
 /** Ops the compiler removes or rewrites into supported ones. */
 export const REWRITTEN_OPS: readonly string[] = Object.freeze([
   "BatchNormalization", "Identity", "Dropout", "IsNaN", "Resize", "Upsample", "ReduceL2", "ReduceSumSquare", "ReduceL1",
-  "Einsum", "Tile", "InstanceNormalization", "DepthToSpace", "SpaceToDepth",
+  "Einsum", "Tile", "InstanceNormalization", "DepthToSpace", "SpaceToDepth", "OneHot",
 ]);
 
 /**

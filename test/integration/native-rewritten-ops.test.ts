@@ -7,7 +7,8 @@
  * away, one-operand transposes and sums, opset 12's attribute axes) and each Tile form (tiled
  * axes, DeBERTa-v2's run-time repeats that follow the batch, the batch axis itself, a constant
  * one), InstanceNormalization over one and two spatial axes (wav2vec2, HuBERT), and
- * DepthToSpace / SpaceToDepth (PixelShuffle, ops-layout.ts) in each mode, built as
+ * DepthToSpace / SpaceToDepth (PixelShuffle, ops-layout.ts) in each mode, and OneHot of run-time
+ * ids, built as
  * ONNX graphs, compiled, run through memlane-rt over real ZeroMQ at batches 1 and
  * 3, and compared with ONNX Runtime on the same graph.
  */
@@ -81,6 +82,17 @@ const CASES: Record<string, Case> = {
   "DepthToSpace, DCR": { inputs: [["x", ["N", 12, 3, 5]]], nodes: [node("DepthToSpace", ["x"], ["y"], { blocksize: 2 })], ops: { Transpose: 1, DepthToSpace: 0 } },
   "DepthToSpace, CRD (torch's PixelShuffle)": { inputs: [["x", ["N", 18, 2, 4]]], nodes: [node("DepthToSpace", ["x"], ["y"], { blocksize: 3, mode: "CRD" })], ops: { Transpose: 1 } },
   "SpaceToDepth": { inputs: [["x", ["N", 3, 4, 6]]], nodes: [node("SpaceToDepth", ["x"], ["y"], { blocksize: 2 })], ops: { Transpose: 1, SpaceToDepth: 0 } },
+  // XLNet's segment ids one-hot: run-time int64 ids (here truncated from floats, some negative,
+  // which ONNX counts from the end), on the last axis and on axis 1.
+  "OneHot of run-time ids, last axis": {
+    inputs: [["x", ["N", 5]]], inits: [init("k", [1], [2.9]), i64("depth", [4]), init("onoff", [2], [0, 1])],
+    nodes: [node("Mul", ["x", "k"], ["m"]), node("Cast", ["m"], ["ids"], { to: 7 }), node("OneHot", ["ids", "depth", "onoff"], ["y"])],
+    ops: { Equal: 1, Where: 1, OneHot: 0 },
+  },
+  "OneHot on axis 1, values -1 and 3": {
+    inputs: [["x", ["N", 2, 3]]], inits: [init("k", [1], [2.9]), i64("depth", [4]), init("onoff", [2], [-1, 3])],
+    nodes: [node("Mul", ["x", "k"], ["m"]), node("Cast", ["m"], ["ids"], { to: 7 }), node("OneHot", ["ids", "depth", "onoff"], ["y"], { axis: 1 })],
+  },
   "Tile of a constant folds": {
     inputs: [["x", ["N", 4, 3]]], inits: [init("w", [2, 3]), i64("r", [2, 1])],
     nodes: [node("Tile", ["w", "r"], ["t"]), node("Add", ["x", "t"], ["y"])], ops: { Tile: 0, Expand: 0 },

@@ -103,6 +103,13 @@ describe("constant folding of the subgraphs Swin and DeBERTa-v2 exports carry", 
     expect(foldNode(n("EyeLike"), [floats([4], [0, 0, 0, 0])], 17)).toBeUndefined();  // not 2-D
   });
 
+  it("OneHot of constant ids (CANINE's hash buckets): the depth inserted at the axis, negative ids from the end", () => {
+    const ids = ints([2], [1, -1]);
+    expect(fold(n("OneHot"), [ids, ints([], [3]), floats([2], [0, 5])])).toEqual({ dims: [2, 3], data: [0, 5, 0, 0, 0, 5], isFloat: true });
+    expect(fold(n("OneHot", { axis: 0 }), [ids, ints([], [3]), floats([2], [0, 5])])).toEqual({ dims: [3, 2], data: [0, 0, 5, 0, 0, 5], isFloat: true });
+    expect(foldNode(n("OneHot"), [ids, ints([], [3]), floats([3], [0, 1, 2])], 17)).toBeUndefined();  // values not [off, on]
+  });
+
   it("Trilu (a decoder's causal mask over its past and new lengths): upper or lower, the k-th diagonal, every matrix of a batch", () => {
     const m = floats([2, 3], [1, 2, 3, 4, 5, 6]);
     expect(fold(n("Trilu"), [m])).toEqual({ dims: [2, 3], data: [1, 2, 3, 0, 5, 6], isFloat: true });
