@@ -78,12 +78,19 @@ export function transposePerm(c: OpCtx, x: readonly number[]): number[] {
   return perm;
 }
 
+/** The element types memlane-rt's transposes move (int64 as two float words: XLNet's time-major ids). */
+const TRANSPOSED_DTYPES: ReadonlySet<string> = new Set(["float32", "int32", "int64"]);
+
 /** Any permutation, the batch included (torch's seq-first [S, B, E] <-> [B, S, E] moves). */
 export const Transpose: Lowering = (c) => {
-  const x = floatAct(c, 0);
+  const x = c.actAny(0);
+  const dt = c.dtype(0) ?? "float32";
+  if (!TRANSPOSED_DTYPES.has(dt)) throw shapeError(c, `input 0 ("${c.node.inputs[0]}") is ${dt}; memlane-rt transposes float32, int32 and int64`);
   const perm = transposePerm(c, x);
-  if (x.length > 6 && (perm[0] !== 0 || batchAxis(x) !== 0)) throw shapeError(c, `perm [${perm}] moves the batch of a rank-${x.length} tensor; memlane-rt moves it up to rank 6`);
-  return { shapes: [perm.map((p) => x[p]!)], attrs: { perm } };
+  // An 8-byte element moves as an extra axis of two words, so int64 reaches rank 6 one axis sooner.
+  const most = dt === "int64" ? 5 : 6;
+  if (x.length > most && (perm[0] !== 0 || batchAxis(x) !== 0)) throw shapeError(c, `perm [${perm}] moves the batch of a rank-${x.length} ${dt} tensor; memlane-rt moves it up to rank ${most}`);
+  return { shapes: [perm.map((p) => x[p]!)], dtypes: [dt], attrs: { perm } };
 };
 
 export const Softmax: Lowering = (c) => {

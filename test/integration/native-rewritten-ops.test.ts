@@ -93,6 +93,18 @@ const CASES: Record<string, Case> = {
     inputs: [["x", ["N", 2, 3]]], inits: [init("k", [1], [2.9]), i64("depth", [4]), init("onoff", [2], [-1, 3])],
     nodes: [node("Mul", ["x", "k"], ["m"]), node("Cast", ["m"], ["ids"], { to: 7 }), node("OneHot", ["ids", "depth", "onoff"], ["y"], { axis: 1 })],
   },
+  // int64 moves as two float words (XLNet transposes its ids time-major): batch first, and the batch moved.
+  "Transpose of int64, batch first": {
+    inputs: [["x", ["N", 3, 5]]], inits: [init("k", [1], [1000.5])],
+    nodes: [node("Mul", ["x", "k"], ["m"]), node("Cast", ["m"], ["i"], { to: 7 }), node("Transpose", ["i"], ["t"], { perm: [0, 2, 1] }), node("Cast", ["t"], ["y"], { to: 1 })],
+  },
+  "Transpose of int64, the batch moved": {
+    inputs: [["x", ["N", 3, 5]]], inits: [init("k", [1], [1000.5])],
+    nodes: [
+      node("Mul", ["x", "k"], ["m"]), node("Cast", ["m"], ["i"], { to: 7 }), node("Transpose", ["i"], ["t"], { perm: [1, 0, 2] }),
+      node("Cast", ["t"], ["f"], { to: 1 }), node("Transpose", ["f"], ["y"], { perm: [1, 0, 2] }),
+    ],
+  },
   "Tile of a constant folds": {
     inputs: [["x", ["N", 4, 3]]], inits: [init("w", [2, 3]), i64("r", [2, 1])],
     nodes: [node("Tile", ["w", "r"], ["t"]), node("Add", ["x", "t"], ["y"])], ops: { Tile: 0, Expand: 0 },

@@ -48,6 +48,9 @@ void lstm(const LstmDims& d, const float* x, const float* W, const float* R, con
 // to move (plan v1's factory still refuses perm[0] != 0: its per-sample layout needs the batch first).
 inline constexpr int kTransposeMaxRank = 6;
 void transpose_nd(const float* x, float* y, int rank, const int64_t* dims, const int* perm);
+// Float words the transposes move an element of `elem_bytes` as (4 bytes: one; 8, int64: two,
+// an extra last axis that stays in place); 0 for a size they do not move (1-byte bools).
+inline int transpose_words(int64_t elem_bytes) { return elem_bytes == 8 ? 2 : elem_bytes == 4 ? 1 : 0; }
 // The same transpose over the fewest axes: input axes that stay neighbours in the output (perm
 // [..., a, a+1, ...]) become one, size-1 axes go. Writes dims and perm of `*rank_out` axes
 // (at most rank, at least 1; rank <= 2 x kTransposeMaxRank). Channel shuffles ([N, 2, C, H, W] -> [N, C, 2, H, W]) then copy

@@ -117,7 +117,7 @@ bool v1_kernel_fits(const Plan& plan, const Op& op, std::string* why) {
     case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish: case OpType::kSiLU:
     // Row ops: their factories place the batch anywhere outside a row (docs/plan-format.md).
     case OpType::kGemm: case OpType::kMatMul:
-    case OpType::kTranspose: case OpType::kSoftmax:
+    case OpType::kSoftmax:
     case OpType::kLayerNorm:
       layout_free = true;
       break;
@@ -127,7 +127,7 @@ bool v1_kernel_fits(const Plan& plan, const Op& op, std::string* why) {
     case OpType::kAttention: case OpType::kPad: case OpType::kSplit: case OpType::kLSTM:
       break;
     default:
-      return true;  // dtype- and layout-aware kernels check for themselves
+      return true;  // dtype- and layout-aware kernels check for themselves (Transpose: 4- and 8-byte elements)
   }
   std::vector<int32_t> ids = op.inputs;
   ids.insert(ids.end(), op.outputs.begin(), op.outputs.end());

@@ -170,6 +170,11 @@ std::unique_ptr<Kernel> make_transpose(const BuildCtx& bc, const Op& op, Status*
   if (!X.batch_first() || perm.empty() || perm[0] != 0) return make_transpose_any(bc, op, st, msg);
   if (X.is_weight() || r < 2 || r > kMaxRank || int(perm.size()) != r || perm[0] != 0 || Y.shape.size() != X.shape.size())
     return unsupported(op, "needs perm of the input's rank with perm[0] = 0; X " + shape_str(X.shape), st, msg);
+  // An element of 8 bytes (int64 ids: XLNet's, transposed time-major) moves as two float words:
+  // one more axis of 2, last, that stays in place. The kernel only copies, bits unchanged.
+  const int words = transpose_words(int64_t(dtype_size(X.dtype)));
+  if (words == 0 || X.dtype != Y.dtype || r + (words > 1) > kMaxRank)
+    return unsupported(op, std::string("transposes float32, int32 and int64 (") + (r + (words > 1) > kMaxRank ? "rank too high for int64" : "this dtype") + "); X " + shape_str(X.shape), st, msg);
   auto k = std::make_unique<TransposeKernel>();
   bool seen[kMaxRank] = {};
   int64_t sdims[kMaxRank];  // the per-sample axes (1 ..), and their perm from 0
@@ -181,11 +186,17 @@ std::unique_ptr<Kernel> make_transpose(const BuildCtx& bc, const Op& op, Status*
     sdims[i - 1] = X.shape[i];
     sperm[i - 1] = perm[i] - 1;
   }
+  int sr = r - 1;
+  if (words > 1) {
+    sdims[sr] = words;
+    sperm[sr] = sr;
+    ++sr;
+  }
   // The per-sample axes merged (merge_transpose_axes): the batch stays its own axis in front.
   int m = 1;
   int64_t mdims[kMaxRank] = {1};
   int mperm[kMaxRank] = {0};
-  merge_transpose_axes(r - 1, sdims, sperm, &m, mdims, mperm);
+  merge_transpose_axes(sr, sdims, sperm, &m, mdims, mperm);
   int64_t mstride[kMaxRank];
   mstride[m - 1] = 1;
   for (int i = m - 2; i >= 0; --i) mstride[i] = mstride[i + 1] * mdims[i + 1];
@@ -194,7 +205,7 @@ std::unique_ptr<Kernel> make_transpose(const BuildCtx& bc, const Op& op, Status*
     k->odims[i + 1] = mdims[mperm[i]];
     k->istride[i + 1] = mstride[mperm[i]];
   }
-  k->per_sample = X.elements();
+  k->per_sample = X.elements() * words;
   // 8x8 tiles where both axes fill one (MEMLANE_TRANSPOSE_NO_TILES=1: the row gathers; A/B)
   if (k->istride[k->rank - 1] != 1 && k->odims[k->rank - 1] >= 8 && std::getenv("MEMLANE_TRANSPOSE_NO_TILES") == nullptr)
     for (int i = 1; i < k->rank - 1; ++i)

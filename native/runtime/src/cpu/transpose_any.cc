@@ -12,8 +12,10 @@ class TransposeAnyKernel final : public Kernel {
   TensorRef x, y;
   TensorInfo in;  // the input's plan shape (-k at the batch axis)
   int perm[kTransposeMaxRank]{};
+  int words = 1;  // float words an element: 2 for int64, an axis of its own that stays last
   void run(const RunCtx& c) const override {
-    const std::vector<int64_t> dims = in.resolved(c.batch);
+    std::vector<int64_t> dims = in.resolved(c.batch);
+    if (words > 1) dims.push_back(words);
     transpose_nd(x.at(c), y.at(c), int(dims.size()), dims.data(), perm);
   }
 };
@@ -25,10 +27,12 @@ std::unique_ptr<Kernel> make_transpose_any(const BuildCtx& bc, const Op& op, Sta
   const TensorInfo& Y = bc.info(op.outputs[0]);
   const auto& perm = op.attrs.perm;
   const int r = int(X.shape.size());
-  if (X.is_weight() || X.dtype != DType::kFloat32 || r < 1 || r > kTransposeMaxRank || int(perm.size()) != r ||
-      Y.shape.size() != X.shape.size())
-    return unsupported(op, "moving the batch needs a float32 activation of rank <= " +
-                               std::to_string(kTransposeMaxRank) + " and a perm of its rank; X " + shape_str(X.shape),
+  const int words = transpose_words(int64_t(dtype_size(X.dtype)));
+  if (X.is_weight() || words == 0 || X.dtype != Y.dtype || r < 1 || r + (words > 1) > kTransposeMaxRank ||
+      int(perm.size()) != r || Y.shape.size() != X.shape.size())
+    return unsupported(op, "moving the batch needs a float32, int32 or int64 activation of rank <= " +
+                               std::to_string(kTransposeMaxRank - 1) + " (" + std::to_string(kTransposeMaxRank) +
+                               " for 4-byte elements) and a perm of its rank; X " + shape_str(X.shape),
                        st, msg);
   auto k = std::make_unique<TransposeAnyKernel>();
   bool seen[kTransposeMaxRank] = {};
@@ -39,6 +43,8 @@ std::unique_ptr<Kernel> make_transpose_any(const BuildCtx& bc, const Op& op, Sta
       return unsupported(op, "output shape " + shape_str(Y.shape) + " does not match perm of " + shape_str(X.shape), st, msg);
     k->perm[i] = perm[i];
   }
+  if (words > 1) k->perm[r] = r;  // the element's two words stay together, last
+  k->words = words;
   k->in.shape = X.shape;
   k->x = bc.ref(op.inputs[0]);
   k->y = bc.ref(op.outputs[0]);
