@@ -152,6 +152,26 @@ def smaps_summary(path: str = _SMAPS) -> dict[str, list[int]]:
     return out
 
 
+def _mapped_files(path: str = _SMAPS) -> list[tuple[bytes, int, int, int]]:
+    """(file path, file offset, size, resident bytes) of each of this process's file mappings."""
+    out: list[tuple[bytes, int, int, int]] = []
+    current: list | None = None
+    with open(path, "rb") as f:
+        for line in f:
+            if line[0] in _HEX:
+                if current is not None:
+                    out.append(tuple(current))
+                addr, _perms, off, _dev, _inode, *rest = line.split(None, 5)
+                name = rest[0].strip() if rest else b""
+                lo, _, hi = addr.partition(b"-")
+                current = [name, int(off, 16), int(hi, 16) - int(lo, 16), 0] if name.startswith(b"/") else None
+            elif current is not None and line.startswith(b"Rss:"):
+                current[3] = int(line.split()[1]) * 1024
+    if current is not None:
+        out.append(tuple(current))
+    return out
+
+
 def file_mappings(directory: str, skip: str, path: str = _SMAPS) -> list[list]:
     """[[file name, file offset, size, resident], ...] in bytes: this process's mappings of the
     files in `directory` other than `skip`. ONNX Runtime maps a model's external data file and
@@ -160,21 +180,8 @@ def file_mappings(directory: str, skip: str, path: str = _SMAPS) -> list[list]:
     import os
     prefix = os.path.realpath(directory).encode() + b"/"
     skip_b = os.path.realpath(skip).encode()
-    out: list[list] = []
-    current: list | None = None
-    with open(path, "rb") as f:
-        for line in f:
-            if line[0] in _HEX:
-                addr, _perms, off, _dev, _inode, *rest = line.split(None, 5)
-                name = rest[0].strip() if rest else b""
-                current = None
-                if name.startswith(prefix) and name != skip_b:
-                    lo, _, hi = addr.partition(b"-")
-                    current = [os.path.basename(name).decode("utf-8", "replace"), int(off, 16), int(hi, 16) - int(lo, 16), 0]
-                    out.append(current)
-            elif current is not None and line.startswith(b"Rss:"):
-                current[3] = int(line.split()[1]) * 1024
-    return out
+    return [[os.path.basename(name).decode("utf-8", "replace"), off, size, rss]
+            for name, off, size, rss in _mapped_files(path) if name.startswith(prefix) and name != skip_b]
 
 
 def fault_window(path: str, offset: int, length: int, touches: int = 8) -> int | None:
@@ -194,15 +201,7 @@ def fault_window(path: str, offset: int, length: int, touches: int = 8) -> int |
     real = os.path.realpath(path).encode()
 
     def resident() -> int | None:
-        seen = False
-        with open(_SMAPS, "rb") as s:
-            for line in s:
-                if line[0] in _HEX:
-                    _addr, _perms, off, _dev, _inode, *rest = line.split(None, 5)
-                    seen = bool(rest) and rest[0].strip() == real and int(off, 16) == start
-                elif seen and line.startswith(b"Rss:"):
-                    return int(line.split()[1]) * 1024
-        return None
+        return next((rss for name, off, _size, rss in _mapped_files() if name == real and off == start), None)
 
     grown: list[int] = []
     with open(path, "rb") as f:

@@ -18,8 +18,8 @@ import { readPlan } from "../compiler/read.ts";
 import { nativeChunkable, nativeChunkSamples, nativeLanes } from "../compiler/native-chunk.ts";
 import { probeNativeLoad, workspaceAt } from "./native-load.ts";
 import { type FreePieces, type OrtLoadProbe, type OrtRuntime, probeOrtLoad } from "./ort-load.ts";
-import { type ExternalTensor, externalTensors, largestMappedTable, mappedWeightsMiB } from "./ort-mapped.ts";
-import { FAULT_AROUND_BYTES, type PlanTable, planTables, probeFaultWindows, tableBytesRead, withFaultWindows } from "./table-reads.ts";
+import { type ExternalTensor, externalTensors, mappedWeightsMiB, withMeasuredWindows } from "./ort-mapped.ts";
+import { FAULT_AROUND_BYTES, type PlanTable, planTables, tableBytesRead, withFaultWindows } from "./table-reads.ts";
 import { arenaResidentBeyondHeld } from "./ort-heap-reuse.ts";
 import { nodeDeadOutputKeptMiB, nodePeakBeyondEndMiB } from "./node-ort-outputs.ts";
 import { evalChunks, ortPatternKey, replayOrtArena } from "./ort-arena.ts";
@@ -86,10 +86,10 @@ export interface ModelTerms {
   ortInputDims: number[][] | null;
   /** The initializers the file stores in external data (ort-mapped.ts): ORT reads those it leaves mapped in place. */
   externalTensors: ExternalTensor[];
-  /** Bytes one read of the external data file maps (table-reads.ts), measured on its largest mapped table; null where not measured. */
-  externalFaultWindowBytes?: number | null;
   /** memlane-rt: the plan's tables Gather reads in place, with their measured windows (table-reads.ts); empty without a plan. */
   nativeTables?: PlanTable[];
+  /** Why the tables' windows (ORT's external data, memlane-rt's plan) were not measured, where a probe failed: 64 KiB is taken. */
+  tableWindowsUnavailable?: string;
   /** Sum of input and output bytes of one sample; null when a dim is unknown. */
   ioPerSampleMiB: number | null;
   /** The outputs' part of ioPerSampleMiB; null when a dim is unknown. */
@@ -387,10 +387,12 @@ export async function modelTerms(onnxPath: string, feed: InputFeed = {}, opts: {
   const terms = await graphTerms(onnxPath, feed, opts.nativeLoad === true);
   const ortLoad: ModelTerms["ortLoad"] = {};
   for (const runtime of opts.ortLoad ?? []) ortLoad[runtime] = await ortLoadTerms(onnxPath, runtime, opts.tmpDir);
-  // The external data's fault window, on the largest table ORT left mapped (table-reads.ts).
-  const table = Object.values(ortLoad).map((l) => largestMappedTable(terms.externalTensors, l.fileMaps)).find((x) => x !== null);
-  const externalFaultWindowBytes = table ? (await probeFaultWindows(join(dirname(onnxPath), table.location), [table.range]))[0] ?? null : null;
-  return { ...terms, ortLoad, externalFaultWindowBytes };
+  // The external tables' windows, on those an ORT load left mapped (ort-mapped.ts, table-reads.ts).
+  const maps = Object.values(ortLoad).flatMap((l) => l.fileMaps ?? []);
+  if (maps.length === 0) return { ...terms, ortLoad };
+  const measured = await withMeasuredWindows(terms.externalTensors, maps, dirname(onnxPath));
+  const unavailable = terms.tableWindowsUnavailable ?? measured.unavailable;
+  return { ...terms, ortLoad, externalTensors: measured.tensors, ...(unavailable ? { tableWindowsUnavailable: unavailable } : {}) };
 }
 
 /** One ORT runtime's load probe as terms; its failure is said, not thrown (the graph's terms stand). */
@@ -466,7 +468,7 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
     const header = plan.header;
     // Each table's window measured on this plan, just written as the run's will be: the page
     // cache's folios decide, and a small table written in one piece lies in one.
-    const nativeTables = nativeLoad ? await withFaultWindows(s.planPath, planTables(plan)) : planTables(plan);
+    const tables = nativeLoad ? await withFaultWindows(s.planPath, planTables(plan)) : { tables: planTables(plan) };
     // A float16 model runs in float32 in memlane-rt (its weights too) and in float16 at ORT's
     // edges: each runtime's own weights and eval-set terms (a BERT's float16 outputs counted as
     // the plan's float32 put python-ort's steady RSS +4.9 % over 256 eval samples).
@@ -477,7 +479,8 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
     return {
       nativeChunkable: nativeChunkable(header),
       ...weights,
-      nativeTables,
+      nativeTables: tables.tables,
+      ...(tables.unavailable ? { tableWindowsUnavailable: tables.unavailable } : {}),
       ...half,
       ...(nativeLoad ? await nativeLoadTerms(onnxPath, inputShapes, s.planPath) : {}),
       arenaPerSampleMiB: s.arenaBytesPerSample / MIB, ortPatternPerSampleMiB, ortTracePerSample, ortReplayError,
@@ -585,7 +588,7 @@ export function features(runtime: string, t0: ModelTerms, run: RunShape): Featur
   const ortArena = arena?.residentMiB ?? null;
   const ortPattern = ORT_RUNTIMES.has(runtime) ? t.ortPatternPerSampleMiB : null;
   const reads = { firstBatch: run.batchSizes?.[0] ?? 1, evalSamples: run.evalSamples };
-  const mapped: { firstMiB: number; endMiB: number; tablesMiB?: number } = ORT_RUNTIMES.has(runtime) ? mappedWeightsMiB(t.externalTensors ?? [], load?.fileMaps, reads, t.externalFaultWindowBytes ?? FAULT_AROUND_BYTES)
+  const mapped: { firstMiB: number; endMiB: number; tablesMiB?: number } = ORT_RUNTIMES.has(runtime) ? mappedWeightsMiB(t.externalTensors ?? [], load?.fileMaps, reads)
     : runtime === "native" ? nativeTablesRead(t.nativeTables ?? [], reads) : { firstMiB: 0, endMiB: 0 };
   const sampleBytes = (ortPattern ?? t.arenaPerSampleMiB ?? 0) * MIB;
   let samples = run.maxBatch;

@@ -19,9 +19,10 @@
  * window measured on the data file): BERT's 23.4 MiB table after one request of 128 ids, 7.3
  * MiB resident, 21.4 after five more.
  */
+import { join } from "node:path";
 import type { ConstTensor, Graph } from "../compiler/ir.ts";
 import type { FileMap } from "./ort-load.ts";
-import { tableBytesRead } from "./table-reads.ts";
+import { FAULT_AROUND_BYTES, tableBytesRead, withFaultWindows } from "./table-reads.ts";
 
 const MIB = 2 ** 20;
 
@@ -30,9 +31,11 @@ export interface ExternalTensor {
   name: string;
   location: string;
   offset: number;
-  length: number;
+  bytes: number;
   /** For a table Gather reads at ids fed as a graph input: the ids a sample holds; null for a tensor read whole. */
   idsPerSample: number | null;
+  /** For such a table, the bytes one read of the data file maps, measured (table-reads.ts); absent where not. */
+  window?: number;
 }
 
 /**
@@ -51,7 +54,8 @@ export function externalTensors(g: Pick<Graph, "nodes" | "consts" | "inputs">, i
     const readers = readBy.get(name) ?? [];
     const ids = readers.map((n) => (n.opType === "Gather" && n.inputs[0] === name && graphInputs.has(n.inputs[1] ?? "") && Number(n.attrs.get("axis") ?? 0) === 0 ? idsPerSample(n.inputs[1]!) : null));
     const perSample = ids.length > 0 && ids.every((x) => x !== null) ? ids.reduce((a, b) => a! + b!, 0) : null;
-    out.push({ name, ...c.external, idsPerSample: perSample });
+    const { location, offset, length } = c.external;
+    out.push({ name, location, offset, bytes: length, idsPerSample: perSample });
   }
   return out;
 }
@@ -59,16 +63,16 @@ export function externalTensors(g: Pick<Graph, "nodes" | "consts" | "inputs">, i
 /** Whether a mapping of the probe's holds the tensor's bytes (the file's name, its range inside). */
 function mappedBy(t: ExternalTensor, maps: readonly FileMap[]): FileMap | undefined {
   const file = t.location.split("/").pop();
-  return maps.find((m) => m.file === file && m.offset <= t.offset && t.offset + t.length <= m.offset + m.size);
+  return maps.find((m) => m.file === file && m.offset <= t.offset && t.offset + t.bytes <= m.offset + m.size);
 }
 
 /**
  * MiB of external data a run makes resident beyond the load: after its first request (of
- * `firstBatch` samples) and by its end (every one of `evalSamples` read). `window`: the bytes a
- * read of the data file maps (table-reads.ts). 0 and 0 without external data or without the
- * probe's mappings (an older probe, a failed one).
+ * `firstBatch` samples) and by its end (every one of `evalSamples` read), a table by its
+ * measured window (FAULT_AROUND_BYTES where not measured). 0 and 0 without external data or
+ * without the probe's mappings (an older probe, a failed one).
  */
-export function mappedWeightsMiB(tensors: readonly ExternalTensor[], maps: readonly FileMap[] | null | undefined, run: { firstBatch: number; evalSamples: number }, window: number): { firstMiB: number; endMiB: number } {
+export function mappedWeightsMiB(tensors: readonly ExternalTensor[], maps: readonly FileMap[] | null | undefined, run: { firstBatch: number; evalSamples: number }): { firstMiB: number; endMiB: number } {
   if (!maps || maps.length === 0 || tensors.length === 0) return { firstMiB: 0, endMiB: 0 };
   let first = 0;
   let end = 0;
@@ -77,23 +81,35 @@ export function mappedWeightsMiB(tensors: readonly ExternalTensor[], maps: reado
     const m = mappedBy(t, maps);
     if (!m) continue;
     // The load's resident pages of that mapping are in its own figures: only the rest is new.
-    const already = counted.has(m) ? 0 : Math.min(m.resident, t.length);
+    const already = counted.has(m) ? 0 : Math.min(m.resident, t.bytes);
     counted.add(m);
-    const bytes = Math.max(0, t.length - already);
+    const bytes = Math.max(0, t.bytes - already);
     if (t.idsPerSample === null) {
       first += bytes;
       end += bytes;
     } else {
-      first += Math.min(bytes, tableBytesRead(t.length, t.idsPerSample * run.firstBatch, window));
-      end += Math.min(bytes, tableBytesRead(t.length, t.idsPerSample * Math.max(run.evalSamples, run.firstBatch), window));
+      const window = t.window ?? FAULT_AROUND_BYTES;
+      first += Math.min(bytes, tableBytesRead(t.bytes, t.idsPerSample * run.firstBatch, window));
+      end += Math.min(bytes, tableBytesRead(t.bytes, t.idsPerSample * Math.max(run.evalSamples, run.firstBatch), window));
     }
   }
   return { firstMiB: first / MIB, endMiB: end / MIB };
 }
 
-/** The largest table of these the probe found mapped, as [offset, length] in its data file: where to measure the window. */
-export function largestMappedTable(tensors: readonly ExternalTensor[], maps: readonly FileMap[] | null | undefined): { location: string; range: [number, number] } | null {
-  const tables = tensors.filter((t) => t.idsPerSample !== null && maps && mappedBy(t, maps));
-  const t = tables.sort((a, b) => b.length - a.length)[0];
-  return t ? { location: t.location, range: [t.offset, t.length] } : null;
+/**
+ * The tensors with each table's window measured on its data file (beside the model, in
+ * `modelDir`): only the tables a load probe found mapped, as table-reads.ts measures memlane-rt's
+ * plan tables.
+ */
+export async function withMeasuredWindows(tensors: readonly ExternalTensor[], maps: readonly FileMap[], modelDir: string): Promise<{ tensors: ExternalTensor[]; unavailable?: string }> {
+  const tables = tensors.filter((t) => t.idsPerSample !== null && mappedBy(t, maps));
+  const measured = new Map<string, ExternalTensor>();
+  let unavailable: string | undefined;
+  for (const location of new Set(tables.map((t) => t.location))) {
+    const r = await withFaultWindows(join(modelDir, location), tables.filter((t) => t.location === location));
+    for (const t of r.tables) measured.set(t.name, t);
+    unavailable ??= r.unavailable;
+  }
+  const out = tensors.map((t) => measured.get(t.name) ?? t);
+  return unavailable ? { tensors: out, unavailable } : { tensors: out };
 }

@@ -43,23 +43,24 @@ export function tableBytesRead(bytes: number, ids: number, window: number): numb
 /**
  * Bytes one read maps, for each [offset, length] range of `file` (a fresh Python worker reads a
  * byte at 8 points of each and counts the mapping's resident bytes); null for a range it could
- * not tell, or all null where the worker failed (the caller falls back on FAULT_AROUND_BYTES).
+ * not tell. Where the worker failed, every window is null and `unavailable` says why (the
+ * caller falls back on FAULT_AROUND_BYTES and the estimate names the reason).
  */
-export async function probeFaultWindows(file: string, ranges: ReadonlyArray<readonly [number, number]>, env?: Record<string, string>): Promise<(number | null)[]> {
-  if (ranges.length === 0) return [];
+export async function probeFaultWindows(file: string, ranges: ReadonlyArray<readonly [number, number]>): Promise<{ windows: (number | null)[]; unavailable?: string }> {
+  if (ranges.length === 0) return { windows: [] };
   let sup: Supervisor | undefined;
   try {
     sup = await Supervisor.start();
-    const w = await sup.spawn(workerSpecs.python({ name: "estimate-fault-window", ...(env ? { env } : {}) }));
+    const w = await sup.spawn(workerSpecs.python({ name: "estimate-fault-window" }));
     try {
       const v = (await w.run("estimate.faultWindow", { file, ranges: ranges.map((r) => [...r]) }, { timeoutMs: 60_000 })).value as { windows?: unknown };
       const windows = Array.isArray(v?.windows) ? v.windows : [];
-      return ranges.map((_, i) => (typeof windows[i] === "number" && Number.isFinite(windows[i]) && (windows[i] as number) > 0 ? (windows[i] as number) : null));
+      return { windows: ranges.map((_, i) => (typeof windows[i] === "number" && Number.isFinite(windows[i]) && (windows[i] as number) > 0 ? (windows[i] as number) : null)) };
     } finally {
       await w.stop();
     }
-  } catch {
-    return ranges.map(() => null);
+  } catch (err) {
+    return { windows: ranges.map(() => null), unavailable: `the fault-window probe of ${file} failed: ${err instanceof Error ? err.message : String(err)}` };
   } finally {
     await sup?.close();
   }
@@ -96,16 +97,18 @@ export function planTables(plan: Pick<ReturnType<typeof readPlan>, "header" | "b
 
 /**
  * The tables with the window each maps a read by, measured on `file` (the largest
- * MEASURED_TABLES; the rest take the largest one's); as they are where the measurement failed.
+ * MEASURED_TABLES; the rest take the largest one's); as they are, with the reason, where the
+ * measurement failed.
  */
-export async function withFaultWindows<T extends TableRead & { offset: number }>(file: string, tables: readonly T[]): Promise<T[]> {
-  if (tables.length === 0) return [];
+export async function withFaultWindows<T extends { offset: number; bytes: number; window?: number }>(file: string, tables: readonly T[]): Promise<{ tables: T[]; unavailable?: string }> {
+  if (tables.length === 0) return { tables: [] };
   const measured = [...tables].sort((a, b) => b.bytes - a.bytes).slice(0, MEASURED_TABLES);
-  const windows = await probeFaultWindows(file, measured.map((t) => [t.offset, t.bytes] as const));
+  const { windows, unavailable } = await probeFaultWindows(file, measured.map((t) => [t.offset, t.bytes] as const));
   const byTable = new Map(measured.map((t, i) => [t, windows[i]]));
   const fallback = windows[0] ?? undefined;
-  return tables.map((t) => {
+  const out = tables.map((t) => {
     const w = byTable.has(t) ? byTable.get(t) : fallback;
     return w != null ? { ...t, window: w } : { ...t };
   });
+  return unavailable ? { tables: out, unavailable } : { tables: out };
 }

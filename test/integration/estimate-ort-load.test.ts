@@ -162,8 +162,10 @@ describe("a model whose weights are in an external data file", () => {
       expect(f.firstRequestMiB, runtime).toBeGreaterThan(0.5);
     }
     // The window a read of the data file maps, measured on the table (table-reads.ts).
-    expect(t.externalFaultWindowBytes).toBeGreaterThanOrEqual(4096);
-    expect(t.externalFaultWindowBytes).toBeLessThanOrEqual(2 * MIB);
+    const table = t.externalTensors.find((x) => x.name === "table")!;
+    expect(table.window).toBeGreaterThanOrEqual(4096);
+    expect(table.window).toBeLessThanOrEqual(2 * MIB);
+    expect(t.tableWindowsUnavailable).toBeUndefined();
     // memlane-rt maps its plan: the same table, read in place, is its own term there, its bytes
     // out of the weights until requests read them.
     const n = await modelTerms(model, {}, { nativeLoad: true });

@@ -10,17 +10,11 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { compileOnnx, readPlan } from "../../src/compiler/index.ts";
 import { activationsUnknown, modelTerms } from "../../src/estimate/model-terms.ts";
-import { memlaneRtBinary } from "../../src/workers/specs.ts";
+import { rtBuilt } from "../fixtures/rt-built.ts";
 import { type FixtureModels, fixtureModels } from "../fixtures/native-fixture-models.ts";
 import { REPO_ROOT } from "../fixtures/onnx/models.ts";
 
-let BUILT = true;
-try {
-  memlaneRtBinary();
-} catch (e) {
-  BUILT = false;
-  console.warn(`native-kv-cache: skipped: ${(e as Error).message}`);
-}
+const BUILT = rtBuilt("native-kv-cache");
 
 interface Entry {
   onnx: string;

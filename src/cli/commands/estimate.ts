@@ -123,6 +123,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
       io.out(`  held by malloc after ${runtime}'s load: ${num(range[0])} to ${num(range[1])} MiB in the probe's fresh processes (glibc's dynamic mmap threshold picks one per process); the estimate takes the middle, ${num(load.heldMiB ?? 0)} MiB, half the gap either way`);
   }
   if (terms.nativeLoadUnavailable && !terms.compileError) io.out(`  memlane-rt's load: unavailable (${terms.nativeLoadUnavailable}); native leaves its repacked weights out`);
+  if (terms.tableWindowsUnavailable) io.out(`  tables read in place: their page-cache windows unmeasured (${terms.tableWindowsUnavailable}); 64 KiB a read taken`);
   const unknownFor = (args.flags.runtimes as string[]).filter((r) => runs(r) && activationsUnknown(terms, r) !== null);
   const refusalSaid = unknownFor.length > 0 || (args.flags.runtimes as string[]).some(isOrtRuntime);
   if (unknownFor.length) io.out(`  activations unknown for ${unknownFor.join(", ")} (memlane's compiler refused the model: ${activationsUnknown(terms, unknownFor[0]!)}); the activation and eval-set terms are left out`);
