@@ -291,6 +291,8 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
       return x && ins[1] ? matmulConst(x, ins[1]) : undefined;
     case "LayerNormalization":
       return x && x.isFloat && ins[1] ? layerNormConst(n, x, ins[1], ins[2]) : undefined;
+    case "BatchNormalization":
+      return x && x.isFloat && ins.slice(1, 5).every(Boolean) ? batchNormConst(n, x, ins.slice(1, 5) as C[], opset) : undefined;
     case "ScatterND":
       return x && ins[1] && ins[2] ? scatterNdConst(n, x, ins[1], ins[2]) : undefined;
     case "ReduceSum":
@@ -418,6 +420,50 @@ function layerNormConst(n: Node, x: C, scale: C, bias: C | undefined): C[] | und
     for (let j = 0; j < inner; j++) out[o + j] = (x.data[o + j]! - mean) * inv * scale.data[ix[j]!]! + (bias ? bias.data[ib![j]!]! : 0);
   }
   return [{ ...mk(true, [...x.dims], out), dtype: defaultDtype(x) }];
+}
+
+/**
+ * BatchNormalization of a constant: BiT's weight-standardised convs normalise each filter
+ * with `batch_norm(weight, training=True)`, which exports as a training-mode BatchNormalization
+ * of the weight. Training mode (opset 14+) uses the statistics of x itself over every axis but
+ * the channel (population variance) and also yields the running mean and variance, blended with
+ * the given ones by `momentum`; inference mode uses the given mean and variance. Double
+ * precision, rounded once into float32.
+ */
+function batchNormConst(n: Node, x: C, [scale, bias, mean, variance]: C[], opset: number): C[] | undefined {
+  const channels = x.dims[1] ?? 1;
+  const perChannel = (t: C) => t.data.length === channels;
+  if (![scale, bias, mean, variance].every((t) => perChannel(t!))) return undefined;
+  const training = opset >= 14 && attrInt(n, "training_mode", 0) === 1;
+  if (!training && n.outputs.slice(1).some(Boolean)) return undefined;
+  const eps = attrFloat(n, "epsilon", 1e-5);
+  const momentum = attrFloat(n, "momentum", 0.9);
+  const inner = numel(x.dims.slice(2)), outer = x.dims[0] ?? 1;
+  const useMean = new Float64Array(channels), useVar = new Float64Array(channels);
+  for (let c = 0; c < channels; c++) {
+    if (!training) {
+      useMean[c] = mean!.data[c]!;
+      useVar[c] = variance!.data[c]!;
+      continue;
+    }
+    let sum = 0, sq = 0;
+    for (let o = 0; o < outer; o++) for (let j = 0, b = (o * channels + c) * inner; j < inner; j++) sum += x.data[b + j]!;
+    const m = sum / (outer * inner);
+    for (let o = 0; o < outer; o++) for (let j = 0, b = (o * channels + c) * inner; j < inner; j++) sq += (x.data[b + j]! - m) ** 2;
+    useMean[c] = m;
+    useVar[c] = sq / (outer * inner);
+  }
+  const out = new Float32Array(x.data.length);
+  for (let o = 0; o < outer; o++) {
+    for (let c = 0; c < channels; c++) {
+      const k = scale!.data[c]! / Math.sqrt(useVar[c]! + eps), b0 = (o * channels + c) * inner;
+      for (let j = 0; j < inner; j++) out[b0 + j] = (x.data[b0 + j]! - useMean[c]!) * k + bias!.data[c]!;
+    }
+  }
+  const y = { ...mk(true, [...x.dims], out), dtype: defaultDtype(x) };
+  if (!training) return [y];
+  const blend = (given: C, batch: Float64Array) => mk(true, [channels], Array.from(batch, (v, c) => given.data[c]! * momentum + v * (1 - momentum)));
+  return [y, blend(mean!, useMean), blend(variance!, useVar)];
 }
 
 /** t with axis `axis` (extent n_in) multiplied by the [n_in, nOut] matrix m: a constant Resize's one axis. */

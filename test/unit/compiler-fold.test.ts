@@ -123,6 +123,23 @@ describe("constant folding of the subgraphs Swin and DeBERTa-v2 exports carry", 
     expect(foldNode(n("Trilu"), [floats([3], [1, 2, 3])], 17)).toBeUndefined();  // not a matrix
   });
 
+  it("BatchNormalization of a constant (BiT's weight-standardised convs): training mode normalises by the tensor's own statistics and blends the running ones", () => {
+    // [1, 2, 3]: channel 0 is 1, 2, 3 (mean 2, population variance 2/3), channel 1 is 3, 4, 5 (mean 4)
+    const w = floats([1, 2, 3], [1, 2, 3, 3, 4, 5]);
+    const [scale, bias, mean, variance] = [floats([2], [1, 2]), floats([2], [0, 1]), floats([2], [10, 10]), floats([2], [5, 5])];
+    const train = { ...n("BatchNormalization", { epsilon: 0, momentum: 0.25, training_mode: 1 }), outputs: ["y", "rm", "rv"] };
+    const [y, rm, rv] = foldNode(train, [w, scale, bias, mean, variance], 15)!.map((t) => Array.from(t.data));
+    const k = 1 / Math.sqrt(2 / 3);
+    expect(y!.map((v) => Math.round(v * 1e5) / 1e5)).toEqual([-k, 0, k, 1 - 2 * k, 1, 1 + 2 * k].map((v) => Math.round(Math.fround(v) * 1e5) / 1e5));
+    expect(rm).toEqual([10 * 0.25 + 2 * 0.75, 10 * 0.25 + 4 * 0.75]);  // running * momentum + batch * (1 - momentum)
+    expect(rv!.map((v) => Math.round(v * 1e6) / 1e6)).toEqual([5 * 0.25 + (2 / 3) * 0.75, 5 * 0.25 + (2 / 3) * 0.75].map((v) => Math.round(v * 1e6) / 1e6));
+    // inference mode: the given statistics
+    const infer = fold(n("BatchNormalization", { epsilon: 0 }), [w, scale, bias, floats([2], [2, 4]), floats([2], [1, 4])], 15);
+    expect(infer.data).toEqual([-1, 0, 1, 0, 1, 2]);
+    // statistics that are not one per channel: no fold
+    expect(foldNode(n("BatchNormalization"), [w, floats([3], [1, 1, 1]), bias, mean, variance], 15)).toBeUndefined();
+  });
+
   it("Split of a constant (GPT-J's sin/cos table): given sizes, equal parts, opset 18's num_outputs", () => {
     const x = floats([2, 5], [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     const parts = (node: Node, ins: (ConstTensor | undefined)[], opset: number) => foldNode(node, ins, opset)!.map((r) => ({ dims: r.dims, data: Array.from(r.data) }));
