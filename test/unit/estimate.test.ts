@@ -14,6 +14,7 @@ import { features, loadProbesFor, modelTerms, NATIVE_CHUNK_ARENA_BYTES } from ".
 import { NODE_DEAD_OUTPUT_LIMIT_MIB, nodeDeadOutputKeptMiB, nodeDeadOutputMiB, nodePeakBeyondEndMiB, ortLoadMmapThresholdMiB } from "../../src/estimate/node-ort-outputs.ts";
 import { compareWithMeasured, estimateRuntime, naiveMiB } from "../../src/estimate/predict.ts";
 import { PROBES, writeProbes } from "../../src/estimate/probe-models.ts";
+import { init, node, writeModel } from "./compiler-onnx-builder.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "memlane-estimate-unit-"));
 const saved = process.env.MEMLANE_CACHE_DIR;
@@ -112,6 +113,32 @@ describe("model terms from the probes' ONNX files", () => {
     expect(features("native", t, run).evalMiB + features("native", t, run).evalOutputMiB).toBeCloseTo(16 * t.ioPerSampleMiB!, 9);
     // seeds/003's formula: parameters x 4 B + one batch of inputs x 4 B.
     expect(naiveMiB(t, run)).toBeCloseTo((t.params * 4) / 2 ** 20 + 8 * t.ioPerSampleMiB!, 9);
+  });
+
+  // BiT's weight-standardised conv as torch exports it: the kernel stored as it is and
+  // transposed, both read only by the standardisation (a training-mode BatchNormalization over
+  // the filters), which the compiler folds into the one kernel the plan holds.
+  it("memlane-rt's weights are its plan's: a kernel the file stores twice for its standardisation counts once", async () => {
+    const file = writeModel({
+      inputs: [["x", ["N", 3, 16, 16]]], outputs: ["y"], opset: 15,
+      inits: [
+        init("w", [1, 64, 27]), init("wt", [1, 27, 64]), init("kernel", [4], [64, 3, 3, 3], "int64"),
+        init("ones", [64], new Array(64).fill(1)), init("zeros", [64], new Array(64).fill(0)), init("sixtyfour", [1], [64], "int64"),
+      ],
+      nodes: [
+        node("ReduceMean", ["wt"], ["mean3"], { axes: [1], keepdims: 0 }), node("Reshape", ["mean3", "sixtyfour"], ["mean"]),
+        node("Sub", ["wt", "mean3"], ["centred"]), node("Mul", ["centred", "centred"], ["sq"]), node("ReduceMean", ["sq"], ["var3"], { axes: [1], keepdims: 0 }),
+        node("Reshape", ["var3", "sixtyfour"], ["variance"]),
+        node("BatchNormalization", ["w", "ones", "zeros", "mean", "variance"], ["ws", "rm", "rv"], { epsilon: 1e-8, momentum: 0, training_mode: 1 }),
+        node("Reshape", ["ws", "kernel"], ["k"]), node("Conv", ["x", "k"], ["y"], { pads: [1, 1, 1, 1] }),
+      ],
+    }, "standardised-conv", dir);
+    const t = await modelTerms(file);
+    expect(t.compileError, t.compileError ?? "").toBeNull();
+    expect(t.weightMiB * 2 ** 20).toBeGreaterThan(2 * 64 * 27 * 4);  // both copies
+    expect(t.nativeWeightMiB! * 2 ** 20).toBe(64 * 27 * 4);  // the standardised kernel alone
+    expect(features("native", t, { maxBatch: 1, evalSamples: 1 }).weightMiB).toBe(t.nativeWeightMiB);
+    expect(features("python-ort", t, { maxBatch: 1, evalSamples: 1 }).weightMiB).toBe(t.weightMiB);
   });
 
   it("a model the compiler refuses still has weights, and says why activations are missing", async () => {
