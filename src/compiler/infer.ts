@@ -111,6 +111,13 @@ export interface InferOptions {
    * refuse float16 (build.ts). Not for plans.
    */
   float16Values?: boolean;
+  /**
+   * Let an op memlane-rt runs only on [batch, ...] take any multiple of the batch first
+   * (TimeSformer folds its frames into the batch, [4·batch, 3, H, W], for its patch Conv):
+   * ONNX Runtime's kernels take any leading size, and the output keeps it. Plans refuse it
+   * (memlane-rt splits a request by the batch along axis 0). Not for plans.
+   */
+  batchMultipleFirst?: boolean;
 }
 
 export interface Inferred {
@@ -248,7 +255,7 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
         const s = ctx.actAny(i);
         const dt = dtypes.get(nameOf(i));
         if (dt !== "float32") throw shapeError(ctx, `input ${i} ("${nameOf(i)}") is ${dt}; this op computes on float32 only`);
-        if (batchAxis(s) !== 0 || s[0] !== BATCH) throw shapeError(ctx, `input ${i} ("${nameOf(i)}") has shape ${fmtShape(s)}; this op needs the batch as its first dimension`);
+        if (batchAxis(s) !== 0 || (s[0] !== BATCH && !opts.batchMultipleFirst)) throw shapeError(ctx, `input ${i} ("${nameOf(i)}") has shape ${fmtShape(s)}; this op needs the batch as its first dimension`);
         return s;
       },
       actAny(i) {

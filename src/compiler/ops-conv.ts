@@ -107,7 +107,7 @@ export const Conv: Lowering = (c) => {
   const kernel = attrInts(c.node, "kernel_shape", [kh, kw]);
   const win = window(c, [x[2]!, x[3]!], kernel, false);
   return {
-    shapes: [[-1, m, ...win.out]],
+    shapes: [[x[0]!, m, ...win.out]],
     attrs: { kernel, strides: win.strides, pads: win.pads, dilations: win.dilations, group, activation: "none" },
   };
 };
@@ -122,7 +122,7 @@ function pool(kind: "MaxPool" | "AveragePool"): Lowering {
     if (!kernel) throw shapeError(c, "kernel_shape is required");
     const ceilMode = attrInt(c.node, "ceil_mode", 0);
     const win = window(c, [x[2]!, x[3]!], kernel, ceilMode === 1);
-    const shapes = [[-1, x[1]!, ...win.out]];
+    const shapes = [[x[0]!, x[1]!, ...win.out]];
     const base = { kernel, strides: win.strides, pads: win.pads };
     if (kind === "MaxPool") return { shapes, attrs: { ...base, dilations: win.dilations, ceilMode } };
     if (win.dilations.some((d) => d !== 1)) throw shapeError(c, "dilated AveragePool is not supported");
@@ -137,7 +137,7 @@ export const AveragePool = pool("AveragePool");
 export const GlobalAveragePool: Lowering = (c) => {
   const x = c.act(0);
   if (x.length < 3) throw shapeError(c, `input must be [N, C, spatial...], found ${fmtShape(x)}`);
-  return { shapes: [[-1, x[1]!, ...x.slice(2).map(() => 1)]], attrs: {} };
+  return { shapes: [[x[0]!, x[1]!, ...x.slice(2).map(() => 1)]], attrs: {} };
 };
 
 /**

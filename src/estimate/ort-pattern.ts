@@ -377,7 +377,7 @@ const asOrtRuns = (g: Graph): Graph => (isHalfPrecision(g) ? asOrtRunsHalfPrecis
 
 /** The graph as ORT's replay infers it: ORT's shape rules where they differ from the compiler's, or where it has none. */
 function inferAsOrt(g: Graph, sorted: Graph["nodes"], inputShapes: Record<string, number[]> | undefined) {
-  return inferGraph({ ...g, nodes: sorted }, { ...(inputShapes ? { inputShapes } : {}), lowerings: ORT_SHAPE_LOWERINGS, keepRewrittenOps: true, batchlessValues: true, float16Values: true });
+  return inferGraph({ ...g, nodes: sorted }, { ...(inputShapes ? { inputShapes } : {}), lowerings: ORT_SHAPE_LOWERINGS, keepRewrittenOps: true, batchlessValues: true, float16Values: true, batchMultipleFirst: true });
 }
 
 /**

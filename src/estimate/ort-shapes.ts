@@ -11,7 +11,7 @@
  * estimate still says why it has no activations for a graph with one.
  */
 import { attrInt, attrInts, attrString, normAxis } from "../compiler/attrs.ts";
-import { type DType, fmtShape } from "../compiler/ir.ts";
+import { type DType, fmtShape, symDim } from "../compiler/ir.ts";
 import { type Lowering, type OpCtx, shapeError } from "../compiler/op-ctx.ts";
 import { dtypeOfOnnx } from "../compiler/graph-inputs.ts";
 import { LOWERINGS } from "../compiler/infer.ts";
@@ -230,6 +230,39 @@ const split: Lowering = (c) => {
   return { shapes: sizes.map((d) => x.map((v, i) => (i === axis ? d : v))), dtypes: sizes.map(() => c.dtype(0) ?? "float32"), attrs: { axis, split: sizes } };
 };
 
+/**
+ * Slice where an axis that is a multiple of the batch is cut to a smaller multiple:
+ * TimeSformer takes each clip's class token as `x[:batch]` of its [frames·batch, ...] tokens.
+ * The compiler's rule slices only the whole batch (memlane-rt splits a request along it); ORT
+ * slices any range, and the replay needs the size only. Other slices keep the compiler's rule.
+ */
+const slice: Lowering = (c) => {
+  const whole = ORT_QUANTIZED_SHAPE_LOWERINGS.Slice!;  // the compiler's rule, on any element type
+  const x = c.actAny(0);
+  if (c.opset < 10) return whole(c);
+  const [starts, ends] = [constInts(c, 1)!, constInts(c, 2)!];
+  const axes = (constInts(c, 3) ?? starts.map((_, i) => i)).map((a) => normAxis(c.node, a, x.length));
+  const steps = constInts(c, 4) ?? starts.map(() => 1);
+  // A bound j·batch with j < k; 2^31 and beyond otherwise means "to the end".
+  const cutsBatch = axes.some((a, i) => x[a]! < 0 && (symDim(ends[i]!) ?? 0) < 0 && symDim(ends[i]!)! > x[a]!);
+  if (!cutsBatch) return whole(c);
+  const out = [...x];
+  axes.forEach((a, i) => {
+    const d = x[a]!, start = starts[i]!, end = symDim(ends[i]!), step = steps[i]!;
+    if (d < 0) {
+      // [0, j·batch) of k·batch, j < k: j·batch.
+      if (start !== 0 || step !== 1 || end === undefined || end >= 0) throw shapeError(c, `axis ${a} of ${fmtShape(x)} is sliced from ${start} to ${ends[i]} by ${step}; only [0, j·batch) of a batch multiple is followed`);
+      out[a] = Math.max(end, d);
+      return;
+    }
+    const norm = (v: number, lo: number, hi: number) => Math.min(Math.max(v < 0 ? v + d : v, lo), hi);
+    out[a] = step > 0
+      ? Math.max(0, Math.ceil((norm(ends[i]!, 0, d) - norm(start, 0, d)) / step))
+      : Math.max(0, Math.ceil((norm(start, -1, d - 1) - norm(ends[i]!, -1, d - 1)) / -step));
+  });
+  return { shapes: [out], dtypes: [c.dtype(0) ?? "float32"], attrs: {} };
+};
+
 const SAME_SHAPE = [
   "Softplus", "Softsign", "Elu", "Selu", "Celu", "Mish", "ThresholdedRelu", "Shrink", "LogSoftmax", "Hardmax",
   "Floor", "Ceil", "Round", "Sign", "Trilu", "Tan", "Atan", "Asin", "Acos", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
@@ -288,6 +321,7 @@ export const ORT_SHAPE_LOWERINGS: Readonly<Record<string, Lowering>> = {
   LayerNormalization: (c) => (c.dtype(0) === "float16" ? sameAs(0)(c) : LOWERINGS.LayerNormalization!(c)),
   ...ORT_QUANTIZED_SHAPE_LOWERINGS,
   ...ORT_CONTRIB_SHAPE_LOWERINGS,
+  Slice: slice,
   Transpose: transpose,  // any element type: int64 ids too, not the 8-bit and float16 only
   MaxPool: poolNd(ORT_QUANTIZED_SHAPE_LOWERINGS.MaxPool!),
   AveragePool: poolNd(LOWERINGS.AveragePool!),

@@ -49,6 +49,18 @@ const CASES: [string, ModelSpec][] = [
     ],
     opset: 18,
   }],
+  // TimeSformer: its frames folded into the batch for the patch Conv, then each clip's first
+  // row taken back as `x[:batch]`.
+  ["frames folded into the batch: Conv and pools of [k·batch, ...], a Slice to the batch's first rows", {
+    inputs: [["x", ["N", 4, 3, 8, 8]]], outputs: ["m", "g", "s"],
+    inits: [init("to4d", [4], [-1, 3, 8, 8], "int64"), init("w", [6, 3, 3, 3]), init("zero", [1], [0], "int64"), init("clips", [3], [-1, 4, 6], "int64"), init("clips5", [5], [-1, 4, 6, 4, 4], "int64")],
+    nodes: [
+      node("Reshape", ["x", "to4d"], ["f"]), node("Conv", ["f", "w"], ["c"], { pads: [1, 1, 1, 1] }),
+      node("MaxPool", ["c"], ["m4"], { kernel_shape: [2, 2], strides: [2, 2] }), node("Reshape", ["m4", "clips5"], ["m"]),
+      node("GlobalAveragePool", ["c"], ["g4"]), node("Reshape", ["g4", "clips"], ["g"]),
+      node("Shape", ["x"], ["sh"]), node("Gather", ["sh", "zero"], ["b"]), node("Slice", ["c", "zero", "b", "zero"], ["s"]),
+    ],
+  }],
   ["GRU and RNN, bidirectional", {
     inputs: seq, outputs: ["y", "yh", "r"],
     inits: [init("W", [2, 18, 4]), init("R", [2, 18, 6]), init("Wr", [1, 7, 4]), init("Rr", [1, 7, 7])],
