@@ -88,15 +88,25 @@ const NEW_NODE_OPS = new Set(["Conv", CONV_SUM, "MaxPool", "AveragePool", "Globa
 
 /**
  * Whether ORT runs a Resize (or Upsample) on the blocked tensor, as its NCHWc Upsample
- * (nchwc_transformer.cc TransformResize): nearest, by constant whole factors of the spatial dims
- * only; from opset 11 also given by scales (not sizes), with the asymmetric coordinates and floor
- * rounding. A YOLO neck's 2x nearest upsample exports so from PyTorch; run plain, its input was
- * copied out of the blocked layout and the concat after it back in, and a small YOLO-style
- * model's replayed pattern was 31 % over ORT's block.
+ * (nchwc_transformer.cc TransformResize): by constant whole factors of the spatial dims only;
+ * from opset 11 given by scales (sizes, with a symbolic batch, keep it plain), nearest with the
+ * asymmetric coordinates and floor rounding, linear with asymmetric, align_corners or
+ * half_pixel coordinates (not pytorch_half_pixel; ORT 1.32, each mode measured on a blocked
+ * conv's output). A YOLO neck's 2x nearest upsample exports so from PyTorch; run plain, its input
+ * was copied out of the blocked layout and the concat after it back in, and a small YOLO-style
+ * model's replayed pattern was 31 % over ORT's block. DPT's fusion stages upsample by 2,
+ * bilinear with aligned corners.
  */
+const NCHWC_LINEAR_COORDINATES = new Set(["asymmetric", "align_corners", "half_pixel"]);
 function nchwcUpsample(n: LNode): boolean {
-  if ((n.attrs.mode ?? "nearest") !== "nearest") return false;
-  if (n.attrs.opset10 !== 1 && (n.attrs.sizes_given === 1 || n.attrs.coordinate_transformation_mode !== "asymmetric" || n.attrs.nearest_mode !== "floor")) return false;
+  const mode = n.attrs.mode ?? "nearest";
+  if (mode !== "nearest" && mode !== "linear") return false;
+  if (n.attrs.opset10 !== 1) {
+    const coordinates = n.attrs.coordinate_transformation_mode ?? "half_pixel";
+    if (n.attrs.sizes_given === 1) return false;
+    if (mode === "nearest" && (coordinates !== "asymmetric" || n.attrs.nearest_mode !== "floor")) return false;
+    if (mode === "linear" && !NCHWC_LINEAR_COORDINATES.has(coordinates as string)) return false;
+  }
   const scales = n.attrs.scales;
   return Array.isArray(scales) && scales.length === 4 && scales.every((f) => Number.isInteger(f) && f > 0) && scales[0] === 1 && scales[1] === 1;
 }

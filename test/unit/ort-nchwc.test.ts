@@ -17,8 +17,9 @@ const ops = (nodes: LNode[]) => nodes.map((n) => `${n.op}(${n.inputs.filter((i) 
 
 describe("ORT's NCHWc rewrite", () => {
   // A YOLO neck: conv -> nearest 2x upsample -> concat with an earlier map -> conv. ORT runs the
-  // upsample and the concat on the blocked maps; a bilinear one, or one by sizes, runs plain.
-  it("runs a nearest Resize by whole spatial factors on the blocked tensor, a bilinear one plain", () => {
+  // upsample and the concat on the blocked maps; so it does a bilinear one (DPT's fusion stages,
+  // aligned corners), except with pytorch_half_pixel coordinates; by a fraction, plain.
+  it("runs a nearest or bilinear Resize by whole spatial factors on the blocked tensor, other ones plain", () => {
     const g = graph({ w0: [32, 32, 3, 3], w1: [32, 32, 3, 3], w2: [32, 64, 1, 1] }, { x: 32, k: 32, a: 32, u: 32, c: 64, y: 32 }, { x: [16, 16], k: [16, 16], u: [16, 16], c: [16, 16], y: [16, 16] });
     const resize = (attrs: LNode["attrs"]) => [
       node("Conv", ["x", "w0"], ["k"]), node("Conv", ["x", "w1"], ["a"], { strides: [2, 2] }), node("Resize", ["a", "", "sc"], ["u"], attrs),
@@ -28,9 +29,15 @@ describe("ORT's NCHWc rewrite", () => {
     expect(ops(ortNchwc(resize(nearest), ["y"], g, 16).nodes).slice(1)).toEqual([
       "Conv(x#reorder-in)->k#nchwc", "Conv(x#reorder-in)->a#nchwc", "Upsample(a#nchwc)->u#nchwc", "Concat(u#nchwc,k#nchwc)->c#nchwc", "Conv(c#nchwc)->y#nchwc", "ort:ReorderOutput(y#nchwc)->y",
     ]);
-    for (const other of [{ ...nearest, mode: "linear" }, { ...nearest, coordinate_transformation_mode: "half_pixel" }, { ...nearest, scales: [1, 1, 1.5, 1.5] }]) {
-      expect(ops(ortNchwc(resize(other), ["y"], g, 16).nodes), JSON.stringify(other)).toContain("Resize(a,,sc)->u");
+    for (const coordinates of ["asymmetric", "align_corners", "half_pixel"]) {
+      const bilinear = { ...nearest, mode: "linear", coordinate_transformation_mode: coordinates };
+      expect(ops(ortNchwc(resize(bilinear), ["y"], g, 16).nodes), coordinates).toContain("Upsample(a#nchwc)->u#nchwc");
     }
+    const plain = [
+      { ...nearest, mode: "linear", coordinate_transformation_mode: "pytorch_half_pixel" }, { ...nearest, coordinate_transformation_mode: "half_pixel" },
+      { ...nearest, scales: [1, 1, 1.5, 1.5] }, { ...nearest, mode: "linear", scales: [1, 1, 1.5, 1.5] },
+    ];
+    for (const other of plain) expect(ops(ortNchwc(resize(other), ["y"], g, 16).nodes), JSON.stringify(other)).toContain("Resize(a,,sc)->u");
   });
 
   it("blocks a first conv's 24 channels as 32 and copies them back for a MaxPool that cannot take them", () => {
