@@ -18,13 +18,21 @@ import type { ConstTensor, LNode } from "../compiler/ir.ts";
 /** The largest initializer ORT's ConstantSharing merges with an equal one. */
 export const SHARED_CONSTANT_ELEMENTS = 8;
 
-export function ortCommonSubexpressions(nodes: readonly LNode[], graphOutputs: readonly string[], constOf: (name: string) => ConstTensor | undefined): LNode[] {
+/**
+ * `initializerOf`: the initializer ORT knows a constant as. torch's exporter writes a parameter
+ * equal to an earlier one as an Identity of it, and ORT's IdentityElimination makes the two one
+ * initializer: a ConvNeXt backbone's stage norm and the next stage's downsampling norm (both
+ * all ones and zeros at initialisation, both of one input) are then one node to ORT's CSE.
+ * Taken as two, UperNet's replay kept a second norm and its reorder alive in every stage.
+ */
+export function ortCommonSubexpressions(nodes: readonly LNode[], graphOutputs: readonly string[], constOf: (name: string) => ConstTensor | undefined, initializerOf: (name: string) => string = (n) => n): LNode[] {
   const outputs = new Set(graphOutputs);
   const rename = new Map<string, string>();
   const seen = new Map<string, LNode>();
   const inputKey = (name: string): string => {
     const c = constOf(name);
     if (c && c.data.length <= SHARED_CONSTANT_ELEMENTS) return `const ${c.isFloat ? "f" : "i"}${c.dtype ?? ""} [${c.dims.join(",")}] ${Array.from(c.data).join(",")}`;
+    if (c) return `initializer ${initializerOf(name)} [${c.dims.join(",")}] ${c.dtype ?? ""}`;
     return `value ${name}`;
   };
   const kept: LNode[] = [];

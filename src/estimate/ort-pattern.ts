@@ -263,7 +263,13 @@ function resizeLosesSymbolicDims(n: Graph["nodes"][number], constant: (x: string
 
 function shapesOrtCannotInfer(g: Graph): Set<string> {
   const fromShape = new Set<string>(); // values computed from a run-time shape alone
-  const unknown = new Set<string>();
+  // Values whose shape ORT lacks, with the axes it lacks ("all": every one): ONNX's inference
+  // is per dim, so a Concat of a known map and unknown ones still has the known one's other
+  // dims, and a Conv of it takes its batch and spatial dims from them and its channels from the
+  // weight. UperNet's PSP bottleneck convolves the concatenated upsampled pyramid: its output,
+  // and the FPN after it, were taken as unknown (no buffer reused), and the replay's pattern
+  // was 34 % under ORT's block.
+  const unknown = new Map<string, "all" | Set<number>>();
   const declared = (x: string) => declaredShape(g, x) !== null;
   // A Constant node is an initializer to ORT.
   const constNodes = new Set(g.nodes.filter((n) => n.opType === "Constant").flatMap((n) => n.outputs));
@@ -285,12 +291,45 @@ function shapesOrtCannotInfer(g: Graph): Set<string> {
       continue;
     }
     const shapedBy = OUTPUT_SHAPE_FROM[n.opType]?.map((i) => n.inputs[i] ?? "").filter(Boolean) ?? ins;
-    if (shapedBy.some((x) => fromShape.has(x) || unknown.has(x))) for (const o of n.outputs) if (!declared(o)) unknown.add(o);
+    if (shapedBy.some((x) => fromShape.has(x) || unknown.has(x))) {
+      const lost = shapedBy.some((x) => fromShape.has(x)) ? "all" : lostAxes(n, dataIns, (x) => unknown.get(x));
+      if (lost === "all" || lost.size > 0) for (const o of n.outputs) if (!declared(o)) unknown.set(o, lost);
+    }
     const named = (x: string) => !unnamed.has(x) && !constant(x);
     const loses = resizeLosesSymbolicDims(n, constant, symbolicInputs) || (shapedBy.some((x) => unnamed.has(x)) && !(n.opType === "Concat" && dataIns.some(named)));
     if (loses) for (const o of n.outputs) if (!declared(o) && !unknown.has(o)) unnamed.add(o);
   }
-  return new Set([...unknown, ...unnamed]);
+  return new Set([...unknown.keys(), ...unnamed]);
+}
+
+/** Ops whose output ONNX's shape inference gives their one data input's shape, dim for dim. */
+const SAME_DIMS = new Set(["Relu", "Sigmoid", "Tanh", "Erf", "Sqrt", "Abs", "Neg", "Exp", "Log", "Cast", "LeakyRelu", "Clip", "Softmax", "Gelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "BatchNormalization", "InstanceNormalization", "LayerNormalization", "Dropout", "Identity"]);
+/** Ops whose output takes its batch and spatial dims from input 0 and its channels from the weight. */
+const CHANNELS_FROM_WEIGHT = new Set(["Conv", "ConvTranspose"]);
+/** Ops whose output takes its batch and channel dims from input 0 (its spatial ones too, or 1s). */
+const POOLS = new Set(["MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"]);
+
+/** The axes of node n's output ORT's shape inference leaves unknown, given what it lacks of its inputs. */
+function lostAxes(n: Graph["nodes"][number], dataIns: readonly string[], lostOf: (x: string) => "all" | Set<number> | undefined): "all" | Set<number> {
+  const x = lostOf(n.inputs[0] ?? "");
+  if (SAME_DIMS.has(n.opType) && dataIns.length === 1) return x ?? new Set();
+  if (CHANNELS_FROM_WEIGHT.has(n.opType) || POOLS.has(n.opType)) {
+    if (x === undefined) return new Set();
+    // Spatial dims of a pool or conv come from the input's: one it lacks stays lacking.
+    if (x === "all") return "all";
+    return new Set([...x].filter((a) => !(a === 1 && CHANNELS_FROM_WEIGHT.has(n.opType))));
+  }
+  if (n.opType === "Concat") {
+    // Each dim but the axis: known where any input knows it; the axis: where all do.
+    const axis = n.attrs.get("axis") as number;
+    const lost = dataIns.map((i) => lostOf(i) ?? new Set<number>());
+    const known = lost.filter((l): l is Set<number> => l !== "all");
+    if (known.length === 0 || axis < 0) return "all";
+    const out = new Set<number>([axis]);
+    for (const a of new Set(known.flatMap((l) => [...l]))) if (a !== axis && known.every((l) => l.has(a))) out.add(a);
+    return out;
+  }
+  return "all";
 }
 
 /**
@@ -432,7 +471,15 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
     return `${elementSize(inf.dtypes.get(n))} ${JSON.stringify(carried(n) ?? inf.shapes.get(n) ?? [])}`;
   };
   const constOf = (n: string) => (isConst(n) ? inf.consts.get(n) : undefined);
-  const shared = ortCommonSubexpressions(inOrtOrder([...withRunTimeReads(inf.nodes, sorted, runTime), ...runTime.nodes], g.nodes), inf.outputs, constOf);
+  // The initializer a constant is to ORT: the file's one a lowering derived it from, through the
+  // Identities torch's exporter aliases equal parameters with (ORT removes them).
+  const identityOf = new Map(g.nodes.filter((n) => n.opType === "Identity" && n.inputs[0] && n.outputs[0]).map((n) => [n.outputs[0]!, n.inputs[0]!]));
+  const initializerOf = (n: string) => {
+    let r = inf.derivedFrom.get(n) ?? n;
+    while (identityOf.has(r)) r = identityOf.get(r)!;
+    return r;
+  };
+  const shared = ortCommonSubexpressions(inOrtOrder([...withRunTimeReads(inf.nodes, sorted, runTime), ...runTime.nodes], g.nodes), inf.outputs, constOf, initializerOf);
   const constDims = (n: string) => (isConst(n) ? inf.consts.get(n)?.dims : undefined);
   const shapesMoved = ortShapesBeforeTransposes(shared);
   for (const [name, rank] of shapesMoved.newShapes) {
@@ -483,7 +530,7 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   // ORT's NHWC rewrite adds its Transposes as it walks the graph the earlier rewrites left, in ORT's order of that graph.
   const nhwc = ortNhwc(ortOrderOfFinalGraph(nchwc.nodes, numbered, createdBefore), inf.outputs, { shapeOf: (n) => inf.shapes.get(n), symbolicShape: (n) => carried(n) ?? inf.shapes.get(n) ?? null, dtypeOf: (n) => inf.dtypes.get(n), isConst });
   const ordered = ortOrderOfFinalGraph(nhwc.nodes, numbered, [...createdBefore.map((n) => nhwc.converted.get(n) ?? n), ...nhwc.added]);
-  const pushed = ortPushTransposes(ordered, inf.outputs, isConst);
+  const pushed = ortPushTransposes(ordered, inf.outputs, isConst, fused);
   const nodes = pushed.nodes;
   // The values held under other names: channels-last ones (ort-nhwc.ts), those computed before a
   // Transpose ORT moved (ort-transposes.ts), a DequantizeLinear's copies (ort-qdq.ts: unpermuted).

@@ -280,7 +280,10 @@ const SAME_SHAPE = [
  * the one node the replay runs for them.
  */
 const withResizeAttrs = (resize: Lowering): Lowering => (c) => {
-  const low = resize(c);
+  // A Resize to its input's own size is a view to the compiler (a Reshape) and a copy to ORT's
+  // kernel (UperNet's 6x6 pyramid level resized to 6x6).
+  const { op, ...copy } = resize(c);
+  const low = op === "Reshape" ? copy : { ...copy, ...(op ? { op } : {}) };
   const opset10 = c.node.opType === "Upsample" || c.opset < 11;
   const scales = c.node.inputs[opset10 ? 1 : 2] ? c.weight(opset10 ? 1 : 2) : undefined;
   const text = (name: string) => {

@@ -53,17 +53,23 @@ const cancels = (p: readonly number[], q: readonly number[]) => p.length === q.l
  * them, a second runs them as they are (moving them to their reader would change what is
  * alive when, which is what the pattern is made of).
  */
-export function ortPushTransposes(nodes: readonly LNode[], outputs: readonly string[], isConst: (name: string) => boolean): TransposeRewrite {
+export function ortPushTransposes(nodes: readonly LNode[], outputs: readonly string[], isConst: (name: string) => boolean, beforeNchwc: readonly LNode[] = []): TransposeRewrite {
+  // Each value's readers before the NCHWc rewrite that no Transpose moves through (a conv, a
+  // pool): ORT's NCHWc rewrite makes a graph Transpose its ReorderInput's channels-last layout
+  // only where it is the one such reader.
+  const readers = new Map<string, number>();
+  for (const n of beforeNchwc) for (const i of new Set(n.inputs)) if (i && !ELEMENTWISE.has(n.op)) readers.set(i, (readers.get(i) ?? 0) + 1);
+  const readersBeforeNchwc = (name: string) => (beforeNchwc.length === 0 ? 1 : readers.get(name) ?? 0);
   let stay = new Set<string>();
   for (let pass = 0; pass < 4; pass++) {
-    const r = pushPass(nodes, outputs, isConst, stay);
+    const r = pushPass(nodes, outputs, isConst, stay, readersBeforeNchwc);
     if (r.unmoved.size === 0) return r;
     stay = new Set([...stay, ...r.unmoved]);
   }
-  return pushPass(nodes, outputs, isConst, stay);
+  return pushPass(nodes, outputs, isConst, stay, readersBeforeNchwc);
 }
 
-function pushPass(nodes: readonly LNode[], outputs: readonly string[], isConst: (name: string) => boolean, stay: ReadonlySet<string>): TransposeRewrite & { unmoved: Set<string> } {
+function pushPass(nodes: readonly LNode[], outputs: readonly string[], isConst: (name: string) => boolean, stay: ReadonlySet<string>, readersBeforeNchwc: (name: string) => number): TransposeRewrite & { unmoved: Set<string> } {
   const graphOutputs = new Set(outputs);
   const leadsToTranspose = valuesLeadingToTranspose(nodes);
   // A value held only transposed: `src` (in the layout before `perm`) is what is computed;
@@ -94,9 +100,12 @@ function pushPass(nodes: readonly LNode[], outputs: readonly string[], isConst: 
       pending.set(out0, { src: input, perm: n.attrs.perm, original: true });
       continue;
     }
+    // A Transpose of the graph that two convs read before the NCHWc rewrite stays (a UperNet
+    // stage norm feeding the next stage and its lateral conv, one node after ORT's CSE): their
+    // shared ReorderInput reads the transposed tensor.
     if (n.op === REORDER_IN) {
       const p = pending.get(input);
-      if (p && sameArray(p.perm, TO_NCHW)) {
+      if (p && sameArray(p.perm, TO_NCHW) && (!p.original || readersBeforeNchwc(input) <= 1)) {
         out.push({ ...n, inputs: [p.src, ...n.inputs.slice(1)] });
         continue;
       }
