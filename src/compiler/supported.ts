@@ -36,8 +36,9 @@ export const FOLD_ONLY_OPS: readonly string[] = Object.freeze([
   "Min", "Max", "Floor", "Ceil", "Size", "CastLike",
   // Swin's shifted-window attention mask (ScatterND), DeBERTa-v2's relative-position buckets
   // (Sign), BEiT's dynamo relative-position index (ScatterElements); fold.ts also evaluates
-  // constant MatMul, Clip, LayerNormalization, Tile, Resize, GatherND, GatherElements, Pad,
-  // Einsum and every Reduce* it rewrites, which run as plan ops (or their rewrites) otherwise.
+  // constant MatMul, Clip, LayerNormalization, BatchNormalization (BiT's weight standardisation,
+  // training mode too), Tile, Resize, GatherND, GatherElements, Pad, Einsum and every Reduce* it
+  // rewrites, which run as plan ops (or their rewrites) otherwise.
   // XLNet's identity mask (EyeLike), a decoder's causal mask over its lengths (Trilu)
   "ScatterND", "Sign", "ScatterElements", "EyeLike", "Trilu",
 ]);
