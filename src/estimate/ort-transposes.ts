@@ -3,7 +3,8 @@
  * as the memory-pattern replay (ort-pattern.ts) needs it: a Transpose moves down through the
  * elementwise ops after it wherever that adds no Transpose (their other inputs are constants,
  * which ORT transposes once at load, or values transposed the same way), an inverse Transpose
- * cancels it, and a ReorderInput absorbs it (it reads the channels-last layout itself). Where
+ * cancels it, and a ReorderInput absorbs it (it reads the channels-last layout itself; a graph
+ * Transpose only where the reorder's conv is its one reader that is no elementwise op). Where
  * the push stops, the Transpose is materialized there, after the ops it moved past.
  *
  * Why it matters: a ConvNeXt block runs its MLP channels-last between two Transposes and adds
