@@ -113,6 +113,26 @@ const oneHot: Lowering = (c) => {
   return { shapes: [out], dtypes: [c.dtype(2) ?? "float32"], attrs: {} };
 };
 
+/**
+ * AffineGrid (opset 20): the sampling grid a spatial transformer makes from its predicted theta,
+ * [N, H, W, 2] for a size [N, C, H, W] (or [N, D, H, W, 3] for [N, C, D, H, W]); the size is a
+ * constant to the replay (Shape of the input, the batch symbolic).
+ */
+const affineGrid: Lowering = (c) => {
+  const size = constInts(c, 1);
+  if (!size || (size.length !== 4 && size.length !== 5)) throw shapeError(c, "size must be a constant [N, C, H, W] or [N, C, D, H, W]");
+  const dims = size.map((v) => symDim(v) ?? Number.NaN);
+  if (dims.some((d) => Number.isNaN(d))) throw shapeError(c, `size ${fmtShape(dims)} is not linear in the batch`);
+  return { shapes: [[dims[0]!, ...dims.slice(2), size.length - 2]], dtypes: [c.dtype(0) ?? "float32"], attrs: {} };
+};
+
+/** GridSample: X's batch and channels at the grid's output positions, [N, C, Ho, Wo] (or [N, C, Do, Ho, Wo]). */
+const gridSample: Lowering = (c) => {
+  const x = shapeOf(c, 0), grid = shapeOf(c, 1);
+  if (grid.length !== x.length) throw shapeError(c, `grid ${fmtShape(grid)} must have X's rank ${x.length}`);
+  return { shapes: [[x[0]!, x[1]!, ...grid.slice(1, -1)]], dtypes: [c.dtype(0) ?? "float32"], attrs: {} };
+};
+
 /** GlobalMaxPool / GlobalLpPool: [N, C, 1, ...]. */
 const globalPool: Lowering = (c) => {
   const x = shapeOf(c, 0);
@@ -311,6 +331,7 @@ export const ORT_SHAPE_LOWERINGS: Readonly<Record<string, Lowering>> = {
   EyeLike: eyeLike, OneHot: oneHot,
   Einsum: einsum,
   GlobalMaxPool: globalPool, GlobalLpPool: globalPool,
+  AffineGrid: affineGrid, GridSample: gridSample,
   DepthToSpace: depthSpace(true), SpaceToDepth: depthSpace(false),
   ConvTranspose: convTranspose,
   Conv: convNd,

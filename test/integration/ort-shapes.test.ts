@@ -61,6 +61,16 @@ const CASES: [string, ModelSpec][] = [
       node("Shape", ["x"], ["sh"]), node("Gather", ["sh", "zero"], ["b"]), node("Slice", ["c", "zero", "b", "zero"], ["s"]),
     ],
   }],
+  // A spatial transformer: a theta predicted from the input, its sampling grid, the resampled map.
+  ["AffineGrid and GridSample", {
+    inputs: [["x", ["N", 2, 6, 5]]], outputs: ["grid", "y"], opset: 20,
+    inits: [init("w", [60, 6]), init("theta", [3], [-1, 2, 3], "int64"), init("zero", [1], [0], "int64"), init("one", [1], [1], "int64"), init("hw", [3], [2, 4, 7], "int64")],
+    nodes: [
+      node("Flatten", ["x"], ["f"]), node("MatMul", ["f", "w"], ["t"]), node("Reshape", ["t", "theta"], ["t3"]),
+      node("Shape", ["x"], ["sh"]), node("Slice", ["sh", "zero", "one"], ["n"]), node("Concat", ["n", "hw"], ["size"], { axis: 0 }),
+      node("AffineGrid", ["t3", "size"], ["grid"]), node("GridSample", ["x", "grid"], ["y"]),
+    ],
+  }],
   ["GRU and RNN, bidirectional", {
     inputs: seq, outputs: ["y", "yh", "r"],
     inits: [init("W", [2, 18, 4]), init("R", [2, 18, 6]), init("Wr", [1, 7, 4]), init("Rr", [1, 7, 7])],
