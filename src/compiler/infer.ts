@@ -82,6 +82,9 @@ function dropEmptyConcatInputs(n: Node, empties: ReadonlyMap<string, number[]>, 
   return { ...n, inputs: rest };
 }
 
+/** Ops whose folded output is decided by their inputs' values alone (an If condition's chain). */
+const BOOLEAN_OPS = new Set(["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor", "Cast", "Identity", "Squeeze", "Unsqueeze", "Reshape"]);
+
 export interface InferOptions {
   /** Full model shapes, -1 at the batch axis (compileOnnx's `inputShapes`). */
   inputShapes?: Record<string, number[]>;
@@ -181,7 +184,19 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
       rewrites.pop();
     }
   };
+  // Whether a folded boolean's value turns on the batch: a comparison or logic op over a value
+  // that holds a batch multiple (Equal(batch, 1) folds false, but a batch of 1 is true).
+  const producerOf = new Map<string, Node>();
+  const batchDecides = (name: string, depth = 0): boolean => {
+    const c = consts.get(name);
+    if (!c || depth > 32) return true;
+    if (Array.from(c.data).some((v) => Math.abs(v) >= 2 ** 31)) return true;
+    const p = producerOf.get(name);
+    if (!p || !BOOLEAN_OPS.has(p.opType)) return false;
+    return p.inputs.some((i) => i !== "" && batchDecides(resolve(i), depth + 1));
+  };
   for (let at = 0; at < work.length; at++) {
+    for (const o of work[at]!.outputs) if (o) producerOf.set(o, work[at]!);
     collapseFinished();
     const n0 = work[at]!;
     const n = dropEmptyConcatInputs({ ...n0, inputs: n0.inputs.map(resolve) }, empties, g.file);
@@ -202,6 +217,22 @@ export function inferGraph(g: Graph, opts: InferOptions = {}): Inferred {
       if (n.outputs[1] && n.opType === "Dropout") throw unsupportedOp(g.file, n, "with a mask output is not supported");
       if (consts.has(inputs[0]!)) consts.set(n.outputs[0]!, consts.get(inputs[0]!)!);
       else alias.set(n.outputs[0]!, inputs[0]!);
+      continue;
+    }
+    // An If whose condition the shapes decide (torch's Squeeze of a dim whose size it did not know
+    // at export: If(size == 1, Squeeze, Identity); its LocalResponseNorm's rank test) is the
+    // branch it takes, inlined: the branch's nodes read the outer values, its outputs renamed to
+    // the If's. A condition known only at run time stays refused below.
+    const cond = n.opType === "If" && inputs[0] ? consts.get(inputs[0]) : undefined;
+    if (cond && cond.data.length === 1 && n.branches && !batchDecides(inputs[0]!)) {
+      const branch = n.branches[cond.data[0] ? "then_branch" : "else_branch"];
+      if (!branch || branch.outputs.length < n.outputs.filter(Boolean).length) throw unsupportedOp(g.file, n, "has no branch for its condition");
+      const rename = new Map(branch.outputs.map((o, i) => [o, n.outputs[i] ? n.outputs[i]! : o]));
+      for (const [name, t] of branch.consts) consts.set(name, t);
+      const inlined = branch.nodes.map((b, i) => ({ ...b, name: `${n.name}/${b.name || i}`, outputs: b.outputs.map((o) => rename.get(o) ?? o) }));
+      // A branch output that is an outer value or a branch initializer as it is: an Identity of it.
+      for (const [from, to] of rename) if (from !== to && !inlined.some((b) => b.outputs.includes(to))) inlined.push({ opType: "Identity", name: `${n.name}/${to}`, inputs: [from], outputs: [to], attrs: new Map() });
+      work.splice(at + 1, 0, ...inlined);
       continue;
     }
     const ins = inputs.map((s) => (s ? consts.get(s) : undefined));

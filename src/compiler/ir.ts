@@ -84,6 +84,15 @@ export interface Node {
   attrs: Map<string, NodeAttr>;
   /** A domain other than ONNX's own (com.microsoft), as the file names it; only graphs loaded for ORT's replay keep such nodes. */
   domain?: string;
+  /** A control-flow node's graph attributes by name (If's then_branch and else_branch). */
+  branches?: Record<string, SubGraph>;
+}
+
+/** A graph attribute: its nodes (which may read the outer graph's values), outputs and initializers. */
+export interface SubGraph {
+  nodes: Node[];
+  outputs: string[];
+  consts: Map<string, ConstTensor>;
 }
 
 export interface GraphInput {

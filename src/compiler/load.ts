@@ -6,7 +6,7 @@ import { readFileSync } from "node:fs";
 import { basename, dirname } from "node:path";
 import onnxProto from "onnx-proto";
 import { CompileError } from "./errors.ts";
-import type { Graph, GraphInput, Node, NodeAttr } from "./ir.ts";
+import type { Graph, GraphInput, Node, NodeAttr, SubGraph } from "./ir.ts";
 import { decodeTensor, toNum } from "./tensor-data.ts";
 
 const { onnx } = onnxProto;
@@ -68,7 +68,17 @@ export function graphFromModel(model: ModelProto, path: string, opts: LoadOption
   const declared = ((g.valueInfo ?? []) as onnxProto.onnx.ValueInfoProto[]).filter((vi) => vi.type?.tensorType?.shape);
   const declaredShapes = declared.length > 0 ? new Map(declared.map((vi) => [vi.name, dimsOf(vi)])) : undefined;
 
-  const nodes: Node[] = (g.node as onnxProto.onnx.NodeProto[]).map((n, i) => {
+  const nodes = decodeNodes(g.node as onnxProto.onnx.NodeProto[], file, modelDir, path, opts);
+
+  const outs = g.output as onnxProto.onnx.ValueInfoProto[];
+  const outputElemTypes = new Map(outs.map((o) => [o.name, o.type?.tensorType?.elemType ?? 0]));
+  return { file, opset, nodes, consts, inputs, outputs: outs.map((o) => o.name), outputElemTypes, ...(declaredShapes ? { declaredShapes } : {}) };
+}
+
+const AT = onnx.AttributeProto.AttributeType;
+
+function decodeNodes(protos: onnxProto.onnx.NodeProto[], file: string, modelDir: string, path: string, opts: LoadOptions): Node[] {
+  return protos.map((n, i) => {
     const custom = n.domain && n.domain !== "ai.onnx" ? n.domain : undefined;
     if (custom && opts.customDomains !== "keep") {
       throw new CompileError(
@@ -78,16 +88,24 @@ export function graphFromModel(model: ModelProto, path: string, opts: LoadOption
       );
     }
     const attrs = new Map<string, NodeAttr>();
-    for (const a of n.attribute as onnxProto.onnx.AttributeProto[]) attrs.set(a.name, decodeAttr(a, modelDir, path));
-    return { opType: n.opType, name: n.name || `${n.opType}_${i}`, inputs: [...n.input], outputs: [...n.output], attrs, ...(custom ? { domain: custom } : {}) };
+    const branches: Record<string, SubGraph> = {};
+    for (const a of n.attribute as onnxProto.onnx.AttributeProto[]) {
+      // An If's branches are kept: inference inlines the one a condition known at compile time
+      // takes (torch's Squeeze of a dim whose size it did not know when it exported).
+      if (a.type === AT.GRAPH && a.g) branches[a.name] = decodeSubGraph(a.g as onnxProto.onnx.GraphProto, file, modelDir, path, opts);
+      else attrs.set(a.name, decodeAttr(a, modelDir, path));
+    }
+    return {
+      opType: n.opType, name: n.name || `${n.opType}_${i}`, inputs: [...n.input], outputs: [...n.output], attrs,
+      ...(custom ? { domain: custom } : {}), ...(Object.keys(branches).length > 0 ? { branches } : {}),
+    };
   });
-
-  const outs = g.output as onnxProto.onnx.ValueInfoProto[];
-  const outputElemTypes = new Map(outs.map((o) => [o.name, o.type?.tensorType?.elemType ?? 0]));
-  return { file, opset, nodes, consts, inputs, outputs: outs.map((o) => o.name), outputElemTypes, ...(declaredShapes ? { declaredShapes } : {}) };
 }
 
-const AT = onnx.AttributeProto.AttributeType;
+function decodeSubGraph(g: onnxProto.onnx.GraphProto, file: string, modelDir: string, path: string, opts: LoadOptions): SubGraph {
+  const consts = new Map((g.initializer as onnxProto.onnx.TensorProto[]).map((t) => [t.name, decodeTensor(t, modelDir, path)]));
+  return { nodes: decodeNodes(g.node as onnxProto.onnx.NodeProto[], file, modelDir, path, opts), outputs: (g.output as onnxProto.onnx.ValueInfoProto[]).map((o) => o.name), consts };
+}
 
 function decodeAttr(a: onnxProto.onnx.IAttributeProto, modelDir: string, path: string): NodeAttr {
   const dec = new TextDecoder();
@@ -107,7 +125,8 @@ function decodeAttr(a: onnxProto.onnx.IAttributeProto, modelDir: string, path: s
     case AT.STRINGS:
       return (a.strings ?? []).map((s) => dec.decode(s));
     default:
-      // Graph/sparse attributes only appear on ops we reject anyway (If, Loop, Scan...).
+      // Graph attributes are decoded apart (decodeNodes: If's branches); a Loop's or Scan's body,
+      // and sparse tensors, belong to ops both runtimes' compilers refuse.
       return [];
   }
 }

@@ -39,8 +39,9 @@ export const FOLD_ONLY_OPS: readonly string[] = Object.freeze([
   // constant MatMul, Clip, LayerNormalization, BatchNormalization (BiT's weight standardisation,
   // training mode too), Tile, Resize, GatherND, GatherElements, Pad, Einsum and every Reduce* it
   // rewrites, which run as plan ops (or their rewrites) otherwise.
-  // XLNet's identity mask (EyeLike), a decoder's causal mask over its lengths (Trilu)
-  "ScatterND", "Sign", "ScatterElements", "EyeLike", "Trilu",
+  // XLNet's identity mask (EyeLike), a decoder's causal mask over its lengths (Trilu); an If
+  // whose condition the shapes decide, inlined as the branch it takes (infer.ts)
+  "ScatterND", "Sign", "ScatterElements", "EyeLike", "Trilu", "If",
 ]);
 
 export function supportedListText(): string {

@@ -132,6 +132,32 @@ const CASES: Record<string, Case> = {
     ],
     ops: { Flatten: 0, Mul: 1, Add: 1 },
   },
+  // torch's Squeeze of a dim whose size it did not know at export: If(size == 1, Squeeze,
+  // Identity); the shapes decide it at compile time, and the plan holds the branch it takes.
+  "If on a dim the shapes decide, inlined (then branch)": {
+    inputs: [["x", ["N", 1, 6]]], inits: [init("one", [], [1], "int64"), i64("axis", [1]), i64("back", [-1, 6])],
+    nodes: [
+      node("Relu", ["x"], ["r"]), node("Shape", ["r"], ["s"]), node("Gather", ["s", "one"], ["d"], { axis: 0 }), node("Equal", ["d", "one"], ["c"]),
+      node("If", ["c"], ["q"], {
+        then_branch: { graph: { nodes: [node("Squeeze", ["r", "axis"], ["sq"])], outputs: ["sq"] } },
+        else_branch: { graph: { nodes: [node("Identity", ["r"], ["id"])], outputs: ["id"] } },
+      }),
+      node("Reshape", ["q", "back"], ["y"]),
+    ],
+    ops: { If: 0 },
+  },
+  "If on a dim the shapes decide, inlined (else branch, its own initializer)": {
+    inputs: [["x", ["N", 2, 6]]], inits: [init("one", [], [1], "int64"), i64("back", [-1, 12])],
+    nodes: [
+      node("Shape", ["x"], ["s"]), node("Gather", ["s", "one"], ["d"], { axis: 0 }), node("Equal", ["d", "one"], ["c"]),
+      node("If", ["c"], ["q"], {
+        then_branch: { graph: { nodes: [node("Identity", ["x"], ["id"])], outputs: ["id"] } },
+        else_branch: { graph: { nodes: [node("Mul", ["x", "two"], ["m"])], outputs: ["m"], inits: [init("two", [1], [2])] } },
+      }),
+      node("Reshape", ["q", "back"], ["y"]),
+    ],
+    ops: { If: 0, Mul: 1 },
+  },
   "InstanceNormalization over one spatial axis": {
     inputs: [["x", ["N", 3, 37]]], inits: [init("s", [3]), init("b", [3])],
     nodes: [node("InstanceNormalization", ["x", "s", "b"], ["y"], { epsilon: { f: 1e-3 } })], ops: { LayerNormalization: 1, InstanceNormalization: 0 },

@@ -71,6 +71,19 @@ const CASES: [string, ModelSpec][] = [
       node("AffineGrid", ["t3", "size"], ["grid"]), node("GridSample", ["x", "grid"], ["y"]),
     ],
   }],
+  // torch's Squeeze of a dim it did not know the size of at export: If(size == 1, Squeeze,
+  // Identity); the shapes decide it, and the taken branch is inlined.
+  ["If on a dim the shapes decide: the branch it takes", {
+    inputs: [["x", ["N", 1, 6]]], outputs: ["y"],
+    inits: [init("one", [], [1], "int64"), init("axis", [1], [1], "int64")],
+    nodes: [
+      node("Relu", ["x"], ["r"]), node("Shape", ["r"], ["s"]), node("Gather", ["s", "one"], ["d"], { axis: 0 }), node("Equal", ["d", "one"], ["c"]),
+      node("If", ["c"], ["y"], {
+        then_branch: { graph: { nodes: [node("Squeeze", ["r", "axis"], ["sq"])], outputs: ["sq"] } },
+        else_branch: { graph: { nodes: [node("Identity", ["r"], ["id"])], outputs: ["id"] } },
+      }),
+    ],
+  }],
   ["GRU and RNN, bidirectional", {
     inputs: seq, outputs: ["y", "yh", "r"],
     inits: [init("W", [2, 18, 4]), init("R", [2, 18, 6]), init("Wr", [1, 7, 4]), init("Rr", [1, 7, 7])],

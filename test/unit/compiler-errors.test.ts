@@ -35,6 +35,26 @@ describe("compiler: errors", () => {
     expect((err as Error).message).toMatch(/op Floor \(node "floor1"\).*only be folded/);
   });
 
+  // An If the batch decides (Equal(batch, 1)) folds to one branch for the symbolic batch and
+  // another for a batch of one: it is refused, not inlined (infer.ts batchDecides); one on a
+  // run-time value is refused as well.
+  it("refuses an If whose condition the batch or the data decides", async () => {
+    const branches = {
+      then_branch: { graph: { nodes: [node("Identity", ["x"], ["a"])], outputs: ["a"] } },
+      else_branch: { graph: { nodes: [node("Relu", ["x"], ["b"])], outputs: ["b"] } },
+    };
+    const onBatch = await compile({
+      inputs: [["x", ["N", 4]]], outputs: ["y"], inits: [init("zero", [], [0], "int64"), init("one", [], [1], "int64")],
+      nodes: [node("Shape", ["x"], ["s"]), node("Gather", ["s", "zero"], ["b"], { axis: 0 }), node("Equal", ["b", "one"], ["c"]), node("If", ["c"], ["y"], branches, "if_batch")],
+    }).catch((e: unknown) => e);
+    expect((onBatch as Error).message).toMatch(/op If \(node "if_batch"\)/);
+    const onData = await compile({
+      inputs: [["x", ["N", 4]]], outputs: ["y"], inits: [init("zero", [1], [0])],
+      nodes: [node("ReduceSum", ["x"], ["r"], { keepdims: 0 }), node("Greater", ["r", "zero"], ["c"]), node("If", ["c"], ["y"], branches, "if_data")],
+    }).catch((e: unknown) => e);
+    expect((onData as Error).message).toMatch(/op If \(node "if_data"\) computes on run-time data/);
+  });
+
   it("names the file of a corrupt or truncated ONNX model", async () => {
     const dir = tempDir();
     const junk = join(dir, "junk.onnx");

@@ -8,7 +8,7 @@ import { afterAll } from "vitest";
 const { onnx } = onnxProto;
 const AT = onnx.AttributeProto.AttributeType;
 
-export type Attr = number | number[] | string | { f: number } | { floats: number[] } | { t: Init };
+export type Attr = number | number[] | string | { f: number } | { floats: number[] } | { t: Init } | { graph: { nodes: NodeSpec[]; outputs: string[]; inits?: Init[] } };
 export interface Init {
   name: string;
   dims: number[];
@@ -80,7 +80,22 @@ function attr(name: string, v: Attr): onnxProto.onnx.IAttributeProto {
   if (Array.isArray(v)) return { name, type: AT.INTS, ints: v };
   if ("f" in v) return { name, type: AT.FLOAT, f: v.f };
   if ("floats" in v) return { name, type: AT.FLOATS, floats: v.floats };
+  if ("graph" in v) {
+    // A control-flow node's branch: its nodes read the outer graph's values by name.
+    const g = v.graph;
+    return {
+      name, type: AT.GRAPH,
+      g: { name, node: g.nodes.map(nodeProto), initializer: (g.inits ?? []).map(tensor), output: g.outputs.map((o) => valueInfo(o)) },
+    };
+  }
   return { name, type: AT.TENSOR, t: tensor(v.t) };
+}
+
+function nodeProto(n: NodeSpec, i: number): onnxProto.onnx.INodeProto {
+  return {
+    opType: n.op, name: n.name ?? `${n.op.toLowerCase()}_${i}`, input: n.inputs, output: n.outputs,
+    attribute: Object.entries(n.attrs ?? {}).map(([k, v]) => attr(k, v)),
+  };
 }
 
 function valueInfo(name: string, dims?: (number | string)[], elemType: number = onnx.TensorProto.DataType.FLOAT): onnxProto.onnx.IValueInfoProto {
@@ -96,10 +111,7 @@ export function modelBytes(spec: ModelSpec): Uint8Array {
     opsetImport: [{ domain: "", version: spec.opset ?? 17 }],
     graph: {
       name: "g",
-      node: spec.nodes.map((n, i) => ({
-        opType: n.op, name: n.name ?? `${n.op.toLowerCase()}_${i}`, input: n.inputs, output: n.outputs,
-        attribute: Object.entries(n.attrs ?? {}).map(([k, v]) => attr(k, v)),
-      })),
+      node: spec.nodes.map(nodeProto),
       initializer: (spec.inits ?? []).map(tensor),
       input: spec.inputs.map(([n, d, t]) => valueInfo(n, d, t)),
       output: spec.outputs.map((o) => valueInfo(o, undefined, spec.outputTypes?.[o])),
