@@ -1,6 +1,6 @@
 /**
  * ORT's PadFusion (a level-1 rewrite, so every level python-ort and node-ort run): a zero
- * constant Pad whose one reader is a Conv, AveragePool or MaxPool with explicit pads is folded
+ * constant Pad whose one reader is a Conv or AveragePool with explicit pads is folded
  * into that reader's pads. The padded tensor never exists, and the reader takes the Pad's input,
  * which keeps a chain of convolutions whole for the NCHWc rewrite (ort-nchwc.ts).
  *
@@ -20,7 +20,9 @@ const PAD_VERSIONS = [1, 2, 11, 13, 18, 19];
 const READER_VERSIONS: Record<string, number[]> = {
   Conv: [1, 11],
   AveragePool: [1, 7, 10, 11, 19],
-  MaxPool: [1, 8, 10, 11, 12],
+  // No MaxPool: ORT 1.32 keeps a zero Pad before one (measured: a Pad of [1, 1] spatial pads
+  // into a 3x3 MaxPool, ranks 4 and 5, stays; the same into an AveragePool folds), since a max
+  // over zero padding is not one over its own padding.
 };
 /** Every since-version of these ops up to opset 23, to find the one an opset uses. */
 const ALL_VERSIONS: Record<string, number[]> = {
@@ -48,7 +50,9 @@ function padsOf(pad: LNode, file: Node, opset: number, isConst: (name: string) =
   const mode = file.attrs.get("mode");
   if (mode !== undefined && mode !== "constant") return undefined;
   const [, pads, value] = file.inputs;
-  if (opset >= 11 && (file.inputs.length > 3 || !pads || !isConst(pads) || (value && !isConst(value)))) return undefined;
+  // A value slot that is there but empty ("", as torch's LocalResponseNorm export writes its Pad)
+  // is no constant to ORT's rule either: the Pad stays.
+  if (opset >= 11 && (file.inputs.length > 3 || !pads || !isConst(pads) || (file.inputs.length > 2 && !(value && isConst(value))))) return undefined;
   if (typeof pad.attrs.value === "number" && !isZero(pad.attrs.value)) return undefined;
   return Array.isArray(pad.attrs.pads) ? pad.attrs.pads : undefined;
 }

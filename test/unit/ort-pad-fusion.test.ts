@@ -19,7 +19,16 @@ function fused(nodes: LNode[], { opset = 17, outputs = ["y"], files = new Map<LN
 describe("ORT's PadFusion in the pattern replay", () => {
   it("folds a zero constant Pad into the Conv that alone reads it", () => {
     expect(fused([pad("x", "p"), conv("p", "y")])).toEqual(["Conv(x)"]);
-    expect(fused([pad("x", "p"), conv("p", "c"), pad("c", "q"), { ...conv("q", "y"), op: "MaxPool", inputs: ["q"] }])).toEqual(["Conv(x)", "MaxPool(c)"]);
+    expect(fused([pad("x", "p"), conv("p", "c"), pad("c", "q"), { ...conv("q", "y"), op: "AveragePool", inputs: ["q"] }])).toEqual(["Conv(x)", "AveragePool(c)"]);
+  });
+
+  // Measured on ORT 1.32: a zero Pad before a MaxPool stays, and so does one whose value slot
+  // is there but empty (torch's LocalResponseNorm: Pad(x, pads, "") before its AveragePool).
+  it("leaves a Pad before a MaxPool, and one with an empty value input", () => {
+    expect(fused([pad("x", "p"), { ...conv("p", "y"), op: "MaxPool", inputs: ["p"] }])).toEqual(["Pad(x)", "MaxPool(p)"]);
+    const p = pad("x", "p");
+    expect(fused([p, conv("p", "y")], { files: new Map([[p, file(p, ["x", "pads", ""])]]) })).toEqual(["Pad(x)", "Conv(p)"]);
+    expect(fused([p, conv("p", "y")], { files: new Map([[p, file(p, ["x", "pads"])]]) })).toEqual(["Conv(x)"]);
   });
 
   it("leaves a Pad whose pads or value ORT computes in every request, or whose value is not zero", () => {
