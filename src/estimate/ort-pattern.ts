@@ -285,6 +285,13 @@ function shapesOrtCannotInfer(g: Graph): Set<string> {
       for (const o of n.outputs) fromShape.add(o);
       continue;
     }
+    // An If's outputs are its branches' (the compiler inlines the taken one); to ORT their shape
+    // is the union of both branches', none where they disagree (LocalResponseNorm's Squeeze of a
+    // 5-D map against its Identity). Tensors, not shape values, whatever decides the condition.
+    if (n.opType === "If") {
+      for (const o of n.outputs) if (o && !declared(o)) unknown.set(o, "all");
+      continue;
+    }
     const dataIns = ins.filter((x) => !constant(x) && !fromShape.has(x));
     if (dataIns.length === 0) {
       if (ins.some((x) => fromShape.has(x))) for (const o of n.outputs) fromShape.add(o);

@@ -90,6 +90,18 @@ describe("ORT's memory pattern, simulated from the graph", () => {
     expect(ortPatternBytesPerSample(loadOnnx(onnx)) * 8).toBe(await ortPatternBytes(onnx, 8));
   }, 300_000);
 
+  // LocalResponseNorm as torch writes it (test/fixtures/lrn_model.py): an If the shapes decide,
+  // inlined, whose output ORT has no shape for, and a Pad ORT keeps. The replay could not follow
+  // the If before; inlined with the If's output taken as shaped and the Pad folded, it was 65 %
+  // over ORT's block.
+  it("an AlexNet-style net with LocalResponseNorm: the block ORT asks for at batch 8", async () => {
+    const onnx = path.join(dir, "lrn-net.onnx");
+    await promisify(execFile)(pythonPath(), [path.join(REPO_ROOT, "test/fixtures/lrn_model.py"), onnx]);
+    const simulated = patternBytesAtBatch(ortRunTracePerSample(loadOnnx(onnx)), 8);
+    const measured = await ortPatternBytes(onnx, 8);
+    expect(Math.abs(simulated - measured) / measured, `simulated ${simulated} B, ORT ${measured} B`).toBeLessThan(0.001);
+  }, 120_000);
+
   // ConvNeXt: ORT's transpose optimizer runs the first stage channels-last (its blocks' closing
   // Transposes cancel against the stem's) and moves none in the last (ort-transposes.ts); ONNX's
   // own Gelu (opset 20) takes its bias as a BiasGelu. Without both: 4423680 against 3833856.
