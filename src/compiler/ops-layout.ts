@@ -205,6 +205,18 @@ export const OneHot: Lowering = (c) => {
 };
 
 /** Slice with constant starts/ends/axes/steps on any non-batch axis (negative steps too). */
+/** ONNX Slice on an axis of fixed extent d: the clamped start and the element count. */
+export function sliceExtent(d: number, start: number, end: number, step: number): { start: number; count: number } {
+  const norm = (v: number) => (v < 0 ? v + d : v);
+  let s = norm(start), e = norm(end);
+  if (step > 0) {
+    s = Math.min(Math.max(s, 0), d); e = Math.min(Math.max(e, 0), d);
+    return { start: s, count: Math.max(0, Math.ceil((e - s) / step)) };
+  }
+  s = Math.min(Math.max(s, -1), d - 1); e = Math.min(Math.max(e, -1), d - 1);
+  return { start: s, count: Math.max(0, Math.ceil((s - e) / -step)) };
+}
+
 export const Slice: Lowering = (c): Lowered => {
   const x = c.actAny(0);
   const r = x.length;
@@ -222,16 +234,7 @@ export const Slice: Lowering = (c): Lowered => {
       if (starts[i] === 0 && step === 1 && ends[i]! >= 2 ** 31) return;  // the whole batch
       throw shapeError(c, `slicing the batch axis ${a} of ${fmtShape(x)} is not supported`);
     }
-    const norm = (v: number) => (v < 0 ? v + d : v);
-    let s = norm(starts[i]!), e = norm(ends[i]!);
-    let count: number;
-    if (step > 0) {
-      s = Math.min(Math.max(s, 0), d); e = Math.min(Math.max(e, 0), d);
-      count = Math.max(0, Math.ceil((e - s) / step));
-    } else {
-      s = Math.min(Math.max(s, -1), d - 1); e = Math.min(Math.max(e, -1), d - 1);
-      count = Math.max(0, Math.ceil((s - e) / -step));
-    }
+    const { start: s, count } = sliceExtent(d, starts[i]!, ends[i]!, step);
     out[a] = count;
     rAxes.push(a); rStarts.push(s); rSteps.push(step);
   });

@@ -309,8 +309,6 @@ function shapesOrtCannotInfer(g: Graph): Set<string> {
   return new Set([...unknown.keys(), ...unnamed]);
 }
 
-/** Ops whose output ONNX's shape inference gives their one data input's shape, dim for dim. */
-const SAME_DIMS = new Set(["Relu", "Sigmoid", "Tanh", "Erf", "Sqrt", "Abs", "Neg", "Exp", "Log", "Cast", "LeakyRelu", "Clip", "Softmax", "Gelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "BatchNormalization", "InstanceNormalization", "LayerNormalization", "Dropout", "Identity"]);
 /** Ops whose output takes its batch and spatial dims from input 0 and its channels from the weight. */
 const CHANNELS_FROM_WEIGHT = new Set(["Conv", "ConvTranspose"]);
 /** Ops whose output takes its batch and channel dims from input 0 (its spatial ones too, or 1s). */
@@ -353,6 +351,8 @@ function declaredShape(g: Pick<Graph, "declaredShapes">, name: string): (number 
 
 /** Ops whose output ONNX's shape inference gives input 0's shape, symbols and all. */
 const SHAPE_OF_INPUT = new Set(["QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "Relu", "Sigmoid", "Tanh", "Erf", "Sqrt", "Abs", "Neg", "Exp", "Log", "Cast", "LeakyRelu", "Clip", "Softmax", "Gelu", "HardSigmoid", "HardSwish"]);
+/** Ops whose output ONNX's shape inference gives their one data input's dims, dim for dim (lostAxes). */
+const SAME_DIMS = new Set([...SHAPE_OF_INPUT, "Elu", "Selu", "Softplus", "BatchNormalization", "InstanceNormalization", "LayerNormalization", "Dropout", "Identity"]);
 
 /**
  * The shape ORT's planner sees for a value the file declares none for, where ONNX's shape

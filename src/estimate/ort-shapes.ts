@@ -17,6 +17,7 @@ import { dtypeOfOnnx } from "../compiler/graph-inputs.ts";
 import { LOWERINGS } from "../compiler/infer.ts";
 import { ArgMax } from "../compiler/ops-argmax.ts";
 import { splitSizes } from "../compiler/ops-cnn.ts";
+import { sliceExtent } from "../compiler/ops-layout.ts";
 import { transposePerm } from "../compiler/ops-tensor.ts";
 import { ortEinsumLabels } from "./ort-einsum.ts";
 import { ortLstmShapes } from "./ort-lstm.ts";
@@ -275,10 +276,7 @@ const slice: Lowering = (c) => {
       out[a] = Math.max(end, d);
       return;
     }
-    const norm = (v: number, lo: number, hi: number) => Math.min(Math.max(v < 0 ? v + d : v, lo), hi);
-    out[a] = step > 0
-      ? Math.max(0, Math.ceil((norm(ends[i]!, 0, d) - norm(start, 0, d)) / step))
-      : Math.max(0, Math.ceil((norm(start, -1, d - 1) - norm(ends[i]!, -1, d - 1)) / -step));
+    out[a] = sliceExtent(d, start, ends[i]!, step).count;
   });
   return { shapes: [out], dtypes: [c.dtype(0) ?? "float32"], attrs: {} };
 };

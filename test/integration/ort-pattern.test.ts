@@ -21,7 +21,7 @@ import { TWO_BRANCHES } from "../fixtures/ort-two-branches.ts";
 import { ORT_ONLY_OPS } from "../fixtures/ort-only-ops.ts";
 import { CONV1D_NET } from "../fixtures/ort-plain-layouts.ts";
 import { compileOnnx } from "../../src/compiler/compile.ts";
-import { writeModel } from "../unit/compiler-onnx-builder.ts";
+import { init, node, writeModel } from "../unit/compiler-onnx-builder.ts";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "memlane-ort-pattern-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -101,6 +101,16 @@ describe("ORT's memory pattern, simulated from the graph", () => {
     const measured = await ortPatternBytes(onnx, 8);
     expect(Math.abs(simulated - measured) / measured, `simulated ${simulated} B, ORT ${measured} B`).toBeLessThan(0.001);
   }, 120_000);
+
+  // A Resize to its input's own size (UperNet's 6x6 pyramid level resized to 6x6) is a view to
+  // the compiler and a copy to ORT: taken as a view, the replay's block here was half ORT's.
+  it("an identity Resize: ORT's block holds its copy", async () => {
+    const onnx = writeModel({
+      inputs: [["x", ["N", 16, 8, 8]]], outputs: ["y"], inits: [init("sc", [4], [1, 1, 1, 1])],
+      nodes: [node("Relu", ["x"], ["a"]), node("Resize", ["a", "", "sc"], ["b"], { mode: "nearest" }), node("Add", ["a", "b"], ["y"])],
+    }, "identity-resize", dir);
+    expect(patternBytesAtBatch(ortRunTracePerSample(loadOnnx(onnx)), 8)).toBe(await ortPatternBytes(onnx, 8));
+  }, 60_000);
 
   // ConvNeXt: ORT's transpose optimizer runs the first stage channels-last (its blocks' closing
   // Transposes cancel against the stem's) and moves none in the last (ort-transposes.ts); ONNX's
