@@ -15,6 +15,8 @@ import * as layout from "./ops-layout.ts";
 import * as cnn from "./ops-cnn.ts";
 import { CumSum, GatherElements } from "./ops-cumsum-gather-elements.ts";
 import { GatherND, MinMax } from "./ops-gather-nd.ts";
+import { ACTIVATION_LOWERINGS } from "./ops-activation.ts";
+import { ConvTranspose } from "./ops-conv-transpose.ts";
 import { ArgMax } from "./ops-argmax.ts";
 import { Einsum } from "./ops-einsum.ts";
 import { LSTM } from "./ops-lstm.ts";
@@ -25,8 +27,8 @@ import { unsupportedOp } from "./supported.ts";
 
 /** The compiler's shape rule of each op it runs (the estimate's replay of ORT wraps some: ort-shapes-quantized.ts). */
 export const LOWERINGS: Readonly<Record<string, Lowering>> = {
-  Conv: conv.Conv, MaxPool: conv.MaxPool, AveragePool: conv.AveragePool,
-  GlobalAveragePool: conv.GlobalAveragePool, BatchNormalization: conv.BatchNormalization,
+  Conv: conv.Conv, ConvTranspose, MaxPool: conv.MaxPool, AveragePool: conv.AveragePool,
+  GlobalAveragePool: conv.GlobalAveragePool, GlobalMaxPool: conv.GlobalMaxPool, BatchNormalization: conv.BatchNormalization,
   ReduceMean: conv.ReduceMean,
   Gemm: t.Gemm, MatMul: t.MatMul, Add: data.Binary, Sub: data.Binary, Mul: data.Binary, Div: data.Binary,
   Relu: t.Unary, Sigmoid: t.Unary, Tanh: t.Unary, Erf: t.Unary, LeakyRelu: t.LeakyRelu,
@@ -40,6 +42,8 @@ export const LOWERINGS: Readonly<Record<string, Lowering>> = {
   Max: MinMax, Min: MinMax, GatherND, CumSum, GatherElements, Resize, Upsample: Resize,
   Einsum, Tile: layout.Tile, InstanceNormalization: conv.InstanceNormalization, ArgMax,
   DepthToSpace: layout.DepthToSpace, SpaceToDepth: layout.SpaceToDepth, OneHot: layout.OneHot,
+  // Elu, Selu, Celu, Softplus, Softsign, Mish, ThresholdedRelu, trigonometry, PRelu.
+  ...ACTIVATION_LOWERINGS,
   // Transformer ops (LayerNormalization, batched MatMul, float math, reductions): replaces
   // MatMul and ReduceMean above with lowerings that keep their old cases as fast paths.
   ...TRANSFORMER_LOWERINGS,

@@ -47,13 +47,15 @@ function window(c: OpCtx, inHW: number[], kernel: number[], ceil: boolean): Wind
 /**
  * A 1-D window op (X [N, C, L]) as the 2-D one over [N, C, 1, L]: attributes given for the one
  * spatial axis get the row axis's neutral value in front (kernel 1, stride 1, dilation 1, pads
- * 0); a Reshape to rank 4 before it and one back to rank 3 after it. Whisper's and wav2vec2's
- * front ends, text and time-series CNNs, and the pools beside them.
+ * 0, output_padding 0); a Reshape to rank 4 before it and one back to rank 3 after it. Whisper's
+ * and wav2vec2's front ends, text and time-series CNNs, the pools beside them, and the
+ * transposed convs of vocoders and audio codecs' decoders.
  */
-function as2d(c: OpCtx, lower: Lowering): Lowered {
+export function as2d(c: OpCtx, lower: Lowering): Lowered {
   const n = c.node;
   const attrs = new Map(n.attrs);
-  for (const [name, front] of [["kernel_shape", 1], ["strides", 1], ["dilations", 1]] as const) {
+  const perAxis = [["kernel_shape", 1], ["strides", 1], ["dilations", 1], ["output_padding", 0], ["output_shape", 1]] as const;
+  for (const [name, front] of perAxis) {
     const v = attrInts(n, name);
     if (!v) continue;
     if (v.length !== 1) throw shapeError(c, `a 1-D window's ${name} must have 1 entry, found [${v}]`);
@@ -67,23 +69,22 @@ function as2d(c: OpCtx, lower: Lowering): Lowered {
   const node2d = { ...n, attrs };
   const x = c.act(0);
   const x4 = [x[0]!, x[1]!, 1, x[2]!];
-  let inputs: string[] | undefined;
-  const w = n.opType === "Conv" ? c.weight(1) : undefined;
-  if (w && w.dims.length === 3) {
-    const w4 = c.addConst(`${n.inputs[1]}.2d`, { ...w, dims: [w.dims[0]!, w.dims[1]!, 1, w.dims[2]!] });
-    inputs = [n.inputs[0]!, w4, ...n.inputs.slice(2)];
-  }
+  // A conv's weight gets the row axis too: [M, C/group, 1, k] (a ConvTranspose's [C, M/group,
+  // 1, k], which its lowering then permutes into a constant of its own).
+  const w = n.opType === "Conv" || n.opType === "ConvTranspose" ? c.weight(1) : undefined;
+  const w4 = w && w.dims.length === 3 ? { ...w, dims: [w.dims[0]!, w.dims[1]!, 1, w.dims[2]!] } : undefined;
+  const inputs = w4 && n.opType === "Conv" ? [n.inputs[0]!, c.addConst(`${n.inputs[1]}.2d`, w4), ...n.inputs.slice(2)] : undefined;
   const ctx2d: OpCtx = {
     ...c,
     node: { ...node2d, inputs: inputs ?? n.inputs },
     act: (i) => (i === 0 ? x4 : c.act(i)),
-    weight: (i) => (i === 1 && w && inputs ? { ...w, dims: [w.dims[0]!, w.dims[1]!, 1, w.dims[2]!] } : c.weight(i)),
+    weight: (i) => (i === 1 && w4 ? w4 : c.weight(i)),
   };
   const low = lower(ctx2d);
   const y4 = low.shapes[0]!;
   return {
     ...low,
-    ...(inputs ? { inputs } : {}),
+    ...(inputs && !low.inputs ? { inputs } : {}),
     before: { op: "Reshape", attrs: { shape: x4 }, shape: x4 },
     then: { op: "Reshape", attrs: { shape: [y4[0]!, y4[1]!, y4[3]!] }, shape: [y4[0]!, y4[1]!, y4[3]!] },
   };
@@ -138,6 +139,16 @@ export const GlobalAveragePool: Lowering = (c) => {
   const x = c.act(0);
   if (x.length < 3) throw shapeError(c, `input must be [N, C, spatial...], found ${fmtShape(x)}`);
   return { shapes: [[x[0]!, x[1]!, ...x.slice(2).map(() => 1)]], attrs: {} };
+};
+
+/**
+ * GlobalMaxPool (AdaptiveMaxPool2d(1), CBAM's channel attention) as a ReduceMax over the spatial
+ * axes, keeping them as 1s: the same values, and a kernel memlane-rt already has.
+ */
+export const GlobalMaxPool: Lowering = (c) => {
+  const x = c.act(0);
+  if (x.length < 3) throw shapeError(c, `input must be [N, C, spatial...], found ${fmtShape(x)}`);
+  return { op: "ReduceMax", shapes: [[x[0]!, x[1]!, ...x.slice(2).map(() => 1)]], inputs: [c.node.inputs[0]!], attrs: { axes: x.slice(2).map((_, i) => i + 2), keepdims: 1 } };
 };
 
 /**

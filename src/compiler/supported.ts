@@ -18,12 +18,15 @@ export const SUPPORTED_OPS: readonly string[] = Object.freeze([
   "Clip", "HardSigmoid", "HardSwish", "SiLU", "Pad", "Split", "LSTM",
   "Max", "Min", "GatherND", "CumSum", "GatherElements",
   "Sin", "Cos", "ArgMax",
+  "Elu", "Selu", "Celu", "Softplus", "Softsign", "Mish", "ThresholdedRelu",
+  "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "PRelu",
+  "ConvTranspose",
 ]);
 
 /** Ops the compiler removes or rewrites into supported ones. */
 export const REWRITTEN_OPS: readonly string[] = Object.freeze([
   "BatchNormalization", "Identity", "Dropout", "IsNaN", "Resize", "Upsample", "ReduceL2", "ReduceSumSquare", "ReduceL1",
-  "Einsum", "Tile", "InstanceNormalization", "DepthToSpace", "SpaceToDepth", "OneHot",
+  "Einsum", "Tile", "InstanceNormalization", "DepthToSpace", "SpaceToDepth", "OneHot", "GlobalMaxPool",
 ]);
 
 /**

@@ -17,6 +17,7 @@ import { dtypeOfOnnx } from "../compiler/graph-inputs.ts";
 import { LOWERINGS } from "../compiler/infer.ts";
 import { ArgMax } from "../compiler/ops-argmax.ts";
 import { splitSizes } from "../compiler/ops-cnn.ts";
+import { transposeWindow } from "../compiler/ops-conv-transpose.ts";
 import { sliceExtent } from "../compiler/ops-layout.ts";
 import { transposePerm } from "../compiler/ops-tensor.ts";
 import { ortEinsumLabels } from "./ort-einsum.ts";
@@ -149,22 +150,11 @@ const depthSpace = (toSpace: boolean): Lowering => (c) => {
   return { shapes: [toSpace ? [n, ch / (b * b), h * b, w * b] : [n, ch * b * b, h / b, w / b]], attrs: {} };
 };
 
-/** ConvTranspose: output_shape when given, else stride·(in − 1) + output_padding + the dilated kernel − the pads. */
+/** ConvTranspose: the compiler's rule (ops-conv-transpose.ts transposeWindow), over any number of spatial axes. */
 const convTranspose: Lowering = (c) => {
   const x = shapeOf(c, 0);
   const w = shapeOf(c, 1);
-  const spatial = x.length - 2;
-  const at = (name: string, def: number) => attrInts(c.node, name) ?? new Array<number>(spatial).fill(def);
-  const [strides, dilations, outPad] = [at("strides", 1), at("dilations", 1), at("output_padding", 0)];
-  const kernel = attrInts(c.node, "kernel_shape") ?? w.slice(2);
-  const pads = attrInts(c.node, "pads") ?? new Array<number>(2 * spatial).fill(0);
-  const given = attrInts(c.node, "output_shape");
-  const autoPad = c.node.attrs.has("auto_pad") ? String(c.node.attrs.get("auto_pad")) : "NOTSET";
-  const out = x.slice(2).map((d, i) => {
-    if (given) return given[given.length - spatial + i]!;
-    if (autoPad === "SAME_UPPER" || autoPad === "SAME_LOWER") return d * strides[i]!;
-    return strides[i]! * (d - 1) + outPad[i]! + (kernel[i]! - 1) * dilations[i]! + 1 - pads[i]! - pads[i + spatial]!;
-  });
+  const out = transposeWindow(c.node, x.slice(2), w.slice(2)).out;
   return { shapes: [[x[0]!, w[1]! * attrInt(c.node, "group", 1), ...out]], attrs: {} };
 };
 

@@ -7,39 +7,26 @@
  * away, one-operand transposes and sums, opset 12's attribute axes) and each Tile form (tiled
  * axes, DeBERTa-v2's run-time repeats that follow the batch, the batch axis itself, a constant
  * one), InstanceNormalization over one and two spatial axes (wav2vec2, HuBERT), and
- * DepthToSpace / SpaceToDepth (PixelShuffle, ops-layout.ts) in each mode, and OneHot of run-time
- * ids, built as
+ * DepthToSpace / SpaceToDepth (PixelShuffle, ops-layout.ts) in each mode, OneHot of run-time
+ * ids, and GlobalMaxPool as a ReduceMax (ops-conv.ts), built as
  * ONNX graphs, compiled, run through memlane-rt over real ZeroMQ at batches 1 and
  * 3, and compared with ONNX Runtime on the same graph.
  */
-import * as ort from "onnxruntime-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { compileOnnx } from "../../src/compiler/index.ts";
+import { afterAll, beforeAll, describe, it } from "vitest";
 import { Supervisor } from "../../src/workers/supervisor.ts";
 import { workerSpecs } from "../../src/workers/specs.ts";
 import { rtBuilt } from "../fixtures/rt-built.ts";
 import type { WorkerHandle } from "../../src/workers/handle.ts";
-import { ortSession } from "../fixtures/ort-session.ts";
-import { relDiff } from "../fixtures/rel-diff.ts";
-import { type Init, type ModelSpec, type NodeSpec, init, node, tempDir, values, writeModel } from "../unit/compiler-onnx-builder.ts";
+import { type GraphCase, expectGraphMatchesOrt } from "../fixtures/graph-vs-ort.ts";
+import { type NodeSpec, init, node, tempDir } from "../unit/compiler-onnx-builder.ts";
 
 const BUILT = rtBuilt("native-rewritten-ops");
 
 const i64 = (name: string, data: number[]) => init(name, [data.length], data, "int64");
 
-interface Case {
-  /** Per-sample input shapes ("N" first). */
-  inputs: [string, (number | string)[]][];
-  nodes: NodeSpec[];
-  inits?: Init[];
-  opset?: number;
-  /** Plan ops that must (count > 0) or must not (0) appear. */
-  ops?: Record<string, number>;
-}
-
 const einsum = (eq: string, ins: string[]): NodeSpec => node("Einsum", ins, ["y"], { equation: eq });
 
-const CASES: Record<string, Case> = {
+const CASES: Record<string, GraphCase> = {
   "maxvit q·kᵀ": { inputs: [["q", ["N", 2, 3, 4, 5]], ["k", ["N", 2, 3, 6, 5]]], nodes: [einsum("bghid,bghjd->bghij", ["q", "k"])], ops: { MatMul: 1, Einsum: 0 } },
   "maxvit p·v": { inputs: [["p", ["N", 2, 3, 4, 6]], ["v", ["N", 2, 3, 6, 5]]], nodes: [einsum("B G H I J, B G H J D -> B G H I D", ["p", "v"])], ops: { MatMul: 1, Transpose: 0 } },
   "batched matmul": { inputs: [["a", ["N", 4, 5]], ["b", ["N", 5, 3]]], nodes: [einsum("bij,bjk->bik", ["a", "b"])] },
@@ -158,6 +145,12 @@ const CASES: Record<string, Case> = {
     ],
     ops: { If: 0, Mul: 1 },
   },
+  "GlobalMaxPool over two spatial axes (AdaptiveMaxPool2d(1))": {
+    inputs: [["x", ["N", 3, 5, 6]]], nodes: [node("GlobalMaxPool", ["x"], ["y"])], ops: { ReduceMax: 1, GlobalMaxPool: 0 },
+  },
+  "GlobalMaxPool over one spatial axis": {
+    inputs: [["x", ["N", 4, 9]]], nodes: [node("GlobalMaxPool", ["x"], ["y"])], ops: { ReduceMax: 1 },
+  },
   "InstanceNormalization over one spatial axis": {
     inputs: [["x", ["N", 3, 37]]], inits: [init("s", [3]), init("b", [3])],
     nodes: [node("InstanceNormalization", ["x", "s", "b"], ["y"], { epsilon: { f: 1e-3 } })], ops: { LayerNormalization: 1, InstanceNormalization: 0 },
@@ -182,37 +175,6 @@ describe.skipIf(!BUILT)("Einsum, Tile and InstanceNormalization on memlane-rt ma
   });
 
   it.each(Object.keys(CASES))("%s", async (name) => {
-    const c = CASES[name]!;
-    const spec: ModelSpec = { inputs: c.inputs, outputs: ["y"], nodes: c.nodes, inits: c.inits ?? [], opset: c.opset ?? 17 };
-    const file = name.replace(/[^a-z0-9]+/gi, "-");
-    const onnx = writeModel(spec, file, dir);
-    const plan = onnx.replace(/\.onnx$/, ".mlplan");
-    const summary = await compileOnnx(onnx, plan);
-    for (const [op, n] of Object.entries(c.ops ?? {})) {
-      const have = summary.opCounts[op] ?? 0;
-      expect(n === 0 ? have : Math.min(have, n), `${op} in the plan (${JSON.stringify(summary.opCounts)})`).toBe(n);
-    }
-    const loaded = await worker.run("load", { model: plan, maxBatch: 4, device: "cpu" });
-    expect((loaded.value.inputs as { name: string }[]).map((i) => i.name)).toEqual(c.inputs.map(([n]) => n));
-    const sess = await ortSession(onnx, { intraOpNumThreads: 1 });
-    try {
-      for (const batch of [1, 3]) {
-        const feeds: Record<string, ort.Tensor> = {};
-        const tensors: Record<string, { dtype: "float32"; shape: number[]; data: Float32Array }> = {};
-        c.inputs.forEach(([n, dims], k) => {
-          const shape = dims.map((d) => (d === "N" ? batch : (d as number)));
-          const data = Float32Array.from(values(shape.reduce((a, d) => a * d, 1), 7 + k * 13 + batch));
-          feeds[n] = new ort.Tensor("float32", data, shape);
-          tensors[n] = { dtype: "float32", shape, data };
-        });
-        const want = (await sess.run(feeds)).y!;
-        const got = Object.values((await worker.run("run", {}, { tensors })).tensors)[0]!;
-        expect(got.shape, `batch ${batch}`).toEqual([...want.dims]);
-        const d = relDiff(got.data as Float32Array, want.data as Float32Array, 1);
-        expect(d, `batch ${batch}: max |diff| over the output's scale (at least 1)`).toBeLessThan(1e-5);
-      }
-    } finally {
-      await sess.release();
-    }
+    await expectGraphMatchesOrt(worker, CASES[name]!, name, dir);
   });
 });

@@ -1,5 +1,6 @@
 // The CNN / data-movement ops of the CPU backend (Clip, HardSigmoid, HardSwish, SiLU, Pad,
-// Split, Concat with weights) against straightforward references (LSTM: lstm_test.cc).
+// Split, Concat with weights, ConvTranspose) against straightforward references (LSTM:
+// lstm_test.cc).
 #include <algorithm>
 #include <cmath>
 
@@ -117,6 +118,64 @@ static void test_pad() {
   CHECK_CONTAINS(rr.message, "batch");
 }
 
+// ConvTranspose by its definition: every input pixel scatters x * w into y at ih * s - pad + i * d.
+static void test_conv_transpose() {
+  Rng rng;
+  struct Case { const char* label; int64_t C, H, W, M; int kh, kw, s, d, g, pt, pl, pb, pr; bool bias; };
+  const Case cases[] = {
+      {"k2 s2", 4, 3, 4, 6, 2, 2, 2, 1, 1, 0, 0, 0, 0, true},
+      {"k3 s2 p1 output_padding 1", 3, 4, 3, 2, 3, 3, 2, 1, 1, 1, 1, 0, 0, false},
+      {"k4 s2 p1 2 groups", 4, 3, 3, 6, 4, 4, 2, 1, 2, 1, 1, 1, 1, true},
+      {"depthwise dilated", 3, 4, 5, 3, 3, 3, 1, 2, 3, 1, 2, 1, 0, true},
+      {"1-D as 2-D, k8 s4 p2", 2, 1, 6, 3, 1, 8, 4, 1, 1, 0, 2, 0, 2, true},
+      {"a row beyond the window (negative end pads)", 2, 3, 3, 2, 3, 3, 2, 1, 1, 0, 0, -1, -1, true},
+  };
+  const int64_t n = 2;
+  for (const Case& c : cases) {
+    const int64_t Cg = c.C / c.g, Mg = c.M / c.g;
+    const int64_t OH = (c.H - 1) * c.s + int64_t(c.d) * (c.kh - 1) + 1 - c.pt - c.pb;
+    const int64_t OW = (c.W - 1) * c.s + int64_t(c.d) * (c.kw - 1) + 1 - c.pl - c.pr;
+    V x = rng.vec(size_t(n * c.C * c.H * c.W)), w = rng.vec(size_t(c.g * Mg * c.kh * c.kw * Cg)), b = rng.vec(size_t(c.M));
+    V ref(size_t(n * c.M * OH * OW));
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t m = 0; m < c.M; ++m)
+        for (int64_t p = 0; p < OH * OW; ++p) ref[size_t((k * c.M + m) * OH * OW + p)] = c.bias ? b[size_t(m)] : 0.f;
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t ci = 0; ci < c.C; ++ci)
+        for (int64_t ih = 0; ih < c.H; ++ih)
+          for (int64_t iw = 0; iw < c.W; ++iw)
+            for (int64_t mg = 0; mg < Mg; ++mg)
+              for (int i = 0; i < c.kh; ++i)
+                for (int j = 0; j < c.kw; ++j) {
+                  const int64_t oh = ih * c.s - c.pt + i * c.d, ow = iw * c.s - c.pl + j * c.d;
+                  if (oh < 0 || oh >= OH || ow < 0 || ow >= OW) continue;
+                  const int64_t g = ci / Cg, m = g * Mg + mg;
+                  const float wv = w[size_t((((g * Mg + mg) * c.kh + i) * c.kw + j) * Cg + ci % Cg)];
+                  ref[size_t(((k * c.M + m) * OH + oh) * OW + ow)] += x[size_t(((k * c.C + ci) * c.H + ih) * c.W + iw)] * wv;
+                }
+    PlanBuilder pb;
+    int xi = pb.input("x", {c.C, c.H, c.W});
+    int wi = pb.weight("w", {c.g, Mg, c.kh, c.kw, Cg}, w);
+    int bi = c.bias ? pb.weight("b", {c.M}, b) : -1;
+    int yi = pb.output("y", {c.M, OH, OW});
+    pb.op("ConvTranspose", {xi, wi, bi}, {yi},
+          {{"kernel", S{c.kh, c.kw}}, {"strides", S{c.s, c.s}}, {"pads", S{c.pt, c.pl, c.pb, c.pr}},
+           {"dilations", S{c.d, c.d}}, {"group", int64_t(c.g)}});
+    RunResult rr = run_plan(pb, n, {x});
+    CHECK_MSG(rr.status == Status::kOk, std::string(c.label) + ": " + rr.message);
+    if (rr.status == Status::kOk) CHECK_CLOSE(rr.outputs[0], ref, 1e-5f, c.label);
+  }
+  // An output the window does not give is refused, naming both.
+  PlanBuilder pb;
+  int xi = pb.input("x", {2, 3, 3});
+  int wi = pb.weight("w", {1, 2, 2, 2, 2}, V(16, 0.5f));
+  int yi = pb.output("y", {2, 7, 6});
+  pb.op("ConvTranspose", {xi, wi, -1}, {yi}, {{"kernel", S{2, 2}}, {"strides", S{2, 2}}, {"pads", S{0, 0, 0, 0}}});
+  RunResult rr = run_plan(pb, 1, {V(18)});
+  CHECK(rr.status == Status::kUnsupportedOp);
+  CHECK_CONTAINS(rr.message, "does not match the window's [6, 6]");
+}
+
 static void test_split_concat() {
   Rng rng;
   const int64_t n = 3;
@@ -227,5 +286,6 @@ int main() {
   test_activations();
   test_pad();
   test_split_concat();
+  test_conv_transpose();
   return finish("cnn_ops_test");
 }

@@ -1,6 +1,6 @@
 // Plan v2 on the CPU backend: int64/int32/bool tensors, the batch at any axis (and k x batch),
 // and the run-time data ops (Gather, Cast, Where, comparisons, logic, Mod, Expand, Slice,
-// Range, ConstantOfShape), each against a reference computed here.
+// Range, ConstantOfShape, PRelu), each against a reference computed here.
 #include <cstdint>
 #include <vector>
 
@@ -116,6 +116,30 @@ static void test_where_mod_int_arith() {
   CHECK((r.out<int64_t>(2) == I64{0, 0, 0, 0}));   // integer x / 0 is 0, never a trap
   CHECK((r.out<int64_t>(3) == I64{-4, 10, 8, 2}));
   CHECK((r.out<float>(4) == F{-1, 1, 2, -1}));     // C fmod: the dividend's sign
+}
+
+// PRelu: x where x >= 0, x times its slope below; the slope per channel ([C, 1]) and shared ([1]).
+static void test_prelu() {
+  PlanBuilder b;
+  int x = b.tensor("x", {-1, 2, 3}, "input");
+  int per_channel = b.weight("slope", {2, 1}, {0.5f, -2.f});
+  int shared = b.weight("slope1", {1}, {0.1f});
+  int y = b.tensor("y", {-1, 2, 3}, "output");
+  int z = b.tensor("z", {-1, 2, 3}, "output");
+  b.op("PRelu", {x, per_channel}, {y});
+  b.op("PRelu", {x, shared}, {z});
+  RawResult r = run_raw(b, 1, {bytes_of(F{-2, 0, 3, -1, 4, -0.5f})});
+  CHECK_MSG(r.status == Status::kOk, r.message);
+  CHECK((r.out<float>(0) == F{-1, 0, 3, 2, 4, 1}));
+  CHECK((r.out<float>(1) == F{-0.2f, 0, 3, -0.1f, 4, -0.05f}));
+  // Float only, by name.
+  PlanBuilder c;
+  int ids = c.tensor("ids", {-1, 2}, "input", "int64");
+  int two = c.typed_weight<int64_t>("two", {1}, "int64", {2});
+  c.op("PRelu", {ids, two}, {c.tensor("o", {-1, 2}, "output", "int64")});
+  r = run_raw(c, 1, {bytes_of(I64{-1, 2})});
+  CHECK(r.status == Status::kUnsupportedOp);
+  CHECK_CONTAINS(r.message, "PRelu computes on float32, not int64");
 }
 
 static void test_expand_slice_generators() {
@@ -306,6 +330,7 @@ int main() {
   test_gather_activation_axis();
   test_cast_compare_logic();
   test_where_mod_int_arith();
+  test_prelu();
   test_expand_slice_generators();
   test_slice_runs();
   test_transpose_tiles();

@@ -133,25 +133,50 @@ static void test_matmul_batched() {
 static void test_math() {
   Rng rng;
   const int64_t n = 2, E = 37;
-  V x = rng.vec(size_t(n * E)), pos(x.size());
-  for (size_t i = 0; i < x.size(); ++i) pos[i] = std::fabs(x[i]) * 3.f + 0.1f;
-  struct Case { const char* op; Attrs attrs; bool positive; double (*f)(double); };
+  // Each op's domain: x in [-1, 1) (inside Asin, Acos, Atanh), scaled by 4 (both sides of the
+  // activations' knees), positive, at least 1 (Acosh), and wide (where exp overflows float).
+  V x = rng.vec(size_t(n * E)), x4(x.size()), pos(x.size()), ge1(x.size()), wide(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    x4[i] = x[i] * 4.f;
+    pos[i] = std::fabs(x[i]) * 3.f + 0.1f;
+    ge1[i] = std::fabs(x[i]) * 3.f + 1.f;
+    wide[i] = x[i] * 100.f;
+  }
+  struct Case { const char* op; Attrs attrs; const V* in; double (*f)(double); };
   const Case cases[] = {
-      {"Sqrt", {}, true, [](double v) { return std::sqrt(v); }},
-      {"Reciprocal", {}, true, [](double v) { return 1 / v; }},
-      {"Exp", {}, false, [](double v) { return std::exp(v); }},
-      {"Neg", {}, false, [](double v) { return -v; }},
-      {"Log", {}, true, [](double v) { return std::log(v); }},
-      {"Abs", {}, false, [](double v) { return std::fabs(v); }},
-      {"Sin", {}, false, [](double v) { return std::sin(v); }},
-      {"Cos", {}, false, [](double v) { return std::cos(v); }},
-      {"Pow", {{"exponent", 2.0}}, false, [](double v) { return v * v; }},
-      {"Pow", {{"exponent", 3.0}}, false, [](double v) { return v * v * v; }},
-      {"Pow", {{"exponent", 0.5}}, true, [](double v) { return std::sqrt(v); }},
-      {"Pow", {{"exponent", 1.7}}, true, [](double v) { return std::pow(v, 1.7); }},
+      {"Sqrt", {}, &pos, [](double v) { return std::sqrt(v); }},
+      {"Reciprocal", {}, &pos, [](double v) { return 1 / v; }},
+      {"Exp", {}, &x, [](double v) { return std::exp(v); }},
+      {"Neg", {}, &x, [](double v) { return -v; }},
+      {"Log", {}, &pos, [](double v) { return std::log(v); }},
+      {"Abs", {}, &x, [](double v) { return std::fabs(v); }},
+      {"Sin", {}, &x, [](double v) { return std::sin(v); }},
+      {"Cos", {}, &x, [](double v) { return std::cos(v); }},
+      {"Tan", {}, &x, [](double v) { return std::tan(v); }},
+      {"Asin", {}, &x, [](double v) { return std::asin(v); }},
+      {"Acos", {}, &x, [](double v) { return std::acos(v); }},
+      {"Atan", {}, &wide, [](double v) { return std::atan(v); }},
+      {"Sinh", {}, &x4, [](double v) { return std::sinh(v); }},
+      {"Cosh", {}, &x4, [](double v) { return std::cosh(v); }},
+      {"Asinh", {}, &wide, [](double v) { return std::asinh(v); }},
+      {"Acosh", {}, &ge1, [](double v) { return std::acosh(v); }},
+      {"Atanh", {}, &x, [](double v) { return std::atanh(v); }},
+      {"Elu", {}, &x4, [](double v) { return v > 0 ? v : std::expm1(v); }},
+      {"Elu", {{"alpha", 0.3}}, &x4, [](double v) { return v > 0 ? v : 0.3 * std::expm1(v); }},
+      {"Selu", {}, &x4, [](double v) { return 1.05070102214813232421875 * (v > 0 ? v : 1.67326319217681884765625 * std::expm1(v)); }},
+      {"Selu", {{"alpha", 2.0}, {"gamma", 0.5}}, &x4, [](double v) { return 0.5 * (v > 0 ? v : 2 * std::expm1(v)); }},
+      {"Celu", {{"alpha", 1.5}}, &x4, [](double v) { return std::max(v, 0.0) + std::min(0.0, 1.5 * std::expm1(v / 1.5)); }},
+      {"ThresholdedRelu", {{"alpha", 0.5}}, &x4, [](double v) { return v > 0.5 ? v : 0.0; }},
+      {"Softplus", {}, &wide, [](double v) { return std::max(v, 0.0) + std::log1p(std::exp(-std::fabs(v))); }},
+      {"Softsign", {}, &wide, [](double v) { return v / (1 + std::fabs(v)); }},
+      {"Mish", {}, &wide, [](double v) { return v * std::tanh(std::max(v, 0.0) + std::log1p(std::exp(-std::fabs(v)))); }},
+      {"Pow", {{"exponent", 2.0}}, &x, [](double v) { return v * v; }},
+      {"Pow", {{"exponent", 3.0}}, &x, [](double v) { return v * v * v; }},
+      {"Pow", {{"exponent", 0.5}}, &pos, [](double v) { return std::sqrt(v); }},
+      {"Pow", {{"exponent", 1.7}}, &pos, [](double v) { return std::pow(v, 1.7); }},
   };
   for (const Case& c : cases) {
-    const V& in = c.positive ? pos : x;
+    const V& in = *c.in;
     PlanBuilder pb;
     int xi = pb.input("x", {E});
     int yi = pb.output("y", {E});
@@ -166,16 +191,16 @@ static void test_math() {
   }
   // RoPE's angles reach position x frequency: hundreds of radians, where a reduction mod 2pi
   // in float32 would be off by far more than this.
-  V wide(x.size());
-  for (size_t i = 0; i < x.size(); ++i) wide[i] = x[i] * 300.f;
+  V angles(x.size());
+  for (size_t i = 0; i < x.size(); ++i) angles[i] = x[i] * 300.f;
   for (const char* op : {"Sin", "Cos"}) {
     PlanBuilder pb;
     int xi = pb.input("x", {E});
     int yi = pb.output("y", {E});
     pb.op(op, {xi}, {yi});
-    V ref(wide.size());
-    for (size_t i = 0; i < wide.size(); ++i) ref[i] = float(op[0] == 'S' ? std::sin(double(wide[i])) : std::cos(double(wide[i])));
-    RunResult r = run_plan(pb, n, {wide});
+    V ref(angles.size());
+    for (size_t i = 0; i < angles.size(); ++i) ref[i] = float(op[0] == 'S' ? std::sin(double(angles[i])) : std::cos(double(angles[i])));
+    RunResult r = run_plan(pb, n, {angles});
     CHECK_MSG(r.status == Status::kOk, r.message);
     if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 1e-6f, op);
   }

@@ -1,5 +1,5 @@
 // Two-input element-wise ops with numpy broadcasting (broadcast.h), on any plan dtype:
-// Add, Sub, Mul, Div, Mod, Max, Min on float32/int64/int32; Equal, Less, Greater -> bool; And, Or on
+// Add, Sub, Mul, Div, Mod, Max, Min on float32/int64/int32; PRelu on float32; Equal, Less, Greater -> bool; And, Or on
 // bool. The loop over merged rows is branch-free inside, so contiguous rows vectorise.
 #include <cmath>
 #include <type_traits>
@@ -40,6 +40,8 @@ struct OrF { template <typename T> static uint8_t f(T a, T b, bool) { return a |
 // ONNX Max/Min propagate a NaN operand (std::max would return the other one).
 struct MaxF { template <typename T> static T f(T a, T b, bool) { return a != a ? a : b != b ? b : a < b ? b : a; } };
 struct MinF { template <typename T> static T f(T a, T b, bool) { return a != a ? a : b != b ? b : b < a ? b : a; } };
+// PRelu: x, or x times its slope (b, broadcast onto x) where x is negative.
+struct PReluF { template <typename T> static T f(T a, T b, bool) { return a < T(0) ? a * b : a; } };
 
 template <typename F, typename T, typename Y>
 void inner(Y* y, const T* a, const T* b, int64_t n, int64_t sa, int64_t sb, bool flag) {
@@ -138,6 +140,9 @@ std::unique_ptr<Kernel> make_binary(const BuildCtx& bc, const Op& op, Status* st
     case OpType::kAnd: return predicate<AndF>(bc, op, t, st, msg);
     case OpType::kOr: return predicate<OrF>(bc, op, t, st, msg);
     case OpType::kMax: return arith<MaxF>(bc, op, t, st, msg);
+    case OpType::kPRelu:
+      if (t != DType::kFloat32) return unsupported(op, std::string("PRelu computes on float32, not ") + dtype_name(t), st, msg);
+      return make<PReluF, float, float>(bc, op, st, msg);
     case OpType::kMin: return arith<MinF>(bc, op, t, st, msg);
     default: return unsupported(op, "not a binary op", st, msg);
   }

@@ -114,6 +114,10 @@ bool v1_kernel_fits(const Plan& plan, const Op& op, std::string* why) {
     case OpType::kErf: case OpType::kGelu:
     case OpType::kPow: case OpType::kSqrt: case OpType::kReciprocal: case OpType::kExp:
     case OpType::kNeg: case OpType::kLog: case OpType::kAbs: case OpType::kSin: case OpType::kCos:
+    case OpType::kTan: case OpType::kAsin: case OpType::kAcos: case OpType::kAtan: case OpType::kSinh:
+    case OpType::kCosh: case OpType::kAsinh: case OpType::kAcosh: case OpType::kAtanh:
+    case OpType::kElu: case OpType::kSelu: case OpType::kCelu: case OpType::kSoftplus: case OpType::kSoftsign:
+    case OpType::kMish: case OpType::kThresholdedRelu:
     case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish: case OpType::kSiLU:
     // Row ops: their factories place the batch anywhere outside a row (docs/plan-format.md).
     case OpType::kGemm: case OpType::kMatMul:
@@ -121,7 +125,7 @@ bool v1_kernel_fits(const Plan& plan, const Op& op, std::string* why) {
     case OpType::kLayerNorm:
       layout_free = true;
       break;
-    case OpType::kConv: case OpType::kMaxPool:
+    case OpType::kConv: case OpType::kConvTranspose: case OpType::kMaxPool:
     case OpType::kAveragePool: case OpType::kGlobalAveragePool: case OpType::kFlatten:
     case OpType::kReduceMean: case OpType::kReduceSum: case OpType::kReduceMax:
     case OpType::kAttention: case OpType::kPad: case OpType::kSplit: case OpType::kLSTM:
@@ -199,6 +203,7 @@ std::unique_ptr<cpu::Kernel> make_kernel(cpu::BuildCtx& bc, const Plan& plan, si
           bc.epilogue = nullptr;
           if (k && epi.taken) *skip = epi.relu ? 2 : 1;
           break;
+        case OpType::kConvTranspose: k = cpu::make_conv_transpose(bc, op, &st, message); break;
         case OpType::kGemm: k = cpu::make_gemm(bc, op, &st, message); break;
         case OpType::kMatMul: {
           cpu::GemmEpilogue ge;  // MatMul -> Add bias [-> Gelu] in one kernel (gemm_epilogue.cc)
@@ -230,6 +235,10 @@ std::unique_ptr<cpu::Kernel> make_kernel(cpu::BuildCtx& bc, const Plan& plan, si
         case OpType::kLayerNorm: k = cpu::make_layernorm(bc, op, &st, message); break;
         case OpType::kPow: case OpType::kSqrt: case OpType::kReciprocal: case OpType::kExp:
         case OpType::kNeg: case OpType::kLog: case OpType::kAbs: case OpType::kSin: case OpType::kCos:
+        case OpType::kTan: case OpType::kAsin: case OpType::kAcos: case OpType::kAtan: case OpType::kSinh:
+        case OpType::kCosh: case OpType::kAsinh: case OpType::kAcosh: case OpType::kAtanh:
+        case OpType::kElu: case OpType::kSelu: case OpType::kCelu: case OpType::kSoftplus: case OpType::kSoftsign:
+        case OpType::kMish: case OpType::kThresholdedRelu:
           k = cpu::make_math(bc, op, &st, message); break;
         case OpType::kReduceMean: case OpType::kReduceSum: case OpType::kReduceMax:
           k = cpu::make_reduce(bc, op, &st, message); break;
@@ -247,7 +256,7 @@ std::unique_ptr<cpu::Kernel> make_kernel(cpu::BuildCtx& bc, const Plan& plan, si
         case OpType::kPad: k = cpu::make_pad(bc, op, &st, message); break;
         case OpType::kSplit: k = cpu::make_split(bc, op, &st, message); break;
         case OpType::kLSTM: k = cpu::make_lstm(bc, op, &st, message); break;
-        case OpType::kMax: case OpType::kMin: k = cpu::make_binary(bc, op, &st, message); break;
+        case OpType::kMax: case OpType::kMin: case OpType::kPRelu: k = cpu::make_binary(bc, op, &st, message); break;
         case OpType::kGatherND: k = cpu::make_gather_nd(bc, op, &st, message); break;
         case OpType::kCumSum: k = cpu::make_cumsum(bc, op, &st, message); break;
         case OpType::kArgMax: k = cpu::make_argmax(bc, op, &st, message); break;

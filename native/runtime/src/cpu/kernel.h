@@ -134,6 +134,7 @@ struct BuildCtx {
 // Factories: nullptr + *status/*message on an unsupported shape or attribute.
 using Factory = std::unique_ptr<Kernel> (*)(const BuildCtx&, const Op&, Status*, std::string*);
 std::unique_ptr<Kernel> make_conv(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_conv_transpose(const BuildCtx&, const Op&, Status*, std::string*);  // conv_transpose.cc
 std::unique_ptr<Kernel> make_gemm(const BuildCtx&, const Op&, Status*, std::string*);
 std::unique_ptr<Kernel> make_matmul(const BuildCtx&, const Op&, Status*, std::string*);
 std::unique_ptr<Kernel> make_binary(const BuildCtx&, const Op&, Status*, std::string*);

@@ -30,8 +30,9 @@ struct DataBroadcast {
 
 // ops/data_binary.cu. Arithmetic keeps the inputs' type; comparisons, And, Or give bool.
 // Integer Div/Mod by 0 (and by -1) give 0 / -a / 0 as the CPU backend's; float Mod is fmod.
+// PRelu: a where a >= 0, a * b below.
 enum class DataBinaryKind : uint8_t {
-  kAdd, kSub, kMul, kDiv, kMod, kFmod, kMax, kMin,
+  kAdd, kSub, kMul, kDiv, kMod, kFmod, kMax, kMin, kPRelu,
   kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual, kAnd, kOr,
 };
 cudaError_t data_binary(DataBinaryKind k, Elem in, const void* a, const void* b, void* y, const DataBroadcast& d,

@@ -20,8 +20,11 @@ const char* op_name(OpType t) {
                                        "Gather", "Cast", "Where", "Equal", "Less", "Greater", "Not", "And",
                                        "Or", "Mod", "Expand", "Slice", "Range", "ConstantOfShape",
                                        "LessOrEqual", "GreaterOrEqual", "Clip", "HardSigmoid", "HardSwish", "SiLU", "Pad",
-                                       "Split", "LSTM", "Max", "Min", "GatherND", "CumSum", "GatherElements", "Sin", "Cos", "ArgMax"};
-  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(OpType::kArgMax) + 1,
+                                       "Split", "LSTM", "Max", "Min", "GatherND", "CumSum", "GatherElements", "Sin", "Cos", "ArgMax",
+                                       "Elu", "Selu", "Celu", "Softplus", "Softsign", "Mish", "ThresholdedRelu",
+                                       "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+                                       "PRelu", "ConvTranspose"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(OpType::kConvTranspose) + 1,
                 "one name per OpType, in enum order (plan/plan.h)");
   const size_t i = static_cast<size_t>(t);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";
@@ -30,6 +33,37 @@ const char* op_name(OpType t) {
 Status unsupported(const Op& op, const std::string& why, std::string* message) {
   *message = std::string("cuda backend: op '") + op.name + "' (" + op_name(op.type) + "): " + why;
   return Status::kUnsupportedOp;
+}
+
+// The math.cu function of each elementwise math op (forward.cc's checks admit only these).
+MathKind math_kind(OpType t) {
+  switch (t) {
+    case OpType::kPow: return MathKind::kPow;
+    case OpType::kSqrt: return MathKind::kSqrt;
+    case OpType::kReciprocal: return MathKind::kReciprocal;
+    case OpType::kExp: return MathKind::kExp;
+    case OpType::kNeg: return MathKind::kNeg;
+    case OpType::kLog: return MathKind::kLog;
+    case OpType::kSin: return MathKind::kSin;
+    case OpType::kCos: return MathKind::kCos;
+    case OpType::kTan: return MathKind::kTan;
+    case OpType::kAsin: return MathKind::kAsin;
+    case OpType::kAcos: return MathKind::kAcos;
+    case OpType::kAtan: return MathKind::kAtan;
+    case OpType::kSinh: return MathKind::kSinh;
+    case OpType::kCosh: return MathKind::kCosh;
+    case OpType::kAsinh: return MathKind::kAsinh;
+    case OpType::kAcosh: return MathKind::kAcosh;
+    case OpType::kAtanh: return MathKind::kAtanh;
+    case OpType::kElu: return MathKind::kElu;
+    case OpType::kSelu: return MathKind::kSelu;
+    case OpType::kCelu: return MathKind::kCelu;
+    case OpType::kSoftplus: return MathKind::kSoftplus;
+    case OpType::kSoftsign: return MathKind::kSoftsign;
+    case OpType::kMish: return MathKind::kMish;
+    case OpType::kThresholdedRelu: return MathKind::kThresholdedRelu;
+    default: return MathKind::kAbs;
+  }
 }
 
 std::string shape_str(const std::vector<int64_t>& s) {
@@ -46,7 +80,8 @@ ConvDesc conv_desc(const Plan& plan, const Op& op, int64_t batch) {
   const auto y = dims_of(plan.tensors[op.outputs[0]], batch);
   ConvDesc d;
   d.N = batch; d.C = x[1]; d.H = x[2]; d.W = x[3];
-  d.M = w[0]; d.OH = y[2]; d.OW = y[3];
+  d.M = y[1]; d.OH = y[2]; d.OW = y[3];  // a Conv's W[0]; a ConvTranspose's W is [group, M/group, ...]
+  (void)w;
   const OpAttrs& a = op.attrs;
   d.kh = a.kernel[0]; d.kw = a.kernel[1]; d.sh = a.strides[0]; d.sw = a.strides[1];
   d.ph = a.pads[0]; d.pw = a.pads[1]; d.pb = a.pads[2]; d.pr = a.pads[3]; d.dh = a.dilations[0]; d.dw = a.dilations[1];
@@ -109,6 +144,25 @@ Status check_op(const Plan& plan, const Op& op, std::string* message) {
       if (Y.shape[1] != M || Y.shape[2] != eoh || Y.shape[3] != eow || eoh < 1 || eow < 1)
         return bad("output shape " + shape_str(Y.shape) + " differs from the computed [-1," + std::to_string(M) + "," +
                    std::to_string(eoh) + "," + std::to_string(eow) + "]");
+      if (op.inputs.size() > 2 && op.inputs[2] != kAbsentInput &&
+          (!plan.tensors[op.inputs[2]].is_weight() || plan.tensors[op.inputs[2]].elements() != M))
+        return bad("bias must be a weight of M=" + std::to_string(M) + " elements");
+      return Status::kOk;
+    }
+    case OpType::kConvTranspose: {
+      if (!need(2, 3)) return in_count(2, 3);
+      const TensorInfo& W = plan.tensors[op.inputs[1]];
+      if (X.is_weight() || !W.is_weight()) return bad("expects an activation X and a weight W");
+      if (X.shape.size() != 4 || Y.shape.size() != 4 || W.shape.size() != 5)
+        return bad("X and Y must be rank 4 and W [group, M/group, kh, kw, C/group]; X " + shape_str(X.shape) + ", W " + shape_str(W.shape));
+      const int64_t C = X.shape[1], M = Y.shape[1], g = a.group;
+      if (g < 1 || C % g || M % g || W.shape != std::vector<int64_t>{g, M / g, a.kernel[0], a.kernel[1], C / g})
+        return bad("W " + shape_str(W.shape) + " does not fit C " + std::to_string(C) + ", M " + std::to_string(M) + ", group " + std::to_string(g));
+      if (a.strides[0] < 1 || a.strides[1] < 1 || a.dilations[0] < 1 || a.dilations[1] < 1)
+        return bad("strides and dilations must be >= 1");
+      const int64_t eoh = (X.shape[2] - 1) * a.strides[0] + int64_t(a.dilations[0]) * (a.kernel[0] - 1) + 1 - a.pads[0] - a.pads[2];
+      const int64_t eow = (X.shape[3] - 1) * a.strides[1] + int64_t(a.dilations[1]) * (a.kernel[1] - 1) + 1 - a.pads[1] - a.pads[3];
+      if (Y.shape[2] != eoh || Y.shape[3] != eow) return bad("output shape " + shape_str(Y.shape) + " differs from the window's");
       if (op.inputs.size() > 2 && op.inputs[2] != kAbsentInput &&
           (!plan.tensors[op.inputs[2]].is_weight() || plan.tensors[op.inputs[2]].elements() != M))
         return bad("bias must be a weight of M=" + std::to_string(M) + " elements");
@@ -205,6 +259,10 @@ Status check_op(const Plan& plan, const Op& op, std::string* message) {
     }
     case OpType::kPow: case OpType::kSqrt: case OpType::kReciprocal: case OpType::kExp:
     case OpType::kNeg: case OpType::kLog: case OpType::kAbs: case OpType::kSin: case OpType::kCos:
+    case OpType::kTan: case OpType::kAsin: case OpType::kAcos: case OpType::kAtan: case OpType::kSinh:
+    case OpType::kCosh: case OpType::kAsinh: case OpType::kAcosh: case OpType::kAtanh:
+    case OpType::kElu: case OpType::kSelu: case OpType::kCelu: case OpType::kSoftplus: case OpType::kSoftsign:
+    case OpType::kMish: case OpType::kThresholdedRelu:
       if (!need(1, 1)) return in_count(1, 1);
       if (X.is_weight()) return bad("input must be an activation");
       if (X.elements() != Y.elements()) return bad("input " + shape_str(X.shape) + " and output " + shape_str(Y.shape) + " differ");
@@ -348,6 +406,12 @@ Status run_op(const ForwardEnv& env, const Op& op, int64_t batch, cudaStream_t s
       if (e != cudaSuccess) return blas_fail(e, "conv2d");
       return Status::kOk;
     }
+    case OpType::kConvTranspose: {
+      if (dry) return Status::kOk;
+      CUDA_CHECK(conv_transpose2d(p, ptr(in(0)), ptr(in(1)), in(2) == kAbsentInput ? nullptr : ptr(in(2)),
+                                  ptr(op.outputs[0]), conv_desc(plan, op, batch), s));
+      return Status::kOk;
+    }
     case OpType::kMatMul:
       if (x_weight || !is_weight(plan, in(1)) || plan.tensors[in(1)].shape.size() != 2) {
         BatchedMatMulDesc d;
@@ -448,17 +512,14 @@ Status run_op(const ForwardEnv& env, const Op& op, int64_t batch, cudaStream_t s
       return Status::kOk;
     }
     case OpType::kPow: case OpType::kSqrt: case OpType::kReciprocal: case OpType::kExp:
-    case OpType::kNeg: case OpType::kLog: case OpType::kAbs: case OpType::kSin: case OpType::kCos: {
+    case OpType::kNeg: case OpType::kLog: case OpType::kAbs: case OpType::kSin: case OpType::kCos:
+    case OpType::kTan: case OpType::kAsin: case OpType::kAcos: case OpType::kAtan: case OpType::kSinh:
+    case OpType::kCosh: case OpType::kAsinh: case OpType::kAcosh: case OpType::kAtanh:
+    case OpType::kElu: case OpType::kSelu: case OpType::kCelu: case OpType::kSoftplus: case OpType::kSoftsign:
+    case OpType::kMish: case OpType::kThresholdedRelu: {
       if (dry) return Status::kOk;
-      const MathKind k = op.type == OpType::kPow ? MathKind::kPow
-                         : op.type == OpType::kSqrt ? MathKind::kSqrt
-                         : op.type == OpType::kReciprocal ? MathKind::kReciprocal
-                         : op.type == OpType::kExp ? MathKind::kExp
-                         : op.type == OpType::kNeg ? MathKind::kNeg
-                         : op.type == OpType::kLog ? MathKind::kLog
-                         : op.type == OpType::kSin ? MathKind::kSin
-                         : op.type == OpType::kCos ? MathKind::kCos : MathKind::kAbs;
-      CUDA_CHECK(math(k, op.attrs.exponent, p, ptr(in(0)), ptr(op.outputs[0]), n_out, s));
+      const MathArgs m{op.type == OpType::kPow ? op.attrs.exponent : op.attrs.alpha, op.attrs.gamma};
+      CUDA_CHECK(math(math_kind(op.type), m, p, ptr(in(0)), ptr(op.outputs[0]), n_out, s));
       return Status::kOk;
     }
     case OpType::kReduceMean: case OpType::kReduceSum: case OpType::kReduceMax: {

@@ -33,6 +33,7 @@ DataBinaryKind binary_kind(const Op& op) {
     case OpType::kMod: return op.attrs.fmod ? DataBinaryKind::kFmod : DataBinaryKind::kMod;
     case OpType::kMax: return DataBinaryKind::kMax;
     case OpType::kMin: return DataBinaryKind::kMin;
+    case OpType::kPRelu: return DataBinaryKind::kPRelu;
     case OpType::kEqual: return DataBinaryKind::kEqual;
     case OpType::kLess: return DataBinaryKind::kLess;
     case OpType::kGreater: return DataBinaryKind::kGreater;

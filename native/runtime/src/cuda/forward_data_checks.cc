@@ -16,6 +16,7 @@ bool is_binary_op(OpType t) {
     case OpType::kAdd: case OpType::kSub: case OpType::kMul: case OpType::kDiv: case OpType::kMod:
     case OpType::kMax: case OpType::kMin: case OpType::kEqual: case OpType::kLess: case OpType::kGreater:
     case OpType::kLessOrEqual: case OpType::kGreaterOrEqual: case OpType::kAnd: case OpType::kOr:
+    case OpType::kPRelu:
       return true;
     default:
       return false;
@@ -53,6 +54,7 @@ Status check_binary(const Plan& plan, const Op& op, std::string* message) {
   if ((op.type == OpType::kAnd || op.type == OpType::kOr) && t != DType::kBool) return bad("And/Or take bool");
   if (order && t == DType::kBool) return bad("no bool ordering");
   if (!pred && t == DType::kBool) return bad("no bool arithmetic");
+  if (op.type == OpType::kPRelu && t != DType::kFloat32) return bad(std::string("PRelu computes on float32, not ") + dtype_name(t));
   std::string why;
   if (!broadcasts(Y, {&A, &B}, &why)) return bad(why);
   return Status::kOk;
@@ -173,6 +175,10 @@ Status check_float_layout(const Plan& plan, const Op& op, std::string* message) 
     case OpType::kRelu: case OpType::kLeakyRelu: case OpType::kSigmoid: case OpType::kTanh: case OpType::kErf:
     case OpType::kGelu: case OpType::kPow: case OpType::kSqrt: case OpType::kReciprocal: case OpType::kExp:
     case OpType::kNeg: case OpType::kLog: case OpType::kAbs: case OpType::kSin: case OpType::kCos: case OpType::kClip: case OpType::kHardSigmoid:
+    case OpType::kTan: case OpType::kAsin: case OpType::kAcos: case OpType::kAtan: case OpType::kSinh:
+    case OpType::kCosh: case OpType::kAsinh: case OpType::kAcosh: case OpType::kAtanh:
+    case OpType::kElu: case OpType::kSelu: case OpType::kCelu: case OpType::kSoftplus: case OpType::kSoftsign:
+    case OpType::kMish: case OpType::kThresholdedRelu:
     case OpType::kHardSwish: case OpType::kSiLU:
     // Row ops: the batch anywhere outside a row (their checks in forward.cc say where).
     case OpType::kGemm: case OpType::kMatMul: case OpType::kSoftmax: case OpType::kLayerNorm:

@@ -69,6 +69,11 @@ cudaError_t conv2d(const CublasApi& api, cublasHandle_t h, Prec p, const void* x
                    const void* bias, void* y, void* col, int64_t col_elems, const ConvDesc& d,
                    cudaStream_t s, int* cublas_status);
 
+// ops/conv_transpose.cu: 2-D ConvTranspose, one thread an output element (no scratch). d.M is
+// the output channels; ph/pw the top/left pads of the plan (they may be negative).
+cudaError_t conv_transpose2d(Prec p, const void* x, const void* w, const void* bias, void* y, const ConvDesc& d,
+                             cudaStream_t s);
+
 // ops/maxpool.cu and ops/avgpool.cu: x [NC, H, W] -> y [NC, OH, OW].
 struct PoolDesc {
   int64_t NC = 0, H = 0, W = 0, OH = 0, OW = 0;
@@ -97,9 +102,18 @@ cudaError_t transpose(Prec p, const void* x, void* y, int rank, const int64_t* i
 cudaError_t layernorm(Prec p, const void* x, void* y, const void* scale, const void* bias, int64_t rows,
                       int64_t n, float eps, cudaStream_t s);
 
-// y = f(x) elementwise; kPow uses `exponent`.
-enum class MathKind : uint8_t { kPow, kSqrt, kReciprocal, kExp, kNeg, kLog, kAbs, kSin, kCos };
-cudaError_t math(MathKind k, float exponent, Prec p, const void* x, void* y, int64_t n, cudaStream_t s);
+// y = f(x) elementwise, computed in float.
+enum class MathKind : uint8_t {
+  kPow, kSqrt, kReciprocal, kExp, kNeg, kLog, kAbs,
+  kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh,
+  kElu, kSelu, kCelu, kSoftplus, kSoftsign, kMish, kThresholdedRelu,
+};
+// a: Pow's exponent, or alpha (Elu, Selu, Celu, ThresholdedRelu); b: Selu's gamma.
+struct MathArgs {
+  float a = 1.f;
+  float b = 1.f;
+};
+cudaError_t math(MathKind k, MathArgs m, Prec p, const void* x, void* y, int64_t n, cudaStream_t s);
 
 // Reduce x (dims, row-major) over the axes flagged in `reduced`; y holds the kept dims in order.
 enum class ReduceOp : uint8_t { kMean, kSum, kMax };

@@ -68,6 +68,24 @@ const char* op_type_name(OpType t) {
     case OpType::kSin: return "Sin";
     case OpType::kCos: return "Cos";
     case OpType::kArgMax: return "ArgMax";
+    case OpType::kElu: return "Elu";
+    case OpType::kSelu: return "Selu";
+    case OpType::kCelu: return "Celu";
+    case OpType::kSoftplus: return "Softplus";
+    case OpType::kSoftsign: return "Softsign";
+    case OpType::kMish: return "Mish";
+    case OpType::kThresholdedRelu: return "ThresholdedRelu";
+    case OpType::kTan: return "Tan";
+    case OpType::kAsin: return "Asin";
+    case OpType::kAcos: return "Acos";
+    case OpType::kAtan: return "Atan";
+    case OpType::kSinh: return "Sinh";
+    case OpType::kCosh: return "Cosh";
+    case OpType::kAsinh: return "Asinh";
+    case OpType::kAcosh: return "Acosh";
+    case OpType::kAtanh: return "Atanh";
+    case OpType::kPRelu: return "PRelu";
+    case OpType::kConvTranspose: return "ConvTranspose";
   }
   return "?";
 }

@@ -84,6 +84,13 @@ enum class OpType : uint8_t {
   kSin, kCos,
   // CLIP's text pooling: the position of each sequence's maximum (int64 out).
   kArgMax,
+  // The remaining ONNX float activations and trigonometry (Mamba's Softplus, YOSO's Acos,
+  // EnCodec's Elu, SELU nets), and PRelu: a slope broadcast onto x (MobileFaceNet-style nets).
+  kElu, kSelu, kCelu, kSoftplus, kSoftsign, kMish, kThresholdedRelu,
+  kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh,
+  kPRelu,
+  // U-Net decoders, FCN and GAN upsamplers, vocoders (1-D as 2-D): weight [group, M/group, kh, kw, C/group].
+  kConvTranspose,
 };
 const char* op_type_name(OpType t);
 
@@ -94,17 +101,20 @@ enum class LstmDirection : uint8_t { kForward, kReverse, kBidirectional };
 // Typed attributes: one flat struct, each op reads the fields its row in the doc lists.
 // The compiler resolved every ONNX default; the reader fills the rest with neutral values.
 struct OpAttrs {
-  // Conv, MaxPool, AveragePool (2-D only in v1).
+  // Conv, ConvTranspose, MaxPool, AveragePool (2-D only in v1). ConvTranspose's pads may be
+  // negative (an output_shape beyond the window's).
   int kernel[2] = {1, 1};
   int strides[2] = {1, 1};
   int pads[4] = {0, 0, 0, 0};  // top, left, bottom, right
   int dilations[2] = {1, 1};
-  int group = 1;                 // Conv
+  int group = 1;                 // Conv, ConvTranspose
   bool ceilMode = false;         // pools
   bool countIncludePad = false;  // AveragePool
   // Gemm
-  float alpha = 1.0f;  // Gemm alpha, LeakyRelu alpha (default 0.01 set by the reader)
+  float alpha = 1.0f;  // Gemm alpha, LeakyRelu alpha (default 0.01 set by the reader), Elu, Celu,
+                       // ThresholdedRelu (1.0), Selu (1.67326...)
   float beta = 1.0f;
+  float gamma = 1.0f;  // Selu (1.0507...)
   bool transA = false;
   bool transB = false;
   Activation activation = Activation::kNone;  // Conv, Gemm

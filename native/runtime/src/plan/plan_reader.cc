@@ -162,7 +162,13 @@ bool parse_op_type(const std::string& s, OpType* t) {
       {"SiLU", OpType::kSiLU}, {"Pad", OpType::kPad}, {"Split", OpType::kSplit}, {"LSTM", OpType::kLSTM},
       {"Max", OpType::kMax}, {"Min", OpType::kMin}, {"GatherND", OpType::kGatherND},
       {"CumSum", OpType::kCumSum}, {"GatherElements", OpType::kGatherElements},
-      {"Sin", OpType::kSin}, {"Cos", OpType::kCos}, {"ArgMax", OpType::kArgMax}};
+      {"Sin", OpType::kSin}, {"Cos", OpType::kCos}, {"ArgMax", OpType::kArgMax},
+      {"Elu", OpType::kElu}, {"Selu", OpType::kSelu}, {"Celu", OpType::kCelu}, {"Softplus", OpType::kSoftplus},
+      {"Softsign", OpType::kSoftsign}, {"Mish", OpType::kMish}, {"ThresholdedRelu", OpType::kThresholdedRelu},
+      {"Tan", OpType::kTan}, {"Asin", OpType::kAsin}, {"Acos", OpType::kAcos}, {"Atan", OpType::kAtan},
+      {"Sinh", OpType::kSinh}, {"Cosh", OpType::kCosh}, {"Asinh", OpType::kAsinh}, {"Acosh", OpType::kAcosh},
+      {"Atanh", OpType::kAtanh}, {"PRelu", OpType::kPRelu},
+      {"ConvTranspose", OpType::kConvTranspose}};
   for (const auto& e : kTable)
     if (s == e.n) { *t = e.t; return true; }
   return false;
@@ -243,6 +249,7 @@ bool parse_attrs(Reader& r, const Obj* attrs_obj, OpType t, const std::string& p
   const std::string p = path;
   switch (t) {
     case OpType::kConv:
+    case OpType::kConvTranspose:
       if (!r.ints_n(m, "kernel", p, a->kernel, 2, true) || !r.ints_n(m, "strides", p, a->strides, 2, false) ||
           !r.ints_n(m, "pads", p, a->pads, 4, false) || !r.ints_n(m, "dilations", p, a->dilations, 2, false))
         return false;
@@ -252,6 +259,7 @@ bool parse_attrs(Reader& r, const Obj* attrs_obj, OpType t, const std::string& p
         if (v < 1 || v > INT32_MAX) return r.bad(p + ".group", ">= 1", std::to_string(v));
         a->group = int(v);
       }
+      if (t == OpType::kConvTranspose) return true;  // no fused activation
       return parse_activation(r, m, p, &a->activation);
     case OpType::kGemm:
       if (const Obj* o = map_get(m, "alpha")) if (!r.as_float(o, p + ".alpha", &a->alpha)) return false;
@@ -262,6 +270,19 @@ bool parse_attrs(Reader& r, const Obj* attrs_obj, OpType t, const std::string& p
     case OpType::kLeakyRelu:
       a->alpha = 0.01f;
       if (const Obj* o = map_get(m, "alpha")) return r.as_float(o, p + ".alpha", &a->alpha);
+      return true;
+    case OpType::kElu:
+    case OpType::kCelu:
+    case OpType::kThresholdedRelu:
+      a->alpha = 1.0f;
+      if (const Obj* o = map_get(m, "alpha")) return r.as_float(o, p + ".alpha", &a->alpha);
+      return true;
+    case OpType::kSelu:
+      // ONNX's defaults, the float32 values of SELU's constants.
+      a->alpha = 1.67326319217681884765625f;
+      a->gamma = 1.05070102214813232421875f;
+      if (const Obj* o = map_get(m, "alpha")) if (!r.as_float(o, p + ".alpha", &a->alpha)) return false;
+      if (const Obj* o = map_get(m, "gamma")) if (!r.as_float(o, p + ".gamma", &a->gamma)) return false;
       return true;
     case OpType::kGelu: {
       const Obj* o = map_get(m, "approximate");

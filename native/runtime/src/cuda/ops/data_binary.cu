@@ -59,6 +59,7 @@ __global__ void k_arith(DataBinaryKind k, const S* a, const S* b, S* y, DataBroa
       case DataBinaryKind::kFmod: v = mod_of(va, vb, true); break;
       // ONNX Max/Min propagate a NaN operand.
       case DataBinaryKind::kMax: v = va != va ? va : vb != vb ? vb : va < vb ? vb : va; break;
+      case DataBinaryKind::kPRelu: v = va < C(0) ? C(va * vb) : va; break;
       default: v = va != va ? va : vb != vb ? vb : vb < va ? vb : va; break;
     }
     store(y, i, v);

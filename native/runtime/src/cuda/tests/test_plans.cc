@@ -37,6 +37,23 @@ NamedPlan conv(const std::string& name, int64_t C, int64_t H, int64_t M, int k, 
   return np;
 }
 
+// ConvTranspose with the plan's weight layout [g, M/g, k, k, C/g]; pb is the end pad (output
+// padding already taken off it, so it may be negative).
+NamedPlan conv_transpose(const std::string& name, int64_t C, int64_t H, int64_t M, int k, int s, int p, int pb, int d,
+                         int g, bool bias) {
+  NamedPlan np{name, {}};
+  PlanBuilder& b = np.plan;
+  int x = b.input("x", {C, H, H});
+  int w = b.weight("w", {g, M / g, k, k, C / g}, rnd(count({M, C / g, k, k}), 13));
+  int bi = bias ? b.weight("b", {M}, rnd(size_t(M), 14)) : -1;
+  const int64_t OH = (H - 1) * s + int64_t(d) * (k - 1) + 1 - p - pb;
+  int y = b.output("y", {M, OH, OH});
+  b.op("ConvTranspose", {x, w, bi}, {y},
+       Attrs{{"kernel", V{k, k}}, {"strides", V{s, s}}, {"pads", V{p, p, pb, pb}}, {"dilations", V{d, d}},
+             {"group", int64_t(g)}});
+  return np;
+}
+
 NamedPlan unary(const std::string& op, Attrs attrs = {}) {
   NamedPlan np{op, {}};
   int x = np.plan.input("x", {3, 5, 7});
@@ -172,6 +189,9 @@ std::vector<NamedPlan> op_plans() {
   v.push_back(conv("Conv 5x5 stride 2 dilation 2 group 2", 4, 13, 6, 5, 2, 2, 2, 2, false, false));
   v.push_back(conv("Conv 1x1 pointwise", 16, 6, 8, 1, 1, 0, 1, 1, true, false));
   v.push_back(conv("Conv 7x7 stride 2 (resnet stem)", 3, 32, 16, 7, 2, 3, 1, 1, true, true));
+  v.push_back(conv_transpose("ConvTranspose k2 s2 (U-Net)", 8, 5, 4, 2, 2, 0, 0, 1, 1, true));
+  v.push_back(conv_transpose("ConvTranspose k3 s2 p1 output_padding 1", 4, 6, 6, 3, 2, 1, 0, 1, 1, false));
+  v.push_back(conv_transpose("ConvTranspose k4 s2 p1 group 2 dilation 2", 4, 5, 6, 4, 2, 1, 1, 2, 2, true));
   // Asymmetric pads (bottom/right only enter the output size), non-square kernels, strides
   // and dilations, depthwise and grouped 1x1 convs, and the 1x1 convs that must not take the
   // pointwise (no im2col) path: a stride, or a bottom/right pad that makes OH > H.
@@ -562,6 +582,33 @@ std::vector<NamedPlan> op_plans() {
   v.push_back(unary("Neg"));
   v.push_back(unary("Sin"));
   v.push_back(unary("Cos"));
+  for (const char* op : {"Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Atanh", "Elu", "Selu", "Celu",
+                         "Softplus", "Softsign", "Mish", "ThresholdedRelu"})
+    v.push_back(unary(op));
+  v.push_back(unary("Elu", Attrs{{"alpha", 0.3}}));
+  v.back().name = "Elu alpha 0.3";
+  v.push_back(unary("Selu", Attrs{{"alpha", 2.0}, {"gamma", 0.5}}));
+  v.back().name = "Selu alpha 2 gamma 0.5";
+  {
+    NamedPlan np{"Acosh of |x| + 1", {}};
+    int x = np.plan.input("x", {3, 5, 7});
+    int a = np.plan.act("abs", {3, 5, 7});
+    int one = np.plan.weight("one", {1}, {1.f});
+    int p = np.plan.act("ge1", {3, 5, 7});
+    int y = np.plan.output("y", {3, 5, 7});
+    np.plan.op("Abs", {x}, {a});
+    np.plan.op("Add", {a, one}, {p});
+    np.plan.op("Acosh", {p}, {y});
+    v.push_back(std::move(np));
+  }
+  {
+    NamedPlan np{"PRelu per channel", {}};
+    int x = np.plan.input("x", {3, 5, 7});
+    int s = np.plan.weight("slope", {3, 1, 1}, {0.25f, -0.5f, 1.5f});
+    int y = np.plan.output("y", {3, 5, 7});
+    np.plan.op("PRelu", {x, s}, {y});
+    v.push_back(std::move(np));
+  }
   v.push_back(unary("Pow", Attrs{{"exponent", 2.0}}));
   v.push_back(unary("Pow", Attrs{{"exponent", 3.0}}));
   {
