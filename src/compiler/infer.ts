@@ -33,7 +33,7 @@ export const LOWERINGS: Readonly<Record<string, Lowering>> = {
   Gemm: t.Gemm, MatMul: t.MatMul, Add: data.Binary, Sub: data.Binary, Mul: data.Binary, Div: data.Binary,
   Relu: t.Unary, Sigmoid: t.Unary, Tanh: t.Unary, Erf: t.Unary, LeakyRelu: t.LeakyRelu,
   Gelu: t.Gelu, Flatten: t.Flatten, Reshape: layout.Reshape, Transpose: t.Transpose,
-  Concat: cnn.Concat, Softmax: t.Softmax,
+  Concat: cnn.Concat, Softmax: t.Softmax, LogSoftmax: t.Softmax,
   Gather: data.Gather, Cast: data.Cast, Where: data.Where, Equal: data.Compare, Less: data.Compare,
   Greater: data.Compare, LessOrEqual: data.Compare, GreaterOrEqual: data.Compare, Not: data.Not, And: data.Logic, Or: data.Logic, Mod: data.Mod,
   Expand: layout.Expand, Unsqueeze: layout.Unsqueeze, Squeeze: layout.Squeeze, Slice: layout.Slice,

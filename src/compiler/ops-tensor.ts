@@ -93,11 +93,13 @@ export const Transpose: Lowering = (c) => {
   return { shapes: [perm.map((p) => x[p]!)], dtypes: [dt], attrs: { perm } };
 };
 
+/** Softmax and LogSoftmax (one kernel, cpu/softmax.cc). */
 export const Softmax: Lowering = (c) => {
   const x = floatAct(c, 0);
+  const op = c.node.opType;
   const axis = normAxis(c.node, attrInt(c.node, "axis", c.opset >= 13 ? -1 : 1), x.length);
-  if (axis === batchAxis(x)) throw shapeError(c, `Softmax across the batch (axis ${axis} of ${fmtShape(x)}) is not supported`);
-  // Before opset 13 Softmax flattened everything from `axis` on; equal only on the last axis.
-  if (c.opset < 13 && axis !== x.length - 1) throw shapeError(c, `opset ${c.opset} Softmax over axes ${axis}.. (flattened) is not supported`);
+  if (axis === batchAxis(x)) throw shapeError(c, `${op} across the batch (axis ${axis} of ${fmtShape(x)}) is not supported`);
+  // Before opset 13 they flattened everything from `axis` on; equal only on the last axis.
+  if (c.opset < 13 && axis !== x.length - 1) throw shapeError(c, `opset ${c.opset} ${op} over axes ${axis}.. (flattened) is not supported`);
   return { shapes: [x], attrs: { axis } };
 };

@@ -194,7 +194,7 @@ describe("memlane compile", () => {
   it("names every unsupported op at once: op, count, first node", { timeout: 60_000 }, async () => {
     const res = await cli(["compile", path.join(dir, "unsupported-ops.onnx"), "-o", path.join(out, "unsupported.mlplan")]);
     expect(res.code, res.all).toBe(1);
-    expect(res.stderr).toMatch(/unsupported-ops\.onnx: 3 ops memlane-rt cannot run — not supported: Hardmax \(2 nodes, first "hardmax_a"\), LogSoftmax \(node "log_softmax"\), Shrink \(node "shrink"\); memlane-rt supports: /);
+    expect(res.stderr).toMatch(/unsupported-ops\.onnx: 3 ops memlane-rt cannot run — not supported: Hardmax \(2 nodes, first "hardmax_a"\), LpNormalization \(node "lp_norm"\), Shrink \(node "shrink"\); memlane-rt supports: /);
     expect(existsSync(path.join(out, "unsupported.mlplan"))).toBe(false);
   });
 });

@@ -3,8 +3,9 @@
  * Elu, Selu, Celu, Softplus, Softsign, Mish, ThresholdedRelu, Tan ... Atanh) and PRelu, built as
  * ONNX graphs with their attributes set and at their defaults, inputs scaled into each op's
  * domain (and far out, where a naive Softplus overflows), compiled, run through memlane-rt over
- * real ZeroMQ at batches 1 and 3 and compared with ONNX Runtime on the same graph. The same ops
- * as torch exports them run in native-cnn-ops.test.ts (activations-block).
+ * real ZeroMQ at batches 1 and 3 and compared with ONNX Runtime on the same graph; and
+ * LogSoftmax. The same ops as torch exports them run in native-cnn-ops.test.ts
+ * (activations-block).
  */
 import { afterAll, beforeAll, describe, it } from "vitest";
 import { Supervisor } from "../../src/workers/supervisor.ts";
@@ -89,6 +90,17 @@ function graphCase(c: Case, folded: boolean): GraphCase {
   return { inputs: [["x", ["N", 4, 3, 5]]], opset: 18, ops: { [c.op]: 1 }, nodes: [...pre.nodes, op], inits: [...pre.inits, ...slope] };
 }
 
+/** LogSoftmax, the head of nets trained with NLLLoss (logits scaled to +-50: exp would overflow unshifted). */
+const logSoftmax = (dims: (number | string)[], attrs: Record<string, Attr>, opset = 17): GraphCase => ({
+  inputs: [["x", dims]], opset, ops: { LogSoftmax: 1 }, inits: [init("k", [1], [50])],
+  nodes: [node("Mul", ["x", "k"], ["p"]), node("LogSoftmax", ["p"], ["y"], attrs)],
+});
+const LOG_SOFTMAX: Record<string, GraphCase> = {
+  "LogSoftmax of a classifier's logits": logSoftmax(["N", 10], { axis: 1 }),
+  "LogSoftmax over a middle axis": logSoftmax(["N", 5, 3], { axis: 1 }),
+  "LogSoftmax at opset 11, last axis by default": logSoftmax(["N", 7], {}, 11),
+};
+
 let sup: Supervisor;
 let worker: WorkerHandle;
 const dir = tempDir();
@@ -104,5 +116,9 @@ describe.skipIf(!BUILT)("the float activations and PRelu on memlane-rt match ONN
 
   it.each(Object.keys(CASES).flatMap((name) => [[name, "run time"], [name, "folded"]]))("%s (%s)", async (name, how) => {
     await expectGraphMatchesOrt(worker, graphCase(CASES[name]!, how === "folded"), `${name}-${how}`, dir);
+  });
+
+  it.each(Object.keys(LOG_SOFTMAX))("%s", async (name) => {
+    await expectGraphMatchesOrt(worker, LOG_SOFTMAX[name]!, name, dir);
   });
 });

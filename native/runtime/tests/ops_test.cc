@@ -850,11 +850,13 @@ static void test_shape_ops() {
       }
     }
   }
-  for (int64_t axis : {1, 2}) {  // Softmax on [n,3,4] along axis 1 and 2
+  for (int64_t k = 0; k < 4; ++k) {  // Softmax and LogSoftmax on [n,3,4] along axis 1 and 2
+    const int64_t axis = 1 + k % 2;
+    const bool log = k >= 2;
     PlanBuilder pb;
     int xi = pb.input("x", {3, 4});
     int yi = pb.output("y", {3, 4});
-    pb.op("Softmax", {xi}, {yi}, {{"axis", axis}});
+    pb.op(log ? "LogSoftmax" : "Softmax", {xi}, {yi}, {{"axis", axis}});
     V xs = rng.vec(n * 12);
     for (auto& v : xs) v *= 10.f;
     V ref(xs.size());
@@ -865,12 +867,13 @@ static void test_shape_ops() {
         double m = -1e30, sum = 0;
         for (int j = 0; j < len; ++j) m = std::max(m, double(xs[at(j)]));
         for (int j = 0; j < len; ++j) sum += std::exp(xs[at(j)] - m);
-        for (int j = 0; j < len; ++j) ref[at(j)] = float(std::exp(xs[at(j)] - m) / sum);
+        for (int j = 0; j < len; ++j)
+          ref[at(j)] = float(log ? xs[at(j)] - m - std::log(sum) : std::exp(xs[at(j)] - m) / sum);
       }
     }
     RunResult r = run_plan(pb, n, {xs});
     CHECK_MSG(r.status == Status::kOk, r.message);
-    if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, 1e-6f, "softmax");
+    if (r.status == Status::kOk) CHECK_CLOSE(r.outputs[0], ref, log ? 1e-5f : 1e-6f, log ? "log-softmax" : "softmax");
   }
 }
 

@@ -121,7 +121,7 @@ bool v1_kernel_fits(const Plan& plan, const Op& op, std::string* why) {
     case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish: case OpType::kSiLU:
     // Row ops: their factories place the batch anywhere outside a row (docs/plan-format.md).
     case OpType::kGemm: case OpType::kMatMul:
-    case OpType::kSoftmax:
+    case OpType::kSoftmax: case OpType::kLogSoftmax:
     case OpType::kLayerNorm:
       layout_free = true;
       break;
@@ -231,7 +231,7 @@ std::unique_ptr<cpu::Kernel> make_kernel(cpu::BuildCtx& bc, const Plan& plan, si
         case OpType::kFlatten: case OpType::kReshape: k = cpu::make_copy(bc, op, &st, message); break;
         case OpType::kTranspose: k = cpu::make_transpose(bc, op, &st, message); break;
         case OpType::kConcat: k = cpu::make_concat(bc, op, &st, message); break;
-        case OpType::kSoftmax: k = cpu::make_softmax(bc, op, &st, message); break;
+        case OpType::kSoftmax: case OpType::kLogSoftmax: k = cpu::make_softmax(bc, op, &st, message); break;
         case OpType::kLayerNorm: k = cpu::make_layernorm(bc, op, &st, message); break;
         case OpType::kPow: case OpType::kSqrt: case OpType::kReciprocal: case OpType::kExp:
         case OpType::kNeg: case OpType::kLog: case OpType::kAbs: case OpType::kSin: case OpType::kCos:

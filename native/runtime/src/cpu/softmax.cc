@@ -1,4 +1,5 @@
-// Softmax along one axis (ONNX opset >= 13 semantics; the compiler normalised the axis).
+// Softmax and LogSoftmax along one axis (ONNX opset >= 13 semantics; the compiler normalised
+// the axis).
 #include <algorithm>
 #include <cmath>
 
@@ -14,6 +15,7 @@ class SoftmaxKernel final : public Kernel {
   TensorRef x, y;
   int64_t outer_per_sample = 1, len = 1, inner_per_sample = 1;
   bool batch_inner = false;  // the batch sits after the softmax axis (scales inner, not outer)
+  bool log = false;          // LogSoftmax: y = x - max - log(sum exp(x - max))
   void run(const RunCtx& c) const override {
     const float* X = x.at(c);
     float* Y = y.at(c);
@@ -24,6 +26,15 @@ class SoftmaxKernel final : public Kernel {
         const int64_t o = r / inner, i = r % inner;
         const float* xr = X + o * len * inner + i;
         float* yr = Y + o * len * inner + i;
+        if (log) {  // reads x to the end, so y may be x
+          float m = xr[0];
+          for (int64_t j = 1; j < len; ++j) m = std::max(m, xr[j * inner]);
+          float s = 0.f;
+          for (int64_t j = 0; j < len; ++j) s += vmath::exp1(xr[j * inner] - m);
+          const float shift = m + std::log(s);
+          for (int64_t j = 0; j < len; ++j) yr[j * inner] = xr[j * inner] - shift;
+          continue;
+        }
         if (inner == 1 && simd::have_avx512()) {  // contiguous row: two 16-lane passes and a scale
           if (yr != xr) std::copy(xr, xr + len, yr);
           simd::scale_row(yr, len, 1.f / simd::softmax_row_unnormalised(yr, len, 1.f, nullptr, 0));
@@ -68,6 +79,7 @@ std::unique_ptr<Kernel> make_softmax(const BuildCtx& bc, const Op& op, Status* s
   k->len = X.shape[axis];
   for (int i = axis + 1; i < r; ++i) k->inner_per_sample *= X.shape[i] < 0 ? -X.shape[i] : X.shape[i];
   k->batch_inner = bax > axis;
+  k->log = op.type == OpType::kLogSoftmax;
   if (k->len < 1) return unsupported(op, "empty softmax axis", st, msg);
   k->x = bc.ref(op.inputs[0]);
   k->y = bc.ref(op.outputs[0]);

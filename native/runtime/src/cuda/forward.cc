@@ -23,8 +23,8 @@ const char* op_name(OpType t) {
                                        "Split", "LSTM", "Max", "Min", "GatherND", "CumSum", "GatherElements", "Sin", "Cos", "ArgMax",
                                        "Elu", "Selu", "Celu", "Softplus", "Softsign", "Mish", "ThresholdedRelu",
                                        "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
-                                       "PRelu", "ConvTranspose"};
-  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(OpType::kConvTranspose) + 1,
+                                       "PRelu", "ConvTranspose", "LogSoftmax"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(OpType::kLogSoftmax) + 1,
                 "one name per OpType, in enum order (plan/plan.h)");
   const size_t i = static_cast<size_t>(t);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";
@@ -201,11 +201,11 @@ Status check_op(const Plan& plan, const Op& op, std::string* message) {
     }
     case OpType::kRelu: case OpType::kLeakyRelu: case OpType::kSigmoid: case OpType::kTanh:
     case OpType::kErf: case OpType::kGelu:
-    case OpType::kSoftmax:
+    case OpType::kSoftmax: case OpType::kLogSoftmax:
       if (!need(1, 1)) return in_count(1, 1);
       if (X.is_weight()) return bad("input must be an activation");
       if (X.elements() != Y.elements()) return bad("input " + shape_str(X.shape) + " and output " + shape_str(Y.shape) + " differ");
-      if (op.type == OpType::kSoftmax) {
+      if (op.type == OpType::kSoftmax || op.type == OpType::kLogSoftmax) {
         if (a.axis < 0 || size_t(a.axis) >= X.shape.size() || a.axis == X.batch_axis())
           return bad("axis out of range (or the batch's) for " + shape_str(X.shape));
         if (X.shape[a.axis] < 1) return bad("empty softmax axis");
@@ -493,12 +493,13 @@ Status run_op(const ForwardEnv& env, const Op& op, int64_t batch, cudaStream_t s
         CUDA_CHECK(cudaMemcpyAsync(y, x, static_cast<size_t>(n_out) * prec_bytes(p), cudaMemcpyDeviceToDevice, s));
       return Status::kOk;
     }
-    case OpType::kSoftmax: {
+    case OpType::kSoftmax: case OpType::kLogSoftmax: {
       const auto xd = dims_of(xt, batch);
       const size_t axis = static_cast<size_t>(op.attrs.axis);  // not the batch's (check_op)
       if (axis >= xd.size()) return unsupported(op, "axis out of range", message);
       if (dry) return Status::kOk;
-      CUDA_CHECK(softmax(p, ptr(in(0)), ptr(op.outputs[0]), prod(xd, 0, axis), xd[axis], prod(xd, axis + 1), s));
+      CUDA_CHECK(softmax(p, ptr(in(0)), ptr(op.outputs[0]), prod(xd, 0, axis), xd[axis], prod(xd, axis + 1),
+                         op.type == OpType::kLogSoftmax, s));
       return Status::kOk;
     }
     case OpType::kLayerNorm: {

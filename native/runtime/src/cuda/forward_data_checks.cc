@@ -181,7 +181,7 @@ Status check_float_layout(const Plan& plan, const Op& op, std::string* message) 
     case OpType::kMish: case OpType::kThresholdedRelu:
     case OpType::kHardSwish: case OpType::kSiLU:
     // Row ops: the batch anywhere outside a row (their checks in forward.cc say where).
-    case OpType::kGemm: case OpType::kMatMul: case OpType::kSoftmax: case OpType::kLayerNorm:
+    case OpType::kGemm: case OpType::kMatMul: case OpType::kSoftmax: case OpType::kLogSoftmax: case OpType::kLayerNorm:
       layout_free = true;
       break;
     default:

@@ -85,8 +85,8 @@ cudaError_t avgpool2d(Prec p, const void* x, void* y, const PoolDesc& d, cudaStr
 // GlobalAveragePool: x [NC, HW] -> y [NC].
 cudaError_t global_avgpool(Prec p, const void* x, void* y, int64_t NC, int64_t HW, cudaStream_t s);
 
-// ops/softmax.cu: softmax over the middle dimension of [outer, axis, inner].
-cudaError_t softmax(Prec p, const void* x, void* y, int64_t outer, int64_t axis, int64_t inner,
+// ops/softmax.cu: softmax (or, `log`, log-softmax) over the middle dimension of [outer, axis, inner].
+cudaError_t softmax(Prec p, const void* x, void* y, int64_t outer, int64_t axis, int64_t inner, bool log,
                     cudaStream_t s);
 
 // ops/concat.cu (Concat of any dtype): data_kernels.h, concat_part_bytes.

@@ -86,6 +86,7 @@ const char* op_type_name(OpType t) {
     case OpType::kAtanh: return "Atanh";
     case OpType::kPRelu: return "PRelu";
     case OpType::kConvTranspose: return "ConvTranspose";
+    case OpType::kLogSoftmax: return "LogSoftmax";
   }
   return "?";
 }

@@ -91,6 +91,8 @@ enum class OpType : uint8_t {
   kPRelu,
   // U-Net decoders, FCN and GAN upsamplers, vocoders (1-D as 2-D): weight [group, M/group, kh, kw, C/group].
   kConvTranspose,
+  // log(softmax(x)) as one op (classifier heads trained with NLLLoss, the MNIST example's).
+  kLogSoftmax,
 };
 const char* op_type_name(OpType t);
 

@@ -168,7 +168,7 @@ bool parse_op_type(const std::string& s, OpType* t) {
       {"Tan", OpType::kTan}, {"Asin", OpType::kAsin}, {"Acos", OpType::kAcos}, {"Atan", OpType::kAtan},
       {"Sinh", OpType::kSinh}, {"Cosh", OpType::kCosh}, {"Asinh", OpType::kAsinh}, {"Acosh", OpType::kAcosh},
       {"Atanh", OpType::kAtanh}, {"PRelu", OpType::kPRelu},
-      {"ConvTranspose", OpType::kConvTranspose}};
+      {"ConvTranspose", OpType::kConvTranspose}, {"LogSoftmax", OpType::kLogSoftmax}};
   for (const auto& e : kTable)
     if (s == e.n) { *t = e.t; return true; }
   return false;
@@ -309,7 +309,8 @@ bool parse_attrs(Reader& r, const Obj* attrs_obj, OpType t, const std::string& p
     case OpType::kLSTM:
       return parse_cnn_attrs(r, m, t, p, a);
     case OpType::kConcat:
-    case OpType::kSoftmax: {  // any axis but the batch's (the kernel checks that)
+    case OpType::kSoftmax:
+    case OpType::kLogSoftmax: {  // any axis but the batch's (the kernel checks that)
       int64_t v;
       if (!r.as_int(r.need(m, "axis", p), p + ".axis", &v)) return false;
       if (v < 0 || v > 16) return r.bad(p + ".axis", "0..16 (full rank)", std::to_string(v));

@@ -458,6 +458,13 @@ std::vector<NamedPlan> op_plans() {
     np.plan.op("Concat", {a, c}, {y}, Attrs{{"axis", int64_t(1)}});
     v.push_back(std::move(np));
   }
+  {  // a classifier head trained with NLLLoss
+    NamedPlan np{"LogSoftmax axis 1 of 2-D", {}};
+    int x = np.plan.input("x", {10});
+    int y = np.plan.output("y", {10});
+    np.plan.op("LogSoftmax", {x}, {y}, Attrs{{"axis", int64_t(1)}});
+    v.push_back(std::move(np));
+  }
   {
     NamedPlan np{"Softmax axis 1 of 2-D", {}};
     int x = np.plan.input("x", {10});
