@@ -19,7 +19,7 @@ import { ACTIVATION_LOWERINGS } from "./ops-activation.ts";
 import { ConvTranspose } from "./ops-conv-transpose.ts";
 import { ArgMax } from "./ops-argmax.ts";
 import { Einsum } from "./ops-einsum.ts";
-import { LSTM } from "./ops-lstm.ts";
+import { GRU, LSTM } from "./ops-lstm.ts";
 import { Resize } from "./ops-resize.ts";
 import * as t from "./ops-tensor.ts";
 import { TRANSFORMER_LOWERINGS } from "./ops-transformer.ts";
@@ -38,7 +38,7 @@ export const LOWERINGS: Readonly<Record<string, Lowering>> = {
   Greater: data.Compare, LessOrEqual: data.Compare, GreaterOrEqual: data.Compare, Not: data.Not, And: data.Logic, Or: data.Logic, Mod: data.Mod,
   Expand: layout.Expand, Unsqueeze: layout.Unsqueeze, Squeeze: layout.Squeeze, Slice: layout.Slice,
   Range: layout.Range, ConstantOfShape: layout.ConstantOfShape,
-  Clip: cnn.Clip, HardSigmoid: cnn.HardSigmoid, HardSwish: cnn.HardSwish, Pad: cnn.Pad, Split: cnn.Split, LSTM,
+  Clip: cnn.Clip, HardSigmoid: cnn.HardSigmoid, HardSwish: cnn.HardSwish, Pad: cnn.Pad, Split: cnn.Split, LSTM, GRU,
   Max: MinMax, Min: MinMax, GatherND, CumSum, GatherElements, Resize, Upsample: Resize,
   Einsum, Tile: layout.Tile, InstanceNormalization: conv.InstanceNormalization, ArgMax,
   DepthToSpace: layout.DepthToSpace, SpaceToDepth: layout.SpaceToDepth, OneHot: layout.OneHot,

@@ -1,6 +1,7 @@
 /**
- * Before inference: torch's layout 0 LSTMs (the batch on axis 1) as memlane-rt's batch-first
- * LSTM (layout 1).
+ * Before inference: torch's layout 0 LSTMs and GRUs (the batch on axis 1) as memlane-rt's
+ * batch-first ones (layout 1). What follows says LSTM for both: a GRU has the same inputs up
+ * to initial_h and the same Y, and no Y_c.
  *
  * Any layout 0 LSTM becomes `Transpose(X, [1,0,2]) -> LSTM (layout 1)` with its outputs moved
  * back to layout 0 by Transposes (Y [N, S, D, H] -> [S, D, N, H]; Y_h, Y_c [N, D, H] -> [D, N,
@@ -21,6 +22,9 @@ import { topoSort } from "./order.ts";
 
 const same = (a: number[] | undefined, b: number[]) => a !== undefined && a.length === b.length && a.every((v, i) => v === b[i]);
 
+/** The recurrent ops this rewrite moves to layout 1 (their shared inputs: X, W, R, B, sequence_lens, initial_h). */
+const RECURRENT = new Set(["LSTM", "GRU"]);
+
 /** Ops that only move or replicate values: a zero source stays zeros through them. */
 const MOVES = new Set(["Transpose", "Slice", "Expand", "Reshape", "Unsqueeze", "Squeeze", "Identity", "Cast", "Tile", "Gather"]);
 
@@ -28,7 +32,7 @@ const MOVES = new Set(["Transpose", "Slice", "Expand", "Reshape", "Unsqueeze", "
 type Layout = "sn" | "y" | "sn4";
 
 export function rewriteBatchFirstLstm(g: Graph): Graph {
-  if (!g.nodes.some((n) => n.opType === "LSTM")) return g;
+  if (!g.nodes.some((n) => RECURRENT.has(n.opType))) return g;
   const nodes = topoSort(g).map((n) => ({ ...n, inputs: [...n.inputs], outputs: [...n.outputs], attrs: new Map(n.attrs) }));
   const consts = new Map(g.consts);
   const producer = new Map<string, Node>();
@@ -65,8 +69,8 @@ export function rewriteBatchFirstLstm(g: Graph): Graph {
   };
   const perm = (n: Node) => (n.opType === "Transpose" ? (n.attrs.get("perm") as number[] | undefined) : undefined);
   const refuse = (lstm: Node, why: string) =>
-    new CompileError(`${g.file}: LSTM node "${lstm.name}": layout 0 is rewritten to memlane-rt's batch-first LSTM only with zero initial states and no sequence_lens, and here ${why}`,
-      "shape", { node: lstm.name, opType: "LSTM" });
+    new CompileError(`${g.file}: ${lstm.opType} node "${lstm.name}": layout 0 is rewritten to memlane-rt's batch-first ${lstm.opType} only with zero initial states and no sequence_lens, and here ${why}`,
+      "shape", { node: lstm.name, opType: lstm.opType });
 
   const seq = new Map<string, { twin: string; layout: Layout }>();
   const gone = new Set<string>(); // sequence-first names no node produces any more
@@ -84,7 +88,7 @@ export function rewriteBatchFirstLstm(g: Graph): Graph {
   let rewrote = false;
   for (const n of nodes) {
     const s = n.inputs[0] ? seq.get(n.inputs[0]) : undefined;
-    if (n.opType === "LSTM") {
+    if (RECURRENT.has(n.opType)) {
       // An absent output before a present one would leave a hole in the plan op's outputs.
       const last = n.outputs.map((o, i) => (o ? i : -1)).reduce((a, b) => Math.max(a, b), -1);
       n.outputs = n.outputs.slice(0, last + 1).map((o, i) => o || fresh(`${n.name}.out${i}`));
@@ -147,15 +151,15 @@ export function rewriteBatchFirstLstm(g: Graph): Graph {
   let kept = out;
   for (let changed = true; changed; ) {
     const read = new Set([...g.outputs, ...kept.flatMap((n) => n.inputs)]);
-    const next = kept.filter((n) => n.opType === "LSTM" || n.outputs.some((o) => o && read.has(o)));
+    const next = kept.filter((n) => RECURRENT.has(n.opType) || n.outputs.some((o) => o && read.has(o)));
     changed = next.length !== kept.length;
     kept = next;
   }
   for (const n of kept) {
     const left = n.inputs.find((v) => gone.has(v));
-    if (left) throw new CompileError(`${g.file}: ${n.opType} node "${n.name}" reads "${left}", a sequence-first (batch on axis 1) result of a batch_first LSTM that plan v1 computes batch-first; only torch's Transpose/Reshape/Squeeze back to batch-first, or another LSTM, may read it`, "shape", { node: n.name, tensor: left });
+    if (left) throw new CompileError(`${g.file}: ${n.opType} node "${n.name}" reads "${left}", a sequence-first (batch on axis 1) result of a batch_first LSTM or GRU that plan v1 computes batch-first; only torch's Transpose/Reshape/Squeeze back to batch-first, or another LSTM or GRU, may read it`, "shape", { node: n.name, tensor: left });
   }
   const outLeft = g.outputs.find((o) => gone.has(o));
-  if (outLeft) throw new CompileError(`${g.file}: graph output "${outLeft}" has the batch on axis 1 (a batch_first LSTM's sequence-first result); plan v1 keeps the batch first`, "shape", { output: outLeft });
+  if (outLeft) throw new CompileError(`${g.file}: graph output "${outLeft}" has the batch on axis 1 (a batch_first LSTM's or GRU's sequence-first result); plan v1 keeps the batch first`, "shape", { output: outLeft });
   return { ...g, nodes: kept, consts };
 }

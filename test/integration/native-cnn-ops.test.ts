@@ -2,7 +2,7 @@
  * memlane-rt's CNN ops and LSTM end to end: blocks in the shape of mobilenet_v2/v3,
  * efficientnet, shufflenet_v2, squeezenet, densenet and googlenet (their Concats in place), a reflect-padded conv, Split + Concat, 1-D convs and pools,
  * Resize (nearest, linear and cubic, rewritten into MatMuls), the exponential activations and
- * PReLU, a U-Net decoder's transposed convs, and batch_first LSTMs
+ * PReLU, a U-Net decoder's transposed convs, and batch_first LSTMs and GRUs
  * (make_cnn_models.py), exported by both torch exporters, compiled and run through
  * memlane-rt over real ZeroMQ, must match ONNX Runtime within 1e-4 of each output's scale.
  */
@@ -25,7 +25,7 @@ import { ortSession } from "../fixtures/ort-session.ts";
 const BUILT = rtBuilt("native-cnn-ops");
 
 const EXPECTED = [
-  "mbv2-block", "mbv3-block", "mbconv-silu", "shuffle-block", "pad-block", "split-concat", "fire-blocks", "dense-blocks", "inception-block", "conv1d-block", "resize-block", "resize-cubic", "activations-block", "unet-decoder", "lstm-bf", "lstm-bf-bidir", "lstm-bf-2layers",
+  "mbv2-block", "mbv3-block", "mbconv-silu", "shuffle-block", "pad-block", "split-concat", "fire-blocks", "dense-blocks", "inception-block", "conv1d-block", "resize-block", "resize-cubic", "activations-block", "unet-decoder", "lstm-bf", "lstm-bf-bidir", "lstm-bf-2layers", "gru-bf", "gru-bidir-2layers", "gru-seq-first",
 ].flatMap((m) => [`${m}-legacy.onnx`, `${m}-dynamo.onnx`]).concat("resize-cubic-exclude.onnx");
 
 const dir = mkdtempSync(join(tmpdir(), "memlane-cnn-ops-"));

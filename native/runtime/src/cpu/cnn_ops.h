@@ -44,6 +44,13 @@ void lstm(const LstmDims& d, const float* x, const float* W, const float* R, con
           float* y, float* yh, float* yc, float* workspace,
           ThreadPool* pool = nullptr);
 
+// gru.cc: one ONNX GRU layer (gates z, r, h; sigmoid/tanh), LstmDims' strides, Y_h's at s_d/s_b.
+// W [D, 3H, I], R [D, 3H, H], bias [D, 6H] (Wb then Rb; null = zeros). linear_before_reset:
+// the reset gate scales h·Rh^T + Rbh (torch's nn.GRU) instead of h before the product.
+int64_t gru_workspace_floats(const LstmDims& d);
+void gru(const LstmDims& d, bool linear_before_reset, const float* x, const float* W, const float* R,
+         const float* bias, float* y, float* yh, float* workspace, ThreadPool* pool = nullptr);
+
 // transpose_nd.cc: y = x.transpose(perm) over `rank` (<= 6) dims, the batch included and free
 // to move (plan v1's factory still refuses perm[0] != 0: its per-sample layout needs the batch first).
 inline constexpr int kTransposeMaxRank = 6;

@@ -128,7 +128,7 @@ bool v1_kernel_fits(const Plan& plan, const Op& op, std::string* why) {
     case OpType::kConv: case OpType::kConvTranspose: case OpType::kMaxPool:
     case OpType::kAveragePool: case OpType::kGlobalAveragePool: case OpType::kFlatten:
     case OpType::kReduceMean: case OpType::kReduceSum: case OpType::kReduceMax:
-    case OpType::kAttention: case OpType::kPad: case OpType::kSplit: case OpType::kLSTM:
+    case OpType::kAttention: case OpType::kPad: case OpType::kSplit: case OpType::kLSTM: case OpType::kGRU:
       break;
     default:
       return true;  // dtype- and layout-aware kernels check for themselves (Transpose: 4- and 8-byte elements)
@@ -256,6 +256,7 @@ std::unique_ptr<cpu::Kernel> make_kernel(cpu::BuildCtx& bc, const Plan& plan, si
         case OpType::kPad: k = cpu::make_pad(bc, op, &st, message); break;
         case OpType::kSplit: k = cpu::make_split(bc, op, &st, message); break;
         case OpType::kLSTM: k = cpu::make_lstm(bc, op, &st, message); break;
+        case OpType::kGRU: k = cpu::make_gru(bc, op, &st, message); break;
         case OpType::kMax: case OpType::kMin: case OpType::kPRelu: k = cpu::make_binary(bc, op, &st, message); break;
         case OpType::kGatherND: k = cpu::make_gather_nd(bc, op, &st, message); break;
         case OpType::kCumSum: k = cpu::make_cumsum(bc, op, &st, message); break;

@@ -163,6 +163,7 @@ std::unique_ptr<Kernel> make_clip_hard(const BuildCtx&, const Op&, Status*, std:
 std::unique_ptr<Kernel> make_pad(const BuildCtx&, const Op&, Status*, std::string*);
 std::unique_ptr<Kernel> make_split(const BuildCtx&, const Op&, Status*, std::string*);
 std::unique_ptr<Kernel> make_lstm(const BuildCtx&, const Op&, Status*, std::string*);
+std::unique_ptr<Kernel> make_gru(const BuildCtx&, const Op&, Status*, std::string*);  // gru.cc
 std::unique_ptr<Kernel> make_gather_nd(const BuildCtx&, const Op&, Status*, std::string*);  // gather_nd.cc
 std::unique_ptr<Kernel> make_cumsum(const BuildCtx&, const Op&, Status*, std::string*);  // cumsum.cc
 std::unique_ptr<Kernel> make_argmax(const BuildCtx&, const Op&, Status*, std::string*);  // argmax.cc

@@ -87,6 +87,7 @@ const char* op_type_name(OpType t) {
     case OpType::kPRelu: return "PRelu";
     case OpType::kConvTranspose: return "ConvTranspose";
     case OpType::kLogSoftmax: return "LogSoftmax";
+    case OpType::kGRU: return "GRU";
   }
   return "?";
 }

@@ -93,6 +93,8 @@ enum class OpType : uint8_t {
   kConvTranspose,
   // log(softmax(x)) as one op (classifier heads trained with NLLLoss, the MNIST example's).
   kLogSoftmax,
+  // The LSTM's sibling (speech and time-series nets), batch-first like it; the CPU backend only.
+  kGRU,
 };
 const char* op_type_name(OpType t);
 
@@ -150,6 +152,7 @@ struct OpAttrs {
   int hiddenSize = 0;
   LstmDirection direction = LstmDirection::kForward;
   int layout = 1;
+  bool linearBeforeReset = false;  // GRU: the reset gate scales h·Rh^T + Rbh (torch's nn.GRU)
 };
 
 inline constexpr int32_t kAbsentInput = -1;

@@ -168,7 +168,8 @@ bool parse_op_type(const std::string& s, OpType* t) {
       {"Tan", OpType::kTan}, {"Asin", OpType::kAsin}, {"Acos", OpType::kAcos}, {"Atan", OpType::kAtan},
       {"Sinh", OpType::kSinh}, {"Cosh", OpType::kCosh}, {"Asinh", OpType::kAsinh}, {"Acosh", OpType::kAcosh},
       {"Atanh", OpType::kAtanh}, {"PRelu", OpType::kPRelu},
-      {"ConvTranspose", OpType::kConvTranspose}, {"LogSoftmax", OpType::kLogSoftmax}};
+      {"ConvTranspose", OpType::kConvTranspose}, {"LogSoftmax", OpType::kLogSoftmax},
+      {"GRU", OpType::kGRU}};
   for (const auto& e : kTable)
     if (s == e.n) { *t = e.t; return true; }
   return false;
@@ -217,7 +218,8 @@ bool parse_cnn_attrs(Reader& r, const Obj& m, OpType t, const std::string& p, Op
       a->axis = int(v);
       return r.as_ints(r.need(m, "split", p), p + ".split", &a->split);
     }
-    case OpType::kLSTM: {
+    case OpType::kLSTM:
+    case OpType::kGRU: {
       int64_t v;
       if (!r.as_int(r.need(m, "hiddenSize", p), p + ".hiddenSize", &v)) return false;
       if (v < 1 || v > INT32_MAX) return r.bad(p + ".hiddenSize", ">= 1", std::to_string(v));
@@ -233,6 +235,10 @@ bool parse_cnn_attrs(Reader& r, const Obj& m, OpType t, const std::string& p, Op
         else if (s == "reverse") a->direction = LstmDirection::kReverse;
         else if (s == "bidirectional") a->direction = LstmDirection::kBidirectional;
         else return r.bad(p + ".direction", "\"forward\", \"reverse\" or \"bidirectional\"", "\"" + s + "\"");
+      }
+      if (const Obj* o = map_get(m, "linearBeforeReset")) {
+        if (t != OpType::kGRU) return r.bad(p + ".linearBeforeReset", "absent (a GRU's attribute)", "present");
+        if (!r.as_bool(o, p + ".linearBeforeReset", &a->linearBeforeReset)) return false;
       }
       return true;
     }
@@ -307,6 +313,7 @@ bool parse_attrs(Reader& r, const Obj* attrs_obj, OpType t, const std::string& p
     case OpType::kPad:
     case OpType::kSplit:
     case OpType::kLSTM:
+    case OpType::kGRU:
       return parse_cnn_attrs(r, m, t, p, a);
     case OpType::kConcat:
     case OpType::kSoftmax:
