@@ -5,8 +5,8 @@
  * a node's step. The kernels modelled are those whose scratch grows with the batch in the
  * models memlane meets:
  *
- * - LSTM (ort-lstm.ts): its input projections for every step and the per-batch states, after
- *   its outputs are allocated.
+ * - LSTM (ort-lstm.ts) and GRU (ort-gru.ts): their input projections for every step and the
+ *   per-batch states, after their outputs are allocated.
  * - Where (providers/cpu/tensor/where_op.cc): it selects in two passes, `cond ? X : 0` and
  *   `cond ? 0 : Y`, each into a tensor of its own of the broadcast shape of the condition and
  *   that input, then merges both into the output, which it allocates last. A transformer's
@@ -30,6 +30,7 @@ import { broadcastDims } from "../compiler/fold-math.ts";
 import { type ConstTensor, DTYPE_BYTES, type DType, type LNode, perSample } from "../compiler/ir.ts";
 import { BIAS_GELU, FAST_GELU } from "./ort-fusions-transformer.ts";
 import { einsumScratch } from "./ort-einsum.ts";
+import { ortGruScratchPerSample } from "./ort-gru.ts";
 import { ortLstmScratchPerSample } from "./ort-lstm.ts";
 import { ortQuantizedScratch } from "./ort-scratch-quantized.ts";
 
@@ -60,8 +61,8 @@ export interface ValueInfo {
 
 /** The scratch ORT's kernel for `n` takes, bytes a sample; null: none modelled. */
 export function ortKernelScratch(n: LNode, values: ValueInfo): KernelScratch | null {
-  if (n.op === "LSTM") {
-    const sizes = ortLstmScratchPerSample(n);
+  if (n.op === "LSTM" || n.op === "GRU") {
+    const sizes = n.op === "LSTM" ? ortLstmScratchPerSample(n) : ortGruScratchPerSample(n);
     return sizes.length ? { sizes, beforeOutputs: false } : null;
   }
   if (n.op === "Where") return whereScratch(n, values);

@@ -225,7 +225,9 @@ const recurrent: Lowering = (c) => {
   if (x.length !== 3) throw shapeError(c, `X must have rank 3 [S, N, I], found ${fmtShape(x)}`);
   const d = c.node.attrs.has("direction") && String(c.node.attrs.get("direction")) === "bidirectional" ? 2 : 1;
   const h = attrInt(c.node, "hidden_size", 0);
-  return { shapes: [[x[0]!, d, x[1]!, h], [d, x[1]!, h]], attrs: {} };
+  // What the GRU's scratch needs (ort-gru.ts): the batch is X's axis 1 where it is negative.
+  const attrs = { hiddenSize: h, directions: d, reverse: String(c.node.attrs.get("direction") ?? "") === "reverse" ? 1 : 0, seq: x[0]!, batch: x[1]!, inputSize: x[2]!, linearBeforeReset: attrInt(c.node, "linear_before_reset", 0) };
+  return { shapes: [[x[0]!, d, x[1]!, h], [d, x[1]!, h]], attrs };
 };
 
 /**
