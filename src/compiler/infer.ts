@@ -18,6 +18,7 @@ import { GatherND, MinMax } from "./ops-gather-nd.ts";
 import { ACTIVATION_LOWERINGS } from "./ops-activation.ts";
 import { ConvTranspose } from "./ops-conv-transpose.ts";
 import { ArgMax } from "./ops-argmax.ts";
+import { TopK } from "./ops-topk.ts";
 import { Einsum } from "./ops-einsum.ts";
 import { GRU, LSTM } from "./ops-lstm.ts";
 import { Resize } from "./ops-resize.ts";
@@ -40,7 +41,7 @@ export const LOWERINGS: Readonly<Record<string, Lowering>> = {
   Range: layout.Range, ConstantOfShape: layout.ConstantOfShape,
   Clip: cnn.Clip, HardSigmoid: cnn.HardSigmoid, HardSwish: cnn.HardSwish, Pad: cnn.Pad, Split: cnn.Split, LSTM, GRU,
   Max: MinMax, Min: MinMax, GatherND, CumSum, GatherElements, Resize, Upsample: Resize,
-  Einsum, Tile: layout.Tile, InstanceNormalization: conv.InstanceNormalization, ArgMax,
+  Einsum, Tile: layout.Tile, InstanceNormalization: conv.InstanceNormalization, ArgMax, TopK,
   DepthToSpace: layout.DepthToSpace, SpaceToDepth: layout.SpaceToDepth, OneHot: layout.OneHot,
   // Elu, Selu, Celu, Softplus, Softsign, Mish, ThresholdedRelu, trigonometry, PRelu.
   ...ACTIVATION_LOWERINGS,

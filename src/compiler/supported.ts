@@ -20,7 +20,7 @@ export const SUPPORTED_OPS: readonly string[] = Object.freeze([
   "Sin", "Cos", "ArgMax",
   "Elu", "Selu", "Celu", "Softplus", "Softsign", "Mish", "ThresholdedRelu",
   "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "PRelu",
-  "ConvTranspose", "LogSoftmax", "GRU",
+  "ConvTranspose", "LogSoftmax", "GRU", "TopK",
 ]);
 
 /** Ops the compiler removes or rewrites into supported ones. */

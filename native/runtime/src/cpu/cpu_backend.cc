@@ -261,6 +261,7 @@ std::unique_ptr<cpu::Kernel> make_kernel(cpu::BuildCtx& bc, const Plan& plan, si
         case OpType::kGatherND: k = cpu::make_gather_nd(bc, op, &st, message); break;
         case OpType::kCumSum: k = cpu::make_cumsum(bc, op, &st, message); break;
         case OpType::kArgMax: k = cpu::make_argmax(bc, op, &st, message); break;
+        case OpType::kTopK: k = cpu::make_topk(bc, op, &st, message); break;
         case OpType::kGatherElements: k = cpu::make_gather_elements(bc, op, &st, message); break;
       }
   *st_out = k ? Status::kOk : (st == Status::kOk ? Status::kUnsupportedOp : st);

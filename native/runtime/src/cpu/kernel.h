@@ -167,6 +167,7 @@ std::unique_ptr<Kernel> make_gru(const BuildCtx&, const Op&, Status*, std::strin
 std::unique_ptr<Kernel> make_gather_nd(const BuildCtx&, const Op&, Status*, std::string*);  // gather_nd.cc
 std::unique_ptr<Kernel> make_cumsum(const BuildCtx&, const Op&, Status*, std::string*);  // cumsum.cc
 std::unique_ptr<Kernel> make_argmax(const BuildCtx&, const Op&, Status*, std::string*);  // argmax.cc
+std::unique_ptr<Kernel> make_topk(const BuildCtx&, const Op&, Status*, std::string*);  // topk.cc
 std::unique_ptr<Kernel> make_gather_elements(const BuildCtx&, const Op&, Status*, std::string*);  // gather_elements.cc
 
 // Shared helpers for factories.

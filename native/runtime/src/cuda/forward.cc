@@ -23,8 +23,8 @@ const char* op_name(OpType t) {
                                        "Split", "LSTM", "Max", "Min", "GatherND", "CumSum", "GatherElements", "Sin", "Cos", "ArgMax",
                                        "Elu", "Selu", "Celu", "Softplus", "Softsign", "Mish", "ThresholdedRelu",
                                        "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
-                                       "PRelu", "ConvTranspose", "LogSoftmax", "GRU"};
-  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(OpType::kGRU) + 1,
+                                       "PRelu", "ConvTranspose", "LogSoftmax", "GRU", "TopK"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(OpType::kTopK) + 1,
                 "one name per OpType, in enum order (plan/plan.h)");
   const size_t i = static_cast<size_t>(t);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";

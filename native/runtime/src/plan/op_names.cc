@@ -88,6 +88,7 @@ const char* op_type_name(OpType t) {
     case OpType::kConvTranspose: return "ConvTranspose";
     case OpType::kLogSoftmax: return "LogSoftmax";
     case OpType::kGRU: return "GRU";
+    case OpType::kTopK: return "TopK";
   }
   return "?";
 }

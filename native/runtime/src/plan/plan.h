@@ -95,6 +95,8 @@ enum class OpType : uint8_t {
   kLogSoftmax,
   // The LSTM's sibling (speech and time-series nets), batch-first like it; the CPU backend only.
   kGRU,
+  // The k largest or smallest of each row and their int64 indices (a top-5 head, candidates).
+  kTopK,
 };
 const char* op_type_name(OpType t);
 
@@ -127,6 +129,8 @@ struct OpAttrs {
                                               // Gather, CumSum, GatherElements, ArgMax (any axis, resolved)
   bool exclusive = false, reverse = false;    // CumSum: ONNX's flags
   bool lastIndex = false;                     // ArgMax: select_last_index
+  int64_t k = 0;                              // TopK: how many of each row (>= 1)
+  bool largest = true;                        // TopK: the largest (else the smallest), sorted
   std::vector<int64_t> shape;                 // Reshape (resolved; shape[0] = -1 = batch)
   std::vector<int> perm;                      // Transpose (any permutation)
   float epsilon = 1e-5f;                      // LayerNormalization (normalises axis.. end)

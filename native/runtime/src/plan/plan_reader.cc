@@ -169,7 +169,7 @@ bool parse_op_type(const std::string& s, OpType* t) {
       {"Sinh", OpType::kSinh}, {"Cosh", OpType::kCosh}, {"Asinh", OpType::kAsinh}, {"Acosh", OpType::kAcosh},
       {"Atanh", OpType::kAtanh}, {"PRelu", OpType::kPRelu},
       {"ConvTranspose", OpType::kConvTranspose}, {"LogSoftmax", OpType::kLogSoftmax},
-      {"GRU", OpType::kGRU}};
+      {"GRU", OpType::kGRU}, {"TopK", OpType::kTopK}};
   for (const auto& e : kTable)
     if (s == e.n) { *t = e.t; return true; }
   return false;
@@ -336,11 +336,20 @@ bool parse_attrs(Reader& r, const Obj* attrs_obj, OpType t, const std::string& p
     case OpType::kGather:
     case OpType::kGatherElements:
     case OpType::kCumSum:
-    case OpType::kArgMax: {
+    case OpType::kArgMax:
+    case OpType::kTopK: {
       int64_t v;
       if (!r.as_int(r.need(m, "axis", p), p + ".axis", &v)) return false;
       if (v < 0 || v > 16) return r.bad(p + ".axis", "0..16 (resolved, full rank)", std::to_string(v));
       a->axis = int(v);
+      if (t == OpType::kTopK) {
+        if (!r.as_int(r.need(m, "k", p), p + ".k", &a->k)) return false;
+        if (a->k < 1) return r.bad(p + ".k", ">= 1", std::to_string(a->k));
+        if (!r.as_int(r.need(m, "largest", p), p + ".largest", &v)) return false;
+        if (v != 0 && v != 1) return r.bad(p + ".largest", "0 or 1", std::to_string(v));
+        a->largest = v == 1;
+        return true;
+      }
       if (t == OpType::kArgMax) {
         if (!r.as_int(r.need(m, "select_last_index", p), p + ".select_last_index", &v)) return false;
         if (v != 0 && v != 1) return r.bad(p + ".select_last_index", "0 or 1", std::to_string(v));
