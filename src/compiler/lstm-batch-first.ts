@@ -146,6 +146,16 @@ export function rewriteBatchFirstLstm(g: Graph): Graph {
     out.push(n);
   }
   if (!rewrote) return { ...g, nodes: out, consts };
+  // A sequence-first result read by anything else (EnCodec's residual LSTM adds its input to
+  // Y before moving it back): made from its batch-first twin by a Transpose after the twin's
+  // producer, the batch then on axis 1 as the reader expects (plan v2 ops take it anywhere).
+  const readNow = new Set(out.flatMap((n) => n.inputs));
+  for (const [name, { twin, layout }] of seq) {
+    if (!gone.has(name) || !readNow.has(name) || layout === "y") continue;
+    const at = out.findIndex((n) => n.outputs.includes(twin));
+    out.splice(at + 1, 0, transpose(`${name}.seq_first`, twin, name, layout === "sn" ? [1, 0, 2] : [1, 0, 2, 3]));
+    gone.delete(name);
+  }
   // Drop what nothing reads any more (the transposes, the zero states, the Shape arithmetic
   // of the old Reshape targets), to a fixed point; the LSTMs stay for their unused Y_h / Y_c.
   let kept = out;
@@ -154,10 +164,6 @@ export function rewriteBatchFirstLstm(g: Graph): Graph {
     const next = kept.filter((n) => RECURRENT.has(n.opType) || n.outputs.some((o) => o && read.has(o)));
     changed = next.length !== kept.length;
     kept = next;
-  }
-  for (const n of kept) {
-    const left = n.inputs.find((v) => gone.has(v));
-    if (left) throw new CompileError(`${g.file}: ${n.opType} node "${n.name}" reads "${left}", a sequence-first (batch on axis 1) result of a batch_first LSTM or GRU that plan v1 computes batch-first; only torch's Transpose/Reshape/Squeeze back to batch-first, or another LSTM or GRU, may read it`, "shape", { node: n.name, tensor: left });
   }
   const outLeft = g.outputs.find((o) => gone.has(o));
   if (outLeft) throw new CompileError(`${g.file}: graph output "${outLeft}" has the batch on axis 1 (a batch_first LSTM's or GRU's sequence-first result); plan v1 keeps the batch first`, "shape", { output: outLeft });

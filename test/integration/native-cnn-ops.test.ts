@@ -25,7 +25,7 @@ import { ortSession } from "../fixtures/ort-session.ts";
 const BUILT = rtBuilt("native-cnn-ops");
 
 const EXPECTED = [
-  "mbv2-block", "mbv3-block", "mbconv-silu", "shuffle-block", "pad-block", "split-concat", "fire-blocks", "dense-blocks", "inception-block", "conv1d-block", "resize-block", "resize-cubic", "activations-block", "unet-decoder", "lstm-bf", "lstm-bf-bidir", "lstm-bf-2layers", "gru-bf", "gru-bidir-2layers", "gru-seq-first",
+  "mbv2-block", "mbv3-block", "mbconv-silu", "shuffle-block", "pad-block", "split-concat", "fire-blocks", "dense-blocks", "inception-block", "conv1d-block", "resize-block", "resize-cubic", "activations-block", "unet-decoder", "lstm-bf", "lstm-bf-bidir", "lstm-bf-2layers", "slstm-residual", "gru-bf", "gru-bidir-2layers", "gru-seq-first",
 ].flatMap((m) => [`${m}-legacy.onnx`, `${m}-dynamo.onnx`]).concat("resize-cubic-exclude.onnx");
 
 const dir = mkdtempSync(join(tmpdir(), "memlane-cnn-ops-"));

@@ -273,6 +273,15 @@ describe("LSTM", () => {
     expect(relu.inShapes[0]).toEqual([5, D, -1, H]);
   });
 
+  // EnCodec's residual LSTM adds its input to the merged Y while both are sequence-first: the
+  // merged [S, N, D·H] is made from its batch-first twin by a Transpose [1, 0, 2] (it was refused).
+  it("gives another reader of the merged sequence-first Y that Y, transposed from its twin", async () => {
+    const { ops } = await plan(batchFirst(["y", "r"], [node("Relu", ["Yr"], ["r"])]));
+    expect(ops.map((o) => o.op)).toEqual(["LSTM", "Reshape", "Transpose", "Relu"]);
+    expect(ops[2]!.attrs.perm).toEqual([1, 0, 2]);
+    expect(ops.find((o) => o.op === "Relu")!.inShapes[0]).toEqual([5, -1, D * H]);
+  });
+
   it("refuses sequence_lens", async () => {
     const msg = await failure({
       inputs: [["x", [5, "N", I]], ["len", ["N"], 7]], outputs: ["Y"], inits: weights,
