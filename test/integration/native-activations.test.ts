@@ -7,15 +7,8 @@
  * LogSoftmax. The same ops as torch exports them run in native-cnn-ops.test.ts
  * (activations-block).
  */
-import { afterAll, beforeAll, describe, it } from "vitest";
-import { Supervisor } from "../../src/workers/supervisor.ts";
-import { workerSpecs } from "../../src/workers/specs.ts";
-import { rtBuilt } from "../fixtures/rt-built.ts";
-import type { WorkerHandle } from "../../src/workers/handle.ts";
-import { type GraphCase, expectGraphMatchesOrt } from "../fixtures/graph-vs-ort.ts";
-import { type Attr, type Init, type NodeSpec, init, node, tempDir, values } from "../unit/compiler-onnx-builder.ts";
-
-const BUILT = rtBuilt("native-activations");
+import { type GraphCase, describeGraphCases } from "../fixtures/graph-vs-ort.ts";
+import { type Attr, type Init, type NodeSpec, init, node, values } from "../unit/compiler-onnx-builder.ts";
 
 interface Case {
   /** The op, its attributes, and what x (uniform in [-1, 1)) is mapped to first. */
@@ -101,24 +94,8 @@ const LOG_SOFTMAX: Record<string, GraphCase> = {
   "LogSoftmax at opset 11, last axis by default": logSoftmax(["N", 7], {}, 11),
 };
 
-let sup: Supervisor;
-let worker: WorkerHandle;
-const dir = tempDir();
+const CASES_BOTH_WAYS: Record<string, GraphCase> = Object.fromEntries(
+  Object.entries(CASES).flatMap(([name, c]) => [[`${name} (run time)`, graphCase(c, false)], [`${name} (folded)`, graphCase(c, true)]]),
+);
 
-describe.skipIf(!BUILT)("the float activations and PRelu on memlane-rt match ONNX Runtime", () => {
-  beforeAll(async () => {
-    sup = await Supervisor.start({ spawn: { heartbeatIntervalMs: 500 } });
-    worker = await sup.spawn(workerSpecs.memlaneRt({ args: ["--device", "cpu", "--threads", "1"] }));
-  }, 60_000);
-  afterAll(async () => {
-    await sup?.close();
-  });
-
-  it.each(Object.keys(CASES).flatMap((name) => [[name, "run time"], [name, "folded"]]))("%s (%s)", async (name, how) => {
-    await expectGraphMatchesOrt(worker, graphCase(CASES[name]!, how === "folded"), `${name}-${how}`, dir);
-  });
-
-  it.each(Object.keys(LOG_SOFTMAX))("%s", async (name) => {
-    await expectGraphMatchesOrt(worker, LOG_SOFTMAX[name]!, name, dir);
-  });
-});
+describeGraphCases("native-activations", "the float activations, PRelu and LogSoftmax on memlane-rt match ONNX Runtime", { ...CASES_BOTH_WAYS, ...LOG_SOFTMAX });

@@ -7,15 +7,8 @@
  * SAME_UPPER / SAME_LOWER / VALID, and a kernel_shape given.
  * torch's own exports of both exporters run in native-cnn-ops.test.ts (unet-decoder).
  */
-import { afterAll, beforeAll, describe, it } from "vitest";
-import { Supervisor } from "../../src/workers/supervisor.ts";
-import { workerSpecs } from "../../src/workers/specs.ts";
-import { rtBuilt } from "../fixtures/rt-built.ts";
-import type { WorkerHandle } from "../../src/workers/handle.ts";
-import { type GraphCase, expectGraphMatchesOrt } from "../fixtures/graph-vs-ort.ts";
-import { type Attr, init, node, tempDir } from "../unit/compiler-onnx-builder.ts";
-
-const BUILT = rtBuilt("native-conv-transpose");
+import { type GraphCase, describeGraphCases } from "../fixtures/graph-vs-ort.ts";
+import { type Attr, init, node } from "../unit/compiler-onnx-builder.ts";
 
 /** x [N, C, ...spatial] through ConvTranspose(W [C, M/group, ...kernel], bias [M] unless `bias` is false). */
 function ct(spatial: number[], c: number, mg: number, kernel: number[], attrs: Record<string, Attr>, bias = true): GraphCase {
@@ -49,20 +42,4 @@ const CASES: Record<string, GraphCase> = {
   "kernel_shape given": ct([4, 4], 2, 2, [3, 3], { kernel_shape: [3, 3], strides: [2, 2] }),
 };
 
-let sup: Supervisor;
-let worker: WorkerHandle;
-const dir = tempDir();
-
-describe.skipIf(!BUILT)("ConvTranspose on memlane-rt matches ONNX Runtime", () => {
-  beforeAll(async () => {
-    sup = await Supervisor.start({ spawn: { heartbeatIntervalMs: 500 } });
-    worker = await sup.spawn(workerSpecs.memlaneRt({ args: ["--device", "cpu", "--threads", "2"] }));
-  }, 60_000);
-  afterAll(async () => {
-    await sup?.close();
-  });
-
-  it.each(Object.keys(CASES))("%s", async (name) => {
-    await expectGraphMatchesOrt(worker, CASES[name]!, name, dir);
-  });
-});
+describeGraphCases("native-conv-transpose", "ConvTranspose on memlane-rt matches ONNX Runtime", CASES, 2);

@@ -5,15 +5,9 @@
  * ORT refuses layout 1). torch's nn.GRU (linear_before_reset 1) runs from both exporters in
  * native-cnn-ops.test.ts (gru-bf, gru-bidir-2layers, gru-seq-first).
  */
-import { afterAll, beforeAll, describe, it } from "vitest";
-import { Supervisor } from "../../src/workers/supervisor.ts";
-import { workerSpecs } from "../../src/workers/specs.ts";
-import { rtBuilt } from "../fixtures/rt-built.ts";
-import type { WorkerHandle } from "../../src/workers/handle.ts";
-import { type GraphCase, expectGraphMatchesOrt } from "../fixtures/graph-vs-ort.ts";
-import { type Attr, init, node, tempDir } from "../unit/compiler-onnx-builder.ts";
+import { type GraphCase, describeGraphCases } from "../fixtures/graph-vs-ort.ts";
+import { type Attr, init, node } from "../unit/compiler-onnx-builder.ts";
 
-const BUILT = rtBuilt("native-gru");
 const [S, I, H] = [6, 5, 4];
 
 /**
@@ -43,20 +37,4 @@ const CASES: Record<string, GraphCase> = {
   "only h_n read": gru({ linear_before_reset: 1 }, { read: "Y_h" }),
 };
 
-let sup: Supervisor;
-let worker: WorkerHandle;
-const dir = tempDir();
-
-describe.skipIf(!BUILT)("GRU on memlane-rt matches ONNX Runtime", () => {
-  beforeAll(async () => {
-    sup = await Supervisor.start({ spawn: { heartbeatIntervalMs: 500 } });
-    worker = await sup.spawn(workerSpecs.memlaneRt({ args: ["--device", "cpu", "--threads", "2"] }));
-  }, 60_000);
-  afterAll(async () => {
-    await sup?.close();
-  });
-
-  it.each(Object.keys(CASES))("%s", async (name) => {
-    await expectGraphMatchesOrt(worker, CASES[name]!, name, dir);
-  });
-});
+describeGraphCases("native-gru", "GRU on memlane-rt matches ONNX Runtime", CASES, 2);

@@ -12,15 +12,8 @@
  * ONNX graphs, compiled, run through memlane-rt over real ZeroMQ at batches 1 and
  * 3, and compared with ONNX Runtime on the same graph.
  */
-import { afterAll, beforeAll, describe, it } from "vitest";
-import { Supervisor } from "../../src/workers/supervisor.ts";
-import { workerSpecs } from "../../src/workers/specs.ts";
-import { rtBuilt } from "../fixtures/rt-built.ts";
-import type { WorkerHandle } from "../../src/workers/handle.ts";
-import { type GraphCase, expectGraphMatchesOrt } from "../fixtures/graph-vs-ort.ts";
-import { type NodeSpec, init, node, tempDir } from "../unit/compiler-onnx-builder.ts";
-
-const BUILT = rtBuilt("native-rewritten-ops");
+import { type GraphCase, describeGraphCases } from "../fixtures/graph-vs-ort.ts";
+import { type NodeSpec, init, node } from "../unit/compiler-onnx-builder.ts";
 
 const i64 = (name: string, data: number[]) => init(name, [data.length], data, "int64");
 
@@ -161,20 +154,4 @@ const CASES: Record<string, GraphCase> = {
   },
 };
 
-let sup: Supervisor;
-let worker: WorkerHandle;
-const dir = tempDir();
-
-describe.skipIf(!BUILT)("Einsum, Tile and InstanceNormalization on memlane-rt match ONNX Runtime", () => {
-  beforeAll(async () => {
-    sup = await Supervisor.start({ spawn: { heartbeatIntervalMs: 500 } });
-    worker = await sup.spawn(workerSpecs.memlaneRt({ args: ["--device", "cpu", "--threads", "1"] }));
-  }, 60_000);
-  afterAll(async () => {
-    await sup?.close();
-  });
-
-  it.each(Object.keys(CASES))("%s", async (name) => {
-    await expectGraphMatchesOrt(worker, CASES[name]!, name, dir);
-  });
-});
+describeGraphCases("native-rewritten-ops", "Einsum, Tile and InstanceNormalization on memlane-rt match ONNX Runtime", CASES);

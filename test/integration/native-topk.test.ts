@@ -4,15 +4,8 @@
  * opset 9's k attribute. Values and indices both checked: the graph's output joins the values
  * and the indices cast to float.
  */
-import { afterAll, beforeAll, describe, it } from "vitest";
-import { Supervisor } from "../../src/workers/supervisor.ts";
-import { workerSpecs } from "../../src/workers/specs.ts";
-import { rtBuilt } from "../fixtures/rt-built.ts";
-import type { WorkerHandle } from "../../src/workers/handle.ts";
-import { type GraphCase, expectGraphMatchesOrt } from "../fixtures/graph-vs-ort.ts";
-import { type Attr, type Init, type NodeSpec, init, node, tempDir } from "../unit/compiler-onnx-builder.ts";
-
-const BUILT = rtBuilt("native-topk");
+import { type GraphCase, describeGraphCases } from "../fixtures/graph-vs-ort.ts";
+import { type Attr, type Init, type NodeSpec, init, node } from "../unit/compiler-onnx-builder.ts";
 
 /**
  * x through `pre` into "p", TopK(p) along `axis`, and y = Concat(values, float(indices)) there.
@@ -49,20 +42,4 @@ const CASES: Record<string, GraphCase> = {
   "k = the whole axis": topk(["N", 3, 5], 5, { axis: 2 }),
 };
 
-let sup: Supervisor;
-let worker: WorkerHandle;
-const dir = tempDir();
-
-describe.skipIf(!BUILT)("TopK on memlane-rt matches ONNX Runtime", () => {
-  beforeAll(async () => {
-    sup = await Supervisor.start({ spawn: { heartbeatIntervalMs: 500 } });
-    worker = await sup.spawn(workerSpecs.memlaneRt({ args: ["--device", "cpu", "--threads", "2"] }));
-  }, 60_000);
-  afterAll(async () => {
-    await sup?.close();
-  });
-
-  it.each(Object.keys(CASES))("%s", async (name) => {
-    await expectGraphMatchesOrt(worker, CASES[name]!, name, dir);
-  });
-});
+describeGraphCases("native-topk", "TopK on memlane-rt matches ONNX Runtime", CASES, 2);

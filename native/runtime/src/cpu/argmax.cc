@@ -17,11 +17,8 @@ class ArgMaxKernel final : public Kernel {
   int axis = 0;
   bool last = false;
   void run(const RunCtx& c) const override {
-    const std::vector<int64_t> d = info.resolved(c.batch);
-    int64_t outer = 1, inner = 1;
-    for (int i = 0; i < axis; ++i) outer *= d[size_t(i)];
-    for (size_t i = size_t(axis) + 1; i < d.size(); ++i) inner *= d[i];
-    const int64_t len = d[size_t(axis)];
+    const AxisSplit a = split_at_axis(info.resolved(c.batch), axis);
+    const int64_t outer = a.outer, len = a.len, inner = a.inner;
     const T* X = x.as<T>(c);
     int64_t* Y = y.as<int64_t>(c);
     c.pool->parallel_for(outer * inner, std::max<int64_t>(1, 16384 / std::max<int64_t>(len, 1)), [&](int64_t u0, int64_t u1) {

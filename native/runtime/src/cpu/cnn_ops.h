@@ -37,6 +37,9 @@ struct LstmDims {
   int64_t y_t = 0, y_d = 0, y_b = 0;   // in floats
   int64_t s_d = 0, s_b = 0;            // Y_h / Y_c, in floats
 };
+// `d` for a batch of B in plan v1's batch-first layout (layout 1): row (t, b) of X is b * S + t,
+// Y [B, S, D, H], Y_h / Y_c [B, D, H]. The LSTM and GRU kernels run with these strides.
+LstmDims batch_first_dims(LstmDims d, int64_t B);
 // Workspace floats lstm() needs: the input projection of every step plus the recurrent state.
 int64_t lstm_workspace_floats(const LstmDims& d);
 // W [D, 4H, I], R [D, 4H, H], bias [D, 8H] (Wb then Rb; null = zeros).

@@ -24,11 +24,8 @@ class CumSumKernel final : public Kernel {
   int axis = 0;
   bool exclusive = false, reverse = false;
   void run(const RunCtx& c) const override {
-    const std::vector<int64_t> d = info.resolved(c.batch);
-    int64_t outer = 1, inner = 1;
-    for (int i = 0; i < axis; ++i) outer *= d[size_t(i)];
-    for (size_t i = size_t(axis) + 1; i < d.size(); ++i) inner *= d[i];
-    const int64_t len = d[size_t(axis)], blocks = (inner + kColumns - 1) / kColumns;
+    const AxisSplit a = split_at_axis(info.resolved(c.batch), axis);
+    const int64_t outer = a.outer, len = a.len, inner = a.inner, blocks = (inner + kColumns - 1) / kColumns;
     const T* X = x.as<T>(c);
     T* Y = y.as<T>(c);
     const int64_t work = len * std::min(inner, kColumns);

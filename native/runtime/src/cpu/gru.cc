@@ -85,18 +85,7 @@ class GruKernel final : public Kernel {
   TensorRef x, w, r, bias, y, yh;
   bool has_bias = false, has_y = false, has_yh = false;
 
-  LstmDims batch_first(int64_t B) const {  // as LstmKernel's: row (t, b) of X is b * S + t
-    LstmDims d = dims;
-    d.B = B;
-    d.x_t = 1;
-    d.x_b = d.S;
-    d.y_t = d.D * d.H;
-    d.y_d = d.H;
-    d.y_b = d.S * d.D * d.H;
-    d.s_d = d.H;
-    d.s_b = d.D * d.H;
-    return d;
-  }
+  LstmDims batch_first(int64_t B) const { return batch_first_dims(dims, B); }
   void run(const RunCtx& c) const override {
     gru(batch_first(c.batch), linear_before_reset, x.at(c), w.at(c), r.at(c), has_bias ? bias.at(c) : nullptr,
         has_y ? y.at(c) : nullptr, has_yh ? yh.at(c) : nullptr, c.workspace, c.pool);

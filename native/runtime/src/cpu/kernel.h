@@ -181,6 +181,19 @@ inline std::unique_ptr<Kernel> unsupported(const Op& op, const std::string& why,
 }
 bool need_inputs(const Op& op, size_t min, size_t max, Status* st, std::string* msg);
 
+// Dims `d` seen along one axis: the rows before it, its length, the elements after it (an
+// element (o, j, i) is at (o * len + j) * inner + i). ArgMax, TopK and CumSum run along one.
+struct AxisSplit {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+inline AxisSplit split_at_axis(const std::vector<int64_t>& d, int axis) {
+  AxisSplit s;
+  for (int i = 0; i < axis; ++i) s.outer *= d[size_t(i)];
+  s.len = d[size_t(axis)];
+  for (size_t i = size_t(axis) + 1; i < d.size(); ++i) s.inner *= d[i];
+  return s;
+}
+
 // y = max(y, 0) over n floats (fused activation).
 void relu_inplace(float* y, int64_t n);
 

@@ -18,6 +18,18 @@
 
 namespace memlane::cpu {
 
+LstmDims batch_first_dims(LstmDims d, int64_t B) {
+  d.B = B;
+  d.x_t = 1;
+  d.x_b = d.S;
+  d.y_t = d.D * d.H;
+  d.y_d = d.H;
+  d.y_b = d.S * d.D * d.H;
+  d.s_d = d.H;
+  d.s_b = d.D * d.H;
+  return d;
+}
+
 int64_t lstm_workspace_floats(const LstmDims& d) {
   return d.S * d.B * 4 * d.H + d.B * 4 * d.H + 3 * d.B * d.H;
 }
@@ -79,19 +91,7 @@ class LstmKernel final : public Kernel {
   bool has_bias = false, has_y = false, has_yh = false, has_yc = false;
   std::unique_ptr<LstmPacked> packed;  // the AVX-512 path's weights; null: portable lstm()
 
-  // Batch-first layout: row (t, b) of X is b * S + t; Y [B, S, D, H]; Y_h [B, D, H].
-  LstmDims batch_first(int64_t B) const {
-    LstmDims d = dims;
-    d.B = B;
-    d.x_t = 1;
-    d.x_b = d.S;
-    d.y_t = d.D * d.H;
-    d.y_d = d.H;
-    d.y_b = d.S * d.D * d.H;
-    d.s_d = d.H;
-    d.s_b = d.D * d.H;
-    return d;
-  }
+  LstmDims batch_first(int64_t B) const { return batch_first_dims(dims, B); }
   void run(const RunCtx& c) const override {
     const LstmDims d = batch_first(c.batch);
     float* yp = has_y ? y.at(c) : nullptr;

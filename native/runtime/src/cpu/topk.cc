@@ -26,11 +26,8 @@ class TopKKernel final : public Kernel {
   int64_t k = 1;
   bool largest = true;
   void run(const RunCtx& c) const override {
-    const std::vector<int64_t> d = info.resolved(c.batch);
-    int64_t outer = 1, inner = 1;
-    for (int i = 0; i < axis; ++i) outer *= d[size_t(i)];
-    for (size_t i = size_t(axis) + 1; i < d.size(); ++i) inner *= d[i];
-    const int64_t len = d[size_t(axis)];
+    const AxisSplit a = split_at_axis(info.resolved(c.batch), axis);
+    const int64_t outer = a.outer, len = a.len, inner = a.inner;
     const T* X = x.as<T>(c);
     T* V = values.as<T>(c);
     int64_t* I = indices.as<int64_t>(c);
