@@ -1,7 +1,7 @@
 // `memlane compare` on ONNX files exported from models that are not in the zoo (grouped and
 // dilated convs, average pooling with concat, an MLP with tanh and sigmoid: make_models.py),
 // through the real CLI, on python-ort, node-ort and memlane-rt; and on a model with an op
-// memlane-rt lacks (GRU), where the ORT rows must still come back.
+// memlane-rt lacks (RNN), where the ORT rows must still come back.
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -75,16 +75,16 @@ describe("memlane compare on models outside the zoo", () => {
     expect(r.stages.every((s) => s.status === "ok"), JSON.stringify(r.stages)).toBe(true);
   });
 
-  it("an op memlane-rt lacks (GRU): python-ort and node-ort still reported, native unavailable naming the op", { timeout: 120_000 }, async () => {
-    const { r, stdout } = await compare("gru");
+  it("an op memlane-rt lacks (RNN): python-ort and node-ort still reported, native unavailable naming the op", { timeout: 120_000 }, async () => {
+    const { r, stdout } = await compare("rnn");
     expect(r.runtimes.map((x) => x.name)).toEqual(["python-ort", "node-ort"]);
     expect(r.runtimes.find((x) => x.name === "node-ort")!.maxAbsDiff!).toBeLessThan(1e-4);
     for (const rt of r.runtimes) for (const p of rt.phases) expect(p.rssMiB, `${rt.name} ${p.name}`).toBeGreaterThan(0);
     const native = r.stages.find((s) => s.name === "bench:native")!;
     expect(native.status).toBe("skipped");
     expect(native.error!.name).toBe("UNSUPPORTED_OP");
-    expect(native.error!.message).toMatch(/op GRU \(node "[^"]+"\) is not supported/);
-    expect(stdout).toMatch(/native: unavailable — gru\.onnx: op GRU .*is not supported/);
+    expect(native.error!.message).toMatch(/op RNN \(node "[^"]+"\) is not supported/);
+    expect(stdout).toMatch(/native: unavailable — rnn\.onnx: op RNN .*is not supported/);
     expect(r.runtimesNotRun).toEqual([expect.objectContaining({ name: "native", status: "unavailable" })]);
   });
 });

@@ -88,23 +88,23 @@ describe("memlane compare --profile", () => {
   });
 
   it("still gives ORT's profile when native cannot run the model, and a clear native row", { timeout: 180_000 }, async () => {
-    const gruOut = mkdtempSync(path.join(os.tmpdir(), "memlane-compare-profile-gru-"));
+    const rnnOut = mkdtempSync(path.join(os.tmpdir(), "memlane-compare-profile-rnn-"));
     try {
-      const gru = path.join(ensureModels().dir, "gru.onnx"); // GRU: not a memlane-rt op
-      const cli = startCli(["compare", gru, "--runtimes", "python-ort,native", "--batch", "2", "--iterations", "3", "--profile", "--out", gruOut]);
+      const rnn = path.join(ensureModels().dir, "rnn.onnx"); // RNN: not a memlane-rt op
+      const cli = startCli(["compare", rnn, "--runtimes", "python-ort,native", "--batch", "2", "--iterations", "3", "--profile", "--out", rnnOut]);
       const { code } = await cli.exit;
       expect(code, `stdout:\n${cli.stdout()}\nstderr:\n${cli.stderr()}`).toBe(0);
-      const runDir = path.join(gruOut, readdirSync(gruOut)[0]!);
+      const runDir = path.join(rnnOut, readdirSync(rnnOut)[0]!);
       const r = JSON.parse(readFileSync(path.join(runDir, "report.json"), "utf8")) as Report;
       expect(validateReport(r)).toEqual([]);
       const ort = r.runtimes.find((x) => x.name === "python-ort")!;
       expect(ort.profile?.unavailable).toBeNull();
-      expect(ort.profile!.ops.some((o) => o.opType === "GRU")).toBe(true);
+      expect(ort.profile!.ops.some((o) => o.opType === "RNN")).toBe(true);
       expect(r.runtimes.find((x) => x.name === "native")).toBeUndefined();
-      expect(cli.stdout()).toMatch(/native: unavailable — gru\.onnx: op GRU \(node "[^"]+"\) is not supported/);
-      expect(readFileSync(path.join(runDir, "report.md"), "utf8")).toMatch(/`native` unavailable: UNSUPPORTED_OP \(10\): gru\.onnx: op GRU/);
+      expect(cli.stdout()).toMatch(/native: unavailable — rnn\.onnx: op RNN \(node "[^"]+"\) is not supported/);
+      expect(readFileSync(path.join(runDir, "report.md"), "utf8")).toMatch(/`native` unavailable: UNSUPPORTED_OP \(10\): rnn\.onnx: op RNN/);
     } finally {
-      rmSync(gruOut, { recursive: true, force: true });
+      rmSync(rnnOut, { recursive: true, force: true });
     }
   });
 

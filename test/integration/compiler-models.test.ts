@@ -110,12 +110,12 @@ describe("compiler on exported models", () => {
     expect(ws(b.plan)).toEqual(ws(a.plan));
   });
 
-  it("an ONNX with a GRU fails naming the op, the node and the supported list, and leaves no file", async () => {
-    const plan = join(out, "gru.mlplan");
-    const err = await compileOnnx(join(dir, manifest.gru!.onnx), plan).catch((e: unknown) => e);
+  it("an ONNX with an RNN fails naming the op, the node and the supported list, and leaves no file", async () => {
+    const plan = join(out, "rnn.mlplan");
+    const err = await compileOnnx(join(dir, manifest.rnn!.onnx), plan).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(CompileError);
-    expect((err as Error).message).toMatch(/gru\.onnx: op GRU \(node "[^"]+"\) is not supported; memlane-rt supports: Conv, Gemm/);
+    expect((err as Error).message).toMatch(/rnn\.onnx: op RNN \(node "[^"]+"\) is not supported; memlane-rt supports: Conv, Gemm/);
     expect(existsSync(plan)).toBe(false);
-    expect(readdirSync(out).filter((f) => f.includes("gru"))).toEqual([]);
+    expect(readdirSync(out).filter((f) => f.includes("rnn"))).toEqual([]);
   });
 });
