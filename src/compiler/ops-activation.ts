@@ -2,7 +2,8 @@
  * The remaining ONNX float activations and trigonometry, each a plan op of its own name run by
  * memlane-rt's elementwise math kernels (cpu/elementwise_math.cc, cuda/ops/math.cu), and PRelu,
  * a slope broadcast onto x (cpu/binary.cc, cuda/ops/data_binary.cu). The scalar formulas here
- * are the compiler's fold of a constant input and the reference the tests hold both backends to.
+ * are the compiler's fold of a constant input (the native kernels have their own; the tests hold
+ * both to ONNX Runtime).
  */
 import { attrFloat } from "./attrs.ts";
 import type { Node } from "./ir.ts";

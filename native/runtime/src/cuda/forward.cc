@@ -76,12 +76,10 @@ namespace {
 
 ConvDesc conv_desc(const Plan& plan, const Op& op, int64_t batch) {
   const auto x = dims_of(plan.tensors[op.inputs[0]], batch);
-  const auto w = plan.tensors[op.inputs[1]].shape;
   const auto y = dims_of(plan.tensors[op.outputs[0]], batch);
   ConvDesc d;
   d.N = batch; d.C = x[1]; d.H = x[2]; d.W = x[3];
-  d.M = y[1]; d.OH = y[2]; d.OW = y[3];  // a Conv's W[0]; a ConvTranspose's W is [group, M/group, ...]
-  (void)w;
+  d.M = y[1]; d.OH = y[2]; d.OW = y[3];  // the output's channels: a Conv's W[0], a ConvTranspose's group x W[1]
   const OpAttrs& a = op.attrs;
   d.kh = a.kernel[0]; d.kw = a.kernel[1]; d.sh = a.strides[0]; d.sw = a.strides[1];
   d.ph = a.pads[0]; d.pw = a.pads[1]; d.pb = a.pads[2]; d.pr = a.pads[3]; d.dh = a.dilations[0]; d.dw = a.dilations[1];
