@@ -78,6 +78,8 @@ export const BINARY: Record<string, (x: number, y: number, isFloat: boolean) => 
   Pow: (x, y) => x ** y,
   Min: (x, y) => Math.min(x, y),
   Max: (x, y) => Math.max(x, y),
+  // x, or x times its slope where x is negative (the plan's PRelu: cpu/binary.cc)
+  PRelu: (x, y) => (x < 0 ? x * y : x),
 };
 
 export const UNARY: Record<string, (x: number) => number> = {

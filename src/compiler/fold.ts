@@ -4,7 +4,7 @@
  * math on weights. Returns undefined when the op has no evaluator here.
  */
 import { attrFloat, attrInt, attrInts, attrTensor, normAxis } from "./attrs.ts";
-import { activationFn, prelu } from "./ops-activation.ts";
+import { activationFn } from "./ops-activation.ts";
 import { BINARY, UNARY, binary, broadcastDims, broadcastIndex, mk, mod, unary } from "./fold-math.ts";
 import { dtypeOfOnnx } from "./graph-inputs.ts";
 import { parseEquation } from "./ops-einsum.ts";
@@ -82,10 +82,6 @@ export function foldNode(n: Node, ins: (C | undefined)[], opset: number): C[] | 
   if (op in UNARY && x) return [unary(x, UNARY[op]!)];
   const activation = x && activationFn(n);
   if (activation) return [unary(x, activation)];
-  if (op === "PRelu" && x && ins[1]) {
-    const r = binary(x, ins[1], prelu);
-    return r && [r];
-  }
   switch (op) {
     case "Constant": {
       const t = attrTensor(n, "value");

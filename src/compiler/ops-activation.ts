@@ -2,8 +2,8 @@
  * The remaining ONNX float activations and trigonometry, each a plan op of its own name run by
  * memlane-rt's elementwise math kernels (cpu/elementwise_math.cc, cuda/ops/math.cu), and PRelu,
  * a slope broadcast onto x (cpu/binary.cc, cuda/ops/data_binary.cu). The scalar formulas here
- * are the compiler's fold of a constant input (the native kernels have their own; the tests hold
- * both to ONNX Runtime).
+ * are the compiler's fold of a constant input (PRelu's folds as a binary op, fold-math.ts; the
+ * native kernels have their own formulas; the tests hold both to ONNX Runtime).
  */
 import { attrFloat } from "./attrs.ts";
 import type { Node } from "./ir.ts";
@@ -49,9 +49,6 @@ export function activationFn(n: Node): ((x: number) => number) | undefined {
     default: return undefined;
   }
 }
-
-/** PRelu's value: x, or x times its slope where x is negative. */
-export const prelu = (x: number, slope: number): number => (x < 0 ? x * slope : x);
 
 /** Element-wise on float activations of any layout, like Relu. */
 const Activation: Lowering = (c) => ({ shapes: [floatAct(c, 0)], attrs: activationAttrs(c.node) });

@@ -12,6 +12,23 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return o.str();
 }
 
+bool bind_outputs(const BuildCtx& bc, const Op& op, const std::vector<OutputSlot>& slots, Status* st, std::string* msg) {
+  if (op.outputs.size() > slots.size()) {
+    unsupported(op, "expects at most " + std::to_string(slots.size()) + " outputs", st, msg);
+    return false;
+  }
+  for (size_t i = 0; i < op.outputs.size(); ++i) {
+    if (bc.info(op.outputs[i]).shape != slots[i].shape) {
+      unsupported(op, "output " + std::to_string(i) + " must be " + shape_str(slots[i].shape) + ", found " +
+                          shape_str(bc.info(op.outputs[i]).shape), st, msg);
+      return false;
+    }
+    *slots[i].ref = bc.ref(op.outputs[i]);
+    *slots[i].present = true;
+  }
+  return true;
+}
+
 bool need_inputs(const Op& op, size_t min, size_t max, Status* st, std::string* msg) {
   size_t present = 0;
   for (size_t i = 0; i < op.inputs.size(); ++i)

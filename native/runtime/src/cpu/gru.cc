@@ -119,17 +119,8 @@ std::unique_ptr<Kernel> make_gru(const BuildCtx& bc, const Op& op, Status* st, s
     k->bias = bc.ref(op.inputs[3]);
     k->has_bias = true;
   }
-  if (op.outputs.size() > 2) return unsupported(op, "expects at most 2 outputs (Y, Y_h)", st, msg);
-  const std::vector<int64_t> want[2] = {{-1, S, D, H}, {-1, D, H}};
-  TensorRef* refs[2] = {&k->y, &k->yh};
-  bool* has[2] = {&k->has_y, &k->has_yh};
-  for (size_t i = 0; i < op.outputs.size(); ++i) {
-    if (bc.info(op.outputs[i]).shape != want[i])
-      return unsupported(op, "output " + std::to_string(i) + " must be " + shape_str(want[i]) + ", found " +
-                                 shape_str(bc.info(op.outputs[i]).shape), st, msg);
-    *refs[i] = bc.ref(op.outputs[i]);
-    *has[i] = true;
-  }
+  // Y, Y_h
+  if (!bind_outputs(bc, op, {{{-1, S, D, H}, &k->y, &k->has_y}, {{-1, D, H}, &k->yh, &k->has_yh}}, st, msg)) return nullptr;
   k->dims.S = S;
   k->dims.I = I;
   k->dims.H = H;

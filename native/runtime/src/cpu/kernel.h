@@ -180,6 +180,15 @@ inline std::unique_ptr<Kernel> unsupported(const Op& op, const std::string& why,
   return nullptr;
 }
 bool need_inputs(const Op& op, size_t min, size_t max, Status* st, std::string* msg);
+// An op whose trailing outputs may be left out (LSTM's and GRU's Y, Y_h, Y_c): each present
+// output i must have shape want[i]; it is bound to *refs[i] and *has[i] set. At most
+// want.size() outputs.
+struct OutputSlot {
+  std::vector<int64_t> shape;
+  TensorRef* ref;
+  bool* present;
+};
+bool bind_outputs(const BuildCtx& bc, const Op& op, const std::vector<OutputSlot>& slots, Status* st, std::string* msg);
 
 // Dims `d` seen along one axis: the rows before it, its length, the elements after it (an
 // element (o, j, i) is at (o * len + j) * inner + i). ArgMax, TopK and CumSum run along one.

@@ -142,17 +142,9 @@ std::unique_ptr<Kernel> make_lstm(const BuildCtx& bc, const Op& op, Status* st, 
     k->bias = bc.ref(op.inputs[3]);
     k->has_bias = true;
   }
-  if (op.outputs.size() > 3) return unsupported(op, "expects at most 3 outputs (Y, Y_h, Y_c)", st, msg);
-  const std::vector<int64_t> want[3] = {{-1, S, D, H}, {-1, D, H}, {-1, D, H}};
-  TensorRef* refs[3] = {&k->y, &k->yh, &k->yc};
-  bool* has[3] = {&k->has_y, &k->has_yh, &k->has_yc};
-  for (size_t i = 0; i < op.outputs.size(); ++i) {
-    if (bc.info(op.outputs[i]).shape != want[i])
-      return unsupported(op, "output " + std::to_string(i) + " must be " + shape_str(want[i]) + ", found " +
-                                 shape_str(bc.info(op.outputs[i]).shape), st, msg);
-    *refs[i] = bc.ref(op.outputs[i]);
-    *has[i] = true;
-  }
+  // Y, Y_h, Y_c
+  if (!bind_outputs(bc, op, {{{-1, S, D, H}, &k->y, &k->has_y}, {{-1, D, H}, &k->yh, &k->has_yh}, {{-1, D, H}, &k->yc, &k->has_yc}}, st, msg))
+    return nullptr;
   k->dims.S = S;
   k->dims.I = I;
   k->dims.H = H;
