@@ -4,7 +4,8 @@
  * + h·malloc-held at load + u·unchunked arena + the load probe's resident bytes + memlane-rt's
  * released weights + node-ort's dead outputs + memlane-rt's output buffers and kernel workspace +
  * ORT's arena after its first request + the load probe's peak above its end + node-ort's dead
- * outputs malloc keeps once collected (h, u and the last eight given, never fitted, and for the ORT runtimes a and b too: calibration.ts), fitted
+ * outputs malloc keeps once collected + the first request + weights read in place + memlane-rt's
+ * eval set in the task's message (h, u and the last eleven given, never fitted, and for the ORT runtimes a and b too: calibration.ts), fitted
  * over the probes' measurements.
  * Memory never shrinks as a model grows, so a negative slope is clamped to 0 and the rest
  * refitted (an active-set fit for non-negative slopes), and a small ridge keeps a term
@@ -12,15 +13,15 @@
  */
 import type { Features } from "./model-terms.ts";
 
-export const FEATURE_NAMES = ["weightMiB", "convWeightMiB", "activationMiB", "evalMiB", "evalOutputMiB", "heldMiB", "largestBatchMiB", "loadMiB", "nativeReleasedMiB", "deadOutputMiB", "outputBufferMiB", "nativeWorkspaceMiB", "ortFirstRequestMiB", "loadTransientMiB", "deadOutputKeptMiB", "firstRequestMiB", "mappedWeightMiB"] as const satisfies ReadonlyArray<keyof Features>;
+export const FEATURE_NAMES = ["weightMiB", "convWeightMiB", "activationMiB", "evalMiB", "evalOutputMiB", "heldMiB", "largestBatchMiB", "loadMiB", "nativeReleasedMiB", "deadOutputMiB", "outputBufferMiB", "nativeWorkspaceMiB", "ortFirstRequestMiB", "loadTransientMiB", "deadOutputKeptMiB", "firstRequestMiB", "mappedWeightMiB", "socketEvalMiB"] as const satisfies ReadonlyArray<keyof Features>;
 
 /**
  * [intercept, weights, conv weights, activations, eval inputs, eval outputs, malloc-held at load,
  * memlane-rt's unchunked arena, the load probe's resident bytes, memlane-rt's released weights, node-ort's dead
- * outputs, memlane-rt's output buffers, memlane-rt's kernel workspace, ORT's arena after its first request, the load probe's peak above its end, node-ort's dead outputs malloc keeps, the first request beyond one sample (memlane-rt, node-ort)] in MiB per MiB
+ * outputs, memlane-rt's output buffers, memlane-rt's kernel workspace, ORT's arena after its first request, the load probe's peak above its end, node-ort's dead outputs malloc keeps, the first request beyond one sample (memlane-rt, node-ort), weights read in place, memlane-rt's eval set in the task's message] in MiB per MiB
  * (the intercept in MiB). Calibrations of an older format have fewer and are redone.
  */
-export type Coefficients = [number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number];
+export type Coefficients = [number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number];
 
 export interface Fit {
   coef: Coefficients;

@@ -15,6 +15,7 @@ import { readOnnxIo } from "../pipeline/inputs/onnx-io.ts";
 import { inputFileShapes, prepareEvalSet } from "../pipeline/inputs/eval-set.ts";
 import { InputSpecError, resolveModelIo, type ShapeOverrides } from "../pipeline/inputs/shapes.ts";
 import { readPlan } from "../compiler/read.ts";
+import { DEFAULT_SHM_THRESHOLD } from "../transport/shm.ts";
 import { nativeChunkable, nativeChunkSamples, nativeLanes } from "../compiler/native-chunk.ts";
 import { probeNativeLoad, workspaceAt } from "./native-load.ts";
 import { type FreePieces, type OrtLoadProbe, type OrtRuntime, probeOrtLoad } from "./ort-load.ts";
@@ -99,6 +100,12 @@ export interface ModelTerms {
   outputPerSampleMiB: number | null;
   /** The same, output by output (each is an allocation of its own per request); null likewise. */
   outputTensorsPerSampleMiB: number[] | null;
+  /**
+   * memlane-rt's plan inputs, one sample each, MiB (an input without a batch axis whole, as it
+   * is sent once): which of the eval set's tensors travel through the socket (socketEvalMiB).
+   * Absent without a plan.
+   */
+  inputTensorsPerSampleMiB?: Array<{ mib: number; batched: boolean }>;
   /**
    * The largest initializer's bytes, MiB: ORT frees a copy of each at load, and glibc raises its
    * mmap threshold to the largest mmapped block freed (node-ort-outputs.ts nodeDeadOutputKeptMiB).
@@ -305,6 +312,13 @@ export interface Features {
    * fitted (the probes' tables are read whole by a run either way).
    */
   mappedWeightMiB: number;
+  /**
+   * memlane-rt: the eval set's tensors that travel in the task's message rather than in shared
+   * memory (socketEvalMiB), MiB. 0 for the other runtimes. Slope 1 at runtime-create and
+   * model-load, 0 before and after (from first-inference on evalMiB counts them), never fitted:
+   * the probes' socket-borne sets are 0.25 MiB at most.
+   */
+  socketEvalMiB: number;
 }
 
 /** Bytes of one element of a graph input or output (int64 ids and masks are 8, not 4). */
@@ -488,6 +502,7 @@ async function graphTerms(onnxPath: string, feed: InputFeed, nativeLoad: boolean
       ioPerSampleMiB: (bytesPerSample(s.inputs) + bytesPerSample(s.outputs)) / MIB,
       outputPerSampleMiB: bytesPerSample(s.outputs) / MIB,
       outputTensorsPerSampleMiB: s.outputs.map((o) => bytesPerSample([o]) / MIB),
+      inputTensorsPerSampleMiB: s.inputs.map((i) => ({ mib: bytesPerSample([i]) / MIB, batched: i.batchAxis >= 0 })),
       outputNotBatchFirstPerSampleMiB: bytesPerSample(s.outputs.filter((o) => o.batchAxis !== 0)) / MIB,
       compileError: null,
     };
@@ -647,10 +662,27 @@ export function features(runtime: string, t0: ModelTerms, run: RunShape): Featur
     nativeWorkspaceMiB: runtime === "native" ? workspaceAt(t.nativeWorkspaceByBatchMiB ?? [], 1) : 0,
     firstRequestMiB: (runtime === "native" || runtime === "node-ort" ? firstRequestMiB(runtime, t, run) : 0) + mapped.firstMiB,
     mappedWeightMiB: mapped.endMiB,
+    socketEvalMiB: runtime === "native" ? socketEvalMiB(t, run.evalSamples) : 0,
     // Without a trace (shapes the replay cannot follow), the stand-in of activationMiB's: the
     // pattern (or the compiler's arena) at the first batch size.
     ortFirstRequestMiB: arena ? arena.firstRequestMiB : ORT_RUNTIMES.has(runtime) ? (sampleBytes * (run.batchSizes?.[0] ?? 1)) / MIB : 0,
   };
+}
+
+/**
+ * Features.socketEvalMiB: the eval set's tensors under the shared-memory threshold
+ * (DEFAULT_SHM_THRESHOLD, per tensor: src/transport/shm.ts), MiB. Those travel as frames of the
+ * task's message, which memlane-rt's worker holds from the task's arrival, before its
+ * runtime-create mark, to its end; a tensor at or over the threshold is a shared-memory segment
+ * whose pages the first request's phase touches. A GRU's 32 samples of 100 x 80 floats (0.98
+ * MiB) put memlane-rt's runtime-create and model-load 0.9 MiB over the estimate; 40 (1.22 MiB,
+ * mapped) did not.
+ */
+export function socketEvalMiB(t: Pick<ModelTerms, "inputTensorsPerSampleMiB">, evalSamples: number): number {
+  return (t.inputTensorsPerSampleMiB ?? [])
+    .map((i) => (i.batched ? i.mib * evalSamples : i.mib))
+    .filter((mib) => mib * MIB < DEFAULT_SHM_THRESHOLD)
+    .reduce((a, b) => a + b, 0);
 }
 
 /**

@@ -91,7 +91,7 @@ export function predictedPeak(c: Calibration, runtime: string, f: Features): { p
     const v = predict(m.fits[phase]!.peak, f);
     if (!best || v > best.v) best = { phase, v };
   }
-  const [c0, cw, ccw, ca, ce, co, ch, cu, cl, cr, cd, cb, cws, cf, ct, , cfr, cm] = m.fits[best!.phase]!.peak.coef;
+  const [c0, cw, ccw, ca, ce, co, ch, cu, cl, cr, cd, cb, cws, cf, ct, , cfr, cm, cs] = m.fits[best!.phase]!.peak.coef;
   const mib = (x: number) => `${x.toFixed(1)} MiB`;
   const parts = `${runtime} ${best!.phase}: fixed ${mib(c0)} + weights ${mib(cw * f.weightMiB + ccw * f.convWeightMiB)} + activations ${mib(ca * f.activationMiB)} + eval set ${mib(ce * f.evalMiB + co * f.evalOutputMiB)}` +
     (ch * f.heldMiB > 0 ? ` + held by malloc after the load ${mib(ch * f.heldMiB)}` : "") +
@@ -104,6 +104,7 @@ export function predictedPeak(c: Calibration, runtime: string, f: Features): { p
     ((cf ?? 0) * f.ortFirstRequestMiB > 0 ? ` + ORT's arena after its first request ${mib((cf ?? 0) * f.ortFirstRequestMiB)}` : "") +
     ((cfr ?? 0) * f.firstRequestMiB > 0 ? ` + what the first request holds ${mib((cfr ?? 0) * f.firstRequestMiB)}` : "") +
     ((cm ?? 0) * f.mappedWeightMiB > 0 ? ` + weights read in place ${mib((cm ?? 0) * f.mappedWeightMiB)}` : "") +
+    ((cs ?? 0) * f.socketEvalMiB > 0 ? ` + eval set in the task's message ${mib((cs ?? 0) * f.socketEvalMiB)}` : "") +
     ((ct ?? 0) * f.loadTransientMiB > 0 ? ` + ${loadWords(runtime).transient} ${mib((ct ?? 0) * f.loadTransientMiB)}` : "");
   return { peakMiB: Math.max(0, best!.v), parts };
 }

@@ -61,7 +61,7 @@ export async function torchEstimatesForReport(report: Report, facts: TorchRunFac
   if (facts.infer && torchRow) {
     const { arch, batchSizes, iterations, warmup, evalSamples, threads } = facts.infer;
     const phases = inferEstimate(cal, await terms.infer(arch, { batchSizes, iterations, warmup, evalSamples }, threads), facts.infer);
-    const checks = compareWithMeasured({ runtime: "python-torch", features: { weightMiB: 0, convWeightMiB: 0, activationMiB: 0, evalMiB: 0, evalOutputMiB: 0, heldMiB: 0, largestBatchMiB: 0, loadMiB: 0, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0, nativeWorkspaceMiB: 0, ortFirstRequestMiB: 0, loadTransientMiB: 0, deadOutputKeptMiB: 0, firstRequestMiB: 0, mappedWeightMiB: 0 }, phases }, torchRow as RuntimeReport);
+    const checks = compareWithMeasured({ runtime: "python-torch", features: { weightMiB: 0, convWeightMiB: 0, activationMiB: 0, evalMiB: 0, evalOutputMiB: 0, heldMiB: 0, largestBatchMiB: 0, loadMiB: 0, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0, nativeWorkspaceMiB: 0, ortFirstRequestMiB: 0, loadTransientMiB: 0, deadOutputKeptMiB: 0, firstRequestMiB: 0, mappedWeightMiB: 0, socketEvalMiB: 0 }, phases }, torchRow as RuntimeReport);
     pythonTorch = { runtime: "python-torch", model: facts.infer.arch, phases: checks, steadyRssErrorPct: checks.at(-1)?.rss.errorPct ?? null };
   }
   return { training, trainingReason: training || !facts.train ? null : "the train stage has no measured phases", pythonTorch };

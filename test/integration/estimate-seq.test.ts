@@ -23,7 +23,7 @@ const cache = path.join(dir, "cache");
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function madeUpCalibration(): Calibration {
-  const f = (w: number, cw: number, a: number, e: number, o = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: 0, largestBatchMiB: 0, loadMiB: 0, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0, nativeWorkspaceMiB: 0, ortFirstRequestMiB: 0, loadTransientMiB: 0, deadOutputKeptMiB: 0, firstRequestMiB: 0, mappedWeightMiB: 0 });
+  const f = (w: number, cw: number, a: number, e: number, o = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: 0, largestBatchMiB: 0, loadMiB: 0, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0, nativeWorkspaceMiB: 0, ortFirstRequestMiB: 0, loadTransientMiB: 0, deadOutputKeptMiB: 0, firstRequestMiB: 0, mappedWeightMiB: 0, socketEvalMiB: 0 });
   const probes = [f(0, 0, 0, 0), f(48, 0, 0, 1), f(36, 36, 0, 1), f(0, 0, 32, 3), f(0, 0, 8, 128), f(16, 1, 8, 9)].map((x, i) => {
     const v = 60 + x.weightMiB + x.convWeightMiB + 2 * x.activationMiB + x.evalMiB;
     const phases = { "steady-inference": { rss: v, uss: v, pss: v, peak: v } };

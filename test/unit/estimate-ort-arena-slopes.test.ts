@@ -8,7 +8,7 @@ import { type Calibration, fitModels } from "../../src/estimate/calibration.ts";
 import { FEATURE_NAMES, fitLinear, predict } from "../../src/estimate/fit.ts";
 
 // An ORT runtime's weights are what its load left in use (loadMiB: here the weights and a copy of the conv kernels).
-const f = (w: number, cw: number, a: number, e: number, first = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: 0, heldMiB: 0, largestBatchMiB: 0, loadMiB: w + cw, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0, nativeWorkspaceMiB: 0, ortFirstRequestMiB: first, loadTransientMiB: 0, deadOutputKeptMiB: 0, firstRequestMiB: 0, mappedWeightMiB: 0 });
+const f = (w: number, cw: number, a: number, e: number, first = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: 0, heldMiB: 0, largestBatchMiB: 0, loadMiB: w + cw, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0, nativeWorkspaceMiB: 0, ortFirstRequestMiB: first, loadTransientMiB: 0, deadOutputKeptMiB: 0, firstRequestMiB: 0, mappedWeightMiB: 0, socketEvalMiB: 0 });
 // The first request's arena is a part of the whole run's (batch 1 before 64).
 const PROBE_FEATURES = [f(0, 0, 0, 0), f(0, 0, 0, 1), f(48, 0, 0, 1), f(36, 36, 0, 1), f(0, 0, 32, 3, 2), f(0, 0, 0, 128), f(16, 0, 8, 9, 0.5)];
 const ACT = FEATURE_NAMES.indexOf("activationMiB") + 1; // coef[0] is the intercept

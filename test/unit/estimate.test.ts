@@ -25,7 +25,7 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const f = (w: number, cw: number, a: number, e: number, o = 0, h = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: h, largestBatchMiB: 0, loadMiB: 0, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0, nativeWorkspaceMiB: 0, ortFirstRequestMiB: 0, loadTransientMiB: 0, deadOutputKeptMiB: 0, firstRequestMiB: 0, mappedWeightMiB: 0 });
+const f = (w: number, cw: number, a: number, e: number, o = 0, h = 0) => ({ weightMiB: w, convWeightMiB: cw, activationMiB: a, evalMiB: e, evalOutputMiB: o, heldMiB: h, largestBatchMiB: 0, loadMiB: 0, nativeReleasedMiB: 0, deadOutputMiB: 0, outputBufferMiB: 0, nativeWorkspaceMiB: 0, ortFirstRequestMiB: 0, loadTransientMiB: 0, deadOutputKeptMiB: 0, firstRequestMiB: 0, mappedWeightMiB: 0, socketEvalMiB: 0 });
 /** An ORT runtime's features: the weights are what its load left in use (Features.loadMiB, W's slope 0 for it). */
 const ortLoaded = <T extends ReturnType<typeof f>>(x: T): T => ({ ...x, loadMiB: x.weightMiB });
 // Probe-like features that move one term at a time (so the fit has one answer).
@@ -35,7 +35,7 @@ describe("fitLinear", () => {
     const truth = (x: ReturnType<typeof f>) => 50 + 1.0 * x.weightMiB + 2.0 * x.convWeightMiB + 1.5 * x.activationMiB + 0.8 * x.evalMiB + 1.2 * x.evalOutputMiB;
     const xs = [f(0, 0, 0, 0), f(48, 0, 0, 1), f(36, 36, 0, 1), f(0, 0, 32, 3), f(0, 0, 8, 128), f(16, 1, 8, 1, 8), f(4, 0, 0, 1, 64)];
     const fit = fitLinear(xs.map((x) => ({ features: x, value: truth(x) })));
-    expect(fit.coef.map((c) => Number(c.toFixed(3)))).toEqual([50, 1, 2, 1.5, 0.8, 1.2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    expect(fit.coef.map((c) => Number(c.toFixed(3)))).toEqual([50, 1, 2, 1.5, 0.8, 1.2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     expect(fit.rmsMiB).toBeLessThan(1e-6);
     expect(predict(fit, f(100, 50, 10, 10))).toBeCloseTo(truth(f(100, 50, 10, 10)), 4);
   });
@@ -461,8 +461,10 @@ describe("phases before model-load", () => {
       phases: { native: { import: row(imports[i]!), "runtime-create": row(imports[i]! + 1), "steady-inference": row(8 + x.weightMiB + x.evalOutputMiB) } },
     }));
     const fits = fitModels(probes).native!.fits;
+    // (but for memlane-rt's eval set in the task's message, which arrives before runtime-create)
+    const socket = FEATURE_NAMES.indexOf("socketEvalMiB") + 1;
     for (const phase of ["import", "runtime-create"]) {
-      expect(fits[phase]!.rss.coef.slice(1).every((c) => c === 0), phase).toBe(true);
+      expect(fits[phase]!.rss.coef.slice(1).every((c, j) => c === (phase === "runtime-create" && j + 1 === socket ? 1 : 0)), phase).toBe(true);
       expect(fits[phase]!.rss.coef[0]).toBeCloseTo(imports.reduce((a, b) => a + b, 0) / 4 + (phase === "import" ? 0 : 1), 6);
     }
     // a decoder LM's 625 MiB of logits change nothing there
@@ -495,6 +497,50 @@ describe("the first request (firstRequestMiB)", () => {
     const fits = fitModels(probes).native!.fits;
     expect(fits["first-inference"]!.rss.coef[K]).toBe(1);
     expect(fits["steady-inference"]!.rss.coef[K]).toBe(0);
+  });
+});
+
+describe("memlane-rt's eval set in the task's message (socketEvalMiB)", () => {
+  it("is the eval tensors under the shared-memory threshold, each judged alone, native only, slope 1 at runtime-create and model-load", () => {
+    // A BERT's ids and mask (int64, seq 128: 1 KiB a sample each) beside a 4 KiB-a-sample float input.
+    const inputs = [{ mib: 1 / 1024, batched: true }, { mib: 1 / 1024, batched: true }, { mib: 4 / 1024, batched: true }];
+    const terms = { inputTensorsPerSampleMiB: inputs, weightMiB: 1, convWeightMiB: 0, ortLoad: {} } as never;
+    const run = (evalSamples: number) => ({ maxBatch: 8, batchSizes: [1, 8], evalSamples, calls: 15 });
+    // 32 samples: every tensor under 1 MiB travels in the message.
+    expect(features("native", terms, run(32)).socketEvalMiB).toBeCloseTo((32 * 6) / 1024, 9);
+    // 256 samples: the float input is exactly 1 MiB, mapped from shared memory; the ids and mask stay.
+    expect(features("native", terms, run(256)).socketEvalMiB).toBeCloseTo((256 * 2) / 1024, 9);
+    // An input without a batch axis is sent once, whatever the eval set's size.
+    const fixed = { ...(terms as object), inputTensorsPerSampleMiB: [{ mib: 0.5, batched: false }] } as never;
+    expect(features("native", fixed, run(1000)).socketEvalMiB).toBeCloseTo(0.5, 9);
+    expect(features("python-ort", terms, run(32)).socketEvalMiB).toBe(0);
+    expect(features("node-ort", terms, run(32)).socketEvalMiB).toBe(0);
+    // No plan (the compiler refused the model): nothing is known of memlane-rt's inputs.
+    expect(features("native", { weightMiB: 1, convWeightMiB: 0, ortLoad: {} } as never, run(32)).socketEvalMiB).toBe(0);
+
+    const K = FEATURE_NAMES.indexOf("socketEvalMiB") + 1;
+    const xs = [f(0, 0, 0, 0), { ...f(48, 0, 0, 0.25), socketEvalMiB: 0.25 }, f(0, 0, 1, 1, 64), f(0, 0, 4, 3)];
+    const row = (v: number) => ({ rss: v, uss: v, pss: v, peak: v });
+    const probes: Calibration["probes"] = xs.map((x, i) => ({
+      name: `p${i}`, features: { native: x },
+      phases: { native: {
+        import: row(6.9), "runtime-create": row(7.7 + x.socketEvalMiB), "model-load": row(8.2 + x.socketEvalMiB),
+        "first-inference": row(8.3 + x.weightMiB + x.evalMiB), "steady-inference": row(8.3 + x.weightMiB + x.evalMiB + x.activationMiB),
+      } },
+    }));
+    const cal: Calibration = { format: CALIBRATION_FORMAT, key: {}, createdAt: "", models: fitModels(probes), probes };
+    const fits = cal.models.native!.fits;
+    expect(fits.import!.rss.coef[K]).toBe(0);
+    expect(fits["runtime-create"]!.rss.coef[K]).toBe(1);
+    expect(fits["model-load"]!.rss.coef[K]).toBe(1);
+    // from first-inference on the eval set's slope counts it, mapped or not
+    expect(fits["first-inference"]!.rss.coef[K]).toBe(0);
+    expect(fits["steady-inference"]!.rss.coef[K]).toBe(0);
+    // a GRU's 0.98 MiB set in the message: runtime-create holds it beside the fixed cost
+    const gru = { ...f(6.6, 0, 0.4, 0.98), socketEvalMiB: 0.98 };
+    const e = estimateRuntime(cal, "native", gru)!;
+    expect(e.phases.find((p) => p.phase === "runtime-create")!.rss).toBeCloseTo(7.7 + 0.98, 6);
+    expect(e.phases.find((p) => p.phase === "model-load")!.rss).toBeCloseTo(8.2 + 0.98, 6);
   });
 });
 

@@ -139,6 +139,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     const outputs = `outputs${e.runtime === "native" ? " and arena beyond one sample" : ""}`;
     const firstReads = e.features.mappedWeightMiB > 0 ? (e.runtime === "python-ort" ? "reads of weights in place" : `${outputs} and reads of weights in place`) : outputs;
     const firstRequest = e.features.firstRequestMiB > 0 ? `, the first request's ${firstReads} ${num(e.features.firstRequestMiB)} MiB` : "";
+    const inMessage = e.features.socketEvalMiB > 0 ? ` (${num(e.features.socketEvalMiB)} of it in the task's message, held from runtime-create)` : "";
     const mapped = e.features.mappedWeightMiB > 0 ? `, weights read in place by the end ${num(e.features.mappedWeightMiB)} MiB` : "";
     const loaded = e.features.loadMiB <= 0 ? ""
       : e.runtime === "native" ? `, ${loadWords(e.runtime).resident} ${num(e.features.loadMiB)} MiB (plan pages given back ${num(e.features.nativeReleasedMiB)} MiB)`
@@ -147,7 +148,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     // (ort-heap-reuse.ts): say how much of the replayed arena that was.
     const inHeld = e.features.heldMiB > 0 ? features(e.runtime, withoutHeldPieces(terms, e.runtime), run).activationMiB - e.features.activationMiB : 0;
     const arenaNote = inHeld > 0.05 ? ` (the arena replayed ${num(e.features.activationMiB + inHeld)} MiB, ${num(inHeld)} of it in blocks held after the load)` : "";
-    io.out(`${e.runtime} (features: weights ${num(e.features.weightMiB)} MiB, activations ${num(e.features.activationMiB)} MiB${arenaNote}${whole}${workspace}${firstRequest}, eval set ${num(e.features.evalMiB)} MiB in + ${num(e.features.evalOutputMiB)} MiB out${held}${loaded}${mapped}):`);
+    io.out(`${e.runtime} (features: weights ${num(e.features.weightMiB)} MiB, activations ${num(e.features.activationMiB)} MiB${arenaNote}${whole}${workspace}${firstRequest}, eval set ${num(e.features.evalMiB)} MiB in${inMessage} + ${num(e.features.evalOutputMiB)} MiB out${held}${loaded}${mapped}):`);
     io.out(textTable(["phase", "end RSS MiB", "± MiB (probes' rms)", "end USS MiB", "end PSS MiB", "peak RSS MiB"],
       e.phases.map((p) => [p.phase, num(p.rss), num(p.spreadMiB), num(p.uss), num(p.pss), num(p.peak)])));
   }
