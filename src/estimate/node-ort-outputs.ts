@@ -125,11 +125,25 @@ const CHUNK_BEYOND_REQUEST_MIB = 4096 / MIB;
  * (heldServedMiB).
  */
 export function nodeDeadOutputKeptMiB(t: Pick<ModelTerms, "outputPerSampleMiB" | "outputTensorsPerSampleMiB" | "largestInitializerMiB" | "fileMiB">, run: RunShape, heldLeft: readonly FreePieces[] | null = null): number {
+  return nodeDeadOutputKept(t, run, heldLeft).mib;
+}
+
+/**
+ * nodeDeadOutputKeptMiB, and where the outcome is a coin (the timed requests raised glibc's
+ * threshold so that the eval pass can leave the heap's top free: coinFlipThresholdMiB) the two
+ * amounts a run lands on, `rangeMiB`: the estimate takes their middle, as it does for the held
+ * memory the load probe's processes disagree on (docs/memory.md, "node-ort's end figures
+ * after a collection").
+ */
+export function nodeDeadOutputKept(
+  t: Pick<ModelTerms, "outputPerSampleMiB" | "outputTensorsPerSampleMiB" | "largestInitializerMiB" | "fileMiB">, run: RunShape, heldLeft: readonly FreePieces[] | null = null,
+): { mib: number; rangeMiB: [number, number] | null } {
+  const none = { mib: 0, rangeMiB: null };
   const dead = nodeDeadOutputMiB(t, run);
   const calls = run.calls ?? 0;
-  if (dead <= 0 || calls <= 0) return 0;
+  if (dead <= 0 || calls <= 0) return none;
   const threshold = ortLoadMmapThresholdMiB(t);
-  if (evalPassTrimsHeap(t, run, threshold)) return 0;
+  if (evalPassTrimsHeap(t, run, threshold)) return none;
   const batches = run.batchSizes ?? [...new Set([1, run.maxBatch])];
   let kept = 0;
   for (const b of batches) {
@@ -138,7 +152,33 @@ export function nodeDeadOutputKeptMiB(t: Pick<ModelTerms, "outputPerSampleMiB" |
     const deadInHeap = Math.min(calls * heapPerRequest, NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 * heapPerRequest);
     kept = Math.max(kept, deadInHeap - heldServedMiB(heapTensors, deadInHeap, heldLeft));
   }
-  return Math.min(kept, dead);
+  kept = Math.min(kept, dead);
+  if (kept > 0 && evalPassTrimsHeap(t, run, timedRequestsMmapThresholdMiB(t, run))) return { mib: kept / 2, rangeMiB: [0, kept] };
+  return { mib: kept, rangeMiB: null };
+}
+
+/**
+ * glibc's mmap threshold once node-ort's timed requests have run, MiB: the load's
+ * (ortLoadMmapThresholdMiB), raised to the chunk of the largest output they made at or above it
+ * (mmapped, and glibc's dynamic threshold follows a freed mapped chunk up to 32 MiB), where V8
+ * collected while they ran (their outputs passed NODE_DEAD_OUTPUT_LIMIT_MIB). A decoder LM's
+ * logits at seq 128 (3.9 MiB a sample, 7.8 MiB threshold after the load) are 31.25 MiB a request
+ * of 8: mapped until the first is freed, from the heap after it, and so are the eval pass's
+ * chunks, while the copy of all 32 samples' (125 MiB) stays mapped. Then whether the final
+ * collection leaves the heap's top free to trim, the batch-1 logits below it with it, is a coin.
+ * node-ort `--batch 1,8 --iterations 5 --eval-samples 32`, of the 31.9 MiB of batch-1 logits:
+ * Qwen2, Phi-3 and TrOCR's decoder kept none, GPT-NeoX all, Gemma 2 about 7 and Pegasus 17
+ * (in earlier sessions BioGPT and M2M100 none, GPT-NeoX all or none in three runs).
+ */
+export function timedRequestsMmapThresholdMiB(t: Pick<ModelTerms, "outputPerSampleMiB" | "outputTensorsPerSampleMiB" | "largestInitializerMiB" | "fileMiB">, run: RunShape): number {
+  const load = ortLoadMmapThresholdMiB(t);
+  const calls = run.calls ?? 0;
+  const batches = run.batchSizes ?? [...new Set([1, run.maxBatch])];
+  const tensors = batches.flatMap((b) => outputTensorsMiB(t, b));
+  const made = calls * tensors.reduce((a, x) => a + x, 0);
+  if (made <= NODE_DEAD_OUTPUT_LIMIT_MIB) return load;
+  const chunks = tensors.filter((mib) => mib >= load).map((mib) => mib + CHUNK_BEYOND_REQUEST_MIB).filter((c) => c <= MMAP_THRESHOLD_MAX_MIB);
+  return Math.max(load, ...chunks);
 }
 
 /**

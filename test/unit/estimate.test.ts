@@ -11,7 +11,7 @@ import { replayOrtArena } from "../../src/estimate/ort-arena.ts";
 import { heldEstimateMiB, medianOrNull, rangeOrNull } from "../../src/estimate/ort-load.ts";
 import { FEATURE_NAMES, fitLinear, predict } from "../../src/estimate/fit.ts";
 import { features, loadProbesFor, modelTerms, NATIVE_CHUNK_ARENA_BYTES } from "../../src/estimate/model-terms.ts";
-import { NODE_DEAD_OUTPUT_LIMIT_MIB, nodeDeadOutputKeptMiB, nodeDeadOutputMiB, nodePeakBeyondEndMiB, ortLoadMmapThresholdMiB } from "../../src/estimate/node-ort-outputs.ts";
+import { NODE_DEAD_OUTPUT_LIMIT_MIB, nodeDeadOutputKept, nodeDeadOutputKeptMiB, nodeDeadOutputMiB, nodePeakBeyondEndMiB, ortLoadMmapThresholdMiB, timedRequestsMmapThresholdMiB } from "../../src/estimate/node-ort-outputs.ts";
 import { compareWithMeasured, estimateRuntime, naiveMiB } from "../../src/estimate/predict.ts";
 import { PROBES, writeProbes } from "../../src/estimate/probe-models.ts";
 import { init, node, writeModel } from "./compiler-onnx-builder.ts";
@@ -376,12 +376,17 @@ describe("node-ort's dead outputs (deadOutputMiB)", () => {
     // A 16 MiB weight: the 2 MiB requests of 8 stay in the heap, all 12 (24 MiB, below V8's limit).
     expect(nodeDeadOutputKeptMiB(t(16), run)).toBeCloseTo(12 * 2, 9);
     expect(nodeDeadOutputKeptMiB(t(16), { ...run, calls: 50 })).toBeCloseTo(NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 * 2, 9);
-    // A 1 MiB weight and file: those are mmapped, the 0.25 MiB requests of 1 kept, all 12.
-    expect(nodeDeadOutputKeptMiB(t(1), run)).toBeCloseTo(12 * 0.25, 9);
+    // A 1 MiB weight and file: those are mmapped, the 0.25 MiB requests of 1 kept, all 12, or none:
+    // the 2 MiB requests' 24 MiB and the others' pass V8's limit, so a collection frees a mapped
+    // one, glibc's threshold follows it to 2 MiB and a page, and the eval pass's 2 MiB chunks may
+    // leave the heap's top free (this MatMul kept 30, 4 or 14 MiB with 2, 5 or 10 warmup requests).
+    expect(nodeDeadOutputKept(t(1), run)).toEqual({ mib: (12 * 0.25) / 2, rangeMiB: [0, 12 * 0.25] });
     // 40 MiB a request of 8, 5 of 1: above the 32 MiB cap, and 5 MiB above a 4 MiB threshold.
     expect(nodeDeadOutputKeptMiB(t(4, [5]), run)).toBe(0);
-    // Output by output: logits mmapped, a small pooled output kept.
-    expect(nodeDeadOutputKeptMiB(t(0.5, [1, 0.05]), run)).toBeCloseTo(12 * 8 * 0.05, 9);
+    // Output by output: logits mmapped, a small pooled output kept (or none: the logits of 8 raise
+    // the threshold to their 8 MiB and the eval pass's chunks may free the heap's top).
+    expect(nodeDeadOutputKept(t(0.5, [1, 0.05]), run)).toEqual({ mib: (12 * 8 * 0.05) / 2, rangeMiB: [0, 12 * 8 * 0.05] });
+    expect(nodeDeadOutputKeptMiB(t(0.5, [1, 0.05]), { ...run, calls: 2 })).toBeCloseTo(2 * 8 * 0.05, 9);
     // The eval pass trims the heap: its chunks' outputs (2 MiB a chunk of 8) come from the heap
     // and die; the copy of all 256 samples' (64 MiB) is mmapped, so the heap's top is free at the
     // end mark and glibc gives it back, the dead requests' chunks with it (the eval-outputs probe).
@@ -392,9 +397,25 @@ describe("node-ort's dead outputs (deadOutputMiB)", () => {
     // chunks: RemBERT's 4 MiB copy (32 samples of 0.125 MiB) after ORT's 4 MiB read buffer.
     expect(nodeDeadOutputKeptMiB(t(1, [0.125], 16), { ...run, evalSamples: 32 })).toBeCloseTo(12 * 1, 9);
     expect(nodeDeadOutputKeptMiB(t(1, [0.125], 16), { ...run, evalSamples: 64 })).toBe(0);
-    // Chunk outputs mmapped themselves (1 MiB logits, 8 MiB a chunk over a 4 MiB threshold): never the
-    // heap's top; the requests of 1 (1.05 MiB each) stay kept.
-    expect(nodeDeadOutputKeptMiB(t(4, [1, 0.05]), { ...run, evalSamples: 256 })).toBeCloseTo(12 * 1.05, 9);
+    // Chunk outputs mmapped at first (1 MiB logits, 8 MiB a chunk over a 4 MiB threshold), until V8
+    // frees one of the timed requests' (their 113 MiB pass its limit): glibc's threshold follows
+    // it to 8 MiB and a page, the chunks come from the heap, and the final collection may trim
+    // the heap's top or not. A coin: the middle of the requests of 1 kept (1.05 MiB each) and none.
+    expect(timedRequestsMmapThresholdMiB(t(4, [1, 0.05]), run)).toBe(8 + page);
+    expect(nodeDeadOutputKept(t(4, [1, 0.05]), { ...run, evalSamples: 256 })).toEqual({ mib: (12 * 1.05) / 2, rangeMiB: [0, 12 * 1.05] });
+    // A decoder LM's logits at seq 128 (3.9 MiB a sample, 31.25 a request of 8, under glibc's
+    // 32 MiB cap) after a 7.8 MiB embedding: Qwen2, Phi-3 and TrOCR's decoder trimmed, GPT-NeoX
+    // did not, Gemma 2 and Pegasus kept 7 and 17 of the 32 MiB.
+    const lm = t(7.81, [3.906], 30);
+    const lmRun = { maxBatch: 8, batchSizes: [1, 8], evalSamples: 32, calls: 6 };
+    expect(timedRequestsMmapThresholdMiB(lm, lmRun)).toBeCloseTo(8 * 3.906 + page, 9);
+    const pinned = NODE_DEAD_OUTPUT_LIMIT_MIB + 1.5 * 3.906;
+    expect(nodeDeadOutputKept(lm, { ...lmRun, calls: 12 })).toEqual({ mib: pinned / 2, rangeMiB: [0, pinned] });
+    // Too few requests for V8 to collect before the eval pass (two of each size, 18.9 MiB): the
+    // threshold stays the load's, the chunks stay mapped, and the requests of 1 stay pinned.
+    const few = { ...run, evalSamples: 256, calls: 2 };
+    expect(timedRequestsMmapThresholdMiB(t(4, [1, 0.05]), few)).toBe(4 + page);
+    expect(nodeDeadOutputKept(t(4, [1, 0.05]), few)).toEqual({ mib: 2 * 1.05, rangeMiB: null });
     expect(features("node-ort", t(16), run).deadOutputKeptMiB).toBeCloseTo(nodeDeadOutputKeptMiB(t(16), run), 9);
     expect(features("python-ort", t(16), run).deadOutputKeptMiB).toBe(0);
   });

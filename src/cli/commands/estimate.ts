@@ -22,6 +22,7 @@ import { shown } from "../outcome.ts";
 import { estimatePipelineCommand, PIPELINE_FILE } from "../estimate-pipeline.ts";
 import { deviceSection, printDeviceSection } from "../estimate-device.ts";
 import { SPREAD_NOTED_MIB } from "../../estimate/pipeline-estimate.ts";
+import { nodeDeadOutputKept } from "../../estimate/node-ort-outputs.ts";
 
 
 export const spec: CommandSpec = {
@@ -122,6 +123,11 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     if (range && range[1] - range[0] > SPREAD_NOTED_MIB)
       io.out(`  held by malloc after ${runtime}'s load: ${num(range[0])} to ${num(range[1])} MiB in the probe's fresh processes (glibc's dynamic mmap threshold picks one per process); the estimate takes the middle, ${num(load.heldMiB ?? 0)} MiB, half the gap either way`);
   }
+  // node-ort's second coin: whether its final collection leaves the heap's top free to trim.
+  const coin = (args.flags.runtimes as string[]).includes("node-ort") ? nodeDeadOutputKept(terms, run).rangeMiB : null;
+  const keptMiB = estimates.find((e) => e?.runtime === "node-ort")?.features.deadOutputKeptMiB ?? 0;
+  if (coin && keptMiB > SPREAD_NOTED_MIB / 2)
+    io.out(`  node-ort's dead outputs kept after its final collection: 0 or ${num(2 * keptMiB)} MiB (glibc trims the heap's top, or a live block above them pins them: a coin per run); the estimate takes the middle, ${num(keptMiB)} MiB, half the gap either way`);
   if (terms.nativeLoadUnavailable && !terms.compileError) io.out(`  memlane-rt's load: unavailable (${terms.nativeLoadUnavailable}); native leaves its repacked weights out`);
   if (terms.tableWindowsUnavailable) io.out(`  tables read in place: their page-cache windows unmeasured (${terms.tableWindowsUnavailable}); 64 KiB a read taken`);
   const unknownFor = (args.flags.runtimes as string[]).filter((r) => runs(r) && activationsUnknown(terms, r) !== null);
