@@ -127,7 +127,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
   const coin = (args.flags.runtimes as string[]).includes("node-ort") ? nodeDeadOutputKept(terms, run).rangeMiB : null;
   const keptMiB = estimates.find((e) => e?.runtime === "node-ort")?.features.deadOutputKeptMiB ?? 0;
   if (coin && keptMiB > SPREAD_NOTED_MIB / 2)
-    io.out(`  node-ort's dead outputs kept after its final collection: 0 or ${num(2 * keptMiB)} MiB (glibc trims the heap's top, or a live block above them pins them: a coin per run); the estimate takes the middle, ${num(keptMiB)} MiB, half the gap either way`);
+    io.out(`  node-ort's dead outputs kept after its final collection: where glibc's heap top lies when V8 collects decides it, a coin per run; the estimate takes ${num(keptMiB)} MiB, the middle of none and the pinned requests' ${num(2 * keptMiB)} MiB`);
   if (terms.nativeLoadUnavailable && !terms.compileError) io.out(`  memlane-rt's load: unavailable (${terms.nativeLoadUnavailable}); native leaves its repacked weights out`);
   if (terms.tableWindowsUnavailable) io.out(`  tables read in place: their page-cache windows unmeasured (${terms.tableWindowsUnavailable}); 64 KiB a read taken`);
   const unknownFor = (args.flags.runtimes as string[]).filter((r) => runs(r) && activationsUnknown(terms, r) !== null);
