@@ -52,6 +52,14 @@ export interface NativeLoadProbe {
    * sample), Swin's MLP bias output (368 KiB a sample).
    */
   unwrittenPerSampleMiB: number;
+  /**
+   * The batch tail's own figures (cpu/batch_tail.h): of its arena a sample, what no kernel writes
+   * (mobilenet_v2's last 1x1 conv writes its ReLU6's output, not the conv's, 245 KiB a sample),
+   * MiB; and its kernels' workspace for 2^i samples, MiB (empty without a tail). Where a batch is
+   * split the tail runs over all of it, in the workspace the chunks use.
+   */
+  batchTailUnwrittenPerSampleMiB: number;
+  batchTailWorkspaceByBatchMiB: number[];
 }
 
 /**
@@ -87,9 +95,9 @@ export function checkedNativeLoad(marks: readonly PhaseMark[], value: unknown): 
     if (typeof v !== "number" || !Number.isFinite(v) || v < 0) bad(`the load result's ${field} is ${JSON.stringify(v)}, not a number >= 0`);
     return v as number;
   };
-  const curve = (field: string): number[] => {
+  const curve = (field: string, mayBeEmpty = false): number[] => {
     const v = (value as Record<string, unknown> | null)?.[field];
-    const ok = Array.isArray(v) && v.length > 0 && v.every((x, i) => typeof x === "number" && Number.isFinite(x) && x >= 0 && (i === 0 || x >= (v[i - 1] as number)));
+    const ok = Array.isArray(v) && (mayBeEmpty || v.length > 0) && v.every((x, i) => typeof x === "number" && Number.isFinite(x) && x >= 0 && (i === 0 || x >= (v[i - 1] as number)));
     if (!ok) bad(`the load result's ${field} is ${JSON.stringify(v)}, not a non-decreasing list of numbers >= 0`);
     return (v as number[]).map((x) => x / MIB);
   };
@@ -100,6 +108,8 @@ export function checkedNativeLoad(marks: readonly PhaseMark[], value: unknown): 
     batchTailPerSampleMiB: bytes("batchTailBytesPerSample") / MIB,
     workspaceByBatchMiB: curve("workspaceBytesByBatch"),
     unwrittenPerSampleMiB: bytes("arenaUnwrittenBytesPerSample") / MIB,
+    batchTailUnwrittenPerSampleMiB: bytes("batchTailUnwrittenBytesPerSample") / MIB,
+    batchTailWorkspaceByBatchMiB: curve("batchTailWorkspaceBytesByBatch", true),
   };
 }
 

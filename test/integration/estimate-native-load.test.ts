@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileOnnx } from "../../src/compiler/compile.ts";
 import { features, modelTerms } from "../../src/estimate/model-terms.ts";
 import { checkedNativeLoad, probeNativeLoad, workspaceAt } from "../../src/estimate/native-load.ts";
-import { nativeChunkSamples } from "../../src/compiler/native-chunk.ts";
+import { nativeChunkSamples, nativeLanes } from "../../src/compiler/native-chunk.ts";
 import { HAS_AVX512F } from "../fixtures/cpu-flags.ts";
 import { ROOT } from "./pipeline-helpers.ts";
 
@@ -145,6 +145,26 @@ describe("native load probe", () => {
     expect(split.activationMiB - whole.activationMiB).toBeCloseTo(p.batchTailPerSampleMiB, 12);
     // A batch of one is never split: no tail.
     expect(features("native", t, { maxBatch: 1, evalSamples: 16 }).largestBatchMiB).toBe(0);
+    // The tail's own figures: the Gemm writes its output and the carried input is copied in, so
+    // nothing is unwritten; its workspace curve has a point a batch (none without a tail).
+    expect(p.batchTailUnwrittenPerSampleMiB).toBe(0);
+    expect(p.batchTailWorkspaceByBatchMiB.length).toBe(p.workspaceByBatchMiB.length);
+    expect(convs.batchTailUnwrittenPerSampleMiB).toBe(0);
+    expect(convs.batchTailWorkspaceByBatchMiB).toEqual([]);
+    expect(t.nativeBatchTailUnwrittenPerSampleMiB).toBe(0);
+    expect(t.nativeBatchTailWorkspaceByBatchMiB).toEqual(p.batchTailWorkspaceByBatchMiB);
+    // A tail whose fused kernels leave a quarter of its arena unwritten, and whose kernels' workspace
+    // at the whole batch outgrows the chunks': the largest batch touches the written tail bytes and
+    // the larger workspace (mobilenet_v2 at batch 64: +7 MiB, +3.7 % steady, when both were left out).
+    const tail = p.batchTailPerSampleMiB;
+    const ws = t.nativeWorkspaceByBatchMiB!;
+    const tailWs = ws.map((_, i) => 2 ** i);  // 1 MiB a sample
+    const run = { maxBatch: 8, evalSamples: 16 };
+    const lanes = nativeLanes(true, 1, nativeChunkSamples(true, t.arenaPerSampleMiB! * 2 ** 20, 8), 8);
+    const fused = features("native", { ...t, nativeBatchTailUnwrittenPerSampleMiB: tail / 4, nativeBatchTailWorkspaceByBatchMiB: tailWs }, run);
+    const chunksWs = lanes.used * workspaceAt(ws, lanes.chunk);
+    expect(fused.largestBatchMiB - split.largestBatchMiB).toBeCloseTo(-7 * (tail / 4) + Math.max(0, 8 - chunksWs), 12);
+    expect(fused.activationMiB - split.activationMiB).toBeCloseTo(-tail / 4, 12);  // a batch of one writes one sample of it
   }, 120_000);
 
   it("gives the kernels' workspace by batch (an LSTM's projections), which the first request and the largest batch touch", async () => {
@@ -213,8 +233,15 @@ describe("native load probe", () => {
 
   it("refuses a worker's answer it cannot use, naming what was wrong", () => {
     const mark = (m: "start" | "end", rssKiB: number, hwmKiB = rssKiB) => ({ name: "model-load", mark: m, memory: { rssKiB, hwmKiB } }) as never;
-    const ok = { weightsBytesReleased: 2 ** 20, batchTailBytesPerSample: 2 ** 19, workspaceBytesByBatch: [2 ** 18, 2 ** 19], arenaUnwrittenBytesPerSample: 2 ** 17 };
-    expect(checkedNativeLoad([mark("start", 1000), mark("end", 3048)], ok)).toEqual({ loadMiB: 2, loadPeakAboveEndMiB: 0, releasedMiB: 1, batchTailPerSampleMiB: 0.5, workspaceByBatchMiB: [0.25, 0.5], unwrittenPerSampleMiB: 0.125 });
+    const ok = { weightsBytesReleased: 2 ** 20, batchTailBytesPerSample: 2 ** 19, workspaceBytesByBatch: [2 ** 18, 2 ** 19], arenaUnwrittenBytesPerSample: 2 ** 17, batchTailUnwrittenBytesPerSample: 2 ** 16, batchTailWorkspaceBytesByBatch: [2 ** 20, 2 ** 21] };
+    expect(checkedNativeLoad([mark("start", 1000), mark("end", 3048)], ok)).toEqual({
+      loadMiB: 2, loadPeakAboveEndMiB: 0, releasedMiB: 1, batchTailPerSampleMiB: 0.5, workspaceByBatchMiB: [0.25, 0.5], unwrittenPerSampleMiB: 0.125,
+      batchTailUnwrittenPerSampleMiB: 0.0625, batchTailWorkspaceByBatchMiB: [1, 2],
+    });
+    // no tail: an empty tail curve
+    expect(checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { ...ok, batchTailBytesPerSample: 0, batchTailUnwrittenBytesPerSample: 0, batchTailWorkspaceBytesByBatch: [] }).batchTailWorkspaceByBatchMiB).toEqual([]);
+    expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { ...ok, batchTailWorkspaceBytesByBatch: [8, -1] })).toThrow(/batchTailWorkspaceBytesByBatch is \[8,-1\]/);
+    expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048)], { ...ok, batchTailUnwrittenBytesPerSample: Number.NaN })).toThrow(/batchTailUnwrittenBytesPerSample is null/);
     // the peak 3 MiB above the load's end (VmHWM at the end mark)
     expect(checkedNativeLoad([mark("start", 1000), mark("end", 3048, 6120)], ok).loadPeakAboveEndMiB).toBe(3);
     expect(() => checkedNativeLoad([mark("start", 1000), mark("end", 3048, Number.NaN)], ok)).toThrow(/RSS readings and end HWM/);

@@ -105,6 +105,9 @@ struct MemoryStats {
                                          // in arenaBytes x maxBatch only then); 0: none
   uint64_t arenaUnwrittenBytesPerSample = 0;  // cpu: of bytesPerSample, what no kernel writes
                                               // (cpu/arena_unwritten.h)
+  uint64_t batchTailUnwrittenBytesPerSample = 0;     // cpu: the same of the batch tail's arena
+  std::vector<uint64_t> batchTailWorkspaceBytesByBatch;  // cpu: workspaceBytesByBatch of the
+                                                         // batch tail's kernels alone; empty: none
   std::vector<uint64_t> workspaceBytesByBatch;  // cpu: RuntimeMemory's (the largest kernel
                                                 // workspace for 2^i samples at once); empty: none
   int64_t deviceUsedBytes = -1;    // this process's device memory, -1 = unknown/unavailable

@@ -69,6 +69,11 @@ struct RuntimeMemory {
   // probe). A curve, not a slope: a conv's im2col chunk stops growing at its cap (digits-cnn's
   // at 64 samples took a fifth of what one sample's growth times 63 said).
   std::vector<uint64_t> workspaceBytesByBatch;
+  // cpu: the batch tail's (batchTailBytesPerSample) own figures: the bytes of its arena a sample
+  // no kernel writes, and its kernels' workspace for 2^i samples. Where a batch is split its tail
+  // runs over the whole batch in the same workspace the chunks use: the run touches the larger.
+  uint64_t batchTailUnwrittenBytesPerSample = 0;
+  std::vector<uint64_t> batchTailWorkspaceBytesByBatch;
   int64_t deviceUsedBytes = -1;     // -1 = unknown
 };
 

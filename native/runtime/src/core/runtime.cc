@@ -386,6 +386,8 @@ RuntimeMemory Runtime::memory() const {
   m.batchTailBytesPerSample = s.batchTailBytesPerSample;
   m.arenaUnwrittenBytesPerSample = s.arenaUnwrittenBytesPerSample;
   m.workspaceBytesByBatch = s.workspaceBytesByBatch;
+  m.batchTailUnwrittenBytesPerSample = s.batchTailUnwrittenBytesPerSample;
+  m.batchTailWorkspaceBytesByBatch = s.batchTailWorkspaceBytesByBatch;
   // Profiles share one host arena and workspace: the largest of them is what is held.
   for (size_t p = 1; p < impl_->backends.size(); ++p) {
     const MemoryStats o = impl_->backends[p]->memory_stats();
@@ -399,6 +401,11 @@ RuntimeMemory Runtime::memory() const {
     if (m.workspaceBytesByBatch.size() < o.workspaceBytesByBatch.size()) m.workspaceBytesByBatch.resize(o.workspaceBytesByBatch.size());
     for (size_t i = 0; i < o.workspaceBytesByBatch.size(); ++i)
       m.workspaceBytesByBatch[i] = std::max(m.workspaceBytesByBatch[i], o.workspaceBytesByBatch[i]);
+    m.batchTailUnwrittenBytesPerSample = std::min(m.batchTailUnwrittenBytesPerSample, o.batchTailUnwrittenBytesPerSample);
+    if (m.batchTailWorkspaceBytesByBatch.size() < o.batchTailWorkspaceBytesByBatch.size())
+      m.batchTailWorkspaceBytesByBatch.resize(o.batchTailWorkspaceBytesByBatch.size());
+    for (size_t i = 0; i < o.batchTailWorkspaceBytesByBatch.size(); ++i)
+      m.batchTailWorkspaceBytesByBatch[i] = std::max(m.batchTailWorkspaceBytesByBatch[i], o.batchTailWorkspaceBytesByBatch[i]);
   }
   if (impl_->file) {
     m.weightsBytes = distinct_weight_bytes(impl_->file->profiles());

@@ -5,8 +5,9 @@
 
 namespace memlane::cpu {
 
-uint64_t arena_unwritten_bytes_per_sample(const Plan& plan, const std::vector<std::unique_ptr<Kernel>>& kernels, size_t end) {
-  end = std::min(end, std::min(kernels.size(), plan.ops.size()));
+uint64_t arena_unwritten_bytes_per_sample(const Plan& plan, const std::vector<std::unique_ptr<Kernel>>& kernels, size_t end, size_t first) {
+  end = std::min(end, std::min(kernels.size() > first ? kernels.size() - first : 0, plan.ops.size()));
+  auto has_kernel = [&](size_t i) { return kernels[first + i] != nullptr; };
   std::vector<std::pair<uint64_t, uint64_t>> written;  // [offset, offset + bytes) a sample
   auto add = [&](int32_t id) {
     if (id < 0 || size_t(id) >= plan.tensors.size()) return;
@@ -19,8 +20,8 @@ uint64_t arena_unwritten_bytes_per_sample(const Plan& plan, const std::vector<st
   // A kernel and the ops folded into it (the null entries after it) write the last op's outputs.
   for (size_t i = 0; i < end;) {
     size_t last = i;
-    if (kernels[i])
-      while (last + 1 < end && !kernels[last + 1]) ++last;
+    if (has_kernel(i))
+      while (last + 1 < end && !has_kernel(last + 1)) ++last;
     for (int32_t o : plan.ops[last].outputs) add(o);
     i = last + 1;
   }

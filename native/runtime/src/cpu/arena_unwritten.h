@@ -17,9 +17,10 @@
 
 namespace memlane::cpu {
 
-// `kernels`: one entry per plan op, nullptr for an op folded into the kernel before it; the
+// `kernels`: plan op i's at kernels[first + i], nullptr for an op folded into the kernel before
+// it (`first`: where a view of ops [first, ...) of a larger plan starts, the batch tail's); the
 // ops [0, end) are those run in the plan's arena. Graph inputs count as written (they are
 // copied in).
-uint64_t arena_unwritten_bytes_per_sample(const Plan& plan, const std::vector<std::unique_ptr<Kernel>>& kernels, size_t end);
+uint64_t arena_unwritten_bytes_per_sample(const Plan& plan, const std::vector<std::unique_ptr<Kernel>>& kernels, size_t end, size_t first = 0);
 
 }  // namespace memlane::cpu

@@ -317,9 +317,10 @@ class CpuBackend final : public Backend {
     // Where a batch is split, the weight-heavy last ops run once over the whole of it
     // (batch_tail.h). Its arena per sample is reported either way: memlane estimate's native
     // load probe loads at maxBatch 1 and applies it to the batches a run will split.
-    cpu::BatchTail tail = chunkable ? cpu::plan_batch_tail(plan) : cpu::BatchTail{};
+    // The tail stays here after it is kept: its unwritten bytes and workspace are reported too.
+    const cpu::BatchTail tail = chunkable ? cpu::plan_batch_tail(plan) : cpu::BatchTail{};
     const uint64_t tailBytesPerSample = tail.empty() ? 0 : tail.tail.bytesPerSample;
-    if (laneChunk < maxBatch) tail_ = std::move(tail);
+    if (laneChunk < maxBatch) tail_ = tail;
     std::vector<std::unique_ptr<cpu::Kernel>> kernels;
     // Convs with several kernels keep the one that ran fastest here (conv_tune.h); the tuner and
     // its scratch go once the kernels are built.
@@ -416,6 +417,19 @@ class CpuBackend final : public Backend {
     stats_.arenaUnwrittenBytesPerSample = cpu::arena_unwritten_bytes_per_sample(plan, kernels_, prefix_kernels());
     stats_.workspaceBytesByBatch.clear();
     for (uint64_t f : wsByBatch) stats_.workspaceBytesByBatch.push_back(f * sizeof(float));
+    // The tail's kernels are plan ops [tail.start, n) whether built as its view or as the whole
+    // plan's (a load at maxBatch 1, memlane estimate's probe, splits nothing).
+    stats_.batchTailUnwrittenBytesPerSample =
+        tail.empty() ? 0 : cpu::arena_unwritten_bytes_per_sample(tail.tail, kernels_, tail.tail.ops.size(), tail.start);
+    stats_.batchTailWorkspaceBytesByBatch.clear();
+    if (!tail.empty()) {
+      for (int j = 0; j < kWorkspaceCurvePoints; ++j) {
+        uint64_t floats = 0;
+        for (size_t i = tail.start; i < kernels_.size(); ++i)
+          if (kernels_[i]) floats = std::max(floats, kernels_[i]->workspace_floats(int64_t(1) << j));
+        stats_.batchTailWorkspaceBytesByBatch.push_back(floats * sizeof(float));
+      }
+    }
     stats_.weightBytesMapped = plan.weightBytes;
     stats_.weightBytesReleased = release.released_bytes();
     maxBatch_ = maxBatch;

@@ -56,6 +56,8 @@ void task_load(TaskCtx& c, WorkerState& state) {
       .set("batchTailBytesPerSample", m.batchTailBytesPerSample)
       .set("arenaUnwrittenBytesPerSample", m.arenaUnwrittenBytesPerSample)
       .set("workspaceBytesByBatch", bytes_curve(m.workspaceBytesByBatch))
+      .set("batchTailUnwrittenBytesPerSample", m.batchTailUnwrittenBytesPerSample)
+      .set("batchTailWorkspaceBytesByBatch", bytes_curve(m.batchTailWorkspaceBytesByBatch))
       .set("inputs", specs(rt->inputs()))
       .set("outputs", specs(rt->outputs()));
   // Every shape profile's inputs (one entry for a one-profile plan); `inputs` is profile 0's.
