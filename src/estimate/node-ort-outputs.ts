@@ -130,10 +130,10 @@ export function nodeDeadOutputKeptMiB(t: Pick<ModelTerms, "outputPerSampleMiB" |
 
 /**
  * nodeDeadOutputKeptMiB, and where the outcome is a coin (the timed requests raised glibc's
- * threshold so that the eval pass can leave the heap's top free: coinFlipThresholdMiB) the two
- * amounts a run lands on, `rangeMiB`: the estimate takes their middle, as it does for the held
- * memory the load probe's processes disagree on (docs/memory.md, "node-ort's end figures
- * after a collection").
+ * threshold so that the eval pass can leave the heap's top free: timedRequestsMmapThresholdMiB)
+ * the two outcomes, `rangeMiB`: none kept, or the pinned requests'. The estimate takes their
+ * middle, as it does for the held memory the load probe's processes disagree on (docs/memory.md,
+ * "Two coins and a message").
  */
 export function nodeDeadOutputKept(
   t: Pick<ModelTerms, "outputPerSampleMiB" | "outputTensorsPerSampleMiB" | "largestInitializerMiB" | "fileMiB">, run: RunShape, heldLeft: readonly FreePieces[] | null = null,
