@@ -133,7 +133,7 @@ export function nodeDeadOutputKeptMiB(t: Pick<ModelTerms, "outputPerSampleMiB" |
  * threshold so that the eval pass can leave the heap's top free: timedRequestsMmapThresholdMiB)
  * the two outcomes, `rangeMiB`: none kept, or the pinned requests'. The estimate takes their
  * middle, as it does for the held memory the load probe's processes disagree on (docs/memory.md,
- * "Two coins and a message").
+ * "Two coins, a message and a tail").
  */
 export function nodeDeadOutputKept(
   t: Pick<ModelTerms, "outputPerSampleMiB" | "outputTensorsPerSampleMiB" | "largestInitializerMiB" | "fileMiB">, run: RunShape, heldLeft: readonly FreePieces[] | null = null,

@@ -13,15 +13,19 @@
  * the figure stands for both ORT runtimes.
  *
  * The same load does not always hold the same: the conv probe's 36 MiB of kernels (four 9 MiB
- * blocks) left 72, 81 and 90 MiB in three fresh processes, resnet18 76.4 in each of four. So
- * the probe runs `runs` times (3), each in a fresh worker, and gives the middle of what they held
- * (heldEstimateMiB) and the median of its other figures. Each run costs a
- * Python start, onnxruntime's import and one session creation (about half a second unloaded).
+ * blocks) left 72, 81 and 90 MiB in three fresh processes, resnet18 76.4 in each of four. The
+ * process's address layout decides it, and the size of its environment moves the layout
+ * (layout-draws.ts). So the probe runs `runs` times (Python: 5, each in an environment of
+ * another size; Node: 3), each in a fresh worker, and gives the middle of what they held
+ * (heldEstimateMiB) and the median of its other figures. Each run costs a process start, the
+ * runtime's import and one session creation (about half a second unloaded; 2 s for a 130 MB
+ * model).
  */
 import { statSync } from "node:fs";
 import { Supervisor } from "../workers/index.ts";
 import { runNodeOrtLoadProbe } from "../workers/node-ort.ts";
 import { workerSpecs } from "../workers/specs.ts";
+import { LAYOUT_DRAWS, layoutDrawEnv } from "./layout-draws.ts";
 
 const MIB = 2 ** 20;
 /** Runs whose held amounts differ by at most this are one heap state (glibc's coin gives two far apart). */
@@ -146,8 +150,8 @@ export function heldEstimateMiB(held: ReadonlyArray<number | null>): number | nu
 
 /**
  * Runs the probe on `onnxPath`, each run in a fresh worker (memory an earlier load freed would
- * be reused and hide what this one keeps), `runs` times (default 3). `env` is passed to
- * the workers (MALLOC_* settings: the run's own).
+ * be reused and hide what this one keeps), `runs` times (default: 5 for Python, 3 for Node).
+ * `env` is passed to the workers (MALLOC_* settings: the run's own).
  */
 export function probeOrtLoad(onnxPath: string, opts: ProbeOptions = {}): Promise<OrtLoadProbe> {
   // One probe per file version and settings in a process: a run's memory budget (before a
@@ -229,7 +233,12 @@ async function pythonRuns(onnxPath: string, opts: ProbeOptions, count: number): 
   const sup = await Supervisor.start();
   try {
     for (let i = 0; i < count; i++) {
-      const w = await sup.spawn(workerSpecs.python({ name: "estimate-ort-load", ...(opts.env ? { env: opts.env } : {}) }));
+      // The benchmark worker's thread settings (exec-model.ts pythonWorker), and an environment
+      // of another size each run: another address layout, another level of held memory
+      // (layout-draws.ts).
+      const threads = String(opts.threads ?? 1);
+      const env = { OMP_NUM_THREADS: threads, MKL_NUM_THREADS: threads, ...opts.env, ...layoutDrawEnv(i) };
+      const w = await sup.spawn(workerSpecs.python({ name: "estimate-ort-load", env }));
       try {
         runs.push(inMiB(checkedRaw((await w.run("estimate.ortLoad", { model: onnxPath, threads: opts.threads ?? 1 }, { timeoutMs: 300_000 })).value)));
       } finally {
@@ -250,7 +259,9 @@ async function nodeRuns(onnxPath: string, opts: ProbeOptions, count: number): Pr
 }
 
 async function runProbes(onnxPath: string, opts: ProbeOptions): Promise<OrtLoadProbe> {
-  const count = opts.runs ?? 3;
+  // Python's draws spread over LAYOUT_DRAWS environments (layout-draws.ts); Node's held bytes did
+  // not move with the environment's size (Qwen2: 19.8-21.0 MiB over five sizes), three suffice.
+  const count = opts.runs ?? (opts.runtime === "node-ort" ? 3 : LAYOUT_DRAWS);
   const runs = opts.runtime === "node-ort" ? await nodeRuns(onnxPath, opts, count) : await pythonRuns(onnxPath, opts, count);
   const held = runs.map((r) => r.heldMiB);
   const medianHeld = medianOrNull(held);
