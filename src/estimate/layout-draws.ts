@@ -7,7 +7,9 @@
  * worker's TMPDIR is its run's scratch folder, whose length the output folder decides, so its
  * level is a draw the estimate cannot foresee. So each load probe run gets an environment of
  * another size, the probe's range spans levels a worker may land on, and the estimate takes its
- * middle (ort-load.ts heldEstimateMiB) instead of one level's figure.
+ * middle (ort-load.ts heldEstimateMiB) instead of one level's figure. The PyTorch probe's draws
+ * of a short run (torch-terms.ts) do the same: tiny-gpt's infer run grew 24.6 MiB in both of two
+ * workers of one environment, 28.3 in both of two of another.
  */
 
 /** The variable whose length differs from draw to draw; no library reads it. */
@@ -16,7 +18,7 @@ export const LAYOUT_DRAW_VAR = "MEMLANE_LAYOUT_DRAW";
 /** Lengths of LAYOUT_DRAW_VAR's value, draw by draw (none for the first: a plain worker's environment). */
 const LENGTHS = [-1, 17, 41, 70, 103];
 
-/** The load probe's Python runs: one a length. */
+/** The Python load probe's runs: one a length. */
 export const LAYOUT_DRAWS = LENGTHS.length;
 
 /** The environment of draw `i` (0, 1, ...). */

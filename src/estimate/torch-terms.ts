@@ -7,6 +7,7 @@
 import { availableParallelism } from "node:os";
 import { inFreshWorker } from "../workers/fresh-worker.ts";
 import { workerSpecs } from "../workers/specs.ts";
+import { layoutDrawEnv } from "./layout-draws.ts";
 import { medianOrNull, rangeOrNull } from "./ort-load.ts";
 import type { Optimizer } from "./torch-estimate.ts";
 
@@ -110,7 +111,14 @@ export function combineDraws(draws: readonly RunDraw[]): Pick<TorchTerms, "runMi
   };
 }
 
-const probeSpec = (threads: string) => workerSpecs.python({ name: "estimate-probe", env: { OMP_NUM_THREADS: threads, MKL_NUM_THREADS: threads } });
+/**
+ * The probe's worker for draw `draw`: the benchmark's thread settings, and an environment of a
+ * size of its own, so that the draws see different address layouts (layout-draws.ts): in one
+ * environment tiny-gpt's short infer run grew 24.6 MiB in both of two fresh workers, in another
+ * 28.3 in both.
+ */
+const probeSpec = (threads: string, draw: number) =>
+  workerSpecs.python({ name: "estimate-probe", env: { OMP_NUM_THREADS: threads, MKL_NUM_THREADS: threads, ...layoutDrawEnv(draw) } });
 
 /**
  * Runs the probe in a fresh Python worker (it imports torch: a few seconds), with the OpenMP
@@ -122,11 +130,11 @@ export async function torchTerms(arch: string, data: DataSource = "none", run?: 
   const threads = String(run?.threads ?? 1);
   const { mode, ...shape } = run ?? { mode: "none" };
   const args = { arch, data, threads: Number(threads), run: mode, ...shape };
-  const task = (only: "all" | "run") => inFreshWorker(probeSpec(threads), async (w) =>
+  const task = (only: "all" | "run", draw: number) => inFreshWorker(probeSpec(threads, draw), async (w) =>
     (await w.run("estimate.torch", { ...args, only }, { timeoutMs: 300_000 })).value as unknown as RawTerms);
   const extra = mode === "none" ? 0 : RUN_DRAWS - 1;
   const lanes = Math.max(1, Math.floor(availableParallelism() / Number(threads)));
-  const [r, ...draws] = await inLanes([() => task("all"), ...Array.from({ length: extra }, () => () => task("run"))], lanes);
+  const [r, ...draws] = await inLanes([() => task("all", 0), ...Array.from({ length: extra }, (_, i) => () => task("run", i + 1))], lanes);
   return {
     arch: r!.arch, params: r!.params, paramMiB: r!.paramBytes / MIB, bufferMiB: r!.bufferBytes / MIB,
     probeBatches: r!.probeBatches, probes: r!.probes, dataMiB: r!.dataMiB, distImportMiB: r!.distImportMiB ?? null,
