@@ -143,7 +143,9 @@ static void stacked_poller_yields() {
 // (and its data) stays on one core call after call. Chunk 0 waits for chunk 1 to start (up to
 // 2 ms), so a worker that claims first would be seen running chunk 0.
 static void caller_front_worker_back() {
+  setenv("MEMLANE_POOL_STATS", "1", 1);  // read by the pool's constructor: counts the worker's skips
   ThreadPool pool(2);
+  unsetenv("MEMLANE_POOL_STATS");
   ThreadPool::Hot hot(pool);
   const std::thread::id caller = std::this_thread::get_id();
   int both = 0, callerFirst = 0;
@@ -167,7 +169,11 @@ static void caller_front_worker_back() {
       if (ran[0] != ran[1]) ++both, callerFirst += ran[0] == caller;
     }
   }
-  if (std::thread::hardware_concurrency() >= 2) CHECK_MSG(both > 0, "the worker took no chunk in 300 calls");
+  // Where other jobs hold the other core the scheduler may wake the worker on the caller's CPU
+  // in every call, and main's rule (MEMLANE_POOL_SKIP_STACKED) has it skip those calls: seen in a
+  // CI rehearsal beside two benchmarks. A worker that neither took part nor skipped is the fault.
+  if (std::thread::hardware_concurrency() >= 2)
+    CHECK_MSG(both > 0 || pool.worker_skips() > 0, "the worker took no chunk in 360 calls and skipped none (" + std::to_string(pool.worker_skips()) + " skips)");
   CHECK_MSG(callerFirst == both, "the worker ran chunk 0 in " + std::to_string(both - callerFirst) + " of " +
                                      std::to_string(both) + " calls it took part in");
 }
