@@ -121,7 +121,7 @@ export async function execute(argv: readonly string[], io: Io): Promise<number> 
     // glibc's coin (docs/memory.md, "What is left is glibc's coin"): say it where it is wider
     // than the run-to-run noise, since a run may land on either amount.
     if (range && range[1] - range[0] > SPREAD_NOTED_MIB)
-      io.out(`  held by malloc after ${runtime}'s load: ${num(range[0])} to ${num(range[1])} MiB in the probe's fresh processes (glibc's dynamic mmap threshold picks one per process); the estimate takes the middle, ${num(load.heldMiB ?? 0)} MiB, half the gap either way`);
+      io.out(`  held by malloc after ${runtime}'s load: ${num(range[0])} to ${num(range[1])} MiB in the probe's fresh processes (each process's address layout picks one level, and a run's output folder moves its worker's); the estimate takes the middle, ${num(load.heldMiB ?? 0)} MiB, half the gap either way`);
   }
   // node-ort's second coin: whether its final collection leaves the heap's top free to trim.
   const coin = (args.flags.runtimes as string[]).includes("node-ort") ? nodeDeadOutputKept(terms, run).rangeMiB : null;
