@@ -396,7 +396,11 @@ describe("node-ort's dead outputs (deadOutputMiB)", () => {
     // A copy the size of the block that set the threshold comes from the heap too, and pins the
     // chunks: RemBERT's 4 MiB copy (32 samples of 0.125 MiB) after ORT's 4 MiB read buffer.
     expect(nodeDeadOutputKeptMiB(t(1, [0.125], 16), { ...run, evalSamples: 32 })).toBeCloseTo(12 * 1, 9);
-    expect(nodeDeadOutputKeptMiB(t(1, [0.125], 16), { ...run, evalSamples: 64 })).toBe(0);
+    // 64 samples: a mapped copy, so the eval pass may trim the heap, but its 8 MiB of chunks fit in
+    // the 12 MiB the dead requests left free and need not reach the top: a coin, the middle taken.
+    expect(nodeDeadOutputKept(t(1, [0.125], 16), { ...run, evalSamples: 64 })).toEqual({ mib: 12 / 2, rangeMiB: [0, 12] });
+    // 128 samples: 16 MiB of chunks overflow that room, the last of them are the top, the end trims.
+    expect(nodeDeadOutputKeptMiB(t(1, [0.125], 16), { ...run, evalSamples: 128 })).toBe(0);
     // Chunk outputs mmapped at first (1 MiB logits, 8 MiB a chunk over a 4 MiB threshold), until V8
     // frees one of the timed requests' (their 113 MiB pass its limit): glibc's threshold follows
     // it to 8 MiB and a page, the chunks come from the heap, and the final collection may trim
