@@ -46,6 +46,7 @@ import { withOrtFunctionBodies } from "./ort-functions.ts";
 import { CONV_SUM, ortFusions } from "./ort-fusions.ts";
 import { ortPadFusion } from "./ort-pad-fusion.ts";
 import { ortConvAffineFusion } from "./ort-conv-affine.ts";
+import { ortNoopElimination } from "./ort-noop-elimination.ts";
 import { type KernelScratch, ortKernelScratch } from "./ort-scratch.ts";
 import { ortNchwc } from "./ort-nchwc.ts";
 import { channelsFirstName, ortNhwc } from "./ort-nhwc.ts";
@@ -497,7 +498,9 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   const fileConst = (n: string) => inf.derivedFrom.get(n) ?? n;
   // ORT's level-1 rewrites come before its QDQ fusions: a Pad read by a Conv is one of them.
   const fileNodes = new Map(g.nodes.map((n) => [n.outputs.join(), n]));
-  const padsFolded = ortPadFusion(shapesMoved.nodes, new Set(inf.outputs), g.opset, (n) => fileNodes.get(n.outputs.join()), isConst);
+  // Its rules remove no-op arithmetic (x + 0, x * 1) before they fuse anything.
+  const noops = ortNoopElimination(shapesMoved.nodes, new Set(inf.outputs), { constOf, rankOf: (n) => inf.shapes.get(n)?.length });
+  const padsFolded = ortPadFusion(noops.nodes, new Set(inf.outputs), g.opset, (n) => fileNodes.get(n.outputs.join()), isConst);
   // So is a per-channel Mul or Add folded into its Conv; a QDQ model's weight is no initializer to it.
   const initializerDims = (n: string) => (weightDequantizers.has(fileConst(n)) ? undefined : constDims(n));
   const affineFolded = ortConvAffineFusion(padsFolded, new Set(inf.outputs), g.opset, initializerDims);
@@ -519,8 +522,8 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   // A node the rewrites before NCHWc made: not one of the graph's (a reader given a renamed
   // input is still its node), nor a weight's DequantizeLinear (the file's, numbered by its name),
   // nor an op ORT runs on 8-bit tensors (the file's, its output renamed: ort-qdq.ts keptAs).
-  const before = new Set(shapesMoved.nodes);
-  const opOf = new Map(shapesMoved.nodes.map((n) => [n.outputs.join(), n.op]));
+  const before = new Set(noops.nodes);
+  const opOf = new Map(noops.nodes.map((n) => [n.outputs.join(), n.op]));
   // A DequantizeLinear copy (ort-qdq.ts: one for each reader after the first, a weight's too)
   // is made by ORT's first level of rewrites, before every other node it makes.
   const weightCopy = (n: LNode) => /#dequantized\d+$/.test(n.outputs[0] ?? "");
@@ -528,7 +531,7 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   const isCopy = (n: LNode) => quantized.copyOf.has(n.outputs[0] ?? "") || weightCopy(n);
   const made0 = fused.filter((n) => !before.has(n) && !fileNode(n));
   const made = [...made0.filter(isCopy), ...made0.filter((n) => !isCopy(n))];
-  const createdBefore = [...shapesMoved.created, ...made].map((n) => nchwc.replaced.get(n) ?? n).concat(nchwc.added);
+  const createdBefore = [...shapesMoved.created.map((n) => noops.renamed.get(n) ?? n), ...made].map((n) => nchwc.replaced.get(n) ?? n).concat(nchwc.added);
   const fileName = (out: string) => {
     const name = fileConst(weightOfDequantized(channelsFirstName(out)));
     return quantized.keptAs.get(name) ?? name;
