@@ -95,6 +95,9 @@ export function splitSizes(n: Node, given: number[] | undefined, d: number): num
 
 /** Split: sizes from the constant input (opset >= 13), the attribute, num_outputs (opset 18) or equal parts. */
 export const Split: Lowering = (c) => {
+  const moved = floatAct(c, 0);
+  const at = batchAxis(moved);
+  if (at !== 0 && normAxis(c.node, attrInt(c.node, "axis", 0), moved.length) !== at) return splitWithBatchMoved(c, moved, at);
   const x = c.act(0);
   const axis = normAxis(c.node, attrInt(c.node, "axis", 0), x.length);
   if (axis < 1) throw shapeError(c, "splitting the batch is not supported");
@@ -106,6 +109,33 @@ export const Split: Lowering = (c) => {
     inputs: [c.node.inputs[0]!],
   };
 };
+
+/**
+ * A Split of a tensor whose batch a Transpose moved off the first axis, as ONNX nodes: a
+ * Transpose that brings the batch first, the Split along the same axis there, and a Transpose
+ * of each part back to the input's order. timm's attention writes its fused projection as
+ * [3, batch, heads, tokens, head size] and unbinds q, k and v along the first axis (ViT,
+ * DeiT, EdgeNeXt); the split kernel takes the batch first, and the two copies are each the size
+ * of the parts.
+ */
+function splitWithBatchMoved(c: OpCtx, x: number[], at: number): ReturnType<Lowering> {
+  const n = c.node;
+  const axis = normAxis(n, attrInt(n, "axis", 0), x.length);
+  const toFront = [at, ...x.map((_, i) => i).filter((i) => i !== at)];
+  const back = toFront.map((_, i) => toFront.indexOf(i));
+  const front = c.freshName(`${n.outputs[0]}.batch_first`);
+  const parts = n.outputs.map((o) => (o ? c.freshName(`${o}.batch_first`) : ""));
+  const attrs = new Map(n.attrs);
+  attrs.set("axis", toFront.indexOf(axis));
+  return {
+    shapes: [], attrs: {},
+    expand: [
+      { opType: "Transpose", name: `${n.name}.batch_first`, inputs: [n.inputs[0]!], outputs: [front], attrs: new Map([["perm", toFront]]) },
+      { opType: "Split", name: n.name, inputs: [front, ...n.inputs.slice(1)], outputs: parts, attrs },
+      ...n.outputs.flatMap((o, i) => (o ? [{ opType: "Transpose", name: `${n.name}.batch_back${i}`, inputs: [parts[i]!], outputs: [o], attrs: new Map([["perm", back]]) }] : [])),
+    ],
+  };
+}
 
 /**
  * Concat of activations and constants: a constant takes part with a leading 1 in the full

@@ -29,9 +29,9 @@ export function planToOnnx(plan: PlanFile): Uint8Array {
     while (inputs.length > 0 && inputs[inputs.length - 1] === "") inputs.pop();
     for (const [k, v] of Object.entries(op.attrs)) {
       if (k === "activation") continue;
-      // ONNX takes Pow's exponent and (opset 18+) Reduce*'s axes as inputs, not attributes.
-      if ((op.op === "Pow" && k === "exponent") || (op.op.startsWith("Reduce") && k === "axes")) {
-        const isAxes = k === "axes";
+      // ONNX takes Pow's exponent, (opset 13+) Split's sizes and (opset 18+) Reduce*'s axes as inputs, not attributes.
+      if ((op.op === "Pow" && k === "exponent") || (op.op.startsWith("Reduce") && k === "axes") || (op.op === "Split" && k === "split")) {
+        const isAxes = k === "axes" || k === "split";
         const data = isAxes ? (v as number[]) : [v as number];
         inits.push({ name: `${k}${i}`, dims: isAxes ? [data.length] : [], data, type: isAxes ? "int64" : "float" });
         inputs = [...inputs, `${k}${i}`];
@@ -47,6 +47,18 @@ export function planToOnnx(plan: PlanFile): Uint8Array {
       attrs[RENAME[k] ?? k] = FLOAT_ATTRS.has(k) ? { f: v as number } : (v as Attr);
     }
     const outputs = op.outputs.map(name);
+    if (op.op === "Slice") {
+      // A plan's Slice keeps starts and steps; its ends follow from the output's extents (never the batch's).
+      const axes = op.attrs.axes as number[], starts = op.attrs.starts as number[], steps = op.attrs.steps as number[];
+      const out = h.tensors[op.outputs[0]!]!.shape;
+      const ends = axes.map((a, j) => {
+        const end = starts[j]! + out[a]! * steps[j]!;
+        return end < 0 ? -(2 ** 53) : end;
+      });
+      for (const [k, data] of [["starts", starts], ["ends", ends], ["axes", axes], ["steps", steps]] as const) inits.push({ name: `${k}${i}`, dims: [data.length], data: [...data], type: "int64" });
+      nodes.push({ op: "Slice", inputs: [inputs[0]!, `starts${i}`, `ends${i}`, `axes${i}`, `steps${i}`], outputs, name: op.name });
+      return;
+    }
     if (op.op === "Attention") {
       // The fused op back in primitives: MatMul, Mul by scale, Add mask, Softmax, MatMul.
       const [q, kt, v, mask] = op.inputs.map(name);

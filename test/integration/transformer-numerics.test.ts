@@ -26,8 +26,8 @@ import { relDiff } from "../fixtures/rel-diff.ts";
 
 const TOL = 1e-4;
 const SCRIPT = join(REPO_ROOT, "test/fixtures/onnx/make_transformer_models.py");
-/** Blocks plan v1 must compile: batch-first attention written as BERT/GPT-2 write it. */
-const MUST = ["encoder-postnorm", "encoder-prenorm", "gpt-block", "manual-layernorm"].flatMap((m) => [`${m}-legacy`, `${m}-dynamo`]);
+/** Blocks plan v1 must compile: batch-first attention written as BERT/GPT-2 write it, and timm's fused q, k and v. */
+const MUST = ["encoder-postnorm", "encoder-prenorm", "gpt-block", "manual-layernorm", "fused-qkv"].flatMap((m) => [`${m}-legacy`, `${m}-dynamo`]);
 /**
  * nn.TransformerEncoder stacks (seq-first and batch-first, pre/post-norm, 2 to 8 heads, 1 to 3
  * layers, lengths 5 to 12): the batch leaves axis 0 inside every one; all must compile and match.

@@ -201,6 +201,21 @@ describe("Split", () => {
     expect(b.ops[0]!.attrs.split).toEqual([2, 2]);
   });
 
+  it("splits a tensor whose batch a Transpose moved (timm's fused q, k and v) with the batch brought first and each part moved back", async () => {
+    // [N, 4, 3, 2, 5] -> [3, N, 2, 4, 5], unbound along axis 0 into three [1, N, 2, 4, 5].
+    const { ops } = await plan({
+      inputs: [["x", ["N", 4, 3, 2, 5]]], outputs: ["q", "k", "v"], inits: [i64("s", [1, 1, 1])],
+      nodes: [node("Transpose", ["x"], ["t"], { perm: [2, 0, 3, 1, 4] }), node("Split", ["t", "s"], ["q", "k", "v"], { axis: 0 })],
+    });
+    expect(ops.map((o) => o.op)).toEqual(["Transpose", "Transpose", "Split", "Transpose", "Transpose", "Transpose"]);
+    expect(ops[1]!.attrs.perm).toEqual([1, 0, 2, 3, 4]);
+    expect(ops[1]!.outShapes[0]).toEqual([-1, 3, 2, 4, 5]);
+    expect(ops[2]!.attrs).toEqual({ axis: 1, split: [1, 1, 1] });
+    expect(ops.slice(3).map((o) => o.outShapes[0])).toEqual([[1, -1, 2, 4, 5], [1, -1, 2, 4, 5], [1, -1, 2, 4, 5]]);
+    // Along the moved batch itself it is still refused.
+    expect(await failure({ inputs: [["x", ["N", 4]]], outputs: ["a", "b"], nodes: [node("Transpose", ["x"], ["t"], { perm: [1, 0] }), node("Split", ["t"], ["a", "b"], { axis: 1 })] })).toMatch(/batch/);
+  });
+
   it("refuses splitting the batch and sizes that do not add up", async () => {
     expect(await failure({ inputs: x4, outputs: ["a", "b"], nodes: [node("Split", ["x"], ["a", "b"], { axis: 0 })] })).toMatch(/batch/);
     expect(await failure({ inputs: x4, outputs: ["a", "b"], inits: [i64("s", [1, 2])], nodes: [node("Split", ["x", "s"], ["a", "b"], { axis: 1 })] })).toMatch(/does not divide/);
