@@ -8,13 +8,15 @@
 // The task arrives as the first IPC message; its tensors arrive as one file (`tensorFile`,
 // written by node-ort.ts) read here in one piece after model-load, so that the eval set is
 // held once, as the Python workers hold theirs, and its delivery leaves no garbage to be
-// collected (or not) before a mark. Messages go back over IPC; the process exits when the
-// orchestrator disconnects, or when it dies.
+// collected (or not) before a mark. Messages go back over IPC, the outputs through a file
+// beside the inputs (`outputsFile`); the process exits when the orchestrator disconnects, or
+// when it dies.
 import { readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { basename, dirname } from "node:path";
 import { createRequire } from "node:module";
 import { performance } from "node:perf_hooks";
 import { checkFeeds, feedsAt, gatherOutputs } from "./node-ort-io.mjs";
+import { writeTensorsSync } from "./tensor-file.mjs";
 import { profileOrt } from "./ort-profile.mjs";
 
 const send = (m) => new Promise((resolve, reject) => process.send(m, (err) => (err ? reject(err) : resolve())));
@@ -305,7 +307,12 @@ async function main() {
     result.profile = await profileOrt(ort, model, options, runIn, profile.batch, profile.iterations);
   }
   const versions = { onnxruntime: ort.env?.versions?.node ?? ort.env?.versions?.common ?? "unknown", node: process.version };
-  await send({ type: "result", value: { ...result, versions, device: "cpu" } });
+  // The outputs go back through the file node-ort.ts named (tensor-file.mjs: past 2 GiB a message fails).
+  const { outputs, outputSet, ...rest } = result;
+  const [outputsRef, ...setRefs] = writeTensorsSync(task.outputsFile, [outputs, ...(outputSet ?? []).map((o) => o.data)]);
+  const outputRefs = { outputs: outputsRef, ...(outputSet ? { outputSet: setRefs } : {}) };
+  const shapes = outputSet ? { outputSet: outputSet.map(({ data: _data, ...o }) => o) } : {};
+  await send({ type: "result", value: { ...rest, ...shapes, versions, device: "cpu" }, outputRefs });
 }
 
 main().catch(async (err) => {

@@ -12,6 +12,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ErrorCode } from "../transport/protocol.ts";
 import { register } from "./cleanup.ts";
+import { readTensorsSync } from "./tensor-file.mjs";
 import { describeExit, WorkerError } from "./worker-error.ts";
 import type { MemoryReading, SmapsSummary } from "../transport/protocol.ts";
 import { parseSmaps } from "../memory/smaps.ts";
@@ -163,6 +164,18 @@ export async function runNodeOrtLoadProbe(model: string, threads: number, opts: 
   }
 }
 
+/**
+ * A result's outputs read back from the child's outputs file (`refs`: the child's refs for
+ * `outputs` and each of `outputSet`'s data); a result without refs (the load probe's) as it is.
+ */
+function withOutputs<Value>(value: Record<string, unknown>, refs: { outputs: unknown; outputSet?: unknown[] } | undefined, file: string): Value {
+  if (!refs) return value as Value;
+  const set = (value.outputSet as Array<Record<string, unknown>> | undefined) ?? [];
+  if ((refs.outputSet?.length ?? 0) !== set.length) throw new Error(`${refs.outputSet?.length ?? 0} output refs for ${set.length} outputs`);
+  const [outputs, ...data] = readTensorsSync(file, [refs.outputs, ...(refs.outputSet ?? [])]);
+  return { ...value, outputs, ...(refs.outputSet ? { outputSet: set.map((o, k) => ({ ...o, data: data[k] })) } : {}) } as Value;
+}
+
 function runChild<Value>(task: NodeOrtTask, opts: ChildOptions & ChildEnv): Promise<{ pid: number; command: string[] } & Value> {
   return new Promise((resolve, reject) => {
     if (opts.signal?.aborted) return reject(opts.signal.reason ?? new Error("aborted"));
@@ -177,6 +190,8 @@ function runChild<Value>(task: NodeOrtTask, opts: ChildOptions & ChildEnv): Prom
       return reject(new Error(`node-ort: could not write its input tensors to ${tmpdir()}: ${(err as Error).message}`));
     }
     const [inputsRef, ...feedRefs] = written.refs;
+    // Where the child writes its outputs (tensor-file.mjs), in the folder removed after it exits.
+    const outputsFile = join(dirname(written.file), "outputs.bin");
     const removeFile = (): void => rmSync(dirname(written.file), { recursive: true, force: true });
     // execArgv: --expose-gc alone — the child is plain JavaScript; no loader flags needed in it,
     // and it collects before each phase's end reading (node-ort-process.mjs `phase`). `--name`,
@@ -226,8 +241,16 @@ function runChild<Value>(task: NodeOrtTask, opts: ChildOptions & ChildEnv): Prom
         const { smapsText, ...mark } = m as unknown as NodeOrtPhase & { smapsText?: string };
         opts.onPhase?.(smapsText === undefined ? mark : { ...mark, smaps: parseSmaps(smapsText) });
       }
-      else if (m.type === "result")
-        finish(() => resolve({ pid: child.pid!, command, ...(m.value as Value) }));
+      else if (m.type === "result") {
+        let value: Value;
+        try {
+          value = withOutputs(m.value, m.outputRefs, outputsFile);
+        } catch (err) {
+          finish(() => reject(new Error(`node-ort: could not read its outputs back from ${outputsFile}: ${(err as Error).message}`)));
+          return;
+        }
+        finish(() => resolve({ pid: child.pid!, command, ...value }));
+      }
       else if (m.type === "error")
         finish(() => reject(Object.assign(new Error(`node-ort: ${m.message}`), { stack: m.stack, ...(typeof m.code === "number" ? { code: m.code } : {}) })));
     });
@@ -238,6 +261,6 @@ function runChild<Value>(task: NodeOrtTask, opts: ChildOptions & ChildEnv): Prom
         { code: ErrorCode.WORKER_DIED, worker: { name: "node-ort", pid: child.pid }, ...(code !== null ? { exitCode: code } : {}), ...(signal !== null ? { signal } : {}), stderrTail: stderr },
       ))),
     );
-    child.send({ ...rest, tensorFile: written.file, inputs: inputsRef, ...(feeds ? { feeds: feeds.map((f, k) => ({ ...f, data: feedRefs[k] })) } : {}), addon: addonPath() });
+    child.send({ ...rest, tensorFile: written.file, outputsFile, inputs: inputsRef, ...(feeds ? { feeds: feeds.map((f, k) => ({ ...f, data: feedRefs[k] })) } : {}), addon: addonPath() });
   });
 }
