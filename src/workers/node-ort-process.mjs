@@ -16,7 +16,7 @@ import { basename, dirname } from "node:path";
 import { createRequire } from "node:module";
 import { performance } from "node:perf_hooks";
 import { checkFeeds, feedsAt, gatherOutputs } from "./node-ort-io.mjs";
-import { writeTensorsSync } from "./tensor-file.mjs";
+import { TYPED, writeTensorsSync } from "./tensor-file.mjs";
 import { profileOrt } from "./ort-profile.mjs";
 
 const send = (m) => new Promise((resolve, reject) => process.send(m, (err) => (err ? reject(err) : resolve())));
@@ -144,7 +144,6 @@ function batchOf(inputs, sampleShape, total, n, start = 0) {
   return out;
 }
 
-const TYPED = { Float32Array, Uint16Array, BigInt64Array, Int32Array, Uint8Array };
 
 /**
  * The task's tensors, as views of the tensor file read in one piece: `{ type, offset, length }`

@@ -6,13 +6,13 @@
  * ±7 %: docs/memory.md, "node-ort in a process of its own").
  */
 import { fork } from "node:child_process";
-import { closeSync, mkdtempSync, openSync, rmSync, writeSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ErrorCode } from "../transport/protocol.ts";
 import { register } from "./cleanup.ts";
-import { readTensorsSync } from "./tensor-file.mjs";
+import { readTensorsSync, type TensorFileRef, writeTensorsSync } from "./tensor-file.mjs";
 import { describeExit, WorkerError } from "./worker-error.ts";
 import type { MemoryReading, SmapsSummary } from "../transport/protocol.ts";
 import { parseSmaps } from "../memory/smaps.ts";
@@ -99,38 +99,19 @@ function addonPath(): string | undefined {
 }
 
 /** Where each tensor lies in the tensor file: its element type, byte offset and length in elements. */
-interface TensorRef {
-  type: string;
-  offset: number;
-  length: number;
-}
-
 /**
- * Writes the task's tensors back to back, each at a 64-byte boundary, into one file in TMPDIR
- * (the run's scratch directory in a pipeline) for the child to read in one piece.
+ * The task's tensors in one file (tensor-file.mjs) in a 0700 folder of its own in TMPDIR (the
+ * run's scratch directory in a pipeline), for the child to read in one piece; the caller removes it.
  */
-function writeTensorFile(tensors: TensorData[]): { file: string; refs: TensorRef[] } {
-  const refs: TensorRef[] = [];
-  let size = 0;
-  for (const t of tensors) {
-    size = Math.ceil(size / 64) * 64;
-    refs.push({ type: t.constructor.name, offset: size, length: t.length });
-    size += t.byteLength;
-  }
+function writeTensorFile(tensors: TensorData[]): { file: string; refs: TensorFileRef[] } {
   const dir = mkdtempSync(join(tmpdir(), "memlane-node-ort-"));
   const file = join(dir, "tensors.bin");
   try {
-    const fd = openSync(file, "w", 0o600);
-    try {
-      tensors.forEach((t, k) => writeSync(fd, new Uint8Array(t.buffer, t.byteOffset, t.byteLength), 0, t.byteLength, refs[k]!.offset));
-    } finally {
-      closeSync(fd);
-    }
+    return { file, refs: writeTensorsSync(file, tensors) };
   } catch (err) {
     rmSync(dir, { recursive: true, force: true });  // a full disk leaves no half-written file behind
     throw err;
   }
-  return { file, refs };
 }
 
 type ChildOptions = { onPhase?: (p: NodeOrtPhase) => void; signal?: AbortSignal; onProcess?: (p: { pid: number; exited: Promise<unknown> }) => void };
@@ -183,7 +164,7 @@ function runChild<Value>(task: NodeOrtTask, opts: ChildOptions & ChildEnv): Prom
     // The multi-input form reads `feeds` alone: its `inputs` (the same eval set, as the
     // single-input form has it) would be held a second time in the child.
     const single = task.io ? new Float32Array(0) : inputs;
-    let written: { file: string; refs: TensorRef[] };
+    let written: { file: string; refs: TensorFileRef[] };
     try {
       written = writeTensorFile([single, ...(feeds ?? []).map((f) => f.data)]);
     } catch (err) {

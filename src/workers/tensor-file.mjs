@@ -1,6 +1,6 @@
 // A file of typed arrays, each at an offset aligned to 64 bytes, found by refs
-// `{ type, offset, length }` (length in elements): how a node-ort child hands its outputs back to
-// node-ort.ts (plain JavaScript, as the child is). A file, not the IPC channel: Node's advanced
+// `{ type, offset, length }` (length in elements): how node-ort.ts hands a node-ort child its
+// eval set and the child hands its outputs back (plain JavaScript, as the child is). A file, not the IPC channel: Node's advanced
 // serialization fails on a message past 2 GiB ("Unable to deserialize cloned data"), thrown in
 // the orchestrator, and a decoder LM's logits over compare's 256 eval samples (32k words, seq
 // 128) are 4000 MiB. Reads and writes go in pieces of 1 GiB, under the 2 GiB a single fs call takes.
