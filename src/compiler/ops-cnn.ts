@@ -98,7 +98,8 @@ export const Split: Lowering = (c) => {
   const moved = floatAct(c, 0);
   const at = batchAxis(moved);
   if (at !== 0 && normAxis(c.node, attrInt(c.node, "axis", 0), moved.length) !== at) return splitWithBatchMoved(c, moved, at);
-  const x = c.act(0);
+  // The batch first, or k·batch (windows or heads merged into it: Swin's and TinyViT's attention).
+  const x = at === 0 ? moved : c.act(0);
   const axis = normAxis(c.node, attrInt(c.node, "axis", 0), x.length);
   if (axis < 1) throw shapeError(c, "splitting the batch is not supported");
   const split = splitSizes(c.node, c.opset >= 13 ? constInput(c, 1, "Split split") : attrInts(c.node, "split"), x[axis]!);

@@ -34,6 +34,11 @@ const MUST = ["encoder-postnorm", "encoder-prenorm", "gpt-block", "manual-layern
  */
 const STACKS = ["torch-stack-sf-postnorm-h2", "torch-stack-sf-prenorm-h8-s12", "torch-stack-bf-prenorm-l3", "torch-stack-bf-postnorm-s5-d48"]
   .flatMap((m) => [`${m}-legacy`, `${m}-dynamo`]);
+/**
+ * Blocks that must compile and match, their attention left unfused: timm's Swin-style windows,
+ * merged into the batch before q, k and v are unbound (the Split's input is [windows·batch, 3, ...]).
+ */
+const UNFUSED = ["window-qkv"].flatMap((m) => [`${m}-legacy`, `${m}-dynamo`]);
 /** The input's shape for a batch of n (inputShape has -1 at the batch axis). */
 const shapeFor = (name: string, n: number) => manifest[name]!.inputShape!.map((d) => (d === -1 ? n : d));
 
@@ -85,7 +90,7 @@ async function compiled(name: string): Promise<string | undefined> {
     await compileOnnx(join(dir, e.onnx!), plan);
     return plan;
   } catch (err) {
-    if (MUST.includes(name) || STACKS.includes(name) || !(err instanceof CompileError)) throw err;
+    if (MUST.includes(name) || STACKS.includes(name) || UNFUSED.includes(name) || !(err instanceof CompileError)) throw err;
     console.warn(`transformer-numerics: ${name} does not compile in plan v1: ${err.message.slice(0, 160)}`);
     return undefined;
   }
@@ -167,7 +172,7 @@ describe.skipIf(!BUILT)("transformer blocks: memlane-rt vs ONNX Runtime", () => 
       diffs[name] = worst;
     }
     console.log(`transformer-numerics: relative diff per model ${JSON.stringify(diffs)}`);
-    for (const name of [...MUST, ...STACKS]) expect(Object.keys(diffs)).toContain(name);
+    for (const name of [...MUST, ...STACKS, ...UNFUSED]) expect(Object.keys(diffs)).toContain(name);
     for (const [name, d] of Object.entries(diffs)) expect(d, `${name}: relative diff ${d}`).toBeLessThanOrEqual(TOL);
   });
 });

@@ -142,7 +142,9 @@ bool v1_kernel_fits(const Plan& plan, const Op& op, std::string* why) {
       *why = "tensor '" + t.name + "' is " + dtype_name(t.dtype) + "; this kernel computes on float32 only";
       return false;
     }
-    if (!layout_free && !t.is_weight() && !t.batch_first()) {
+    // Split also takes k·batch first (-k at axis 0: Swin's windows merged into the batch; split.cc).
+    const bool batch_multiple_first = op.type == OpType::kSplit && !t.shape.empty() && t.shape[0] < -1;
+    if (!layout_free && !t.is_weight() && !t.batch_first() && !batch_multiple_first) {
       *why = "tensor '" + t.name + "' has shape " + cpu::shape_str(t.shape) + "; this kernel needs the batch first (-1 at axis 0)";
       return false;
     }

@@ -50,6 +50,8 @@ std::unique_ptr<Kernel> make_split(const BuildCtx& bc, const Op& op, Status* st,
                                std::to_string(op.outputs.size()) + " outputs", st, msg);
   if (op.outputs.size() > kMaxParts) return unsupported(op, "more than 256 outputs", st, msg);
   auto k = std::make_unique<SplitKernel>();
+  // A first axis of k·batch (-k: windows merged into the batch, Swin's) is k rows a sample.
+  if (X.shape[0] < -1) k->outer_per_sample = -X.shape[0];
   for (int i = 1; i < axis; ++i) k->outer_per_sample *= X.shape[i];
   for (int i = axis + 1; i < r; ++i) k->inner *= X.shape[i];
   int64_t total = 0;
