@@ -540,7 +540,7 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   // ORT's NHWC rewrite adds its Transposes as it walks the graph the earlier rewrites left, in ORT's order of that graph.
   const nhwc = ortNhwc(ortOrderOfFinalGraph(nchwc.nodes, numbered, createdBefore), inf.outputs, { shapeOf: (n) => inf.shapes.get(n), symbolicShape: (n) => carried(n) ?? inf.shapes.get(n) ?? null, dtypeOf: (n) => inf.dtypes.get(n), isConst });
   const ordered = ortOrderOfFinalGraph(nhwc.nodes, numbered, [...createdBefore.map((n) => nhwc.converted.get(n) ?? n), ...nhwc.added]);
-  const pushed = ortPushTransposes(ordered, inf.outputs, isConst, fused);
+  const pushed = ortPushTransposes(ordered, inf.outputs, isConst, fused, g.opset);
   const nodes = pushed.nodes;
   // The values held under other names: channels-last ones (ort-nhwc.ts), those computed before a
   // Transpose ORT moved (ort-transposes.ts), a DequantizeLinear's copies (ort-qdq.ts: unpermuted).

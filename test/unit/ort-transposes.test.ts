@@ -71,6 +71,23 @@ describe("ORT's transposes, moved for the memory pattern", () => {
     ];
     expect(ortPushTransposes(nodes, ["y"], isConst).nodes).toEqual(nodes);
   });
+
+  it("moves a Transpose through a Softmax over the axis it maps to, and cancels it with the next (talking heads)", () => {
+    const nodes = [
+      node("MatMul", ["s_nhwc", "wl"], "l"),
+      toNchw("l", "t"),
+      node("Softmax", ["t"], "p", { axis: 3 }),
+      toNhwc("p", "p_nhwc"),
+      node("MatMul", ["p_nhwc", "ww"], "y"),
+    ];
+    const r = ortPushTransposes(nodes, ["y"], isConst, [], 13);
+    expect(ops(r.nodes)).toEqual(["MatMul(s_nhwc,wl)", "Softmax(l)", "MatMul(p#before-transpose,ww)"]);
+    // Axis 3 of the channels-first value is axis 2 of the channels-last one it reads.
+    expect(r.nodes[1]!.attrs.axis).toBe(2);
+    expect(r.transposed.get("p#before-transpose")).toEqual({ of: "p", perm: [0, 3, 1, 2] });
+    // Before opset 13 the Softmax flattens its axis and those after it: the Transposes stay.
+    expect(ops(ortPushTransposes(nodes, ["y"], isConst, [], 12).nodes)).toEqual(ops(nodes));
+  });
 });
 
 describe("ORT's transpose optimizer on a Shape", () => {
