@@ -55,7 +55,7 @@ import { ortDynamicQuantFusions } from "./ort-quant-dynamic.ts";
 import { inOrtOrder, ortOrderOfFinalGraph } from "./ort-order.ts";
 import { ortRunTimeFolds, runTimeShapesOrtInfers, withRunTimeReads } from "./ort-run-time.ts";
 import { ORT_SHAPE_LOWERINGS } from "./ort-shapes.ts";
-import { ortPushTransposes, ortShapesBeforeTransposes, type TransposedValue } from "./ort-transposes.ts";
+import { MADE_TRANSPOSE, ortPushTransposes, ortShapesBeforeTransposes, type TransposedValue } from "./ort-transposes.ts";
 
 /** Ops whose ORT CPU kernels alias their first input (no new buffer). */
 const VIEW_OPS = new Set(["Reshape", "Flatten", "Squeeze", "Unsqueeze"]);
@@ -540,8 +540,16 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   // ORT's NHWC rewrite adds its Transposes as it walks the graph the earlier rewrites left, in ORT's order of that graph.
   const nhwc = ortNhwc(ortOrderOfFinalGraph(nchwc.nodes, numbered, createdBefore), inf.outputs, { shapeOf: (n) => inf.shapes.get(n), symbolicShape: (n) => carried(n) ?? inf.shapes.get(n) ?? null, dtypeOf: (n) => inf.dtypes.get(n), isConst });
   const ordered = ortOrderOfFinalGraph(nhwc.nodes, numbered, [...createdBefore.map((n) => nhwc.converted.get(n) ?? n), ...nhwc.added]);
-  const pushed = ortPushTransposes(ordered, inf.outputs, isConst, fused, g.opset);
-  const nodes = pushed.nodes;
+  const pushed = ortPushTransposes(ordered, inf.outputs, isConst, fused, { opset: g.opset, constDims });
+  // ORT runs the graph its transpose optimizer left, walked again: a node a Transpose moved past
+  // keeps its number (its output renamed here), a Transpose ORT placed is a node it made,
+  // numbered after the rest. (Nodes are matched by their outputs: the push copies every node.)
+  const beforePush = (o: string) => o.replace(/#before-transpose$/, "");
+  const keyOf = (n: LNode) => n.outputs.map(beforePush).join();
+  const pushedByKey = new Map(pushed.nodes.map((n) => [keyOf(n), n]));
+  const madeBeforePush = [...createdBefore.map((n) => nhwc.converted.get(n) ?? n), ...nhwc.added].flatMap((n) => pushedByKey.get(keyOf(n)) ?? []);
+  const placed = pushed.nodes.filter((n) => n.name.endsWith(MADE_TRANSPOSE));
+  const nodes = ortOrderOfFinalGraph(pushed.nodes, (n) => numbered({ ...n, outputs: n.outputs.map(beforePush) }), [...madeBeforePush, ...placed]);
   // The values held under other names: channels-last ones (ort-nhwc.ts), those computed before a
   // Transpose ORT moved (ort-transposes.ts), a DequantizeLinear's copies (ort-qdq.ts: unpermuted).
   const copies = [...quantized.copyOf].map(([name, of]): [string, TransposedValue] => [name, { of, perm: (inf.shapes.get(of) ?? []).map((_, i) => i) }]);

@@ -58,6 +58,8 @@ const axisOf = (axis: unknown, rank: number) => {
   const a = typeof axis === "number" ? axis : -1;
   return a < 0 ? a + rank : a;
 };
+/** The name suffix of a Transpose the push places where ORT makes one (ort-order.ts numbers it after the file's nodes). */
+export const MADE_TRANSPOSE = "#made-transpose";
 const isPerm = (p: unknown): p is number[] => Array.isArray(p) && p.every((x) => typeof x === "number");
 const sameArray = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((x, i) => x === b[i]);
 /** Transpose(Transpose(x, p), q) is x. */
@@ -69,7 +71,16 @@ const cancels = (p: readonly number[], q: readonly number[]) => p.length === q.l
  * them, a second runs them as they are (moving them to their reader would change what is
  * alive when, which is what the pattern is made of).
  */
-export function ortPushTransposes(nodes: readonly LNode[], outputs: readonly string[], isConst: (name: string) => boolean, beforeNchwc: readonly LNode[] = [], opset = 13): TransposeRewrite {
+/** What the replay knows of the graph beyond its nodes, for the rules that need it. */
+export interface TransposeGraphFacts {
+  /** The file's opset (a Softmax moves from 13 on). */
+  opset?: number;
+  /** A constant's dims (a Gather's index: a scalar takes one slice of an axis). */
+  constDims?: (name: string) => readonly number[] | undefined;
+}
+
+export function ortPushTransposes(nodes: readonly LNode[], outputs: readonly string[], isConst: (name: string) => boolean, beforeNchwc: readonly LNode[] = [], facts: TransposeGraphFacts = {}): TransposeRewrite {
+  const opset = facts.opset ?? 13;
   // Before opset 13 a Softmax runs over its axis and every one after it, flattened: ORT moves a
   // Transpose through it only where the permutation keeps those in place, which the replay leaves.
   const axisOpsMove = opset >= 13;
@@ -81,20 +92,23 @@ export function ortPushTransposes(nodes: readonly LNode[], outputs: readonly str
   const readersBeforeNchwc = (name: string) => (beforeNchwc.length === 0 ? 1 : readers.get(name) ?? 0);
   let stay = new Set<string>();
   for (let pass = 0; pass < 4; pass++) {
-    const r = pushPass(nodes, outputs, isConst, stay, readersBeforeNchwc, axisOpsMove);
+    const r = pushPass(nodes, outputs, isConst, stay, readersBeforeNchwc, axisOpsMove, facts);
     if (r.unmoved.size === 0) return r;
     stay = new Set([...stay, ...r.unmoved]);
   }
-  return pushPass(nodes, outputs, isConst, stay, readersBeforeNchwc, axisOpsMove);
+  return pushPass(nodes, outputs, isConst, stay, readersBeforeNchwc, axisOpsMove, facts);
 }
 
-function pushPass(nodes: readonly LNode[], outputs: readonly string[], isConst: (name: string) => boolean, stay: ReadonlySet<string>, readersBeforeNchwc: (name: string) => number, axisOpsMove: boolean): TransposeRewrite & { unmoved: Set<string> } {
+function pushPass(nodes: readonly LNode[], outputs: readonly string[], isConst: (name: string) => boolean, stay: ReadonlySet<string>, readersBeforeNchwc: (name: string) => number, axisOpsMove: boolean, facts: TransposeGraphFacts): TransposeRewrite & { unmoved: Set<string> } {
   const graphOutputs = new Set(outputs);
   const movesThrough = (op: string) => ELEMENTWISE.has(op) || (axisOpsMove && AXIS_OPS.has(op));
   const leadsToTranspose = valuesLeadingToTranspose(nodes, movesThrough);
+  const unbound = transposesUnbound(nodes, facts.constDims);
   // A value held only transposed: `src` (in the layout before `perm`) is what is computed;
   // `original`: it is an original Transpose's output, not yet moved past any op.
-  const pending = new Map<string, { src: string; perm: number[]; original: boolean }>();
+  // `made`: a Transpose ORT makes when it moves one (numbered after the file's nodes), not the
+  // file's own Transpose (its number kept, a composed one's too).
+  const pending = new Map<string, { src: string; perm: number[]; original: boolean; made: boolean }>();
   const alias = new Map<string, string>(); // a value cancelled away -> the value it equals
   const transposed = new Map<string, TransposedValue>();
   const unmoved = new Set<string>();
@@ -104,7 +118,7 @@ function pushPass(nodes: readonly LNode[], outputs: readonly string[], isConst: 
     if (!p) return;
     pending.delete(v);
     if (p.original) unmoved.add(v);
-    out.push({ op: "Transpose", name: `${v}#transpose`, inputs: [p.src], outputs: [v], attrs: { perm: p.perm } });
+    out.push({ op: "Transpose", name: `${v}${p.made ? MADE_TRANSPOSE : "#transpose"}`, inputs: [p.src], outputs: [v], attrs: { perm: p.perm } });
   };
   for (const n0 of nodes) {
     const n: LNode = { ...n0, inputs: n0.inputs.map((i) => alias.get(i) ?? i) };
@@ -117,7 +131,23 @@ function pushPass(nodes: readonly LNode[], outputs: readonly string[], isConst: 
         continue;
       }
       materialize(input);
-      pending.set(out0, { src: input, perm: n.attrs.perm, original: true });
+      pending.set(out0, { src: input, perm: n.attrs.perm, original: true, made: false });
+      continue;
+    }
+    // A Gather of one index along an axis of a Transpose's output (timm's `qkv[0]`, `qkv[1]`,
+    // `qkv[2]` after its permute): ORT's handler moves the Transpose after each Gather (the rank
+    // the Gather drops makes the move pay), its permutation less that axis. The qkv block then
+    // dies at the last Gather, before the attention, and ORT runs v's Gather first (its walk
+    // over the final graph, ort-pattern.ts): CaiT's replayed pattern was 1.37x ORT's block.
+    const p0 = pending.get(input);
+    const axis = p0?.original && unbound.has(input) ? gatheredAxis(n, p0.perm.length, facts.constDims) : undefined;
+    if (p0 && axis !== undefined) {
+      const perm = withoutAxis(p0.perm, axis);
+      const part = `${out0}#before-transpose`;
+      out.push({ ...n, inputs: [p0.src, ...n.inputs.slice(1)], outputs: [part], attrs: { ...n.attrs, axis: p0.perm[axis]! } });
+      transposed.set(part, { of: out0, perm });
+      pending.set(out0, { src: part, perm, original: false, made: true });
+      if (graphOutputs.has(out0)) materialize(out0);
       continue;
     }
     // A Transpose of the graph that two convs read before the NCHWc rewrite stays (a UperNet
@@ -141,7 +171,7 @@ function pushPass(nodes: readonly LNode[], outputs: readonly string[], isConst: 
       out.push({ ...n, inputs: n.inputs.map((i) => pending.get(i)?.src ?? i), outputs: [src], attrs });
       transposed.set(src, { of: out0, perm });
       for (const i of moved) if (pending.get(i)!.original) pending.set(i, { ...pending.get(i)!, original: false });
-      pending.set(out0, { src, perm, original: false });
+      pending.set(out0, { src, perm, original: false, made: true });
       if (graphOutputs.has(out0)) materialize(out0);
       continue;
     }
@@ -150,6 +180,39 @@ function pushPass(nodes: readonly LNode[], outputs: readonly string[], isConst: 
   }
   for (const v of [...pending.keys()]) if (graphOutputs.has(v)) materialize(v);
   return { nodes: out, transposed, unmoved };
+}
+
+/** The axis a Gather of one constant scalar index takes from its data (of rank `rank`); undefined for any other node. */
+function gatheredAxis(n: LNode, rank: number, constDims: TransposeGraphFacts["constDims"]): number | undefined {
+  if (n.op !== "Gather" || n.outputs.length !== 1 || !n.inputs[1] || constDims?.(n.inputs[1])?.length !== 0) return undefined;
+  return axisOf(n.attrs.axis ?? 0, rank);
+}
+
+/**
+ * Original Transposes every reader of which is such a Gather: ORT moves a Transpose only where
+ * it can move it through each of its readers (CanLikelyRemoveTranspose).
+ */
+function transposesUnbound(nodes: readonly LNode[], constDims: TransposeGraphFacts["constDims"]): Set<string> {
+  const readers = new Map<string, LNode[]>();
+  for (const n of nodes) for (const i of new Set(n.inputs)) if (i) readers.set(i, [...(readers.get(i) ?? []), n]);
+  const out = new Set<string>();
+  for (const n of nodes) {
+    const o = n.outputs[0];
+    if (n.op !== "Transpose" || !o || !isPerm(n.attrs.perm)) continue;
+    const rank = n.attrs.perm.length;
+    const rs = readers.get(o) ?? [];
+    if (rs.length > 0 && rs.every((r) => r.inputs[0] === o && gatheredAxis(r, rank, constDims) !== undefined)) out.add(o);
+  }
+  return out;
+}
+
+/**
+ * A permutation with one of its output axes dropped (ORT's SqueezePerm): the value before it
+ * loses the axis that one came from, and the axes after it are renumbered.
+ */
+function withoutAxis(perm: readonly number[], axis: number): number[] {
+  const from = perm[axis]!;
+  return perm.filter((_, i) => i !== axis).map((p) => (p > from ? p - 1 : p));
 }
 
 /**

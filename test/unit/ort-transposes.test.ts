@@ -2,7 +2,7 @@
 // which Transposes move, cancel, are absorbed by a ReorderInput, or stay where they are.
 import { describe, expect, it } from "vitest";
 import type { LNode } from "../../src/compiler/ir.ts";
-import { ortPushTransposes, ortShapesBeforeTransposes } from "../../src/estimate/ort-transposes.ts";
+import { MADE_TRANSPOSE, ortPushTransposes, ortShapesBeforeTransposes } from "../../src/estimate/ort-transposes.ts";
 
 const node = (op: string, inputs: string[], output: string, attrs: LNode["attrs"] = {}): LNode => ({ op, name: output, inputs, outputs: [output], attrs });
 const toNchw = (x: string, y: string) => node("Transpose", [x], y, { perm: [0, 3, 1, 2] });
@@ -72,6 +72,27 @@ describe("ORT's transposes, moved for the memory pattern", () => {
     expect(ortPushTransposes(nodes, ["y"], isConst).nodes).toEqual(nodes);
   });
 
+  it("moves a permute of a fused q, k, v projection after each Gather of one index, less the axis it takes", () => {
+    const gather = (i: string, out: string) => node("Gather", ["t", i], out, { axis: 0 });
+    const nodes = [
+      node("Transpose", ["qkv5"], "t", { perm: [2, 0, 3, 1, 4] }),
+      gather("i0", "q"), gather("i1", "k"), gather("i2", "v"),
+      node("MatMul", ["q", "k"], "s"),
+      node("MatMul", ["s", "v"], "y"),
+    ];
+    const facts = { constDims: (n: string) => (n.startsWith("i") ? [] : undefined) };
+    const r = ortPushTransposes(nodes, ["y"], isConst, [], facts);
+    // Each Gather reads the projection itself, along the axis the permute had put first.
+    expect(r.nodes.filter((n) => n.op === "Gather").map((n) => [n.inputs[0], n.attrs.axis])).toEqual([["qkv5", 2], ["qkv5", 2], ["qkv5", 2]]);
+    // A Transpose ORT makes follows each, [batch, tokens, heads, size] to [batch, heads, tokens, size].
+    const made = r.nodes.filter((n) => n.name.endsWith(MADE_TRANSPOSE));
+    expect(made.map((n) => [n.outputs[0], n.attrs.perm])).toEqual([["q", [0, 2, 1, 3]], ["k", [0, 2, 1, 3]], ["v", [0, 2, 1, 3]]]);
+    expect(r.transposed.get("q#before-transpose")).toEqual({ of: "q", perm: [0, 2, 1, 3] });
+    // A reader that is no such Gather (or an index that is no scalar) keeps the permute where it is.
+    expect(ops(ortPushTransposes([...nodes, node("Relu", ["t"], "r")], ["y", "r"], isConst, [], facts).nodes)).toEqual(ops([...nodes, node("Relu", ["t"], "r")]));
+    expect(ops(ortPushTransposes(nodes, ["y"], isConst, [], { constDims: () => [1] }).nodes)).toEqual(ops(nodes));
+  });
+
   it("moves a Transpose through a Softmax over the axis it maps to, and cancels it with the next (talking heads)", () => {
     const nodes = [
       node("MatMul", ["s_nhwc", "wl"], "l"),
@@ -80,13 +101,13 @@ describe("ORT's transposes, moved for the memory pattern", () => {
       toNhwc("p", "p_nhwc"),
       node("MatMul", ["p_nhwc", "ww"], "y"),
     ];
-    const r = ortPushTransposes(nodes, ["y"], isConst, [], 13);
+    const r = ortPushTransposes(nodes, ["y"], isConst, [], { opset: 13 });
     expect(ops(r.nodes)).toEqual(["MatMul(s_nhwc,wl)", "Softmax(l)", "MatMul(p#before-transpose,ww)"]);
     // Axis 3 of the channels-first value is axis 2 of the channels-last one it reads.
     expect(r.nodes[1]!.attrs.axis).toBe(2);
     expect(r.transposed.get("p#before-transpose")).toEqual({ of: "p", perm: [0, 3, 1, 2] });
     // Before opset 13 the Softmax flattens its axis and those after it: the Transposes stay.
-    expect(ops(ortPushTransposes(nodes, ["y"], isConst, [], 12).nodes)).toEqual(ops(nodes));
+    expect(ops(ortPushTransposes(nodes, ["y"], isConst, [], { opset: 12 }).nodes)).toEqual(ops(nodes));
   });
 });
 
