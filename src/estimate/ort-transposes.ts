@@ -17,6 +17,12 @@
  * (ORT's graph and order through the same planner give 15.65 exactly), and its 8-sample block
  * needed a 256 MiB arena region ORT never takes.
  *
+ * Two more of its handlers: a Softmax (opset 13 on) takes the Transpose with its axis renumbered,
+ * where another Transpose follows (CaiT's talking heads cancel theirs); a Gather of one scalar
+ * index moves it after itself, less the axis it takes (CaiT's `qkv[0]`, `qkv[1]`, `qkv[2]`). The
+ * Transposes the push places are ones ORT makes (MADE_TRANSPOSE): ort-pattern.ts walks the
+ * pushed graph again in ORT's order, numbering them after the file's nodes.
+ *
  * Runs on the lowered graph after the fusions and the NCHWc rewrite (ort-fusions.ts,
  * ort-nchwc.ts); ORT runs it first, but the rewrites it meets here (ReorderInput, BiasGelu)
  * are ones it makes room for: a Transpose before a Conv becomes its ReorderInput's
@@ -32,8 +38,8 @@ const ELEMENTWISE = new Set(["Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tan
  * talking-heads attention permutes its scores heads-last for a Linear across heads, back for the
  * Softmax over keys, and heads-last again for the next Linear: ORT moves the middle Transpose
  * through the Softmax and cancels it, so the Softmax runs heads-last on the first Linear's output
- * and two score-sized tensors a block are never made. Without it the replay's pattern was 1.37x
- * ORT's on cait_xxs24_224.
+ * and two score-sized tensors a block are never made. A fixture of that block (ort-pattern.test.ts
+ * talking-heads) planned 1.5x ORT's block without it.
  */
 const AXIS_OPS = new Set(["Softmax", "LogSoftmax"]);
 const REORDER_IN = "ort:ReorderInput";
@@ -65,12 +71,6 @@ const sameArray = (a: readonly number[], b: readonly number[]) => a.length === b
 /** Transpose(Transpose(x, p), q) is x. */
 const cancels = (p: readonly number[], q: readonly number[]) => p.length === q.length && q.every((x, i) => p[x] === i);
 
-/**
- * `nodes` with ORT's Transposes moved, cancelled and absorbed (above). A Transpose that moves
- * nowhere (its first reader is not one it moves through) keeps its place: a first pass finds
- * them, a second runs them as they are (moving them to their reader would change what is
- * alive when, which is what the pattern is made of).
- */
 /** What the replay knows of the graph beyond its nodes, for the rules that need it. */
 export interface TransposeGraphFacts {
   /** The file's opset (a Softmax moves from 13 on). */
@@ -79,6 +79,12 @@ export interface TransposeGraphFacts {
   constDims?: (name: string) => readonly number[] | undefined;
 }
 
+/**
+ * `nodes` with ORT's Transposes moved, cancelled and absorbed (above). A Transpose that moves
+ * nowhere (its first reader is not one it moves through) keeps its place: a first pass finds
+ * them, a second runs them as they are (moving them to their reader would change what is
+ * alive when, which is what the pattern is made of).
+ */
 export function ortPushTransposes(nodes: readonly LNode[], outputs: readonly string[], isConst: (name: string) => boolean, beforeNchwc: readonly LNode[] = [], facts: TransposeGraphFacts = {}): TransposeRewrite {
   const opset = facts.opset ?? 13;
   // Before opset 13 a Softmax runs over its axis and every one after it, flattened: ORT moves a
@@ -106,8 +112,8 @@ function pushPass(nodes: readonly LNode[], outputs: readonly string[], isConst: 
   const unbound = transposesUnbound(nodes, facts.constDims);
   // A value held only transposed: `src` (in the layout before `perm`) is what is computed;
   // `original`: it is an original Transpose's output, not yet moved past any op.
-  // `made`: a Transpose ORT makes when it moves one (numbered after the file's nodes), not the
-  // file's own Transpose (its number kept, a composed one's too).
+  // `made`: where it is materialized, the Transpose is one ORT makes when it moves one (numbered
+  // after the file's nodes), not the file's own Transpose (its number kept).
   const pending = new Map<string, { src: string; perm: number[]; original: boolean; made: boolean }>();
   const alias = new Map<string, string>(); // a value cancelled away -> the value it equals
   const transposed = new Map<string, TransposedValue>();
@@ -216,8 +222,8 @@ function withoutAxis(perm: readonly number[], axis: number): number[] {
 }
 
 /**
- * Values from which a Transpose is reached through elementwise ops (and Softmax) alone. ORT moves a Transpose
- * past an op whose other inputs are constants (its cost estimate: 0) only when the op's output
+ * Values from which a Transpose is reached through elementwise ops (and Softmax) alone. ORT
+ * moves a Transpose past an op whose other inputs are constants (its cost estimate: 0) only when the op's output
  * leads to another Transpose it may cancel; past an op whose other input is transposed the same
  * way (that one cancels: below 0) always; past one with a plain input (a Transpose to add) never.
  * So a ConvNeXt stage's blocks move theirs through the layer scale when a LayerNorm2d's Transpose
