@@ -542,14 +542,14 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
   const ordered = ortOrderOfFinalGraph(nhwc.nodes, numbered, [...createdBefore.map((n) => nhwc.converted.get(n) ?? n), ...nhwc.added]);
   const pushed = ortPushTransposes(ordered, inf.outputs, isConst, fused, { opset: g.opset, constDims });
   // ORT runs the graph its transpose optimizer left, walked again: a node a Transpose moved past
-  // keeps its number (its output renamed here), a Transpose ORT placed is a node it made,
-  // numbered after the rest. (Nodes are matched by their outputs: the push copies every node.)
-  const beforePush = (o: string) => o.replace(/#before-transpose$/, "");
-  const keyOf = (n: LNode) => n.outputs.map(beforePush).join();
-  const pushedByKey = new Map(pushed.nodes.map((n) => [keyOf(n), n]));
-  const madeBeforePush = [...createdBefore.map((n) => nhwc.converted.get(n) ?? n), ...nhwc.added].flatMap((n) => pushedByKey.get(keyOf(n)) ?? []);
+  // keeps its number (the node it stands for: its output is renamed), a Transpose ORT placed is
+  // a node it made, numbered after the rest.
+  const sourceOf = (n: LNode) => pushed.origin.get(n) ?? n;
+  const copyOf = new Map(pushed.nodes.map((n) => [sourceOf(n), n]));
+  // In the order the rewrites made them.
+  const madeBeforePush = [...createdBefore.map((n) => nhwc.converted.get(n) ?? n), ...nhwc.added].flatMap((n) => copyOf.get(n) ?? []);
   const placed = pushed.nodes.filter((n) => n.name.endsWith(MADE_TRANSPOSE));
-  const nodes = ortOrderOfFinalGraph(pushed.nodes, (n) => numbered({ ...n, outputs: n.outputs.map(beforePush) }), [...madeBeforePush, ...placed]);
+  const nodes = ortOrderOfFinalGraph(pushed.nodes, (n) => numbered(sourceOf(n)), [...madeBeforePush, ...placed]);
   // The values held under other names: channels-last ones (ort-nhwc.ts), those computed before a
   // Transpose ORT moved (ort-transposes.ts), a DequantizeLinear's copies (ort-qdq.ts: unpermuted).
   const copies = [...quantized.copyOf].map(([name, of]): [string, TransposedValue] => [name, { of, perm: (inf.shapes.get(of) ?? []).map((_, i) => i) }]);

@@ -57,6 +57,8 @@ export interface TransposeRewrite {
   nodes: LNode[];
   /** Values the push created (an op run before the Transpose it moved past): what they hold. */
   transposed: Map<string, TransposedValue>;
+  /** Each node of `nodes` that stands for a node it was given: that node (the Transposes it placed stand for none). */
+  origin: Map<LNode, LNode>;
 }
 
 /** An axis attribute (default -1, the last) as a non-negative axis of a rank. */
@@ -118,7 +120,13 @@ function pushPass(nodes: readonly LNode[], outputs: readonly string[], isConst: 
   const alias = new Map<string, string>(); // a value cancelled away -> the value it equals
   const transposed = new Map<string, TransposedValue>();
   const unmoved = new Set<string>();
+  const origin = new Map<LNode, LNode>();
   const out: LNode[] = [];
+  // A node of the output stands for the node it was made from.
+  const emit = (made: LNode, from: LNode) => {
+    origin.set(made, from);
+    out.push(made);
+  };
   const materialize = (v: string) => {
     const p = pending.get(v);
     if (!p) return;
@@ -150,7 +158,7 @@ function pushPass(nodes: readonly LNode[], outputs: readonly string[], isConst: 
     if (p0 && axis !== undefined) {
       const perm = withoutAxis(p0.perm, axis);
       const part = `${out0}#before-transpose`;
-      out.push({ ...n, inputs: [p0.src, ...n.inputs.slice(1)], outputs: [part], attrs: { ...n.attrs, axis: p0.perm[axis]! } });
+      emit({ ...n, inputs: [p0.src, ...n.inputs.slice(1)], outputs: [part], attrs: { ...n.attrs, axis: p0.perm[axis]! } }, n0);
       transposed.set(part, { of: out0, perm });
       pending.set(out0, { src: part, perm, original: false, made: true });
       if (graphOutputs.has(out0)) materialize(out0);
@@ -162,7 +170,7 @@ function pushPass(nodes: readonly LNode[], outputs: readonly string[], isConst: 
     if (n.op === REORDER_IN) {
       const p = pending.get(input);
       if (p && sameArray(p.perm, TO_NCHW) && (!p.original || readersBeforeNchwc(input) <= 1)) {
-        out.push({ ...n, inputs: [p.src, ...n.inputs.slice(1)] });
+        emit({ ...n, inputs: [p.src, ...n.inputs.slice(1)] }, n0);
         continue;
       }
     }
@@ -174,7 +182,7 @@ function pushPass(nodes: readonly LNode[], outputs: readonly string[], isConst: 
       const src = `${out0}#before-transpose`;
       // An op over one axis: the same axis of the value before the Transpose.
       const attrs = AXIS_OPS.has(n.op) ? { ...n.attrs, axis: perm[axisOf(n.attrs.axis, perm.length)]! } : n.attrs;
-      out.push({ ...n, inputs: n.inputs.map((i) => pending.get(i)?.src ?? i), outputs: [src], attrs });
+      emit({ ...n, inputs: n.inputs.map((i) => pending.get(i)?.src ?? i), outputs: [src], attrs }, n0);
       transposed.set(src, { of: out0, perm });
       for (const i of moved) if (pending.get(i)!.original) pending.set(i, { ...pending.get(i)!, original: false });
       pending.set(out0, { src, perm, original: false, made: true });
@@ -182,10 +190,10 @@ function pushPass(nodes: readonly LNode[], outputs: readonly string[], isConst: 
       continue;
     }
     for (const i of moved) materialize(i);
-    out.push(n);
+    emit(n, n0);
   }
   for (const v of [...pending.keys()]) if (graphOutputs.has(v)) materialize(v);
-  return { nodes: out, transposed, unmoved };
+  return { nodes: out, transposed, origin, unmoved };
 }
 
 /** The axis a Gather of one constant scalar index takes from its data (of rank `rank`); undefined for any other node. */
