@@ -92,6 +92,8 @@ export function ortPushTransposes(nodes: readonly LNode[], outputs: readonly str
   // Before opset 13 a Softmax runs over its axis and every one after it, flattened: ORT moves a
   // Transpose through it only where the permutation keeps those in place, which the replay leaves.
   const axisOpsMove = opset >= 13;
+  // The Transposes whose readers are all Gathers of one index (the same in every pass).
+  const unbound = transposesUnbound(nodes, facts.constDims);
   // Each value's readers before the NCHWc rewrite that no Transpose moves through (a conv, a
   // pool): ORT's NCHWc rewrite makes a graph Transpose its ReorderInput's channels-last layout
   // only where it is the one such reader.
@@ -100,18 +102,17 @@ export function ortPushTransposes(nodes: readonly LNode[], outputs: readonly str
   const readersBeforeNchwc = (name: string) => (beforeNchwc.length === 0 ? 1 : readers.get(name) ?? 0);
   let stay = new Set<string>();
   for (let pass = 0; pass < 4; pass++) {
-    const r = pushPass(nodes, outputs, isConst, stay, readersBeforeNchwc, axisOpsMove, facts);
+    const r = pushPass(nodes, outputs, isConst, stay, readersBeforeNchwc, axisOpsMove, unbound, facts);
     if (r.unmoved.size === 0) return r;
     stay = new Set([...stay, ...r.unmoved]);
   }
-  return pushPass(nodes, outputs, isConst, stay, readersBeforeNchwc, axisOpsMove, facts);
+  return pushPass(nodes, outputs, isConst, stay, readersBeforeNchwc, axisOpsMove, unbound, facts);
 }
 
-function pushPass(nodes: readonly LNode[], outputs: readonly string[], isConst: (name: string) => boolean, stay: ReadonlySet<string>, readersBeforeNchwc: (name: string) => number, axisOpsMove: boolean, facts: TransposeGraphFacts): TransposeRewrite & { unmoved: Set<string> } {
+function pushPass(nodes: readonly LNode[], outputs: readonly string[], isConst: (name: string) => boolean, stay: ReadonlySet<string>, readersBeforeNchwc: (name: string) => number, axisOpsMove: boolean, unbound: ReadonlySet<string>, facts: TransposeGraphFacts): TransposeRewrite & { unmoved: Set<string> } {
   const graphOutputs = new Set(outputs);
   const movesThrough = (op: string) => ELEMENTWISE.has(op) || (axisOpsMove && AXIS_OPS.has(op));
   const leadsToTranspose = valuesLeadingToTranspose(nodes, movesThrough);
-  const unbound = transposesUnbound(nodes, facts.constDims);
   // A value held only transposed: `src` (in the layout before `perm`) is what is computed;
   // `original`: it is an original Transpose's output, not yet moved past any op.
   // `made`: where it is materialized, the Transpose is one ORT makes when it moves one (numbered

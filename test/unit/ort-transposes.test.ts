@@ -88,6 +88,9 @@ describe("ORT's transposes, moved for the memory pattern", () => {
     const made = r.nodes.filter((n) => n.name.endsWith(MADE_TRANSPOSE));
     expect(made.map((n) => [n.outputs[0], n.attrs.perm])).toEqual([["q", [0, 2, 1, 3]], ["k", [0, 2, 1, 3]], ["v", [0, 2, 1, 3]]]);
     expect(r.transposed.get("q#before-transpose")).toEqual({ of: "q", perm: [0, 2, 1, 3] });
+    // Each moved Gather stands for the file's (ORT keeps its number); a placed Transpose for none.
+    expect(r.nodes.filter((n) => n.op === "Gather").map((n) => r.origin.get(n))).toEqual([nodes[1], nodes[2], nodes[3]]);
+    expect(made.map((n) => r.origin.get(n))).toEqual([undefined, undefined, undefined]);
     // A reader that is no such Gather (or an index that is no scalar) keeps the permute where it is.
     expect(ops(ortPushTransposes([...nodes, node("Relu", ["t"], "r")], ["y", "r"], isConst, [], facts).nodes)).toEqual(ops([...nodes, node("Relu", ["t"], "r")]));
     expect(ops(ortPushTransposes(nodes, ["y"], isConst, [], { constDims: () => [1] }).nodes)).toEqual(ops(nodes));
