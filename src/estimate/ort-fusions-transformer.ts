@@ -1,8 +1,8 @@
 /**
  * ONNX Runtime's level-"extended" fusions of the op chains transformers export (its
- * gelu_fusion, bias_gelu_fusion, fast_gelu_fusion and matmul_scale_fusion), as the memory
- * replay (ort-pattern.ts) needs them: each fused chain writes one tensor where the file has
- * several. Checked against ORT's own optimized graphs (`SessionOptions.optimized_model_filepath`):
+ * gelu_fusion, layer_norm_fusion, bias_gelu_fusion, fast_gelu_fusion and matmul_scale_fusion),
+ * as the memory replay (ort-pattern.ts) needs them: each fused chain writes one tensor where the
+ * file has several. Checked against ORT's own optimized graphs (`SessionOptions.optimized_model_filepath`):
  * BERT-base and DistilBERT keep 2 BiasGelu and 2 FusedMatMul for 2 layers and no Erf, GPT-2
  * 2 FastGelu and no Tanh, ConvNeXt-tiny 18 BiasGelu. Without them the replay held every Gelu's
  * four intermediates (each as large as the feed-forward layer's 4x-wide output): ConvNeXt-tiny's
@@ -17,14 +17,24 @@ export const GELU = "ort:Gelu";
 export const FAST_GELU = "ort:FastGelu";
 export const BIAS_GELU = "ort:BiasGelu";
 export const FUSED_MATMUL = "ort:FusedMatMul";
+export const LAYER_NORM = "ort:LayerNormalization";
+export const SIMPLIFIED_LAYER_NORM = "ort:SimplifiedLayerNormalization";
 
-interface Graphish {
-  producer: Map<string, LNode>;
-  readers: Map<string, LNode[]>;
+/** What the rules ask of a tensor beyond its producer and readers: a constant's dims, a value's rank. */
+export interface TensorFacts {
   isConst: (name: string) => boolean;
+  isScalarConst?: (name: string) => boolean;
+  constDims?: (name: string) => readonly number[] | undefined;
+  rankOf?: (name: string) => number | undefined;
 }
 
-function index(nodes: readonly LNode[], graphOutputs: ReadonlySet<string>, isConst: (n: string) => boolean): Graphish {
+interface Graphish extends TensorFacts {
+  producer: Map<string, LNode>;
+  readers: Map<string, LNode[]>;
+  graphOutputs: ReadonlySet<string>;
+}
+
+function index(nodes: readonly LNode[], graphOutputs: ReadonlySet<string>, facts: TensorFacts): Graphish {
   const producer = new Map<string, LNode>();
   const readers = new Map<string, LNode[]>();
   for (const n of nodes) {
@@ -33,7 +43,7 @@ function index(nodes: readonly LNode[], graphOutputs: ReadonlySet<string>, isCon
   }
   const caller = { op: "(graph output)", inputs: [], outputs: [] } as unknown as LNode;
   for (const o of graphOutputs) readers.set(o, [...(readers.get(o) ?? []), caller]);
-  return { producer, readers, isConst };
+  return { ...facts, producer, readers, graphOutputs };
 }
 
 /** The one node reading `t`, if exactly one does (a graph output has a second reader). */
@@ -132,6 +142,104 @@ function tanhGelus(nodes: readonly LNode[], g: Graphish): Array<{ nodes: LNode[]
 }
 
 /**
+ * A ReduceMean's axes as negative numbers if they are consecutive and end at the last axis, else
+ * null. An axis given as positive needs the rank: the rank of the chain's input, for every
+ * ReduceMean of the chain (as ORT takes it).
+ */
+function trailingAxes(mean: LNode, rank: number | undefined): number[] | null {
+  const axes = mean.attrs.axes as number[] | undefined;
+  if (!axes?.length) return null;
+  if (axes.some((a) => a >= 0) && rank === undefined) return null;
+  const neg = axes.map((a) => (a >= 0 ? a - rank! : a)).sort((a, b) => a - b);
+  return neg.every((a, i) => i === 0 || a === neg[i - 1]! + 1) && neg.at(-1) === -1 ? neg : null;
+}
+/** The one input of `n` that is a 1-D constant (a LayerNorm's scale or bias over one axis), if any. */
+const vectorConst = (n: LNode, g: Graphish): string | undefined => n.inputs.filter((i) => g.isConst(i) && g.constDims?.(i)?.length === 1).at(-1);
+/** `t`'s readers, exactly `count` of them, none the graph's output (ORT's CheckOutputEdges). */
+const readersExactly = (g: Graphish, t: string | undefined, count: number): LNode[] | undefined => {
+  const r = t && !g.graphOutputs.has(t) ? g.readers.get(t) : undefined;
+  return r?.length === count ? r : undefined;
+};
+const producedBy = (g: Graphish, t: string | undefined, op: string): LNode | undefined => {
+  const p = t ? g.producer.get(t) : undefined;
+  return p?.op === op ? p : undefined;
+};
+
+/**
+ * LayerNorm from its primitives, as exporters before opset 17 and hand-written norms emit it
+ * (I-BERT's IntLayerNorm unquantized, for one): m = ReduceMean(x), d = x - m, then
+ * d / Sqrt(ReduceMean(Pow(d, 2)) + eps) * scale + bias, over the same trailing axis, scale and
+ * bias 1-D. ORT's layer_norm_fusion makes it one LayerNormalization, whose output alone is
+ * written: unfused, the replay held the mean, the difference, its square and the quotient (each
+ * as large as x but the means), and I-BERT's requests of a stale pattern (ort-arena.ts) took
+ * their tensors in an order ORT never runs. Each intermediate has the readers the chain gives it
+ * and no other, as ORT requires. (Its variants with Casts, for float16 and Apex, are not replayed.)
+ */
+function layerNorms(nodes: readonly LNode[], g: Graphish): Array<{ nodes: LNode[]; fused: LNode }> {
+  const out: Array<{ nodes: LNode[]; fused: LNode }> = [];
+  const taken = new Set<LNode>();
+  for (const mean of nodes) {
+    if (mean.op !== "ReduceMean" || taken.has(mean) || !mean.inputs[0] || !mean.outputs[0] || g.graphOutputs.has(mean.outputs[0])) continue;
+    const x = mean.inputs[0];
+    const subs = g.readers.get(mean.outputs[0]) ?? [];
+    // Older torch exports subtract the mean twice, once for the square and once for the quotient.
+    if ((subs.length !== 1 && subs.length !== 2) || subs.some((s) => s.op !== "Sub" || s.inputs[0] !== x || s.inputs[1] !== mean.outputs[0])) continue;
+    const [sub, dup] = subs as [LNode, LNode | undefined];
+    if (!readersExactly(g, sub.outputs[0], dup ? 1 : 2) || (dup && !readersExactly(g, dup.outputs[0], 1))) continue;
+    const div = [...(g.readers.get(sub.outputs[0]!) ?? []), ...(dup ? (g.readers.get(dup.outputs[0]!) ?? []) : [])].find((n) => n.op === "Div");
+    if (!div || !readersExactly(g, div.outputs[0], 1) || !subs.some((s) => s.outputs[0] === div.inputs[0])) continue;
+    const sqrt = producedBy(g, div.inputs[1], "Sqrt");
+    const addEps = sqrt && readersExactly(g, sqrt.outputs[0], 1) ? producedBy(g, sqrt.inputs[0], "Add") : undefined;
+    if (!addEps || !readersExactly(g, addEps.outputs[0], 1)) continue;
+    const variance = addEps.inputs.map((i) => producedBy(g, i, "ReduceMean")).find((n) => n);
+    const pow = variance && readersExactly(g, variance.outputs[0], 1) ? producedBy(g, variance.inputs[0], "Pow") : undefined;
+    if (!pow || !readersExactly(g, pow.outputs[0], 1) || !subs.some((s) => s.outputs[0] === pow.inputs[0])) continue;
+    const mul = readersExactly(g, div.outputs[0], 1)![0]!;
+    if (mul.op !== "Mul" || !readersExactly(g, mul.outputs[0], 1)) continue;
+    const add = g.readers.get(mul.outputs[0]!)![0]!;
+    if (add.op !== "Add") continue;
+    const rank = g.rankOf?.(x);
+    const axes = trailingAxes(mean, rank);
+    if (!axes || axes.length !== 1 || JSON.stringify(trailingAxes(variance!, rank)) !== JSON.stringify(axes)) continue;
+    const scale = vectorConst(mul, g);
+    const bias = vectorConst(add, g);
+    if (!scale || !bias || g.constDims!(scale)![0] !== g.constDims!(bias)![0]) continue;
+    const chain = [mean, sub, ...(dup ? [dup] : []), pow, variance!, addEps, sqrt!, div, mul, add];
+    chain.forEach((n) => taken.add(n));
+    out.push({ nodes: chain, fused: { ...add, op: LAYER_NORM, inputs: [x, scale, bias], outputs: [add.outputs[0]!], attrs: { axis: axes[0]! } } });
+  }
+  return out;
+}
+
+/**
+ * RMSNorm from its primitives written as a quotient: x / Sqrt(ReduceMean(Pow(x, 2)) + eps) * scale
+ * (ORT's SimplifiedLayerNormFusion; on its CPU only where no Cast lies between). transformers'
+ * Llama and T5 norms multiply by Rsqrt instead, which this rule leaves alone, as ORT does.
+ */
+function simplifiedLayerNorms(nodes: readonly LNode[], g: Graphish): Array<{ nodes: LNode[]; fused: LNode }> {
+  const out: Array<{ nodes: LNode[]; fused: LNode }> = [];
+  for (const pow of nodes) {
+    if (pow.op !== "Pow" || !pow.inputs[0] || !readersExactly(g, pow.outputs[0], 1)) continue;
+    const x = pow.inputs[0];
+    const mean = g.readers.get(pow.outputs[0]!)![0]!;
+    if (mean.op !== "ReduceMean" || !readersExactly(g, mean.outputs[0], 1)) continue;
+    const addEps = g.readers.get(mean.outputs[0]!)![0]!;
+    if (addEps.op !== "Add" || !readersExactly(g, addEps.outputs[0], 1)) continue;
+    const sqrt = g.readers.get(addEps.outputs[0]!)![0]!;
+    if (sqrt.op !== "Sqrt" || !readersExactly(g, sqrt.outputs[0], 1)) continue;
+    const div = g.readers.get(sqrt.outputs[0]!)![0]!;
+    if (div.op !== "Div" || div.inputs[0] !== x || div.inputs[1] !== sqrt.outputs[0] || !readersExactly(g, div.outputs[0], 1)) continue;
+    const mul = g.readers.get(div.outputs[0]!)![0]!;
+    const axes = trailingAxes(mean, g.rankOf?.(x));
+    const scale = vectorConst(mul, g);
+    if (mul.op !== "Mul" || !axes || axes.length !== 1 || !scale) continue;
+    const chain = [pow, mean, addEps, sqrt, div, mul];
+    out.push({ nodes: chain, fused: { ...mul, op: SIMPLIFIED_LAYER_NORM, inputs: [x, scale], outputs: [mul.outputs[0]!], attrs: { axis: axes[0]! } } });
+  }
+  return out;
+}
+
+/**
  * Gelu after Add(a, 1-D constant bias), the sum read by the Gelu alone: BiasGelu(a, bias). The
  * Gelu: one fused from erf (above), or ONNX's own (opset 20, exact: what torch exports nn.GELU
  * as from that opset on).
@@ -218,10 +326,11 @@ function scaledMatMuls(nodes: readonly LNode[], g: Graphish): Array<{ nodes: LNo
   return out;
 }
 
-/** The transformer fusions in ORT's order: Gelu (erf), a MatMul's transposed inputs, Gelu's bias, FastGelu (tanh), the scaled MatMuls. */
-export function ortTransformerFusions(nodes: readonly LNode[], graphOutputs: ReadonlySet<string>, isConst: (n: string) => boolean, isScalarConst: (n: string) => boolean = () => false): LNode[] {
-  let ns = collapse(nodes, erfGelus(nodes, index(nodes, graphOutputs, isConst)));
-  ns = transposedMatMuls(ns, index(ns, graphOutputs, isConst));
-  for (const rule of [biasGelus, tanhGelus, scaledMatMuls]) ns = collapse(ns, rule(ns, index(ns, graphOutputs, isConst)));
-  return inputScaledMatMuls(ns, index(ns, graphOutputs, isConst), isScalarConst);
+/** The transformer fusions in ORT's order: Gelu (erf), LayerNorm and RMSNorm, a MatMul's transposed inputs, Gelu's bias, FastGelu (tanh), the scaled MatMuls. */
+export function ortTransformerFusions(nodes: readonly LNode[], graphOutputs: ReadonlySet<string>, facts: TensorFacts): LNode[] {
+  let ns = nodes;
+  for (const rule of [erfGelus, layerNorms, simplifiedLayerNorms]) ns = collapse(ns, rule(ns, index(ns, graphOutputs, facts)));
+  ns = transposedMatMuls(ns, index(ns, graphOutputs, facts));
+  for (const rule of [biasGelus, tanhGelus, scaledMatMuls]) ns = collapse(ns, rule(ns, index(ns, graphOutputs, facts)));
+  return inputScaledMatMuls(ns, index(ns, graphOutputs, facts), facts.isScalarConst ?? (() => false));
 }

@@ -111,12 +111,12 @@ function fuseConvActivation(nodes: readonly LNode[], graphOutputs: ReadonlySet<s
  * MatMuls: ort-fusions-transformer.ts), residual sums into Convs, activations into Convs, then
  * SiLU. `isConst`: whether a tensor is a constant (an initializer or a folded value).
  */
-export function ortFusions(nodes: readonly LNode[], graphOutputs: readonly string[], isConst: (name: string) => boolean = () => false, constDims: (name: string) => readonly number[] | undefined = () => undefined): LNode[] {
+export function ortFusions(nodes: readonly LNode[], graphOutputs: readonly string[], isConst: (name: string) => boolean = () => false, constDims: (name: string) => readonly number[] | undefined = () => undefined, rankOf: (name: string) => number | undefined = () => undefined): LNode[] {
   const outs = new Set(graphOutputs);
   // ORT's scalar: a constant of rank 0, or of one element on one axis.
   const isScalarConst = (n: string) => {
     const d = isConst(n) ? constDims(n) : undefined;
     return !!d && (d.length === 0 || (d.length === 1 && d[0] === 1));
   };
-  return fuseQuickGelu(fuseConvActivation(fuseConvSum(ortTransformerFusions(nodes, outs, isConst, isScalarConst), outs), outs, isConst), outs, isScalarConst);
+  return fuseQuickGelu(fuseConvActivation(fuseConvSum(ortTransformerFusions(nodes, outs, { isConst, isScalarConst, constDims, rankOf }), outs), outs, isConst), outs, isScalarConst);
 }

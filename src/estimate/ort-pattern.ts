@@ -512,7 +512,7 @@ function ortRunTrace(g0: Graph, inputShapes: Record<string, number[]> | undefine
     newShapeDims.set(name, { dtype: "float32", dims: [...dims] });
   }
   const dynamic = ortDynamicQuantFusions(quantized.nodes, inf.outputs, isConst, (n) => inf.dtypes.get(n));
-  const fused = ortFusions(dynamic, inf.outputs, isConst, constDims);
+  const fused = ortFusions(dynamic, inf.outputs, isConst, constDims, (n) => inf.shapes.get(n)?.length);
   const nchwc = ortNchwc(fused, inf.outputs, { constDims, shapeOf: (n) => inf.shapes.get(n), dtypeOf: (n) => inf.dtypes.get(n), shapeUnknown: (n) => unknown.has(n) });
   const { blocked } = nchwc;
   // ORT runs the graph it ends with, its nodes numbered as it numbers them: the file's for those

@@ -16,7 +16,7 @@ import { pythonPath, REPO_ROOT } from "../fixtures/onnx/models.ts";
 import { ortPatternBytes } from "../fixtures/ort-pattern-size.ts";
 import { exportZooArchs } from "../fixtures/zoo-export.ts";
 import { DYNAMIC_SEQ } from "../fixtures/ort-dynamic-seq.ts";
-import { CONV_AFFINE, CONV_HARDSWISH, CONV_HARDSWISH_BODY, NOOP_ARITHMETIC, QUICK_GELU_CHAIN, SE_BLOCKS, SILU_CHAIN, GATHERED_QKV, TALKING_HEADS, TF_PADDING } from "../fixtures/ort-fusions.ts";
+import { CONV_AFFINE, CONV_HARDSWISH, CONV_HARDSWISH_BODY, NOOP_ARITHMETIC, QUICK_GELU_CHAIN, SE_BLOCKS, SILU_CHAIN, GATHERED_QKV, TALKING_HEADS, TF_PADDING, WRITTEN_LAYER_NORM } from "../fixtures/ort-fusions.ts";
 import { TWO_BRANCHES } from "../fixtures/ort-two-branches.ts";
 import { ORT_ONLY_OPS } from "../fixtures/ort-only-ops.ts";
 import { CONV1D_NET } from "../fixtures/ort-plain-layouts.ts";
@@ -94,6 +94,14 @@ describe("ORT's memory pattern, simulated from the graph", () => {
   // projection dies before the scores (CaiT: the replay's pattern was 1.37x ORT's block).
   it("gathered-qkv: the block ORT asks for at batch 8", async () => {
     const onnx = writeModel(GATHERED_QKV, "gathered-qkv", dir);
+    expect(ortPatternBytesPerSample(loadOnnx(onnx)) * 8).toBe(await ortPatternBytes(onnx, 8));
+  }, 120_000);
+
+  // A LayerNorm written out is one LayerNormalization to ORT: only its output is a tensor
+  // (I-BERT: its requests of a stale pattern took the chain's tensors, its eval pass then grew
+  // the arena 16 MiB the replay did not).
+  it("written-layer-norm: the block ORT asks for at batch 8", async () => {
+    const onnx = writeModel(WRITTEN_LAYER_NORM, "written-layer-norm", dir);
     expect(ortPatternBytesPerSample(loadOnnx(onnx)) * 8).toBe(await ortPatternBytes(onnx, 8));
   }, 120_000);
 

@@ -3,7 +3,7 @@
 import { describe, expect, it } from "vitest";
 import type { LNode } from "../../src/compiler/ir.ts";
 import { CONV_SUM, ortFusions } from "../../src/estimate/ort-fusions.ts";
-import { BIAS_GELU, FAST_GELU, FUSED_MATMUL, GELU } from "../../src/estimate/ort-fusions-transformer.ts";
+import { BIAS_GELU, FAST_GELU, FUSED_MATMUL, GELU, LAYER_NORM, SIMPLIFIED_LAYER_NORM } from "../../src/estimate/ort-fusions-transformer.ts";
 
 const node = (op: string, inputs: string[], outputs: string[]): LNode => ({ op, name: outputs[0]!, inputs, outputs, attrs: {} });
 const ops = (ns: LNode[]) => ns.map((n) => `${n.op}->${n.outputs.join(",")}`);
@@ -96,5 +96,47 @@ describe("ORT's fusions in the pattern replay", () => {
     expect(ops(ortFusions([node("MatMul", ["q", "k"], ["s"]), node("Div", ["s", "v"], ["z"])], ["z"], isConst))).toEqual(["MatMul->s", "Div->z"]);
     // Without knowing the constants (the default) nothing transformer-shaped is fused.
     expect(ops(ortFusions(erfGelu("x", "y"), ["y"]))).toHaveLength(5);
+  });
+
+  // LayerNorm as torch exports it before opset 17 and as I-BERT writes it by hand: x [N, S, 128].
+  const withAttrs = (n: LNode, attrs: LNode["attrs"]): LNode => ({ ...n, attrs });
+  const layerNorm = (axes: number[], opts: { dupSub?: boolean } = {}) => [
+    withAttrs(node("ReduceMean", ["x"], ["m"]), { axes, keepdims: 1 }),
+    node("Sub", ["x", "m"], ["d"]),
+    ...(opts.dupSub ? [node("Sub", ["x", "m"], ["d2"])] : []),
+    withAttrs(node("Pow", ["d"], ["p"]), { exponent: 2 }),
+    withAttrs(node("ReduceMean", ["p"], ["v"]), { axes, keepdims: 1 }),
+    node("Add", ["v", "c_eps"], ["ve"]), node("Sqrt", ["ve"], ["s"]),
+    node("Div", [opts.dupSub ? "d2" : "d", "s"], ["n"]),
+    node("Mul", ["n", "c_gamma"], ["g"]), node("Add", ["g", "c_beta"], ["y"]),
+  ];
+  const dims = (n: string) => (n === "c_gamma" || n === "c_beta" ? [128] : n === "c_eps" ? [] : undefined);
+  const rank = (n: string) => (n === "x" ? 3 : undefined);
+
+  it("fuses a LayerNorm written out (mean, difference, variance, root, quotient, scale, bias) into one LayerNormalization, as ORT does", () => {
+    for (const axes of [[-1], [2]]) {
+      const fused = ortFusions(layerNorm(axes), ["y"], isConst, dims, rank);
+      expect(ops(fused)).toEqual([`${LAYER_NORM}->y`]);
+      expect(fused[0]!.inputs).toEqual(["x", "c_gamma", "c_beta"]);
+    }
+    // older torch exports subtract the mean twice
+    expect(ops(ortFusions(layerNorm([-1], { dupSub: true }), ["y"], isConst, dims, rank))).toEqual([`${LAYER_NORM}->y`]);
+  });
+
+  it("leaves a written-out LayerNorm whole over a leading axis, with a read intermediate, or a scale that is no 1-D constant", () => {
+    expect(ops(ortFusions(layerNorm([1]), ["y"], isConst, dims, rank))).toHaveLength(9);
+    expect(ops(ortFusions(layerNorm([2]), ["y"], isConst, dims))).toHaveLength(9); // a positive axis without the rank
+    expect(ops(ortFusions(layerNorm([-1]), ["y", "n"], isConst, dims, rank))).toHaveLength(9);
+    expect(ops(ortFusions(layerNorm([-1]), ["y"], isConst, (n) => (n === "c_gamma" ? [4, 128] : dims(n)), rank))).toHaveLength(9);
+  });
+
+  it("fuses x / Sqrt(mean(x^2) + eps) * scale into one SimplifiedLayerNormalization, not the Rsqrt form Llama exports", () => {
+    const rms = [
+      withAttrs(node("Pow", ["x"], ["p"]), { exponent: 2 }), withAttrs(node("ReduceMean", ["p"], ["v"]), { axes: [-1], keepdims: 1 }),
+      node("Add", ["v", "c_eps"], ["ve"]), node("Sqrt", ["ve"], ["s"]), node("Div", ["x", "s"], ["n"]), node("Mul", ["n", "c_gamma"], ["y"]),
+    ];
+    expect(ops(ortFusions(rms, ["y"], isConst, dims, rank))).toEqual([`${SIMPLIFIED_LAYER_NORM}->y`]);
+    const rsqrt = [...rms.slice(0, 4), node("Div", ["c_one", "s"], ["r"]), node("Mul", ["x", "r"], ["n"]), node("Mul", ["n", "c_gamma"], ["y"])];
+    expect(ops(ortFusions(rsqrt, ["y"], isConst, dims, rank))).toHaveLength(7);
   });
 });
