@@ -39,19 +39,24 @@ export function nodeDeadOutputMiB(t: Pick<ModelTerms, "outputPerSampleMiB">, run
 }
 
 /**
- * Features.deadOutputMiB of node-ort: what its peak holds beyond the end figures' terms, the
- * larger of its timed requests' uncollected outputs and its eval chunks' outputs (the set's
- * outputs once more), which never peak together: the eval pass's allocations make V8 collect the
- * requests' dead outputs, and the chunks take their room. The timed requests run before the
- * eval pass, when the set's gathered outputs (evalOutputMiB, on the peak as on the end) are not
- * there yet: their dead outputs count beyond those. Counted whole, RoBERTa's, ALBERT's, ESM's
- * and XLM's (hidden 128: 4 MiB a request of 64, 16 MiB of eval outputs) peaks at compare's
- * defaults were +4.0, +4.5, +12.2 and +6.4 %; -2.6, -1.9, +5.0, -1.0 % counted beyond them
- * (SqueezeBERT +2.6 -> -4.2 %).
- * The child keeps every chunk's outputs until it copies them into one (node-ort-io.mjs
- * gatherOutputs). Before (calibration format 34) the chunks rode on a fitted slope of 1.64 on
- * the eval outputs, fitted on a probe whose 64 MiB of chunks took the room of 22.5 MiB of dead
- * requests: a decoder LM's 625 MiB of logits (256 eval samples) put its peak 13 % short.
+ * Features.deadOutputMiB of node-ort: what its peak holds beyond the end figures' terms. Its
+ * timed requests leave uncollected outputs (nodeDeadOutputMiB), then its eval pass keeps every
+ * chunk's outputs until it copies them into one (node-ort-io.mjs gatherOutputs), the copy that
+ * the end figures hold (evalOutputMiB, slope 1 on the peak as on the end). Whether V8 collects
+ * the requests' dead outputs before the chunks and their copy pile up on them is its timing, a
+ * coin per run, so the estimate takes the middle of two outcomes:
+ * - collected first: the larger of the dead outputs while the copy is not there yet (beyond it)
+ *   and the chunks' outputs beside their copy;
+ * - not collected: the larger of the dead outputs and the chunks' outputs, both beyond the copy.
+ * Measured at compare's defaults on encoders of hidden 128 (4 MiB a request of 64, 16 MiB of eval
+ * outputs, 32 of dead requests), peak less end figures: 20 to 32 MiB over seven encoders on one
+ * machine (2026-12-08, none of their dead requests kept at the end), 23 to 27 on another
+ * (2026-12-07, ESM's, XLM's and RoBERTa's); the outcomes say 16 and 32. Taking the first alone,
+ * the seven's peaks were -3.3 to -7.8 %; the second alone had RoBERTa, ALBERT, ESM and XLM at
+ * +4.0 to +12.2 %. Decoders, whose chunks outweigh their dead requests, have one outcome.
+ * Before (calibration format 34) the chunks rode on a fitted slope of 1.64 on the eval outputs,
+ * fitted on a probe whose 64 MiB of chunks took the room of 22.5 MiB of dead requests: a decoder
+ * LM's 625 MiB of logits (256 eval samples) put its peak 13 % short.
  * `heldLeft`: the blocks the load left held that ORT's arena did not take (ort-heap-reuse.ts
  * arenaResidentBeyondHeld); the dead outputs they hold cost no RSS (heldServedMiB).
  */
@@ -59,7 +64,9 @@ export function nodePeakBeyondEndMiB(t: Pick<ModelTerms, "outputPerSampleMiB" | 
   const dead = nodeDeadOutputMiB(t, run);
   const beyondHeld = dead - heldServedMiB(outputTensorsMiB(t, run.maxBatch), dead, heldLeft);
   const evalOutputs = (t.outputPerSampleMiB ?? 0) * run.evalSamples;
-  return Math.max(beyondHeld - evalOutputs, evalOutputs);
+  const collectedFirst = Math.max(beyondHeld - evalOutputs, evalOutputs);
+  const notCollected = Math.max(beyondHeld, evalOutputs);
+  return (collectedFirst + notCollected) / 2;
 }
 
 /**

@@ -318,8 +318,9 @@ describe("node-ort's dead outputs (deadOutputMiB)", () => {
     expect(nodeDeadOutputMiB(t, { maxBatch: 64, evalSamples: 256 })).toBe(0); // requests unknown: left out
     expect(nodeDeadOutputMiB({ outputPerSampleMiB: null }, run(55))).toBe(0);
     const terms = { ...(t as object), weightMiB: 1, convWeightMiB: 0 } as never;
-    // On the peak, beyond the eval set's outputs (8 MiB), which the timed requests come before.
-    expect(features("node-ort", terms, run(55)).deadOutputMiB).toBe(NODE_DEAD_OUTPUT_LIMIT_MIB + 3 - 8);
+    // On the peak: the middle of their count beyond the eval set's outputs (8 MiB: collected
+    // before the eval pass makes them) and their whole count (not collected yet).
+    expect(features("node-ort", terms, run(55)).deadOutputMiB).toBe(NODE_DEAD_OUTPUT_LIMIT_MIB + 3 - 8 / 2);
     expect(features("python-ort", terms, run(55)).deadOutputMiB).toBe(0);
     expect(features("native", terms, run(55)).deadOutputMiB).toBe(0);
   });
@@ -438,11 +439,12 @@ describe("node-ort's dead outputs (deadOutputMiB)", () => {
     expect(nodeDeadOutputKeptMiB(t, run, held)).toBeCloseTo(kept - 24, 9);
     expect(nodeDeadOutputKeptMiB(t, run, [{ bytes: 64 * MIB, count: 1 }])).toBe(0);
     expect(nodeDeadOutputKeptMiB(t, run, [])).toBeCloseTo(kept, 9);
-    // The peak's dead outputs alike, beyond the eval set's gathered outputs (12 MiB here: the
-    // timed requests run before the eval pass makes them), but never below the eval chunks' (12).
-    expect(nodePeakBeyondEndMiB(t, run)).toBeCloseTo(kept - 12, 9);
+    // The peak's dead outputs alike: the middle of their count beyond the eval set's gathered
+    // outputs (12 MiB here: collected before the eval pass makes them) and their whole count
+    // (not collected yet), never below the eval chunks' (12).
+    expect(nodePeakBeyondEndMiB(t, run)).toBeCloseTo(kept - 6, 9);
     expect(nodePeakBeyondEndMiB(t, run, held)).toBe(12);
-    expect(nodePeakBeyondEndMiB(t, run, [{ bytes: 8 * MIB, count: 1 }])).toBeCloseTo(kept - 6 - 12, 9);
+    expect(nodePeakBeyondEndMiB(t, run, [{ bytes: 8 * MIB, count: 1 }])).toBeCloseTo(kept - 6 - 6, 9);
     // features() hands node-ort's load probe's blocks, less what the arena replay took, to both.
     const trace = [{ kind: "alloc", id: 0, size: 0.5 * MIB }, { kind: "free", id: 0 }];
     const load = (freePieces: { bytes: number; count: number }[] | null) => ({ heldMiB: 100, inUseMiB: 260, untouchedMiB: 0, peakAboveEndMiB: 0, freePieces });
