@@ -15,6 +15,14 @@ describe("ORT's fusions in the pattern replay", () => {
     expect(ops(ortFusions([node("Sigmoid", ["x"], ["s"]), node("Mul", ["x", "s"], ["y"])], ["y"]))).toEqual(["ort:QuickGelu->y"]);
   });
 
+  it("folds a Gemm's activation into it from ORT's own list for Gemms (FusedGemm), where the Gemm's output has no other reader", () => {
+    const gemm = (act: string, outs = ["y"]) => ortFusions([node("Gemm", ["x", "w", "b"], ["g"]), node(act, ["g"], ["y"])], outs);
+    expect(ops(gemm("Relu"))).toEqual(["Gemm->y"]);
+    expect(ops(gemm("Softplus"))).toEqual(["Gemm->y"]);
+    expect(ops(gemm("HardSwish"))).toEqual(["Gemm->g", "HardSwish->y"]); // a Conv's, not a Gemm's
+    expect(ops(gemm("Relu", ["y", "g"]))).toEqual(["Gemm->g", "Relu->y"]);
+  });
+
   it("folds a Clip into its Conv only where its bounds are constants (a float16 model's are Casts that run in every request)", () => {
     const clip = [node("Conv", ["x", "w"], ["c"]), node("Clip", ["c", "lo", "hi"], ["y"])];
     expect(ops(ortFusions(clip, ["y"], (n) => n === "lo" || n === "hi"))).toEqual(["Conv->y"]);
