@@ -19,7 +19,10 @@
  * [N, seq]) the batch cancels out: every batch size finds the first one's pattern. ORT then
  * allocates that pattern's block, takes from the arena one by one every tensor whose size
  * differs from its block (all those with the batch), in every request, and never records a
- * pattern of the new shape (execution_frame.cc).
+ * pattern of the new shape (execution_frame.cc). Those of a fixed size have their place in the
+ * block: GPT-2's position embeddings ([1, seq, hidden]) and their Cast, taken from the arena as
+ * well, moved where its held eval outputs went, and its eval pass grew the replay's arena 4 MiB
+ * where ORT's grew 16.
  *
  * `loadFreeBytes`: the room the session's load left unwritten in the arena (the load probe's
  * untouchedMiB, bfc-arena.ts): the first requests take it before the arena grows.
@@ -88,14 +91,17 @@ export function replayOrtArena(tracePerSample: readonly TraceEvent[], batches: r
   const isOutput = new Set(tracePerSample.flatMap((e) => (e.kind === "alloc" && e.output ? [e.id] : [])));
   const held: ArenaChunk[] = [];
   // A request without a pattern for its sizes: every tensor from the arena, in the trace's
-  // order; its outputs go back after it, or into `keep`.
-  const tensorByTensor = (batch: number, keep: ArenaChunk[] | null) => {
+  // order; its outputs go back after it, or into `keep`. `staleFrom`: the batch size whose
+  // pattern ORT uses for this one (a stale key): a tensor of the same size at both (one that does
+  // not grow with the batch) takes its place in that pattern's block, not the arena.
+  const tensorByTensor = (batch: number, keep: ArenaChunk[] | null, staleFrom?: number) => {
     const live = new Map<number, ArenaChunk>();
     for (const e of tracePerSample) {
       if (e.kind === "alloc") {
         // A tensor without the batch (0 a sample), unless ORT computes it at run time (fixed),
         // is not the batch's: too small to matter here.
-        if (e.size > 0) live.set(e.id, arena.alloc(bytesAtBatch(e, batch)));
+        const inBlock = staleFrom !== undefined && !e.output && bytesAtBatch(e, staleFrom) === bytesAtBatch(e, batch);
+        if (e.size > 0 && !inBlock) live.set(e.id, arena.alloc(bytesAtBatch(e, batch)));
       } else if (!(keep && isOutput.has(e.id))) {
         const c = live.get(e.id);
         if (c) arena.release(c);
@@ -140,7 +146,7 @@ export function replayOrtArena(tracePerSample: readonly TraceEvent[], batches: r
       // Another shape's pattern: its block, and this shape's tensors one by one, every request.
       const stale = patternBytesAtBatch(tracePerSample, cached);
       const block = stale > 0 ? arena.alloc(stale) : null;
-      tensorByTensor(batch, keep);
+      tensorByTensor(batch, keep, cached);
       if (block) arena.release(block);
       return "stale";
     }

@@ -125,6 +125,22 @@ describe("what becomes resident", () => {
     expect(keyed.residentBytes / MIB).toBeGreaterThanOrEqual(16 + 2);
   });
 
+  it("takes a tensor that does not grow with the batch from the other batch's block, not the arena, in a request of a stale pattern", () => {
+    // A 16 MiB tensor of fixed size (GPT-2's position embeddings, [1, seq, hidden]) beside a
+    // 1 MiB-a-sample one: at batch 8 under batch 1's key only the 8 MiB tensor comes from the
+    // arena; the fixed one has its place in batch 1's block (ORT matches a block by its size).
+    const trace: TraceEvent[] = [
+      { kind: "alloc", id: 0, size: 16 * MIB, fixed: true }, { kind: "alloc", id: 1, size: MIB }, { kind: "free", id: 0 }, { kind: "free", id: 1 },
+    ];
+    const keyed = replayOrtArena(trace, [1, 8], () => 0);
+    expect(keyed.regions.map((b) => b / MIB)).toEqual([16, 16, 32]);
+    // Written: batch 1's tensors one by one (16 + 1 MiB, a region each) and its 17 MiB block
+    // (the 32 MiB region, whole: a chunk splits only at twice the request), then batch 8's
+    // 8 MiB tensor over the second region's 1 MiB. Taken from the arena beside the block as
+    // well, the fixed tensor took that region and pushed the 8 MiB one onto 8 more pages (49).
+    expect((keyed.residentBytes - keyed.handleTableBytes) / MIB).toBe(41);
+  });
+
   it("runs the eval set in chunks of the largest batch, a shorter one last", () => {
     expect(evalChunks(256, 8)).toEqual(new Array(32).fill(8));
     expect(evalChunks(100, 64)).toEqual([64, 36]);
