@@ -93,14 +93,15 @@ export function replayOrtArena(tracePerSample: readonly TraceEvent[], batches: r
   // A request without a pattern for its sizes: every tensor from the arena, in the trace's
   // order; its outputs go back after it, or into `keep`. `staleFrom`: the batch size whose
   // pattern ORT uses for this one (a stale key): a tensor of the same size at both (one that does
-  // not grow with the batch) takes its place in that pattern's block, not the arena.
+  // not grow with the batch) takes its place in that pattern's block, not the arena; the outputs
+  // and the kernels' scratch have none there (withPattern takes them apart from it too).
   const tensorByTensor = (batch: number, keep: ArenaChunk[] | null, staleFrom?: number) => {
     const live = new Map<number, ArenaChunk>();
     for (const e of tracePerSample) {
       if (e.kind === "alloc") {
         // A tensor without the batch (0 a sample), unless ORT computes it at run time (fixed),
         // is not the batch's: too small to matter here.
-        const inBlock = staleFrom !== undefined && !e.output && bytesAtBatch(e, staleFrom) === bytesAtBatch(e, batch);
+        const inBlock = staleFrom !== undefined && !e.output && !e.scratch && bytesAtBatch(e, staleFrom) === bytesAtBatch(e, batch);
         if (e.size > 0 && !inBlock) live.set(e.id, arena.alloc(bytesAtBatch(e, batch)));
       } else if (!(keep && isOutput.has(e.id))) {
         const c = live.get(e.id);

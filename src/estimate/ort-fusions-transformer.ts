@@ -31,7 +31,6 @@ export interface TensorFacts {
 interface Graphish extends TensorFacts {
   producer: Map<string, LNode>;
   readers: Map<string, LNode[]>;
-  graphOutputs: ReadonlySet<string>;
 }
 
 function index(nodes: readonly LNode[], graphOutputs: ReadonlySet<string>, facts: TensorFacts): Graphish {
@@ -43,7 +42,7 @@ function index(nodes: readonly LNode[], graphOutputs: ReadonlySet<string>, facts
   }
   const caller = { op: "(graph output)", inputs: [], outputs: [] } as unknown as LNode;
   for (const o of graphOutputs) readers.set(o, [...(readers.get(o) ?? []), caller]);
-  return { ...facts, producer, readers, graphOutputs };
+  return { ...facts, producer, readers };
 }
 
 /** The one node reading `t`, if exactly one does (a graph output has a second reader). */
@@ -155,9 +154,9 @@ function trailingAxes(mean: LNode, rank: number | undefined): number[] | null {
 }
 /** The one input of `n` that is a 1-D constant (a LayerNorm's scale or bias over one axis), if any. */
 const vectorConst = (n: LNode, g: Graphish): string | undefined => n.inputs.filter((i) => g.isConst(i) && g.constDims?.(i)?.length === 1).at(-1);
-/** `t`'s readers, exactly `count` of them, none the graph's output (ORT's CheckOutputEdges). */
+/** `t`'s readers if there are exactly `count` (a graph output has one more: ORT's CheckOutputEdges). */
 const readersExactly = (g: Graphish, t: string | undefined, count: number): LNode[] | undefined => {
-  const r = t && !g.graphOutputs.has(t) ? g.readers.get(t) : undefined;
+  const r = t ? g.readers.get(t) : undefined;
   return r?.length === count ? r : undefined;
 };
 const producedBy = (g: Graphish, t: string | undefined, op: string): LNode | undefined => {
@@ -177,9 +176,9 @@ const producedBy = (g: Graphish, t: string | undefined, op: string): LNode | und
  */
 function layerNorms(nodes: readonly LNode[], g: Graphish): Array<{ nodes: LNode[]; fused: LNode }> {
   const out: Array<{ nodes: LNode[]; fused: LNode }> = [];
-  const taken = new Set<LNode>();
   for (const mean of nodes) {
-    if (mean.op !== "ReduceMean" || taken.has(mean) || !mean.inputs[0] || !mean.outputs[0] || g.graphOutputs.has(mean.outputs[0])) continue;
+    // (A graph output among its readers is no Sub: such a mean is never fused.)
+    if (mean.op !== "ReduceMean" || !mean.inputs[0] || !mean.outputs[0]) continue;
     const x = mean.inputs[0];
     const subs = g.readers.get(mean.outputs[0]) ?? [];
     // Older torch exports subtract the mean twice, once for the square and once for the quotient.
@@ -194,10 +193,9 @@ function layerNorms(nodes: readonly LNode[], g: Graphish): Array<{ nodes: LNode[
     const variance = addEps.inputs.map((i) => producedBy(g, i, "ReduceMean")).find((n) => n);
     const pow = variance && readersExactly(g, variance.outputs[0], 1) ? producedBy(g, variance.inputs[0], "Pow") : undefined;
     if (!pow || !readersExactly(g, pow.outputs[0], 1) || !subs.some((s) => s.outputs[0] === pow.inputs[0])) continue;
-    const mul = readersExactly(g, div.outputs[0], 1)![0]!;
-    if (mul.op !== "Mul" || !readersExactly(g, mul.outputs[0], 1)) continue;
-    const add = g.readers.get(mul.outputs[0]!)![0]!;
-    if (add.op !== "Add") continue;
+    const mul = soleReader(g, div.outputs[0], "Mul");
+    const add = soleReader(g, mul?.outputs[0], "Add");
+    if (!mul || !add) continue;
     const rank = g.rankOf?.(x);
     const axes = trailingAxes(mean, rank);
     if (!axes || axes.length !== 1 || JSON.stringify(trailingAxes(variance!, rank)) !== JSON.stringify(axes)) continue;
@@ -205,7 +203,6 @@ function layerNorms(nodes: readonly LNode[], g: Graphish): Array<{ nodes: LNode[
     const bias = vectorConst(add, g);
     if (!scale || !bias || g.constDims!(scale)![0] !== g.constDims!(bias)![0]) continue;
     const chain = [mean, sub, ...(dup ? [dup] : []), pow, variance!, addEps, sqrt!, div, mul, add];
-    chain.forEach((n) => taken.add(n));
     out.push({ nodes: chain, fused: { ...add, op: LAYER_NORM, inputs: [x, scale, bias], outputs: [add.outputs[0]!], attrs: { axis: axes[0]! } } });
   }
   return out;
@@ -219,20 +216,17 @@ function layerNorms(nodes: readonly LNode[], g: Graphish): Array<{ nodes: LNode[
 function simplifiedLayerNorms(nodes: readonly LNode[], g: Graphish): Array<{ nodes: LNode[]; fused: LNode }> {
   const out: Array<{ nodes: LNode[]; fused: LNode }> = [];
   for (const pow of nodes) {
-    if (pow.op !== "Pow" || !pow.inputs[0] || !readersExactly(g, pow.outputs[0], 1)) continue;
+    if (pow.op !== "Pow" || !pow.inputs[0]) continue;
     const x = pow.inputs[0];
-    const mean = g.readers.get(pow.outputs[0]!)![0]!;
-    if (mean.op !== "ReduceMean" || !readersExactly(g, mean.outputs[0], 1)) continue;
-    const addEps = g.readers.get(mean.outputs[0]!)![0]!;
-    if (addEps.op !== "Add" || !readersExactly(g, addEps.outputs[0], 1)) continue;
-    const sqrt = g.readers.get(addEps.outputs[0]!)![0]!;
-    if (sqrt.op !== "Sqrt" || !readersExactly(g, sqrt.outputs[0], 1)) continue;
-    const div = g.readers.get(sqrt.outputs[0]!)![0]!;
-    if (div.op !== "Div" || div.inputs[0] !== x || div.inputs[1] !== sqrt.outputs[0] || !readersExactly(g, div.outputs[0], 1)) continue;
-    const mul = g.readers.get(div.outputs[0]!)![0]!;
+    const mean = soleReader(g, pow.outputs[0], "ReduceMean");
+    const addEps = soleReader(g, mean?.outputs[0], "Add");
+    const sqrt = soleReader(g, addEps?.outputs[0], "Sqrt");
+    const div = soleReader(g, sqrt?.outputs[0], "Div");
+    const mul = soleReader(g, div?.outputs[0], "Mul");
+    if (!mean || !addEps || !sqrt || !div || !mul || div.inputs[0] !== x || div.inputs[1] !== sqrt.outputs[0]) continue;
     const axes = trailingAxes(mean, g.rankOf?.(x));
     const scale = vectorConst(mul, g);
-    if (mul.op !== "Mul" || !axes || axes.length !== 1 || !scale) continue;
+    if (!axes || axes.length !== 1 || !scale) continue;
     const chain = [pow, mean, addEps, sqrt, div, mul];
     out.push({ nodes: chain, fused: { ...mul, op: SIMPLIFIED_LAYER_NORM, inputs: [x, scale], outputs: [mul.outputs[0]!], attrs: { axis: axes[0]! } } });
   }
